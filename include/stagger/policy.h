@@ -1,0 +1,248 @@
+/*
+ * The retry decision: one pure function that says what follows an attempt.
+ *
+ * Given the policy, the state so far, what the attempt produced (an HTTP
+ * status or a transport error class), the request's method and idempotency
+ * key, the server's hints and now, stg_decide() answers: success; retry after
+ * a wait; or give up, with a reason. It reads no clock and keeps no state;
+ * its only side effect is one draw from the caller's RNG when it retries.
+ *
+ * Rules, in order:
+ *  1. cancelled                                   -> give up (CANCELLED)
+ *  2. status 1xx/2xx/3xx                          -> success
+ *  3. status not in retry_statuses                -> give up (STATUS_NOT_RETRYABLE)
+ *     transport error not in retry_errors         -> give up (ERROR_NOT_RETRYABLE)
+ *  4. method not safe to repeat                   -> give up (METHOD_NOT_IDEMPOTENT)
+ *     Safe: a method in retry_methods; a method in key_methods when the
+ *     request carries an idempotency key; any method when the error proves
+ *     the request never left (connection refused, connect timeout, DNS).
+ *  5. attempts >= max_attempts                    -> give up (ATTEMPTS_EXHAUSTED)
+ *  6. the wait: computed backoff, combined with the server's hint according
+ *     to retry_after_mode (see below).
+ *  7. a server hint above max_server_wait, or above what the deadline
+ *     leaves, in HONOR/EXACT mode                 -> give up (SERVER_WAIT_TOO_LONG)
+ *     at once, so the caller gets the response back without sleeping.
+ *  8. deadline reached, or the shortest possible wait ends past it
+ *                                                 -> give up (DEADLINE)
+ *     otherwise the drawn wait is clamped so it ends by the deadline: no wait
+ *     is ever scheduled past it.
+ *
+ * Retry-After modes (the hint is Retry-After, else the X-RateLimit/RateLimit
+ * reset when 0 requests remain):
+ *   HONOR  (default) wait = hint + uniform(0, spread), spread =
+ *          max(hint * honor_spread, backoff.base): never earlier than asked,
+ *          and clients told the same value do not return in the same
+ *          millisecond.
+ *   EXACT  wait = hint (what most clients do; for comparison).
+ *   CAP    wait = min(backoff, hint): retries EARLIER than asked; provided
+ *          only to reproduce that mistake in `stagger sim quota`.
+ *   IGNORE wait = backoff.
+ * Without a hint every mode uses the computed backoff.
+ */
+#ifndef STAGGER_POLICY_H
+#define STAGGER_POLICY_H
+
+#include "common.h"
+#include "rng.h"
+#include "backoff.h"
+#include "hints.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* HTTP methods. Bit (1u << m) of a method set. */
+typedef enum stg_method {
+    STG_METHOD_UNKNOWN = 0,
+    STG_METHOD_GET = 1,
+    STG_METHOD_HEAD = 2,
+    STG_METHOD_POST = 3,
+    STG_METHOD_PUT = 4,
+    STG_METHOD_DELETE = 5,
+    STG_METHOD_OPTIONS = 6,
+    STG_METHOD_TRACE = 7,
+    STG_METHOD_PATCH = 8,
+    STG_METHOD_CONNECT = 9
+} stg_method;
+
+#define STG_METHOD_BIT(m) (1u << (unsigned)(m))
+/* Default methods that may be retried: the idempotent ones of RFC 9110. */
+#define STG_METHODS_IDEMPOTENT                                                         \
+    (STG_METHOD_BIT(STG_METHOD_GET) | STG_METHOD_BIT(STG_METHOD_HEAD) |                \
+     STG_METHOD_BIT(STG_METHOD_OPTIONS) | STG_METHOD_BIT(STG_METHOD_TRACE) |           \
+     STG_METHOD_BIT(STG_METHOD_PUT) | STG_METHOD_BIT(STG_METHOD_DELETE))
+/* Default methods retried only with an idempotency key. */
+#define STG_METHODS_WITH_KEY (STG_METHOD_BIT(STG_METHOD_POST) | STG_METHOD_BIT(STG_METHOD_PATCH))
+
+/* Case-sensitive, as RFC 9110 says method names are. UNKNOWN otherwise. */
+STG_API stg_method stg_method_parse(const char *name);
+STG_API const char *stg_method_name(stg_method m); /* "GET", ..., "UNKNOWN" */
+
+/* Transport outcomes, as classified by the transport (libstagger-curl maps
+ * CURLcode to these). Bit (1u << e) of an error set. */
+typedef enum stg_net_error {
+    STG_NET_NONE = 0, /* an HTTP response arrived */
+    STG_NET_CONNECT_REFUSED = 1,
+    STG_NET_RESET = 2,           /* connection reset or closed without a response */
+    STG_NET_TIMEOUT = 3,         /* the attempt's total/read timeout */
+    STG_NET_CONNECT_TIMEOUT = 4,
+    STG_NET_DNS = 5,
+    STG_NET_TLS = 6,
+    STG_NET_OTHER = 7
+} stg_net_error;
+
+#define STG_NET_BIT(e) (1u << (unsigned)(e))
+#define STG_NET_DEFAULT_RETRY                                                       \
+    (STG_NET_BIT(STG_NET_CONNECT_REFUSED) | STG_NET_BIT(STG_NET_RESET) |           \
+     STG_NET_BIT(STG_NET_TIMEOUT) | STG_NET_BIT(STG_NET_CONNECT_TIMEOUT))
+
+/* "connect_refused", "reset", "timeout", "connect_timeout", "dns", "tls",
+ * "other", "none". */
+STG_API const char *stg_net_error_name(stg_net_error e);
+
+/* A set of HTTP status codes 0..639. */
+typedef struct stg_status_set {
+    uint64_t bits[10];
+} stg_status_set;
+
+STG_API void stg_status_set_clear(stg_status_set *s);
+STG_API void stg_status_set_add(stg_status_set *s, int status);
+STG_API bool stg_status_set_has(const stg_status_set *s, int status);
+STG_API bool stg_status_set_empty(const stg_status_set *s);
+/* Parse "408,429,500-504" or "429,5xx" into *s (cleared first). Returns
+ * STG_OK or STG_EPARSE (then *s is cleared). */
+STG_API int stg_status_set_parse(stg_status_set *s, const char *text);
+/* The default: 408, 429, 500, 502, 503, 504. */
+STG_API void stg_status_set_default(stg_status_set *s);
+
+typedef enum stg_retry_after_mode {
+    STG_RETRY_AFTER_HONOR = 0, /* default */
+    STG_RETRY_AFTER_EXACT = 1,
+    STG_RETRY_AFTER_CAP = 2,
+    STG_RETRY_AFTER_IGNORE = 3
+} stg_retry_after_mode;
+
+/* "honor", "exact", "cap", "ignore"; parse also accepts "honour". */
+STG_API const char *stg_retry_after_mode_name(stg_retry_after_mode m);
+STG_API int stg_retry_after_mode_parse(const char *text, stg_retry_after_mode *m);
+
+#define STG_POLICY_DEFAULT_MAX_ATTEMPTS 6
+#define STG_POLICY_DEFAULT_DEADLINE_US STG_SEC(60)
+#define STG_POLICY_DEFAULT_MAX_SERVER_WAIT_US STG_SEC(30)
+#define STG_POLICY_DEFAULT_HONOR_SPREAD 0.2
+#define STG_POLICY_DEFAULT_CONNECT_TIMEOUT_US STG_SEC(5)
+#define STG_POLICY_DEFAULT_ATTEMPT_TIMEOUT_US STG_SEC(10)
+
+/* A retry policy. Zero fields mean the documented default, so
+ * `stg_policy p = {0};` is the project default (preset "default"). */
+typedef struct stg_policy {
+    stg_backoff_config backoff;  /* zero: full jitter, 500 ms, x2, cap 30 s */
+    int max_attempts;            /* attempts in all, first included; 0: 6 */
+    int64_t deadline_us;         /* overall, from the first attempt's start;
+                                    0: 60 s; < 0: none */
+    int64_t max_server_wait_us;  /* 0: 30 s; < 0: no limit */
+    stg_retry_after_mode retry_after_mode; /* 0: HONOR */
+    double honor_spread;         /* fraction of the hint; 0: 0.2 */
+    stg_status_set retry_statuses; /* empty: stg_status_set_default() */
+    unsigned retry_errors;       /* STG_NET_BIT set; 0: STG_NET_DEFAULT_RETRY */
+    unsigned retry_methods;      /* STG_METHOD_BIT set; 0: STG_METHODS_IDEMPOTENT */
+    unsigned key_methods;        /* 0: STG_METHODS_WITH_KEY */
+    /* Per-attempt limits, applied by the transport (the core only carries
+     * them): connect 0: 5 s; whole attempt 0: 10 s. */
+    int64_t connect_timeout_us;
+    int64_t attempt_timeout_us;
+} stg_policy;
+
+/* Copy *in to *out with defaults filled in and check it. Returns STG_OK or
+ * STG_EINVAL (bad backoff, max_attempts < 0, honor_spread < 0 or NaN, mode
+ * out of range, negative timeouts). stg_decide() resolves on its own; call
+ * this to validate once and to read the effective values. */
+STG_API int stg_policy_resolve(const stg_policy *in, stg_policy *out);
+
+/* Fill *p from a named preset ("default", "full-jitter", "bounded",
+ * "batch", "decorrelated"; see stg_policy_preset_describe). Returns STG_OK or
+ * STG_ENOTFOUND (then *p is untouched). */
+STG_API int stg_policy_preset(stg_policy *p, const char *name);
+/* NULL-terminated array of preset names. Static. */
+STG_API const char *const *stg_policy_preset_names(void);
+/* One-line description of a preset, or NULL. Static. */
+STG_API const char *stg_policy_preset_describe(const char *name);
+
+/* What the decision saw of an attempt. */
+typedef struct stg_outcome {
+    int status;              /* HTTP status, or 0 when error != NONE */
+    stg_net_error error;     /* STG_NET_NONE when a response arrived */
+    stg_method method;
+    bool has_idempotency_key;
+    bool cancelled;          /* the caller cancelled the request */
+    const stg_hints *hints;  /* parsed response hints; may be NULL */
+} stg_outcome;
+
+/* State carried between attempts; zero it before the first attempt and set
+ * start_us to the instant the first attempt began. */
+typedef struct stg_retry_state {
+    int attempts;         /* attempts made, including the one just finished */
+    int64_t start_us;     /* monotonic start of the first attempt */
+    int64_t prev_wait_us; /* the previous wait (0 before the first retry) */
+} stg_retry_state;
+
+typedef enum stg_action {
+    STG_ACTION_SUCCESS = 0,
+    STG_ACTION_RETRY = 1,
+    STG_ACTION_GIVE_UP = 2
+} stg_action;
+
+/* X(name, number, snake_name, message). Numbers never reused. */
+#define STG_REASON_MAP(X)                                                                  \
+    X(SUCCESS, 0, "success", "the attempt succeeded")                                     \
+    X(RETRY_STATUS, 1, "retry_status", "retryable status")                                \
+    X(RETRY_ERROR, 2, "retry_error", "retryable transport error")                         \
+    X(STATUS_NOT_RETRYABLE, 10, "status_not_retryable", "status not retryable")           \
+    X(ERROR_NOT_RETRYABLE, 11, "error_not_retryable", "transport error not retryable")    \
+    X(METHOD_NOT_IDEMPOTENT, 12, "method_not_idempotent",                                  \
+      "method not idempotent and no idempotency key")                                     \
+    X(ATTEMPTS_EXHAUSTED, 13, "attempts_exhausted", "attempts exhausted")                 \
+    X(DEADLINE, 14, "deadline", "the overall deadline would pass")                        \
+    X(SERVER_WAIT_TOO_LONG, 15, "server_wait_too_long",                                    \
+      "server asks to wait longer than allowed")                                          \
+    X(CANCELLED, 16, "cancelled", "cancelled")                                            \
+    X(BUDGET_EXHAUSTED, 17, "budget_exhausted", "retry budget exhausted")                 \
+    X(BREAKER_OPEN, 18, "breaker_open", "circuit breaker open")
+
+typedef enum stg_reason {
+#define STG__REASON_ENUM(name, num, snake, msg) STG_REASON_##name = num,
+    STG_REASON_MAP(STG__REASON_ENUM)
+#undef STG__REASON_ENUM
+} stg_reason;
+
+STG_API const char *stg_reason_name(stg_reason r);    /* "retry_status", ... */
+STG_API const char *stg_reason_message(stg_reason r); /* "retryable status", ... */
+STG_API const char *stg_action_name(stg_action a);    /* "success", "retry", "give_up" */
+
+typedef struct stg_decision {
+    stg_action action;
+    stg_reason reason;
+    int64_t wait_us;        /* RETRY: the wait drawn; otherwise 0 */
+    int64_t wait_min_us;    /* RETRY: the range the wait was drawn from, after */
+    int64_t wait_max_us;    /*        the deadline clamp; otherwise 0 */
+    int64_t server_wait_us; /* the hint considered, or STG_UNKNOWN */
+    bool used_hint;         /* the wait came from (or was bounded by) the hint */
+} stg_decision;
+
+/* Decide what follows an attempt. All pointers except out->... inputs are
+ * borrowed; rng is drawn from only on RETRY (at most once). Returns STG_OK,
+ * or STG_EINVAL for NULL arguments, an invalid policy or state->attempts < 1
+ * (then *out is a GIVE_UP with reason ATTEMPTS_EXHAUSTED). Thread-safe as
+ * long as rng is not shared. */
+STG_API int stg_decide(const stg_policy *policy, const stg_retry_state *state,
+                       const stg_outcome *outcome, int64_t now_us, stg_rng *rng,
+                       stg_decision *out);
+
+/* Record a RETRY decision in the state: prev_wait_us = d->wait_us. (The
+ * caller increments attempts when the next attempt starts.) */
+STG_API void stg_retry_state_note(stg_retry_state *state, const stg_decision *d);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,14 @@
+/*
+ * libstagger: polite retries for rate-limited HTTP APIs.
+ * The umbrella header; include this, or the individual headers.
+ */
+#ifndef STAGGER_H
+#define STAGGER_H
+
+#include "common.h"
+#include "rng.h"
+#include "backoff.h"
+#include "hints.h"
+#include "policy.h"
+
+#endif

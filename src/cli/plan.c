@@ -1,0 +1,420 @@
+/*
+ * `stagger plan`: see what a retry policy does before using it.
+ *
+ * Schedule mode samples many schedules through stg_decide() itself (not a
+ * second implementation), each as if every attempt failed with a retryable
+ * 503 and took no time, and prints per retry the min / median / max wait and
+ * cumulative time. Decision mode runs stg_decide() once on a response given
+ * on the command line and says what follows and why.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <jansson.h>
+
+#include "cli/cli.h"
+
+#define CMD "plan"
+#define MAX_HEADERS 64
+
+static void help(void)
+{
+    printf("usage: stagger plan [policy options] [--samples N] [--seed S] [--json]\n"
+           "       stagger plan [policy options] --respond STATUS|ERROR [-H 'Name: value']...\n"
+           "                    [-X METHOD] [--attempt N] [--elapsed D] [--prev-wait D]\n"
+           "                    [--idempotency-key] [--now UNIX_SECONDS] [--seed S] [--json]\n"
+           "\n"
+           "Without --respond: sample --samples schedules (default 10000) of the policy,\n"
+           "each as if every attempt failed with a retryable 503 and took no time, and\n"
+           "print per retry the min / median / max wait, the cumulative time, and the\n"
+           "share of schedules that get that far (the deadline can cut them short).\n"
+           "\n"
+           "With --respond: the decision for that response to attempt --attempt\n"
+           "(default 1) and why. STATUS is an HTTP status; ERROR is one of refused,\n"
+           "reset, timeout, connect-timeout, dns, tls, other. -H adds response headers\n"
+           "(Retry-After, X-RateLimit-*, RateLimit, RateLimit-Policy); --now sets the\n"
+           "wall clock for HTTP-dates (default: now); --elapsed is the time since the\n"
+           "first attempt started (for the deadline); --prev-wait the previous wait\n"
+           "(decorrelated jitter); --idempotency-key says the request carries one.\n"
+           "\n"
+           "%s"
+           "\n"
+           "JSON (--json), schedule mode: one object with \"policy\" (the resolved\n"
+           "policy), \"samples\", \"seed\" and \"retries\", an array of objects with\n"
+           "retry, reached (share), wait_min_ms, wait_median_ms, wait_max_ms,\n"
+           "cum_min_ms, cum_median_ms, cum_max_ms.\n"
+           "JSON, decision mode: decision (success|retry|give_up), reason (e.g.\n"
+           "retry_status, status_not_retryable, server_wait_too_long), message,\n"
+           "wait_min_ms, wait_max_ms (range the wait is drawn from), wait_ms (the wait\n"
+           "drawn for --seed), server_wait_ms (parsed hint or null), attempt, status,\n"
+           "error, method, retry_after_mode, and hints {retry_after_ms, limit,\n"
+           "remaining, reset_ms, window_ms} (null when absent).\n"
+           "\n"
+           "Exit status: 0 on success, 2 on bad usage.\n",
+           cli_policy_help);
+}
+
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+static double ms(int64_t us)
+{
+    return (double)us / 1000.0;
+}
+
+/* "429,500-599": the status set as ranges. */
+static void format_statuses(const stg_status_set *set, char *buf, size_t size)
+{
+    size_t len = 0;
+    buf[0] = '\0';
+    for (int c = 100; c <= 599 && len + 16 < size; c++) {
+        if (!stg_status_set_has(set, c))
+            continue;
+        int end = c;
+        while (end < 599 && stg_status_set_has(set, end + 1))
+            end++;
+        if (end > c)
+            len += (size_t)snprintf(buf + len, size - len, "%s%d-%d", len ? "," : "", c, end);
+        else
+            len += (size_t)snprintf(buf + len, size - len, "%s%d", len ? "," : "", c);
+        c = end;
+    }
+}
+
+static json_t *policy_json(const stg_policy *p)
+{
+    char statuses[512];
+    format_statuses(&p->retry_statuses, statuses, sizeof statuses);
+    json_t *o = json_pack("{s:s,s:f,s:f,s:f,s:i,s:f,s:f,s:s,s:f,s:s}", "backoff",
+                          stg_backoff_kind_name(p->backoff.kind), "base_ms",
+                          ms(p->backoff.base_us), "cap_ms", ms(p->backoff.cap_us), "multiplier",
+                          p->backoff.multiplier, "max_attempts", p->max_attempts, "deadline_ms",
+                          p->deadline_us < 0 ? -1.0 : ms(p->deadline_us), "max_server_wait_ms",
+                          p->max_server_wait_us < 0 ? -1.0 : ms(p->max_server_wait_us),
+                          "retry_after_mode", stg_retry_after_mode_name(p->retry_after_mode),
+                          "honor_spread", p->honor_spread, "retry_on", statuses);
+    if (p->backoff.kind == STG_BACKOFF_PROPORTIONAL) {
+        json_object_set_new(o, "jitter_lo", json_real(p->backoff.jitter_lo));
+        json_object_set_new(o, "jitter_hi", json_real(p->backoff.jitter_hi));
+    }
+    return o;
+}
+
+static void print_policy(const stg_policy *p)
+{
+    char base[32], cap[32], dl[32];
+    cli_format_duration(p->backoff.base_us, base, sizeof base);
+    cli_format_duration(p->backoff.cap_us, cap, sizeof cap);
+    if (p->deadline_us < 0)
+        snprintf(dl, sizeof dl, "none");
+    else
+        cli_format_duration(p->deadline_us, dl, sizeof dl);
+    printf("policy: %s backoff, base %s, x%g, cap %s", stg_backoff_kind_name(p->backoff.kind),
+           base, p->backoff.multiplier, cap);
+    if (p->backoff.kind == STG_BACKOFF_PROPORTIONAL)
+        printf(" (%+g%%..%+g%%)", p->backoff.jitter_lo * 100, p->backoff.jitter_hi * 100);
+    printf("; %d attempts; deadline %s; Retry-After %s\n", p->max_attempts, dl,
+           stg_retry_after_mode_name(p->retry_after_mode));
+}
+
+/* Schedule mode. */
+static int run_schedule(const stg_policy *p, long long samples, uint64_t seed, bool json)
+{
+    int retries = p->max_attempts - 1;
+    if (retries > 64)
+        retries = 64; /* beyond this the table says nothing new */
+    int64_t *waits = calloc((size_t)samples * (size_t)(retries > 0 ? retries : 1), sizeof *waits);
+    int64_t *cums = calloc((size_t)samples * (size_t)(retries > 0 ? retries : 1), sizeof *cums);
+    long long *reached = calloc((size_t)(retries > 0 ? retries : 1), sizeof *reached);
+    if (!waits || !cums || !reached) {
+        free(waits), free(cums), free(reached);
+        fprintf(stderr, "stagger plan: out of memory\n");
+        return 1;
+    }
+    stg_rng rng;
+    stg_rng_seed(&rng, seed);
+    stg_outcome o = {.status = 503, .method = STG_METHOD_GET};
+    for (long long s = 0; s < samples; s++) {
+        stg_retry_state st = {.attempts = 1, .start_us = 0};
+        int64_t now = 0;
+        for (int r = 0; r < retries; r++) {
+            stg_decision d;
+            stg_decide(p, &st, &o, now, &rng, &d);
+            if (d.action != STG_ACTION_RETRY)
+                break;
+            now += d.wait_us;
+            /* Store compactly: reached[r] counts the schedules that got here. */
+            waits[(size_t)r * (size_t)samples + (size_t)reached[r]] = d.wait_us;
+            cums[(size_t)r * (size_t)samples + (size_t)reached[r]] = now;
+            reached[r]++;
+            stg_retry_state_note(&st, &d);
+            st.attempts++;
+        }
+    }
+
+    json_t *arr = json ? json_array() : NULL;
+    if (!json) {
+        print_policy(p);
+        printf("%lld schedules, seed %llu; every attempt fails with a retryable 503\n\n", samples,
+               (unsigned long long)seed);
+        printf("%-6s %12s %12s %12s   %12s %12s %12s %8s\n", "retry", "wait min", "median", "max",
+               "total min", "median", "max", "reached");
+    }
+    for (int r = 0; r < retries && reached[r] > 0; r++) {
+        int64_t *w = waits + (size_t)r * (size_t)samples, *c = cums + (size_t)r * (size_t)samples;
+        size_t n = (size_t)reached[r];
+        qsort(w, n, sizeof *w, cmp_i64);
+        qsort(c, n, sizeof *c, cmp_i64);
+        double share = (double)reached[r] / (double)samples;
+        if (json) {
+            json_array_append_new(arr, json_pack("{s:i,s:f,s:f,s:f,s:f,s:f,s:f,s:f}", "retry",
+                                                 r + 1, "reached", share, "wait_min_ms", ms(w[0]),
+                                                 "wait_median_ms", ms(w[n / 2]), "wait_max_ms",
+                                                 ms(w[n - 1]), "cum_min_ms", ms(c[0]),
+                                                 "cum_median_ms", ms(c[n / 2]), "cum_max_ms",
+                                                 ms(c[n - 1])));
+        } else {
+            char b[6][32];
+            int64_t v[6] = {w[0], w[n / 2], w[n - 1], c[0], c[n / 2], c[n - 1]};
+            for (int k = 0; k < 6; k++)
+                cli_format_duration(v[k], b[k], sizeof b[k]);
+            printf("%-6d %12s %12s %12s   %12s %12s %12s %7.1f%%\n", r + 1, b[0], b[1], b[2], b[3],
+                   b[4], b[5], share * 100);
+        }
+    }
+    if (json) {
+        json_t *root = json_pack("{s:o,s:I,s:I,s:o}", "policy", policy_json(p), "samples",
+                                 (json_int_t)samples, "seed", (json_int_t)seed, "retries", arr);
+        char *txt = json_dumps(root, JSON_COMPACT | JSON_REAL_PRECISION(12));
+        puts(txt);
+        free(txt);
+        json_decref(root);
+    } else if (retries == 0) {
+        printf("(no retries: the policy allows 1 attempt)\n");
+    }
+    free(waits), free(cums), free(reached);
+    return 0;
+}
+
+static bool parse_respond(const char *text, stg_outcome *o)
+{
+    static const struct {
+        const char *name;
+        stg_net_error e;
+    } errs[] = {{"refused", STG_NET_CONNECT_REFUSED}, {"reset", STG_NET_RESET},
+                {"timeout", STG_NET_TIMEOUT},         {"connect-timeout", STG_NET_CONNECT_TIMEOUT},
+                {"dns", STG_NET_DNS},                 {"tls", STG_NET_TLS},
+                {"other", STG_NET_OTHER}};
+    long long n;
+    if (cli_parse_int(text, 100, 599, &n)) {
+        o->status = (int)n;
+        o->error = STG_NET_NONE;
+        return true;
+    }
+    for (size_t i = 0; i < sizeof errs / sizeof errs[0]; i++)
+        if (!strcmp(text, errs[i].name)) {
+            o->status = 0;
+            o->error = errs[i].e;
+            return true;
+        }
+    return false;
+}
+
+static json_t *ms_or_null(int64_t us)
+{
+    return us == STG_UNKNOWN ? json_null() : json_real(ms(us));
+}
+
+static json_t *int_or_null(int64_t v)
+{
+    return v == STG_UNKNOWN ? json_null() : json_integer(v);
+}
+
+/* Decision mode. */
+static int run_decision(const stg_policy *p, stg_outcome *o, const stg_hints *h, int attempt,
+                        int64_t elapsed_us, int64_t prev_wait_us, uint64_t seed, bool json)
+{
+    stg_rng rng;
+    stg_rng_seed(&rng, seed);
+    stg_retry_state st = {.attempts = attempt, .start_us = 0, .prev_wait_us = prev_wait_us};
+    o->hints = h;
+    stg_decision d;
+    if (stg_decide(p, &st, o, elapsed_us, &rng, &d) != STG_OK)
+        return cli_usage_error(CMD, "invalid policy");
+
+    if (json) {
+        json_t *hints = json_pack("{s:o,s:o,s:o,s:o,s:o}", "retry_after_ms",
+                                  ms_or_null(h->retry_after_us), "limit", int_or_null(h->limit),
+                                  "remaining", int_or_null(h->remaining), "reset_ms",
+                                  ms_or_null(h->reset_us), "window_ms", ms_or_null(h->window_us));
+        json_t *root = json_pack(
+            "{s:s,s:s,s:s,s:f,s:f,s:f,s:o,s:i,s:o,s:o,s:s,s:s,s:o}", "decision",
+            stg_action_name(d.action), "reason", stg_reason_name(d.reason), "message",
+            stg_reason_message(d.reason), "wait_min_ms", ms(d.wait_min_us), "wait_max_ms",
+            ms(d.wait_max_us), "wait_ms", ms(d.wait_us), "server_wait_ms",
+            ms_or_null(d.server_wait_us), "attempt", attempt, "status",
+            o->error == STG_NET_NONE ? json_integer(o->status) : json_null(), "error",
+            o->error == STG_NET_NONE ? json_null() : json_string(stg_net_error_name(o->error)),
+            "method", stg_method_name(o->method), "retry_after_mode",
+            stg_retry_after_mode_name(p->retry_after_mode), "hints", hints);
+        char *txt = json_dumps(root, JSON_COMPACT | JSON_REAL_PRECISION(12));
+        puts(txt);
+        free(txt);
+        json_decref(root);
+        return 0;
+    }
+
+    char what[64];
+    if (o->error == STG_NET_NONE)
+        snprintf(what, sizeof what, "status %d", o->status);
+    else
+        snprintf(what, sizeof what, "%s", stg_net_error_name(o->error));
+    switch (d.action) {
+    case STG_ACTION_SUCCESS:
+        printf("success: %s\n", what);
+        break;
+    case STG_ACTION_RETRY: {
+        char lo[32], hi[32], w[32], sw[32];
+        snprintf(lo, sizeof lo, "%.0f", ms(d.wait_min_us));
+        snprintf(hi, sizeof hi, "%.0f", ms(d.wait_max_us));
+        cli_format_duration(d.wait_us, w, sizeof w);
+        printf("retry in %s..%s ms (%s", lo, hi, what);
+        if (d.server_wait_us != STG_UNKNOWN) {
+            cli_format_duration(d.server_wait_us, sw, sizeof sw);
+            printf(", server asks %s, %s mode", sw, stg_retry_after_mode_name(p->retry_after_mode));
+        } else {
+            printf(", %s backoff, retry %d", stg_backoff_kind_name(p->backoff.kind), attempt);
+        }
+        printf(")\ndrawn for seed %llu: %s\n", (unsigned long long)seed, w);
+        break;
+    }
+    case STG_ACTION_GIVE_UP:
+        if (d.reason == STG_REASON_STATUS_NOT_RETRYABLE)
+            printf("give up: %s not retryable\n", what);
+        else if (d.reason == STG_REASON_SERVER_WAIT_TOO_LONG) {
+            char sw[32];
+            cli_format_duration(d.server_wait_us, sw, sizeof sw);
+            printf("give up: server asks to wait %s, more than allowed (%s); the response is "
+                   "handed back\n",
+                   sw, what);
+        } else
+            printf("give up: %s (%s, %s)\n", stg_reason_message(d.reason), what,
+                   stg_method_name(o->method));
+        break;
+    }
+    return 0;
+}
+
+int cli_plan_main(int argc, char **argv)
+{
+    stg_policy policy;
+    memset(&policy, 0, sizeof policy);
+    if (cli_policy_preset_first(CMD, argc, argv, &policy) < 0)
+        return CLI_EXIT_USAGE;
+
+    bool json = false, respond = false;
+    long long samples = 10000, attempt = 1, seed = 1;
+    int64_t elapsed = 0, prev_wait = 0;
+    double now_s = (double)time(NULL);
+    stg_outcome o = {.method = STG_METHOD_GET};
+    const char *headers[MAX_HEADERS];
+    int nheaders = 0;
+
+    cli_args a;
+    cli_args_init(&a, argc, argv);
+    const char *opt;
+    while (cli_args_next(&a, &opt)) {
+        if (!a.name[0])
+            return cli_usage_error(CMD, "unexpected argument '%s'", opt);
+        if (!strcmp(opt, "-h") || !strcmp(opt, "--help")) {
+            help();
+            return 0;
+        }
+        if (!strcmp(opt, "--json")) {
+            json = true;
+            continue;
+        }
+        if (!strcmp(opt, "--idempotency-key")) {
+            o.has_idempotency_key = true;
+            continue;
+        }
+        const char *val = cli_args_value(&a);
+        if (!val)
+            return cli_missing_value(CMD, opt);
+        int r = cli_policy_option(CMD, &policy, opt, val);
+        if (r < 0)
+            return CLI_EXIT_USAGE;
+        if (r > 0)
+            continue;
+        if (!strcmp(opt, "--samples")) {
+            if (!cli_parse_int(val, 1, 1000000, &samples))
+                return cli_usage_error(CMD, "bad value '%s' for --samples: expected 1..1000000",
+                                       val);
+        } else if (!strcmp(opt, "--seed")) {
+            if (!cli_parse_int(val, 0, INT64_MAX, &seed))
+                return cli_usage_error(CMD, "bad value '%s' for --seed: expected a number >= 0",
+                                       val);
+        } else if (!strcmp(opt, "--respond")) {
+            if (!parse_respond(val, &o))
+                return cli_usage_error(CMD,
+                                       "bad value '%s' for --respond: expected a status 100..599 "
+                                       "or refused, reset, timeout, connect-timeout, dns, tls, "
+                                       "other",
+                                       val);
+            respond = true;
+        } else if (!strcmp(opt, "-H") || !strcmp(opt, "--header")) {
+            if (nheaders == MAX_HEADERS)
+                return cli_usage_error(CMD, "too many -H (at most %d)", MAX_HEADERS);
+            if (!strchr(val, ':'))
+                return cli_usage_error(CMD, "bad header '%s': expected 'Name: value'", val);
+            headers[nheaders++] = val;
+        } else if (!strcmp(opt, "-X") || !strcmp(opt, "--request")) {
+            o.method = stg_method_parse(val);
+            if (o.method == STG_METHOD_UNKNOWN)
+                return cli_usage_error(CMD, "unknown method '%s' (methods are upper case)", val);
+        } else if (!strcmp(opt, "--attempt")) {
+            if (!cli_parse_int(val, 1, 1000000, &attempt))
+                return cli_usage_error(CMD, "bad value '%s' for --attempt: expected 1 or more",
+                                       val);
+        } else if (!strcmp(opt, "--elapsed")) {
+            if (!cli_parse_duration(val, &elapsed))
+                return cli_usage_error(CMD, "bad value '%s' for --elapsed: expected a duration",
+                                       val);
+        } else if (!strcmp(opt, "--prev-wait")) {
+            if (!cli_parse_duration(val, &prev_wait))
+                return cli_usage_error(CMD,
+                                       "bad value '%s' for --prev-wait: expected a duration", val);
+        } else if (!strcmp(opt, "--now")) {
+            if (!cli_parse_double(val, 0, 253402300799.0, &now_s))
+                return cli_usage_error(CMD,
+                                       "bad value '%s' for --now: expected Unix seconds", val);
+        } else {
+            return cli_usage_error(CMD, "unknown option '%s' (see stagger plan --help)", opt);
+        }
+    }
+
+    stg_policy p;
+    if (stg_policy_resolve(&policy, &p) != STG_OK)
+        return cli_usage_error(CMD, "inconsistent policy (is --cap below --base?)");
+    if (!respond) {
+        if (nheaders || o.has_idempotency_key)
+            return cli_usage_error(CMD, "-H and --idempotency-key need --respond");
+        return run_schedule(&p, samples, (uint64_t)seed, json);
+    }
+
+    stg_hints h;
+    stg_hints_init(&h);
+    int64_t wall_us = (int64_t)(now_s * 1e6);
+    for (int i = 0; i < nheaders; i++) {
+        int rc = stg_hints_header_line(&h, headers[i], strlen(headers[i]), wall_us);
+        if (rc != STG_OK && !json)
+            fprintf(stderr, "stagger plan: note: header '%s' ignored: %s\n", headers[i],
+                    stg_strerror(rc));
+    }
+    return run_decision(&p, &o, &h, (int)attempt, elapsed, prev_wait, (uint64_t)seed, json);
+}

@@ -1,0 +1,492 @@
+/*
+ * The retry decision (rules in policy.h), the policy's defaults and presets,
+ * and the small value types it uses (methods, status sets, modes).
+ *
+ * Invariants of stg_decide(): it never returns a RETRY whose wait is
+ * negative, starts before a Retry-After (HONOR, EXACT), or ends after the
+ * overall deadline; it draws from the RNG at most once and only on RETRY.
+ */
+#include <math.h>
+#include <string.h>
+
+#include <stagger/policy.h>
+
+/* ---- methods ---------------------------------------------------------- */
+
+static const char *const method_names[] = {
+    "UNKNOWN", "GET", "HEAD", "POST", "PUT", "DELETE", "OPTIONS", "TRACE", "PATCH", "CONNECT",
+};
+#define N_METHODS (sizeof method_names / sizeof method_names[0])
+
+stg_method stg_method_parse(const char *name)
+{
+    if (name)
+        for (size_t i = 1; i < N_METHODS; i++)
+            if (!strcmp(name, method_names[i]))
+                return (stg_method)i;
+    return STG_METHOD_UNKNOWN;
+}
+
+const char *stg_method_name(stg_method m)
+{
+    return (unsigned)m < N_METHODS ? method_names[m] : "UNKNOWN";
+}
+
+const char *stg_net_error_name(stg_net_error e)
+{
+    static const char *const names[] = {"none", "connect_refused", "reset", "timeout",
+                                        "connect_timeout", "dns", "tls", "other"};
+    return (unsigned)e < sizeof names / sizeof names[0] ? names[e] : "other";
+}
+
+/* ---- status sets ------------------------------------------------------ */
+
+#define STATUS_MAX 639
+
+void stg_status_set_clear(stg_status_set *s)
+{
+    memset(s, 0, sizeof *s);
+}
+
+void stg_status_set_add(stg_status_set *s, int status)
+{
+    if (status >= 0 && status <= STATUS_MAX)
+        s->bits[status / 64] |= UINT64_C(1) << (status % 64);
+}
+
+bool stg_status_set_has(const stg_status_set *s, int status)
+{
+    if (status < 0 || status > STATUS_MAX)
+        return false;
+    return (s->bits[status / 64] >> (status % 64)) & 1;
+}
+
+bool stg_status_set_empty(const stg_status_set *s)
+{
+    for (size_t i = 0; i < sizeof s->bits / sizeof s->bits[0]; i++)
+        if (s->bits[i])
+            return false;
+    return true;
+}
+
+void stg_status_set_default(stg_status_set *s)
+{
+    static const int codes[] = {408, 429, 500, 502, 503, 504};
+    stg_status_set_clear(s);
+    for (size_t i = 0; i < sizeof codes / sizeof codes[0]; i++)
+        stg_status_set_add(s, codes[i]);
+}
+
+/* A status 100..599 of exactly three digits in [p, end). */
+static bool parse_status(const char *p, const char *end, int *out)
+{
+    if (end - p != 3)
+        return false;
+    int v = 0;
+    for (; p < end; p++) {
+        if (*p < '0' || *p > '9')
+            return false;
+        v = v * 10 + (*p - '0');
+    }
+    if (v < 100 || v > 599)
+        return false;
+    *out = v;
+    return true;
+}
+
+static bool parse_status_item(stg_status_set *s, const char *p, const char *end)
+{
+    while (p < end && (*p == ' ' || *p == '\t'))
+        p++;
+    while (end > p && (end[-1] == ' ' || end[-1] == '\t'))
+        end--;
+    if (end - p == 3 && (p[1] == 'x' || p[1] == 'X') && (p[2] == 'x' || p[2] == 'X') &&
+        p[0] >= '1' && p[0] <= '5') {
+        int first = (p[0] - '0') * 100;
+        for (int c = first; c < first + 100; c++)
+            stg_status_set_add(s, c);
+        return true;
+    }
+    const char *dash = memchr(p, '-', (size_t)(end - p));
+    int a, b;
+    if (dash) {
+        if (!parse_status(p, dash, &a) || !parse_status(dash + 1, end, &b) || a > b)
+            return false;
+    } else {
+        if (!parse_status(p, end, &a))
+            return false;
+        b = a;
+    }
+    for (int c = a; c <= b; c++)
+        stg_status_set_add(s, c);
+    return true;
+}
+
+int stg_status_set_parse(stg_status_set *s, const char *text)
+{
+    stg_status_set_clear(s);
+    if (!text || !*text)
+        return STG_EPARSE;
+    const char *p = text;
+    for (;;) {
+        const char *comma = strchr(p, ',');
+        const char *end = comma ? comma : p + strlen(p);
+        if (!parse_status_item(s, p, end)) {
+            stg_status_set_clear(s);
+            return STG_EPARSE;
+        }
+        if (!comma)
+            return STG_OK;
+        p = comma + 1;
+    }
+}
+
+/* ---- modes, reasons --------------------------------------------------- */
+
+const char *stg_retry_after_mode_name(stg_retry_after_mode m)
+{
+    switch (m) {
+    case STG_RETRY_AFTER_HONOR: return "honor";
+    case STG_RETRY_AFTER_EXACT: return "exact";
+    case STG_RETRY_AFTER_CAP: return "cap";
+    case STG_RETRY_AFTER_IGNORE: return "ignore";
+    }
+    return "unknown";
+}
+
+int stg_retry_after_mode_parse(const char *text, stg_retry_after_mode *m)
+{
+    if (!text)
+        return STG_EPARSE;
+    if (!strcmp(text, "honor") || !strcmp(text, "honour"))
+        *m = STG_RETRY_AFTER_HONOR;
+    else if (!strcmp(text, "exact"))
+        *m = STG_RETRY_AFTER_EXACT;
+    else if (!strcmp(text, "cap"))
+        *m = STG_RETRY_AFTER_CAP;
+    else if (!strcmp(text, "ignore"))
+        *m = STG_RETRY_AFTER_IGNORE;
+    else
+        return STG_EPARSE;
+    return STG_OK;
+}
+
+const char *stg_reason_name(stg_reason r)
+{
+    switch (r) {
+#define STG__REASON_NAME(name, num, snake, msg) \
+    case num:                                   \
+        return snake;
+        STG_REASON_MAP(STG__REASON_NAME)
+#undef STG__REASON_NAME
+    }
+    return "unknown";
+}
+
+const char *stg_reason_message(stg_reason r)
+{
+    switch (r) {
+#define STG__REASON_MSG(name, num, snake, msg) \
+    case num:                                  \
+        return msg;
+        STG_REASON_MAP(STG__REASON_MSG)
+#undef STG__REASON_MSG
+    }
+    return "unknown reason";
+}
+
+const char *stg_action_name(stg_action a)
+{
+    switch (a) {
+    case STG_ACTION_SUCCESS: return "success";
+    case STG_ACTION_RETRY: return "retry";
+    case STG_ACTION_GIVE_UP: return "give_up";
+    }
+    return "unknown";
+}
+
+/* ---- policy defaults and presets ------------------------------------- */
+
+int stg_policy_resolve(const stg_policy *in, stg_policy *out)
+{
+    stg_policy p;
+    if (in)
+        p = *in;
+    else
+        memset(&p, 0, sizeof p);
+    if (stg_backoff_resolve(&p.backoff, &p.backoff) != STG_OK)
+        return STG_EINVAL;
+    if (p.max_attempts < 0)
+        return STG_EINVAL;
+    if (p.max_attempts == 0)
+        p.max_attempts = STG_POLICY_DEFAULT_MAX_ATTEMPTS;
+    if (p.deadline_us == 0)
+        p.deadline_us = STG_POLICY_DEFAULT_DEADLINE_US;
+    else if (p.deadline_us < 0)
+        p.deadline_us = -1;
+    if (p.max_server_wait_us == 0)
+        p.max_server_wait_us = STG_POLICY_DEFAULT_MAX_SERVER_WAIT_US;
+    else if (p.max_server_wait_us < 0)
+        p.max_server_wait_us = -1;
+    if ((unsigned)p.retry_after_mode > STG_RETRY_AFTER_IGNORE)
+        return STG_EINVAL;
+    if (p.honor_spread == 0)
+        p.honor_spread = STG_POLICY_DEFAULT_HONOR_SPREAD;
+    if (!(p.honor_spread >= 0) || !isfinite(p.honor_spread))
+        return STG_EINVAL;
+    if (stg_status_set_empty(&p.retry_statuses))
+        stg_status_set_default(&p.retry_statuses);
+    if (p.retry_errors == 0)
+        p.retry_errors = STG_NET_DEFAULT_RETRY;
+    if (p.retry_methods == 0)
+        p.retry_methods = STG_METHODS_IDEMPOTENT;
+    if (p.key_methods == 0)
+        p.key_methods = STG_METHODS_WITH_KEY;
+    if (p.connect_timeout_us < 0 || p.attempt_timeout_us < 0)
+        return STG_EINVAL;
+    if (p.connect_timeout_us == 0)
+        p.connect_timeout_us = STG_POLICY_DEFAULT_CONNECT_TIMEOUT_US;
+    if (p.attempt_timeout_us == 0)
+        p.attempt_timeout_us = STG_POLICY_DEFAULT_ATTEMPT_TIMEOUT_US;
+    *out = p;
+    return STG_OK;
+}
+
+static const char *const preset_names[] = {"default", "full-jitter", "bounded", "batch",
+                                           "decorrelated", NULL};
+
+static const char *const preset_descriptions[] = {
+    "full jitter, base 500 ms, x2, cap 30 s, 6 attempts, 60 s deadline, Retry-After honoured "
+    "with a spread, 30 s max server wait",
+    "full jitter, base 200 ms, x2, cap 30 s, 6 attempts (the herd experiment's client)",
+    "2 retries, base 1 s, cap 8 s, +0..20% jitter, GET/HEAD only, 429/503 only, "
+    "30 s max server wait, 10 s per attempt",
+    "base 1 s, x2, cap 30 s, +-20% jitter, 6 retries, 429 and 5xx, 5 s connect, "
+    "10 s per attempt, 5 min deadline",
+    "decorrelated jitter, base 1 s, cap 60 s, 5 retries, 10 min deadline",
+};
+
+const char *const *stg_policy_preset_names(void)
+{
+    return preset_names;
+}
+
+const char *stg_policy_preset_describe(const char *name)
+{
+    for (size_t i = 0; name && preset_names[i]; i++)
+        if (!strcmp(name, preset_names[i]))
+            return preset_descriptions[i];
+    return NULL;
+}
+
+int stg_policy_preset(stg_policy *p, const char *name)
+{
+    stg_policy q;
+    memset(&q, 0, sizeof q);
+    if (!name)
+        return STG_ENOTFOUND;
+    if (!strcmp(name, "default")) {
+        /* The zero policy is the default. */
+    } else if (!strcmp(name, "full-jitter")) {
+        q.backoff.kind = STG_BACKOFF_FULL;
+        q.backoff.base_us = STG_MS(200);
+    } else if (!strcmp(name, "bounded")) {
+        q.backoff.kind = STG_BACKOFF_PROPORTIONAL;
+        q.backoff.base_us = STG_SEC(1);
+        q.backoff.cap_us = STG_SEC(8);
+        q.backoff.jitter_lo = 0.0;
+        q.backoff.jitter_hi = 0.2;
+        q.max_attempts = 3;
+        q.retry_methods = STG_METHOD_BIT(STG_METHOD_GET) | STG_METHOD_BIT(STG_METHOD_HEAD);
+        stg_status_set_add(&q.retry_statuses, 429);
+        stg_status_set_add(&q.retry_statuses, 503);
+        q.max_server_wait_us = STG_SEC(30);
+        q.attempt_timeout_us = STG_SEC(10);
+    } else if (!strcmp(name, "batch")) {
+        q.backoff.kind = STG_BACKOFF_PROPORTIONAL;
+        q.backoff.base_us = STG_SEC(1);
+        q.backoff.multiplier = 2.0;
+        q.backoff.cap_us = STG_SEC(30);
+        q.backoff.jitter_lo = -0.2;
+        q.backoff.jitter_hi = 0.2;
+        q.max_attempts = 7;
+        stg_status_set_parse(&q.retry_statuses, "429,5xx");
+        q.connect_timeout_us = STG_SEC(5);
+        q.attempt_timeout_us = STG_SEC(10);
+        q.deadline_us = STG_SEC(300);
+    } else if (!strcmp(name, "decorrelated")) {
+        q.backoff.kind = STG_BACKOFF_DECORRELATED;
+        q.backoff.base_us = STG_SEC(1);
+        q.backoff.cap_us = STG_SEC(60);
+        q.max_attempts = 6;
+        q.deadline_us = STG_SEC(600);
+    } else {
+        return STG_ENOTFOUND;
+    }
+    *p = q;
+    return STG_OK;
+}
+
+/* ---- the decision ----------------------------------------------------- */
+
+static int64_t sat_add(int64_t a, int64_t b)
+{
+    return (b > 0 && a > INT64_MAX - b) ? INT64_MAX : a + b;
+}
+
+static int64_t min64(int64_t a, int64_t b)
+{
+    return a < b ? a : b;
+}
+
+static void give_up(stg_decision *out, stg_reason why)
+{
+    out->action = STG_ACTION_GIVE_UP;
+    out->reason = why;
+    out->wait_us = out->wait_min_us = out->wait_max_us = 0;
+}
+
+/* The request provably never reached the server: repeating it cannot
+ * repeat a side effect, whatever the method. */
+static bool never_sent(stg_net_error e)
+{
+    return e == STG_NET_CONNECT_REFUSED || e == STG_NET_CONNECT_TIMEOUT || e == STG_NET_DNS;
+}
+
+static bool method_may_repeat(const stg_policy *p, const stg_outcome *o)
+{
+    unsigned bit = STG_METHOD_BIT(o->method);
+    if (o->method == STG_METHOD_UNKNOWN)
+        bit = 0;
+    if (p->retry_methods & bit)
+        return true;
+    if (o->has_idempotency_key && (p->key_methods & bit))
+        return true;
+    return never_sent(o->error);
+}
+
+/* Steps 1-5 of the rules: may this outcome be retried at all? Returns false
+ * after filling *out when it may not. */
+static bool classify(const stg_policy *p, const stg_retry_state *st, const stg_outcome *o,
+                     stg_decision *out, stg_reason *why_retry)
+{
+    if (o->cancelled) {
+        give_up(out, STG_REASON_CANCELLED);
+        return false;
+    }
+    if (o->error == STG_NET_NONE) {
+        if (o->status >= 100 && o->status < 400) {
+            out->action = STG_ACTION_SUCCESS;
+            out->reason = STG_REASON_SUCCESS;
+            return false;
+        }
+        if (!stg_status_set_has(&p->retry_statuses, o->status)) {
+            give_up(out, STG_REASON_STATUS_NOT_RETRYABLE);
+            return false;
+        }
+        *why_retry = STG_REASON_RETRY_STATUS;
+    } else {
+        if ((unsigned)o->error >= 32 || !(p->retry_errors & STG_NET_BIT(o->error))) {
+            give_up(out, STG_REASON_ERROR_NOT_RETRYABLE);
+            return false;
+        }
+        *why_retry = STG_REASON_RETRY_ERROR;
+    }
+    if (!method_may_repeat(p, o)) {
+        give_up(out, STG_REASON_METHOD_NOT_IDEMPOTENT);
+        return false;
+    }
+    if (st->attempts >= p->max_attempts) {
+        give_up(out, STG_REASON_ATTEMPTS_EXHAUSTED);
+        return false;
+    }
+    return true;
+}
+
+int stg_decide(const stg_policy *policy, const stg_retry_state *state,
+               const stg_outcome *outcome, int64_t now_us, stg_rng *rng, stg_decision *out)
+{
+    if (!out)
+        return STG_EINVAL;
+    memset(out, 0, sizeof *out);
+    out->server_wait_us = STG_UNKNOWN;
+    stg_policy p;
+    if (!policy || !state || !outcome || !rng || state->attempts < 1 ||
+        stg_policy_resolve(policy, &p) != STG_OK) {
+        give_up(out, STG_REASON_ATTEMPTS_EXHAUSTED);
+        return STG_EINVAL;
+    }
+
+    stg_reason why_retry;
+    if (!classify(&p, state, outcome, out, &why_retry))
+        return STG_OK;
+
+    int64_t hint = STG_UNKNOWN;
+    bool has_hint = outcome->hints && stg_hints_server_wait(outcome->hints, &hint);
+    if (has_hint)
+        out->server_wait_us = hint;
+
+    int64_t remaining = INT64_MAX;
+    if (p.deadline_us > 0) {
+        remaining = sat_add(state->start_us, p.deadline_us) - now_us;
+        if (remaining <= 0) {
+            give_up(out, STG_REASON_DEADLINE);
+            return STG_OK;
+        }
+    }
+
+    int n = state->attempts - 1; /* index of the retry being planned */
+    int64_t lo, hi;
+    stg_backoff_bounds(&p.backoff, n, state->prev_wait_us, &lo, &hi);
+    int64_t wait;
+    bool draw_in_range = false; /* draw uniformly from [lo, hi] after clamping */
+
+    if (has_hint &&
+        (p.retry_after_mode == STG_RETRY_AFTER_HONOR || p.retry_after_mode == STG_RETRY_AFTER_EXACT)) {
+        if ((p.max_server_wait_us >= 0 && hint > p.max_server_wait_us) || hint > remaining) {
+            give_up(out, STG_REASON_SERVER_WAIT_TOO_LONG);
+            return STG_OK;
+        }
+        lo = hi = hint;
+        if (p.retry_after_mode == STG_RETRY_AFTER_HONOR) {
+            double s = (double)hint * p.honor_spread;
+            int64_t spread = s >= 9.2e18 ? INT64_MAX : (int64_t)s;
+            if (spread < p.backoff.base_us)
+                spread = p.backoff.base_us;
+            hi = sat_add(hint, spread);
+            draw_in_range = true;
+        }
+        wait = hint;
+        out->used_hint = true;
+    } else {
+        wait = stg_backoff_delay(&p.backoff, n, state->prev_wait_us, rng);
+        if (has_hint && p.retry_after_mode == STG_RETRY_AFTER_CAP) {
+            out->used_hint = wait > hint;
+            wait = min64(wait, hint);
+            lo = min64(lo, hint);
+            hi = min64(hi, hint);
+        }
+    }
+
+    if (lo > remaining) {
+        give_up(out, STG_REASON_DEADLINE);
+        return STG_OK;
+    }
+    hi = min64(hi, remaining);
+    if (draw_in_range)
+        wait = stg_rng_range(rng, lo, hi);
+    wait = min64(wait, remaining);
+
+    out->action = STG_ACTION_RETRY;
+    out->reason = why_retry;
+    out->wait_us = wait;
+    out->wait_min_us = lo;
+    out->wait_max_us = hi;
+    return STG_OK;
+}
+
+void stg_retry_state_note(stg_retry_state *state, const stg_decision *d)
+{
+    if (d->action == STG_ACTION_RETRY)
+        state->prev_wait_us = d->wait_us;
+}

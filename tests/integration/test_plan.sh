@@ -1,0 +1,98 @@
+# `stagger plan`: schedules, decisions, JSON keys and usage errors.
+. "$(dirname "$0")/lib.sh"
+S=$STAGGER
+
+# Schedule, table form: one row per retry (default 6 attempts = 5 retries).
+out=$($S plan)
+check "table has 5 retry rows" [ "$(echo "$out" | grep -cE '^[1-5] ')" = 5 ]
+check "table names the policy" sh -c "echo '$out' | grep -q 'full backoff, base 500 ms'"
+
+# Schedule, JSON: bounds of full jitter, base 500 ms, x2.
+j=$($S plan --json --samples 2000)
+jcheck "5 retries" "$j" 'len(j["retries"]) == 5'
+jcheck "full jitter bounds" "$j" 'all(r["wait_min_ms"] >= 0 and r["wait_max_ms"] <= 500 * 2 ** (r["retry"] - 1) for r in j["retries"])'
+jcheck "median near half the window" "$j" 'all(abs(r["wait_median_ms"] - 250 * 2 ** (r["retry"] - 1)) < 0.1 * 250 * 2 ** (r["retry"] - 1) for r in j["retries"])'
+jcheck "cumulative grows" "$j" 'all(a["cum_median_ms"] < b["cum_median_ms"] for a, b in zip(j["retries"], j["retries"][1:]))'
+jcheck "policy echoed" "$j" 'j["policy"]["backoff"] == "full" and j["policy"]["max_attempts"] == 6 and j["policy"]["retry_on"] == "408,429,500,502-504"'
+
+j=$($S plan --preset bounded --json)
+jcheck "bounded: 2 retries" "$j" 'len(j["retries"]) == 2'
+jcheck "bounded: +0..20%" "$j" '1000 <= j["retries"][0]["wait_min_ms"] and j["retries"][0]["wait_max_ms"] <= 1200 and 2000 <= j["retries"][1]["wait_min_ms"] and j["retries"][1]["wait_max_ms"] <= 2400'
+j=$($S plan --backoff fixed --base 200ms --retries 3 --json)
+jcheck "fixed: every wait 200 ms" "$j" 'all(r["wait_min_ms"] == 200 == r["wait_max_ms"] for r in j["retries"]) and len(j["retries"]) == 3'
+j=$($S plan --backoff exponential --base 1s --cap 4s --retries 5 --json)
+jcheck "exponential capped" "$j" '[r["wait_max_ms"] for r in j["retries"]] == [1000, 2000, 4000, 4000, 4000]'
+# Flag order does not matter: --preset is applied first.
+a=$($S plan --retries 1 --preset batch --json)
+jcheck "preset first" "$a" 'len(j["retries"]) == 1 and j["policy"]["backoff"] == "pct"'
+# The deadline cuts schedules short.
+j=$($S plan --backoff exponential --base 1s --retries 10 --deadline 10s --json)
+jcheck "deadline cuts" "$j" 'max(r["cum_max_ms"] for r in j["retries"]) <= 10000 and len(j["retries"]) < 10'
+
+# Decisions.
+j=$($S plan --respond 429 -H 'Retry-After: 5' --json --seed 7)
+jcheck "honor range" "$j" 'j["decision"] == "retry" and j["wait_min_ms"] == 5000 and j["wait_max_ms"] == 6000 and 5000 <= j["wait_ms"] <= 6000 and j["server_wait_ms"] == 5000'
+jcheck "json keys" "$j" 'all(k in j for k in ("decision","reason","wait_min_ms","wait_max_ms","wait_ms","server_wait_ms","attempt","status","method","retry_after_mode","hints"))'
+j2=$($S plan --respond 429 -H 'Retry-After: 5' --json --seed 7)
+check "same seed, same wait" [ "$j" = "$j2" ]
+j3=$($S plan --respond 429 -H 'Retry-After: 5' --json --seed 8)
+check "other seed, other wait" [ "$j" != "$j3" ]
+out=$($S plan --respond 429 -H 'Retry-After: 5')
+check "honor text" sh -c "echo '$out' | grep -q 'retry in 5000..6000 ms (status 429, server asks 5000 ms, honor mode)'"
+
+for d in 'Sun, 06 Nov 1994 08:49:47 GMT' 'Sunday, 06-Nov-94 08:49:47 GMT' 'Sun Nov  6 08:49:47 1994'; do
+  j=$($S plan --respond 503 -H "Retry-After: $d" --now 784111777 --json)
+  jcheck "date form '$d'" "$j" 'j["server_wait_ms"] == 10000 and j["wait_ms"] >= 10000'
+done
+j=$($S plan --respond 503 -H 'Retry-After: Sun, 06 Nov 1994 08:49:30 GMT' --now 784111777 --json)
+jcheck "past date is 0" "$j" 'j["server_wait_ms"] == 0 and j["decision"] == "retry"'
+j=$($S plan --respond 503 -H 'Retry-After: soon' --json)
+jcheck "garbage is no hint" "$j" 'j["server_wait_ms"] is None and j["decision"] == "retry" and j["wait_max_ms"] <= 500'
+$S plan --respond 503 -H 'Retry-After: soon' >/dev/null 2>/tmp/plan_err.$$
+check "garbage noted on stderr" grep -q "ignored" /tmp/plan_err.$$
+rm -f /tmp/plan_err.$$
+
+for st in 400 401 403 404; do
+  j=$($S plan --respond $st --json)
+  jcheck "$st never retried" "$j" 'j["decision"] == "give_up" and j["reason"] == "status_not_retryable" and j["wait_ms"] == 0'
+done
+check "404 text" sh -c "$S plan --respond 404 | grep -qx 'give up: status 404 not retryable'"
+j=$($S plan --respond 200 --json)
+jcheck "200 success" "$j" 'j["decision"] == "success"'
+j=$($S plan --respond 503 -X POST --json)
+jcheck "POST without key" "$j" 'j["reason"] == "method_not_idempotent"'
+j=$($S plan --respond 503 -X POST --idempotency-key --json)
+jcheck "POST with key" "$j" 'j["decision"] == "retry"'
+j=$($S plan --respond refused -X POST --json)
+jcheck "POST never sent" "$j" 'j["decision"] == "retry" and j["error"] == "connect_refused"'
+j=$($S plan --respond 429 -H 'Retry-After: 40' --json)
+jcheck "too long" "$j" 'j["reason"] == "server_wait_too_long" and j["server_wait_ms"] == 40000'
+j=$($S plan --respond 429 -H 'Retry-After: 40' --max-server-wait 1m --json)
+jcheck "longer window" "$j" 'j["decision"] == "retry" and j["wait_ms"] >= 40000'
+j=$($S plan --respond 429 -H 'Retry-After: 5' --retry-after exact --json)
+jcheck "exact" "$j" 'j["wait_ms"] == 5000 == j["wait_min_ms"] == j["wait_max_ms"]'
+j=$($S plan --respond 429 -H 'Retry-After: 5' --retry-after cap --json)
+jcheck "cap retries early" "$j" 'j["wait_ms"] <= 500'
+j=$($S plan --respond 429 -H 'X-RateLimit-Remaining: 0' -H 'X-RateLimit-Reset: 3' --retry-after exact --json)
+jcheck "reset as hint" "$j" 'j["wait_ms"] == 3000 and j["hints"]["remaining"] == 0'
+j=$($S plan --respond 503 --attempt 6 --json)
+jcheck "attempts exhausted" "$j" 'j["reason"] == "attempts_exhausted"'
+j=$($S plan --respond timeout --deadline 10s --elapsed 9800ms --attempt 5 --json)
+jcheck "deadline clamps" "$j" 'j["decision"] == "retry" and j["wait_max_ms"] <= 200'
+j=$($S plan --respond 503 --deadline 10s --elapsed 10s --json)
+jcheck "deadline passed" "$j" 'j["reason"] == "deadline"'
+
+# Usage errors: exit 2, one line.
+for args in "--base xyz" "--base -5ms" "--backoff foo" "--retries -1" "--respond 999" \
+            "--deadline 5parsecs" "--frobnicate" "-X get --respond 503" "--seed" \
+            "--retry-after maybe" "--retry-on 42" "--cap 1ms --base 2s" "--mult 0.5" \
+            "--preset nope" "-H NoColon --respond 503" "extra"; do
+  expect_exit "usage: $args" 2 $S plan $args
+  check "one line: $args" [ "$(wc -l < /tmp/stg_err.$$)" = 1 ]
+done
+expect_exit "help" 0 $S plan --help
+check "help documents JSON keys" grep -q "wait_min_ms" /tmp/stg_out.$$
+expect_exit "top-level help" 0 $S --help
+expect_exit "version" 0 $S --version
+expect_exit "unknown command" 2 $S frobnicate
+finish

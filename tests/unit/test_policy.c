@@ -1,0 +1,528 @@
+/* The retry decision: every status class, method, transport error, hint and
+ * Retry-After mode, deadline and attempt edge; presets; status sets. */
+#include <math.h>
+#include <string.h>
+
+#include "cmocka_all.h"
+#include <stagger/policy.h>
+
+static stg_rng rng;
+
+static int setup(void **state)
+{
+    (void)state;
+    stg_rng_seed(&rng, 1234);
+    return 0;
+}
+
+static stg_decision decide(const stg_policy *p, int attempts, int64_t elapsed, int status,
+                           stg_net_error err, stg_method m, bool key, const stg_hints *h)
+{
+    stg_retry_state st = {.attempts = attempts, .start_us = STG_SEC(1000)};
+    stg_outcome o = {.status = status, .error = err, .method = m, .has_idempotency_key = key,
+                     .hints = h};
+    stg_decision d;
+    assert_int_equal(stg_decide(p, &st, &o, STG_SEC(1000) + elapsed, &rng, &d), STG_OK);
+    return d;
+}
+
+static stg_hints retry_after(int64_t us)
+{
+    stg_hints h;
+    stg_hints_init(&h);
+    h.retry_after_us = us;
+    h.seen = STG_HINT_RETRY_AFTER;
+    return h;
+}
+
+static void test_statuses(void **state)
+{
+    (void)state;
+    stg_policy p = {0};
+    static const struct {
+        int status;
+        stg_action action;
+        stg_reason reason;
+    } cases[] = {
+        {100, STG_ACTION_SUCCESS, STG_REASON_SUCCESS},
+        {200, STG_ACTION_SUCCESS, STG_REASON_SUCCESS},
+        {204, STG_ACTION_SUCCESS, STG_REASON_SUCCESS},
+        {301, STG_ACTION_SUCCESS, STG_REASON_SUCCESS},
+        {304, STG_ACTION_SUCCESS, STG_REASON_SUCCESS},
+        {408, STG_ACTION_RETRY, STG_REASON_RETRY_STATUS},
+        {429, STG_ACTION_RETRY, STG_REASON_RETRY_STATUS},
+        {500, STG_ACTION_RETRY, STG_REASON_RETRY_STATUS},
+        {502, STG_ACTION_RETRY, STG_REASON_RETRY_STATUS},
+        {503, STG_ACTION_RETRY, STG_REASON_RETRY_STATUS},
+        {504, STG_ACTION_RETRY, STG_REASON_RETRY_STATUS},
+        {400, STG_ACTION_GIVE_UP, STG_REASON_STATUS_NOT_RETRYABLE},
+        {401, STG_ACTION_GIVE_UP, STG_REASON_STATUS_NOT_RETRYABLE},
+        {403, STG_ACTION_GIVE_UP, STG_REASON_STATUS_NOT_RETRYABLE},
+        {404, STG_ACTION_GIVE_UP, STG_REASON_STATUS_NOT_RETRYABLE},
+        {405, STG_ACTION_GIVE_UP, STG_REASON_STATUS_NOT_RETRYABLE},
+        {409, STG_ACTION_GIVE_UP, STG_REASON_STATUS_NOT_RETRYABLE},
+        {422, STG_ACTION_GIVE_UP, STG_REASON_STATUS_NOT_RETRYABLE},
+        {501, STG_ACTION_GIVE_UP, STG_REASON_STATUS_NOT_RETRYABLE},
+        {505, STG_ACTION_GIVE_UP, STG_REASON_STATUS_NOT_RETRYABLE},
+        {0, STG_ACTION_GIVE_UP, STG_REASON_STATUS_NOT_RETRYABLE},
+        {99, STG_ACTION_GIVE_UP, STG_REASON_STATUS_NOT_RETRYABLE},
+        {700, STG_ACTION_GIVE_UP, STG_REASON_STATUS_NOT_RETRYABLE},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        stg_decision d = decide(&p, 1, 0, cases[i].status, STG_NET_NONE, STG_METHOD_GET, false, NULL);
+        if (d.action != cases[i].action || d.reason != cases[i].reason)
+            fail_msg("status %d: got %s/%s", cases[i].status, stg_action_name(d.action),
+                     stg_reason_name(d.reason));
+        if (d.action != STG_ACTION_RETRY)
+            assert_int_equal(d.wait_us, 0);
+    }
+}
+
+static void test_transport_errors(void **state)
+{
+    (void)state;
+    stg_policy p = {0};
+    static const struct {
+        stg_net_error e;
+        bool retry;
+    } cases[] = {
+        {STG_NET_CONNECT_REFUSED, true}, {STG_NET_RESET, true},  {STG_NET_TIMEOUT, true},
+        {STG_NET_CONNECT_TIMEOUT, true}, {STG_NET_DNS, false},   {STG_NET_TLS, false},
+        {STG_NET_OTHER, false},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        stg_decision d = decide(&p, 1, 0, 0, cases[i].e, STG_METHOD_GET, false, NULL);
+        assert_int_equal(d.action, cases[i].retry ? STG_ACTION_RETRY : STG_ACTION_GIVE_UP);
+        assert_int_equal(d.reason, cases[i].retry ? STG_REASON_RETRY_ERROR
+                                                  : STG_REASON_ERROR_NOT_RETRYABLE);
+    }
+    /* Configurable: DNS retried when asked for. */
+    p.retry_errors = STG_NET_BIT(STG_NET_DNS);
+    assert_int_equal(decide(&p, 1, 0, 0, STG_NET_DNS, STG_METHOD_GET, false, NULL).action,
+                     STG_ACTION_RETRY);
+    assert_int_equal(decide(&p, 1, 0, 0, STG_NET_RESET, STG_METHOD_GET, false, NULL).action,
+                     STG_ACTION_GIVE_UP);
+}
+
+static void test_methods(void **state)
+{
+    (void)state;
+    stg_policy p = {0};
+    static const struct {
+        stg_method m;
+        bool key;
+        stg_net_error err;
+        bool retry;
+    } cases[] = {
+        {STG_METHOD_GET, false, STG_NET_NONE, true},
+        {STG_METHOD_HEAD, false, STG_NET_NONE, true},
+        {STG_METHOD_OPTIONS, false, STG_NET_NONE, true},
+        {STG_METHOD_TRACE, false, STG_NET_NONE, true},
+        {STG_METHOD_PUT, false, STG_NET_NONE, true},
+        {STG_METHOD_DELETE, false, STG_NET_NONE, true},
+        {STG_METHOD_POST, false, STG_NET_NONE, false},
+        {STG_METHOD_PATCH, false, STG_NET_NONE, false},
+        {STG_METHOD_POST, true, STG_NET_NONE, true},
+        {STG_METHOD_PATCH, true, STG_NET_NONE, true},
+        {STG_METHOD_CONNECT, true, STG_NET_NONE, false},
+        {STG_METHOD_UNKNOWN, true, STG_NET_NONE, false},
+        /* A timeout or reset does not prove the server did nothing. */
+        {STG_METHOD_POST, false, STG_NET_TIMEOUT, false},
+        {STG_METHOD_POST, false, STG_NET_RESET, false},
+        /* Never sent: safe whatever the method. */
+        {STG_METHOD_POST, false, STG_NET_CONNECT_REFUSED, true},
+        {STG_METHOD_POST, false, STG_NET_CONNECT_TIMEOUT, true},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        int status = cases[i].err == STG_NET_NONE ? 503 : 0;
+        stg_decision d = decide(&p, 1, 0, status, cases[i].err, cases[i].m, cases[i].key, NULL);
+        if ((d.action == STG_ACTION_RETRY) != cases[i].retry)
+            fail_msg("case %zu (%s key=%d err=%s): got %s/%s", i, stg_method_name(cases[i].m),
+                     cases[i].key, stg_net_error_name(cases[i].err), stg_action_name(d.action),
+                     stg_reason_name(d.reason));
+        if (!cases[i].retry)
+            assert_int_equal(d.reason, STG_REASON_METHOD_NOT_IDEMPOTENT);
+    }
+    /* A non-retryable status is reported as such even for POST. */
+    assert_int_equal(decide(&p, 1, 0, 404, STG_NET_NONE, STG_METHOD_POST, false, NULL).reason,
+                     STG_REASON_STATUS_NOT_RETRYABLE);
+    /* Configurable method sets. */
+    p.retry_methods = STG_METHOD_BIT(STG_METHOD_GET);
+    assert_int_equal(decide(&p, 1, 0, 503, STG_NET_NONE, STG_METHOD_PUT, false, NULL).action,
+                     STG_ACTION_GIVE_UP);
+    p.key_methods = STG_METHOD_BIT(STG_METHOD_PUT);
+    assert_int_equal(decide(&p, 1, 0, 503, STG_NET_NONE, STG_METHOD_PUT, true, NULL).action,
+                     STG_ACTION_RETRY);
+    assert_int_equal(decide(&p, 1, 0, 503, STG_NET_NONE, STG_METHOD_POST, true, NULL).action,
+                     STG_ACTION_GIVE_UP);
+}
+
+static void test_attempts(void **state)
+{
+    (void)state;
+    stg_policy p = {0}; /* 6 attempts */
+    for (int a = 1; a <= 5; a++)
+        assert_int_equal(decide(&p, a, 0, 503, STG_NET_NONE, STG_METHOD_GET, false, NULL).action,
+                         STG_ACTION_RETRY);
+    stg_decision d = decide(&p, 6, 0, 503, STG_NET_NONE, STG_METHOD_GET, false, NULL);
+    assert_int_equal(d.action, STG_ACTION_GIVE_UP);
+    assert_int_equal(d.reason, STG_REASON_ATTEMPTS_EXHAUSTED);
+    p.max_attempts = 1;
+    assert_int_equal(decide(&p, 1, 0, 503, STG_NET_NONE, STG_METHOD_GET, false, NULL).reason,
+                     STG_REASON_ATTEMPTS_EXHAUSTED);
+    /* Success is success even on the last attempt. */
+    assert_int_equal(decide(&p, 1, 0, 200, STG_NET_NONE, STG_METHOD_GET, false, NULL).action,
+                     STG_ACTION_SUCCESS);
+}
+
+static void test_backoff_wait(void **state)
+{
+    (void)state;
+    stg_policy p = {.backoff = {.kind = STG_BACKOFF_EQUAL, .base_us = STG_MS(100)}};
+    for (int a = 1; a <= 5; a++) {
+        int64_t raw = STG_MS(100) << (a - 1);
+        stg_decision d = decide(&p, a, 0, 503, STG_NET_NONE, STG_METHOD_GET, false, NULL);
+        assert_int_equal(d.wait_min_us, raw / 2);
+        assert_int_equal(d.wait_max_us, raw);
+        assert_in_range_i64(d.wait_us, raw / 2, raw);
+        assert_false(d.used_hint);
+        assert_int_equal(d.server_wait_us, STG_UNKNOWN);
+    }
+}
+
+static void test_honor(void **state)
+{
+    (void)state;
+    stg_policy p = {0}; /* honor, spread 0.2, base 500 ms */
+    stg_hints h = retry_after(STG_SEC(5));
+    int64_t mn = INT64_MAX, mx = 0;
+    for (int i = 0; i < 2000; i++) {
+        stg_decision d = decide(&p, 1 + i % 5, 0, 429, STG_NET_NONE, STG_METHOD_GET, false, &h);
+        assert_int_equal(d.action, STG_ACTION_RETRY);
+        assert_true(d.used_hint);
+        assert_int_equal(d.server_wait_us, STG_SEC(5));
+        assert_int_equal(d.wait_min_us, STG_SEC(5));
+        assert_int_equal(d.wait_max_us, STG_SEC(6)); /* 5 s + max(1 s, 500 ms) */
+        assert_in_range_i64(d.wait_us, STG_SEC(5), STG_SEC(6));
+        mn = d.wait_us < mn ? d.wait_us : mn;
+        mx = d.wait_us > mx ? d.wait_us : mx;
+    }
+    /* Spread over the whole second, not bunched. */
+    assert_true(mn < STG_SEC(5) + STG_MS(20) && mx > STG_SEC(6) - STG_MS(20));
+    /* A short hint still spreads by at least the base. */
+    h = retry_after(STG_SEC(1));
+    stg_decision d = decide(&p, 1, 0, 429, STG_NET_NONE, STG_METHOD_GET, false, &h);
+    assert_int_equal(d.wait_max_us, STG_SEC(1) + STG_MS(500));
+    /* Retry-After: 0 is "now", spread by the base. */
+    h = retry_after(0);
+    d = decide(&p, 1, 0, 503, STG_NET_NONE, STG_METHOD_GET, false, &h);
+    assert_in_range_i64(d.wait_us, 0, STG_MS(500));
+}
+
+static void test_modes(void **state)
+{
+    (void)state;
+    stg_hints h = retry_after(STG_SEC(2));
+    stg_policy p = {.retry_after_mode = STG_RETRY_AFTER_EXACT};
+    stg_decision d = decide(&p, 1, 0, 429, STG_NET_NONE, STG_METHOD_GET, false, &h);
+    assert_int_equal(d.wait_us, STG_SEC(2));
+    assert_int_equal(d.wait_min_us, STG_SEC(2));
+    assert_int_equal(d.wait_max_us, STG_SEC(2));
+
+    /* cap: min(backoff, hint); backoff exponential 5 s > 2 s -> 2 s; 1 s < 2 s -> 1 s. */
+    p = (stg_policy){.retry_after_mode = STG_RETRY_AFTER_CAP,
+                     .backoff = {.kind = STG_BACKOFF_EXPONENTIAL, .base_us = STG_SEC(5)}};
+    d = decide(&p, 1, 0, 429, STG_NET_NONE, STG_METHOD_GET, false, &h);
+    assert_int_equal(d.wait_us, STG_SEC(2));
+    assert_true(d.used_hint);
+    p.backoff.base_us = STG_SEC(1);
+    d = decide(&p, 1, 0, 429, STG_NET_NONE, STG_METHOD_GET, false, &h);
+    assert_int_equal(d.wait_us, STG_SEC(1));
+    assert_false(d.used_hint);
+
+    /* ignore: the backoff alone. */
+    p.retry_after_mode = STG_RETRY_AFTER_IGNORE;
+    p.backoff.base_us = STG_MS(300);
+    d = decide(&p, 1, 0, 429, STG_NET_NONE, STG_METHOD_GET, false, &h);
+    assert_int_equal(d.wait_us, STG_MS(300));
+    assert_false(d.used_hint);
+    assert_int_equal(d.server_wait_us, STG_SEC(2));
+}
+
+static void test_server_wait_too_long(void **state)
+{
+    (void)state;
+    stg_hints h = retry_after(STG_SEC(31));
+    stg_policy p = {0};
+    stg_decision d = decide(&p, 1, 0, 429, STG_NET_NONE, STG_METHOD_GET, false, &h);
+    assert_int_equal(d.action, STG_ACTION_GIVE_UP);
+    assert_int_equal(d.reason, STG_REASON_SERVER_WAIT_TOO_LONG);
+    assert_int_equal(d.server_wait_us, STG_SEC(31));
+    assert_int_equal(d.wait_us, 0);
+    h = retry_after(STG_SEC(30));
+    assert_int_equal(decide(&p, 1, 0, 429, STG_NET_NONE, STG_METHOD_GET, false, &h).action,
+                     STG_ACTION_RETRY);
+    p.retry_after_mode = STG_RETRY_AFTER_EXACT;
+    h = retry_after(STG_SEC(31));
+    assert_int_equal(decide(&p, 1, 0, 429, STG_NET_NONE, STG_METHOD_GET, false, &h).reason,
+                     STG_REASON_SERVER_WAIT_TOO_LONG);
+    /* More than the deadline leaves, though below max_server_wait. */
+    p = (stg_policy){0};
+    h = retry_after(STG_SEC(15));
+    d = decide(&p, 1, STG_SEC(50), 429, STG_NET_NONE, STG_METHOD_GET, false, &h);
+    assert_int_equal(d.reason, STG_REASON_SERVER_WAIT_TOO_LONG);
+    /* No limit configured. */
+    p.max_server_wait_us = -1;
+    p.deadline_us = -1;
+    h = retry_after(STG_SEC(3600));
+    d = decide(&p, 1, 0, 429, STG_NET_NONE, STG_METHOD_GET, false, &h);
+    assert_int_equal(d.action, STG_ACTION_RETRY);
+    assert_true(d.wait_us >= STG_SEC(3600));
+}
+
+static void test_ratelimit_reset_as_hint(void **state)
+{
+    (void)state;
+    stg_hints h;
+    stg_hints_init(&h);
+    h.remaining = 0;
+    h.reset_us = STG_SEC(3);
+    h.seen = STG_HINT_X_RATELIMIT;
+    stg_policy p = {.retry_after_mode = STG_RETRY_AFTER_EXACT};
+    stg_decision d = decide(&p, 1, 0, 429, STG_NET_NONE, STG_METHOD_GET, false, &h);
+    assert_int_equal(d.wait_us, STG_SEC(3));
+    /* Requests remain: the reset is no reason to wait. */
+    h.remaining = 5;
+    d = decide(&p, 1, 0, 429, STG_NET_NONE, STG_METHOD_GET, false, &h);
+    assert_false(d.used_hint);
+    assert_int_equal(d.server_wait_us, STG_UNKNOWN);
+    /* Retry-After wins over the reset. */
+    h.remaining = 0;
+    h.retry_after_us = STG_SEC(1);
+    d = decide(&p, 1, 0, 429, STG_NET_NONE, STG_METHOD_GET, false, &h);
+    assert_int_equal(d.wait_us, STG_SEC(1));
+}
+
+static void test_deadline(void **state)
+{
+    (void)state;
+    stg_policy p = {.deadline_us = STG_SEC(10),
+                    .backoff = {.kind = STG_BACKOFF_FULL, .base_us = STG_SEC(4)}};
+    /* At or past the deadline. */
+    assert_int_equal(decide(&p, 1, STG_SEC(10), 503, STG_NET_NONE, STG_METHOD_GET, false, NULL).reason,
+                     STG_REASON_DEADLINE);
+    assert_int_equal(decide(&p, 1, STG_SEC(11), 503, STG_NET_NONE, STG_METHOD_GET, false, NULL).reason,
+                     STG_REASON_DEADLINE);
+    /* 100 ms left: every wait ends by the deadline. */
+    for (int i = 0; i < 1000; i++) {
+        stg_decision d = decide(&p, 3, STG_SEC(10) - STG_MS(100), 503, STG_NET_NONE,
+                                STG_METHOD_GET, false, NULL);
+        assert_int_equal(d.action, STG_ACTION_RETRY);
+        assert_in_range_i64(d.wait_us, 0, STG_MS(100));
+        assert_true(d.wait_max_us <= STG_MS(100));
+    }
+    /* Equal jitter's shortest wait (raw/2 = 2 s) would pass the deadline. */
+    p.backoff.kind = STG_BACKOFF_EQUAL;
+    stg_decision d = decide(&p, 1, STG_SEC(9), 503, STG_NET_NONE, STG_METHOD_GET, false, NULL);
+    assert_int_equal(d.action, STG_ACTION_GIVE_UP);
+    assert_int_equal(d.reason, STG_REASON_DEADLINE);
+    /* Honor: spread is clamped to the deadline, never below the hint. */
+    p = (stg_policy){.deadline_us = STG_SEC(10)};
+    stg_hints h = retry_after(STG_SEC(5));
+    for (int i = 0; i < 1000; i++) {
+        d = decide(&p, 1, STG_SEC(4) + STG_MS(500), 429, STG_NET_NONE, STG_METHOD_GET, false, &h);
+        assert_int_equal(d.action, STG_ACTION_RETRY);
+        assert_in_range_i64(d.wait_us, STG_SEC(5), STG_MS(5500));
+    }
+    /* No deadline at all. */
+    p.deadline_us = -1;
+    d = decide(&p, 2, STG_SEC(100000), 503, STG_NET_NONE, STG_METHOD_GET, false, NULL);
+    assert_int_equal(d.action, STG_ACTION_RETRY);
+}
+
+static void test_cancelled_and_invalid(void **state)
+{
+    (void)state;
+    stg_policy p = {0};
+    stg_retry_state st = {.attempts = 1};
+    stg_outcome o = {.status = 503, .method = STG_METHOD_GET, .cancelled = true};
+    stg_decision d;
+    assert_int_equal(stg_decide(&p, &st, &o, 0, &rng, &d), STG_OK);
+    assert_int_equal(d.reason, STG_REASON_CANCELLED);
+    o.status = 200; /* cancel wins even over a success: the caller asked to stop */
+    assert_int_equal(stg_decide(&p, &st, &o, 0, &rng, &d), STG_OK);
+    assert_int_equal(d.reason, STG_REASON_CANCELLED);
+    o.cancelled = false;
+    st.attempts = 0;
+    assert_int_equal(stg_decide(&p, &st, &o, 0, &rng, &d), STG_EINVAL);
+    assert_int_equal(d.action, STG_ACTION_GIVE_UP);
+    st.attempts = 1;
+    stg_policy bad = {.backoff = {.multiplier = 0.5}};
+    assert_int_equal(stg_decide(&bad, &st, &o, 0, &rng, &d), STG_EINVAL);
+    assert_int_equal(d.action, STG_ACTION_GIVE_UP);
+    assert_int_equal(stg_decide(NULL, &st, &o, 0, &rng, &d), STG_EINVAL);
+    assert_int_equal(stg_decide(&p, &st, &o, 0, NULL, &d), STG_EINVAL);
+    assert_int_equal(stg_decide(&p, &st, &o, 0, &rng, NULL), STG_EINVAL);
+}
+
+static void test_custom_statuses(void **state)
+{
+    (void)state;
+    stg_policy p = {0};
+    assert_int_equal(stg_status_set_parse(&p.retry_statuses, "429"), STG_OK);
+    assert_int_equal(decide(&p, 1, 0, 429, STG_NET_NONE, STG_METHOD_GET, false, NULL).action,
+                     STG_ACTION_RETRY);
+    assert_int_equal(decide(&p, 1, 0, 503, STG_NET_NONE, STG_METHOD_GET, false, NULL).action,
+                     STG_ACTION_GIVE_UP);
+}
+
+static void test_status_set_parse(void **state)
+{
+    (void)state;
+    stg_status_set s;
+    assert_int_equal(stg_status_set_parse(&s, "429,5xx"), STG_OK);
+    assert_true(stg_status_set_has(&s, 429) && stg_status_set_has(&s, 500) &&
+                stg_status_set_has(&s, 599));
+    assert_false(stg_status_set_has(&s, 428) || stg_status_set_has(&s, 600));
+    assert_int_equal(stg_status_set_parse(&s, " 500-504 , 408"), STG_OK);
+    assert_true(stg_status_set_has(&s, 502) && stg_status_set_has(&s, 408));
+    assert_false(stg_status_set_has(&s, 505));
+    const char *bad[] = {"", "abc", "600", "99", "5xy", "429,", ",429", "504-500", "42", "4290",
+                         "6xx", "0xx", "429;503"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        assert_int_equal(stg_status_set_parse(&s, bad[i]), STG_EPARSE);
+        assert_true(stg_status_set_empty(&s));
+    }
+    stg_status_set_default(&s);
+    int want[] = {408, 429, 500, 502, 503, 504}, n = 0;
+    for (int c = 0; c < 640; c++)
+        n += stg_status_set_has(&s, c);
+    assert_int_equal(n, 6);
+    for (int i = 0; i < 6; i++)
+        assert_true(stg_status_set_has(&s, want[i]));
+    assert_false(stg_status_set_has(&s, -1) || stg_status_set_has(&s, 100000));
+}
+
+static void test_presets(void **state)
+{
+    (void)state;
+    const char *const *names = stg_policy_preset_names();
+    int n = 0;
+    for (; names[n]; n++) {
+        stg_policy p, r;
+        assert_int_equal(stg_policy_preset(&p, names[n]), STG_OK);
+        assert_int_equal(stg_policy_resolve(&p, &r), STG_OK);
+        assert_non_null(stg_policy_preset_describe(names[n]));
+    }
+    assert_int_equal(n, 5);
+    stg_policy p, r;
+    memset(&p, 0x5a, sizeof p);
+    stg_policy before = p;
+    assert_int_equal(stg_policy_preset(&p, "nope"), STG_ENOTFOUND);
+    assert_memory_equal(&p, &before, sizeof p);
+    assert_null(stg_policy_preset_describe("nope"));
+
+    assert_int_equal(stg_policy_preset(&p, "bounded"), STG_OK);
+    assert_int_equal(stg_policy_resolve(&p, &r), STG_OK);
+    assert_int_equal(r.max_attempts, 3);
+    assert_int_equal(r.backoff.cap_us, STG_SEC(8));
+    assert_true(r.backoff.jitter_lo == 0.0 && r.backoff.jitter_hi == 0.2);
+    assert_int_equal(r.max_server_wait_us, STG_SEC(30));
+    assert_true(stg_status_set_has(&r.retry_statuses, 503));
+    assert_false(stg_status_set_has(&r.retry_statuses, 500));
+    assert_int_equal(decide(&p, 1, 0, 503, STG_NET_NONE, STG_METHOD_PUT, false, NULL).action,
+                     STG_ACTION_GIVE_UP);
+    assert_int_equal(decide(&p, 1, 0, 503, STG_NET_NONE, STG_METHOD_HEAD, false, NULL).action,
+                     STG_ACTION_RETRY);
+
+    assert_int_equal(stg_policy_preset(&p, "batch"), STG_OK);
+    assert_int_equal(stg_policy_resolve(&p, &r), STG_OK);
+    assert_int_equal(r.max_attempts, 7);
+    assert_true(stg_status_set_has(&r.retry_statuses, 501));
+    stg_decision d = decide(&p, 1, 0, 503, STG_NET_NONE, STG_METHOD_GET, false, NULL);
+    assert_in_range_i64(d.wait_us, STG_MS(800), STG_MS(1200));
+
+    assert_int_equal(stg_policy_preset(&p, "decorrelated"), STG_OK);
+    assert_int_equal(stg_policy_resolve(&p, &r), STG_OK);
+    assert_int_equal(r.backoff.kind, STG_BACKOFF_DECORRELATED);
+    assert_int_equal(r.max_attempts, 6);
+
+    assert_int_equal(stg_policy_preset(&p, "full-jitter"), STG_OK);
+    assert_int_equal(stg_policy_resolve(&p, &r), STG_OK);
+    assert_int_equal(r.backoff.base_us, STG_MS(200));
+}
+
+/* Random policies, states and hints: the invariants always hold. */
+static void test_invariants(void **state)
+{
+    (void)state;
+    stg_rng g;
+    stg_rng_seed(&g, 77);
+    stg_backoff_kind kinds[] = {STG_BACKOFF_FIXED, STG_BACKOFF_EXPONENTIAL, STG_BACKOFF_FULL,
+                                STG_BACKOFF_EQUAL, STG_BACKOFF_DECORRELATED,
+                                STG_BACKOFF_PROPORTIONAL, STG_BACKOFF_ADDITIVE};
+    for (int i = 0; i < 20000; i++) {
+        stg_policy p = {0};
+        p.backoff.kind = kinds[stg_rng_range(&g, 0, 6)];
+        p.backoff.base_us = stg_rng_range(&g, 1, STG_SEC(2));
+        p.retry_after_mode = (stg_retry_after_mode)stg_rng_range(&g, 0, 3);
+        p.deadline_us = stg_rng_range(&g, 0, 1) ? STG_SEC(20) : -1;
+        stg_hints h = retry_after(stg_rng_range(&g, 0, STG_SEC(40)));
+        bool with_hint = stg_rng_range(&g, 0, 1);
+        int64_t elapsed = stg_rng_range(&g, 0, STG_SEC(25));
+        stg_decision d = decide(&p, (int)stg_rng_range(&g, 1, 5), elapsed, 429, STG_NET_NONE,
+                                STG_METHOD_GET, false, with_hint ? &h : NULL);
+        if (d.action != STG_ACTION_RETRY)
+            continue;
+        assert_true(d.wait_us >= 0 && d.wait_min_us <= d.wait_us && d.wait_us <= d.wait_max_us);
+        if (p.deadline_us > 0)
+            assert_true(elapsed + d.wait_us <= p.deadline_us);
+        if (with_hint && (p.retry_after_mode == STG_RETRY_AFTER_HONOR ||
+                          p.retry_after_mode == STG_RETRY_AFTER_EXACT))
+            assert_true(d.wait_us >= h.retry_after_us);
+    }
+}
+
+static void test_names(void **state)
+{
+    (void)state;
+    assert_string_equal(stg_method_name(stg_method_parse("PATCH")), "PATCH");
+    assert_int_equal(stg_method_parse("get"), STG_METHOD_UNKNOWN);
+    assert_int_equal(stg_method_parse(NULL), STG_METHOD_UNKNOWN);
+    assert_string_equal(stg_method_name((stg_method)77), "UNKNOWN");
+    stg_retry_after_mode m;
+    assert_int_equal(stg_retry_after_mode_parse("honour", &m), STG_OK);
+    assert_int_equal(m, STG_RETRY_AFTER_HONOR);
+    assert_int_equal(stg_retry_after_mode_parse("cap", &m), STG_OK);
+    assert_string_equal(stg_retry_after_mode_name(m), "cap");
+    assert_int_equal(stg_retry_after_mode_parse("sometimes", &m), STG_EPARSE);
+    assert_string_equal(stg_reason_name(STG_REASON_SERVER_WAIT_TOO_LONG), "server_wait_too_long");
+    assert_string_equal(stg_action_name(STG_ACTION_GIVE_UP), "give_up");
+    assert_string_equal(stg_strerror(STG_EPARSE), "malformed value");
+    assert_string_equal(stg_errname(STG_ETOOBIG), "ETOOBIG");
+    assert_string_equal(stg_strerror(9999), "unknown error");
+    assert_string_equal(stg_version(), STG_VERSION_STRING);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_statuses),
+        cmocka_unit_test(test_transport_errors),
+        cmocka_unit_test(test_methods),
+        cmocka_unit_test(test_attempts),
+        cmocka_unit_test(test_backoff_wait),
+        cmocka_unit_test(test_honor),
+        cmocka_unit_test(test_modes),
+        cmocka_unit_test(test_server_wait_too_long),
+        cmocka_unit_test(test_ratelimit_reset_as_hint),
+        cmocka_unit_test(test_deadline),
+        cmocka_unit_test(test_cancelled_and_invalid),
+        cmocka_unit_test(test_custom_statuses),
+        cmocka_unit_test(test_status_set_parse),
+        cmocka_unit_test(test_presets),
+        cmocka_unit_test(test_invariants),
+        cmocka_unit_test(test_names),
+    };
+    return cmocka_run_group_tests(tests, setup, NULL);
+}
