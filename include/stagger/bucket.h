@@ -94,16 +94,18 @@ STG_API int stg_bucket_acquire(stg_bucket *b, int64_t weight, int64_t now_us,
                                int64_t timeout_us, int64_t *wait_us);
 
 /* Change the rate from now on (e.g. from the adaptive rate); the burst is
- * unchanged. A cut keeps the tokens owed: the part of the TAT ahead of now
- * is stretched by old_rate / new_rate, so a cut never refills the bucket. A
- * rise keeps the TAT in time: takes already reserved keep their slots and
- * new ones queue behind them; the faster pace starts once that debt is paid.
- * Either way the change itself never frees tokens that were not available
- * just before it. Returns STG_OK, or STG_EINVAL for the rates init rejects
- * (then nothing changes). Thread-safe, lock-free; a take racing with it is
- * judged at the old state, the new one, or (briefly) the stretched TAT with
- * the old rate, which is stricter than both; concurrent set_rate calls are
- * settled by the last store. */
+ * unchanged. Tokens are kept, not times: what was available stays
+ * available, and a debt (tokens reserved ahead of now) stays the same
+ * number of tokens, paid off at the new rate. So the bound becomes
+ * burst + the integral of the rate over the interval, and a cut never
+ * refills the bucket. Waits already handed out are not revised: after a
+ * rise, a new reservation may be given an earlier slot than an older one.
+ * Returns STG_OK, or STG_EINVAL for the rates init rejects (then nothing
+ * changes). Thread-safe, lock-free; a take racing with it is judged at the
+ * old state, the new one, or an intermediate one stricter than both.
+ * Concurrent set_rate calls on one bucket leave it valid but may scale the
+ * debt by either ratio: serialise them if that matters (the adaptive
+ * limiter does). */
 STG_API int stg_bucket_set_rate(stg_bucket *b, double rate, int64_t now_us);
 
 /* The rate in tokens per second, as last configured (the effective rate is

@@ -10,5 +10,9 @@
 #include "backoff.h"
 #include "hints.h"
 #include "policy.h"
+#include "bucket.h"
+#include "adaptive.h"
+#include "budget.h"
+#include "breaker.h"
 
 #endif
