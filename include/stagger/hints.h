@@ -56,27 +56,35 @@ typedef struct stg_hints {
  * ("Sun Nov  6 08:49:37 1994") form, surrounding whitespace allowed, into
  * Unix seconds. Two-digit RFC 850 years are read as RFC 9110 says: a year
  * more than 50 years in the future is in the past century, judged against
- * wall_now_us. Returns STG_OK or STG_EPARSE. */
+ * wall_now_us (only RFC 850 dates use it). The structure is strict; day and
+ * month names match without regard to case; the weekday must be a valid
+ * name but is not checked against the date. Years 0000..9999; a leap
+ * second (23:59:60) counts as 23:59:59. Returns STG_OK or STG_EPARSE
+ * (STG_EINVAL if unix_s is NULL); on error *unix_s is left unchanged.
+ * Thread-safe. */
 STG_API int stg_http_date_parse(const char *s, size_t len, int64_t wall_now_us,
                                 int64_t *unix_s);
 
 /* Format Unix seconds as IMF-fixdate into buf (at least 30 bytes, NUL
  * terminated). Returns the length (29), or 0 if size is too small or the
- * time is outside years 0..9999. */
+ * time is outside years 0..9999 (negative times, before 1970, are fine).
+ * Thread-safe. */
 STG_API size_t stg_http_date_format(int64_t unix_s, char *buf, size_t size);
 
 /* Parse a Retry-After value into a wait from now in microseconds. A date in
  * the past gives 0. Returns STG_OK; STG_EPARSE for empty, negative,
  * fractional or garbage values; STG_ERANGE for delta-seconds above
- * STG_DELTA_SECONDS_MAX. On error *wait_us is left unchanged. */
+ * STG_DELTA_SECONDS_MAX, or a date further than that in the future;
+ * STG_EINVAL if wait_us is NULL. On error *wait_us is left unchanged. */
 STG_API int stg_retry_after_parse(const char *value, size_t len, int64_t wall_now_us,
                                   int64_t *wait_us);
 
 /* Parse an X-RateLimit-Reset / RateLimit-Reset value (non-negative integer,
- * or decimal such as "1.5") into the time until the reset, using
- * STG_RESET_EPOCH_THRESHOLD to tell delta-seconds from a Unix timestamp.
- * A timestamp in the past gives 0. Returns STG_OK, STG_EPARSE or
- * STG_ERANGE. */
+ * or decimal such as "1.5", truncated to whole microseconds) into the time
+ * until the reset, using STG_RESET_EPOCH_THRESHOLD to tell delta-seconds
+ * from a Unix timestamp. A timestamp in the past gives 0. Returns STG_OK,
+ * STG_EPARSE, or STG_ERANGE (a reset more than STG_DELTA_SECONDS_MAX
+ * seconds away); on error *reset_us is left unchanged. */
 STG_API int stg_ratelimit_reset_parse(const char *value, size_t len, int64_t wall_now_us,
                                       int64_t *reset_us);
 
@@ -86,9 +94,13 @@ STG_API void stg_hints_init(stg_hints *h);
 /* Feed one response header (name matched case-insensitively). Headers that
  * carry no hint are ignored and return STG_OK. A malformed hint leaves the
  * field unknown, sets its bit in h->malformed and returns STG_EPARSE (or
- * STG_ERANGE); the caller may log it and carry on. When a response carries
- * several rate-limit items (e.g. two RateLimit policies), the most
- * restrictive one wins: least remaining, then the longest reset. */
+ * STG_ERANGE); the caller may log it and carry on. A header is applied
+ * whole or not at all. When a response carries several rate-limit items
+ * (e.g. two RateLimit policies, or the same field twice), the most
+ * restrictive one wins: least remaining, then the longest reset; for
+ * limits, the lowest limit/window rate (a limit with a window beats one
+ * without). Several Retry-After fields: the longest wait. Returns
+ * STG_EINVAL if h is NULL. Not thread-safe for the same h. */
 STG_API int stg_hints_header(stg_hints *h, const char *name, size_t name_len,
                              const char *value, size_t value_len, int64_t wall_now_us);
 

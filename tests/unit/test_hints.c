@@ -1,0 +1,923 @@
+/*
+ * Unit tests for src/core/hints.c: Retry-After, HTTP-date, X-RateLimit-*,
+ * RateLimit / RateLimit-Policy and the merging of several hints.
+ *
+ * Every value goes through a malloc'd copy of exactly its length (no NUL
+ * after it), so an over-read by any parser is an ASan report, not luck.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <stagger/hints.h>
+
+/* Sun, 06 Nov 1994 08:49:37 GMT */
+#define NOW_S INT64_C(784111777)
+#define NOW_US STG_SEC(NOW_S)
+#define NO_VALUE INT64_C(-777) /* sentinel: "left unchanged" */
+
+/* An exact-length heap copy of s: reading s[len] is caught by ASan. */
+static char *dup_exact(const char *s, size_t len)
+{
+    char *p = malloc(len ? len : 1);
+    assert_non_null(p);
+    if (len)
+        memcpy(p, s, len);
+    return p;
+}
+
+static int retry_after(const char *s, int64_t now_us, int64_t *out)
+{
+    size_t len = strlen(s);
+    char *p = dup_exact(s, len);
+    int rc = stg_retry_after_parse(p, len, now_us, out);
+    free(p);
+    return rc;
+}
+
+static int date_parse(const char *s, int64_t now_us, int64_t *out)
+{
+    size_t len = strlen(s);
+    char *p = dup_exact(s, len);
+    int rc = stg_http_date_parse(p, len, now_us, out);
+    free(p);
+    return rc;
+}
+
+static int reset_parse(const char *s, int64_t now_us, int64_t *out)
+{
+    size_t len = strlen(s);
+    char *p = dup_exact(s, len);
+    int rc = stg_ratelimit_reset_parse(p, len, now_us, out);
+    free(p);
+    return rc;
+}
+
+static int header(stg_hints *h, const char *name, const char *value, int64_t now_us)
+{
+    size_t nlen = strlen(name), vlen = strlen(value);
+    char *n = dup_exact(name, nlen);
+    char *v = dup_exact(value, vlen);
+    int rc = stg_hints_header(h, n, nlen, v, vlen, now_us);
+    free(n);
+    free(v);
+    return rc;
+}
+
+static int header_line(stg_hints *h, const char *line, int64_t now_us)
+{
+    size_t len = strlen(line);
+    char *p = dup_exact(line, len);
+    int rc = stg_hints_header_line(h, p, len, now_us);
+    free(p);
+    return rc;
+}
+
+#define N_ELEMS(a) (sizeof(a) / sizeof((a)[0]))
+
+/* ------------------------------------------------------------------------ */
+/* Retry-After                                                              */
+
+struct ra_case {
+    const char *in;
+    int rc;
+    int64_t wait_us; /* when rc == STG_OK */
+};
+
+static void test_retry_after_delta(void **state)
+{
+    static const struct ra_case cases[] = {
+        {"0", STG_OK, 0},
+        {"1", STG_OK, STG_SEC(1)},
+        {"120", STG_OK, STG_SEC(120)},
+        {" 5", STG_OK, STG_SEC(5)},
+        {"5 ", STG_OK, STG_SEC(5)},
+        {"\t 7 \t", STG_OK, STG_SEC(7)},
+        {"0000000000000000000000000000000000000042", STG_OK, STG_SEC(42)},
+        {"2147483647", STG_OK, STG_SEC(INT64_C(2147483647))},
+        {"2147483648", STG_ERANGE, 0},
+        {"9223372036854775807", STG_ERANGE, 0},
+        {"9223372036854775808", STG_ERANGE, 0},
+        {"1234567890123456789012345678901234567890", STG_ERANGE, 0},
+        {"", STG_EPARSE, 0},
+        {" ", STG_EPARSE, 0},
+        {"\t\t", STG_EPARSE, 0},
+        {"-1", STG_EPARSE, 0},
+        {"-0", STG_EPARSE, 0},
+        {"1.5", STG_EPARSE, 0},
+        {"1.", STG_EPARSE, 0},
+        {".5", STG_EPARSE, 0},
+        {"abc", STG_EPARSE, 0},
+        {"5s", STG_EPARSE, 0},
+        {"+5", STG_EPARSE, 0},
+        {"0x10", STG_EPARSE, 0},
+        {"1e3", STG_EPARSE, 0},
+        {"5 5", STG_EPARSE, 0},
+        {"5\r", STG_EPARSE, 0},
+        {"\xef\xbc\x95", STG_EPARSE, 0}, /* fullwidth digit five */
+        {"1234567890123456789012345678901234567890x", STG_EPARSE, 0},
+    };
+    (void)state;
+    for (size_t i = 0; i < N_ELEMS(cases); i++) {
+        int64_t w = NO_VALUE;
+        int rc = retry_after(cases[i].in, NOW_US, &w);
+        if (rc != cases[i].rc)
+            fail_msg("case %zu \"%s\": rc %d, want %d", i, cases[i].in, rc, cases[i].rc);
+        assert_int_equal(w, rc == STG_OK ? cases[i].wait_us : NO_VALUE);
+    }
+}
+
+static void test_retry_after_dates(void **state)
+{
+    static const struct ra_case cases[] = {
+        /* 10 s after now, in all three forms */
+        {"Sun, 06 Nov 1994 08:49:47 GMT", STG_OK, STG_SEC(10)},
+        {"Sunday, 06-Nov-94 08:49:47 GMT", STG_OK, STG_SEC(10)},
+        {"Sun Nov  6 08:49:47 1994", STG_OK, STG_SEC(10)},
+        {"  Sun, 06 Nov 1994 08:49:47 GMT\t", STG_OK, STG_SEC(10)},
+        /* one hour later */
+        {"Sun, 06 Nov 1994 09:49:37 GMT", STG_OK, STG_SEC(3600)},
+        /* names are matched without case; the weekday is not checked */
+        {"SUN, 06 NOV 1994 08:49:47 gmt", STG_OK, STG_SEC(10)},
+        {"Mon, 06 Nov 1994 08:49:47 GMT", STG_OK, STG_SEC(10)},
+        /* now and the past give 0 */
+        {"Sun, 06 Nov 1994 08:49:37 GMT", STG_OK, 0},
+        {"Sun, 06 Nov 1994 08:49:36 GMT", STG_OK, 0},
+        {"Thu, 01 Jan 1970 00:00:00 GMT", STG_OK, 0},
+        {"Sat, 01 Jan 0000 00:00:00 GMT", STG_OK, 0},
+        /* absurdly far: more than 2^31-1 s away */
+        {"Fri, 31 Dec 9999 23:59:59 GMT", STG_ERANGE, 0},
+        {"Wed, 01 Jan 2070 00:00:00 GMT", STG_ERANGE, 0},
+        /* garbage */
+        {"Sun, 06 Nov 1994 08:49:47 GMT garbage", STG_EPARSE, 0},
+        {"Sun, 06 Nov 1994", STG_EPARSE, 0},
+        {"tomorrow", STG_EPARSE, 0},
+    };
+    (void)state;
+    for (size_t i = 0; i < N_ELEMS(cases); i++) {
+        int64_t w = NO_VALUE;
+        int rc = retry_after(cases[i].in, NOW_US, &w);
+        if (rc != cases[i].rc)
+            fail_msg("case %zu \"%s\": rc %d, want %d", i, cases[i].in, rc, cases[i].rc);
+        assert_int_equal(w, rc == STG_OK ? cases[i].wait_us : NO_VALUE);
+    }
+}
+
+static void test_retry_after_subsecond_now(void **state)
+{
+    int64_t w = NO_VALUE;
+    (void)state;
+    /* now is half a second past NOW_S: 10 s later is 9.5 s away */
+    assert_int_equal(retry_after("Sun, 06 Nov 1994 08:49:47 GMT", NOW_US + 500000, &w), STG_OK);
+    assert_int_equal(w, 9500000);
+    /* a wall clock before 1970 works too */
+    assert_int_equal(retry_after("Thu, 01 Jan 1970 00:00:05 GMT", STG_SEC(-5), &w), STG_OK);
+    assert_int_equal(w, STG_SEC(10));
+    /* extreme clocks never overflow */
+    assert_int_equal(retry_after("Thu, 01 Jan 1970 00:00:05 GMT", INT64_MAX, &w), STG_OK);
+    assert_int_equal(w, 0);
+    w = NO_VALUE;
+    assert_int_equal(retry_after("Thu, 01 Jan 1970 00:00:05 GMT", INT64_MIN, &w), STG_ERANGE);
+    assert_int_equal(w, NO_VALUE);
+}
+
+/* ------------------------------------------------------------------------ */
+/* HTTP-date                                                                */
+
+struct date_case {
+    const char *in;
+    int64_t unix_s;
+};
+
+static void test_http_date_valid(void **state)
+{
+    static const struct date_case cases[] = {
+        {"Thu, 01 Jan 1970 00:00:00 GMT", 0},
+        {"Sun, 06 Nov 1994 08:49:37 GMT", NOW_S},
+        {"Sunday, 06-Nov-94 08:49:37 GMT", NOW_S},
+        {"Sun Nov  6 08:49:37 1994", NOW_S},
+        {"Sun Nov 06 08:49:37 1994", NOW_S},
+        {" \tSun Nov  6 08:49:37 1994 \t", NOW_S},
+        {"Wed, 31 Dec 1969 23:59:59 GMT", -1},
+        {"Sat, 01 Jan 2000 00:00:00 GMT", 946684800},
+        {"Tue, 29 Feb 2000 00:00:00 GMT", 951782400},       /* 400-year leap */
+        {"Thu, 29 Feb 2024 00:00:00 GMT", 1709164800},      /* leap year */
+        {"Thu Feb 29 00:00:00 2024", 1709164800},
+        {"Thursday, 29-Feb-24 00:00:00 GMT", 1709164800},
+        {"Sat, 31 Dec 2016 23:59:60 GMT", 1483228799},      /* leap second: 59 */
+        {"Fri, 31 Dec 9999 23:59:59 GMT", INT64_C(253402300799)},
+        {"Sat, 01 Jan 0000 00:00:00 GMT", INT64_C(-62167219200)},
+        {"Mon, 01 Jan 0001 00:00:00 GMT", INT64_C(-62135596800)},
+        {"Wednesday, 06-Nov-94 08:49:37 GMT", NOW_S}, /* weekday not checked */
+        {"sunday, 06-nov-94 08:49:37 gmt", NOW_S},
+    };
+    (void)state;
+    for (size_t i = 0; i < N_ELEMS(cases); i++) {
+        int64_t t = NO_VALUE;
+        int rc = date_parse(cases[i].in, NOW_US, &t);
+        if (rc != STG_OK || t != cases[i].unix_s)
+            fail_msg("case %zu \"%s\": rc %d, t %lld, want %lld", i, cases[i].in, rc,
+                     (long long)t, (long long)cases[i].unix_s);
+    }
+}
+
+static void test_http_date_invalid(void **state)
+{
+    static const char *const cases[] = {
+        "",
+        "   ",
+        "Wed, 29 Feb 2023 00:00:00 GMT", /* not a leap year */
+        "Thu, 29 Feb 1900 00:00:00 GMT", /* century, not a leap year */
+        "Wed Feb 29 00:00:00 2023",
+        "Wednesday, 29-Feb-23 00:00:00 GMT",
+        "Thu, 00 Jan 1970 00:00:00 GMT",
+        "Thu, 32 Jan 1970 00:00:00 GMT",
+        "Thu, 31 Apr 1970 00:00:00 GMT",
+        "Thu, 01 Foo 1970 00:00:00 GMT",
+        "Thu, 01 Jan 1970 24:00:00 GMT",
+        "Thu, 01 Jan 1970 00:60:00 GMT",
+        "Thu, 01 Jan 1970 00:00:61 GMT",
+        "Thu, 01 Jan 1970 12:00:60 GMT", /* leap second only at 23:59 */
+        "Thu, 01 Jan 1970 00:00:00 UTC",
+        "Thu, 01 Jan 1970 00:00:00 +0000",
+        "Thu, 01 Jan 1970 00:00:00",
+        "Thu 01 Jan 1970 00:00:00 GMT",
+        "Thu,  01 Jan 1970 00:00:00 GMT",
+        "Thu, 1 Jan 1970 00:00:00 GMT",
+        "Thu, 01 Jan 70 00:00:00 GMT",
+        "Thu, 01 Jan 19700 00:00:00 GMT",
+        "Thu, 01 Jan 1970 0:00:00 GMT",
+        "Thu, 01 Jan 1970 00:00:00 GMTx",
+        "Thu, 01 Jan 1970 00:00:00 GMT x",
+        "Thu, 01-Jan-70 00:00:00 GMT",       /* RFC 850 needs the long name */
+        "Thursday, 01 Jan 1970 00:00:00 GMT", /* IMF needs the short name */
+        "Thursday, 01-Jan-1970 00:00:00 GMT",
+        "Thursday, 01-Jan-70 00:00:00",
+        "Thurs, 01-Jan-70 00:00:00 GMT",
+        "Xyz, 01 Jan 1970 00:00:00 GMT",
+        "Thu Jan 1 00:00:00 1970", /* asctime pads with a space */
+        "Thu Jan  01 00:00:00 1970",
+        "Thu Jan  1 00:00:00 70",
+        "Thu Jan  1 00:00:00 1970 GMT",
+        "Thu, Jan  1 00:00:00 1970",
+        "Thu, 01 Jan 1970 00:00:0\xff GMT",
+        "Thu, 0\xb9 Jan 1970 00:00:00 GMT",
+        "1994-11-06T08:49:37Z",
+        "784111777",
+        ",",
+        "Sun",
+        "Sunday",
+    };
+    (void)state;
+    for (size_t i = 0; i < N_ELEMS(cases); i++) {
+        int64_t t = NO_VALUE;
+        int rc = date_parse(cases[i], NOW_US, &t);
+        if (rc != STG_EPARSE || t != NO_VALUE)
+            fail_msg("case %zu \"%s\": rc %d, want EPARSE", i, cases[i], rc);
+    }
+    /* an embedded NUL inside the length */
+    {
+        static const char v[] = "Thu, 01 Jan 1970 00:00:00 GMT\0";
+        int64_t t = NO_VALUE;
+        char *p = dup_exact(v, sizeof v - 1);
+        assert_int_equal(stg_http_date_parse(p, sizeof v - 1, NOW_US, &t), STG_EPARSE);
+        free(p);
+    }
+}
+
+static void test_http_date_truncated(void **state)
+{
+    static const char *const dates[] = {
+        "Sun, 06 Nov 1994 08:49:37 GMT",
+        "Sunday, 06-Nov-94 08:49:37 GMT",
+        "Sun Nov  6 08:49:37 1994",
+        "Sun Nov 16 08:49:37 1994",
+    };
+    (void)state;
+    for (size_t i = 0; i < N_ELEMS(dates); i++) {
+        size_t full = strlen(dates[i]);
+        for (size_t n = 0; n < full; n++) {
+            int64_t t = NO_VALUE, w = NO_VALUE;
+            char *p = dup_exact(dates[i], n);
+            int rc1 = stg_http_date_parse(p, n, NOW_US, &t);
+            int rc2 = stg_retry_after_parse(p, n, NOW_US, &w);
+            free(p);
+            if (rc1 != STG_EPARSE || rc2 != STG_EPARSE || t != NO_VALUE || w != NO_VALUE)
+                fail_msg("\"%.*s\" (%zu bytes): rc %d/%d, want EPARSE", (int)n, dates[i], n,
+                         rc1, rc2);
+        }
+        /* and the whole thing parses */
+        {
+            int64_t t = NO_VALUE;
+            char *p = dup_exact(dates[i], full);
+            assert_int_equal(stg_http_date_parse(p, full, NOW_US, &t), STG_OK);
+            free(p);
+        }
+    }
+}
+
+struct century_case {
+    int64_t now_s;
+    const char *in;
+    int64_t unix_s;
+};
+
+static void test_rfc850_century(void **state)
+{
+    static const struct century_case cases[] = {
+        /* now 1994: years up to 2044 are ahead, 2045 would be 51 years */
+        {NOW_S, "Sunday, 06-Nov-94 08:49:37 GMT", NOW_S},
+        {NOW_S, "Sunday, 06-Nov-44 08:49:37 GMT", INT64_C(2362034977)},
+        {NOW_S, "Tuesday, 06-Nov-45 08:49:37 GMT", INT64_C(-762189023)},
+        /* now 2024-01-01: 74 -> 2074, 75 -> 1975, 94 -> 1994 */
+        {1704067200, "Tuesday, 06-Nov-74 08:49:37 GMT", INT64_C(3308719777)},
+        {1704067200, "Thursday, 06-Nov-75 08:49:37 GMT", INT64_C(184495777)},
+        {1704067200, "Sunday, 06-Nov-94 08:49:37 GMT", NOW_S},
+        {1704067200, "Thursday, 29-Feb-24 00:00:00 GMT", 1709164800},
+        /* now 2090: 30 -> 2130 (40 years ahead), 90 -> 2090 */
+        {INT64_C(3799958400), "Monday, 01-Jun-30 00:00:00 GMT", INT64_C(5062176000)},
+        {INT64_C(3799958400), "Thursday, 01-Jun-90 00:00:00 GMT", INT64_C(3799958400)},
+    };
+    (void)state;
+    for (size_t i = 0; i < N_ELEMS(cases); i++) {
+        int64_t t = NO_VALUE;
+        int rc = date_parse(cases[i].in, STG_SEC(cases[i].now_s), &t);
+        if (rc != STG_OK || t != cases[i].unix_s)
+            fail_msg("case %zu \"%s\": rc %d, t %lld, want %lld", i, cases[i].in, rc,
+                     (long long)t, (long long)cases[i].unix_s);
+    }
+    /* 29 Feb exists in 2024 but not in 1924 or 2124 */
+    {
+        int64_t t = NO_VALUE;
+        /* now 1980: "24" is 2024 (44 years ahead) */
+        assert_int_equal(date_parse("Thursday, 29-Feb-24 00:00:00 GMT", STG_SEC(315532800), &t),
+                         STG_OK);
+        assert_int_equal(t, 1709164800);
+        /* now 2080: "23" is 2123, not a leap year */
+        assert_int_equal(date_parse("Monday, 29-Feb-23 00:00:00 GMT", STG_SEC(3471292800), &t),
+                         STG_EPARSE);
+    }
+    /* a clock so early the year would be negative: malformed, no crash */
+    {
+        int64_t t = NO_VALUE;
+        assert_int_equal(date_parse("Sunday, 06-Nov-94 08:49:37 GMT", INT64_MIN, &t),
+                         STG_EPARSE);
+        assert_int_equal(date_parse("Sunday, 06-Nov-94 08:49:37 GMT", INT64_MAX, &t),
+                         STG_EPARSE);
+        assert_int_equal(t, NO_VALUE);
+    }
+}
+
+static void test_http_date_format(void **state)
+{
+    static const struct date_case cases[] = {
+        {"Thu, 01 Jan 1970 00:00:00 GMT", 0},
+        {"Sun, 06 Nov 1994 08:49:37 GMT", NOW_S},
+        {"Wed, 31 Dec 1969 23:59:59 GMT", -1},
+        {"Thu, 29 Feb 2024 00:00:00 GMT", 1709164800},
+        {"Tue, 29 Feb 2000 00:00:00 GMT", 951782400},
+        {"Sun, 06 Nov 2044 08:49:37 GMT", INT64_C(2362034977)},
+        {"Tue, 06 Nov 1945 08:49:37 GMT", INT64_C(-762189023)},
+        {"Fri, 31 Dec 9999 23:59:59 GMT", INT64_C(253402300799)},
+        {"Sat, 01 Jan 0000 00:00:00 GMT", INT64_C(-62167219200)},
+        {"Mon, 01 Jan 0001 00:00:00 GMT", INT64_C(-62135596800)},
+    };
+    char buf[64];
+    (void)state;
+    for (size_t i = 0; i < N_ELEMS(cases); i++) {
+        memset(buf, 'x', sizeof buf);
+        assert_int_equal(stg_http_date_format(cases[i].unix_s, buf, sizeof buf), 29);
+        assert_string_equal(buf, cases[i].in);
+    }
+    /* exactly 30 bytes is enough, 29 is not */
+    {
+        char *p = malloc(30);
+        assert_non_null(p);
+        assert_int_equal(stg_http_date_format(0, p, 30), 29);
+        assert_int_equal(p[29], '\0');
+        assert_int_equal(stg_http_date_format(0, p, 29), 0);
+        free(p);
+    }
+    assert_int_equal(stg_http_date_format(0, NULL, 64), 0);
+    assert_int_equal(stg_http_date_format(INT64_C(253402300800), buf, sizeof buf), 0);
+    assert_int_equal(stg_http_date_format(INT64_C(-62167219201), buf, sizeof buf), 0);
+    assert_int_equal(stg_http_date_format(INT64_MAX, buf, sizeof buf), 0);
+    assert_int_equal(stg_http_date_format(INT64_MIN, buf, sizeof buf), 0);
+}
+
+static void test_http_date_roundtrip(void **state)
+{
+    /* ~ every 13 days plus an odd number of seconds, over years 0..9999,
+     * and every second around a few edges */
+    const int64_t lo = INT64_C(-62167219200), hi = INT64_C(253402300799);
+    const int64_t step = INT64_C(13) * 86400 + 4099;
+    static const int64_t edges[] = {0, 951782400, 1709164800, 1483228799, NOW_S};
+    char buf[30];
+    size_t n = 0;
+    (void)state;
+    for (int64_t t = lo; t <= hi; t += step, n++) {
+        int64_t back = NO_VALUE;
+        assert_int_equal(stg_http_date_format(t, buf, sizeof buf), 29);
+        assert_int_equal(stg_http_date_parse(buf, 29, 0, &back), STG_OK);
+        if (back != t)
+            fail_msg("%lld -> \"%s\" -> %lld", (long long)t, buf, (long long)back);
+    }
+    assert_true(n > 250000);
+    for (size_t i = 0; i < N_ELEMS(edges); i++) {
+        for (int64_t t = edges[i] - 90000; t <= edges[i] + 90000; t += 7) {
+            int64_t back = NO_VALUE;
+            assert_int_equal(stg_http_date_format(t, buf, sizeof buf), 29);
+            assert_int_equal(stg_http_date_parse(buf, 29, 0, &back), STG_OK);
+            assert_int_equal(back, t);
+        }
+    }
+    /* the top and bottom seconds */
+    {
+        int64_t back = NO_VALUE;
+        assert_int_equal(stg_http_date_format(hi, buf, sizeof buf), 29);
+        assert_int_equal(stg_http_date_parse(buf, 29, 0, &back), STG_OK);
+        assert_int_equal(back, hi);
+        assert_int_equal(stg_http_date_format(lo, buf, sizeof buf), 29);
+        assert_int_equal(stg_http_date_parse(buf, 29, 0, &back), STG_OK);
+        assert_int_equal(back, lo);
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* Reset values                                                             */
+
+struct reset_case {
+    const char *in;
+    int64_t now_s;
+    int rc;
+    int64_t reset_us;
+};
+
+static void test_ratelimit_reset(void **state)
+{
+    static const struct reset_case cases[] = {
+        {"0", NOW_S, STG_OK, 0},
+        {"30", NOW_S, STG_OK, STG_SEC(30)},
+        {" 30 ", NOW_S, STG_OK, STG_SEC(30)},
+        {"1.5", NOW_S, STG_OK, 1500000},
+        {"0.25", NOW_S, STG_OK, 250000},
+        {"2.000001", NOW_S, STG_OK, 2000001},
+        {"2.0000019", NOW_S, STG_OK, 2000001}, /* truncated to µs */
+        {"999999999", NOW_S, STG_OK, STG_SEC(999999999)}, /* last delta */
+        /* at the threshold: a Unix timestamp */
+        {"1000000000", NOW_S, STG_OK, STG_SEC(1000000000 - NOW_S)},
+        {"1700000030", 1700000000, STG_OK, STG_SEC(30)},
+        {"1700000030.5", 1700000000, STG_OK, 30500000},
+        {"1700000000", 1700000000, STG_OK, 0},
+        {"1699999990", 1700000000, STG_OK, 0}, /* past */
+        {"1000000000", 1700000000, STG_OK, 0},
+        /* far-future timestamps are absurd */
+        {"9000000000000", 1700000000, STG_ERANGE, 0},
+        {"9223372036854", 1700000000, STG_ERANGE, 0},
+        {"99999999999999999999", 1700000000, STG_ERANGE, 0},
+        {"1234567890123456789012345678901234567890", NOW_S, STG_ERANGE, 0},
+        {"", NOW_S, STG_EPARSE, 0},
+        {"  ", NOW_S, STG_EPARSE, 0},
+        {"-1", NOW_S, STG_EPARSE, 0},
+        {"+1", NOW_S, STG_EPARSE, 0},
+        {"1.", NOW_S, STG_EPARSE, 0},
+        {".5", NOW_S, STG_EPARSE, 0},
+        {"1..5", NOW_S, STG_EPARSE, 0},
+        {"1.5.", NOW_S, STG_EPARSE, 0},
+        {"1e3", NOW_S, STG_EPARSE, 0},
+        {"abc", NOW_S, STG_EPARSE, 0},
+        {"30s", NOW_S, STG_EPARSE, 0},
+        {"1,5", NOW_S, STG_EPARSE, 0},
+    };
+    (void)state;
+    for (size_t i = 0; i < N_ELEMS(cases); i++) {
+        int64_t r = NO_VALUE;
+        int rc = reset_parse(cases[i].in, STG_SEC(cases[i].now_s), &r);
+        if (rc != cases[i].rc)
+            fail_msg("case %zu \"%s\": rc %d, want %d", i, cases[i].in, rc, cases[i].rc);
+        assert_int_equal(r, rc == STG_OK ? cases[i].reset_us : NO_VALUE);
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* Headers                                                                  */
+
+#define U STG_UNKNOWN
+
+struct hint_expect {
+    int64_t retry_after_us, limit, remaining, reset_us, window_us;
+    unsigned seen, malformed;
+};
+
+static void check_hints(const stg_hints *h, const struct hint_expect *e, const char *what)
+{
+    if (h->retry_after_us != e->retry_after_us || h->limit != e->limit ||
+        h->remaining != e->remaining || h->reset_us != e->reset_us ||
+        h->window_us != e->window_us || h->seen != e->seen || h->malformed != e->malformed)
+        fail_msg("%s: got ra=%lld limit=%lld rem=%lld reset=%lld win=%lld seen=%#x bad=%#x; "
+                 "want ra=%lld limit=%lld rem=%lld reset=%lld win=%lld seen=%#x bad=%#x",
+                 what, (long long)h->retry_after_us, (long long)h->limit,
+                 (long long)h->remaining, (long long)h->reset_us, (long long)h->window_us,
+                 h->seen, h->malformed, (long long)e->retry_after_us, (long long)e->limit,
+                 (long long)e->remaining, (long long)e->reset_us, (long long)e->window_us,
+                 e->seen, e->malformed);
+}
+
+static void test_hints_init(void **state)
+{
+    stg_hints h;
+    const struct hint_expect e = {U, U, U, U, U, 0, 0};
+    int64_t w = NO_VALUE;
+    (void)state;
+    memset(&h, 0x5a, sizeof h);
+    stg_hints_init(&h);
+    check_hints(&h, &e, "init");
+    assert_false(stg_hints_server_wait(&h, &w));
+    assert_int_equal(w, NO_VALUE);
+    stg_hints_init(NULL);
+}
+
+/* A response: up to 4 header lines fed in order, then the expected result
+ * and the return code of the last line. */
+struct resp_case {
+    const char *lines[4];
+    int last_rc;
+    struct hint_expect e;
+};
+
+static void run_resp_cases(const struct resp_case *cases, size_t n, int64_t now_us)
+{
+    for (size_t i = 0; i < n; i++) {
+        stg_hints h;
+        int rc = STG_OK;
+        char what[160];
+        stg_hints_init(&h);
+        for (size_t j = 0; j < 4 && cases[i].lines[j]; j++)
+            rc = header_line(&h, cases[i].lines[j], now_us);
+        snprintf(what, sizeof what, "case %zu (%s)", i, cases[i].lines[0]);
+        if (rc != cases[i].last_rc)
+            fail_msg("%s: rc %d, want %d", what, rc, cases[i].last_rc);
+        check_hints(&h, &cases[i].e, what);
+    }
+}
+
+#define RA STG_HINT_RETRY_AFTER
+#define XRL STG_HINT_X_RATELIMIT
+#define RL STG_HINT_RATELIMIT
+#define RLP STG_HINT_RATELIMIT_POLICY
+
+static void test_x_ratelimit(void **state)
+{
+    static const struct resp_case cases[] = {
+        {{"X-RateLimit-Limit: 100", "X-RateLimit-Remaining: 0", "X-RateLimit-Reset: 30"},
+         STG_OK, {U, 100, 0, STG_SEC(30), U, XRL, 0}},
+        /* names are case-insensitive; the reset is a Unix timestamp */
+        {{"x-ratelimit-limit: 60", "X-RATELIMIT-REMAINING:7", "x-RateLimit-Reset: 1000000000"},
+         STG_OK, {U, 60, 7, STG_SEC(1000000000 - NOW_S), U, XRL, 0}},
+        /* a decimal delta reset; below 10^9 is a delta, however large */
+        {{"X-RateLimit-Reset: 1.5"}, STG_OK, {U, U, U, 1500000, U, XRL, 0}},
+        {{"X-RateLimit-Reset: 784111000"}, STG_OK, {U, U, U, STG_SEC(784111000), U, XRL, 0}},
+        /* reset before remaining pairs the same way */
+        {{"X-RateLimit-Reset: 30", "X-RateLimit-Remaining: 0"},
+         STG_OK, {U, U, 0, STG_SEC(30), U, XRL, 0}},
+        /* malformed values leave the field unknown */
+        {{"X-RateLimit-Remaining: -1"}, STG_EPARSE, {U, U, U, U, U, 0, XRL}},
+        {{"X-RateLimit-Remaining: 1.5"}, STG_EPARSE, {U, U, U, U, U, 0, XRL}},
+        {{"X-RateLimit-Limit: lots"}, STG_EPARSE, {U, U, U, U, U, 0, XRL}},
+        {{"X-RateLimit-Limit: 99999999999999999999"}, STG_ERANGE, {U, U, U, U, U, 0, XRL}},
+        {{"X-RateLimit-Reset: soon"}, STG_EPARSE, {U, U, U, U, U, 0, XRL}},
+        {{"X-RateLimit-Reset: 99999999999999"}, STG_ERANGE, {U, U, U, U, U, 0, XRL}},
+        {{"X-RateLimit-Limit: 100", "X-RateLimit-Remaining: "},
+         STG_EPARSE, {U, 100, U, U, U, XRL, XRL}},
+        /* headers that are not hints are ignored */
+        {{"X-RateLimit-Used: 5", "X-RateLimit-Resource: core", "Content-Length: 0"},
+         STG_OK, {U, U, U, U, U, 0, 0}},
+    };
+    (void)state;
+    run_resp_cases(cases, N_ELEMS(cases), NOW_US);
+}
+
+static void test_ratelimit_items(void **state)
+{
+    static const struct resp_case cases[] = {
+        {{"RateLimit: \"default\";r=0;t=10"}, STG_OK, {U, U, 0, STG_SEC(10), U, RL, 0}},
+        {{"ratelimit: default;r=5;t=30"}, STG_OK, {U, U, 5, STG_SEC(30), U, RL, 0}},
+        {{"RateLimit:\"default\";r=50"}, STG_OK, {U, U, 50, U, U, RL, 0}},
+        {{"RateLimit: \"d\";t=1.5;r=3"}, STG_OK, {U, U, 3, 1500000, U, RL, 0}},
+        /* most restrictive: least remaining, then longest reset */
+        {{"RateLimit: \"a\";r=5;t=10, \"b\";r=0;t=30, \"c\";r=0;t=20"},
+         STG_OK, {U, U, 0, STG_SEC(30), U, RL, 0}},
+        {{"RateLimit: \"a\";r=1;t=100,\"b\";r=2;t=5"}, STG_OK, {U, U, 1, STG_SEC(100), U, RL, 0}},
+        {{"RateLimit: \"a\";r=2;t=5 ,\t\"b\";r=1;t=100"},
+         STG_OK, {U, U, 1, STG_SEC(100), U, RL, 0}},
+        /* split over two field lines: the same rule */
+        {{"RateLimit: \"a\";r=5;t=10", "RateLimit: \"b\";r=2;t=1"},
+         STG_OK, {U, U, 2, STG_SEC(1), U, RL, 0}},
+        {{"RateLimit: \"a\";r=2;t=1", "RateLimit: \"b\";r=5;t=10"},
+         STG_OK, {U, U, 2, STG_SEC(1), U, RL, 0}},
+        /* every kind of structured-field value and unknown parameter */
+        {{"RateLimit: \"a\";r=0;t=10;pk=:cHJvamVjdC0xMjM=:;x=?1;y;d=@1659578233;"
+          "s=\"a\\\"b\\\\\";ds=%\"caf%c3%a9\";n=-1.5;Tk=foo/bar, (\"x\" 1 ?0);r=3"},
+         STG_OK, {U, U, 0, STG_SEC(10), U, RL, 0}},
+        /* t as an epoch timestamp uses the threshold rule */
+        {{"RateLimit: \"a\";r=0;t=1000000000"},
+         STG_OK, {U, U, 0, STG_SEC(1000000000 - NOW_S), U, RL, 0}},
+    };
+    (void)state;
+    run_resp_cases(cases, N_ELEMS(cases), NOW_US);
+}
+
+static void test_ratelimit_policy(void **state)
+{
+    static const struct resp_case cases[] = {
+        {{"RateLimit-Policy: \"default\";q=100;w=60"},
+         STG_OK, {U, 100, U, U, STG_SEC(60), RLP, 0}},
+        {{"RateLimit-Policy: default;q=100"}, STG_OK, {U, 100, U, U, U, RLP, 0}},
+        {{"RateLimit-Policy: \"default\";q=100;w=60;qu=\"requests\";pk=:AAE=:"},
+         STG_OK, {U, 100, U, U, STG_SEC(60), RLP, 0}},
+        /* lowest rate: 1000/day is stricter than 10/s */
+        {{"RateLimit-Policy: \"burst\";q=10;w=1, \"daily\";q=1000;w=86400"},
+         STG_OK, {U, 1000, U, U, STG_SEC(86400), RLP, 0}},
+        {{"RateLimit-Policy: \"daily\";q=1000;w=86400, \"burst\";q=10;w=1"},
+         STG_OK, {U, 1000, U, U, STG_SEC(86400), RLP, 0}},
+        /* equal rates: the smaller quota */
+        {{"RateLimit-Policy: \"a\";q=20;w=2, \"b\";q=10;w=1"},
+         STG_OK, {U, 10, U, U, STG_SEC(1), RLP, 0}},
+        /* a window beats none; two bare quotas: the smaller */
+        {{"RateLimit-Policy: \"a\";q=5, \"b\";q=100;w=60"},
+         STG_OK, {U, 100, U, U, STG_SEC(60), RLP, 0}},
+        {{"RateLimit-Policy: \"a\";q=50, \"b\";q=7"}, STG_OK, {U, 7, U, U, U, RLP, 0}},
+        /* draft-06/07: the item is the quota */
+        {{"RateLimit-Policy: 10;w=1, 50;w=60"}, STG_OK, {U, 50, U, U, STG_SEC(60), RLP, 0}},
+        {{"RateLimit-Policy: \"a\";q=10;w=0.5"}, STG_OK, {U, 10, U, U, 500000, RLP, 0}},
+        /* with the live RateLimit field */
+        {{"RateLimit-Policy: \"default\";q=100;w=60", "RateLimit: \"default\";r=0;t=42"},
+         STG_OK, {U, 100, 0, STG_SEC(42), STG_SEC(60), RL | RLP, 0}},
+    };
+    (void)state;
+    run_resp_cases(cases, N_ELEMS(cases), NOW_US);
+}
+
+static void test_ratelimit_dictionary_and_old_fields(void **state)
+{
+    static const struct resp_case cases[] = {
+        /* draft-06/07 dictionary */
+        {{"RateLimit: limit=100, remaining=50, reset=5"},
+         STG_OK, {U, 100, 50, STG_SEC(5), U, RL, 0}},
+        {{"RateLimit: reset=5,remaining=0,limit=10,foo=bar,baz"},
+         STG_OK, {U, 10, 0, STG_SEC(5), U, RL, 0}},
+        {{"RateLimit: remaining=3, remaining=1, reset=2.5"},
+         STG_OK, {U, U, 1, 2500000, U, RL, 0}},
+        {{"RateLimit: LIMIT=100;w=60, Remaining=0"}, STG_OK, {U, 100, 0, U, U, RL, 0}},
+        /* older separate fields */
+        {{"RateLimit-Limit: 100", "RateLimit-Remaining: 0", "RateLimit-Reset: 7"},
+         STG_OK, {U, 100, 0, STG_SEC(7), U, RL, 0}},
+        {{"RateLimit-Limit: 10, 10;w=1, 1000;w=3600"},
+         STG_OK, {U, 1000, U, U, STG_SEC(3600), RL, 0}},
+        {{"RateLimit-Reset: 1000000000"}, STG_OK, {U, U, U, STG_SEC(1000000000 - NOW_S), U, RL, 0}},
+        /* X-RateLimit and RateLimit together: still the most restrictive */
+        {{"X-RateLimit-Remaining: 10", "X-RateLimit-Reset: 60", "RateLimit: \"a\";r=0;t=5"},
+         STG_OK, {U, U, 0, STG_SEC(5), U, XRL | RL, 0}},
+    };
+    (void)state;
+    run_resp_cases(cases, N_ELEMS(cases), NOW_US);
+}
+
+static void test_ratelimit_malformed(void **state)
+{
+    static const struct resp_case cases[] = {
+        {{"RateLimit: "}, STG_EPARSE, {U, U, U, U, U, 0, RL}},
+        {{"RateLimit: \"default\";r=-1"}, STG_EPARSE, {U, U, U, U, U, 0, RL}},
+        {{"RateLimit: \"default\";r=1.5"}, STG_EPARSE, {U, U, U, U, U, 0, RL}},
+        {{"RateLimit: \"default\";r=\"0\""}, STG_EPARSE, {U, U, U, U, U, 0, RL}},
+        {{"RateLimit: \"default\";r"}, STG_EPARSE, {U, U, U, U, U, 0, RL}},
+        {{"RateLimit: \"default\";t=10"}, STG_EPARSE, {U, U, U, U, U, 0, RL}},
+        {{"RateLimit: default;t=10"}, STG_EPARSE, {U, U, U, U, U, 0, RL}},
+        {{"RateLimit: 5;t=10"}, STG_EPARSE, {U, U, U, U, U, 0, RL}},
+        {{"RateLimit: \"default\";r=0;t=-1"}, STG_EPARSE, {U, U, U, U, U, 0, RL}},
+        {{"RateLimit: \"default\";r=0;t=x"}, STG_EPARSE, {U, U, U, U, U, 0, RL}},
+        {{"RateLimit: \"default\";r=0,"}, STG_EPARSE, {U, U, U, U, U, 0, RL}},
+        {{"RateLimit: ,\"default\";r=0"}, STG_EPARSE, {U, U, U, U, U, 0, RL}},
+        {{"RateLimit: \"default;r=0"}, STG_EPARSE, {U, U, U, U, U, 0, RL}},
+        {{"RateLimit: \"a\";r=0 \"b\";r=1"}, STG_EPARSE, {U, U, U, U, U, 0, RL}},
+        {{"RateLimit: \"a\";r=0;;t=1"}, STG_EPARSE, {U, U, U, U, U, 0, RL}},
+        {{"RateLimit: \"a\";r=0;t=1."}, STG_EPARSE, {U, U, U, U, U, 0, RL}},
+        {{"RateLimit: \"a\";r=0;k=:abc"}, STG_EPARSE, {U, U, U, U, U, 0, RL}},
+        {{"RateLimit: \"a\";r=0;k=?2"}, STG_EPARSE, {U, U, U, U, U, 0, RL}},
+        {{"RateLimit: \"a\";r=0;k=%\"%zz\""}, STG_EPARSE, {U, U, U, U, U, 0, RL}},
+        {{"RateLimit: \"a\";r=0;k=@1.5"}, STG_EPARSE, {U, U, U, U, U, 0, RL}},
+        {{"RateLimit: (\"a\" \"b\";r=0"}, STG_EPARSE, {U, U, U, U, U, 0, RL}},
+        {{"RateLimit: \"a\x01\";r=0"}, STG_EPARSE, {U, U, U, U, U, 0, RL}},
+        {{"RateLimit: \"a\";r=99999999999999999999999"}, STG_ERANGE, {U, U, U, U, U, 0, RL}},
+        {{"RateLimit: limit=-5"}, STG_EPARSE, {U, U, U, U, U, 0, RL}},
+        {{"RateLimit: limit=100, remaining=x"}, STG_EPARSE, {U, U, U, U, U, 0, RL}},
+        {{"RateLimit: remaining=1, reset=-2"}, STG_EPARSE, {U, U, U, U, U, 0, RL}},
+        {{"RateLimit-Policy: \"default\";w=60"}, STG_EPARSE, {U, U, U, U, U, 0, RLP}},
+        {{"RateLimit-Policy: \"default\";q=100;w=0"}, STG_EPARSE, {U, U, U, U, U, 0, RLP}},
+        {{"RateLimit-Policy: \"default\";q=-1"}, STG_EPARSE, {U, U, U, U, U, 0, RLP}},
+        {{"RateLimit-Policy: \"default\";q=1.5"}, STG_EPARSE, {U, U, U, U, U, 0, RLP}},
+        {{"RateLimit-Policy: limit=1"}, STG_EPARSE, {U, U, U, U, U, 0, RLP}},
+        {{"RateLimit-Policy: \"a\";q=1;w=1, \"b\""}, STG_EPARSE, {U, U, U, U, U, 0, RLP}},
+        {{"RateLimit-Limit: many"}, STG_EPARSE, {U, U, U, U, U, 0, RL}},
+        {{"RateLimit-Limit: 10;w=-1"}, STG_EPARSE, {U, U, U, U, U, 0, RL}},
+        {{"RateLimit-Remaining: -3"}, STG_EPARSE, {U, U, U, U, U, 0, RL}},
+        {{"RateLimit-Reset: later"}, STG_EPARSE, {U, U, U, U, U, 0, RL}},
+        /* a later malformed field changes nothing that came before */
+        {{"RateLimit: \"a\";r=4;t=10", "RateLimit: \"b\";r=0;t=5, \"c\";r=-1"},
+         STG_EPARSE, {U, U, 4, STG_SEC(10), U, RL, RL}},
+    };
+    (void)state;
+    run_resp_cases(cases, N_ELEMS(cases), NOW_US);
+}
+
+static void test_header_lines(void **state)
+{
+    static const struct resp_case cases[] = {
+        {{"Retry-After: 120\r\n"}, STG_OK, {STG_SEC(120), U, U, U, U, RA, 0}},
+        {{"retry-after:120"}, STG_OK, {STG_SEC(120), U, U, U, U, RA, 0}},
+        {{"RETRY-AFTER: \t 5 \t\r\n"}, STG_OK, {STG_SEC(5), U, U, U, U, RA, 0}},
+        {{"Retry-After : 5\n"}, STG_OK, {STG_SEC(5), U, U, U, U, RA, 0}},
+        {{"Retry-After: Sun, 06 Nov 1994 08:49:47 GMT\r\n"},
+         STG_OK, {STG_SEC(10), U, U, U, U, RA, 0}},
+        /* several Retry-After: the longest wait */
+        {{"Retry-After: 5", "Retry-After: 50", "Retry-After: 7"},
+         STG_OK, {STG_SEC(50), U, U, U, U, RA, 0}},
+        {{"Retry-After: 0"}, STG_OK, {0, U, U, U, U, RA, 0}},
+        {{"Retry-After: abc\r\n"}, STG_EPARSE, {U, U, U, U, U, 0, RA}},
+        {{"Retry-After: 5", "Retry-After: 1.5"}, STG_EPARSE, {STG_SEC(5), U, U, U, U, RA, RA}},
+        {{"Retry-After: 99999999999"}, STG_ERANGE, {U, U, U, U, U, 0, RA}},
+        {{"Retry-After:"}, STG_EPARSE, {U, U, U, U, U, 0, RA}},
+        /* lines that are not hints */
+        {{"HTTP/1.1 429 Too Many Requests\r\n", "\r\n", "", "Content-Type: text/plain\r\n"},
+         STG_OK, {U, U, U, U, U, 0, 0}},
+        {{": 5", "Retry-After", "Retry-After-Not: 5", "X-Retry-After: 5"},
+         STG_OK, {U, U, U, U, U, 0, 0}},
+        /* the first colon splits; the value may hold more */
+        {{"Retry-After: Sun, 06 Nov 1994 08:49:47 GMT"}, STG_OK, {STG_SEC(10), U, U, U, U, RA, 0}},
+        {{"X-Foo: Retry-After: 5"}, STG_OK, {U, U, U, U, U, 0, 0}},
+    };
+    (void)state;
+    run_resp_cases(cases, N_ELEMS(cases), NOW_US);
+}
+
+static void test_server_wait(void **state)
+{
+    stg_hints h;
+    int64_t w;
+    (void)state;
+
+    stg_hints_init(&h);
+    assert_false(stg_hints_server_wait(&h, &w));
+
+    /* remaining 0 with a reset: the reset */
+    assert_int_equal(header_line(&h, "X-RateLimit-Remaining: 0", NOW_US), STG_OK);
+    assert_false(stg_hints_server_wait(&h, &w)); /* no reset yet */
+    assert_int_equal(header_line(&h, "X-RateLimit-Reset: 30", NOW_US), STG_OK);
+    w = NO_VALUE;
+    assert_true(stg_hints_server_wait(&h, &w));
+    assert_int_equal(w, STG_SEC(30));
+
+    /* Retry-After wins over the reset, even when shorter */
+    assert_int_equal(header_line(&h, "Retry-After: 3", NOW_US), STG_OK);
+    assert_true(stg_hints_server_wait(&h, &w));
+    assert_int_equal(w, STG_SEC(3));
+
+    /* requests left: no wait asked for */
+    stg_hints_init(&h);
+    assert_int_equal(header_line(&h, "RateLimit: \"a\";r=1;t=30", NOW_US), STG_OK);
+    w = NO_VALUE;
+    assert_false(stg_hints_server_wait(&h, &w));
+    assert_int_equal(w, NO_VALUE);
+
+    /* RateLimit r=0: its t */
+    assert_int_equal(header_line(&h, "RateLimit: \"b\";r=0;t=12", NOW_US), STG_OK);
+    assert_true(stg_hints_server_wait(&h, &w));
+    assert_int_equal(w, STG_SEC(12));
+
+    /* Retry-After: 0 is a real answer */
+    stg_hints_init(&h);
+    assert_int_equal(header_line(&h, "Retry-After: 0", NOW_US), STG_OK);
+    assert_true(stg_hints_server_wait(&h, &w));
+    assert_int_equal(w, 0);
+    assert_true(stg_hints_server_wait(&h, NULL));
+    assert_false(stg_hints_server_wait(NULL, &w));
+
+    /* a malformed Retry-After is no wait */
+    stg_hints_init(&h);
+    assert_int_equal(header_line(&h, "Retry-After: soon", NOW_US), STG_EPARSE);
+    assert_false(stg_hints_server_wait(&h, &w));
+}
+
+static void test_bad_arguments(void **state)
+{
+    stg_hints h;
+    int64_t v = NO_VALUE;
+    (void)state;
+    stg_hints_init(&h);
+    assert_int_equal(stg_retry_after_parse("5", 1, 0, NULL), STG_EINVAL);
+    assert_int_equal(stg_http_date_parse("5", 1, 0, NULL), STG_EINVAL);
+    assert_int_equal(stg_ratelimit_reset_parse("5", 1, 0, NULL), STG_EINVAL);
+    assert_int_equal(stg_retry_after_parse(NULL, 0, 0, &v), STG_EPARSE);
+    assert_int_equal(stg_http_date_parse(NULL, 0, 0, &v), STG_EPARSE);
+    assert_int_equal(stg_ratelimit_reset_parse(NULL, 0, 0, &v), STG_EPARSE);
+    assert_int_equal(v, NO_VALUE);
+    assert_int_equal(stg_hints_header(NULL, "Retry-After", 11, "5", 1, 0), STG_EINVAL);
+    assert_int_equal(stg_hints_header_line(NULL, "Retry-After: 5", 14, 0), STG_EINVAL);
+    assert_int_equal(stg_hints_header(&h, NULL, 0, "5", 1, 0), STG_OK);
+    assert_int_equal(stg_hints_header(&h, "Retry-After", 11, NULL, 0, 0), STG_EPARSE);
+    assert_int_equal(stg_hints_header_line(&h, NULL, 0, 0), STG_OK);
+    /* the length is honoured, not the NUL */
+    stg_hints_init(&h);
+    assert_int_equal(stg_hints_header(&h, "Retry-After-X", 11, "52", 1, 0), STG_OK);
+    assert_int_equal(h.retry_after_us, STG_SEC(5));
+    assert_int_equal(header(&h, "Retry-After", "  9  ", 0), STG_OK);
+    assert_int_equal(h.retry_after_us, STG_SEC(9));
+}
+
+/* Every kind of value through an exact-size buffer, at every prefix and
+ * suffix: ASan reports any read outside it. */
+static void test_no_overread(void **state)
+{
+    static const char *const values[] = {
+        "120",
+        "Sun, 06 Nov 1994 08:49:47 GMT",
+        "Sunday, 06-Nov-94 08:49:47 GMT",
+        "Sun Nov  6 08:49:47 1994",
+        "1700000030.5",
+        "\"a\";r=0;t=10;pk=:cHJvamVjdC0xMjM=:;x=?1;d=@1659578233;ds=%\"caf%c3%a9\", (1 2);r=3",
+        "limit=100, remaining=50, reset=5",
+        "\"burst\";q=10;w=1, \"daily\";q=1000;w=86400",
+        "10, 10;w=1, 1000;w=3600",
+        "\"a\\\"b\";r=1",
+    };
+    static const char *const names[] = {
+        "Retry-After",           "X-RateLimit-Limit",   "X-RateLimit-Remaining",
+        "X-RateLimit-Reset",     "RateLimit",           "RateLimit-Policy",
+        "RateLimit-Limit",       "RateLimit-Remaining", "RateLimit-Reset",
+    };
+    char line[256];
+    (void)state;
+    for (size_t i = 0; i < N_ELEMS(values); i++) {
+        size_t len = strlen(values[i]);
+        for (size_t a = 0; a <= len; a++) {
+            for (size_t b = a; b <= len; b++) {
+                int64_t v;
+                size_t n = b - a;
+                char *p = dup_exact(values[i] + a, n);
+                (void)stg_retry_after_parse(p, n, NOW_US, &v);
+                (void)stg_http_date_parse(p, n, NOW_US, &v);
+                (void)stg_ratelimit_reset_parse(p, n, NOW_US, &v);
+                for (size_t k = 0; k < N_ELEMS(names); k++) {
+                    stg_hints h;
+                    stg_hints_init(&h);
+                    (void)stg_hints_header(&h, names[k], strlen(names[k]), p, n, NOW_US);
+                }
+                free(p);
+            }
+        }
+        for (size_t k = 0; k < N_ELEMS(names); k++) {
+            int n = snprintf(line, sizeof line, "%s: %s\r\n", names[k], values[i]);
+            assert_true(n > 0 && (size_t)n < sizeof line);
+            for (size_t m = 0; m <= (size_t)n; m++) {
+                stg_hints h;
+                char *p = dup_exact(line, m);
+                stg_hints_init(&h);
+                (void)stg_hints_header_line(&h, p, m, NOW_US);
+                free(p);
+            }
+        }
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_retry_after_delta),
+        cmocka_unit_test(test_retry_after_dates),
+        cmocka_unit_test(test_retry_after_subsecond_now),
+        cmocka_unit_test(test_http_date_valid),
+        cmocka_unit_test(test_http_date_invalid),
+        cmocka_unit_test(test_http_date_truncated),
+        cmocka_unit_test(test_rfc850_century),
+        cmocka_unit_test(test_http_date_format),
+        cmocka_unit_test(test_http_date_roundtrip),
+        cmocka_unit_test(test_ratelimit_reset),
+        cmocka_unit_test(test_hints_init),
+        cmocka_unit_test(test_x_ratelimit),
+        cmocka_unit_test(test_ratelimit_items),
+        cmocka_unit_test(test_ratelimit_policy),
+        cmocka_unit_test(test_ratelimit_dictionary_and_old_fields),
+        cmocka_unit_test(test_ratelimit_malformed),
+        cmocka_unit_test(test_header_lines),
+        cmocka_unit_test(test_server_wait),
+        cmocka_unit_test(test_bad_arguments),
+        cmocka_unit_test(test_no_overread),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
