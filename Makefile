@@ -29,7 +29,7 @@ fuzz:
 	@sh scripts/deps.sh fuzz
 	CC=clang cmake -S . -B $(BUILD_DIR)/fuzz $(GEN) -DCMAKE_BUILD_TYPE=Debug -DSTG_SANITIZE=ON \
 		-DSTG_BUILD_FUZZ=ON -DSTG_BUILD_TESTS=OFF -DSTG_BUILD_BENCH=OFF
-	cmake --build $(BUILD_DIR)/fuzz -j$(JOBS)
+	cmake --build $(BUILD_DIR)/fuzz -j$(JOBS) --target fuzzers
 	sh scripts/fuzz.sh $(BUILD_DIR)/fuzz/fuzz $(FUZZ_RUNS)
 
 demo: build
