@@ -1,0 +1,328 @@
+/*
+ * The request pipeline: MHD's access handler and completion callback.
+ *
+ * A request is read first (headers, then the body through upload_data, up
+ * to --max-body), then decided once, in this order of gates:
+ *   1. outage window        -> 503 + Retry-After (remaining outage)
+ *   2. faults (seeded draw) -> reset (close, no answer) / hang (park)
+ *   3. --fail-first         -> 429 for the client's first K requests
+ *   4. global limiter       -> 429/503 + Retry-After (+ rate-limit headers)
+ *   5. admitted             -> 413 if the body was too big, else the route's
+ *                              answer (replayed for a known Idempotency-Key),
+ *                              trickled when the slow-body fault was drawn
+ * /__stats bypasses all of it and is not counted.
+ *
+ * Invariants: the monotonic clock is read once per request, when it has
+ * been read completely (headers and body), and that instant labels it
+ * everywhere: limiter, outage windows, log and stats. (Reading it when the
+ * headers arrive instead would hand the bucket labels that are stale by the
+ * upload time, and GCRA refuses a label older than burst / rate behind the
+ * newest.) Every counted request is decided (counted by outcome and logged)
+ * exactly once, or counted and logged as "aborted" by the completion
+ * callback; a request whose Content-Length is over the limit is decided at
+ * once, without reading its body.
+ */
+#include <inttypes.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "server/internal.h"
+#include "server/retry_after.h"
+#include "server/routes.h"
+#include "server/slowbody.h"
+
+typedef struct srv_req {
+    int64_t arrival_us; /* CLOCK_MONOTONIC, read once, at decision */
+    bool stats_path;    /* /__stats: not client traffic */
+    bool decided;       /* counted by outcome and logged */
+    bool hung;          /* parked forever: close when resumed */
+    bool too_big;       /* the body is over --max-body */
+    char *body;
+    size_t len, cap;
+    const char *method, *url, *client, *key; /* copies, in text[] */
+    char text[];
+} srv_req;
+
+static srv_req *req_new(struct MHD_Connection *c, const char *method, const char *url)
+{
+    const char *client = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "X-Client-Id");
+    const char *key = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Idempotency-Key");
+    if (!client || !*client)
+        client = url;
+    if (key && !*key)
+        key = NULL;
+    size_t lm = strlen(method) + 1, lu = strlen(url) + 1, lc = strlen(client) + 1;
+    size_t lk = key ? strlen(key) + 1 : 0;
+    srv_req *r = calloc(1, sizeof *r + lm + lu + lc + lk);
+    if (!r)
+        return NULL;
+    char *p = r->text;
+    r->method = memcpy(p, method, lm);
+    p += lm;
+    r->url = memcpy(p, url, lu);
+    p += lu;
+    r->client = memcpy(p, client, lc);
+    p += lc;
+    r->key = key ? memcpy(p, key, lk) : NULL;
+    return r;
+}
+
+static void req_free(srv_req *r)
+{
+    free(r->body);
+    free(r);
+}
+
+static bool body_append(srv_req *r, const char *data, size_t n, size_t max)
+{
+    if (r->too_big || r->len + n > max) {
+        r->too_big = true;
+        return false;
+    }
+    if (r->len + n + 1 > r->cap) {
+        size_t cap = r->cap ? r->cap : 1024;
+        while (cap < r->len + n + 1)
+            cap *= 2;
+        char *b = realloc(r->body, cap);
+        if (!b) {
+            r->too_big = true;
+            return false;
+        }
+        r->body = b;
+        r->cap = cap;
+    }
+    memcpy(r->body + r->len, data, n);
+    r->len += n;
+    r->body[r->len] = '\0';
+    return true;
+}
+
+/* A response from a malloc'd body (taken). NULL when out of memory. */
+static struct MHD_Response *buffer_response(char *body, size_t len)
+{
+    if (!body || len == 0) {
+        free(body);
+        return MHD_create_response_from_buffer(0, NULL, MHD_RESPMEM_PERSISTENT);
+    }
+    struct MHD_Response *resp = MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE);
+    if (!resp)
+        free(body);
+    return resp;
+}
+
+/* Count, log and queue a decided answer; takes resp. */
+static enum MHD_Result finish(stg_srv *s, srv_req *r, struct MHD_Connection *c, unsigned status,
+                              struct MHD_Response *resp, bool has_body)
+{
+    r->decided = true;
+    srv_stats_status(&s->stats, status);
+    srv_reqlog_write(&s->log, r->arrival_us - s->start_us, r->client, r->method, r->url, status,
+                     NULL, r->key);
+    if (!resp)
+        return MHD_NO;
+    if (has_body)
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+    enum MHD_Result ret = MHD_queue_response(c, status, resp);
+    MHD_destroy_response(resp);
+    return ret;
+}
+
+/* A refusal: status, {"error":...,"retry_after_s":N} and Retry-After. */
+static enum MHD_Result refuse(stg_srv *s, srv_req *r, struct MHD_Connection *c, unsigned status,
+                              const char *error, int64_t wait_us, int64_t min_s, bool rl_headers)
+{
+    int64_t ra = srv_ceil_seconds(wait_us);
+    if (ra < min_s)
+        ra = min_s;
+    size_t len = 0;
+    char *body = srv_json_error(error, "retry_after_s", ra, &len);
+    struct MHD_Response *resp = buffer_response(body, len);
+    if (resp) {
+        srv_retry_after_add(resp, s->cfg.retry_after, wait_us, min_s);
+        if (rl_headers && s->cfg.ratelimit_headers)
+            srv_limit_add_headers(&s->limit, resp, r->arrival_us, true);
+    }
+    return finish(s, r, c, status, resp, len > 0);
+}
+
+static void set_linger0(struct MHD_Connection *c)
+{
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (!ci)
+        return;
+    struct linger lg = {.l_onoff = 1, .l_linger = 0};
+    setsockopt(ci->connect_fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
+}
+
+static void produce_route(void *arg, srv_answer *out)
+{
+    srv_route(arg, out);
+}
+
+static enum MHD_Result answer_stats(stg_srv *s, srv_req *r, struct MHD_Connection *c)
+{
+    r->decided = true;
+    json_t *doc = srv_stats_document(s);
+    char *body = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
+    json_decref(doc);
+    struct MHD_Response *resp = buffer_response(body, body ? strlen(body) : 0);
+    if (!resp)
+        return MHD_NO;
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+    enum MHD_Result ret = MHD_queue_response(c, body ? 200 : 500, resp);
+    MHD_destroy_response(resp);
+    return ret;
+}
+
+static enum MHD_Result decide(stg_srv *s, srv_req *r, struct MHD_Connection *c)
+{
+    if (r->stats_path)
+        return answer_stats(s, r, c);
+    int64_t now = srv_mono_us();
+    r->arrival_us = now;
+    srv_stats_arrival(&s->stats, now - s->start_us);
+    bool non_idempotent = !strcmp(r->method, "POST") || !strcmp(r->method, "PATCH");
+    if (non_idempotent && !r->key && !r->too_big && /* a cut body is no evidence */
+        srv_idem_repeat(&s->idem, r->client, r->url, r->body ? r->body : "", r->len))
+        srv_stats_count(&s->stats, SRV_C_DUPS);
+
+    /* 1. Outage. */
+    int64_t remaining = 0;
+    if (srv_faults_outage(&s->faults, now - s->start_us, &remaining)) {
+        srv_stats_count(&s->stats, SRV_C_OUTAGE);
+        return refuse(s, r, c, 503, "outage", remaining, 1, false);
+    }
+
+    /* 2. Faults. */
+    srv_fault_draw d = srv_faults_draw(&s->faults);
+    if (d.hang) {
+        r->decided = true;
+        srv_stats_count(&s->stats, SRV_C_HANGS);
+        srv_reqlog_write(&s->log, now - s->start_us, r->client, r->method, r->url, 0, "hang",
+                         r->key);
+        r->hung = true; /* when resumed: close */
+        if (srv_park_conn(&s->park, c, SRV_PARK_FOREVER))
+            return MHD_YES;
+        return MHD_NO; /* shutting down: close instead */
+    }
+    if (d.reset) {
+        r->decided = true;
+        srv_stats_count(&s->stats, SRV_C_RESETS);
+        srv_reqlog_write(&s->log, now - s->start_us, r->client, r->method, r->url, 0, "reset",
+                         r->key);
+        set_linger0(c);
+        return MHD_NO; /* MHD closes the connection without an answer */
+    }
+
+    /* 3. Fail-first. */
+    int64_t nth = 0;
+    if (srv_clients_fail_first(&s->clients, r->client, &nth)) {
+        srv_stats_count(&s->stats, SRV_C_FAIL_FIRST);
+        int64_t ra = s->cfg.fail_retry_after_s;
+        return refuse(s, r, c, 429, "fail-first", ra * 1000000, ra, false);
+    }
+
+    /* 4. Global limit. */
+    int64_t wait_us = 0;
+    if (!srv_limit_take(&s->limit, now, &wait_us)) {
+        srv_stats_count(&s->stats, SRV_C_LIMITED);
+        return refuse(s, r, c, s->cfg.limit_status, "rate limited", wait_us, 1, true);
+    }
+
+    /* 5. Admitted. */
+    srv_stats_count(&s->stats, SRV_C_ADMITTED);
+    srv_answer a = {0};
+    srv_route_req rq = {.conn = c, .method = r->method, .url = r->url, .body = r->body,
+                        .len = r->len, .retry_after_s = -1};
+    if (r->too_big) {
+        a.status = 413;
+        a.body = srv_json_error("request body too large", "limit", (int64_t)s->cfg.max_body,
+                                &a.len);
+    } else if (non_idempotent && r->key) {
+        srv_idem_answer(&s->idem, r->key, r->method, r->url, r->body ? r->body : "", r->len,
+                        produce_route, &rq, &a);
+    } else {
+        srv_route(&rq, &a);
+    }
+    if (a.replayed)
+        srv_stats_count(&s->stats, SRV_C_REPLAYS);
+    bool has_body = a.body && a.len > 0;
+    struct MHD_Response *resp;
+    if (d.slow && has_body) {
+        srv_stats_count(&s->stats, SRV_C_SLOW);
+        resp = srv_slow_response(&s->park, c, a.body, a.len, s->cfg.slow_body_us, now);
+    } else {
+        resp = buffer_response(a.body, a.len);
+    }
+    if (resp) {
+        if (a.replayed)
+            MHD_add_response_header(resp, "Idempotent-Replayed", "true");
+        if (rq.retry_after_s >= 0)
+            srv_retry_after_add(resp, s->cfg.retry_after, rq.retry_after_s * 1000000,
+                                rq.retry_after_s);
+        if (s->cfg.ratelimit_headers)
+            srv_limit_add_headers(&s->limit, resp, now, false);
+    }
+    return finish(s, r, c, a.status, resp, has_body);
+}
+
+enum MHD_Result srv_on_request(void *cls, struct MHD_Connection *c, const char *url,
+                               const char *method, const char *version, const char *upload_data,
+                               size_t *upload_size, void **con_cls)
+{
+    (void)version;
+    stg_srv *s = cls;
+    srv_req *r = *con_cls;
+    if (!r) {
+        r = req_new(c, method, url);
+        if (!r)
+            return MHD_NO;
+        r->stats_path = !strcmp(url, "/__stats");
+        *con_cls = r;
+        if (r->stats_path)
+            return MHD_YES;
+        const char *cl =
+            MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+        if (cl && strtoull(cl, NULL, 10) > s->cfg.max_body) {
+            r->too_big = true;
+            return decide(s, r, c); /* answer without reading the body */
+        }
+        return MHD_YES;
+    }
+    if (r->hung)
+        return MHD_NO; /* resumed: the client left or the server is stopping */
+    if (*upload_size) {
+        if (!r->decided)
+            body_append(r, upload_data, *upload_size, s->cfg.max_body);
+        *upload_size = 0;
+        return MHD_YES;
+    }
+    if (r->decided)
+        return MHD_YES;
+    return decide(s, r, c);
+}
+
+void srv_on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
+                      enum MHD_RequestTerminationCode toe)
+{
+    (void)c;
+    (void)toe;
+    stg_srv *s = cls;
+    srv_req *r = *con_cls;
+    if (!r)
+        return;
+    if (!r->decided && !r->stats_path) {
+        int64_t rel = srv_mono_us() - s->start_us;
+        srv_stats_arrival(&s->stats, rel);
+        srv_stats_count(&s->stats, SRV_C_ABORTED);
+        srv_reqlog_write(&s->log, rel, r->client, r->method, r->url, 0,
+                         "aborted", r->key);
+    }
+    req_free(r);
+    *con_cls = NULL;
+}

@@ -1,0 +1,41 @@
+/*
+ * The request log (--log FILE): one line per client request, JSONL or CSV.
+ *
+ * Fields: arrival time in µs since server start, client id, method, path,
+ * outcome (the status sent, or "reset", "hang", "aborted"), Idempotency-Key
+ * (null / empty when absent). CSV files start with one header line.
+ *
+ * Invariants: a line is formatted outside the lock and written whole under
+ * it, so lines never interleave; the stdio buffer is flushed by the
+ * server's ticker (every 200 ms) and at close, so a reader sees every line
+ * once the server has exited.
+ */
+#ifndef STAGGER_SERVER_REQLOG_H
+#define STAGGER_SERVER_REQLOG_H
+
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "server/server.h"
+
+typedef struct srv_reqlog {
+    FILE *f; /* NULL: logging off, every call is a no-op */
+    stg_srv_log_format fmt;
+    pthread_mutex_t mu;
+} srv_reqlog;
+
+/* Open (truncate) path; path NULL turns logging off. Returns 0, or -1 with
+ * a message in err. */
+int srv_reqlog_open(srv_reqlog *l, const char *path, stg_srv_log_format fmt, char *err,
+                    size_t errlen);
+
+/* Log one request. status > 0 is written as a number; otherwise outcome
+ * ("reset", "hang", "aborted"). key may be NULL. Thread-safe. */
+void srv_reqlog_write(srv_reqlog *l, int64_t rel_us, const char *client, const char *method,
+                      const char *path, unsigned status, const char *outcome, const char *key);
+
+void srv_reqlog_flush(srv_reqlog *l);
+void srv_reqlog_close(srv_reqlog *l);
+
+#endif
