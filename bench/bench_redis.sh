@@ -1,0 +1,76 @@
+#!/bin/sh
+# Decisions per second of the Redis limiter, beside a plain Redis command
+# measured in the same run on the same server.
+#
+#   bench/bench_redis.sh [BUILD_DIR] [SECONDS] [PIPELINE]
+#
+# BUILD_DIR (default build/release) must hold bench/bench_redis (built by
+# `cmake --build BUILD_DIR --target bench_redis`). Starts redis-server on a
+# free loopback port (persistence off), runs redis-benchmark for PING and
+# INCR with one connection (-c 1), sequential and with -P PIPELINE, then
+# bench_redis (one connection: one EVALSHA per decision, then PIPELINE
+# decisions per round trip), prints the ratios, and stops the server. Every
+# step runs under `timeout`, so the whole run is bounded (about 30 s).
+# Asserts nothing about speed: exit status 0 unless something failed to run.
+set -eu
+
+BUILD=${1:-build/release}
+SECONDS_EACH=${2:-2}
+PIPE=${3:-64}
+BIN=$BUILD/bench/bench_redis
+N=100000
+
+if [ ! -x "$BIN" ]; then
+  echo "bench_redis: $BIN missing; build it: cmake --build $BUILD --target bench_redis" >&2
+  exit 2
+fi
+for tool in redis-server redis-benchmark redis-cli python3; do
+  command -v $tool >/dev/null || { echo "bench_redis: $tool not found (scripts/deps.sh)" >&2; exit 2; }
+done
+
+PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+redis-server --port "$PORT" --bind 127.0.0.1 --save '' --appendonly no --daemonize no \
+  >/dev/null 2>&1 &
+PID=$!
+OUT=$(mktemp)
+trap 'kill $PID 2>/dev/null; wait $PID 2>/dev/null; rm -f "$OUT"' EXIT INT TERM
+
+i=0
+until redis-cli -h 127.0.0.1 -p "$PORT" ping >/dev/null 2>&1; do
+  i=$((i + 1))
+  [ $i -lt 100 ] || { echo "bench_redis: redis-server did not start" >&2; exit 1; }
+  sleep 0.05
+done
+
+# "PING_INLINE: 48076.92 requests per second, p50=..." -> NAME VALUE
+rb() {
+  timeout 60 redis-benchmark -h 127.0.0.1 -p "$PORT" -t ping,incr -n $N -q -c 1 "$@" |
+    tr '\r' '\n' | awk -F': ' '/requests per second/ { split($2, a, " "); print $1, a[1] }'
+}
+echo "redis $(redis-server --version | sed 's/.*v=\([^ ]*\).*/\1/'), 127.0.0.1:$PORT, one connection each"
+rb >"$OUT"
+rb -P "$PIPE" | sed 's/^/P_/' >>"$OUT"
+timeout 60 "$BIN" "redis://127.0.0.1:$PORT/bench" "$SECONDS_EACH" "$PIPE" >>"$OUT"
+# Server-side cost of one script run, from Redis's own accounting.
+redis-cli -h 127.0.0.1 -p "$PORT" info commandstats | tr -d '\r' |
+  sed -n 's/^cmdstat_\(evalsha\|incr\):.*usec_per_call=\([0-9.]*\).*/server_us_\1 \2/p' >>"$OUT"
+
+awk -v pipe="$PIPE" '
+  { v[$1] = $2 }
+  END {
+    printf "%-42s %12s\n", "", "per second"
+    printf "%-42s %12.0f\n", "redis-benchmark PING (-c 1)", v["PING_MBULK"]
+    printf "%-42s %12.0f\n", "redis-benchmark INCR (-c 1)", v["INCR"]
+    printf "%-42s %12.0f\n", "limiter try, sequential", v["limiter_sequential"]
+    printf "%-42s %12.0f\n", "breaker allow, sequential", v["breaker_sequential"]
+    printf "%-42s %12.0f\n", "redis-benchmark PING (-c 1 -P " pipe ")", v["P_PING_MBULK"]
+    printf "%-42s %12.0f\n", "redis-benchmark INCR (-c 1 -P " pipe ")", v["P_INCR"]
+    printf "%-42s %12.0f\n", "limiter acquire_many, " pipe " per round trip", v["limiter_pipelined"]
+    printf "%-42s %12s\n", "Redis CPU per EVALSHA / per INCR (us)", v["server_us_evalsha"] " / " v["server_us_incr"]
+    if (v["INCR"] > 0 && v["P_INCR"] > 0) {
+      printf "ratio limiter/INCR sequential: %.2f\n", v["limiter_sequential"] / v["INCR"]
+      printf "ratio limiter/PING sequential: %.2f\n", v["limiter_sequential"] / v["PING_MBULK"]
+      printf "ratio limiter/INCR pipelined:  %.2f\n", v["limiter_pipelined"] / v["P_INCR"]
+      printf "ratio pipelined/sequential limiter: %.1f\n", v["limiter_pipelined"] / v["limiter_sequential"]
+    }
+  }' "$OUT"

@@ -1,0 +1,624 @@
+/*
+ * The limiter handle and its one Redis connection: connect (AUTH, SELECT,
+ * SCRIPT LOAD), run scripts with EVALSHA (reloading on NOSCRIPT), and the
+ * up/down state machine behind the fallback.
+ *
+ * States: UP (ctx != NULL) and DOWN (ctx == NULL, `down` set). Any I/O
+ * error, timeout or error reply other than NOSCRIPT drops the connection;
+ * a dropped connection is re-attempted at once if the last attempt is older
+ * than reconnect_interval_us (a server that closed an idle connection costs
+ * one reconnect, not a fallback), otherwise the call is answered locally or
+ * fails with STG_EUNAVAIL. The first failure after UP emits one note
+ * (FALLBACK or DOWN), the first success after DOWN one note (BACK).
+ *
+ * Invariant: ctx != NULL implies both scripts were loaded on it at connect
+ * time (their SHA1s are in sha[]); a NOSCRIPT later (SCRIPT FLUSH, a
+ * failover to a replica that never saw them) reloads the script on the
+ * same connection and runs the command again, once.
+ *
+ * SIGPIPE: hiredis writes with write(2), which raises SIGPIPE on a socket
+ * the server has closed. Every write is wrapped in sigpipe_block/restore:
+ * SIGPIPE is blocked in this thread and a SIGPIPE raised meanwhile is
+ * consumed before unblocking (the technique libpq uses).
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "internal.h"
+
+static int64_t mono_us(void *data)
+{
+    (void)data;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+int64_t stg__redis_now(stg_redis_limiter *l)
+{
+    return l->clock(l->clock_data);
+}
+
+int stg__redis_key(const stg_redis_limiter *l, const char *kind, const char *name, char *buf)
+{
+    if (!name)
+        name = l->url.key;
+    size_t n = strlen(name);
+    if (n == 0 || n > STG_REDIS_KEY_MAX)
+        return STG_EINVAL;
+    snprintf(buf, STG__KEYBUF, "%s%s%s", l->prefix, kind, name);
+    return STG_OK;
+}
+
+/* ---- SIGPIPE guard ----------------------------------------------------- */
+
+typedef struct sigpipe_guard {
+    sigset_t old;
+    bool was_pending;
+} sigpipe_guard;
+
+static void sigpipe_block(sigpipe_guard *g)
+{
+    sigset_t pipe_set, pending;
+    sigemptyset(&pipe_set);
+    sigaddset(&pipe_set, SIGPIPE);
+    sigemptyset(&pending);
+    sigpending(&pending);
+    g->was_pending = sigismember(&pending, SIGPIPE) == 1;
+    pthread_sigmask(SIG_BLOCK, &pipe_set, &g->old);
+}
+
+static void sigpipe_restore(sigpipe_guard *g)
+{
+    if (!g->was_pending) {
+        sigset_t pipe_set, pending;
+        sigemptyset(&pipe_set);
+        sigaddset(&pipe_set, SIGPIPE);
+        sigemptyset(&pending);
+        sigpending(&pending);
+        if (sigismember(&pending, SIGPIPE) == 1) {
+            struct timespec zero = {0, 0};
+            while (sigtimedwait(&pipe_set, NULL, &zero) < 0 && errno == EINTR)
+                ;
+        }
+    }
+    pthread_sigmask(SIG_SETMASK, &g->old, NULL);
+}
+
+/* ---- notes ------------------------------------------------------------- */
+
+static void note_down(stg_redis_limiter *l, stg__note *note, const char *reason)
+{
+    if (l->down)
+        return;
+    l->down = true;
+    if (!note)
+        return;
+    if (l->share > 0) {
+        note->ev = STG_REDIS_EVENT_FALLBACK;
+        snprintf(note->msg, sizeof note->msg,
+                 "redis %s unreachable (%s); falling back to local bucket at %g x rate "
+                 "(%g/s, burst %" PRId64 "); retrying the connection every %g s",
+                 l->url_shown, reason, l->share, l->share * l->rate, l->local_burst,
+                 (double)l->reconnect_interval_us / 1e6);
+    } else {
+        note->ev = STG_REDIS_EVENT_DOWN;
+        snprintf(note->msg, sizeof note->msg,
+                 "redis %s unreachable (%s); no fallback, calls fail until it is back "
+                 "(retrying every %g s)",
+                 l->url_shown, reason, (double)l->reconnect_interval_us / 1e6);
+    }
+}
+
+void stg__redis_emit(stg_redis_limiter *l, const stg__note *note)
+{
+    if (note->ev != 0 && l->log)
+        l->log(l->log_data, note->ev, note->msg);
+}
+
+/* ---- connection -------------------------------------------------------- */
+
+static struct timeval tv_of(int64_t us)
+{
+    struct timeval tv;
+    tv.tv_sec = (time_t)(us / 1000000);
+    tv.tv_usec = (suseconds_t)(us % 1000000);
+    return tv;
+}
+
+/* Run one command; returns the reply or NULL on an I/O error. */
+static redisReply *command(redisContext *c, int argc, const char **argv, const size_t *lens)
+{
+    sigpipe_guard g;
+    sigpipe_block(&g);
+    redisReply *r = redisCommandArgv(c, argc, argv, lens);
+    sigpipe_restore(&g);
+    return r;
+}
+
+/* Reply text for a message: error replies are Redis's own words and never
+ * echo the password. */
+static void reply_reason(const redisReply *r, char *buf, size_t len, const char *what)
+{
+    if (r && r->type == REDIS_REPLY_ERROR)
+        snprintf(buf, len, "%s: %.*s", what, (int)(r->len > 200 ? 200 : r->len), r->str);
+    else
+        snprintf(buf, len, "%s: unexpected reply", what);
+}
+
+static int load_script(redisContext *c, const char *src, char sha[41], char *reason, size_t rlen)
+{
+    const char *argv[] = {"SCRIPT", "LOAD", src};
+    size_t lens[] = {6, 4, strlen(src)};
+    redisReply *r = command(c, 3, argv, lens);
+    if (!r) {
+        snprintf(reason, rlen, "SCRIPT LOAD: %s", c->errstr);
+        return STG_EUNAVAIL;
+    }
+    int rc = STG_OK;
+    if (r->type == REDIS_REPLY_STRING && r->len == 40) {
+        memcpy(sha, r->str, 40);
+        sha[40] = '\0';
+    } else {
+        reply_reason(r, reason, rlen, "SCRIPT LOAD");
+        rc = STG_EUNAVAIL;
+    }
+    freeReplyObject(r);
+    return rc;
+}
+
+static const char *const script_src[STG__SCRIPT_COUNT] = {
+    [STG__SCRIPT_GCRA] = stg__redis_gcra_lua,
+    [STG__SCRIPT_BREAKER] = stg__redis_breaker_lua,
+};
+
+/* Open a connection, authenticate, select, load the scripts. On success
+ * l->ctx is set; on failure reason says why. Under mu. */
+static int connect_now(stg_redis_limiter *l, char *reason, size_t rlen)
+{
+    l->attempted = true;
+    l->last_attempt_us = stg__redis_now(l);
+    redisContext *c = redisConnectWithTimeout(l->url.host, l->url.port,
+                                              tv_of(l->connect_timeout_us));
+    if (!c) {
+        snprintf(reason, rlen, "out of memory");
+        return STG_ENOMEM;
+    }
+    if (c->err) {
+        snprintf(reason, rlen, "%s", c->errstr);
+        redisFree(c);
+        return STG_EUNAVAIL;
+    }
+    if (redisSetTimeout(c, tv_of(l->command_timeout_us)) != REDIS_OK) {
+        snprintf(reason, rlen, "cannot set the command timeout");
+        redisFree(c);
+        return STG_EUNAVAIL;
+    }
+    int rc = STG_OK;
+    if (l->url.password[0]) {
+        const char *argv[3];
+        size_t lens[3];
+        int argc = 0;
+        argv[argc] = "AUTH", lens[argc++] = 4;
+        if (l->url.user[0])
+            argv[argc] = l->url.user, lens[argc++] = strlen(l->url.user);
+        argv[argc] = l->url.password, lens[argc++] = strlen(l->url.password);
+        redisReply *r = command(c, argc, argv, lens);
+        if (!r) {
+            snprintf(reason, rlen, "AUTH: %s", c->errstr);
+            rc = STG_EUNAVAIL;
+        } else {
+            if (r->type == REDIS_REPLY_ERROR) {
+                reply_reason(r, reason, rlen, "AUTH failed");
+                rc = STG_EUNAVAIL;
+            }
+            freeReplyObject(r);
+        }
+    }
+    if (rc == STG_OK && l->url.db != 0) {
+        char db[16];
+        snprintf(db, sizeof db, "%d", l->url.db);
+        const char *argv[] = {"SELECT", db};
+        size_t lens[] = {6, strlen(db)};
+        redisReply *r = command(c, 2, argv, lens);
+        if (!r) {
+            snprintf(reason, rlen, "SELECT: %s", c->errstr);
+            rc = STG_EUNAVAIL;
+        } else {
+            if (r->type == REDIS_REPLY_ERROR) {
+                reply_reason(r, reason, rlen, "SELECT failed");
+                rc = STG_EUNAVAIL;
+            }
+            freeReplyObject(r);
+        }
+    }
+    for (int i = 0; rc == STG_OK && i < STG__SCRIPT_COUNT; i++)
+        rc = load_script(c, script_src[i], l->sha[i], reason, rlen);
+    if (rc != STG_OK) {
+        redisFree(c);
+        return rc;
+    }
+    l->ctx = c;
+    return STG_OK;
+}
+
+static void drop(stg_redis_limiter *l)
+{
+    if (l->ctx) {
+        redisFree(l->ctx);
+        l->ctx = NULL;
+        l->stats.disconnects++;
+    }
+}
+
+bool stg__redis_ready(stg_redis_limiter *l, stg__note *note)
+{
+    if (l->ctx)
+        return true;
+    int64_t now = stg__redis_now(l);
+    if (l->attempted && now - l->last_attempt_us < l->reconnect_interval_us)
+        return false;
+    char reason[256];
+    if (connect_now(l, reason, sizeof reason) != STG_OK) {
+        note_down(l, note, reason);
+        return false;
+    }
+    if (l->down) {
+        l->down = false;
+        l->stats.reconnects++;
+        if (note) {
+            note->ev = STG_REDIS_EVENT_BACK;
+            snprintf(note->msg, sizeof note->msg, "redis %s back; using the shared limiter again",
+                     l->url_shown);
+        }
+    }
+    return true;
+}
+
+static bool is_noscript(const redisReply *r)
+{
+    return r && r->type == REDIS_REPLY_ERROR && r->len >= 8 && memcmp(r->str, "NOSCRIPT", 8) == 0;
+}
+
+/* Send the command n times, read n replies. Returns false on an I/O error
+ * (replies freed and NULLed; *err_no is errno as the failure left it). */
+static bool round_trip(redisContext *c, int argc, const char **argv, const size_t *lens,
+                       size_t n, redisReply **replies, int *err_no)
+{
+    for (size_t i = 0; i < n; i++)
+        replies[i] = NULL;
+    bool ok = true;
+    sigpipe_guard g;
+    sigpipe_block(&g);
+    errno = 0;
+    for (size_t i = 0; i < n && ok; i++)
+        ok = redisAppendCommandArgv(c, argc, argv, lens) == REDIS_OK;
+    for (size_t i = 0; i < n && ok; i++) {
+        void *r = NULL;
+        ok = redisGetReply(c, &r) == REDIS_OK && r != NULL;
+        replies[i] = r;
+    }
+    *err_no = errno;
+    sigpipe_restore(&g);
+    if (!ok) {
+        for (size_t i = 0; i < n; i++) {
+            if (replies[i])
+                freeReplyObject(replies[i]);
+            replies[i] = NULL;
+        }
+    }
+    return ok;
+}
+
+static void free_replies(redisReply **replies, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (replies[i])
+            freeReplyObject(replies[i]);
+        replies[i] = NULL;
+    }
+}
+
+bool stg__reply_int(const redisReply *r, size_t i, long long *out)
+{
+    if (!r || r->type != REDIS_REPLY_ARRAY || i >= r->elements ||
+        r->element[i]->type != REDIS_REPLY_INTEGER)
+        return false;
+    *out = r->element[i]->integer;
+    return true;
+}
+
+/* Most arguments a script call takes here (EVALSHA sha 1 key + values). */
+#define MAX_ARGV 16
+
+/* The connection broke in a way that says the server closed it (EOF,
+ * reset, broken pipe), as opposed to a timeout: the command did not run,
+ * and a fresh connection may well work. */
+static bool closed_by_peer(const redisContext *c, int err_no)
+{
+    return c->err == REDIS_ERR_EOF ||
+           (c->err == REDIS_ERR_IO && (err_no == ECONNRESET || err_no == EPIPE));
+}
+
+static int eval_once(stg_redis_limiter *l, int which, const char *key, int argc,
+                     const char *const *args, size_t n, redisReply **replies, stg__note *note,
+                     bool *peer_closed)
+{
+    const char *argv[MAX_ARGV];
+    size_t lens[MAX_ARGV];
+    int k = 0;
+    argv[k] = "EVALSHA", lens[k++] = 7;
+    argv[k] = l->sha[which], lens[k++] = 40;
+    argv[k] = "1", lens[k++] = 1;
+    argv[k] = key, lens[k++] = strlen(key);
+    for (int i = 0; i < argc && k < MAX_ARGV; i++)
+        argv[k] = args[i], lens[k++] = strlen(args[i]);
+
+    char reason[256];
+    redisReply **again = NULL;
+    int err_no = 0;
+    *peer_closed = false;
+    if (!round_trip(l->ctx, k, argv, lens, n, replies, &err_no)) {
+        *peer_closed = closed_by_peer(l->ctx, err_no);
+        snprintf(reason, sizeof reason, "%s", l->ctx->errstr[0] ? l->ctx->errstr : "I/O error");
+        goto fail;
+    }
+    size_t noscript = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (is_noscript(replies[i])) {
+            noscript++;
+        } else if (replies[i]->type != REDIS_REPLY_ARRAY) {
+            reply_reason(replies[i], reason, sizeof reason, "EVALSHA");
+            goto fail;
+        }
+    }
+    if (noscript == 0)
+        return STG_OK;
+
+    /* NOSCRIPT: those commands did not run. Reload the script and run them
+     * again (in one more round trip), keeping the order of results. */
+    if (load_script(l->ctx, script_src[which], l->sha[which], reason, sizeof reason) != STG_OK)
+        goto fail;
+    l->stats.script_loads++;
+    again = malloc(noscript * sizeof *again);
+    if (!again) {
+        snprintf(reason, sizeof reason, "out of memory");
+        goto fail;
+    }
+    if (!round_trip(l->ctx, k, argv, lens, noscript, again, &err_no)) {
+        snprintf(reason, sizeof reason, "%s", l->ctx->errstr[0] ? l->ctx->errstr : "I/O error");
+        goto fail;
+    }
+    for (size_t i = 0, j = 0; i < n; i++) {
+        if (is_noscript(replies[i])) {
+            freeReplyObject(replies[i]);
+            replies[i] = again[j++];
+        }
+    }
+    free(again);
+    again = NULL;
+    for (size_t i = 0; i < n; i++) {
+        if (replies[i]->type != REDIS_REPLY_ARRAY) {
+            if (is_noscript(replies[i]))
+                snprintf(reason, sizeof reason, "script vanished again right after SCRIPT LOAD");
+            else
+                reply_reason(replies[i], reason, sizeof reason, "EVALSHA");
+            goto fail;
+        }
+    }
+    return STG_OK;
+
+fail:
+    free(again);
+    free_replies(replies, n);
+    drop(l);
+    note_down(l, note, reason);
+    return STG_EUNAVAIL;
+}
+
+int stg__redis_eval(stg_redis_limiter *l, int which, const char *key, int argc,
+                    const char *const *argv, size_t n, redisReply **replies, stg__note *note)
+{
+    bool peer_closed;
+    int rc = eval_once(l, which, key, argc, argv, n, replies, note, &peer_closed);
+    if (rc == STG_OK || !peer_closed)
+        return rc;
+    /* The server closed a connection that was fine (an idle timeout, a
+     * restart): the commands did not run. Reconnect at once if the pacing
+     * allows, and if that works take back the note and run them there. */
+    if (stg__redis_now(l) - l->last_attempt_us < l->reconnect_interval_us)
+        return rc;
+    char reason[256];
+    if (connect_now(l, reason, sizeof reason) != STG_OK)
+        return rc;
+    l->down = false;
+    l->stats.reconnects++;
+    note->ev = 0;
+    return eval_once(l, which, key, argc, argv, n, replies, note, &peer_closed);
+}
+
+/* ---- the handle -------------------------------------------------------- */
+
+__attribute__((format(printf, 3, 4))) static void set_why(char *why, size_t why_len,
+                                                          const char *fmt, ...)
+{
+    if (why && why_len > 0) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(why, why_len, fmt, ap);
+        va_end(ap);
+    }
+}
+
+static int64_t default_us(int64_t v, int64_t dflt)
+{
+    return v == 0 ? dflt : v;
+}
+
+stg_redis_limiter *stg_redis_limiter_new(const stg_redis_limiter_config *cfg, int *err,
+                                         char *why, size_t why_len)
+{
+    int dummy;
+    if (!err)
+        err = &dummy;
+    if (why && why_len > 0)
+        why[0] = '\0';
+    if (!cfg || !cfg->url) {
+        *err = STG_EINVAL;
+        set_why(why, why_len, "%s", "no redis URL given");
+        return NULL;
+    }
+    stg_redis_limiter *l = calloc(1, sizeof *l);
+    if (!l) {
+        *err = STG_ENOMEM;
+        set_why(why, why_len, "%s", "out of memory");
+        return NULL;
+    }
+    const char *msg = NULL;
+    int rc = stg_redis_url_parse(cfg->url, &l->url, &msg);
+    if (rc != STG_OK) {
+        free(l);
+        *err = rc;
+        set_why(why, why_len, "%s", msg);
+        return NULL;
+    }
+    stg_redis_url_format(&l->url, l->url_shown, sizeof l->url_shown);
+
+    const char *bad = NULL;
+    int64_t interval = 0;
+    if (stg__redis_interval_ns(cfg->rate, &interval) != STG_OK)
+        bad = "rate must be > 0 and at most 1e9 per second";
+    int64_t burst = cfg->burst;
+    if (!bad && burst == 0) {
+        double c = ceil(cfg->rate);
+        burst = c < 1.0 ? 1 : (c > 1e15 ? INT64_MAX : (int64_t)c);
+    }
+    if (!bad && (burst < 1 || burst > STG_REDIS_SPAN_MAX_NS / interval))
+        bad = "burst must be >= 1 and burst / rate at most 2^50 ns (about 13 days)";
+    if (!bad && !(cfg->fallback_share >= 0.0 && cfg->fallback_share <= 1.0))
+        bad = "fallback share must be in [0, 1]";
+    if (!bad && (cfg->connect_timeout_us < 0 || cfg->command_timeout_us < 0 ||
+                 cfg->reconnect_interval_us < 0 || cfg->breaker_idle_ttl_us < 0))
+        bad = "timeouts and intervals must not be negative";
+    if (!bad && cfg->prefix && strlen(cfg->prefix) >= sizeof l->prefix)
+        bad = "key prefix too long (at most 63 bytes)";
+    const stg_redis_breaker_config *b = &cfg->breaker;
+    if (!bad && (b->open_us < 0 || b->max_multiplier < 0 || b->half_open_probes < 0 ||
+                 b->probe_timeout_us < 0))
+        bad = "breaker durations and counts must not be negative";
+    /* Breaker times are absolute Redis µs (~2^51 today) in Lua doubles:
+     * keeping each added span within 2^50 µs keeps sums exact. */
+    if (!bad && (b->open_us > STG_REDIS_BREAKER_SPAN_MAX_US || b->max_multiplier > 1024 ||
+                 b->probe_timeout_us > STG_REDIS_BREAKER_SPAN_MAX_US ||
+                 (b->open_us ? b->open_us : STG_BREAKER_DEFAULT_OPEN_US) *
+                         (b->max_multiplier ? b->max_multiplier
+                                            : STG_BREAKER_DEFAULT_MAX_MULTIPLIER) >
+                     STG_REDIS_BREAKER_SPAN_MAX_US ||
+                 cfg->breaker_idle_ttl_us > STG_REDIS_BREAKER_SPAN_MAX_US))
+        bad = "breaker open time x max multiplier, probe timeout and idle TTL must each be "
+              "at most 2^50 us (35 years); max multiplier at most 1024";
+    if (bad) {
+        free(l);
+        *err = STG_EINVAL;
+        set_why(why, why_len, "%s", bad);
+        return NULL;
+    }
+
+    l->rate = cfg->rate;
+    l->burst = burst;
+    l->interval_ns = interval;
+    l->share = cfg->fallback_share;
+    if (l->share > 0) {
+        double lb = floor(l->share * (double)burst);
+        l->local_burst = lb < 1.0 ? 1 : (int64_t)lb;
+        /* The local bucket must accept share * rate with that burst. */
+        stg_bucket probe;
+        stg_bucket_config bc = {.rate = l->share * l->rate, .burst = l->local_burst};
+        if (stg_bucket_init(&probe, &bc, 0) != STG_OK) {
+            free(l);
+            *err = STG_EINVAL;
+            set_why(why, why_len, "%s", "fallback share * rate is too low for a local bucket");
+            return NULL;
+        }
+    }
+    l->connect_timeout_us = default_us(cfg->connect_timeout_us, STG_REDIS_DEFAULT_CONNECT_TIMEOUT_US);
+    l->command_timeout_us = default_us(cfg->command_timeout_us, STG_REDIS_DEFAULT_COMMAND_TIMEOUT_US);
+    l->reconnect_interval_us = default_us(cfg->reconnect_interval_us, STG_REDIS_DEFAULT_RECONNECT_US);
+    l->breaker_ttl_us = default_us(cfg->breaker_idle_ttl_us, STG_REDIS_DEFAULT_BREAKER_TTL_US);
+    snprintf(l->prefix, sizeof l->prefix, "%s", cfg->prefix ? cfg->prefix : STG_REDIS_DEFAULT_PREFIX);
+    l->bcfg.consecutive_failures =
+        b->consecutive_failures == 0 ? STG_BREAKER_DEFAULT_CONSECUTIVE : b->consecutive_failures;
+    l->bcfg.open_us = default_us(b->open_us, STG_BREAKER_DEFAULT_OPEN_US);
+    l->bcfg.max_multiplier = b->max_multiplier == 0 ? STG_BREAKER_DEFAULT_MAX_MULTIPLIER
+                                                    : b->max_multiplier;
+    l->bcfg.half_open_probes = b->half_open_probes == 0 ? STG_BREAKER_DEFAULT_PROBES
+                                                        : b->half_open_probes;
+    l->bcfg.probe_timeout_us = default_us(b->probe_timeout_us, STG_BREAKER_DEFAULT_PROBE_TIMEOUT_US);
+    l->log = cfg->log;
+    l->log_data = cfg->log_data;
+    l->clock = cfg->clock ? cfg->clock : mono_us;
+    l->clock_data = cfg->clock ? cfg->clock_data : NULL;
+    if (pthread_mutex_init(&l->mu, NULL) != 0) {
+        free(l);
+        *err = STG_ENOMEM;
+        set_why(why, why_len, "%s", "cannot create a mutex");
+        return NULL;
+    }
+
+    char reason[256];
+    rc = connect_now(l, reason, sizeof reason);
+    if (rc != STG_OK) {
+        if (rc == STG_ENOMEM || l->share <= 0) {
+            set_why(why, why_len, "redis %s unreachable: %s", l->url_shown, reason);
+            stg_redis_limiter_free(l);
+            *err = rc;
+            return NULL;
+        }
+        stg__note note = {0};
+        note_down(l, &note, reason);
+        stg__redis_emit(l, &note);
+    }
+    *err = STG_OK;
+    return l;
+}
+
+void stg_redis_limiter_free(stg_redis_limiter *l)
+{
+    if (!l)
+        return;
+    if (l->ctx)
+        redisFree(l->ctx);
+    stg__local_free_all(l);
+    pthread_mutex_destroy(&l->mu);
+    memset(&l->url, 0, sizeof l->url); /* no password left in freed memory */
+    free(l);
+}
+
+bool stg_redis_limiter_degraded(stg_redis_limiter *l)
+{
+    if (!l)
+        return false;
+    pthread_mutex_lock(&l->mu);
+    bool d = l->down;
+    pthread_mutex_unlock(&l->mu);
+    return d;
+}
+
+void stg_redis_limiter_stats(stg_redis_limiter *l, stg_redis_stats *out)
+{
+    if (!out)
+        return;
+    memset(out, 0, sizeof *out);
+    if (!l)
+        return;
+    pthread_mutex_lock(&l->mu);
+    *out = l->stats;
+    pthread_mutex_unlock(&l->mu);
+}

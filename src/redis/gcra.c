@@ -1,0 +1,237 @@
+/*
+ * The shared limiter: GCRA as a Lua script run inside Redis, and the
+ * limiter API on top of it (try, acquire, pipelined acquire, set_rate).
+ *
+ * Script state per key, a hash:
+ *   b  base: a Redis TIME second; all other times are ns since b
+ *   t  TAT, ns since b: the instant the bucket is full again
+ *   i  the interval T (ns per token) last used, to stretch the debt when a
+ *      caller comes with a longer T (a rate cut), as stg_bucket_set_rate
+ * Times are relative to b so that they stay integers below 2^53 (Lua
+ * numbers are doubles): b is moved up when it is more than a day old, and
+ * burst * T and timeouts are at most 2^50 ns, so every value the script
+ * computes is below 2^53 and exact. Values are written with %.0f: Lua's
+ * own number-to-string uses %.14g and would round them.
+ *
+ * The key expires when the bucket would be full again (plus 1 s): a missing
+ * key means a full bucket, so expiry loses nothing.
+ *
+ * The clock is TIME inside the script. Redis before 5 replicates scripts
+ * verbatim and refuses a write after TIME unless the script first asks for
+ * effects replication, hence the guarded redis.replicate_commands().
+ */
+#include <inttypes.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+const char stg__redis_gcra_lua[] =
+    "-- stagger GCRA. KEYS[1] bucket hash; ARGV interval_ns, burst, weight, timeout_ns.\n"
+    "-- Returns {admitted 1|0, wait_us}.\n"
+    "if redis.replicate_commands then redis.replicate_commands() end\n"
+    "local T = tonumber(ARGV[1])\n"
+    "local burst = tonumber(ARGV[2])\n"
+    "local w = tonumber(ARGV[3])\n"
+    "local timeout = tonumber(ARGV[4])\n"
+    "local now_t = redis.call('TIME')\n"
+    "local sec = tonumber(now_t[1])\n"
+    "local st = redis.call('HMGET', KEYS[1], 'b', 't', 'i')\n"
+    "local base, tat, oldT = tonumber(st[1]), tonumber(st[2]), tonumber(st[3])\n"
+    "if base == nil or tat == nil then base = sec; tat = nil end\n"
+    "if sec - base > 86400 then\n"
+    "  if tat then tat = tat - (sec - base) * 1000000000 end\n"
+    "  base = sec\n"
+    "end\n"
+    "local now = (sec - base) * 1000000000 + tonumber(now_t[2]) * 1000\n"
+    "if tat == nil or tat < now then tat = now end\n"
+    "if oldT and T > oldT and tat > now then\n"
+    "  local d = math.ceil((tat - now) * (T / oldT))\n"
+    "  if d > 2^51 then d = 2^51 end\n"
+    "  tat = now + d\n"
+    "end\n"
+    "local new_tat = tat + w * T\n"
+    "local wait = new_tat - burst * T - now\n"
+    "if wait > timeout then return {0, math.ceil(wait / 1000)} end\n"
+    "redis.call('HSET', KEYS[1], 'b', string.format('%.0f', base),\n"
+    "  't', string.format('%.0f', new_tat), 'i', string.format('%.0f', T))\n"
+    "redis.call('PEXPIRE', KEYS[1], math.ceil((new_tat - now) / 1000000) + 1000)\n"
+    "if wait < 0 then wait = 0 end\n"
+    "return {1, math.ceil(wait / 1000)}\n";
+
+/* timeout_us as the script's timeout_ns: <= 0 -> 0, clamped to the span. */
+static int64_t timeout_ns_of(int64_t timeout_us)
+{
+    if (timeout_us <= 0)
+        return 0;
+    if (timeout_us >= STG_REDIS_SPAN_MAX_NS / 1000)
+        return STG_REDIS_SPAN_MAX_NS;
+    return timeout_us * 1000;
+}
+
+/* Map the script's answer to the API's. */
+static int answer(const redisReply *r, bool is_try, int64_t *wait_us)
+{
+    long long admitted, wait;
+    if (!stg__reply_int(r, 0, &admitted) || !stg__reply_int(r, 1, &wait) || wait < 0)
+        return STG_EIO; /* not our script's reply: cannot happen */
+    *wait_us = admitted ? (is_try ? 0 : wait) : wait;
+    if (admitted)
+        return STG_OK;
+    return is_try ? STG_EAGAIN : STG_ETIMEDOUT;
+}
+
+/* Under mu: answer n takes from the local bucket of name. */
+static int local_takes(stg_redis_limiter *l, const char *name, size_t n, int64_t weight,
+                       int64_t timeout_us, bool is_try, int *rcs, int64_t *waits)
+{
+    stg__local *loc = stg__local_get(l, name);
+    if (!loc)
+        return STG_ENOMEM;
+    for (size_t i = 0; i < n; i++) {
+        int64_t now = stg__redis_now(l);
+        int64_t w = 0;
+        int rc = is_try ? stg_bucket_try(&loc->bucket, weight, now, &w)
+                        : stg_bucket_acquire(&loc->bucket, weight, now, timeout_us, &w);
+        if (rc == STG_ETOOBIG || rc == STG_EINVAL)
+            return rc;
+        rcs[i] = rc;
+        waits[i] = w;
+        l->stats.local_decisions++;
+    }
+    return STG_OK;
+}
+
+/* The common path of try, acquire and acquire_many. On STG_OK, rcs[] and
+ * waits[] hold each decision. */
+static int decide(stg_redis_limiter *l, const char *key, size_t n, int64_t weight,
+                  int64_t timeout_us, bool is_try, int *rcs, int64_t *waits)
+{
+    if (!l || weight < 1)
+        return STG_EINVAL;
+    const char *name = key ? key : l->url.key;
+    char rkey[STG__KEYBUF];
+    if (stg__redis_key(l, "rl:", name, rkey) != STG_OK)
+        return STG_EINVAL;
+    if (n == 0)
+        return STG_OK;
+    if (n > SIZE_MAX / sizeof(int64_t))
+        return STG_EINVAL;
+    redisReply **replies = malloc(n * sizeof *replies);
+    if (!replies)
+        return STG_ENOMEM;
+
+    stg__note note = {0};
+    int rc;
+    pthread_mutex_lock(&l->mu);
+    if (weight > l->burst) {
+        rc = STG_ETOOBIG;
+        goto out;
+    }
+    char a_int[24], a_burst[24], a_weight[24], a_timeout[24];
+    snprintf(a_int, sizeof a_int, "%" PRId64, l->interval_ns);
+    snprintf(a_burst, sizeof a_burst, "%" PRId64, l->burst);
+    snprintf(a_weight, sizeof a_weight, "%" PRId64, weight);
+    snprintf(a_timeout, sizeof a_timeout, "%" PRId64, is_try ? 0 : timeout_ns_of(timeout_us));
+    const char *args[] = {a_int, a_burst, a_weight, a_timeout};
+
+    if (stg__redis_ready(l, &note) &&
+        stg__redis_eval(l, STG__SCRIPT_GCRA, rkey, 4, args, n, replies, &note) == STG_OK) {
+        rc = STG_OK;
+        for (size_t i = 0; i < n; i++) {
+            int r = answer(replies[i], is_try, &waits[i]);
+            if (r == STG_EIO)
+                rc = STG_EIO;
+            rcs[i] = r;
+            freeReplyObject(replies[i]);
+        }
+        l->stats.redis_decisions += (int64_t)n;
+    } else if (l->share > 0) {
+        rc = local_takes(l, name, n, weight, timeout_us, is_try, rcs, waits);
+    } else {
+        rc = STG_EUNAVAIL;
+        l->stats.unavailable++;
+    }
+out:
+    pthread_mutex_unlock(&l->mu);
+    free(replies);
+    stg__redis_emit(l, &note);
+    return rc;
+}
+
+int stg_redis_limiter_try(stg_redis_limiter *l, const char *key, int64_t weight,
+                          int64_t *wait_us)
+{
+    int r;
+    int64_t w;
+    int rc = decide(l, key, 1, weight, 0, true, &r, &w);
+    if (rc != STG_OK)
+        return rc;
+    if (wait_us)
+        *wait_us = w;
+    return r;
+}
+
+int stg_redis_limiter_acquire(stg_redis_limiter *l, const char *key, int64_t weight,
+                              int64_t timeout_us, int64_t *wait_us)
+{
+    int r;
+    int64_t w;
+    int rc = decide(l, key, 1, weight, timeout_us, false, &r, &w);
+    if (rc != STG_OK)
+        return rc;
+    if (wait_us)
+        *wait_us = w;
+    return r;
+}
+
+int stg_redis_limiter_acquire_many(stg_redis_limiter *l, const char *key, size_t n,
+                                   int64_t weight, int64_t timeout_us, int *rcs,
+                                   int64_t *waits)
+{
+    if ((!rcs && n > 0) || n > SIZE_MAX / sizeof(int64_t))
+        return STG_EINVAL;
+    int64_t *w = waits;
+    if (!w && n > 0) {
+        w = malloc(n * sizeof *w);
+        if (!w)
+            return STG_ENOMEM;
+    }
+    int rc = decide(l, key, n, weight, timeout_us, false, rcs, w);
+    if (rc != STG_OK) {
+        for (size_t i = 0; i < n; i++)
+            rcs[i] = rc;
+    }
+    if (w != waits)
+        free(w);
+    return rc;
+}
+
+int stg_redis_limiter_set_rate(stg_redis_limiter *l, double rate)
+{
+    if (!l)
+        return STG_EINVAL;
+    int64_t interval;
+    if (stg__redis_interval_ns(rate, &interval) != STG_OK)
+        return STG_EINVAL;
+    pthread_mutex_lock(&l->mu);
+    int rc = STG_OK;
+    if (l->burst > STG_REDIS_SPAN_MAX_NS / interval) {
+        rc = STG_EINVAL;
+    } else if (l->share > 0) {
+        /* The local buckets must take share * rate too. */
+        stg_bucket probe;
+        stg_bucket_config bc = {.rate = l->share * rate, .burst = l->local_burst};
+        if (stg_bucket_init(&probe, &bc, 0) != STG_OK)
+            rc = STG_EINVAL;
+    }
+    if (rc == STG_OK) {
+        l->rate = rate;
+        l->interval_ns = interval;
+        stg__local_set_rate(l, rate);
+    }
+    pthread_mutex_unlock(&l->mu);
+    return rc;
+}

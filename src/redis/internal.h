@@ -1,0 +1,116 @@
+/*
+ * Shared internals of libstagger-redis (not installed).
+ *
+ * Layout: url.c parses URLs and fallback specs; conn.c owns the handle, the
+ * hiredis connection, script loading and the reconnect/fallback state
+ * machine; gcra.c is the limiter script and its API; breaker.c the shared
+ * breaker script and its API; fallback.c the process-local buckets and
+ * breakers used while Redis is unreachable.
+ *
+ * Locking: every field below mu is guarded by mu. Public calls take mu,
+ * collect at most one log note, release mu, then emit the note, so the log
+ * callback never runs under the lock.
+ */
+#ifndef STG_REDIS_INTERNAL_H
+#define STG_REDIS_INTERNAL_H
+
+#include <pthread.h>
+
+#include <hiredis/hiredis.h>
+
+#include <stagger/bucket.h>
+#include <stagger/breaker.h>
+#include <stagger/redis.h>
+
+/* The scripts, by index into stg_redis_limiter.sha. */
+enum { STG__SCRIPT_GCRA = 0, STG__SCRIPT_BREAKER = 1, STG__SCRIPT_COUNT = 2 };
+
+/* Source of each script (gcra.c, breaker.c). */
+extern const char stg__redis_gcra_lua[];
+extern const char stg__redis_breaker_lua[];
+
+/* One process-local stand-in per key name, made on first use in fallback. */
+typedef struct stg__local {
+    struct stg__local *next;
+    stg_bucket bucket;
+    stg_breaker breaker;
+    int64_t trips;           /* times the local breaker opened */
+    char name[]; /* NUL-terminated */
+} stg__local;
+
+/* A log line to emit once the lock is released. ev 0: nothing. */
+typedef struct stg__note {
+    stg_redis_event ev;
+    char msg[1280];
+} stg__note;
+
+struct stg_redis_limiter {
+    /* Immutable after new. */
+    stg_redis_url url;
+    char url_shown[704];          /* redacted URL for messages */
+    char prefix[64];
+    int64_t connect_timeout_us;
+    int64_t command_timeout_us;
+    int64_t reconnect_interval_us;
+    int64_t breaker_ttl_us;
+    double share;                 /* 0: no fallback */
+    stg_redis_breaker_config bcfg; /* resolved */
+    stg_redis_log_fn log;
+    void *log_data;
+    stg_redis_clock_fn clock;
+    void *clock_data;
+
+    pthread_mutex_t mu;
+    /* Guarded by mu. */
+    double rate;
+    int64_t burst;
+    int64_t interval_ns;          /* ceil(1e9 / rate) */
+    int64_t local_burst;          /* max(1, floor(share * burst)) */
+    redisContext *ctx;            /* NULL while disconnected */
+    char sha[STG__SCRIPT_COUNT][41];
+    bool down;                    /* considered unreachable */
+    bool attempted;               /* a connection was ever attempted */
+    int64_t last_attempt_us;      /* clock() of the last connection attempt */
+    stg__local *locals;
+    stg_redis_stats stats;
+};
+
+/* ---- url.c ---- */
+int stg__redis_interval_ns(double rate, int64_t *interval_ns);
+
+/* ---- conn.c ---- */
+int64_t stg__redis_now(stg_redis_limiter *l);
+
+/* The Redis key "<prefix><kind><name>" for name (NULL: the URL's key) into
+ * buf (at least STG__KEYBUF bytes). STG_OK or STG_EINVAL. */
+#define STG__KEYBUF (64 + 4 + STG_REDIS_KEY_MAX + 1)
+int stg__redis_key(const stg_redis_limiter *l, const char *kind, const char *name, char *buf);
+
+/* Under mu: make sure there is a connection, attempting one if none and the
+ * reconnect interval has passed. true when connected. May set a note
+ * (FALLBACK/DOWN on the first failure, BACK on recovery). */
+bool stg__redis_ready(stg_redis_limiter *l, stg__note *note);
+
+/* Under mu, connected: run script `which` n times in one round trip with
+ * KEYS[1] = key and argv (argc values), reloading it on NOSCRIPT. On success
+ * returns STG_OK and replies[0..n-1] (each an array reply; caller frees
+ * with freeReplyObject). On failure the connection is dropped (a note is
+ * set), every replies[i] is NULL and STG_EUNAVAIL is returned. */
+int stg__redis_eval(stg_redis_limiter *l, int which, const char *key, int argc,
+                    const char *const *argv, size_t n, redisReply **replies, stg__note *note);
+
+/* Emit a note (not under mu). */
+void stg__redis_emit(stg_redis_limiter *l, const stg__note *note);
+
+/* Integer element i of an array reply, or false if it is not one. */
+bool stg__reply_int(const redisReply *r, size_t i, long long *out);
+
+/* ---- fallback.c ---- */
+/* Under mu: the local stand-in for name (created, full, on first use), or
+ * NULL when out of memory. */
+stg__local *stg__local_get(stg_redis_limiter *l, const char *name);
+void stg__local_free_all(stg_redis_limiter *l);
+/* Under mu: apply a new rate to every local bucket. */
+void stg__local_set_rate(stg_redis_limiter *l, double rate);
+
+#endif
