@@ -1,0 +1,374 @@
+/*
+ * Text output of a run: an aligned table for people, CSV, and JSON lines
+ * (one object per row, written with jansson). Every figure is the mean over
+ * the trials; with more than one trial the table shows "mean ±sd" and CSV
+ * and JSON carry KEY_sd beside KEY.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "metrics.h"
+
+typedef struct metric_desc {
+    const char *key;
+    const char *label;
+    int decimals;
+    double scale; /* table shows value * scale (success_rate in %) */
+} metric_desc;
+
+static const metric_desc descs[] = {
+    {"calls", "calls", 0, 1},
+    {"total_ms", "total ms", 0, 1},
+    {"max_in_window", "max in W", 1, 1},
+    {"peak_rps", "peak/s", 0, 1},
+    {"throttled", "429s", 0, 1},
+    {"early", "early", 0, 1},
+    {"failed", "failed", 0, 1},
+    {"ratio", "x ideal", 2, 1},
+    {"mean_ms", "mean ms", 0, 1},
+    {"p99_ms", "p99 ms", 0, 1},
+    {"success_rate", "success %", 1, 100},
+};
+
+static const metric_desc *desc_of(const char *key)
+{
+    for (size_t i = 0; i < sizeof descs / sizeof descs[0]; i++)
+        if (!strcmp(descs[i].key, key))
+            return &descs[i];
+    static const metric_desc fallback = {"", "", 2, 1};
+    return &fallback;
+}
+
+/* Table label of a metric in a scenario. */
+static void label_of(const sim_results *r, const char *key, char *buf, size_t size)
+{
+    const sim_opts *o = &r->opts;
+    if (!strcmp(key, "max_in_window"))
+        snprintf(buf, size, "max in %g ms", (double)o->window_us / 1e3);
+    else if (!strcmp(key, "total_ms") && o->scenario == SIM_QUOTA)
+        snprintf(buf, size, "drain ms");
+    else if (!strcmp(key, "total_ms") && o->scenario == SIM_STORM)
+        snprintf(buf, size, "done ms");
+    else if (!strcmp(key, "failed") && o->scenario == SIM_STORM)
+        snprintf(buf, size, "failed jobs");
+    else
+        snprintf(buf, size, "%s", desc_of(key)->label);
+}
+
+static void format_stat(const sim_stat *s, int decimals, double scale, bool spread, char *buf,
+                        size_t size)
+{
+    double m = sim_stat_mean(s) * scale;
+    if (spread)
+        snprintf(buf, size, "%.*f ±%.*f", decimals, m, decimals, sim_stat_sd(s) * scale);
+    else
+        snprintf(buf, size, "%.*f", decimals, m);
+}
+
+static double ms(int64_t us)
+{
+    return (double)us / 1e3;
+}
+
+static void print_header(FILE *f, const sim_results *r)
+{
+    sim_opts resolved = r->opts;
+    const sim_opts *o = &resolved;
+    stg_policy_resolve(&r->opts.policy, &resolved.policy);
+    char legs[96];
+    snprintf(legs, sizeof legs, "legs |N(%g ms, %g ms)|, server %g ms", ms(o->delay.mean_us),
+             ms(o->delay.sd_us), ms(o->server_us));
+    char who[48];
+    if (o->nclients > 1)
+        snprintf(who, sizeof who, "%d to %d", o->clients[0], o->clients[o->nclients - 1]);
+    else
+        snprintf(who, sizeof who, "%d", o->clients[0]);
+    char ra[64];
+    if (o->retry_after_us > 0)
+        snprintf(ra, sizeof ra, "429 + Retry-After %g s", (double)o->retry_after_us / 1e6);
+    else
+        snprintf(ra, sizeof ra, "429 without Retry-After");
+    if (o->error_rate > 0)
+        snprintf(ra + strlen(ra), sizeof ra - strlen(ra), ", %g%% 503s", o->error_rate * 100);
+    fprintf(f, "%s: ", sim_scenario_name(o->scenario));
+    switch (o->scenario) {
+    case SIM_HERD:
+        fprintf(f, "%s clients start together; 429 for each one's first %d attempts, then 200;\n"
+                   "  base %g ms, %d attempts, deadline %g s; %s\n",
+                who, o->fail_first, ms(o->policy.backoff.base_us),
+                o->policy.max_attempts, (double)o->policy.deadline_us / 1e6, legs);
+        break;
+    case SIM_QUOTA:
+        fprintf(f, "%s clients x %d requests share %g/s (burst %lld); %s;\n"
+                   "  backoff %s, base %g ms; %s\n",
+                who, o->requests, o->limit_rps, (long long)o->burst, ra,
+                sim_strategy_name(o->strategies[0]), ms(o->policy.backoff.base_us), legs);
+        break;
+    case SIM_STORM:
+        fprintf(f, "%d jobs against %g/s (burst %lld), ideal %g s; %s;\n"
+                   "  base %g ms, %d retries; client bucket %g/s burst %lld; %s\n",
+                o->requests, o->limit_rps, (long long)o->burst, o->requests / o->limit_rps, ra,
+                ms(o->policy.backoff.base_us), o->policy.max_attempts - 1,
+                o->client_share * o->limit_rps, (long long)o->client_burst, legs);
+        break;
+    case SIM_LOAD:
+        fprintf(f, "%s concurrent requests against %g/s (burst %lld); %s;\n"
+                   "  deadline %g s, %d retries, base %g ms, cap %g s; %s\n",
+                who, o->limit_rps, (long long)o->burst, ra,
+                (double)o->policy.deadline_us / 1e6, o->policy.max_attempts - 1,
+                ms(o->policy.backoff.base_us), (double)o->policy.backoff.cap_us / 1e6, legs);
+        break;
+    default:
+        fprintf(f, "one OCC write per client to one row; base %g ms, cap %g ms; %s\n",
+                ms(o->policy.backoff.base_us), ms(o->policy.backoff.cap_us), legs);
+        break;
+    }
+    if (o->scenario != SIM_HERD && o->scenario != SIM_CONTENTION) {
+        fprintf(f, "  peak/s = most arrivals in any %g ms window, per second", ms(o->window_us));
+        if (o->peak_after_us > 0)
+            fprintf(f, ", from t = %g s", (double)o->peak_after_us / 1e6);
+        fputc('\n', f);
+    }
+    if (o->use_budget || o->use_breaker) {
+        fprintf(f, " ");
+        if (o->use_budget) {
+            stg_budget b;
+            stg_budget_init(&b, &o->budget);
+            fprintf(f, " one retry budget of %g tokens;", stg_budget_tokens(&b));
+        }
+        if (o->use_breaker)
+            fprintf(f, " one breaker, %d failures in a row open it for %g s;",
+                    o->breaker.consecutive_failures ? o->breaker.consecutive_failures
+                                                    : STG_BREAKER_DEFAULT_CONSECUTIVE,
+                    (double)(o->breaker.open_us ? o->breaker.open_us
+                                                : STG_BREAKER_DEFAULT_OPEN_US) / 1e6);
+        fputc('\n', f);
+    }
+    fprintf(f, "  seed %llu, %d trial%s%s\n\n", (unsigned long long)o->seed, o->trials,
+            o->trials == 1 ? "" : "s", o->trials > 1 ? " (mean ±sd)" : "");
+}
+
+#define MAX_COLS (SIM_MAX_METRICS + SIM_MAX_ROUNDS + 4)
+#define CELL 40
+
+/* A table of cells, printed aligned: the first `left` columns to the left. */
+typedef struct table {
+    int ncols, nrows, left;
+    char (*cells)[MAX_COLS][CELL]; /* nrows + 1 (header) */
+} table;
+
+static int table_print(FILE *f, const table *t)
+{
+    int w[MAX_COLS] = {0};
+    for (int r = 0; r <= t->nrows; r++)
+        for (int c = 0; c < t->ncols; c++) {
+            int len = (int)strlen(t->cells[r][c]);
+            /* "±" is two bytes but one column */
+            if (strstr(t->cells[r][c], "±"))
+                len--;
+            if (len > w[c])
+                w[c] = len;
+        }
+    for (int r = 0; r <= t->nrows; r++) {
+        for (int c = 0; c < t->ncols; c++) {
+            const char *s = t->cells[r][c];
+            int len = (int)strlen(s) - (strstr(s, "±") ? 1 : 0);
+            int pad = w[c] - len;
+            if (c > 0)
+                fputs("  ", f);
+            if (c < t->left) {
+                fputs(s, f);
+                if (c + 1 < t->ncols)
+                    fprintf(f, "%*s", pad, "");
+            } else {
+                fprintf(f, "%*s%s", pad, "", s);
+            }
+        }
+        fputc('\n', f);
+    }
+    return ferror(f) ? -1 : 0;
+}
+
+/* Contention sweeps: one pivot table per metric, clients down, strategies
+ * across. */
+static int print_pivot(FILE *f, const sim_results *r, const char *key, const char *title)
+{
+    const sim_opts *o = &r->opts;
+    table t = {.ncols = 1 + o->nstrategies, .nrows = o->nclients, .left = 0};
+    t.cells = calloc((size_t)t.nrows + 1, sizeof *t.cells);
+    if (!t.cells)
+        return -1;
+    fprintf(f, "%s\n", title);
+    snprintf(t.cells[0][0], CELL, "clients");
+    for (int s = 0; s < o->nstrategies; s++)
+        snprintf(t.cells[0][1 + s], CELL, "%s", sim_strategy_name(o->strategies[s]));
+    for (size_t i = 0; i < r->nrows; i++) {
+        const sim_row *row = &r->rows[i];
+        int p = (int)(i / (size_t)o->nstrategies), s = (int)(i % (size_t)o->nstrategies);
+        snprintf(t.cells[1 + p][0], CELL, "%d", row->clients);
+        const sim_stat *st = sim_row_metric(row, key);
+        if (st)
+            snprintf(t.cells[1 + p][1 + s], CELL, "%.0f", sim_stat_mean(st));
+    }
+    int rc = table_print(f, &t);
+    free(t.cells);
+    fputc('\n', f);
+    return rc;
+}
+
+int sim_print_table(FILE *f, const sim_results *r)
+{
+    const sim_opts *o = &r->opts;
+    if (r->nrows == 0)
+        return 0;
+    print_header(f, r);
+    if (o->scenario == SIM_CONTENTION && o->nclients > 1) {
+        if (print_pivot(f, r, "calls", "calls (writes), mean per trial:") != 0 ||
+            print_pivot(f, r, "total_ms", "completion time (ms), mean per trial:") != 0)
+            return -1;
+        return ferror(f) ? -1 : 0;
+    }
+    bool spread = o->trials > 1;
+    bool show_clients = o->nclients > 1;
+    bool show_mode = o->scenario == SIM_QUOTA;
+    const sim_row *first = &r->rows[0];
+    table t = {.nrows = (int)r->nrows};
+    t.cells = calloc(r->nrows + 1, sizeof *t.cells);
+    if (!t.cells)
+        return -1;
+    int c = 0;
+    if (show_clients)
+        snprintf(t.cells[0][c++], CELL, "clients");
+    snprintf(t.cells[0][c++], CELL, "strategy");
+    if (show_mode)
+        snprintf(t.cells[0][c++], CELL, "retry-after");
+    t.left = c;
+    for (int m = 0; m < first->nmetrics; m++)
+        label_of(r, first->m[m].key, t.cells[0][c++], CELL);
+    for (int k = 0; k < first->nrounds; k++)
+        snprintf(t.cells[0][c++], CELL, k == 0 ? "span r0 ms" : "r%d", k);
+    t.ncols = c;
+    for (size_t i = 0; i < r->nrows; i++) {
+        const sim_row *row = &r->rows[i];
+        char(*cell)[CELL] = t.cells[i + 1];
+        c = 0;
+        if (show_clients)
+            snprintf(cell[c++], CELL, "%d", row->clients);
+        snprintf(cell[c++], CELL, "%s", sim_strategy_name(row->strategy));
+        if (show_mode)
+            snprintf(cell[c++], CELL, "%s",
+                     stg_retry_after_mode_name((stg_retry_after_mode)row->mode));
+        for (int m = 0; m < first->nmetrics && m < row->nmetrics; m++) {
+            const metric_desc *d = desc_of(row->m[m].key);
+            format_stat(&row->m[m].s, d->decimals, d->scale, spread, cell[c++], CELL);
+        }
+        for (int k = 0; k < first->nrounds && k < row->nrounds; k++)
+            format_stat(&row->rounds[k], 1, 1, spread, cell[c++], CELL);
+    }
+    int rc = table_print(f, &t);
+    free(t.cells);
+    if (first->nrounds > 0)
+        fprintf(f, "\nspan rK: first to last arrival of round K (r0: first attempts, rK: K-th "
+                   "retry)\n");
+    if (o->scenario == SIM_QUOTA)
+        fprintf(f, "\nearly: retries sent before the Retry-After had passed\n");
+    return rc || ferror(f) ? -1 : 0;
+}
+
+/* ---- CSV ---------------------------------------------------------------- */
+
+int sim_write_csv(FILE *f, const sim_results *r)
+{
+    const sim_opts *o = &r->opts;
+    if (r->nrows == 0)
+        return 0;
+    const sim_row *first = &r->rows[0];
+    fprintf(f, "scenario,strategy,retry_after,clients,trials,seed");
+    for (int m = 0; m < first->nmetrics; m++)
+        fprintf(f, ",%s,%s_sd", first->m[m].key, first->m[m].key);
+    for (int k = 0; k < first->nrounds; k++)
+        fprintf(f, ",round%d_span_ms,round%d_span_sd_ms", k, k);
+    fputc('\n', f);
+    for (size_t i = 0; i < r->nrows; i++) {
+        const sim_row *row = &r->rows[i];
+        fprintf(f, "%s,%s,%s,%d,%d,%llu", sim_scenario_name(row->scenario),
+                sim_strategy_name(row->strategy),
+                row->mode >= 0 ? stg_retry_after_mode_name((stg_retry_after_mode)row->mode) : "",
+                row->clients, o->trials, (unsigned long long)o->seed);
+        for (int m = 0; m < first->nmetrics && m < row->nmetrics; m++)
+            fprintf(f, ",%.6g,%.6g", sim_stat_mean(&row->m[m].s), sim_stat_sd(&row->m[m].s));
+        for (int k = 0; k < first->nrounds && k < row->nrounds; k++)
+            fprintf(f, ",%.6g,%.6g", sim_stat_mean(&row->rounds[k]),
+                    sim_stat_sd(&row->rounds[k]));
+        fputc('\n', f);
+    }
+    return ferror(f) ? -1 : 0;
+}
+
+/* ---- JSON --------------------------------------------------------------- */
+
+/* A mean as a JSON number: integers stay integers when every trial was
+ * whole (calls, 429s), others are reals. */
+static json_t *num(double v)
+{
+    if (v == floor(v) && fabs(v) < 9e15)
+        return json_integer((json_int_t)v);
+    return json_real(v);
+}
+
+static char *key_sd(const char *key, char *buf, size_t size)
+{
+    snprintf(buf, size, "%s_sd", key);
+    return buf;
+}
+
+int sim_write_json(FILE *f, const sim_results *r)
+{
+    const sim_opts *o = &r->opts;
+    for (size_t i = 0; i < r->nrows; i++) {
+        const sim_row *row = &r->rows[i];
+        json_t *j = json_object();
+        if (!j)
+            return -1;
+        json_object_set_new(j, "scenario", json_string(sim_scenario_name(row->scenario)));
+        json_object_set_new(j, "strategy", json_string(sim_strategy_name(row->strategy)));
+        if (row->mode >= 0)
+            json_object_set_new(
+                j, "retry_after",
+                json_string(stg_retry_after_mode_name((stg_retry_after_mode)row->mode)));
+        json_object_set_new(j, "clients", json_integer(row->clients));
+        json_object_set_new(j, "trials", json_integer(o->trials));
+        json_object_set_new(j, "seed", json_integer((json_int_t)o->seed));
+        if (row->scenario != SIM_CONTENTION)
+            json_object_set_new(j, "window_ms", num(ms(o->window_us)));
+        for (int m = 0; m < row->nmetrics; m++) {
+            char buf[64];
+            json_object_set_new(j, row->m[m].key, num(sim_stat_mean(&row->m[m].s)));
+            if (o->trials > 1)
+                json_object_set_new(j, key_sd(row->m[m].key, buf, sizeof buf),
+                                    json_real(sim_stat_sd(&row->m[m].s)));
+        }
+        if (row->nrounds > 0) {
+            json_t *a = json_array(), *sd = json_array();
+            for (int k = 0; k < row->nrounds; k++) {
+                json_array_append_new(a, json_real(sim_stat_mean(&row->rounds[k])));
+                json_array_append_new(sd, json_real(sim_stat_sd(&row->rounds[k])));
+            }
+            json_object_set_new(j, "round_spans_ms", a);
+            if (o->trials > 1)
+                json_object_set_new(j, "round_spans_sd_ms", sd);
+            else
+                json_decref(sd);
+        }
+        char *s = json_dumps(j, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(10));
+        json_decref(j);
+        if (!s)
+            return -1;
+        fprintf(f, "%s\n", s);
+        free(s);
+    }
+    return ferror(f) ? -1 : 0;
+}

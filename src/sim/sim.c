@@ -1,0 +1,275 @@
+/*
+ * The simulator's front: names, per-scenario defaults, option checks, and
+ * the loop over points, strategies, modes and trials (see sim.h).
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "client.h"
+#include "scenario.h"
+
+static const char *const scenario_names[SIM_N_SCENARIOS] = {"herd", "quota", "storm", "load",
+                                                             "contention"};
+
+static const char *const scenario_summaries[SIM_N_SCENARIOS] = {
+    "N clients start together, each refused K times: do retries stay in lockstep?",
+    "100 clients share a 100/s quota and are told Retry-After: 5: do they return together?",
+    "a 2000-job batch by 50 or 30 workers against 100/s: fixed sleep vs jitter vs pacing",
+    "1000 concurrent requests with a deadline against a limited server: latency, success",
+    "AWS 2015 blog model: N clients, one optimistic-concurrency write each (sweep N)",
+};
+
+static const char *const strategy_names[SIM_N_STRATEGIES] = {
+    "none", "fixed", "exponential", "full", "equal", "decorrelated", "pct", "additive",
+    "bucket", "adaptive",
+};
+
+const char *sim_scenario_name(sim_scenario s)
+{
+    return (unsigned)s < SIM_N_SCENARIOS ? scenario_names[s] : "unknown";
+}
+
+const char *sim_scenario_summary(sim_scenario s)
+{
+    return (unsigned)s < SIM_N_SCENARIOS ? scenario_summaries[s] : "";
+}
+
+int sim_scenario_parse(const char *name)
+{
+    for (int i = 0; name && i < SIM_N_SCENARIOS; i++)
+        if (!strcmp(name, scenario_names[i]))
+            return i;
+    return -1;
+}
+
+const char *sim_strategy_name(sim_strategy s)
+{
+    return (unsigned)s < SIM_N_STRATEGIES ? strategy_names[s] : "unknown";
+}
+
+int sim_strategy_parse(const char *name)
+{
+    for (int i = 0; name && i < SIM_N_STRATEGIES; i++)
+        if (!strcmp(name, strategy_names[i]))
+            return i;
+    if (name && (!strcmp(name, "exp")))
+        return SIM_EXPONENTIAL;
+    return -1;
+}
+
+static void set_strategies(sim_opts *o, const sim_strategy *s, int n)
+{
+    for (int i = 0; i < n; i++)
+        o->strategies[i] = s[i];
+    o->nstrategies = n;
+}
+
+void sim_opts_default(sim_opts *o, sim_scenario s)
+{
+    memset(o, 0, sizeof *o);
+    o->scenario = s;
+    o->seed = 1;
+    o->trials = 1;
+    /* Rate-limited scenarios: an API in the same region, round trip about
+     * 5 ms, shorter than the limiter's 10 ms token interval at 100/s. */
+    o->delay = (sim_delay){STG_MS(1), STG_US(200)};
+    o->server_us = STG_MS(3);
+    o->paced_backoff = SIM_PCT;
+    o->limit_rps = 100;
+    o->burst = 100;
+    o->requests = 10;
+    o->client_share = 0.8;
+    o->client_burst = 40;
+    o->window_us = STG_MS(100);
+    o->peak_after_us = INT64_MIN;
+    o->bin_us = STG_MS(100);
+    o->nclients = 1;
+    switch (s) {
+    case SIM_HERD: {
+        static const sim_strategy d[] = {SIM_FIXED, SIM_EXPONENTIAL, SIM_EQUAL, SIM_FULL,
+                                         SIM_DECORRELATED};
+        set_strategies(o, d, 5);
+        o->clients[0] = 20;
+        o->fail_first = 4;
+        o->delay = (sim_delay){STG_MS(5), STG_US(500)};
+        o->server_us = STG_MS(1);
+        o->policy.backoff.base_us = STG_MS(200);
+        o->policy.max_attempts = 6;
+        o->policy.deadline_us = STG_SEC(15);
+        o->window_us = STG_MS(10);
+        o->bin_us = STG_MS(10);
+        break;
+    }
+    case SIM_QUOTA: {
+        static const sim_strategy d[] = {SIM_FULL};
+        set_strategies(o, d, 1);
+        o->clients[0] = 100;
+        o->modes[0] = STG_RETRY_AFTER_EXACT;
+        o->modes[1] = STG_RETRY_AFTER_HONOR;
+        o->modes[2] = STG_RETRY_AFTER_CAP;
+        o->nmodes = 3;
+        o->retry_after_us = STG_SEC(5);
+        o->peak_after_us = STG_SEC(5);
+        break;
+    }
+    case SIM_STORM: {
+        static const sim_strategy d[] = {SIM_FIXED, SIM_PCT, SIM_BUCKET, SIM_ADAPTIVE};
+        set_strategies(o, d, 4);
+        o->clients[0] = 50;
+        o->clients[1] = 30;
+        o->nclients = 2;
+        o->burst = 20;
+        o->requests = 2000;
+        o->peak_after_us = STG_SEC(1);
+        o->policy.backoff.base_us = STG_SEC(1);
+        o->policy.backoff.cap_us = STG_SEC(30);
+        o->policy.backoff.jitter_lo = -0.2;
+        o->policy.backoff.jitter_hi = 0.2;
+        o->policy.max_attempts = 7;
+        o->policy.deadline_us = STG_SEC(300);
+        stg_status_set_parse(&o->policy.retry_statuses, "429,5xx");
+        break;
+    }
+    case SIM_LOAD: {
+        static const sim_strategy d[] = {SIM_FIXED, SIM_EXPONENTIAL, SIM_FULL, SIM_EQUAL,
+                                         SIM_DECORRELATED, SIM_PCT, SIM_ADDITIVE};
+        set_strategies(o, d, 7);
+        o->clients[0] = 1000;
+        o->policy.backoff.base_us = STG_SEC(1);
+        o->policy.backoff.cap_us = STG_SEC(60);
+        o->policy.max_attempts = 6;
+        o->policy.deadline_us = STG_SEC(10);
+        break;
+    }
+    case SIM_CONTENTION:
+    default: {
+        static const sim_strategy d[] = {SIM_NONE, SIM_EXPONENTIAL, SIM_FULL, SIM_EQUAL,
+                                         SIM_DECORRELATED};
+        set_strategies(o, d, 5);
+        o->nclients = 0;
+        for (int c = 10; c <= 150; c += 10)
+            o->clients[o->nclients++] = c;
+        o->trials = 100;
+        o->delay = (sim_delay){STG_MS(10), STG_MS(2)};
+        o->server_us = 0;
+        o->policy.backoff.base_us = STG_MS(5);
+        o->policy.backoff.cap_us = STG_MS(2000);
+        o->policy.max_attempts = 1000000;
+        o->policy.deadline_us = -1;
+        stg_status_set_parse(&o->policy.retry_statuses, "409");
+        o->window_us = STG_MS(10);
+        break;
+    }
+    }
+}
+
+const char *sim_opts_check(const sim_opts *o)
+{
+    if ((unsigned)o->scenario >= SIM_N_SCENARIOS)
+        return "unknown scenario";
+    if (o->trials < 1 || o->trials > 1000000)
+        return "trials must be 1..1000000";
+    if (o->nclients < 1 || o->nclients > SIM_MAX_POINTS)
+        return "give 1 to 64 client counts";
+    for (int i = 0; i < o->nclients; i++) {
+        if (o->clients[i] < 1 || o->clients[i] > SIM_MAX_CLIENTS)
+            return "clients must be 1..5000000";
+        if (o->scenario == SIM_HERD && o->clients[i] > SIM_HERD_MAX_CLIENTS)
+            return "herd clients must be 1..2097151";
+    }
+    if (o->nstrategies < 1 || o->nstrategies > SIM_MAX_STRATS)
+        return "give 1 to 16 strategies";
+    for (int i = 0; i < o->nstrategies; i++) {
+        sim_strategy s = o->strategies[i];
+        if ((unsigned)s >= SIM_N_STRATEGIES)
+            return "unknown strategy";
+        if ((s == SIM_BUCKET || s == SIM_ADAPTIVE) &&
+            (o->scenario == SIM_HERD || o->scenario == SIM_CONTENTION))
+            return "bucket and adaptive need a rate-limited server (quota, storm, load)";
+        stg_policy p;
+        if (sim_strategy_policy(o, s, -1, &p) != STG_OK)
+            return "the retry policy is invalid (check --base, --cap, --mult)";
+    }
+    if (o->paced_backoff == SIM_BUCKET || o->paced_backoff == SIM_ADAPTIVE)
+        return "the paced strategies' backoff must be a backoff kind";
+    if (o->scenario == SIM_QUOTA && (o->nmodes < 1 || o->nmodes > SIM_MAX_MODES))
+        return "give 1 to 4 Retry-After modes";
+    if (o->delay.mean_us < 0 || o->delay.sd_us < 0 || o->server_us < 0)
+        return "delays must not be negative";
+    if (o->delay.mean_us > STG_SEC(3600) || o->delay.sd_us > STG_SEC(3600) ||
+        o->server_us > STG_SEC(3600))
+        return "delays must be at most 1 h";
+    if (o->window_us <= 0 || o->bin_us <= 0)
+        return "windows and bins must be positive";
+    if (o->fail_first < 0 || o->fail_first >= SIM_MAX_ROUNDS - 1)
+        return "fail-first must be 0..30";
+    if (!(o->limit_rps > 0) || o->limit_rps > 1e6)
+        return "limit must be in (0, 1000000] requests/s";
+    if (o->burst < 0 || o->burst > 1000000)
+        return "burst must be 0..1000000";
+    if (!(o->error_rate >= 0) || o->error_rate > 1)
+        return "error rate must be in [0, 1]";
+    if (o->requests < 1 || o->requests > 100000000)
+        return "requests must be 1..100000000";
+    if (!(o->client_share > 0) || o->client_share > 100)
+        return "client share must be in (0, 100]";
+    if (o->client_burst < 0 || o->client_burst > 1000000)
+        return "client burst must be 0..1000000";
+    if (o->retry_after_us < 0)
+        return "retry-after must not be negative";
+    return NULL;
+}
+
+static sim_trial_fn trial_fn(sim_scenario s)
+{
+    switch (s) {
+    case SIM_HERD: return sim_herd_trial;
+    case SIM_QUOTA: return sim_quota_trial;
+    case SIM_STORM: return sim_storm_trial;
+    case SIM_LOAD: return sim_load_trial;
+    default: return sim_contention_trial;
+    }
+}
+
+void sim_results_free(sim_results *r)
+{
+    for (size_t i = 0; r->rows && i < r->nrows; i++)
+        free(r->rows[i].bins);
+    free(r->rows);
+    r->rows = NULL;
+    r->nrows = 0;
+}
+
+int sim_run(const sim_opts *o, sim_results *r)
+{
+    memset(r, 0, sizeof *r);
+    if (sim_opts_check(o))
+        return STG_EINVAL;
+    r->opts = *o;
+    int nmodes = o->scenario == SIM_QUOTA ? o->nmodes : 1;
+    size_t nrows = (size_t)o->nclients * (size_t)o->nstrategies * (size_t)nmodes;
+    r->rows = calloc(nrows, sizeof *r->rows);
+    if (!r->rows)
+        return STG_ENOMEM;
+    sim_trial_fn fn = trial_fn(o->scenario);
+    for (int pi = 0; pi < o->nclients; pi++) {
+        for (int si = 0; si < o->nstrategies; si++) {
+            for (int mi = 0; mi < nmodes; mi++) {
+                sim_row *row = &r->rows[r->nrows++];
+                row->scenario = o->scenario;
+                row->strategy = o->strategies[si];
+                row->mode = o->scenario == SIM_QUOTA ? (int)o->modes[mi] : -1;
+                row->clients = o->clients[pi];
+                for (int t = 0; t < o->trials; t++) {
+                    int rc = fn(o, row, o->seed + (uint64_t)t, t == 0);
+                    if (rc != STG_OK) {
+                        sim_results_free(r);
+                        return rc;
+                    }
+                }
+            }
+        }
+    }
+    return STG_OK;
+}
