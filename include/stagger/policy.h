@@ -24,8 +24,9 @@
  *     at once, so the caller gets the response back without sleeping.
  *  8. deadline reached, or the shortest possible wait ends past it
  *                                                 -> give up (DEADLINE)
- *     otherwise the drawn wait is clamped so it ends by the deadline: no wait
- *     is ever scheduled past it.
+ *     otherwise a wait whose range crosses the deadline is drawn uniformly
+ *     from the part of the range that ends by it: no wait is ever scheduled
+ *     past the deadline, and none piles up on it either.
  *
  * Retry-After modes (the hint is Retry-After, else the X-RateLimit/RateLimit
  * reset when 0 requests remain):

@@ -140,8 +140,13 @@ static double sending_rate(const stg_adaptive *a)
 {
     if (a->measured_any)
         return a->measured_rate;
-    return (double)a->measure_count /
-           ((double)STG_ADAPTIVE_MEASURE_BUCKET_US / US_PER_S);
+    /* Before the first bucket closes, responses lag sends: when the first
+     * answer is a throttle, one response would read as 2/s and the cut
+     * would land on the floor, which then takes seconds of cubic growth to
+     * leave. The sends admitted so far say what we really offered. */
+    int64_t sent = atomic_load_explicit(&a->admitted, memory_order_relaxed);
+    int64_t n = sent > a->measure_count ? sent : a->measure_count;
+    return (double)n / ((double)STG_ADAPTIVE_MEASURE_BUCKET_US / US_PER_S);
 }
 
 /* now_us as microseconds since init, saturating. */
@@ -156,9 +161,10 @@ static int64_t since_init(const stg_adaptive *a, int64_t now_us)
  * passed, so an idle gap lowers the rate), then counts in the new one. A
  * stale now (older than the current bucket) counts in the current one.
  * Buckets are aligned on the init instant, so the first is a whole one.
- * Until the first bucket closes there is no smoothed value yet; the count so
- * far per bucket length stands in for it (never more than the true rate),
- * so that a throttle in the first half-second does not read as 0/s. */
+ * Until the first bucket closes there is no smoothed value yet; what was
+ * sent so far per bucket length stands in for it (the average over the
+ * first bucket, so never more than what was offered in it), so that a
+ * throttle in the first half-second does not read as 0/s. */
 static double measure(stg_adaptive *a, int64_t now_us)
 {
     int64_t slot = floor_div(since_init(a, now_us), STG_ADAPTIVE_MEASURE_BUCKET_US);

@@ -459,7 +459,16 @@ int stg_decide(const stg_policy *policy, const stg_retry_state *state,
         wait = hint;
         out->used_hint = true;
     } else {
-        wait = stg_backoff_delay(&p.backoff, n, state->prev_wait_us, rng);
+        if (lo < remaining && hi > remaining) {
+            /* The range crosses the deadline: draw from the part that ends
+             * by it. Clamping the draw instead would pile every wait that
+             * fell past the deadline onto the deadline itself, where the
+             * next attempt has no time left to succeed. */
+            hi = remaining;
+            wait = stg_rng_range(rng, lo, hi);
+        } else {
+            wait = stg_backoff_delay(&p.backoff, n, state->prev_wait_us, rng);
+        }
         if (has_hint && p.retry_after_mode == STG_RETRY_AFTER_CAP) {
             out->used_hint = wait > hint;
             wait = min64(wait, hint);

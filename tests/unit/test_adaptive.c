@@ -151,6 +151,21 @@ static void test_cut(void **state)
     stg_adaptive_destroy(&a);
 }
 
+/* The first answer is a throttle, 3 ms after 50 sends went out together:
+ * the stand-in measurement counts the sends (50 per 0.5 s = 100/s), not the
+ * single response (2/s), so the cut lands at 70/s instead of the floor. */
+static void test_first_answer_throttled(void **state)
+{
+    (void)state;
+    stg_adaptive a;
+    assert_int_equal(stg_adaptive_init(&a, NULL, 0), STG_OK);
+    for (int i = 0; i < 50; i++)
+        assert_int_equal(acquire_wait(&a, 0, 0), 0);
+    assert_int_equal(stg_adaptive_on_response(&a, true, STG_MS(3)), STG_OK);
+    assert_close(stg_adaptive_rate(&a), 0.7 * 100.0);
+    stg_adaptive_destroy(&a);
+}
+
 /* Pure AWS behaviour (recovery_us < 0): every throttle cuts. */
 static void test_cut_every_throttle_without_recovery(void **state)
 {
@@ -619,6 +634,7 @@ int main(void)
         cmocka_unit_test(test_config_validation),
         cmocka_unit_test(test_disabled_until_first_throttle),
         cmocka_unit_test(test_cut),
+        cmocka_unit_test(test_first_answer_throttled),
         cmocka_unit_test(test_cut_every_throttle_without_recovery),
         cmocka_unit_test(test_cubic_growth_and_cap),
         cmocka_unit_test(test_floor),

@@ -313,14 +313,21 @@ static void test_deadline(void **state)
                      STG_REASON_DEADLINE);
     assert_int_equal(decide(&p, 1, STG_SEC(11), 503, STG_NET_NONE, STG_METHOD_GET, false, NULL).reason,
                      STG_REASON_DEADLINE);
-    /* 100 ms left: every wait ends by the deadline. */
+    /* 100 ms left: every wait ends by the deadline, spread over the
+     * remaining 100 ms rather than piled on its end. */
+    int at_deadline = 0;
+    double sum = 0;
     for (int i = 0; i < 1000; i++) {
         stg_decision d = decide(&p, 3, STG_SEC(10) - STG_MS(100), 503, STG_NET_NONE,
                                 STG_METHOD_GET, false, NULL);
         assert_int_equal(d.action, STG_ACTION_RETRY);
         assert_in_range_i64(d.wait_us, 0, STG_MS(100));
-        assert_true(d.wait_max_us <= STG_MS(100));
+        assert_int_equal(d.wait_max_us, STG_MS(100));
+        at_deadline += d.wait_us == STG_MS(100);
+        sum += (double)d.wait_us;
     }
+    assert_true(at_deadline < 5);
+    assert_in_range_i64((int64_t)(sum / 1000), STG_MS(45), STG_MS(55));
     /* Equal jitter's shortest wait (raw/2 = 2 s) would pass the deadline. */
     p.backoff.kind = STG_BACKOFF_EQUAL;
     stg_decision d = decide(&p, 1, STG_SEC(9), 503, STG_NET_NONE, STG_METHOD_GET, false, NULL);
