@@ -1,0 +1,362 @@
+/*
+ * libstagger-curl: libstagger's policies applied to real HTTP with libcurl.
+ *
+ * Two ways in:
+ *  - stg_curl_perform(): a blocking call that performs one prepared CURL
+ *    easy handle under a policy (attempts, waits a cancel token interrupts
+ *    at once, per-attempt timeouts, the overall deadline).
+ *  - stg_engine: an event-driven engine on curl_multi. One thread drives
+ *    thousands of requests; backoff and limiter waits are timers, never
+ *    sleeping threads; per-host token bucket or adaptive rate, retry budget
+ *    and circuit breaker.
+ *
+ * Secrets: nothing this library hands to an event callback, a log line or a
+ * result's final_url carries URL userinfo, query values, or the values of
+ * Authorization, Proxy-Authorization, Cookie, Set-Cookie or API-key headers
+ * (stg_redact_*). Response bodies and headers in results are the caller's
+ * own data and are not redacted.
+ *
+ * Time: the engine reads its clock (stg_env) once per loop pass; all times
+ * are int64 microseconds as in the core.
+ */
+#ifndef STAGGER_CURL_H
+#define STAGGER_CURL_H
+
+#include <curl/curl.h>
+
+#include "stagger.h"
+#include "bucket.h"
+#include "budget.h"
+#include "breaker.h"
+#include "adaptive.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- environment: clock and randomness, injectable for tests -------- */
+
+typedef struct stg_env {
+    void *ctx;
+    int64_t (*mono_us)(void *ctx); /* monotonic clock; NULL: CLOCK_MONOTONIC */
+    int64_t (*wall_us)(void *ctx); /* Unix time in us; NULL: CLOCK_REALTIME */
+} stg_env;
+
+/* ---- cancellation ---------------------------------------------------- */
+
+/* A cancel token. Firing it wakes a blocking call's wait at once (it is a
+ * self-pipe/eventfd that the wait polls). Opaque; thread-safe. */
+typedef struct stg_cancel stg_cancel;
+
+/* Returns NULL when out of memory or file descriptors. */
+STG_API stg_cancel *stg_cancel_new(void);
+/* Accepts NULL. */
+STG_API void stg_cancel_free(stg_cancel *c);
+/* Async-signal-safe: may be called from a SIGINT handler. */
+STG_API void stg_cancel_fire(stg_cancel *c);
+STG_API bool stg_cancel_fired(const stg_cancel *c);
+/* The token's file descriptor: it becomes readable (POLLIN) when the token
+ * fires and stays readable; never read from or close it. For waiting on a
+ * token in your own poll loop. -1 for NULL. */
+STG_API int stg_cancel_fd(const stg_cancel *c);
+
+/* ---- events ------------------------------------------------------------ */
+
+typedef enum stg_event_type {
+    STG_EVENT_ATTEMPT_START = 1,
+    STG_EVENT_ATTEMPT_END = 2,   /* status / error / duration / hints known */
+    STG_EVENT_WAIT = 3,          /* a retry wait was scheduled (wait_us, reason) */
+    STG_EVENT_GIVE_UP = 4,       /* final: not a success (reason) */
+    STG_EVENT_SUCCESS = 5,       /* final: success */
+    STG_EVENT_BREAKER = 6,       /* breaker of `host` changed from -> to */
+    STG_EVENT_LIMITER_WAIT = 7   /* the rate limiter delays an attempt by wait_us */
+} stg_event_type;
+
+/* What an event says. Strings are borrowed for the duration of the
+ * callback and are already redacted. Fields not relevant to the type are 0,
+ * NULL or STG_UNKNOWN. */
+typedef struct stg_event {
+    stg_event_type type;
+    uint64_t request_id;
+    int64_t now_us;
+    const char *method;
+    const char *url;        /* redacted */
+    const char *final_url;  /* redacted, after redirects (ATTEMPT_END and final events) */
+    const char *host;       /* the limiter/breaker key */
+    int attempt;            /* 1-based */
+    int status;             /* HTTP status, 0 when none */
+    stg_net_error error;
+    int curl_code;          /* CURLcode of the attempt */
+    int64_t duration_us;    /* ATTEMPT_END: the attempt; final events: the request */
+    int64_t wait_us;        /* WAIT, LIMITER_WAIT */
+    int64_t retry_after_us; /* parsed server hint, or STG_UNKNOWN */
+    stg_reason reason;      /* WAIT, GIVE_UP, SUCCESS */
+    stg_breaker_state breaker_from, breaker_to; /* BREAKER */
+    int64_t wall_us;        /* Unix time in us (stg_env's wall clock), read with now_us */
+} stg_event;
+
+/* An event sink. It runs on the thread doing the work (the engine's, or
+ * the caller of stg_curl_perform) and should be quick; from an engine
+ * event it must not call stg_engine_* functions other than
+ * stg_engine_stats_get and stg_engine_stop (the done callback may). */
+typedef void (*stg_event_fn)(const stg_event *ev, void *data);
+
+/* "attempt_start", "attempt_end", "wait", "give_up", "success", "breaker",
+ * "limiter_wait"; "unknown" otherwise. Static string. */
+STG_API const char *stg_event_type_name(stg_event_type t);
+
+/* ---- results ------------------------------------------------------------ */
+
+/* What a finished request produced. In the engine's completion callback it
+ * is borrowed (valid during the callback); from stg_curl_perform() it is the
+ * caller's, to release with stg_result_free(). body and headers are those
+ * of the LAST attempt only (a discarded attempt's body never leaks in); they
+ * are NUL-terminated for convenience. */
+typedef struct stg_result {
+    stg_action action;     /* SUCCESS or GIVE_UP */
+    stg_reason reason;     /* why it stopped */
+    int status;            /* last HTTP status, 0 when none */
+    stg_net_error error;   /* last transport error class */
+    int curl_code;         /* last CURLcode */
+    char error_text[256];  /* libcurl's message for the last error, redacted; "" if none */
+    int attempts;
+    int64_t elapsed_us;    /* first attempt start to the end */
+    int64_t server_wait_us; /* last parsed server hint, or STG_UNKNOWN */
+    stg_hints hints;       /* of the last response */
+    char *body;
+    size_t body_len;
+    char *headers;         /* the last response's raw header block */
+    size_t headers_len;
+    char *final_url;       /* redacted effective URL */
+    bool body_truncated;   /* the body was longer than max_body: the rest was dropped */
+} stg_result;
+
+/* Free the buffers of a result filled by stg_curl_perform(); accepts NULL
+ * and zeroed results. */
+STG_API void stg_result_free(stg_result *r);
+
+/* ---- blocking call ------------------------------------------------------ */
+
+typedef struct stg_call_config {
+    stg_policy policy;          /* zero: the default policy; timeouts from it */
+    stg_method method;          /* the easy handle's method (UNKNOWN: GET) */
+    bool has_idempotency_key;   /* the request carries one */
+    stg_cancel *cancel;         /* may be NULL */
+    stg_bucket *bucket;         /* optional client-side limit, shared ok */
+    const stg_env *env;         /* NULL: system clocks */
+    uint64_t seed;              /* RNG seed; 0: from the clock and address */
+    stg_event_fn on_event;      /* may be NULL */
+    void *event_data;
+    size_t max_body;            /* bytes kept of a body; 0: 64 MiB */
+    /* Added after the first draft: */
+    const char *url;            /* the URL set on easy, for events (redacted
+                                   before use); NULL: the effective URL */
+    uint64_t request_id;        /* request_id of the events; any value */
+    /* Called before every retry of a request whose body comes from a read
+     * callback, to rewind it (return 0, or nonzero to give up with the
+     * last answer). NULL: the body is CURLOPT_POSTFIELDS (resent in full
+     * by libcurl itself) or there is none. */
+    int (*rewind_body)(void *data);
+    void *rewind_data;
+} stg_call_config;
+
+/* Perform `easy` (already set up by the caller: URL, method, headers, body
+ * via CURLOPT_POSTFIELDS or a read callback plus cfg->rewind_body) under
+ * cfg (NULL: all defaults). The call sets its own write/header callbacks,
+ * error buffer, CURLOPT_NOSIGNAL and CURLOPT_CONNECTTIMEOUT_MS /
+ * CURLOPT_TIMEOUT_MS (per attempt, bounded by what the deadline leaves) on
+ * the handle, and puts the callbacks and error buffer back to libcurl's
+ * defaults before returning. Attempts run on a private curl_multi, so a
+ * cancel interrupts an attempt in flight as well as a wait.
+ * cfg->method UNKNOWN means: the method libcurl reports after the attempt
+ * (CURLINFO_EFFECTIVE_METHOD), so a POST is never taken for a GET.
+ * Returns STG_OK when the request ran (successfully or not: see out->action
+ * and out->reason), STG_EINVAL for bad arguments, STG_ENOMEM. out is always
+ * initialised and must be released with stg_result_free(). Does not take
+ * ownership of easy. Thread-safe for distinct easy handles (a stg_bucket may
+ * be shared). Calls curl_global_init() once per process (pthread_once). */
+STG_API int stg_curl_perform(CURL *easy, const stg_call_config *cfg, stg_result *out);
+
+/* ---- engine ------------------------------------------------------------- */
+
+typedef enum stg_limiter_mode {
+    STG_LIMITER_NONE = 0,     /* no client-side limit */
+    STG_LIMITER_FIXED = 1,    /* token bucket at rate/burst per host */
+    STG_LIMITER_ADAPTIVE = 2  /* adaptive rate per host (learns from 429s) */
+} stg_limiter_mode;
+
+typedef struct stg_engine_config {
+    stg_policy policy;          /* zero: the default policy */
+    int concurrency;            /* attempts in flight (plus limiter
+                                   reservations waiting for their slot);
+                                   0: 30. Backoff waits hold no slot. */
+    stg_limiter_mode limiter;
+    double rate;                /* FIXED: requests/s per host */
+    int64_t burst;              /* FIXED: 0: max(1, ceil(rate)) */
+    stg_adaptive_config adaptive;
+    bool breaker;               /* per-host circuit breaker on */
+    stg_breaker_config breaker_config; /* its on_change, if set, is called
+                                   too (with the breaker's lock held) */
+    bool budget;                /* per-host retry budget on: a retryable
+                                   failure (429 excepted: a rate signal,
+                                   not a fault) costs a token, any other
+                                   answer refills; a retry it refuses gives
+                                   up with BUDGET_EXHAUSTED */
+    stg_budget_config budget_config;
+    bool defer_when_open;       /* breaker open: give up with BREAKER_OPEN
+                                   instead of waiting for half-open */
+    const stg_env *env;         /* NULL: system clocks */
+    uint64_t seed;              /* 0: from the clock */
+    stg_event_fn on_event;      /* may be NULL */
+    void *event_data;
+    size_t max_body;            /* 0: 64 MiB */
+    /* Called on an easy handle before each attempt, to add options (TLS,
+     * proxies, ...), before the engine sets its own (URL, method, headers,
+     * body, callbacks, timeouts). Handles are reset and pooled between
+     * attempts; connections are reused through the multi's cache. May be
+     * NULL. */
+    void (*setup_easy)(CURL *easy, void *data);
+    void *setup_data;
+} stg_engine_config;
+
+typedef struct stg_engine stg_engine;
+
+/* A request to submit. Everything is copied at submit: the caller may free
+ * its strings afterwards. */
+typedef struct stg_request {
+    const char *url;
+    const char *method;           /* NULL: GET (or POST when body != NULL) */
+    const char *const *headers;   /* "Name: value" strings, NULL-terminated; may be NULL */
+    const void *body;             /* may be NULL */
+    size_t body_len;
+    const char *idempotency_key;  /* sent as Idempotency-Key; NULL: none */
+    const char *limit_key;        /* limiter/breaker/budget key, to share one
+                                     limit between hosts; NULL: the URL's
+                                     host[:port], lower-cased */
+} stg_request;
+
+typedef void (*stg_done_fn)(stg_engine *e, uint64_t id, const stg_result *r, void *data);
+
+/* Create an engine. Returns NULL on bad config or out of memory (then
+ * *err, if not NULL, says which). Calls curl_global_init() once per
+ * process (pthread_once). */
+STG_API stg_engine *stg_engine_new(const stg_engine_config *cfg, int *err);
+
+/* Cancel what is left (each such request's done callback runs once, with
+ * reason CANCELLED), then free. Accepts NULL. Must not be called from a
+ * callback of the same engine. */
+STG_API void stg_engine_free(stg_engine *e);
+
+/* Queue a request. On STG_OK, done(e, id, result, data) will be called
+ * exactly once, from inside stg_engine_run/drain/cancel/free; *id (may be
+ * NULL) identifies it. On error (STG_EINVAL: no URL, unknown method;
+ * STG_ENOMEM) done is never called. Not thread-safe: call from the thread
+ * that runs the engine. */
+STG_API int stg_engine_submit(stg_engine *e, const stg_request *req, stg_done_fn done,
+                              void *data, uint64_t *id);
+
+/* Cancel one request (its done callback runs with CANCELLED before this
+ * returns, unless it already finished: then STG_ENOTFOUND). */
+STG_API int stg_engine_cancel(stg_engine *e, uint64_t id);
+STG_API void stg_engine_cancel_all(stg_engine *e);
+
+/* One loop pass: waits at most timeout_us for network activity or timers,
+ * then does what is due. Returns the number of requests not yet finished.
+ * Callbacks may submit new requests, and cancel requests. Calls from inside
+ * a callback do nothing and return the count. The clock is read once per
+ * pass, after the wait; the wait is computed from the previous pass's
+ * clock (at most timeout_us, and 0 when work is ready). */
+STG_API int stg_engine_run(stg_engine *e, int64_t timeout_us);
+
+/* Run until every request has finished, or until stg_engine_stop() is called
+ * (then returns the number left). Returns 0 when all finished. From inside
+ * a callback: does nothing, returns the count. */
+STG_API int stg_engine_drain(stg_engine *e);
+
+/* Make a running stg_engine_drain() return after the current pass (it wakes
+ * a pass waiting in poll). A stop while no drain runs makes the next drain
+ * return after its first pass. Async-signal-safe; may be called from
+ * another thread or from a callback. */
+STG_API void stg_engine_stop(stg_engine *e);
+
+/* Counters since creation. Not thread-safe (engine thread only). */
+typedef struct stg_engine_stats {
+    uint64_t submitted, finished, succeeded, gave_up;
+    uint64_t attempts, retries;
+    uint64_t status_429, status_503, status_5xx_other, status_4xx_other;
+    uint64_t transport_errors;
+    int64_t limiter_wait_us; /* summed */
+    int in_flight, waiting;
+} stg_engine_stats;
+STG_API void stg_engine_stats_get(const stg_engine *e, stg_engine_stats *out);
+
+/* ---- redaction ---------------------------------------------------------- */
+
+/* Write a redacted copy of url into buf (size bytes, NUL-terminated,
+ * truncated if needed): scheme, host, port and path kept; userinfo removed;
+ * every query value replaced by "REDACTED" (and a query item without '=',
+ * which may be a bare key, as a whole); fragment removed; bytes that are
+ * not printable ASCII percent-encoded. A URL without a scheme is read as
+ * curl reads it (host[:port]/path). A malformed authority (non-numeric
+ * port, unclosed '[') gives "scheme://REDACTED". Returns the length
+ * written. */
+STG_API size_t stg_redact_url(const char *url, char *buf, size_t size);
+
+/* True if the named header's value is secret: Authorization,
+ * Proxy-Authorization, Cookie, Set-Cookie, X-Api-Key, Api-Key, any name
+ * containing "token", "secret", "api-key", "apikey", "api_key", "password",
+ * "auth", "signature" or "session" (case-insensitive), and any name in
+ * extra (NULL-terminated, may be NULL; compared case-insensitively). */
+STG_API bool stg_redact_header_is_secret(const char *name, size_t name_len,
+                                         const char *const *extra);
+
+/* Write "Name: value" with the value replaced by "REDACTED" when the name is
+ * secret (stg_redact_header_is_secret), trailing CR/LF removed and control
+ * characters replaced. Returns the length written. */
+STG_API size_t stg_redact_header_line(const char *line, const char *const *extra, char *buf,
+                                      size_t size);
+
+/* ---- classification ------------------------------------------------------ */
+
+/* The transport outcome class of a CURLcode: COULDNT_CONNECT ->
+ * CONNECT_REFUSED; OPERATION_TIMEDOUT -> CONNECT_TIMEOUT when no connection
+ * was made (connect_time_us, CURLINFO_CONNECT_TIME_T, is 0), else TIMEOUT;
+ * RECV_ERROR, SEND_ERROR, GOT_NOTHING, PARTIAL_FILE -> RESET;
+ * COULDNT_RESOLVE_HOST/PROXY -> DNS; SSL_* and PEER_FAILED_VERIFICATION ->
+ * TLS; CURLE_OK -> NONE; anything else -> OTHER. Pure. */
+STG_API stg_net_error stg_curl_classify(CURLcode code, int64_t connect_time_us);
+
+/* ---- logging and metrics (built on events) ------------------------------ */
+
+/* A JSON-lines logger: pass stg_log_event as on_event and the logger as
+ * data. One line per event with ts, event, id, method, url, final_url,
+ * attempt, status, status_class ("quota" for 429, "outage" for 503),
+ * error, retry_after_ms, wait_ms, duration_ms, reason, outcome. */
+typedef struct stg_logger stg_logger;
+STG_API stg_logger *stg_logger_new(FILE *out); /* does not take ownership of out */
+STG_API void stg_logger_free(stg_logger *l);   /* accepts NULL */
+STG_API void stg_log_event(const stg_event *ev, void *logger);
+
+/* Prometheus text-format metrics collected from events. */
+typedef struct stg_metrics stg_metrics;
+STG_API stg_metrics *stg_metrics_new(void);
+STG_API void stg_metrics_free(stg_metrics *m); /* accepts NULL */
+STG_API void stg_metrics_event(const stg_event *ev, void *metrics);
+/* Write atomically (temp file + rename, the node_exporter textfile
+ * convention). Returns STG_OK or STG_EIO. */
+STG_API int stg_metrics_write(const stg_metrics *m, const char *path);
+/* Print the same text to out. Returns STG_OK or STG_EIO. */
+STG_API int stg_metrics_print(const stg_metrics *m, FILE *out);
+
+/* Several event sinks behind one callback. */
+typedef struct stg_event_fanout {
+    stg_event_fn fn[4];
+    void *data[4];
+    int n;
+} stg_event_fanout;
+STG_API void stg_event_fanout_cb(const stg_event *ev, void *fanout);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,162 @@
+/*
+ * The engine's per-key state: a token bucket (FIXED) or adaptive limiter
+ * (ADAPTIVE), a retry budget and a circuit breaker, created on first use
+ * of a key. Keys are the URL's host[:port] by default, or the request's
+ * limit_key, so several hosts can share one limit.
+ *
+ * Invariants: a key maps to exactly one host for the engine's life; hosts
+ * never move in memory; a host's primitives are initialised from the
+ * engine config exactly once and destroyed exactly once.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "curl/internal.h"
+
+static uint64_t hash(const char *s)
+{
+    uint64_t h = UINT64_C(1469598103934665603);
+    for (; *s; s++) {
+        h ^= (unsigned char)*s;
+        h *= UINT64_C(1099511628211);
+    }
+    return h;
+}
+
+void stg__hosts_init(stg__hosts *t)
+{
+    t->b = NULL;
+    t->cap = t->n = 0;
+}
+
+static void host_free(stg__host *h)
+{
+    if (h->has_breaker)
+        stg_breaker_destroy(&h->breaker);
+    if (h->has_adaptive)
+        stg_adaptive_destroy(&h->adaptive);
+    free(h->key);
+    free(h);
+}
+
+void stg__hosts_free(stg__hosts *t)
+{
+    for (size_t i = 0; i < t->cap; i++) {
+        stg__host *h = t->b[i];
+        while (h) {
+            stg__host *next = h->next;
+            host_free(h);
+            h = next;
+        }
+    }
+    free(t->b);
+    stg__hosts_init(t);
+}
+
+static void on_breaker_change(void *data, stg_breaker_state from, stg_breaker_state to,
+                              int64_t now_us)
+{
+    stg__host *h = data;
+    if (h->n_changes < (int)(sizeof h->changes / sizeof h->changes[0]))
+        h->changes[h->n_changes++] = (stg__host_change){from, to, now_us};
+    if (h->user_change)
+        h->user_change(h->user_data, from, to, now_us);
+}
+
+/* Set up h's primitives from cfg. Returns STG_OK or an error. */
+static int host_setup(stg__host *h, const stg_engine_config *cfg, int64_t now_us)
+{
+    if (cfg->limiter == STG_LIMITER_FIXED) {
+        stg_bucket_config bc = {.rate = cfg->rate, .burst = cfg->burst};
+        if (stg_bucket_init(&h->bucket, &bc, now_us) != STG_OK)
+            return STG_EINVAL;
+        h->has_bucket = true;
+    } else if (cfg->limiter == STG_LIMITER_ADAPTIVE) {
+        int rc = stg_adaptive_init(&h->adaptive, &cfg->adaptive, now_us);
+        if (rc != STG_OK)
+            return rc;
+        h->has_adaptive = true;
+    } else if (cfg->limiter != STG_LIMITER_NONE) {
+        return STG_EINVAL;
+    }
+    if (cfg->budget) {
+        if (stg_budget_init(&h->budget, &cfg->budget_config) != STG_OK)
+            return STG_EINVAL;
+        h->has_budget = true;
+    }
+    if (cfg->breaker) {
+        stg_breaker_config bc = cfg->breaker_config;
+        h->user_change = bc.on_change;
+        h->user_data = bc.data;
+        bc.on_change = on_breaker_change;
+        bc.data = h;
+        int rc = stg_breaker_init(&h->breaker, &bc);
+        if (rc != STG_OK)
+            return rc;
+        h->has_breaker = true;
+    }
+    return STG_OK;
+}
+
+int stg__hosts_check_config(const stg_engine_config *cfg, int64_t now_us)
+{
+    stg__host *h = calloc(1, sizeof *h);
+    if (!h)
+        return STG_ENOMEM;
+    int rc = host_setup(h, cfg, now_us);
+    host_free(h);
+    return rc;
+}
+
+static bool grow(stg__hosts *t)
+{
+    size_t cap = t->cap ? t->cap * 2 : 16;
+    stg__host **b = calloc(cap, sizeof *b);
+    if (!b)
+        return false;
+    for (size_t i = 0; i < t->cap; i++) {
+        stg__host *h = t->b[i];
+        while (h) {
+            stg__host *next = h->next;
+            size_t j = (size_t)(hash(h->key) & (cap - 1));
+            h->next = b[j];
+            b[j] = h;
+            h = next;
+        }
+    }
+    free(t->b);
+    t->b = b;
+    t->cap = cap;
+    return true;
+}
+
+stg__host *stg__hosts_get(stg__hosts *t, const char *key, const stg_engine_config *cfg,
+                          int64_t now_us, int *err)
+{
+    if (t->cap) {
+        for (stg__host *h = t->b[hash(key) & (t->cap - 1)]; h; h = h->next)
+            if (!strcmp(h->key, key))
+                return h;
+    }
+    if (t->n + 1 > t->cap && !grow(t)) {
+        *err = STG_ENOMEM;
+        return NULL;
+    }
+    stg__host *h = calloc(1, sizeof *h);
+    if (!h || !(h->key = strdup(key))) {
+        free(h);
+        *err = STG_ENOMEM;
+        return NULL;
+    }
+    int rc = host_setup(h, cfg, now_us);
+    if (rc != STG_OK) {
+        host_free(h);
+        *err = rc;
+        return NULL;
+    }
+    size_t j = (size_t)(hash(key) & (t->cap - 1));
+    h->next = t->b[j];
+    t->b[j] = h;
+    t->n++;
+    return h;
+}

@@ -1,0 +1,179 @@
+/*
+ * libstagger-curl internals shared between its files (stg__ prefix; never
+ * installed). One header, because the pieces are small: clocks and the one
+ * process-wide curl_global_init, URL splitting, the per-attempt response
+ * capture used by both the blocking call and the engine, the engine's timer
+ * heap, and event helpers.
+ *
+ * Invariants: nothing here keeps global state except the pthread_once that
+ * guards curl_global_init (libcurl demands it be called once per process
+ * before any other thread uses libcurl; we call it lazily from
+ * stg_curl_perform() and stg_engine_new()).
+ */
+#ifndef STAGGER_CURL_INTERNAL_H
+#define STAGGER_CURL_INTERNAL_H
+
+#include <stdio.h>
+
+#include <stagger/curl.h>
+
+/* ---- env.c ------------------------------------------------------------- */
+
+/* curl_global_init(CURL_GLOBAL_DEFAULT) exactly once per process, via
+ * pthread_once. Returns its CURLcode (the first call's, cached). */
+CURLcode stg__curl_global_init(void);
+
+/* Clocks from env (NULL or NULL members: the system clocks). */
+int64_t stg__mono_us(const stg_env *env);
+int64_t stg__wall_us(const stg_env *env);
+
+/* A seed for a per-call/per-engine RNG when the caller gave none. */
+uint64_t stg__seed(const void *addr, int64_t now_us);
+
+/* ---- redact.c ---------------------------------------------------------- */
+
+/* Byte ranges of a URL, [start, start + len) into the input; len 0 when
+ * absent. has_* tell an empty part from a missing one. */
+typedef struct stg__url_parts {
+    size_t scheme, scheme_len;     /* without "://" */
+    size_t userinfo, userinfo_len; /* without the '@' */
+    size_t host, host_len;         /* IPv6 with its brackets */
+    size_t port, port_len;         /* without the ':' */
+    size_t path, path_len;
+    size_t query, query_len;       /* without the '?' */
+    size_t fragment, fragment_len; /* without the '#' */
+    bool has_scheme, has_authority, has_userinfo, has_port, has_query, has_fragment;
+    bool bad_authority; /* a port that is not all digits, a bracket without
+                           its pair: the rest cannot be trusted to be a path */
+} stg__url_parts;
+
+void stg__url_split(const char *url, stg__url_parts *p);
+
+/* The limiter/breaker key of a URL: host, or host:port when a port is
+ * given, lower-cased. Writes "" when there is no host. */
+void stg__url_host_key(const char *url, char *buf, size_t size);
+
+/* Copy free text (libcurl's error message) replacing every "scheme://..."
+ * word by its redacted form and control characters by '?'. */
+void stg__redact_text(const char *in, char *buf, size_t size);
+
+/* ---- xfer.c: what one attempt received --------------------------------- */
+
+typedef struct stg__buf {
+    char *p;
+    size_t len, cap;
+} stg__buf;
+
+/* Append; keeps p NUL-terminated. Returns false when out of memory. */
+bool stg__buf_put(stg__buf *b, const void *data, size_t n);
+void stg__buf_free(stg__buf *b);
+
+typedef struct stg__xfer {
+    stg__buf body;
+    stg__buf headers;   /* raw header block of the latest response only */
+    stg_hints hints;    /* parsed from that block */
+    size_t max_body;    /* bytes of body kept */
+    bool truncated;     /* body bytes beyond max_body were dropped */
+    bool oom;           /* an append failed: the transfer was aborted */
+    int64_t wall_now_us; /* set by the loop once per pass */
+    char errbuf[CURL_ERROR_SIZE];
+} stg__xfer;
+
+void stg__xfer_init(stg__xfer *x, size_t max_body);
+/* Forget the previous attempt's data (a discarded body never leaks). */
+void stg__xfer_reset(stg__xfer *x);
+void stg__xfer_free(stg__xfer *x);
+/* Point easy's write/header callbacks and error buffer at x. */
+void stg__xfer_attach(CURL *easy, stg__xfer *x);
+/* Undo stg__xfer_attach (libcurl defaults), so the caller's handle holds no
+ * pointer into freed memory. */
+void stg__xfer_detach(CURL *easy);
+/* Move x's buffers into r (body, headers, hints); x is left empty. Returns
+ * false when out of memory for the empty-buffer fallback. */
+void stg__xfer_move_to(stg__xfer *x, stg_result *r);
+
+/* Per-attempt timeouts (ms, >= 1) from the policy bounded by what the
+ * deadline leaves (remaining_us, INT64_MAX for none). */
+void stg__attempt_timeouts(const stg_policy *p, int64_t remaining_us, long *connect_ms,
+                           long *total_ms);
+
+/* ---- heap.c: the engine's timers ---------------------------------------- */
+
+/* A binary min-heap of (due, seq) with a back-pointer so an entry can be
+ * removed in O(log n) when its request is cancelled. seq breaks ties in
+ * insertion order. */
+typedef struct stg__timer {
+    int64_t due_us;
+    uint64_t seq;
+    void *item;
+    size_t *index; /* where the item keeps its heap position; SIZE_MAX: not in */
+} stg__timer;
+
+typedef struct stg__heap {
+    stg__timer *v;
+    size_t n, cap;
+    uint64_t next_seq;
+} stg__heap;
+
+#define STG__NOT_IN_HEAP SIZE_MAX
+
+void stg__heap_init(stg__heap *h);
+void stg__heap_free(stg__heap *h);
+/* Insert; *index is kept up to date while the entry is in. Returns false
+ * when out of memory (nothing inserted). */
+bool stg__heap_push(stg__heap *h, int64_t due_us, void *item, size_t *index);
+/* The earliest entry, or NULL when empty. */
+const stg__timer *stg__heap_top(const stg__heap *h);
+/* Remove the entry at position i (from its *index); sets *index to
+ * STG__NOT_IN_HEAP. */
+void stg__heap_remove(stg__heap *h, size_t i);
+
+/* ---- hosts.c: per-key limiter, budget and breaker of the engine ---------- */
+
+typedef struct stg__host_change {
+    stg_breaker_state from, to;
+    int64_t now_us;
+} stg__host_change;
+
+/* One per limit key (the URL's host[:port], or stg_request.limit_key).
+ * Allocated one by one (the breaker and adaptive limiter hold mutexes and
+ * must not move) and freed with the engine. */
+typedef struct stg__host {
+    struct stg__host *next; /* hash chain */
+    char *key;
+    bool has_bucket, has_adaptive, has_budget, has_breaker;
+    stg_bucket bucket;
+    stg_adaptive adaptive;
+    stg_budget budget;
+    stg_breaker breaker;
+    /* Breaker changes, queued by the breaker's on_change (which runs with
+     * the breaker's mutex held) and emitted as events afterwards. */
+    stg__host_change changes[8];
+    int n_changes;
+    stg_breaker_change_fn user_change;
+    void *user_data;
+} stg__host;
+
+typedef struct stg__hosts {
+    stg__host **b;
+    size_t cap, n;
+} stg__hosts;
+
+void stg__hosts_init(stg__hosts *t);
+void stg__hosts_free(stg__hosts *t);
+/* Find or create the host for key (set up from cfg at now_us). NULL when
+ * out of memory (*err = STG_ENOMEM) or cfg is invalid (*err = STG_EINVAL). */
+stg__host *stg__hosts_get(stg__hosts *t, const char *key, const stg_engine_config *cfg,
+                          int64_t now_us, int *err);
+/* Check that cfg's limiter, budget and breaker settings are valid. */
+int stg__hosts_check_config(const stg_engine_config *cfg, int64_t now_us);
+
+/* ---- events.c ------------------------------------------------------------ */
+
+void stg__event_init(stg_event *ev, stg_event_type type, uint64_t id, int64_t now_us,
+                     int64_t wall_us);
+/* Coarse class of an attempt for logs and metrics: "2xx", "3xx", "4xx",
+ * "quota" (429), "5xx", "outage" (503), "1xx", "error" (no response). */
+const char *stg__status_class(int status, stg_net_error err);
+
+#endif

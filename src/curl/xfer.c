@@ -1,0 +1,176 @@
+/*
+ * What one attempt receives: the body (up to max_body bytes), the raw header
+ * block of the latest response, and the hints parsed from it. Shared by the
+ * blocking call and the engine.
+ *
+ * Invariants: a status line ("HTTP/...") starts a new response: the header
+ * block and hints are reset, so after redirects or a 100 Continue only the
+ * final response's headers and hints remain; stg__xfer_reset() at the start
+ * of each attempt drops the previous attempt's body and headers, so a
+ * discarded attempt never leaks into a result. Buffers are NUL-terminated
+ * whenever non-NULL. Hints are parsed with the wall clock the loop stored in
+ * wall_now_us (read once per pass), never by reading a clock here.
+ */
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "curl/internal.h"
+
+#define DEFAULT_MAX_BODY ((size_t)64 << 20)
+
+bool stg__buf_put(stg__buf *b, const void *data, size_t n)
+{
+    if (b->len + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 256;
+        while (cap < b->len + n + 1) {
+            if (cap > SIZE_MAX / 2)
+                return false;
+            cap *= 2;
+        }
+        char *p = realloc(b->p, cap);
+        if (!p)
+            return false;
+        b->p = p;
+        b->cap = cap;
+    }
+    if (n)
+        memcpy(b->p + b->len, data, n);
+    b->len += n;
+    b->p[b->len] = '\0';
+    return true;
+}
+
+void stg__buf_free(stg__buf *b)
+{
+    free(b->p);
+    b->p = NULL;
+    b->len = b->cap = 0;
+}
+
+static void buf_clear(stg__buf *b)
+{
+    b->len = 0;
+    if (b->p)
+        b->p[0] = '\0';
+}
+
+void stg__xfer_init(stg__xfer *x, size_t max_body)
+{
+    memset(x, 0, sizeof *x);
+    x->max_body = max_body ? max_body : DEFAULT_MAX_BODY;
+    stg_hints_init(&x->hints);
+}
+
+void stg__xfer_reset(stg__xfer *x)
+{
+    buf_clear(&x->body);
+    buf_clear(&x->headers);
+    stg_hints_init(&x->hints);
+    x->truncated = false;
+    x->oom = false;
+    x->errbuf[0] = '\0';
+}
+
+void stg__xfer_free(stg__xfer *x)
+{
+    stg__buf_free(&x->body);
+    stg__buf_free(&x->headers);
+}
+
+static size_t on_body(char *data, size_t size, size_t nmemb, void *arg)
+{
+    stg__xfer *x = arg;
+    size_t n = size * nmemb;
+    size_t keep = n;
+    if (x->body.len >= x->max_body)
+        keep = 0;
+    else if (keep > x->max_body - x->body.len)
+        keep = x->max_body - x->body.len;
+    if (keep < n)
+        x->truncated = true;
+    if (keep && !stg__buf_put(&x->body, data, keep)) {
+        x->oom = true;
+        return 0; /* CURLE_WRITE_ERROR aborts the transfer */
+    }
+    return n;
+}
+
+static size_t on_header(char *data, size_t size, size_t nmemb, void *arg)
+{
+    stg__xfer *x = arg;
+    size_t n = size * nmemb;
+    if (n >= 5 && memcmp(data, "HTTP/", 5) == 0) {
+        buf_clear(&x->headers); /* a new response: forget the previous one */
+        stg_hints_init(&x->hints);
+    }
+    if (!stg__buf_put(&x->headers, data, n)) {
+        x->oom = true;
+        return 0;
+    }
+    /* Malformed hints are simply absent; the return value is advisory. */
+    (void)stg_hints_header_line(&x->hints, data, n, x->wall_now_us);
+    return n;
+}
+
+void stg__xfer_attach(CURL *easy, stg__xfer *x)
+{
+    curl_easy_setopt(easy, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(easy, CURLOPT_WRITEDATA, x);
+    curl_easy_setopt(easy, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(easy, CURLOPT_HEADERDATA, x);
+    curl_easy_setopt(easy, CURLOPT_ERRORBUFFER, x->errbuf);
+    curl_easy_setopt(easy, CURLOPT_NOSIGNAL, 1L);
+}
+
+void stg__xfer_detach(CURL *easy)
+{
+    curl_easy_setopt(easy, CURLOPT_WRITEFUNCTION, (curl_write_callback)NULL);
+    curl_easy_setopt(easy, CURLOPT_WRITEDATA, (void *)stdout);
+    curl_easy_setopt(easy, CURLOPT_HEADERFUNCTION, (curl_write_callback)NULL);
+    curl_easy_setopt(easy, CURLOPT_HEADERDATA, (void *)NULL);
+    curl_easy_setopt(easy, CURLOPT_ERRORBUFFER, (char *)NULL);
+}
+
+static char *take(stg__buf *b, size_t *len)
+{
+    char *p = b->p;
+    *len = b->len;
+    if (!p) {
+        p = calloc(1, 1);
+        *len = 0;
+    }
+    b->p = NULL;
+    b->len = b->cap = 0;
+    return p;
+}
+
+void stg__xfer_move_to(stg__xfer *x, stg_result *r)
+{
+    r->body = take(&x->body, &r->body_len);
+    r->headers = take(&x->headers, &r->headers_len);
+    r->hints = x->hints;
+    r->body_truncated = x->truncated;
+}
+
+static long to_ms(int64_t us)
+{
+    if (us <= 0)
+        return 1;
+    int64_t ms = (us + 999) / 1000;
+    if (ms > (int64_t)(LONG_MAX / 2))
+        ms = (int64_t)(LONG_MAX / 2);
+    return ms < 1 ? 1 : (long)ms;
+}
+
+void stg__attempt_timeouts(const stg_policy *p, int64_t remaining_us, long *connect_ms,
+                           long *total_ms)
+{
+    int64_t c = p->connect_timeout_us, t = p->attempt_timeout_us;
+    if (remaining_us < c)
+        c = remaining_us;
+    if (remaining_us < t)
+        t = remaining_us;
+    *connect_ms = to_ms(c);
+    *total_ms = to_ms(t);
+}

@@ -1,0 +1,646 @@
+/*
+ * Integration tests of stg_engine against `stagger serve` on 127.0.0.1
+ * (started per test with --port 0, stopped at the end):
+ *  - 10 000 requests at concurrency 200, half of them submitted from
+ *    completion callbacks: every callback fires exactly once (counted per
+ *    id), no leak (the suite runs under ASan/LSan);
+ *  - Retry-After waits are timers: 20 requests each told to wait 1 s at
+ *    concurrency 5 finish in about 1 s, not 4;
+ *  - a FIXED limiter at rate R never lets the server see more than
+ *    burst + R * t requests in any window (server log arrival times);
+ *  - the breaker: defer_when_open gives up with BREAKER_OPEN; without it a
+ *    request waits for half-open and the probe closes the breaker; a
+ *    limit_key shares one breaker between URLs;
+ *  - the retry budget gives up with BUDGET_EXHAUSTED;
+ *  - cancel one, cancel all, stop, free with requests pending;
+ *  - the adaptive limiter against a rate-limited server (smoke).
+ *
+ * Needs STAGGER (the stagger binary) in the environment. Only loopback
+ * traffic.
+ */
+#define _GNU_SOURCE
+#if defined(__has_include) && !__has_include(<curl/curl.h>)
+/* libstagger-curl is not built here (no libcurl): nothing to test. */
+int main(void);
+int main(void)
+{
+    return 0;
+}
+#else
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cmocka_all.h"
+
+#include <stagger/curl.h>
+
+/* ---- the test server (same helper in test_perform.c) ---------------------- */
+
+typedef struct server {
+    pid_t pid;
+    int port;
+    char dir[64];
+    char log[96];
+} server;
+
+/* Servers still running: a failed assertion leaves a test early, and the
+ * teardown stops what it left behind. */
+static pid_t live[8];
+
+static void live_add(pid_t pid)
+{
+    for (int i = 0; i < 8; i++)
+        if (!live[i]) {
+            live[i] = pid;
+            return;
+        }
+}
+
+static void live_del(pid_t pid)
+{
+    for (int i = 0; i < 8; i++)
+        if (live[i] == pid)
+            live[i] = 0;
+}
+
+static int stop_leftovers(void **state)
+{
+    (void)state;
+    for (int i = 0; i < 8; i++)
+        if (live[i] > 0) {
+            kill(live[i], SIGTERM);
+            waitpid(live[i], NULL, 0);
+            live[i] = 0;
+        }
+    return 0;
+}
+
+static int64_t now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+static void server_start(server *s, const char *const *args)
+{
+    memset(s, 0, sizeof *s);
+    const char *bin = getenv("STAGGER");
+    if (!bin)
+        fail_msg("STAGGER is not set");
+    snprintf(s->dir, sizeof s->dir, "/tmp/stg_it_XXXXXX");
+    assert_non_null(mkdtemp(s->dir));
+    snprintf(s->log, sizeof s->log, "%s/log", s->dir);
+    char out[96];
+    snprintf(out, sizeof out, "%s/out", s->dir);
+    const char *argv[40] = {bin, "serve", "--bind", "127.0.0.1", "--port", "0", "--threads", "2",
+                            "--log", s->log};
+    int n = 10;
+    for (int i = 0; args && args[i] && n < 38; i++)
+        argv[n++] = args[i];
+    argv[n] = NULL;
+    s->pid = fork();
+    assert_true(s->pid >= 0);
+    if (s->pid == 0) {
+        int fd = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        if (fd < 0)
+            _exit(126);
+        dup2(fd, 1);
+        execv(bin, (char *const *)argv);
+        _exit(127);
+    }
+    live_add(s->pid);
+    for (int i = 0; i < 500 && !s->port; i++) {
+        FILE *f = fopen(out, "r");
+        char line[128] = "";
+        if (f) {
+            if (fgets(line, sizeof line, f) && strchr(line, '\n'))
+                sscanf(line, "listening on http://127.0.0.1:%d", &s->port);
+            fclose(f);
+        }
+        if (!s->port)
+            usleep(20000);
+    }
+    if (!s->port)
+        fail_msg("stagger serve did not start");
+}
+
+static void server_stop(server *s)
+{
+    if (s->pid > 0) {
+        kill(s->pid, SIGTERM);
+        int st;
+        waitpid(s->pid, &st, 0);
+        live_del(s->pid);
+        s->pid = 0;
+    }
+}
+
+static void server_cleanup(server *s)
+{
+    server_stop(s);
+    char path[128];
+    snprintf(path, sizeof path, "%s/out", s->dir);
+    unlink(path);
+    unlink(s->log);
+    rmdir(s->dir);
+}
+
+static int log_count(const server *s, const char *needle)
+{
+    FILE *f = fopen(s->log, "r");
+    if (!f)
+        return -1;
+    char line[1024];
+    int n = 0;
+    while (fgets(line, sizeof line, f))
+        if (strstr(line, needle))
+            n++;
+    fclose(f);
+    return n;
+}
+
+static void url_of(const server *s, const char *path, char *buf, size_t size)
+{
+    snprintf(buf, size, "http://127.0.0.1:%d%s", s->port, path);
+}
+
+/* ---- 10 000 requests ------------------------------------------------------ */
+
+#define MANY 10000
+#define FIRST_WAVE 5000
+
+typedef struct many_ctx {
+    unsigned char calls[MANY + 2];
+    int done, ok, bad_id, extra_submits, submit_errors;
+    char url[128];
+} many_ctx;
+
+static void many_done(stg_engine *e, uint64_t id, const stg_result *r, void *data)
+{
+    many_ctx *c = data;
+    if (id == 0 || id > MANY) {
+        c->bad_id++;
+        return;
+    }
+    c->calls[id]++;
+    c->done++;
+    if (r->action == STG_ACTION_SUCCESS && r->status == 200 && r->body_len > 0)
+        c->ok++;
+    if (c->extra_submits < MANY - FIRST_WAVE) { /* a callback that submits more */
+        c->extra_submits++;
+        stg_request rq = {.url = c->url};
+        if (stg_engine_submit(e, &rq, many_done, c, NULL) != STG_OK)
+            c->submit_errors++;
+    }
+}
+
+static void test_ten_thousand(void **state)
+{
+    (void)state;
+    server s;
+    const char *args[] = {"--threads", "2", NULL};
+    server_start(&s, args);
+    many_ctx *c = calloc(1, sizeof *c);
+    url_of(&s, "/item?n=1", c->url, sizeof c->url);
+    stg_engine_config cfg = {.concurrency = 200, .seed = 1};
+    int err = -1;
+    stg_engine *e = stg_engine_new(&cfg, &err);
+    assert_non_null(e);
+    assert_int_equal(err, STG_OK);
+    for (int i = 0; i < FIRST_WAVE; i++) {
+        stg_request rq = {.url = c->url};
+        uint64_t id = 0;
+        assert_int_equal(stg_engine_submit(e, &rq, many_done, c, &id), STG_OK);
+        assert_int_equal(id, (uint64_t)i + 1);
+    }
+    int64_t t0 = now_us();
+    int left = -1;
+    for (int pass = 0; pass < 2000000 && (left = stg_engine_run(e, STG_MS(100))) > 0; pass++) {
+        if (now_us() - t0 > STG_SEC(120))
+            fail_msg("10 000 requests did not finish in 120 s (%d left)", left);
+    }
+    print_message("10000 requests in %.2f s\n", (double)(now_us() - t0) / 1e6);
+    assert_int_equal(left, 0);
+    assert_int_equal(c->bad_id, 0);
+    assert_int_equal(c->submit_errors, 0);
+    assert_int_equal(c->done, MANY);
+    assert_int_equal(c->ok, MANY);
+    for (int id = 1; id <= MANY; id++)
+        if (c->calls[id] != 1)
+            fail_msg("callback for id %d ran %d times", id, c->calls[id]);
+    stg_engine_stats st;
+    stg_engine_stats_get(e, &st);
+    assert_int_equal(st.submitted, MANY);
+    assert_int_equal(st.finished, MANY);
+    assert_int_equal(st.succeeded, MANY);
+    assert_int_equal(st.attempts, MANY);
+    assert_int_equal(st.in_flight, 0);
+    stg_engine_free(e);
+    server_stop(&s);
+    assert_int_equal(log_count(&s, "\"/item\""), MANY);
+    free(c);
+    server_cleanup(&s);
+}
+
+/* ---- Retry-After waits are timers ------------------------------------------ */
+
+typedef struct simple_ctx {
+    int done, ok, cancelled, breaker_open, budget, deadline;
+    int64_t last_done_us;
+    stg_reason last_reason;
+    int last_attempts;
+} simple_ctx;
+
+static void simple_done(stg_engine *e, uint64_t id, const stg_result *r, void *data)
+{
+    (void)e;
+    (void)id;
+    simple_ctx *c = data;
+    c->done++;
+    c->ok += r->action == STG_ACTION_SUCCESS;
+    c->cancelled += r->reason == STG_REASON_CANCELLED;
+    c->breaker_open += r->reason == STG_REASON_BREAKER_OPEN;
+    c->budget += r->reason == STG_REASON_BUDGET_EXHAUSTED;
+    c->deadline += r->reason == STG_REASON_DEADLINE;
+    c->last_done_us = now_us();
+    c->last_reason = r->reason;
+    c->last_attempts = r->attempts;
+}
+
+static void test_waits_are_timers(void **state)
+{
+    (void)state;
+    server s;
+    const char *args[] = {"--fail-first", "1", NULL};
+    server_start(&s, args);
+    char url[128];
+    url_of(&s, "/t", url, sizeof url);
+    stg_engine_config cfg = {.concurrency = 5, .seed = 2};
+    cfg.policy.backoff.base_us = STG_MS(50);
+    stg_engine *e = stg_engine_new(&cfg, NULL);
+    assert_non_null(e);
+    simple_ctx c = {0};
+    char hdr[20][40];
+    for (int i = 0; i < 20; i++) {
+        snprintf(hdr[i], sizeof hdr[i], "X-Client-Id: timer-%d", i);
+        const char *headers[] = {hdr[i], NULL};
+        stg_request rq = {.url = url, .headers = headers};
+        assert_int_equal(stg_engine_submit(e, &rq, simple_done, &c, NULL), STG_OK);
+    }
+    int64_t t0 = now_us();
+    assert_int_equal(stg_engine_drain(e), 0);
+    int64_t took = now_us() - t0;
+    print_message("20 requests with Retry-After 1 s at concurrency 5: %.2f s\n",
+                  (double)took / 1e6);
+    assert_int_equal(c.ok, 20);
+    /* Each waits >= 1 s (the hint), <= 1.2 s (spread); the waits overlap. */
+    assert_in_range_i64(took, STG_SEC(1), STG_MS(2000));
+    stg_engine_stats st;
+    stg_engine_stats_get(e, &st);
+    assert_int_equal(st.retries, 20);
+    assert_int_equal(st.status_429, 20);
+    stg_engine_free(e);
+    server_cleanup(&s);
+}
+
+/* ---- FIXED limiter ---------------------------------------------------------- */
+
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+static void test_fixed_limiter_bound(void **state)
+{
+    (void)state;
+    server s;
+    server_start(&s, NULL);
+    char url[128];
+    url_of(&s, "/limited", url, sizeof url);
+    const double rate = 40;
+    const int burst = 4, n = 100;
+    stg_engine_config cfg = {.concurrency = 50, .limiter = STG_LIMITER_FIXED, .rate = rate,
+                             .burst = burst};
+    stg_engine *e = stg_engine_new(&cfg, NULL);
+    assert_non_null(e);
+    simple_ctx c = {0};
+    for (int i = 0; i < n; i++) {
+        stg_request rq = {.url = url};
+        assert_int_equal(stg_engine_submit(e, &rq, simple_done, &c, NULL), STG_OK);
+    }
+    int64_t t0 = now_us();
+    assert_int_equal(stg_engine_drain(e), 0);
+    int64_t took = now_us() - t0;
+    assert_int_equal(c.ok, n);
+    stg_engine_stats st;
+    stg_engine_stats_get(e, &st);
+    assert_true(st.limiter_wait_us > 0);
+    stg_engine_free(e);
+    /* (n - burst) / rate = 2.4 s at least. */
+    assert_in_range_i64(took, STG_MS(2350), STG_MS(4000));
+    server_stop(&s);
+
+    int64_t t[128];
+    int m = 0;
+    FILE *f = fopen(s.log, "r");
+    assert_non_null(f);
+    char line[512];
+    while (m < 128 && fgets(line, sizeof line, f)) {
+        long long v;
+        if (sscanf(line, "{\"t_us\":%lld", &v) == 1)
+            t[m++] = v;
+    }
+    fclose(f);
+    assert_int_equal(m, n);
+    qsort(t, (size_t)m, sizeof t[0], cmp_i64);
+    /* In every window [t_i, t_j]: j - i + 1 <= burst + rate * (t_j - t_i),
+     * allowing 1 request of slack for scheduling jitter between the
+     * client's timer and the server's arrival stamp. */
+    int worst = 0;
+    for (int i = 0; i < m; i++)
+        for (int j = i; j < m; j++) {
+            double allowed = burst + rate * (double)(t[j] - t[i]) / 1e6;
+            int excess = (int)((j - i + 1) - allowed);
+            if (excess > worst)
+                worst = excess;
+            if ((double)(j - i + 1) > allowed + 1.0)
+                fail_msg("%d requests in %lld us: more than burst %d + rate %.0f/s * t", j - i + 1,
+                         (long long)(t[j] - t[i]), burst, rate);
+        }
+    print_message("fixed limiter: worst excess over burst + R*t: %d\n", worst);
+    server_cleanup(&s);
+}
+
+/* ---- breaker --------------------------------------------------------------- */
+
+typedef struct breaker_log {
+    int opened, half_opened, closed;
+} breaker_log;
+
+static void on_breaker_event(const stg_event *ev, void *data)
+{
+    breaker_log *b = data;
+    if (ev->type != STG_EVENT_BREAKER)
+        return;
+    if (ev->breaker_to == STG_BREAKER_OPEN)
+        b->opened++;
+    else if (ev->breaker_to == STG_BREAKER_HALF_OPEN)
+        b->half_opened++;
+    else
+        b->closed++;
+}
+
+static void test_breaker_defers(void **state)
+{
+    (void)state;
+    server s;
+    server_start(&s, NULL);
+    char url[128];
+    url_of(&s, "/status/503", url, sizeof url);
+    breaker_log bl = {0};
+    stg_engine_config cfg = {.concurrency = 1,
+                             .breaker = true,
+                             .defer_when_open = true,
+                             .on_event = on_breaker_event,
+                             .event_data = &bl};
+    cfg.breaker_config.consecutive_failures = 3;
+    cfg.breaker_config.open_us = STG_SEC(30);
+    cfg.policy.max_attempts = 1;
+    stg_engine *e = stg_engine_new(&cfg, NULL);
+    assert_non_null(e);
+    simple_ctx c = {0};
+    for (int i = 0; i < 10; i++) {
+        stg_request rq = {.url = url};
+        assert_int_equal(stg_engine_submit(e, &rq, simple_done, &c, NULL), STG_OK);
+    }
+    int64_t t0 = now_us();
+    assert_int_equal(stg_engine_drain(e), 0);
+    assert_true(now_us() - t0 < STG_SEC(2)); /* deferred, not waited for */
+    assert_int_equal(c.done, 10);
+    /* The first three fail (503, no retries) and the third trips the
+     * breaker; the other seven are deferred without a request. */
+    assert_int_equal(c.breaker_open, 7);
+    assert_int_equal(bl.opened, 1);
+    stg_engine_free(e);
+    server_stop(&s);
+    assert_int_equal(log_count(&s, "/status/503"), 3);
+    server_cleanup(&s);
+}
+
+static void test_breaker_half_open_shared_key(void **state)
+{
+    (void)state;
+    server s;
+    server_start(&s, NULL);
+    char bad[128], good[128];
+    url_of(&s, "/status/500", bad, sizeof bad);
+    url_of(&s, "/fine", good, sizeof good);
+    breaker_log bl = {0};
+    stg_engine_config cfg = {.concurrency = 4, .breaker = true, .on_event = on_breaker_event,
+                             .event_data = &bl};
+    cfg.breaker_config.consecutive_failures = 2;
+    cfg.breaker_config.open_us = STG_MS(300);
+    cfg.policy.max_attempts = 1;
+    stg_engine *e = stg_engine_new(&cfg, NULL);
+    assert_non_null(e);
+    simple_ctx c = {0};
+    stg_request rb = {.url = bad, .limit_key = "svc"};
+    assert_int_equal(stg_engine_submit(e, &rb, simple_done, &c, NULL), STG_OK);
+    assert_int_equal(stg_engine_submit(e, &rb, simple_done, &c, NULL), STG_OK);
+    assert_int_equal(stg_engine_drain(e), 0);
+    assert_int_equal(bl.opened, 1);
+    /* Another URL, same key: waits for half-open, probes, closes. */
+    simple_ctx g = {0};
+    stg_request rg = {.url = good, .limit_key = "svc"};
+    int64_t t0 = now_us();
+    assert_int_equal(stg_engine_submit(e, &rg, simple_done, &g, NULL), STG_OK);
+    assert_int_equal(stg_engine_submit(e, &rg, simple_done, &g, NULL), STG_OK);
+    assert_int_equal(stg_engine_drain(e), 0);
+    int64_t took = now_us() - t0;
+    assert_int_equal(g.ok, 2);
+    assert_in_range_i64(took, STG_MS(200), STG_MS(1500));
+    assert_int_equal(bl.half_opened, 1);
+    assert_int_equal(bl.closed, 1);
+    /* A different key is not affected by that breaker. */
+    stg_engine_free(e);
+    server_cleanup(&s);
+}
+
+/* ---- budget -------------------------------------------------------------- */
+
+static void test_budget_exhausted(void **state)
+{
+    (void)state;
+    server s;
+    server_start(&s, NULL);
+    char url[128];
+    url_of(&s, "/status/503", url, sizeof url);
+    stg_engine_config cfg = {.concurrency = 1, .budget = true};
+    cfg.budget_config.max_tokens = 4; /* retries while tokens > 2 */
+    cfg.policy.max_attempts = 10;
+    cfg.policy.backoff.base_us = STG_MS(5);
+    stg_engine *e = stg_engine_new(&cfg, NULL);
+    assert_non_null(e);
+    simple_ctx c = {0};
+    stg_request rq = {.url = url};
+    assert_int_equal(stg_engine_submit(e, &rq, simple_done, &c, NULL), STG_OK);
+    assert_int_equal(stg_engine_drain(e), 0);
+    assert_int_equal(c.budget, 1);
+    assert_int_equal(c.last_attempts, 2); /* 4 -> 3 (retry), 3 -> 2 (no) */
+    stg_engine_free(e);
+    server_cleanup(&s);
+}
+
+/* ---- cancel, stop, free ------------------------------------------------------ */
+
+typedef struct stop_ctx {
+    stg_engine *e;
+    int done, cancelled;
+} stop_ctx;
+
+static void stop_done(stg_engine *e, uint64_t id, const stg_result *r, void *data)
+{
+    (void)id;
+    stop_ctx *c = data;
+    c->done++;
+    c->cancelled += r->reason == STG_REASON_CANCELLED;
+    stg_engine_stop(e);
+}
+
+static void test_cancel_stop_free(void **state)
+{
+    (void)state;
+    server s;
+    const char *args[] = {"--fail-first", "1", "--fail-retry-after", "30", NULL};
+    server_start(&s, args);
+    char url[128];
+    url_of(&s, "/long", url, sizeof url);
+    stg_engine_config cfg = {.concurrency = 10};
+    cfg.policy.max_server_wait_us = STG_SEC(60);
+    stg_engine *e = stg_engine_new(&cfg, NULL);
+    assert_non_null(e);
+    simple_ctx c = {0};
+    uint64_t ids[6];
+    char hdr[6][40];
+    for (int i = 0; i < 6; i++) {
+        snprintf(hdr[i], sizeof hdr[i], "X-Client-Id: cancel-%d", i);
+        const char *headers[] = {hdr[i], NULL};
+        stg_request rq = {.url = url, .headers = headers};
+        assert_int_equal(stg_engine_submit(e, &rq, simple_done, &c, &ids[i]), STG_OK);
+    }
+    /* Run until all six wait on their 30 s Retry-After timers. */
+    stg_engine_stats st;
+    for (int i = 0; i < 500; i++) {
+        stg_engine_run(e, STG_MS(10));
+        stg_engine_stats_get(e, &st);
+        if (st.retries == 0 && st.status_429 == 6 && st.in_flight == 0)
+            break;
+    }
+    assert_int_equal(st.status_429, 6);
+    assert_int_equal(st.in_flight, 0);
+    assert_int_equal(stg_engine_cancel(e, ids[0]), STG_OK);
+    assert_int_equal(c.cancelled, 1); /* before cancel returned */
+    assert_int_equal(stg_engine_cancel(e, ids[0]), STG_ENOTFOUND);
+    assert_int_equal(stg_engine_cancel(e, 999), STG_ENOTFOUND);
+    assert_int_equal(stg_engine_run(e, 0), 5);
+    stg_engine_cancel_all(e);
+    assert_int_equal(c.cancelled, 6);
+    assert_int_equal(c.done, 6);
+    assert_int_equal(stg_engine_run(e, 0), 0);
+
+    /* stop from a callback makes drain return; free cancels the rest. */
+    stop_ctx sc = {e, 0, 0};
+    for (int i = 0; i < 3; i++) {
+        stg_request rq = {.url = url}; /* same client (the path): the 1st gets 429 */
+        assert_int_equal(stg_engine_submit(e, &rq, stop_done, &sc, NULL), STG_OK);
+    }
+    int left = stg_engine_drain(e);
+    assert_true(left >= 1 && left <= 2);
+    assert_int_equal(sc.done, 3 - left);
+    stg_engine_free(e);
+    assert_int_equal(sc.done, 3);
+    assert_int_equal(sc.cancelled, left);
+    server_cleanup(&s);
+}
+
+static void test_submit_errors(void **state)
+{
+    (void)state;
+    int err = 0;
+    stg_engine_config bad = {.concurrency = -1};
+    assert_null(stg_engine_new(&bad, &err));
+    assert_int_equal(err, STG_EINVAL);
+    stg_engine_config bad_rate = {.limiter = STG_LIMITER_FIXED, .rate = 0};
+    assert_null(stg_engine_new(&bad_rate, &err));
+    assert_int_equal(err, STG_EINVAL);
+    stg_engine *e = stg_engine_new(NULL, &err);
+    assert_non_null(e);
+    simple_ctx c = {0};
+    stg_request none = {0};
+    assert_int_equal(stg_engine_submit(e, &none, simple_done, &c, NULL), STG_EINVAL);
+    stg_request weird = {.url = "http://127.0.0.1:1/", .method = "FETCH"};
+    assert_int_equal(stg_engine_submit(e, &weird, simple_done, &c, NULL), STG_EINVAL);
+    const char *inject[] = {"X-A: 1\r\nX-B: 2", NULL};
+    stg_request inj = {.url = "http://127.0.0.1:1/", .headers = inject};
+    assert_int_equal(stg_engine_submit(e, &inj, simple_done, &c, NULL), STG_EINVAL);
+    assert_int_equal(c.done, 0); /* a failed submit never calls back */
+    assert_int_equal(stg_engine_drain(e), 0);
+    stg_engine_free(e);
+    stg_engine_free(NULL);
+}
+
+/* ---- adaptive smoke ---------------------------------------------------------- */
+
+static void test_adaptive_smoke(void **state)
+{
+    (void)state;
+    server s;
+    const char *args[] = {"--rate", "50", "--burst", "5", NULL};
+    server_start(&s, args);
+    char url[128];
+    url_of(&s, "/a", url, sizeof url);
+    stg_engine_config cfg = {.concurrency = 20, .limiter = STG_LIMITER_ADAPTIVE};
+    cfg.policy.backoff.base_us = STG_MS(100);
+    cfg.policy.max_attempts = 20;
+    stg_engine *e = stg_engine_new(&cfg, NULL);
+    assert_non_null(e);
+    simple_ctx c = {0};
+    for (int i = 0; i < 60; i++) {
+        stg_request rq = {.url = url};
+        assert_int_equal(stg_engine_submit(e, &rq, simple_done, &c, NULL), STG_OK);
+    }
+    assert_int_equal(stg_engine_drain(e), 0);
+    assert_int_equal(c.ok, 60);
+    stg_engine_stats st;
+    stg_engine_stats_get(e, &st);
+    print_message("adaptive: %llu attempts, %llu 429s for 60 requests\n",
+                  (unsigned long long)st.attempts, (unsigned long long)st.status_429);
+    stg_engine_free(e);
+    server_cleanup(&s);
+}
+
+int main(void)
+{
+    signal(SIGPIPE, SIG_IGN);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_teardown(test_submit_errors, stop_leftovers),
+        cmocka_unit_test_teardown(test_ten_thousand, stop_leftovers),
+        cmocka_unit_test_teardown(test_waits_are_timers, stop_leftovers),
+        cmocka_unit_test_teardown(test_fixed_limiter_bound, stop_leftovers),
+        cmocka_unit_test_teardown(test_breaker_defers, stop_leftovers),
+        cmocka_unit_test_teardown(test_breaker_half_open_shared_key, stop_leftovers),
+        cmocka_unit_test_teardown(test_budget_exhausted, stop_leftovers),
+        cmocka_unit_test_teardown(test_cancel_stop_free, stop_leftovers),
+        cmocka_unit_test_teardown(test_adaptive_smoke, stop_leftovers),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
+#endif

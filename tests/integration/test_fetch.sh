@@ -1,0 +1,236 @@
+# `stagger fetch` against `stagger serve` on 127.0.0.1: Retry-After (seconds
+# and HTTP-date) honoured within [hint, hint + spread]; a server wait above
+# the window handed back at once; POST retried only with an idempotency key;
+# 404/401 never retried; resets and hangs retried; the deadline; exit codes;
+# SIGINT; -o/-i; redaction of planted secrets in -v, the JSON log and the
+# metrics. Only loopback traffic; every server is stopped on exit.
+. "$(dirname "$0")/lib.sh"
+S=$STAGGER
+if ! "$S" fetch --help >/dev/null 2>&1; then
+  echo "stagger fetch not built (no libcurl): skipped"
+  exit 0
+fi
+T=$(mktemp -d /tmp/stg_fetch.XXXXXX)
+SRV_PID=
+
+stop_server() {
+  if [ -n "$SRV_PID" ]; then
+    kill "$SRV_PID" 2>/dev/null || true
+    wait "$SRV_PID" 2>/dev/null || true
+    SRV_PID=
+  fi
+}
+cleanup() { stop_server; rm -rf "$T"; }
+trap cleanup EXIT
+
+# start_server ARGS...: sets PORT, BASE and SRV_LOG (complete after stop_server).
+start_server() {
+  stop_server
+  SRV_LOG=$T/server.$RANDOM.log
+  : > "$T/srv.out"
+  "$S" serve --bind 127.0.0.1 --port 0 --threads 2 --log "$SRV_LOG" "$@" > "$T/srv.out" &
+  SRV_PID=$!
+  PORT=
+  for _ in $(seq 1 250); do
+    PORT=$(sed -n '1s|^listening on http://127.0.0.1:\([0-9]*\)$|\1|p' "$T/srv.out")
+    [ -n "$PORT" ] && break
+    sleep 0.02
+  done
+  [ -n "$PORT" ] || { echo "server did not start" >&2; exit 1; }
+  BASE=http://127.0.0.1:$PORT
+}
+
+now_ms() { echo $(( $(date +%s%N) / 1000000 )); }
+
+lines_for() { grep -c "$1" "$SRV_LOG" || true; }
+# evcheck NAME JSONL EVENT EXPR [CLIENT]: EXPR over j, the first event of
+# type EVENT in the JSON log, and g, the arrival gaps (ms) of CLIENT's
+# requests in the server log. One python run per check.
+evcheck() {
+  TESTS_RUN=$((TESTS_RUN + 1))
+  if ! python3 - "$2" "$3" "$4" "${5:-}" "${SRV_LOG:-}" <<'EOF'
+import json, sys
+path, event, expr, client, srv = sys.argv[1:6]
+j = next((json.loads(l) for l in open(path) if json.loads(l)["event"] == event), None)
+g = []
+if client:
+    t = [json.loads(l)["t_us"] for l in open(srv) if json.loads(l)["client"] == client]
+    g = [(b - a) / 1000 for a, b in zip(t, t[1:])]
+ok = j is not None and eval(expr)
+if not ok:
+    print("event:", j, "gaps:", g, file=sys.stderr)
+sys.exit(0 if ok else 1)
+EOF
+  then
+    fail "$1: $4"
+  fi
+}
+
+# ---- Retry-After in seconds: wait in [hint, hint + spread] ----------------
+start_server --fail-first 1
+expect_exit "retry-after seconds: success" 0 "$S" fetch -s -H 'X-Client-Id: ra-s' --base 100ms \
+  --log-json "$T/ra.jsonl" -o "$T/ra.out" "$BASE/ra"
+stop_server
+# spread = max(0.2 * 1000 ms, base 100 ms) = 200 ms; 150 ms of slack at the server.
+evcheck "retry-after seconds: parsed and honoured" "$T/ra.jsonl" wait \
+  'j["retry_after_ms"] == 1000 and 1000 <= j["wait_ms"] <= 1200 and j["status"] == 429 and j["reason"] == "retry_status" and len(g) == 1 and 1000 <= g[0] <= 1350' ra-s
+evcheck "retry-after seconds: 429 logged as quota" "$T/ra.jsonl" attempt_end \
+  'j["status_class"] == "quota" and j["method"] == "GET"'
+
+# ---- Retry-After as an HTTP-date ---------------------------------------------
+start_server --fail-first 1 --retry-after date
+expect_exit "retry-after date: success" 0 "$S" fetch -s -H 'X-Client-Id: ra-d' --base 100ms \
+  --log-json "$T/rd.jsonl" -o /dev/null "$BASE/rd"
+stop_server
+# A whole-second date of now + 1 s: the hint is 1-2 s; the wait lies in
+# [hint, hint + max(0.2 * hint, base)], and so does the server's gap (slack).
+evcheck "retry-after date: parsed and honoured" "$T/rd.jsonl" wait \
+  '900 <= j["retry_after_ms"] <= 2000 and j["retry_after_ms"] <= j["wait_ms"] <= j["retry_after_ms"] + max(0.2 * j["retry_after_ms"], 100) + 1 and len(g) == 1 and j["retry_after_ms"] - 5 <= g[0] <= j["retry_after_ms"] * 1.2 + 150' ra-d
+
+# ---- a server wait above the window: the 429 comes back at once --------------
+start_server
+t0=$(now_ms)
+expect_exit "long server wait: exit 3" 3 "$S" fetch -s --max-server-wait 5s -o "$T/long.out" \
+  "$BASE/status/429?retry_after=100"
+took=$(( $(now_ms) - t0 ))
+check "long server wait: handed back at once ($took ms)" [ "$took" -lt 1500 ]
+check "long server wait: -o has the 429 body" grep -q '"status":429' "$T/long.out"
+
+# ---- 404 and 401 are never retried ---------------------------------------------
+expect_exit "404: exit 4" 4 "$S" fetch -s -o /dev/null "$BASE/status/404"
+expect_exit "401: exit 4" 4 "$S" fetch -s -o /dev/null "$BASE/status/401"
+
+# ---- -o keeps a final 503, -i includes headers ---------------------------------
+expect_exit "503 after retries: exit 3" 3 "$S" fetch -s --retries 1 --base 10ms -o "$T/503.out" \
+  "$BASE/status/503"
+check "-o has the final 503 body" grep -q '"status":503' "$T/503.out"
+"$S" fetch -i "$BASE/fine" > "$T/inc.out"
+check "-i: status line first" sh -c "head -1 '$T/inc.out' | grep -q '^HTTP/1.1 200'"
+check "-i: body after headers" grep -q '"ok":true' "$T/inc.out"
+stop_server
+check "404 sent once" [ "$(lines_for '"/status/404"')" = 1 ]
+check "401 sent once" [ "$(lines_for '"/status/401"')" = 1 ]
+check "long wait: one request" [ "$(lines_for '"/status/429"')" = 1 ]
+check "503: two attempts" [ "$(lines_for '"/status/503"')" = 2 ]
+
+# ---- POST: retried only with an idempotency key -----------------------------------
+start_server --fail-first 1
+head -c 30000 /dev/zero | tr '\0' 'b' > "$T/body"
+expect_exit "POST without key: not retried (exit 4)" 4 "$S" fetch -s -H 'X-Client-Id: post-nokey' \
+  -d 'a=1' -o /dev/null "$BASE/echo"
+expect_exit "POST with key auto: retried" 0 "$S" fetch -s -H 'X-Client-Id: post-key' --base 50ms \
+  --idempotency-key auto --data-binary "@$T/body" -o "$T/post.out" "$BASE/echo"
+expect_exit "PUT retried without key" 0 "$S" fetch -s -X PUT -H 'X-Client-Id: put' --base 50ms \
+  -d 'x=1' -o "$T/put.out" "$BASE/echo"
+stop_server
+check "POST without key: one request" [ "$(lines_for '"client":"post-nokey"')" = 1 ]
+check "POST with key: two requests" [ "$(lines_for '"client":"post-key"')" = 2 ]
+key=$(sed -n 's/.*"Idempotency-Key":"\([^"]*\)".*/\1/p' "$T/post.out")
+check "key auto is a UUIDv4 ($key)" sh -c "echo '$key' | grep -Eqx '[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}'"
+check "same key on both attempts" [ "$(lines_for "\"key\":\"$key\"")" = 2 ]
+check "retried POST carried the whole body" grep -q '"body_length":30000' "$T/post.out"
+check "retried POST was a POST" grep -q '"method":"POST"' "$T/post.out"
+check "retried PUT carried its body" grep -q '"method":"PUT".*"body":"x=1"' "$T/put.out"
+check "PUT: two requests" [ "$(lines_for '"client":"put"')" = 2 ]
+
+# ---- connection reset and hang are retried ------------------------------------------
+start_server --reset-every 2
+"$S" fetch -s -o /dev/null "$BASE/warm"                # request 1: fine
+expect_exit "reset: retried" 0 "$S" fetch -v -o /dev/null --base 50ms "$BASE/reset"
+check "reset: -v shows it" grep -q 'attempt 1: reset' /tmp/stg_err.$$
+stop_server
+check "reset: logged, then answered" [ "$(grep '"/reset"' "$SRV_LOG" | sed 's/.*"status":\([^,]*\),.*/\1/' | tr '\n' ' ')" = '"reset" 200 ' ]
+
+start_server --hang-every 2
+"$S" fetch -s -o /dev/null "$BASE/warm"
+t0=$(now_ms)
+expect_exit "hang: timed out and retried" 0 "$S" fetch -v -o /dev/null --base 50ms --max-time 300ms "$BASE/hang"
+took=$(( $(now_ms) - t0 ))
+check "hang: -v shows the timeout" grep -q 'attempt 1: timeout' /tmp/stg_err.$$
+check "hang: took the attempt timeout ($took ms)" [ "$took" -ge 300 -a "$took" -lt 2500 ]
+stop_server
+check "hang: two requests" [ "$(lines_for '"/hang"')" = 2 ]
+
+# ---- the deadline holds ---------------------------------------------------------------
+start_server --hang-every 1
+t0=$(now_ms)
+expect_exit "deadline with hanging server: exit 5" 5 "$S" fetch -s --deadline 1s --max-time 10s "$BASE/x"
+took=$(( $(now_ms) - t0 ))
+check "deadline: ended at 1 s ($took ms)" [ "$took" -ge 900 -a "$took" -lt 1500 ]
+stop_server
+start_server
+t0=$(now_ms)
+expect_exit "deadline with 503s: exit 5" 5 "$S" fetch -s --deadline 1500ms --base 200ms --retries 100 \
+  -o /dev/null "$BASE/status/503"
+took=$(( $(now_ms) - t0 ))
+check "deadline: 1.5 s held ($took ms)" [ "$took" -lt 2000 ]
+
+# ---- SIGINT cancels a long wait: exit 130 -------------------------------------------------
+"$S" fetch -s --max-server-wait 60s -o /dev/null "$BASE/status/503?retry_after=20" &
+fp=$!
+for _ in $(seq 1 100); do
+  [ -s "$SRV_LOG" ] && grep -q 'retry_after' "$SRV_LOG" 2>/dev/null && break
+  sleep 0.05
+done
+sleep 0.3
+t0=$(now_ms)
+kill -INT $fp
+set +e; wait $fp; got=$?; set -e
+took=$(( $(now_ms) - t0 ))
+check "SIGINT: exit 130 (got $got)" [ "$got" = 130 ]
+check "SIGINT: prompt ($took ms)" [ "$took" -lt 1000 ]
+
+# ---- redaction: planted secrets never reach -v, the log or the metrics ------------------------
+stop_server
+start_server --fail-first 1
+URL="http://someone:SECRETPW@127.0.0.1:$PORT/echo?token=SECRETQ&SECRETBARE&x=SECRETX#SECRETF"
+set +e
+"$S" fetch -v -H 'X-Client-Id: redact' -H 'Authorization: Bearer SECRETAUTH' \
+  -H 'Cookie: sid=SECRETCOOKIE' -H 'X-Api-Key: SECRETKEY' -H 'X-Custom: SECRETCUSTOM' \
+  --secret-header X-Custom --base 20ms --log-json "$T/red.jsonl" --metrics "$T/red.prom" \
+  -o "$T/red.out" "$URL" 2> "$T/red.err"
+rc=$?
+set -e
+check "redaction run: exit 0 (got $rc)" [ "$rc" = 0 ]
+check "the secrets were really sent" grep -q SECRETAUTH "$T/red.out"
+check "the request was retried" grep -q '"event":"wait"' "$T/red.jsonl"
+for f in red.err red.jsonl red.prom; do
+  check "no planted secret in $f" sh -c "! grep -q SECRET '$T/$f'"
+done
+check "-v shows the redacted URL" grep -q "/echo?token=REDACTED&REDACTED&x=REDACTED" "$T/red.err"
+check "-v shows a redacted Authorization" grep -q '> Authorization: REDACTED' "$T/red.err"
+check "metrics: 429 counted as quota" grep -q 'stagger_attempts_total{class="quota"} 1' "$T/red.prom"
+check "metrics: one success" grep -q '^stagger_successes_total 1' "$T/red.prom"
+check "metrics: retry by cause 429" grep -q 'stagger_retries_total{reason="retry_status",cause="429"} 1' "$T/red.prom"
+# A transport failure with secrets in the URL: the error message is redacted too.
+stop_server
+set +e
+"$S" fetch -v --retries 1 --base 10ms --log-json "$T/red2.jsonl" "$URL" 2> "$T/red2.err"
+rc=$?
+set -e
+check "refused: exit 6 (got $rc)" [ "$rc" = 6 ]
+check "refused: no planted secret in -v/errors" sh -c "! grep -q SECRET '$T/red2.err' '$T/red2.jsonl'"
+check "refused: classified" grep -q 'connect_refused' "$T/red2.err"
+
+# ---- 503 is an outage in the log ------------------------------------------------------------
+start_server
+"$S" fetch -s --retries 0 --log-json "$T/o.jsonl" -o /dev/null "$BASE/status/503" || true
+evcheck "503 logged as outage" "$T/o.jsonl" give_up \
+  'j["status_class"] == "outage" and j["reason"] == "attempts_exhausted" and j["outcome"] == "give_up"'
+stop_server
+
+# ---- bad usage: exit 2 with one line, never a crash ---------------------------------------------
+for args in "" "--retries abc $BASE/x" "--bogus $BASE/x" "--burst 5 $BASE/x" "ftp://127.0.0.1/x" \
+    "-d @$T/missing $BASE/x" "--deadline -1s $BASE/x" "--connect-timeout 0 $BASE/x" \
+    "--rate 10/y $BASE/x" "-X BAD\\METHOD $BASE/x" "$BASE/a $BASE/b" "--idempotency-key" \
+    "--base 2s --cap 1s $BASE/x" "-H Authorization;SECRETH $BASE/x" "-H NoColonSECRETH $BASE/x" \
+    "http://u:SECRETU@127.0.0.1:1/a http://127.0.0.1:1/b"; do
+  # shellcheck disable=SC2086
+  expect_exit "usage: '$args'" 2 "$S" fetch $args
+  check "usage: '$args' prints one line" [ "$(wc -l < /tmp/stg_err.$$)" = 1 ]
+  check "usage: '$args' echoes no secret" sh -c "! grep -q SECRET /tmp/stg_err.$$"
+done
+expect_exit "--help" 0 "$S" fetch --help
+check "--help lists the exit codes" grep -q '130 interrupted' /tmp/stg_out.$$
+
+finish

@@ -1,0 +1,91 @@
+/*
+ * Unit tests of CURLcode classification (stg_curl_classify) and of the
+ * per-attempt timeouts bounded by the deadline.
+ */
+#if defined(__has_include) && !__has_include(<curl/curl.h>)
+/* libstagger-curl is not built here (no libcurl): nothing to test. */
+int main(void);
+int main(void)
+{
+    return 0;
+}
+#else
+#include "cmocka_all.h"
+
+#include <stagger/curl.h>
+
+#include "curl/internal.h"
+
+static void test_classes(void **state)
+{
+    (void)state;
+    assert_int_equal(stg_curl_classify(CURLE_OK, 0), STG_NET_NONE);
+    assert_int_equal(stg_curl_classify(CURLE_COULDNT_CONNECT, 0), STG_NET_CONNECT_REFUSED);
+    assert_int_equal(stg_curl_classify(CURLE_OPERATION_TIMEDOUT, 0), STG_NET_CONNECT_TIMEOUT);
+    assert_int_equal(stg_curl_classify(CURLE_OPERATION_TIMEDOUT, 1), STG_NET_TIMEOUT);
+    assert_int_equal(stg_curl_classify(CURLE_OPERATION_TIMEDOUT, 250000), STG_NET_TIMEOUT);
+    assert_int_equal(stg_curl_classify(CURLE_RECV_ERROR, 5), STG_NET_RESET);
+    assert_int_equal(stg_curl_classify(CURLE_SEND_ERROR, 5), STG_NET_RESET);
+    assert_int_equal(stg_curl_classify(CURLE_GOT_NOTHING, 5), STG_NET_RESET);
+    assert_int_equal(stg_curl_classify(CURLE_PARTIAL_FILE, 5), STG_NET_RESET);
+    assert_int_equal(stg_curl_classify(CURLE_COULDNT_RESOLVE_HOST, 0), STG_NET_DNS);
+    assert_int_equal(stg_curl_classify(CURLE_COULDNT_RESOLVE_PROXY, 0), STG_NET_DNS);
+    const CURLcode tls[] = {CURLE_SSL_CONNECT_ERROR,     CURLE_PEER_FAILED_VERIFICATION,
+                            CURLE_SSL_CERTPROBLEM,       CURLE_SSL_CIPHER,
+                            CURLE_SSL_CACERT_BADFILE,    CURLE_SSL_ENGINE_NOTFOUND,
+                            CURLE_SSL_ENGINE_SETFAILED,  CURLE_SSL_ENGINE_INITFAILED,
+                            CURLE_SSL_SHUTDOWN_FAILED,   CURLE_SSL_CRL_BADFILE,
+                            CURLE_SSL_ISSUER_ERROR,      CURLE_SSL_PINNEDPUBKEYNOTMATCH,
+                            CURLE_SSL_INVALIDCERTSTATUS, CURLE_SSL_CLIENTCERT,
+                            CURLE_USE_SSL_FAILED};
+    for (size_t i = 0; i < sizeof tls / sizeof tls[0]; i++)
+        assert_int_equal(stg_curl_classify(tls[i], 0), STG_NET_TLS);
+    const CURLcode other[] = {CURLE_UNSUPPORTED_PROTOCOL, CURLE_URL_MALFORMAT,
+                              CURLE_WRITE_ERROR,          CURLE_ABORTED_BY_CALLBACK,
+                              CURLE_TOO_MANY_REDIRECTS,   CURLE_OUT_OF_MEMORY,
+                              CURLE_HTTP2,                CURLE_BAD_CONTENT_ENCODING};
+    for (size_t i = 0; i < sizeof other / sizeof other[0]; i++)
+        assert_int_equal(stg_curl_classify(other[i], 0), STG_NET_OTHER);
+}
+
+static void test_every_code_has_one_class(void **state)
+{
+    (void)state;
+    for (int c = 0; c < CURL_LAST; c++) {
+        stg_net_error e = stg_curl_classify((CURLcode)c, 0);
+        assert_in_range(e, STG_NET_NONE, STG_NET_OTHER);
+        assert_true((e == STG_NET_NONE) == (c == CURLE_OK));
+    }
+}
+
+static void test_attempt_timeouts(void **state)
+{
+    (void)state;
+    stg_policy p;
+    stg_policy zero = {0};
+    assert_int_equal(stg_policy_resolve(&zero, &p), STG_OK);
+    long c, t;
+    stg__attempt_timeouts(&p, INT64_MAX, &c, &t);
+    assert_int_equal(c, 5000);
+    assert_int_equal(t, 10000);
+    stg__attempt_timeouts(&p, STG_MS(1500), &c, &t); /* bounded by the deadline */
+    assert_int_equal(c, 1500);
+    assert_int_equal(t, 1500);
+    stg__attempt_timeouts(&p, 1, &c, &t); /* never 0: that would mean "no timeout" */
+    assert_int_equal(c, 1);
+    assert_int_equal(t, 1);
+    stg__attempt_timeouts(&p, STG_MS(7000), &c, &t);
+    assert_int_equal(c, 5000);
+    assert_int_equal(t, 7000);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_classes),
+        cmocka_unit_test(test_every_code_has_one_class),
+        cmocka_unit_test(test_attempt_timeouts),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
+#endif

@@ -1,0 +1,230 @@
+/*
+ * Unit tests of libstagger-curl's redaction: URLs of many shapes (userinfo,
+ * IPv6, ports, queries with and without values, fragments, percent-encoding,
+ * no scheme, malformed authorities), truncation that must never reveal a
+ * secret, free-text redaction, limiter keys, and secret header names.
+ */
+#if defined(__has_include) && !__has_include(<curl/curl.h>)
+/* libstagger-curl is not built here (no libcurl): nothing to test. */
+int main(void);
+int main(void)
+{
+    return 0;
+}
+#else
+#include <string.h>
+
+#include "cmocka_all.h"
+
+#include <stagger/curl.h>
+
+#include "curl/internal.h"
+
+static void check_url(const char *in, const char *want)
+{
+    char buf[512];
+    size_t n = stg_redact_url(in, buf, sizeof buf);
+    if (strcmp(buf, want) != 0)
+        fail_msg("redact(%s) = '%s', want '%s'", in ? in : "(null)", buf, want);
+    assert_int_equal(n, strlen(want));
+}
+
+static void test_url_shapes(void **state)
+{
+    (void)state;
+    check_url("http://user:pass@example.com:8080/p/a?x=1&y=2#frag",
+              "http://example.com:8080/p/a?x=REDACTED&y=REDACTED");
+    check_url("http://user:pw@host", "http://host");
+    check_url("http://user@host/x", "http://host/x");
+    check_url("http://user:p@ss@host/x", "http://host/x"); /* last '@' ends userinfo */
+    check_url("http://:@host/", "http://host/");
+    check_url("HTTP://Host:80", "HTTP://Host:80");
+    check_url("http://host:/p", "http://host:/p");
+    check_url("http://host?q=1", "http://host?q=REDACTED");
+    check_url("http://host#only-fragment", "http://host");
+    check_url("http://h/#access_token=SECRET", "http://h/");
+    check_url("http://host/p#frag?notquery=1", "http://host/p");
+}
+
+static void test_url_ipv6(void **state)
+{
+    (void)state;
+    check_url("https://[::1]:8443/v1?token=abc", "https://[::1]:8443/v1?token=REDACTED");
+    check_url("http://[2001:db8::1]/", "http://[2001:db8::1]/");
+    check_url("http://u:pw@[::1]/x", "http://[::1]/x");
+    check_url("http://[fe80::1%25eth0]:80/", "http://[fe80::1%25eth0]:80/");
+    check_url("http://[::1/x?k=v", "http://REDACTED");    /* unclosed bracket */
+    check_url("http://[::1]x/y", "http://REDACTED");      /* junk after ']' */
+    check_url("http://::1/x", "http://REDACTED");         /* colons outside brackets */
+}
+
+static void test_url_query(void **state)
+{
+    (void)state;
+    check_url("http://h/p?flag&k=&v=1", "http://h/p?REDACTED&k=&v=REDACTED");
+    check_url("http://h/p?a=1&&b=2", "http://h/p?a=REDACTED&&b=REDACTED");
+    check_url("http://h/p?", "http://h/p?");
+    check_url("http://h/p?a=1;b=2", "http://h/p?a=REDACTED");
+    check_url("http://h/p?a=b=c", "http://h/p?a=REDACTED");
+    check_url("http://h/p?=v", "http://h/p?=REDACTED");
+    check_url("http://h/p?SECRETKEY", "http://h/p?REDACTED");
+    check_url("http://h/p?api_key=SECRET&page=2", "http://h/p?api_key=REDACTED&page=REDACTED");
+}
+
+static void test_url_encoding(void **state)
+{
+    (void)state;
+    check_url("http://host/p%20q?a=%41%42", "http://host/p%20q?a=REDACTED");
+    check_url("http://host/?a%3D=1", "http://host/?a%3D=REDACTED");
+    check_url("http://u%40x:p%3Aw@host/", "http://host/");
+    check_url("http://h/a\nb", "http://h/a%0Ab");
+    check_url("http://h/a b", "http://h/a%20b");
+    check_url("http://h/\xc3\xa9?x=\xc3\xa9", "http://h/%C3%A9?x=REDACTED");
+    check_url("http://h/p?k\x01=v", "http://h/p?k%01=REDACTED");
+}
+
+static void test_url_no_scheme(void **state)
+{
+    (void)state;
+    check_url("example.com/p?k=v", "example.com/p?k=REDACTED");
+    check_url("user:pw@example.com:81/x", "example.com:81/x");
+    check_url("localhost:8080", "localhost:8080");
+    check_url("/relative/path?a=b", "/relative/path?a=REDACTED");
+    check_url("//host:1/p?x=y", "//host:1/p?x=REDACTED");
+    check_url("?only=query", "?only=REDACTED");
+    check_url("", "");
+    check_url("mailto:someone@example.com", "example.com");
+}
+
+static void test_url_malformed_authority(void **state)
+{
+    (void)state;
+    /* A password with an unencoded '/', '?' or '#': curl cannot use these
+     * either; nothing after the scheme is shown. */
+    check_url("http://user:pa/ss@host/", "http://REDACTED");
+    check_url("http://user:pa?ss@host/", "http://REDACTED");
+    check_url("http://user:pa#ss@host/", "http://REDACTED");
+    check_url("http://host:80a/", "http://REDACTED");
+}
+
+static void test_url_truncation(void **state)
+{
+    (void)state;
+    const char *url = "http://u:SECRETPW@host.example:8080/path/x?tok=SECRETQ&k=SECRETV#SECRETF";
+    char full[256];
+    stg_redact_url(url, full, sizeof full);
+    assert_null(strstr(full, "SECRET"));
+    for (size_t size = 1; size < 100; size++) {
+        char buf[128];
+        memset(buf, 'x', sizeof buf);
+        size_t n = stg_redact_url(url, buf, size);
+        assert_true(n < size);
+        assert_int_equal(buf[n], '\0');
+        assert_int_equal(strlen(buf), n);
+        assert_null(strstr(buf, "SECRET"));
+        assert_int_equal(strncmp(buf, full, n), 0); /* a prefix of the full answer */
+    }
+    char one[1] = {'x'};
+    assert_int_equal(stg_redact_url(url, one, 0), 0);
+    assert_int_equal(one[0], 'x');
+    char buf[8];
+    assert_int_equal(stg_redact_url(NULL, buf, sizeof buf), 0);
+    assert_string_equal(buf, "");
+}
+
+static void check_key(const char *url, const char *want)
+{
+    char buf[128];
+    stg__url_host_key(url, buf, sizeof buf);
+    if (strcmp(buf, want) != 0)
+        fail_msg("host_key(%s) = '%s', want '%s'", url, buf, want);
+}
+
+static void test_host_key(void **state)
+{
+    (void)state;
+    check_key("http://User:pw@Example.COM:8080/x", "example.com:8080");
+    check_key("http://[::1]:80/", "[::1]:80");
+    check_key("example.com/x", "example.com");
+    check_key("http://h", "h");
+    check_key("http://h:/x", "h");
+    check_key("/x", "");
+    check_key("http://user:pa/ss@host/", "");
+}
+
+static void test_redact_text(void **state)
+{
+    (void)state;
+    char buf[256];
+    stg__redact_text("Failed to connect to http://u:pw@h/x?k=v port 1", buf, sizeof buf);
+    assert_string_equal(buf, "Failed to connect to http://h/x?k=REDACTED port 1");
+    stg__redact_text("bad 'https://a:SECRET@h/?t=SECRET2' end\n", buf, sizeof buf);
+    assert_string_equal(buf, "bad 'https://h/?t=REDACTED' end ");
+    assert_null(strstr(buf, "SECRET"));
+    stg__redact_text("plain\x01text", buf, sizeof buf);
+    assert_string_equal(buf, "plain?text");
+    stg__redact_text(NULL, buf, sizeof buf);
+    assert_string_equal(buf, "");
+}
+
+static void test_header_names(void **state)
+{
+    (void)state;
+    static const char *const secret[] = {
+        "Authorization", "authorization", "PROXY-AUTHORIZATION", "Cookie", " Cookie ",
+        "Set-Cookie", "X-Api-Key", "Api-Key", "X-Auth-Token", "X-My-Secret", "Private-Token",
+        "my-apikey", "X-Goog-Api-Key", "x-api_key", "X-Amz-Security-Token", "X-Password",
+        "X-Session-Id", "X-Signature", NULL};
+    for (size_t i = 0; secret[i]; i++)
+        if (!stg_redact_header_is_secret(secret[i], strlen(secret[i]), NULL))
+            fail_msg("'%s' should be secret", secret[i]);
+    static const char *const plain[] = {"Content-Type", "Accept", "Idempotency-Key",
+                                        "X-Client-Id", "Retry-After", "User-Agent", "", NULL};
+    for (size_t i = 0; plain[i]; i++)
+        if (stg_redact_header_is_secret(plain[i], strlen(plain[i]), NULL))
+            fail_msg("'%s' should not be secret", plain[i]);
+    const char *extra[] = {"X-Custom", "Ocp-Apim-Subscription-Key", NULL};
+    assert_true(stg_redact_header_is_secret("x-custom", 8, extra));
+    assert_true(stg_redact_header_is_secret("ocp-apim-subscription-key", 25, extra));
+    assert_false(stg_redact_header_is_secret("X-Customer", 10, extra));
+    assert_false(stg_redact_header_is_secret(NULL, 0, extra));
+    /* Only the given length counts: "Cookie" within "Cookies-Allowed". */
+    assert_true(stg_redact_header_is_secret("Cookies-Allowed", 6, NULL));
+}
+
+static void test_header_lines(void **state)
+{
+    (void)state;
+    char buf[128];
+    stg_redact_header_line("Authorization: Bearer SECRET\r\n", NULL, buf, sizeof buf);
+    assert_string_equal(buf, "Authorization: REDACTED");
+    stg_redact_header_line("Set-Cookie: sid=SECRET; Path=/", NULL, buf, sizeof buf);
+    assert_string_equal(buf, "Set-Cookie: REDACTED");
+    stg_redact_header_line("Accept: */*", NULL, buf, sizeof buf);
+    assert_string_equal(buf, "Accept: */*");
+    stg_redact_header_line("HTTP/1.1 200 OK\r\n", NULL, buf, sizeof buf);
+    assert_string_equal(buf, "HTTP/1.1 200 OK");
+    const char *extra[] = {"X-Custom", NULL};
+    stg_redact_header_line("X-Custom: SECRET", extra, buf, sizeof buf);
+    assert_string_equal(buf, "X-Custom: REDACTED");
+    stg_redact_header_line("X-Odd: a\tb\x01", NULL, buf, sizeof buf);
+    assert_string_equal(buf, "X-Odd: a?b?");
+    for (size_t size = 1; size < 40; size++) {
+        stg_redact_header_line("Cookie: SECRET", NULL, buf, size);
+        assert_null(strstr(buf, "SECRET"));
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_url_shapes),      cmocka_unit_test(test_url_ipv6),
+        cmocka_unit_test(test_url_query),       cmocka_unit_test(test_url_encoding),
+        cmocka_unit_test(test_url_no_scheme),   cmocka_unit_test(test_url_malformed_authority),
+        cmocka_unit_test(test_url_truncation),  cmocka_unit_test(test_host_key),
+        cmocka_unit_test(test_redact_text),     cmocka_unit_test(test_header_names),
+        cmocka_unit_test(test_header_lines),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
+#endif
