@@ -312,7 +312,7 @@ STG_API bool stg_redact_header_is_secret(const char *name, size_t name_len,
 
 /* Write "Name: value" with the value replaced by "REDACTED" when the name is
  * secret (stg_redact_header_is_secret), trailing CR/LF removed and control
- * characters replaced. Returns the length written. */
+ * characters and bytes outside printable ASCII replaced by '?'. Returns the length written. */
 STG_API size_t stg_redact_header_line(const char *line, const char *const *extra, char *buf,
                                       size_t size);
 

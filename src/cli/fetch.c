@@ -81,6 +81,20 @@ typedef struct fetch_opts {
     unsigned long long seed;
 } fetch_opts;
 
+/* curl's --max-time and --connect-timeout take seconds; a bare number keeps
+ * that meaning here (elsewhere in stagger a bare number is milliseconds), so
+ * a habit carried over from curl cannot turn 10 s into 10 ms. Suffixed
+ * durations (250ms, 2s) work as everywhere else. */
+static bool parse_curl_seconds(const char *val, int64_t *us)
+{
+    double s;
+    if (cli_parse_double(val, 0.0, 1e9, &s)) {
+        *us = (int64_t)(s * 1e6 + 0.5);
+        return true;
+    }
+    return cli_parse_duration(val, us);
+}
+
 static stg_cancel *sigint_token; /* for the SIGINT handler only */
 
 static void on_sigint(int sig)
@@ -108,7 +122,7 @@ static void help(void)
            "                         POST and PATCH be retried\n"
            "      --connect-timeout D  per attempt (default 5s)\n"
            "      --max-time D       whole attempt (default 10s); both bounded by the\n"
-           "                         deadline\n"
+           "                         deadline; as in curl, a bare number is seconds\n"
            "      --rate R[/s|/m]    client-side limit on attempts (token bucket)\n"
            "      --burst B          bucket capacity (default max(1, ceil(R)))\n"
            "\n"
@@ -414,12 +428,12 @@ static int parse(fetch_opts *o, int argc, char **argv)
         } else if (!strcmp(opt, "-o") || !strcmp(opt, "--output")) {
             o->out_path = val;
         } else if (!strcmp(opt, "--connect-timeout")) {
-            if (!cli_parse_duration(val, &d) || d <= 0)
+            if (!parse_curl_seconds(val, &d) || d <= 0)
                 return cli_usage_error(CMD, "bad value '%s' for %s: expected a positive duration "
                                             "such as 5s", val, opt);
             o->policy.connect_timeout_us = d;
         } else if (!strcmp(opt, "--max-time")) {
-            if (!cli_parse_duration(val, &d) || d <= 0)
+            if (!parse_curl_seconds(val, &d) || d <= 0)
                 return cli_usage_error(CMD, "bad value '%s' for %s: expected a positive duration "
                                             "such as 10s", val, opt);
             o->policy.attempt_timeout_us = d;

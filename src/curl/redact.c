@@ -180,10 +180,14 @@ static void put_clean(out *o, const char *s, size_t n)
 }
 
 /* Copy bytes, replacing control characters by '?'. */
+/* Printable ASCII only: output goes into log lines and JSON strings, where
+ * control bytes could forge lines and a stray byte >= 0x80 is invalid UTF-8
+ * (jansson refuses such a string, which would lose the whole field). */
 static void put_printable(out *o, const char *s, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
-        char c = (unsigned char)s[i] < 0x20 || s[i] == 0x7f ? '?' : s[i];
+        unsigned char u = (unsigned char)s[i];
+        char c = u < 0x20 || u >= 0x7f ? '?' : s[i];
         put(o, &c, 1);
     }
 }

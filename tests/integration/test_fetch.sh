@@ -151,6 +151,14 @@ check "hang: took the attempt timeout ($took ms)" [ "$took" -ge 300 -a "$took" -
 stop_server
 check "hang: two requests" [ "$(lines_for '"/hang"')" = 2 ]
 
+# As in curl, a bare --max-time is seconds (1 means 1 s, not 1 ms).
+start_server --hang-every 1
+t0=$(now_ms)
+expect_exit "bare --max-time is seconds" 6 "$S" fetch -s -o /dev/null --retries 0 --max-time 1 "$BASE/x"
+took=$(( $(now_ms) - t0 ))
+check "bare --max-time 1 waited a second ($took ms)" [ "$took" -ge 900 -a "$took" -lt 2500 ]
+stop_server
+
 # ---- the deadline holds ---------------------------------------------------------------
 start_server --hang-every 1
 t0=$(now_ms)
