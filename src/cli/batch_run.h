@@ -1,0 +1,61 @@
+/*
+ * `stagger batch`: what the option parser (batch.c) hands to the runner
+ * (batch_run.c). Private to those two files.
+ */
+#ifndef STAGGER_CLI_BATCH_RUN_H
+#define STAGGER_CLI_BATCH_RUN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <stagger/stagger.h>
+
+#include "store/store.h"
+
+/* Exit statuses of `stagger batch` (documented in stagger-batch(1)). */
+#define BATCH_EXIT_DONE 0      /* every job done */
+#define BATCH_EXIT_FAILED 1    /* finished; some jobs failed (non-retryable) */
+#define BATCH_EXIT_USAGE 2     /* bad usage */
+#define BATCH_EXIT_LEFT 3      /* finished; some jobs deferred or in review */
+#define BATCH_EXIT_DB 4        /* database problem: locked, read-only, full, another job set */
+#define BATCH_EXIT_INPUT 5     /* input unreadable, no jobs, or bad lines with --strict */
+#define BATCH_EXIT_SIGINT 130  /* interrupted by SIGINT; run again to resume */
+#define BATCH_EXIT_SIGTERM 143 /* interrupted by SIGTERM; run again to resume */
+
+enum batch_progress { BATCH_PROGRESS_AUTO, BATCH_PROGRESS_BAR, BATCH_PROGRESS_LINES,
+                      BATCH_PROGRESS_NONE };
+
+typedef struct batch_opts {
+    const char *input;        /* input path, "-" for stdin, NULL: none (resume from --db) */
+    char *db;                 /* database path (owned) */
+    stg_input_options in;     /* format, template, method */
+    bool strict;
+    const char *out_dir;      /* NULL: bodies in the database */
+    const char **headers;     /* -H "Name: value", n_headers of them (argv strings) */
+    size_t n_headers;
+    int concurrency;
+    double rate;              /* 0 with !rate_given: adaptive */
+    int64_t burst;
+    bool rate_given;
+    double max_rate;          /* adaptive ceiling; 0: none */
+    stg_policy policy;
+    int breaker_failures;     /* 0: breaker off */
+    int64_t breaker_open_us;
+    bool defer_on_breaker;
+    bool budget;
+    double budget_tokens, budget_ratio;
+    bool retry_deferred, retry_review;
+    enum batch_progress progress;
+    int64_t progress_interval_us; /* plain lines; 0: 5 s */
+    bool quiet;
+    bool json;                /* final report as JSON */
+    int64_t busy_timeout_us;
+    const char *log_path;     /* JSON-lines event log; NULL: none */
+    size_t max_body;
+} batch_opts;
+
+/* Run (or resume) the batch. Returns the exit status. */
+int batch_run(const batch_opts *o);
+
+#endif

@@ -1,0 +1,734 @@
+/*
+ * Reading a batch's input: URL lists, key files filled into a URL template,
+ * and JSONL requests.
+ *
+ * Every line is accounted for: it becomes a job, or it is a bad line
+ * (recorded with its number and a message), or it is blank / a '#' comment
+ * (skipped silently, documented in stagger-batch(1)). A bad line's message
+ * never quotes the line: it may carry a secret.
+ *
+ * Formats:
+ *   urls   one absolute http(s) URL a line; the job's id is its line number.
+ *   keys   one key a line (trimmed); "{}" in the template is replaced by
+ *          the key, percent-encoded (RFC 3986 unreserved characters kept);
+ *          the id is the key; a repeated key is a bad line.
+ *   jsonl  {"id", "method", "url", "headers", "body", "idempotency_key"}:
+ *          url required; id a string or integer (default: the line number;
+ *          a repeated id is a bad line); method a known HTTP method (default
+ *          GET, or POST with a body); headers an object {"Name": "value"} or
+ *          an array ["Name: value"]; body a string (sent as is) or any other
+ *          JSON value (sent compact, with Content-Type: application/json
+ *          unless a Content-Type is given); an Idempotency-Key header or the
+ *          idempotency_key field marks the request safe to resend. Other
+ *          fields are ignored.
+ *
+ * Secret detection (what the store must not keep) is done here: a URL with
+ * userinfo, a fragment or a secret-looking query key, and headers that
+ * stg_redact_header_is_secret() names.
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+#include <stagger/curl.h>
+
+#include "store/store.h"
+
+const char *stg_input_format_name(stg_input_format f)
+{
+    switch (f) {
+    case STG_INPUT_URLS:
+        return "urls";
+    case STG_INPUT_KEYS:
+        return "keys";
+    case STG_INPUT_JSONL:
+        return "jsonl";
+    default:
+        return "auto";
+    }
+}
+
+/* ---- small helpers ------------------------------------------------------ */
+
+static bool ascii_contains(const char *hay, size_t len, const char *needle)
+{
+    size_t n = strlen(needle);
+    for (size_t i = 0; i + n <= len; i++) {
+        size_t k = 0;
+        while (k < n && tolower((unsigned char)hay[i + k]) == needle[k])
+            k++;
+        if (k == n)
+            return true;
+    }
+    return false;
+}
+
+bool stg_store_query_key_is_secret(const char *name, size_t len)
+{
+    static const char *const words[] = {"key",     "token", "secret", "pass", "pwd",
+                                        "auth",    "sig",   "cred",   "session", "jwt",
+                                        "private", NULL};
+    for (int i = 0; words[i]; i++)
+        if (ascii_contains(name, len, words[i]))
+            return true;
+    return false;
+}
+
+bool stg__store_header_is_secret(const char *name, size_t len)
+{
+    if (len == 15 && !strncasecmp(name, "Idempotency-Key", 15))
+        return false;
+    return stg_redact_header_is_secret(name, len, NULL);
+}
+
+bool stg_store_url_valid(const char *url)
+{
+    if (!url)
+        return false;
+    size_t skip;
+    if (!strncasecmp(url, "http://", 7))
+        skip = 7;
+    else if (!strncasecmp(url, "https://", 8))
+        skip = 8;
+    else
+        return false;
+    for (const char *p = url; *p; p++)
+        if ((unsigned char)*p <= 0x20 || *p == 0x7f)
+            return false;
+    const char *auth = url + skip;
+    size_t alen = strcspn(auth, "/?#");
+    const char *at = memchr(auth, '@', alen);
+    const char *host = at ? at + 1 : auth;
+    size_t hlen = alen - (size_t)(host - auth);
+    return hlen > 0 && host[0] != ':';
+}
+
+bool stg_store_url_is_secret(const char *url)
+{
+    const char *p = strstr(url, "://");
+    p = p ? p + 3 : url;
+    size_t alen = strcspn(p, "/?#");
+    if (memchr(p, '@', alen))
+        return true;
+    if (strchr(url, '#'))
+        return true;
+    const char *q = strchr(url, '?');
+    if (!q)
+        return false;
+    q++;
+    while (*q && *q != '#') {
+        size_t n = strcspn(q, "&;#");
+        size_t name = strcspn(q, "=&;#");
+        if (name > n)
+            name = n;
+        if (stg_store_query_key_is_secret(q, name))
+            return true;
+        q += n;
+        if (*q == '&' || *q == ';')
+            q++;
+    }
+    return false;
+}
+
+bool stg_store_method_idempotent(const char *method)
+{
+    stg_method m = stg_method_parse(method);
+    return m != STG_METHOD_UNKNOWN && (STG_METHODS_IDEMPOTENT & STG_METHOD_BIT(m));
+}
+
+/* ---- the job set ---------------------------------------------------------- */
+
+static void spec_free(stg_job_spec *j)
+{
+    free(j->key);
+    free(j->method);
+    free(j->url);
+    free(j->url_redacted);
+    for (size_t i = 0; i < j->n_headers; i++)
+        free(j->headers[i]);
+    free(j->headers);
+    free(j->body);
+    free(j->idempotency_key);
+    memset(j, 0, sizeof *j);
+}
+
+void stg_job_set_free(stg_job_set *set)
+{
+    if (!set)
+        return;
+    for (size_t i = 0; i < set->n; i++)
+        spec_free(&set->jobs[i]);
+    free(set->jobs);
+    for (size_t i = 0; i < set->n_bad; i++)
+        free(set->bad[i].message);
+    free(set->bad);
+    memset(set, 0, sizeof *set);
+}
+
+static int add_bad(stg_job_set *set, long line, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static int add_bad(stg_job_set *set, long line, const char *fmt, ...)
+{
+    if (set->n_bad == set->cap_bad) {
+        size_t cap = set->cap_bad ? set->cap_bad * 2 : 16;
+        stg_bad_line *b = realloc(set->bad, cap * sizeof *b);
+        if (!b)
+            return STG_ENOMEM;
+        set->bad = b;
+        set->cap_bad = cap;
+    }
+    char msg[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    char *m = strdup(msg);
+    if (!m)
+        return STG_ENOMEM;
+    set->bad[set->n_bad].line = line;
+    set->bad[set->n_bad].message = m;
+    set->n_bad++;
+    return STG_OK;
+}
+
+/* ---- a string -> line table for repeated ids ------------------------------ */
+
+typedef struct keytab {
+    char **keys; /* borrowed from the specs */
+    long *lines;
+    size_t cap, n;
+} keytab;
+
+static uint64_t hash_str(const char *s)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return h;
+}
+
+static int keytab_grow(keytab *t)
+{
+    size_t cap = t->cap ? t->cap * 2 : 1024;
+    char **keys = calloc(cap, sizeof *keys);
+    long *lines = calloc(cap, sizeof *lines);
+    if (!keys || !lines) {
+        free(keys), free(lines);
+        return STG_ENOMEM;
+    }
+    for (size_t i = 0; i < t->cap; i++) {
+        if (!t->keys[i])
+            continue;
+        size_t h = (size_t)hash_str(t->keys[i]) & (cap - 1);
+        while (keys[h])
+            h = (h + 1) & (cap - 1);
+        keys[h] = t->keys[i];
+        lines[h] = t->lines[i];
+    }
+    free(t->keys), free(t->lines);
+    t->keys = keys, t->lines = lines, t->cap = cap;
+    return STG_OK;
+}
+
+/* Insert key; *prev_line = the line of an earlier equal key, or 0. */
+static int keytab_put(keytab *t, char *key, long line, long *prev_line)
+{
+    *prev_line = 0;
+    if ((t->n + 1) * 2 > t->cap && keytab_grow(t) != STG_OK)
+        return STG_ENOMEM;
+    size_t h = (size_t)hash_str(key) & (t->cap - 1);
+    while (t->keys[h]) {
+        if (!strcmp(t->keys[h], key)) {
+            *prev_line = t->lines[h];
+            return STG_OK;
+        }
+        h = (h + 1) & (t->cap - 1);
+    }
+    t->keys[h] = key;
+    t->lines[h] = line;
+    t->n++;
+    return STG_OK;
+}
+
+static void keytab_free(keytab *t)
+{
+    free(t->keys);
+    free(t->lines);
+}
+
+/* ---- building a spec ---------------------------------------------------------- */
+
+static char *dupn(const char *s, size_t n)
+{
+    char *d = malloc(n + 1);
+    if (d) {
+        memcpy(d, s, n);
+        d[n] = '\0';
+    }
+    return d;
+}
+
+static char *redact(const char *url)
+{
+    size_t cap = strlen(url) * 9 + 64; /* "REDACTED" per value at worst */
+    char *buf = malloc(cap);
+    if (buf)
+        stg_redact_url(url, buf, cap);
+    return buf;
+}
+
+static bool tchar(int c)
+{
+    return isalnum(c) || strchr("!#$%&'*+-.^_`|~", c);
+}
+
+/* Validate "Name: value"; returns false on a bad name or CR/LF in value. */
+static bool header_ok(const char *h)
+{
+    const char *colon = strchr(h, ':');
+    if (!colon || colon == h)
+        return false;
+    for (const char *p = h; p < colon; p++)
+        if (!tchar((unsigned char)*p))
+            return false;
+    for (const char *p = colon + 1; *p; p++)
+        if ((unsigned char)*p < 0x20 && *p != '\t')
+            return false;
+    return true;
+}
+
+static int add_header(stg_job_spec *j, const char *name, size_t name_len, const char *value)
+{
+    while (*value == ' ' || *value == '\t')
+        value++;
+    size_t vlen = strlen(value);
+    while (vlen && (value[vlen - 1] == ' ' || value[vlen - 1] == '\t'))
+        vlen--;
+    char *h = malloc(name_len + vlen + 3);
+    if (!h)
+        return STG_ENOMEM;
+    memcpy(h, name, name_len);
+    memcpy(h + name_len, ": ", 2);
+    memcpy(h + name_len + 2, value, vlen);
+    h[name_len + 2 + vlen] = '\0';
+    char **hs = realloc(j->headers, (j->n_headers + 2) * sizeof *hs);
+    if (!hs) {
+        free(h);
+        return STG_ENOMEM;
+    }
+    j->headers = hs;
+    j->headers[j->n_headers++] = h;
+    j->headers[j->n_headers] = NULL;
+    if (stg__store_header_is_secret(name, name_len))
+        j->headers_secret = true;
+    return STG_OK;
+}
+
+static bool has_header(const stg_job_spec *j, const char *name)
+{
+    size_t n = strlen(name);
+    for (size_t i = 0; i < j->n_headers; i++)
+        if (!strncasecmp(j->headers[i], name, n) && j->headers[i][n] == ':')
+            return true;
+    return false;
+}
+
+/* Fill url, url_redacted, url_secret. */
+static int set_url(stg_job_spec *j, const char *url)
+{
+    if (!(j->url = strdup(url)) || !(j->url_redacted = redact(url)))
+        return STG_ENOMEM;
+    j->url_secret = stg_store_url_is_secret(url);
+    return STG_OK;
+}
+
+static int push_spec(stg_job_set *set, stg_job_spec *j)
+{
+    if (set->n == set->cap) {
+        size_t cap = set->cap ? set->cap * 2 : 256;
+        stg_job_spec *js = realloc(set->jobs, cap * sizeof *js);
+        if (!js)
+            return STG_ENOMEM;
+        set->jobs = js;
+        set->cap = cap;
+    }
+    set->jobs[set->n++] = *j;
+    memset(j, 0, sizeof *j);
+    return STG_OK;
+}
+
+/* Check the key is new; on a repeat records a bad line and returns 1. */
+static int check_repeat(stg_job_set *set, keytab *t, stg_job_spec *j, const char *what)
+{
+    long prev;
+    if (keytab_put(t, j->key, j->line, &prev) != STG_OK)
+        return -1;
+    if (prev) {
+        if (add_bad(set, j->line, "repeated %s (first on line %ld); skipped", what, prev))
+            return -1;
+        return 1;
+    }
+    return 0;
+}
+
+/* ---- the formats ------------------------------------------------------------ */
+
+static int parse_url_line(stg_job_set *set, const stg_input_options *o, char *line, long n)
+{
+    if (!stg_store_url_valid(line))
+        return add_bad(set, n, "no URL: expected an absolute http:// or https:// URL");
+    stg_job_spec j = {0};
+    char key[32];
+    snprintf(key, sizeof key, "%ld", n);
+    j.line = n;
+    if (!(j.key = strdup(key)) || !(j.method = strdup(o->method ? o->method : "GET")) ||
+        set_url(&j, line) != STG_OK) {
+        spec_free(&j);
+        return STG_ENOMEM;
+    }
+    if (push_spec(set, &j) != STG_OK) {
+        spec_free(&j);
+        return STG_ENOMEM;
+    }
+    return STG_OK;
+}
+
+static char *fill_template(const char *tpl, const char *key)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    size_t klen = strlen(key), n = 0;
+    for (const char *p = tpl; (p = strstr(p, "{}")); p += 2)
+        n++;
+    char *out = malloc(strlen(tpl) + n * klen * 3 + 1);
+    if (!out)
+        return NULL;
+    char *w = out;
+    for (const char *p = tpl; *p;) {
+        if (p[0] == '{' && p[1] == '}') {
+            for (const unsigned char *k = (const unsigned char *)key; *k; k++) {
+                if (isalnum(*k) || *k == '-' || *k == '.' || *k == '_' || *k == '~') {
+                    *w++ = (char)*k;
+                } else {
+                    *w++ = '%';
+                    *w++ = hex[*k >> 4];
+                    *w++ = hex[*k & 15];
+                }
+            }
+            p += 2;
+        } else {
+            *w++ = *p++;
+        }
+    }
+    *w = '\0';
+    return out;
+}
+
+static int parse_key_line(stg_job_set *set, keytab *t, const stg_input_options *o, char *line,
+                          long n)
+{
+    for (const char *p = line; *p; p++)
+        if ((unsigned char)*p < 0x20 && *p != '\t')
+            return add_bad(set, n, "control character in key");
+    stg_job_spec j = {0};
+    j.line = n;
+    char *url = NULL;
+    if (!(j.key = strdup(line)) || !(j.method = strdup(o->method ? o->method : "GET")) ||
+        !(url = fill_template(o->url_template, line)) || set_url(&j, url) != STG_OK) {
+        free(url);
+        spec_free(&j);
+        return STG_ENOMEM;
+    }
+    free(url);
+    int r = check_repeat(set, t, &j, "key");
+    if (r == 0 && push_spec(set, &j) == STG_OK)
+        return STG_OK;
+    spec_free(&j);
+    return r == 1 ? STG_OK : STG_ENOMEM;
+}
+
+static const char *json_error_text(const json_error_t *e)
+{
+    switch (json_error_code(e)) {
+    case json_error_premature_end_of_input:
+        return "bad JSON: the line ends inside a value";
+    case json_error_end_of_input_expected:
+        return "bad JSON: text after the object";
+    case json_error_invalid_utf8:
+        return "bad JSON: invalid UTF-8";
+    case json_error_duplicate_key:
+        return "bad JSON: a key appears twice";
+    case json_error_null_character:
+    case json_error_null_byte_in_key:
+        return "bad JSON: NUL character";
+    case json_error_numeric_overflow:
+        return "bad JSON: number out of range";
+    default:
+        return "bad JSON: invalid syntax";
+    }
+}
+
+/* JSONL: returns STG_OK (a job or a bad line recorded) or STG_ENOMEM. */
+static int parse_json_line(stg_job_set *set, keytab *t, char *line, size_t len, long n)
+{
+    json_error_t jerr;
+    json_t *o = json_loadb(line, len, JSON_REJECT_DUPLICATES, &jerr);
+    if (!o)
+        return add_bad(set, n, "%s (column %d)", json_error_text(&jerr), jerr.column);
+    int rc = STG_OK;
+    stg_job_spec j = {0};
+    j.line = n;
+    char numkey[32];
+#define BAD(...)                                                                               \
+    do {                                                                                       \
+        rc = add_bad(set, n, __VA_ARGS__);                                                     \
+        goto out;                                                                              \
+    } while (0)
+#define NOMEM()                                                                                \
+    do {                                                                                       \
+        rc = STG_ENOMEM;                                                                       \
+        goto out;                                                                              \
+    } while (0)
+    if (!json_is_object(o))
+        BAD("not a JSON object");
+    json_t *url = json_object_get(o, "url");
+    if (!url)
+        BAD("no URL: \"url\" is missing");
+    if (!json_is_string(url) || !stg_store_url_valid(json_string_value(url)))
+        BAD("no URL: \"url\" is not an absolute http:// or https:// URL");
+    json_t *id = json_object_get(o, "id");
+    if (!id || json_is_null(id)) {
+        snprintf(numkey, sizeof numkey, "%ld", n);
+        if (!(j.key = strdup(numkey)))
+            NOMEM();
+    } else if (json_is_string(id) && json_string_length(id) > 0 &&
+               strlen(json_string_value(id)) == json_string_length(id)) {
+        if (!(j.key = strdup(json_string_value(id))))
+            NOMEM();
+    } else if (json_is_integer(id)) {
+        snprintf(numkey, sizeof numkey, "%" JSON_INTEGER_FORMAT, json_integer_value(id));
+        if (!(j.key = strdup(numkey)))
+            NOMEM();
+    } else {
+        BAD("\"id\" must be a non-empty string or an integer");
+    }
+    json_t *body = json_object_get(o, "body");
+    bool json_body = false;
+    if (body && !json_is_null(body)) {
+        if (json_is_string(body)) {
+            j.body_len = json_string_length(body);
+            if (!(j.body = dupn(json_string_value(body), j.body_len)))
+                NOMEM();
+        } else {
+            if (!(j.body = json_dumps(body, JSON_COMPACT | JSON_ENCODE_ANY)))
+                NOMEM();
+            j.body_len = strlen(j.body);
+            json_body = true;
+        }
+    }
+    json_t *method = json_object_get(o, "method");
+    if (method && !json_is_null(method)) {
+        const char *m = json_is_string(method) ? json_string_value(method) : NULL;
+        if (m && stg_method_parse(m) == STG_METHOD_CONNECT)
+            BAD("method CONNECT is not supported");
+        if (!m || stg_method_parse(m) == STG_METHOD_UNKNOWN) {
+            bool printable = m && strlen(m) <= 16;
+            for (const char *p = m; printable && *p; p++)
+                printable = tchar((unsigned char)*p);
+            if (printable)
+                BAD("unknown method '%s' (methods are case-sensitive: GET, POST, ...)", m);
+            BAD("unknown method");
+        }
+        if (!(j.method = strdup(m)))
+            NOMEM();
+    } else if (!(j.method = strdup(j.body ? "POST" : "GET"))) {
+        NOMEM();
+    }
+    json_t *hdrs = json_object_get(o, "headers");
+    if (hdrs && json_is_object(hdrs)) {
+        const char *name;
+        json_t *v;
+        json_object_foreach(hdrs, name, v)
+        {
+            if (!json_is_string(v))
+                BAD("header values must be strings");
+            size_t nlen = strlen(name);
+            bool ok = nlen > 0;
+            for (size_t i = 0; ok && i < nlen; i++)
+                ok = tchar((unsigned char)name[i]);
+            const char *val = json_string_value(v);
+            for (const char *p = val; ok && *p; p++)
+                ok = !((unsigned char)*p < 0x20 && *p != '\t');
+            if (!ok || strlen(val) != json_string_length(v))
+                BAD("bad header: invalid name or control character in the value");
+            if (nlen == 15 && !strncasecmp(name, "Idempotency-Key", 15)) {
+                free(j.idempotency_key);
+                if (!(j.idempotency_key = strdup(val)))
+                    NOMEM();
+                continue;
+            }
+            if (add_header(&j, name, nlen, val) != STG_OK)
+                NOMEM();
+        }
+    } else if (hdrs && json_is_array(hdrs)) {
+        size_t i;
+        json_t *v;
+        json_array_foreach(hdrs, i, v)
+        {
+            const char *h = json_is_string(v) ? json_string_value(v) : NULL;
+            if (!h || strlen(h) != json_string_length(v) || !header_ok(h))
+                BAD("bad header: expected \"Name: value\" strings");
+            const char *colon = strchr(h, ':');
+            size_t nlen = (size_t)(colon - h);
+            if (nlen == 15 && !strncasecmp(h, "Idempotency-Key", 15)) {
+                const char *val = colon + 1;
+                while (*val == ' ' || *val == '\t')
+                    val++;
+                free(j.idempotency_key);
+                if (!(j.idempotency_key = strdup(val)))
+                    NOMEM();
+                continue;
+            }
+            if (add_header(&j, h, nlen, colon + 1) != STG_OK)
+                NOMEM();
+        }
+    } else if (hdrs && !json_is_null(hdrs)) {
+        BAD("\"headers\" must be an object or an array of \"Name: value\" strings");
+    }
+    json_t *ik = json_object_get(o, "idempotency_key");
+    if (ik && !json_is_null(ik)) {
+        if (!json_is_string(ik) || json_string_length(ik) == 0)
+            BAD("\"idempotency_key\" must be a non-empty string");
+        free(j.idempotency_key);
+        if (!(j.idempotency_key = strdup(json_string_value(ik))))
+            NOMEM();
+    }
+    if (json_body && !has_header(&j, "Content-Type") &&
+        add_header(&j, "Content-Type", 12, "application/json") != STG_OK)
+        NOMEM();
+    if (set_url(&j, json_string_value(url)) != STG_OK)
+        NOMEM();
+    int r = check_repeat(set, t, &j, "id");
+    if (r < 0)
+        NOMEM();
+    if (r == 0) {
+        if (push_spec(set, &j) != STG_OK)
+            NOMEM();
+    }
+out:
+#undef BAD
+#undef NOMEM
+    spec_free(&j);
+    json_decref(o);
+    return rc;
+}
+
+/* ---- the reader ------------------------------------------------------------- */
+
+int stg_input_read(FILE *f, const stg_input_options *opt, stg_job_set *set, char *err,
+                   size_t errlen)
+{
+    stg_input_options o = {0};
+    if (opt)
+        o = *opt;
+    memset(set, 0, sizeof *set);
+    if (err && errlen)
+        err[0] = '\0';
+#define FAIL(code, ...)                                                                        \
+    do {                                                                                       \
+        if (err)                                                                               \
+            snprintf(err, errlen, __VA_ARGS__);                                                \
+        return code;                                                                           \
+    } while (0)
+    if (o.method && (stg_method_parse(o.method) == STG_METHOD_UNKNOWN ||
+                     stg_method_parse(o.method) == STG_METHOD_CONNECT))
+        FAIL(STG_EINVAL, "unknown method '%s' (methods are case-sensitive: GET, POST, ...)",
+             o.method);
+    if (o.url_template)
+        o.format = STG_INPUT_KEYS;
+    if (o.format == STG_INPUT_KEYS) {
+        if (!o.url_template || !strstr(o.url_template, "{}"))
+            FAIL(STG_EINVAL, "the URL template needs a {} where the key goes");
+        char *probe = fill_template(o.url_template, "key");
+        bool ok = probe && stg_store_url_valid(probe);
+        free(probe);
+        if (!ok)
+            FAIL(STG_EINVAL, "the URL template is not an absolute http:// or https:// URL");
+    }
+#undef FAIL
+    keytab t = {0};
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t got;
+    long n = 0;
+    int rc = STG_OK;
+    while ((got = getline(&line, &cap, f)) >= 0) {
+        n++;
+        size_t len = (size_t)got;
+        while (len && (line[len - 1] == '\n' || line[len - 1] == '\r'))
+            line[--len] = '\0';
+        char *p = line;
+        if (n == 1 && len >= 3 && !memcmp(p, "\xEF\xBB\xBF", 3))
+            p += 3, len -= 3;
+        if (strlen(p) != len) {
+            if ((rc = add_bad(set, n, "NUL byte in the line")) != STG_OK)
+                break;
+            continue;
+        }
+        while (*p == ' ' || *p == '\t')
+            p++, len--;
+        while (len && (p[len - 1] == ' ' || p[len - 1] == '\t'))
+            p[--len] = '\0';
+        if (len == 0 || *p == '#')
+            continue;
+        if (o.format == STG_INPUT_AUTO)
+            o.format = *p == '{' ? STG_INPUT_JSONL : STG_INPUT_URLS;
+        if (o.format == STG_INPUT_URLS)
+            rc = parse_url_line(set, &o, p, n);
+        else if (o.format == STG_INPUT_KEYS)
+            rc = parse_key_line(set, &t, &o, p, n);
+        else
+            rc = parse_json_line(set, &t, p, len, n);
+        if (rc != STG_OK)
+            break;
+    }
+    int read_errno = ferror(f) ? errno : 0;
+    free(line);
+    keytab_free(&t);
+    set->lines = n;
+    set->format = o.format == STG_INPUT_AUTO ? STG_INPUT_URLS : o.format;
+    if (rc == STG_OK && read_errno) {
+        rc = STG_EIO;
+        if (err)
+            snprintf(err, errlen, "read error after line %ld: %s", n, strerror(read_errno));
+    } else if (rc != STG_OK && err) {
+        snprintf(err, errlen, "out of memory reading line %ld", n);
+    }
+    if (rc != STG_OK) {
+        stg_job_set_free(set);
+        return rc;
+    }
+    stg_job_set_fingerprint(set);
+    return STG_OK;
+}
+
+int stg_input_read_path(const char *path, const stg_input_options *opt, stg_job_set *set,
+                        char *err, size_t errlen)
+{
+    if (!strcmp(path, "-"))
+        return stg_input_read(stdin, opt, set, err, errlen);
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        memset(set, 0, sizeof *set);
+        if (err)
+            snprintf(err, errlen, "%s: %s", path, strerror(errno));
+        return STG_EIO;
+    }
+    int rc = stg_input_read(f, opt, set, err, errlen);
+    fclose(f);
+    return rc;
+}

@@ -1,0 +1,37 @@
+/*
+ * Private to src/store: the store handle's fields, shared by schema.c,
+ * jobs.c, report.c and export.c. Nothing outside src/store includes this.
+ */
+#ifndef STAGGER_STORE_INTERNAL_H
+#define STAGGER_STORE_INTERNAL_H
+
+#include <sqlite3.h>
+
+#include "store/store.h"
+
+/* application_id in the database header: "STGB". */
+#define STG_STORE_APP_ID 0x53544742
+/* PRAGMA user_version; bump with a migration when the schema changes. */
+#define STG_STORE_SCHEMA_VERSION 1
+
+struct stg_store {
+    sqlite3 *db;
+    char *path;
+    int lock_fd;          /* runner lock (flock), -1 when none */
+    bool readonly;
+    int64_t busy_timeout_us;
+    char err[640];
+    /* Prepared statements of the hot paths, prepared on first use and
+     * finalized at close. */
+    sqlite3_stmt *st_claim_select;
+    sqlite3_stmt *st_claim_update;
+    sqlite3_stmt *st_finish;
+    sqlite3_stmt *st_response_put;
+    sqlite3_stmt *st_response_del;
+    sqlite3_stmt *st_sent;
+};
+
+/* Prepare *st once (returns SQLITE_OK or an error code). */
+int stg__store_prepare(stg_store *s, sqlite3_stmt **st, const char *sql);
+
+#endif

@@ -1,0 +1,588 @@
+/*
+ * Every state change of a job, each in one transaction (see store.h for the
+ * transition table). A change that does not apply (a job not in the state
+ * it should be in) writes nothing and returns STG_ESTATE, so a bug in the
+ * runner can never move a job twice.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "store/internal.h"
+
+static const char *const state_names[STG_JOB_NSTATES] = {"pending", "inflight", "done",
+                                                         "failed",  "deferred", "review"};
+
+const char *stg_job_state_name(stg_job_state s)
+{
+    return (unsigned)s < STG_JOB_NSTATES ? state_names[s] : "unknown";
+}
+
+int stg_job_state_parse(const char *name, stg_job_state *out)
+{
+    for (int i = 0; i < STG_JOB_NSTATES; i++) {
+        if (!strcmp(name, state_names[i])) {
+            *out = (stg_job_state)i;
+            return STG_OK;
+        }
+    }
+    if (!strcmp(name, "in-flight") || !strcmp(name, "in_flight")) {
+        *out = STG_JOB_INFLIGHT;
+        return STG_OK;
+    }
+    return STG_EPARSE;
+}
+
+/* ---- import --------------------------------------------------------------- */
+
+/* JSON array of the non-secret headers, or NULL when there are none. */
+static char *stored_headers(const stg_job_spec *j, bool *nomem)
+{
+    *nomem = false;
+    json_t *a = json_array();
+    if (!a) {
+        *nomem = true;
+        return NULL;
+    }
+    for (size_t i = 0; i < j->n_headers; i++) {
+        const char *h = j->headers[i];
+        const char *colon = strchr(h, ':');
+        if (stg__store_header_is_secret(h, colon ? (size_t)(colon - h) : strlen(h)))
+            continue;
+        json_array_append_new(a, json_string(h));
+    }
+    char *out = NULL;
+    if (json_array_size(a) > 0 && !(out = json_dumps(a, JSON_COMPACT)))
+        *nomem = true;
+    json_decref(a);
+    return out;
+}
+
+static int check_same_set(stg_store *s, const stg_job_set *set, const char *have, bool *same)
+{
+    *same = !strcmp(have, set->fingerprint);
+    if (*same)
+        return STG_OK;
+    char *count = NULL, *input = NULL;
+    stg_store_meta_get(s, "job_count", &count);
+    stg_store_meta_get(s, "input_path", &input);
+    stg__store_error(s, STG_ESTATE,
+                     "%s: belongs to another job set (%s jobs from %s, fingerprint %.12s); "
+                     "this input has %zu jobs (fingerprint %.12s). Nothing was changed: use "
+                     "another --db, or delete that file to start over",
+                     s->path, count ? count : "?", input ? input : "?", have, set->n,
+                     set->fingerprint);
+    free(count);
+    free(input);
+    return STG_ESTATE;
+}
+
+int stg_store_import(stg_store *s, const stg_job_set *set, const char *input_path,
+                     int64_t now_ms, bool *imported)
+{
+    *imported = false;
+    int err = stg__store_begin(s);
+    if (err)
+        return err;
+    char *have = NULL;
+    if ((err = stg_store_meta_get(s, "fingerprint", &have)) != STG_OK) {
+        stg__store_rollback(s);
+        return err;
+    }
+    if (have) {
+        bool same;
+        err = check_same_set(s, set, have, &same);
+        free(have);
+        stg__store_rollback(s); /* nothing was written either way */
+        return err;
+    }
+    sqlite3_stmt *ins = NULL, *bad = NULL, *meta = NULL;
+    int rc = sqlite3_prepare_v2(
+        s->db,
+        "INSERT INTO jobs(id, key, line, method, url, url_redacted, headers, body, "
+        "idempotency_key, needs_input, replay_safe, state, created_at, updated_at) "
+        "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, 'pending', ?12, ?12)",
+        -1, &ins, NULL);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_prepare_v2(s->db, "INSERT INTO bad_lines(line, message) VALUES(?1, ?2)",
+                                -1, &bad, NULL);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_prepare_v2(s->db, "INSERT OR REPLACE INTO meta(key, value) VALUES(?1, ?2)",
+                                -1, &meta, NULL);
+    for (size_t i = 0; rc == SQLITE_OK && i < set->n; i++) {
+        const stg_job_spec *j = &set->jobs[i];
+        bool nomem;
+        char *hdrs = stored_headers(j, &nomem);
+        if (nomem) {
+            rc = SQLITE_NOMEM;
+            break;
+        }
+        sqlite3_bind_int64(ins, 1, (sqlite3_int64)(i + 1));
+        sqlite3_bind_text(ins, 2, j->key, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(ins, 3, j->line);
+        sqlite3_bind_text(ins, 4, j->method, -1, SQLITE_STATIC);
+        if (j->url_secret)
+            sqlite3_bind_null(ins, 5);
+        else
+            sqlite3_bind_text(ins, 5, j->url, -1, SQLITE_STATIC);
+        sqlite3_bind_text(ins, 6, j->url_redacted, -1, SQLITE_STATIC);
+        if (hdrs)
+            sqlite3_bind_text(ins, 7, hdrs, -1, SQLITE_TRANSIENT);
+        else
+            sqlite3_bind_null(ins, 7);
+        if (j->body)
+            sqlite3_bind_blob64(ins, 8, j->body, j->body_len, SQLITE_STATIC);
+        else
+            sqlite3_bind_null(ins, 8);
+        if (j->idempotency_key)
+            sqlite3_bind_text(ins, 9, j->idempotency_key, -1, SQLITE_STATIC);
+        else
+            sqlite3_bind_null(ins, 9);
+        sqlite3_bind_int(ins, 10, j->url_secret || j->headers_secret);
+        sqlite3_bind_int(ins, 11,
+                         stg_store_method_idempotent(j->method) || j->idempotency_key != NULL);
+        sqlite3_bind_int64(ins, 12, now_ms);
+        rc = sqlite3_step(ins);
+        free(hdrs);
+        rc = rc == SQLITE_DONE ? sqlite3_reset(ins) : rc;
+        sqlite3_clear_bindings(ins);
+    }
+    for (size_t i = 0; rc == SQLITE_OK && i < set->n_bad; i++) {
+        sqlite3_bind_int64(bad, 1, set->bad[i].line);
+        sqlite3_bind_text(bad, 2, set->bad[i].message, -1, SQLITE_STATIC);
+        rc = sqlite3_step(bad);
+        rc = rc == SQLITE_DONE ? sqlite3_reset(bad) : rc;
+    }
+    char count[32], when[32];
+    snprintf(count, sizeof count, "%zu", set->n);
+    snprintf(when, sizeof when, "%lld", (long long)now_ms);
+    const char *kv[][2] = {{"fingerprint", set->fingerprint},
+                           {"job_count", count},
+                           {"input_path", input_path ? input_path : "-"},
+                           {"input_format", stg_input_format_name(set->format)},
+                           {"imported_at", when}};
+    for (size_t i = 0; rc == SQLITE_OK && i < sizeof kv / sizeof kv[0]; i++) {
+        sqlite3_bind_text(meta, 1, kv[i][0], -1, SQLITE_STATIC);
+        sqlite3_bind_text(meta, 2, kv[i][1], -1, SQLITE_STATIC);
+        rc = sqlite3_step(meta);
+        rc = rc == SQLITE_DONE ? sqlite3_reset(meta) : rc;
+    }
+    if (rc != SQLITE_OK)
+        err = stg__store_fail(s, rc, "cannot import the jobs");
+    sqlite3_finalize(ins);
+    sqlite3_finalize(bad);
+    sqlite3_finalize(meta);
+    if (err) {
+        stg__store_rollback(s);
+        return err;
+    }
+    if ((err = stg__store_commit(s)) != STG_OK)
+        return err;
+    *imported = true;
+    return STG_OK;
+}
+
+int stg_store_has_jobs(stg_store *s, bool *has)
+{
+    char *fp = NULL;
+    int err = stg_store_meta_get(s, "fingerprint", &fp);
+    *has = fp != NULL;
+    free(fp);
+    return err;
+}
+
+/* ---- bulk moves -------------------------------------------------------------- */
+
+/* Run one UPDATE with ?1 = now; *changes gets the rows changed. */
+static int exec_update(stg_store *s, const char *sql, int64_t now_ms, int *changes)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = sqlite3_prepare_v2(s->db, sql, -1, &st, NULL);
+    if (rc == SQLITE_OK) {
+        sqlite3_bind_int64(st, 1, now_ms);
+        rc = sqlite3_step(st);
+        if (rc == SQLITE_DONE) {
+            rc = SQLITE_OK;
+            if (changes)
+                *changes = sqlite3_changes(s->db);
+        }
+    }
+    sqlite3_finalize(st);
+    return rc;
+}
+
+int stg_store_recover(stg_store *s, int64_t now_ms, int *to_pending, int *to_review)
+{
+    int p = 0, r = 0;
+    int err = stg__store_begin(s);
+    if (err)
+        return err;
+    int rc = exec_update(s,
+                         "UPDATE jobs SET state = 'review', sent = 0, reason = 'interrupted', "
+                         "last_error = 'in flight when a run stopped; not idempotent and may "
+                         "have been sent: check, then run with --retry-review', "
+                         "finished_at = ?1, updated_at = ?1 "
+                         "WHERE state = 'inflight' AND replay_safe = 0 AND sent = 1",
+                         now_ms, &r);
+    if (rc == SQLITE_OK)
+        rc = exec_update(s,
+                         "UPDATE jobs SET state = 'pending', sent = 0, updated_at = ?1 "
+                         "WHERE state = 'inflight'",
+                         now_ms, &p);
+    if (rc != SQLITE_OK) {
+        err = stg__store_fail(s, rc, "cannot recover the jobs in flight");
+        stg__store_rollback(s);
+        return err;
+    }
+    if ((err = stg__store_commit(s)) != STG_OK)
+        return err;
+    if (to_pending)
+        *to_pending = p;
+    if (to_review)
+        *to_review = r;
+    return STG_OK;
+}
+
+int stg_store_requeue(stg_store *s, stg_job_state from, int64_t now_ms, int *n)
+{
+    const char *sql;
+    if (from == STG_JOB_DEFERRED)
+        sql = "UPDATE jobs SET state = 'pending', updated_at = ?1 WHERE state = 'deferred'";
+    else if (from == STG_JOB_REVIEW)
+        sql = "UPDATE jobs SET state = 'pending', updated_at = ?1 WHERE state = 'review'";
+    else
+        return stg__store_error(s, STG_EINVAL, "only deferred and review jobs are requeued");
+    int changes = 0;
+    int rc = exec_update(s, sql, now_ms, &changes); /* one statement: one transaction */
+    if (rc != SQLITE_OK)
+        return stg__store_fail(s, rc, "cannot requeue jobs");
+    if (n)
+        *n = changes;
+    return STG_OK;
+}
+
+/* ---- claim ------------------------------------------------------------------ */
+
+void stg_job_clear(stg_job *j)
+{
+    if (!j)
+        return;
+    free(j->key);
+    free(j->method);
+    free(j->url);
+    free(j->url_redacted);
+    if (j->headers)
+        for (char **h = j->headers; *h; h++)
+            free(*h);
+    free(j->headers);
+    free(j->body);
+    free(j->idempotency_key);
+    memset(j, 0, sizeof *j);
+}
+
+static char *col_strdup(sqlite3_stmt *st, int i, bool *nomem)
+{
+    const unsigned char *t = sqlite3_column_text(st, i);
+    if (!t)
+        return NULL;
+    char *d = strdup((const char *)t);
+    if (!d)
+        *nomem = true;
+    return d;
+}
+
+static char **parse_headers(const char *text, bool *nomem)
+{
+    json_t *a = text ? json_loads(text, 0, NULL) : NULL;
+    size_t n = json_is_array(a) ? json_array_size(a) : 0;
+    char **hs = calloc(n + 1, sizeof *hs);
+    if (!hs) {
+        *nomem = true;
+        json_decref(a);
+        return NULL;
+    }
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        const char *h = json_string_value(json_array_get(a, i));
+        if (h && !(hs[k++] = strdup(h)))
+            *nomem = true;
+    }
+    json_decref(a);
+    return hs;
+}
+
+int stg_store_claim(stg_store *s, int max, int64_t run_id, int64_t now_ms, stg_job *out,
+                    int *n)
+{
+    *n = 0;
+    if (max <= 0)
+        return STG_OK;
+    int rc = stg__store_prepare(
+        s, &s->st_claim_select,
+        "SELECT id, key, line, method, url, url_redacted, headers, body, idempotency_key, "
+        "needs_input, replay_safe, attempts FROM jobs WHERE state = 'pending' "
+        "ORDER BY id LIMIT ?1");
+    if (rc == SQLITE_OK)
+        rc = stg__store_prepare(s, &s->st_claim_update,
+                                "UPDATE jobs SET state = 'inflight', sent = 0, runs = runs + 1, "
+                                "run_id = ?2, started_at = ?3, updated_at = ?3 "
+                                "WHERE id = ?1 AND state = 'pending'");
+    if (rc != SQLITE_OK)
+        return stg__store_fail(s, rc, "cannot prepare the claim");
+    int err = stg__store_begin(s);
+    if (err)
+        return err;
+    sqlite3_stmt *sel = s->st_claim_select, *upd = s->st_claim_update;
+    bool nomem = false;
+    int got = 0;
+    sqlite3_bind_int(sel, 1, max);
+    while ((rc = sqlite3_step(sel)) == SQLITE_ROW) {
+        stg_job *j = &out[got++];
+        memset(j, 0, sizeof *j);
+        j->id = sqlite3_column_int64(sel, 0);
+        j->key = col_strdup(sel, 1, &nomem);
+        j->line = (long)sqlite3_column_int64(sel, 2);
+        j->method = col_strdup(sel, 3, &nomem);
+        j->url = col_strdup(sel, 4, &nomem);
+        j->url_redacted = col_strdup(sel, 5, &nomem);
+        j->headers = parse_headers((const char *)sqlite3_column_text(sel, 6), &nomem);
+        if (sqlite3_column_type(sel, 7) != SQLITE_NULL) {
+            int len = sqlite3_column_bytes(sel, 7);
+            const void *b = sqlite3_column_blob(sel, 7);
+            j->body = malloc((size_t)len + 1);
+            if (j->body) {
+                if (len)
+                    memcpy(j->body, b, (size_t)len);
+                j->body[len] = '\0';
+                j->body_len = (size_t)len;
+            } else {
+                nomem = true;
+            }
+        }
+        j->idempotency_key = col_strdup(sel, 8, &nomem);
+        j->needs_input = sqlite3_column_int(sel, 9) != 0;
+        j->replay_safe = sqlite3_column_int(sel, 10) != 0;
+        j->attempts = sqlite3_column_int(sel, 11);
+    }
+    sqlite3_reset(sel);
+    if (rc == SQLITE_DONE)
+        rc = SQLITE_OK;
+    for (int i = 0; rc == SQLITE_OK && i < got; i++) {
+        sqlite3_bind_int64(upd, 1, out[i].id);
+        sqlite3_bind_int64(upd, 2, run_id);
+        sqlite3_bind_int64(upd, 3, now_ms);
+        rc = sqlite3_step(upd);
+        sqlite3_reset(upd);
+        if (rc == SQLITE_DONE)
+            rc = SQLITE_OK;
+    }
+    if (rc == SQLITE_OK && nomem)
+        rc = SQLITE_NOMEM;
+    if (rc == SQLITE_OK && (err = stg__store_commit(s)) == STG_OK) {
+        *n = got;
+        return STG_OK;
+    }
+    if (rc != SQLITE_OK) {
+        err = stg__store_fail(s, rc, "cannot claim jobs");
+        stg__store_rollback(s);
+    }
+    for (int i = 0; i < got; i++)
+        stg_job_clear(&out[i]);
+    return err;
+}
+
+int stg_store_mark_sent(stg_store *s, int64_t id)
+{
+    int rc = stg__store_prepare(s, &s->st_sent,
+                                "UPDATE jobs SET sent = 1 WHERE id = ?1 AND state = 'inflight'");
+    if (rc == SQLITE_OK) {
+        sqlite3_bind_int64(s->st_sent, 1, id);
+        rc = sqlite3_step(s->st_sent);
+        sqlite3_reset(s->st_sent);
+    }
+    if (rc != SQLITE_DONE)
+        return stg__store_fail(s, rc, "cannot record a request as sent");
+    if (sqlite3_changes(s->db) != 1)
+        return stg__store_error(s, STG_ESTATE, "job %lld is not in flight", (long long)id);
+    return STG_OK;
+}
+
+/* ---- finish ------------------------------------------------------------------ */
+
+int stg_store_finish(stg_store *s, int64_t id, const stg_job_outcome *o, int64_t now_ms)
+{
+    if (!o || (unsigned)o->state >= STG_JOB_NSTATES || o->state == STG_JOB_INFLIGHT)
+        return stg__store_error(s, STG_EINVAL, "bad outcome for job %lld", (long long)id);
+    int rc = stg__store_prepare(
+        s, &s->st_finish,
+        "UPDATE jobs SET state = ?2, sent = 0, attempts = attempts + ?3, "
+        "last_status = coalesce(?4, last_status), last_error = ?5, reason = ?6, "
+        "response_file = coalesce(?7, response_file), finished_at = ?8, updated_at = ?9 "
+        "WHERE id = ?1 AND state = 'inflight'");
+    if (rc == SQLITE_OK)
+        rc = stg__store_prepare(s, &s->st_response_put,
+                                "INSERT OR REPLACE INTO responses(job_id, body) VALUES(?1, ?2)");
+    if (rc != SQLITE_OK)
+        return stg__store_fail(s, rc, "cannot prepare the finish");
+    int err = stg__store_begin(s);
+    if (err)
+        return err;
+    sqlite3_stmt *st = s->st_finish;
+    sqlite3_bind_int64(st, 1, id);
+    sqlite3_bind_text(st, 2, stg_job_state_name(o->state), -1, SQLITE_STATIC);
+    sqlite3_bind_int(st, 3, o->attempts > 0 ? o->attempts : 0);
+    if (o->status > 0)
+        sqlite3_bind_int(st, 4, o->status);
+    else
+        sqlite3_bind_null(st, 4);
+    if (o->error)
+        sqlite3_bind_text(st, 5, o->error, -1, SQLITE_STATIC);
+    else
+        sqlite3_bind_null(st, 5);
+    if (o->reason)
+        sqlite3_bind_text(st, 6, o->reason, -1, SQLITE_STATIC);
+    else
+        sqlite3_bind_null(st, 6);
+    if (o->response_file)
+        sqlite3_bind_text(st, 7, o->response_file, -1, SQLITE_STATIC);
+    else
+        sqlite3_bind_null(st, 7);
+    if (o->state == STG_JOB_PENDING)
+        sqlite3_bind_null(st, 8);
+    else
+        sqlite3_bind_int64(st, 8, now_ms);
+    sqlite3_bind_int64(st, 9, now_ms);
+    rc = sqlite3_step(st);
+    sqlite3_reset(st);
+    sqlite3_clear_bindings(st);
+    if (rc == SQLITE_DONE && sqlite3_changes(s->db) != 1) {
+        stg__store_rollback(s);
+        return stg__store_error(s, STG_ESTATE, "job %lld is not in flight", (long long)id);
+    }
+    if (rc == SQLITE_DONE && o->body) {
+        sqlite3_stmt *put = s->st_response_put;
+        sqlite3_bind_int64(put, 1, id);
+        sqlite3_bind_blob64(put, 2, o->body, o->body_len, SQLITE_STATIC);
+        rc = sqlite3_step(put);
+        sqlite3_reset(put);
+        sqlite3_clear_bindings(put);
+    }
+    if (rc != SQLITE_DONE) {
+        err = stg__store_fail(s, rc, "cannot record a job's outcome");
+        stg__store_rollback(s);
+        return err;
+    }
+    return stg__store_commit(s);
+}
+
+/* ---- queries ------------------------------------------------------------------ */
+
+int stg_store_counts(stg_store *s, int64_t counts[STG_JOB_NSTATES])
+{
+    memset(counts, 0, sizeof(int64_t) * STG_JOB_NSTATES);
+    sqlite3_stmt *st = NULL;
+    int rc = sqlite3_prepare_v2(s->db, "SELECT state, count(*) FROM jobs GROUP BY state", -1,
+                                &st, NULL);
+    while (rc == SQLITE_OK && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+        stg_job_state js;
+        const char *name = (const char *)sqlite3_column_text(st, 0);
+        if (name && stg_job_state_parse(name, &js) == STG_OK)
+            counts[js] = sqlite3_column_int64(st, 1);
+        rc = SQLITE_OK;
+    }
+    sqlite3_finalize(st);
+    if (rc != SQLITE_DONE)
+        return stg__store_fail(s, rc, "cannot count the jobs");
+    return STG_OK;
+}
+
+int stg_store_count_needs_input(stg_store *s, unsigned state_mask, int64_t *n)
+{
+    *n = 0;
+    sqlite3_stmt *st = NULL;
+    int rc = sqlite3_prepare_v2(
+        s->db, "SELECT state, count(*) FROM jobs WHERE needs_input = 1 GROUP BY state", -1,
+        &st, NULL);
+    while (rc == SQLITE_OK && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+        stg_job_state js;
+        const char *name = (const char *)sqlite3_column_text(st, 0);
+        if (name && stg_job_state_parse(name, &js) == STG_OK && (state_mask & (1u << js)))
+            *n += sqlite3_column_int64(st, 1);
+        rc = SQLITE_OK;
+    }
+    sqlite3_finalize(st);
+    if (rc != SQLITE_DONE)
+        return stg__store_fail(s, rc, "cannot count the jobs");
+    return STG_OK;
+}
+
+int stg_store_job_state(stg_store *s, int64_t id, stg_job_state *out)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = sqlite3_prepare_v2(s->db, "SELECT state FROM jobs WHERE id = ?1", -1, &st, NULL);
+    int err = STG_OK;
+    if (rc == SQLITE_OK) {
+        sqlite3_bind_int64(st, 1, id);
+        rc = sqlite3_step(st);
+        if (rc == SQLITE_ROW) {
+            const char *name = (const char *)sqlite3_column_text(st, 0);
+            err = name && stg_job_state_parse(name, out) == STG_OK
+                      ? STG_OK
+                      : stg__store_error(s, STG_EDB, "job %lld: bad state", (long long)id);
+        } else if (rc == SQLITE_DONE) {
+            err = stg__store_error(s, STG_ENOTFOUND, "no job %lld", (long long)id);
+        } else {
+            err = stg__store_fail(s, rc, "cannot read a job");
+        }
+    } else {
+        err = stg__store_fail(s, rc, "cannot read a job");
+    }
+    sqlite3_finalize(st);
+    return err;
+}
+
+/* ---- runs ------------------------------------------------------------------------ */
+
+int stg_store_run_begin(stg_store *s, int64_t now_ms, int64_t *run_id)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = sqlite3_prepare_v2(s->db, "INSERT INTO runs(started_at) VALUES(?1)", -1, &st, NULL);
+    if (rc == SQLITE_OK) {
+        sqlite3_bind_int64(st, 1, now_ms);
+        rc = sqlite3_step(st);
+    }
+    sqlite3_finalize(st);
+    if (rc != SQLITE_DONE)
+        return stg__store_fail(s, rc, "cannot record the run");
+    *run_id = sqlite3_last_insert_rowid(s->db);
+    return STG_OK;
+}
+
+int stg_store_run_update(stg_store *s, int64_t run_id, const stg_run_stats *r)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = sqlite3_prepare_v2(s->db,
+                                "UPDATE runs SET wall_ms = ?2, calls = ?3, retries = ?4, "
+                                "status_429 = ?5, status_503 = ?6, finished = ?7, "
+                                "exit_code = ?8 WHERE id = ?1",
+                                -1, &st, NULL);
+    if (rc == SQLITE_OK) {
+        sqlite3_bind_int64(st, 1, run_id);
+        sqlite3_bind_int64(st, 2, r->wall_ms);
+        sqlite3_bind_int64(st, 3, r->calls);
+        sqlite3_bind_int64(st, 4, r->retries);
+        sqlite3_bind_int64(st, 5, r->status_429);
+        sqlite3_bind_int64(st, 6, r->status_503);
+        sqlite3_bind_int64(st, 7, r->finished);
+        if (r->exit_code >= 0)
+            sqlite3_bind_int(st, 8, r->exit_code);
+        else
+            sqlite3_bind_null(st, 8);
+        rc = sqlite3_step(st);
+    }
+    sqlite3_finalize(st);
+    if (rc != SQLITE_DONE)
+        return stg__store_fail(s, rc, "cannot record the run's counters");
+    return STG_OK;
+}

@@ -1,0 +1,267 @@
+/*
+ * The batch report: jobs per state, totals of every run (wall time, calls,
+ * 429s and 503s, retries), a histogram of retries per finished job, the
+ * effective rate, and the bad input lines. Read-only; works while a run is
+ * going on (WAL readers do not block the writer).
+ *
+ * Everything shown comes from the database, so nothing here can carry a
+ * secret the database does not hold (URLs are not shown at all).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "store/internal.h"
+
+static int one_row(stg_store *s, const char *sql, int ncols, int64_t *out)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = sqlite3_prepare_v2(s->db, sql, -1, &st, NULL);
+    if (rc == SQLITE_OK) {
+        rc = sqlite3_step(st);
+        if (rc == SQLITE_ROW) {
+            for (int i = 0; i < ncols; i++)
+                out[i] = sqlite3_column_type(st, i) == SQLITE_NULL
+                             ? -1
+                             : sqlite3_column_int64(st, i);
+            rc = SQLITE_DONE;
+        } else if (rc == SQLITE_DONE) {
+            for (int i = 0; i < ncols; i++)
+                out[i] = 0;
+        }
+    }
+    sqlite3_finalize(st);
+    return rc == SQLITE_DONE ? SQLITE_OK : rc;
+}
+
+static int64_t nz(int64_t v)
+{
+    return v < 0 ? 0 : v;
+}
+
+int stg_store_report_get(stg_store *s, stg_store_report *r)
+{
+    memset(r, 0, sizeof *r);
+    int err = stg_store_counts(s, r->counts);
+    if (err)
+        return err;
+    for (int i = 0; i < STG_JOB_NSTATES; i++)
+        r->total += r->counts[i];
+    int64_t v[8];
+    int rc = one_row(s, "SELECT count(*) FROM bad_lines", 1, v);
+    if (rc == SQLITE_OK) {
+        r->bad_lines = nz(v[0]);
+        rc = one_row(s,
+                     "SELECT count(*), sum(wall_ms), sum(calls), sum(retries), "
+                     "sum(status_429), sum(status_503) FROM runs",
+                     6, v);
+    }
+    if (rc == SQLITE_OK) {
+        r->runs = nz(v[0]);
+        r->wall_ms = nz(v[1]);
+        r->calls = nz(v[2]);
+        r->retries = nz(v[3]);
+        r->status_429 = nz(v[4]);
+        r->status_503 = nz(v[5]);
+        rc = one_row(s,
+                     "SELECT started_at, wall_ms, calls, retries, status_429, status_503, "
+                     "finished, exit_code FROM runs ORDER BY id DESC LIMIT 1",
+                     8, v);
+    }
+    if (rc == SQLITE_OK) {
+        r->last.started_ms = nz(v[0]);
+        r->last.wall_ms = nz(v[1]);
+        r->last.calls = nz(v[2]);
+        r->last.retries = nz(v[3]);
+        r->last.status_429 = nz(v[4]);
+        r->last.status_503 = nz(v[5]);
+        r->last.finished = nz(v[6]);
+        r->last.exit_code = r->runs ? (int)v[7] : -1;
+        rc = one_row(s, "SELECT count(*) FROM jobs WHERE needs_input = 1", 1, v);
+    }
+    if (rc == SQLITE_OK) {
+        r->needs_input = nz(v[0]);
+        sqlite3_stmt *st = NULL;
+        rc = sqlite3_prepare_v2(s->db,
+                                "SELECT attempts, count(*) FROM jobs WHERE attempts > 0 AND "
+                                "state IN ('done', 'failed', 'deferred', 'review') "
+                                "GROUP BY attempts",
+                                -1, &st, NULL);
+        while (rc == SQLITE_OK && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+            int64_t retries = sqlite3_column_int64(st, 0) - 1;
+            if (retries >= STG_REPORT_HIST - 1)
+                retries = STG_REPORT_HIST - 1;
+            r->hist[retries] += sqlite3_column_int64(st, 1);
+            rc = SQLITE_OK;
+        }
+        sqlite3_finalize(st);
+        if (rc == SQLITE_DONE)
+            rc = SQLITE_OK;
+    }
+    if (rc != SQLITE_OK)
+        return stg__store_fail(s, rc, "cannot read the report");
+    if ((err = stg_store_meta_get(s, "input_path", &r->input_path)) ||
+        (err = stg_store_meta_get(s, "fingerprint", &r->fingerprint)) ||
+        (err = stg_store_meta_get(s, "input_format", &r->format))) {
+        stg_store_report_free(r);
+        return err;
+    }
+    return STG_OK;
+}
+
+void stg_store_report_free(stg_store_report *r)
+{
+    if (!r)
+        return;
+    free(r->input_path);
+    free(r->fingerprint);
+    free(r->format);
+    r->input_path = r->fingerprint = r->format = NULL;
+}
+
+static double per_s(int64_t n, int64_t ms)
+{
+    return ms > 0 ? (double)n * 1000.0 / (double)ms : 0.0;
+}
+
+static double share(int64_t part, int64_t whole)
+{
+    return whole > 0 ? (double)part / (double)whole : 0.0;
+}
+
+static void fmt_wall(int64_t ms, char *buf, size_t size)
+{
+    if (ms < 60000)
+        snprintf(buf, size, "%.2f s", (double)ms / 1000.0);
+    else
+        snprintf(buf, size, "%lld m %02lld s", (long long)(ms / 60000),
+                 (long long)((ms / 1000) % 60));
+}
+
+void stg_store_report_print(const stg_store_report *r, const char *db_path, FILE *out)
+{
+    static const char *const label[STG_JOB_NSTATES] = {"pending", "in flight", "done",
+                                                       "failed",  "deferred",  "review"};
+    static const char *const note[STG_JOB_NSTATES] = {
+        "not run yet: run the same command again",
+        "a run is going on, or was killed: the next run resumes them",
+        "",
+        "non-retryable answers (e.g. 400/401/403/404): see `stagger batch export`",
+        "kept for later: run again with --retry-deferred",
+        "may have been sent (not idempotent): check, then run with --retry-review"};
+    static const int order[] = {STG_JOB_DONE,     STG_JOB_FAILED,  STG_JOB_DEFERRED,
+                                STG_JOB_REVIEW,   STG_JOB_PENDING, STG_JOB_INFLIGHT};
+    fprintf(out, "batch %s: %lld jobs", db_path, (long long)r->total);
+    if (r->input_path)
+        fprintf(out, " from %s (%s)", r->input_path, r->format ? r->format : "?");
+    fputc('\n', out);
+    for (size_t i = 0; i < sizeof order / sizeof order[0]; i++) {
+        int st = order[i];
+        fprintf(out, "  %-10s %8lld", label[st], (long long)r->counts[st]);
+        if (r->counts[st] && note[st][0])
+            fprintf(out, "   %s", note[st]);
+        fputc('\n', out);
+    }
+    char wall[32];
+    fmt_wall(r->wall_ms, wall, sizeof wall);
+    fprintf(out, "runs %lld, wall time %s", (long long)r->runs, wall);
+    if (r->runs > 1) {
+        char last[32];
+        fmt_wall(r->last.wall_ms, last, sizeof last);
+        fprintf(out, " (last run %s)", last);
+    }
+    fputc('\n', out);
+    fprintf(out, "calls %lld: 429 x %lld (%.1f%%), 503 x %lld (%.1f%%); retries %lld\n",
+            (long long)r->calls, (long long)r->status_429,
+            100.0 * share(r->status_429, r->calls), (long long)r->status_503,
+            100.0 * share(r->status_503, r->calls), (long long)r->retries);
+    fprintf(out, "retries per job:");
+    bool any = false;
+    for (int i = 0; i < STG_REPORT_HIST; i++) {
+        if (!r->hist[i])
+            continue;
+        fprintf(out, "  %d%s: %lld", i, i == STG_REPORT_HIST - 1 ? "+" : "",
+                (long long)r->hist[i]);
+        any = true;
+    }
+    fprintf(out, "%s\n", any ? "" : "  (none finished)");
+    int64_t finished = r->counts[STG_JOB_DONE] + r->counts[STG_JOB_FAILED];
+    fprintf(out, "effective rate: %.1f jobs/s answered, %.1f calls/s\n",
+            per_s(finished, r->wall_ms), per_s(r->calls, r->wall_ms));
+    if (r->bad_lines)
+        fprintf(out, "bad input lines: %lld (skipped; `stagger batch report --bad-lines` "
+                     "lists them)\n",
+                (long long)r->bad_lines);
+    if (r->needs_input)
+        fprintf(out, "jobs rebuilt from the input (secrets kept out of the database): %lld\n",
+                (long long)r->needs_input);
+}
+
+int stg_store_report_json(const stg_store_report *r, const char *db_path, FILE *out)
+{
+    json_t *states = json_object();
+    for (int i = 0; i < STG_JOB_NSTATES; i++)
+        json_object_set_new(states, stg_job_state_name((stg_job_state)i),
+                            json_integer(r->counts[i]));
+    json_t *hist = json_object();
+    for (int i = 0; i < STG_REPORT_HIST; i++) {
+        if (!r->hist[i])
+            continue;
+        char k[16];
+        snprintf(k, sizeof k, "%d%s", i, i == STG_REPORT_HIST - 1 ? "+" : "");
+        json_object_set_new(hist, k, json_integer(r->hist[i]));
+    }
+    int64_t finished = r->counts[STG_JOB_DONE] + r->counts[STG_JOB_FAILED];
+    json_t *last = json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "started_ms",
+                             (json_int_t)r->last.started_ms, "wall_ms",
+                             (json_int_t)r->last.wall_ms, "calls", (json_int_t)r->last.calls,
+                             "retries", (json_int_t)r->last.retries, "status_429",
+                             (json_int_t)r->last.status_429, "status_503",
+                             (json_int_t)r->last.status_503, "finished",
+                             (json_int_t)r->last.finished);
+    if (last)
+        json_object_set_new(last, "exit_code",
+                            r->last.exit_code >= 0 ? json_integer(r->last.exit_code)
+                                                   : json_null());
+    json_t *o = json_pack(
+        "{s:s,s:s?,s:s?,s:s?,s:I,s:o,s:I,s:I,s:I,s:I,s:I,s:I,s:f,s:o,s:f,s:f,s:I,s:I,s:o*}",
+        "db", db_path, "input", r->input_path, "format", r->format, "fingerprint",
+        r->fingerprint, "jobs", (json_int_t)r->total, "states", states, "runs",
+        (json_int_t)r->runs, "wall_ms", (json_int_t)r->wall_ms, "calls", (json_int_t)r->calls,
+        "status_429", (json_int_t)r->status_429, "status_503", (json_int_t)r->status_503,
+        "retries", (json_int_t)r->retries, "share_429", share(r->status_429, r->calls),
+        "retries_histogram", hist, "jobs_per_s", per_s(finished, r->wall_ms), "calls_per_s",
+        per_s(r->calls, r->wall_ms), "bad_lines", (json_int_t)r->bad_lines, "needs_input",
+        (json_int_t)r->needs_input, "last_run", last);
+    if (!o)
+        return STG_ENOMEM;
+    int rc = json_dumpf(o, out, JSON_COMPACT) == 0 && fputc('\n', out) != EOF ? STG_OK
+                                                                               : STG_EIO;
+    json_decref(o);
+    return rc;
+}
+
+int stg_store_bad_lines_print(stg_store *s, const char *input, long max, FILE *out)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = sqlite3_prepare_v2(s->db, "SELECT line, message FROM bad_lines ORDER BY line", -1,
+                                &st, NULL);
+    long n = 0, total = 0;
+    while (rc == SQLITE_OK && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+        total++;
+        if (max <= 0 || n < max) {
+            fprintf(out, "%s:%lld: %s\n", input ? input : "input",
+                    (long long)sqlite3_column_int64(st, 0),
+                    (const char *)sqlite3_column_text(st, 1));
+            n++;
+        }
+        rc = SQLITE_OK;
+    }
+    sqlite3_finalize(st);
+    if (rc != SQLITE_DONE)
+        return stg__store_fail(s, rc, "cannot read the bad lines");
+    if (total > n)
+        fprintf(out, "... and %ld more bad lines\n", total - n);
+    return STG_OK;
+}

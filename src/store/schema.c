@@ -1,0 +1,456 @@
+/*
+ * Opening a batch database: the file, the runner lock, WAL mode, the busy
+ * timeout, the schema, and error messages that name the cause.
+ *
+ * Invariants:
+ *  - A database this code writes to carries application_id "STGB" and
+ *    user_version = STG_STORE_SCHEMA_VERSION; any other non-empty SQLite
+ *    file is refused untouched (not ours, or newer than us).
+ *  - The schema is created in one transaction: a kill during creation
+ *    leaves an empty file, which the next open initialises again.
+ *  - The runner lock is an flock() on the database file itself, held from
+ *    open to close by `stagger batch` runs (report/export do not take it).
+ *    flock and SQLite's POSIX locks are independent on Linux, and the lock
+ *    fd is closed only after sqlite3_close, so SQLite's own locks are never
+ *    dropped by closing another descriptor of the file.
+ *  - journal_mode=WAL, synchronous=NORMAL: committed transactions survive a
+ *    killed process; readers (report/export) never block the runner.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "store/internal.h"
+
+static const char schema_sql[] =
+    "CREATE TABLE meta(\n"
+    "  key TEXT PRIMARY KEY,\n"
+    "  value TEXT NOT NULL\n"
+    ") WITHOUT ROWID;\n"
+    "CREATE TABLE jobs(\n"
+    "  id INTEGER PRIMARY KEY,            -- 1-based position in the job set\n"
+    "  key TEXT NOT NULL UNIQUE,          -- JSONL id, template key or line number\n"
+    "  line INTEGER NOT NULL,             -- line of the input file\n"
+    "  method TEXT NOT NULL,\n"
+    "  url TEXT,                          -- replayable URL; NULL when it carries a secret\n"
+    "  url_redacted TEXT NOT NULL,        -- for reports and exports\n"
+    "  headers TEXT,                      -- JSON array of non-secret 'Name: value'\n"
+    "  body BLOB,                         -- request body\n"
+    "  idempotency_key TEXT,\n"
+    "  needs_input INTEGER NOT NULL DEFAULT 0, -- rebuilt from the input at run time\n"
+    "  replay_safe INTEGER NOT NULL DEFAULT 1, -- idempotent method or idempotency key\n"
+    "  state TEXT NOT NULL DEFAULT 'pending'\n"
+    "    CHECK (state IN ('pending','inflight','done','failed','deferred','review')),\n"
+    "  sent INTEGER NOT NULL DEFAULT 0,   -- inflight: an attempt may have left\n"
+    "  attempts INTEGER NOT NULL DEFAULT 0, -- HTTP attempts over all runs\n"
+    "  runs INTEGER NOT NULL DEFAULT 0,   -- times claimed\n"
+    "  run_id INTEGER,                    -- the run that last claimed it\n"
+    "  last_status INTEGER,               -- last HTTP status\n"
+    "  last_error TEXT,\n"
+    "  reason TEXT,                       -- stg_reason name of the last outcome\n"
+    "  response_file TEXT,                -- under --out\n"
+    "  created_at INTEGER NOT NULL,       -- Unix ms\n"
+    "  started_at INTEGER,\n"
+    "  finished_at INTEGER,\n"
+    "  updated_at INTEGER NOT NULL\n"
+    ");\n"
+    "CREATE INDEX jobs_by_state ON jobs(state, id);\n"
+    "CREATE TABLE responses(\n"
+    "  job_id INTEGER PRIMARY KEY REFERENCES jobs(id),\n"
+    "  body BLOB NOT NULL\n"
+    ");\n"
+    "CREATE TABLE bad_lines(\n"
+    "  line INTEGER PRIMARY KEY,\n"
+    "  message TEXT NOT NULL\n"
+    ");\n"
+    "CREATE TABLE runs(\n"
+    "  id INTEGER PRIMARY KEY,\n"
+    "  started_at INTEGER NOT NULL,\n"
+    "  wall_ms INTEGER NOT NULL DEFAULT 0,\n"
+    "  calls INTEGER NOT NULL DEFAULT 0,\n"
+    "  retries INTEGER NOT NULL DEFAULT 0,\n"
+    "  status_429 INTEGER NOT NULL DEFAULT 0,\n"
+    "  status_503 INTEGER NOT NULL DEFAULT 0,\n"
+    "  finished INTEGER NOT NULL DEFAULT 0,\n"
+    "  exit_code INTEGER                  -- NULL while running or after a kill\n"
+    ");\n";
+
+int64_t stg__store_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+struct sqlite3 *stg__store_db(stg_store *s)
+{
+    return s ? s->db : NULL;
+}
+
+const char *stg_store_errmsg(const stg_store *s)
+{
+    return s ? s->err : "";
+}
+
+const char *stg_store_path(const stg_store *s)
+{
+    return s ? s->path : "";
+}
+
+int stg__store_error(stg_store *s, int err, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(s->err, sizeof s->err, fmt, ap);
+    va_end(ap);
+    return err;
+}
+
+/* A hint for the user by SQLite's primary result code. */
+static const char *hint_for(int rc)
+{
+    switch (rc & 0xff) {
+    case SQLITE_BUSY:
+    case SQLITE_LOCKED:
+        return "the database is locked by another process; nothing was changed, try again "
+               "when it is done (or raise --busy-timeout)";
+    case SQLITE_READONLY:
+        return "the database (or its directory, for the -wal/-shm files) is read-only";
+    case SQLITE_FULL:
+        return "the disk (or the database) is full; the last change was rolled back and "
+               "nothing is lost: free some space and run again";
+    case SQLITE_CANTOPEN:
+        return "cannot open the file or create its -wal/-shm files next to it";
+    case SQLITE_NOTADB:
+        return "the file is not an SQLite database";
+    case SQLITE_CORRUPT:
+        return "the database file is corrupt";
+    case SQLITE_IOERR:
+        return "input/output error";
+    case SQLITE_PERM:
+    case SQLITE_AUTH:
+        return "permission denied";
+    case SQLITE_NOMEM:
+        return "out of memory";
+    default:
+        return NULL;
+    }
+}
+
+int stg__store_fail(stg_store *s, int rc, const char *what)
+{
+    const char *hint = hint_for(rc);
+    const char *msg = s->db ? sqlite3_errmsg(s->db) : sqlite3_errstr(rc);
+    if (hint)
+        snprintf(s->err, sizeof s->err, "%s: %s: %s (%s)", s->path, what, hint, msg);
+    else
+        snprintf(s->err, sizeof s->err, "%s: %s: %s", s->path, what, msg);
+    return STG_EDB;
+}
+
+int stg__store_prepare(stg_store *s, sqlite3_stmt **st, const char *sql)
+{
+    if (*st)
+        return SQLITE_OK;
+    return sqlite3_prepare_v2(s->db, sql, -1, st, NULL);
+}
+
+int stg__store_begin(stg_store *s)
+{
+    int rc = sqlite3_exec(s->db, "BEGIN IMMEDIATE", NULL, NULL, NULL);
+    if (rc != SQLITE_OK)
+        return stg__store_fail(s, rc, "cannot start a transaction");
+    return STG_OK;
+}
+
+int stg__store_commit(stg_store *s)
+{
+    int rc = sqlite3_exec(s->db, "COMMIT", NULL, NULL, NULL);
+    if (rc != SQLITE_OK) {
+        int err = stg__store_fail(s, rc, "cannot commit");
+        stg__store_rollback(s);
+        return err;
+    }
+    return STG_OK;
+}
+
+void stg__store_rollback(stg_store *s)
+{
+    if (!sqlite3_get_autocommit(s->db))
+        sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+}
+
+/* Take the runner lock, retrying until the busy timeout. */
+static int take_lock(stg_store *s, bool create)
+{
+    int fd = open(s->path, O_RDONLY | O_CLOEXEC | (create ? O_CREAT : 0), 0666);
+    if (fd < 0)
+        return stg__store_error(s, STG_EDB, "%s: cannot open: %s", s->path, strerror(errno));
+    int64_t waited = 0;
+    for (;;) {
+        if (flock(fd, LOCK_EX | LOCK_NB) == 0)
+            break;
+        if (errno != EWOULDBLOCK && errno != EINTR) {
+            int e = errno;
+            close(fd);
+            return stg__store_error(s, STG_EDB, "%s: cannot lock: %s", s->path, strerror(e));
+        }
+        if (waited >= s->busy_timeout_us) {
+            close(fd);
+            return stg__store_error(
+                s, STG_EAGAIN,
+                "%s: in use by another `stagger batch` run (waited %.1f s); one run per "
+                "database at a time",
+                s->path, (double)s->busy_timeout_us / 1e6);
+        }
+        struct timespec ts = {0, 50 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+        waited += 50 * 1000;
+    }
+    s->lock_fd = fd;
+    return STG_OK;
+}
+
+static int pragma_int(stg_store *s, const char *sql, int64_t *out)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = sqlite3_prepare_v2(s->db, sql, -1, &st, NULL);
+    if (rc == SQLITE_OK) {
+        rc = sqlite3_step(st);
+        if (rc == SQLITE_ROW) {
+            *out = sqlite3_column_int64(st, 0);
+            rc = SQLITE_OK;
+        }
+    }
+    sqlite3_finalize(st);
+    return rc;
+}
+
+static int create_schema(stg_store *s)
+{
+    int err = stg__store_begin(s);
+    if (err)
+        return err;
+    char sql[256];
+    snprintf(sql, sizeof sql, "PRAGMA application_id=%d; PRAGMA user_version=%d;",
+             STG_STORE_APP_ID, STG_STORE_SCHEMA_VERSION);
+    int rc = sqlite3_exec(s->db, schema_sql, NULL, NULL, NULL);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_exec(s->db, sql, NULL, NULL, NULL);
+    if (rc == SQLITE_OK) {
+        char ins[256];
+        snprintf(ins, sizeof ins,
+                 "INSERT INTO meta(key, value) VALUES('schema_version', '%d'), "
+                 "('created_at', '%lld'), ('created_by', 'stagger %s')",
+                 STG_STORE_SCHEMA_VERSION, (long long)stg__store_now_ms(), stg_version());
+        rc = sqlite3_exec(s->db, ins, NULL, NULL, NULL);
+    }
+    if (rc != SQLITE_OK) {
+        err = stg__store_fail(s, rc, "cannot create the schema");
+        stg__store_rollback(s);
+        return err;
+    }
+    return stg__store_commit(s);
+}
+
+/* Check the file is ours (or empty: create the schema). */
+static int check_identity(stg_store *s)
+{
+    int64_t tables = 0, app = 0, version = 0;
+    int rc = pragma_int(s, "SELECT count(*) FROM sqlite_master", &tables);
+    if (rc != SQLITE_OK)
+        return stg__store_fail(s, rc, "cannot read the database");
+    if (tables == 0) {
+        if (s->readonly)
+            return stg__store_error(s, STG_ENOTFOUND, "%s: holds no batch (empty database)",
+                                    s->path);
+        return create_schema(s);
+    }
+    if ((rc = pragma_int(s, "PRAGMA application_id", &app)) != SQLITE_OK ||
+        (rc = pragma_int(s, "PRAGMA user_version", &version)) != SQLITE_OK)
+        return stg__store_fail(s, rc, "cannot read the database header");
+    if (app != STG_STORE_APP_ID)
+        return stg__store_error(s, STG_ESTATE,
+                                "%s: not a stagger batch database (another program's "
+                                "SQLite file); refusing to touch it",
+                                s->path);
+    if (version > STG_STORE_SCHEMA_VERSION)
+        return stg__store_error(s, STG_ESTATE,
+                                "%s: written by a newer stagger (schema %lld, this one "
+                                "knows %d); refusing to touch it",
+                                s->path, (long long)version, STG_STORE_SCHEMA_VERSION);
+    if (version < 1)
+        return stg__store_error(s, STG_ESTATE, "%s: unknown schema version %lld", s->path,
+                                (long long)version);
+    return STG_OK;
+}
+
+/* A reader that cannot create the -shm file (a read-only directory, another
+ * user's files) cannot open a WAL database the normal way. When no -wal file
+ * with content exists, every committed change is in the main file and no
+ * run is writing (a run keeps the -wal file), so the file can be read as
+ * immutable. Returns STG_OK when reopened that way. */
+static int reopen_immutable(stg_store *s)
+{
+    char wal[4096];
+    snprintf(wal, sizeof wal, "%s-wal", s->path);
+    struct stat st;
+    if (stat(wal, &st) == 0 && st.st_size > 0)
+        return STG_EDB;
+    size_t n = strlen(s->path);
+    char *uri = malloc(n * 3 + 32);
+    if (!uri)
+        return STG_ENOMEM;
+    char *w = uri + sprintf(uri, "file:");
+    for (const char *p = s->path; *p; p++) {
+        if (*p == '?' || *p == '#' || *p == '%')
+            w += sprintf(w, "%%%02X", (unsigned char)*p);
+        else
+            *w++ = *p;
+    }
+    strcpy(w, "?immutable=1");
+    sqlite3_close(s->db);
+    s->db = NULL;
+    int rc = sqlite3_open_v2(uri, &s->db, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, NULL);
+    free(uri);
+    if (rc != SQLITE_OK)
+        return stg__store_fail(s, rc, "cannot open");
+    sqlite3_extended_result_codes(s->db, 1);
+    return STG_OK;
+}
+
+int stg_store_open(const char *path, const stg_store_options *opt, stg_store **out, char *err,
+                   size_t errlen)
+{
+    stg_store_options o = {0};
+    if (opt)
+        o = *opt;
+    if (out)
+        *out = NULL;
+    if (err && errlen)
+        err[0] = '\0';
+    if (!path || !*path || !out) {
+        if (err)
+            snprintf(err, errlen, "no database path");
+        return STG_EINVAL;
+    }
+    if (o.readonly)
+        o.create = false;
+    bool memory = !strcmp(path, ":memory:");
+    stg_store *s = calloc(1, sizeof *s);
+    if (!s || !(s->path = strdup(path))) {
+        free(s);
+        if (err)
+            snprintf(err, errlen, "out of memory");
+        return STG_ENOMEM;
+    }
+    s->lock_fd = -1;
+    s->readonly = o.readonly;
+    s->busy_timeout_us = o.busy_timeout_us > 0 ? o.busy_timeout_us : STG_SEC(5);
+
+    int result = STG_OK;
+    struct stat stt;
+    if (!memory && stat(path, &stt) != 0) {
+        if (errno != ENOENT || !o.create) {
+            result = errno == ENOENT
+                         ? stg__store_error(s, STG_ENOTFOUND, "%s: no such database", path)
+                         : stg__store_error(s, STG_EDB, "%s: %s", path, strerror(errno));
+            goto fail;
+        }
+    } else if (!memory && !S_ISREG(stt.st_mode)) {
+        result = stg__store_error(s, STG_EDB, "%s: not a regular file", path);
+        goto fail;
+    }
+    if (o.exclusive && !memory && (result = take_lock(s, o.create)) != STG_OK)
+        goto fail;
+
+    int flags = o.readonly ? SQLITE_OPEN_READONLY
+                           : SQLITE_OPEN_READWRITE | (o.create ? SQLITE_OPEN_CREATE : 0);
+    int rc = sqlite3_open_v2(path, &s->db, flags | SQLITE_OPEN_NOMUTEX, NULL);
+    if (rc != SQLITE_OK) {
+        result = stg__store_fail(s, rc, "cannot open");
+        goto fail;
+    }
+    sqlite3_extended_result_codes(s->db, 1);
+    sqlite3_busy_timeout(s->db, (int)(s->busy_timeout_us / 1000 > 0x7fffffff
+                                          ? 0x7fffffff
+                                          : s->busy_timeout_us / 1000));
+    if (!o.readonly && sqlite3_db_readonly(s->db, "main") == 1) {
+        result = stg__store_error(s, STG_EDB,
+                                  "%s: the database is read-only (file permissions?); a run "
+                                  "needs to write its state; nothing was changed",
+                                  path);
+        goto fail;
+    }
+    if (!o.readonly) {
+        /* WAL first: the schema is then created in WAL mode. */
+        rc = sqlite3_exec(s->db, "PRAGMA journal_mode=WAL", NULL, NULL, NULL);
+        if (rc == SQLITE_OK)
+            rc = sqlite3_exec(s->db, "PRAGMA synchronous=NORMAL", NULL, NULL, NULL);
+        if (rc != SQLITE_OK) {
+            result = stg__store_fail(s, rc, "cannot set up the database");
+            goto fail;
+        }
+    }
+    if ((result = check_identity(s)) != STG_OK && o.readonly && !memory &&
+        reopen_immutable(s) == STG_OK)
+        result = check_identity(s);
+    if (result != STG_OK)
+        goto fail;
+    *out = s;
+    return STG_OK;
+
+fail:
+    if (err)
+        snprintf(err, errlen, "%s", s->err);
+    stg_store_close(s);
+    return result;
+}
+
+void stg_store_close(stg_store *s)
+{
+    if (!s)
+        return;
+    sqlite3_stmt **sts[] = {&s->st_claim_select, &s->st_claim_update, &s->st_finish,
+                            &s->st_response_put, &s->st_response_del, &s->st_sent};
+    for (size_t i = 0; i < sizeof sts / sizeof sts[0]; i++) {
+        sqlite3_finalize(*sts[i]);
+        *sts[i] = NULL;
+    }
+    if (s->db)
+        sqlite3_close(s->db);
+    if (s->lock_fd >= 0)
+        close(s->lock_fd); /* after sqlite3_close: see the top of the file */
+    free(s->path);
+    free(s);
+}
+
+int stg_store_meta_get(stg_store *s, const char *key, char **out)
+{
+    *out = NULL;
+    sqlite3_stmt *st = NULL;
+    int rc = sqlite3_prepare_v2(s->db, "SELECT value FROM meta WHERE key = ?1", -1, &st, NULL);
+    if (rc == SQLITE_OK) {
+        sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
+        rc = sqlite3_step(st);
+        if (rc == SQLITE_ROW) {
+            const char *v = (const char *)sqlite3_column_text(st, 0);
+            if (v && !(*out = strdup(v))) {
+                sqlite3_finalize(st);
+                return stg__store_error(s, STG_ENOMEM, "out of memory");
+            }
+            rc = SQLITE_DONE;
+        }
+    }
+    sqlite3_finalize(st);
+    if (rc != SQLITE_DONE)
+        return stg__store_fail(s, rc, "cannot read the meta table");
+    return STG_OK;
+}

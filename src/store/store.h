@@ -1,0 +1,365 @@
+/*
+ * The batch store: durable state of a `stagger batch` job set in SQLite.
+ *
+ * Internal API of the stagger_store library (used by src/cli/batch*.c and
+ * the unit tests). One handle (stg_store) wraps one SQLite connection; it is
+ * NOT thread-safe: use it from one thread (the batch runner's loop thread).
+ *
+ * Files of this part, one per concern:
+ *   schema.c       open/create, WAL, busy timeout, runner lock, error text
+ *   fingerprint.c  SHA-256 of the job set (the identity of a database)
+ *   input.c        parse URL lists, key files + URL template, JSONL requests
+ *   jobs.c         import, claim, finish, recover, requeue: every state
+ *                  change of a job, each in one transaction
+ *   report.c       counts, run totals, retry histogram, bad input lines
+ *   export.c       one row per job as JSONL or CSV
+ *
+ * Job states and the only transitions the store performs:
+ *
+ *   (import) -> pending
+ *   pending  -> inflight             stg_store_claim (before submit)
+ *   inflight -> done|failed|deferred|review|pending   stg_store_finish
+ *   inflight -> pending | review     stg_store_recover (after a crash/kill)
+ *   deferred -> pending              stg_store_requeue (--retry-deferred)
+ *   review   -> pending              stg_store_requeue (--retry-review)
+ *
+ * Invariants:
+ *  - Every job is in exactly one state at every commit; every change is one
+ *    SQLite transaction (WAL, synchronous=NORMAL: a committed change
+ *    survives kill -9; a power cut may lose the last commits, never tear
+ *    one).
+ *  - A job is marked inflight (committed) before it is handed to the
+ *    engine, so after a crash nothing sent is unaccounted for: inflight
+ *    jobs are run again (at-least-once), except non-idempotent ones
+ *    (replay_safe = 0) whose request may have left (sent = 1): those go to
+ *    review and are resent only on request.
+ *  - The import of a job set is one transaction together with its
+ *    fingerprint; a database holds one job set, forever.
+ *  - Secrets never reach the database: URLs whose userinfo or query keys
+ *    look secret and secret header values are kept out (the job is flagged
+ *    needs_input and is rebuilt from the input file at run time); header
+ *    NAMES and redacted URLs are stored. Response bodies are the user's data
+ *    and are stored as received.
+ *
+ * Errors: functions return STG_OK or an stg_err (STG_EDB for SQLite
+ * failures, STG_ESTATE for a transition not allowed, STG_ENOMEM, STG_EIO);
+ * stg_store_errmsg() then says what happened in one line, naming the cause
+ * (locked, read-only, disk full, another job set, ...).
+ */
+#ifndef STAGGER_STORE_H
+#define STAGGER_STORE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include <stagger/common.h>
+
+/* ---- job states ------------------------------------------------------- */
+
+typedef enum stg_job_state {
+    STG_JOB_PENDING = 0,
+    STG_JOB_INFLIGHT = 1,
+    STG_JOB_DONE = 2,
+    STG_JOB_FAILED = 3,
+    STG_JOB_DEFERRED = 4,
+    STG_JOB_REVIEW = 5
+} stg_job_state;
+
+#define STG_JOB_NSTATES 6
+
+/* "pending", "inflight", "done", "failed", "deferred", "review". Static. */
+const char *stg_job_state_name(stg_job_state s);
+/* Parse a name above; returns STG_OK or STG_EPARSE. */
+int stg_job_state_parse(const char *name, stg_job_state *out);
+
+/* ---- input: job specs ------------------------------------------------- */
+
+typedef enum stg_input_format {
+    STG_INPUT_AUTO = 0, /* JSONL if the first significant line starts with '{' */
+    STG_INPUT_URLS = 1, /* one URL a line */
+    STG_INPUT_KEYS = 2, /* one key a line, filled into a URL template */
+    STG_INPUT_JSONL = 3 /* one JSON object a line */
+} stg_input_format;
+
+const char *stg_input_format_name(stg_input_format f); /* "urls", ... */
+
+/* One request as read from the input. Everything is owned by the job set.
+ * url and headers are the COMPLETE request (secrets included): they live in
+ * memory only; the store writes the redacted/filtered form. */
+typedef struct stg_job_spec {
+    char *key;             /* the job's id: JSONL "id", the key, or the line number */
+    long line;             /* 1-based line of the input */
+    char *method;          /* "GET", ... (validated) */
+    char *url;             /* complete URL */
+    char *url_redacted;    /* stg_redact_url(url) */
+    bool url_secret;       /* userinfo or a secret-looking query key */
+    char **headers;        /* "Name: value", n_headers of them, secrets included */
+    size_t n_headers;
+    bool headers_secret;   /* at least one header value is secret */
+    char *body;            /* may be NULL */
+    size_t body_len;
+    char *idempotency_key; /* from an Idempotency-Key header or field; may be NULL */
+} stg_job_spec;
+
+typedef struct stg_bad_line {
+    long line;
+    char *message; /* never quotes the line (it may carry secrets) */
+} stg_bad_line;
+
+typedef struct stg_job_set {
+    stg_job_spec *jobs;
+    size_t n, cap;
+    stg_bad_line *bad;
+    size_t n_bad, cap_bad;
+    long lines;               /* lines read */
+    stg_input_format format;  /* as detected */
+    char fingerprint[65];     /* hex SHA-256 of the non-secret job set */
+} stg_job_set;
+
+typedef struct stg_input_options {
+    stg_input_format format;  /* AUTO: detect URLS or JSONL; KEYS needs url_template */
+    const char *url_template; /* KEYS: "{}" replaced by the percent-encoded key */
+    const char *method;       /* URLS/KEYS: the method of every job; NULL: GET */
+} stg_input_options;
+
+/* Parse the whole of f into *set (zeroed first). Bad lines are recorded in
+ * set->bad with their line number and skipped; blank lines and lines whose
+ * first non-blank character is '#' are skipped silently (in every format).
+ * Duplicate ids (JSONL "id", keys) are bad lines. The fingerprint is
+ * computed at the end. Returns STG_OK, STG_EINVAL (bad options: no "{}" in
+ * the template, template not an http(s) URL, unknown method; message in
+ * err), STG_EIO (read error), STG_ENOMEM. Does not take ownership of f. */
+int stg_input_read(FILE *f, const stg_input_options *opt, stg_job_set *set, char *err,
+                   size_t errlen);
+/* The same from a path; "-" is stdin. */
+int stg_input_read_path(const char *path, const stg_input_options *opt, stg_job_set *set,
+                        char *err, size_t errlen);
+/* Free everything in set; accepts NULL and zeroed sets. */
+void stg_job_set_free(stg_job_set *set);
+
+/* True if a query key (not NUL-terminated) looks like it carries a secret:
+ * contains key, token, secret, pass, pwd, auth, sig, cred, session, jwt or
+ * private (case-insensitive). */
+bool stg_store_query_key_is_secret(const char *name, size_t len);
+/* True if url has userinfo or a secret-looking query key. */
+bool stg_store_url_is_secret(const char *url);
+/* True if s is an absolute http:// or https:// URL with a host and no
+ * whitespace or control characters. */
+bool stg_store_url_valid(const char *url);
+/* True if the named header's value is secret (stg_redact_header_is_secret
+ * of libstagger-curl, plus Idempotency-Key never being secret). */
+bool stg__store_header_is_secret(const char *name, size_t len);
+/* True if the method is one that may be repeated (RFC 9110 idempotent). */
+bool stg_store_method_idempotent(const char *method);
+
+/* ---- fingerprint ---------------------------------------------------- */
+
+typedef struct stg_sha256 {
+    uint32_t h[8];
+    uint64_t len;
+    unsigned char buf[64];
+    size_t used;
+} stg_sha256;
+
+void stg_sha256_init(stg_sha256 *c);
+void stg_sha256_update(stg_sha256 *c, const void *data, size_t len);
+void stg_sha256_final(stg_sha256 *c, unsigned char out[32]);
+
+/* Compute set->fingerprint: SHA-256 over, per job in order, length-prefixed
+ * key, method, URL (the redacted one when url_secret), headers (names only
+ * for secret ones), body and idempotency key. Line numbers and secrets are
+ * not part of it: moving comments or rotating a token keeps the identity. */
+void stg_job_set_fingerprint(stg_job_set *set);
+
+/* ---- the store ------------------------------------------------------ */
+
+typedef struct stg_store stg_store;
+
+typedef struct stg_store_options {
+    int64_t busy_timeout_us; /* wait for locks this long; 0: 5 s */
+    bool readonly;           /* report/export: never writes */
+    bool create;             /* create the file if missing (not with readonly) */
+    bool exclusive;          /* take the runner lock (flock on the file): one
+                                runner per database */
+} stg_store_options;
+
+/* Open path. On success *out is the caller's, to stg_store_close(). On
+ * failure returns STG_EDB (or STG_ENOTFOUND: no such file and !create;
+ * STG_ESTATE: not a stagger batch database, or a newer schema; STG_EAGAIN:
+ * another runner holds the lock), *out is NULL and err says why in one
+ * line. A path of ":memory:" is allowed (no WAL, no lock) for tests. */
+int stg_store_open(const char *path, const stg_store_options *opt, stg_store **out, char *err,
+                   size_t errlen);
+/* Close; accepts NULL. Releases the runner lock. */
+void stg_store_close(stg_store *s);
+/* The last error, one line; "" if none. Owned by the store. */
+const char *stg_store_errmsg(const stg_store *s);
+/* The open path. Owned by the store. */
+const char *stg_store_path(const stg_store *s);
+
+/* Meta values (strings); *out is malloc'd (caller frees) or NULL when
+ * absent. Returns STG_OK or STG_EDB. */
+int stg_store_meta_get(stg_store *s, const char *key, char **out);
+
+/* Import set (see the invariants above) in one transaction:
+ *  - no job set yet: insert the jobs (pending), the bad lines and the meta
+ *    (fingerprint, count, input path, format); *imported = true;
+ *  - the same fingerprint: nothing is written; *imported = false;
+ *  - another fingerprint: STG_ESTATE, nothing written, the message names
+ *    both job sets.
+ * input_path may be NULL ("-"). Does not take ownership of set. */
+int stg_store_import(stg_store *s, const stg_job_set *set, const char *input_path,
+                     int64_t now_ms, bool *imported);
+
+/* True (*has) when the store holds a job set. */
+int stg_store_has_jobs(stg_store *s, bool *has);
+
+/* After a stop: every inflight job goes back to pending, except those with
+ * replay_safe = 0 and sent = 1, which go to review. One transaction.
+ * Counts may be NULL. */
+int stg_store_recover(stg_store *s, int64_t now_ms, int *to_pending, int *to_review);
+
+/* from (DEFERRED or REVIEW) -> pending, one transaction. *n (may be NULL)
+ * gets the count. STG_EINVAL for other states. */
+int stg_store_requeue(stg_store *s, stg_job_state from, int64_t now_ms, int *n);
+
+/* A claimed job: what is needed to run it. Owned by the caller; release
+ * with stg_job_clear(). */
+typedef struct stg_job {
+    int64_t id;            /* 1-based position in the job set */
+    char *key;
+    long line;
+    char *method;
+    char *url;             /* NULL when needs_input */
+    char *url_redacted;
+    char **headers;        /* stored (non-secret) headers, NULL-terminated */
+    char *body;            /* may be NULL */
+    size_t body_len;
+    char *idempotency_key; /* may be NULL */
+    bool needs_input;      /* URL or headers withheld: rebuild from the input */
+    bool replay_safe;      /* idempotent method or an idempotency key */
+    int attempts;          /* attempts made in earlier runs */
+} stg_job;
+
+void stg_job_clear(stg_job *j);
+
+/* Claim up to max pending jobs, lowest id first: mark them inflight (sent =
+ * 0, runs + 1, run_id, started_at) in one transaction and fill out[0..*n).
+ * *n = 0 when none is pending. */
+int stg_store_claim(stg_store *s, int max, int64_t run_id, int64_t now_ms, stg_job *out,
+                    int *n);
+
+/* The request of an inflight job has (possibly) left: sent = 1. One
+ * transaction. STG_ESTATE when the job is not inflight. */
+int stg_store_mark_sent(stg_store *s, int64_t id);
+
+/* How a run ended for one job. */
+typedef struct stg_job_outcome {
+    stg_job_state state;      /* DONE, FAILED, DEFERRED, REVIEW or PENDING */
+    int status;               /* last HTTP status, 0: none */
+    int attempts;             /* attempts made in this run (added to the total) */
+    const char *reason;       /* stg_reason_name(), may be NULL */
+    const char *error;        /* one line, redacted; NULL for none */
+    const void *body;         /* response body to store; NULL: none */
+    size_t body_len;
+    const char *response_file; /* file name under --out; NULL: none */
+} stg_job_outcome;
+
+/* inflight -> o->state, with status, error, body and finished_at, in one
+ * transaction. STG_ESTATE when the job is not inflight (nothing written);
+ * STG_EINVAL when o->state is INFLIGHT. */
+int stg_store_finish(stg_store *s, int64_t id, const stg_job_outcome *o, int64_t now_ms);
+
+/* Jobs per state. */
+int stg_store_counts(stg_store *s, int64_t counts[STG_JOB_NSTATES]);
+
+/* Jobs in the given states (bit 1 << state) that need the input file. */
+int stg_store_count_needs_input(stg_store *s, unsigned state_mask, int64_t *n);
+
+/* The state of one job by id (tests, tools). STG_ENOTFOUND if none. */
+int stg_store_job_state(stg_store *s, int64_t id, stg_job_state *out);
+
+/* ---- runs ----------------------------------------------------------- */
+
+typedef struct stg_run_stats {
+    int64_t started_ms, wall_ms;
+    int64_t calls;      /* HTTP attempts */
+    int64_t retries;
+    int64_t status_429, status_503;
+    int64_t finished;   /* jobs that reached a final state in this run */
+    int exit_code;      /* -1 while running */
+} stg_run_stats;
+
+/* Start a run row. */
+int stg_store_run_begin(stg_store *s, int64_t now_ms, int64_t *run_id);
+/* Update the run's counters (called periodically and at the end). */
+int stg_store_run_update(stg_store *s, int64_t run_id, const stg_run_stats *st);
+
+/* ---- report --------------------------------------------------------- */
+
+#define STG_REPORT_HIST 16 /* retries 0..14, and 15+ */
+
+typedef struct stg_store_report {
+    int64_t counts[STG_JOB_NSTATES];
+    int64_t total;
+    int64_t bad_lines;
+    int64_t runs;
+    int64_t wall_ms;     /* summed over runs */
+    int64_t calls, retries, status_429, status_503;
+    int64_t hist[STG_REPORT_HIST]; /* finished jobs by retries (attempts - 1) */
+    int64_t needs_input; /* jobs whose request is rebuilt from the input */
+    stg_run_stats last;  /* the latest run; runs == 0: zeroed */
+    char *input_path;    /* owned; may be NULL */
+    char *fingerprint;   /* owned; may be NULL */
+    char *format;        /* owned; may be NULL */
+} stg_store_report;
+
+int stg_store_report_get(stg_store *s, stg_store_report *r);
+void stg_store_report_free(stg_store_report *r);
+/* Human-readable report to out. */
+void stg_store_report_print(const stg_store_report *r, const char *db_path, FILE *out);
+/* Report as one JSON object (compact, with a newline) to out. */
+int stg_store_report_json(const stg_store_report *r, const char *db_path, FILE *out);
+/* Print the bad input lines, "PATH:LINE: message", at most max (0: all). */
+int stg_store_bad_lines_print(stg_store *s, const char *input, long max, FILE *out);
+
+/* ---- export --------------------------------------------------------- */
+
+typedef enum stg_export_format {
+    STG_EXPORT_JSONL = 0,
+    STG_EXPORT_CSV = 1
+} stg_export_format;
+
+typedef struct stg_export_options {
+    stg_export_format format;
+    unsigned state_mask; /* bit 1 << state; 0: all */
+    bool bodies;         /* include the stored response body (JSONL:
+                            "body" when UTF-8, else "body_base64"; CSV: "body") */
+} stg_export_options;
+
+/* One row per job, by id: id (the job's key), job, line, state, status,
+ * attempts, error, reason, method, url (redacted), file, finished_at.
+ * CSV has a header line and RFC 4180 quoting. Returns STG_OK, STG_EDB or
+ * STG_EIO (write error). */
+int stg_store_export(stg_store *s, const stg_export_options *opt, FILE *out);
+
+/* ---- internal helpers shared by the files of this part ----------------- */
+
+struct sqlite3;
+/* The connection (tests inspect the database through it). */
+struct sqlite3 *stg__store_db(stg_store *s);
+/* Record "what: sqlite message (hint)" as the error; returns STG_EDB. */
+int stg__store_fail(stg_store *s, int rc, const char *what);
+/* Record a formatted error; returns err. */
+int stg__store_error(stg_store *s, int err, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* BEGIN IMMEDIATE / COMMIT / ROLLBACK. */
+int stg__store_begin(stg_store *s);
+int stg__store_commit(stg_store *s);
+void stg__store_rollback(stg_store *s);
+/* Milliseconds of the wall clock. */
+int64_t stg__store_now_ms(void);
+
+#endif

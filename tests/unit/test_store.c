@@ -1,0 +1,692 @@
+/*
+ * Unit tests of the batch store (src/store): state transitions, resume
+ * after a simulated crash, import idempotence, fingerprint mismatch, locks,
+ * a full database, foreign files, secrets kept out of the file, report and
+ * export. Each test uses its own database file in a temporary directory.
+ */
+#define _POSIX_C_SOURCE 200809L
+#define _DEFAULT_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <sqlite3.h>
+
+#include "cmocka_all.h"
+
+#include "store/store.h"
+
+static char g_dir[256];
+
+static const char *path_of(const char *name)
+{
+    static char buf[4][512];
+    static int k;
+    k = (k + 1) % 4;
+    snprintf(buf[k], sizeof buf[k], "%s/%s", g_dir, name);
+    return buf[k];
+}
+
+static int setup_dir(void **state)
+{
+    (void)state;
+    snprintf(g_dir, sizeof g_dir, "/tmp/stg_test_store.XXXXXX");
+    return mkdtemp(g_dir) ? 0 : -1;
+}
+
+static int teardown_dir(void **state)
+{
+    (void)state;
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+static void make_set(const char *text, stg_job_set *set)
+{
+    FILE *f = fmemopen((void *)text, strlen(text), "r");
+    assert_non_null(f);
+    char err[256];
+    assert_int_equal(stg_input_read(f, NULL, set, err, sizeof err), STG_OK);
+    fclose(f);
+}
+
+static stg_store *open_new(const char *name)
+{
+    const char *p = path_of(name);
+    unlink(p);
+    stg_store *s = NULL;
+    char err[640];
+    stg_store_options o = {.create = true, .exclusive = true};
+    int rc = stg_store_open(p, &o, &s, err, sizeof err);
+    if (rc != STG_OK)
+        fail_msg("open %s: %s", p, err);
+    return s;
+}
+
+static stg_store *reopen(const char *name)
+{
+    stg_store *s = NULL;
+    char err[640];
+    stg_store_options o = {.exclusive = true};
+    int rc = stg_store_open(path_of(name), &o, &s, err, sizeof err);
+    if (rc != STG_OK)
+        fail_msg("reopen: %s", err);
+    return s;
+}
+
+static const char five_jobs[] = "{\"id\":\"g1\",\"url\":\"http://127.0.0.1:1/a\"}\n"
+                                "{\"id\":\"g2\",\"url\":\"http://127.0.0.1:1/b\"}\n"
+                                "{\"id\":\"p1\",\"method\":\"POST\",\"url\":\"http://127.0.0.1:1/c\","
+                                "\"body\":\"x\"}\n"
+                                "{\"id\":\"p2\",\"method\":\"POST\",\"url\":\"http://127.0.0.1:1/d\","
+                                "\"body\":\"y\"}\n"
+                                "{\"id\":\"pk\",\"method\":\"POST\",\"url\":\"http://127.0.0.1:1/e\","
+                                "\"idempotency_key\":\"k5\"}\n";
+
+static void expect_counts(stg_store *s, int64_t pending, int64_t inflight, int64_t done,
+                          int64_t failed, int64_t deferred, int64_t review)
+{
+    int64_t c[STG_JOB_NSTATES];
+    assert_int_equal(stg_store_counts(s, c), STG_OK);
+    int64_t want[STG_JOB_NSTATES] = {pending, inflight, done, failed, deferred, review};
+    for (int i = 0; i < STG_JOB_NSTATES; i++)
+        if (c[i] != want[i])
+            fail_msg("%s: %lld, want %lld", stg_job_state_name((stg_job_state)i),
+                     (long long)c[i], (long long)want[i]);
+}
+
+static void import_five(stg_store *s)
+{
+    stg_job_set set;
+    make_set(five_jobs, &set);
+    bool imported = false;
+    assert_int_equal(stg_store_import(s, &set, "/in.jsonl", 1000, &imported), STG_OK);
+    assert_true(imported);
+    stg_job_set_free(&set);
+}
+
+static void test_states_names(void **state)
+{
+    (void)state;
+    for (int i = 0; i < STG_JOB_NSTATES; i++) {
+        stg_job_state s;
+        assert_int_equal(stg_job_state_parse(stg_job_state_name((stg_job_state)i), &s), STG_OK);
+        assert_int_equal(s, i);
+    }
+    stg_job_state s;
+    assert_int_equal(stg_job_state_parse("bogus", &s), STG_EPARSE);
+}
+
+static void test_import_idempotent(void **state)
+{
+    (void)state;
+    stg_store *s = open_new("import.db");
+    stg_job_set set;
+    make_set(five_jobs, &set);
+    bool imported = false, has = true;
+    assert_int_equal(stg_store_has_jobs(s, &has), STG_OK);
+    assert_false(has);
+    assert_int_equal(stg_store_import(s, &set, "/in.jsonl", 1000, &imported), STG_OK);
+    assert_true(imported);
+    assert_int_equal(stg_store_import(s, &set, "/in.jsonl", 2000, &imported), STG_OK);
+    assert_false(imported);
+    expect_counts(s, 5, 0, 0, 0, 0, 0);
+    stg_store_close(s);
+    /* a new process, the same input */
+    s = reopen("import.db");
+    assert_int_equal(stg_store_import(s, &set, "/in.jsonl", 3000, &imported), STG_OK);
+    assert_false(imported);
+    expect_counts(s, 5, 0, 0, 0, 0, 0);
+    char *v = NULL;
+    assert_int_equal(stg_store_meta_get(s, "job_count", &v), STG_OK);
+    assert_string_equal(v, "5");
+    free(v);
+    assert_int_equal(stg_store_meta_get(s, "fingerprint", &v), STG_OK);
+    assert_string_equal(v, set.fingerprint);
+    free(v);
+    assert_int_equal(stg_store_meta_get(s, "nope", &v), STG_OK);
+    assert_null(v);
+    stg_store_close(s);
+    stg_job_set_free(&set);
+}
+
+static void test_fingerprint_mismatch(void **state)
+{
+    (void)state;
+    stg_store *s = open_new("other.db");
+    import_five(s);
+    stg_job_set other;
+    make_set("http://127.0.0.1:1/z\n", &other);
+    bool imported = true;
+    assert_int_equal(stg_store_import(s, &other, "/other.txt", 5000, &imported), STG_ESTATE);
+    assert_false(imported);
+    assert_non_null(strstr(stg_store_errmsg(s), "another job set"));
+    assert_non_null(strstr(stg_store_errmsg(s), "5 jobs from /in.jsonl"));
+    expect_counts(s, 5, 0, 0, 0, 0, 0); /* nothing lost, nothing added */
+    stg_job_set_free(&other);
+    stg_store_close(s);
+}
+
+static void test_transitions(void **state)
+{
+    (void)state;
+    stg_store *s = open_new("trans.db");
+    import_five(s);
+    stg_job jobs[5];
+    int n = 0;
+    assert_int_equal(stg_store_claim(s, 2, 1, 2000, jobs, &n), STG_OK);
+    assert_int_equal(n, 2);
+    assert_int_equal(jobs[0].id, 1);
+    assert_string_equal(jobs[0].key, "g1");
+    assert_string_equal(jobs[0].url, "http://127.0.0.1:1/a");
+    assert_true(jobs[0].replay_safe);
+    assert_false(jobs[0].needs_input);
+    assert_int_equal(jobs[1].id, 2);
+    expect_counts(s, 3, 2, 0, 0, 0, 0);
+
+    stg_job_state st;
+    assert_int_equal(stg_store_job_state(s, 1, &st), STG_OK);
+    assert_int_equal(st, STG_JOB_INFLIGHT);
+    assert_int_equal(stg_store_job_state(s, 99, &st), STG_ENOTFOUND);
+
+    stg_job_outcome done = {.state = STG_JOB_DONE, .status = 200, .attempts = 2,
+                            .body = "ok", .body_len = 2};
+    assert_int_equal(stg_store_finish(s, 1, &done, 3000), STG_OK);
+    /* twice: not inflight any more */
+    assert_int_equal(stg_store_finish(s, 1, &done, 3000), STG_ESTATE);
+    /* a pending job cannot finish */
+    assert_int_equal(stg_store_finish(s, 3, &done, 3000), STG_ESTATE);
+    stg_job_outcome bad = {.state = STG_JOB_INFLIGHT};
+    assert_int_equal(stg_store_finish(s, 2, &bad, 3000), STG_EINVAL);
+    stg_job_outcome failed = {.state = STG_JOB_FAILED, .status = 404, .attempts = 1,
+                              .reason = "status_not_retryable", .error = "HTTP 404"};
+    assert_int_equal(stg_store_finish(s, 2, &failed, 3000), STG_OK);
+    expect_counts(s, 3, 0, 1, 1, 0, 0);
+
+    /* mark_sent only on inflight jobs */
+    assert_int_equal(stg_store_mark_sent(s, 1), STG_ESTATE);
+    for (int i = 0; i < n; i++)
+        stg_job_clear(&jobs[i]);
+
+    assert_int_equal(stg_store_claim(s, 10, 1, 4000, jobs, &n), STG_OK);
+    assert_int_equal(n, 3);
+    assert_false(jobs[0].replay_safe); /* POST, no key */
+    assert_string_equal(jobs[0].body, "x");
+    assert_int_equal(jobs[0].body_len, 1);
+    assert_true(jobs[2].replay_safe); /* POST with a key */
+    assert_string_equal(jobs[2].idempotency_key, "k5");
+    stg_job_outcome deferred = {.state = STG_JOB_DEFERRED, .status = 429, .attempts = 7};
+    stg_job_outcome review = {.state = STG_JOB_REVIEW, .status = 503, .attempts = 1};
+    assert_int_equal(stg_store_finish(s, jobs[0].id, &deferred, 5000), STG_OK);
+    assert_int_equal(stg_store_finish(s, jobs[1].id, &review, 5000), STG_OK);
+    assert_int_equal(stg_store_finish(s, jobs[2].id, &done, 5000), STG_OK);
+    for (int i = 0; i < n; i++)
+        stg_job_clear(&jobs[i]);
+    expect_counts(s, 0, 0, 2, 1, 1, 1);
+    assert_int_equal(stg_store_claim(s, 10, 1, 6000, jobs, &n), STG_OK);
+    assert_int_equal(n, 0);
+
+    /* requeue */
+    int moved = 0;
+    assert_int_equal(stg_store_requeue(s, STG_JOB_DONE, 7000, &moved), STG_EINVAL);
+    assert_int_equal(stg_store_requeue(s, STG_JOB_DEFERRED, 7000, &moved), STG_OK);
+    assert_int_equal(moved, 1);
+    expect_counts(s, 1, 0, 2, 1, 0, 1);
+    assert_int_equal(stg_store_requeue(s, STG_JOB_REVIEW, 7000, &moved), STG_OK);
+    assert_int_equal(moved, 1);
+    expect_counts(s, 2, 0, 2, 1, 0, 0);
+    /* a requeued job keeps its attempts (summed over runs) */
+    assert_int_equal(stg_store_claim(s, 1, 2, 8000, jobs, &n), STG_OK);
+    assert_int_equal(n, 1);
+    assert_int_equal(jobs[0].attempts, 7);
+    stg_job_clear(&jobs[0]);
+    stg_store_close(s);
+}
+
+static void test_recover(void **state)
+{
+    (void)state;
+    stg_store *s = open_new("recover.db");
+    import_five(s);
+    stg_job jobs[5];
+    int n = 0;
+    assert_int_equal(stg_store_claim(s, 5, 1, 2000, jobs, &n), STG_OK);
+    assert_int_equal(n, 5);
+    /* g1 sent, p1 sent (no key), p2 claimed but never sent, pk sent (key) */
+    assert_int_equal(stg_store_mark_sent(s, 1), STG_OK);
+    assert_int_equal(stg_store_mark_sent(s, 3), STG_OK);
+    assert_int_equal(stg_store_mark_sent(s, 5), STG_OK);
+    stg_job_outcome done = {.state = STG_JOB_DONE, .status = 200, .attempts = 1};
+    assert_int_equal(stg_store_finish(s, 2, &done, 2500), STG_OK);
+    for (int i = 0; i < n; i++)
+        stg_job_clear(&jobs[i]);
+    /* "kill -9": close without finishing */
+    stg_store_close(s);
+
+    s = reopen("recover.db");
+    expect_counts(s, 0, 4, 1, 0, 0, 0);
+    int to_pending = -1, to_review = -1;
+    assert_int_equal(stg_store_recover(s, 3000, &to_pending, &to_review), STG_OK);
+    assert_int_equal(to_pending, 3); /* g1, p2 (never sent), pk (has a key) */
+    assert_int_equal(to_review, 1);  /* p1 */
+    expect_counts(s, 3, 0, 1, 0, 0, 1);
+    stg_job_state st;
+    assert_int_equal(stg_store_job_state(s, 3, &st), STG_OK);
+    assert_int_equal(st, STG_JOB_REVIEW);
+    assert_int_equal(stg_store_job_state(s, 4, &st), STG_OK);
+    assert_int_equal(st, STG_JOB_PENDING);
+    /* recovering again changes nothing */
+    assert_int_equal(stg_store_recover(s, 3500, &to_pending, &to_review), STG_OK);
+    assert_int_equal(to_pending + to_review, 0);
+
+    /* resume: the rest run, each job ends in exactly one final state */
+    assert_int_equal(stg_store_claim(s, 5, 2, 4000, jobs, &n), STG_OK);
+    assert_int_equal(n, 3);
+    assert_int_equal(jobs[0].id, 1);
+    assert_int_equal(jobs[1].id, 4);
+    assert_int_equal(jobs[2].id, 5);
+    for (int i = 0; i < n; i++) {
+        assert_int_equal(stg_store_finish(s, jobs[i].id, &done, 4500), STG_OK);
+        stg_job_clear(&jobs[i]);
+    }
+    expect_counts(s, 0, 0, 4, 0, 0, 1);
+    sqlite3 *db = stg__store_db(s);
+    sqlite3_stmt *q;
+    assert_int_equal(sqlite3_prepare_v2(db, "SELECT sum(runs) FROM jobs", -1, &q, NULL),
+                     SQLITE_OK);
+    assert_int_equal(sqlite3_step(q), SQLITE_ROW);
+    assert_int_equal(sqlite3_column_int(q, 0), 8); /* 5 claims, then 3 again */
+    sqlite3_finalize(q);
+    stg_store_close(s);
+}
+
+static void test_cancelled_back_to_pending(void **state)
+{
+    (void)state;
+    stg_store *s = open_new("cancel.db");
+    import_five(s);
+    stg_job jobs[2];
+    int n;
+    assert_int_equal(stg_store_claim(s, 2, 1, 2000, jobs, &n), STG_OK);
+    stg_job_outcome back = {.state = STG_JOB_PENDING, .attempts = 1, .reason = "cancelled"};
+    assert_int_equal(stg_store_finish(s, jobs[0].id, &back, 2100), STG_OK);
+    assert_int_equal(stg_store_finish(s, jobs[1].id, &back, 2100), STG_OK);
+    stg_job_clear(&jobs[0]);
+    stg_job_clear(&jobs[1]);
+    expect_counts(s, 5, 0, 0, 0, 0, 0);
+    assert_int_equal(stg_store_claim(s, 1, 2, 3000, jobs, &n), STG_OK);
+    assert_int_equal(jobs[0].id, 1);
+    assert_int_equal(jobs[0].attempts, 1);
+    stg_job_clear(&jobs[0]);
+    stg_store_close(s);
+}
+
+static void test_runner_lock(void **state)
+{
+    (void)state;
+    stg_store *a = open_new("lock.db");
+    stg_store *b = NULL;
+    char err[640];
+    stg_store_options o = {.exclusive = true, .busy_timeout_us = 200000};
+    assert_int_equal(stg_store_open(path_of("lock.db"), &o, &b, err, sizeof err), STG_EAGAIN);
+    assert_null(b);
+    assert_non_null(strstr(err, "in use by another"));
+    /* a reader (report/export) is fine meanwhile */
+    stg_store_options ro = {.readonly = true};
+    assert_int_equal(stg_store_open(path_of("lock.db"), &ro, &b, err, sizeof err), STG_OK);
+    stg_store_close(b);
+    stg_store_close(a);
+    assert_int_equal(stg_store_open(path_of("lock.db"), &o, &b, err, sizeof err), STG_OK);
+    stg_store_close(b);
+}
+
+static void test_sqlite_locked(void **state)
+{
+    (void)state;
+    stg_store *s = open_new("busy.db");
+    import_five(s);
+    sqlite3 *other;
+    assert_int_equal(sqlite3_open(path_of("busy.db"), &other), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(other, "BEGIN IMMEDIATE", NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_busy_timeout(stg__store_db(s), 200);
+    stg_job jobs[1];
+    int n = -1;
+    assert_int_equal(stg_store_claim(s, 1, 1, 2000, jobs, &n), STG_EDB);
+    assert_int_equal(n, 0);
+    assert_non_null(strstr(stg_store_errmsg(s), "locked"));
+    sqlite3_exec(other, "ROLLBACK", NULL, NULL, NULL);
+    sqlite3_close(other);
+    expect_counts(s, 5, 0, 0, 0, 0, 0);
+    assert_int_equal(stg_store_claim(s, 1, 1, 2000, jobs, &n), STG_OK);
+    assert_int_equal(n, 1);
+    stg_job_clear(&jobs[0]);
+    stg_store_close(s);
+}
+
+static void test_disk_full(void **state)
+{
+    (void)state;
+    stg_store *s = open_new("full.db");
+    /* many jobs with large bodies, in a database allowed only a few pages */
+    size_t cap = 300 * 1200;
+    char *text = malloc(cap);
+    size_t len = 0;
+    for (int i = 0; i < 300; i++)
+        len += (size_t)snprintf(text + len, cap - len,
+                                "{\"id\":\"j%d\",\"url\":\"http://127.0.0.1:1/%d\",\"body\":\"%0900d\"}\n",
+                                i, i, i);
+    stg_job_set set;
+    make_set(text, &set);
+    free(text);
+    sqlite3 *db = stg__store_db(s);
+    assert_int_equal(sqlite3_exec(db, "PRAGMA max_page_count=20", NULL, NULL, NULL), SQLITE_OK);
+    bool imported = true;
+    assert_int_equal(stg_store_import(s, &set, "/big.jsonl", 1000, &imported), STG_EDB);
+    assert_false(imported);
+    assert_non_null(strstr(stg_store_errmsg(s), "full"));
+    bool has = true;
+    assert_int_equal(stg_store_has_jobs(s, &has), STG_OK);
+    assert_false(has); /* rolled back whole: no half import */
+    expect_counts(s, 0, 0, 0, 0, 0, 0);
+    assert_int_equal(sqlite3_exec(db, "PRAGMA max_page_count=1000000", NULL, NULL, NULL),
+                     SQLITE_OK);
+    assert_int_equal(stg_store_import(s, &set, "/big.jsonl", 1000, &imported), STG_OK);
+    assert_true(imported);
+    /* a full disk while recording an outcome: the job stays inflight */
+    stg_job jobs[1];
+    int n;
+    assert_int_equal(stg_store_claim(s, 1, 1, 2000, jobs, &n), STG_OK);
+    sqlite3_stmt *q;
+    assert_int_equal(sqlite3_prepare_v2(db, "PRAGMA page_count", -1, &q, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_step(q), SQLITE_ROW);
+    char sql[64];
+    snprintf(sql, sizeof sql, "PRAGMA max_page_count=%d", sqlite3_column_int(q, 0));
+    sqlite3_finalize(q);
+    assert_int_equal(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK);
+    static char big[200000];
+    memset(big, 'b', sizeof big);
+    stg_job_outcome done = {.state = STG_JOB_DONE, .status = 200, .body = big,
+                            .body_len = sizeof big};
+    assert_int_equal(stg_store_finish(s, jobs[0].id, &done, 3000), STG_EDB);
+    assert_non_null(strstr(stg_store_errmsg(s), "full"));
+    stg_job_state st;
+    assert_int_equal(stg_store_job_state(s, jobs[0].id, &st), STG_OK);
+    assert_int_equal(st, STG_JOB_INFLIGHT);
+    stg_job_clear(&jobs[0]);
+    stg_job_set_free(&set);
+    stg_store_close(s);
+}
+
+static void test_foreign_files(void **state)
+{
+    (void)state;
+    const char *p = path_of("foreign.db");
+    unlink(p);
+    sqlite3 *db;
+    assert_int_equal(sqlite3_open(p, &db), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(db, "CREATE TABLE t(x); INSERT INTO t VALUES(1)", NULL, NULL,
+                                  NULL),
+                     SQLITE_OK);
+    sqlite3_close(db);
+    stg_store *s = NULL;
+    char err[640];
+    stg_store_options o = {.create = true, .exclusive = true};
+    assert_int_equal(stg_store_open(p, &o, &s, err, sizeof err), STG_ESTATE);
+    assert_non_null(strstr(err, "not a stagger batch database"));
+    /* untouched */
+    assert_int_equal(sqlite3_open(p, &db), SQLITE_OK);
+    sqlite3_stmt *q;
+    assert_int_equal(sqlite3_prepare_v2(db, "SELECT count(*) FROM sqlite_master", -1, &q, NULL),
+                     SQLITE_OK);
+    assert_int_equal(sqlite3_step(q), SQLITE_ROW);
+    assert_int_equal(sqlite3_column_int(q, 0), 1);
+    sqlite3_finalize(q);
+    sqlite3_close(db);
+
+    const char *t = path_of("text.db");
+    FILE *f = fopen(t, "w");
+    fputs("this is not a database, just some text that is long enough to look like one....."
+          "................................................................................",
+          f);
+    fclose(f);
+    assert_int_equal(stg_store_open(t, &o, &s, err, sizeof err), STG_EDB);
+    assert_non_null(strstr(err, "not an SQLite database"));
+
+    stg_store_options ro = {.readonly = true};
+    assert_int_equal(stg_store_open(path_of("missing.db"), &ro, &s, err, sizeof err),
+                     STG_ENOTFOUND);
+    stg_store_options rw = {.exclusive = true};
+    assert_int_equal(stg_store_open(path_of("missing.db"), &rw, &s, err, sizeof err),
+                     STG_ENOTFOUND);
+    assert_int_not_equal(access(path_of("missing.db"), F_OK), 0); /* not created */
+}
+
+static void test_readonly_file(void **state)
+{
+    (void)state;
+    if (geteuid() == 0)
+        skip(); /* root writes read-only files; the integration test drops privileges */
+    stg_store *s = open_new("ro.db");
+    import_five(s);
+    stg_store_close(s);
+    chmod(path_of("ro.db"), 0444);
+    char err[640];
+    stg_store_options o = {.exclusive = true};
+    assert_int_equal(stg_store_open(path_of("ro.db"), &o, &s, err, sizeof err), STG_EDB);
+    assert_non_null(strstr(err, "read-only"));
+    chmod(path_of("ro.db"), 0644);
+}
+
+/* Read a whole file; NULL if missing. */
+static char *slurp(const char *p, size_t *len)
+{
+    FILE *f = fopen(p, "rb");
+    *len = 0;
+    if (!f)
+        return NULL;
+    char *buf = NULL;
+    size_t cap = 0;
+    for (;;) {
+        if (*len + 65536 > cap) {
+            cap = cap * 2 + 65536;
+            buf = realloc(buf, cap);
+        }
+        size_t n = fread(buf + *len, 1, cap - *len, f);
+        if (n == 0)
+            break;
+        *len += n;
+    }
+    fclose(f);
+    return buf;
+}
+
+static bool file_contains(const char *p, const char *needle)
+{
+    size_t len, nl = strlen(needle);
+    char *b = slurp(p, &len);
+    bool found = false;
+    for (size_t i = 0; b && !found && i + nl <= len; i++)
+        found = !memcmp(b + i, needle, nl);
+    free(b);
+    return found;
+}
+
+static void test_no_secrets_in_file(void **state)
+{
+    (void)state;
+    stg_store *s = open_new("secret.db");
+    const char *text =
+        "{\"id\":\"a\",\"url\":\"http://127.0.0.1:1/a?api_key=PLANTEDSECRET1\"}\n"
+        "{\"id\":\"b\",\"url\":\"http://127.0.0.1:1/b\","
+        "\"headers\":{\"Authorization\":\"Bearer PLANTEDSECRET2\",\"Accept\":\"text/plain\"}}\n"
+        "{\"id\":\"c\",\"url\":\"http://user:PLANTEDSECRET3@127.0.0.1:1/c\"}\n"
+        "{\"id\":\"d\",\"url\":\"http://127.0.0.1:1/d\",\"headers\":[\"X-Api-Key: PLANTEDSECRET4\","
+        "\"Cookie: s=PLANTEDSECRET5\"]}\n"
+        "{\"id\":\"e\",\"url\":\"http://127.0.0.1:1/e?page=2\"}\n";
+    stg_job_set set;
+    make_set(text, &set);
+    bool imported;
+    assert_int_equal(stg_store_import(s, &set, "/in.jsonl", 1000, &imported), STG_OK);
+    stg_job jobs[5];
+    int n;
+    assert_int_equal(stg_store_claim(s, 5, 1, 2000, jobs, &n), STG_OK);
+    assert_int_equal(n, 5);
+    assert_true(jobs[0].needs_input);
+    assert_null(jobs[0].url);
+    assert_non_null(strstr(jobs[0].url_redacted, "REDACTED"));
+    assert_true(jobs[1].needs_input);
+    assert_non_null(jobs[1].url); /* the URL itself is fine */
+    assert_string_equal(jobs[1].headers[0], "Accept: text/plain");
+    assert_null(jobs[1].headers[1]);
+    assert_true(jobs[2].needs_input);
+    assert_true(jobs[3].needs_input);
+    assert_null(jobs[3].headers[0]);
+    assert_false(jobs[4].needs_input);
+    assert_string_equal(jobs[4].url, "http://127.0.0.1:1/e?page=2");
+    for (int i = 0; i < n; i++)
+        stg_job_clear(&jobs[i]);
+    int64_t need = 0;
+    assert_int_equal(stg_store_count_needs_input(s, 1u << STG_JOB_INFLIGHT, &need), STG_OK);
+    assert_int_equal(need, 4);
+    /* check the bytes while the WAL still holds them, then after checkpoint */
+    char wal[600];
+    snprintf(wal, sizeof wal, "%s-wal", path_of("secret.db"));
+    for (int k = 1; k <= 5; k++) {
+        char needle[32];
+        snprintf(needle, sizeof needle, "PLANTEDSECRET%d", k);
+        assert_false(file_contains(path_of("secret.db"), needle));
+        assert_false(file_contains(wal, needle));
+    }
+    assert_true(file_contains(wal, "text/plain") || file_contains(path_of("secret.db"), "text/plain"));
+    stg_store_close(s);
+    for (int k = 1; k <= 5; k++) {
+        char needle[32];
+        snprintf(needle, sizeof needle, "PLANTEDSECRET%d", k);
+        assert_false(file_contains(path_of("secret.db"), needle));
+    }
+    stg_job_set_free(&set);
+}
+
+static char *export_to_string(stg_store *s, const stg_export_options *o)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    assert_non_null(f);
+    assert_int_equal(stg_store_export(s, o, f), STG_OK);
+    fclose(f);
+    return buf;
+}
+
+static void test_report_export(void **state)
+{
+    (void)state;
+    stg_store *s = open_new("report.db");
+    stg_job_set set;
+    make_set("http://127.0.0.1:1/a\nhttp://127.0.0.1:1/b?token=zzz\nnot a url\n"
+             "http://127.0.0.1:1/c\nhttp://127.0.0.1:1/d\n",
+             &set);
+    bool imported;
+    assert_int_equal(stg_store_import(s, &set, "/urls.txt", 1000, &imported), STG_OK);
+    int64_t run;
+    assert_int_equal(stg_store_run_begin(s, 1000, &run), STG_OK);
+    stg_job jobs[4];
+    int n;
+    assert_int_equal(stg_store_claim(s, 4, run, 1000, jobs, &n), STG_OK);
+    assert_int_equal(n, 4);
+    stg_job_outcome o1 = {.state = STG_JOB_DONE, .status = 200, .attempts = 1,
+                          .body = "{\"ok\":true}", .body_len = 11};
+    stg_job_outcome o2 = {.state = STG_JOB_DONE, .status = 200, .attempts = 3,
+                          .body = "\xff\xfe", .body_len = 2};
+    stg_job_outcome o3 = {.state = STG_JOB_FAILED, .status = 404, .attempts = 1,
+                          .reason = "status_not_retryable",
+                          .error = "HTTP 404: status not retryable, \"quoted\""};
+    stg_job_outcome o4 = {.state = STG_JOB_DEFERRED, .status = 429, .attempts = 7,
+                          .reason = "attempts_exhausted", .error = "HTTP 429"};
+    assert_int_equal(stg_store_finish(s, 1, &o1, 1500), STG_OK);
+    assert_int_equal(stg_store_finish(s, 2, &o2, 1500), STG_OK);
+    assert_int_equal(stg_store_finish(s, 3, &o3, 1500), STG_OK);
+    assert_int_equal(stg_store_finish(s, 4, &o4, 1500), STG_OK);
+    for (int i = 0; i < n; i++)
+        stg_job_clear(&jobs[i]);
+    stg_run_stats rs = {.wall_ms = 2000, .calls = 12, .retries = 8, .status_429 = 7,
+                        .status_503 = 1, .finished = 4, .exit_code = 3};
+    assert_int_equal(stg_store_run_update(s, run, &rs), STG_OK);
+
+    stg_store_report r;
+    assert_int_equal(stg_store_report_get(s, &r), STG_OK);
+    assert_int_equal(r.total, 4);
+    assert_int_equal(r.counts[STG_JOB_DONE], 2);
+    assert_int_equal(r.counts[STG_JOB_FAILED], 1);
+    assert_int_equal(r.counts[STG_JOB_DEFERRED], 1);
+    assert_int_equal(r.bad_lines, 1);
+    assert_int_equal(r.runs, 1);
+    assert_int_equal(r.calls, 12);
+    assert_int_equal(r.status_429, 7);
+    assert_int_equal(r.hist[0], 2);
+    assert_int_equal(r.hist[2], 1);
+    assert_int_equal(r.hist[6], 1);
+    assert_int_equal(r.needs_input, 1);
+    assert_int_equal(r.last.exit_code, 3);
+    assert_string_equal(r.input_path, "/urls.txt");
+    char *text = NULL;
+    size_t tlen = 0;
+    FILE *f = open_memstream(&text, &tlen);
+    stg_store_report_print(&r, "report.db", f);
+    assert_int_equal(stg_store_report_json(&r, "report.db", f), STG_OK);
+    assert_int_equal(stg_store_bad_lines_print(s, "/urls.txt", 0, f), STG_OK);
+    fclose(f);
+    assert_non_null(strstr(text, "429 x 7 (58.3%)"));
+    assert_non_null(strstr(text, "\"share_429\":"));
+    assert_non_null(strstr(text, "\"states\":{\"pending\":0"));
+    assert_non_null(strstr(text, "/urls.txt:3: no URL"));
+    assert_null(strstr(text, "zzz"));
+    free(text);
+    stg_store_report_free(&r);
+
+    stg_export_options jo = {.format = STG_EXPORT_JSONL, .bodies = true};
+    char *j = export_to_string(s, &jo);
+    assert_non_null(strstr(j, "{\"id\":\"1\",\"job\":1,\"line\":1,\"state\":\"done\",\"status\":200,"
+                              "\"attempts\":1,\"error\":null"));
+    assert_non_null(strstr(j, "\"body\":\"{\\\"ok\\\":true}\""));
+    assert_non_null(strstr(j, "\"body_base64\":\"//4=\""));
+    assert_non_null(strstr(j, "\"url\":\"http://127.0.0.1:1/b?token=REDACTED\""));
+    assert_null(strstr(j, "zzz"));
+    assert_non_null(strstr(j, "\"finished_at\":\"1970-01-01T00:00:01.500Z\""));
+    free(j);
+    stg_export_options co = {.format = STG_EXPORT_CSV,
+                             .state_mask = 1u << STG_JOB_FAILED | 1u << STG_JOB_DEFERRED};
+    char *c = export_to_string(s, &co);
+    assert_non_null(strstr(c, "id,job,line,state,status,attempts,error,reason,method,url,file,"
+                              "finished_at\r\n"));
+    assert_non_null(strstr(c, "4,3,4,failed,404,1,\"HTTP 404: status not retryable, "
+                              "\"\"quoted\"\"\",status_not_retryable,GET,"));
+    assert_non_null(strstr(c, "5,4,5,deferred,429,7,HTTP 429,attempts_exhausted"));
+    assert_null(strstr(c, ",done,"));
+    free(c);
+    stg_job_set_free(&set);
+    stg_store_close(s);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_states_names),
+        cmocka_unit_test(test_import_idempotent),
+        cmocka_unit_test(test_fingerprint_mismatch),
+        cmocka_unit_test(test_transitions),
+        cmocka_unit_test(test_recover),
+        cmocka_unit_test(test_cancelled_back_to_pending),
+        cmocka_unit_test(test_runner_lock),
+        cmocka_unit_test(test_sqlite_locked),
+        cmocka_unit_test(test_disk_full),
+        cmocka_unit_test(test_foreign_files),
+        cmocka_unit_test(test_readonly_file),
+        cmocka_unit_test(test_no_secrets_in_file),
+        cmocka_unit_test(test_report_export),
+    };
+    return cmocka_run_group_tests(tests, setup_dir, teardown_dir);
+}

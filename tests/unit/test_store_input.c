@@ -1,0 +1,313 @@
+/*
+ * Unit tests of the batch input parser (src/store/input.c) and the job-set
+ * fingerprint: formats, bad lines with their numbers, secret detection,
+ * template filling, and what does and does not change the fingerprint.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cmocka_all.h"
+
+#include "store/store.h"
+
+static int parse(const char *text, const stg_input_options *o, stg_job_set *set)
+{
+    FILE *f = fmemopen((void *)text, strlen(text), "r");
+    assert_non_null(f);
+    char err[256];
+    int rc = stg_input_read(f, o, set, err, sizeof err);
+    fclose(f);
+    return rc;
+}
+
+static const char *bad_msg(const stg_job_set *set, long line)
+{
+    for (size_t i = 0; i < set->n_bad; i++)
+        if (set->bad[i].line == line)
+            return set->bad[i].message;
+    return NULL;
+}
+
+static void test_sha256(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *in, *hex;
+    } v[] = {
+        {"", "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"},
+        {"abc", "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"},
+        {"abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq",
+         "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1"},
+    };
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
+        stg_sha256 c;
+        unsigned char d[32];
+        char hex[65];
+        stg_sha256_init(&c);
+        /* fed byte by byte to cross block boundaries */
+        for (const char *p = v[i].in; *p; p++)
+            stg_sha256_update(&c, p, 1);
+        stg_sha256_final(&c, d);
+        for (int k = 0; k < 32; k++)
+            snprintf(hex + 2 * k, 3, "%02x", d[k]);
+        assert_string_equal(hex, v[i].hex);
+    }
+    /* one million 'a' */
+    stg_sha256 c;
+    unsigned char d[32];
+    char hex[65], a[1000];
+    memset(a, 'a', sizeof a);
+    stg_sha256_init(&c);
+    for (int i = 0; i < 1000; i++)
+        stg_sha256_update(&c, a, sizeof a);
+    stg_sha256_final(&c, d);
+    for (int k = 0; k < 32; k++)
+        snprintf(hex + 2 * k, 3, "%02x", d[k]);
+    assert_string_equal(hex, "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+}
+
+static void test_urls(void **state)
+{
+    (void)state;
+    stg_job_set set;
+    const char *text = "\xEF\xBB\xBFhttp://127.0.0.1:1/a\r\n"
+                       "\n"
+                       "   # a comment\n"
+                       "  https://example.test/b?x=1  \n"
+                       "not a url\n"
+                       "ftp://example.test/c\n"
+                       "http:///nohost\n"
+                       "http://127.0.0.1:1/a\n"; /* a repeated URL is a new job */
+    assert_int_equal(parse(text, NULL, &set), STG_OK);
+    assert_int_equal(set.format, STG_INPUT_URLS);
+    assert_int_equal(set.lines, 8);
+    assert_int_equal(set.n, 3);
+    assert_string_equal(set.jobs[0].url, "http://127.0.0.1:1/a");
+    assert_string_equal(set.jobs[0].key, "1");
+    assert_int_equal(set.jobs[0].line, 1);
+    assert_string_equal(set.jobs[0].method, "GET");
+    assert_string_equal(set.jobs[1].url, "https://example.test/b?x=1");
+    assert_string_equal(set.jobs[1].key, "4");
+    assert_false(set.jobs[1].url_secret);
+    assert_string_equal(set.jobs[2].key, "8");
+    assert_int_equal(set.n_bad, 3);
+    assert_non_null(strstr(bad_msg(&set, 5), "no URL"));
+    assert_non_null(bad_msg(&set, 6));
+    assert_non_null(bad_msg(&set, 7));
+    assert_int_equal(strlen(set.fingerprint), 64);
+    stg_job_set_free(&set);
+
+    stg_input_options o = {.method = "BREW"};
+    char err[256];
+    FILE *f = fmemopen((void *)"http://a.test/\n", 15, "r");
+    assert_int_equal(stg_input_read(f, &o, &set, err, sizeof err), STG_EINVAL);
+    fclose(f);
+    assert_non_null(strstr(err, "unknown method"));
+}
+
+static void test_nul_byte(void **state)
+{
+    (void)state;
+    static const char text[] = "http://a.test/x\nhttp://a.test/\0y\nhttp://a.test/z\n";
+    FILE *f = fmemopen((void *)text, sizeof text - 1, "r");
+    stg_job_set set;
+    char err[256];
+    assert_int_equal(stg_input_read(f, NULL, &set, err, sizeof err), STG_OK);
+    fclose(f);
+    assert_int_equal(set.n, 2);
+    assert_int_equal(set.n_bad, 1);
+    assert_int_equal(set.bad[0].line, 2);
+    stg_job_set_free(&set);
+}
+
+static void test_template(void **state)
+{
+    (void)state;
+    stg_job_set set;
+    stg_input_options o = {.url_template = "http://127.0.0.1:8080/track/{}?k={}"};
+    assert_int_equal(parse("AB12\nx y/z\n\nAB12\n", &o, &set), STG_OK);
+    assert_int_equal(set.format, STG_INPUT_KEYS);
+    assert_int_equal(set.n, 2);
+    assert_string_equal(set.jobs[0].key, "AB12");
+    assert_string_equal(set.jobs[0].url, "http://127.0.0.1:8080/track/AB12?k=AB12");
+    assert_string_equal(set.jobs[1].url, "http://127.0.0.1:8080/track/x%20y%2Fz?k=x%20y%2Fz");
+    assert_int_equal(set.n_bad, 1);
+    assert_int_equal(set.bad[0].line, 4);
+    assert_non_null(strstr(set.bad[0].message, "repeated key (first on line 1)"));
+    stg_job_set_free(&set);
+
+    char err[256];
+    stg_input_options none = {.url_template = "http://a.test/track"};
+    FILE *f = fmemopen((void *)"x\n", 2, "r");
+    assert_int_equal(stg_input_read(f, &none, &set, err, sizeof err), STG_EINVAL);
+    fclose(f);
+    stg_input_options rel = {.url_template = "/track/{}"};
+    f = fmemopen((void *)"x\n", 2, "r");
+    assert_int_equal(stg_input_read(f, &rel, &set, err, sizeof err), STG_EINVAL);
+    fclose(f);
+}
+
+static void test_jsonl(void **state)
+{
+    (void)state;
+    stg_job_set set;
+    const char *text =
+        "{\"id\": \"a\", \"url\": \"http://127.0.0.1:1/a\"}\n"                          /* 1 */
+        "{\"id\": 7, \"method\": \"PUT\", \"url\": \"http://127.0.0.1:1/b\", "
+        "\"headers\": {\"X-Trace\": \"t1\", \"Idempotency-Key\": \"k-1\"}, \"body\": \"raw\"}\n" /* 2 */
+        "{\"url\": \"http://127.0.0.1:1/c\", \"body\": {\"n\": 1}}\n"                  /* 3 */
+        "{\"id\": \"d\", \"url\": \"http://127.0.0.1:1/d\", \"headers\": "
+        "[\"Authorization: Bearer SECRET\", \"Accept: x/y\"]}\n"                         /* 4 */
+        "{\"id\": \"e\", \"url\": \"http://127.0.0.1:1/e\", \"method\": \"get\"}\n"      /* 5 */
+        "{\"id\": \"f\", \"method\": \"GET\"}\n"                                          /* 6 */
+        "{\"id\": \"g\", \"url\": \"http://127.0.0.1:1/g\"\n"                            /* 7 */
+        "[1, 2]\n"                                                                        /* 8 */
+        "{\"id\": \"a\", \"url\": \"http://127.0.0.1:1/a2\"}\n"                         /* 9 */
+        "{\"id\": \"h\", \"url\": \"http://u:pw@127.0.0.1:1/h\"}\n"                      /* 10 */
+        "{\"id\": \"i\", \"url\": \"http://127.0.0.1:1/i\", \"headers\": {\"Bad Name\": \"v\"}}\n"
+        "{\"id\": \"j\", \"url\": \"http://127.0.0.1:1/j\", \"idempotency_key\": \"ik\", "
+        "\"method\": \"POST\"}\n"                                                         /* 12 */
+        "{\"id\": {}, \"url\": \"http://127.0.0.1:1/k\"}\n";                             /* 13 */
+    assert_int_equal(parse(text, NULL, &set), STG_OK);
+    assert_int_equal(set.format, STG_INPUT_JSONL);
+    assert_int_equal(set.n, 6);
+    /* 1 */
+    assert_string_equal(set.jobs[0].key, "a");
+    assert_string_equal(set.jobs[0].method, "GET");
+    assert_int_equal(set.jobs[0].n_headers, 0);
+    /* 2: the Idempotency-Key header becomes the key, not a header */
+    assert_string_equal(set.jobs[1].key, "7");
+    assert_string_equal(set.jobs[1].method, "PUT");
+    assert_int_equal(set.jobs[1].n_headers, 1);
+    assert_string_equal(set.jobs[1].headers[0], "X-Trace: t1");
+    assert_string_equal(set.jobs[1].idempotency_key, "k-1");
+    assert_int_equal(set.jobs[1].body_len, 3);
+    assert_memory_equal(set.jobs[1].body, "raw", 3);
+    /* 3: a JSON body: POST, compact, with a Content-Type */
+    assert_string_equal(set.jobs[2].key, "3");
+    assert_string_equal(set.jobs[2].method, "POST");
+    assert_string_equal(set.jobs[2].body, "{\"n\":1}");
+    assert_string_equal(set.jobs[2].headers[0], "Content-Type: application/json");
+    /* 4: secret header */
+    assert_true(set.jobs[3].headers_secret);
+    assert_false(set.jobs[3].url_secret);
+    assert_int_equal(set.jobs[3].n_headers, 2);
+    /* 10: userinfo */
+    assert_string_equal(set.jobs[4].key, "h");
+    assert_true(set.jobs[4].url_secret);
+    assert_null(strstr(set.jobs[4].url_redacted, "pw"));
+    /* 12 */
+    assert_string_equal(set.jobs[5].idempotency_key, "ik");
+    /* bad lines, by number; none quotes the line */
+    assert_non_null(strstr(bad_msg(&set, 5), "unknown method 'get'"));
+    assert_non_null(strstr(bad_msg(&set, 6), "no URL"));
+    assert_non_null(strstr(bad_msg(&set, 7), "bad JSON"));
+    assert_non_null(strstr(bad_msg(&set, 8), "not a JSON object"));
+    assert_non_null(strstr(bad_msg(&set, 9), "repeated id (first on line 1)"));
+    assert_non_null(strstr(bad_msg(&set, 11), "bad header"));
+    assert_non_null(bad_msg(&set, 13));
+    assert_int_equal(set.n_bad, 7);
+    for (size_t i = 0; i < set.n_bad; i++)
+        assert_null(strstr(set.bad[i].message, "127.0.0.1"));
+    stg_job_set_free(&set);
+}
+
+static void test_bad_json_does_not_echo(void **state)
+{
+    (void)state;
+    stg_job_set set;
+    assert_int_equal(
+        parse("{\"url\": \"http://a.test/\", \"headers\": {\"Authorization\": Bearer SEKRIT}}\n",
+              NULL, &set),
+        STG_OK);
+    assert_int_equal(set.n_bad, 1);
+    assert_null(strstr(set.bad[0].message, "SEKRIT"));
+    assert_null(strstr(set.bad[0].message, "Bearer"));
+    stg_job_set_free(&set);
+}
+
+static void test_secret_urls(void **state)
+{
+    (void)state;
+    assert_false(stg_store_url_is_secret("http://a.test/x?id=1&page=2"));
+    assert_true(stg_store_url_is_secret("http://a.test/x?id=1&api_key=s"));
+    assert_true(stg_store_url_is_secret("http://a.test/x?access_token=s"));
+    assert_true(stg_store_url_is_secret("http://a.test/x?X-Amz-Signature=s"));
+    assert_true(stg_store_url_is_secret("http://a.test/x?password=s"));
+    assert_true(stg_store_url_is_secret("http://user:pw@a.test/x"));
+    assert_true(stg_store_url_is_secret("http://a.test/x#access_token=s"));
+    assert_false(stg_store_url_is_secret("http://a.test/key/path"));
+    assert_true(stg_store_url_valid("http://a.test"));
+    assert_true(stg_store_url_valid("HTTPS://a.test:8443/p?q#f"));
+    assert_false(stg_store_url_valid("http://"));
+    assert_false(stg_store_url_valid("http://a.test/a b"));
+    assert_false(stg_store_url_valid("mailto:x@a.test"));
+    assert_true(stg_store_method_idempotent("GET"));
+    assert_true(stg_store_method_idempotent("PUT"));
+    assert_false(stg_store_method_idempotent("POST"));
+    assert_false(stg_store_method_idempotent("PATCH"));
+}
+
+static void test_fingerprint(void **state)
+{
+    (void)state;
+    stg_job_set a, b, c, d, e;
+    const char *one = "{\"id\":\"x\",\"url\":\"http://a.test/x?token=AAA\","
+                      "\"headers\":{\"Authorization\":\"Bearer 111\"}}\n"
+                      "{\"id\":\"y\",\"url\":\"http://a.test/y\"}\n";
+    /* the same jobs: other secrets, a comment, blank lines */
+    const char *two = "# same jobs\n\n{\"id\":\"x\",\"url\":\"http://a.test/x?token=BBB\","
+                      "\"headers\":{\"Authorization\":\"Bearer 222\"}}\n"
+                      "{\"id\":\"y\",\"url\":\"http://a.test/y\"}\n";
+    /* another job set: a different non-secret header */
+    const char *three = "{\"id\":\"x\",\"url\":\"http://a.test/x?token=AAA\","
+                        "\"headers\":{\"Authorization\":\"Bearer 111\",\"Accept\":\"a\"}}\n"
+                        "{\"id\":\"y\",\"url\":\"http://a.test/y\"}\n";
+    /* another: order */
+    const char *four = "{\"id\":\"y\",\"url\":\"http://a.test/y\"}\n"
+                       "{\"id\":\"x\",\"url\":\"http://a.test/x?token=AAA\","
+                       "\"headers\":{\"Authorization\":\"Bearer 111\"}}\n";
+    /* another: a non-secret query value */
+    const char *five = "{\"id\":\"x\",\"url\":\"http://a.test/x?token=AAA\","
+                       "\"headers\":{\"Authorization\":\"Bearer 111\"}}\n"
+                       "{\"id\":\"y\",\"url\":\"http://a.test/y?page=2\"}\n";
+    assert_int_equal(parse(one, NULL, &a), STG_OK);
+    assert_int_equal(parse(two, NULL, &b), STG_OK);
+    assert_int_equal(parse(three, NULL, &c), STG_OK);
+    assert_int_equal(parse(four, NULL, &d), STG_OK);
+    assert_int_equal(parse(five, NULL, &e), STG_OK);
+    assert_string_equal(a.fingerprint, b.fingerprint);
+    assert_string_not_equal(a.fingerprint, c.fingerprint);
+    assert_string_not_equal(a.fingerprint, d.fingerprint);
+    assert_string_not_equal(a.fingerprint, e.fingerprint);
+    stg_job_set_free(&a);
+    stg_job_set_free(&b);
+    stg_job_set_free(&c);
+    stg_job_set_free(&d);
+    stg_job_set_free(&e);
+}
+
+static void test_path_errors(void **state)
+{
+    (void)state;
+    stg_job_set set;
+    char err[256];
+    assert_int_equal(stg_input_read_path("/nonexistent/in.txt", NULL, &set, err, sizeof err),
+                     STG_EIO);
+    assert_non_null(strstr(err, "/nonexistent/in.txt"));
+    stg_job_set_free(&set);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_sha256),       cmocka_unit_test(test_urls),
+        cmocka_unit_test(test_nul_byte),     cmocka_unit_test(test_template),
+        cmocka_unit_test(test_jsonl),        cmocka_unit_test(test_bad_json_does_not_echo),
+        cmocka_unit_test(test_secret_urls),  cmocka_unit_test(test_fingerprint),
+        cmocka_unit_test(test_path_errors),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
