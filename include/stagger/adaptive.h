@@ -178,9 +178,11 @@ STG_API int stg_adaptive_on_response(stg_adaptive *a, bool throttled, int64_t no
 
 /* Pace from what a response said (h is borrowed; rng may be NULL for no
  * spread; it is drawn from at most once).
- *  - Hold: when Retry-After is present, or when a RateLimit/X-RateLimit
- *    field says 0 requests remain and the reset is known, no send is
- *    admitted until now + that wait + spread. spread is uniform in
+ *  - Hold: when a RateLimit/X-RateLimit field says 0 requests remain and
+ *    the reset is known, no send is admitted until now + that wait +
+ *    spread. (Retry-After alone does not hold the key: it answers one
+ *    request, which stg_decide makes wait, and the throttle it came with
+ *    already cut the rate.) spread is uniform in
  *    [0, max(hold_spread * wait, hold_spread_min_us)] (by default up to
  *    10% of the wait, at least 100 ms): many clients told the same reset
  *    do not all come back in the same millisecond. A hold only ever

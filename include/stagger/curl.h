@@ -135,6 +135,32 @@ typedef struct stg_result {
  * and zeroed results. */
 STG_API void stg_result_free(stg_result *r);
 
+/* ---- a limiter shared with other processes ----------------------------- */
+
+/* A rate limit (and optionally a circuit breaker) shared with other
+ * processes or machines, such as stagger's Redis backend (stagger/redis.h;
+ * libstagger-curl itself does not depend on it). When an engine or a
+ * blocking call is given one, it replaces the local token bucket or
+ * adaptive rate, and, if breaker_allow is set, the local breaker. The
+ * functions are called on the caller's thread and may block for a network
+ * round trip. The struct and ctx must outlive the engine or call. */
+typedef struct stg_shared_limiter {
+    void *ctx;
+    /* Reserve one send for key within timeout_us. STG_OK: *wait_us is the
+     * wait before sending (0: now). STG_ETIMEDOUT: not within the timeout,
+     * nothing reserved. Any other code: the limiter cannot answer; the
+     * request gives up with STG_REASON_LIMITER_UNAVAILABLE (kept for a
+     * later run by stagger batch). Required. */
+    int (*acquire)(void *ctx, const char *key, int64_t timeout_us, int64_t *wait_us);
+    /* Optional shared breaker. allow: STG_OK to go (in half-open this
+     * claims a probe slot), STG_EBREAKER with *retry_in_us while open; any
+     * other code lets the attempt go (the limiter already said whether the
+     * backend works). record: the verdict of an attempt that allow let go
+     * (stg_breaker_classify with the engine's breaker_config). */
+    int (*breaker_allow)(void *ctx, const char *key, int64_t *retry_in_us);
+    void (*breaker_record)(void *ctx, const char *key, stg_breaker_verdict verdict);
+} stg_shared_limiter;
+
 /* ---- blocking call ------------------------------------------------------ */
 
 typedef struct stg_call_config {
@@ -158,6 +184,11 @@ typedef struct stg_call_config {
      * by libcurl itself) or there is none. */
     int (*rewind_body)(void *data);
     void *rewind_data;
+    /* A limiter shared with other processes; replaces bucket when set
+     * (see stg_shared_limiter). key: the limiter_key below, or the URL's
+     * host[:port]. */
+    const stg_shared_limiter *shared;
+    const char *limiter_key;
 } stg_call_config;
 
 /* Perform `easy` (already set up by the caller: URL, method, headers, body
@@ -217,6 +248,10 @@ typedef struct stg_engine_config {
      * NULL. */
     void (*setup_easy)(CURL *easy, void *data);
     void *setup_data;
+    /* A limiter (and breaker) shared with other processes: replaces the
+     * per-host limiter (and breaker) when set; asked with each request's
+     * limit key. See stg_shared_limiter. */
+    const stg_shared_limiter *shared;
 } stg_engine_config;
 
 typedef struct stg_engine stg_engine;

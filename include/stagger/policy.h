@@ -208,7 +208,8 @@ typedef enum stg_action {
       "server asks to wait longer than allowed")                                          \
     X(CANCELLED, 16, "cancelled", "cancelled")                                            \
     X(BUDGET_EXHAUSTED, 17, "budget_exhausted", "retry budget exhausted")                 \
-    X(BREAKER_OPEN, 18, "breaker_open", "circuit breaker open")
+    X(BREAKER_OPEN, 18, "breaker_open", "circuit breaker open")                           \
+    X(LIMITER_UNAVAILABLE, 19, "limiter_unavailable", "shared rate limiter unavailable")
 
 typedef enum stg_reason {
 #define STG__REASON_ENUM(name, num, snake, msg) STG_REASON_##name = num,

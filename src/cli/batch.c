@@ -82,15 +82,18 @@ static void help(void)
         "  --log FILE             JSON-lines event log (URLs and secrets redacted)\n"
         "\n"
         "%s"
+        "\n"
+        "%s"
         "The default policy is the \"batch\" preset (base 1 s, x2, cap 30 s, +-20%%\n"
         "jitter, 6 retries, 429 and 5xx, 5 min per job).\n"
         "\n"
         "Exit status: 0 all jobs done; 1 some failed; 3 some deferred or in review;\n"
         "2 bad usage; 4 database problem (locked, read-only, full, another job set);\n"
-        "5 input unreadable, empty, or bad lines with --strict; 130 interrupted\n"
-        "(SIGINT; 143 SIGTERM): run the same command again to resume.\n"
+        "5 input unreadable, empty, or bad lines with --strict; 6 the shared limiter\n"
+        "became unavailable; 130 interrupted (SIGINT; 143 SIGTERM): run the same\n"
+        "command again to resume.\n"
         "See stagger-batch(1).\n",
-        cli_policy_help);
+        cli_limiter_help, cli_policy_help);
 }
 
 /* stagger-batch.db in INPUT's directory (the current one for stdin). */
@@ -315,10 +318,15 @@ static int parse_run(int argc, char **argv, batch_opts *o)
         } else if (!strcmp(opt, "--json")) {
             o->json = true;
             continue;
+        } else if (!strcmp(opt, "--share-breaker")) {
+            o->limiter.share_breaker = true;
+            continue;
         }
         if (!(v = cli_args_value(&a)))
             return cli_missing_value(CMD, opt);
         int pr = cli_policy_option(CMD, &o->policy, opt, v);
+        if (pr == 0)
+            pr = cli_limiter_option(CMD, &o->limiter, opt, v);
         if (pr < 0)
             return CLI_EXIT_USAGE;
         if (pr > 0)

@@ -71,6 +71,7 @@ struct runner {
     bool stopping; /* signal or fatal error: no new claims */
     bool fatal;
     char fatal_msg[800];
+    int fatal_exit; /* exit status of a fatal stop; 0: BATCH_EXIT_DB */
     int64_t start_us;
     /* progress */
     enum batch_progress progress;
@@ -117,6 +118,10 @@ static stg_job_state state_for(const slot *sl, const stg_result *res)
     switch (res->reason) {
     case STG_REASON_CANCELLED:
         return !sl->job.replay_safe && sl->sent ? STG_JOB_REVIEW : STG_JOB_PENDING;
+    case STG_REASON_LIMITER_UNAVAILABLE:
+        /* Not sent: the run stops (see on_done) and the job waits for the
+         * next one. */
+        return STG_JOB_PENDING;
     case STG_REASON_STATUS_NOT_RETRYABLE:
     case STG_REASON_ERROR_NOT_RETRYABLE:
         return STG_JOB_FAILED;
@@ -201,6 +206,12 @@ static void on_done(stg_engine *e, uint64_t id, const stg_result *res, void *dat
     slot *sl = data;
     runner *r = sl->r;
     stg_job_state st = state_for(sl, res);
+    if (res->reason == STG_REASON_LIMITER_UNAVAILABLE && !r->fatal) {
+        r->fatal_exit = BATCH_EXIT_LIMITER;
+        set_fatal(r, "the shared limiter is unavailable (%s); jobs not sent stay pending: run "
+                     "again when it is back, or allow --limiter-fallback local:SHARE",
+                  res->error_text[0] ? res->error_text : "no answer");
+    }
     char error[512] = "", fname[160] = "";
     if (st != STG_JOB_DONE)
         describe(res, error, sizeof error);
@@ -515,6 +526,13 @@ static int engine_start(runner *r, const batch_opts *o)
     ec.on_event = on_event;
     ec.event_data = r;
     ec.max_body = o->max_body;
+    /* The shared limit replaces the local one; opts are const, the limiter
+     * handle lives as long as the run (closed by batch_run). */
+    cli_limiter *lim = (cli_limiter *)&o->limiter;
+    int lrc = cli_limiter_open(lim, o->rate_given ? o->rate : 0, o->burst, o->breaker_failures,
+                               o->breaker_open_us, &ec.shared);
+    if (lrc != 0)
+        return lrc;
     int err = 0;
     r->engine = stg_engine_new(&ec, &err);
     if (!r->engine) {
@@ -749,8 +767,8 @@ int batch_run(const batch_opts *o)
 
     if (r.fatal) {
         fprintf(stderr, "stagger batch: stopped: %s\n", r.fatal_msg);
-        save_run(&r, BATCH_EXIT_DB);
-        ex = BATCH_EXIT_DB;
+        ex = r.fatal_exit ? r.fatal_exit : BATCH_EXIT_DB;
+        save_run(&r, ex);
         goto out;
     }
     int64_t counts[STG_JOB_NSTATES];
@@ -782,10 +800,11 @@ out:
         stg_engine_free(r.engine); /* a fatal stop: cancels the rest (store writes skipped) */
         r.engine = NULL;
     }
-    if (r.fatal && ex != BATCH_EXIT_DB) {
+    if (r.fatal && ex != BATCH_EXIT_DB && ex != r.fatal_exit) {
         fprintf(stderr, "stagger batch: stopped: %s\n", r.fatal_msg);
-        ex = BATCH_EXIT_DB;
+        ex = r.fatal_exit ? r.fatal_exit : BATCH_EXIT_DB;
     }
+    cli_limiter_close((cli_limiter *)&o->limiter);
     stg_logger_free(r.logger);
     if (r.log_file)
         fclose(r.log_file);

@@ -5,6 +5,7 @@
 #ifndef STAGGER_CLI_BATCH_RUN_H
 #define STAGGER_CLI_BATCH_RUN_H
 
+#include "cli/limiter.h"
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -20,6 +21,7 @@
 #define BATCH_EXIT_LEFT 3      /* finished; some jobs deferred or in review */
 #define BATCH_EXIT_DB 4        /* database problem: locked, read-only, full, another job set */
 #define BATCH_EXIT_INPUT 5     /* input unreadable, no jobs, or bad lines with --strict */
+#define BATCH_EXIT_LIMITER 6   /* the shared limiter (--limiter) became unavailable */
 #define BATCH_EXIT_SIGINT 130  /* interrupted by SIGINT; run again to resume */
 #define BATCH_EXIT_SIGTERM 143 /* interrupted by SIGTERM; run again to resume */
 
@@ -53,6 +55,7 @@ typedef struct batch_opts {
     int64_t busy_timeout_us;
     const char *log_path;     /* JSON-lines event log; NULL: none */
     size_t max_body;
+    cli_limiter limiter;      /* --limiter: a limit shared through Redis */
 } batch_opts;
 
 /* Run (or resume) the batch. Returns the exit status. */

@@ -43,6 +43,7 @@
 #include <stagger/curl.h>
 
 #include "cli/cli.h"
+#include "cli/limiter.h"
 
 #define CMD "fetch"
 
@@ -79,6 +80,7 @@ typedef struct fetch_opts {
     const char *secret[MAX_SECRET_HEADERS + 1];
     int n_secret;
     unsigned long long seed;
+    cli_limiter limiter; /* --limiter: a limit shared through Redis */
 } fetch_opts;
 
 /* curl's --max-time and --connect-timeout take seconds; a bare number keeps
@@ -139,10 +141,13 @@ static void help(void)
            "\n"
            "%s"
            "\n"
-           "Exit status: 0 final 1xx-3xx; 1 local error; 2 bad usage; 3 HTTP error after\n"
-           "retries; 4 HTTP error not retried; 5 deadline; 6 transport failure;\n"
-           "130 interrupted.\n",
-           cli_policy_help);
+           "%s"
+           "\n"
+           "Exit status: 0 final 1xx-3xx; 1 local error (also: the shared limiter\n"
+           "cannot be reached at start); 2 bad usage; 3 HTTP error after retries;\n"
+           "4 HTTP error not retried; 5 deadline; 6 transport failure (also: the shared\n"
+           "limiter became unavailable); 130 interrupted.\n",
+           cli_limiter_help, cli_policy_help);
 }
 
 /* ---- option helpers ------------------------------------------------------ */
@@ -406,12 +411,21 @@ static int parse(fetch_opts *o, int argc, char **argv)
             o->location = true;
             continue;
         }
+        if (!strcmp(opt, "--share-breaker")) {
+            return cli_usage_error(CMD, "--share-breaker is for stagger batch (one request "
+                                        "has no breaker)");
+        }
         const char *val = cli_args_value(&a);
         if (!val)
             return cli_missing_value(CMD, opt);
         int64_t d;
         long long n;
-        if (is_policy_flag(opt)) {
+        int lr = cli_limiter_option(CMD, &o->limiter, opt, val);
+        if (lr < 0)
+            return CLI_EXIT_USAGE;
+        if (lr > 0) {
+            continue;
+        } else if (is_policy_flag(opt)) {
             if (cli_policy_option(CMD, &o->policy, opt, val) < 0)
                 return CLI_EXIT_USAGE;
         } else if (!strcmp(opt, "-X") || !strcmp(opt, "--request")) {
@@ -728,7 +742,14 @@ static int run(fetch_opts *o)
         .url = o->url,
         .request_id = 1,
     };
-    if (o->has_rate) {
+    if (o->limiter.url) {
+        int lrc = cli_limiter_open(&o->limiter, o->has_rate ? o->rate : 0,
+                                   o->has_burst ? o->burst : 0, 0, 0, &cfg.shared);
+        if (lrc != 0) {
+            status = lrc == CLI_EXIT_USAGE ? CLI_EXIT_USAGE : EXIT_LOCAL;
+            goto out;
+        }
+    } else if (o->has_rate) {
         stg_bucket_config bc = {.rate = o->rate, .burst = o->has_burst ? o->burst : 0};
         if (stg_bucket_init(&bucket, &bc, mono_now()) != STG_OK) {
             status = cli_usage_error(CMD, "bad --rate/--burst combination");
@@ -782,6 +803,7 @@ out:
     if (metrics && o->metrics_path && stg_metrics_write(metrics, o->metrics_path) != STG_OK)
         fprintf(stderr, "stagger %s: cannot write metrics to %s\n", CMD, o->metrics_path);
     stg_result_free(&res);
+    cli_limiter_close(&o->limiter);
     if (easy)
         curl_easy_cleanup(easy);
     stg_cancel_free(cancel);

@@ -84,6 +84,7 @@ typedef struct req {
     CURL *easy;
     bool reserved;      /* holds a limiter reservation and a slot */
     bool probe_claimed; /* the breaker admitted the current attempt */
+    bool shared_probe;  /* the shared breaker admitted it: record the outcome */
 
     stg__xfer x;
     stg_retry_state rs;
@@ -364,6 +365,12 @@ static void finish(stg_engine *e, req *r, stg_reason reason)
         stg_breaker_on_neutral(&r->host->breaker, e->now);
         flush_breaker(e, r->host);
     }
+    if (r->shared_probe) {
+        r->shared_probe = false;
+        if (e->cfg.shared->breaker_record)
+            e->cfg.shared->breaker_record(e->cfg.shared->ctx, r->host->key,
+                                          STG_BREAKER_NEUTRAL);
+    }
     map_del(e, r->id);
 
     stg_result res;
@@ -478,7 +485,15 @@ static void start_attempt(stg_engine *e, req *r)
         finish(e, r, STG_REASON_DEADLINE);
         return;
     }
-    if (r->host->has_breaker) {
+    const stg_shared_limiter *sh = e->cfg.shared;
+    if (sh && sh->breaker_allow) {
+        int64_t retry_in = 0;
+        if (sh->breaker_allow(sh->ctx, r->host->key, &retry_in) == STG_EBREAKER) {
+            breaker_refused(e, r, retry_in);
+            return;
+        }
+        r->shared_probe = true;
+    } else if (r->host->has_breaker) {
         int64_t retry_in = 0;
         int rc = stg_breaker_allow(&r->host->breaker, e->now, &retry_in);
         flush_breaker(e, r->host);
@@ -556,7 +571,15 @@ static void admit(stg_engine *e, req *r)
     }
     int64_t wait = 0;
     int rc = STG_OK;
-    if (h->has_bucket)
+    const stg_shared_limiter *sh = e->cfg.shared;
+    if (sh && sh->acquire) {
+        rc = sh->acquire(sh->ctx, h->key, left, &wait);
+        if (rc != STG_OK && rc != STG_ETIMEDOUT) {
+            snprintf(r->errtext, sizeof r->errtext, "shared limiter: %s", stg_strerror(rc));
+            finish(e, r, STG_REASON_LIMITER_UNAVAILABLE);
+            return;
+        }
+    } else if (h->has_bucket)
         rc = stg_bucket_acquire(&h->bucket, 1, e->now, left, &wait);
     else if (h->has_adaptive)
         rc = stg_adaptive_acquire(&h->adaptive, e->now, left, &wait);
@@ -690,6 +713,13 @@ static void attempt_done(stg_engine *e, req *r, CURLcode code)
                          (r->status == 503 && (r->x.hints.seen & STG_HINT_RETRY_AFTER));
         stg_adaptive_on_response(&h->adaptive, throttled, e->now);
         stg_adaptive_on_hints(&h->adaptive, &r->x.hints, e->now, &e->rng);
+    }
+    if (r->shared_probe) {
+        r->shared_probe = false;
+        if (e->cfg.shared->breaker_record)
+            e->cfg.shared->breaker_record(
+                e->cfg.shared->ctx, h->key,
+                stg_breaker_classify(&e->cfg.breaker_config, r->status, r->err));
     }
     if (h->has_breaker && r->probe_claimed) {
         r->probe_claimed = false;

@@ -166,6 +166,11 @@ int stg_curl_perform(CURL *easy, const stg_call_config *cfg, stg_result *out)
         c.method_name = stg_method_name(c.cfg.method);
     if (c.cfg.url)
         stg_redact_url(c.cfg.url, c.url, sizeof c.url);
+    char limit_key[512] = "default";
+    if (c.cfg.limiter_key)
+        snprintf(limit_key, sizeof limit_key, "%s", c.cfg.limiter_key);
+    else if (c.cfg.url)
+        stg__url_host_key(c.cfg.url, limit_key, sizeof limit_key);
 
     stg_retry_state rs = {.attempts = 0, .start_us = c.now, .prev_wait_us = 0};
     stg_decision d;
@@ -188,9 +193,19 @@ int stg_curl_perform(CURL *easy, const stg_call_config *cfg, stg_result *out)
             reason = STG_REASON_DEADLINE;
             break;
         }
-        if (c.cfg.bucket) {
+        if (c.cfg.bucket || (c.cfg.shared && c.cfg.shared->acquire)) {
             int64_t w = 0;
-            int brc = stg_bucket_acquire(c.cfg.bucket, 1, c.now, left, &w);
+            int brc;
+            if (c.cfg.shared && c.cfg.shared->acquire) {
+                brc = c.cfg.shared->acquire(c.cfg.shared->ctx, limit_key, left, &w);
+                if (brc != STG_OK && brc != STG_ETIMEDOUT) {
+                    snprintf(errtext, sizeof errtext, "shared limiter: %s", stg_strerror(brc));
+                    reason = STG_REASON_LIMITER_UNAVAILABLE;
+                    break;
+                }
+            } else {
+                brc = stg_bucket_acquire(c.cfg.bucket, 1, c.now, left, &w);
+            }
             if (brc == STG_ETIMEDOUT) {
                 reason = STG_REASON_DEADLINE;
                 break;

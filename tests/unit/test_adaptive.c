@@ -328,10 +328,17 @@ static void test_hint_hold_until_reset(void **state)
     assert_int_equal(stg_adaptive_on_hints(&a, &h, t0, &rng), STG_OK);
     assert_int_equal(stg_adaptive_hold_until(&a), t0 + STG_SEC(10));
 
-    /* Retry-After holds too; a short wait gets the 100 ms minimum spread. */
+    /* Retry-After alone answers one request: no hold on the key. */
     h = no_hints();
-    h.retry_after_us = STG_MS(200);
+    h.retry_after_us = STG_SEC(30);
     const int64_t t1 = STG_SEC(50);
+    assert_int_equal(stg_adaptive_on_hints(&a, &h, t1, &rng), STG_OK);
+    assert_int_equal(stg_adaptive_hold_until(&a), t0 + STG_SEC(10));
+    assert_int_equal(acquire_wait(&a, t1, 0), 0);
+    /* A short reset gets the 100 ms minimum spread. */
+    h = no_hints();
+    h.remaining = 0;
+    h.reset_us = STG_MS(200);
     assert_int_equal(stg_adaptive_on_hints(&a, &h, t1, &rng), STG_OK);
     spread = stg_rng_range(&twin, 0, STG_MS(100));
     assert_int_equal(stg_adaptive_hold_until(&a), t1 + STG_MS(200) + spread);

@@ -1,0 +1,156 @@
+/*
+ * Shared limiter flags (see limiter.h). The Redis backend (stagger/redis.h)
+ * answers each acquire with Redis's own clock, so many workers on many
+ * machines share one limit; when Redis is unreachable the backend either
+ * fails (a clear error, the default) or falls back to a local bucket at
+ * SHARE of the rate, and says so through the log callback below.
+ */
+#ifdef STG_HAVE_CURL
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "cli/limiter.h"
+
+#ifdef STG_HAVE_REDIS
+#include <stagger/redis.h>
+#endif
+
+const char cli_limiter_help[] =
+    "Shared limit (many processes or machines):\n"
+    "  --limiter redis://[:PASSWORD@]HOST[:PORT][/[DB/]KEY]\n"
+    "                         keep the rate limit (--rate, --burst) in Redis,\n"
+    "                         judged by Redis's clock; KEY shares one limit across\n"
+    "                         hosts (default: one per host)\n"
+    "  --limiter-fallback local:SHARE|none\n"
+    "                         while Redis is unreachable, use a local bucket at\n"
+    "                         SHARE (0..1] of the rate (default none: a clear error)\n"
+    "  --share-breaker        (batch) keep the circuit breaker in Redis too, so every\n"
+    "                         worker sees an open breaker at once\n";
+
+int cli_limiter_option(const char *cmd, cli_limiter *l, const char *opt, const char *val)
+{
+    l->cmd = cmd;
+    if (!strcmp(opt, "--limiter")) {
+#ifdef STG_HAVE_REDIS
+        stg_redis_url u;
+        const char *why = NULL;
+        if (stg_redis_url_parse(val, &u, &why) != STG_OK) {
+            cli_usage_error(cmd, "bad value for --limiter: %s (expected "
+                                 "redis://HOST:PORT/KEY)", why ? why : "malformed URL");
+            return -1;
+        }
+        l->url = val;
+        l->url_has_key = u.key[0] != '\0';
+        return 1;
+#else
+        (void)val;
+        cli_usage_error(cmd, "--limiter needs Redis support (libhiredis-dev at build time)");
+        return -1;
+#endif
+    }
+    if (!strcmp(opt, "--limiter-fallback")) {
+#ifdef STG_HAVE_REDIS
+        const char *why = NULL;
+        if (stg_redis_fallback_parse(val, &l->fallback_share, &why) != STG_OK) {
+            cli_usage_error(cmd, "bad value '%s' for --limiter-fallback: %s", val,
+                            why ? why : "expected local:SHARE or none");
+            return -1;
+        }
+        return 1;
+#else
+        cli_usage_error(cmd, "--limiter-fallback needs Redis support");
+        return -1;
+#endif
+    }
+    return 0;
+}
+
+#ifdef STG_HAVE_REDIS
+static void on_log(void *data, stg_redis_event ev, const char *msg)
+{
+    const cli_limiter *l = data;
+    (void)ev;
+    fprintf(stderr, "stagger %s: %s\n", l->cmd, msg);
+}
+
+static int acquire(void *ctx, const char *key, int64_t timeout_us, int64_t *wait_us)
+{
+    cli_limiter *l = ctx;
+    return stg_redis_limiter_acquire(l->backend, l->url_has_key ? NULL : key, 1, timeout_us,
+                                     wait_us);
+}
+
+static int breaker_allow(void *ctx, const char *key, int64_t *retry_in_us)
+{
+    cli_limiter *l = ctx;
+    return stg_redis_breaker_allow(l->backend, l->url_has_key ? NULL : key, retry_in_us);
+}
+
+static void breaker_record(void *ctx, const char *key, stg_breaker_verdict v)
+{
+    cli_limiter *l = ctx;
+    (void)stg_redis_breaker_record(l->backend, l->url_has_key ? NULL : key, v, NULL);
+}
+#endif
+
+int cli_limiter_open(cli_limiter *l, double rate, int64_t burst, int failures, int64_t open_us,
+                     const stg_shared_limiter **out)
+{
+    *out = NULL;
+    if (!l->url) {
+        if (l->fallback_share > 0 || l->share_breaker)
+            return cli_usage_error(l->cmd, "--limiter-fallback and --share-breaker need "
+                                           "--limiter");
+        return 0;
+    }
+#ifdef STG_HAVE_REDIS
+    if (!(rate > 0))
+        return cli_usage_error(l->cmd, "--limiter needs the shared limit: give --rate R");
+    stg_redis_limiter_config c;
+    memset(&c, 0, sizeof c);
+    c.url = l->url;
+    c.rate = rate;
+    c.burst = burst;
+    c.fallback_share = l->fallback_share;
+    c.breaker.consecutive_failures = failures > 0 ? failures : 0;
+    c.breaker.open_us = open_us;
+    c.log = on_log;
+    c.log_data = l;
+    int err = 0;
+    char why[256] = "";
+    l->backend = stg_redis_limiter_new(&c, &err, why, sizeof why);
+    if (!l->backend) {
+        fprintf(stderr, "stagger %s: shared limiter: %s\n", l->cmd,
+                why[0] ? why : stg_strerror(err));
+        return err == STG_EINVAL ? CLI_EXIT_USAGE : 1;
+    }
+    l->ops.ctx = l;
+    l->ops.acquire = acquire;
+    if (l->share_breaker) {
+        l->ops.breaker_allow = breaker_allow;
+        l->ops.breaker_record = breaker_record;
+    }
+    *out = &l->ops;
+    return 0;
+#else
+    (void)rate, (void)burst, (void)failures, (void)open_us;
+    return cli_usage_error(l->cmd, "--limiter needs Redis support");
+#endif
+}
+
+void cli_limiter_close(cli_limiter *l)
+{
+#ifdef STG_HAVE_REDIS
+    if (l && l->backend) {
+        stg_redis_limiter_free(l->backend);
+        l->backend = NULL;
+    }
+#else
+    (void)l;
+#endif
+}
+#else
+/* ISO C forbids an empty translation unit. */
+typedef int stg_cli_limiter_unused;
+#endif

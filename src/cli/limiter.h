@@ -1,0 +1,43 @@
+/*
+ * The shared-limiter flags of fetch and batch: --limiter URL,
+ * --limiter-fallback local:SHARE|none and --share-breaker. They put one rate
+ * limit (and optionally one circuit breaker) for many processes or machines
+ * in Redis, plugged into libstagger-curl through stg_shared_limiter.
+ */
+#ifndef STAGGER_CLI_LIMITER_H
+#define STAGGER_CLI_LIMITER_H
+
+#ifdef STG_HAVE_CURL
+#include <stagger/curl.h>
+
+typedef struct cli_limiter {
+    const char *cmd;
+    const char *url;       /* --limiter; NULL: none */
+    double fallback_share; /* --limiter-fallback local:SHARE; 0: none */
+    bool share_breaker;    /* --share-breaker */
+    bool url_has_key;      /* the URL names the key: every host shares it */
+    void *backend;         /* stg_redis_limiter * */
+    stg_shared_limiter ops;
+} cli_limiter;
+
+/* A value-taking flag of the shared limiter: 1 applied, 0 not one of
+ * these, -1 after a usage error. (--share-breaker takes no value: the
+ * caller sets share_breaker.) */
+int cli_limiter_option(const char *cmd, cli_limiter *l, const char *opt, const char *val);
+
+/* Help text for the flags. */
+extern const char cli_limiter_help[];
+
+/* Connect to the backend when --limiter was given. rate and burst are the
+ * shared limit (rate > 0 required); failures and open_us configure a shared
+ * breaker. *out is &l->ops, or NULL without --limiter. Returns 0, or an exit
+ * status after a one-line message (2: usage, 1: unreachable without a
+ * fallback). */
+int cli_limiter_open(cli_limiter *l, double rate, int64_t burst, int failures, int64_t open_us,
+                     const stg_shared_limiter **out);
+
+/* Disconnect; accepts an unopened one. */
+void cli_limiter_close(cli_limiter *l);
+#endif
+
+#endif

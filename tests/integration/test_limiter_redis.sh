@@ -1,0 +1,162 @@
+# One limit shared through Redis (stagger batch --limiter): four processes
+# together stay within burst + rate * t at the server; Redis killed mid-run
+# stops a run without a fallback (jobs stay pending, a re-run finishes them)
+# and is survived with --limiter-fallback local:SHARE. Starts its own
+# redis-server and stagger serve on 127.0.0.1 and stops them.
+. "$(dirname "$0")/lib.sh"
+S=$STAGGER
+command -v redis-server >/dev/null || { echo "redis-server missing: run make deps" >&2; exit 1; }
+T=$(mktemp -d /tmp/stg_limiter.XXXXXX)
+PIDS=""
+cleanup() {
+  for p in $PIDS; do kill "$p" 2>/dev/null || true; done
+  for p in $PIDS; do wait "$p" 2>/dev/null || true; done
+  [ -n "${KEEP:-}" ] || rm -rf "$T"
+}
+trap cleanup EXIT
+
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
+}
+start_redis() {
+  redis-server --port "$RPORT" --bind 127.0.0.1 --save '' --appendonly no --daemonize no \
+    >"$T/redis.out" 2>&1 &
+  RPID=$!
+  PIDS="$PIDS $RPID"
+  for _ in $(seq 1 100); do
+    python3 -c 'import socket,sys; socket.create_connection(("127.0.0.1",int(sys.argv[1])),0.2)' "$RPORT" 2>/dev/null && return 0
+    sleep 0.05
+  done
+  echo "redis-server did not start: $(cat "$T/redis.out")" >&2; exit 1
+}
+start_server() {
+  "$S" serve --port 0 --log "$T/$1.log" >"$T/$1.out" 2>"$T/$1.err" &
+  SPID=$!
+  PIDS="$PIDS $SPID"
+  PORT=""
+  for _ in $(seq 1 100); do
+    PORT=$(sed -n 's|^listening on http://127\.0\.0\.1:\([0-9]*\)$|\1|p' "$T/$1.out")
+    [ -n "$PORT" ] && break
+    sleep 0.05
+  done
+  [ -n "$PORT" ] || { echo "server did not start" >&2; exit 1; }
+}
+stop() { kill "$1" 2>/dev/null || true; wait "$1" 2>/dev/null || true; }
+
+RPORT=$(free_port)
+start_redis
+start_server shared
+
+# ---- 4 processes, one limit: 50/s, burst 10 ------------------------------------
+RATE=50; BURST=10
+for w in 1 2 3 4; do
+  seq -f "w$w-%03g" 1 60 >"$T/keys$w.txt"
+  "$S" batch -q --url "http://127.0.0.1:$PORT/track/{}" "$T/keys$w.txt" --db "$T/w$w.db" \
+    --concurrency 8 --rate $RATE --burst $BURST --limiter "redis://127.0.0.1:$RPORT/api" \
+    >"$T/w$w.out" 2>"$T/w$w.err" &
+  eval "BP$w=\$!"
+done
+for w in 1 2 3 4; do
+  eval "p=\$BP$w"
+  set +e; wait "$p"; rc=$?; set -e
+  check "worker $w finished (exit $rc): $(cat "$T/w$w.err")" [ "$rc" = 0 ]
+done
+stop "$SPID"
+check "240 requests reached the server" [ "$(grep -c '"/track/' "$T/shared.log")" = 240 ]
+# In total: at most burst + rate * t over the run (+1: Redis's TIME decides,
+# the server's clock measures). Any window: the same bound + 3, the slack for
+# a request admitted in Redis whose send was delayed a few ms by its process,
+# so that it arrives next to a later one.
+check "4 processes stay within burst + rate * t" python3 - "$T/shared.log" $RATE $BURST <<'PY'
+import json, sys
+ts = sorted(json.loads(l)["t_us"] for l in open(sys.argv[1]) if "/track/" in l)
+rate, burst = float(sys.argv[2]), float(sys.argv[3])
+worst = max((j - i + 1) - (burst + rate * (ts[j] - ts[i]) / 1e6) for i in range(len(ts)) for j in range(i, len(ts)))
+span = (ts[-1] - ts[0]) / 1e6
+total_ok = len(ts) <= burst + rate * span + 1
+print(f"  {len(ts)} arrivals over {span:.2f} s (bound {burst + rate * span:.1f}); worst window excess {worst:.2f}")
+sys.exit(0 if total_ok and worst <= 3.0 else 1)
+PY
+
+# ---- Redis killed mid-run, no fallback: the run stops, nothing is lost -------------
+start_server nofb
+seq -f "n%03g" 1 150 >"$T/keysn.txt"
+"$S" batch -q --url "http://127.0.0.1:$PORT/track/{}" "$T/keysn.txt" --db "$T/n.db" \
+  --concurrency 5 --rate 50 --limiter "redis://127.0.0.1:$RPORT/nofb" >"$T/n.out" 2>"$T/n.err" &
+BP=$!
+sleep 1
+stop "$RPID"
+set +e; wait "$BP"; rc=$?; set -e
+check "no fallback: stops with exit 6 (got $rc)" [ "$rc" = 6 ]
+check "no fallback: says why" grep -q "shared limiter is unavailable" "$T/n.err"
+start_redis
+set +e
+"$S" batch -q --url "http://127.0.0.1:$PORT/track/{}" "$T/keysn.txt" --db "$T/n.db" \
+  --concurrency 5 --rate 50 --limiter "redis://127.0.0.1:$RPORT/nofb" >"$T/n2.out" 2>"$T/n2.err"
+rc=$?
+set -e
+check "re-run with Redis back finishes (exit $rc): $(cat "$T/n2.err")" [ "$rc" = 0 ]
+stop "$SPID"
+check "no fallback: every key done exactly once in the database" python3 - "$T/n.db" <<'PY'
+import sqlite3, sys
+c = sqlite3.connect(sys.argv[1])
+rows = c.execute("select state, count(*) from jobs group by state").fetchall()
+print("  states:", rows)
+sys.exit(0 if rows == [("done", 150)] else 1)
+PY
+check "no fallback: every key reached the server" python3 - "$T/nofb.log" <<'PY'
+import json, sys
+keys = {json.loads(l)["path"] for l in open(sys.argv[1]) if "/track/" in l}
+sys.exit(0 if len(keys) == 150 else 1)
+PY
+
+# ---- Redis killed mid-run, fallback local:0.5: the run goes on -----------------------
+start_server fb
+seq -f "f%03g" 1 400 >"$T/keysf.txt"
+"$S" batch -q --url "http://127.0.0.1:$PORT/track/{}" "$T/keysf.txt" --db "$T/f.db" \
+  --concurrency 5 --rate 60 --burst 10 --limiter "redis://127.0.0.1:$RPORT/fb" \
+  --limiter-fallback local:0.5 >"$T/f.out" 2>"$T/f.err" &
+BP=$!
+sleep 1
+stop "$RPID"
+sleep 1.5
+start_redis
+set +e; wait "$BP"; rc=$?; set -e
+stop "$SPID"
+check "fallback: finishes (exit $rc): $(cat "$T/f.err")" [ "$rc" = 0 ]
+check "fallback: says it falls back" grep -q "falling back to local bucket" "$T/f.err"
+check "fallback: says Redis is back" grep -q "back; using the shared limiter again" "$T/f.err"
+check "fallback: every job done" [ "$("$S" batch report --db "$T/f.db" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["states"]["done"])')" = 400 ]
+
+# ---- --share-breaker: one process trips it, another sees it open at once -------------
+"$S" serve --port 0 --log "$T/brk.log" --outage 0s+60s >"$T/brk.out" 2>"$T/brk.err" &
+SPID=$!
+PIDS="$PIDS $SPID"
+PORT=""
+for _ in $(seq 1 100); do
+  PORT=$(sed -n 's|^listening on http://127\.0\.0\.1:\([0-9]*\)$|\1|p' "$T/brk.out")
+  [ -n "$PORT" ] && break
+  sleep 0.05
+done
+seq -f "a%02g" 1 10 >"$T/keysa.txt"
+seq -f "b%02g" 1 10 >"$T/keysb.txt"
+for w in a b; do
+  set +e
+  "$S" batch -q --url "http://127.0.0.1:$PORT/track/{}" "$T/keys$w.txt" --db "$T/brk$w.db" \
+    --concurrency 1 --rate 100 --retries 0 --breaker 3 --on-breaker defer --share-breaker \
+    --limiter "redis://127.0.0.1:$RPORT/brk" >"$T/brk$w.out" 2>"$T/brk$w.err"
+  set -e
+done
+stop "$SPID"
+check "shared breaker: A sent 3 requests, then its breaker opened" \
+  [ "$(grep -c '"/track/a' "$T/brk.log")" = 3 ]
+check "shared breaker: B saw it open and sent nothing" \
+  [ "$(grep -c '"/track/b' "$T/brk.log")" = 0 ]
+check "shared breaker: B's jobs are deferred as breaker_open" \
+  [ "$("$S" batch export --db "$T/brkb.db" | grep -c 'breaker')" = 10 ]
+
+# ---- usage ----------------------------------------------------------------------------
+expect_exit "--limiter needs --rate" 2 "$S" batch -q --url "http://127.0.0.1:1/{}" "$T/keysf.txt" --db "$T/u.db" --limiter "redis://127.0.0.1:$RPORT/k"
+expect_exit "bad --limiter URL" 2 "$S" batch -q --url "http://127.0.0.1:1/{}" "$T/keysf.txt" --db "$T/u.db" --rate 5 --limiter "http://x"
+expect_exit "bad fallback" 2 "$S" batch -q --url "http://127.0.0.1:1/{}" "$T/keysf.txt" --db "$T/u.db" --rate 5 --limiter "redis://127.0.0.1:$RPORT/k" --limiter-fallback local:7
+finish
