@@ -46,6 +46,23 @@
  *    burst is smaller, and it is exactly the clumping this library avoids.
  *  - Server hints can pace the client before any throttle (see
  *    stg_adaptive_on_hints); AWS has no equivalent.
+ *  - Slow start. A first throttle that comes before any 0.5 s bucket has
+ *    closed rests on a guess: 30 workers that start together are refused
+ *    within milliseconds, when 30 sends are all there is to measure, and
+ *    the cut lands far below the server's limit (42/s against 100/s). From
+ *    there CUBIC needs ~7 s to climb back: a 2000-job batch took 1.28x the
+ *    ideal time, almost all of it lost at the start. So, as TCP does before
+ *    its first loss, while the last cut rested on no measurement the rate
+ *    grows multiplicatively (doubling every startup_doubling_us, 2 s) or
+ *    along the cubic curve, whichever is higher, until the next throttle,
+ *    which then cuts from a real measurement: the batch now takes 1.04x.
+ *    Why not faster: a rate that rises steeply reorders the pacing bucket's
+ *    reservations (tokens, not times, survive a rate change), so two sends
+ *    can land together; a server with no burst refuses one of them at a
+ *    rate far below its limit, and the cut that follows starts CUBIC from
+ *    there (doubling every 1 s kept 16 workers against a burst-1 server
+ *    under 20/s for a minute; 2 s does not). startup_doubling_us < 0 turns
+ *    slow start off.
  * Result, against a server allowing L = 100/s with burst 20, from the
  * second minute on: every 10 s window within +-2% of L and 0.2% to 1% of
  * calls throttled, for one greedy worker (1 ms round trip) as for 16
@@ -82,6 +99,7 @@ extern "C" {
 #define STG_ADAPTIVE_DEFAULT_MEASURE_CAP 2.0
 #define STG_ADAPTIVE_DEFAULT_BURST 1
 #define STG_ADAPTIVE_DEFAULT_RECOVERY_US STG_SEC(1)
+#define STG_ADAPTIVE_DEFAULT_STARTUP_DOUBLING_US STG_SEC(2)
 #define STG_ADAPTIVE_DEFAULT_HOLD_SPREAD 0.1
 #define STG_ADAPTIVE_DEFAULT_HOLD_SPREAD_MIN_US STG_MS(100)
 /* Rates below this are raised to it, whatever asks for them (a hint of
@@ -111,6 +129,10 @@ typedef struct stg_adaptive_config {
     int64_t recovery_us; /* longest recovery after a cut (see above);
                             0: 1 s; < 0: none (every throttle cuts, as
                             AWS does) */
+    int64_t startup_doubling_us; /* slow start (see above): while the last
+                            cut rested on no measurement, the rate doubles
+                            this often until the next throttle; 0: 2 s;
+                            < 0: off (AWS) */
 } stg_adaptive_config;
 
 /* Plain struct owned by the caller; treat the fields as private. It holds a
@@ -136,6 +158,8 @@ typedef struct stg_adaptive {
     int64_t measure_slot;           /* index of the current 0.5 s bucket */
     int64_t measure_count;          /* responses counted in it */
     bool measured_any;              /* a bucket has closed */
+    bool probing;                   /* slow start after an unmeasured cut */
+    double probe_base;              /* the rate that cut left, req/s */
 } stg_adaptive;
 
 /* Set up a limiter at now_us: off (admits everything) until the first

@@ -78,6 +78,10 @@ static int resolve(const stg_adaptive_config *in, stg_adaptive_config *out)
         c.recovery_us = STG_ADAPTIVE_DEFAULT_RECOVERY_US;
     else if (c.recovery_us < 0)
         c.recovery_us = 0;
+    if (c.startup_doubling_us == 0)
+        c.startup_doubling_us = STG_ADAPTIVE_DEFAULT_STARTUP_DOUBLING_US;
+    else if (c.startup_doubling_us < 0)
+        c.startup_doubling_us = 0;
     if (c.hold_spread_min_us == 0)
         c.hold_spread_min_us = STG_ADAPTIVE_DEFAULT_HOLD_SPREAD_MIN_US;
     else if (c.hold_spread_min_us < 0)
@@ -125,6 +129,8 @@ int stg_adaptive_init(stg_adaptive *a, const stg_adaptive_config *cfg, int64_t n
     a->measure_slot = 0;
     a->measure_count = 0;
     a->measured_any = false;
+    a->probing = false;
+    a->probe_base = 0.0;
     return STG_OK;
 }
 
@@ -248,9 +254,19 @@ int stg_adaptive_on_response(stg_adaptive *a, bool throttled, int64_t now_us)
          * answers are still to come. */
         a->recover_seq = atomic_load_explicit(&a->admitted, memory_order_relaxed);
         rate = current * a->cfg.beta;
+        /* A cut before any measurement is a guess: slow start (header). */
+        a->probing = !a->measured_any && a->cfg.startup_doubling_us > 0;
+        a->probe_base = rate;
     } else {
-        double t = ((double)now_us - (double)a->last_throttle_us) / US_PER_S - a->k;
+        double secs = ((double)now_us - (double)a->last_throttle_us) / US_PER_S;
+        double t = secs - a->k;
         rate = a->cfg.scale * t * t * t + a->w_max;
+        if (a->probing) {
+            double doublings = secs * US_PER_S / (double)a->cfg.startup_doubling_us;
+            double slow = a->probe_base * pow(2.0, doublings < 60.0 ? doublings : 60.0);
+            if (slow > rate)
+                rate = slow;
+        }
     }
     double cap = a->cfg.measure_cap * measured;
     if (rate > cap)

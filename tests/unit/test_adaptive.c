@@ -166,6 +166,49 @@ static void test_first_answer_throttled(void **state)
     stg_adaptive_destroy(&a);
 }
 
+/* Slow start: after a cut that rested on no measurement (first answer a
+ * throttle, 3 ms in), the rate doubles every 2 s until the next throttle,
+ * unless the cubic curve is higher; a cut from a real measurement does not
+ * start it; and it can be turned off. */
+static void test_slow_start(void **state)
+{
+    (void)state;
+    stg_adaptive a;
+    assert_int_equal(stg_adaptive_init(&a, NULL, 0), STG_OK);
+    for (int i = 0; i < 50; i++)
+        assert_int_equal(acquire_wait(&a, 0, 0), 0);
+    assert_int_equal(stg_adaptive_on_response(&a, true, STG_MS(3)), STG_OK);
+    assert_close(stg_adaptive_rate(&a), 70.0);
+    /* One success 2 s later: 70 * 2 = 140 (the cubic is at 0.4 * (2 -
+     * cbrt(75))^3 + 100 = 96.7), under the 2x measured cap. */
+    for (int64_t t = STG_MS(10); t < STG_SEC(2); t += STG_MS(10))
+        assert_int_equal(stg_adaptive_on_response(&a, false, t), STG_OK);
+    assert_int_equal(stg_adaptive_on_response(&a, false, STG_MS(2003)), STG_OK);
+    assert_close(stg_adaptive_rate(&a), 140.0);
+    /* The next throttle answers a request admitted after the cut: it cuts
+     * from min(measured, fill) and ends slow start. */
+    assert_int_equal(acquire_wait(&a, STG_MS(2003), INT64_MAX) >= 0, 1);
+    assert_int_equal(stg_adaptive_on_response(&a, true, STG_MS(2100)), STG_OK);
+    double after = stg_adaptive_rate(&a);
+    assert_true(!a.probing);
+    /* Growth is the cubic curve's again: 1 s later, far below doubling. */
+    assert_int_equal(stg_adaptive_on_response(&a, false, STG_MS(3100)), STG_OK);
+    assert_true(stg_adaptive_rate(&a) < after * 1.2);
+    stg_adaptive_destroy(&a);
+
+    /* Off: the pure AWS curve from the same start. */
+    stg_adaptive_config c = {.startup_doubling_us = -1};
+    assert_int_equal(stg_adaptive_init(&a, &c, 0), STG_OK);
+    for (int i = 0; i < 50; i++)
+        assert_int_equal(acquire_wait(&a, 0, 0), 0);
+    assert_int_equal(stg_adaptive_on_response(&a, true, STG_MS(3)), STG_OK);
+    for (int64_t t = STG_MS(10); t < STG_SEC(2); t += STG_MS(10))
+        assert_int_equal(stg_adaptive_on_response(&a, false, t), STG_OK);
+    assert_int_equal(stg_adaptive_on_response(&a, false, STG_MS(2003)), STG_OK);
+    assert_true(stg_adaptive_rate(&a) < 100.0);
+    stg_adaptive_destroy(&a);
+}
+
 /* Pure AWS behaviour (recovery_us < 0): every throttle cuts. */
 static void test_cut_every_throttle_without_recovery(void **state)
 {
@@ -642,6 +685,7 @@ int main(void)
         cmocka_unit_test(test_disabled_until_first_throttle),
         cmocka_unit_test(test_cut),
         cmocka_unit_test(test_first_answer_throttled),
+        cmocka_unit_test(test_slow_start),
         cmocka_unit_test(test_cut_every_throttle_without_recovery),
         cmocka_unit_test(test_cubic_growth_and_cap),
         cmocka_unit_test(test_floor),
