@@ -47,46 +47,6 @@ stop_server() {
 }
 now() { date +%s.%N; }
 
-cat >"$T/naive.py" <<'PY'
-# The incident's client: 50 workers, a fixed 1 s sleep on 429, no jitter.
-import http.client, queue, sys, threading, time
-port, keys = int(sys.argv[1]), [l.strip() for l in open(sys.argv[2]) if l.strip()]
-q = queue.Queue()
-for k in keys:
-    q.put(k)
-done = [0]
-lock = threading.Lock()
-def worker():
-    c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
-    while True:
-        try:
-            k = q.get_nowait()
-        except queue.Empty:
-            return
-        for _ in range(100):
-            try:
-                c.request("GET", "/track/" + k)
-                r = c.getresponse()
-                r.read()
-            except (OSError, http.client.HTTPException):
-                c.close()
-                c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
-                time.sleep(1)
-                continue
-            if r.status == 429:
-                time.sleep(1)
-                continue
-            if r.status == 200:
-                with lock:
-                    done[0] += 1
-            break
-ts = [threading.Thread(target=worker) for _ in range(50)]
-for t in ts:
-    t.start()
-for t in ts:
-    t.join()
-print(done[0])
-PY
 
 # run_case NAME: runs the client in $T/NAME.cmd; appends a row to $T/rows.
 run_case() {
@@ -101,7 +61,7 @@ run_case() {
       "$S" batch -q --db "$T/adaptive.db" --url "http://127.0.0.1:$PORT/track/{}" \
         --concurrency 30 "$T/keys.txt" || true ;;
     naive)
-      python3 "$T/naive.py" "$PORT" "$T/keys.txt" >"$T/naive.done" ;;
+      python3 "$(dirname "$0")/naive_client.py" "$PORT" "$T/keys.txt" >"$T/naive.done" ;;
   esac
   t1=$(now)
   stop_server

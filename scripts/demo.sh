@@ -1,46 +1,109 @@
 #!/bin/sh
-# `make demo`: replay retry storms in virtual time with `stagger sim` and
-# write their charts. Usage: sh scripts/demo.sh BUILD_DIR (the release build;
-# the binary is BUILD_DIR/src/cli/stagger). Charts and tables go to
-# ./demo-out/; nothing sleeps, so the whole demo takes a few seconds.
+# `make demo`: the job this project exists for, on loopback, in about two
+# minutes. Usage: sh scripts/demo.sh BUILD_DIR (the release build; the
+# binary is BUILD_DIR/src/cli/stagger).
+#
+#  1. stagger sim replays the herd and the storm in virtual time (seconds)
+#     and writes their charts to ./demo-out/.
+#  2. stagger serve plays an API limited to 100 requests/s (burst 20,
+#     Retry-After on 429); stagger batch runs 2000 lookups through it with
+#     the default policy (adaptive rate: it is not told the limit), with its
+#     progress bar and report.
+#  3. The same 2000 lookups with the incident's client: 50 workers, a fixed
+#     1 s sleep on 429 (bench/naive_client.py).
+#  4. Both side by side, counted by the server: wall time, calls, 429s and
+#     the peak offered load (most arrivals in any 1 s) and the herds (10 ms
+#     slots with more than 5 arrivals: a client in lockstep sends its whole
+#     herd within a few ms, every second).
+# Only 127.0.0.1 is contacted; everything started here is stopped on exit.
 set -eu
 
 BUILD=${1:-build/release}
-STAGGER=$BUILD/src/cli/stagger
+S=$BUILD/src/cli/stagger
 OUT=demo-out
+SRC=$(cd "$(dirname "$0")/.." && pwd)
+N=${DEMO_JOBS:-2000}
+RATE=100
+BURST=20
 
-if [ ! -x "$STAGGER" ]; then
-    echo "demo: $STAGGER not found; build first (make build)" >&2
-    exit 1
-fi
-if ! "$STAGGER" sim --help >/dev/null 2>&1; then
-    echo "demo: this stagger has no 'sim' subcommand (jansson missing at build time?)" >&2
-    exit 1
-fi
+[ -x "$S" ] || { echo "demo: $S not found; build first (make build)" >&2; exit 1; }
 mkdir -p "$OUT"
-
-run() {
-    name=$1
-    shift
-    echo "== stagger sim $name $*"
-    "$STAGGER" sim "$name" "$@" --svg "$OUT/$name.svg" --csv "$OUT/$name.csv" \
-        | tee "$OUT/$name.txt"
-    echo
+T=$(mktemp -d /tmp/stagger-demo.XXXXXX)
+SRV_PID=""
+cleanup() {
+  if [ -n "$SRV_PID" ]; then kill "$SRV_PID" 2>/dev/null || true; wait "$SRV_PID" 2>/dev/null || true; fi
+  rm -rf "$T"
 }
+trap cleanup EXIT INT TERM
 
-# 20 clients refused 4 times: fixed and exponential stay in lockstep,
-# jitter spreads them (20 trials: means and spread).
-run herd --trials 20
-# 2000 jobs against 100/s: a fixed 1 s sleep vs jitter vs a client bucket vs
-# the adaptive rate, with 50 and 30 workers.
-run storm --trials 5
-# 100 clients told Retry-After: 5: exact, with spread, and as a cap.
-run quota --trials 5
-# The AWS 2015 blog model, 10..150 clients, 100 trials per point.
-run contention
+echo "== 1. stagger sim: the herd and the storm in virtual time"
+"$S" sim herd --trials 20 --svg "$OUT/herd.svg" --csv "$OUT/herd.csv" | tee "$OUT/herd.txt"
+echo
+"$S" sim storm --trials 5 --svg "$OUT/storm.svg" --csv "$OUT/storm.csv" | tee "$OUT/storm.txt"
+echo
 
-echo "charts (open in a browser):"
-for f in herd storm quota contention; do
-    echo "  $(pwd)/$OUT/$f.svg"
-done
-echo "tables and CSV: $(pwd)/$OUT/*.txt, $(pwd)/$OUT/*.csv"
+start_server() {
+  "$S" serve --port 0 --rate $RATE --burst $BURST --retry-after seconds \
+    --stats "$T/$1.stats" --log "$T/$1.log" >"$T/$1.out" 2>"$T/$1.err" &
+  SRV_PID=$!
+  PORT=""
+  for _ in $(seq 1 100); do
+    PORT=$(sed -n 's|^listening on http://127\.0\.0\.1:\([0-9]*\)$|\1|p' "$T/$1.out")
+    [ -n "$PORT" ] && break
+    sleep 0.05
+  done
+  [ -n "$PORT" ] || { echo "demo: the server did not start: $(cat "$T/$1.err")" >&2; exit 1; }
+}
+stop_server() {
+  kill "$SRV_PID" 2>/dev/null || true
+  wait "$SRV_PID" 2>/dev/null || true
+  SRV_PID=""
+}
+now() { date +%s.%N; }
+
+seq -f 'TRK%06g' 1 "$N" >"$T/keys.txt"
+
+echo "== 2. stagger batch: $N lookups against an API limited to $RATE/s (not told the limit)"
+start_server stagger
+t0=$(now)
+set +e
+"$S" batch --db "$T/demo.db" --url "http://127.0.0.1:$PORT/track/{}" "$T/keys.txt"
+rc=$?
+set -e
+t1=$(now)
+stop_server
+echo "(stagger batch exited $rc)"
+echo
+
+echo "== 3. the incident's client: 50 workers, fixed 1 s sleep on 429"
+start_server naive
+t2=$(now)
+python3 "$SRC/bench/naive_client.py" "$PORT" "$T/keys.txt" 50 >"$T/naive.done"
+t3=$(now)
+stop_server
+echo
+
+echo "== 4. side by side (counted by the server; ideal: $N / $RATE = $((N / RATE)) s)"
+python3 - "$T" "$t0" "$t1" "$t2" "$t3" "$N" "$RATE" <<'PY'
+import json, sys
+T, t0, t1, t2, t3, n, rate = sys.argv[1], *map(float, sys.argv[2:6]), int(sys.argv[6]), float(sys.argv[7])
+rows = []
+for name, a, b in (("stagger batch (adaptive)", t0, t1), ("naive (fixed 1 s sleep, 50 workers)", t2, t3)):
+    tag = "stagger" if name.startswith("stagger") else "naive"
+    st = json.load(open(f"{T}/{tag}.stats"))
+    bins = {}
+    for line in open(f"{T}/{tag}.log"):
+        b10 = json.loads(line)["t_us"] // 10000
+        bins[b10] = bins.get(b10, 0) + 1
+    herds = sum(1 for c in bins.values() if c > 5)
+    rows.append((name, b - a, st["total"], st["limited"], st["max_in_1s"], herds))
+print("%-38s %9s %7s %7s %8s %11s %7s" % ("client", "wall", "x ideal", "calls", "429s",
+                                         "peak in 1 s", "herds"))
+for name, wall, calls, lim, p1, herds in rows:
+    print("%-38s %7.1f s %6.2fx %7d %7.1f%% %11d %7d" % (name, wall, wall / (n / rate), calls,
+                                                       100.0 * lim / max(calls, 1), p1, herds))
+print("(herds: 10 ms slots holding more than 5 arrivals; at 100/s the server admits about one")
+print(" per 10 ms, so each herd is a burst of refusals.)")
+PY
+echo
+echo "charts of the simulations (open in a browser): $(pwd)/$OUT/herd.svg $(pwd)/$OUT/storm.svg"
