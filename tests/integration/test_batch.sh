@@ -12,21 +12,11 @@ cleanup() {
   rm -rf "$T"
 }
 trap cleanup EXIT
+SERVE_DIR=$T
+. "$(dirname "$0")/serve_lib.sh"
 
 # start_server NAME [ARGS...]: sets PORT and SRV_PID; request log in $T/NAME.log.
-start_server() {
-  name=$1; shift
-  "$S" serve --port "${SRV_PORT:-0}" --log "$T/$name.log" "$@" >"$T/$name.out" 2>"$T/$name.err" &
-  SRV_PID=$!
-  SRV_PIDS="$SRV_PIDS $SRV_PID"
-  PORT=""
-  for _ in $(seq 1 100); do
-    PORT=$(sed -n 's|^listening on http://127\.0\.0\.1:\([0-9]*\)$|\1|p' "$T/$name.out")
-    [ -n "$PORT" ] && break
-    sleep 0.05
-  done
-  if [ -z "$PORT" ]; then echo "server $name did not start: $(cat "$T/$name.err")" >&2; exit 1; fi
-}
+start_server() { _n=$1; shift; serve_start "$_n" --log "$T/$_n.log" "$@"; }
 stop_server() { kill "$1" 2>/dev/null || true; wait "$1" 2>/dev/null || true; }
 
 # pyexport NAME DB PYTHON_EXPR: rows = the JSONL export as a list, by = {id: row}.

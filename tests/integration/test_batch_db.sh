@@ -13,20 +13,11 @@ cleanup() {
   rm -rf "$T"
 }
 trap cleanup EXIT
+SERVE_DIR=$T
+. "$(dirname "$0")/serve_lib.sh"
 
-start_server() {
-  name=$1; shift
-  "$S" serve --port 0 "$@" >"$T/$name.out" 2>"$T/$name.err" &
-  SRV_PID=$!
-  PIDS="$PIDS $SRV_PID"
-  PORT=""
-  for _ in $(seq 1 100); do
-    PORT=$(sed -n 's|^listening on http://127\.0\.0\.1:\([0-9]*\)$|\1|p' "$T/$name.out")
-    [ -n "$PORT" ] && break
-    sleep 0.05
-  done
-  [ -n "$PORT" ] || { echo "server $name did not start" >&2; exit 1; }
-}
+# start_server NAME [ARGS...]: sets PORT and SRV_PID (serve_lib.sh).
+start_server() { serve_start "$@"; PIDS="${PIDS:-} $SRV_PID"; }
 # wait_db DB SQL: poll (at most ~10 s) until the query's first column is true.
 wait_db() {
   for _ in $(seq 1 200); do

@@ -14,6 +14,8 @@ cleanup() {
   [ -n "${KEEP:-}" ] || rm -rf "$T"
 }
 trap cleanup EXIT
+SERVE_DIR=$T
+. "$(dirname "$0")/serve_lib.sh"
 
 free_port() {
   python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
@@ -29,18 +31,8 @@ start_redis() {
   done
   echo "redis-server did not start: $(cat "$T/redis.out")" >&2; exit 1
 }
-start_server() {
-  "$S" serve --port 0 --log "$T/$1.log" >"$T/$1.out" 2>"$T/$1.err" &
-  SPID=$!
-  PIDS="$PIDS $SPID"
-  PORT=""
-  for _ in $(seq 1 100); do
-    PORT=$(sed -n 's|^listening on http://127\.0\.0\.1:\([0-9]*\)$|\1|p' "$T/$1.out")
-    [ -n "$PORT" ] && break
-    sleep 0.05
-  done
-  [ -n "$PORT" ] || { echo "server did not start" >&2; exit 1; }
-}
+# start_server NAME: stagger serve logging to $T/NAME.log; sets SPID, PORT.
+start_server() { serve_start "$1" --log "$T/$1.log"; SPID=$SRV_PID; PIDS="$PIDS $SPID"; }
 stop() { kill "$1" 2>/dev/null || true; wait "$1" 2>/dev/null || true; }
 
 RPORT=$(free_port)
@@ -129,15 +121,9 @@ check "fallback: says Redis is back" grep -q "back; using the shared limiter aga
 check "fallback: every job done" [ "$("$S" batch report --db "$T/f.db" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["states"]["done"])')" = 400 ]
 
 # ---- --share-breaker: one process trips it, another sees it open at once -------------
-"$S" serve --port 0 --log "$T/brk.log" --outage 0s+60s >"$T/brk.out" 2>"$T/brk.err" &
-SPID=$!
+serve_start brk --log "$T/brk.log" --outage 0s+60s
+SPID=$SRV_PID
 PIDS="$PIDS $SPID"
-PORT=""
-for _ in $(seq 1 100); do
-  PORT=$(sed -n 's|^listening on http://127\.0\.0\.1:\([0-9]*\)$|\1|p' "$T/brk.out")
-  [ -n "$PORT" ] && break
-  sleep 0.05
-done
 seq -f "a%02g" 1 10 >"$T/keysa.txt"
 seq -f "b%02g" 1 10 >"$T/keysb.txt"
 for w in a b; do

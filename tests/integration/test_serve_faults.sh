@@ -20,27 +20,13 @@ cleanup() {
     rm -rf "$TMP"
 }
 trap cleanup EXIT
+SERVE_DIR=$TMP
+. "$(dirname "$0")/serve_lib.sh"
 fail() { echo "FAIL: $*" >&2; exit 1; }
 ok() { echo "ok - $* [${SECONDS}s]"; }
 
-start_server() {
-    local name=$1 line
-    shift
-    "$STAGGER" serve --port 0 "$@" >"$TMP/$name.out" 2>"$TMP/$name.err" &
-    SRV_PID=$!
-    for _ in $(seq 100); do
-        [ -s "$TMP/$name.out" ] && break
-        kill -0 "$SRV_PID" 2>/dev/null || fail "server $name died: $(cat "$TMP/$name.err")"
-        sleep 0.05
-    done
-    line=$(head -n1 "$TMP/$name.out")
-    case "$line" in
-    "listening on http://127.0.0.1:"[0-9]*) ;;
-    *) fail "first stdout line is '$line'" ;;
-    esac
-    PORT=${line##*:}
-    URL="http://127.0.0.1:$PORT"
-}
+# start_server NAME ARGS...: sets SRV_PID, PORT, URL (serve_lib.sh).
+start_server() { serve_start "$@"; }
 # stop_server [MAX_MS]: SIGTERM; must exit 0 within MAX_MS (default 5000).
 stop_server() {
     local rc=0 max=${1:-5000} t0 t1

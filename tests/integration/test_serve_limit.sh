@@ -22,38 +22,20 @@ cleanup() {
     rm -rf "$TMP"
 }
 trap cleanup EXIT
+SERVE_DIR=$TMP
+. "$(dirname "$0")/serve_lib.sh"
 fail() { echo "FAIL: $*" >&2; exit 1; }
 ok() { echo "ok - $* [${SECONDS}s]"; }
 
-start_server() {
-    local name=$1 line
-    shift
-    "$STAGGER" serve --port 0 "$@" >"$TMP/$name.out" 2>"$TMP/$name.err" &
-    SRV_PID=$!
-    for _ in $(seq 100); do
-        [ -s "$TMP/$name.out" ] && break
-        kill -0 "$SRV_PID" 2>/dev/null || fail "server $name died: $(cat "$TMP/$name.err")"
-        sleep 0.05
-    done
-    line=$(head -n1 "$TMP/$name.out")
-    case "$line" in
-    "listening on http://127.0.0.1:"[0-9]*) ;;
-    *) fail "first stdout line is '$line'" ;;
-    esac
-    PORT=${line##*:}
-    URL="http://127.0.0.1:$PORT"
-}
+# start_server NAME ARGS...: sets SRV_PID, PORT, URL (serve_lib.sh).
+start_server() { serve_start "$@"; }
+# stop_server [SIG]: SIGTERM (or SIG); the server must exit 0 within 5 s.
 stop_server() {
     local rc=0
-    kill -TERM "$SRV_PID"
-    for _ in $(seq 100); do
-        kill -0 "$SRV_PID" 2>/dev/null || break
-        sleep 0.05
-    done
-    kill -0 "$SRV_PID" 2>/dev/null && fail "server still running 5 s after SIGTERM"
-    wait "$SRV_PID" || rc=$?
+    serve_stop "$SRV_PID" "${1:-TERM}" || rc=$?
     SRV_PID=""
-    [ "$rc" -eq 0 ] || fail "server exited $rc after SIGTERM"
+    [ "$rc" -ne 124 ] || fail "server still running 5 s after SIG${1:-TERM}"
+    [ "$rc" -eq 0 ] || fail "server exited $rc after SIG${1:-TERM}"
 }
 
 # --- 300 requests from 30 keep-alive workers at --rate 50 --burst 10 -------------

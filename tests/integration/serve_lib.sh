@@ -1,0 +1,51 @@
+# Start and stop `stagger serve` in the integration tests, one way for all.
+# Source it; it needs STAGGER (the binary) and SERVE_DIR (a scratch folder
+# for the server's output). Only 127.0.0.1 is used.
+
+# serve_start NAME [ARGS...]: start `stagger serve --port ${SRV_PORT:-0} ARGS`
+# in the background (set SRV_PORT to restart a server on the same port) and wait (at most 5 s) for its first stdout line, which must be
+# "listening on http://127.0.0.1:PORT". Sets SRV_PID, PORT and URL, and adds
+# the pid to SRV_PIDS (for a cleanup trap). Ends the test if it does not start.
+serve_start() {
+    _sv_name=$1
+    shift
+    "$STAGGER" serve --port "${SRV_PORT:-0}" "$@" >"$SERVE_DIR/$_sv_name.out" 2>"$SERVE_DIR/$_sv_name.err" &
+    SRV_PID=$!
+    SRV_PIDS="${SRV_PIDS:-} $SRV_PID"
+    for _ in $(seq 100); do
+        [ -s "$SERVE_DIR/$_sv_name.out" ] && break
+        kill -0 "$SRV_PID" 2>/dev/null || break
+        sleep 0.05
+    done
+    _sv_line=$(head -n1 "$SERVE_DIR/$_sv_name.out")
+    case "$_sv_line" in
+    "listening on http://127.0.0.1:"[0-9]*) ;;
+    *)
+        echo "FAIL: server $_sv_name did not start (first line '$_sv_line'):" \
+            "$(cat "$SERVE_DIR/$_sv_name.err")" >&2
+        exit 1
+        ;;
+    esac
+    PORT=${_sv_line##*:}
+    URL="http://127.0.0.1:$PORT"
+}
+
+# serve_stop PID [SIG]: send SIG (default TERM) and wait at most 5 s.
+# Returns the server's exit status, or 124 if it was still running (it is
+# then killed).
+serve_stop() {
+    _sv_pid=$1
+    _sv_rc=0
+    kill -"${2:-TERM}" "$_sv_pid" 2>/dev/null || true
+    for _ in $(seq 100); do
+        kill -0 "$_sv_pid" 2>/dev/null || break
+        sleep 0.05
+    done
+    if kill -0 "$_sv_pid" 2>/dev/null; then
+        kill -KILL "$_sv_pid" 2>/dev/null || true
+        wait "$_sv_pid" 2>/dev/null || true
+        return 124
+    fi
+    wait "$_sv_pid" 2>/dev/null || _sv_rc=$?
+    return "$_sv_rc"
+}
