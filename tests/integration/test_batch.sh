@@ -201,4 +201,41 @@ expect_exit "report on a missing db" 2 "$S" batch report --db "$T/none.db"
 expect_exit "bad export format" 2 "$S" batch export --db "$T/t.db" --format xml
 expect_exit "help" 0 "$S" batch --help
 
+# ---- 9. --on-breaker wait: the work waits for the half-open breaker ------------
+# A 1 s outage with no Retry-After: the breaker opens after 3 failures and,
+# in wait mode, the jobs wait for it instead of being deferred; when the
+# outage is over, a probe closes it and everything finishes.
+start_server bwait --outage 0s+1s --retry-after none
+seq -f "w%02g" 1 20 >"$T/k20.txt"
+expect_exit "--on-breaker wait: every job done (exit 0)" 0 "$S" batch -q --url "http://127.0.0.1:$PORT/w/{}" \
+  --db "$T/bw.db" --breaker 3 --breaker-open 300ms --on-breaker wait --retries 8 --base 50ms \
+  --concurrency 2 "$T/k20.txt"
+stop_server "$SRV_PID"
+pyexport "--on-breaker wait: nothing deferred" "$T/bw.db" 'all(r["state"] == "done" for r in rows) and len(rows) == 20'
+check "--on-breaker wait: the open breaker spared the server" [ "$(grep -c '"status":503' "$T/bwait.log")" -lt 20 ]
+
+# ---- 10. --max-rate caps the adaptive rate ----------------------------------------
+# The server allows 100/s (burst 5) so the adaptive rate turns on; capped at
+# 20/s, 60 jobs cannot take less than (60 - a few) / 20 s.
+start_server maxrate --rate 100 --burst 5
+t0=$(date +%s%N)
+expect_exit "--max-rate: exit 0" 0 "$S" batch -q --url "http://127.0.0.1:$PORT/m/{}" --db "$T/m.db" \
+  --max-rate 20 --concurrency 10 "$T/k60.txt"
+took=$(( ($(date +%s%N) - t0) / 1000000 ))
+stop_server "$SRV_PID"
+check "--max-rate 20: 60 jobs took at least 2 s ($took ms)" [ "$took" -ge 2000 ]
+
+# ---- 11. the progress bar on a terminal --------------------------------------------
+start_server tty
+if script -qec "true" /dev/null >/dev/null 2>&1; then
+  script -qec "$S batch --url http://127.0.0.1:$PORT/t/{} --db $T/tty.db --rate 50 $T/k20.txt" \
+    "$T/tty.txt" >/dev/null 2>&1 || true
+  check "tty: a bar with counts" grep -q '\[#*\.*\] [0-9]*/20  done' "$T/tty.txt"
+  check "tty: requests/s, 429 share and ETA" grep -q 'req/s  429 [0-9.]*%  ETA' "$T/tty.txt"
+  check "tty: redrawn in place" grep -q "$(printf '\r')" "$T/tty.txt"
+else
+  echo "note: no working script(1); the TTY bar was not checked" >&2
+fi
+stop_server "$SRV_PID"
+
 finish
