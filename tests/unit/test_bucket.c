@@ -392,6 +392,14 @@ static void *mt_worker(void *p)
          * taking, so the label is stale by the time the bucket sees it. */
         if (r % 16 == 0)
             sched_yield();
+        /* And now and then present a label older than the clock, as a
+         * thread that read it a while ago would: the yield makes stale
+         * labels likely under real preemption, this makes them certain,
+         * whatever the scheduler does on a loaded machine. */
+        if (r % 16 == 1) {
+            int64_t back = (int64_t)(lcg(&seed) % (2 * MT_STEP_US + 1));
+            now = now > back ? now - back : 0;
+        }
         /* Mostly weight 1, sometimes 2 or 3. */
         int64_t w = r % 8 == 0 ? 3 : r % 4 == 0 ? 2 : 1;
         int64_t wait = 0;
