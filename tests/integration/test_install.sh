@@ -10,6 +10,7 @@ trap 'rm -rf "$T"' EXIT
 
 cmake --install "$STG_BUILD_DIR" --prefix "$T/usr" >"$T/install.log"
 check "headers installed" [ -f "$T/usr/include/stagger/stagger.h" -a -f "$T/usr/include/stagger/policy.h" ]
+check "only the core's headers" [ ! -e "$T/usr/include/stagger/curl.h" -a ! -e "$T/usr/include/stagger/redis.h" ]
 pc=$(find "$T/usr" -name stagger.pc | head -n1)
 cm=$(find "$T/usr" -name staggerConfig.cmake | head -n1)
 so=$(find "$T/usr" -name 'libstagger.so' | head -n1)
