@@ -209,6 +209,15 @@ STG_API stg_breaker_state stg_breaker_on_neutral(stg_breaker *br, int64_t now_us
  * the type stg_breaker_state and functions one namespace.) Thread-safe. */
 STG_API stg_breaker_state stg_breaker_state_at(stg_breaker *br, int64_t now_us);
 
+/* The server said when it will be back (the Retry-After of a 503 during an
+ * outage): an OPEN breaker half-opens at now_us + wait_us instead of after
+ * its own open time, so the first probe goes out when the server asked,
+ * not 30 s later, and not earlier either. The wait is bounded to [1 ms,
+ * max_multiplier * open_us]. No effect in other states or for a negative
+ * wait. Returns the state after the call. Thread-safe. */
+STG_API stg_breaker_state stg_breaker_server_wait(stg_breaker *br, int64_t wait_us,
+                                                  int64_t now_us);
+
 /* How an outcome counts under cfg (NULL: defaults); see the top of this
  * file. Pure; thread-safe. */
 STG_API stg_breaker_verdict stg_breaker_classify(const stg_breaker_config *cfg, int status,

@@ -321,6 +321,25 @@ stg_breaker_state stg_breaker_record(stg_breaker *br, int status, stg_net_error 
     }
 }
 
+stg_breaker_state stg_breaker_server_wait(stg_breaker *br, int64_t wait_us, int64_t now_us)
+{
+    pthread_mutex_lock(&br->mu);
+    settle(br, now_us);
+    if (br->state == STG_BREAKER_OPEN && wait_us >= 0) {
+        /* The server's word beats our guess, within the breaker's bounds:
+         * at least 1 ms (a probe, not a spin), at most the longest open
+         * time the growth allows. */
+        int64_t cap = br->cfg.open_us > INT64_MAX / br->cfg.max_multiplier
+                          ? INT64_MAX
+                          : br->cfg.open_us * br->cfg.max_multiplier;
+        int64_t w = wait_us < 1000 ? 1000 : wait_us > cap ? cap : wait_us;
+        br->open_until_us = sat_add(now_us, w);
+    }
+    stg_breaker_state s = br->state;
+    pthread_mutex_unlock(&br->mu);
+    return s;
+}
+
 stg_breaker_state stg_breaker_state_at(stg_breaker *br, int64_t now_us)
 {
     pthread_mutex_lock(&br->mu);

@@ -726,6 +726,11 @@ static void attempt_done(stg_engine *e, req *r, CURLcode code)
         stg_breaker_record(&h->breaker, r->status, r->err, e->now);
         flush_breaker(e, h);
     }
+    /* A failure that says when the server will be back (a 503 with
+     * Retry-After) sets when an open breaker probes again. */
+    if (h->has_breaker && hint != STG_UNKNOWN &&
+        stg_breaker_classify(&e->cfg.breaker_config, r->status, r->err) == STG_BREAKER_FAILURE)
+        stg_breaker_server_wait(&h->breaker, hint, e->now);
     if (h->has_budget) {
         if (budget_failure(&e->pol, r->status, r->err))
             stg_budget_on_failure(&h->budget);

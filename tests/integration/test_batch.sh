@@ -214,6 +214,17 @@ stop_server "$SRV_PID"
 pyexport "--on-breaker wait: nothing deferred" "$T/bw.db" 'all(r["state"] == "done" for r in rows) and len(rows) == 20'
 check "--on-breaker wait: the open breaker spared the server" [ "$(grep -c '"status":503' "$T/bwait.log")" -lt 20 ]
 
+# An outage that says when it ends (503 + Retry-After: the rest of it): the
+# open breaker probes when the server said, not after its own 30 s.
+start_server bra --outage 0s+1s
+t0=$(date +%s%N)
+expect_exit "--on-breaker wait with Retry-After: every job done (exit 0)" 0 "$S" batch -q \
+  --url "http://127.0.0.1:$PORT/r/{}" --db "$T/bra.db" --breaker 3 --on-breaker wait \
+  --retries 8 --concurrency 2 "$T/k20.txt"
+took=$(( ($(date +%s%N) - t0) / 1000000 ))
+stop_server "$SRV_PID"
+check "the breaker half-opened when the server said, not after 30 s ($took ms)" [ "$took" -lt 10000 ]
+
 # ---- 10. --max-rate caps the adaptive rate ----------------------------------------
 # The server allows 100/s (burst 5) so the adaptive rate turns on; capped at
 # 20/s, 60 jobs cannot take less than (60 - a few) / 20 s.

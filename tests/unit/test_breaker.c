@@ -399,6 +399,40 @@ static void test_both_modes(void **state)
     stg_breaker_destroy(&br);
 }
 
+/* The server says when it will be back: an open breaker probes then, not
+ * after its own 30 s; bounded to [1 ms, 8 x 30 s]; no effect unless open. */
+static void test_server_wait(void **state)
+{
+    (void)state;
+    stg_breaker br;
+    recorder r;
+    init_with(&br, (stg_breaker_config){0}, &r);
+    /* Closed: nothing to shorten. */
+    assert_int_equal(stg_breaker_server_wait(&br, STG_SEC(2), T0), STG_BREAKER_CLOSED);
+    trip(&br, T0);
+    expect_reject(&br, T0, STG_SEC(30));
+    assert_int_equal(stg_breaker_server_wait(&br, STG_SEC(2), T0 + STG_MS(10)), STG_BREAKER_OPEN);
+    expect_reject(&br, T0 + STG_MS(10), STG_SEC(2));
+    expect_reject(&br, T0 + STG_MS(2009), STG_MS(1));
+    assert_int_equal(stg_breaker_state_at(&br, T0 + STG_MS(2010)), STG_BREAKER_HALF_OPEN);
+    expect_event(&r, 1, STG_BREAKER_OPEN, STG_BREAKER_HALF_OPEN, T0 + STG_MS(2010));
+    /* Half-open: no effect. */
+    assert_int_equal(stg_breaker_server_wait(&br, STG_SEC(60), T0 + STG_MS(2010)),
+                     STG_BREAKER_HALF_OPEN);
+    stg_breaker_destroy(&br);
+
+    /* Bounds: an hour is cut to 8 x 30 s; 0 becomes 1 ms; negative is ignored. */
+    init_with(&br, (stg_breaker_config){0}, &r);
+    trip(&br, T0);
+    stg_breaker_server_wait(&br, STG_SEC(3600), T0);
+    expect_reject(&br, T0, STG_SEC(240));
+    stg_breaker_server_wait(&br, 0, T0);
+    expect_reject(&br, T0, STG_MS(1));
+    stg_breaker_server_wait(&br, -5, T0);
+    expect_reject(&br, T0, STG_MS(1));
+    stg_breaker_destroy(&br);
+}
+
 static void test_open_rejects_then_half_opens(void **state)
 {
     (void)state;
@@ -731,6 +765,7 @@ int main(void)
         cmocka_unit_test(test_ratio_negative_time),
         cmocka_unit_test(test_both_modes),
         cmocka_unit_test(test_open_rejects_then_half_opens),
+        cmocka_unit_test(test_server_wait),
         cmocka_unit_test(test_half_open_admits_k_probes),
         cmocka_unit_test(test_probe_success_closes),
         cmocka_unit_test(test_probe_failure_doubles_to_cap),
