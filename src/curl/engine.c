@@ -48,6 +48,9 @@
 
 #define DEFAULT_CONCURRENCY 30
 
+/* How far ahead a request may reserve an adaptive-rate slot (see admit). */
+#define PACE_HORIZON_US STG_MS(50)
+
 typedef enum rq_where {
     RQ_NONE = 0,
     RQ_NEW_Q = 1,
@@ -59,7 +62,9 @@ typedef enum rq_where {
 typedef enum rq_wait {
     W_BACKOFF = 1, /* then through admission again */
     W_LIMITER = 2, /* a reservation: then straight to the attempt */
-    W_BREAKER = 3  /* then through admission again */
+    W_BREAKER = 3, /* then through admission again */
+    W_PACE = 4     /* adaptive pacing beyond the horizon: holds the slot,
+                      then asks the limiter again */
 } rq_wait;
 
 typedef struct req {
@@ -579,10 +584,24 @@ static void admit(stg_engine *e, req *r)
             finish(e, r, STG_REASON_LIMITER_UNAVAILABLE);
             return;
         }
-    } else if (h->has_bucket)
+    } else if (h->has_bucket) {
         rc = stg_bucket_acquire(&h->bucket, 1, e->now, left, &wait);
-    else if (h->has_adaptive)
-        rc = stg_adaptive_acquire(&h->adaptive, e->now, left, &wait);
+    } else if (h->has_adaptive) {
+        /* Reserve at most PACE_HORIZON_US ahead. With many slots the
+         * reservations would reach hundreds of ms into the future at the
+         * rate of the moment, and a cut (a 429) could not slow the sends
+         * already reserved: each of them meets the server's empty bucket.
+         * Further out, the request keeps its slot and asks again shortly
+         * before its turn, at whatever rate holds then. */
+        int64_t horizon = left < PACE_HORIZON_US ? left : PACE_HORIZON_US;
+        rc = stg_adaptive_acquire(&h->adaptive, e->now, horizon, &wait);
+        if (rc == STG_ETIMEDOUT && horizon < left && wait < left) {
+            r->reserved = true;
+            e->reserved++;
+            schedule(e, r, W_PACE, wait - horizon / 2);
+            return;
+        }
+    }
     if (rc == STG_ETIMEDOUT) {
         finish(e, r, STG_REASON_DEADLINE); /* not admitted before the deadline */
         return;
@@ -634,6 +653,10 @@ static void fire_timers(stg_engine *e)
         r->where = RQ_NONE;
         if (r->wait == W_LIMITER) {
             start_attempt(e, r); /* the slot was held by the reservation */
+        } else if (r->wait == W_PACE) {
+            r->reserved = false; /* admission takes the slot again */
+            e->reserved--;
+            admit(e, r);
         } else {
             r->where = RQ_RETRY_Q;
             q_push(&e->retry_q, r);
