@@ -55,19 +55,22 @@ for w in 1 2 3 4; do
 done
 stop "$SPID"
 check "240 requests reached the server" [ "$(grep -c '"/track/' "$T/shared.log")" = 240 ]
-# In total: at most burst + rate * t over the run (+1: Redis's TIME decides,
-# the server's clock measures). Any window: the same bound + 3, the slack for
-# a request admitted in Redis whose send was delayed a few ms by its process,
-# so that it arrives next to a later one.
+# Redis admits at most burst + rate * t (by its own clock); the server sees
+# arrivals, each a little after its admission (the process must wake and
+# send). With up to JITTER of that delay, any window of arrivals, the whole
+# run included, holds at most burst + rate * (length + JITTER). Without a
+# shared limit the 4 processes would send ~4x as fast: 240 arrivals in ~1.2 s.
 check "4 processes stay within burst + rate * t" python3 - "$T/shared.log" $RATE $BURST <<'PY'
 import json, sys
 ts = sorted(json.loads(l)["t_us"] for l in open(sys.argv[1]) if "/track/" in l)
 rate, burst = float(sys.argv[2]), float(sys.argv[3])
-worst = max((j - i + 1) - (burst + rate * (ts[j] - ts[i]) / 1e6) for i in range(len(ts)) for j in range(i, len(ts)))
+JITTER = 0.1  # seconds between an admission in Redis and the arrival it causes
+worst = max((j - i + 1) - (burst + rate * ((ts[j] - ts[i]) / 1e6 + JITTER))
+            for i in range(len(ts)) for j in range(i, len(ts)))
 span = (ts[-1] - ts[0]) / 1e6
-total_ok = len(ts) <= burst + rate * span + 1
-print(f"  {len(ts)} arrivals over {span:.2f} s (bound {burst + rate * span:.1f}); worst window excess {worst:.2f}")
-sys.exit(0 if total_ok and worst <= 3.0 else 1)
+print(f"  {len(ts)} arrivals over {span:.2f} s (bound {burst + rate * (span + JITTER):.1f}); "
+      f"worst window {worst:+.2f} against its bound")
+sys.exit(0 if worst <= 0 else 1)
 PY
 
 # ---- Redis killed mid-run, no fallback: the run stops, nothing is lost -------------
