@@ -1,0 +1,816 @@
+#!/usr/bin/python3
+"""Turn the raw results of scripts/bench.sh into figures, tables and charts.
+
+Usage: analyze.py --results DIR --jobs N --rate R --burst B [--docs DOCS_DIR] [--quick]
+
+Reads DIR/manifest.jsonl (one line per run, written by scripts/bench.sh), the
+request logs of `stagger serve` it names, DIR/machine.txt, DIR/versions.txt,
+DIR/notes.txt and DIR/primitives/*.txt. Writes DIR/results.json,
+DIR/BENCHMARKS.md and DIR/bench/*.svg, and with --docs the same Markdown to
+DOCS_DIR/BENCHMARKS.md and the charts to DOCS_DIR/bench/. Prints the tables.
+
+Every goodput figure comes from the server's request log (one line per
+request: arrival in microseconds since the server started, path, status),
+never from what a client says about itself. Standard library only: the
+charts are SVG written as text.
+"""
+import argparse
+import json
+import math
+import os
+import re
+import statistics
+import sys
+
+CLIENTS = {
+    "stagger-rate": "stagger batch, rate given",
+    "stagger-adaptive": "stagger batch, adaptive",
+    "stagger-rate-wait": "stagger batch, rate given, --on-breaker wait",
+    "curl": "curl --retry 6 --parallel",
+    "python": "Python requests + urllib3 Retry",
+    "node": "Node got",
+    "go": "Go go-retryablehttp",
+    "naive": "naive: fixed 1 s sleep",
+}
+ORDER = list(CLIENTS)
+COLORS = {
+    "stagger-rate": "#0072B2",
+    "stagger-adaptive": "#56B4E9",
+    "stagger-rate-wait": "#1B3A6B",
+    "curl": "#E69F00",
+    "python": "#009E73",
+    "node": "#CC79A7",
+    "go": "#D55E00",
+    "naive": "#555555",
+}
+VARIANTS = {
+    "seconds": "Retry-After: seconds",
+    "date": "Retry-After: HTTP-date",
+    "none": "no Retry-After",
+    "outage": "outage 5 s at t=5 s",
+}
+VORDER = list(VARIANTS)
+REFUSED = (429, 503)
+SLOT_US = 100_000  # lockstep slot
+WINDOW_S = 10  # seconds shown in 100 ms slots
+
+
+def read_kv(path):
+    out = {}
+    if os.path.exists(path):
+        with open(path) as f:
+            for line in f:
+                if "=" in line:
+                    k, v = line.rstrip("\n").split("=", 1)
+                    out[k] = v
+    return out
+
+
+def read_manifest(path):
+    rows = []
+    with open(path) as f:
+        for line in f:
+            line = line.strip()
+            if line:
+                try:
+                    rows.append(json.loads(line))
+                except ValueError:
+                    print("analyze: bad manifest line: %s" % line, file=sys.stderr)
+    return rows
+
+
+def client_ok(res, r):
+    """Jobs the client itself says it finished (ok=N, or stagger's `done N`)."""
+    if r.get("ok") is not None:
+        return r["ok"]
+    p = os.path.join(res, r.get("outfile", ""))
+    if not r.get("outfile") or not os.path.exists(p):
+        return None
+    with open(p, errors="replace") as f:
+        text = f.read()
+    m = re.search(r"ok=(\d+)", text) or re.search(r"^\s*done\s+(\d+)", text, re.M)
+    return int(m.group(1)) if m else None
+
+
+def pct(values, p):
+    """Percentile p (0..100) by linear interpolation; None for no values."""
+    if not values:
+        return None
+    v = sorted(values)
+    k = (len(v) - 1) * p / 100.0
+    lo, hi = int(math.floor(k)), int(math.ceil(k))
+    return v[lo] + (v[hi] - v[lo]) * (k - lo)
+
+
+def outage_seconds(server_args):
+    m = re.search(r"--outage\s+(\d+(?:\.\d+)?)(ms|s)?\+(\d+(?:\.\d+)?)(ms|s)?", server_args or "")
+    if not m:
+        return 0.0
+    dur = float(m.group(3))
+    return dur / 1000.0 if m.group(4) == "ms" else dur
+
+
+def analyze_log(path, jobs, rate, burst):
+    """Figures of one goodput run from the server's request log."""
+    attempts = {}  # key -> [(t_us, status)]
+    times = []
+    statuses = {}
+    with open(path) as f:
+        for line in f:
+            try:
+                r = json.loads(line)
+            except ValueError:
+                continue
+            p = r.get("path", "")
+            if not p.startswith("/track/"):
+                continue
+            key = p[len("/track/"):].split("?", 1)[0]
+            t = int(r["t_us"])
+            st = r["status"]
+            attempts.setdefault(key, []).append((t, st))
+            times.append(t)
+            statuses[st] = statuses.get(st, 0) + 1
+    calls = len(times)
+    if not calls:
+        return {"calls": 0}
+    times.sort()
+    t0, t1 = times[0], times[-1]
+    completed = sum(1 for a in attempts.values() if any(s == 200 for _, s in a))
+
+    # Most requests in any 1 s window (sliding, two pointers).
+    peak, j = 0, 0
+    for i, t in enumerate(times):
+        while times[j] <= t - 1_000_000:
+            j += 1
+        peak = max(peak, i - j + 1)
+
+    # Gap from a refusal to the same job's next try; retry arrival times.
+    gaps, retries = [], []
+    for a in attempts.values():
+        a.sort()
+        for (ta, sa), (tb, _) in zip(a, a[1:]):
+            retries.append(tb)
+            if sa in REFUSED:
+                gaps.append((tb - ta) / 1000.0)
+    # Lockstep: a retry whose 100 ms slot holds at least twice the slot's
+    # share of the limit (rate * 0.1 s * 2) retries of all jobs.
+    per_slot = {}
+    for t in retries:
+        per_slot[t // SLOT_US] = per_slot.get(t // SLOT_US, 0) + 1
+    crowd = max(2, int(math.ceil(2 * rate * SLOT_US / 1e6)))
+    in_crowd = sum(n for n in per_slot.values() if n >= crowd)
+
+    # Offered and admitted requests per 1 s since the first request.
+    nbins = int((t1 - t0) // 1_000_000) + 1
+    offered = [0] * nbins
+    admitted = [0] * nbins
+    for a in attempts.values():
+        for t, s in a:
+            b = (t - t0) // 1_000_000
+            offered[b] += 1
+            if s == 200:
+                admitted[b] += 1
+
+    # The first WINDOW_S seconds in 100 ms slots: admitted and refused.
+    fine_ok = [0] * int(WINDOW_S * 1e6 // SLOT_US)
+    fine_no = [0] * len(fine_ok)
+    for a in attempts.values():
+        for t, s in a:
+            b = (t - t0) // SLOT_US
+            if b < len(fine_ok):
+                if s == 200:
+                    fine_ok[b] += 1
+                else:
+                    fine_no[b] += 1
+
+    return {
+        "calls": calls,
+        "ok_100ms": fine_ok,
+        "other_100ms": fine_no,
+        "status_counts": {str(k): v for k, v in sorted(statuses.items(), key=lambda kv: str(kv[0]))},
+        "n429": statuses.get(429, 0),
+        "n503": statuses.get(503, 0),
+        "share_429": statuses.get(429, 0) / calls,
+        "share_503": statuses.get(503, 0) / calls,
+        "completed": completed,
+        "lost": jobs - completed,
+        "first_s": t0 / 1e6,
+        "completion_s": (t1 - t0) / 1e6,
+        "calls_per_job": calls / jobs,
+        "peak_1s": peak,
+        "retries": len(retries),
+        "gap_ms_median": pct(gaps, 50),
+        "gap_ms_p10": pct(gaps, 10),
+        "gap_ms_p90": pct(gaps, 90),
+        "lockstep_share": (in_crowd / len(retries)) if retries else 0.0,
+        "lockstep_crowd": crowd,
+        "offered_per_s": offered,
+        "admitted_per_s": admitted,
+    }
+
+
+# ------------------------------------------------------------------ SVG ----
+def esc(s):
+    return str(s).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def nice_ticks(vmax, n=5):
+    if vmax <= 0:
+        return [0, 1], 1
+    raw = vmax / n
+    mag = 10 ** math.floor(math.log10(raw))
+    step = next(m * mag for m in (1, 2, 2.5, 5, 10) if m * mag >= raw)
+    top = step * math.ceil(vmax / step - 1e-9)
+    ticks, v = [], 0.0
+    while v <= top + step / 2:
+        ticks.append(round(v, 10))
+        v += step
+    return ticks, top
+
+
+def fmt_tick(v):
+    return ("%d" % v) if abs(v - round(v)) < 1e-9 else ("%g" % v)
+
+
+def svg_frame(w, h, title, subtitle=""):
+    out = ['<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" '
+           'font-family="DejaVu Sans, Helvetica, Arial, sans-serif">' % (w, h, w, h),
+           '<rect width="100%" height="100%" fill="white"/>',
+           '<text x="%d" y="24" font-size="16" font-weight="bold" text-anchor="middle">%s</text>'
+           % (w // 2, esc(title))]
+    if subtitle:
+        out.append('<text x="%d" y="42" font-size="11" fill="#444" text-anchor="middle">%s</text>'
+                   % (w // 2, esc(subtitle)))
+    return out
+
+
+def svg_axes(out, x0, y0, pw, ph, ticks, top, ylabel, xlabel):
+    for t in ticks:
+        y = y0 + ph - t / top * ph
+        out.append('<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#ddd"/>' % (x0, y, x0 + pw, y))
+        out.append('<text x="%.1f" y="%.1f" font-size="11" text-anchor="end">%s</text>'
+                   % (x0 - 6, y + 4, fmt_tick(t)))
+    out.append('<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="black"/>' % (x0, y0, x0, y0 + ph))
+    out.append('<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="black"/>' % (x0, y0 + ph, x0 + pw, y0 + ph))
+    out.append('<text transform="translate(%d,%d) rotate(-90)" font-size="12" text-anchor="middle">%s</text>'
+               % (x0 - 44, y0 + ph // 2, esc(ylabel)))
+    if xlabel:
+        out.append('<text x="%d" y="%d" font-size="12" text-anchor="middle">%s</text>'
+                   % (x0 + pw // 2, y0 + ph + 42, esc(xlabel)))
+
+
+def svg_legend(out, x, y, items):
+    for i, (label, color, dashed) in enumerate(items):
+        yy = y + i * 20
+        if dashed:
+            out.append('<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="%s" stroke-width="2" '
+                       'stroke-dasharray="5,4"/>' % (x, yy + 6, x + 16, yy + 6, color))
+        else:
+            out.append('<rect x="%d" y="%d" width="16" height="12" fill="%s"/>' % (x, yy, color))
+        out.append('<text x="%d" y="%d" font-size="12">%s</text>' % (x + 22, yy + 10, esc(label)))
+
+
+def grouped_bars(title, subtitle, ylabel, groups, clients, value, ref=None, fmt="%.1f"):
+    """groups: [(gid, label)]; value(gid, cid) -> (number or None, note)."""
+    w, h = 1080, 460
+    x0, y0, pw, ph = 70, 60, 660, 320
+    vals = [value(g, c)[0] for g, _ in groups for c in clients]
+    vmax = max([v for v in vals if v is not None] + [ref or 0, 1e-9])
+    ticks, top = nice_ticks(vmax * 1.08)
+    out = svg_frame(w, h, title, subtitle)
+    svg_axes(out, x0, y0, pw, ph, ticks, top, ylabel, "")
+    gw = pw / max(1, len(groups))
+    bw = gw * 0.8 / max(1, len(clients))
+    for gi, (g, glabel) in enumerate(groups):
+        gx = x0 + gi * gw + gw * 0.1
+        out.append('<text x="%.1f" y="%d" font-size="12" text-anchor="middle">%s</text>'
+                   % (x0 + gi * gw + gw / 2, y0 + ph + 20, esc(glabel)))
+        for ci, c in enumerate(clients):
+            v, note = value(g, c)
+            bx = gx + ci * bw
+            if v is None:
+                out.append('<text x="%.1f" y="%d" font-size="9" text-anchor="middle" fill="#888">%s</text>'
+                           % (bx + bw / 2, y0 + ph - 4, esc(note or "n/a")))
+                continue
+            bh = v / top * ph
+            out.append('<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="%s"%s>'
+                       '<title>%s, %s: %s</title></rect>'
+                       % (bx + 1, y0 + ph - bh, bw - 2, bh, COLORS[c],
+                          ' fill-opacity="0.45" stroke="%s" stroke-dasharray="3,2"' % COLORS[c]
+                          if note else "", esc(CLIENTS[c]), esc(glabel), fmt % v))
+            lab = (fmt % v) + (" timed out" if note == "timeout" else (" (%s)" % note) if note else "")
+            if bh > ph * 0.55:  # tall bar: the label inside, reading down from its top
+                out.append('<text transform="translate(%.1f,%.1f) rotate(-90)" font-size="10" '
+                           'text-anchor="end" fill="%s">%s</text>'
+                           % (bx + bw / 2 + 3.5, y0 + ph - bh + 4, "black" if note else "white", esc(lab)))
+            else:
+                out.append('<text transform="translate(%.1f,%.1f) rotate(-90)" font-size="10">%s</text>'
+                           % (bx + bw / 2 + 3.5, y0 + ph - bh - 4, esc(lab)))
+    items = [(CLIENTS[c], COLORS[c], False) for c in clients]
+    if ref is not None:
+        y = y0 + ph - ref / top * ph
+        out.append('<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="black" stroke-width="1.5" '
+                   'stroke-dasharray="6,4"/>' % (x0, y, x0 + pw, y))
+        items.append(("ideal (%s)" % fmt_tick(ref), "black", True))
+    svg_legend(out, x0 + pw + 24, y0 + 10, items)
+    out.append("</svg>")
+    return "\n".join(out) + "\n"
+
+
+def line_chart(title, subtitle, ylabel, xlabel, series, hline=None, hlabel=""):
+    """series: [(cid, [y per second])]."""
+    w, h = 1080, 460
+    x0, y0, pw, ph = 70, 60, 660, 320
+    xmax = max([len(s) for _, s in series] + [1])
+    ymax = max([max(s) for _, s in series if s] + [hline or 0, 1])
+    clip = None
+    if hline and ymax > 3 * hline:  # one stampede would flatten every other line
+        clip = 3 * hline
+        ymax = clip
+    yt, ytop = nice_ticks(ymax * (1.0 if clip else 1.05))
+    xt, xtop = nice_ticks(xmax, 8)
+    out = svg_frame(w, h, title, subtitle)
+    svg_axes(out, x0, y0, pw, ph, yt, ytop, ylabel, xlabel)
+    notes = []
+    for t in xt:
+        x = x0 + t / xtop * pw
+        out.append('<line x1="%.1f" y1="%d" x2="%.1f" y2="%d" stroke="black"/>' % (x, y0 + ph, x, y0 + ph + 4))
+        out.append('<text x="%.1f" y="%d" font-size="11" text-anchor="middle">%s</text>'
+                   % (x, y0 + ph + 18, fmt_tick(t)))
+    items = []
+    for cid, ys in series:
+        pts = " ".join("%.1f,%.1f" % (x0 + (i + 0.5) / xtop * pw,
+                                      y0 + ph - min(y, clip or y) / ytop * ph)
+                       for i, y in enumerate(ys))
+        out.append('<polyline points="%s" fill="none" stroke="%s" stroke-width="1.8" '
+                   'stroke-linejoin="round"/>' % (pts, COLORS[cid]))
+        if clip and ys and max(ys) > clip:
+            notes.append("%s: off the scale, peak %s/s" % (CLIENTS[cid], fmt_tick(max(ys))))
+        items.append((CLIENTS[cid], COLORS[cid], False))
+    if hline is not None:
+        y = y0 + ph - hline / ytop * ph
+        out.append('<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="black" stroke-width="1.5" '
+                   'stroke-dasharray="6,4"/>' % (x0, y, x0 + pw, y))
+        items.append((hlabel, "black", True))
+    for i, n in enumerate(notes):
+        out.append('<text x="%d" y="%d" font-size="11" text-anchor="end">%s</text>'
+                   % (x0 + pw - 6, y0 + 16 + 14 * i, esc(n)))
+    svg_legend(out, x0 + pw + 24, y0 + 10, items)
+    out.append("</svg>")
+    return "\n".join(out) + "\n"
+
+
+def slot_panels(title, subtitle, panels, rate):
+    """panels: [(cid, ok per slot, other per slot)]: one row of bars per client."""
+    w, row, x0, pw = 1040, 62, 250, 740
+    h = 70 + row * len(panels) + 50
+    out = svg_frame(w, h, title, subtitle)
+    nslots = max([len(p[1]) for p in panels] + [1])
+    ymax = max([a + b for _, oks, nos in panels for a, b in zip(oks, nos)] + [1])
+    share = rate * SLOT_US / 1e6
+    cap = 8 * share  # one stampede would flatten every other panel
+    ytop = nice_ticks(min(ymax, cap))[1]
+    bw = pw / nslots
+    for i, (cid, oks, nos) in enumerate(panels):
+        top = 60 + i * row
+        ph = row - 14
+        base = top + ph
+        out.append('<text x="%d" y="%d" font-size="12" text-anchor="end" fill="%s">%s</text>'
+                   % (x0 - 40, top + ph // 2 + 4, COLORS[cid], esc(CLIENTS[cid])))
+        out.append('<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="black"/>' % (x0, base, x0 + pw, base))
+        out.append('<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="black"/>' % (x0, top, x0, base))
+        out.append('<text x="%d" y="%d" font-size="9" text-anchor="end">%s</text>' % (x0 - 4, top + 8, fmt_tick(ytop)))
+        out.append('<text x="%d" y="%d" font-size="9" text-anchor="end">0</text>' % (x0 - 4, base))
+        # the limit's share of one slot
+        ly = base - rate * SLOT_US / 1e6 / ytop * ph
+        out.append('<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="black" stroke-width="0.8" '
+                   'stroke-dasharray="4,3"/>' % (x0, ly, x0 + pw, ly))
+        peak = max([a + b for a, b in zip(oks, nos)] + [0])
+        if peak > ytop:
+            out.append('<text x="%d" y="%d" font-size="10" text-anchor="end">bars cut at %s; '
+                       'peak %d per 100 ms</text>' % (x0 + pw, top + 6, fmt_tick(ytop), peak))
+        for j, (a, b) in enumerate(zip(oks, nos)):
+            x = x0 + j * bw
+            if a + b > ytop:  # scale down to the cap, keeping the split
+                a, b = a * ytop / (a + b), b * ytop / (a + b)
+            ha, hb = a / ytop * ph, b / ytop * ph
+            if a:
+                out.append('<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="%s"/>'
+                           % (x, base - ha, max(bw - 0.6, 0.5), ha, COLORS[cid]))
+            if b:
+                out.append('<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="#d62728" fill-opacity="0.55"/>'
+                           % (x, base - ha - hb, max(bw - 0.6, 0.5), hb))
+    axis_y = 60 + row * len(panels) - 10
+    for t in range(0, int(nslots * SLOT_US / 1e6) + 1):
+        x = x0 + t * 1e6 / SLOT_US * bw
+        out.append('<line x1="%.1f" y1="%d" x2="%.1f" y2="%d" stroke="black"/>' % (x, axis_y, x, axis_y + 4))
+        out.append('<text x="%.1f" y="%d" font-size="11" text-anchor="middle">%d</text>' % (x, axis_y + 16, t))
+    out.append('<text x="%d" y="%d" font-size="12" text-anchor="middle">seconds since the client\'s first '
+               'request (bars: requests per 100 ms; client colour = answered 200, red = refused or failed; '
+               'dashed: the limit\'s share of 100 ms)</text>' % (x0 + pw // 2 - 100, axis_y + 36))
+    out.append("</svg>")
+    return "\n".join(out) + "\n"
+
+
+# ------------------------------------------------------------- tables ----
+def f1(v, nd=1):
+    return "–" if v is None else ("%.*f" % (nd, v))
+
+
+def md_table(header, rows):
+    lines = ["| " + " | ".join(header) + " |",
+             "|" + "|".join("---" if i == 0 else "--:" for i in range(len(header))) + "|"]
+    for r in rows:
+        lines.append("| " + " | ".join(str(x) for x in r) + " |")
+    return "\n".join(lines)
+
+
+def goodput_table(runs, variant, ideal):
+    header = ["client", "completion s", "÷ ideal", "calls/job", "429 %"]
+    if variant == "outage":
+        header.append("503 %")
+    header += ["peak offered/s", "jobs not completed", "gap after refusal ms: p50 (p10–p90)", "lockstep %"]
+    rows = []
+    for c in ORDER:
+        r = runs.get((variant, c))
+        if r is None:
+            continue
+        if r.get("status") != "ran":
+            rows.append(["%s" % CLIENTS[c], "not run: %s" % r.get("why", "missing")] +
+                        [""] * (len(header) - 2))
+            continue
+        m = r["m"]
+        if not m.get("calls"):
+            rows.append([CLIENTS[c], "no requests (exit %s)" % r.get("exit")] + [""] * (len(header) - 2))
+            continue
+        to = r.get("timeout")
+        comp = f1(m["completion_s"]) + (" (timed out)" if to else "")
+        ratio = f1(m["completion_s"] / ideal, 2) + ("+" if to else "")
+        row = [CLIENTS[c], comp, ratio, f1(m["calls_per_job"], 2), f1(100 * m["share_429"])]
+        if variant == "outage":
+            row.append(f1(100 * m["share_503"]))
+        gap = "–" if m["gap_ms_median"] is None else "%.0f (%.0f–%.0f)" % (
+            m["gap_ms_median"], m["gap_ms_p10"], m["gap_ms_p90"])
+        row += [m["peak_1s"], m["lost"], gap, f1(100 * m["lockstep_share"])]
+        rows.append(row)
+    return md_table(header, rows)
+
+
+def verdict(runs, variants, ideals):
+    """Is stagger first on completion ÷ ideal and on 429 share, no job lost?"""
+    lines, all_ok = [], True
+    for v in variants:
+        ran = {c: runs[(v, c)]["m"] for c in ORDER
+               if (v, c) in runs and runs[(v, c)].get("status") == "ran"
+               and runs[(v, c)]["m"].get("calls")}
+        st = {c: m for c, m in ran.items() if c in ("stagger-rate", "stagger-adaptive")}
+        peers = {c: m for c, m in ran.items() if not c.startswith("stagger")}
+        if not st:
+            lines.append("- %s: stagger batch did not run — **not met**" % VARIANTS[v])
+            all_ok = False
+            continue
+
+        def comp(c):
+            # A run that timed out or left jobs undone did not complete: it
+            # ranks after every run that did, stagger's and the peers' alike.
+            m = ran[c]
+            if runs[(v, c)].get("timeout") or m["lost"]:
+                return float("inf")
+            return m["completion_s"] / ideals[v]
+
+        def desc(c):
+            m = ran[c]
+            t = "%s: %s" % (CLIENTS[c], f1(m["completion_s"] / ideals[v], 2))
+            if runs[(v, c)].get("timeout"):
+                return t + "+ (timed out, %d jobs not completed)" % m["lost"]
+            if m["lost"]:
+                return t + " (%d jobs not completed)" % m["lost"]
+            return t
+
+        best_s = min(st, key=comp)
+        best_s429 = min(st, key=lambda c: ran[c]["share_429"])
+        ok_time = comp(best_s) < float("inf") and all(comp(best_s) < comp(p) for p in peers)
+        ok_429 = all(ran[best_s429]["share_429"] < ran[p]["share_429"] for p in peers)
+        ok_lost = all(comp(c) < float("inf") for c in st)
+        ok = ok_time and ok_429 and ok_lost
+        all_ok &= ok
+        bp_t = min(peers, key=comp) if peers else None
+        bp_4 = min(peers, key=lambda c: ran[c]["share_429"]) if peers else None
+        fastest = min(peers, key=lambda c: ran[c]["completion_s"]) if peers else None
+        lines.append(
+            "- %s — completion ÷ ideal: best stagger run %s; best peer that completed every job: %s%s → %s. "
+            "429 share: stagger %s%% (%s); best peer %s%% (%s) → %s. Every stagger run completed every "
+            "job: %s. **%s**" % (
+                VARIANTS[v], desc(best_s),
+                desc(bp_t) if bp_t and comp(bp_t) < float("inf") else "none",
+                "" if not fastest or fastest == bp_t else " (quickest to stop: %s)" % desc(fastest),
+                "first" if ok_time else "not first",
+                f1(100 * ran[best_s429]["share_429"]), CLIENTS[best_s429],
+                f1(100 * ran[bp_4]["share_429"]) if bp_4 else "–", CLIENTS[bp_4] if bp_4 else "none ran",
+                "first" if ok_429 else "not first",
+                "yes" if ok_lost else "no (%s)" % "; ".join(desc(c) for c in st if comp(c) == float("inf")),
+                "met" if ok else "not met"))
+        if "stagger-rate-wait" in ran:
+            lines.append("  - not counted above: %s, 429 share %s%%" % (
+                desc("stagger-rate-wait"), f1(100 * ran["stagger-rate-wait"]["share_429"])))
+    return all_ok, lines
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--results", required=True)
+    ap.add_argument("--jobs", type=int, required=True)
+    ap.add_argument("--rate", type=float, required=True)
+    ap.add_argument("--burst", type=int, required=True)
+    ap.add_argument("--docs")
+    ap.add_argument("--quick", action="store_true")
+    a = ap.parse_args()
+
+    res = a.results
+    manifest = read_manifest(os.path.join(res, "manifest.jsonl"))
+    machine = read_kv(os.path.join(res, "machine.txt"))
+    versions = read_kv(os.path.join(res, "versions.txt"))
+    if versions.get("curl_mode") == "xargs":
+        CLIENTS["curl"] = "curl --retry 6 (xargs -P)"
+    notes = []
+    if os.path.exists(os.path.join(res, "notes.txt")):
+        with open(os.path.join(res, "notes.txt")) as f:
+            notes = [l.strip() for l in f if l.strip()]
+
+    runs, ideals, variants = {}, {}, []
+    for r in manifest:
+        if r.get("kind") != "goodput":
+            continue
+        v, c = r["variant"], r["client"]
+        if v not in variants:
+            variants.append(v)
+        ideals.setdefault(v, (a.jobs - a.burst) / a.rate + outage_seconds(r.get("server_args", "")))
+        if r.get("status") == "ran":
+            lp = os.path.join(res, r["log"])
+            r["m"] = analyze_log(lp, r.get("jobs", a.jobs), a.rate, a.burst) if os.path.exists(lp) else {"calls": 0}
+        runs[(v, c)] = r
+    variants.sort(key=lambda v: VORDER.index(v) if v in VORDER else 99)
+
+    md = []
+    md.append("# Benchmarks")
+    md.append("")
+    md.append("Generated by `make bench` (`scripts/bench.sh`, `bench/analyze.py`)%s on %s. "
+              "Do not edit by hand: every figure below is computed from the server's request log "
+              "and the tools' own output of that run." % (
+                  " with BENCH_QUICK=1" if a.quick else "", machine.get("date", "?")))
+    md.append("")
+    md.append("**Machine**: %s CPUs (nproc), %s, %s memory, %s, %s. The whole run took %s s; load "
+              "average (1, 5, 15 min) %s at the start and %s at the end (anything else running on the "
+              "machine shares its cores with the clients and the server)." % (
+        machine.get("nproc", "?"), machine.get("cpu", "?"), machine.get("memory", "?"),
+        machine.get("kernel", "?"), machine.get("os", "?"), machine.get("total_s", "?"),
+        machine.get("loadavg_start", "?"), machine.get("loadavg_end", "?")))
+    md.append("")
+    md.append("**Versions**: " + "; ".join("%s: `%s`" % (k, v) for k, v in versions.items()))
+    md.append("")
+
+    md.append("## 1. Goodput under a limit")
+    md.append("")
+    md.append(
+        "%d jobs (`GET /track/KEY`, one key each) against `stagger serve --rate %g --burst %d` on "
+        "127.0.0.1, 30 concurrent workers per client (the naive client: 50). The server sets "
+        "TCP_NODELAY on every connection, listens with a backlog of 4096 and answers from epoll "
+        "threads, so no reply is stalled: a server that stalls replies (Nagle's ~40 ms) spreads "
+        "retries out by itself and flatters every client. curl writes each job to a file of its own "
+        "(curl 7.88 `--retry` with `-o /dev/null` exits 23 on the first retry). Each client run is "
+        "capped by `timeout`; a capped run is marked “timed out” and its time is a lower bound."
+        % (a.jobs, a.rate, a.burst))
+    md.append("")
+    md.append(
+        "Figures, all from the server's log: **completion** = first to last request of the run; "
+        "**÷ ideal** = completion ÷ ((jobs − burst) ÷ rate, the least time the limit allows, plus the "
+        "outage for the outage variant); "
+        "**calls/job**; **429 %%** (and 503 %%) of all calls; **peak offered/s** = most requests "
+        "arriving in any 1 s window; **jobs not completed** = keys without a 200; **gap after refusal** = "
+        "time from a 429/503 to the same job's next try; **lockstep %%** = share of retries that "
+        "arrive in a 100 ms slot holding at least %d retries (twice the limit's share of a slot)."
+        % max(2, int(math.ceil(2 * a.rate * 0.1))))
+    md.append("")
+    clients_text = {
+        "stagger-rate": "`stagger batch --concurrency 30 --rate %g --burst %d`" % (a.rate, a.burst),
+        "stagger-adaptive": "`stagger batch --concurrency 30` (no rate: adaptive)",
+        "stagger-rate-wait": "as “rate given” plus `--on-breaker wait` (outage variant only; by default a "
+                             "batch whose circuit breaker opens defers the host's remaining jobs to a later run)",
+        "curl": ("`curl --retry 6 --parallel --parallel-max 30 -K FILE` (one url, output file and "
+                 "header per job; --parallel-max bounds the transfers in progress, and a transfer "
+                 "waiting for its retry is not one, so curl goes on starting new jobs meanwhile: see "
+                 "its peak offered/s. `xargs -P 30 curl` is not used by default because on a machine "
+                 "where starting a process is slow it measures process start-up rather than retries; "
+                 "CURL_MODE=xargs runs it)" if versions.get("curl_mode", "parallel") != "xargs" else
+                 "`xargs -P 30 curl --retry 6 -o FILE` (one process per job)"),
+        "python": "requests + urllib3 `Retry(total=6, backoff_factor=0.5, status_forcelist=429/5xx, "
+                  "respect_retry_after_header=True)`, 30 threads",
+        "node": "got `retry: {limit: 6, statusCodes: [408, 429, 500, 502, 503, 504]}`, 30 at a time",
+        "go": "go-retryablehttp `NewClient()` with `RetryMax = 6`, 30 goroutines",
+        "naive": "Python threads, fixed 1 s sleep on 429/5xx, no cap on tries, 50 workers",
+    }
+    md.append("Clients: " + "; ".join("**%s**: %s" % (CLIENTS[c], clients_text[c]) for c in ORDER) + ".")
+    md.append("")
+
+    all_ok, vlines = verdict(runs, variants, ideals)
+    md.append("### Goal")
+    md.append("")
+    md.append("Stagger first on completion ÷ ideal and on 429 share in every variant, with no job lost: "
+              "**%s**." % ("met" if all_ok else "not met"))
+    md.append("")
+    md.extend(vlines)
+    md.append("")
+
+    tables = {}
+    for v in variants:
+        t = goodput_table(runs, v, ideals[v])
+        tables[v] = t
+        md.append("### %s (ideal %.1f s)" % (VARIANTS.get(v, v), ideals[v]))
+        md.append("")
+        md.append(t)
+        md.append("")
+
+    charts = {}
+    if variants:
+        clients = [c for c in ORDER if any((v, c) in runs for v in variants)]
+
+        def ratio(v, c):
+            r = runs.get((v, c))
+            if r is None:
+                return None, " "
+            if r.get("status") != "ran" or not r["m"].get("calls"):
+                return None, ("not run" if r.get("status") != "ran" else "no data")
+            m = r["m"]
+            return m["completion_s"] / ideals[v], ("timeout" if r.get("timeout") else
+                                                  "%d not done" % m["lost"] if m["lost"] else "")
+
+        def share(v, c):
+            r = runs.get((v, c))
+            if r is None:
+                return None, " "
+            if r.get("status") != "ran" or not r["m"].get("calls"):
+                return None, "not run"
+            m = r["m"]
+            return 100.0 * (m["n429"] + m["n503"]) / m["calls"], ("timeout" if r.get("timeout") else
+                                                                  "%d not done" % m["lost"] if m["lost"] else "")
+
+        groups = [(v, VARIANTS.get(v, v)) for v in variants]
+        sub = "%d jobs, limit %g/s burst %d, 30 workers per client; lower is better" % (a.jobs, a.rate, a.burst)
+        charts["completion.svg"] = grouped_bars(
+            "Completion time ÷ ideal", sub, "completion ÷ ideal", groups, clients, ratio, ref=1.0)
+        charts["refused.svg"] = grouped_bars(
+            "Share of calls refused (429 or 503)", sub, "refused calls, %", groups, clients, share,
+            fmt="%.0f")
+        head = variants[0]
+        series = [(c, runs[(head, c)]["m"]["offered_per_s"]) for c in ORDER
+                  if (head, c) in runs and runs[(head, c)].get("status") == "ran"
+                  and runs[(head, c)]["m"].get("calls")]
+        charts["offered.svg"] = line_chart(
+            "Offered requests per second (%s)" % VARIANTS.get(head, head),
+            "every request the server saw, per 1 s since the client's first request",
+            "requests / s", "seconds since the first request", series, hline=a.rate,
+            hlabel="limit %g/s" % a.rate)
+        panels = [(c, runs[(head, c)]["m"]["ok_100ms"], runs[(head, c)]["m"]["other_100ms"])
+                  for c, _ in series]
+        charts["slots.svg"] = slot_panels(
+            "Requests per 100 ms, first %d s (%s)" % (WINDOW_S, VARIANTS.get(head, head)),
+            "synchronised retries show as tall red spikes once a second", panels, a.rate)
+        md.append("![completion ÷ ideal per client and variant](bench/completion.svg)")
+        md.append("")
+        md.append("![share of refused calls per client and variant](bench/refused.svg)")
+        md.append("")
+        md.append("![offered requests per second, %s](bench/offered.svg)" % VARIANTS.get(head, head))
+        md.append("")
+        md.append("![requests per 100 ms, %s](bench/slots.svg)" % VARIANTS.get(head, head))
+        md.append("")
+
+    # ---- overhead
+    over = [r for r in manifest if r.get("kind") == "overhead"]
+    md.append("## 2. Overhead when nothing limits")
+    md.append("")
+    if over:
+        wrk = next((r for r in over if r["client"] == "wrk" and r.get("rps")), None)
+        md.append("`stagger serve` without a limit and without a log; each client fetches %s distinct "
+                  "keys with 30 at a time (wrk: 30 connections, 2 threads, fixed duration), one fresh "
+                  "server per client, all in the same run. req/s = requests ÷ the client's wall time "
+                  "(process start to exit, so start-up and, for stagger batch, its SQLite store are "
+                  "included)." % (next((r.get("requests") for r in over if r.get("requests")), "?")))
+        md.append("")
+        names = {"wrk": "wrk (ceiling)", "curl-parallel": "curl --parallel --parallel-max 30",
+                 "stagger-adaptive": "stagger batch, adaptive", "stagger-rate": "stagger batch --rate 0 (no client limit)",
+                 "python": CLIENTS["python"], "node": CLIENTS["node"], "go": CLIENTS["go"]}
+        rows = []
+        for r in over:
+            rps = r.get("rps")
+            if rps is None and r.get("requests") and r.get("wall_ms"):
+                rps = r["requests"] / (r["wall_ms"] / 1000.0)
+            r["rps_computed"] = rps
+            ok = client_ok(res, r)
+            rows.append([names.get(r["client"], r["client"]),
+                         r.get("requests") or "–", "–" if ok is None else ok,
+                         f1(r["wall_ms"] / 1000.0, 2) if r.get("wall_ms") else "–",
+                         f1(rps, 0) if rps else "–",
+                         f1(rps / wrk["rps"], 3) if rps and wrk else "–",
+                         r.get("exit")])
+        md.append(md_table(["client", "requests", "ok", "wall s", "req/s", "÷ wrk", "exit"], rows))
+        md.append("")
+    else:
+        md.append("Not run.")
+        md.append("")
+    rss = [r for r in manifest if r.get("kind") == "rss"]
+    if rss:
+        md.append("Peak RSS (`/usr/bin/time -f %M`) with 10 and with N requests in flight: the server "
+                  "trickles every body over 2 s, so a client holds its whole concurrency open; per 1000 "
+                  "in flight = (RSS at N − RSS at 10) × 1000 ÷ (N − 10). Each client fetches 2 × N keys, so a wall "
+                  "time near 4 s shows that N requests were really in flight at once.")
+        md.append("")
+        rows = []
+        by = {}
+        for r in rss:
+            by.setdefault(r["client"], {})[r["inflight"]] = r
+        for c, d in by.items():
+            ns = sorted(d)
+            lo, hi = d[ns[0]], d[ns[-1]]
+            per = None
+            if lo.get("maxrss_kb") and hi.get("maxrss_kb") and ns[-1] > ns[0]:
+                per = (hi["maxrss_kb"] - lo["maxrss_kb"]) * 1000.0 / (ns[-1] - ns[0]) / 1024.0
+            rows.append([{"stagger": "stagger batch --rate 0"}.get(c, CLIENTS.get(c, c)), ns[-1],
+                         f1(lo["maxrss_kb"] / 1024.0) if lo.get("maxrss_kb") else "–",
+                         f1(hi["maxrss_kb"] / 1024.0) if hi.get("maxrss_kb") else "–",
+                         f1(per), f1(hi["wall_ms"] / 1000.0, 1) if hi.get("wall_ms") else "–",
+                         "%s / %s" % (lo.get("exit"), hi.get("exit")),
+                         "–" if client_ok(res, hi) is None else client_ok(res, hi)])
+        md.append(md_table(["client", "N in flight", "RSS @10 MiB", "RSS @N MiB", "MiB per 1000 in flight",
+                            "wall s @N", "exit @10 / @N", "jobs done @N"], rows))
+        md.append("")
+
+    # ---- primitives
+    md.append("## 3. Primitive costs and the other parts' benchmarks")
+    md.append("")
+    for r in manifest:
+        if r.get("kind") not in ("primitive", "script"):
+            continue
+        name = r["name"] if r["kind"] == "primitive" else "bench/%s.sh" % r["name"]
+        if r.get("status") == "missing":
+            md.append("- `%s`: not present in this tree, skipped." % name)
+            md.append("")
+            continue
+        text = ""
+        p = os.path.join(res, r["file"])
+        if os.path.exists(p):
+            with open(p, errors="replace") as f:
+                text = f.read().strip()
+        if r.get("exit"):
+            pe = p[:-4] + ".err"
+            if os.path.exists(pe):
+                with open(pe, errors="replace") as f:
+                    err = f.read().strip().splitlines()[-8:]
+                if err:
+                    text = (text + "\n" if text else "") + "stderr (last lines):\n" + "\n".join(err)
+        md.append("`%s` (exit %s):" % (name, r.get("exit")))
+        md.append("")
+        md.append("```")
+        md.append(text[:20000] or "(no output)")
+        md.append("```")
+        md.append("")
+
+    if notes:
+        md.append("## Skipped or missing")
+        md.append("")
+        md.extend("- " + n for n in notes)
+        md.append("")
+
+    text = "\n".join(md)
+    os.makedirs(os.path.join(res, "bench"), exist_ok=True)
+    with open(os.path.join(res, "BENCHMARKS.md"), "w") as f:
+        f.write(text)
+    for name, svg in charts.items():
+        with open(os.path.join(res, "bench", name), "w") as f:
+            f.write(svg)
+    if a.docs:
+        os.makedirs(os.path.join(a.docs, "bench"), exist_ok=True)
+        with open(os.path.join(a.docs, "BENCHMARKS.md"), "w") as f:
+            f.write(text)
+        for name, svg in charts.items():
+            with open(os.path.join(a.docs, "bench", name), "w") as f:
+                f.write(svg)
+
+    dump = {"machine": machine, "versions": versions, "notes": notes, "goal_met": all_ok,
+            "ideal_s": ideals,
+            "goodput": [{k: v for k, v in r.items()} for r in runs.values()],
+            "overhead": over, "rss": rss}
+    with open(os.path.join(res, "results.json"), "w") as f:
+        json.dump(dump, f, indent=1)
+
+    for v in variants:
+        print("\n%s (ideal %.1f s)\n%s" % (VARIANTS.get(v, v), ideals[v], tables[v]))
+    print("\ngoal %s" % ("met" if all_ok else "NOT met"))
+    for l in vlines:
+        print(l)
+    print("\nwritten: %s%s" % (os.path.join(res, "BENCHMARKS.md"),
+                               (", " + os.path.join(a.docs, "BENCHMARKS.md")) if a.docs else ""))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
