@@ -4,28 +4,7 @@
 # log), every Retry-After form is well formed (seconds, HTTP-date, none),
 # the rate-limit header fields are present and consistent, --limit-status.
 # Clients: python threads on keep-alive connections and curl, 127.0.0.1 only.
-set -euo pipefail
-# The stdlib-only helpers run on the system python when there is one (a
-# version-manager shim can cost most of a second per start).
-if [ -z "${PYTHON:-}" ]; then
-    if [ -x /usr/bin/python3 ]; then PYTHON=/usr/bin/python3; else PYTHON=python3; fi
-fi
-: "${STAGGER:?set STAGGER to the stagger binary}"
-
-TMP=$(mktemp -d)
-SRV_PID=""
-cleanup() {
-    if [ -n "$SRV_PID" ] && kill -0 "$SRV_PID" 2>/dev/null; then
-        kill -TERM "$SRV_PID" 2>/dev/null || true
-        wait "$SRV_PID" 2>/dev/null || true
-    fi
-    rm -rf "$TMP"
-}
-trap cleanup EXIT
-SERVE_DIR=$TMP
-. "$(dirname "$0")/serve_lib.sh"
-fail() { echo "FAIL: $*" >&2; exit 1; }
-ok() { echo "ok - $* [${SECONDS}s]"; }
+. "$(dirname "$0")/serve_test_lib.sh"
 
 # start_server NAME ARGS...: sets SRV_PID, PORT, URL (serve_lib.sh).
 start_server() { serve_start "$@"; }
