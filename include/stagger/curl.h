@@ -120,7 +120,8 @@ typedef struct stg_result {
     int curl_code;         /* last CURLcode */
     char error_text[256];  /* libcurl's message for the last error, redacted; "" if none */
     int attempts;
-    int64_t elapsed_us;    /* first attempt start to the end */
+    int64_t elapsed_us;    /* first admission (the engine) or first
+                              attempt (stg_perform) to the end */
     int64_t server_wait_us; /* last parsed server hint, or STG_UNKNOWN */
     stg_hints hints;       /* of the last response */
     char *body;
@@ -232,8 +233,20 @@ typedef struct stg_engine_config {
                                    failure (429 excepted: a rate signal,
                                    not a fault) costs a token, any other
                                    answer refills; a retry it refuses gives
-                                   up with BUDGET_EXHAUSTED */
+                                   up with BUDGET_EXHAUSTED, or waits with
+                                   budget_wait */
     stg_budget_config budget_config;
+    bool budget_wait;           /* a retry the spent budget refuses waits
+                                   instead of giving up: after its backoff
+                                   it goes once the budget has refilled,
+                                   or with the host's one pass: a single
+                                   request retries past the spent budget
+                                   (through its own backoffs) until it
+                                   ends, then the oldest waiting one takes
+                                   over. A host that failed everything
+                                   still progresses, one request per
+                                   backoff, without multiplying the load.
+                                   Bounded by the policy's deadline. */
     bool defer_when_open;       /* breaker open: give up with BREAKER_OPEN
                                    instead of waiting for half-open */
     const stg_env *env;         /* NULL: system clocks */

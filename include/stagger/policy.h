@@ -139,7 +139,8 @@ STG_API int stg_retry_after_mode_parse(const char *text, stg_retry_after_mode *m
 typedef struct stg_policy {
     stg_backoff_config backoff;  /* zero: full jitter, 500 ms, x2, cap 30 s */
     int max_attempts;            /* attempts in all, first included; 0: 6 */
-    int64_t deadline_us;         /* overall, from the first attempt's start;
+    int64_t deadline_us;         /* overall, from rs.start_us (the first
+                                    attempt; the engine: first admission);
                                     0: 60 s; < 0: none */
     int64_t max_server_wait_us;  /* 0: 30 s; < 0: no limit */
     stg_retry_after_mode retry_after_mode; /* 0: HONOR */

@@ -66,8 +66,10 @@ static void help(void)
         "  --breaker N            consecutive failures that open a host's circuit\n"
         "                         breaker (default 20; 0: no breaker)\n"
         "  --breaker-open D       how long it stays open (default 30s)\n"
-        "  --on-breaker MODE      defer (default: defer the host's jobs to a later run)\n"
-        "                         | wait (wait for the breaker to half-open)\n"
+        "  --on-breaker MODE      wait (default: jobs wait for an open breaker to\n"
+        "                         half-open, and a spent retry budget lets one retry\n"
+        "                         at a time through, within each job's deadline) |\n"
+        "                         defer (both defer the host's jobs to a later run)\n"
         "  --no-budget            no retry budget (default: gRPC-style budget per host)\n"
         "  --budget-tokens N      budget size (default 10)\n"
         "  --budget-ratio X       tokens a success gives back (default 0.1)\n"
@@ -276,7 +278,7 @@ static int parse_run(int argc, char **argv, batch_opts *o)
     o->concurrency = 30;
     o->breaker_failures = 20;
     o->breaker_open_us = STG_SEC(30);
-    o->defer_on_breaker = true;
+    o->defer_on_breaker = false;
     o->budget = true;
     o->progress = BATCH_PROGRESS_AUTO;
     stg_policy_preset(&o->policy, "batch");

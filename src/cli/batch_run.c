@@ -520,6 +520,7 @@ static int engine_start(runner *r, const batch_opts *o)
     ec.breaker_config.consecutive_failures = o->breaker_failures;
     ec.breaker_config.open_us = o->breaker_open_us;
     ec.defer_when_open = o->defer_on_breaker;
+    ec.budget_wait = !o->defer_on_breaker;
     ec.budget = o->budget;
     ec.budget_config.max_tokens = o->budget_tokens;
     ec.budget_config.token_ratio = o->budget_ratio;

@@ -44,7 +44,8 @@ typedef struct batch_opts {
     stg_policy policy;
     int breaker_failures;     /* 0: breaker off */
     int64_t breaker_open_us;
-    bool defer_on_breaker;
+    bool defer_on_breaker;    /* --on-breaker defer: an open breaker or a
+                                 spent budget defers (default: waits) */
     bool budget;
     double budget_tokens, budget_ratio;
     bool retry_deferred, retry_review;

@@ -63,8 +63,12 @@ typedef enum rq_wait {
     W_BACKOFF = 1, /* then through admission again */
     W_LIMITER = 2, /* a reservation: then straight to the attempt */
     W_BREAKER = 3, /* then through admission again */
-    W_PACE = 4     /* adaptive pacing beyond the horizon: holds the slot,
+    W_PACE = 4,    /* adaptive pacing beyond the horizon: holds the slot,
                       then asks the limiter again */
+    W_BUDGET = 5,  /* a retry the spent budget refused (budget_wait): its
+                      backoff, then budget_gate() */
+    W_BUDGET_HELD = 6 /* held by budget_gate() until its host's over-budget
+                      retry ends or the budget refills (or its deadline) */
 } rq_wait;
 
 typedef struct req {
@@ -90,6 +94,7 @@ typedef struct req {
     bool reserved;      /* holds a limiter reservation and a slot */
     bool probe_claimed; /* the breaker admitted the current attempt */
     bool shared_probe;  /* the shared breaker admitted it: record the outcome */
+    bool over_budget;   /* its host's one retry let past a spent budget */
 
     stg__xfer x;
     stg_retry_state rs;
@@ -335,6 +340,8 @@ static void detach(stg_engine *e, req *r)
     case RQ_TIMER:
         if (r->heap_index != STG__NOT_IN_HEAP)
             stg__heap_remove(&e->timers, r->heap_index);
+        if (r->wait == W_BUDGET_HELD)
+            r->host->budget_held--;
         break;
     case RQ_ACTIVE:
         curl_multi_remove_handle(e->multi, r->easy);
@@ -351,6 +358,8 @@ static void detach(stg_engine *e, req *r)
     }
     r->where = RQ_NONE;
 }
+
+static void budget_release(stg_engine *e, stg__host *h);
 
 /* Finish r: leave every structure, report, call done once, free. */
 static void finish(stg_engine *e, req *r, stg_reason reason)
@@ -375,6 +384,12 @@ static void finish(stg_engine *e, req *r, stg_reason reason)
         if (e->cfg.shared->breaker_record)
             e->cfg.shared->breaker_record(e->cfg.shared->ctx, r->host->key,
                                           STG_BREAKER_NEUTRAL);
+    }
+    stg__host *h = r->host;
+    bool release = r->over_budget;
+    if (release) {
+        r->over_budget = false;
+        h->over_budget_out--;
     }
     map_del(e, r->id);
 
@@ -416,6 +431,8 @@ static void finish(stg_engine *e, req *r, stg_reason reason)
     if (r->done)
         r->done(e, r->id, &res, r->data);
     req_free(r);
+    if (release)
+        budget_release(e, h);
 }
 
 static void schedule(stg_engine *e, req *r, rq_wait kind, int64_t wait_us)
@@ -430,6 +447,84 @@ static void schedule(stg_engine *e, req *r, rq_wait kind, int64_t wait_us)
     }
     r->where = RQ_TIMER;
     r->wait = kind;
+}
+
+/* ---- a spent retry budget, with budget_wait ------------------------------
+ *
+ * The budget refuses retries once failures are more than a small share of
+ * a host's answers. Without budget_wait the refused retry gives up
+ * (BUDGET_EXHAUSTED). With it the retry waits: after its backoff it goes
+ * if the budget has refilled, or with the host's one pass (over_budget):
+ * the request holding it keeps it through its own retries and backoffs
+ * until it ends (a success, a final failure, its deadline), and then the
+ * oldest held request takes it. The others are held until then. A host
+ * whose every request failed therefore still makes progress, sending one
+ * request per backoff interval of the pass holder (the breaker, when on,
+ * stops even that while open), and its retries cannot multiply the load.
+ * Held requests sit in the timer heap until their deadline, so a deadline
+ * still ends them. */
+
+/* A W_BUDGET or W_BUDGET_HELD request is due, or was woken: send it,
+ * hold it, or end it at its deadline. */
+static void budget_gate(stg_engine *e, req *r)
+{
+    stg__host *h = r->host;
+    int64_t left = remaining(e, r);
+    if (left <= 0) {
+        finish(e, r, STG_REASON_DEADLINE);
+        return;
+    }
+    if (!stg_budget_allow_retry(&h->budget)) {
+        if (h->over_budget_out > 0) {
+            h->budget_held++;
+            schedule(e, r, W_BUDGET_HELD, left);
+            return;
+        }
+        r->over_budget = true;
+        h->over_budget_out++;
+    }
+    r->where = RQ_RETRY_Q;
+    q_push(&e->retry_q, r);
+}
+
+/* Wake h's held retries: all of them when the budget has refilled, else
+ * the oldest (as the over-budget one) when no over-budget retry is out.
+ * They go to the retry queue, whose admission checks their deadline: this
+ * runs inside finish() and attempt_done(), where finishing another
+ * request (and running its callback) is not safe. */
+static void budget_release(stg_engine *e, stg__host *h)
+{
+    if (!h->budget_held)
+        return;
+    bool all = stg_budget_allow_retry(&h->budget);
+    if (!all && h->over_budget_out > 0)
+        return;
+    req **w = malloc(h->budget_held * sizeof *w);
+    if (!w)
+        return; /* they still end at their deadline */
+    size_t n = 0;
+    for (size_t i = 0; i < e->timers.n && n < h->budget_held; i++) {
+        req *r = e->timers.v[i].item;
+        if (r->wait == W_BUDGET_HELD && r->host == h) {
+            if (all || !n)
+                w[n++] = r;
+            else if (r->id < w[0]->id)
+                w[0] = r;
+        }
+    }
+    if (!all && n)
+        n = 1;
+    for (size_t i = 0; i < n; i++) {
+        stg__heap_remove(&e->timers, w[i]->heap_index);
+        h->budget_held--;
+        if (!all) {
+            w[i]->over_budget = true;
+            h->over_budget_out++;
+        }
+        w[i]->where = RQ_RETRY_Q;
+        q_push(&e->retry_q, w[i]);
+    }
+    free(w);
 }
 
 /* The breaker refused: wait for it (a timer) or give up. */
@@ -539,10 +634,6 @@ static void start_attempt(stg_engine *e, req *r)
     r->easy = easy;
     r->where = RQ_ACTIVE;
     e->active++;
-    if (!r->started) {
-        r->started = true;
-        r->rs.start_us = e->now;
-    }
     r->rs.attempts++;
     r->attempt_start_us = e->now;
     e->stats.attempts++;
@@ -557,6 +648,14 @@ static void start_attempt(stg_engine *e, req *r)
 static void admit(stg_engine *e, req *r)
 {
     r->where = RQ_NONE;
+    /* The deadline runs from the first admission, not from submission
+     * (time in the new queue, waiting for a slot, is the caller's own
+     * concurrency, not the host's), and not from the first attempt: a
+     * request waiting for an open breaker must still end at its deadline. */
+    if (!r->started) {
+        r->started = true;
+        r->rs.start_us = e->now;
+    }
     int64_t left = remaining(e, r);
     if (left <= 0) {
         finish(e, r, STG_REASON_DEADLINE);
@@ -657,6 +756,10 @@ static void fire_timers(stg_engine *e)
             r->reserved = false; /* admission takes the slot again */
             e->reserved--;
             admit(e, r);
+        } else if (r->wait == W_BUDGET || r->wait == W_BUDGET_HELD) {
+            if (r->wait == W_BUDGET_HELD)
+                r->host->budget_held--;
+            budget_gate(e, r);
         } else {
             r->where = RQ_RETRY_Q;
             q_push(&e->retry_q, r);
@@ -759,6 +862,7 @@ static void attempt_done(stg_engine *e, req *r, CURLcode code)
             stg_budget_on_failure(&h->budget);
         else if (r->err == STG_NET_NONE && r->status != 429)
             stg_budget_on_success(&h->budget);
+        budget_release(e, h);
     }
 
     stg_outcome o = {.status = r->status,
@@ -785,9 +889,20 @@ static void attempt_done(stg_engine *e, req *r, CURLcode code)
         finish(e, r, d.reason);
         return;
     }
+    rq_wait kind = W_BACKOFF;
     if (h->has_budget && !stg_budget_allow_retry(&h->budget)) {
-        finish(e, r, STG_REASON_BUDGET_EXHAUSTED);
-        return;
+        if (r->over_budget) {
+            /* It keeps the pass through its own backoff: while the host
+             * keeps failing it sends one request per backoff interval. */
+        } else if (e->cfg.budget_wait) {
+            kind = W_BUDGET;
+        } else {
+            finish(e, r, STG_REASON_BUDGET_EXHAUSTED);
+            return;
+        }
+    } else if (r->over_budget) {
+        r->over_budget = false; /* the budget has refilled */
+        h->over_budget_out--;
     }
     stg_retry_state_note(&r->rs, &d);
     ev_init(e, r, STG_EVENT_WAIT, &ev);
@@ -795,9 +910,9 @@ static void attempt_done(stg_engine *e, req *r, CURLcode code)
     ev.error = r->err;
     ev.wait_us = d.wait_us;
     ev.retry_after_us = d.server_wait_us;
-    ev.reason = d.reason;
+    ev.reason = kind == W_BUDGET ? STG_REASON_BUDGET_EXHAUSTED : d.reason;
     emit(e, &ev);
-    schedule(e, r, W_BACKOFF, d.wait_us);
+    schedule(e, r, kind, d.wait_us);
 }
 
 static void process_done(stg_engine *e)

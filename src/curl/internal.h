@@ -146,6 +146,10 @@ typedef struct stg__host {
     stg_adaptive adaptive;
     stg_budget budget;
     stg_breaker breaker;
+    /* A spent budget with budget_wait (engine.c): retries out past it (0
+     * or 1) and retries held in the timer heap behind that one. */
+    int over_budget_out;
+    size_t budget_held;
     /* Breaker changes, queued by the breaker's on_change (which runs with
      * the breaker's mutex held) and emitted as events afterwards. */
     stg__host_change changes[8];

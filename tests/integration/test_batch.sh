@@ -124,7 +124,7 @@ stop_server "$SRV_PID"
 start_server outage --outage 0s+60s --retry-after none
 seq 1 40 >"$T/k40.txt"
 expect_exit "outage: exit 3" 3 "$S" batch -q --url "http://127.0.0.1:$PORT/o/{}" --db "$T/b.db" \
-  --breaker 5 --retries 1 --base 20ms --concurrency 2 "$T/k40.txt"
+  --breaker 5 --on-breaker defer --retries 1 --base 20ms --concurrency 2 "$T/k40.txt"
 pyexport "all deferred, most by the open breaker" "$T/b.db" \
   'all(r["state"] == "deferred" for r in rows) and sum(r["reason"] == "breaker_open" for r in rows) >= 30'
 stop_server "$SRV_PID"
@@ -187,18 +187,50 @@ expect_exit "report on a missing db" 2 "$S" batch report --db "$T/none.db"
 expect_exit "bad export format" 2 "$S" batch export --db "$T/t.db" --format xml
 expect_exit "help" 0 "$S" batch --help
 
-# ---- 9. --on-breaker wait: the work waits for the half-open breaker ------------
+# ---- 9. --on-breaker wait (the default): the work waits for the host ---------------
 # A 1 s outage with no Retry-After: the breaker opens after 3 failures and,
 # in wait mode, the jobs wait for it instead of being deferred; when the
 # outage is over, a probe closes it and everything finishes.
 start_server bwait --outage 0s+1s --retry-after none
 seq -f "w%02g" 1 20 >"$T/k20.txt"
-expect_exit "--on-breaker wait: every job done (exit 0)" 0 "$S" batch -q --url "http://127.0.0.1:$PORT/w/{}" \
-  --db "$T/bw.db" --breaker 3 --breaker-open 300ms --on-breaker wait --retries 8 --base 50ms \
+expect_exit "wait (default): every job done (exit 0)" 0 "$S" batch -q --url "http://127.0.0.1:$PORT/w/{}" \
+  --db "$T/bw.db" --breaker 3 --breaker-open 300ms --retries 8 --base 50ms \
   --concurrency 2 "$T/k20.txt"
 stop_server "$SRV_PID"
-pyexport "--on-breaker wait: nothing deferred" "$T/bw.db" 'all(r["state"] == "done" for r in rows) and len(rows) == 20'
-check "--on-breaker wait: the open breaker spared the server" [ "$(grep -c '"status":503' "$T/bwait.log")" -lt 20 ]
+pyexport "wait (default): nothing deferred" "$T/bw.db" 'all(r["state"] == "done" for r in rows) and len(rows) == 20'
+check "wait (default): the open breaker spared the server" [ "$(grep -c '"status":503' "$T/bwait.log")" -lt 20 ]
+
+# The retry budget (no breaker): a 1 s outage spends it at once. defer: the
+# refused retries are deferred. wait (default): they wait, one retry at a
+# time goes through the outage, and every job is done.
+seq -f "b%02g" 1 40 >"$T/k40b.txt"
+start_server bdefer --outage 0s+1s --retry-after none
+expect_exit "spent budget, --on-breaker defer: exit 3" 3 "$S" batch -q --url "http://127.0.0.1:$PORT/b/{}" \
+  --db "$T/bd.db" --breaker 0 --on-breaker defer --retries 20 --base 50ms --cap 200ms \
+  --concurrency 10 "$T/k40b.txt"
+stop_server "$SRV_PID"
+pyexport "spent budget, defer: jobs deferred as budget_exhausted" "$T/bd.db" \
+  'sum(r["state"] == "deferred" and r["reason"] == "budget_exhausted" for r in rows) >= 20'
+start_server bbudget --outage 0s+1s --retry-after none
+expect_exit "spent budget, wait: every job done (exit 0)" 0 "$S" batch -q --url "http://127.0.0.1:$PORT/b/{}" \
+  --db "$T/bb.db" --breaker 0 --retries 20 --base 50ms --cap 200ms \
+  --concurrency 10 "$T/k40b.txt"
+stop_server "$SRV_PID"
+pyexport "spent budget, wait: nothing deferred" "$T/bb.db" 'all(r["state"] == "done" for r in rows) and len(rows) == 40'
+n503=$(grep -c '"status":503' "$T/bbudget.log")
+check "spent budget, wait: one retry at a time, not 40 ($n503 503s)" [ "$n503" -lt 80 ]
+
+# A host that does not come back: waiting jobs still end at their deadline,
+# at once when the breaker's next probe is past it (no useless sleep).
+start_server bdead --outage 0s+60s --retry-after none
+t0=$(date +%s%N)
+expect_exit "dead host, wait: exit 3 at the deadline" 3 "$S" batch -q --url "http://127.0.0.1:$PORT/d/{}" \
+  --db "$T/bdead.db" --breaker 3 --deadline 1s --base 50ms --concurrency 2 "$T/k20.txt"
+took=$(( ($(date +%s%N) - t0) / 1000000 ))
+stop_server "$SRV_PID"
+check "dead host, wait: ended by the 1 s deadline, not after 60 s ($took ms)" [ "$took" -lt 5000 ]
+pyexport "dead host, wait: every job deferred, by the deadline" "$T/bdead.db" \
+  'len(rows) == 20 and all(r["state"] == "deferred" for r in rows) and sum(r["reason"] == "deadline" for r in rows) >= 15'
 
 # An outage that says when it ends (503 + Retry-After: the rest of it): the
 # open breaker probes when the server said, not after its own 30 s.

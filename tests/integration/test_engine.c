@@ -11,7 +11,9 @@
  *  - the breaker: defer_when_open gives up with BREAKER_OPEN; without it a
  *    request waits for half-open and the probe closes the breaker; a
  *    limit_key shares one breaker between URLs;
- *  - the retry budget gives up with BUDGET_EXHAUSTED;
+ *  - the retry budget gives up with BUDGET_EXHAUSTED; with budget_wait
+ *    the refused retries wait and, through an outage, the host sees one
+ *    retry at a time, and every request still ends done;
  *  - cancel one, cancel all, stop, free with requests pending;
  *  - the adaptive limiter against a rate-limited server (smoke).
  *
@@ -370,6 +372,59 @@ static void test_budget_exhausted(void **state)
     server_cleanup(&s);
 }
 
+/* A 1 s outage (503, no Retry-After) meets 20 requests whose retries the
+ * budget soon refuses. budget_wait: the refused retries wait and one
+ * request at a time retries through the outage, so every request ends
+ * done and the server sees a few dozen 503s, where retrying everything
+ * would send ~20 per backoff step. Without it they give up. */
+static void budget_outage(bool wait, simple_ctx *c, int *n503)
+{
+    const char *args[] = {"--outage", "0s+1s", "--retry-after", "none", NULL};
+    server s;
+    server_start(&s, args);
+    char url[128];
+    url_of(&s, "/o", url, sizeof url);
+    stg_engine_config cfg = {.concurrency = 10, .budget = true, .budget_wait = wait};
+    cfg.budget_config.max_tokens = 4;
+    cfg.policy.max_attempts = 100;
+    cfg.policy.deadline_us = STG_SEC(20);
+    cfg.policy.backoff.base_us = STG_MS(20);
+    cfg.policy.backoff.cap_us = STG_MS(200);
+    stg_engine *e = stg_engine_new(&cfg, NULL);
+    assert_non_null(e);
+    for (int i = 0; i < 20; i++) {
+        stg_request rq = {.url = url};
+        assert_int_equal(stg_engine_submit(e, &rq, simple_done, c, NULL), STG_OK);
+    }
+    assert_int_equal(stg_engine_drain(e), 0);
+    stg_engine_free(e);
+    server_stop(&s);
+    *n503 = log_count(&s, "\"status\":503");
+    server_cleanup(&s);
+}
+
+static void test_budget_wait(void **state)
+{
+    (void)state;
+    simple_ctx c = {0};
+    int n503 = 0;
+    budget_outage(true, &c, &n503);
+    print_message("budget_wait: %d 503s, all %d done\n", n503, c.ok);
+    assert_int_equal(c.done, 20);
+    assert_int_equal(c.ok, 20);
+    assert_int_equal(c.budget, 0);
+    /* 20 first attempts, a couple of retries the budget allowed, then one
+     * retry per backoff (20 ms doubling to 200 ms) for the rest of 1 s. */
+    assert_in_range(n503, 20, 45);
+
+    simple_ctx d = {0};
+    budget_outage(false, &d, &n503);
+    print_message("no budget_wait: %d 503s, %d gave up\n", n503, d.budget);
+    assert_int_equal(d.done, 20);
+    assert_true(d.budget >= 15);
+    assert_int_equal(d.ok + d.budget, 20);
+}
+
 /* ---- cancel, stop, free ------------------------------------------------------ */
 
 typedef struct stop_ctx {
@@ -509,6 +564,7 @@ int main(void)
         cmocka_unit_test_teardown(test_breaker_defers, stop_leftovers),
         cmocka_unit_test_teardown(test_breaker_half_open_shared_key, stop_leftovers),
         cmocka_unit_test_teardown(test_budget_exhausted, stop_leftovers),
+        cmocka_unit_test_teardown(test_budget_wait, stop_leftovers),
         cmocka_unit_test_teardown(test_cancel_stop_free, stop_leftovers),
         cmocka_unit_test_teardown(test_adaptive_smoke, stop_leftovers),
     };
