@@ -25,7 +25,6 @@ import sys
 CLIENTS = {
     "stagger-rate": "stagger batch, rate given",
     "stagger-adaptive": "stagger batch, adaptive",
-    "stagger-rate-wait": "stagger batch, rate given, --on-breaker wait",
     "curl": "curl --retry 6 --parallel",
     "python": "Python requests + urllib3 Retry",
     "node": "Node got",
@@ -36,7 +35,6 @@ ORDER = list(CLIENTS)
 COLORS = {
     "stagger-rate": "#0072B2",
     "stagger-adaptive": "#56B4E9",
-    "stagger-rate-wait": "#1B3A6B",
     "curl": "#E69F00",
     "python": "#009E73",
     "node": "#CC79A7",
@@ -510,9 +508,6 @@ def verdict(runs, variants, ideals):
                 "first" if ok_429 else "not first",
                 "yes" if ok_lost else "no (%s)" % "; ".join(desc(c) for c in st if comp(c) == float("inf")),
                 "met" if ok else "not met"))
-        if "stagger-rate-wait" in ran:
-            lines.append("  - not counted above: %s, 429 share %s%%" % (
-                desc("stagger-rate-wait"), f1(100 * ran["stagger-rate-wait"]["share_429"])))
     return all_ok, lines
 
 
@@ -594,8 +589,6 @@ def main():
     clients_text = {
         "stagger-rate": "`stagger batch --concurrency 30 --rate %g --burst %d`" % (a.rate, a.burst),
         "stagger-adaptive": "`stagger batch --concurrency 30` (no rate: adaptive)",
-        "stagger-rate-wait": "as “rate given” plus `--on-breaker wait` (outage variant only; by default a "
-                             "batch whose circuit breaker opens defers the host's remaining jobs to a later run)",
         "curl": ("`curl --retry 6 --parallel --parallel-max 30 -K FILE` (one url, output file and "
                  "header per job; --parallel-max bounds the transfers in progress, and a transfer "
                  "waiting for its retry is not one, so curl goes on starting new jobs meanwhile: see "

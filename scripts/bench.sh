@@ -119,7 +119,7 @@ install_peers() {
 # Can CLIENT run here? Prints the reason when not.
 peer_ready() {
     case "$1" in
-        stagger|stagger-rate|stagger-adaptive|stagger-rate-wait)
+        stagger|stagger-rate|stagger-adaptive)
             "$STAGGER" batch --help >/dev/null 2>&1 || { echo "stagger batch not built"; return 1; } ;;
         curl) command -v curl >/dev/null 2>&1 || { echo "curl missing"; return 1; } ;;
         python) "$PY" -c 'import requests, urllib3' 2>/dev/null ||
@@ -219,13 +219,7 @@ goodput() {
             outage) sargs="--retry-after seconds --outage $OUTAGE" ;;
             *) log "unknown variant $v"; continue ;;
         esac
-        clients=$CLIENTS
-        # stagger batch defers a host's jobs to a later run when its breaker
-        # opens (default); in the outage variant it is also run waiting instead.
-        if [ "$v" = outage ]; then
-            case " $CLIENTS " in *" stagger-rate "*) clients="$clients stagger-rate-wait" ;; esac
-        fi
-        for c in $clients; do
+        for c in $CLIENTS; do
             # The naive client never reads Retry-After: in these variants it
             # would repeat the seconds run exactly (about 90 s each).
             if [ "$c" = naive ] && { [ "$v" = date ] || [ "$v" = none ]; } &&
@@ -245,7 +239,6 @@ goodput() {
             [ "$c" = naive ] && conc=$NAIVE_WORKERS
             extra=""
             [ "$c" = stagger-rate ] && extra="--rate $RATE --burst $BURST"
-            [ "$c" = stagger-rate-wait ] && extra="--rate $RATE --burst $BURST --on-breaker wait"
             # shellcheck disable=SC2086
             start_server "$d/$c.server" --rate $RATE --burst $BURST $sargs \
                 --log "$d/$c.jsonl" --stats "$d/$c.stats.json"
