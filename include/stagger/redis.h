@@ -57,6 +57,7 @@
 #define STAGGER_REDIS_H
 
 #include "common.h"
+#include "adaptive.h"
 #include "breaker.h"
 
 #ifdef __cplusplus
@@ -183,6 +184,15 @@ typedef struct stg_redis_limiter_config {
     void *log_data;
     stg_redis_clock_fn clock;   /* NULL: CLOCK_MONOTONIC */
     void *clock_data;
+    /* Added with the shared adaptive rate: */
+    bool adaptive;              /* learn the rate instead of being told it
+                                   (stg_redis_adaptive_*): rate and burst
+                                   must be 0, and try, acquire,
+                                   acquire_many and set_rate answer
+                                   STG_EINVAL */
+    stg_adaptive_config adaptive_config; /* as stg_adaptive; zero fields
+                                   take its defaults; hold_spread and
+                                   hold_spread_min_us are not used */
 } stg_redis_limiter_config;
 
 /* Counters, for status lines and tests. */
@@ -299,6 +309,52 @@ STG_API int stg_redis_breaker_record(stg_redis_limiter *l, const char *key,
 STG_API int stg_redis_breaker_state(stg_redis_limiter *l, const char *key,
                                     stg_breaker_state *state, int64_t *retry_in_us,
                                     int64_t *trips);
+
+/* ---- the shared adaptive rate (cfg.adaptive) ---------------------------
+ *
+ * The model of stagger/adaptive.h (AWS's adaptive mode with the recovery
+ * rule and slow start), run inside Redis by one Lua script on Redis's
+ * clock, so every process of every machine paces at the one rate the key
+ * has learned, and a 429 seen by any of them cuts it for all. The state of
+ * a key is a hash "<prefix>ad:<name>" (expires after 10 min idle, which
+ * forgets the learned rate). What differs from the in-process limiter:
+ *  - the measured rate counts admissions (all processes' sends, as Redis
+ *    sees them) instead of responses, and the curve is evaluated at each
+ *    acquire: responses that are not throttles need no round trip;
+ *  - the recovery rule is exact: each admission gets a ticket (the key's
+ *    admission count), and a throttle cuts only when its ticket is newer
+ *    than the last cut (or recovery_us has passed since it);
+ *  - a hold (the server said the quota is spent until a reset) applies to
+ *    every process.
+ * In fallback (Redis unreachable, fallback_share > 0) each process runs a
+ * local stg_adaptive per key, capped at share * the rate last learned from
+ * Redis for that key (no cap when none was). */
+
+/* Reserve one send of key (NULL: the URL's key) within timeout_us. As
+ * stg_redis_limiter_acquire with weight 1: STG_OK with *wait_us (0 while
+ * the key has seen no throttle and no hold), or STG_ETIMEDOUT with the
+ * wait that would have been needed, nothing reserved. *ticket (may be
+ * NULL) gets the admission's number, for stg_redis_adaptive_response.
+ * STG_EINVAL (not an adaptive limiter, bad key), STG_EUNAVAIL, STG_ENOMEM,
+ * STG_EIO as for the limiter. Thread-safe. */
+STG_API int stg_redis_adaptive_acquire(stg_redis_limiter *l, const char *key, int64_t timeout_us,
+                                       int64_t *wait_us, int64_t *ticket);
+
+/* Report the answer to a send admitted with ticket. throttled: the server
+ * said "too fast" (429, or 503 with Retry-After). hold_us > 0: no process
+ * may send to key for that long (the server said its quota is spent until
+ * a reset). Only a throttle or a hold costs a round trip; other answers
+ * only feed the local fallback. Returns STG_OK, STG_EINVAL, STG_EUNAVAIL.
+ * Thread-safe. */
+STG_API int stg_redis_adaptive_response(stg_redis_limiter *l, const char *key, int64_t ticket,
+                                        bool throttled, int64_t hold_us);
+
+/* The key's shared state now: whether it paces (a throttle or hold was
+ * seen), the fill rate it paces at (req/s), and admissions so far. Any out
+ * pointer may be NULL. STG_OK, STG_EINVAL, STG_EUNAVAIL (also in
+ * fallback: this reads Redis only). Thread-safe. */
+STG_API int stg_redis_adaptive_state(stg_redis_limiter *l, const char *key, bool *enabled,
+                                     double *rate, int64_t *admissions);
 
 /* ---- status ----------------------------------------------------------- */
 

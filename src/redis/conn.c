@@ -101,7 +101,13 @@ static void note_down(stg_redis_limiter *l, stg__note *note, const char *reason)
     l->down = true;
     if (!note)
         return;
-    if (l->share > 0) {
+    if (l->share > 0 && l->adaptive) {
+        note->ev = STG_REDIS_EVENT_FALLBACK;
+        snprintf(note->msg, sizeof note->msg,
+                 "redis %s unreachable (%s); falling back to a local adaptive rate per key, "
+                 "at most %g x the rate last learned; retrying the connection every %g s",
+                 l->url_shown, reason, l->share, (double)l->reconnect_interval_us / 1e6);
+    } else if (l->share > 0) {
         note->ev = STG_REDIS_EVENT_FALLBACK;
         snprintf(note->msg, sizeof note->msg,
                  "redis %s unreachable (%s); falling back to local bucket at %g x rate "
@@ -177,6 +183,7 @@ static int load_script(redisContext *c, const char *src, char sha[41], char *rea
 static const char *const script_src[STG__SCRIPT_COUNT] = {
     [STG__SCRIPT_GCRA] = stg__redis_gcra_lua,
     [STG__SCRIPT_BREAKER] = stg__redis_breaker_lua,
+    [STG__SCRIPT_ADAPTIVE] = stg__redis_adaptive_lua,
 };
 
 /* Open a connection, authenticate, select, load the scripts. On success
@@ -462,6 +469,24 @@ static int64_t default_us(int64_t v, int64_t dflt)
     return v == 0 ? dflt : v;
 }
 
+/* Check and resolve the adaptive configuration (stg_adaptive_init does
+ * both); NULL or what is wrong. */
+static const char *adaptive_config(const stg_redis_limiter_config *cfg, stg_adaptive_config *out)
+{
+    if (cfg->rate != 0.0 || cfg->burst != 0)
+        return "an adaptive limiter learns its rate: rate and burst must be 0";
+    stg_adaptive probe;
+    if (stg_adaptive_init(&probe, &cfg->adaptive_config, 0) != STG_OK)
+        return "bad adaptive configuration (see stg_adaptive_config)";
+    *out = probe.cfg;
+    stg_adaptive_destroy(&probe);
+    /* The script's pacing is GCRA with T = 1/rate >= 1/min_rate: keep
+     * burst * T within what Lua's doubles hold exactly. */
+    if ((double)out->burst * ceil(1e9 / out->min_rate) > (double)STG_REDIS_SPAN_MAX_NS)
+        return "adaptive burst / min_rate must be at most 2^50 ns (about 13 days)";
+    return NULL;
+}
+
 stg_redis_limiter *stg_redis_limiter_new(const stg_redis_limiter_config *cfg, int *err,
                                          char *why, size_t why_len)
 {
@@ -493,9 +518,15 @@ stg_redis_limiter *stg_redis_limiter_new(const stg_redis_limiter_config *cfg, in
 
     const char *bad = NULL;
     int64_t interval = 0;
-    if (stg__redis_interval_ns(cfg->rate, &interval) != STG_OK)
-        bad = "rate must be > 0 and at most 1e9 per second";
     int64_t burst = cfg->burst;
+    if (cfg->adaptive) {
+        bad = adaptive_config(cfg, &l->acfg);
+        l->adaptive = true;
+        interval = 1; /* unused: no bucket */
+        burst = 1;
+    } else if (stg__redis_interval_ns(cfg->rate, &interval) != STG_OK) {
+        bad = "rate must be > 0 and at most 1e9 per second";
+    }
     if (!bad && burst == 0) {
         double c = ceil(cfg->rate);
         burst = c < 1.0 ? 1 : (c > 1e15 ? INT64_MAX : (int64_t)c);
@@ -535,7 +566,7 @@ stg_redis_limiter *stg_redis_limiter_new(const stg_redis_limiter_config *cfg, in
     l->burst = burst;
     l->interval_ns = interval;
     l->share = cfg->fallback_share;
-    if (l->share > 0) {
+    if (l->share > 0 && !l->adaptive) {
         double lb = floor(l->share * (double)burst);
         l->local_burst = lb < 1.0 ? 1 : (int64_t)lb;
         /* The local bucket must accept share * rate with that burst. */

@@ -1,7 +1,9 @@
 /*
  * The local fallback: while Redis is unreachable, each process answers from
  * its own stg_bucket (at share * rate, burst max(1, floor(share * burst)))
- * and its own stg_breaker, one of each per key name.
+ * and its own stg_breaker, one of each per key name. An adaptive limiter
+ * has no rate to share: each process learns its own with a local
+ * stg_adaptive, capped at share * the rate Redis last gave the key.
  *
  * Why share * rate: N processes that each take 1/N of the rate keep the
  * total within the limit without talking to each other; the operator picks
@@ -58,8 +60,8 @@ stg__local *stg__local_get(stg_redis_limiter *l, const char *name)
     brc.data = p;
     /* Both configs were checked when the limiter was made or its rate
      * changed, so these cannot fail for bad values; the breaker can for
-     * want of a mutex. */
-    if (stg_bucket_init(&p->bucket, &bc, stg__redis_now(l)) != STG_OK ||
+     * want of a mutex. An adaptive limiter has no bucket. */
+    if ((!l->adaptive && stg_bucket_init(&p->bucket, &bc, stg__redis_now(l)) != STG_OK) ||
         stg_breaker_init(&p->breaker, &brc) != STG_OK) {
         free(p);
         return NULL;
@@ -69,9 +71,27 @@ stg__local *stg__local_get(stg_redis_limiter *l, const char *name)
     return p;
 }
 
+stg_adaptive *stg__local_adaptive(stg_redis_limiter *l, stg__local *loc)
+{
+    if (loc->has_adaptive)
+        return &loc->adaptive;
+    stg_adaptive_config c = l->acfg;
+    if (loc->learned_rate > 0) {
+        double cap = l->share * loc->learned_rate;
+        if (cap < c.min_rate)
+            cap = c.min_rate;
+        if (c.max_rate == 0.0 || cap < c.max_rate)
+            c.max_rate = cap;
+    }
+    if (stg_adaptive_init(&loc->adaptive, &c, stg__redis_now(l)) != STG_OK)
+        return NULL;
+    loc->has_adaptive = true;
+    return &loc->adaptive;
+}
+
 void stg__local_set_rate(stg_redis_limiter *l, double rate)
 {
-    if (!(l->share > 0))
+    if (!(l->share > 0) || l->adaptive)
         return;
     int64_t now = stg__redis_now(l);
     for (stg__local *p = l->locals; p; p = p->next)
@@ -84,6 +104,8 @@ void stg__local_free_all(stg_redis_limiter *l)
     while (p) {
         stg__local *next = p->next;
         stg_breaker_destroy(&p->breaker);
+        if (p->has_adaptive)
+            stg_adaptive_destroy(&p->adaptive);
         free(p);
         p = next;
     }

@@ -109,7 +109,7 @@ static int local_takes(stg_redis_limiter *l, const char *name, size_t n, int64_t
 static int decide(stg_redis_limiter *l, const char *key, size_t n, int64_t weight,
                   int64_t timeout_us, bool is_try, int *rcs, int64_t *waits)
 {
-    if (!l || weight < 1)
+    if (!l || weight < 1 || l->adaptive)
         return STG_EINVAL;
     const char *name = key ? key : l->url.key;
     char rkey[STG__KEYBUF];
@@ -211,7 +211,7 @@ int stg_redis_limiter_acquire_many(stg_redis_limiter *l, const char *key, size_t
 
 int stg_redis_limiter_set_rate(stg_redis_limiter *l, double rate)
 {
-    if (!l)
+    if (!l || l->adaptive)
         return STG_EINVAL;
     int64_t interval;
     if (stg__redis_interval_ns(rate, &interval) != STG_OK)

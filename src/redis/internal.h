@@ -18,23 +18,36 @@
 
 #include <hiredis/hiredis.h>
 
+#include <stagger/adaptive.h>
 #include <stagger/bucket.h>
 #include <stagger/breaker.h>
 #include <stagger/redis.h>
 
 /* The scripts, by index into stg_redis_limiter.sha. */
-enum { STG__SCRIPT_GCRA = 0, STG__SCRIPT_BREAKER = 1, STG__SCRIPT_COUNT = 2 };
+enum {
+    STG__SCRIPT_GCRA = 0,
+    STG__SCRIPT_BREAKER = 1,
+    STG__SCRIPT_ADAPTIVE = 2,
+    STG__SCRIPT_COUNT = 3
+};
 
-/* Source of each script (gcra.c, breaker.c). */
+/* Source of each script (gcra.c, breaker.c, adaptive.c). */
 extern const char stg__redis_gcra_lua[];
 extern const char stg__redis_breaker_lua[];
+extern const char stg__redis_adaptive_lua[];
 
 /* One process-local stand-in per key name, made on first use in fallback. */
 typedef struct stg__local {
     struct stg__local *next;
-    stg_bucket bucket;
+    stg_bucket bucket;       /* fixed rate only */
     stg_breaker breaker;
     int64_t trips;           /* times the local breaker opened */
+    /* Adaptive mode: the rate Redis last said the key paces at (0: none
+     * yet), and the local limiter, made at the first fallback decision
+     * with share * that rate as its ceiling. */
+    double learned_rate;
+    bool has_adaptive;
+    stg_adaptive adaptive;
     char name[]; /* NUL-terminated */
 } stg__local;
 
@@ -59,6 +72,8 @@ struct stg_redis_limiter {
     void *log_data;
     stg_redis_clock_fn clock;
     void *clock_data;
+    bool adaptive;                /* a learned rate (adaptive.c) */
+    stg_adaptive_config acfg;     /* resolved by stg_adaptive_init */
 
     pthread_mutex_t mu;
     /* Guarded by mu. */
@@ -112,5 +127,9 @@ stg__local *stg__local_get(stg_redis_limiter *l, const char *name);
 void stg__local_free_all(stg_redis_limiter *l);
 /* Under mu: apply a new rate to every local bucket. */
 void stg__local_set_rate(stg_redis_limiter *l, double rate);
+/* Under mu, adaptive mode: loc's local adaptive limiter, made on first use
+ * (ceiling share * learned_rate when one is known). NULL when it cannot be
+ * made (no mutex). */
+stg_adaptive *stg__local_adaptive(stg_redis_limiter *l, stg__local *loc);
 
 #endif

@@ -1,0 +1,349 @@
+/*
+ * Integration tests of the shared adaptive rate (stg_redis_adaptive_*)
+ * against a real redis-server started on a free loopback port.
+ *
+ * What is checked: off (everything admitted at once, tickets counting up)
+ * until the first throttle; the first cut from the sends admitted so far
+ * (beta x sends / 0.5 s); the recovery rule by ticket (a throttle for a send
+ * admitted before the cut does not cut again, a newer one does); pacing at
+ * the learned rate seen by a second limiter (another process); a hold
+ * stopping every limiter; the fixed-rate calls refused on an adaptive
+ * limiter and a bad configuration refused; the fallback to a local
+ * adaptive rate (tickets 0) when Redis is gone, and STG_EUNAVAIL without
+ * one; 4 processes sharing one key against a simulated server learn one
+ * rate near its limit.
+ *
+ * Timing bounds allow for the round trips: a test runs in well under the
+ * first 0.5 s measurement bucket unless noted.
+ */
+#define _GNU_SOURCE
+#include <math.h>
+
+#include "cmocka_all.h"
+
+#include "integration/redis_helper.h"
+
+static int g_port;
+static pid_t g_pid;
+
+static int group_setup(void **state)
+{
+    (void)state;
+    signal(SIGPIPE, SIG_DFL);
+    g_port = free_port();
+    g_pid = server_start(g_port);
+    return 0;
+}
+
+static int group_teardown(void **state)
+{
+    (void)state;
+    server_stop(g_pid, SIGTERM);
+    return 0;
+}
+
+static stg_redis_limiter *make_adaptive(int port, const char *key, double share, logbook *lb)
+{
+    char url[128];
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d/%s", port, key);
+    stg_redis_limiter_config cfg = {.url = url,
+                                    .adaptive = true,
+                                    .fallback_share = share,
+                                    .reconnect_interval_us = STG_MS(100),
+                                    .log = lb ? log_cb : NULL,
+                                    .log_data = lb};
+    int err = -1;
+    char why[512];
+    stg_redis_limiter *l = stg_redis_limiter_new(&cfg, &err, why, sizeof why);
+    if (!l)
+        fail_msg("stg_redis_limiter_new: %s: %s", stg_errname(err), why);
+    return l;
+}
+
+/* n admissions; returns the last ticket. All must go at once. */
+static int64_t admit_n(stg_redis_limiter *l, int n)
+{
+    int64_t ticket = 0;
+    for (int i = 0; i < n; i++) {
+        int64_t w = -1, t = -1;
+        assert_int_equal(stg_redis_adaptive_acquire(l, NULL, 0, &w, &t), STG_OK);
+        assert_int_equal(w, 0);
+        assert_true(t > ticket);
+        ticket = t;
+    }
+    return ticket;
+}
+
+static double rate_of(stg_redis_limiter *l, bool *enabled)
+{
+    double r = -1;
+    int64_t n;
+    assert_int_equal(stg_redis_adaptive_state(l, NULL, enabled, &r, &n), STG_OK);
+    return r;
+}
+
+/* Off until a throttle; the cut lands at 0.7 x the sends so far per 0.5 s;
+ * throttles of sends admitted before the cut do not cut again. */
+static void test_cut_and_recovery(void **state)
+{
+    (void)state;
+    stg_redis_limiter *l = make_adaptive(g_port, "cut", 0, NULL);
+    bool en = true;
+    rate_of(l, &en);
+    assert_false(en);
+    int64_t t0 = now_us();
+    int64_t last = admit_n(l, 20);
+    assert_int_equal(last, 20);
+    assert_int_equal(stg_redis_adaptive_response(l, NULL, 5, false, 0), STG_OK);
+    rate_of(l, &en);
+    assert_false(en); /* a success costs nothing and changes nothing */
+    assert_int_equal(stg_redis_adaptive_response(l, NULL, 7, true, 0), STG_OK);
+    double r = rate_of(l, &en);
+    assert_true(en);
+    if (now_us() - t0 < STG_MS(400)) /* still the first bucket: 20 sends / 0.5 s */
+        assert_true(fabs(r - 0.7 * 40) < 0.01);
+    /* The other 13 sends of that volley come back throttled too: one event. */
+    for (int64_t t = 8; t <= 20; t++)
+        assert_int_equal(stg_redis_adaptive_response(l, NULL, t, true, 0), STG_OK);
+    double r2 = rate_of(l, &en);
+    assert_true(r2 >= r * 0.99); /* not cut again (it may have grown a little) */
+    /* A send admitted after the cut, throttled: a new event. */
+    int64_t w, t;
+    assert_int_equal(stg_redis_adaptive_acquire(l, NULL, STG_SEC(1), &w, &t), STG_OK);
+    assert_int_equal(t, 21);
+    assert_int_equal(stg_redis_adaptive_response(l, NULL, t, true, 0), STG_OK);
+    double r3 = rate_of(l, &en);
+    assert_true(r3 <= 0.7 * r2 * 1.01);
+    printf("# cut: %.2f/s, same event %.2f/s, next event %.2f/s\n", r, r2, r3);
+    stg_redis_limiter_free(l);
+}
+
+/* Once on, a second limiter (another process) is paced at the learned rate:
+ * its sends are spaced 1 / rate apart on Redis's clock. */
+static void test_pacing_is_shared(void **state)
+{
+    (void)state;
+    stg_redis_limiter *a = make_adaptive(g_port, "pace", 0, NULL);
+    stg_redis_limiter *b = make_adaptive(g_port, "pace", 0, NULL);
+    int64_t last = admit_n(a, 10); /* 20/s stand-in */
+    assert_int_equal(stg_redis_adaptive_response(a, NULL, last, true, 0), STG_OK);
+    bool en;
+    double r = rate_of(b, &en);
+    assert_true(en);
+    assert_true(r > 10 && r < 20);
+    /* b's reservations: the first at once (burst 1), then 1/rate apart. */
+    int64_t prev = -1;
+    for (int i = 0; i < 5; i++) {
+        int64_t w, t;
+        int64_t before = now_us();
+        assert_int_equal(stg_redis_adaptive_acquire(b, NULL, STG_SEC(5), &w, &t), STG_OK);
+        int64_t at = before + w; /* local estimate of the send instant */
+        if (prev >= 0) {
+            double gap = (double)(at - prev);
+            assert_true(gap > 0.8e6 / r && gap < 1.3e6 / r);
+        }
+        prev = at;
+    }
+    /* Without waiting: a zero timeout is refused and reserves nothing. */
+    int64_t w, t = -1;
+    assert_int_equal(stg_redis_adaptive_acquire(a, NULL, 0, &w, &t), STG_ETIMEDOUT);
+    assert_true(w > 0);
+    stg_redis_limiter_free(a);
+    stg_redis_limiter_free(b);
+}
+
+/* A hold (the quota is spent until a reset) stops every limiter, also one
+ * that has not learned a rate. */
+static void test_hold(void **state)
+{
+    (void)state;
+    stg_redis_limiter *a = make_adaptive(g_port, "hold", 0, NULL);
+    stg_redis_limiter *b = make_adaptive(g_port, "hold", 0, NULL);
+    int64_t t = admit_n(a, 1);
+    int64_t t0 = now_us();
+    assert_int_equal(stg_redis_adaptive_response(a, NULL, t, false, STG_MS(300)), STG_OK);
+    int64_t w;
+    assert_int_equal(stg_redis_adaptive_acquire(b, NULL, 0, &w, NULL), STG_ETIMEDOUT);
+    assert_in_range_i64(w, STG_MS(300) - (now_us() - t0), STG_MS(300));
+    assert_int_equal(stg_redis_adaptive_acquire(b, NULL, STG_SEC(1), &w, NULL), STG_OK);
+    assert_in_range_i64(w, STG_MS(300) - (now_us() - t0), STG_MS(300));
+    bool en;
+    rate_of(a, &en);
+    assert_false(en); /* a hold is not a throttle */
+    stg_redis_limiter_free(a);
+    stg_redis_limiter_free(b);
+}
+
+static void test_api_misuse(void **state)
+{
+    (void)state;
+    stg_redis_limiter *a = make_adaptive(g_port, "misuse", 0, NULL);
+    int64_t w;
+    assert_int_equal(stg_redis_limiter_acquire(a, NULL, 1, 0, &w), STG_EINVAL);
+    assert_int_equal(stg_redis_limiter_try(a, NULL, 1, &w), STG_EINVAL);
+    assert_int_equal(stg_redis_limiter_set_rate(a, 5), STG_EINVAL);
+    stg_redis_limiter_free(a);
+    /* fixed-rate limiters have no adaptive calls */
+    char url[128];
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d/fixed", g_port);
+    stg_redis_limiter_config cfg = {.url = url, .rate = 10};
+    int err;
+    stg_redis_limiter *f = stg_redis_limiter_new(&cfg, &err, NULL, 0);
+    assert_non_null(f);
+    assert_int_equal(stg_redis_adaptive_acquire(f, NULL, 0, &w, NULL), STG_EINVAL);
+    assert_int_equal(stg_redis_adaptive_response(f, NULL, 1, true, 0), STG_EINVAL);
+    stg_redis_limiter_free(f);
+    /* adaptive with a rate, or a bad adaptive field: refused, with a reason */
+    char why[256] = "";
+    cfg.adaptive = true;
+    assert_null(stg_redis_limiter_new(&cfg, &err, why, sizeof why));
+    assert_int_equal(err, STG_EINVAL);
+    assert_non_null(strstr(why, "rate and burst must be 0"));
+    cfg.rate = 0;
+    cfg.adaptive_config.beta = 1.5;
+    assert_null(stg_redis_limiter_new(&cfg, &err, why, sizeof why));
+    assert_int_equal(err, STG_EINVAL);
+}
+
+/* Redis gone: with a fallback each limiter learns alone (tickets 0), and
+ * said so once; without one, STG_EUNAVAIL. Back: Redis answers again. */
+static void test_fallback(void **state)
+{
+    (void)state;
+    int port = free_port();
+    pid_t pid = server_start(port);
+    logbook lb = {.mu = PTHREAD_MUTEX_INITIALIZER};
+    stg_redis_limiter *l = make_adaptive(port, "fb", 0.5, &lb);
+    stg_redis_limiter *n = make_adaptive(port, "fb", 0, NULL);
+    int64_t last = admit_n(l, 10);
+    assert_int_equal(stg_redis_adaptive_response(l, NULL, last, true, 0), STG_OK);
+    bool en;
+    double learned = rate_of(l, &en);
+    assert_true(en && learned > 0);
+    /* one more acquire so the limiter remembers the learned rate */
+    int64_t w, t;
+    assert_int_equal(stg_redis_adaptive_acquire(l, NULL, STG_SEC(2), &w, &t), STG_OK);
+    server_stop(pid, SIGKILL);
+
+    assert_int_equal(stg_redis_adaptive_acquire(l, NULL, STG_SEC(1), &w, &t), STG_OK);
+    assert_int_equal(t, 0); /* admitted locally */
+    assert_int_equal(log_count(&lb), 1);
+    assert_int_equal(lb.ev[0], STG_REDIS_EVENT_FALLBACK);
+    if (!strstr(lb.msg[0], "local adaptive rate"))
+        fail_msg("unclear message: %s", lb.msg[0]);
+    /* The local limiter learns from its own throttles: after one, it paces. */
+    assert_int_equal(stg_redis_adaptive_response(l, NULL, 0, true, 0), STG_OK);
+    int admitted_now = 0;
+    for (int i = 0; i < 5; i++) {
+        if (stg_redis_adaptive_acquire(l, NULL, 0, &w, &t) == STG_OK)
+            admitted_now++;
+    }
+    assert_true(admitted_now <= 1);
+    assert_int_equal(stg_redis_adaptive_acquire(n, NULL, 0, &w, &t), STG_EUNAVAIL);
+    assert_int_equal(stg_redis_adaptive_state(l, NULL, &en, NULL, NULL), STG_EUNAVAIL);
+
+    pid = server_start(port);
+    int64_t deadline = now_us() + STG_SEC(3);
+    int rc;
+    do {
+        sleep_us(STG_MS(120));
+        rc = stg_redis_adaptive_acquire(l, NULL, STG_SEC(5), &w, &t);
+    } while (t == 0 && now_us() < deadline);
+    assert_int_equal(rc, STG_OK);
+    assert_true(t >= 1); /* Redis again (the restarted one starts afresh) */
+    assert_int_equal(lb.ev[1], STG_REDIS_EVENT_BACK);
+    stg_redis_limiter_free(l);
+    stg_redis_limiter_free(n);
+    server_stop(pid, SIGTERM);
+}
+
+/* ---- 4 processes learn one rate ----------------------------------------------
+ * Each child sends as fast as its limiter lets it to a simulated server: a
+ * GCRA of SIM_RATE/s, burst 5, kept in Redis too (the fixed-rate limiter
+ * with try: "refused" = throttled). Together they must settle on about the
+ * server's rate, not 4 times it, and be refused rarely. */
+
+#define SIM_PROCS 4
+#define SIM_RATE 100.0
+#define SIM_RUN_US STG_SEC(9)
+#define SIM_LATE_US STG_SEC(6) /* judged from here on: slow start from the
+                                  first, unmeasured cut takes a few s */
+
+static void sim_child(int fd)
+{
+    stg_redis_limiter *l = make_adaptive(g_port, "sim", 0, NULL);
+    char url[128];
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d/simserver", g_port);
+    stg_redis_limiter_config sc = {.url = url, .rate = SIM_RATE, .burst = 5};
+    stg_redis_limiter *server = stg_redis_limiter_new(&sc, NULL, NULL, 0);
+    long counts[2][2] = {{0}}; /* [late][throttled] */
+    int64_t start = now_us(), end = start + SIM_RUN_US;
+    while (now_us() < end) {
+        int64_t w, t;
+        int rc = stg_redis_adaptive_acquire(l, NULL, end - now_us(), &w, &t);
+        if (rc != STG_OK)
+            break;
+        sleep_us(w);
+        int64_t sw;
+        bool throttled = stg_redis_limiter_try(server, NULL, 1, &sw) != STG_OK;
+        sleep_us(2000); /* the answer's round trip */
+        stg_redis_adaptive_response(l, NULL, t, throttled, 0);
+        counts[now_us() - start > SIM_LATE_US][throttled]++;
+    }
+    stg_redis_limiter_free(server);
+    stg_redis_limiter_free(l);
+    if (write(fd, counts, sizeof counts) != (ssize_t)sizeof counts)
+        _exit(2);
+    _exit(0);
+}
+
+static void test_processes_learn_one_rate(void **state)
+{
+    (void)state;
+    int fds[SIM_PROCS][2];
+    pid_t pids[SIM_PROCS];
+    for (int i = 0; i < SIM_PROCS; i++) {
+        assert_int_equal(pipe(fds[i]), 0);
+        pids[i] = fork();
+        assert_true(pids[i] >= 0);
+        if (pids[i] == 0) {
+            close(fds[i][0]);
+            sim_child(fds[i][1]);
+        }
+        close(fds[i][1]);
+    }
+    long tot[2][2] = {{0}};
+    for (int i = 0; i < SIM_PROCS; i++) {
+        long c[2][2];
+        assert_int_equal(read(fds[i][0], c, sizeof c), (ssize_t)sizeof c);
+        close(fds[i][0]);
+        int st;
+        waitpid(pids[i], &st, 0);
+        assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+        for (int a = 0; a < 2; a++)
+            for (int b = 0; b < 2; b++)
+                tot[a][b] += c[a][b];
+    }
+    double late_s = (double)(SIM_RUN_US - SIM_LATE_US) / 1e6;
+    double late_rate = (double)(tot[1][0] + tot[1][1]) / late_s;
+    double late_refused = (double)tot[1][1] / (double)(tot[1][0] + tot[1][1]);
+    printf("# 4 processes, last 3 s: %.1f sends/s against %.0f/s, %.1f%% throttled; "
+           "before: %ld sends, %ld throttled\n",
+           late_rate, SIM_RATE, 100 * late_refused, tot[0][0] + tot[0][1], tot[0][1]);
+    /* One shared rate: near the server's, not 4 x; few refusals. */
+    assert_true(late_rate > 0.6 * SIM_RATE && late_rate < 1.15 * SIM_RATE);
+    assert_true(late_refused < 0.05);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_cut_and_recovery),
+        cmocka_unit_test(test_pacing_is_shared),
+        cmocka_unit_test(test_hold),
+        cmocka_unit_test(test_api_misuse),
+        cmocka_unit_test(test_fallback),
+        cmocka_unit_test(test_processes_learn_one_rate),
+    };
+    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
