@@ -148,11 +148,14 @@ STG_API void stg_result_free(stg_result *r);
 typedef struct stg_shared_limiter {
     void *ctx;
     /* Reserve one send for key within timeout_us. STG_OK: *wait_us is the
-     * wait before sending (0: now). STG_ETIMEDOUT: not within the timeout,
-     * nothing reserved. Any other code: the limiter cannot answer; the
-     * request gives up with STG_REASON_LIMITER_UNAVAILABLE (kept for a
-     * later run by stagger batch). Required. */
-    int (*acquire)(void *ctx, const char *key, int64_t timeout_us, int64_t *wait_us);
+     * wait before sending (0: now), and *ticket (never NULL; 0 when
+     * untouched) any number the limiter wants back in on_response.
+     * STG_ETIMEDOUT: not within the timeout, nothing reserved. Any other
+     * code: the limiter cannot answer; the request gives up with
+     * STG_REASON_LIMITER_UNAVAILABLE (kept for a later run by stagger
+     * batch). Required. */
+    int (*acquire)(void *ctx, const char *key, int64_t timeout_us, int64_t *wait_us,
+                   int64_t *ticket);
     /* Optional shared breaker. allow: STG_OK to go (in half-open this
      * claims a probe slot), STG_EBREAKER with *retry_in_us while open; any
      * other code lets the attempt go (the limiter already said whether the
@@ -160,6 +163,19 @@ typedef struct stg_shared_limiter {
      * (stg_breaker_classify with the engine's breaker_config). */
     int (*breaker_allow)(void *ctx, const char *key, int64_t *retry_in_us);
     void (*breaker_record)(void *ctx, const char *key, stg_breaker_verdict verdict);
+    /* Optional, for a limiter that learns (an adaptive rate): the answer to
+     * every send acquire admitted, with its ticket. throttled: 429, or 503
+     * with Retry-After; hold_us > 0: the server said its quota is spent for
+     * that long (X-RateLimit-Remaining: 0 and a reset), else 0. Transport
+     * errors are not reported. */
+    void (*on_response)(void *ctx, const char *key, int64_t ticket, bool throttled,
+                        int64_t hold_us);
+    /* How far ahead acquire may reserve. 0: up to the request's deadline
+     * (a fixed rate). > 0 (a learned rate, which a cut must slow at once):
+     * the engine asks with at most this timeout, and a request further out
+     * keeps its slot and asks again shortly before its turn. The blocking
+     * stg_curl_perform ignores it. */
+    int64_t horizon_us;
 } stg_shared_limiter;
 
 /* ---- blocking call ------------------------------------------------------ */

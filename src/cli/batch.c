@@ -446,6 +446,9 @@ static int parse_run(int argc, char **argv, batch_opts *o)
         return cli_usage_error(CMD, "--burst goes with --rate R (R > 0)");
     if (o->max_rate && o->rate_given)
         return cli_usage_error(CMD, "--max-rate is for the adaptive rate (no --rate)");
+    if (o->limiter.url && o->rate_given && o->rate == 0)
+        return cli_usage_error(CMD, "--limiter with --rate 0 limits nothing: give --rate R "
+                                    "(R > 0), or no --rate to share an adaptive rate");
     if (!o->input && !db)
         return cli_usage_error(CMD, "no input: give a file of URLs, keys or JSONL requests "
                                     "(or --db FILE to resume)");

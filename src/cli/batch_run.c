@@ -530,6 +530,9 @@ static int engine_start(runner *r, const batch_opts *o)
     /* The shared limit replaces the local one; opts are const, the limiter
      * handle lives as long as the run (closed by batch_run). */
     cli_limiter *lim = (cli_limiter *)&o->limiter;
+    if (lim->url)
+        ec.limiter = STG_LIMITER_NONE;
+    lim->max_rate = o->max_rate;
     int lrc = cli_limiter_open(lim, o->rate_given ? o->rate : 0, o->burst, o->breaker_failures,
                                o->breaker_open_us, &ec.shared);
     if (lrc != 0)

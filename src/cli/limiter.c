@@ -20,11 +20,14 @@ const char cli_limiter_help[] =
     "Shared limit (many processes or machines):\n"
     "  --limiter redis://[:PASSWORD@]HOST[:PORT][/[DB/]KEY]\n"
     "                         keep the rate limit (--rate, --burst) in Redis,\n"
-    "                         judged by Redis's clock; KEY shares one limit across\n"
-    "                         hosts (default: one per host)\n"
+    "                         judged by Redis's clock; without --rate, the adaptive\n"
+    "                         rate is learned there, one for all processes; KEY\n"
+    "                         shares one limit across hosts (default: one per host)\n"
     "  --limiter-fallback local:SHARE|none\n"
     "                         while Redis is unreachable, use a local bucket at\n"
-    "                         SHARE (0..1] of the rate (default none: a clear error)\n"
+    "                         SHARE (0..1] of the rate (adaptive: a local adaptive\n"
+    "                         rate capped at SHARE of the rate last learned)\n"
+    "                         (default none: a clear error)\n"
     "  --share-breaker        (batch) keep the circuit breaker in Redis too, so every\n"
     "                         worker sees an open breaker at once\n";
 
@@ -74,11 +77,29 @@ static void on_log(void *data, stg_redis_event ev, const char *msg)
     fprintf(stderr, "stagger %s: %s\n", l->cmd, msg);
 }
 
-static int acquire(void *ctx, const char *key, int64_t timeout_us, int64_t *wait_us)
+static int acquire(void *ctx, const char *key, int64_t timeout_us, int64_t *wait_us,
+                   int64_t *ticket)
 {
     cli_limiter *l = ctx;
+    (void)ticket;
     return stg_redis_limiter_acquire(l->backend, l->url_has_key ? NULL : key, 1, timeout_us,
                                      wait_us);
+}
+
+static int acquire_adaptive(void *ctx, const char *key, int64_t timeout_us, int64_t *wait_us,
+                            int64_t *ticket)
+{
+    cli_limiter *l = ctx;
+    return stg_redis_adaptive_acquire(l->backend, l->url_has_key ? NULL : key, timeout_us,
+                                      wait_us, ticket);
+}
+
+static void on_response(void *ctx, const char *key, int64_t ticket, bool throttled,
+                        int64_t hold_us)
+{
+    cli_limiter *l = ctx;
+    (void)stg_redis_adaptive_response(l->backend, l->url_has_key ? NULL : key, ticket, throttled,
+                                      hold_us);
 }
 
 static int breaker_allow(void *ctx, const char *key, int64_t *retry_in_us)
@@ -105,13 +126,17 @@ int cli_limiter_open(cli_limiter *l, double rate, int64_t burst, int failures, i
         return 0;
     }
 #ifdef STG_HAVE_REDIS
-    if (!(rate > 0))
-        return cli_usage_error(l->cmd, "--limiter needs the shared limit: give --rate R");
+    bool adaptive = !(rate > 0);
     stg_redis_limiter_config c;
     memset(&c, 0, sizeof c);
     c.url = l->url;
-    c.rate = rate;
-    c.burst = burst;
+    if (adaptive) {
+        c.adaptive = true;
+        c.adaptive_config.max_rate = l->max_rate;
+    } else {
+        c.rate = rate;
+        c.burst = burst;
+    }
     c.fallback_share = l->fallback_share;
     c.breaker.consecutive_failures = failures > 0 ? failures : 0;
     c.breaker.open_us = open_us;
@@ -126,7 +151,11 @@ int cli_limiter_open(cli_limiter *l, double rate, int64_t burst, int failures, i
         return err == STG_EINVAL ? CLI_EXIT_USAGE : 1;
     }
     l->ops.ctx = l;
-    l->ops.acquire = acquire;
+    l->ops.acquire = adaptive ? acquire_adaptive : acquire;
+    if (adaptive) {
+        l->ops.on_response = on_response;
+        l->ops.horizon_us = CLI_LIMITER_HORIZON_US;
+    }
     if (l->share_breaker) {
         l->ops.breaker_allow = breaker_allow;
         l->ops.breaker_record = breaker_record;

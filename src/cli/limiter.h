@@ -16,6 +16,7 @@ typedef struct cli_limiter {
     double fallback_share; /* --limiter-fallback local:SHARE; 0: none */
     bool share_breaker;    /* --share-breaker */
     bool url_has_key;      /* the URL names the key: every host shares it */
+    double max_rate;       /* shared adaptive rate: ceiling (0: none) */
     void *backend;         /* stg_redis_limiter * */
     stg_shared_limiter ops;
 } cli_limiter;
@@ -28,9 +29,13 @@ int cli_limiter_option(const char *cmd, cli_limiter *l, const char *opt, const c
 /* Help text for the flags. */
 extern const char cli_limiter_help[];
 
+/* How far ahead a shared adaptive rate reserves sends (as the engine's
+ * own adaptive rate: a cut must slow what comes next at once). */
+#define CLI_LIMITER_HORIZON_US STG_MS(50)
+
 /* Connect to the backend when --limiter was given. rate and burst are the
- * shared limit (rate > 0 required); failures and open_us configure a shared
- * breaker. *out is &l->ops, or NULL without --limiter. Returns 0, or an exit
+ * shared limit; rate 0 (none given) shares an adaptive rate, capped at
+ * l->max_rate; failures and open_us configure a shared breaker. *out is &l->ops, or NULL without --limiter. Returns 0, or an exit
  * status after a one-line message (2: usage, 1: unreachable without a
  * fallback). */
 int cli_limiter_open(cli_limiter *l, double rate, int64_t burst, int failures, int64_t open_us,

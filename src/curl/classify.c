@@ -1,6 +1,7 @@
 /*
  * CURLcode -> stg_net_error: the transport outcome in the terms the retry
- * decision (stg_decide) and the breaker understand.
+ * decision (stg_decide) and the breaker understand; and an answer in the
+ * terms a learning limiter understands (throttled? quota spent?).
  *
  * Invariants: pure; every CURLcode maps to exactly one class; CURLE_OK is
  * STG_NET_NONE and nothing else is. A timeout counts as a CONNECT_TIMEOUT
@@ -45,4 +46,18 @@ stg_net_error stg_curl_classify(CURLcode code, int64_t connect_time_us)
     default:
         return STG_NET_OTHER;
     }
+}
+
+bool stg__throttled(int status, const stg_hints *h)
+{
+    return status == 429 || (status == 503 && (h->seen & STG_HINT_RETRY_AFTER));
+}
+
+void stg__shared_report(const stg_shared_limiter *sh, const char *key, int64_t ticket, int status,
+                        const stg_hints *h)
+{
+    if (!sh || !sh->acquire || !sh->on_response || status <= 0)
+        return;
+    int64_t hold = h->remaining == 0 && h->reset_us > 0 ? h->reset_us : 0;
+    sh->on_response(sh->ctx, key, ticket, stg__throttled(status, h), hold);
 }

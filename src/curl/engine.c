@@ -95,6 +95,7 @@ typedef struct req {
     bool probe_claimed; /* the breaker admitted the current attempt */
     bool shared_probe;  /* the shared breaker admitted it: record the outcome */
     bool over_budget;   /* its host's one retry let past a spent budget */
+    int64_t ticket;     /* the shared limiter's, for on_response */
 
     stg__xfer x;
     stg_retry_state rs;
@@ -676,8 +677,18 @@ static void admit(stg_engine *e, req *r)
     int64_t wait = 0;
     int rc = STG_OK;
     const stg_shared_limiter *sh = e->cfg.shared;
+    /* A learned rate reserves at most a horizon ahead. With many slots the
+     * reservations would reach hundreds of ms into the future at the rate
+     * of the moment, and a cut (a 429) could not slow the sends already
+     * reserved: each of them meets the server's empty bucket. Further out,
+     * the request keeps its slot and asks again shortly before its turn,
+     * at whatever rate holds then. */
+    int64_t horizon = left;
     if (sh && sh->acquire) {
-        rc = sh->acquire(sh->ctx, h->key, left, &wait);
+        if (sh->horizon_us > 0 && sh->horizon_us < left)
+            horizon = sh->horizon_us;
+        r->ticket = 0;
+        rc = sh->acquire(sh->ctx, h->key, horizon, &wait, &r->ticket);
         if (rc != STG_OK && rc != STG_ETIMEDOUT) {
             snprintf(r->errtext, sizeof r->errtext, "shared limiter: %s", stg_strerror(rc));
             finish(e, r, STG_REASON_LIMITER_UNAVAILABLE);
@@ -686,20 +697,15 @@ static void admit(stg_engine *e, req *r)
     } else if (h->has_bucket) {
         rc = stg_bucket_acquire(&h->bucket, 1, e->now, left, &wait);
     } else if (h->has_adaptive) {
-        /* Reserve at most PACE_HORIZON_US ahead. With many slots the
-         * reservations would reach hundreds of ms into the future at the
-         * rate of the moment, and a cut (a 429) could not slow the sends
-         * already reserved: each of them meets the server's empty bucket.
-         * Further out, the request keeps its slot and asks again shortly
-         * before its turn, at whatever rate holds then. */
-        int64_t horizon = left < PACE_HORIZON_US ? left : PACE_HORIZON_US;
+        if (PACE_HORIZON_US < left)
+            horizon = PACE_HORIZON_US;
         rc = stg_adaptive_acquire(&h->adaptive, e->now, horizon, &wait);
-        if (rc == STG_ETIMEDOUT && horizon < left && wait < left) {
-            r->reserved = true;
-            e->reserved++;
-            schedule(e, r, W_PACE, wait - horizon / 2);
-            return;
-        }
+    }
+    if (rc == STG_ETIMEDOUT && horizon < left && wait < left) {
+        r->reserved = true;
+        e->reserved++;
+        schedule(e, r, W_PACE, wait - horizon / 2);
+        return;
     }
     if (rc == STG_ETIMEDOUT) {
         finish(e, r, STG_REASON_DEADLINE); /* not admitted before the deadline */
@@ -835,11 +841,10 @@ static void attempt_done(stg_engine *e, req *r, CURLcode code)
 
     stg__host *h = r->host;
     if (h->has_adaptive && r->status > 0) {
-        bool throttled = r->status == 429 ||
-                         (r->status == 503 && (r->x.hints.seen & STG_HINT_RETRY_AFTER));
-        stg_adaptive_on_response(&h->adaptive, throttled, e->now);
+        stg_adaptive_on_response(&h->adaptive, stg__throttled(r->status, &r->x.hints), e->now);
         stg_adaptive_on_hints(&h->adaptive, &r->x.hints, e->now, &e->rng);
     }
+    stg__shared_report(e->cfg.shared, h->key, r->ticket, r->status, &r->x.hints);
     if (r->shared_probe) {
         r->shared_probe = false;
         if (e->cfg.shared->breaker_record)

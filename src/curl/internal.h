@@ -97,6 +97,15 @@ void stg__xfer_move_to(stg__xfer *x, stg_result *r);
 void stg__attempt_timeouts(const stg_policy *p, int64_t remaining_us, long *connect_ms,
                            long *total_ms);
 
+/* ---- classify.c: answers as a learning limiter sees them ---------------- */
+
+/* 429, or 503 with Retry-After: the server said "too fast". */
+bool stg__throttled(int status, const stg_hints *h);
+/* Tell sh (if it learns: on_response) the answer to a send it admitted
+ * with ticket. Transport errors (status <= 0) are not reported. */
+void stg__shared_report(const stg_shared_limiter *sh, const char *key, int64_t ticket, int status,
+                        const stg_hints *h);
+
 /* ---- heap.c: the engine's timers ---------------------------------------- */
 
 /* A binary min-heap of (due, seq) with a back-pointer so an entry can be

@@ -178,6 +178,7 @@ int stg_curl_perform(CURL *easy, const stg_call_config *cfg, stg_result *out)
     d.server_wait_us = STG_UNKNOWN;
     stg_reason reason = STG_REASON_CANCELLED;
     int status = 0, rc = STG_OK;
+    int64_t ticket = 0; /* the shared limiter's, for its on_response */
     stg_net_error err = STG_NET_NONE;
     CURLcode code = CURLE_OK;
     char errtext[256] = "";
@@ -197,7 +198,8 @@ int stg_curl_perform(CURL *easy, const stg_call_config *cfg, stg_result *out)
             int64_t w = 0;
             int brc;
             if (c.cfg.shared && c.cfg.shared->acquire) {
-                brc = c.cfg.shared->acquire(c.cfg.shared->ctx, limit_key, left, &w);
+                ticket = 0;
+                brc = c.cfg.shared->acquire(c.cfg.shared->ctx, limit_key, left, &w, &ticket);
                 if (brc != STG_OK && brc != STG_ETIMEDOUT) {
                     snprintf(errtext, sizeof errtext, "shared limiter: %s", stg_strerror(brc));
                     reason = STG_REASON_LIMITER_UNAVAILABLE;
@@ -289,6 +291,8 @@ int stg_curl_perform(CURL *easy, const stg_call_config *cfg, stg_result *out)
                              sizeof errtext);
         else
             errtext[0] = '\0';
+
+        stg__shared_report(c.cfg.shared, limit_key, ticket, status, &c.x.hints);
 
         stg_outcome o = {.status = status,
                          .error = err,

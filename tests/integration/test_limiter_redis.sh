@@ -1,11 +1,13 @@
 # One limit shared through Redis (stagger batch --limiter): four processes
-# together stay within burst + rate * t at the server; Redis killed mid-run
+# together stay within burst + rate * t at the server; without --rate four
+# processes learn one adaptive rate in Redis; Redis killed mid-run
 # stops a run without a fallback (jobs stay pending, a re-run finishes them)
 # and is survived with --limiter-fallback local:SHARE. Starts its own
 # redis-server and stagger serve on 127.0.0.1 and stops them.
 . "$(dirname "$0")/lib.sh"
 S=$STAGGER
-command -v redis-server >/dev/null || { echo "redis-server missing: run make deps" >&2; exit 1; }
+command -v redis-server >/dev/null && command -v redis-cli >/dev/null ||
+  { echo "redis-server or redis-cli missing: run make deps" >&2; exit 1; }
 T=$(mktemp -d /tmp/stg_limiter.XXXXXX)
 PIDS=""
 cleanup() {
@@ -32,7 +34,7 @@ start_redis() {
   echo "redis-server did not start: $(cat "$T/redis.out")" >&2; exit 1
 }
 # start_server NAME: stagger serve logging to $T/NAME.log; sets SPID, PORT.
-start_server() { serve_start "$1" --log "$T/$1.log"; SPID=$SRV_PID; PIDS="$PIDS $SPID"; }
+start_server() { _n=$1; shift; serve_start "$_n" --log "$T/$_n.log" "$@"; SPID=$SRV_PID; PIDS="$PIDS $SPID"; }
 stop() { kill "$1" 2>/dev/null || true; wait "$1" 2>/dev/null || true; }
 
 RPORT=$(free_port)
@@ -72,6 +74,59 @@ print(f"  {len(ts)} arrivals over {span:.2f} s (bound {burst + rate * (span + JI
       f"worst window {worst:+.2f} against its bound")
 sys.exit(0 if worst <= 0 else 1)
 PY
+
+# ---- 4 processes, no --rate: one adaptive rate, learned in Redis ---------------------
+# The server allows 40/s (burst 5). Each process alone would learn its own
+# rate from its own 429s; sharing, every send of every process is admitted
+# by the one key (its admission count is the server's request count), and a
+# 429 seen by one slows all of them.
+start_server learn --rate 40 --burst 5
+for w in 1 2 3 4; do
+  seq -f "a$w-%03g" 1 60 >"$T/akeys$w.txt"
+  "$S" batch -q --url "http://127.0.0.1:$PORT/track/{}" "$T/akeys$w.txt" --db "$T/a$w.db" \
+    --concurrency 8 --limiter "redis://127.0.0.1:$RPORT/learn" >"$T/a$w.out" 2>"$T/a$w.err" &
+  eval "AP$w=\$!"
+done
+for w in 1 2 3 4; do
+  eval "p=\$AP$w"
+  set +e; wait "$p"; rc=$?; set -e
+  check "adaptive worker $w finished (exit $rc): $(cat "$T/a$w.err")" [ "$rc" = 0 ]
+done
+stop "$SPID"
+calls=$(grep -c '"/track/' "$T/learn.log")
+admitted=$(redis-cli -p "$RPORT" hget stagger:ad:learn n)
+check "every send of the 4 processes was admitted by the shared key ($admitted of $calls)" \
+  [ "$admitted" = "$calls" ]
+check "the shared rate turned on (a 429 was seen)" python3 - "$T/learn.log" <<'PY'
+import json, sys
+sys.exit(0 if any(json.loads(l)["status"] == 429 for l in open(sys.argv[1])) else 1)
+PY
+check "one learned rate: few 429s, and the server's rate once learned" python3 - "$T/learn.log" 40 <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if "/track/" in l]
+limit = float(sys.argv[2])
+n429 = sum(r["status"] == 429 for r in rows)
+ts = sorted(r["t_us"] for r in rows)
+# After the start (slow start from the first, unmeasured cut), the busiest
+# 2 s window stays near the limit: 4 separate limiters would each go on
+# probing above their share.
+late = [t for t in ts if t - ts[0] > 3e6]
+worst = max(sum(1 for u in late if t <= u < t + 2e6) for t in late) / 2 if late else 0
+print(f"  {len(rows)} calls, {n429} answered 429 ({100 * n429 / len(rows):.1f}%); "
+      f"busiest 2 s after the start: {worst:.1f}/s against {limit:.0f}/s")
+sys.exit(0 if n429 <= 0.06 * len(rows) and worst <= 1.25 * limit else 1)
+PY
+# fetch shares it too: a 429 seen by one fetch turns the key's rate on for all.
+start_server fetchsrv --rate 1 --burst 1
+expect_exit "fetch --limiter (adaptive): first call" 0 "$S" fetch -s -o /dev/null \
+  --limiter "redis://127.0.0.1:$RPORT/fa" "http://127.0.0.1:$PORT/f/1"
+expect_exit "fetch --limiter (adaptive): 429, Retry-After, then done" 0 "$S" fetch -s -o /dev/null \
+  --limiter "redis://127.0.0.1:$RPORT/fa" "http://127.0.0.1:$PORT/f/2"
+stop "$SPID"
+check "fetch: the 429 reached the shared key (on, 3 admissions)" \
+  [ "$(redis-cli -p "$RPORT" hmget stagger:ad:fa en n | tr '\n' ' ')" = "1 3 " ]
+expect_exit "batch --limiter with --rate 0 is refused" 2 "$S" batch -q --url "http://127.0.0.1:1/{}" \
+  "$T/akeys1.txt" --db "$T/bad.db" --rate 0 --limiter "redis://127.0.0.1:$RPORT/x"
 
 # ---- Redis killed mid-run, no fallback: the run stops, nothing is lost -------------
 start_server nofb
@@ -145,7 +200,6 @@ check "shared breaker: B's jobs are deferred as breaker_open" \
   [ "$("$S" batch export --db "$T/brkb.db" | grep -c 'breaker')" = 10 ]
 
 # ---- usage ----------------------------------------------------------------------------
-expect_exit "--limiter needs --rate" 2 "$S" batch -q --url "http://127.0.0.1:1/{}" "$T/keysf.txt" --db "$T/u.db" --limiter "redis://127.0.0.1:$RPORT/k"
 expect_exit "bad --limiter URL" 2 "$S" batch -q --url "http://127.0.0.1:1/{}" "$T/keysf.txt" --db "$T/u.db" --rate 5 --limiter "http://x"
 expect_exit "bad fallback" 2 "$S" batch -q --url "http://127.0.0.1:1/{}" "$T/keysf.txt" --db "$T/u.db" --rate 5 --limiter "redis://127.0.0.1:$RPORT/k" --limiter-fallback local:7
 finish
