@@ -37,24 +37,33 @@ start_redis() {
 start_server() { _n=$1; shift; serve_start "$_n" --log "$T/$_n.log" "$@"; SPID=$SRV_PID; PIDS="$PIDS $SPID"; }
 stop() { kill "$1" 2>/dev/null || true; wait "$1" 2>/dev/null || true; }
 
+# run4 TAG ARGS...: 4 batch processes of 60 jobs each (keys TAG<n>-NNN in
+# $T/TAGkeys<n>.txt, databases $T/TAG<n>.db), 8 workers each, against
+# $PORT with ARGS, run together; each must finish with exit 0.
+run4() {
+  _tag=$1; shift
+  _pids=""
+  for _w in 1 2 3 4; do
+    seq -f "$_tag$_w-%03g" 1 60 >"$T/${_tag}keys$_w.txt"
+    "$S" batch -q --url "http://127.0.0.1:$PORT/track/{}" "$T/${_tag}keys$_w.txt" \
+      --db "$T/$_tag$_w.db" --concurrency 8 "$@" >"$T/$_tag$_w.out" 2>"$T/$_tag$_w.err" &
+    _pids="$_pids $!"
+  done
+  _w=0
+  for _p in $_pids; do
+    _w=$((_w + 1))
+    set +e; wait "$_p"; _rc=$?; set -e
+    check "$_tag: worker $_w finished (exit $_rc): $(cat "$T/$_tag$_w.err")" [ "$_rc" = 0 ]
+  done
+}
+
 RPORT=$(free_port)
 start_redis
 start_server shared
 
 # ---- 4 processes, one limit: 50/s, burst 10 ------------------------------------
 RATE=50; BURST=10
-for w in 1 2 3 4; do
-  seq -f "w$w-%03g" 1 60 >"$T/keys$w.txt"
-  "$S" batch -q --url "http://127.0.0.1:$PORT/track/{}" "$T/keys$w.txt" --db "$T/w$w.db" \
-    --concurrency 8 --rate $RATE --burst $BURST --limiter "redis://127.0.0.1:$RPORT/api" \
-    >"$T/w$w.out" 2>"$T/w$w.err" &
-  eval "BP$w=\$!"
-done
-for w in 1 2 3 4; do
-  eval "p=\$BP$w"
-  set +e; wait "$p"; rc=$?; set -e
-  check "worker $w finished (exit $rc): $(cat "$T/w$w.err")" [ "$rc" = 0 ]
-done
+run4 w --rate $RATE --burst $BURST --limiter "redis://127.0.0.1:$RPORT/api"
 stop "$SPID"
 check "240 requests reached the server" [ "$(grep -c '"/track/' "$T/shared.log")" = 240 ]
 # Redis admits at most burst + rate * t (by its own clock); the server sees
@@ -81,17 +90,7 @@ PY
 # by the one key (its admission count is the server's request count), and a
 # 429 seen by one slows all of them.
 start_server learn --rate 40 --burst 5
-for w in 1 2 3 4; do
-  seq -f "a$w-%03g" 1 60 >"$T/akeys$w.txt"
-  "$S" batch -q --url "http://127.0.0.1:$PORT/track/{}" "$T/akeys$w.txt" --db "$T/a$w.db" \
-    --concurrency 8 --limiter "redis://127.0.0.1:$RPORT/learn" >"$T/a$w.out" 2>"$T/a$w.err" &
-  eval "AP$w=\$!"
-done
-for w in 1 2 3 4; do
-  eval "p=\$AP$w"
-  set +e; wait "$p"; rc=$?; set -e
-  check "adaptive worker $w finished (exit $rc): $(cat "$T/a$w.err")" [ "$rc" = 0 ]
-done
+run4 a --limiter "redis://127.0.0.1:$RPORT/learn"
 stop "$SPID"
 calls=$(grep -c '"/track/' "$T/learn.log")
 admitted=$(redis-cli -p "$RPORT" hget stagger:ad:learn n)
