@@ -56,15 +56,17 @@ typedef enum rq_where {
     RQ_NEW_Q = 1,
     RQ_RETRY_Q = 2,
     RQ_TIMER = 3,
-    RQ_ACTIVE = 4
+    RQ_ACTIVE = 4,
+    RQ_PACE_Q = 5  /* behind its host's pace head (see "pacing"), holding a
+                      slot */
 } rq_where;
 
 typedef enum rq_wait {
     W_BACKOFF = 1, /* then through admission again */
     W_LIMITER = 2, /* a reservation: then straight to the attempt */
     W_BREAKER = 3, /* then through admission again */
-    W_PACE = 4,    /* adaptive pacing beyond the horizon: holds the slot,
-                      then asks the limiter again */
+    W_PACE = 4,    /* the host's pace head, beyond the horizon: holds the
+                      slot, then asks the limiter again */
     W_BUDGET = 5,  /* a retry the spent budget refused (budget_wait): its
                       backoff, then budget_gate() */
     W_BUDGET_HELD = 6 /* held by budget_gate() until its host's over-budget
@@ -95,6 +97,9 @@ typedef struct req {
     bool probe_claimed; /* the breaker admitted the current attempt */
     bool shared_probe;  /* the shared breaker admitted it: record the outcome */
     bool over_budget;   /* its host's one retry let past a spent budget */
+    bool pacing;        /* in its host's pace FIFO (p_next, p_prev) */
+    struct req *p_next, *p_prev; /* apart from q_*: a promoted head is in
+                                    the FIFO and the retry queue at once */
     int64_t ticket;     /* the shared limiter's, for on_response */
 
     stg__xfer x;
@@ -219,6 +224,17 @@ static void q_push(queue *q, req *r)
     q->tail = r;
 }
 
+static void q_push_front(queue *q, req *r)
+{
+    r->q_prev = NULL;
+    r->q_next = q->head;
+    if (q->head)
+        q->head->q_prev = r;
+    else
+        q->tail = r;
+    q->head = r;
+}
+
 static void q_unlink(queue *q, req *r)
 {
     if (r->q_prev)
@@ -328,6 +344,67 @@ static int64_t remaining(const stg_engine *e, const req *r)
     return r->rs.start_us + e->pol.deadline_us - e->now;
 }
 
+/* ---- pacing: a learned rate, one FIFO per host ---------------------------
+ *
+ * A learned rate (the host's adaptive limiter, or a shared limiter with a
+ * horizon) is reserved at most a horizon ahead (see admit). Requests whose
+ * turn is further out wait, holding their slot, in their host's FIFO, and
+ * only its head asks the limiter again (from a W_PACE timer): when every
+ * waiter polled on its own, the one that asked at the right instant won,
+ * newcomers jumped the queue, and some requests lost hundreds of times in
+ * a row (a retry waited 20 s in a 21 s run). When the head gets its
+ * reservation or leaves, the next one moves to the front of the retry
+ * queue and asks at once. */
+
+static bool paced(const stg_engine *e, const stg__host *h)
+{
+    const stg_shared_limiter *sh = e->cfg.shared;
+    if (sh && sh->acquire)
+        return sh->horizon_us > 0;
+    return h->has_adaptive;
+}
+
+static void pace_push(stg__host *h, req *r)
+{
+    req *tail = h->pace_tail;
+    r->p_next = NULL;
+    r->p_prev = tail;
+    if (tail)
+        tail->p_next = r;
+    else
+        h->pace_head = r;
+    h->pace_tail = r;
+    r->pacing = true;
+}
+
+/* r leaves its host's FIFO; if it was the head, the next one (waiting
+ * without a timer) goes to the front of the retry queue, its slot handed
+ * back to admission. */
+static void pace_leave(stg_engine *e, req *r)
+{
+    if (!r->pacing)
+        return;
+    stg__host *h = r->host;
+    bool was_head = h->pace_head == r;
+    if (r->p_prev)
+        r->p_prev->p_next = r->p_next;
+    else
+        h->pace_head = r->p_next;
+    if (r->p_next)
+        r->p_next->p_prev = r->p_prev;
+    else
+        h->pace_tail = r->p_prev;
+    r->p_next = r->p_prev = NULL;
+    r->pacing = false;
+    req *n = h->pace_head;
+    if (was_head && n && n->where == RQ_PACE_Q) {
+        n->reserved = false;
+        e->reserved--;
+        n->where = RQ_RETRY_Q;
+        q_push_front(&e->retry_q, n);
+    }
+}
+
 /* Take r out of whatever holds it (queue, heap, multi, slot counts). */
 static void detach(stg_engine *e, req *r)
 {
@@ -350,9 +427,11 @@ static void detach(stg_engine *e, req *r)
         r->easy = NULL;
         e->active--;
         break;
+    case RQ_PACE_Q:
     case RQ_NONE:
         break;
     }
+    pace_leave(e, r);
     if (r->reserved) {
         r->reserved = false;
         e->reserved--;
@@ -670,9 +749,18 @@ static void admit(stg_engine *e, req *r)
             int64_t retry_in = 0;
             stg_breaker_allow(&h->breaker, e->now, &retry_in); /* OPEN: claims nothing */
             flush_breaker(e, h);
+            pace_leave(e, r);
             breaker_refused(e, r, retry_in);
             return;
         }
+    }
+    if (paced(e, h) && h->pace_head && !r->pacing) {
+        /* Others wait for the rate: behind them, keeping the slot. */
+        pace_push(h, r);
+        r->reserved = true;
+        e->reserved++;
+        r->where = RQ_PACE_Q;
+        return;
     }
     int64_t wait = 0;
     int rc = STG_OK;
@@ -702,11 +790,14 @@ static void admit(stg_engine *e, req *r)
         rc = stg_adaptive_acquire(&h->adaptive, e->now, horizon, &wait);
     }
     if (rc == STG_ETIMEDOUT && horizon < left && wait < left) {
+        if (!r->pacing)
+            pace_push(h, r); /* the FIFO was empty: r is its head */
         r->reserved = true;
         e->reserved++;
         schedule(e, r, W_PACE, wait - horizon / 2);
         return;
     }
+    pace_leave(e, r); /* reserved (or refused for good): the next one asks */
     if (rc == STG_ETIMEDOUT) {
         finish(e, r, STG_REASON_DEADLINE); /* not admitted before the deadline */
         return;

@@ -159,6 +159,9 @@ typedef struct stg__host {
      * or 1) and retries held in the timer heap behind that one. */
     int over_budget_out;
     size_t budget_held;
+    /* engine.c's FIFO of requests waiting for a learned rate (struct req,
+     * opaque here); only the head asks the limiter. */
+    void *pace_head, *pace_tail;
     /* Breaker changes, queued by the breaker's on_change (which runs with
      * the breaker's mutex held) and emitted as events afterwards. */
     stg__host_change changes[8];

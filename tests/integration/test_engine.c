@@ -15,7 +15,8 @@
  *    the refused retries wait and, through an outage, the host sees one
  *    retry at a time, and every request still ends done;
  *  - cancel one, cancel all, stop, free with requests pending;
- *  - the adaptive limiter against a rate-limited server (smoke).
+ *  - the adaptive limiter against a rate-limited server (smoke), and its
+ *    pacing serving waiters in order (no retry overtaken for seconds).
  *
  * Needs STAGGER (the stagger binary) in the environment. Only loopback
  * traffic.
@@ -553,6 +554,71 @@ static void test_adaptive_smoke(void **state)
     server_cleanup(&s);
 }
 
+/* Fairness of the adaptive pacing: requests waiting for the learned rate
+ * are served in order, so a retry is not overtaken again and again by
+ * newer requests. Before the pace FIFO, a 2000-job batch had retries that
+ * waited 20 s for their turn, and this test's longest wait was ~6 s (now
+ * ~1.3 s). Bound: the longest backoff (400 ms), plus twice the time half
+ * the server's rate (the learned rate after cuts) needs to serve every
+ * slot once, plus 1 s of slack for a loaded machine. */
+#define FAIR_N 400
+#define FAIR_SLOTS 20
+
+typedef struct fair_log {
+    int64_t refused_at[FAIR_N + 2]; /* by id: end of a 429, 0: none pending */
+    int64_t worst_gap_us;
+    int refusals;
+} fair_log;
+
+static void on_fair_event(const stg_event *ev, void *data)
+{
+    fair_log *f = data;
+    if (ev->request_id == 0 || ev->request_id > FAIR_N)
+        return;
+    if (ev->type == STG_EVENT_ATTEMPT_END && ev->status == 429) {
+        f->refused_at[ev->request_id] = ev->now_us;
+        f->refusals++;
+    } else if (ev->type == STG_EVENT_ATTEMPT_START && f->refused_at[ev->request_id]) {
+        int64_t gap = ev->now_us - f->refused_at[ev->request_id];
+        if (gap > f->worst_gap_us)
+            f->worst_gap_us = gap;
+        f->refused_at[ev->request_id] = 0;
+    }
+}
+
+static void test_adaptive_pacing_is_fair(void **state)
+{
+    (void)state;
+    server s;
+    const char *args[] = {"--rate", "100", "--burst", "5", "--retry-after", "none", NULL};
+    server_start(&s, args);
+    char url[128];
+    url_of(&s, "/fair", url, sizeof url);
+    fair_log f = {0};
+    stg_engine_config cfg = {.concurrency = FAIR_SLOTS,
+                             .limiter = STG_LIMITER_ADAPTIVE,
+                             .on_event = on_fair_event,
+                             .event_data = &f};
+    cfg.policy.backoff.base_us = STG_MS(100);
+    cfg.policy.backoff.cap_us = STG_MS(400);
+    cfg.policy.max_attempts = 30;
+    stg_engine *e = stg_engine_new(&cfg, NULL);
+    assert_non_null(e);
+    simple_ctx c = {0};
+    for (int i = 0; i < FAIR_N; i++) {
+        stg_request rq = {.url = url};
+        assert_int_equal(stg_engine_submit(e, &rq, simple_done, &c, NULL), STG_OK);
+    }
+    assert_int_equal(stg_engine_drain(e), 0);
+    assert_int_equal(c.ok, FAIR_N);
+    print_message("fair: %d refusals, longest wait from a 429 to the retry %lld ms\n",
+                  f.refusals, (long long)(f.worst_gap_us / 1000));
+    assert_true(f.refusals > 0);
+    assert_true(f.worst_gap_us < STG_MS(400) + 2 * STG_SEC(FAIR_SLOTS) / 50 + STG_SEC(1));
+    stg_engine_free(e);
+    server_cleanup(&s);
+}
+
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
@@ -565,6 +631,7 @@ int main(void)
         cmocka_unit_test_teardown(test_breaker_half_open_shared_key, stop_leftovers),
         cmocka_unit_test_teardown(test_budget_exhausted, stop_leftovers),
         cmocka_unit_test_teardown(test_budget_wait, stop_leftovers),
+        cmocka_unit_test_teardown(test_adaptive_pacing_is_fair, stop_leftovers),
         cmocka_unit_test_teardown(test_cancel_stop_free, stop_leftovers),
         cmocka_unit_test_teardown(test_adaptive_smoke, stop_leftovers),
     };
