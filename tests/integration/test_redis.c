@@ -104,11 +104,13 @@ static void test_admission_sequence(void **state)
     /* A refused try takes nothing: asking again says the same, less the
      * time passed. */
     int64_t w2 = -1;
+    int64_t asked = now_us();
     assert_int_equal(stg_redis_limiter_try(l, NULL, 1, &w2), STG_EAGAIN);
     assert_in_range_i64(w2, 100000 - (now_us() - t0), w);
-    /* The token came free at most w2 after this instant (Redis time);
-     * whatever the sleep overshoots is time it has been free. */
-    int64_t free_by = now_us() + w2;
+    /* The script ran after `asked`, so the token came free no earlier than
+     * asked + w2: from then to the end of the next call bounds how long it
+     * has been free (whatever the sleep overshoots included). */
+    int64_t free_by = asked + w2;
     sleep_us(w2);
     assert_int_equal(stg_redis_limiter_try(l, NULL, 1, &w), STG_OK);
     assert_int_equal(stg_redis_limiter_try(l, NULL, 1, &w), STG_EAGAIN);
