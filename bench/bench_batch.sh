@@ -61,12 +61,13 @@ run_case() {
       "$S" batch -q --db "$T/adaptive.db" --url "http://127.0.0.1:$PORT/track/{}" \
         --concurrency 30 "$T/keys.txt" || true ;;
     naive)
-      python3 "$(dirname "$0")/naive_client.py" "$PORT" "$T/keys.txt" >"$T/naive.done" ;;
+      python3 "$(dirname "$0")/peers/naive/naive.py" "http://127.0.0.1:$PORT/track/" \
+        "$T/keys.txt" >"$T/naive.done" ;;
   esac
   t1=$(now)
   stop_server
   case $name in
-    naive) ok=$(cat "$T/naive.done") ;;
+    naive) ok=$(sed -n 's/^ok=\([0-9]*\).*/\1/p' "$T/naive.done") ;;
     *) ok=$("$S" batch report --db "$T/$name.db" --json |
          python3 -c 'import json,sys; print(json.load(sys.stdin)["states"]["done"])') ;;
   esac

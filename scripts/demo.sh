@@ -10,7 +10,7 @@
 #     the default policy (adaptive rate: it is not told the limit), with its
 #     progress bar and report.
 #  3. The same 2000 lookups with the incident's client: 50 workers, a fixed
-#     1 s sleep on 429 (bench/naive_client.py).
+#     1 s sleep on 429 (bench/peers/naive/naive.py).
 #  4. Both side by side, counted by the server: wall time, calls, 429s and
 #     the peak offered load (most arrivals in any 1 s) and the herds (10 ms
 #     slots with more than 5 arrivals: a client in lockstep sends its whole
@@ -78,7 +78,8 @@ echo
 echo "== 3. the incident's client: 50 workers, fixed 1 s sleep on 429"
 start_server naive
 t2=$(now)
-python3 "$SRC/bench/naive_client.py" "$PORT" "$T/keys.txt" 50 >"$T/naive.done"
+python3 "$SRC/bench/peers/naive/naive.py" "http://127.0.0.1:$PORT/track/" "$T/keys.txt" 50 \
+  >"$T/naive.done"
 t3=$(now)
 stop_server
 echo

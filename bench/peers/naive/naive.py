@@ -1,5 +1,6 @@
 #!/usr/bin/python3
-"""The naive client of the batch incident, for `make bench`.
+"""The naive client of the batch incident, for `make bench`, bench/bench_batch.sh
+and `make demo`.
 
 Usage: naive.py BASE_URL KEYS_FILE [WORKERS]
 
