@@ -9,7 +9,8 @@
 # free loopback port (persistence off), runs redis-benchmark for PING and
 # INCR with one connection (-c 1), sequential and with -P PIPELINE, then
 # bench_redis (one connection: one EVALSHA per decision, then PIPELINE
-# decisions per round trip), prints the ratios, and stops the server. Every
+# decisions per round trip; the breaker; the shared adaptive rate's acquire),
+# prints the ratios, and stops the server. Every
 # step runs under `timeout`, so the whole run is bounded (about 30 s).
 # Asserts nothing about speed: exit status 0 unless something failed to run.
 set -eu
@@ -63,6 +64,7 @@ awk -v pipe="$PIPE" '
     printf "%-42s %12.0f\n", "redis-benchmark INCR (-c 1)", v["INCR"]
     printf "%-42s %12.0f\n", "limiter try, sequential", v["limiter_sequential"]
     printf "%-42s %12.0f\n", "breaker allow, sequential", v["breaker_sequential"]
+    printf "%-42s %12.0f\n", "adaptive acquire, sequential", v["adaptive_sequential"]
     printf "%-42s %12.0f\n", "redis-benchmark PING (-c 1 -P " pipe ")", v["P_PING_MBULK"]
     printf "%-42s %12.0f\n", "redis-benchmark INCR (-c 1 -P " pipe ")", v["P_INCR"]
     printf "%-42s %12.0f\n", "limiter acquire_many, " pipe " per round trip", v["limiter_pipelined"]
@@ -70,6 +72,7 @@ awk -v pipe="$PIPE" '
     if (v["INCR"] > 0 && v["P_INCR"] > 0) {
       printf "ratio limiter/INCR sequential: %.2f\n", v["limiter_sequential"] / v["INCR"]
       printf "ratio limiter/PING sequential: %.2f\n", v["limiter_sequential"] / v["PING_MBULK"]
+      printf "ratio adaptive/INCR sequential: %.2f\n", v["adaptive_sequential"] / v["INCR"]
       printf "ratio limiter/INCR pipelined:  %.2f\n", v["limiter_pipelined"] / v["P_INCR"]
       printf "ratio pipelined/sequential limiter: %.1f\n", v["limiter_pipelined"] / v["limiter_sequential"]
     }

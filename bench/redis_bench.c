@@ -65,6 +65,7 @@ int main(int argc, char **argv)
         return 1;
     }
     int64_t span = (int64_t)(seconds * 1e6);
+    stg_redis_stats st0;
     static int rcs[MAX_PIPELINE];
     int status = 0;
 
@@ -113,6 +114,44 @@ int main(int argc, char **argv)
     t1 = now_us();
     printf("breaker_sequential %.0f\n", (double)n * 1e6 / (double)(t1 - t0));
     printf("pipeline %ld\n", pipeline);
+
+    /* the shared adaptive rate: acquire on a key that has learned a rate
+     * far above what one connection can ask (every call admitted and
+     * written back), one round trip each */
+    stg_redis_limiter_config ac = {.url = argv[1],
+                                   .adaptive = true,
+                                   .command_timeout_us = STG_SEC(2),
+                                   .log = log_cb};
+    ac.adaptive_config.min_rate = 1e6;
+    stg_redis_limiter *a = stg_redis_limiter_new(&ac, &err, why, sizeof why);
+    if (!a) {
+        fprintf(stderr, "bench_redis: %s\n", why);
+        stg_redis_limiter_free(l);
+        return 1;
+    }
+    int64_t ticket = 0;
+    if (stg_redis_adaptive_acquire(a, "bench:adaptive", 0, NULL, &ticket) != STG_OK ||
+        stg_redis_adaptive_response(a, "bench:adaptive", ticket, true, 0) != STG_OK) {
+        fprintf(stderr, "bench_redis: adaptive: cannot set up the key\n");
+        status = 1;
+    }
+    n = 0;
+    t0 = now_us();
+    do {
+        int rc = stg_redis_adaptive_acquire(a, "bench:adaptive", STG_SEC(1), NULL, &ticket);
+        if (rc != STG_OK) {
+            fprintf(stderr, "bench_redis: adaptive_acquire: %s\n", stg_strerror(rc));
+            status = 1;
+            break;
+        }
+        n++;
+    } while ((t1 = now_us()) - t0 < span);
+    t1 = now_us();
+    printf("adaptive_sequential %.0f\n", (double)n * 1e6 / (double)(t1 - t0));
+    stg_redis_limiter_stats(a, &st0);
+    if (st0.local_decisions || st0.unavailable || st0.disconnects)
+        status = 1;
+    stg_redis_limiter_free(a);
 
     stg_redis_stats st;
     stg_redis_limiter_stats(l, &st);
