@@ -27,11 +27,7 @@ int sim_load_trial(const sim_opts *o, sim_row *row, uint64_t seed, bool chart)
         sim_row_add(row, "throttled", (double)out.throttled);
         sim_row_add(row, "total_ms", (double)out.finish_us / 1e3);
         sim_row_add(row, "failed", (double)out.failed);
-        size_t mem = out.mem_bytes;
-        if (mem > row->mem_bytes)
-            row->mem_bytes = mem;
-        if (chart)
-            rc = sim_row_set_bins(row, &out.arrivals, o->bin_us);
+        rc = sim_row_keep(row, &out, o, chart);
     }
     sim_reqsim_out_free(&out);
     return rc;

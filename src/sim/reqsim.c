@@ -227,3 +227,10 @@ int sim_row_set_bins(sim_row *row, const sim_log *arrivals, int64_t bin_us)
         return STG_ENOMEM;
     return STG_OK;
 }
+
+int sim_row_keep(sim_row *row, const sim_reqsim_out *out, const sim_opts *o, bool chart)
+{
+    if (out->mem_bytes > row->mem_bytes)
+        row->mem_bytes = out->mem_bytes;
+    return chart ? sim_row_set_bins(row, &out->arrivals, o->bin_us) : STG_OK;
+}

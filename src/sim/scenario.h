@@ -57,4 +57,8 @@ void sim_reqsim_out_free(sim_reqsim_out *out);
 /* Store chart bins of a sorted arrival log in row (replacing any). */
 int sim_row_set_bins(sim_row *row, const sim_log *arrivals, int64_t bin_us);
 
+/* What every trial of the request engine keeps beside its own figures: the
+ * most memory a trial held, and (chart) the arrival bins. */
+int sim_row_keep(sim_row *row, const sim_reqsim_out *out, const sim_opts *o, bool chart);
+
 #endif
