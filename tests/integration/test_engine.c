@@ -331,6 +331,15 @@ static void test_breaker_half_open_shared_key(void **state)
     assert_int_equal(stg_engine_submit(e, &rb, simple_done, &c, NULL), STG_OK);
     assert_int_equal(stg_engine_drain(e), 0);
     assert_int_equal(bl.opened, 1);
+    /* A different key is not affected by that breaker: it goes at once. */
+    simple_ctx o = {0};
+    stg_request ro = {.url = good, .limit_key = "other"};
+    int64_t t_other = now_us();
+    assert_int_equal(stg_engine_submit(e, &ro, simple_done, &o, NULL), STG_OK);
+    assert_int_equal(stg_engine_drain(e), 0);
+    assert_int_equal(o.ok, 1);
+    assert_true(now_us() - t_other < STG_MS(200));
+    assert_int_equal(bl.half_opened, 0);
     /* Another URL, same key: waits for half-open, probes, closes. */
     simple_ctx g = {0};
     stg_request rg = {.url = good, .limit_key = "svc"};
@@ -343,7 +352,6 @@ static void test_breaker_half_open_shared_key(void **state)
     assert_in_range_i64(took, STG_MS(200), STG_MS(1500));
     assert_int_equal(bl.half_opened, 1);
     assert_int_equal(bl.closed, 1);
-    /* A different key is not affected by that breaker. */
     stg_engine_free(e);
     server_cleanup(&s);
 }
