@@ -271,7 +271,7 @@ static void on_event(const stg_event *ev, void *data)
             continue;
         if (!sl->sent && !sl->job.replay_safe && !r->fatal) {
             /* Committed before the engine goes on to send it. */
-            int rc = stg_store_mark_sent(r->store, sl->job.id);
+            int rc = stg_store_mark_sent(r->store, sl->job.id, 0);
             if (rc != STG_OK)
                 set_fatal(r, "%s", stg_store_errmsg(r->store));
         }

@@ -29,7 +29,12 @@ struct stg_store {
     sqlite3_stmt *st_response_put;
     sqlite3_stmt *st_response_del;
     sqlite3_stmt *st_sent;
+    sqlite3_stmt *st_run_add;
 };
+
+/* STG_OK when n job rows is what the job set holds (meta job_count; no job
+ * set yet: 0), else STG_EDB saying the database is damaged. */
+int stg__store_check_total(stg_store *s, int64_t n);
 
 /* Prepare *st once (returns SQLITE_OK or an error code). */
 int stg__store_prepare(stg_store *s, sqlite3_stmt **st, const char *sql);

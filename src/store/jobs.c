@@ -392,20 +392,55 @@ int stg_store_claim(stg_store *s, int max, int64_t run_id, int64_t now_ms, stg_j
     return err;
 }
 
-int stg_store_mark_sent(stg_store *s, int64_t id)
+/* Add to run run_id's counters (inside the caller's transaction). */
+static int add_run_counts(stg_store *s, int64_t run_id, int calls, int retries, int n429,
+                          int n503, int finished)
+{
+    if (run_id <= 0)
+        return SQLITE_DONE;
+    int rc = stg__store_prepare(s, &s->st_run_add,
+                                "UPDATE runs SET calls = calls + ?2, retries = retries + ?3, "
+                                "status_429 = status_429 + ?4, status_503 = status_503 + ?5, "
+                                "finished = finished + ?6 WHERE id = ?1");
+    if (rc != SQLITE_OK)
+        return rc;
+    sqlite3_stmt *st = s->st_run_add;
+    sqlite3_bind_int64(st, 1, run_id);
+    sqlite3_bind_int(st, 2, calls);
+    sqlite3_bind_int(st, 3, retries);
+    sqlite3_bind_int(st, 4, n429);
+    sqlite3_bind_int(st, 5, n503);
+    sqlite3_bind_int(st, 6, finished);
+    rc = sqlite3_step(st);
+    sqlite3_reset(st);
+    return rc;
+}
+
+int stg_store_mark_sent(stg_store *s, int64_t id, int64_t run_id)
 {
     int rc = stg__store_prepare(s, &s->st_sent,
-                                "UPDATE jobs SET sent = 1 WHERE id = ?1 AND state = 'inflight'");
-    if (rc == SQLITE_OK) {
-        sqlite3_bind_int64(s->st_sent, 1, id);
-        rc = sqlite3_step(s->st_sent);
-        sqlite3_reset(s->st_sent);
-    }
-    if (rc != SQLITE_DONE)
+                                "UPDATE jobs SET sent = 1, attempts = attempts + 1 "
+                                "WHERE id = ?1 AND state = 'inflight'");
+    if (rc != SQLITE_OK)
         return stg__store_fail(s, rc, "cannot record a request as sent");
-    if (sqlite3_changes(s->db) != 1)
+    int err = stg__store_begin(s);
+    if (err)
+        return err;
+    sqlite3_bind_int64(s->st_sent, 1, id);
+    rc = sqlite3_step(s->st_sent);
+    sqlite3_reset(s->st_sent);
+    if (rc == SQLITE_DONE && sqlite3_changes(s->db) != 1) {
+        stg__store_rollback(s);
         return stg__store_error(s, STG_ESTATE, "job %lld is not in flight", (long long)id);
-    return STG_OK;
+    }
+    if (rc == SQLITE_DONE)
+        rc = add_run_counts(s, run_id, 1, 0, 0, 0, 0);
+    if (rc != SQLITE_DONE) {
+        err = stg__store_fail(s, rc, "cannot record a request as sent");
+        stg__store_rollback(s);
+        return err;
+    }
+    return stg__store_commit(s);
 }
 
 /* ---- finish ------------------------------------------------------------------ */
@@ -468,6 +503,10 @@ int stg_store_finish(stg_store *s, int64_t id, const stg_job_outcome *o, int64_t
         sqlite3_reset(put);
         sqlite3_clear_bindings(put);
     }
+    if (rc == SQLITE_DONE)
+        rc = add_run_counts(s, o->run_id, o->attempts > 0 ? o->attempts : 0,
+                            o->retries > 0 ? o->retries : 0, o->status_429, o->status_503,
+                            o->state != STG_JOB_PENDING);
     if (rc != SQLITE_DONE) {
         err = stg__store_fail(s, rc, "cannot record a job's outcome");
         stg__store_rollback(s);
@@ -484,17 +523,28 @@ int stg_store_counts(stg_store *s, int64_t counts[STG_JOB_NSTATES])
     sqlite3_stmt *st = NULL;
     int rc = sqlite3_prepare_v2(s->db, "SELECT state, count(*) FROM jobs GROUP BY state", -1,
                                 &st, NULL);
+    bool unknown = false;
+    int64_t sum = 0;
     while (rc == SQLITE_OK && (rc = sqlite3_step(st)) == SQLITE_ROW) {
         stg_job_state js;
         const char *name = (const char *)sqlite3_column_text(st, 0);
         if (name && stg_job_state_parse(name, &js) == STG_OK)
             counts[js] = sqlite3_column_int64(st, 1);
+        else
+            unknown = true;
+        sum += sqlite3_column_int64(st, 1);
         rc = SQLITE_OK;
     }
     sqlite3_finalize(st);
     if (rc != SQLITE_DONE)
         return stg__store_fail(s, rc, "cannot count the jobs");
-    return STG_OK;
+    if (unknown)
+        return stg__store_error(s, STG_EDB,
+                                "%s: the database is damaged: a job row holds no known state; "
+                                "nothing was changed (restore it from a copy, or delete it "
+                                "to start over)",
+                                s->path);
+    return stg__store_check_total(s, sum);
 }
 
 int stg_store_count_needs_input(stg_store *s, unsigned state_mask, int64_t *n)
@@ -562,27 +612,19 @@ int stg_store_run_begin(stg_store *s, int64_t now_ms, int64_t *run_id)
 int stg_store_run_update(stg_store *s, int64_t run_id, const stg_run_stats *r)
 {
     sqlite3_stmt *st = NULL;
-    int rc = sqlite3_prepare_v2(s->db,
-                                "UPDATE runs SET wall_ms = ?2, calls = ?3, retries = ?4, "
-                                "status_429 = ?5, status_503 = ?6, finished = ?7, "
-                                "exit_code = ?8 WHERE id = ?1",
+    int rc = sqlite3_prepare_v2(s->db, "UPDATE runs SET wall_ms = ?2, exit_code = ?3 WHERE id = ?1",
                                 -1, &st, NULL);
     if (rc == SQLITE_OK) {
         sqlite3_bind_int64(st, 1, run_id);
         sqlite3_bind_int64(st, 2, r->wall_ms);
-        sqlite3_bind_int64(st, 3, r->calls);
-        sqlite3_bind_int64(st, 4, r->retries);
-        sqlite3_bind_int64(st, 5, r->status_429);
-        sqlite3_bind_int64(st, 6, r->status_503);
-        sqlite3_bind_int64(st, 7, r->finished);
         if (r->exit_code >= 0)
-            sqlite3_bind_int(st, 8, r->exit_code);
+            sqlite3_bind_int(st, 3, r->exit_code);
         else
-            sqlite3_bind_null(st, 8);
+            sqlite3_bind_null(st, 3);
         rc = sqlite3_step(st);
     }
     sqlite3_finalize(st);
     if (rc != SQLITE_DONE)
-        return stg__store_fail(s, rc, "cannot record the run's counters");
+        return stg__store_fail(s, rc, "cannot record the run");
     return STG_OK;
 }

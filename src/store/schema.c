@@ -13,6 +13,8 @@
  *    flock and SQLite's POSIX locks are independent on Linux, and the lock
  *    fd is closed only after sqlite3_close, so SQLite's own locks are never
  *    dropped by closing another descriptor of the file.
+ *  - A file this code creates is 0600 (it will hold response bodies), and
+ *    every open checks the file is whole (integrity.c) before reading it.
  *  - journal_mode=WAL, synchronous=NORMAL: committed transactions survive a
  *    killed process; readers (report/export) never block the runner.
  */
@@ -131,7 +133,8 @@ static const char *hint_for(int rc)
     case SQLITE_NOTADB:
         return "the file is not an SQLite database";
     case SQLITE_CORRUPT:
-        return "the database file is corrupt";
+        return "the database file is damaged (corrupt); nothing was changed: restore it from "
+               "a copy, or delete it to start over";
     case SQLITE_IOERR:
         return "input/output error";
     case SQLITE_PERM:
@@ -190,7 +193,7 @@ void stg__store_rollback(stg_store *s)
 /* Take the runner lock, retrying until the busy timeout. */
 static int take_lock(stg_store *s, bool create)
 {
-    int fd = open(s->path, O_RDONLY | O_CLOEXEC | (create ? O_CREAT : 0), 0666);
+    int fd = open(s->path, O_RDONLY | O_CLOEXEC | (create ? O_CREAT : 0), 0600);
     if (fd < 0)
         return stg__store_error(s, STG_EDB, "%s: cannot open: %s", s->path, strerror(errno));
     int64_t waited = 0;
@@ -364,6 +367,15 @@ int stg_store_open(const char *path, const stg_store_options *opt, stg_store **o
                          : stg__store_error(s, STG_EDB, "%s: %s", path, strerror(errno));
             goto fail;
         }
+        /* Created here, 0600: the file will hold response bodies (the
+         * user's data), and SQLite gives -wal and -shm the same mode. */
+        int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+        if (fd < 0 && errno != EEXIST) {
+            result = stg__store_error(s, STG_EDB, "%s: cannot create: %s", path, strerror(errno));
+            goto fail;
+        }
+        if (fd >= 0)
+            close(fd);
     } else if (!memory && !S_ISREG(stt.st_mode)) {
         result = stg__store_error(s, STG_EDB, "%s: not a regular file", path);
         goto fail;
@@ -402,6 +414,8 @@ int stg_store_open(const char *path, const stg_store_options *opt, stg_store **o
     if ((result = check_identity(s)) != STG_OK && o.readonly && !memory &&
         reopen_immutable(s) == STG_OK)
         result = check_identity(s);
+    if (result == STG_OK)
+        result = stg_store_check(s);
     if (result != STG_OK)
         goto fail;
     *out = s;
@@ -419,7 +433,8 @@ void stg_store_close(stg_store *s)
     if (!s)
         return;
     sqlite3_stmt **sts[] = {&s->st_claim_select, &s->st_claim_update, &s->st_finish,
-                            &s->st_response_put, &s->st_response_del, &s->st_sent};
+                            &s->st_response_put, &s->st_response_del, &s->st_sent,
+                            &s->st_run_add};
     for (size_t i = 0; i < sizeof sts / sizeof sts[0]; i++) {
         sqlite3_finalize(*sts[i]);
         *sts[i] = NULL;

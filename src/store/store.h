@@ -11,6 +11,8 @@
  *   input.c        parse URL lists, key files + URL template, JSONL requests
  *   jobs.c         import, claim, finish, recover, requeue: every state
  *                  change of a job, each in one transaction
+ *   integrity.c    quick_check and the job count on open: a damaged file
+ *                  is refused, never read as a smaller or finished batch
  *   report.c       counts, run totals, retry histogram, bad input lines
  *   export.c       one row per job as JSONL or CSV
  *
@@ -189,7 +191,9 @@ typedef struct stg_store_options {
  * failure returns STG_EDB (or STG_ENOTFOUND: no such file and !create;
  * STG_ESTATE: not a stagger batch database, or a newer schema; STG_EAGAIN:
  * another runner holds the lock), *out is NULL and err says why in one
- * line. A path of ":memory:" is allowed (no WAL, no lock) for tests. */
+ * line. A path of ":memory:" is allowed (no WAL, no lock) for tests.
+ * A file it creates is mode 0600 (responses may be private). A damaged
+ * database (stg_store_check) is refused with STG_EDB. */
 int stg_store_open(const char *path, const stg_store_options *opt, stg_store **out, char *err,
                    size_t errlen);
 /* Close; accepts NULL. Releases the runner lock. */
@@ -251,9 +255,11 @@ void stg_job_clear(stg_job *j);
 int stg_store_claim(stg_store *s, int max, int64_t run_id, int64_t now_ms, stg_job *out,
                     int *n);
 
-/* The request of an inflight job has (possibly) left: sent = 1. One
- * transaction. STG_ESTATE when the job is not inflight. */
-int stg_store_mark_sent(stg_store *s, int64_t id);
+/* The first attempt of an inflight job is about to leave: sent = 1, and
+ * that attempt is counted (the job's attempts + 1; the calls of run_id + 1
+ * when run_id > 0), so a kill -9 after it loses neither. One transaction.
+ * STG_ESTATE when the job is not inflight (nothing written). */
+int stg_store_mark_sent(stg_store *s, int64_t id, int64_t run_id);
 
 /* How a run ended for one job. */
 typedef struct stg_job_outcome {
@@ -265,15 +271,28 @@ typedef struct stg_job_outcome {
     const void *body;         /* response body to store; NULL: none */
     size_t body_len;
     const char *response_file; /* file name under --out; NULL: none */
+    /* The run's counters, added to run run_id in the same transaction (so
+     * they survive kill -9 exactly as the outcome does); run_id 0: none. */
+    int64_t run_id;
+    int retries;              /* attempts after the first, in this run */
+    int status_429, status_503; /* attempts answered so, in this run */
 } stg_job_outcome;
 
-/* inflight -> o->state, with status, error, body and finished_at, in one
- * transaction. STG_ESTATE when the job is not inflight (nothing written);
- * STG_EINVAL when o->state is INFLIGHT. */
+/* inflight -> o->state, with status, error, body and finished_at, and the
+ * counters of o->run_id (calls += attempts, retries, 429s, 503s, finished
+ * + 1 unless PENDING), in one transaction. STG_ESTATE when the job is not
+ * inflight (nothing written); STG_EINVAL when o->state is INFLIGHT. */
 int stg_store_finish(stg_store *s, int64_t id, const stg_job_outcome *o, int64_t now_ms);
 
-/* Jobs per state. */
+/* Jobs per state. STG_EDB when a row holds no known state, or when the
+ * states do not add up to the job set's size (a damaged database). */
 int stg_store_counts(stg_store *s, int64_t counts[STG_JOB_NSTATES]);
+
+/* The checks stg_store_open runs on a database that holds a job set:
+ * PRAGMA quick_check, and the job rows against the job count stored with
+ * the fingerprint (ids 1..count, none missing). STG_OK, or STG_EDB with a
+ * message saying what is wrong. */
+int stg_store_check(stg_store *s);
 
 /* Jobs in the given states (bit 1 << state) that need the input file. */
 int stg_store_count_needs_input(stg_store *s, unsigned state_mask, int64_t *n);
@@ -294,7 +313,11 @@ typedef struct stg_run_stats {
 
 /* Start a run row. */
 int stg_store_run_begin(stg_store *s, int64_t now_ms, int64_t *run_id);
-/* Update the run's counters (called periodically and at the end). */
+/* Record the run's wall time and exit code (exit_code -1: still running),
+ * called periodically and at the end. The counters of st are NOT written:
+ * calls, retries, 429s, 503s and finished are added by stg_store_finish and
+ * stg_store_mark_sent in the transaction of each job's change, so they
+ * survive a kill -9 with the outcomes they count. */
 int stg_store_run_update(stg_store *s, int64_t run_id, const stg_run_stats *st);
 
 /* ---- report --------------------------------------------------------- */

@@ -207,7 +207,7 @@ static void test_transitions(void **state)
     expect_counts(s, 3, 0, 1, 1, 0, 0);
 
     /* mark_sent only on inflight jobs */
-    assert_int_equal(stg_store_mark_sent(s, 1), STG_ESTATE);
+    assert_int_equal(stg_store_mark_sent(s, 1, 0), STG_ESTATE);
     for (int i = 0; i < n; i++)
         stg_job_clear(&jobs[i]);
 
@@ -256,9 +256,9 @@ static void test_recover(void **state)
     assert_int_equal(stg_store_claim(s, 5, 1, 2000, jobs, &n), STG_OK);
     assert_int_equal(n, 5);
     /* g1 sent, p1 sent (no key), p2 claimed but never sent, pk sent (key) */
-    assert_int_equal(stg_store_mark_sent(s, 1), STG_OK);
-    assert_int_equal(stg_store_mark_sent(s, 3), STG_OK);
-    assert_int_equal(stg_store_mark_sent(s, 5), STG_OK);
+    assert_int_equal(stg_store_mark_sent(s, 1, 0), STG_OK);
+    assert_int_equal(stg_store_mark_sent(s, 3, 0), STG_OK);
+    assert_int_equal(stg_store_mark_sent(s, 5, 0), STG_OK);
     stg_job_outcome done = {.state = STG_JOB_DONE, .status = 200, .attempts = 1};
     assert_int_equal(stg_store_finish(s, 2, &done, 2500), STG_OK);
     for (int i = 0; i < n; i++)
@@ -598,22 +598,28 @@ static void test_report_export(void **state)
     assert_int_equal(stg_store_claim(s, 4, run, 1000, jobs, &n), STG_OK);
     assert_int_equal(n, 4);
     stg_job_outcome o1 = {.state = STG_JOB_DONE, .status = 200, .attempts = 1,
-                          .body = "{\"ok\":true}", .body_len = 11};
+                          .body = "{\"ok\":true}", .body_len = 11, .run_id = run};
     stg_job_outcome o2 = {.state = STG_JOB_DONE, .status = 200, .attempts = 3,
-                          .body = "\xff\xfe", .body_len = 2};
+                          .body = "\xff\xfe", .body_len = 2, .run_id = run, .retries = 2,
+                          .status_503 = 1, .status_429 = 1};
     stg_job_outcome o3 = {.state = STG_JOB_FAILED, .status = 404, .attempts = 1,
                           .reason = "status_not_retryable",
-                          .error = "HTTP 404: status not retryable, \"quoted\""};
-    stg_job_outcome o4 = {.state = STG_JOB_DEFERRED, .status = 429, .attempts = 7,
-                          .reason = "attempts_exhausted", .error = "HTTP 429"};
+                          .error = "HTTP 404: status not retryable, \"quoted\"", .run_id = run};
+    /* the first of its 7 attempts was counted by the sent-mark */
+    assert_int_equal(stg_store_mark_sent(s, 4, run), STG_OK);
+    stg_job_outcome o4 = {.state = STG_JOB_DEFERRED, .status = 429, .attempts = 6,
+                          .reason = "attempts_exhausted", .error = "HTTP 429", .run_id = run,
+                          .retries = 6, .status_429 = 6};
     assert_int_equal(stg_store_finish(s, 1, &o1, 1500), STG_OK);
     assert_int_equal(stg_store_finish(s, 2, &o2, 1500), STG_OK);
     assert_int_equal(stg_store_finish(s, 3, &o3, 1500), STG_OK);
     assert_int_equal(stg_store_finish(s, 4, &o4, 1500), STG_OK);
     for (int i = 0; i < n; i++)
         stg_job_clear(&jobs[i]);
-    stg_run_stats rs = {.wall_ms = 2000, .calls = 12, .retries = 8, .status_429 = 7,
-                        .status_503 = 1, .finished = 4, .exit_code = 3};
+    /* the counters came with the outcomes; run_update writes wall time and
+     * exit code only (these calls must not overwrite them) */
+    stg_run_stats rs = {.wall_ms = 2000, .calls = 99, .retries = 99, .status_429 = 99,
+                        .status_503 = 99, .finished = 99, .exit_code = 3};
     assert_int_equal(stg_store_run_update(s, run, &rs), STG_OK);
 
     stg_store_report r;
@@ -625,7 +631,11 @@ static void test_report_export(void **state)
     assert_int_equal(r.bad_lines, 1);
     assert_int_equal(r.runs, 1);
     assert_int_equal(r.calls, 12);
+    assert_int_equal(r.retries, 8);
     assert_int_equal(r.status_429, 7);
+    assert_int_equal(r.status_503, 1);
+    assert_int_equal(r.last.finished, 4);
+    assert_int_equal(r.last.wall_ms, 2000);
     assert_int_equal(r.hist[0], 2);
     assert_int_equal(r.hist[2], 1);
     assert_int_equal(r.hist[6], 1);
@@ -671,6 +681,161 @@ static void test_report_export(void **state)
     stg_store_close(s);
 }
 
+/* A finished batch of n jobs in NAME, closed (WAL checkpointed into the
+ * main file). */
+static void make_finished(const char *name, int n)
+{
+    stg_store *s = open_new(name);
+    char *text = malloc((size_t)n * 40 + 1);
+    assert_non_null(text);
+    size_t off = 0;
+    for (int i = 1; i <= n; i++)
+        off += (size_t)sprintf(text + off, "http://127.0.0.1:1/job/%d\n", i);
+    stg_job_set set;
+    make_set(text, &set);
+    free(text);
+    bool imported;
+    assert_int_equal(stg_store_import(s, &set, "/in.txt", 1000, &imported), STG_OK);
+    stg_job_set_free(&set);
+    stg_job jobs[100];
+    int got;
+    do {
+        assert_int_equal(stg_store_claim(s, 100, 0, 1000, jobs, &got), STG_OK);
+        for (int i = 0; i < got; i++) {
+            stg_job_outcome o = {.state = STG_JOB_DONE, .status = 200, .attempts = 1,
+                                 .body = "ok", .body_len = 2};
+            assert_int_equal(stg_store_finish(s, jobs[i].id, &o, 1000), STG_OK);
+            stg_job_clear(&jobs[i]);
+        }
+    } while (got > 0);
+    expect_counts(s, 0, 0, n, 0, 0, 0);
+    stg_store_close(s);
+}
+
+/* Opening NAME (as a run, and read-only as report/export do) fails with
+ * STG_EDB and a message containing want. */
+static void expect_damaged(const char *name, const char *want)
+{
+    stg_store_options modes[2] = {{.exclusive = true}, {.readonly = true}};
+    for (int m = 0; m < 2; m++) {
+        stg_store *s = NULL;
+        char err[640] = "";
+        int rc = stg_store_open(path_of(name), &modes[m], &s, err, sizeof err);
+        if (rc != STG_EDB || (want && !strstr(err, want)))
+            fail_msg("%s open: rc %d, err '%s', want STG_EDB and '%s'", m ? "read-only" : "run",
+                     rc, err, want ? want : "");
+        assert_null(s);
+        assert_non_null(strstr(err, "damaged"));
+    }
+}
+
+static long file_size(const char *p)
+{
+    struct stat st;
+    assert_int_equal(stat(p, &st), 0);
+    return (long)st.st_size;
+}
+
+/* #14 Medium 4: random bytes over a finished batch's pages. */
+static void test_damaged_random_bytes(void **state)
+{
+    (void)state;
+    make_finished("rand.db", 3000);
+    const char *p = path_of("rand.db");
+    long size = file_size(p);
+    assert_true(size > 16 * 4096);
+    FILE *f = fopen(p, "r+b");
+    assert_non_null(f);
+    uint32_t x = 12345;
+    assert_int_equal(fseek(f, size / 2 - (size / 2) % 4096, SEEK_SET), 0);
+    for (int i = 0; i < 3 * 4096; i++) {
+        x = x * 1103515245u + 12345u;
+        fputc((int)(x >> 16) & 0xff, f);
+    }
+    fclose(f);
+    expect_damaged("rand.db", NULL);
+}
+
+/* #14 Medium 4: a deleted job row must not resume as a smaller batch. */
+static void test_damaged_deleted_row(void **state)
+{
+    (void)state;
+    make_finished("del.db", 30);
+    sqlite3 *db;
+    assert_int_equal(sqlite3_open(path_of("del.db"), &db), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(db, "DELETE FROM jobs WHERE id = 30", NULL, NULL, NULL),
+                     SQLITE_OK);
+    sqlite3_close(db);
+    expect_damaged("del.db", "holds 29 job rows, its job set has 30");
+
+    make_finished("del2.db", 30);
+    assert_int_equal(sqlite3_open(path_of("del2.db"), &db), SQLITE_OK);
+    /* a row gone and another renumbered: the count alone would match */
+    assert_int_equal(sqlite3_exec(db,
+                                  "DELETE FROM jobs WHERE id = 7; "
+                                  "INSERT INTO jobs(id, key, line, method, url_redacted, "
+                                  "created_at, updated_at) VALUES(31, 'x', 1, 'GET', 'u', 0, 0)",
+                                  NULL, NULL, NULL),
+                     SQLITE_OK);
+    sqlite3_close(db);
+    expect_damaged("del2.db", "job ids run from 1 to 31");
+}
+
+/* #14 Medium 4: a truncated file. */
+static void test_damaged_truncated(void **state)
+{
+    (void)state;
+    make_finished("trunc.db", 3000);
+    const char *p = path_of("trunc.db");
+    assert_int_equal(truncate(p, file_size(p) / 2), 0);
+    expect_damaged("trunc.db", NULL);
+}
+
+/* A row whose state is not one of ours is an error, not a missing count. */
+static void test_damaged_state(void **state)
+{
+    (void)state;
+    make_finished("state.db", 5);
+    sqlite3 *db;
+    assert_int_equal(sqlite3_open(path_of("state.db"), &db), SQLITE_OK);
+    /* the CHECK constraint stops SQL from writing it: bypass it */
+    assert_int_equal(sqlite3_exec(db,
+                                  "PRAGMA ignore_check_constraints = 1; "
+                                  "UPDATE jobs SET state = 'dnoe' WHERE id = 2",
+                                  NULL, NULL, NULL),
+                     SQLITE_OK);
+    sqlite3_close(db);
+    stg_store *s = NULL;
+    char err[640];
+    stg_store_options o = {.readonly = true};
+    int rc = stg_store_open(path_of("state.db"), &o, &s, err, sizeof err);
+    if (rc == STG_OK) {
+        /* quick_check may not look at CHECK constraints: then counting must fail */
+        int64_t c[STG_JOB_NSTATES];
+        assert_int_equal(stg_store_counts(s, c), STG_EDB);
+        assert_non_null(strstr(stg_store_errmsg(s), "no known state"));
+        stg_store_close(s);
+    } else {
+        assert_int_equal(rc, STG_EDB);
+    }
+}
+
+/* The database and its -wal are created 0600 (they hold response bodies). */
+static void test_created_private(void **state)
+{
+    (void)state;
+    mode_t old = umask(022);
+    stg_store *s = open_new("mode.db");
+    umask(old);
+    import_five(s);
+    struct stat st;
+    assert_int_equal(stat(path_of("mode.db"), &st), 0);
+    assert_int_equal(st.st_mode & 0777, 0600);
+    assert_int_equal(stat(path_of("mode.db-wal"), &st), 0);
+    assert_int_equal(st.st_mode & 0777, 0600);
+    stg_store_close(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -687,6 +852,11 @@ int main(void)
         cmocka_unit_test(test_readonly_file),
         cmocka_unit_test(test_no_secrets_in_file),
         cmocka_unit_test(test_report_export),
+        cmocka_unit_test(test_damaged_random_bytes),
+        cmocka_unit_test(test_damaged_deleted_row),
+        cmocka_unit_test(test_damaged_truncated),
+        cmocka_unit_test(test_damaged_state),
+        cmocka_unit_test(test_created_private),
     };
     return cmocka_run_group_tests(tests, setup_dir, teardown_dir);
 }
