@@ -1,0 +1,171 @@
+/*
+ * libstagger-batch: the batch runner as a library. Jobs from a store
+ * (src/store), through an engine (libstagger-curl), back into the store.
+ * `stagger batch` is one caller; a proxy or a Redis work queue are others,
+ * so nothing here assumes a terminal, argv, signals or a single input file.
+ *
+ * Internal, not installed (include as "batch/batch.h"): it is built on the
+ * store's internal API (store.h) and on libstagger-curl, neither of which
+ * is installed, and its callers live in this tree. A public header would
+ * promise an ABI for types (stg_store, stg_job_set) that are not public.
+ *
+ * Use (one thread; the handle is NOT thread-safe):
+ *
+ *     stg_batch *b;
+ *     stg_batch_new(&cfg, &b, &start, err, sizeof err);  // recover, run row
+ *     while (stg_batch_step(b, STG_MS(100)))             // claim, submit, run
+ *         { if (signalled) stg_batch_stop(b); draw(stg_batch_progress(b)); }
+ *     stg_batch_end(b, &summary);                        // requeue, counts
+ *     stg_batch_free(b, exit_code);                      // run row closed
+ *
+ * Files, one concern each: runner.c (the loop: claim, submit, finish,
+ * stop, the progress snapshot), outcome.c (state_for: reason -> job state,
+ * the error line), body.c (response bodies under out_dir), counts.c (jobs
+ * per state, kept in memory beside the store's).
+ *
+ * Job states and transitions: see store.h. The runner adds:
+ *  - claim (pending -> inflight) is committed before the job is handed to
+ *    the engine; its slot is reused only after its outcome is committed;
+ *  - for a job that is not replay-safe, the first ATTEMPT_START commits
+ *    sent = 1 before the request can leave (the engine sends it only in a
+ *    later pass), so after a kill it goes to review, not pending;
+ *  - a stop (caller, shared limiter gone, body file unwritable) cancels
+ *    every request; the cancelled jobs go back to pending (review if not
+ *    replay-safe and sent). Only a failing store leaves jobs inflight: the
+ *    next open's recovery moves them.
+ */
+#ifndef STAGGER_BATCH_H
+#define STAGGER_BATCH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <stagger/curl.h>
+
+#include "store/store.h"
+
+typedef struct stg_batch stg_batch;
+
+typedef struct stg_batch_config {
+    stg_store *store;          /* open (exclusive), holding the job set; not owned */
+    const stg_job_set *set;    /* the parsed input, for jobs whose secrets are not
+                                  stored (needs_input); NULL: none. Not owned;
+                                  must outlive the batch */
+    stg_engine_config engine;  /* copied; its on_event is called after the
+                                  batch's own handling of each event; its
+                                  concurrency is the batch's slot count (0: 30) */
+    const char *const *headers; /* "Name: value" added to every request, replacing
+                                  a job's header of the same name; never stored.
+                                  Not copied: must outlive the batch */
+    size_t n_headers;
+    const char *out_dir;       /* write bodies to out_dir/<id> (0600) instead of the
+                                  database; must exist. Not copied */
+    bool retry_deferred;       /* at start: deferred -> pending */
+    bool retry_review;         /* at start: review -> pending */
+} stg_batch_config;
+
+/* What stg_batch_new found and did before the run. */
+typedef struct stg_batch_start {
+    int64_t total;             /* jobs in the set */
+    int recovered_pending;     /* inflight at the last stop, run again */
+    int recovered_review;      /* inflight, not replay-safe and sent: review */
+    int requeued_deferred, requeued_review;
+    int64_t needs_input;       /* jobs to run that need cfg->set but it is NULL */
+} stg_batch_start;
+
+/* Why a run ended. */
+typedef enum stg_batch_stop_cause {
+    STG_BATCH_RUNNING = 0,
+    STG_BATCH_DRAINED = 1,     /* nothing left to claim, nothing in flight */
+    STG_BATCH_STOPPED = 2,     /* stg_batch_stop() */
+    STG_BATCH_LIMITER = 3,     /* the shared limiter became unavailable */
+    STG_BATCH_STORE = 4,       /* a store read or write failed */
+    STG_BATCH_BODY = 5,        /* a response body could not be written */
+    STG_BATCH_NEEDS_INPUT = 6  /* a job needs the input file, cfg->set is NULL */
+} stg_batch_stop_cause;
+
+/* Jobs per state, and what follows from them. */
+typedef struct stg_batch_counts {
+    int64_t n[STG_JOB_NSTATES];
+    int64_t total;
+} stg_batch_counts;
+
+/* Ended: done + failed + deferred + review. */
+int64_t stg_batch_counts_ended(const stg_batch_counts *c);
+/* Left to run: pending + inflight. */
+int64_t stg_batch_counts_left(const stg_batch_counts *c);
+
+/* A snapshot for drawing progress; the library never draws. */
+typedef struct stg_batch_progress {
+    stg_batch_counts counts;
+    int64_t finished;          /* jobs that reached a final state in this run */
+    int in_flight;             /* slots in use */
+    uint64_t attempts, retries, status_429, status_503; /* this run's engine */
+    stg_batch_stop_cause cause; /* RUNNING until the run ends */
+} stg_batch_progress;
+
+/* The end of a run. */
+typedef struct stg_batch_summary {
+    stg_batch_stop_cause cause;
+    stg_batch_counts counts;   /* read back from the store after the run */
+    int64_t finished;
+    int requeued;              /* inflight jobs put back at the end */
+    char message[800];         /* cause != DRAINED/STOPPED: what went wrong */
+} stg_batch_summary;
+
+/* Create the engine from cfg->engine, recover the jobs left in flight by
+ * the last run, requeue what cfg asks for, load the counts and begin a run
+ * row. *start (may be NULL) says what was done. Returns STG_OK (*out is the
+ * caller's, to stg_batch_free), or STG_EDB (the store; err says why),
+ * STG_ESTATE (jobs need the input and cfg->set is NULL: start->needs_input),
+ * STG_EINVAL (bad config, including an engine that refuses it), STG_ENOMEM. */
+int stg_batch_new(const stg_batch_config *cfg, stg_batch **out, stg_batch_start *start,
+                  char *err, size_t errlen);
+
+/* One pass: claim pending jobs for the free slots, submit them, and run the
+ * engine for at most timeout_us (done callbacks commit outcomes). Returns
+ * true while there is more to do; false when the run has ended (see
+ * stg_batch_end). */
+bool stg_batch_step(stg_batch *b, int64_t timeout_us);
+
+/* Stop: no new claims; the next step cancels what is in flight. Safe to
+ * call any time outside the engine's callbacks, and more than once. Not
+ * async-signal-safe: from a signal handler set a flag, call this from the
+ * loop. */
+void stg_batch_stop(stg_batch *b);
+
+/* The current numbers. Cheap; call it every pass if needed. */
+void stg_batch_progress_get(const stg_batch *b, stg_batch_progress *p);
+
+/* After the last step: put back the jobs still inflight (unless the store
+ * failed), read the counts back from the store and fill *s. Returns STG_OK,
+ * or STG_EDB when the store cannot be read (s->cause is then STORE and
+ * s->message says why). */
+int stg_batch_end(stg_batch *b, stg_batch_summary *s);
+
+/* Close the run row with exit_code (the caller's verdict; -1: none), free
+ * the engine and everything else; the store stays open. Accepts NULL. */
+void stg_batch_free(stg_batch *b, int exit_code);
+
+/* "drained", "stopped", "limiter", "store", "body", "needs_input". */
+const char *stg_batch_cause_name(stg_batch_stop_cause c);
+
+/* ---- shared by the files of this part ---------------------------------- */
+
+/* The state a finished request leaves its job in: sent says whether an
+ * attempt may have left (recorded for jobs that are not replay-safe). */
+stg_job_state stg__batch_state_for(const stg_result *res, bool replay_safe, bool sent);
+/* One line about a result that is not a success (redacted already). */
+void stg__batch_describe(const stg_result *res, char *buf, size_t size);
+/* File name of a job's body under out_dir. */
+void stg__batch_body_name(const stg_job *j, char *buf, size_t size);
+/* Write body to dir/name atomically (temp file, 0600, rename). 0 or -1
+ * with errno. */
+int stg__batch_write_body(const char *dir, const char *name, const void *body, size_t len);
+/* Move one job from -> to in c (asserting from had one). */
+void stg__batch_counts_move(stg_batch_counts *c, stg_job_state from, stg_job_state to);
+/* Set c from the store's counts. */
+void stg__batch_counts_set(stg_batch_counts *c, const int64_t n[STG_JOB_NSTATES]);
+
+#endif
