@@ -73,7 +73,7 @@ struct stg_batch {
     bool ended;
     stg_batch_stop_cause cause; /* first cause of a stop; RUNNING: none yet */
     char msg[800];
-    int64_t start_us;
+    int64_t start_us, next_save_us;
 };
 
 static int64_t mono_us(void)
@@ -394,6 +394,7 @@ int stg_batch_new(const stg_batch_config *cfg, stg_batch **out, stg_batch_start 
     b->out_dir = cfg->out_dir;
     b->nslots = cfg->engine.concurrency ? cfg->engine.concurrency : 30;
     b->start_us = mono_us();
+    b->next_save_us = b->start_us + STG_SEC(1);
     if (!(b->slots = calloc((size_t)b->nslots, sizeof *b->slots)))
         return fail_new(b, STG_ENOMEM, err, errlen, "out of memory");
     for (int i = 0; i < b->nslots; i++)
@@ -466,6 +467,15 @@ bool stg_batch_step(stg_batch *b, int64_t timeout_us)
         return false;
     }
     stg_engine_run(b->engine, timeout_us);
+    int64_t now = mono_us();
+    if (now >= b->next_save_us && !b->store_failed) {
+        /* The wall time, so a killed run still has one; the counters are
+         * committed with the outcomes. A failure here is not fatal: the
+         * next outcome's commit says what is wrong. */
+        stg_run_stats rs = {.wall_ms = (now - b->start_us) / 1000, .exit_code = -1};
+        (void)stg_store_run_update(b->store, b->run_id, &rs);
+        b->next_save_us = now + STG_SEC(1);
+    }
     return true;
 }
 

@@ -1,7 +1,7 @@
 /*
  * The batch store: durable state of a `stagger batch` job set in SQLite.
  *
- * Internal API of the stagger_store library (used by src/cli/batch*.c and
+ * Internal API of the stagger_store library (used by src/batch, src/cli and
  * the unit tests). One handle (stg_store) wraps one SQLite connection; it is
  * NOT thread-safe: use it from one thread (the batch runner's loop thread).
  *
