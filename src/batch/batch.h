@@ -13,8 +13,10 @@
  *
  *     stg_batch *b;
  *     stg_batch_new(&cfg, &b, &start, err, sizeof err);  // recover, run row
- *     while (stg_batch_step(b, STG_MS(100)))             // claim, submit, run
- *         { if (signalled) stg_batch_stop(b); draw(stg_batch_progress(b)); }
+ *     while (stg_batch_step(b, STG_MS(100))) {           // claim, submit, run
+ *         if (signalled) stg_batch_stop(b);
+ *         stg_batch_progress_get(b, &p); draw(&p);       // the caller draws
+ *     }
  *     stg_batch_end(b, &summary);                        // requeue, counts
  *     stg_batch_free(b, exit_code);                      // run row closed
  *
