@@ -23,10 +23,11 @@ static stg_job_state map(const stg_result *res, bool replay_safe, bool sent)
         return STG_JOB_DONE;
     switch (res->reason) {
     case STG_REASON_CANCELLED:
-        return !replay_safe && sent ? STG_JOB_REVIEW : STG_JOB_PENDING;
     case STG_REASON_LIMITER_UNAVAILABLE:
-        /* Not sent: the run stops and the job waits for the next one. */
-        return STG_JOB_PENDING;
+        /* Stopped before an answer (a lost limiter stops the run): the job
+         * waits for the next run, unless an attempt of it may have had an
+         * effect (a retry refused by the limiter after one that left). */
+        return !replay_safe && sent ? STG_JOB_REVIEW : STG_JOB_PENDING;
     case STG_REASON_STATUS_NOT_RETRYABLE:
     case STG_REASON_ERROR_NOT_RETRYABLE:
         return STG_JOB_FAILED;

@@ -65,6 +65,10 @@ static void test_state_for(void **state)
     assert_int_equal(stg__batch_state_for(&c, true, true), STG_JOB_PENDING);
     assert_int_equal(stg__batch_state_for(&c, false, false), STG_JOB_PENDING);
     assert_int_equal(stg__batch_state_for(&c, false, true), STG_JOB_REVIEW);
+    /* the same for a limiter lost before a retry of an attempt that left */
+    stg_result l = give_up(STG_REASON_LIMITER_UNAVAILABLE, 0);
+    assert_int_equal(stg__batch_state_for(&l, false, false), STG_JOB_PENDING);
+    assert_int_equal(stg__batch_state_for(&l, false, true), STG_JOB_REVIEW);
 }
 
 static void test_describe(void **state)
