@@ -20,10 +20,11 @@
  *     stg_batch_end(b, &summary);                        // requeue, counts
  *     stg_batch_free(b, exit_code);                      // run row closed
  *
- * Files, one concern each: runner.c (the loop: claim, submit, finish,
- * stop, the progress snapshot), outcome.c (state_for: reason -> job state,
- * the error line), body.c (response bodies under out_dir), counts.c (jobs
- * per state, kept in memory beside the store's).
+ * Files, one concern each: runner.c (new, step, stop, progress, end),
+ * submit.c (claim and submit), finish.c (the done callback's commit, the
+ * sent-mark, stops), outcome.c (state_for: reason -> job state, the error
+ * line), body.c (response bodies under out_dir), counts.c (jobs per state,
+ * kept in memory beside the store's); internal.h holds the handle.
  *
  * Job states and transitions: see store.h. The runner adds:
  *  - claim (pending -> inflight) is committed before the job is handed to

@@ -3,9 +3,10 @@
  * store (see batch.h for the API and the transitions).
  *
  * Loop (stg_batch_step): claim as many pending jobs as there are free
- * slots (one transaction marks them inflight), submit them, run one engine
- * pass. Each completion is written in its own transaction from the
- * engine's done callback, before the slot is reused.
+ * slots (one transaction marks them inflight), submit them (submit.c), run
+ * one engine pass. Each completion is written in its own transaction from
+ * the engine's done callback (finish.c), before the slot is reused. This
+ * file: new, step, stop, progress, end, free.
  *
  * Invariants (asserted where they can be):
  *  - A job is handed to the engine only after its inflight mark is
@@ -30,51 +31,13 @@
  *    request; what is stored is the outcome. The engine's events and error
  *    texts are already redacted.
  */
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <time.h>
 
-#include "batch/batch.h"
+#include "batch/internal.h"
 #include "util/assert.h"
-
-#define MAX_REQ_HEADERS 128
-
-typedef struct slot {
-    bool used;
-    bool sent;             /* an attempt started (recorded for non-replay-safe jobs) */
-    int committed;         /* attempts already counted in the store (the sent-mark) */
-    int n429, n503;        /* attempts of this run answered so */
-    uint64_t req_id;
-    stg_job job;
-    stg_batch *b;
-} slot;
-
-struct stg_batch {
-    stg_store *store;
-    const stg_job_set *set;
-    const char *const *headers;
-    size_t n_headers;
-    const char *out_dir;
-    stg_event_fn user_event;
-    void *user_event_data;
-    stg_engine *engine;
-    slot *slots;
-    int nslots, active;
-    int64_t run_id;
-    stg_batch_counts counts;
-    int64_t finished;
-    bool drained;        /* no pending job left to claim */
-    bool stopping;       /* stop or a fatal cause: no new claims */
-    bool cancelled;      /* cancel_all done */
-    bool store_failed;   /* no more writes: the next open recovers */
-    bool ended;
-    stg_batch_stop_cause cause; /* first cause of a stop; RUNNING: none yet */
-    char msg[800];
-    int64_t start_us, next_save_us;
-};
 
 static int64_t mono_us(void)
 {
@@ -89,253 +52,6 @@ const char *stg_batch_cause_name(stg_batch_stop_cause c)
                                         "limiter", "store",   "body",
                                         "needs_input"};
     return (unsigned)c < sizeof names / sizeof names[0] ? names[c] : "unknown";
-}
-
-/* Stop for cause (the first one wins). */
-static void stop_for(stg_batch *b, stg_batch_stop_cause cause, const char *fmt, const char *arg)
-{
-    b->stopping = true;
-    if (cause == STG_BATCH_STORE)
-        b->store_failed = true;
-    if (b->cause != STG_BATCH_RUNNING && b->cause != STG_BATCH_STOPPED)
-        return;
-    b->cause = cause;
-    snprintf(b->msg, sizeof b->msg, fmt, arg);
-}
-
-static void store_failed(stg_batch *b)
-{
-    stop_for(b, STG_BATCH_STORE, "%s", stg_store_errmsg(b->store));
-}
-
-static void release(stg_batch *b, slot *sl)
-{
-    STG_ASSERT(sl->used && b->active > 0);
-    stg_job_clear(&sl->job);
-    sl->used = false;
-    sl->sent = false;
-    sl->committed = sl->n429 = sl->n503 = 0;
-    b->active--;
-}
-
-/* Commit o for the job in sl; the counts follow only a committed move. */
-static void commit(stg_batch *b, slot *sl, stg_job_outcome *o)
-{
-    if (b->store_failed)
-        return; /* stays inflight: the next open recovers it */
-    o->run_id = b->run_id;
-    if (stg_store_finish(b->store, sl->job.id, o, stg__store_now_ms()) != STG_OK) {
-        store_failed(b);
-        return;
-    }
-    stg__batch_counts_move(&b->counts, STG_JOB_INFLIGHT, o->state);
-    if (o->state != STG_JOB_PENDING)
-        b->finished++;
-}
-
-/* ---- finish: the engine's done callback ---------------------------------------- */
-
-/* out_dir: the body to a file; on failure the run stops and the job is
- * put back (review when it may have had an effect and is not replay-safe). */
-static bool body_to_file(stg_batch *b, slot *sl, const stg_result *res, stg_job_outcome *o,
-                         char *fname, size_t fsize)
-{
-    stg__batch_body_name(&sl->job, fname, fsize);
-    if (stg__batch_write_body(b->out_dir, fname, res->body ? res->body : "", res->body_len) == 0) {
-        o->response_file = fname;
-        return true;
-    }
-    char what[512];
-    snprintf(what, sizeof what, "%s/%s: %s", b->out_dir, fname, strerror(errno));
-    stop_for(b, STG_BATCH_BODY, "cannot write a response body: %s (the job runs again next time)",
-             what);
-    o->state = sl->job.replay_safe ? STG_JOB_PENDING : STG_JOB_REVIEW;
-    o->error = "the response body could not be written under --out";
-    o->reason = "body_not_written";
-    return false;
-}
-
-static void on_done(stg_engine *e, uint64_t id, const stg_result *res, void *data)
-{
-    (void)e;
-    (void)id;
-    slot *sl = data;
-    stg_batch *b = sl->b;
-    STG_ASSERT(sl->used && sl->job.id > 0);
-    stg_job_state st = stg__batch_state_for(res, sl->job.replay_safe, sl->sent);
-    if (res->reason == STG_REASON_LIMITER_UNAVAILABLE)
-        stop_for(b, STG_BATCH_LIMITER,
-                 "the shared limiter is unavailable (%s); jobs not sent stay pending: run "
-                 "again when it is back, or allow --limiter-fallback local:SHARE",
-                 res->error_text[0] ? res->error_text : "no answer");
-    char error[512] = "", fname[160] = "";
-    if (st != STG_JOB_DONE)
-        stg__batch_describe(res, error, sizeof error);
-    int attempts = res->attempts - sl->committed;
-    stg_job_outcome out = {
-        .state = st,
-        .status = res->status,
-        .attempts = attempts > 0 ? attempts : 0,
-        .reason = st == STG_JOB_DONE ? NULL : stg_reason_name(res->reason),
-        .error = st == STG_JOB_DONE ? NULL : error,
-        .retries = res->attempts > 1 ? res->attempts - 1 : 0,
-        .status_429 = sl->n429,
-        .status_503 = sl->n503,
-    };
-    bool keep_body = res->status > 0 && st != STG_JOB_PENDING;
-    if (keep_body && b->out_dir && !b->store_failed) {
-        body_to_file(b, sl, res, &out, fname, sizeof fname);
-    } else if (keep_body) {
-        out.body = res->body ? res->body : "";
-        out.body_len = res->body_len;
-    }
-    commit(b, sl, &out);
-    release(b, sl);
-}
-
-/* ---- events: the sent-mark ------------------------------------------------------ */
-
-static slot *slot_of(stg_batch *b, uint64_t req_id)
-{
-    for (int i = 0; i < b->nslots; i++)
-        if (b->slots[i].used && b->slots[i].req_id == req_id)
-            return &b->slots[i];
-    return NULL;
-}
-
-static void on_event(const stg_event *ev, void *data)
-{
-    stg_batch *b = data;
-    slot *sl = NULL;
-    if (ev->type == STG_EVENT_ATTEMPT_START || ev->type == STG_EVENT_ATTEMPT_END)
-        sl = slot_of(b, ev->request_id);
-    if (sl && ev->type == STG_EVENT_ATTEMPT_START) {
-        if (!sl->sent && !sl->job.replay_safe && !b->store_failed) {
-            /* Committed before the engine goes on to send it. */
-            if (stg_store_mark_sent(b->store, sl->job.id, b->run_id) == STG_OK)
-                sl->committed = 1;
-            else
-                store_failed(b);
-        }
-        sl->sent = true;
-    } else if (sl && ev->type == STG_EVENT_ATTEMPT_END) {
-        sl->n429 += ev->status == 429;
-        sl->n503 += ev->status == 503;
-    }
-    if (b->user_event)
-        b->user_event(ev, b->user_event_data);
-}
-
-/* ---- submit ---------------------------------------------------------------------- */
-
-static bool header_named(const char *h, const char *name_of)
-{
-    const char *c1 = strchr(h, ':'), *c2 = strchr(name_of, ':');
-    size_t n1 = c1 ? (size_t)(c1 - h) : strlen(h), n2 = c2 ? (size_t)(c2 - name_of) : strlen(name_of);
-    return n1 == n2 && !strncasecmp(h, name_of, n1);
-}
-
-/* The input's spec of a needs_input job, or NULL. */
-static const stg_job_spec *spec_of(const stg_batch *b, const stg_job *j)
-{
-    if (b->set && j->id >= 1 && (size_t)j->id <= b->set->n &&
-        !strcmp(b->set->jobs[j->id - 1].key, j->key))
-        return &b->set->jobs[j->id - 1];
-    return NULL;
-}
-
-/* Hand the claimed job in sl to the engine. A job that cannot be sent is
- * committed at once (pending when it may go later, failed when never). */
-static void submit(stg_batch *b, slot *sl)
-{
-    const stg_job *j = &sl->job;
-    sl->used = true;
-    sl->sent = false;
-    sl->committed = sl->n429 = sl->n503 = 0;
-    sl->b = b;
-    b->active++;
-    const stg_job_spec *spec = NULL;
-    if (j->needs_input && !(spec = spec_of(b, j))) {
-        /* Checked at start; a guard against a database edited by hand. */
-        stop_for(b, STG_BATCH_NEEDS_INPUT,
-                 "job %s needs its input file (secrets are not stored): give the same input "
-                 "again", j->key);
-        stg_job_outcome back = {.state = STG_JOB_PENDING};
-        commit(b, sl, &back);
-        release(b, sl);
-        return;
-    }
-    const char *headers[MAX_REQ_HEADERS + 1];
-    size_t nh = 0;
-    const char *const *own = spec ? (const char *const *)spec->headers
-                                  : (const char *const *)j->headers;
-    size_t n_own = spec ? spec->n_headers : SIZE_MAX;
-    for (size_t i = 0; own && i < n_own && own[i] && nh < MAX_REQ_HEADERS; i++) {
-        bool overridden = false;
-        for (size_t k = 0; k < b->n_headers && !overridden; k++)
-            overridden = header_named(own[i], b->headers[k]);
-        if (!overridden)
-            headers[nh++] = own[i];
-    }
-    for (size_t k = 0; k < b->n_headers && nh < MAX_REQ_HEADERS; k++)
-        headers[nh++] = b->headers[k];
-    headers[nh] = NULL;
-    stg_request req = {
-        .url = spec ? spec->url : j->url,
-        .method = j->method,
-        .headers = headers,
-        .body = spec ? spec->body : j->body,
-        .body_len = spec ? spec->body_len : j->body_len,
-        .idempotency_key = j->idempotency_key,
-    };
-    int rc = stg_engine_submit(b->engine, &req, on_done, sl, &sl->req_id);
-    if (rc == STG_OK)
-        return;
-    /* Never sent: a final answer about this request, not about the server. */
-    char msg[160];
-    snprintf(msg, sizeof msg, "the request was refused before sending: %s", stg_strerror(rc));
-    stg_job_outcome out = {.state = rc == STG_ENOMEM ? STG_JOB_PENDING : STG_JOB_FAILED,
-                           .reason = "invalid_request",
-                           .error = msg};
-    commit(b, sl, &out);
-    if (rc == STG_ENOMEM)
-        stop_for(b, STG_BATCH_STORE, "%s", "out of memory");
-    release(b, sl);
-}
-
-/* Claim pending jobs for the free slots and submit them. */
-static void refill(stg_batch *b)
-{
-    if (b->stopping || b->drained)
-        return;
-    int free_n = b->nslots - b->active;
-    if (free_n <= 0)
-        return;
-    stg_job *jobs = calloc((size_t)free_n, sizeof *jobs);
-    if (!jobs) {
-        stop_for(b, STG_BATCH_STORE, "%s", "out of memory");
-        return;
-    }
-    int got = 0;
-    if (stg_store_claim(b->store, free_n, b->run_id, stg__store_now_ms(), jobs, &got) != STG_OK) {
-        store_failed(b);
-        free(jobs);
-        return;
-    }
-    STG_ASSERT(got <= free_n && got <= b->counts.n[STG_JOB_PENDING]);
-    if (got < free_n)
-        b->drained = true; /* nothing becomes pending during a run, except at a stop */
-    for (int i = 0; i < got; i++)
-        stg__batch_counts_move(&b->counts, STG_JOB_PENDING, STG_JOB_INFLIGHT);
-    int k = 0;
-    for (int i = 0; i < b->nslots && k < got; i++) {
-        if (b->slots[i].used)
-            continue;
-        b->slots[i].job = jobs[k++];
-        submit(b, &b->slots[i]);
-    }
-    STG_ASSERT(k == got && b->active <= b->nslots);
-    free(jobs);
 }
 
 /* ---- lifecycle ------------------------------------------------------------------- */
@@ -424,7 +140,7 @@ int stg_batch_new(const stg_batch_config *cfg, stg_batch **out, stg_batch_start 
     ec.concurrency = b->nslots;
     b->user_event = ec.on_event;
     b->user_event_data = ec.event_data;
-    ec.on_event = on_event;
+    ec.on_event = stg__batch_on_event;
     ec.event_data = b;
     int eerr = 0;
     if (!(b->engine = stg_engine_new(&ec, &eerr))) {
@@ -455,7 +171,7 @@ bool stg_batch_step(stg_batch *b, int64_t timeout_us)
         b->cancelled = true;
         stg_engine_cancel_all(b->engine); /* done callbacks put the jobs back */
     }
-    refill(b);
+    stg__batch_refill(b);
     if (b->stopping && !b->cancelled && b->active > 0) {
         b->cancelled = true; /* a stop raised while submitting */
         stg_engine_cancel_all(b->engine);

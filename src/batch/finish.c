@@ -1,0 +1,158 @@
+/*
+ * How a request's end reaches the store: the engine's done callback
+ * (outcome -> state, body, one commit per job), the sent-mark from the
+ * ATTEMPT_START event, and the stops the run takes on its own (store,
+ * limiter, body file).
+ *
+ * Invariants:
+ *  - One commit per finished request, then the slot is freed: the slot is
+ *    never reused with an outcome uncommitted (unless the store failed,
+ *    which stops every write: the next open recovers those jobs).
+ *  - The sent-mark of a job that is not replay-safe is committed from
+ *    ATTEMPT_START, which the engine emits before the transfer can leave,
+ *    and counts that first attempt: the outcome then adds the others.
+ *  - The caller's event callback runs after the batch's own handling, so
+ *    what it observes in the store is already committed.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "batch/internal.h"
+#include "util/assert.h"
+
+void stg__batch_stop_for(stg_batch *b, stg_batch_stop_cause cause, const char *fmt,
+                         const char *arg)
+{
+    b->stopping = true;
+    if (cause == STG_BATCH_STORE)
+        b->store_failed = true;
+    if (b->cause != STG_BATCH_RUNNING && b->cause != STG_BATCH_STOPPED)
+        return;
+    b->cause = cause;
+    snprintf(b->msg, sizeof b->msg, fmt, arg);
+}
+
+void stg__batch_store_failed(stg_batch *b)
+{
+    stg__batch_stop_for(b, STG_BATCH_STORE, "%s", stg_store_errmsg(b->store));
+}
+
+void stg__batch_release(stg_batch *b, stg_batch_slot *sl)
+{
+    STG_ASSERT(sl->used && b->active > 0);
+    stg_job_clear(&sl->job);
+    sl->used = false;
+    sl->sent = false;
+    sl->committed = sl->n429 = sl->n503 = 0;
+    b->active--;
+}
+
+/* Commit o for the job in sl; the counts follow only a committed move. */
+void stg__batch_commit(stg_batch *b, stg_batch_slot *sl, stg_job_outcome *o)
+{
+    if (b->store_failed)
+        return; /* stays inflight: the next open recovers it */
+    o->run_id = b->run_id;
+    if (stg_store_finish(b->store, sl->job.id, o, stg__store_now_ms()) != STG_OK) {
+        stg__batch_store_failed(b);
+        return;
+    }
+    stg__batch_counts_move(&b->counts, STG_JOB_INFLIGHT, o->state);
+    if (o->state != STG_JOB_PENDING)
+        b->finished++;
+}
+
+/* ---- finish: the engine's done callback ---------------------------------------- */
+
+/* out_dir: the body to a file; on failure the run stops and the job is
+ * put back (review when it may have had an effect and is not replay-safe). */
+static bool body_to_file(stg_batch *b, stg_batch_slot *sl, const stg_result *res,
+                         stg_job_outcome *o, char *fname, size_t fsize)
+{
+    stg__batch_body_name(&sl->job, fname, fsize);
+    if (stg__batch_write_body(b->out_dir, fname, res->body ? res->body : "", res->body_len) == 0) {
+        o->response_file = fname;
+        return true;
+    }
+    char what[512];
+    snprintf(what, sizeof what, "%s/%s: %s", b->out_dir, fname, strerror(errno));
+    stg__batch_stop_for(b, STG_BATCH_BODY,
+                        "cannot write a response body: %s (the job runs again next time)",
+                        what);
+    o->state = sl->job.replay_safe ? STG_JOB_PENDING : STG_JOB_REVIEW;
+    o->error = "the response body could not be written under --out";
+    o->reason = "body_not_written";
+    return false;
+}
+
+void stg__batch_on_done(stg_engine *e, uint64_t id, const stg_result *res, void *data)
+{
+    (void)e;
+    (void)id;
+    stg_batch_slot *sl = data;
+    stg_batch *b = sl->b;
+    STG_ASSERT(sl->used && sl->job.id > 0);
+    stg_job_state st = stg__batch_state_for(res, sl->job.replay_safe, sl->sent);
+    if (res->reason == STG_REASON_LIMITER_UNAVAILABLE)
+        stg__batch_stop_for(b, STG_BATCH_LIMITER,
+                 "the shared limiter is unavailable (%s); jobs not sent stay pending: run "
+                 "again when it is back, or allow --limiter-fallback local:SHARE",
+                 res->error_text[0] ? res->error_text : "no answer");
+    char error[512] = "", fname[160] = "";
+    if (st != STG_JOB_DONE)
+        stg__batch_describe(res, error, sizeof error);
+    int attempts = res->attempts - sl->committed;
+    stg_job_outcome out = {
+        .state = st,
+        .status = res->status,
+        .attempts = attempts > 0 ? attempts : 0,
+        .reason = st == STG_JOB_DONE ? NULL : stg_reason_name(res->reason),
+        .error = st == STG_JOB_DONE ? NULL : error,
+        .retries = res->attempts > 1 ? res->attempts - 1 : 0,
+        .status_429 = sl->n429,
+        .status_503 = sl->n503,
+    };
+    bool keep_body = res->status > 0 && st != STG_JOB_PENDING;
+    if (keep_body && b->out_dir && !b->store_failed) {
+        body_to_file(b, sl, res, &out, fname, sizeof fname);
+    } else if (keep_body) {
+        out.body = res->body ? res->body : "";
+        out.body_len = res->body_len;
+    }
+    stg__batch_commit(b, sl, &out);
+    stg__batch_release(b, sl);
+}
+
+/* ---- events: the sent-mark ------------------------------------------------------ */
+
+static stg_batch_slot *slot_of(stg_batch *b, uint64_t req_id)
+{
+    for (int i = 0; i < b->nslots; i++)
+        if (b->slots[i].used && b->slots[i].req_id == req_id)
+            return &b->slots[i];
+    return NULL;
+}
+
+void stg__batch_on_event(const stg_event *ev, void *data)
+{
+    stg_batch *b = data;
+    stg_batch_slot *sl = NULL;
+    if (ev->type == STG_EVENT_ATTEMPT_START || ev->type == STG_EVENT_ATTEMPT_END)
+        sl = slot_of(b, ev->request_id);
+    if (sl && ev->type == STG_EVENT_ATTEMPT_START) {
+        if (!sl->sent && !sl->job.replay_safe && !b->store_failed) {
+            /* Committed before the engine goes on to send it. */
+            if (stg_store_mark_sent(b->store, sl->job.id, b->run_id) == STG_OK)
+                sl->committed = 1;
+            else
+                stg__batch_store_failed(b);
+        }
+        sl->sent = true;
+    } else if (sl && ev->type == STG_EVENT_ATTEMPT_END) {
+        sl->n429 += ev->status == 429;
+        sl->n503 += ev->status == 503;
+    }
+    if (b->user_event)
+        b->user_event(ev, b->user_event_data);
+}

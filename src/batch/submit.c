@@ -1,0 +1,136 @@
+/*
+ * Claim and submit: pending jobs into free slots, each handed to the
+ * engine as one request built from the job (and, for jobs whose secrets
+ * are not stored, from the caller's input).
+ *
+ * Invariants:
+ *  - A job reaches the engine only after its claim (pending -> inflight)
+ *    is committed, and never more jobs than free slots.
+ *  - Headers of the configuration replace a job's own of the same name,
+ *    and are never stored; a needs_input job takes its URL and headers from
+ *    the input, matched by position and key (a mismatch stops the run).
+ *  - A request the engine refuses is never sent: it is committed at once
+ *    (failed, or pending when memory ran out) and its slot freed.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "batch/internal.h"
+#include "util/assert.h"
+
+#define MAX_REQ_HEADERS 128
+
+/* ---- submit ---------------------------------------------------------------------- */
+
+static bool header_named(const char *h, const char *name_of)
+{
+    const char *c1 = strchr(h, ':'), *c2 = strchr(name_of, ':');
+    size_t n1 = c1 ? (size_t)(c1 - h) : strlen(h);
+    size_t n2 = c2 ? (size_t)(c2 - name_of) : strlen(name_of);
+    return n1 == n2 && !strncasecmp(h, name_of, n1);
+}
+
+/* The input's spec of a needs_input job, or NULL. */
+static const stg_job_spec *spec_of(const stg_batch *b, const stg_job *j)
+{
+    if (b->set && j->id >= 1 && (size_t)j->id <= b->set->n &&
+        !strcmp(b->set->jobs[j->id - 1].key, j->key))
+        return &b->set->jobs[j->id - 1];
+    return NULL;
+}
+
+/* Hand the claimed job in sl to the engine. A job that cannot be sent is
+ * committed at once (pending when it may go later, failed when never). */
+static void submit(stg_batch *b, stg_batch_slot *sl)
+{
+    const stg_job *j = &sl->job;
+    sl->used = true;
+    sl->sent = false;
+    sl->committed = sl->n429 = sl->n503 = 0;
+    sl->b = b;
+    b->active++;
+    const stg_job_spec *spec = NULL;
+    if (j->needs_input && !(spec = spec_of(b, j))) {
+        /* Checked at start; a guard against a database edited by hand. */
+        stg__batch_stop_for(b, STG_BATCH_NEEDS_INPUT,
+                 "job %s needs its input file (secrets are not stored): give the same input "
+                 "again", j->key);
+        stg_job_outcome back = {.state = STG_JOB_PENDING};
+        stg__batch_commit(b, sl, &back);
+        stg__batch_release(b, sl);
+        return;
+    }
+    const char *headers[MAX_REQ_HEADERS + 1];
+    size_t nh = 0;
+    const char *const *own = spec ? (const char *const *)spec->headers
+                                  : (const char *const *)j->headers;
+    size_t n_own = spec ? spec->n_headers : SIZE_MAX;
+    for (size_t i = 0; own && i < n_own && own[i] && nh < MAX_REQ_HEADERS; i++) {
+        bool overridden = false;
+        for (size_t k = 0; k < b->n_headers && !overridden; k++)
+            overridden = header_named(own[i], b->headers[k]);
+        if (!overridden)
+            headers[nh++] = own[i];
+    }
+    for (size_t k = 0; k < b->n_headers && nh < MAX_REQ_HEADERS; k++)
+        headers[nh++] = b->headers[k];
+    headers[nh] = NULL;
+    stg_request req = {
+        .url = spec ? spec->url : j->url,
+        .method = j->method,
+        .headers = headers,
+        .body = spec ? spec->body : j->body,
+        .body_len = spec ? spec->body_len : j->body_len,
+        .idempotency_key = j->idempotency_key,
+    };
+    int rc = stg_engine_submit(b->engine, &req, stg__batch_on_done, sl, &sl->req_id);
+    if (rc == STG_OK)
+        return;
+    /* Never sent: a final answer about this request, not about the server. */
+    char msg[160];
+    snprintf(msg, sizeof msg, "the request was refused before sending: %s", stg_strerror(rc));
+    stg_job_outcome out = {.state = rc == STG_ENOMEM ? STG_JOB_PENDING : STG_JOB_FAILED,
+                           .reason = "invalid_request",
+                           .error = msg};
+    stg__batch_commit(b, sl, &out);
+    if (rc == STG_ENOMEM)
+        stg__batch_stop_for(b, STG_BATCH_STORE, "%s", "out of memory");
+    stg__batch_release(b, sl);
+}
+
+/* Claim pending jobs for the free slots and submit them. */
+void stg__batch_refill(stg_batch *b)
+{
+    if (b->stopping || b->drained)
+        return;
+    int free_n = b->nslots - b->active;
+    if (free_n <= 0)
+        return;
+    stg_job *jobs = calloc((size_t)free_n, sizeof *jobs);
+    if (!jobs) {
+        stg__batch_stop_for(b, STG_BATCH_STORE, "%s", "out of memory");
+        return;
+    }
+    int got = 0;
+    if (stg_store_claim(b->store, free_n, b->run_id, stg__store_now_ms(), jobs, &got) != STG_OK) {
+        stg__batch_store_failed(b);
+        free(jobs);
+        return;
+    }
+    STG_ASSERT(got <= free_n && got <= b->counts.n[STG_JOB_PENDING]);
+    if (got < free_n)
+        b->drained = true; /* nothing becomes pending during a run, except at a stop */
+    for (int i = 0; i < got; i++)
+        stg__batch_counts_move(&b->counts, STG_JOB_PENDING, STG_JOB_INFLIGHT);
+    int k = 0;
+    for (int i = 0; i < b->nslots && k < got; i++) {
+        if (b->slots[i].used)
+            continue;
+        b->slots[i].job = jobs[k++];
+        submit(b, &b->slots[i]);
+    }
+    STG_ASSERT(k == got && b->active <= b->nslots);
+    free(jobs);
+}
