@@ -17,6 +17,8 @@
 
 #include <stagger/adaptive.h>
 
+#include "state.h" /* the private layout, to check its counters */
+
 #define EPS 1e-9
 
 static void assert_close(double got, double want)
@@ -190,7 +192,7 @@ static void test_slow_start(void **state)
     assert_int_equal(acquire_wait(&a, STG_MS(2003), INT64_MAX) >= 0, 1);
     assert_int_equal(stg_adaptive_on_response(&a, true, STG_MS(2100)), STG_OK);
     double after = stg_adaptive_rate(&a);
-    assert_true(!a.probing);
+    assert_true(!stg__adaptive_state(&a)->probing);
     /* Growth is the cubic curve's again: 1 s later, far below doubling. */
     assert_int_equal(stg_adaptive_on_response(&a, false, STG_MS(3100)), STG_OK);
     assert_true(stg_adaptive_rate(&a) < after * 1.2);
@@ -532,8 +534,8 @@ static void test_threads(void **state)
     for (int i = 0; i < TH_N; i++)
         assert_int_equal(pthread_join(th[i], NULL), 0);
     /* Every admitted acquire was reported once. */
-    assert_int_equal(atomic_load(&sh.a.admitted), atomic_load(&sh.sends));
-    assert_int_equal(sh.a.responses, atomic_load(&sh.sends));
+    assert_int_equal(atomic_load(&stg__adaptive_state(&sh.a)->admitted), atomic_load(&sh.sends));
+    assert_int_equal(stg__adaptive_state(&sh.a)->responses, atomic_load(&sh.sends));
     assert_true(stg_adaptive_rate(&sh.a) > 0.0);
     print_message("      %lld sends over %.1f s, final rate %.1f/s\n",
                   (long long)atomic_load(&sh.sends), (double)atomic_load(&sh.clock_us) / 1e6,
