@@ -151,8 +151,11 @@ typedef struct stg_adaptive {
 /* Copy cfg (NULL: all defaults) into *out with every zero field replaced
  * by its default, and check it as stg_adaptive_init does. Returns STG_OK
  * or STG_EINVAL (out NULL, or a field init would refuse). Pure; thread-safe.
- * (For a layer that runs the model elsewhere, e.g. in Redis, and needs the
- * effective values: the limiter's own copy is private.) */
+ * In *out, "none" (a negative hold_spread, hold_spread_min_us, recovery_us
+ * or startup_doubling_us) reads 0: *out lists the effective values and is
+ * not meant to be passed back to init, where 0 means the default. (For a
+ * layer that runs the model elsewhere, e.g. in Redis: the limiter's own
+ * copy is private.) */
 STG_API int stg_adaptive_resolve(const stg_adaptive_config *cfg, stg_adaptive_config *out);
 
 /* Set up a limiter at now_us: off (admits everything) until the first

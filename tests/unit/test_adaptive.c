@@ -79,6 +79,30 @@ static void test_config_validation(void **state)
     stg_adaptive_destroy(NULL);
 }
 
+/* stg_adaptive_resolve gives the values init would use (the Redis layer
+ * runs the model from them) and refuses what init refuses. */
+static void test_resolve(void **state)
+{
+    (void)state;
+    stg_adaptive_config r;
+    assert_int_equal(stg_adaptive_resolve(NULL, &r), STG_OK);
+    assert_true(r.beta == STG_ADAPTIVE_DEFAULT_BETA && r.scale == STG_ADAPTIVE_DEFAULT_SCALE);
+    assert_true(r.min_rate == STG_ADAPTIVE_DEFAULT_MIN_RATE && r.max_rate == 0.0);
+    assert_true(r.measure_cap == STG_ADAPTIVE_DEFAULT_MEASURE_CAP);
+    assert_int_equal(r.burst, STG_ADAPTIVE_DEFAULT_BURST);
+    assert_int_equal(r.recovery_us, STG_ADAPTIVE_DEFAULT_RECOVERY_US);
+    assert_int_equal(r.startup_doubling_us, STG_ADAPTIVE_DEFAULT_STARTUP_DOUBLING_US);
+    stg_adaptive_config c = {.beta = 0.5, .burst = 7, .recovery_us = -1};
+    assert_int_equal(stg_adaptive_resolve(&c, &r), STG_OK);
+    assert_true(r.beta == 0.5 && r.burst == 7);
+    assert_int_equal(r.recovery_us, 0); /* none reads 0 once resolved */
+    c = (stg_adaptive_config){.beta = 1.0};
+    assert_int_equal(stg_adaptive_resolve(&c, &r), STG_EINVAL);
+    c = (stg_adaptive_config){.burst = STG_ADAPTIVE_BURST_MAX + 1};
+    assert_int_equal(stg_adaptive_resolve(&c, &r), STG_EINVAL);
+    assert_int_equal(stg_adaptive_resolve(&c, NULL), STG_EINVAL);
+}
+
 static void test_disabled_until_first_throttle(void **state)
 {
     (void)state;
@@ -684,6 +708,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_config_validation),
+        cmocka_unit_test(test_resolve),
         cmocka_unit_test(test_disabled_until_first_throttle),
         cmocka_unit_test(test_cut),
         cmocka_unit_test(test_first_answer_throttled),
