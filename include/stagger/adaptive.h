@@ -133,34 +133,30 @@ typedef struct stg_adaptive_config {
                             cut rested on no measurement, the rate doubles
                             this often until the next throttle; 0: 2 s;
                             < 0: off (AWS) */
+    uint64_t stg__reserved[8]; /* room to grow (docs/ABI.md); leave zero */
 } stg_adaptive_config;
 
-/* Plain struct owned by the caller; treat the fields as private. It holds a
- * mutex: call stg_adaptive_destroy when done, and do not copy it. */
+/* Plain struct owned by the caller; its contents are private. It holds a
+ * mutex: call stg_adaptive_destroy when done, and do not copy it. The mutex
+ * and the pacing bucket are shown with their types (their sizes depend on
+ * the platform); the rest, which includes C11 atomics that C++ cannot name,
+ * is storage laid out in src/core/state.h, with spare words so the state
+ * can grow without changing the size (static asserts there check both). */
 typedef struct stg_adaptive {
-    stg_bucket bucket;              /* paces at fill_rate once enabled */
-    _Atomic bool enabled;           /* limiter on (after the first throttle
-                                       or a pacing hint) */
-    _Atomic int64_t hold_until_us;  /* no admission before this instant */
-    _Atomic int64_t admitted;       /* sends admitted by acquire, ever */
-    pthread_mutex_t lock;           /* guards everything below */
-    stg_adaptive_config cfg;        /* with defaults resolved */
-    double fill_rate;               /* req/s, what the bucket paces at */
-    double measured_rate;           /* smoothed, req/s */
-    double w_max;                   /* rate at the last throttle */
-    double k;                       /* seconds from a throttle back to w_max */
-    double hint_rate;               /* ceiling from limit/window hints; 0: none */
-    int64_t last_throttle_us;       /* origin of the cubic curve */
-    int64_t last_cut_us;            /* last cut, INT64_MIN: none yet */
-    int64_t recover_seq;            /* `admitted` at the last cut */
-    int64_t responses;              /* responses reported, ever */
-    int64_t origin_us;              /* init instant; buckets align on it */
-    int64_t measure_slot;           /* index of the current 0.5 s bucket */
-    int64_t measure_count;          /* responses counted in it */
-    bool measured_any;              /* a bucket has closed */
-    bool probing;                   /* slow start after an unmeasured cut */
-    double probe_base;              /* the rate that cut left, req/s */
+    pthread_mutex_t stg__lock;
+    stg_bucket stg__bucket;
+    STG__ALIGNAS(8) int64_t stg__private[48];
 } stg_adaptive;
+
+/* Copy cfg (NULL: all defaults) into *out with every zero field replaced
+ * by its default, and check it as stg_adaptive_init does. Returns STG_OK
+ * or STG_EINVAL (out NULL, or a field init would refuse). Pure; thread-safe.
+ * In *out, "none" (a negative hold_spread, hold_spread_min_us, recovery_us
+ * or startup_doubling_us) reads 0: *out lists the effective values and is
+ * not meant to be passed back to init, where 0 means the default. (For a
+ * layer that runs the model elsewhere, e.g. in Redis: the limiter's own
+ * copy is private.) */
+STG_API int stg_adaptive_resolve(const stg_adaptive_config *cfg, stg_adaptive_config *out);
 
 /* Set up a limiter at now_us: off (admits everything) until the first
  * throttle or pacing hint. cfg may be NULL (all defaults) and is copied.

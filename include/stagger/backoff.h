@@ -59,6 +59,7 @@ typedef struct stg_backoff_config {
     /* PROPORTIONAL range, fractions of raw(n), lo <= hi, lo >= -1.
      * Both 0 means -0.2..+0.2. For "0..+20%" set lo = 0, hi = 0.2. */
     double jitter_lo, jitter_hi;
+    uint64_t stg__reserved[4]; /* room to grow (docs/ABI.md); leave zero */
 } stg_backoff_config;
 
 /* Copy cfg into *out with every zero field replaced by its default.
@@ -87,6 +88,7 @@ typedef struct stg_backoff {
     stg_backoff_config cfg; /* resolved */
     int n;
     int64_t prev_us;
+    uint64_t stg__reserved[2]; /* room to grow (docs/ABI.md); leave zero */
 } stg_backoff;
 
 /* Returns STG_OK or STG_EINVAL (see stg_backoff_resolve). */

@@ -138,6 +138,7 @@ typedef struct stg_breaker_config {
     unsigned failure_errors;   /* STG_NET_BIT set; 0: STG_NET_DEFAULT_RETRY */
     stg_breaker_change_fn on_change; /* may be NULL */
     void *data;                /* passed to on_change */
+    uint64_t stg__reserved[8]; /* room to grow (docs/ABI.md); leave zero */
 } stg_breaker_config;
 
 /* One time bucket of the sliding window. Private. */
@@ -162,6 +163,7 @@ typedef struct stg_breaker {
     int probe_successes;       /* HALF_OPEN: successes so far */
     int64_t probe_lapse_us;    /* HALF_OPEN: when unanswered slots lapse */
     stg_breaker_bucket ring[STG_BREAKER_MAX_BUCKETS];
+    uint64_t stg__reserved[8]; /* room to grow (docs/ABI.md); leave zero */
 } stg_breaker;
 
 /* Set up a CLOSED breaker. cfg may be NULL (defaults); it is copied, and

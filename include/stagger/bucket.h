@@ -37,18 +37,20 @@ extern "C" {
 typedef struct stg_bucket_config {
     double rate;   /* tokens per second, > 0, fractional allowed */
     int64_t burst; /* capacity in tokens, >= 1; 0 means max(1, ceil(rate)) */
+    uint64_t stg__reserved[6]; /* room to grow (docs/ABI.md); leave zero */
 } stg_bucket_config;
 
-/* Plain struct owned by the caller; treat the fields as private. It has no
- * over-alignment, so it may live in malloc'd memory; when many hot buckets
- * sit side by side in an array, pad them to a cache line to avoid false
- * sharing. No destroy function: the struct holds no resources. */
+/* Plain struct owned by the caller; its contents are private. The state is
+ * C11 atomics, which C++ cannot name, so the header shows only storage of
+ * the right size and alignment; src/core/state.h has the layout, and static
+ * asserts there keep it within this storage. 64 bytes (a cache line on
+ * common CPUs), with spare words so the state can grow without changing
+ * the size. It has no over-alignment, so it may live in malloc'd memory;
+ * when many hot buckets sit side by side in an array, align them to a
+ * cache line to avoid false sharing. No destroy function: the struct holds
+ * no resources. */
 typedef struct stg_bucket {
-    _Atomic int64_t tat_ns;      /* theoretical arrival time, ns from origin */
-    _Atomic int64_t interval_ns; /* ns per token: ceil(1e9 / rate) */
-    _Atomic double rate;         /* the rate as configured, for stg_bucket_rate */
-    int64_t burst;               /* capacity in tokens, >= 1 */
-    int64_t origin_us;           /* now_us at init; times are kept relative to it */
+    STG__ALIGNAS(8) int64_t stg__private[8];
 } stg_bucket;
 
 /* Largest rate accepted, tokens per second (T = 1 ns). */

@@ -67,13 +67,14 @@ typedef struct stg_budget_config {
     double max_tokens;  /* capacity and starting count, in (0, 1e6]; 0: 10 */
     double token_ratio; /* tokens returned by a success, in [0.001, max];
                            0: 0.1 */
+    uint64_t stg__reserved[6]; /* room to grow (docs/ABI.md); leave zero */
 } stg_budget_config;
 
-/* Plain struct owned by the caller; treat the fields as private. */
+/* Plain struct owned by the caller; its contents are private: storage for
+ * the atomic state (C++ cannot name C11 atomics), laid out in
+ * src/core/state.h, with a spare word. */
 typedef struct stg_budget {
-    _Atomic int64_t milli; /* current tokens * 1000 */
-    int64_t max_milli;     /* max_tokens * 1000 */
-    int64_t ratio_milli;   /* token_ratio * 1000 */
+    STG__ALIGNAS(8) int64_t stg__private[4];
 } stg_budget;
 
 /* Set up a full budget (tokens = max_tokens). cfg may be NULL (defaults).

@@ -29,6 +29,14 @@
 #define STG_API
 #endif
 
+/* Alignment of the opaque storage in caller-allocated structs (C11 and
+ * C++11 spell it differently). Internal to the headers. */
+#if defined(__cplusplus)
+#define STG__ALIGNAS(n) alignas(n)
+#else
+#define STG__ALIGNAS(n) _Alignas(n)
+#endif
+
 #ifdef __cplusplus
 extern "C" {
 #endif

@@ -40,6 +40,7 @@ typedef struct stg_env {
     void *ctx;
     int64_t (*mono_us)(void *ctx); /* monotonic clock; NULL: CLOCK_MONOTONIC */
     int64_t (*wall_us)(void *ctx); /* Unix time in us; NULL: CLOCK_REALTIME */
+    uint64_t stg__reserved[4]; /* room to grow (docs/ABI.md); leave zero */
 } stg_env;
 
 /* ---- cancellation ---------------------------------------------------- */
@@ -93,6 +94,7 @@ typedef struct stg_event {
     stg_reason reason;      /* WAIT, GIVE_UP, SUCCESS */
     stg_breaker_state breaker_from, breaker_to; /* BREAKER */
     int64_t wall_us;        /* Unix time in us (stg_env's wall clock), read with now_us */
+    uint64_t stg__reserved[8]; /* room to grow (docs/ABI.md); leave zero */
 } stg_event;
 
 /* An event sink. It runs on the thread doing the work (the engine's, or
@@ -130,6 +132,7 @@ typedef struct stg_result {
     size_t headers_len;
     char *final_url;       /* redacted effective URL */
     bool body_truncated;   /* the body was longer than max_body: the rest was dropped */
+    uint64_t stg__reserved[8]; /* room to grow (docs/ABI.md); leave zero */
 } stg_result;
 
 /* Free the buffers of a result filled by stg_curl_perform(); accepts NULL
@@ -176,6 +179,7 @@ typedef struct stg_shared_limiter {
      * keeps its slot and asks again shortly before its turn. The blocking
      * stg_curl_perform ignores it. */
     int64_t horizon_us;
+    uint64_t stg__reserved[8]; /* room to grow (docs/ABI.md); leave zero */
 } stg_shared_limiter;
 
 /* ---- blocking call ------------------------------------------------------ */
@@ -206,6 +210,7 @@ typedef struct stg_call_config {
      * host[:port]. */
     const stg_shared_limiter *shared;
     const char *limiter_key;
+    uint64_t stg__reserved[16]; /* room to grow (docs/ABI.md); leave zero */
 } stg_call_config;
 
 /* Perform `easy` (already set up by the caller: URL, method, headers, body
@@ -281,6 +286,7 @@ typedef struct stg_engine_config {
      * per-host limiter (and breaker) when set; asked with each request's
      * limit key. See stg_shared_limiter. */
     const stg_shared_limiter *shared;
+    uint64_t stg__reserved[16]; /* room to grow (docs/ABI.md); leave zero */
 } stg_engine_config;
 
 typedef struct stg_engine stg_engine;
@@ -297,6 +303,7 @@ typedef struct stg_request {
     const char *limit_key;        /* limiter/breaker/budget key, to share one
                                      limit between hosts; NULL: the URL's
                                      host[:port], lower-cased */
+    uint64_t stg__reserved[8]; /* room to grow (docs/ABI.md); leave zero */
 } stg_request;
 
 typedef void (*stg_done_fn)(stg_engine *e, uint64_t id, const stg_result *r, void *data);
@@ -351,6 +358,7 @@ typedef struct stg_engine_stats {
     uint64_t transport_errors;
     int64_t limiter_wait_us; /* summed */
     int in_flight, waiting;
+    uint64_t stg__reserved[8]; /* room to grow (docs/ABI.md); leave zero */
 } stg_engine_stats;
 STG_API void stg_engine_stats_get(const stg_engine *e, stg_engine_stats *out);
 
@@ -417,6 +425,7 @@ typedef struct stg_event_fanout {
     stg_event_fn fn[4];
     void *data[4];
     int n;
+    uint64_t stg__reserved[2]; /* room to grow (docs/ABI.md); leave zero */
 } stg_event_fanout;
 STG_API void stg_event_fanout_cb(const stg_event *ev, void *fanout);
 

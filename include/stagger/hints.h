@@ -40,6 +40,7 @@ typedef struct stg_hints {
     int64_t window_us;      /* length of the quota window */
     unsigned seen;          /* STG_HINT_* fields that were present and parsed */
     unsigned malformed;     /* STG_HINT_* fields that were present but malformed */
+    uint64_t stg__reserved[4]; /* room to grow (docs/ABI.md); leave zero */
 } stg_hints;
 
 /* Values of X-RateLimit-Reset / RateLimit-Reset at or above this are Unix

@@ -153,6 +153,7 @@ typedef struct stg_policy {
      * them): connect 0: 5 s; whole attempt 0: 10 s. */
     int64_t connect_timeout_us;
     int64_t attempt_timeout_us;
+    uint64_t stg__reserved[8]; /* room to grow (docs/ABI.md); leave zero */
 } stg_policy;
 
 /* Copy *in to *out with defaults filled in and check it. Returns STG_OK or
@@ -178,6 +179,7 @@ typedef struct stg_outcome {
     bool has_idempotency_key;
     bool cancelled;          /* the caller cancelled the request */
     const stg_hints *hints;  /* parsed response hints; may be NULL */
+    uint64_t stg__reserved[4]; /* room to grow (docs/ABI.md); leave zero */
 } stg_outcome;
 
 /* State carried between attempts; zero it before the first attempt and set
@@ -186,6 +188,7 @@ typedef struct stg_retry_state {
     int attempts;         /* attempts made, including the one just finished */
     int64_t start_us;     /* monotonic start of the first attempt */
     int64_t prev_wait_us; /* the previous wait (0 before the first retry) */
+    uint64_t stg__reserved[4]; /* room to grow (docs/ABI.md); leave zero */
 } stg_retry_state;
 
 typedef enum stg_action {
@@ -230,6 +233,7 @@ typedef struct stg_decision {
     int64_t wait_max_us;    /*        the deadline clamp; otherwise 0 */
     int64_t server_wait_us; /* the hint considered, or STG_UNKNOWN */
     bool used_hint;         /* the wait came from (or was bounded by) the hint */
+    uint64_t stg__reserved[4]; /* room to grow (docs/ABI.md); leave zero */
 } stg_decision;
 
 /* Decide what follows an attempt. All pointers except out->... inputs are

@@ -81,6 +81,7 @@ typedef struct stg_redis_url {
     char user[STG_REDIS_USER_MAX + 1];     /* "" unless USER:PASSWORD@ given */
     char password[STG_REDIS_PASSWORD_MAX + 1]; /* "" when none */
     char key[STG_REDIS_KEY_MAX + 1];       /* "" when none */
+    uint64_t stg__reserved[2]; /* room to grow (docs/ABI.md); leave zero */
 } stg_redis_url;
 
 /* Parse
@@ -161,6 +162,7 @@ typedef struct stg_redis_breaker_config {
     int max_multiplier;       /* 0: 8 */
     int half_open_probes;     /* 0: 1 */
     int64_t probe_timeout_us; /* 0: 30 s */
+    uint64_t stg__reserved[4]; /* room to grow (docs/ABI.md); leave zero */
 } stg_redis_breaker_config;
 
 /* Configuration; zero fields take the defaults given. */
@@ -193,6 +195,7 @@ typedef struct stg_redis_limiter_config {
     stg_adaptive_config adaptive_config; /* as stg_adaptive; zero fields
                                    take its defaults; hold_spread and
                                    hold_spread_min_us are not used */
+    uint64_t stg__reserved[16]; /* room to grow (docs/ABI.md); leave zero */
 } stg_redis_limiter_config;
 
 /* Counters, for status lines and tests. */
@@ -203,6 +206,7 @@ typedef struct stg_redis_stats {
     int64_t script_loads;     /* SCRIPT LOADs after the first (NOSCRIPT) */
     int64_t disconnects;      /* connections dropped after an error */
     int64_t reconnects;       /* connections re-established */
+    uint64_t stg__reserved[8]; /* room to grow (docs/ABI.md); leave zero */
 } stg_redis_stats;
 
 typedef struct stg_redis_limiter stg_redis_limiter;

@@ -25,6 +25,10 @@
 
 #include <stagger/adaptive.h>
 
+#include "core/state.h"
+
+typedef struct stg__adaptive_state state;
+
 #define US_PER_S 1e6
 
 /* floor(a / b) for b > 0, also for negative a (times before 0 are valid). */
@@ -95,8 +99,16 @@ static int resolve(const stg_adaptive_config *in, stg_adaptive_config *out)
     return STG_OK;
 }
 
-int stg_adaptive_init(stg_adaptive *a, const stg_adaptive_config *cfg, int64_t now_us)
+int stg_adaptive_resolve(const stg_adaptive_config *cfg, stg_adaptive_config *out)
 {
+    if (!out)
+        return STG_EINVAL;
+    return resolve(cfg, out);
+}
+
+int stg_adaptive_init(stg_adaptive *pub, const stg_adaptive_config *cfg, int64_t now_us)
+{
+    state *a = stg__adaptive_state(pub);
     if (!a)
         return STG_EINVAL;
     stg_adaptive_config c;
@@ -134,15 +146,16 @@ int stg_adaptive_init(stg_adaptive *a, const stg_adaptive_config *cfg, int64_t n
     return STG_OK;
 }
 
-void stg_adaptive_destroy(stg_adaptive *a)
+void stg_adaptive_destroy(stg_adaptive *pub)
 {
+    state *a = stg__adaptive_state(pub);
     if (a)
         pthread_mutex_destroy(&a->lock);
 }
 
 /* The smoothed measurement, or the stand-in before the first bucket
  * closes (see measure). Under the lock. */
-static double sending_rate(const stg_adaptive *a)
+static double sending_rate(const state *a)
 {
     if (a->measured_any)
         return a->measured_rate;
@@ -156,7 +169,7 @@ static double sending_rate(const stg_adaptive *a)
 }
 
 /* now_us as microseconds since init, saturating. */
-static int64_t since_init(const stg_adaptive *a, int64_t now_us)
+static int64_t since_init(const state *a, int64_t now_us)
 {
     return now_us >= a->origin_us ? diff_sat(now_us, a->origin_us)
                                   : -diff_sat(a->origin_us, now_us);
@@ -171,7 +184,7 @@ static int64_t since_init(const stg_adaptive *a, int64_t now_us)
  * sent so far per bucket length stands in for it (the average over the
  * first bucket, so never more than what was offered in it), so that a
  * throttle in the first half-second does not read as 0/s. */
-static double measure(stg_adaptive *a, int64_t now_us)
+static double measure(state *a, int64_t now_us)
 {
     int64_t slot = floor_div(since_init(a, now_us), STG_ADAPTIVE_MEASURE_BUCKET_US);
     if (slot > a->measure_slot) {
@@ -189,14 +202,14 @@ static double measure(stg_adaptive *a, int64_t now_us)
 }
 
 /* Seconds from a throttle at rate w back to w on the cubic curve. */
-static double zero_point(const stg_adaptive *a, double w)
+static double zero_point(const state *a, double w)
 {
     return cbrt(w * (1.0 - a->cfg.beta) / a->cfg.scale);
 }
 
 /* Clamp a proposed fill rate: floor, then the explicit ceilings (a limit
  * the server stated beats our floor), then what the bucket can represent. */
-static double clamp_rate(const stg_adaptive *a, double r)
+static double clamp_rate(const state *a, double r)
 {
     if (!(r >= a->cfg.min_rate)) /* also NaN */
         r = a->cfg.min_rate;
@@ -212,7 +225,7 @@ static double clamp_rate(const stg_adaptive *a, double r)
 }
 
 /* Store a new fill rate and, if the limiter is (or becomes) on, pace at it. */
-static void apply(stg_adaptive *a, double rate, bool enable, int64_t now_us)
+static void apply(state *a, double rate, bool enable, int64_t now_us)
 {
     a->fill_rate = clamp_rate(a, rate);
     bool on = enable || atomic_load_explicit(&a->enabled, memory_order_relaxed);
@@ -224,8 +237,9 @@ static void apply(stg_adaptive *a, double rate, bool enable, int64_t now_us)
     }
 }
 
-int stg_adaptive_on_response(stg_adaptive *a, bool throttled, int64_t now_us)
+int stg_adaptive_on_response(stg_adaptive *pub, bool throttled, int64_t now_us)
 {
+    state *a = stg__adaptive_state(pub);
     if (!a)
         return STG_EINVAL;
     pthread_mutex_lock(&a->lock);
@@ -277,7 +291,7 @@ int stg_adaptive_on_response(stg_adaptive *a, bool throttled, int64_t now_us)
 }
 
 /* Draw the spread added to a hold of `wait` microseconds. */
-static int64_t hold_spread(const stg_adaptive *a, int64_t wait, stg_rng *rng)
+static int64_t hold_spread(const state *a, int64_t wait, stg_rng *rng)
 {
     if (!rng)
         return 0;
@@ -288,8 +302,9 @@ static int64_t hold_spread(const stg_adaptive *a, int64_t wait, stg_rng *rng)
     return max > 0 ? stg_rng_range(rng, 0, max) : 0;
 }
 
-int stg_adaptive_on_hints(stg_adaptive *a, const stg_hints *h, int64_t now_us, stg_rng *rng)
+int stg_adaptive_on_hints(stg_adaptive *pub, const stg_hints *h, int64_t now_us, stg_rng *rng)
 {
+    state *a = stg__adaptive_state(pub);
     if (!a || !h)
         return STG_EINVAL;
     /* Hold the key only when the server says the quota itself is spent.
@@ -336,8 +351,9 @@ int stg_adaptive_on_hints(stg_adaptive *a, const stg_hints *h, int64_t now_us, s
     return STG_OK;
 }
 
-int stg_adaptive_acquire(stg_adaptive *a, int64_t now_us, int64_t timeout_us, int64_t *wait_us)
+int stg_adaptive_acquire(stg_adaptive *pub, int64_t now_us, int64_t timeout_us, int64_t *wait_us)
 {
+    state *a = stg__adaptive_state(pub);
     if (!a)
         return STG_EINVAL;
     int64_t timeout = timeout_us > 0 ? timeout_us : 0;
@@ -362,23 +378,26 @@ int stg_adaptive_acquire(stg_adaptive *a, int64_t now_us, int64_t timeout_us, in
     return rc;
 }
 
-double stg_adaptive_rate(stg_adaptive *a)
+double stg_adaptive_rate(stg_adaptive *pub)
 {
+    state *a = stg__adaptive_state(pub);
     pthread_mutex_lock(&a->lock);
     double r = atomic_load_explicit(&a->enabled, memory_order_relaxed) ? a->fill_rate : 0.0;
     pthread_mutex_unlock(&a->lock);
     return r;
 }
 
-double stg_adaptive_measured_rate(stg_adaptive *a)
+double stg_adaptive_measured_rate(stg_adaptive *pub)
 {
+    state *a = stg__adaptive_state(pub);
     pthread_mutex_lock(&a->lock);
     double r = sending_rate(a);
     pthread_mutex_unlock(&a->lock);
     return r;
 }
 
-int64_t stg_adaptive_hold_until(stg_adaptive *a)
+int64_t stg_adaptive_hold_until(stg_adaptive *pub)
 {
+    state *a = stg__adaptive_state(pub);
     return atomic_load_explicit(&a->hold_until_us, memory_order_relaxed);
 }

@@ -29,6 +29,10 @@
 
 #include <stagger/bucket.h>
 
+#include "core/state.h"
+
+typedef struct stg__bucket_state state;
+
 #define NS_PER_US INT64_C(1000)
 #define NS_PER_S 1e9
 /* Instants are kept within +-REL_MAX_NS of the origin. */
@@ -38,7 +42,7 @@
 /* now_us as nanoseconds since the origin, clamped to +-REL_MAX_NS. The
  * difference is taken in unsigned arithmetic, which is exact for the
  * magnitude when its sign is known, so no int64 subtraction can overflow. */
-static int64_t rel_ns(const stg_bucket *b, int64_t now_us)
+static int64_t rel_ns(const state *b, int64_t now_us)
 {
     if (now_us >= b->origin_us) {
         uint64_t d = (uint64_t)now_us - (uint64_t)b->origin_us;
@@ -72,8 +76,9 @@ static bool span_ok(int64_t burst, int64_t interval)
     return burst >= 1 && interval >= 1 && burst <= STG_BUCKET_SPAN_MAX_NS / interval;
 }
 
-int stg_bucket_init(stg_bucket *b, const stg_bucket_config *cfg, int64_t now_us)
+int stg_bucket_init(stg_bucket *pub, const stg_bucket_config *cfg, int64_t now_us)
 {
+    state *b = stg__bucket_state(pub);
     if (!b || !cfg)
         return STG_EINVAL;
     int64_t interval = interval_for(cfg->rate);
@@ -101,7 +106,7 @@ int stg_bucket_init(stg_bucket *b, const stg_bucket_config *cfg, int64_t now_us)
 
 /* The common take: admit if the take would be allowed within timeout_ns
  * (0 for a plain try). Returns STG_OK or STG_EAGAIN and the wait in ns. */
-static int take(stg_bucket *b, int64_t weight, int64_t now_us, int64_t timeout_ns,
+static int take(state *b, int64_t weight, int64_t now_us, int64_t timeout_ns,
                 int64_t *wait_ns)
 {
     int64_t now = rel_ns(b, now_us);
@@ -128,8 +133,9 @@ static int take(stg_bucket *b, int64_t weight, int64_t now_us, int64_t timeout_n
     }
 }
 
-int stg_bucket_try(stg_bucket *b, int64_t weight, int64_t now_us, int64_t *wait_us)
+int stg_bucket_try(stg_bucket *pub, int64_t weight, int64_t now_us, int64_t *wait_us)
 {
+    state *b = stg__bucket_state(pub);
     if (!b || weight < 1)
         return STG_EINVAL;
     if (weight > b->burst)
@@ -141,9 +147,10 @@ int stg_bucket_try(stg_bucket *b, int64_t weight, int64_t now_us, int64_t *wait_
     return rc;
 }
 
-int stg_bucket_acquire(stg_bucket *b, int64_t weight, int64_t now_us, int64_t timeout_us,
+int stg_bucket_acquire(stg_bucket *pub, int64_t weight, int64_t now_us, int64_t timeout_us,
                        int64_t *wait_us)
 {
+    state *b = stg__bucket_state(pub);
     if (!b || weight < 1)
         return STG_EINVAL;
     if (weight > b->burst)
@@ -174,8 +181,9 @@ int stg_bucket_acquire(stg_bucket *b, int64_t weight, int64_t now_us, int64_t ti
  * before the TAT is compressed, on a cut the TAT is stretched before the
  * interval is stored; a take that runs in between sees an intermediate
  * state that is stricter than both the old and the new one. */
-int stg_bucket_set_rate(stg_bucket *b, double rate, int64_t now_us)
+int stg_bucket_set_rate(stg_bucket *pub, double rate, int64_t now_us)
 {
+    state *b = stg__bucket_state(pub);
     if (!b)
         return STG_EINVAL;
     int64_t interval = interval_for(rate);
@@ -206,13 +214,15 @@ int stg_bucket_set_rate(stg_bucket *b, double rate, int64_t now_us)
     return STG_OK;
 }
 
-double stg_bucket_rate(const stg_bucket *b)
+double stg_bucket_rate(const stg_bucket *pub)
 {
+    const state *b = stg__bucket_cstate(pub);
     return atomic_load_explicit(&b->rate, memory_order_relaxed);
 }
 
-int64_t stg_bucket_available(const stg_bucket *b, int64_t now_us)
+int64_t stg_bucket_available(const stg_bucket *pub, int64_t now_us)
 {
+    const state *b = stg__bucket_cstate(pub);
     int64_t now = rel_ns(b, now_us);
     int64_t tat = atomic_load_explicit(&b->tat_ns, memory_order_relaxed);
     int64_t interval = atomic_load_explicit(&b->interval_ns, memory_order_relaxed);

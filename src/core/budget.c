@@ -13,6 +13,10 @@
 
 #include <stagger/budget.h>
 
+#include "core/state.h"
+
+typedef struct stg__budget_state state;
+
 #define MILLI 1000.0
 
 /* value in (0, limit] rounded to milli-tokens, or -1 when invalid. */
@@ -26,8 +30,9 @@ static int64_t to_milli(double value, double dflt, double limit)
     return m > 0 ? m : -1;
 }
 
-int stg_budget_init(stg_budget *b, const stg_budget_config *cfg)
+int stg_budget_init(stg_budget *pub, const stg_budget_config *cfg)
 {
+    state *b = stg__budget_state(pub);
     static const stg_budget_config zero;
     if (!b)
         return STG_EINVAL;
@@ -46,7 +51,7 @@ int stg_budget_init(stg_budget *b, const stg_budget_config *cfg)
 }
 
 /* Add delta (either sign) and clamp to [0, max]. */
-static void add_clamped(stg_budget *b, int64_t delta)
+static void add_clamped(state *b, int64_t delta)
 {
     int64_t cur = atomic_load_explicit(&b->milli, memory_order_relaxed);
     int64_t next;
@@ -65,24 +70,27 @@ static void add_clamped(stg_budget *b, int64_t delta)
 
 void stg_budget_on_success(stg_budget *b)
 {
-    add_clamped(b, b->ratio_milli);
+    state *s = stg__budget_state(b);
+    add_clamped(s, s->ratio_milli);
 }
 
 void stg_budget_on_failure(stg_budget *b)
 {
-    add_clamped(b, -(int64_t)MILLI);
+    add_clamped(stg__budget_state(b), -(int64_t)MILLI);
 }
 
-bool stg_budget_allow_retry(const stg_budget *b)
+bool stg_budget_allow_retry(const stg_budget *pub)
 {
+    const state *b = stg__budget_cstate(pub);
     /* atomic_load on a const-qualified atomic is valid C11 but some older
      * libcs declare it without const; the cast keeps both happy. */
     int64_t cur = atomic_load_explicit((_Atomic int64_t *)&b->milli, memory_order_relaxed);
     return 2 * cur > b->max_milli;
 }
 
-double stg_budget_tokens(const stg_budget *b)
+double stg_budget_tokens(const stg_budget *pub)
 {
+    const state *b = stg__budget_cstate(pub);
     int64_t cur = atomic_load_explicit((_Atomic int64_t *)&b->milli, memory_order_relaxed);
     return (double)cur / MILLI;
 }

@@ -475,11 +475,8 @@ static const char *adaptive_config(const stg_redis_limiter_config *cfg, stg_adap
 {
     if (cfg->rate != 0.0 || cfg->burst != 0)
         return "an adaptive limiter learns its rate: rate and burst must be 0";
-    stg_adaptive probe;
-    if (stg_adaptive_init(&probe, &cfg->adaptive_config, 0) != STG_OK)
+    if (stg_adaptive_resolve(&cfg->adaptive_config, out) != STG_OK)
         return "bad adaptive configuration (see stg_adaptive_config)";
-    *out = probe.cfg;
-    stg_adaptive_destroy(&probe);
     /* The script's pacing is GCRA with T = 1/rate >= 1/min_rate: keep
      * burst * T within what Lua's doubles hold exactly. */
     if ((double)out->burst * ceil(1e9 / out->min_rate) > (double)STG_REDIS_SPAN_MAX_NS)

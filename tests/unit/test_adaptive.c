@@ -17,6 +17,8 @@
 
 #include <stagger/adaptive.h>
 
+#include "state.h" /* the private layout, to check its counters */
+
 #define EPS 1e-9
 
 static void assert_close(double got, double want)
@@ -75,6 +77,30 @@ static void test_config_validation(void **state)
     assert_int_equal(stg_adaptive_on_hints(&a, NULL, 0, NULL), STG_EINVAL);
     stg_adaptive_destroy(&a);
     stg_adaptive_destroy(NULL);
+}
+
+/* stg_adaptive_resolve gives the values init would use (the Redis layer
+ * runs the model from them) and refuses what init refuses. */
+static void test_resolve(void **state)
+{
+    (void)state;
+    stg_adaptive_config r;
+    assert_int_equal(stg_adaptive_resolve(NULL, &r), STG_OK);
+    assert_true(r.beta == STG_ADAPTIVE_DEFAULT_BETA && r.scale == STG_ADAPTIVE_DEFAULT_SCALE);
+    assert_true(r.min_rate == STG_ADAPTIVE_DEFAULT_MIN_RATE && r.max_rate == 0.0);
+    assert_true(r.measure_cap == STG_ADAPTIVE_DEFAULT_MEASURE_CAP);
+    assert_int_equal(r.burst, STG_ADAPTIVE_DEFAULT_BURST);
+    assert_int_equal(r.recovery_us, STG_ADAPTIVE_DEFAULT_RECOVERY_US);
+    assert_int_equal(r.startup_doubling_us, STG_ADAPTIVE_DEFAULT_STARTUP_DOUBLING_US);
+    stg_adaptive_config c = {.beta = 0.5, .burst = 7, .recovery_us = -1};
+    assert_int_equal(stg_adaptive_resolve(&c, &r), STG_OK);
+    assert_true(r.beta == 0.5 && r.burst == 7);
+    assert_int_equal(r.recovery_us, 0); /* none reads 0 once resolved */
+    c = (stg_adaptive_config){.beta = 1.0};
+    assert_int_equal(stg_adaptive_resolve(&c, &r), STG_EINVAL);
+    c = (stg_adaptive_config){.burst = STG_ADAPTIVE_BURST_MAX + 1};
+    assert_int_equal(stg_adaptive_resolve(&c, &r), STG_EINVAL);
+    assert_int_equal(stg_adaptive_resolve(&c, NULL), STG_EINVAL);
 }
 
 static void test_disabled_until_first_throttle(void **state)
@@ -190,7 +216,7 @@ static void test_slow_start(void **state)
     assert_int_equal(acquire_wait(&a, STG_MS(2003), INT64_MAX) >= 0, 1);
     assert_int_equal(stg_adaptive_on_response(&a, true, STG_MS(2100)), STG_OK);
     double after = stg_adaptive_rate(&a);
-    assert_true(!a.probing);
+    assert_true(!stg__adaptive_state(&a)->probing);
     /* Growth is the cubic curve's again: 1 s later, far below doubling. */
     assert_int_equal(stg_adaptive_on_response(&a, false, STG_MS(3100)), STG_OK);
     assert_true(stg_adaptive_rate(&a) < after * 1.2);
@@ -532,8 +558,8 @@ static void test_threads(void **state)
     for (int i = 0; i < TH_N; i++)
         assert_int_equal(pthread_join(th[i], NULL), 0);
     /* Every admitted acquire was reported once. */
-    assert_int_equal(atomic_load(&sh.a.admitted), atomic_load(&sh.sends));
-    assert_int_equal(sh.a.responses, atomic_load(&sh.sends));
+    assert_int_equal(atomic_load(&stg__adaptive_state(&sh.a)->admitted), atomic_load(&sh.sends));
+    assert_int_equal(stg__adaptive_state(&sh.a)->responses, atomic_load(&sh.sends));
     assert_true(stg_adaptive_rate(&sh.a) > 0.0);
     print_message("      %lld sends over %.1f s, final rate %.1f/s\n",
                   (long long)atomic_load(&sh.sends), (double)atomic_load(&sh.clock_us) / 1e6,
@@ -682,6 +708,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_config_validation),
+        cmocka_unit_test(test_resolve),
         cmocka_unit_test(test_disabled_until_first_throttle),
         cmocka_unit_test(test_cut),
         cmocka_unit_test(test_first_answer_throttled),
