@@ -125,7 +125,8 @@ typedef enum stg_redis_event {
 } stg_redis_event;
 
 /* Log callback. msg is one line without a newline, e.g.
- * "redis redis://127.0.0.1:6379/jobs unreachable (Connection refused);
+ * "redis redis://127.0.0.1:6379/jobs unreachable (Redis at 127.0.0.1:6379
+ *  did not answer EVALSHA within 200 ms);
  *  falling back to local bucket at 0.25 x rate (2.5/s, burst 1)".
  * It never contains the password. msg is valid during the call only.
  * Called from the thread whose call saw the transition, after the

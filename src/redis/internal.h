@@ -51,6 +51,9 @@ typedef struct stg__local {
     char name[]; /* NUL-terminated */
 } stg__local;
 
+/* Longest reason text ("Redis at HOST:PORT did not answer ... within N ms"). */
+#define STG__REASON_MAX 512
+
 /* A log line to emit once the lock is released. ev 0: nothing. */
 typedef struct stg__note {
     stg_redis_event ev;
@@ -61,6 +64,7 @@ struct stg_redis_limiter {
     /* Immutable after new. */
     stg_redis_url url;
     char url_shown[704];          /* redacted URL for messages */
+    char where[STG_REDIS_HOST_MAX + 10]; /* "HOST:PORT" ("[v6]:PORT"), for messages */
     char prefix[64];
     int64_t connect_timeout_us;
     int64_t command_timeout_us;

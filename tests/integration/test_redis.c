@@ -675,6 +675,45 @@ static void test_kill_restart_no_fallback(void **state)
     server_stop(pid, SIGTERM);
 }
 
+/* A Redis that stops answering (SIGSTOP: the kernel still accepts and
+ * buffers, nobody reads): the reason says what happened and where, never
+ * hiredis's bare "Resource temporarily unavailable". Once connected, the
+ * command times out; a new limiter times out on its first command. */
+static void test_timeout_message(void **state)
+{
+    (void)state;
+    int port = free_port();
+    pid_t pid = server_start(port);
+    logbook lb = {.mu = PTHREAD_MUTEX_INITIALIZER};
+    char url[128];
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d/slow", port);
+    stg_redis_limiter_config cfg = {.url = url, .rate = 10, .log = log_cb, .log_data = &lb};
+    int err;
+    char why[512];
+    stg_redis_limiter *l = stg_redis_limiter_new(&cfg, &err, why, sizeof why);
+    assert_non_null(l);
+    assert_int_equal(kill(pid, SIGSTOP), 0);
+    assert_int_equal(stg_redis_limiter_try(l, NULL, 1, NULL), STG_EUNAVAIL);
+    assert_int_equal(log_count(&lb), 1);
+    char want[128];
+    snprintf(want, sizeof want, "Redis at 127.0.0.1:%d did not answer EVALSHA within 200 ms",
+             port);
+    if (!strstr(lb.msg[0], want) || strstr(lb.msg[0], "temporarily"))
+        fail_msg("unclear message: %s", lb.msg[0]);
+    printf("# stopped: %s\n", lb.msg[0]);
+    stg_redis_limiter_free(l);
+
+    assert_null(stg_redis_limiter_new(&cfg, &err, why, sizeof why));
+    assert_int_equal(err, STG_EUNAVAIL);
+    snprintf(want, sizeof want, "Redis at 127.0.0.1:%d did not answer SCRIPT LOAD within 200 ms",
+             port);
+    if (!strstr(why, want))
+        fail_msg("unclear message: %s", why);
+    printf("# stopped, new: %s\n", why);
+    assert_int_equal(kill(pid, SIGCONT), 0);
+    server_stop(pid, SIGTERM);
+}
+
 /* A server that closes idle connections (CLIENT KILL here) costs one
  * reconnect, not a fallback. */
 static void test_idle_close_reconnects(void **state)
@@ -878,6 +917,7 @@ int main(void)
         cmocka_unit_test(test_unreachable_with_fallback),
         cmocka_unit_test(test_kill_restart_fallback),
         cmocka_unit_test(test_kill_restart_no_fallback),
+        cmocka_unit_test(test_timeout_message),
         cmocka_unit_test(test_idle_close_reconnects),
         cmocka_unit_test(test_auth),
         cmocka_unit_test(test_breaker_shared),
