@@ -42,6 +42,14 @@
  * log callback says so once, the limiter tries to reconnect at most every
  * reconnect_interval_us (1 s) from inside the calls that come, and once
  * Redis answers again it is used again, which is also logged once.
+ * The hand-overs keep burst + rate * t for this process's sends: falling
+ * back, the local bucket starts from the debt Redis last reported for the
+ * key (scaled to the local rate), not full; coming back, the local debt
+ * is added to the key's state in Redis at its first shared decision (a
+ * Redis restarted empty would otherwise give a whole burst on top). After
+ * a reconnection to a Redis that kept its state this counts the debt
+ * twice: a pause of at most burst / rate, erring on the side of sending
+ * less.
  *
  * Thread-safety: a stg_redis_limiter may be used from any number of
  * threads; one mutex serialises its calls, each of which holds it for one

@@ -294,6 +294,7 @@ static int connect_now(stg_redis_limiter *l, char *reason, size_t rlen)
         return rc;
     }
     l->ctx = c;
+    stg__local_mark_carry(l);
     return STG_OK;
 }
 
