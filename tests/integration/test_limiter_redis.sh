@@ -159,6 +159,29 @@ keys = {json.loads(l)["path"] for l in open(sys.argv[1]) if "/track/" in l}
 sys.exit(0 if len(keys) == 150 else 1)
 PY
 
+# ---- fetch: Redis killed between two attempts, no fallback: exit 6 ---------------------
+# Every answer is 503 + Retry-After 1 s, so fetch keeps retrying (20 retries:
+# the kill below comes long before they run out). Redis is killed once the
+# first attempt reached the server; the next attempt's acquire fails, after
+# an HTTP answer was seen: that is "the shared limiter became unavailable"
+# (exit 6), not "HTTP error after retries" (exit 3).
+start_server fetchdie
+"$S" fetch -s -o /dev/null --retries 20 --deadline 0 --rate 100 \
+  --limiter "redis://127.0.0.1:$RPORT/fdie" "http://127.0.0.1:$PORT/status/503?retry_after=1" \
+  >"$T/fdie.out" 2>"$T/fdie.err" &
+FP=$!
+for _ in $(seq 1 400); do
+  [ -s "$T/fetchdie.log" ] && break
+  sleep 0.05
+done
+check "fetch: the first attempt reached the server" [ -s "$T/fetchdie.log" ]
+stop "$RPID"
+set +e; wait "$FP"; rc=$?; set -e
+stop "$SPID"
+check "fetch: Redis gone between attempts exits 6 (got $rc): $(cat "$T/fdie.err")" [ "$rc" = 6 ]
+check "fetch: says where Redis was" grep -q "Redis at 127.0.0.1:$RPORT" "$T/fdie.err"
+start_redis
+
 # ---- Redis killed mid-run, fallback local:0.5: the run goes on -----------------------
 start_server fb
 seq -f "f%03g" 1 400 >"$T/keysf.txt"
