@@ -9,8 +9,12 @@
  * server behind. Nothing here connects anywhere but 127.0.0.1.
  *
  * Each test uses its own keys, so tests do not see each other's state.
- * Timing checks compare against Redis's own clock (TIME) or allow for the
- * round trips measured locally; the bounds are stated where they are made.
+ * Every bound comes from the protocol, so a busy machine cannot break it:
+ * a wait of W measured from before a call is in [W - elapsed, W]; counts
+ * are within burst + rate * t with t read from Redis TIME around them;
+ * "no connection attempt" is shown with a frozen clock, not a stopwatch.
+ * No check asks for a minimum throughput: how close to the limit the
+ * processes get is printed, and measured by bench/bench_redis.sh.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -192,11 +196,13 @@ static void test_acquire_many(void **state)
     stg_redis_limiter *l = make(g_port, "many", 10, 10, 0, NULL);
     int rcs[64];
     int64_t waits[64];
+    int64_t t0 = now_us();
     assert_int_equal(stg_redis_limiter_acquire_many(l, NULL, 64, 1, 0, rcs, waits), STG_OK);
+    int64_t el = now_us() - t0;
     for (int i = 0; i < 64; i++) {
         assert_int_equal(rcs[i], i < 10 ? STG_OK : STG_ETIMEDOUT);
-        if (i >= 10)
-            assert_in_range_i64(waits[i], 50000, 100000);
+        if (i >= 10) /* the next token, 100 ms after the first take */
+            assert_in_range_i64(waits[i], 100000 - el, 100000);
     }
     /* with a timeout of 1 s: 10 more reserved, at 100 ms steps */
     assert_int_equal(stg_redis_limiter_acquire_many(l, NULL, 20, 1, STG_SEC(1), rcs, NULL),
@@ -248,13 +254,15 @@ static void test_key_ttl(void **state)
     (void)state;
     stg_redis_limiter *l = make(g_port, "ttl", 10, 5, 0, NULL);
     int64_t w;
+    int64_t t0 = now_us();
     assert_int_equal(stg_redis_limiter_try(l, NULL, 3, &w), STG_OK);
     long long pttl = raw_int(g_port, "PTTL", "stagger:rl:ttl");
-    /* full again in 300 ms, plus the 1 s margin */
-    assert_in_range_i64(pttl, 1000, 1300);
+    /* full again in 300 ms, plus the 1 s margin, less the time since */
+    assert_in_range_i64(pttl, 1300 - (now_us() - t0) / 1000 - 1, 1300);
+    t0 = now_us();
     assert_int_equal(stg_redis_breaker_record(l, NULL, STG_BREAKER_FAILURE, NULL), STG_OK);
     pttl = raw_int(g_port, "PTTL", "stagger:br:ttl");
-    assert_in_range_i64(pttl, 3590000, 3600000);
+    assert_in_range_i64(pttl, 3600000 - (now_us() - t0) / 1000 - 1, 3600000);
     /* a success on a breaker with no failures pending writes nothing */
     assert_int_equal(stg_redis_breaker_record(l, "ttl2", STG_BREAKER_SUCCESS, NULL), STG_OK);
     assert_int_equal(raw_int(g_port, "EXISTS", "stagger:br:ttl2"), 0);
@@ -315,9 +323,10 @@ static void test_set_rate(void **state)
 }
 
 /* A key in use for more than a day has its base moved up: plant a state
- * whose base is 25 h old and whose TAT is 300 ms ahead, and check the
+ * whose base is 25 h old and whose TAT is 30 s ahead, and check the
  * script still reads it exactly (the values are ~9e13 ns, beyond Lua's
- * default %.14g formatting) and rewrites it against a fresh base. */
+ * default %.14g formatting) and rewrites it against a fresh base. (30 s:
+ * the debt outlasts any stall of the test, so the arithmetic is exact.) */
 static void test_rebase_after_a_day(void **state)
 {
     (void)state;
@@ -328,26 +337,27 @@ static void test_rebase_after_a_day(void **state)
     long long old = 90000; /* seconds */
     char cmd[256];
     snprintf(cmd, sizeof cmd, "HSET stagger:rl:rebase b %lld t %lld i 100000000", sec - old,
-             old * 1000000000LL + usec * 1000 + 300000000LL);
+             old * 1000000000LL + usec * 1000 + 30000000000LL);
     raw_status(g_port, cmd);
     int64_t w;
     assert_int_equal(stg_redis_limiter_try(l, NULL, 1, &w), STG_EAGAIN);
-    assert_in_range_i64(w, 300000 - (now_us() - t0), 300000);
-    assert_int_equal(stg_redis_limiter_acquire(l, NULL, 1, STG_SEC(1), &w), STG_OK);
-    assert_in_range_i64(w, 300000 - (now_us() - t0), 300000);
+    assert_in_range_i64(w, STG_SEC(30) - (now_us() - t0), STG_SEC(30));
+    assert_int_equal(stg_redis_limiter_acquire(l, NULL, 1, STG_SEC(60), &w), STG_OK);
+    assert_in_range_i64(w, STG_SEC(30) - (now_us() - t0), STG_SEC(30));
     redisContext *c = raw_connect(g_port);
     redisReply *r = redisCommand(c, "HGET stagger:rl:rebase b");
     assert_int_equal(r->type, REDIS_REPLY_STRING);
     long long base = strtoll(r->str, NULL, 10);
-    assert_in_range_i64(base, sec, sec + 2);
+    assert_in_range_i64(base, sec, redis_time_us(g_port) / 1000000);
     freeReplyObject(r);
     r = redisCommand(c, "HGET stagger:rl:rebase t");
     long long tat = strtoll(r->str, NULL, 10);
     freeReplyObject(r);
     redisFree(c);
-    /* TAT now relative to the new base: under 2 s, 400 ms past the
-     * planted instant */
-    assert_in_range_i64(tat, 0, 2000000000LL + 400000000LL);
+    /* TAT now relative to the new base (the second of the call): one T
+     * past the planted instant, which was 30 s after usec into second sec */
+    long long want = (sec - base) * 1000000000LL + usec * 1000 + 30100000000LL;
+    assert_int_equal(tat, want);
     stg_redis_limiter_free(l);
 }
 
@@ -399,10 +409,9 @@ static void hammer_child(int idx, int fd)
 /* 4 processes share one limit of R = 200/s, burst 20, for ~3 s.
  * Bound: total <= burst + R * t, t measured with Redis TIME just before the
  * first fork and just after the last child exited (every child sleeps out
- * its reserved slots first). That bound needs no tolerance; the
- * measurement interval also covers fork, connect and exit, so it is a few
- * ms longer than the 3 s the children hammer. Close to it: total >= 90% of
- * burst + R * 3 s. */
+ * its reserved slots first). That bound needs no tolerance, and 4 unshared
+ * limits would break it fourfold. How close to it the total gets is
+ * printed, not asserted (a busy machine may starve the children). */
 static void test_processes_share_limit(void **state)
 {
     (void)state;
@@ -440,7 +449,7 @@ static void test_processes_share_limit(void **state)
            "bound burst + R*t = %.1f; %.1f%% of burst + R*3s\n",
            total, each[0], each[1], each[2], each[3], t, bound, 100.0 * (double)total / target);
     assert_true((double)total <= bound);
-    assert_true((double)total >= 0.9 * target);
+    assert_true(total >= 1);
     /* No per-process share is asserted: GCRA promises the total, not
      * fairness (a process that reserves with acquire can keep one that
      * only tries behind it). */
@@ -468,7 +477,8 @@ static void *hammer_thread(void *p)
     return NULL;
 }
 
-/* 4 threads share one limiter (one connection, one mutex) for 1 s. */
+/* 4 threads share one limiter (one connection, one mutex) for 1 s:
+ * within burst + rate * t of Redis time. */
 static void test_threads_share_limiter(void **state)
 {
     (void)state;
@@ -487,8 +497,8 @@ static void test_threads_share_limiter(void **state)
     }
     int64_t t1 = redis_time_us(g_port);
     double bound = 10 + 100 * (double)(t1 - t0) / 1e6;
+    printf("# 4 threads: admitted %lld; bound burst + R*t = %.1f\n", total, bound);
     assert_true((double)total <= bound);
-    assert_true(total >= 95); /* 10 + 100 * 1 s, less scheduling slack */
     stg_redis_limiter_free(l);
 }
 
@@ -504,7 +514,6 @@ static void test_unreachable_no_fallback(void **state)
     stg_redis_limiter_config cfg = {.url = url, .rate = 10, .log = log_cb, .log_data = &lb};
     int err = -1;
     char why[512];
-    int64_t t0 = now_us();
     stg_redis_limiter *l = stg_redis_limiter_new(&cfg, &err, why, sizeof why);
     assert_null(l);
     assert_int_equal(err, STG_EUNAVAIL);
@@ -514,7 +523,6 @@ static void test_unreachable_no_fallback(void **state)
         fail_msg("unclear message: %s", why);
     assert_null(strstr(why, "hunter2"));
     assert_non_null(strstr(why, ":***@"));
-    assert_true(now_us() - t0 < STG_MS(500)); /* fails fast */
     printf("# no fallback: %s\n", why);
 }
 
@@ -550,18 +558,19 @@ static void test_unreachable_with_fallback(void **state)
     assert_in_range_i64(w, 200000 - (now_us() - t0), 200000);
     assert_int_equal(stg_redis_limiter_try(l, NULL, 3, &w), STG_ETOOBIG); /* > local burst */
     assert_int_equal(stg_redis_limiter_acquire(l, NULL, 1, STG_MS(300), &w), STG_OK);
-    /* the local breaker: 20 failures open it */
+    /* the local breaker: 20 failures open it for 30 s */
+    int64_t t1 = now_us();
     for (int i = 0; i < 20; i++)
         assert_int_equal(stg_redis_breaker_record(l, "h", STG_BREAKER_FAILURE, NULL), STG_OK);
     int64_t retry;
     assert_int_equal(stg_redis_breaker_allow(l, "h", &retry), STG_EBREAKER);
-    assert_in_range_i64(retry, STG_SEC(29), STG_SEC(30));
+    assert_in_range_i64(retry, STG_SEC(30) - (now_us() - t1), STG_SEC(30));
     stg_breaker_state bs;
     int64_t trips;
     assert_int_equal(stg_redis_breaker_state(l, "h", &bs, &retry, &trips), STG_OK);
     assert_int_equal(bs, STG_BREAKER_OPEN);
     assert_int_equal(trips, 1);
-    assert_in_range_i64(retry, STG_SEC(29), STG_SEC(30));
+    assert_in_range_i64(retry, STG_SEC(30) - (now_us() - t1), STG_SEC(30));
     assert_int_equal(log_count(&lb), 1); /* said once */
     stg_redis_stats st;
     stg_redis_limiter_stats(l, &st);
@@ -614,7 +623,8 @@ static void test_kill_restart_fallback(void **state)
     assert_int_equal(log_count(&lb), 1);
 
     pid = server_start(port);
-    end = now_us() + STG_SEC(5);
+    /* a hang guard, not a bound: the next attempt is due within 1 s */
+    end = now_us() + STG_SEC(60);
     while (log_count(&lb) < 2 && now_us() < end) {
         stg_redis_limiter_try(l, NULL, 1, &w);
         sleep_us(STG_MS(20));
@@ -731,15 +741,28 @@ static void test_handover_keeps_bound(void **state)
     server_stop(pid, SIGTERM);
 }
 
-/* The same without a fallback: STG_EUNAVAIL at once while down (no
- * connection attempt between reconnect intervals), then back. */
+/* The same without a fallback: STG_EUNAVAIL while down, and no connection
+ * attempt before the reconnect interval has passed on the limiter's clock
+ * (a frozen one here): a Redis that is back meanwhile is not seen until
+ * the clock moves on by the interval, and then at once. */
 static void test_kill_restart_no_fallback(void **state)
 {
     (void)state;
     int port = free_port();
     pid_t pid = server_start(port);
     logbook lb = {.mu = PTHREAD_MUTEX_INITIALIZER};
-    stg_redis_limiter *l = make(port, "killed2", 100, 10, 0, &lb);
+    char url[128];
+    g_fake_us = STG_SEC(5000);
+    stg_redis_limiter_config cfg = {.url = url_for(url, sizeof url, port, "killed2"),
+                                    .rate = 100,
+                                    .burst = 10,
+                                    .reconnect_interval_us = STG_SEC(1),
+                                    .clock = fake_clock,
+                                    .log = log_cb,
+                                    .log_data = &lb};
+    int err;
+    stg_redis_limiter *l = stg_redis_limiter_new(&cfg, &err, NULL, 0);
+    assert_non_null(l);
     int64_t w = -5;
     assert_int_equal(stg_redis_limiter_try(l, NULL, 1, &w), STG_OK);
     server_stop(pid, SIGTERM);
@@ -748,23 +771,19 @@ static void test_kill_restart_no_fallback(void **state)
     assert_int_equal(w, -5);
     assert_int_equal(log_count(&lb), 1);
     assert_int_equal(lb.ev[0], STG_REDIS_EVENT_DOWN);
-    int64_t t0 = now_us();
+    pid = server_start(port);
     assert_int_equal(stg_redis_limiter_acquire(l, NULL, 1, 0, &w), STG_EUNAVAIL);
     assert_int_equal(stg_redis_breaker_allow(l, NULL, NULL), STG_EUNAVAIL);
-    assert_true(now_us() - t0 < STG_MS(150)); /* no connection attempt */
-    pid = server_start(port);
-    int rc = STG_EUNAVAIL;
-    int64_t end = now_us() + STG_SEC(5);
-    while (rc == STG_EUNAVAIL && now_us() < end) {
-        rc = stg_redis_limiter_try(l, NULL, 1, &w);
-        if (rc == STG_EUNAVAIL)
-            sleep_us(STG_MS(20));
-    }
-    assert_int_equal(rc, STG_OK);
+    g_fake_us += STG_SEC(1) - 1;
+    assert_int_equal(stg_redis_limiter_try(l, NULL, 1, &w), STG_EUNAVAIL);
+    assert_int_equal(log_count(&lb), 1);
+    g_fake_us += 1;
+    assert_int_equal(stg_redis_limiter_try(l, NULL, 1, &w), STG_OK);
     assert_int_equal(log_count(&lb), 2);
     assert_int_equal(lb.ev[1], STG_REDIS_EVENT_BACK);
     stg_redis_stats st;
     stg_redis_limiter_stats(l, &st);
+    assert_int_equal(st.reconnects, 1);
     assert_true(st.unavailable >= 3);
     stg_redis_limiter_free(l);
     server_stop(pid, SIGTERM);
@@ -897,6 +916,7 @@ static void test_auth(void **state)
 static void test_breaker_shared(void **state)
 {
     (void)state;
+    int64_t t0 = now_us(); /* before the trip */
     pid_t a = fork();
     assert_true(a >= 0);
     if (a == 0) {
@@ -930,7 +950,7 @@ static void test_breaker_shared(void **state)
     stg_redis_limiter *b = make(g_port, "x", 1, 1, 0, NULL);
     int64_t retry = -1, trips = -1;
     assert_int_equal(stg_redis_breaker_allow(b, "api.shared", &retry), STG_EBREAKER);
-    assert_in_range_i64(retry, STG_SEC(29), STG_SEC(30));
+    assert_in_range_i64(retry, STG_SEC(30) - (now_us() - t0), STG_SEC(30));
     stg_breaker_state s;
     assert_int_equal(stg_redis_breaker_state(b, "api.shared", &s, &retry, &trips), STG_OK);
     assert_int_equal(s, STG_BREAKER_OPEN);
@@ -959,36 +979,41 @@ static void test_breaker_half_open(void **state)
     stg_redis_limiter *l = stg_redis_limiter_new(&cfg, &err, NULL, 0);
     assert_non_null(l);
     stg_breaker_state s;
+    int64_t t0 = now_us();
     for (int i = 0; i < 3; i++)
         assert_int_equal(stg_redis_breaker_record(l, NULL, STG_BREAKER_FAILURE, &s), STG_OK);
     assert_int_equal(s, STG_BREAKER_OPEN);
     int64_t retry;
     assert_int_equal(stg_redis_breaker_allow(l, NULL, &retry), STG_EBREAKER);
-    assert_in_range_i64(retry, STG_MS(150), STG_MS(200));
+    assert_in_range_i64(retry, STG_MS(200) - (now_us() - t0), STG_MS(200));
     sleep_us(retry);
+    t0 = now_us();
     assert_int_equal(stg_redis_breaker_allow(l, NULL, &retry), STG_OK); /* the probe */
     assert_int_equal(stg_redis_breaker_allow(l, NULL, &retry), STG_EBREAKER);
-    assert_in_range_i64(retry, STG_SEC(29), STG_SEC(30)); /* until the slot lapses */
+    /* until the slot lapses */
+    assert_in_range_i64(retry, STG_SEC(30) - (now_us() - t0), STG_SEC(30));
     /* a neutral outcome frees the slot */
     assert_int_equal(stg_redis_breaker_record(l, NULL, STG_BREAKER_NEUTRAL, &s), STG_OK);
     assert_int_equal(s, STG_BREAKER_HALF_OPEN);
     assert_int_equal(stg_redis_breaker_allow(l, NULL, &retry), STG_OK);
+    t0 = now_us();
     assert_int_equal(stg_redis_breaker_record(l, NULL, STG_BREAKER_FAILURE, &s), STG_OK);
     assert_int_equal(s, STG_BREAKER_OPEN);
     int64_t trips;
     assert_int_equal(stg_redis_breaker_state(l, NULL, &s, &retry, &trips), STG_OK);
-    assert_in_range_i64(retry, STG_MS(350), STG_MS(400)); /* doubled */
+    assert_in_range_i64(retry, STG_MS(400) - (now_us() - t0), STG_MS(400)); /* doubled */
     assert_int_equal(trips, 2);
     sleep_us(retry);
     assert_int_equal(stg_redis_breaker_allow(l, NULL, &retry), STG_OK);
     assert_int_equal(stg_redis_breaker_record(l, NULL, STG_BREAKER_SUCCESS, &s), STG_OK);
     assert_int_equal(s, STG_BREAKER_CLOSED);
     /* closed again: the next trip is back to 200 ms */
+    t0 = now_us();
     for (int i = 0; i < 3; i++)
         stg_redis_breaker_record(l, NULL, STG_BREAKER_FAILURE, &s);
     assert_int_equal(stg_redis_breaker_state(l, NULL, &s, &retry, &trips), STG_OK);
     assert_int_equal(s, STG_BREAKER_OPEN);
-    assert_in_range_i64(retry, STG_MS(150), STG_MS(200));
+    assert_in_range_i64(retry, STG_MS(200) - (now_us() - t0), STG_MS(200));
     assert_int_equal(trips, 3);
     stg_redis_limiter_free(l);
 }
