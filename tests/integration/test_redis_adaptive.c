@@ -123,8 +123,9 @@ static void test_cut_and_recovery(void **state)
     assert_true(en);
     assert_int_equal(last_cut_rs("cut"), 20);
     /* Still in the first bucket, 20 sends / 0.5 s = 40/s, cut to 28/s;
-     * read a moment later, on a curve rising at most 3 C K^3 = 11.6/s per
-     * second (C 0.4, K^3 = 40 * 0.3 / 0.4), above slow start's 28 ln 2 / 2 s. */
+     * read a moment later, on a curve rising at most 3 C K^2 = 11.6/s per
+     * second (C 0.4, K^3 = 40 * 0.3 / 0.4 = 30), faster than slow start
+     * (28 ln 2 / 2 s = 9.7/s per second). */
     int64_t since_cut = now_us() - cut_at;
     if (now_us() - t0 < STG_MS(500))
         assert_true(r >= 28.0 - 0.002 && r <= 28.0 + 12.0 * (double)since_cut / 1e6 + 0.002);
