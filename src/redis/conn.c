@@ -475,16 +475,18 @@ fail:
     return STG_EUNAVAIL;
 }
 
-int stg__redis_eval(stg_redis_limiter *l, int which, const char *key, int argc,
-                    const char *const *argv, size_t n, redisReply **replies, stg__note *note)
+/* eval_once, and when the server had closed a connection that was fine
+ * (an idle timeout, a restart: the commands did not run), reconnect at
+ * once if the pacing allows, take back the note, and either run them there
+ * (rerun) or return STG_EAGAIN for the caller to build them anew. */
+static int eval_reconnect(stg_redis_limiter *l, int which, const char *key, int argc,
+                          const char *const *argv, size_t n, redisReply **replies,
+                          stg__note *note, bool rerun)
 {
     bool peer_closed;
     int rc = eval_once(l, which, key, argc, argv, n, replies, note, &peer_closed);
     if (rc == STG_OK || !peer_closed)
         return rc;
-    /* The server closed a connection that was fine (an idle timeout, a
-     * restart): the commands did not run. Reconnect at once if the pacing
-     * allows, and if that works take back the note and run them there. */
     if (stg__redis_now(l) - l->last_attempt_us < l->reconnect_interval_us)
         return rc;
     char reason[STG__REASON_MAX];
@@ -493,7 +495,22 @@ int stg__redis_eval(stg_redis_limiter *l, int which, const char *key, int argc,
     l->down = false;
     l->stats.reconnects++;
     note->ev = 0;
+    if (!rerun)
+        return STG_EAGAIN;
     return eval_once(l, which, key, argc, argv, n, replies, note, &peer_closed);
+}
+
+int stg__redis_eval(stg_redis_limiter *l, int which, const char *key, int argc,
+                    const char *const *argv, size_t n, redisReply **replies, stg__note *note)
+{
+    return eval_reconnect(l, which, key, argc, argv, n, replies, note, true);
+}
+
+int stg__redis_eval_fresh(stg_redis_limiter *l, int which, const char *key, int argc,
+                          const char *const *argv, size_t n, redisReply **replies,
+                          stg__note *note)
+{
+    return eval_reconnect(l, which, key, argc, argv, n, replies, note, false);
 }
 
 /* ---- the handle -------------------------------------------------------- */

@@ -119,10 +119,12 @@ static int local_takes(stg_redis_limiter *l, const char *name, size_t n, int64_t
     return STG_OK;
 }
 
-/* Under mu, connected: n takes decided by the script. The first carries
- * what the fallback admitted for the key (if anything), alone in its round
- * trip when n > 1 so that the others do not carry it again. On success the
- * local bucket mirrors the debt of the last reply. */
+/* Under mu, connected: n takes decided by the script. With a fallback, the
+ * first carries the local debt when the key was last decided before a
+ * (re)connection (fallback.c), alone in its round trip when n > 1 so that
+ * the others do not carry it again; that includes a connection the server
+ * closed and that was made again inside this call. On success the local
+ * bucket mirrors the last reply's debt. */
 static int shared_takes(stg_redis_limiter *l, const char *name, const char *rkey,
                         const char *const *args, size_t n, int64_t weight, int64_t timeout_us,
                         bool is_try, int *rcs, int64_t *waits, redisReply **replies,
@@ -134,16 +136,24 @@ static int shared_takes(stg_redis_limiter *l, const char *name, const char *rkey
         if (!loc)
             return STG_ENOMEM;
     }
-    int64_t carry = loc && loc->carry ? stg__local_carry_ns(l, loc, stg__redis_now(l)) : 0;
     char a_carry[24];
-    snprintf(a_carry, sizeof a_carry, "%" PRId64, carry);
     const char *argv[5] = {args[0], args[1], args[2], args[3], a_carry};
     size_t done = 0;
     int rc = STG_OK;
     int64_t debt = 0;
+    bool fresh = true; /* a carry is due if loc->carry */
     while (done < n) {
+        int64_t carry = fresh && loc && loc->carry ? stg__local_carry_ns(l, loc, stg__redis_now(l))
+                                                   : 0;
+        snprintf(a_carry, sizeof a_carry, "%" PRId64, carry);
         size_t m = carry > 0 ? 1 : n - done;
-        if (stg__redis_eval(l, STG__SCRIPT_GCRA, rkey, 5, argv, m, replies + done, note) != STG_OK)
+        int erc = stg__redis_eval_fresh(l, STG__SCRIPT_GCRA, rkey, 5, argv, m, replies + done,
+                                        note);
+        if (erc == STG_EAGAIN) {
+            fresh = true; /* a new connection: nothing ran, carry first */
+            continue;
+        }
+        if (erc != STG_OK)
             break;
         for (size_t i = done; i < done + m; i++) {
             int r = answer(replies[i], is_try, &waits[i], &debt);
@@ -154,8 +164,7 @@ static int shared_takes(stg_redis_limiter *l, const char *name, const char *rkey
         }
         l->stats.redis_decisions += (int64_t)m;
         done += m;
-        carry = 0;
-        a_carry[0] = '0', a_carry[1] = '\0';
+        fresh = false;
     }
     if (done == 0)
         return STG_EUNAVAIL;

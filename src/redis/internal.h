@@ -129,6 +129,14 @@ bool stg__redis_ready(stg_redis_limiter *l, stg__note *note);
 int stg__redis_eval(stg_redis_limiter *l, int which, const char *key, int argc,
                     const char *const *argv, size_t n, redisReply **replies, stg__note *note);
 
+/* As stg__redis_eval, but when the connection had been closed by the
+ * server and a new one was made at once, the commands are not run on it:
+ * STG_EAGAIN, so that the caller builds them anew for a fresh connection
+ * (the limiter carries local debts into it, see fallback.c). */
+int stg__redis_eval_fresh(stg_redis_limiter *l, int which, const char *key, int argc,
+                          const char *const *argv, size_t n, redisReply **replies,
+                          stg__note *note);
+
 /* Emit a note (not under mu). */
 void stg__redis_emit(stg_redis_limiter *l, const stg__note *note);
 
