@@ -271,7 +271,8 @@ STG_API int stg_redis_limiter_acquire(stg_redis_limiter *l, const char *key, int
                                       int64_t timeout_us, int64_t *wait_us);
 
 /* n acquires of the same key, weight and timeout in ONE round trip
- * (pipelined EVALSHA). rcs[i] and waits[i] get what the i-th acquire would
+ * (pipelined EVALSHA; two, the first alone, when a debt from the fallback
+ * is carried into Redis after a reconnection). rcs[i] and waits[i] get what the i-th acquire would
  * have returned, in order (waits may be NULL). Returns STG_OK when every
  * decision was taken (each rcs[i] is then STG_OK or STG_ETIMEDOUT), or the
  * error that stopped them all (STG_EINVAL, STG_ETOOBIG, STG_EUNAVAIL; then
