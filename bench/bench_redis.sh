@@ -11,7 +11,13 @@
 # bench_redis (one connection: one EVALSHA per decision, then PIPELINE
 # decisions per round trip; the breaker; the shared adaptive rate's acquire),
 # prints the ratios, and stops the server. Every
-# step runs under `timeout`, so the whole run is bounded (about 30 s).
+# step runs under `timeout`, so the whole run is bounded (about 60 s).
+# Then the shared adaptive rate's figures: `bench_redis URL learn` (4
+# processes, one learned rate, against a simulated 100/s), and, when
+# BUILD_DIR holds the stagger CLI, 4 `stagger batch` processes sharing one
+# learned rate against `stagger serve --rate 40 --burst 5` (the share of
+# 429s and the busiest 2 s after the start). Those two were assertions of
+# the integration tests once; they depend on how busy the machine is.
 # Asserts nothing about speed: exit status 0 unless something failed to run.
 set -eu
 
@@ -56,6 +62,42 @@ timeout 60 "$BIN" "redis://127.0.0.1:$PORT/bench" "$SECONDS_EACH" "$PIPE" >>"$OU
 redis-cli -h 127.0.0.1 -p "$PORT" info commandstats | tr -d '\r' |
   sed -n 's/^cmdstat_\(evalsha\|incr\):.*usec_per_call=\([0-9.]*\).*/server_us_\1 \2/p' >>"$OUT"
 
+timeout 60 "$BIN" "redis://127.0.0.1:$PORT/learn" learn 9 >>"$OUT"
+
+# 4 batch processes, no --rate: one rate learned in Redis, against 40/s.
+CLI=$BUILD/src/cli/stagger
+if [ -x "$CLI" ]; then
+  D=$(mktemp -d)
+  "$CLI" serve --port 0 --rate 40 --burst 5 --log "$D/serve.log" >"$D/serve.out" 2>&1 &
+  SP=$!
+  i=0
+  until [ -s "$D/serve.out" ]; do
+    i=$((i + 1)); [ $i -lt 100 ] || break; sleep 0.05
+  done
+  SPORT=$(sed -n 's/^listening on http:\/\/127.0.0.1:\([0-9]*\).*/\1/p' "$D/serve.out")
+  BPIDS=""
+  for w in 1 2 3 4; do
+    seq -f "a$w-%03g" 1 60 >"$D/keys$w.txt"
+    timeout 120 "$CLI" batch -q --url "http://127.0.0.1:$SPORT/track/{}" "$D/keys$w.txt" \
+      --db "$D/$w.db" --concurrency 8 --limiter "redis://127.0.0.1:$PORT/batchlearn" \
+      >/dev/null 2>&1 &
+    BPIDS="$BPIDS $!"
+  done
+  for p in $BPIDS; do wait "$p" || true; done
+  kill "$SP" 2>/dev/null; wait "$SP" 2>/dev/null || true
+  python3 - "$D/serve.log" >>"$OUT" <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if "/track/" in l]
+ts = sorted(r["t_us"] for r in rows)
+late = [t for t in ts if t - ts[0] > 3e6]
+busiest = max(sum(1 for u in late if t <= u < t + 2e6) for t in late) / 2 if late else 0
+print("batch_calls", len(rows))
+print("batch_429_pct", round(100 * sum(r["status"] == 429 for r in rows) / max(1, len(rows)), 1))
+print("batch_busiest", busiest)
+PY
+  rm -rf "$D"
+fi
+
 awk -v pipe="$PIPE" '
   { v[$1] = $2 }
   END {
@@ -76,4 +118,7 @@ awk -v pipe="$PIPE" '
       printf "ratio limiter/INCR pipelined:  %.2f\n", v["limiter_pipelined"] / v["P_INCR"]
       printf "ratio pipelined/sequential limiter: %.1f\n", v["limiter_pipelined"] / v["limiter_sequential"]
     }
+    printf "shared adaptive rate, 4 processes, 9 s, against %s/s: last 3 s %s sends/s, %s%% throttled (first 6 s: %s sends, %s throttled)\n", v["learn_limit"], v["learn_late_rate"], v["learn_late_throttled_pct"], v["learn_early_sends"], v["learn_early_throttled"]
+    if ("batch_calls" in v)
+      printf "stagger batch x4, shared adaptive rate, against 40/s: %s calls, %s%% answered 429, busiest 2 s after the first 3 s: %s/s\n", v["batch_calls"], v["batch_429_pct"], v["batch_busiest"]
   }' "$OUT"

@@ -2,6 +2,7 @@
  * bench_redis: decisions per second of the Redis limiter.
  *
  *   bench_redis URL [SECONDS [PIPELINE]]
+ *   bench_redis URL learn [SECONDS]
  *
  * Runs, each for SECONDS (default 2) against the server at URL:
  *   sequential   stg_redis_limiter_try in a loop: one EVALSHA round trip
@@ -15,10 +16,24 @@
  * PING and INCR. The rate is set far above what one connection reaches, so
  * every decision admits and writes (the costly path). Asserts nothing
  * about speed.
+ *
+ * "learn" measures the shared adaptive rate instead: 4 processes share one
+ * adaptive key, each sending as fast as it lets it to a simulated server
+ * of 100/s, burst 5 (a fixed-rate key in the same Redis, asked with try:
+ * refused = throttled), for SECONDS (default 9). It prints the sends per
+ * second of the last third against the server's 100/s and the share of
+ * them throttled, and the same for the first two thirds (slow start from
+ * the first, unmeasured cut). These were assertions of the integration
+ * test once (60%..115% of the limit, under 5% throttled); they depend on
+ * how busy the machine is, so they are figures.
  */
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <stagger/redis.h>
 
@@ -38,8 +53,95 @@ static void log_cb(void *data, stg_redis_event ev, const char *msg)
     fprintf(stderr, "bench_redis: %s\n", msg);
 }
 
+static void sleep_us(int64_t us)
+{
+    if (us <= 0)
+        return;
+    struct timespec ts = {.tv_sec = us / 1000000, .tv_nsec = (long)(us % 1000000) * 1000};
+    while (nanosleep(&ts, &ts) != 0)
+        ;
+}
+
+#define LEARN_PROCS 4
+#define LEARN_LIMIT 100.0
+
+/* One process of "learn": counts[late][throttled] to fd. */
+static void learn_child(const char *url, int64_t run_us, int fd)
+{
+    char sim[600];
+    snprintf(sim, sizeof sim, "%s-simserver", url);
+    stg_redis_limiter_config ac = {.url = url, .adaptive = true, .log = log_cb};
+    stg_redis_limiter_config sc = {.url = sim, .rate = LEARN_LIMIT, .burst = 5, .log = log_cb};
+    stg_redis_limiter *l = stg_redis_limiter_new(&ac, NULL, NULL, 0);
+    stg_redis_limiter *server = stg_redis_limiter_new(&sc, NULL, NULL, 0);
+    long counts[2][2] = {{0}};
+    int64_t start = now_us(), end = start + run_us, late = start + run_us * 2 / 3;
+    while (l && server && now_us() < end) {
+        int64_t w, t;
+        if (stg_redis_adaptive_acquire(l, NULL, end - now_us(), &w, &t) != STG_OK)
+            break;
+        sleep_us(w);
+        bool throttled = stg_redis_limiter_try(server, NULL, 1, NULL) != STG_OK;
+        sleep_us(2000); /* the answer's round trip */
+        stg_redis_adaptive_response(l, NULL, t, throttled, 0);
+        counts[now_us() > late][throttled]++;
+    }
+    stg_redis_limiter_free(server);
+    stg_redis_limiter_free(l);
+    _exit(write(fd, counts, sizeof counts) == (ssize_t)sizeof counts ? 0 : 2);
+}
+
+static int learn(const char *url, double seconds)
+{
+    int64_t run_us = (int64_t)(seconds * 1e6);
+    int fds[LEARN_PROCS][2];
+    pid_t pids[LEARN_PROCS];
+    for (int i = 0; i < LEARN_PROCS; i++) {
+        if (pipe(fds[i]) != 0 || (pids[i] = fork()) < 0) {
+            perror("bench_redis");
+            return 1;
+        }
+        if (pids[i] == 0) {
+            close(fds[i][0]);
+            learn_child(url, run_us, fds[i][1]);
+        }
+        close(fds[i][1]);
+    }
+    long tot[2][2] = {{0}};
+    int status = 0;
+    for (int i = 0; i < LEARN_PROCS; i++) {
+        long c[2][2];
+        if (read(fds[i][0], c, sizeof c) != (ssize_t)sizeof c)
+            status = 1;
+        else
+            for (int a = 0; a < 2; a++)
+                for (int b = 0; b < 2; b++)
+                    tot[a][b] += c[a][b];
+        close(fds[i][0]);
+        int st;
+        if (waitpid(pids[i], &st, 0) != pids[i] || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
+            status = 1;
+    }
+    double late_s = seconds / 3;
+    long late_n = tot[1][0] + tot[1][1], early_n = tot[0][0] + tot[0][1];
+    printf("learn_limit %.0f\n", LEARN_LIMIT);
+    printf("learn_late_rate %.1f\n", (double)late_n / late_s);
+    printf("learn_late_throttled_pct %.1f\n", late_n ? 100.0 * (double)tot[1][1] / (double)late_n : 0.0);
+    printf("learn_early_sends %ld\n", early_n);
+    printf("learn_early_throttled %ld\n", tot[0][1]);
+    return status;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc >= 3 && argc <= 4 && strcmp(argv[2], "learn") == 0) {
+        double seconds = argc > 3 ? atof(argv[3]) : 9.0;
+        if (!(seconds > 0 && seconds <= 600)) {
+            fprintf(stderr, "bench_redis: SECONDS in (0, 600]\n");
+            return 2;
+        }
+        return learn(argv[1], seconds);
+    }
     if (argc < 2 || argc > 4) {
         fprintf(stderr, "usage: bench_redis URL [SECONDS [PIPELINE]]\n");
         return 2;

@@ -42,6 +42,14 @@
  * log callback says so once, the limiter tries to reconnect at most every
  * reconnect_interval_us (1 s) from inside the calls that come, and once
  * Redis answers again it is used again, which is also logged once.
+ * The hand-overs keep burst + rate * t for this process's sends: falling
+ * back, the local bucket starts from the debt Redis last reported for the
+ * key (scaled to the local rate), not full; coming back, the local debt
+ * is added to the key's state in Redis at its first shared decision (a
+ * Redis restarted empty would otherwise give a whole burst on top). After
+ * a reconnection to a Redis that kept its state this counts the debt
+ * twice: a pause of at most burst / rate, erring on the side of sending
+ * less.
  *
  * Thread-safety: a stg_redis_limiter may be used from any number of
  * threads; one mutex serialises its calls, each of which holds it for one
@@ -126,7 +134,8 @@ typedef enum stg_redis_event {
 } stg_redis_event;
 
 /* Log callback. msg is one line without a newline, e.g.
- * "redis redis://127.0.0.1:6379/jobs unreachable (Connection refused);
+ * "redis redis://127.0.0.1:6379/jobs unreachable (Redis at 127.0.0.1:6379
+ *  did not answer EVALSHA within 200 ms);
  *  falling back to local bucket at 0.25 x rate (2.5/s, burst 1)".
  * It never contains the password. msg is valid during the call only.
  * Called from the thread whose call saw the transition, after the
@@ -266,7 +275,8 @@ STG_API int stg_redis_limiter_acquire(stg_redis_limiter *l, const char *key, int
                                       int64_t timeout_us, int64_t *wait_us);
 
 /* n acquires of the same key, weight and timeout in ONE round trip
- * (pipelined EVALSHA). rcs[i] and waits[i] get what the i-th acquire would
+ * (pipelined EVALSHA; two, the first alone, when a debt from the fallback
+ * is carried into Redis after a reconnection). rcs[i] and waits[i] get what the i-th acquire would
  * have returned, in order (waits may be NULL). Returns STG_OK when every
  * decision was taken (each rcs[i] is then STG_OK or STG_ETIMEDOUT), or the
  * error that stopped them all (STG_EINVAL, STG_ETOOBIG, STG_EUNAVAIL; then

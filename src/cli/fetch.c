@@ -621,6 +621,7 @@ static int exit_status(const stg_result *r)
     case STG_REASON_METHOD_NOT_IDEMPOTENT:
         return r->status > 0 ? EXIT_HTTP_NOT_RETRIED : EXIT_TRANSPORT;
     case STG_REASON_ERROR_NOT_RETRYABLE:
+    case STG_REASON_LIMITER_UNAVAILABLE: /* even after an HTTP answer */
         return EXIT_TRANSPORT;
     default:
         return r->status > 0 ? EXIT_HTTP_AFTER_RETRIES : EXIT_TRANSPORT;

@@ -149,23 +149,57 @@ static redisReply *command(redisContext *c, int argc, const char **argv, const s
     return r;
 }
 
-/* Reply text for a message: error replies are Redis's own words and never
- * echo the password. */
-static void reply_reason(const redisReply *r, char *buf, size_t len, const char *what)
+/* Every reason below says what failed and where ("Redis at HOST:PORT ..."):
+ * it ends up in a log line or an error message, where "Resource
+ * temporarily unavailable" alone would not tell anyone that Redis was
+ * slow. Error replies are Redis's own words and never echo the password. */
+static void reply_reason(const stg_redis_limiter *l, const redisReply *r, char *buf, size_t len,
+                         const char *what)
 {
     if (r && r->type == REDIS_REPLY_ERROR)
-        snprintf(buf, len, "%s: %.*s", what, (int)(r->len > 200 ? 200 : r->len), r->str);
+        snprintf(buf, len, "%s: Redis at %s answered %.*s", what, l->where,
+                 (int)(r->len > 200 ? 200 : r->len), r->str);
     else
-        snprintf(buf, len, "%s: unexpected reply", what);
+        snprintf(buf, len, "%s: Redis at %s sent an unexpected reply", what, l->where);
 }
 
-static int load_script(redisContext *c, const char *src, char sha[41], char *reason, size_t rlen)
+/* An I/O failure of a command on c: a timeout (hiredis reports the read's
+ * EAGAIN as "Resource temporarily unavailable"), a closed connection, or
+ * another socket error. */
+static void io_reason(const stg_redis_limiter *l, const redisContext *c, int err_no,
+                      const char *what, char *buf, size_t len)
+{
+    if (c->err == REDIS_ERR_IO && (err_no == EAGAIN || err_no == EWOULDBLOCK ||
+                                   err_no == ETIMEDOUT))
+        snprintf(buf, len, "Redis at %s did not answer %s within %" PRId64 " ms", l->where, what,
+                 l->command_timeout_us / 1000);
+    else if (c->err == REDIS_ERR_EOF)
+        snprintf(buf, len, "Redis at %s closed the connection during %s", l->where, what);
+    else
+        snprintf(buf, len, "%s to Redis at %s failed: %s", what, l->where,
+                 c->errstr[0] ? c->errstr : "I/O error");
+}
+
+/* Run one command; returns the reply or NULL on an I/O error (then
+ * *err_no is errno as the failure left it). */
+static redisReply *command_errno(redisContext *c, int argc, const char **argv,
+                                 const size_t *lens, int *err_no)
+{
+    errno = 0;
+    redisReply *r = command(c, argc, argv, lens);
+    *err_no = errno;
+    return r;
+}
+
+static int load_script(const stg_redis_limiter *l, redisContext *c, const char *src,
+                       char sha[41], char *reason, size_t rlen)
 {
     const char *argv[] = {"SCRIPT", "LOAD", src};
     size_t lens[] = {6, 4, strlen(src)};
-    redisReply *r = command(c, 3, argv, lens);
+    int err_no;
+    redisReply *r = command_errno(c, 3, argv, lens, &err_no);
     if (!r) {
-        snprintf(reason, rlen, "SCRIPT LOAD: %s", c->errstr);
+        io_reason(l, c, err_no, "SCRIPT LOAD", reason, rlen);
         return STG_EUNAVAIL;
     }
     int rc = STG_OK;
@@ -173,7 +207,7 @@ static int load_script(redisContext *c, const char *src, char sha[41], char *rea
         memcpy(sha, r->str, 40);
         sha[40] = '\0';
     } else {
-        reply_reason(r, reason, rlen, "SCRIPT LOAD");
+        reply_reason(l, r, reason, rlen, "SCRIPT LOAD");
         rc = STG_EUNAVAIL;
     }
     freeReplyObject(r);
@@ -192,19 +226,26 @@ static int connect_now(stg_redis_limiter *l, char *reason, size_t rlen)
 {
     l->attempted = true;
     l->last_attempt_us = stg__redis_now(l);
+    errno = 0;
     redisContext *c = redisConnectWithTimeout(l->url.host, l->url.port,
                                               tv_of(l->connect_timeout_us));
+    int err_no = errno;
     if (!c) {
-        snprintf(reason, rlen, "out of memory");
+        snprintf(reason, rlen, "out of memory connecting to Redis at %s", l->where);
         return STG_ENOMEM;
     }
     if (c->err) {
-        snprintf(reason, rlen, "%s", c->errstr);
+        if (err_no == ETIMEDOUT || err_no == EINPROGRESS || err_no == EAGAIN)
+            snprintf(reason, rlen, "Redis at %s did not accept a connection within %" PRId64 " ms",
+                     l->where, l->connect_timeout_us / 1000);
+        else
+            snprintf(reason, rlen, "cannot connect to Redis at %s: %s", l->where, c->errstr);
         redisFree(c);
         return STG_EUNAVAIL;
     }
     if (redisSetTimeout(c, tv_of(l->command_timeout_us)) != REDIS_OK) {
-        snprintf(reason, rlen, "cannot set the command timeout");
+        snprintf(reason, rlen, "cannot set the command timeout on the connection to Redis at %s",
+                 l->where);
         redisFree(c);
         return STG_EUNAVAIL;
     }
@@ -217,13 +258,13 @@ static int connect_now(stg_redis_limiter *l, char *reason, size_t rlen)
         if (l->url.user[0])
             argv[argc] = l->url.user, lens[argc++] = strlen(l->url.user);
         argv[argc] = l->url.password, lens[argc++] = strlen(l->url.password);
-        redisReply *r = command(c, argc, argv, lens);
+        redisReply *r = command_errno(c, argc, argv, lens, &err_no);
         if (!r) {
-            snprintf(reason, rlen, "AUTH: %s", c->errstr);
+            io_reason(l, c, err_no, "AUTH", reason, rlen);
             rc = STG_EUNAVAIL;
         } else {
             if (r->type == REDIS_REPLY_ERROR) {
-                reply_reason(r, reason, rlen, "AUTH failed");
+                reply_reason(l, r, reason, rlen, "AUTH failed");
                 rc = STG_EUNAVAIL;
             }
             freeReplyObject(r);
@@ -234,25 +275,26 @@ static int connect_now(stg_redis_limiter *l, char *reason, size_t rlen)
         snprintf(db, sizeof db, "%d", l->url.db);
         const char *argv[] = {"SELECT", db};
         size_t lens[] = {6, strlen(db)};
-        redisReply *r = command(c, 2, argv, lens);
+        redisReply *r = command_errno(c, 2, argv, lens, &err_no);
         if (!r) {
-            snprintf(reason, rlen, "SELECT: %s", c->errstr);
+            io_reason(l, c, err_no, "SELECT", reason, rlen);
             rc = STG_EUNAVAIL;
         } else {
             if (r->type == REDIS_REPLY_ERROR) {
-                reply_reason(r, reason, rlen, "SELECT failed");
+                reply_reason(l, r, reason, rlen, "SELECT failed");
                 rc = STG_EUNAVAIL;
             }
             freeReplyObject(r);
         }
     }
     for (int i = 0; rc == STG_OK && i < STG__SCRIPT_COUNT; i++)
-        rc = load_script(c, script_src[i], l->sha[i], reason, rlen);
+        rc = load_script(l, c, script_src[i], l->sha[i], reason, rlen);
     if (rc != STG_OK) {
         redisFree(c);
         return rc;
     }
     l->ctx = c;
+    stg__local_mark_carry(l);
     return STG_OK;
 }
 
@@ -272,7 +314,7 @@ bool stg__redis_ready(stg_redis_limiter *l, stg__note *note)
     int64_t now = stg__redis_now(l);
     if (l->attempted && now - l->last_attempt_us < l->reconnect_interval_us)
         return false;
-    char reason[256];
+    char reason[STG__REASON_MAX];
     if (connect_now(l, reason, sizeof reason) != STG_OK) {
         note_down(l, note, reason);
         return false;
@@ -368,13 +410,13 @@ static int eval_once(stg_redis_limiter *l, int which, const char *key, int argc,
     for (int i = 0; i < argc && k < MAX_ARGV; i++)
         argv[k] = args[i], lens[k++] = strlen(args[i]);
 
-    char reason[256];
+    char reason[STG__REASON_MAX];
     redisReply **again = NULL;
     int err_no = 0;
     *peer_closed = false;
     if (!round_trip(l->ctx, k, argv, lens, n, replies, &err_no)) {
         *peer_closed = closed_by_peer(l->ctx, err_no);
-        snprintf(reason, sizeof reason, "%s", l->ctx->errstr[0] ? l->ctx->errstr : "I/O error");
+        io_reason(l, l->ctx, err_no, "EVALSHA", reason, sizeof reason);
         goto fail;
     }
     size_t noscript = 0;
@@ -382,7 +424,7 @@ static int eval_once(stg_redis_limiter *l, int which, const char *key, int argc,
         if (is_noscript(replies[i])) {
             noscript++;
         } else if (replies[i]->type != REDIS_REPLY_ARRAY) {
-            reply_reason(replies[i], reason, sizeof reason, "EVALSHA");
+            reply_reason(l, replies[i], reason, sizeof reason, "EVALSHA");
             goto fail;
         }
     }
@@ -391,16 +433,17 @@ static int eval_once(stg_redis_limiter *l, int which, const char *key, int argc,
 
     /* NOSCRIPT: those commands did not run. Reload the script and run them
      * again (in one more round trip), keeping the order of results. */
-    if (load_script(l->ctx, script_src[which], l->sha[which], reason, sizeof reason) != STG_OK)
+    if (load_script(l, l->ctx, script_src[which], l->sha[which], reason, sizeof reason) != STG_OK)
         goto fail;
     l->stats.script_loads++;
     again = malloc(noscript * sizeof *again);
     if (!again) {
-        snprintf(reason, sizeof reason, "out of memory");
+        snprintf(reason, sizeof reason, "out of memory reloading a script on Redis at %s",
+                 l->where);
         goto fail;
     }
     if (!round_trip(l->ctx, k, argv, lens, noscript, again, &err_no)) {
-        snprintf(reason, sizeof reason, "%s", l->ctx->errstr[0] ? l->ctx->errstr : "I/O error");
+        io_reason(l, l->ctx, err_no, "EVALSHA", reason, sizeof reason);
         goto fail;
     }
     for (size_t i = 0, j = 0; i < n; i++) {
@@ -414,9 +457,11 @@ static int eval_once(stg_redis_limiter *l, int which, const char *key, int argc,
     for (size_t i = 0; i < n; i++) {
         if (replies[i]->type != REDIS_REPLY_ARRAY) {
             if (is_noscript(replies[i]))
-                snprintf(reason, sizeof reason, "script vanished again right after SCRIPT LOAD");
+                snprintf(reason, sizeof reason,
+                         "EVALSHA: Redis at %s lost the script again right after SCRIPT LOAD",
+                         l->where);
             else
-                reply_reason(replies[i], reason, sizeof reason, "EVALSHA");
+                reply_reason(l, replies[i], reason, sizeof reason, "EVALSHA");
             goto fail;
         }
     }
@@ -430,25 +475,42 @@ fail:
     return STG_EUNAVAIL;
 }
 
-int stg__redis_eval(stg_redis_limiter *l, int which, const char *key, int argc,
-                    const char *const *argv, size_t n, redisReply **replies, stg__note *note)
+/* eval_once, and when the server had closed a connection that was fine
+ * (an idle timeout, a restart: the commands did not run), reconnect at
+ * once if the pacing allows, take back the note, and either run them there
+ * (rerun) or return STG_EAGAIN for the caller to build them anew. */
+static int eval_reconnect(stg_redis_limiter *l, int which, const char *key, int argc,
+                          const char *const *argv, size_t n, redisReply **replies,
+                          stg__note *note, bool rerun)
 {
     bool peer_closed;
     int rc = eval_once(l, which, key, argc, argv, n, replies, note, &peer_closed);
     if (rc == STG_OK || !peer_closed)
         return rc;
-    /* The server closed a connection that was fine (an idle timeout, a
-     * restart): the commands did not run. Reconnect at once if the pacing
-     * allows, and if that works take back the note and run them there. */
     if (stg__redis_now(l) - l->last_attempt_us < l->reconnect_interval_us)
         return rc;
-    char reason[256];
+    char reason[STG__REASON_MAX];
     if (connect_now(l, reason, sizeof reason) != STG_OK)
         return rc;
     l->down = false;
     l->stats.reconnects++;
     note->ev = 0;
+    if (!rerun)
+        return STG_EAGAIN;
     return eval_once(l, which, key, argc, argv, n, replies, note, &peer_closed);
+}
+
+int stg__redis_eval(stg_redis_limiter *l, int which, const char *key, int argc,
+                    const char *const *argv, size_t n, redisReply **replies, stg__note *note)
+{
+    return eval_reconnect(l, which, key, argc, argv, n, replies, note, true);
+}
+
+int stg__redis_eval_fresh(stg_redis_limiter *l, int which, const char *key, int argc,
+                          const char *const *argv, size_t n, redisReply **replies,
+                          stg__note *note)
+{
+    return eval_reconnect(l, which, key, argc, argv, n, replies, note, false);
 }
 
 /* ---- the handle -------------------------------------------------------- */
@@ -512,6 +574,8 @@ stg_redis_limiter *stg_redis_limiter_new(const stg_redis_limiter_config *cfg, in
         return NULL;
     }
     stg_redis_url_format(&l->url, l->url_shown, sizeof l->url_shown);
+    snprintf(l->where, sizeof l->where, strchr(l->url.host, ':') ? "[%s]:%d" : "%s:%d",
+             l->url.host, l->url.port);
 
     const char *bad = NULL;
     int64_t interval = 0;
@@ -600,7 +664,7 @@ stg_redis_limiter *stg_redis_limiter_new(const stg_redis_limiter_config *cfg, in
         return NULL;
     }
 
-    char reason[256];
+    char reason[STG__REASON_MAX];
     rc = connect_now(l, reason, sizeof reason);
     if (rc != STG_OK) {
         if (rc == STG_ENOMEM || l->share <= 0) {

@@ -16,6 +16,13 @@
  * The key expires when the bucket would be full again (plus 1 s): a missing
  * key means a full bucket, so expiry loses nothing.
  *
+ * The hand-over from and to the local fallback (see fallback.c): every
+ * reply carries the key's debt (TAT - now) after the decision, which the
+ * local bucket mirrors; and a call may carry a debt (ARGV[5], ns) that is
+ * added to the TAT before deciding, and written even when the take itself
+ * is refused: what the fallback admitted while Redis was away counts
+ * against the shared bucket from the first shared decision on.
+ *
  * The clock is TIME inside the script. Redis before 5 replicates scripts
  * verbatim and refuses a write after TIME unless the script first asks for
  * effects replication, hence the guarded redis.replicate_commands().
@@ -29,13 +36,14 @@
 #include "internal.h"
 
 const char stg__redis_gcra_lua[] =
-    "-- stagger GCRA. KEYS[1] bucket hash; ARGV interval_ns, burst, weight, timeout_ns.\n"
-    "-- Returns {admitted 1|0, wait_us}.\n"
+    "-- stagger GCRA. KEYS[1] bucket hash; ARGV interval_ns, burst, weight, timeout_ns,\n"
+    "-- carry_ns. Returns {admitted 1|0, wait_us, debt_us}.\n"
     "if redis.replicate_commands then redis.replicate_commands() end\n"
     "local T = tonumber(ARGV[1])\n"
     "local burst = tonumber(ARGV[2])\n"
     "local w = tonumber(ARGV[3])\n"
     "local timeout = tonumber(ARGV[4])\n"
+    "local carry = tonumber(ARGV[5]) or 0\n"
     "local now_t = redis.call('TIME')\n"
     "local sec = tonumber(now_t[1])\n"
     "local st = redis.call('HMGET', KEYS[1], 'b', 't', 'i')\n"
@@ -52,14 +60,21 @@ const char stg__redis_gcra_lua[] =
     "  if d > 2^51 then d = 2^51 end\n"
     "  tat = now + d\n"
     "end\n"
+    "if carry > 0 then tat = tat + carry end\n"
+    "local function put(v)\n"
+    "  redis.call('HSET', KEYS[1], 'b', string.format('%.0f', base),\n"
+    "    't', string.format('%.0f', v), 'i', string.format('%.0f', T))\n"
+    "  redis.call('PEXPIRE', KEYS[1], math.ceil((v - now) / 1000000) + 1000)\n"
+    "end\n"
     "local new_tat = tat + w * T\n"
     "local wait = new_tat - burst * T - now\n"
-    "if wait > timeout then return {0, math.ceil(wait / 1000)} end\n"
-    "redis.call('HSET', KEYS[1], 'b', string.format('%.0f', base),\n"
-    "  't', string.format('%.0f', new_tat), 'i', string.format('%.0f', T))\n"
-    "redis.call('PEXPIRE', KEYS[1], math.ceil((new_tat - now) / 1000000) + 1000)\n"
+    "if wait > timeout then\n"
+    "  if carry > 0 then put(tat) end\n"
+    "  return {0, math.ceil(wait / 1000), math.ceil((tat - now) / 1000)}\n"
+    "end\n"
+    "put(new_tat)\n"
     "if wait < 0 then wait = 0 end\n"
-    "return {1, math.ceil(wait / 1000)}\n";
+    "return {1, math.ceil(wait / 1000), math.ceil((new_tat - now) / 1000)}\n";
 
 /* timeout_us as the script's timeout_ns: <= 0 -> 0, clamped to the span. */
 static int64_t timeout_ns_of(int64_t timeout_us)
@@ -71,12 +86,14 @@ static int64_t timeout_ns_of(int64_t timeout_us)
     return timeout_us * 1000;
 }
 
-/* Map the script's answer to the API's. */
-static int answer(const redisReply *r, bool is_try, int64_t *wait_us)
+/* Map the script's answer to the API's; *debt_us gets the key's debt. */
+static int answer(const redisReply *r, bool is_try, int64_t *wait_us, int64_t *debt_us)
 {
-    long long admitted, wait;
-    if (!stg__reply_int(r, 0, &admitted) || !stg__reply_int(r, 1, &wait) || wait < 0)
+    long long admitted, wait, debt;
+    if (!stg__reply_int(r, 0, &admitted) || !stg__reply_int(r, 1, &wait) || wait < 0 ||
+        !stg__reply_int(r, 2, &debt) || debt < 0)
         return STG_EIO; /* not our script's reply: cannot happen */
+    *debt_us = debt;
     *wait_us = admitted ? (is_try ? 0 : wait) : wait;
     if (admitted)
         return STG_OK;
@@ -91,17 +108,77 @@ static int local_takes(stg_redis_limiter *l, const char *name, size_t n, int64_t
     if (!loc)
         return STG_ENOMEM;
     for (size_t i = 0; i < n; i++) {
-        int64_t now = stg__redis_now(l);
         int64_t w = 0;
-        int rc = is_try ? stg_bucket_try(&loc->bucket, weight, now, &w)
-                        : stg_bucket_acquire(&loc->bucket, weight, now, timeout_us, &w);
-        if (rc == STG_ETOOBIG || rc == STG_EINVAL)
+        int rc = stg__local_take(l, loc, weight, stg__redis_now(l), is_try ? -1 : timeout_us, &w);
+        if (rc == STG_ETOOBIG)
             return rc;
         rcs[i] = rc;
         waits[i] = w;
         l->stats.local_decisions++;
     }
     return STG_OK;
+}
+
+/* Under mu, connected: n takes decided by the script. With a fallback, the
+ * first carries the local debt when the key was last decided before a
+ * (re)connection (fallback.c), alone in its round trip when n > 1 so that
+ * the others do not carry it again; that includes a connection the server
+ * closed and that was made again inside this call. On success the local
+ * bucket mirrors the last reply's debt. */
+static int shared_takes(stg_redis_limiter *l, const char *name, const char *rkey,
+                        const char *const *args, size_t n, int64_t weight, int64_t timeout_us,
+                        bool is_try, int *rcs, int64_t *waits, redisReply **replies,
+                        stg__note *note)
+{
+    stg__local *loc = NULL;
+    if (l->share > 0) {
+        loc = stg__local_get(l, name);
+        if (!loc)
+            return STG_ENOMEM;
+    }
+    char a_carry[24];
+    const char *argv[5] = {args[0], args[1], args[2], args[3], a_carry};
+    size_t done = 0;
+    int rc = STG_OK;
+    int64_t debt = 0;
+    bool fresh = true; /* a carry is due if loc->carry */
+    while (done < n) {
+        int64_t carry = fresh && loc && loc->carry ? stg__local_carry_ns(l, loc, stg__redis_now(l))
+                                                   : 0;
+        snprintf(a_carry, sizeof a_carry, "%" PRId64, carry);
+        size_t m = carry > 0 ? 1 : n - done;
+        int erc = stg__redis_eval_fresh(l, STG__SCRIPT_GCRA, rkey, 5, argv, m, replies + done,
+                                        note);
+        if (erc == STG_EAGAIN) {
+            fresh = true; /* a new connection: nothing ran, carry first */
+            continue;
+        }
+        if (erc != STG_OK)
+            break;
+        for (size_t i = done; i < done + m; i++) {
+            int r = answer(replies[i], is_try, &waits[i], &debt);
+            if (r == STG_EIO)
+                rc = STG_EIO;
+            rcs[i] = r;
+            freeReplyObject(replies[i]);
+        }
+        l->stats.redis_decisions += (int64_t)m;
+        done += m;
+        fresh = false;
+    }
+    if (done == 0)
+        return STG_EUNAVAIL;
+    if (loc && rc == STG_OK)
+        stg__local_mirror(l, loc, stg__redis_now(l), debt * 1000);
+    if (done < n) {
+        /* The connection broke after the carrying call (only a limiter
+         * with a fallback carries): the rest are answered locally. */
+        int lrc = local_takes(l, name, n - done, weight, timeout_us, is_try, rcs + done,
+                              waits + done);
+        if (lrc != STG_OK)
+            rc = lrc;
+    }
+    return rc;
 }
 
 /* The common path of try, acquire and acquire_many. On STG_OK, rcs[] and
@@ -137,21 +214,12 @@ static int decide(stg_redis_limiter *l, const char *key, size_t n, int64_t weigh
     snprintf(a_timeout, sizeof a_timeout, "%" PRId64, is_try ? 0 : timeout_ns_of(timeout_us));
     const char *args[] = {a_int, a_burst, a_weight, a_timeout};
 
-    if (stg__redis_ready(l, &note) &&
-        stg__redis_eval(l, STG__SCRIPT_GCRA, rkey, 4, args, n, replies, &note) == STG_OK) {
-        rc = STG_OK;
-        for (size_t i = 0; i < n; i++) {
-            int r = answer(replies[i], is_try, &waits[i]);
-            if (r == STG_EIO)
-                rc = STG_EIO;
-            rcs[i] = r;
-            freeReplyObject(replies[i]);
-        }
-        l->stats.redis_decisions += (int64_t)n;
-    } else if (l->share > 0) {
+    rc = stg__redis_ready(l, &note) ? shared_takes(l, name, rkey, args, n, weight, timeout_us,
+                                                   is_try, rcs, waits, replies, &note)
+                                    : STG_EUNAVAIL;
+    if (rc == STG_EUNAVAIL && l->share > 0) {
         rc = local_takes(l, name, n, weight, timeout_us, is_try, rcs, waits);
-    } else {
-        rc = STG_EUNAVAIL;
+    } else if (rc == STG_EUNAVAIL) {
         l->stats.unavailable++;
     }
 out:

@@ -36,10 +36,21 @@ extern const char stg__redis_gcra_lua[];
 extern const char stg__redis_breaker_lua[];
 extern const char stg__redis_adaptive_lua[];
 
-/* One process-local stand-in per key name, made on first use in fallback. */
+/* One process-local stand-in per key name, made on first use (in fallback,
+ * or, for a fixed rate with a fallback share, at the first shared decision:
+ * the local bucket then mirrors the key's debt in Redis).
+ *
+ * The fixed-rate local bucket is a GCRA of its own rather than an
+ * stg_bucket because the hand-overs read and set its TAT: going down it
+ * starts from the debt Redis last reported, coming back its debt is carried
+ * into Redis (fallback.c). */
 typedef struct stg__local {
     struct stg__local *next;
-    stg_bucket bucket;       /* fixed rate only */
+    int64_t origin_us;       /* clock() at creation; tat_ns counts from it */
+    int64_t tat_ns;          /* local bucket: full again at this instant */
+    int64_t interval_ns;     /* ceil(1e9 / (share * rate)) */
+    bool carry;              /* reconnected since Redis last decided for
+                                this key: carry the local debt there first */
     stg_breaker breaker;
     int64_t trips;           /* times the local breaker opened */
     /* Adaptive mode: the rate Redis last said the key paces at (0: none
@@ -51,6 +62,9 @@ typedef struct stg__local {
     char name[]; /* NUL-terminated */
 } stg__local;
 
+/* Longest reason text ("Redis at HOST:PORT did not answer ... within N ms"). */
+#define STG__REASON_MAX 512
+
 /* A log line to emit once the lock is released. ev 0: nothing. */
 typedef struct stg__note {
     stg_redis_event ev;
@@ -61,6 +75,7 @@ struct stg_redis_limiter {
     /* Immutable after new. */
     stg_redis_url url;
     char url_shown[704];          /* redacted URL for messages */
+    char where[STG_REDIS_HOST_MAX + 10]; /* "HOST:PORT" ("[v6]:PORT"), for messages */
     char prefix[64];
     int64_t connect_timeout_us;
     int64_t command_timeout_us;
@@ -114,6 +129,14 @@ bool stg__redis_ready(stg_redis_limiter *l, stg__note *note);
 int stg__redis_eval(stg_redis_limiter *l, int which, const char *key, int argc,
                     const char *const *argv, size_t n, redisReply **replies, stg__note *note);
 
+/* As stg__redis_eval, but when the connection had been closed by the
+ * server and a new one was made at once, the commands are not run on it:
+ * STG_EAGAIN, so that the caller builds them anew for a fresh connection
+ * (the limiter carries local debts into it, see fallback.c). */
+int stg__redis_eval_fresh(stg_redis_limiter *l, int which, const char *key, int argc,
+                          const char *const *argv, size_t n, redisReply **replies,
+                          stg__note *note);
+
 /* Emit a note (not under mu). */
 void stg__redis_emit(stg_redis_limiter *l, const stg__note *note);
 
@@ -125,8 +148,27 @@ bool stg__reply_int(const redisReply *r, size_t i, long long *out);
  * NULL when out of memory. */
 stg__local *stg__local_get(stg_redis_limiter *l, const char *name);
 void stg__local_free_all(stg_redis_limiter *l);
-/* Under mu: apply a new rate to every local bucket. */
+/* Under mu, on every (re)connection: Redis may have lost its state or not
+ * seen the fallback's sends, so every key carries its local debt into its
+ * next shared decision. */
+void stg__local_mark_carry(stg_redis_limiter *l);
+/* Under mu: apply a new rate to every local bucket (debts are kept as
+ * tokens, as stg_bucket_set_rate does). */
 void stg__local_set_rate(stg_redis_limiter *l, double rate);
+/* Under mu, fixed rate with a share: a take from loc's local bucket at
+ * now_us, with the contract of stg_bucket_try (timeout_us < 0) or
+ * stg_bucket_acquire. */
+int stg__local_take(stg_redis_limiter *l, stg__local *loc, int64_t weight, int64_t now_us,
+                    int64_t timeout_us, int64_t *wait_us);
+/* Under mu: loc's local debt as Redis time (ns), to carry into the key's
+ * state: the local tokens not yet paid back, each worth T of the shared
+ * bucket. 0 when the local bucket is full. */
+int64_t stg__local_carry_ns(const stg_redis_limiter *l, const stg__local *loc, int64_t now_us);
+/* Under mu: set loc's local bucket to the debt Redis just reported for the
+ * key (shared_debt_ns of the shared bucket, i.e. that many tokens at the
+ * local interval), so that a fall-back starts where the shared bucket is. */
+void stg__local_mirror(const stg_redis_limiter *l, stg__local *loc, int64_t now_us,
+                       int64_t shared_debt_ns);
 /* Under mu, adaptive mode: loc's local adaptive limiter, made on first use
  * (ceiling share * learned_rate when one is known). NULL when it cannot be
  * made (no mutex). */

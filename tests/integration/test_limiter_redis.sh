@@ -1,9 +1,16 @@
 # One limit shared through Redis (stagger batch --limiter): four processes
-# together stay within burst + rate * t at the server; without --rate four
-# processes learn one adaptive rate in Redis; Redis killed mid-run
-# stops a run without a fallback (jobs stay pending, a re-run finishes them)
+# together stay within burst + rate * t of Redis time; without --rate four
+# processes learn one adaptive rate in Redis (every send admitted by the one
+# key, a 429 turns it on); Redis killed mid-run stops a run without a
+# fallback (jobs stay pending, a re-run finishes them), makes fetch exit 6,
 # and is survived with --limiter-fallback local:SHARE. Starts its own
 # redis-server and stagger serve on 127.0.0.1 and stops them.
+#
+# Every bound comes from the protocol, so a busy machine cannot break it:
+# counts against burst + rate * t with t measured on Redis's clock around
+# the run, and events ordered by waiting for them (a line in a log), never
+# by a sleep. How few 429s the shared adaptive rate costs, and how close to
+# the limit it settles, are figures of bench/bench_redis.sh, not checks.
 . "$(dirname "$0")/lib.sh"
 S=$STAGGER
 command -v redis-server >/dev/null && command -v redis-cli >/dev/null ||
@@ -36,6 +43,17 @@ start_redis() {
 # start_server NAME: stagger serve logging to $T/NAME.log; sets SPID, PORT.
 start_server() { _n=$1; shift; serve_start "$_n" --log "$T/$_n.log" "$@"; SPID=$SRV_PID; PIDS="$PIDS $SPID"; }
 stop() { kill "$1" 2>/dev/null || true; wait "$1" 2>/dev/null || true; }
+# redis_time: Redis's clock (TIME) in microseconds.
+redis_time() { redis-cli -p "$RPORT" time | tr -d '\r' | { read -r s; read -r u; echo $((s * 1000000 + u)); }; }
+# wait_for FILE PATTERN: until FILE holds a line matching PATTERN (a hang
+# guard of 60 s, not a timing bound: the events it waits for come first).
+wait_for() {
+  for _ in $(seq 1 1200); do
+    grep -q "$2" "$1" 2>/dev/null && return 0
+    sleep 0.05
+  done
+  return 1
+}
 
 # run4 TAG ARGS...: 4 batch processes of 60 jobs each (keys TAG<n>-NNN in
 # $T/TAGkeys<n>.txt, databases $T/TAG<n>.db), 8 workers each, against
@@ -63,25 +81,24 @@ start_server shared
 
 # ---- 4 processes, one limit: 50/s, burst 10 ------------------------------------
 RATE=50; BURST=10
+# Redis admits at most burst + rate * t by its own clock, whatever the
+# number of processes. Every request is sent at or after its admitted slot,
+# and every process has sent all of its requests before it exits, so the
+# 240 admissions lie between Redis TIME read before the first process
+# starts and after the last one exits: 240 <= burst + rate * (t1 - t0),
+# with no allowance. Each process alone would take ~1 s (4 unshared limits
+# send 240 in about 1.2 s, far above 10 + 50 * 1.2 = 70).
+t0=$(redis_time)
 run4 w --rate $RATE --burst $BURST --limiter "redis://127.0.0.1:$RPORT/api"
+t1=$(redis_time)
 stop "$SPID"
 check "240 requests reached the server" [ "$(grep -c '"/track/' "$T/shared.log")" = 240 ]
-# Redis admits at most burst + rate * t (by its own clock); the server sees
-# arrivals, each a little after its admission (the process must wake and
-# send). With up to JITTER of that delay, any window of arrivals, the whole
-# run included, holds at most burst + rate * (length + JITTER). Without a
-# shared limit the 4 processes would send ~4x as fast: 240 arrivals in ~1.2 s.
-check "4 processes stay within burst + rate * t" python3 - "$T/shared.log" $RATE $BURST <<'PY'
-import json, sys
-ts = sorted(json.loads(l)["t_us"] for l in open(sys.argv[1]) if "/track/" in l)
-rate, burst = float(sys.argv[2]), float(sys.argv[3])
-JITTER = 0.1  # seconds between an admission in Redis and the arrival it causes
-worst = max((j - i + 1) - (burst + rate * ((ts[j] - ts[i]) / 1e6 + JITTER))
-            for i in range(len(ts)) for j in range(i, len(ts)))
-span = (ts[-1] - ts[0]) / 1e6
-print(f"  {len(ts)} arrivals over {span:.2f} s (bound {burst + rate * (span + JITTER):.1f}); "
-      f"worst window {worst:+.2f} against its bound")
-sys.exit(0 if worst <= 0 else 1)
+check "4 processes stay within burst + rate * t of Redis time" python3 - $t0 $t1 $RATE $BURST <<'PY'
+import sys
+t0, t1, rate, burst = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4])
+bound = burst + rate * (t1 - t0) / 1e6
+print(f"  240 admissions over {(t1 - t0) / 1e6:.2f} s of Redis time; bound {bound:.1f}")
+sys.exit(0 if 240 <= bound else 1)
 PY
 
 # ---- 4 processes, no --rate: one adaptive rate, learned in Redis ---------------------
@@ -100,30 +117,18 @@ check "the shared rate turned on (a 429 was seen)" python3 - "$T/learn.log" <<'P
 import json, sys
 sys.exit(0 if any(json.loads(l)["status"] == 429 for l in open(sys.argv[1])) else 1)
 PY
-check "one learned rate: few 429s, and the server's rate once learned" python3 - "$T/learn.log" 40 <<'PY'
-import json, sys
-rows = [json.loads(l) for l in open(sys.argv[1]) if "/track/" in l]
-limit = float(sys.argv[2])
-n429 = sum(r["status"] == 429 for r in rows)
-ts = sorted(r["t_us"] for r in rows)
-# After the start (slow start from the first, unmeasured cut), the busiest
-# 2 s window stays near the limit: 4 separate limiters would each go on
-# probing above their share.
-late = [t for t in ts if t - ts[0] > 3e6]
-worst = max(sum(1 for u in late if t <= u < t + 2e6) for t in late) / 2 if late else 0
-print(f"  {len(rows)} calls, {n429} answered 429 ({100 * n429 / len(rows):.1f}%); "
-      f"busiest 2 s after the start: {worst:.1f}/s against {limit:.0f}/s")
-sys.exit(0 if n429 <= 0.06 * len(rows) and worst <= 1.25 * limit else 1)
-PY
-# fetch shares it too: a 429 seen by one fetch turns the key's rate on for all.
-start_server fetchsrv --rate 1 --burst 1
-expect_exit "fetch --limiter (adaptive): first call" 0 "$S" fetch -s -o /dev/null \
-  --limiter "redis://127.0.0.1:$RPORT/fa" "http://127.0.0.1:$PORT/f/1"
+# (How few 429s that costs, and how close to 40/s it settles: bench_redis.sh.)
+# fetch shares it too: a 429 seen by one fetch turns the key's rate on for
+# all. The server answers the first request of each path 429 (Retry-After
+# 1 s), whatever the timing: each fetch is admitted twice, and the key is on.
+start_server fetchsrv --fail-first 1 --fail-retry-after 1
 expect_exit "fetch --limiter (adaptive): 429, Retry-After, then done" 0 "$S" fetch -s -o /dev/null \
+  --limiter "redis://127.0.0.1:$RPORT/fa" "http://127.0.0.1:$PORT/f/1"
+expect_exit "fetch --limiter (adaptive): a second fetch, paced" 0 "$S" fetch -s -o /dev/null \
   --limiter "redis://127.0.0.1:$RPORT/fa" "http://127.0.0.1:$PORT/f/2"
 stop "$SPID"
-check "fetch: the 429 reached the shared key (on, 3 admissions)" \
-  [ "$(redis-cli -p "$RPORT" hmget stagger:ad:fa en n | tr '\n' ' ')" = "1 3 " ]
+check "fetch: the 429s reached the shared key (on, 4 admissions)" \
+  [ "$(redis-cli -p "$RPORT" hmget stagger:ad:fa en n | tr '\n' ' ')" = "1 4 " ]
 expect_exit "batch --limiter with --rate 0 is refused" 2 "$S" batch -q --url "http://127.0.0.1:1/{}" \
   "$T/akeys1.txt" --db "$T/bad.db" --rate 0 --limiter "redis://127.0.0.1:$RPORT/x"
 
@@ -133,7 +138,9 @@ seq -f "n%03g" 1 150 >"$T/keysn.txt"
 "$S" batch -q --url "http://127.0.0.1:$PORT/track/{}" "$T/keysn.txt" --db "$T/n.db" \
   --concurrency 5 --rate 50 --limiter "redis://127.0.0.1:$RPORT/nofb" >"$T/n.out" 2>"$T/n.err" &
 BP=$!
-sleep 1
+# Kill Redis once the first request arrived: 150 jobs at 50/s (burst 50)
+# take at least 2 s, so the run is still going.
+check "no fallback: the run started" wait_for "$T/nofb.log" '/track/'
 stop "$RPID"
 set +e; wait "$BP"; rc=$?; set -e
 check "no fallback: stops with exit 6 (got $rc)" [ "$rc" = 6 ]
@@ -159,6 +166,25 @@ keys = {json.loads(l)["path"] for l in open(sys.argv[1]) if "/track/" in l}
 sys.exit(0 if len(keys) == 150 else 1)
 PY
 
+# ---- fetch: Redis killed between two attempts, no fallback: exit 6 ---------------------
+# Every answer is 503 + Retry-After 1 s, so fetch keeps retrying (20 retries:
+# the kill below comes long before they run out). Redis is killed once the
+# first attempt reached the server; the next attempt's acquire fails, after
+# an HTTP answer was seen: that is "the shared limiter became unavailable"
+# (exit 6), not "HTTP error after retries" (exit 3).
+start_server fetchdie
+"$S" fetch -s -o /dev/null --retries 20 --deadline 0 --rate 100 \
+  --limiter "redis://127.0.0.1:$RPORT/fdie" "http://127.0.0.1:$PORT/status/503?retry_after=1" \
+  >"$T/fdie.out" 2>"$T/fdie.err" &
+FP=$!
+check "fetch: the first attempt reached the server" wait_for "$T/fetchdie.log" /status/503
+stop "$RPID"
+set +e; wait "$FP"; rc=$?; set -e
+stop "$SPID"
+check "fetch: Redis gone between attempts exits 6 (got $rc): $(cat "$T/fdie.err")" [ "$rc" = 6 ]
+check "fetch: says where Redis was" grep -q "Redis at 127.0.0.1:$RPORT" "$T/fdie.err"
+start_redis
+
 # ---- Redis killed mid-run, fallback local:0.5: the run goes on -----------------------
 start_server fb
 seq -f "f%03g" 1 400 >"$T/keysf.txt"
@@ -166,9 +192,12 @@ seq -f "f%03g" 1 400 >"$T/keysf.txt"
   --concurrency 5 --rate 60 --burst 10 --limiter "redis://127.0.0.1:$RPORT/fb" \
   --limiter-fallback local:0.5 >"$T/f.out" 2>"$T/f.err" &
 BP=$!
-sleep 1
+# Kill Redis once requests arrive, bring it back once the run says it fell
+# back: 400 jobs at 60/s (30/s while local) take more than 6 s, so both
+# hand-overs happen mid-run.
+check "fallback: the run started" wait_for "$T/fb.log" '/track/'
 stop "$RPID"
-sleep 1.5
+check "fallback: the run fell back" wait_for "$T/f.err" "falling back to local bucket"
 start_redis
 set +e; wait "$BP"; rc=$?; set -e
 stop "$SPID"

@@ -10,11 +10,14 @@
  * stopping every limiter; the fixed-rate calls refused on an adaptive
  * limiter and a bad configuration refused; the fallback to a local
  * adaptive rate (tickets 0) when Redis is gone, and STG_EUNAVAIL without
- * one; 4 processes sharing one key against a simulated server learn one
- * rate near its limit.
+ * one; 4 processes sharing one key against a simulated server: every send
+ * of every process admitted by the one key, and a throttle turns it on.
  *
- * Timing bounds allow for the round trips: a test runs in well under the
- * first 0.5 s measurement bucket unless noted.
+ * Bounds come from the protocol: a wait measured from before a call lies
+ * in [W - elapsed, W]; a slot's place on Redis's clock is bracketed by the
+ * local time before and after the call that reserved it. How near the
+ * limit the processes settle and how few throttles that costs are figures
+ * of bench/bench_redis.sh, not checks here.
  */
 #define _GNU_SOURCE
 #include <math.h>
@@ -82,8 +85,25 @@ static double rate_of(stg_redis_limiter *l, bool *enabled)
     return r;
 }
 
-/* Off until a throttle; the cut lands at 0.7 x the sends so far per 0.5 s;
- * throttles of sends admitted before the cut do not cut again. */
+/* The key's last cut, from its hash: the admission count then (rs). */
+static long long last_cut_rs(const char *name)
+{
+    redisContext *c = raw_connect(g_port);
+    assert_non_null(c);
+    redisReply *r = redisCommand(c, "HGET stagger:ad:%s rs", name);
+    assert_non_null(r);
+    long long v = r->type == REDIS_REPLY_STRING ? strtoll(r->str, NULL, 10) : -1;
+    freeReplyObject(r);
+    redisFree(c);
+    return v;
+}
+
+/* Off until a throttle; the cut lands at 0.7 x the sends so far per 0.5 s
+ * (checked while still in the first 0.5 s bucket, as the rule says);
+ * throttles of sends admitted before the cut do not cut again while the
+ * recovery time (1 s) lasts; a throttle of a newer send does. Which
+ * throttle cut is read from the key (rs: the admission count at the last
+ * cut), not guessed from rates. */
 static void test_cut_and_recovery(void **state)
 {
     (void)state;
@@ -97,29 +117,45 @@ static void test_cut_and_recovery(void **state)
     assert_int_equal(stg_redis_adaptive_response(l, NULL, 5, false, 0), STG_OK);
     rate_of(l, &en);
     assert_false(en); /* a success costs nothing and changes nothing */
+    int64_t cut_at = now_us();
     assert_int_equal(stg_redis_adaptive_response(l, NULL, 7, true, 0), STG_OK);
     double r = rate_of(l, &en);
     assert_true(en);
-    if (now_us() - t0 < STG_MS(400)) /* still the first bucket: 20 sends / 0.5 s */
-        assert_true(fabs(r - 0.7 * 40) < 0.01);
+    assert_int_equal(last_cut_rs("cut"), 20);
+    /* Still in the first bucket, 20 sends / 0.5 s = 40/s, cut to 28/s;
+     * read a moment later, on a curve rising at most 3 C K^2 = 11.6/s per
+     * second (C 0.4, K^3 = 40 * 0.3 / 0.4 = 30), faster than slow start
+     * (28 ln 2 / 2 s = 9.7/s per second). */
+    int64_t since_cut = now_us() - cut_at;
+    if (now_us() - t0 < STG_MS(500))
+        assert_true(r >= 28.0 - 0.002 && r <= 28.0 + 12.0 * (double)since_cut / 1e6 + 0.002);
     /* The other 13 sends of that volley come back throttled too: one event. */
     for (int64_t t = 8; t <= 20; t++)
         assert_int_equal(stg_redis_adaptive_response(l, NULL, t, true, 0), STG_OK);
     double r2 = rate_of(l, &en);
-    assert_true(r2 >= r * 0.99); /* not cut again (it may have grown a little) */
+    if (now_us() - cut_at < STG_SEC(1)) { /* within the recovery time */
+        assert_int_equal(last_cut_rs("cut"), 20);
+        assert_true(r2 >= r); /* not cut again (it may have grown) */
+    }
     /* A send admitted after the cut, throttled: a new event. */
     int64_t w, t;
-    assert_int_equal(stg_redis_adaptive_acquire(l, NULL, STG_SEC(1), &w, &t), STG_OK);
+    assert_int_equal(stg_redis_adaptive_acquire(l, NULL, STG_SEC(5), &w, &t), STG_OK);
     assert_int_equal(t, 21);
     assert_int_equal(stg_redis_adaptive_response(l, NULL, t, true, 0), STG_OK);
+    assert_int_equal(last_cut_rs("cut"), 21);
     double r3 = rate_of(l, &en);
-    assert_true(r3 <= 0.7 * r2 * 1.01);
     printf("# cut: %.2f/s, same event %.2f/s, next event %.2f/s\n", r, r2, r3);
     stg_redis_limiter_free(l);
 }
 
-/* Once on, a second limiter (another process) is paced at the learned rate:
- * its sends are spaced 1 / rate apart on Redis's clock. */
+/* Once on, a second limiter (another process) is paced at the learned rate.
+ * With burst 1, each reservation's slot on Redis's clock is the previous
+ * slot plus the interval T = 1 / rate in force (or the call's own instant,
+ * when that is later). The rate only grows between the two reads around
+ * the loop (the curve and slow start grow with time; the measurement cap
+ * is far above it), so T lies within [1 / r_after, 1 / r_before]. A slot
+ * is the script's instant plus the wait handed back, and the script ran
+ * between the local times before and after the call. */
 static void test_pacing_is_shared(void **state)
 {
     (void)state;
@@ -128,22 +164,30 @@ static void test_pacing_is_shared(void **state)
     int64_t last = admit_n(a, 10); /* 20/s stand-in */
     assert_int_equal(stg_redis_adaptive_response(a, NULL, last, true, 0), STG_OK);
     bool en;
-    double r = rate_of(b, &en);
+    double r0 = rate_of(b, &en);
     assert_true(en);
-    assert_true(r > 10 && r < 20);
-    /* b's reservations: the first at once (burst 1), then 1/rate apart. */
-    int64_t prev = -1;
+    assert_true(r0 > 0 && r0 < 20); /* cut below the 20/s it was sent at */
+    int64_t lo[5], hi[5], after[5]; /* each slot lies in [lo, hi] (local time) */
     for (int i = 0; i < 5; i++) {
         int64_t w, t;
         int64_t before = now_us();
         assert_int_equal(stg_redis_adaptive_acquire(b, NULL, STG_SEC(5), &w, &t), STG_OK);
-        int64_t at = before + w; /* local estimate of the send instant */
-        if (prev >= 0) {
-            double gap = (double)(at - prev);
-            assert_true(gap > 0.8e6 / r && gap < 1.3e6 / r);
-        }
-        prev = at;
+        after[i] = now_us();
+        lo[i] = before + w - 1; /* the wait is rounded up to the us */
+        hi[i] = after[i] + w;
     }
+    double r1 = rate_of(b, &en);
+    assert_true(r1 >= r0);
+    double t_min = 1e6 / r1 - 1, t_max = 1e6 / r0 + 1;
+    for (int i = 1; i < 5; i++) {
+        /* gap >= T: one process's slots cannot come closer */
+        assert_true((double)(hi[i] - lo[i - 1]) >= t_min);
+        /* gap = max(T, the call's instant - the previous slot) */
+        double late = (double)(after[i] - lo[i - 1]);
+        assert_true((double)(lo[i] - hi[i - 1]) <= (late > t_max ? late : t_max));
+    }
+    printf("# paced at %.2f..%.2f/s: slots %.1f ms apart on average\n", r0, r1,
+           (double)(lo[4] + hi[4] - lo[0] - hi[0]) / 2 / 4 / 1000);
     /* Without waiting: a zero timeout is refused and reserves nothing. */
     int64_t w, t = -1;
     assert_int_equal(stg_redis_adaptive_acquire(a, NULL, 0, &w, &t), STG_ETIMEDOUT);
@@ -161,12 +205,13 @@ static void test_hold(void **state)
     stg_redis_limiter *b = make_adaptive(g_port, "hold", 0, NULL);
     int64_t t = admit_n(a, 1);
     int64_t t0 = now_us();
-    assert_int_equal(stg_redis_adaptive_response(a, NULL, t, false, STG_MS(300)), STG_OK);
+    /* 30 s: longer than any stall of the test, so the refusal is certain */
+    assert_int_equal(stg_redis_adaptive_response(a, NULL, t, false, STG_SEC(30)), STG_OK);
     int64_t w;
     assert_int_equal(stg_redis_adaptive_acquire(b, NULL, 0, &w, NULL), STG_ETIMEDOUT);
-    assert_in_range_i64(w, STG_MS(300) - (now_us() - t0), STG_MS(300));
-    assert_int_equal(stg_redis_adaptive_acquire(b, NULL, STG_SEC(1), &w, NULL), STG_OK);
-    assert_in_range_i64(w, STG_MS(300) - (now_us() - t0), STG_MS(300));
+    assert_in_range_i64(w, STG_SEC(30) - (now_us() - t0), STG_SEC(30));
+    assert_int_equal(stg_redis_adaptive_acquire(b, NULL, STG_SEC(60), &w, NULL), STG_OK);
+    assert_in_range_i64(w, STG_SEC(30) - (now_us() - t0), STG_SEC(30));
     bool en;
     rate_of(a, &en);
     assert_false(en); /* a hold is not a throttle */
@@ -243,7 +288,7 @@ static void test_fallback(void **state)
     assert_int_equal(stg_redis_adaptive_state(l, NULL, &en, NULL, NULL), STG_EUNAVAIL);
 
     pid = server_start(port);
-    int64_t deadline = now_us() + STG_SEC(3);
+    int64_t deadline = now_us() + STG_SEC(60); /* a hang guard, not a bound */
     int rc;
     do {
         sleep_us(STG_MS(120));
@@ -257,17 +302,26 @@ static void test_fallback(void **state)
     server_stop(pid, SIGTERM);
 }
 
-/* ---- 4 processes learn one rate ----------------------------------------------
+/* ---- 4 processes share one learned rate ------------------------------------
  * Each child sends as fast as its limiter lets it to a simulated server: a
- * GCRA of SIM_RATE/s, burst 5, kept in Redis too (the fixed-rate limiter
- * with try: "refused" = throttled). Together they must settle on about the
- * server's rate, not 4 times it, and be refused rarely. */
+ * GCRA kept in Redis too (the fixed-rate limiter with try: "refused" =
+ * throttled) that admits a burst of 5 and then next to nothing (0.01/s).
+ * What the protocol promises, and is checked: every send of every process
+ * was admitted by the one shared key (its admission count is the sum of
+ * the processes' sends, the tickets each process gets rise), and the
+ * throttles turned the key's pacing on. Until the first throttle the key
+ * admits at once, so the 6th send comes promptly and is throttled for
+ * certain. How near a real limit the four settle and how few throttles
+ * that costs is measured by bench/bench_redis.sh (bench_redis URL learn),
+ * not asserted here. */
 
 #define SIM_PROCS 4
-#define SIM_RATE 100.0
-#define SIM_RUN_US STG_SEC(9)
-#define SIM_LATE_US STG_SEC(6) /* judged from here on: slow start from the
-                                  first, unmeasured cut takes a few s */
+#define SIM_RATE 0.01
+#define SIM_RUN_US STG_SEC(2)
+
+typedef struct sim_counts {
+    long sends, throttled, bad_tickets;
+} sim_counts;
 
 static void sim_child(int fd)
 {
@@ -276,28 +330,31 @@ static void sim_child(int fd)
     snprintf(url, sizeof url, "redis://127.0.0.1:%d/simserver", g_port);
     stg_redis_limiter_config sc = {.url = url, .rate = SIM_RATE, .burst = 5};
     stg_redis_limiter *server = stg_redis_limiter_new(&sc, NULL, NULL, 0);
-    long counts[2][2] = {{0}}; /* [late][throttled] */
-    int64_t start = now_us(), end = start + SIM_RUN_US;
-    while (now_us() < end) {
+    sim_counts c = {0, 0, 0};
+    int64_t end = now_us() + SIM_RUN_US, prev = 0;
+    while (server && now_us() < end) {
         int64_t w, t;
         int rc = stg_redis_adaptive_acquire(l, NULL, end - now_us(), &w, &t);
         if (rc != STG_OK)
             break;
+        c.bad_tickets += t <= prev;
+        prev = t;
         sleep_us(w);
         int64_t sw;
         bool throttled = stg_redis_limiter_try(server, NULL, 1, &sw) != STG_OK;
         sleep_us(2000); /* the answer's round trip */
         stg_redis_adaptive_response(l, NULL, t, throttled, 0);
-        counts[now_us() - start > SIM_LATE_US][throttled]++;
+        c.sends++;
+        c.throttled += throttled;
     }
     stg_redis_limiter_free(server);
     stg_redis_limiter_free(l);
-    if (write(fd, counts, sizeof counts) != (ssize_t)sizeof counts)
+    if (write(fd, &c, sizeof c) != (ssize_t)sizeof c)
         _exit(2);
     _exit(0);
 }
 
-static void test_processes_learn_one_rate(void **state)
+static void test_processes_share_one_rate(void **state)
 {
     (void)state;
     int fds[SIM_PROCS][2];
@@ -312,27 +369,30 @@ static void test_processes_learn_one_rate(void **state)
         }
         close(fds[i][1]);
     }
-    long tot[2][2] = {{0}};
+    sim_counts tot = {0, 0, 0};
     for (int i = 0; i < SIM_PROCS; i++) {
-        long c[2][2];
-        assert_int_equal(read(fds[i][0], c, sizeof c), (ssize_t)sizeof c);
+        sim_counts c;
+        assert_int_equal(read(fds[i][0], &c, sizeof c), (ssize_t)sizeof c);
         close(fds[i][0]);
         int st;
         waitpid(pids[i], &st, 0);
         assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
-        for (int a = 0; a < 2; a++)
-            for (int b = 0; b < 2; b++)
-                tot[a][b] += c[a][b];
+        tot.sends += c.sends;
+        tot.throttled += c.throttled;
+        tot.bad_tickets += c.bad_tickets;
     }
-    double late_s = (double)(SIM_RUN_US - SIM_LATE_US) / 1e6;
-    double late_rate = (double)(tot[1][0] + tot[1][1]) / late_s;
-    double late_refused = (double)tot[1][1] / (double)(tot[1][0] + tot[1][1]);
-    printf("# 4 processes, last 3 s: %.1f sends/s against %.0f/s, %.1f%% throttled; "
-           "before: %ld sends, %ld throttled\n",
-           late_rate, SIM_RATE, 100 * late_refused, tot[0][0] + tot[0][1], tot[0][1]);
-    /* One shared rate: near the server's, not 4 x; few refusals. */
-    assert_true(late_rate > 0.6 * SIM_RATE && late_rate < 1.15 * SIM_RATE);
-    assert_true(late_refused < 0.05);
+    stg_redis_limiter *probe = make_adaptive(g_port, "sim", 0, NULL);
+    bool en = false;
+    int64_t admissions = -1;
+    assert_int_equal(stg_redis_adaptive_state(probe, NULL, &en, NULL, &admissions), STG_OK);
+    stg_redis_limiter_free(probe);
+    printf("# 4 processes: %ld sends, %ld throttled, %lld admissions of the shared key\n",
+           tot.sends, tot.throttled, (long long)admissions);
+    assert_int_equal(admissions, tot.sends);
+    assert_int_equal(tot.bad_tickets, 0);
+    assert_true(tot.sends >= 6);
+    assert_true(tot.throttled >= 1);
+    assert_true(en);
 }
 
 int main(void)
@@ -343,7 +403,7 @@ int main(void)
         cmocka_unit_test(test_hold),
         cmocka_unit_test(test_api_misuse),
         cmocka_unit_test(test_fallback),
-        cmocka_unit_test(test_processes_learn_one_rate),
+        cmocka_unit_test(test_processes_share_one_rate),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
