@@ -13,6 +13,7 @@
 
 #include <stagger/budget.h>
 
+#include "util/assert.h"
 #define MILLI 1000.0
 
 /* value in (0, limit] rounded to milli-tokens, or -1 when invalid. */
@@ -39,6 +40,7 @@ int stg_budget_init(stg_budget *b, const stg_budget_config *cfg)
                              STG_BUDGET_MAX_MAX_TOKENS);
     if (max < 0 || ratio < 0 || ratio > max)
         return STG_EINVAL;
+    STG_ASSERT(ratio > 0 && ratio <= max);
     b->max_milli = max;
     b->ratio_milli = ratio;
     atomic_init(&b->milli, max);
@@ -56,6 +58,7 @@ static void add_clamped(stg_budget *b, int64_t delta)
             next = b->max_milli;
         if (next < 0)
             next = 0;
+        STG_ASSERT(next >= 0 && next <= b->max_milli);
         if (next == cur)
             return; /* already at the bound: nothing to publish */
     } while (!atomic_compare_exchange_weak_explicit(&b->milli, &cur, next,
