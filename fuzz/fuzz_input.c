@@ -7,8 +7,9 @@
  *     job, a bad line or skipped: jobs + bad lines <= lines read;
  *   - every job has a non-empty key, a valid absolute http(s) URL and a
  *     redacted URL without userinfo that a second redaction leaves as is;
- *   - no header value and no idempotency key holds CR, LF, NUL or another
- *     control character (they would split the request's headers);
+ *   - no header value, idempotency key or job id holds CR, LF, NUL or
+ *     another control character (they would split the request's headers
+ *     or forge a report line);
  *   - headers_secret is exactly "some header name is secret", url_secret
  *     exactly stg_redact_url_has_secret(url);
  *   - keys: the URL is the template with the key percent-encoded, and the
@@ -80,6 +81,7 @@ static void check_key_url(const stg_job_spec *j)
 static void check_job(const stg_job_set *set, const stg_job_spec *j)
 {
     CHECK(j->key && j->key[0] && j->method && j->url && j->url_redacted);
+    CHECK(value_clean(j->key)); /* ids and keys are printed in reports */
     CHECK(j->line >= 1 && j->line <= set->lines);
     CHECK(stg_store_url_valid(j->url));
     CHECK(j->url_secret == stg_redact_url_has_secret(j->url));

@@ -16,7 +16,8 @@
  *          the key; a repeated key is a bad line.
  *   jsonl  {"id", "method", "url", "headers", "body", "idempotency_key"}:
  *          url required; id a string or integer (default: the line number;
- *          a repeated id is a bad line); method a known HTTP method (default
+ *          a repeated id, or one with a control character, is a bad line);
+ *          method a known HTTP method (default
  *          GET, or POST with a body); headers an object {"Name": "value"} or
  *          an array ["Name: value"]; body a string (sent as is) or any other
  *          JSON value (sent compact, with Content-Type: application/json
@@ -432,9 +433,8 @@ static char *fill_template(const char *tpl, const char *key)
 static int parse_key_line(stg_job_set *set, keytab *t, const stg_input_options *o, char *line,
                           long n)
 {
-    for (const char *p = line; *p; p++)
-        if ((unsigned char)*p < 0x20 && *p != '\t')
-            return add_bad(set, n, "control character in key");
+    if (!value_ok(line, strlen(line)))
+        return add_bad(set, n, "control character in key");
     stg_job_spec j = {0};
     j.line = n;
     char *url = NULL;
@@ -506,8 +506,11 @@ static int parse_json_line(stg_job_set *set, keytab *t, char *line, size_t len, 
         snprintf(numkey, sizeof numkey, "%ld", n);
         if (!(j.key = strdup(numkey)))
             NOMEM();
-    } else if (json_is_string(id) && json_string_length(id) > 0 &&
-               strlen(json_string_value(id)) == json_string_length(id)) {
+    } else if (json_is_string(id) && json_string_length(id) > 0) {
+        /* As in a key file: the id is printed in reports and logs, where a
+         * line break would forge a line. */
+        if (!value_ok(json_string_value(id), json_string_length(id)))
+            BAD("\"id\" has a CR, LF, NUL or another control character");
         if (!(j.key = strdup(json_string_value(id))))
             NOMEM();
     } else if (json_is_integer(id)) {

@@ -365,6 +365,14 @@ static void test_template_special_keys(void **state)
     assert_int_equal(set.n_bad, 0);
     assert_int_equal(set.lines, 4);
     stg_job_set_free(&set);
+    /* A control character, DEL included, is a bad key: keys are printed in
+     * reports (found by fuzz_input: DEL passed). */
+    assert_int_equal(parse("a\x7f\nb\x01\nok\n", &o, &set), STG_OK);
+    assert_int_equal(set.n, 1);
+    assert_int_equal(set.n_bad, 2);
+    assert_non_null(strstr(bad_msg(&set, 1), "control character in key"));
+    assert_non_null(strstr(bad_msg(&set, 2), "control character in key"));
+    stg_job_set_free(&set);
     /* A template that puts the key after a dot of its own still cannot be
      * walked up by a key of dots. */
     stg_input_options dot = {.url_template = "http://127.0.0.1:8080/ok/.{}/x"};
@@ -376,7 +384,8 @@ static void test_template_special_keys(void **state)
 }
 
 /* CR, LF or NUL in an idempotency_key or a header value would split or cut
- * the header it is sent in: a bad line at import, with a reason. */
+ * the header it is sent in (and in an id, forge a report line): a bad line
+ * at import, with a reason. */
 static void test_jsonl_control_chars(void **state)
 {
     (void)state;
@@ -393,13 +402,14 @@ static void test_jsonl_control_chars(void **state)
         "{\"id\": \"8\", \"url\": \"http://a.test/8\", \"headers\": {\"X-T\": \"a\\u0000b\"}}\n"
         "{\"id\": \"9\", \"url\": \"http://a.test/9\", \"idempotency_key\": \"a\\tb\", "
         "\"headers\": {\"X-T\": \"a\\tb\"}}\n"
-        "{\"id\": \"10\", \"url\": \"http://a.test/10\", \"idempotency_key\": \"k\\r\"}\n";
+        "{\"id\": \"10\", \"url\": \"http://a.test/10\", \"idempotency_key\": \"k\\r\"}\n"
+        "{\"id\": \"a\\nb\", \"url\": \"http://a.test/11\"}\n";
     assert_int_equal(parse(text, NULL, &set), STG_OK);
     assert_int_equal(set.n, 1); /* only line 9: a tab is allowed */
     assert_string_equal(set.jobs[0].key, "9");
     assert_string_equal(set.jobs[0].idempotency_key, "a\tb");
-    assert_int_equal(set.n_bad, 9);
-    for (long l = 1; l <= 10; l++) {
+    assert_int_equal(set.n_bad, 10);
+    for (long l = 1; l <= 11; l++) {
         if (l == 9)
             continue;
         const char *m = bad_msg(&set, l);
@@ -411,6 +421,7 @@ static void test_jsonl_control_chars(void **state)
     assert_non_null(strstr(bad_msg(&set, 1), "idempotency_key"));
     assert_non_null(strstr(bad_msg(&set, 2), "idempotency_key"));
     assert_non_null(strstr(bad_msg(&set, 10), "idempotency_key"));
+    assert_non_null(strstr(bad_msg(&set, 11), "\"id\""));
     assert_non_null(strstr(bad_msg(&set, 4), "bad header"));
     assert_non_null(strstr(bad_msg(&set, 5), "bad header"));
     stg_job_set_free(&set);
