@@ -1,7 +1,7 @@
 # Thin wrapper around CMake. `make test` is what CI runs (.ci/run).
 BUILD_DIR ?= build
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
-FUZZ_RUNS ?= 1000000
+FUZZ_RUNS ?= 10000000
 GEN := -G Ninja
 
 .PHONY: all deps build test fuzz demo bench clean

@@ -1,15 +1,19 @@
 /*
- * libFuzzer harness for the redaction of URLs and header lines
- * (src/curl/redact.c): untrusted bytes from the command line, input files
- * and redirects. Beyond "no crash, no over-read", it plants secrets around
- * the fuzzed bytes, in the URL's userinfo, in a query value and in an
- * Authorization header, and aborts if one comes out.
+ * libFuzzer harness for the core's redaction (src/core/redact.c, url.c):
+ * URLs, header lines and free text, untrusted bytes from the command line,
+ * input files, redirects and transport errors. Beyond "no crash, no
+ * over-read, printable output", it plants secrets around the fuzzed bytes,
+ * in the URL's userinfo, in a query value, in an Authorization header, in
+ * a header named by a secret word and in a URL inside free text, and
+ * aborts if one comes out; and a URL with planted userinfo or a planted
+ * secret query name must count as holding a secret.
  */
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include <stagger/curl.h>
+#include <stagger/redact.h>
 
 #define SECRET_USER "S3CRETUSERINFO"
 #define SECRET_QUERY "S3CRETQUERYVAL"
@@ -68,6 +72,36 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     n = stg_redact_header_line(t, NULL, out, sizeof out);
     check_out(out, n, sizeof out);
     if (!strstr(s, SECRET_HEADER) && strstr(out, SECRET_HEADER))
+        abort();
+    /* The name is the fuzzed bytes around a secret word: still secret. */
+    snprintf(t, size + 128, "X-%.*sAccess-Key%s: " SECRET_HEADER, (int)strcspn(s, ":\r\n"), s,
+             "");
+    n = stg_redact_header_line(t, NULL, out, sizeof out);
+    check_out(out, n, sizeof out);
+    if (!strstr(s, SECRET_HEADER) && strstr(out, SECRET_HEADER))
+        abort();
+
+    /* Free text: a URL with planted userinfo and query value in it. */
+    snprintf(t, size + 128, "%s http://u:" SECRET_USER "@h/?k=" SECRET_QUERY " %s", s, s);
+    n = stg_redact_text(t, out, sizeof out);
+    check_out(out, n, sizeof out);
+    if ((!strstr(s, SECRET_USER) && strstr(out, SECRET_USER)) ||
+        (!strstr(s, SECRET_QUERY) && strstr(out, SECRET_QUERY)))
+        abort();
+    n = stg_redact_text(s, small, sizeof small);
+    check_out(small, n, sizeof small);
+
+    /* Secret-holding URLs are recognised whatever surrounds the secret. */
+    snprintf(t, size + 128, "https://u:" SECRET_USER "@h.test/%s", s);
+    if (!stg_redact_url_has_secret(t))
+        abort();
+    if (!strpbrk(s, "?#&;=")) {
+        snprintf(t, size + 128, "https://h.test/p?a=1&%sjwt%s=v", s, s);
+        if (!stg_redact_url_has_secret(t))
+            abort();
+    }
+    (void)stg_redact_url_has_secret(s);
+    if (stg_redact_name_is_secret(s, size) && !stg_redact_header_is_secret(s, size, NULL))
         abort();
     free(s);
     free(t);

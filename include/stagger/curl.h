@@ -29,6 +29,7 @@
 #include "budget.h"
 #include "breaker.h"
 #include "adaptive.h"
+#include "redact.h" /* stg_redact_*: the core's, used on every event and log line */
 
 #ifdef __cplusplus
 extern "C" {
@@ -361,32 +362,6 @@ typedef struct stg_engine_stats {
     uint64_t stg__reserved[8]; /* room to grow (docs/ABI.md); leave zero */
 } stg_engine_stats;
 STG_API void stg_engine_stats_get(const stg_engine *e, stg_engine_stats *out);
-
-/* ---- redaction ---------------------------------------------------------- */
-
-/* Write a redacted copy of url into buf (size bytes, NUL-terminated,
- * truncated if needed): scheme, host, port and path kept; userinfo removed;
- * every query value replaced by "REDACTED" (and a query item without '=',
- * which may be a bare key, as a whole); fragment removed; bytes that are
- * not printable ASCII percent-encoded. A URL without a scheme is read as
- * curl reads it (host[:port]/path). A malformed authority (non-numeric
- * port, unclosed '[') gives "scheme://REDACTED". Returns the length
- * written. */
-STG_API size_t stg_redact_url(const char *url, char *buf, size_t size);
-
-/* True if the named header's value is secret: Authorization,
- * Proxy-Authorization, Cookie, Set-Cookie, X-Api-Key, Api-Key, any name
- * containing "token", "secret", "api-key", "apikey", "api_key", "password",
- * "auth", "signature" or "session" (case-insensitive), and any name in
- * extra (NULL-terminated, may be NULL; compared case-insensitively). */
-STG_API bool stg_redact_header_is_secret(const char *name, size_t name_len,
-                                         const char *const *extra);
-
-/* Write "Name: value" with the value replaced by "REDACTED" when the name is
- * secret (stg_redact_header_is_secret), trailing CR/LF removed and control
- * characters and bytes outside printable ASCII replaced by '?'. Returns the length written. */
-STG_API size_t stg_redact_header_line(const char *line, const char *const *extra, char *buf,
-                                      size_t size);
 
 /* ---- classification ------------------------------------------------------ */
 

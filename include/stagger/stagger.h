@@ -14,5 +14,6 @@
 #include "adaptive.h"
 #include "budget.h"
 #include "breaker.h"
+#include "redact.h"
 
 #endif

@@ -25,6 +25,7 @@
 
 #include <stagger/adaptive.h>
 
+#include "util/assert.h"
 #include "core/state.h"
 
 typedef struct stg__adaptive_state state;
@@ -228,10 +229,13 @@ static double clamp_rate(const state *a, double r)
 static void apply(state *a, double rate, bool enable, int64_t now_us)
 {
     a->fill_rate = clamp_rate(a, rate);
+    STG_ASSERT(a->fill_rate >= STG_ADAPTIVE_RATE_MIN && a->fill_rate <= STG_BUCKET_RATE_MAX);
     bool on = enable || atomic_load_explicit(&a->enabled, memory_order_relaxed);
     if (on) {
         /* Cannot fail: clamp_rate keeps the rate inside what init checked. */
-        (void)stg_bucket_set_rate(&a->bucket, a->fill_rate, now_us);
+        int rc = stg_bucket_set_rate(&a->bucket, a->fill_rate, now_us);
+        STG_ASSERT(rc == STG_OK);
+        (void)rc;
         if (enable)
             atomic_store_explicit(&a->enabled, true, memory_order_release);
     }
@@ -327,9 +331,11 @@ int stg_adaptive_on_hints(stg_adaptive *pub, const stg_hints *h, int64_t now_us,
         /* Ignore a hint the current hold already covers: re-drawing the
          * spread for every response of the same window would only ratchet
          * the hold later. */
-        if (end > hold)
-            atomic_store_explicit(&a->hold_until_us, add_sat(end, hold_spread(a, wait, rng)),
-                                  memory_order_relaxed);
+        if (end > hold) {
+            int64_t until = add_sat(end, hold_spread(a, wait, rng));
+            STG_ASSERT(until > hold); /* hold_until_us only increases */
+            atomic_store_explicit(&a->hold_until_us, until, memory_order_relaxed);
+        }
     }
     if (pace) {
         double r = (double)h->limit / ((double)h->window_us / US_PER_S);

@@ -11,6 +11,7 @@
 
 #include <stagger/backoff.h>
 
+#include "util/assert.h"
 /* 2^63 as a double: the first value that does not fit in int64_t. */
 #define TWO_POW_63 9223372036854775808.0
 
@@ -60,6 +61,7 @@ int stg_backoff_resolve(const stg_backoff_config *cfg, stg_backoff_config *out)
     if (!isfinite(c.jitter_lo) || !isfinite(c.jitter_hi) || c.jitter_lo > c.jitter_hi ||
         c.jitter_lo < -1.0)
         return STG_EINVAL;
+    STG_ASSERT(c.base_us >= 0 && c.cap_us >= c.base_us && c.multiplier >= 1.0);
     *out = c;
     return STG_OK;
 }
@@ -76,6 +78,7 @@ int64_t stg_backoff_raw(const stg_backoff_config *cfg, int n)
     if (!(raw < (double)cfg->cap_us))
         return cfg->cap_us;
     int64_t r = sat_i64(raw);
+    STG_ASSERT(r >= 0);
     return r < cfg->cap_us ? r : cfg->cap_us;
 }
 
@@ -159,7 +162,11 @@ int stg_backoff_init(stg_backoff *b, const stg_backoff_config *cfg)
 
 int64_t stg_backoff_next(stg_backoff *b, stg_rng *rng)
 {
+    /* b->cfg came from stg_backoff_resolve(): the raw schedule is bounded
+     * by the cap and every wait is non-negative. */
+    STG_ASSERT(b->cfg.base_us >= 0 && b->cfg.cap_us >= b->cfg.base_us && b->n >= 0);
     int64_t w = stg_backoff_delay(&b->cfg, b->n, b->prev_us, rng);
+    STG_ASSERT(w >= 0);
     if (b->n < INT32_MAX)
         b->n++;
     b->prev_us = w;

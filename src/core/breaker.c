@@ -17,6 +17,7 @@
 
 #include <stagger/breaker.h>
 
+#include "util/assert.h"
 #define PPM INT64_C(1000000)
 
 static int64_t sat_add(int64_t a, int64_t b)
@@ -104,6 +105,11 @@ void stg_breaker_destroy(stg_breaker *br)
 static void change(stg_breaker *br, stg_breaker_state to, int64_t now_us)
 {
     stg_breaker_state from = br->state;
+    /* The state machine of breaker.h: a change is a real transition, and
+     * there is no CLOSED -> HALF_OPEN nor OPEN -> CLOSED. */
+    STG_ASSERT(from != to);
+    STG_ASSERT(!(from == STG_BREAKER_CLOSED && to == STG_BREAKER_HALF_OPEN));
+    STG_ASSERT(!(from == STG_BREAKER_OPEN && to == STG_BREAKER_CLOSED));
     br->state = to;
     if (br->cfg.on_change)
         br->cfg.on_change(br->cfg.data, from, to, now_us);
@@ -121,6 +127,8 @@ static void reset_counts(stg_breaker *br)
 static void open_now(stg_breaker *br, int64_t now_us)
 {
     reset_counts(br);
+    /* resolve() checked open_us * max_multiplier fits. */
+    STG_ASSERT(br->multiplier >= 1 && br->multiplier <= br->cfg.max_multiplier);
     br->open_until_us = sat_add(now_us, br->cfg.open_us * br->multiplier);
     change(br, STG_BREAKER_OPEN, now_us);
 }

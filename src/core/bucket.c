@@ -29,6 +29,7 @@
 
 #include <stagger/bucket.h>
 
+#include "util/assert.h"
 #include "core/state.h"
 
 typedef struct stg__bucket_state state;
@@ -85,6 +86,7 @@ int stg_bucket_init(stg_bucket *pub, const stg_bucket_config *cfg, int64_t now_u
     if (interval < 0 || cfg->burst < 0)
         return STG_EINVAL;
     int64_t burst = cfg->burst;
+    STG_ASSERT(interval >= 1 && interval <= STG_BUCKET_SPAN_MAX_NS);
     if (burst == 0) {
         double c = ceil(cfg->rate);
         if (c > (double)STG_BUCKET_SPAN_MAX_NS)
@@ -127,6 +129,12 @@ static int take(state *b, int64_t weight, int64_t now_us, int64_t timeout_ns,
         if (atomic_compare_exchange_weak_explicit(&b->tat_ns, &tat, new_tat,
                                                   memory_order_relaxed,
                                                   memory_order_relaxed)) {
+            /* The invariants of the file header: the TAT moved forward, by
+             * no more than burst * T past the instant of admission, and stays
+             * within 2^62. */
+            STG_ASSERT(new_tat > tat);
+            STG_ASSERT(new_tat - (now + (wait > 0 ? wait : 0)) <= b->burst * interval);
+            STG_ASSERT(new_tat <= (INT64_C(1) << 62));
             *wait_ns = wait > 0 ? wait : 0;
             return STG_OK;
         }
@@ -231,5 +239,6 @@ int64_t stg_bucket_available(const stg_bucket *pub, int64_t now_us)
     if (room <= 0)
         return 0;
     int64_t n = room / interval;
+    STG_ASSERT(n >= 0);
     return n > b->burst ? b->burst : n;
 }

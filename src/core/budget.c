@@ -13,6 +13,7 @@
 
 #include <stagger/budget.h>
 
+#include "util/assert.h"
 #include "core/state.h"
 
 typedef struct stg__budget_state state;
@@ -44,6 +45,7 @@ int stg_budget_init(stg_budget *pub, const stg_budget_config *cfg)
                              STG_BUDGET_MAX_MAX_TOKENS);
     if (max < 0 || ratio < 0 || ratio > max)
         return STG_EINVAL;
+    STG_ASSERT(ratio > 0 && ratio <= max);
     b->max_milli = max;
     b->ratio_milli = ratio;
     atomic_init(&b->milli, max);
@@ -61,6 +63,7 @@ static void add_clamped(state *b, int64_t delta)
             next = b->max_milli;
         if (next < 0)
             next = 0;
+        STG_ASSERT(next >= 0 && next <= b->max_milli);
         if (next == cur)
             return; /* already at the bound: nothing to publish */
     } while (!atomic_compare_exchange_weak_explicit(&b->milli, &cur, next,

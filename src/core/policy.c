@@ -11,6 +11,7 @@
 
 #include <stagger/policy.h>
 
+#include "util/assert.h"
 /* ---- methods ---------------------------------------------------------- */
 
 static const char *const method_names[] = {
@@ -485,6 +486,9 @@ int stg_decide(const stg_policy *policy, const stg_retry_state *state,
     if (draw_in_range)
         wait = stg_rng_range(rng, lo, hi);
     wait = min64(wait, remaining);
+    /* The invariants of the file header. */
+    STG_ASSERT(wait >= 0 && wait <= remaining);
+    STG_ASSERT(!out->used_hint || p.retry_after_mode == STG_RETRY_AFTER_CAP || wait >= hint);
 
     out->action = STG_ACTION_RETRY;
     out->reason = why_retry;

@@ -32,29 +32,14 @@ uint64_t stg__seed(const void *addr, int64_t now_us);
 
 /* ---- redact.c ---------------------------------------------------------- */
 
-/* Byte ranges of a URL, [start, start + len) into the input; len 0 when
- * absent. has_* tell an empty part from a missing one. */
-typedef struct stg__url_parts {
-    size_t scheme, scheme_len;     /* without "://" */
-    size_t userinfo, userinfo_len; /* without the '@' */
-    size_t host, host_len;         /* IPv6 with its brackets */
-    size_t port, port_len;         /* without the ':' */
-    size_t path, path_len;
-    size_t query, query_len;       /* without the '?' */
-    size_t fragment, fragment_len; /* without the '#' */
-    bool has_scheme, has_authority, has_userinfo, has_port, has_query, has_fragment;
-    bool bad_authority; /* a port that is not all digits, a bracket without
-                           its pair: the rest cannot be trusted to be a path */
-} stg__url_parts;
-
-void stg__url_split(const char *url, stg__url_parts *p);
+/* stg__url_parts and stg__url_split() are the core's (src/core/url.c). */
+#include "core/url.h"
 
 /* The limiter/breaker key of a URL: host, or host:port when a port is
  * given, lower-cased. Writes "" when there is no host. */
 void stg__url_host_key(const char *url, char *buf, size_t size);
 
-/* Copy free text (libcurl's error message) replacing every "scheme://..."
- * word by its redacted form and control characters by '?'. */
+/* stg_redact_text() (the core's), kept for the callers here. */
 void stg__redact_text(const char *in, char *buf, size_t size);
 
 /* ---- xfer.c: what one attempt received --------------------------------- */

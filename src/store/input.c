@@ -10,23 +10,28 @@
  * Formats:
  *   urls   one absolute http(s) URL a line; the job's id is its line number.
  *   keys   one key a line (trimmed); "{}" in the template is replaced by
- *          the key, percent-encoded (RFC 3986 unreserved characters kept);
- *          the id is the key; a repeated key is a bad line.
+ *          the key, percent-encoded (RFC 3986 unreserved characters kept,
+ *          except that a key made only of dots is all "%2E": "." and ".."
+ *          must never become dot segments that walk the path up); the id is
+ *          the key; a repeated key is a bad line.
  *   jsonl  {"id", "method", "url", "headers", "body", "idempotency_key"}:
  *          url required; id a string or integer (default: the line number;
- *          a repeated id is a bad line); method a known HTTP method (default
+ *          a repeated id, or one with a control character, is a bad line);
+ *          method a known HTTP method (default
  *          GET, or POST with a body); headers an object {"Name": "value"} or
  *          an array ["Name: value"]; body a string (sent as is) or any other
  *          JSON value (sent compact, with Content-Type: application/json
  *          unless a Content-Type is given); an Idempotency-Key header or the
- *          idempotency_key field marks the request safe to resend. Other
- *          fields are ignored.
+ *          idempotency_key field marks the request safe to resend; a CR, LF,
+ *          NUL or other control character in a header value or in
+ *          idempotency_key is a bad line (it would split or cut the header
+ *          it is sent in). Other fields are ignored.
  *
- * Secret detection (what the store must not keep) is done here: a URL with
- * userinfo, a fragment or a secret-looking query key, and headers that
- * stg_redact_header_is_secret() names.
+ * Secret detection (what the store must not keep) is the core's
+ * (stagger/redact.h), so the store, the engine's logs and the CLI agree: a
+ * URL is secret by stg_redact_url_has_secret(), a header by the same list of
+ * words as a query parameter (stg_redact_name_is_secret()).
  */
-#include <ctype.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -34,7 +39,8 @@
 #include <string.h>
 
 #include <jansson.h>
-#include <stagger/curl.h>
+#include <stagger/policy.h>
+#include <stagger/redact.h>
 
 #include "store/store.h"
 
@@ -54,34 +60,13 @@ const char *stg_input_format_name(stg_input_format f)
 
 /* ---- small helpers ------------------------------------------------------ */
 
-static bool ascii_contains(const char *hay, size_t len, const char *needle)
-{
-    size_t n = strlen(needle);
-    for (size_t i = 0; i + n <= len; i++) {
-        size_t k = 0;
-        while (k < n && tolower((unsigned char)hay[i + k]) == needle[k])
-            k++;
-        if (k == n)
-            return true;
-    }
-    return false;
-}
-
 bool stg_store_query_key_is_secret(const char *name, size_t len)
 {
-    static const char *const words[] = {"key",     "token", "secret", "pass", "pwd",
-                                        "auth",    "sig",   "cred",   "session", "jwt",
-                                        "private", NULL};
-    for (int i = 0; words[i]; i++)
-        if (ascii_contains(name, len, words[i]))
-            return true;
-    return false;
+    return stg_redact_name_is_secret(name, len);
 }
 
 bool stg__store_header_is_secret(const char *name, size_t len)
 {
-    if (len == 15 && !strncasecmp(name, "Idempotency-Key", 15))
-        return false;
     return stg_redact_header_is_secret(name, len, NULL);
 }
 
@@ -109,29 +94,7 @@ bool stg_store_url_valid(const char *url)
 
 bool stg_store_url_is_secret(const char *url)
 {
-    const char *p = strstr(url, "://");
-    p = p ? p + 3 : url;
-    size_t alen = strcspn(p, "/?#");
-    if (memchr(p, '@', alen))
-        return true;
-    if (strchr(url, '#'))
-        return true;
-    const char *q = strchr(url, '?');
-    if (!q)
-        return false;
-    q++;
-    while (*q && *q != '#') {
-        size_t n = strcspn(q, "&;#");
-        size_t name = strcspn(q, "=&;#");
-        if (name > n)
-            name = n;
-        if (stg_store_query_key_is_secret(q, name))
-            return true;
-        q += n;
-        if (*q == '&' || *q == ';')
-            q++;
-    }
-    return false;
+    return stg_redact_url_has_secret(url);
 }
 
 bool stg_store_method_idempotent(const char *method)
@@ -282,9 +245,27 @@ static char *redact(const char *url)
     return buf;
 }
 
+static bool ascii_alnum(int c)
+{
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+}
+
+/* An RFC 9110 token character (ASCII only, whatever the locale). */
 static bool tchar(int c)
 {
-    return isalnum(c) || strchr("!#$%&'*+-.^_`|~", c);
+    return ascii_alnum(c) || (c != '\0' && strchr("!#$%&'*+-.^_`|~", c));
+}
+
+/* A header value may hold tabs but no other control character: CR or LF
+ * would split the header in two, NUL would cut it short. */
+static bool value_ok(const char *v, size_t len)
+{
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)v[i];
+        if ((c < 0x20 && c != '\t') || c == 0x7f)
+            return false;
+    }
+    return true;
 }
 
 /* Validate "Name: value"; returns false on a bad name or CR/LF in value. */
@@ -398,10 +379,31 @@ static int parse_url_line(stg_job_set *set, const stg_input_options *o, char *li
     return STG_OK;
 }
 
+/* RFC 3986 unreserved: kept as is in a filled key. */
+static bool unreserved(unsigned char c)
+{
+    return ascii_alnum(c) || c == '-' || c == '.' || c == '_' || c == '~';
+}
+
+/* "." and "..", or any key made only of dots, would be a dot segment that
+ * curl and servers resolve (/ok/.. is /): such a key is encoded whole. */
+static bool all_dots(const char *key)
+{
+    if (!*key)
+        return false;
+    for (; *key; key++)
+        if (*key != '.')
+            return false;
+    return true;
+}
+
+/* tpl with every "{}" replaced by key, percent-encoded. NULL when out of
+ * memory; the caller frees. */
 static char *fill_template(const char *tpl, const char *key)
 {
     static const char hex[] = "0123456789ABCDEF";
     size_t klen = strlen(key), n = 0;
+    bool dots = all_dots(key);
     for (const char *p = tpl; (p = strstr(p, "{}")); p += 2)
         n++;
     char *out = malloc(strlen(tpl) + n * klen * 3 + 1);
@@ -411,7 +413,7 @@ static char *fill_template(const char *tpl, const char *key)
     for (const char *p = tpl; *p;) {
         if (p[0] == '{' && p[1] == '}') {
             for (const unsigned char *k = (const unsigned char *)key; *k; k++) {
-                if (isalnum(*k) || *k == '-' || *k == '.' || *k == '_' || *k == '~') {
+                if (unreserved(*k) && !dots) {
                     *w++ = (char)*k;
                 } else {
                     *w++ = '%';
@@ -431,9 +433,8 @@ static char *fill_template(const char *tpl, const char *key)
 static int parse_key_line(stg_job_set *set, keytab *t, const stg_input_options *o, char *line,
                           long n)
 {
-    for (const char *p = line; *p; p++)
-        if ((unsigned char)*p < 0x20 && *p != '\t')
-            return add_bad(set, n, "control character in key");
+    if (!value_ok(line, strlen(line)))
+        return add_bad(set, n, "control character in key");
     stg_job_spec j = {0};
     j.line = n;
     char *url = NULL;
@@ -505,8 +506,11 @@ static int parse_json_line(stg_job_set *set, keytab *t, char *line, size_t len, 
         snprintf(numkey, sizeof numkey, "%ld", n);
         if (!(j.key = strdup(numkey)))
             NOMEM();
-    } else if (json_is_string(id) && json_string_length(id) > 0 &&
-               strlen(json_string_value(id)) == json_string_length(id)) {
+    } else if (json_is_string(id) && json_string_length(id) > 0) {
+        /* As in a key file: the id is printed in reports and logs, where a
+         * line break would forge a line. */
+        if (!value_ok(json_string_value(id), json_string_length(id)))
+            BAD("\"id\" has a CR, LF, NUL or another control character");
         if (!(j.key = strdup(json_string_value(id))))
             NOMEM();
     } else if (json_is_integer(id)) {
@@ -561,10 +565,10 @@ static int parse_json_line(stg_job_set *set, keytab *t, char *line, size_t len, 
             for (size_t i = 0; ok && i < nlen; i++)
                 ok = tchar((unsigned char)name[i]);
             const char *val = json_string_value(v);
-            for (const char *p = val; ok && *p; p++)
-                ok = !((unsigned char)*p < 0x20 && *p != '\t');
-            if (!ok || strlen(val) != json_string_length(v))
-                BAD("bad header: invalid name or control character in the value");
+            if (!ok)
+                BAD("bad header: invalid name");
+            if (!value_ok(val, json_string_length(v)))
+                BAD("bad header: CR, LF, NUL or another control character in a value");
             if (nlen == 15 && !strncasecmp(name, "Idempotency-Key", 15)) {
                 free(j.idempotency_key);
                 if (!(j.idempotency_key = strdup(val)))
@@ -580,7 +584,9 @@ static int parse_json_line(stg_job_set *set, keytab *t, char *line, size_t len, 
         json_array_foreach(hdrs, i, v)
         {
             const char *h = json_is_string(v) ? json_string_value(v) : NULL;
-            if (!h || strlen(h) != json_string_length(v) || !header_ok(h))
+            if (h && !value_ok(h, json_string_length(v)))
+                BAD("bad header: CR, LF, NUL or another control character in a value");
+            if (!h || !header_ok(h))
                 BAD("bad header: expected \"Name: value\" strings");
             const char *colon = strchr(h, ':');
             size_t nlen = (size_t)(colon - h);
@@ -603,6 +609,8 @@ static int parse_json_line(stg_job_set *set, keytab *t, char *line, size_t len, 
     if (ik && !json_is_null(ik)) {
         if (!json_is_string(ik) || json_string_length(ik) == 0)
             BAD("\"idempotency_key\" must be a non-empty string");
+        if (!value_ok(json_string_value(ik), json_string_length(ik)))
+            BAD("\"idempotency_key\" has a CR, LF, NUL or another control character");
         free(j.idempotency_key);
         if (!(j.idempotency_key = strdup(json_string_value(ik))))
             NOMEM();

@@ -142,16 +142,16 @@ int stg_input_read_path(const char *path, const stg_input_options *opt, stg_job_
 void stg_job_set_free(stg_job_set *set);
 
 /* True if a query key (not NUL-terminated) looks like it carries a secret:
- * contains key, token, secret, pass, pwd, auth, sig, cred, session, jwt or
- * private (case-insensitive). */
+ * stg_redact_name_is_secret() of the core (one list for every use). */
 bool stg_store_query_key_is_secret(const char *name, size_t len);
-/* True if url has userinfo or a secret-looking query key. */
+/* True if url has userinfo, a fragment or a secret-looking query key
+ * (stg_redact_url_has_secret()). */
 bool stg_store_url_is_secret(const char *url);
 /* True if s is an absolute http:// or https:// URL with a host and no
  * whitespace or control characters. */
 bool stg_store_url_valid(const char *url);
-/* True if the named header's value is secret (stg_redact_header_is_secret
- * of libstagger-curl, plus Idempotency-Key never being secret). */
+/* True if the named header's value is secret (stg_redact_header_is_secret()
+ * of the core; Idempotency-Key is not). */
 bool stg__store_header_is_secret(const char *name, size_t len);
 /* True if the method is one that may be repeated (RFC 9110 idempotent). */
 bool stg_store_method_idempotent(const char *method);

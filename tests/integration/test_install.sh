@@ -45,7 +45,7 @@ for h in "$STG_SOURCE_DIR"/include/stagger/*.h; do
 done
 # An installed header includes only installed headers.
 for h in "$INC"/stagger/*.h; do
-  for dep in $(sed -n 's/^#include "\(.*\)"/\1/p' "$h"); do
+  for dep in $(sed -n 's/^#include "\([^"]*\)".*/\1/p' "$h"); do
     check "$(basename "$h") includes $dep, which is installed" [ -f "$INC/stagger/$dep" ]
   done
 done

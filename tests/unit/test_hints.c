@@ -895,6 +895,36 @@ static void test_no_overread(void **state)
     }
 }
 
+/* Parameters are read by letter (sfv.c keeps every one-letter parameter,
+ * case folded): the upper-case spelling counts, another letter never stands
+ * in for the one a field needs, and a longer key never counts as a letter. */
+static void test_parameter_letters(void **state)
+{
+    (void)state;
+    static const char *const rl_ok = "\"a\";R=3;T=7";
+    static const char *const rl_no_r[] = {"\"a\";q=3;t=7", "\"a\";rr=3;t=7", "\"a\";x=3"};
+    static const char *const pol_ok = "\"p\";Q=10;W=60;z=1";
+    stg_hints h;
+
+    stg_hints_init(&h);
+    assert_int_equal(stg_hints_header(&h, "RateLimit", 9, rl_ok, strlen(rl_ok), NOW_US), STG_OK);
+    assert_int_equal(h.remaining, 3);
+    assert_int_equal(h.reset_us, STG_SEC(7));
+    for (size_t i = 0; i < sizeof rl_no_r / sizeof rl_no_r[0]; i++) {
+        stg_hints_init(&h);
+        assert_int_equal(
+            stg_hints_header(&h, "RateLimit", 9, rl_no_r[i], strlen(rl_no_r[i]), NOW_US),
+            STG_EPARSE);
+        assert_int_equal(h.remaining, STG_UNKNOWN);
+        assert_int_equal(h.malformed, STG_HINT_RATELIMIT);
+    }
+    stg_hints_init(&h);
+    assert_int_equal(
+        stg_hints_header(&h, "RateLimit-Policy", 16, pol_ok, strlen(pol_ok), NOW_US), STG_OK);
+    assert_int_equal(h.limit, 10);
+    assert_int_equal(h.window_us, STG_SEC(60));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -918,6 +948,7 @@ int main(void)
         cmocka_unit_test(test_server_wait),
         cmocka_unit_test(test_bad_arguments),
         cmocka_unit_test(test_no_overread),
+        cmocka_unit_test(test_parameter_letters),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -4,6 +4,7 @@
  * template filling, and what does and does not change the fingerprint.
  */
 #define _POSIX_C_SOURCE 200809L
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -300,6 +301,156 @@ static void test_path_errors(void **state)
     stg_job_set_free(&set);
 }
 
+/* True if the path of url (after "scheme://host") has a "." or ".."
+ * segment, which curl and servers would resolve away. */
+static bool has_dot_segment(const char *url)
+{
+    const char *p = strstr(url, "://");
+    p = p ? strchr(p + 3, '/') : NULL;
+    while (p && *p == '/') {
+        const char *s = p + 1;
+        size_t n = strcspn(s, "/?#");
+        if ((n == 1 && s[0] == '.') || (n == 2 && s[0] == '.' && s[1] == '.'))
+            return true;
+        p = s + n;
+    }
+    return false;
+}
+
+/* Every URL-special key, filled into /ok/{}: never a dot segment, never a
+ * new path, query, fragment or authority. */
+static void test_template_special_keys(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *key, *url;
+    } v[] = {
+        {".", "http://127.0.0.1:8080/ok/%2E"},
+        {"..", "http://127.0.0.1:8080/ok/%2E%2E"},
+        {"...", "http://127.0.0.1:8080/ok/%2E%2E%2E"},
+        {"a.b", "http://127.0.0.1:8080/ok/a.b"}, /* dots inside a key are harmless */
+        {".a", "http://127.0.0.1:8080/ok/.a"},
+        {"/", "http://127.0.0.1:8080/ok/%2F"},
+        {"../x", "http://127.0.0.1:8080/ok/..%2Fx"},
+        {"?", "http://127.0.0.1:8080/ok/%3F"},
+        {"a#b", "http://127.0.0.1:8080/ok/a%23b"},
+        {"%", "http://127.0.0.1:8080/ok/%25"},
+        {"%2E%2E", "http://127.0.0.1:8080/ok/%252E%252E"},
+        {"a b", "http://127.0.0.1:8080/ok/a%20b"},
+        {"@", "http://127.0.0.1:8080/ok/%40"},
+        {":", "http://127.0.0.1:8080/ok/%3A"},
+        {"\xc3\xa9\xe2\x82\xac", "http://127.0.0.1:8080/ok/%C3%A9%E2%82%AC"}, /* é€ */
+        {"-._~", "http://127.0.0.1:8080/ok/-._~"},
+    };
+    stg_input_options o = {.url_template = "http://127.0.0.1:8080/ok/{}"};
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
+        char line[64];
+        stg_job_set set;
+        snprintf(line, sizeof line, "%s\n", v[i].key);
+        assert_int_equal(parse(line, &o, &set), STG_OK);
+        if (set.n != 1)
+            fail_msg("key '%s': %zu jobs, %zu bad", v[i].key, set.n, set.n_bad);
+        assert_string_equal(set.jobs[0].key, v[i].key);
+        if (strcmp(set.jobs[0].url, v[i].url) != 0)
+            fail_msg("key '%s': url '%s', want '%s'", v[i].key, set.jobs[0].url, v[i].url);
+        assert_false(has_dot_segment(set.jobs[0].url));
+        assert_true(stg_store_url_valid(set.jobs[0].url));
+        stg_job_set_free(&set);
+    }
+    /* The empty key does not exist: a blank line (or one of only blanks) is
+     * skipped, and a line starting with '#' is a comment, not the key "#". */
+    stg_job_set set;
+    assert_int_equal(parse("\n   \n#\n# x\n", &o, &set), STG_OK);
+    assert_int_equal(set.n, 0);
+    assert_int_equal(set.n_bad, 0);
+    assert_int_equal(set.lines, 4);
+    stg_job_set_free(&set);
+    /* A control character, DEL included, is a bad key: keys are printed in
+     * reports (found by fuzz_input: DEL passed). */
+    assert_int_equal(parse("a\x7f\nb\x01\nok\n", &o, &set), STG_OK);
+    assert_int_equal(set.n, 1);
+    assert_int_equal(set.n_bad, 2);
+    assert_non_null(strstr(bad_msg(&set, 1), "control character in key"));
+    assert_non_null(strstr(bad_msg(&set, 2), "control character in key"));
+    stg_job_set_free(&set);
+    /* A template that puts the key after a dot of its own still cannot be
+     * walked up by a key of dots. */
+    stg_input_options dot = {.url_template = "http://127.0.0.1:8080/ok/.{}/x"};
+    assert_int_equal(parse(".\n", &dot, &set), STG_OK);
+    assert_int_equal(set.n, 1);
+    assert_string_equal(set.jobs[0].url, "http://127.0.0.1:8080/ok/.%2E/x");
+    assert_false(has_dot_segment(set.jobs[0].url));
+    stg_job_set_free(&set);
+}
+
+/* CR, LF or NUL in an idempotency_key or a header value would split or cut
+ * the header it is sent in (and in an id, forge a report line): a bad line
+ * at import, with a reason. */
+static void test_jsonl_control_chars(void **state)
+{
+    (void)state;
+    stg_job_set set;
+    const char *text =
+        "{\"id\": \"1\", \"url\": \"http://a.test/1\", \"idempotency_key\": \"k\\r\\nX: y\"}\n"
+        "{\"id\": \"2\", \"url\": \"http://a.test/2\", \"idempotency_key\": \"k\\n\"}\n"
+        "{\"id\": \"3\", \"url\": \"http://a.test/3\", \"idempotency_key\": \"k\\u0000x\"}\n"
+        "{\"id\": \"4\", \"url\": \"http://a.test/4\", \"headers\": {\"X-T\": \"v\\r\\nX: 1\"}}\n"
+        "{\"id\": \"5\", \"url\": \"http://a.test/5\", \"headers\": [\"X-T: v\\nX: 1\"]}\n"
+        "{\"id\": \"6\", \"url\": \"http://a.test/6\", \"headers\": {\"Idempotency-Key\": "
+        "\"k\\r\"}}\n"
+        "{\"id\": \"7\", \"url\": \"http://a.test/7\", \"headers\": [\"Idempotency-Key: k\\rx\"]}\n"
+        "{\"id\": \"8\", \"url\": \"http://a.test/8\", \"headers\": {\"X-T\": \"a\\u0000b\"}}\n"
+        "{\"id\": \"9\", \"url\": \"http://a.test/9\", \"idempotency_key\": \"a\\tb\", "
+        "\"headers\": {\"X-T\": \"a\\tb\"}}\n"
+        "{\"id\": \"10\", \"url\": \"http://a.test/10\", \"idempotency_key\": \"k\\r\"}\n"
+        "{\"id\": \"a\\nb\", \"url\": \"http://a.test/11\"}\n";
+    assert_int_equal(parse(text, NULL, &set), STG_OK);
+    assert_int_equal(set.n, 1); /* only line 9: a tab is allowed */
+    assert_string_equal(set.jobs[0].key, "9");
+    assert_string_equal(set.jobs[0].idempotency_key, "a\tb");
+    assert_int_equal(set.n_bad, 10);
+    for (long l = 1; l <= 11; l++) {
+        if (l == 9)
+            continue;
+        const char *m = bad_msg(&set, l);
+        if (!m)
+            fail_msg("line %ld should be a bad line", l);
+        if (!strstr(m, "NUL") || (l != 3 && l != 8 && !strstr(m, "CR, LF")))
+            fail_msg("line %ld: unclear reason '%s'", l, m);
+    }
+    assert_non_null(strstr(bad_msg(&set, 1), "idempotency_key"));
+    assert_non_null(strstr(bad_msg(&set, 2), "idempotency_key"));
+    assert_non_null(strstr(bad_msg(&set, 10), "idempotency_key"));
+    assert_non_null(strstr(bad_msg(&set, 11), "\"id\""));
+    assert_non_null(strstr(bad_msg(&set, 4), "bad header"));
+    assert_non_null(strstr(bad_msg(&set, 5), "bad header"));
+    stg_job_set_free(&set);
+}
+
+/* The headers that passed as non-secret before the core's one list:
+ * a JSONL request carrying one is kept out of the store. */
+static void test_jsonl_secret_headers(void **state)
+{
+    (void)state;
+    static const char *const names[] = {"X-Access-Key", "X-Credential", "X-Jwt", "X-Private"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        char line[256];
+        stg_job_set set;
+        snprintf(line, sizeof line,
+                 "{\"url\": \"http://a.test/x\", \"headers\": {\"%s\": \"S\"}}\n"
+                 "{\"url\": \"http://a.test/y?%s=S\"}\n",
+                 names[i], names[i]);
+        assert_int_equal(parse(line, NULL, &set), STG_OK);
+        assert_int_equal(set.n, 2);
+        if (!set.jobs[0].headers_secret)
+            fail_msg("header %s should be secret", names[i]);
+        assert_true(stg__store_header_is_secret(names[i], strlen(names[i])));
+        if (!set.jobs[1].url_secret)
+            fail_msg("query %s should be secret", names[i]);
+        stg_job_set_free(&set);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -307,7 +458,8 @@ int main(void)
         cmocka_unit_test(test_nul_byte),     cmocka_unit_test(test_template),
         cmocka_unit_test(test_jsonl),        cmocka_unit_test(test_bad_json_does_not_echo),
         cmocka_unit_test(test_secret_urls),  cmocka_unit_test(test_fingerprint),
-        cmocka_unit_test(test_path_errors),
+        cmocka_unit_test(test_path_errors),  cmocka_unit_test(test_template_special_keys),
+        cmocka_unit_test(test_jsonl_control_chars), cmocka_unit_test(test_jsonl_secret_headers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
