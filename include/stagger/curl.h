@@ -129,7 +129,11 @@ typedef struct stg_result {
     char *headers;         /* the last response's raw header block */
     size_t headers_len;
     char *final_url;       /* redacted effective URL */
-    bool body_truncated;   /* the body was longer than max_body: the rest was dropped */
+    /* The body was longer than max_body: the transfer was stopped and the
+     * request failed (action GIVE_UP, reason ERROR_NOT_RETRYABLE, error
+     * OTHER, status the server's, error_text saying so, body the first
+     * max_body bytes). A body over the limit is never a success. */
+    bool body_truncated;
 } stg_result;
 
 /* Free the buffers of a result filled by stg_curl_perform(); accepts NULL
@@ -206,6 +210,28 @@ typedef struct stg_call_config {
      * host[:port]. */
     const stg_shared_limiter *shared;
     const char *limiter_key;
+    /* Redirects, followed by the call itself: each hop is an attempt that
+     * passes the limiter (counted in attempts and events; not a retry, so
+     * not counted against max_attempts); a 303, and a 301 or 302 to a POST,
+     * continue as GET without a body (as curl does); 307 and 308 keep the
+     * method and body. Secret headers (stg_redact_header_is_secret with
+     * secret_headers) go only to the origin (scheme, host, port) of url
+     * (NULL: the first effective URL), and credentials set on the handle
+     * (CURLOPT_USERPWD, USERNAME, PASSWORD, XOAUTH2_BEARER, COOKIE) are
+     * cleared once a hop leaves it. More than max_redirects hops (0: 20)
+     * give up with STATUS_NOT_RETRYABLE, the 3xx status and error_text
+     * "too many redirects ...". The call turns libcurl's own
+     * CURLOPT_FOLLOWLOCATION off either way: a hop libcurl made would
+     * bypass the limiter. A followed hop changes the handle's URL and
+     * method; they are not restored. */
+    bool follow_redirects;
+    int max_redirects;
+    /* The request headers: the call sets CURLOPT_HTTPHEADER from them,
+     * without the secret ones on another origin. NULL: the handle's own
+     * CURLOPT_HTTPHEADER, all of which a cross-origin hop drops. Not
+     * copied: must live until the call returns. */
+    const struct curl_slist *headers;
+    const char *const *secret_headers; /* extra secret names, NULL-terminated; may be NULL */
 } stg_call_config;
 
 /* Perform `easy` (already set up by the caller: URL, method, headers, body
@@ -215,7 +241,11 @@ typedef struct stg_call_config {
  * CURLOPT_TIMEOUT_MS (per attempt, bounded by what the deadline leaves) on
  * the handle, and puts the callbacks and error buffer back to libcurl's
  * defaults before returning. Attempts run on a private curl_multi, so a
- * cancel interrupts an attempt in flight as well as a wait.
+ * cancel interrupts an attempt in flight as well as a wait. Every request
+ * sent is an attempt stagger decided: libcurl's own resend on a reused
+ * connection that died is refused (the attempt is a RESET, retried by the
+ * policy through the limiter, never for a POST without a key), and
+ * libcurl never follows redirects (see follow_redirects).
  * cfg->method UNKNOWN means: the method libcurl reports after the attempt
  * (CURLINFO_EFFECTIVE_METHOD), so a POST is never taken for a GET.
  * Returns STG_OK when the request ran (successfully or not: see out->action
@@ -297,6 +327,13 @@ typedef struct stg_request {
     const char *limit_key;        /* limiter/breaker/budget key, to share one
                                      limit between hosts; NULL: the URL's
                                      host[:port], lower-cased */
+    /* Follow redirects, as stg_call_config.follow_redirects: each hop goes
+     * through admission (breaker, limiter of limit_key) as an attempt;
+     * secret headers (with secret_headers, copied at submit) are sent only
+     * to url's origin; more than max_redirects (0: 20) hops give up. */
+    bool follow_redirects;
+    int max_redirects;
+    const char *const *secret_headers;
 } stg_request;
 
 typedef void (*stg_done_fn)(stg_engine *e, uint64_t id, const stg_result *r, void *data);

@@ -37,6 +37,14 @@ typedef struct call {
     const char *method_name;
     char url[2048];       /* redacted */
     char final_url[2048]; /* redacted */
+    char origin[2048];    /* the first URL, whose origin may get secrets */
+    char limit_key[512];
+    char errtext[256];    /* the call's own failure (the shared limiter) */
+    int64_t ticket;       /* the shared limiter's, for its on_response */
+    stg__attempt a;       /* the last attempt's end */
+    bool body_dropped;    /* a redirect turned the request into a GET */
+    bool left_origin;     /* a hop went to another origin */
+    struct curl_slist *stripped; /* cfg.headers without the secret ones */
 } call;
 
 static void tick(call *c)
@@ -134,6 +142,93 @@ static int64_t remaining_us(const call *c, int64_t start_us)
     return start_us + c->pol.deadline_us - c->now;
 }
 
+/* The client-side limiter before an attempt (the bucket, or the shared
+ * limiter with its ticket). Returns STG_OK to go, else sets *reason. */
+static int limiter_gate(call *c, int64_t start_us, int attempt, stg_reason *reason)
+{
+    const stg_shared_limiter *sh = c->cfg.shared && c->cfg.shared->acquire ? c->cfg.shared : NULL;
+    if (!c->cfg.bucket && !sh)
+        return STG_OK;
+    int64_t left = remaining_us(c, start_us), w = 0;
+    int brc;
+    if (sh) {
+        c->ticket = 0;
+        brc = sh->acquire(sh->ctx, c->limit_key, left, &w, &c->ticket);
+        if (brc != STG_OK && brc != STG_ETIMEDOUT) {
+            snprintf(c->errtext, sizeof c->errtext, "shared limiter: %s", stg_strerror(brc));
+            *reason = STG_REASON_LIMITER_UNAVAILABLE;
+            return brc;
+        }
+    } else {
+        brc = stg_bucket_acquire(c->cfg.bucket, 1, c->now, left, &w);
+    }
+    if (brc == STG_ETIMEDOUT) {
+        *reason = STG_REASON_DEADLINE;
+        return brc;
+    }
+    if (brc == STG_OK && w > 0) {
+        stg_event ev;
+        event(c, STG_EVENT_LIMITER_WAIT, &ev);
+        ev.attempt = attempt;
+        ev.wait_us = w;
+        emit(c, &ev);
+        if (!wait_for(c, w)) {
+            *reason = STG_REASON_CANCELLED;
+            return STG_ECANCELED;
+        }
+        if (remaining_us(c, start_us) <= 0) {
+            *reason = STG_REASON_DEADLINE;
+            return STG_ETIMEDOUT;
+        }
+    }
+    return STG_OK;
+}
+
+static void report(void *ctx, const stg__attempt *a, const stg_hints *h)
+{
+    call *c = ctx;
+    stg__shared_report(c->cfg.shared, c->limit_key, c->ticket, a->status, h);
+}
+
+/* Point the handle at the next hop: its URL, method (a 303 or a POST's
+ * 301/302 go on as GET) and, off the origin, headers without secrets and
+ * no credentials. Returns false when out of memory. */
+static bool take_hop(call *c, const stg__attempt *a, stg_method *method)
+{
+    CURL *easy = c->easy;
+    curl_easy_setopt(easy, CURLOPT_URL, a->redirect_url);
+    if (a->redirect_method != *method) {
+        if (a->redirect_method == STG_METHOD_GET) {
+            curl_easy_setopt(easy, CURLOPT_CUSTOMREQUEST, (char *)NULL);
+            curl_easy_setopt(easy, CURLOPT_HTTPGET, 1L);
+            c->body_dropped = true;
+        }
+        *method = a->redirect_method;
+        c->method_name = stg_method_name(*method);
+    }
+    if (a->redirect_cross_origin && !c->left_origin) {
+        c->left_origin = true;
+        bool ok = true;
+        c->stripped = c->cfg.headers
+                          ? stg__headers_without_secrets(c->cfg.headers, c->cfg.secret_headers, &ok)
+                          : NULL;
+        if (!ok)
+            return false;
+        curl_easy_setopt(easy, CURLOPT_USERPWD, (char *)NULL);
+        curl_easy_setopt(easy, CURLOPT_USERNAME, (char *)NULL);
+        curl_easy_setopt(easy, CURLOPT_PASSWORD, (char *)NULL);
+        curl_easy_setopt(easy, CURLOPT_XOAUTH2_BEARER, (char *)NULL);
+        curl_easy_setopt(easy, CURLOPT_COOKIE, (char *)NULL);
+        curl_easy_setopt(easy, CURLOPT_HTTPAUTH, (long)CURLAUTH_BASIC);
+    }
+    /* Secrets go to the first URL's origin only, hop by hop. */
+    if (c->left_origin || c->cfg.headers)
+        curl_easy_setopt(easy, CURLOPT_HTTPHEADER,
+                         a->redirect_cross_origin ? c->stripped
+                                                  : (struct curl_slist *)c->cfg.headers);
+    return true;
+}
+
 int stg_curl_perform(CURL *easy, const stg_call_config *cfg, stg_result *out)
 {
     if (!out)
@@ -148,186 +243,158 @@ int stg_curl_perform(CURL *easy, const stg_call_config *cfg, stg_result *out)
     if (stg__curl_global_init() != CURLE_OK)
         return STG_ENOMEM;
 
-    call c;
-    memset(&c, 0, sizeof c);
-    c.easy = easy;
-    if (cfg)
-        c.cfg = *cfg;
-    if (stg_policy_resolve(&c.cfg.policy, &c.pol) != STG_OK)
-        return STG_EINVAL;
-    c.multi = curl_multi_init();
-    if (!c.multi)
+    call *cp = calloc(1, sizeof *cp);
+    if (!cp)
         return STG_ENOMEM;
-    stg__xfer_init(&c.x, c.cfg.max_body);
-    stg__xfer_attach(easy, &c.x);
-    tick(&c);
-    stg_rng_seed(&c.rng, c.cfg.seed ? c.cfg.seed : stg__seed(&c, c.now));
-    if (c.cfg.method != STG_METHOD_UNKNOWN)
-        c.method_name = stg_method_name(c.cfg.method);
-    if (c.cfg.url)
-        stg_redact_url(c.cfg.url, c.url, sizeof c.url);
-    char limit_key[512] = "default";
-    if (c.cfg.limiter_key)
-        snprintf(limit_key, sizeof limit_key, "%s", c.cfg.limiter_key);
-    else if (c.cfg.url)
-        stg__url_host_key(c.cfg.url, limit_key, sizeof limit_key);
+    call *c = cp;
+    c->easy = easy;
+    if (cfg)
+        c->cfg = *cfg;
+    if (stg_policy_resolve(&c->cfg.policy, &c->pol) != STG_OK || c->cfg.max_redirects < 0) {
+        free(cp);
+        return STG_EINVAL;
+    }
+    c->multi = curl_multi_init();
+    if (!c->multi) {
+        free(cp);
+        return STG_ENOMEM;
+    }
+    stg__xfer_init(&c->x, c->cfg.max_body);
+    stg__xfer_attach(easy, &c->x);
+    /* Redirects are hops stagger decides (redirect.c), never libcurl's. */
+    curl_easy_setopt(easy, CURLOPT_FOLLOWLOCATION, 0L);
+    if (c->cfg.headers)
+        curl_easy_setopt(easy, CURLOPT_HTTPHEADER, (struct curl_slist *)c->cfg.headers);
+    tick(c);
+    stg_rng_seed(&c->rng, c->cfg.seed ? c->cfg.seed : stg__seed(c, c->now));
+    if (c->cfg.method != STG_METHOD_UNKNOWN)
+        c->method_name = stg_method_name(c->cfg.method);
+    if (c->cfg.url) {
+        stg_redact_url(c->cfg.url, c->url, sizeof c->url);
+        snprintf(c->origin, sizeof c->origin, "%s", c->cfg.url);
+    }
+    snprintf(c->limit_key, sizeof c->limit_key, "default");
+    if (c->cfg.limiter_key)
+        snprintf(c->limit_key, sizeof c->limit_key, "%s", c->cfg.limiter_key);
+    else if (c->cfg.url)
+        stg__url_host_key(c->cfg.url, c->limit_key, sizeof c->limit_key);
 
-    stg_retry_state rs = {.attempts = 0, .start_us = c.now, .prev_wait_us = 0};
+    stg_retry_state rs = {.attempts = 0, .start_us = c->now, .prev_wait_us = 0};
     stg_decision d;
     memset(&d, 0, sizeof d);
     d.server_wait_us = STG_UNKNOWN;
     stg_reason reason = STG_REASON_CANCELLED;
-    int status = 0, rc = STG_OK;
-    int64_t ticket = 0; /* the shared limiter's, for its on_response */
-    stg_net_error err = STG_NET_NONE;
-    CURLcode code = CURLE_OK;
-    char errtext[256] = "";
+    stg_method method = c->cfg.method;
+    int rc = STG_OK, hops = 0;
+    stg__attempt *a = &c->a;
+    memset(a, 0, sizeof *a);
+    a->hint = STG_UNKNOWN;
     stg_event ev;
 
     for (;;) {
-        if (stg_cancel_fired(c.cfg.cancel)) {
+        if (stg_cancel_fired(c->cfg.cancel)) {
             reason = STG_REASON_CANCELLED;
             break;
         }
-        int64_t left = remaining_us(&c, rs.start_us);
-        if (left <= 0) {
+        if (remaining_us(c, rs.start_us) <= 0) {
             reason = STG_REASON_DEADLINE;
             break;
         }
-        if (c.cfg.bucket || (c.cfg.shared && c.cfg.shared->acquire)) {
-            int64_t w = 0;
-            int brc;
-            if (c.cfg.shared && c.cfg.shared->acquire) {
-                ticket = 0;
-                brc = c.cfg.shared->acquire(c.cfg.shared->ctx, limit_key, left, &w, &ticket);
-                if (brc != STG_OK && brc != STG_ETIMEDOUT) {
-                    snprintf(errtext, sizeof errtext, "shared limiter: %s", stg_strerror(brc));
-                    reason = STG_REASON_LIMITER_UNAVAILABLE;
-                    break;
-                }
-            } else {
-                brc = stg_bucket_acquire(c.cfg.bucket, 1, c.now, left, &w);
-            }
-            if (brc == STG_ETIMEDOUT) {
-                reason = STG_REASON_DEADLINE;
-                break;
-            }
-            if (brc == STG_OK && w > 0) {
-                event(&c, STG_EVENT_LIMITER_WAIT, &ev);
-                ev.attempt = rs.attempts + 1;
-                ev.wait_us = w;
-                emit(&c, &ev);
-                if (!wait_for(&c, w)) {
-                    reason = STG_REASON_CANCELLED;
-                    break;
-                }
-                left = remaining_us(&c, rs.start_us);
-                if (left <= 0) {
-                    reason = STG_REASON_DEADLINE;
-                    break;
-                }
-            }
-        }
-        if (rs.attempts > 0 && c.cfg.rewind_body && c.cfg.rewind_body(c.cfg.rewind_data) != 0) {
+        if (limiter_gate(c, rs.start_us, rs.attempts + 1, &reason) != STG_OK)
+            break;
+        if (rs.attempts > 0 && !c->body_dropped && c->cfg.rewind_body &&
+            c->cfg.rewind_body(c->cfg.rewind_data) != 0) {
             reason = STG_REASON_ERROR_NOT_RETRYABLE; /* cannot resend the body */
             break;
         }
         long connect_ms, total_ms;
-        stg__attempt_timeouts(&c.pol, left, &connect_ms, &total_ms);
+        stg__attempt_timeouts(&c->pol, remaining_us(c, rs.start_us), &connect_ms, &total_ms);
         curl_easy_setopt(easy, CURLOPT_CONNECTTIMEOUT_MS, connect_ms);
         curl_easy_setopt(easy, CURLOPT_TIMEOUT_MS, total_ms);
 
-        stg__xfer_reset(&c.x);
+        stg__xfer_reset(&c->x);
         rs.attempts++;
-        int64_t started = c.now;
-        event(&c, STG_EVENT_ATTEMPT_START, &ev);
+        int64_t started = c->now;
+        event(c, STG_EVENT_ATTEMPT_START, &ev);
         ev.attempt = rs.attempts;
-        emit(&c, &ev);
+        emit(c, &ev);
 
         bool cancelled;
-        code = run_attempt(&c, &cancelled);
-        if (c.x.oom) {
-            rc = STG_ENOMEM;
-            goto cleanup;
-        }
-        const char *eff_url = NULL, *eff_method = NULL;
-        curl_easy_getinfo(easy, CURLINFO_EFFECTIVE_URL, &eff_url);
+        CURLcode code = run_attempt(c, &cancelled);
+        const char *eff_method = NULL;
         curl_easy_getinfo(easy, CURLINFO_EFFECTIVE_METHOD, &eff_method);
-        if (eff_url && *eff_url) {
-            stg_redact_url(eff_url, c.final_url, sizeof c.final_url);
-            if (!c.url[0])
-                stg_redact_url(eff_url, c.url, sizeof c.url);
-        }
-        stg_method method = c.cfg.method;
         if (method == STG_METHOD_UNKNOWN) {
             method = stg_method_parse(eff_method);
-            c.method_name = stg_method_name(method);
+            c->method_name = stg_method_name(method);
         }
         if (cancelled) {
-            stg__xfer_reset(&c.x); /* a partial answer is not an answer */
-            status = 0;
-            err = STG_NET_OTHER;
-            code = CURLE_ABORTED_BY_CALLBACK;
-            snprintf(errtext, sizeof errtext, "cancelled");
-            event(&c, STG_EVENT_ATTEMPT_END, &ev);
+            stg__xfer_reset(&c->x); /* a partial answer is not an answer */
+            memset(a, 0, sizeof *a);
+            a->hint = STG_UNKNOWN;
+            a->err = STG_NET_OTHER;
+            a->curl_code = CURLE_ABORTED_BY_CALLBACK;
+            snprintf(a->errtext, sizeof a->errtext, "cancelled");
+            event(c, STG_EVENT_ATTEMPT_END, &ev);
             ev.attempt = rs.attempts;
-            ev.error = err;
-            ev.curl_code = (int)code;
-            ev.duration_us = c.now - started;
-            emit(&c, &ev);
+            ev.error = a->err;
+            ev.curl_code = a->curl_code;
+            ev.duration_us = c->now - started;
+            emit(c, &ev);
             reason = STG_REASON_CANCELLED;
             break;
         }
-        long http = 0;
-        curl_off_t connect_us = 0;
-        curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &http);
-        curl_easy_getinfo(easy, CURLINFO_CONNECT_TIME_T, &connect_us);
-        err = stg_curl_classify(code, (int64_t)connect_us);
-        status = err == STG_NET_NONE ? (int)http : 0;
-        if (err == STG_NET_NONE && status == 0)
-            err = STG_NET_OTHER; /* a transfer without an HTTP status */
-        if (code != CURLE_OK)
-            stg__redact_text(c.x.errbuf[0] ? c.x.errbuf : curl_easy_strerror(code), errtext,
-                             sizeof errtext);
-        else
-            errtext[0] = '\0';
+        stg__attempt_end(easy, code, &c->x, c->cfg.url, a);
+        snprintf(c->final_url, sizeof c->final_url, "%s", a->final_url);
+        if (!c->url[0])
+            snprintf(c->url, sizeof c->url, "%s", a->final_url);
+        if (!c->origin[0]) {
+            const char *eff = NULL;
+            curl_easy_getinfo(easy, CURLINFO_EFFECTIVE_URL, &eff);
+            snprintf(c->origin, sizeof c->origin, "%s", eff ? eff : "");
+        }
 
-        stg__shared_report(c.cfg.shared, limit_key, ticket, status, &c.x.hints);
-
-        stg_outcome o = {.status = status,
-                         .error = err,
-                         .method = method,
-                         .has_idempotency_key = c.cfg.has_idempotency_key,
-                         .cancelled = false,
-                         .hints = &c.x.hints};
-        stg_decide(&c.pol, &rs, &o, c.now, &c.rng, &d);
-        int64_t hint = STG_UNKNOWN;
-        if (!stg_hints_server_wait(&c.x.hints, &hint))
-            hint = STG_UNKNOWN;
-
-        event(&c, STG_EVENT_ATTEMPT_END, &ev);
+        event(c, STG_EVENT_ATTEMPT_END, &ev);
         ev.attempt = rs.attempts;
-        ev.status = status;
-        ev.error = err;
-        ev.curl_code = (int)code;
-        ev.duration_us = c.now - started;
-        ev.retry_after_us = hint;
-        emit(&c, &ev);
+        stg__step st = {.pol = &c->pol,
+                        .rs = &rs,
+                        .hops = hops,
+                        .rng = &c->rng,
+                        .now_us = c->now,
+                        .method = method,
+                        .has_key = c->cfg.has_idempotency_key,
+                        .origin_url = c->origin,
+                        .follow = c->cfg.follow_redirects,
+                        .max_redirects = c->cfg.max_redirects ? c->cfg.max_redirects : 20,
+                        .report = report,
+                        .report_ctx = c,
+                        .ev = &ev,
+                        .duration_us = c->now - started,
+                        .on_event = c->cfg.on_event,
+                        .event_data = c->cfg.event_data};
+        stg__attempt_step(&st, a, &c->x.hints, &d);
 
         if (d.action != STG_ACTION_RETRY) {
             reason = d.reason;
             break;
         }
-        event(&c, STG_EVENT_WAIT, &ev);
+        if (a->redirect) {
+            hops++;
+            if (!take_hop(c, a, &method)) {
+                rc = STG_ENOMEM;
+                goto cleanup;
+            }
+            continue; /* the next hop: through the limiter, no backoff */
+        }
+        event(c, STG_EVENT_WAIT, &ev);
         ev.attempt = rs.attempts;
-        ev.status = status;
-        ev.error = err;
+        ev.status = a->status;
+        ev.error = a->err;
         ev.wait_us = d.wait_us;
         ev.retry_after_us = d.server_wait_us;
         ev.reason = d.reason;
-        emit(&c, &ev);
+        emit(c, &ev);
         stg_retry_state_note(&rs, &d);
-        if (!wait_for(&c, d.wait_us)) {
+        if (!wait_for(c, d.wait_us)) {
             reason = STG_REASON_CANCELLED;
             break;
         }
@@ -335,37 +402,42 @@ int stg_curl_perform(CURL *easy, const stg_call_config *cfg, stg_result *out)
 
     out->action = reason == STG_REASON_SUCCESS ? STG_ACTION_SUCCESS : STG_ACTION_GIVE_UP;
     out->reason = reason;
-    out->status = status;
-    out->error = err;
-    out->curl_code = (int)code;
-    snprintf(out->error_text, sizeof out->error_text, "%s", errtext);
+    out->status = a->status;
+    out->error = a->err;
+    out->curl_code = a->curl_code;
+    snprintf(out->error_text, sizeof out->error_text, "%s", c->errtext[0] ? c->errtext : a->errtext);
     out->attempts = rs.attempts;
-    out->elapsed_us = c.now - rs.start_us;
+    out->elapsed_us = c->now - rs.start_us;
     out->server_wait_us = d.server_wait_us;
-    stg__xfer_move_to(&c.x, out);
-    if (out->server_wait_us == STG_UNKNOWN && !stg_hints_server_wait(&out->hints, &out->server_wait_us))
+    stg__xfer_move_to(&c->x, out);
+    if (out->server_wait_us == STG_UNKNOWN &&
+        !stg_hints_server_wait(&out->hints, &out->server_wait_us))
         out->server_wait_us = STG_UNKNOWN;
-    out->final_url = strdup(c.final_url[0] ? c.final_url : c.url);
+    out->final_url = strdup(c->final_url[0] ? c->final_url : c->url);
     if (!out->body || !out->headers || !out->final_url) {
         stg_result_free(out);
         rc = STG_ENOMEM;
         goto cleanup;
     }
 
-    event(&c, out->action == STG_ACTION_SUCCESS ? STG_EVENT_SUCCESS : STG_EVENT_GIVE_UP, &ev);
+    event(c, out->action == STG_ACTION_SUCCESS ? STG_EVENT_SUCCESS : STG_EVENT_GIVE_UP, &ev);
     ev.attempt = rs.attempts;
-    ev.status = status;
-    ev.error = err;
-    ev.curl_code = (int)code;
+    ev.status = out->status;
+    ev.error = out->error;
+    ev.curl_code = out->curl_code;
     ev.duration_us = out->elapsed_us;
     ev.retry_after_us = out->server_wait_us;
     ev.reason = reason;
-    emit(&c, &ev);
+    emit(c, &ev);
 
 cleanup:
     stg__xfer_detach(easy);
-    curl_multi_cleanup(c.multi);
-    stg__xfer_free(&c.x);
+    if (c->cfg.headers || c->left_origin)
+        curl_easy_setopt(easy, CURLOPT_HTTPHEADER, (struct curl_slist *)NULL);
+    curl_slist_free_all(c->stripped);
+    curl_multi_cleanup(c->multi);
+    stg__xfer_free(&c->x);
+    free(cp);
     return rc;
 }
 
