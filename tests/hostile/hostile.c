@@ -55,6 +55,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -268,6 +269,7 @@ static bool answer(conn *c, const char *head)
             if (!send_str(fd, "z"))
                 return false;
         }
+        return false;
     case M_ENDLESS_BODY:
         if (!send_str(fd, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"))
             return false;
@@ -279,6 +281,7 @@ static bool answer(conn *c, const char *head)
             if (!send_all(fd, chunk, (size_t)n + 4096 + 2))
                 return false;
         }
+        return false;
     case M_BIG_BODY: {
         long n = size_or(1000000);
         snprintf(line, sizeof line, "HTTP/1.1 200 OK\r\nContent-Length: %ld\r\n\r\n", n);
