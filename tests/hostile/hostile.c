@@ -36,9 +36,11 @@
  *   redirect        --status (default 302) to --target (absolute URL or a
  *                   path), every request not under /landed
  *   redirect-loop   --status (default 302) to /loop/<n+1>, forever
- *   close-reused    the first request on a connection gets 200 "ok"
- *                   (keep-alive); any later request on that connection is
- *                   read, logged and answered by closing without a byte
+ *   close-reused    the first request on a connection gets --status
+ *                   (default 200; a 503 makes a client retry on the
+ *                   same connection) with body "ok", keep-alive; any later
+ *                   request on that connection is read, logged and
+ *                   answered by closing without a byte
  *
  * Invariants: the request count is incremented before any answer is
  * written, so a client that sees an answer (or a close) after a request was
@@ -74,7 +76,7 @@ static const char *const mode_names[] = {
 
 static mode g_mode = M_OK;
 static long g_size = -1;
-static int g_status = 302;
+static int g_status = -1; /* -1: the mode's default */
 static const char *g_target = "/landed";
 static int g_log = -1;
 static atomic_long g_requests;
@@ -289,7 +291,8 @@ static bool answer(conn *c, const char *head)
     }
     case M_REDIRECT:
         snprintf(line, sizeof line,
-                 "HTTP/1.1 %d Moved\r\nLocation: %s\r\nContent-Length: 0\r\n\r\n", g_status,
+                 "HTTP/1.1 %d Moved\r\nLocation: %s\r\nContent-Length: 0\r\n\r\n",
+                 g_status > 0 ? g_status : 302,
                  g_target);
         return send_str(fd, line);
     case M_REDIRECT_LOOP: {
@@ -299,12 +302,16 @@ static bool answer(conn *c, const char *head)
             n = strtol(p + 6, NULL, 10);
         snprintf(line, sizeof line,
                  "HTTP/1.1 %d Moved\r\nLocation: /loop/%ld\r\nContent-Length: 0\r\n\r\n",
-                 g_status, n + 1);
+                 g_status > 0 ? g_status : 302, n + 1);
         return send_str(fd, line);
     }
     case M_CLOSE_REUSED:
-        if (c->nreq == 0)
-            return answer_ok(fd);
+        if (c->nreq == 0) {
+            snprintf(line, sizeof line,
+                     "HTTP/1.1 %d Answer\r\nContent-Length: 2\r\n\r\nok",
+                     g_status > 0 ? g_status : 200);
+            return send_str(fd, line);
+        }
         return false; /* read it, then close without a byte */
     }
     return false;
