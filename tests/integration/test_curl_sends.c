@@ -204,6 +204,50 @@ static void test_engine_serve_reset_every(void **state)
     server_cleanup(&s);
 }
 
+/* Keyless POSTs at concurrency 10 against `stagger serve --reset-every 4`:
+ * the server counts no duplicate without a key, and its log has one line
+ * per attempt. */
+static void test_engine_serve_reset_every_post(void **state)
+{
+    (void)state;
+    server s;
+    const char *args[] = {"--reset-every", "4", NULL};
+    server_start(&s, args);
+    stg_engine_config cfg = {.policy = fast_policy(6), .concurrency = 10};
+    stg_engine *e = stg_engine_new(&cfg, NULL);
+    assert_non_null(e);
+    tally t = {0};
+    enum { N = 200 };
+    for (int i = 0; i < N; i++) {
+        char url[128], body[32];
+        url_of(&s, "/post", url, sizeof url);
+        int n = snprintf(body, sizeof body, "job=%d", i);
+        stg_request rq = {.url = url, .method = "POST", .body = body, .body_len = (size_t)n};
+        assert_int_equal(stg_engine_submit(e, &rq, tally_done, &t, NULL), STG_OK);
+    }
+    assert_int_equal(stg_engine_drain(e), 0);
+    stg_engine_stats st;
+    stg_engine_stats_get(e, &st);
+    stg_engine_free(e);
+
+    char url[128];
+    url_of(&s, "/__stats", url, sizeof url);
+    CURL *c = curl_easy_init();
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    stg_call_config one = {.url = url};
+    stg_result r;
+    assert_int_equal(stg_curl_perform(c, &one, &r), STG_OK);
+    assert_int_equal(r.status, 200);
+    assert_non_null(strstr(r.body, "\"duplicates_without_key\":0"));
+    stg_result_free(&r);
+    curl_easy_cleanup(c);
+    server_stop(&s);
+    assert_int_equal(t.done, N);
+    assert_int_equal((int)st.attempts, N);
+    assert_int_equal(log_count(&s, "\"path\":\"/post\""), N);
+    server_cleanup(&s);
+}
+
 /* ---- redirects -------------------------------------------------------------- */
 
 static struct curl_slist *secret_headers(void)
@@ -539,6 +583,7 @@ int main(void)
         cmocka_unit_test_teardown(test_perform_no_hidden_resend, stop_leftovers),
         cmocka_unit_test_teardown(test_engine_post_never_twice, stop_leftovers),
         cmocka_unit_test_teardown(test_engine_serve_reset_every, stop_leftovers),
+        cmocka_unit_test_teardown(test_engine_serve_reset_every_post, stop_leftovers),
         cmocka_unit_test_teardown(test_perform_redirect_cross_origin, stop_leftovers),
         cmocka_unit_test_teardown(test_perform_redirect_same_origin_and_methods, stop_leftovers),
         cmocka_unit_test_teardown(test_perform_redirect_loop, stop_leftovers),
