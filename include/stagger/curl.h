@@ -222,14 +222,16 @@ typedef struct stg_call_config {
      * give up with STATUS_NOT_RETRYABLE, the 3xx status and error_text
      * "too many redirects ...". The call turns libcurl's own
      * CURLOPT_FOLLOWLOCATION off either way: a hop libcurl made would
-     * bypass the limiter. A followed hop changes the handle's URL and
-     * method; they are not restored. */
+     * bypass the limiter. Only http and https targets are followed (any
+     * other gives up with STATUS_NOT_RETRYABLE). A followed hop changes
+     * the handle's URL and method; they are not restored. */
     bool follow_redirects;
     int max_redirects;
     /* The request headers: the call sets CURLOPT_HTTPHEADER from them,
-     * without the secret ones on another origin. NULL: the handle's own
-     * CURLOPT_HTTPHEADER, all of which a cross-origin hop drops. Not
-     * copied: must live until the call returns. */
+     * without the secret ones on another origin, and clears it before
+     * returning. NULL: the handle's own CURLOPT_HTTPHEADER, all of which a
+     * cross-origin hop drops (for the rest of the call, and on the handle
+     * afterwards). Not copied: must live until the call returns. */
     const struct curl_slist *headers;
     const char *const *secret_headers; /* extra secret names, NULL-terminated; may be NULL */
 } stg_call_config;
@@ -328,9 +330,12 @@ typedef struct stg_request {
                                      limit between hosts; NULL: the URL's
                                      host[:port], lower-cased */
     /* Follow redirects, as stg_call_config.follow_redirects: each hop goes
-     * through admission (breaker, limiter of limit_key) as an attempt;
-     * secret headers (with secret_headers, copied at submit) are sent only
-     * to url's origin; more than max_redirects (0: 20) hops give up. */
+     * through admission as an attempt, with the request's own limit key
+     * (limit_key, or the first URL's host: a redirect elsewhere does not
+     * change whose limit it spends); secret headers (with secret_headers,
+     * copied at submit) are sent only to url's origin; only http and https
+     * targets; more than max_redirects (0: 20) hops give up with
+     * STATUS_NOT_RETRYABLE and error_text "too many redirects ...". */
     bool follow_redirects;
     int max_redirects;
     const char *const *secret_headers;

@@ -17,7 +17,8 @@
  *  - every string that leaves here (errtext, final_url) is redacted; the
  *    redirect target is not (it is sent) and never goes to an event;
  *  - a redirect hop is a send (rs->attempts counts it) but not a retry:
- *    stg_decide sees attempts - hops, so hops do not use up max_attempts.
+ *    stg_decide sees attempts - hops, so hops do not use up max_attempts;
+ *    only http and https targets are followed.
  */
 #include <stdio.h>
 #include <string.h>
@@ -127,7 +128,14 @@ void stg__attempt_step(const stg__step *s, stg__attempt *a, const stg_hints *h,
         d->action = STG_ACTION_GIVE_UP;
         d->reason = STG_REASON_ERROR_NOT_RETRYABLE;
     } else if (s->follow && a->redirect_url[0]) {
-        if (s->hops >= s->max_redirects) {
+        if (!stg__http_url(a->redirect_url)) {
+            d->action = STG_ACTION_GIVE_UP;
+            d->reason = STG_REASON_STATUS_NOT_RETRYABLE;
+            a->err = STG_NET_OTHER;
+            a->deterministic = true;
+            snprintf(a->errtext, sizeof a->errtext,
+                     "redirect to a URL that is not http or https: not followed");
+        } else if (s->hops >= s->max_redirects) {
             d->action = STG_ACTION_GIVE_UP;
             d->reason = STG_REASON_STATUS_NOT_RETRYABLE;
             a->err = STG_NET_OTHER;

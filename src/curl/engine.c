@@ -144,6 +144,7 @@ int stg_engine_submit(stg_engine *e, const stg_request *rq, stg_done_fn done, vo
     if (!r)
         return STG_ENOMEM;
     r->heap_index = STG__NOT_IN_HEAP;
+    r->engine = e;
     r->host = h;
     r->method = m;
     r->done = done;

@@ -218,7 +218,6 @@ static void attempt_done(stg_engine *e, req *r, CURLcode code)
     stg__host *h = r->host;
     stg_event ev;
     stg__eng_ev_init(e, r, STG_EVENT_ATTEMPT_END, &ev);
-    r->engine = e;
     stg__step st = {.pol = &e->pol,
                     .rs = &r->rs,
                     .hops = r->hops,

@@ -174,6 +174,9 @@ stg_net_error stg__classify_text(CURLcode code, int64_t connect_time_us, const c
  * anything but HEAD into GET; 301 and 302 turn POST into GET; 307, 308
  * keep it. */
 stg_method stg__redirect_method(int status, stg_method m);
+/* True when url is an http or https URL (a hop anywhere else, file:// or
+ * ftp://, is never taken). */
+bool stg__http_url(const char *url);
 /* True when a and b differ in scheme, host or port (default ports made
  * explicit). A URL that does not parse is another origin. */
 bool stg__cross_origin(const char *a, const char *b);

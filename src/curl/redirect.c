@@ -42,6 +42,17 @@ static bool origin_of(const char *url, char *part[3])
     return ok;
 }
 
+bool stg__http_url(const char *url)
+{
+    char *p[3];
+    bool ok = url && origin_of(url, p) &&
+              (!strcasecmp(p[0], "http") || !strcasecmp(p[0], "https"));
+    if (url)
+        for (int i = 0; i < 3; i++)
+            curl_free(p[i]);
+    return ok;
+}
+
 bool stg__cross_origin(const char *a, const char *b)
 {
     char *pa[3], *pb[3];

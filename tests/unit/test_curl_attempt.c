@@ -123,6 +123,13 @@ static void test_redirect_hops(void **state)
     assert_true(a.redirect);
     assert_int_equal(a.redirect_method, STG_METHOD_GET);
     assert_true(a.redirect_cross_origin);
+    /* Only http and https. */
+    a = answer(301, STG_NET_NONE);
+    snprintf(a.redirect_url, sizeof a.redirect_url, "file:///etc/passwd");
+    step(&a, &p, 1, 0, true, STG_METHOD_GET, &s, &d);
+    assert_int_equal(d.action, STG_ACTION_GIVE_UP);
+    assert_false(a.redirect);
+    assert_non_null(strstr(a.errtext, "not http"));
     /* The hop limit. */
     a = answer(302, STG_NET_NONE);
     snprintf(a.redirect_url, sizeof a.redirect_url, "http://a.example:8080/z");
