@@ -247,7 +247,10 @@ typedef struct stg_call_config {
  * sent is an attempt stagger decided: libcurl's own resend on a reused
  * connection that died is refused (the attempt is a RESET, retried by the
  * policy through the limiter, never for a POST without a key), and
- * libcurl never follows redirects (see follow_redirects).
+ * libcurl never follows redirects (see follow_redirects). libcurl's HTTP
+ * authentication negotiation (CURLAUTH_DIGEST, NTLM, NEGOTIATE, ANY: a
+ * 401 then a second send) is a resend too and fails the request; Basic
+ * and bearer credentials are sent with the first request.
  * cfg->method UNKNOWN means: the method libcurl reports after the attempt
  * (CURLINFO_EFFECTIVE_METHOD), so a POST is never taken for a GET.
  * Returns STG_OK when the request ran (successfully or not: see out->action
@@ -305,8 +308,12 @@ typedef struct stg_engine_config {
     /* Called on an easy handle before each attempt, to add options (TLS,
      * proxies, ...), before the engine sets its own (URL, method, headers,
      * body, callbacks, timeouts). Handles are reset and pooled between
-     * attempts; connections are reused through the multi's cache. May be
-     * NULL. */
+     * attempts; connections are reused through the multi's cache. As in
+     * stg_curl_perform, libcurl never sends on its own: its resend on a
+     * reused connection that died is refused (a RESET, retried through
+     * the limiter unless the method may not repeat), CURLOPT_FOLLOWLOCATION
+     * is turned off (stg_request.follow_redirects), and HTTP auth
+     * negotiation fails the request. May be NULL. */
     void (*setup_easy)(CURL *easy, void *data);
     void *setup_data;
     /* A limiter (and breaker) shared with other processes: replaces the

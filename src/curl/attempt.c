@@ -83,6 +83,17 @@ void stg__attempt_end(CURL *easy, CURLcode code, const stg__xfer *x, const char 
         snprintf(a->errtext, sizeof a->errtext,
                  "response body larger than max_body (%zu bytes): transfer stopped",
                  x->max_body);
+    } else if (x->resend_blocked && http > 0) {
+        /* An answer came and libcurl wanted to send again on its own (HTTP
+         * authentication negotiation, a 417 to Expect): refused, and
+         * another attempt would go the same way. */
+        a->err = STG_NET_OTHER;
+        a->status = (int)http;
+        a->deterministic = true;
+        snprintf(a->errtext, sizeof a->errtext,
+                 "libcurl wanted to resend after HTTP %ld (authentication negotiation or "
+                 "Expect): refused, every send is stagger's",
+                 http);
     } else if (x->resend_blocked) {
         /* libcurl's internal resend was refused: what happened is that the
          * reused connection closed without an answer. */

@@ -21,6 +21,10 @@
  * refused (the transfer ends with CURLE_ABORTED_BY_CALLBACK, and
  * resend_blocked tells the attempt step that the first send got no
  * answer), and the retry, if any, is stagger's: limiter, budget, policy.
+ * libcurl's other resends are refused the same way: HTTP authentication
+ * negotiation (a 401, then the request again with Digest/NTLM/Negotiate
+ * credentials) and a 417 to Expect: 100-continue; Basic and bearer
+ * credentials go with the first send and are not affected.
  *
  * A body longer than max_body ends the transfer (body_over): the kept
  * prefix is never passed off as the whole answer.

@@ -36,6 +36,8 @@
  *   redirect        --status (default 302) to --target (absolute URL or a
  *                   path), every request not under /landed
  *   redirect-loop   --status (default 302) to /loop/<n+1>, forever
+ *   auth            401 with "WWW-Authenticate: Digest ..." to a request
+ *                   without an Authorization header, 200 "ok" with one
  *   close-reused    the first request on a connection gets --status
  *                   (default 200; a 503 makes a client retry on the
  *                   same connection) with body "ok", keep-alive; any later
@@ -67,12 +69,14 @@
 
 typedef enum mode {
     M_OK, M_RESET_HEADERS, M_HUGE_HEADERS, M_HUGE_STATUS, M_MANY_HEADERS, M_NUL,
-    M_SLOWLORIS, M_ENDLESS_BODY, M_BIG_BODY, M_REDIRECT, M_REDIRECT_LOOP, M_CLOSE_REUSED
+    M_SLOWLORIS, M_ENDLESS_BODY, M_BIG_BODY, M_REDIRECT, M_REDIRECT_LOOP, M_CLOSE_REUSED,
+    M_AUTH
 } mode;
 
 static const char *const mode_names[] = {
     "ok", "reset-headers", "huge-headers", "huge-status", "many-headers", "nul",
-    "slowloris", "endless-body", "big-body", "redirect", "redirect-loop", "close-reused"};
+    "slowloris", "endless-body", "big-body", "redirect", "redirect-loop", "close-reused",
+    "auth"};
 
 static mode g_mode = M_OK;
 static long g_size = -1;
@@ -305,6 +309,12 @@ static bool answer(conn *c, const char *head)
                  g_status > 0 ? g_status : 302, n + 1);
         return send_str(fd, line);
     }
+    case M_AUTH:
+        if (strcasestr(head, "\r\nAuthorization:"))
+            return answer_ok(fd);
+        return send_str(fd, "HTTP/1.1 401 Unauthorized\r\nWWW-Authenticate: Digest "
+                            "realm=\"r\", nonce=\"n1\", qop=\"auth\"\r\n"
+                            "Content-Length: 0\r\n\r\n");
     case M_CLOSE_REUSED:
         if (c->nreq == 0) {
             snprintf(line, sizeof line,

@@ -22,6 +22,34 @@
 #define _GNU_SOURCE
 #if defined(__has_include) && !__has_include(<curl/curl.h>)
 int main(void);
+/* Digest authentication is libcurl sending the request again after the
+ * 401 on its own: refused (one request reached the server), and the call
+ * says why instead of retrying. */
+static void test_auth_negotiation_is_not_hidden(void **state)
+{
+    (void)state;
+    server a;
+    hostile_start(&a, "auth", NULL);
+    char url[128];
+    url_of(&a, "/x", url, sizeof url);
+    CURL *e = curl_easy_init();
+    curl_easy_setopt(e, CURLOPT_URL, url);
+    curl_easy_setopt(e, CURLOPT_HTTPAUTH, (long)CURLAUTH_DIGEST);
+    curl_easy_setopt(e, CURLOPT_USERPWD, "u:p");
+    stg_call_config cfg = {.policy = fast_policy(3), .url = url};
+    stg_result r;
+    assert_int_equal(stg_curl_perform(e, &cfg, &r), STG_OK);
+    server_stop(&a);
+    assert_int_equal(r.action, STG_ACTION_GIVE_UP);
+    assert_int_equal(r.status, 401);
+    assert_int_equal(r.attempts, 1);
+    assert_int_equal(hostile_requests(&a), 1);
+    assert_non_null(strstr(r.error_text, "authentication"));
+    stg_result_free(&r);
+    curl_easy_cleanup(e);
+    server_cleanup(&a);
+}
+
 int main(void)
 {
     return 0;
@@ -577,6 +605,34 @@ static void test_reset_and_nul(void **state)
     server_cleanup(&a);
 }
 
+/* Digest authentication is libcurl sending the request again after the
+ * 401 on its own: refused (one request reached the server), and the call
+ * says why instead of retrying. */
+static void test_auth_negotiation_is_not_hidden(void **state)
+{
+    (void)state;
+    server a;
+    hostile_start(&a, "auth", NULL);
+    char url[128];
+    url_of(&a, "/x", url, sizeof url);
+    CURL *e = curl_easy_init();
+    curl_easy_setopt(e, CURLOPT_URL, url);
+    curl_easy_setopt(e, CURLOPT_HTTPAUTH, (long)CURLAUTH_DIGEST);
+    curl_easy_setopt(e, CURLOPT_USERPWD, "u:p");
+    stg_call_config cfg = {.policy = fast_policy(3), .url = url};
+    stg_result r;
+    assert_int_equal(stg_curl_perform(e, &cfg, &r), STG_OK);
+    server_stop(&a);
+    assert_int_equal(r.action, STG_ACTION_GIVE_UP);
+    assert_int_equal(r.status, 401);
+    assert_int_equal(r.attempts, 1);
+    assert_int_equal(hostile_requests(&a), 1);
+    assert_non_null(strstr(r.error_text, "authentication"));
+    stg_result_free(&r);
+    curl_easy_cleanup(e);
+    server_cleanup(&a);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -592,6 +648,7 @@ int main(void)
         cmocka_unit_test_teardown(test_engine_endless_body, stop_leftovers),
         cmocka_unit_test_teardown(test_refused_headers_not_retried, stop_leftovers),
         cmocka_unit_test_teardown(test_reset_and_nul, stop_leftovers),
+        cmocka_unit_test_teardown(test_auth_negotiation_is_not_hidden, stop_leftovers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
