@@ -13,7 +13,9 @@
  *    another origin (another port) never, the same origin always; a 302
  *    POST continues as GET, a 307 keeps POST; a loop ends with "too many
  *    redirects";
- *  - a body over max_body fails the request, never a short success;
+ *  - a body over max_body fails the request, never a short success; a
+ *    slowloris ends at the attempt timeout; Digest negotiation (libcurl
+ *    sending again after a 401) is refused and named;
  *    response headers libcurl refuses are not retried, and a huge status
  *    line is named, not called "Out of memory".
  *
@@ -45,6 +47,32 @@ static void test_auth_negotiation_is_not_hidden(void **state)
     assert_int_equal(r.attempts, 1);
     assert_int_equal(hostile_requests(&a), 1);
     assert_non_null(strstr(r.error_text, "authentication"));
+    stg_result_free(&r);
+    curl_easy_cleanup(e);
+    server_cleanup(&a);
+}
+
+/* A server that trickles its headers forever: each attempt ends at the
+ * attempt timeout, a GET is retried, and the server saw every attempt and
+ * nothing else. */
+static void test_slowloris_timeout(void **state)
+{
+    (void)state;
+    server a;
+    hostile_start(&a, "slowloris", NULL);
+    char url[128];
+    url_of(&a, "/x", url, sizeof url);
+    CURL *e = curl_easy_init();
+    curl_easy_setopt(e, CURLOPT_URL, url);
+    stg_call_config cfg = {.policy = fast_policy(2), .url = url};
+    cfg.policy.attempt_timeout_us = STG_MS(300);
+    stg_result r;
+    assert_int_equal(stg_curl_perform(e, &cfg, &r), STG_OK);
+    server_stop(&a);
+    assert_int_equal(r.action, STG_ACTION_GIVE_UP);
+    assert_int_equal(r.error, STG_NET_TIMEOUT);
+    assert_int_equal(r.attempts, 2);
+    assert_int_equal(hostile_requests(&a), 2);
     stg_result_free(&r);
     curl_easy_cleanup(e);
     server_cleanup(&a);
@@ -633,6 +661,32 @@ static void test_auth_negotiation_is_not_hidden(void **state)
     server_cleanup(&a);
 }
 
+/* A server that trickles its headers forever: each attempt ends at the
+ * attempt timeout, a GET is retried, and the server saw every attempt and
+ * nothing else. */
+static void test_slowloris_timeout(void **state)
+{
+    (void)state;
+    server a;
+    hostile_start(&a, "slowloris", NULL);
+    char url[128];
+    url_of(&a, "/x", url, sizeof url);
+    CURL *e = curl_easy_init();
+    curl_easy_setopt(e, CURLOPT_URL, url);
+    stg_call_config cfg = {.policy = fast_policy(2), .url = url};
+    cfg.policy.attempt_timeout_us = STG_MS(300);
+    stg_result r;
+    assert_int_equal(stg_curl_perform(e, &cfg, &r), STG_OK);
+    server_stop(&a);
+    assert_int_equal(r.action, STG_ACTION_GIVE_UP);
+    assert_int_equal(r.error, STG_NET_TIMEOUT);
+    assert_int_equal(r.attempts, 2);
+    assert_int_equal(hostile_requests(&a), 2);
+    stg_result_free(&r);
+    curl_easy_cleanup(e);
+    server_cleanup(&a);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -649,6 +703,7 @@ int main(void)
         cmocka_unit_test_teardown(test_refused_headers_not_retried, stop_leftovers),
         cmocka_unit_test_teardown(test_reset_and_nul, stop_leftovers),
         cmocka_unit_test_teardown(test_auth_negotiation_is_not_hidden, stop_leftovers),
+        cmocka_unit_test_teardown(test_slowloris_timeout, stop_leftovers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
