@@ -486,6 +486,10 @@ static void test_engine_redirects(void **state)
     assert_int_equal(g_last.status, 200);
     assert_int_equal(g_last.attempts, 2);
     assert_int_equal(lim.acquired, 2);
+    stg_engine_stats st;
+    stg_engine_stats_get(e, &st);
+    assert_int_equal((int)st.attempts, 2);
+    assert_int_equal((int)st.retries, 0); /* a hop is not a retry */
 
     char loop[128];
     url_of(&l, "/loop/0", loop, sizeof loop);
