@@ -238,8 +238,8 @@ typedef struct stg_call_config {
 
 /* Perform `easy` (already set up by the caller: URL, method, headers, body
  * via CURLOPT_POSTFIELDS or a read callback plus cfg->rewind_body) under
- * cfg (NULL: all defaults). The call sets its own write/header callbacks,
- * error buffer, CURLOPT_NOSIGNAL and CURLOPT_CONNECTTIMEOUT_MS /
+ * cfg (NULL: all defaults). The call sets its own write/header and
+ * pre-request (CURLOPT_PREREQFUNCTION) callbacks, error buffer, CURLOPT_NOSIGNAL and CURLOPT_CONNECTTIMEOUT_MS /
  * CURLOPT_TIMEOUT_MS (per attempt, bounded by what the deadline leaves) on
  * the handle, and puts the callbacks and error buffer back to libcurl's
  * defaults before returning. Attempts run on a private curl_multi, so a
