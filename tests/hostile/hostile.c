@@ -22,6 +22,10 @@
  *     "END"
  *   so `grep -c '^REQ '` is the number of requests that reached the
  *   server, and `grep -ci '^H x-api-key:'` what carried a header.
+ *   `--log -` writes the same lines to stdout, after the listening line.
+ *   On SIGTERM or SIGINT it writes "requests: N" to stderr and exits 0.
+ *   In the tests its path is in $HOSTILE (tests/integration/CMakeLists.txt);
+ *   C tests start it with tests/integration/hostile_helper.h.
  *
  * Modes (a request for a path starting with /landed always gets 200 "ok"):
  *   ok              200 "ok", keep-alive
@@ -86,6 +90,17 @@ static int g_log = -1;
 static atomic_long g_requests;
 static atomic_long g_conns;
 static pthread_mutex_t g_log_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static void on_term(int sig)
+{
+    (void)sig;
+    char msg[48];
+    long n = atomic_load(&g_requests);
+    int len = snprintf(msg, sizeof msg, "requests: %ld\n", n);
+    ssize_t w = write(2, msg, (size_t)len);
+    (void)w;
+    _exit(0);
+}
 
 static long size_or(long dflt)
 {
@@ -375,7 +390,7 @@ int main(int argc, char **argv)
                 usage();
             g_mode = (mode)k;
         } else if (!strcmp(a, "--log")) {
-            g_log = open(v, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+            g_log = !strcmp(v, "-") ? 1 : open(v, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
             if (g_log < 0) {
                 perror(v);
                 return 1;
@@ -393,6 +408,8 @@ int main(int argc, char **argv)
         }
     }
     signal(SIGPIPE, SIG_IGN);
+    signal(SIGTERM, on_term);
+    signal(SIGINT, on_term);
     int ls = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     int one = 1;
     setsockopt(ls, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
