@@ -154,24 +154,17 @@ static void report(void *ctx, const stg__attempt *a, const stg_hints *hints)
     }
 }
 
-/* Point r at its next hop: URL, method (a body dropped with a turn to
+/* Point r at its next hop: the URL it sends to, method (a body dropped with a turn to
  * GET), and whether it is off the first URL's origin (then start_attempt
  * sends the headers without secrets). Returns false when out of memory. */
 static bool take_hop(req *r, const stg__attempt *a)
 {
+    /* Events keep the submitted URL (url_red); the hop's is final_url. */
     char *url = strdup(a->redirect_url);
-    char red[2048];
-    stg_redact_url(a->redirect_url, red, sizeof red);
-    char *url_red = strdup(red);
-    if (!url || !url_red) {
-        free(url);
-        free(url_red);
+    if (!url)
         return false;
-    }
     free(r->url);
-    free(r->url_red);
     r->url = url;
-    r->url_red = url_red;
     if (a->redirect_method != r->method && a->redirect_method == STG_METHOD_GET) {
         free(r->body);
         r->body = NULL;

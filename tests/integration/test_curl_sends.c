@@ -448,6 +448,7 @@ static void test_perform_redirect_loop(void **state)
 
 static stg_result g_last;
 static char g_last_text[256];
+static char g_last_url[256];
 
 static void keep_done(stg_engine *e, uint64_t id, const stg_result *r, void *data)
 {
@@ -457,6 +458,7 @@ static void keep_done(stg_engine *e, uint64_t id, const stg_result *r, void *dat
     g_last = *r;
     g_last.body = g_last.headers = g_last.final_url = NULL;
     snprintf(g_last_text, sizeof g_last_text, "%s", r->error_text);
+    snprintf(g_last_url, sizeof g_last_url, "%s", r->final_url);
 }
 
 static void test_engine_redirects(void **state)
@@ -490,6 +492,7 @@ static void test_engine_redirects(void **state)
     stg_engine_stats_get(e, &st);
     assert_int_equal((int)st.attempts, 2);
     assert_int_equal((int)st.retries, 0); /* a hop is not a retry */
+    assert_string_equal(g_last_url, target); /* where the answer came from */
 
     char loop[128];
     url_of(&l, "/loop/0", loop, sizeof loop);
