@@ -363,7 +363,51 @@ static void test_perform_redirect_cross_origin(void **state)
     assert_int_equal(hostile_lines(&b, "H x-plain: visible"), 1);
     stg_result_free(&r);
     curl_easy_cleanup(e);
+    server_cleanup(&a);
+    server_cleanup(&b);
+
+    /* Headers set on the handle only (cfg.headers NULL): the call cannot
+     * tell which are secret, so another origin gets none of them. */
+    hostile_start(&b, "ok", NULL);
+    url_of(&b, "/landed", target, sizeof target);
+    hostile_start(&a, "redirect", args);
+    url_of(&a, "/start", url, sizeof url);
+    e = curl_easy_init();
+    curl_easy_setopt(e, CURLOPT_URL, url);
+    curl_easy_setopt(e, CURLOPT_HTTPHEADER, h);
+    curl_easy_setopt(e, CURLOPT_USERPWD, "user:pw");
+    stg_call_config bare = {.policy = fast_policy(3), .url = url, .follow_redirects = true};
+    assert_int_equal(stg_curl_perform(e, &bare, &r), STG_OK);
+    server_stop(&a);
+    server_stop(&b);
+    assert_int_equal(r.status, 200);
+    assert_int_equal(hostile_lines(&a, "H x-api-key: k-123"), 1);
+    assert_no_secrets(&b);
+    assert_int_equal(hostile_lines(&b, "H x-plain:"), 0);
+    assert_int_equal(hostile_lines(&a, "H authorization:"), 1);
+    stg_result_free(&r);
+    curl_easy_cleanup(e);
     curl_slist_free_all(h);
+    server_cleanup(&a);
+    server_cleanup(&b);
+
+    /* Credentials set on the handle (CURLOPT_USERPWD): libcurl would send
+     * them to any URL the call sets; the call clears them off the origin. */
+    hostile_start(&b, "ok", NULL);
+    url_of(&b, "/landed", target, sizeof target);
+    hostile_start(&a, "redirect", args);
+    url_of(&a, "/start", url, sizeof url);
+    e = curl_easy_init();
+    curl_easy_setopt(e, CURLOPT_URL, url);
+    curl_easy_setopt(e, CURLOPT_USERPWD, "user:pw");
+    assert_int_equal(stg_curl_perform(e, &bare, &r), STG_OK);
+    server_stop(&a);
+    server_stop(&b);
+    assert_int_equal(r.status, 200);
+    assert_int_equal(hostile_lines(&a, "H authorization: basic"), 1);
+    assert_int_equal(hostile_lines(&b, "H authorization:"), 0);
+    stg_result_free(&r);
+    curl_easy_cleanup(e);
     server_cleanup(&a);
     server_cleanup(&b);
 }
