@@ -16,9 +16,9 @@ static void on_done(stg_engine *e, uint64_t id, const stg_result *r, void *data)
 {
     (void)e;
     (void)data;
-    printf("request %llu: %s (%s), HTTP %d after %d attempt(s), %zu bytes\n",
+    printf("request %llu: %s (%s), HTTP %d after %d attempt(s), %zu bytes%s%s\n",
            (unsigned long long)id, stg_action_name(r->action), stg_reason_name(r->reason),
-           r->status, r->attempts, r->body_len);
+           r->status, r->attempts, r->body_len, r->error_text[0] ? ": " : "", r->error_text);
 }
 
 int main(int argc, char **argv)
@@ -34,8 +34,11 @@ int main(int argc, char **argv)
     if (!easy)
         return 1;
     curl_easy_setopt(easy, CURLOPT_URL, argv[1]);
+    /* Redirects are followed by stagger, hop by hop through the limiter;
+     * a body over max_body is an error, never a short success. */
     stg_call_config call = {.method = STG_METHOD_GET, .url = argv[1], .on_event = stg_log_event,
-                            .event_data = log};
+                            .event_data = log, .follow_redirects = true,
+                            .max_body = 1 << 20};
     stg_policy_preset(&call.policy, "bounded"); /* 2 retries, 429/503 only */
     stg_result r;
     if (stg_curl_perform(easy, &call, &r) == STG_OK)
@@ -53,7 +56,7 @@ int main(int argc, char **argv)
         return 1;
     }
     for (int i = 1; i < argc; i++) {
-        stg_request req = {.url = argv[i]};
+        stg_request req = {.url = argv[i], .follow_redirects = true};
         if (stg_engine_submit(e, &req, on_done, NULL, NULL) != STG_OK)
             fprintf(stderr, "cannot submit %s\n", argv[i]);
     }

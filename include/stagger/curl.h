@@ -132,7 +132,11 @@ typedef struct stg_result {
     char *headers;         /* the last response's raw header block */
     size_t headers_len;
     char *final_url;       /* redacted effective URL */
-    bool body_truncated;   /* the body was longer than max_body: the rest was dropped */
+    /* The body was longer than max_body: the transfer was stopped and the
+     * request failed (action GIVE_UP, reason ERROR_NOT_RETRYABLE, error
+     * OTHER, status the server's, error_text saying so, body the first
+     * max_body bytes). A body over the limit is never a success. */
+    bool body_truncated;
     uint64_t stg__reserved[8]; /* room to grow (docs/ABI.md); leave zero */
 } stg_result;
 
@@ -211,17 +215,48 @@ typedef struct stg_call_config {
      * host[:port]. */
     const stg_shared_limiter *shared;
     const char *limiter_key;
+    /* Redirects, followed by the call itself: each hop is an attempt that
+     * passes the limiter (counted in attempts and events; not a retry, so
+     * not counted against max_attempts); a 303, and a 301 or 302 to a POST,
+     * continue as GET without a body (as curl does); 307 and 308 keep the
+     * method and body. Secret headers (stg_redact_header_is_secret with
+     * secret_headers) go only to the origin (scheme, host, port) of url
+     * (NULL: the first effective URL), and credentials set on the handle
+     * (CURLOPT_USERPWD, USERNAME, PASSWORD, XOAUTH2_BEARER, COOKIE) are
+     * cleared once a hop leaves it. More than max_redirects hops (0: 20)
+     * give up with STATUS_NOT_RETRYABLE, the 3xx status and error_text
+     * "too many redirects ...". The call turns libcurl's own
+     * CURLOPT_FOLLOWLOCATION off either way: a hop libcurl made would
+     * bypass the limiter. Only http and https targets are followed (any
+     * other gives up with STATUS_NOT_RETRYABLE). A followed hop changes
+     * the handle's URL and method; they are not restored. */
+    bool follow_redirects;
+    int max_redirects;
+    /* The request headers: the call sets CURLOPT_HTTPHEADER from them,
+     * without the secret ones on another origin, and clears it before
+     * returning. NULL: the handle's own CURLOPT_HTTPHEADER, all of which a
+     * cross-origin hop drops (for the rest of the call, and on the handle
+     * afterwards). Not copied: must live until the call returns. */
+    const struct curl_slist *headers;
+    const char *const *secret_headers; /* extra secret names, NULL-terminated; may be NULL */
     uint64_t stg__reserved[16]; /* room to grow (docs/ABI.md); leave zero */
 } stg_call_config;
 
 /* Perform `easy` (already set up by the caller: URL, method, headers, body
  * via CURLOPT_POSTFIELDS or a read callback plus cfg->rewind_body) under
- * cfg (NULL: all defaults). The call sets its own write/header callbacks,
- * error buffer, CURLOPT_NOSIGNAL and CURLOPT_CONNECTTIMEOUT_MS /
+ * cfg (NULL: all defaults). The call sets its own write/header and
+ * pre-request (CURLOPT_PREREQFUNCTION) callbacks, error buffer, CURLOPT_NOSIGNAL and CURLOPT_CONNECTTIMEOUT_MS /
  * CURLOPT_TIMEOUT_MS (per attempt, bounded by what the deadline leaves) on
  * the handle, and puts the callbacks and error buffer back to libcurl's
  * defaults before returning. Attempts run on a private curl_multi, so a
- * cancel interrupts an attempt in flight as well as a wait.
+ * cancel interrupts an attempt in flight as well as a wait. Every request
+ * sent is an attempt stagger decided: libcurl's own resend on a reused
+ * connection that died is refused (the attempt is a RESET, retried by the
+ * policy through the limiter, never for a POST without a key), and
+ * libcurl never follows redirects (see follow_redirects). libcurl's HTTP
+ * authentication negotiation (CURLAUTH_DIGEST, NTLM, NEGOTIATE, ANY: a
+ * 401 then a second send) is a resend too and fails the request; Basic
+ * and bearer credentials are sent with the first request.
  * cfg->method UNKNOWN means: the method libcurl reports after the attempt
  * (CURLINFO_EFFECTIVE_METHOD), so a POST is never taken for a GET.
  * Returns STG_OK when the request ran (successfully or not: see out->action
@@ -279,8 +314,12 @@ typedef struct stg_engine_config {
     /* Called on an easy handle before each attempt, to add options (TLS,
      * proxies, ...), before the engine sets its own (URL, method, headers,
      * body, callbacks, timeouts). Handles are reset and pooled between
-     * attempts; connections are reused through the multi's cache. May be
-     * NULL. */
+     * attempts; connections are reused through the multi's cache. As in
+     * stg_curl_perform, libcurl never sends on its own: its resend on a
+     * reused connection that died is refused (a RESET, retried through
+     * the limiter unless the method may not repeat), CURLOPT_FOLLOWLOCATION
+     * is turned off (stg_request.follow_redirects), and HTTP auth
+     * negotiation fails the request. May be NULL. */
     void (*setup_easy)(CURL *easy, void *data);
     void *setup_data;
     /* A limiter (and breaker) shared with other processes: replaces the
@@ -304,6 +343,16 @@ typedef struct stg_request {
     const char *limit_key;        /* limiter/breaker/budget key, to share one
                                      limit between hosts; NULL: the URL's
                                      host[:port], lower-cased */
+    /* Follow redirects, as stg_call_config.follow_redirects: each hop goes
+     * through admission as an attempt, with the request's own limit key
+     * (limit_key, or the first URL's host: a redirect elsewhere does not
+     * change whose limit it spends); secret headers (with secret_headers,
+     * copied at submit) are sent only to url's origin; only http and https
+     * targets; more than max_redirects (0: 20) hops give up with
+     * STATUS_NOT_RETRYABLE and error_text "too many redirects ...". */
+    bool follow_redirects;
+    int max_redirects;
+    const char *const *secret_headers;
     uint64_t stg__reserved[8]; /* room to grow (docs/ABI.md); leave zero */
 } stg_request;
 

@@ -715,12 +715,8 @@ static int run(fetch_opts *o)
     curl_easy_setopt(easy, CURLOPT_PROTOCOLS_STR, "http,https");
     curl_easy_setopt(easy, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
     curl_easy_setopt(easy, CURLOPT_USERAGENT, "stagger/" STG_VERSION_STRING);
-    if (o->location) {
-        curl_easy_setopt(easy, CURLOPT_FOLLOWLOCATION, 1L);
-        curl_easy_setopt(easy, CURLOPT_MAXREDIRS, 20L);
-    }
-    if (o->headers)
-        curl_easy_setopt(easy, CURLOPT_HTTPHEADER, o->headers);
+    /* -L: stg_curl_perform follows redirects itself (each hop through the
+     * limiter; secret headers only to the URL's origin): cfg below. */
     if (o->has_data) {
         /* Kept by us for the whole call: every attempt resends all of it. */
         curl_easy_setopt(easy, CURLOPT_POSTFIELDS, o->data);
@@ -742,6 +738,10 @@ static int run(fetch_opts *o)
         .event_data = &fan,
         .url = o->url,
         .request_id = 1,
+        .follow_redirects = o->location,
+        .max_redirects = 20,
+        .headers = o->headers,
+        .secret_headers = o->secret,
     };
     if (o->limiter.url) {
         int lrc = cli_limiter_open(&o->limiter, o->has_rate ? o->rate : 0,
@@ -785,9 +785,10 @@ static int run(fetch_opts *o)
         char took[32];
         cli_format_duration(res.elapsed_us, took, sizeof took);
         if (res.status > 0)
-            fprintf(stderr, "stagger %s: HTTP %d after %d attempt%s in %s: %s\n", CMD, res.status,
-                    res.attempts, res.attempts == 1 ? "" : "s", took,
-                    stg_reason_message(res.reason));
+            fprintf(stderr, "stagger %s: HTTP %d after %d attempt%s in %s: %s%s%s\n", CMD,
+                    res.status, res.attempts, res.attempts == 1 ? "" : "s", took,
+                    stg_reason_message(res.reason), res.error_text[0] ? ": " : "",
+                    res.error_text);
         else
             fprintf(stderr, "stagger %s: %s after %d attempt%s in %s: %s%s%s\n", CMD,
                     res.reason == STG_REASON_CANCELLED ? "interrupted" : "no answer",

@@ -58,8 +58,10 @@ typedef struct stg__xfer {
     stg__buf headers;   /* raw header block of the latest response only */
     stg_hints hints;    /* parsed from that block */
     size_t max_body;    /* bytes of body kept */
-    bool truncated;     /* body bytes beyond max_body were dropped */
+    bool truncated;     /* the body passed max_body: the transfer was stopped */
     bool oom;           /* an append failed: the transfer was aborted */
+    int sends;          /* requests libcurl was about to send this attempt */
+    bool resend_blocked; /* libcurl tried to resend on its own: refused */
     int64_t wall_now_us; /* set by the loop once per pass */
     char errbuf[CURL_ERROR_SIZE];
 } stg__xfer;
@@ -81,6 +83,93 @@ void stg__xfer_move_to(stg__xfer *x, stg_result *r);
  * deadline leaves (remaining_us, INT64_MAX for none). */
 void stg__attempt_timeouts(const stg_policy *p, int64_t remaining_us, long *connect_ms,
                            long *total_ms);
+
+/* ---- attempt.c: the end of one attempt, one step for both callers ------ */
+
+/* What an attempt came to, in stagger's terms. */
+typedef struct stg__attempt {
+    int status;             /* HTTP status, 0 when none */
+    stg_net_error err;
+    int curl_code;
+    char errtext[256];      /* redacted, "" when none */
+    int64_t hint;           /* the server's wait hint, or STG_UNKNOWN */
+    char final_url[2048];   /* redacted URL of this attempt */
+    /* A failure that another attempt would only repeat (the body over
+     * max_body, response headers libcurl refuses, out of memory): the
+     * request gives up with ERROR_NOT_RETRYABLE whatever the policy says. */
+    bool deterministic;
+    /* Redirect hop to take (stg__attempt_step with follow): the absolute
+     * target (not redacted: it is sent), the method to use, and whether it
+     * leaves the origin of the request's first URL. */
+    bool redirect;
+    char redirect_url[2048];
+    stg_method redirect_method;
+    bool redirect_cross_origin;
+} stg__attempt;
+
+/* What the step needs from its caller. */
+typedef struct stg__step {
+    const stg_policy *pol;
+    stg_retry_state *rs;     /* rs->attempts counts every send */
+    int hops;                /* redirects followed so far (sends that are
+                                not retries: not counted by the policy) */
+    stg_rng *rng;
+    int64_t now_us;
+    stg_method method;       /* of this attempt */
+    bool has_key;
+    const char *origin_url;  /* the request's first URL (for cross-origin) */
+    bool follow;             /* follow redirects */
+    int max_redirects;       /* > 0 */
+    /* Report the answer to the limiter, breaker and budget (the caller's:
+     * the engine has per-host state, the blocking call a shared limiter). */
+    void (*report)(void *ctx, const stg__attempt *a, const stg_hints *h);
+    void *report_ctx;
+    /* ATTEMPT_END: ev (type, id, times, method, url, host, attempt set by
+     * the caller) is completed here and sent to on_event. */
+    stg_event *ev;
+    int64_t duration_us;
+    stg_event_fn on_event;
+    void *event_data;
+} stg__step;
+
+/* Classify and redact what easy's attempt produced (code, x); url is the
+ * attempt's URL, for when libcurl has no effective URL. Pure apart from
+ * reading easy's info. */
+void stg__attempt_end(CURL *easy, CURLcode code, const stg__xfer *x, const char *url,
+                      stg__attempt *a);
+
+/* The attempt lifecycle after classify and redact: report, decide (a
+ * deterministic failure gives up, a redirect to follow becomes a->redirect
+ * with d->action RETRY and wait 0, else stg_decide), ATTEMPT_END event.
+ * d is the decision; the caller executes it (and emits WAIT). */
+void stg__attempt_step(const stg__step *s, stg__attempt *a, const stg_hints *h,
+                       stg_decision *d);
+
+/* The transport class of code with what libcurl wrote in errbuf: like
+ * stg_curl_classify, but *deterministic is set (and OTHER returned) for
+ * failures a new attempt would repeat: response headers over libcurl's
+ * limits ("Too large response headers", CURLE_TOO_LARGE, a header line
+ * libcurl cannot hold). */
+stg_net_error stg__classify_text(CURLcode code, int64_t connect_time_us, const char *errbuf,
+                                 bool *deterministic);
+
+/* ---- redirect.c: stagger's own redirect hops -------------------------- */
+
+/* The method after a redirect with status, as curl does it: 303 turns
+ * anything but HEAD into GET; 301 and 302 turn POST into GET; 307, 308
+ * keep it. */
+stg_method stg__redirect_method(int status, stg_method m);
+/* True when url is an http or https URL (a hop anywhere else, file:// or
+ * ftp://, is never taken). */
+bool stg__http_url(const char *url);
+/* True when a and b differ in scheme, host or port (default ports made
+ * explicit). A URL that does not parse is another origin. */
+bool stg__cross_origin(const char *a, const char *b);
+/* A copy of headers without those whose name is secret
+ * (stg_redact_header_is_secret with extra). *ok false when out of memory.
+ * The caller frees the list with curl_slist_free_all. */
+struct curl_slist *stg__headers_without_secrets(const struct curl_slist *headers,
+                                                const char *const *extra, bool *ok);
 
 /* ---- classify.c: answers as a learning limiter sees them ---------------- */
 

@@ -9,8 +9,13 @@
  * fd with the wait as timeout, so a cancel ends them at once too.
  *
  * Invariants:
- *  - every decision comes from stg_decide(); this file only executes it
- *    (the budget and breaker are engine features);
+ *  - every decision comes from the attempt step (attempt.c, the same as
+ *    the engine's: stg_decide, deterministic failures, redirect hops);
+ *    this file only executes it (the budget and breaker are engine
+ *    features);
+ *  - every request sent passed the limiter first: retries and redirect
+ *    hops alike, and libcurl neither resends (xfer.c) nor follows a
+ *    redirect by itself (CURLOPT_FOLLOWLOCATION is turned off);
  *  - each attempt's timeouts are the policy's, bounded by what the
  *    deadline leaves, and no attempt starts at or after the deadline;
  *  - the response buffers are reset when an attempt starts, so the result
@@ -37,6 +42,17 @@ typedef struct call {
     const char *method_name;
     char url[2048];       /* redacted */
     char final_url[2048]; /* redacted */
+    char origin[2048];    /* the first URL, whose origin may get secrets */
+    char limit_key[512];
+    char errtext[256];    /* the call's own failure (the shared limiter) */
+    int64_t ticket;       /* the shared limiter's, for its on_response */
+    stg__attempt a;       /* the last attempt's end */
+    stg_decision d;       /* and what was decided */
+    stg_retry_state rs;
+    int hops;             /* redirects followed */
+    bool body_dropped;    /* a redirect turned the request into a GET */
+    bool left_origin;     /* a hop went to another origin */
+    struct curl_slist *stripped; /* cfg.headers without the secret ones */
 } call;
 
 static void tick(call *c)
@@ -134,6 +150,301 @@ static int64_t remaining_us(const call *c, int64_t start_us)
     return start_us + c->pol.deadline_us - c->now;
 }
 
+/* The client-side limiter before an attempt (the bucket, or the shared
+ * limiter with its ticket). Returns STG_OK to go, else sets *reason. */
+static int limiter_gate(call *c, int64_t start_us, int attempt, stg_reason *reason)
+{
+    const stg_shared_limiter *sh = c->cfg.shared && c->cfg.shared->acquire ? c->cfg.shared : NULL;
+    if (!c->cfg.bucket && !sh)
+        return STG_OK;
+    int64_t left = remaining_us(c, start_us), w = 0;
+    int brc;
+    if (sh) {
+        c->ticket = 0;
+        brc = sh->acquire(sh->ctx, c->limit_key, left, &w, &c->ticket);
+        if (brc != STG_OK && brc != STG_ETIMEDOUT) {
+            snprintf(c->errtext, sizeof c->errtext, "shared limiter: %s", stg_strerror(brc));
+            *reason = STG_REASON_LIMITER_UNAVAILABLE;
+            return brc;
+        }
+    } else {
+        brc = stg_bucket_acquire(c->cfg.bucket, 1, c->now, left, &w);
+    }
+    if (brc == STG_ETIMEDOUT) {
+        *reason = STG_REASON_DEADLINE;
+        return brc;
+    }
+    if (brc == STG_OK && w > 0) {
+        stg_event ev;
+        event(c, STG_EVENT_LIMITER_WAIT, &ev);
+        ev.attempt = attempt;
+        ev.wait_us = w;
+        emit(c, &ev);
+        if (!wait_for(c, w)) {
+            *reason = STG_REASON_CANCELLED;
+            return STG_ECANCELED;
+        }
+        if (remaining_us(c, start_us) <= 0) {
+            *reason = STG_REASON_DEADLINE;
+            return STG_ETIMEDOUT;
+        }
+    }
+    return STG_OK;
+}
+
+static void report(void *ctx, const stg__attempt *a, const stg_hints *h)
+{
+    call *c = ctx;
+    stg__shared_report(c->cfg.shared, c->limit_key, c->ticket, a->status, h);
+}
+
+/* Point the handle at the next hop: its URL, method (a 303 or a POST's
+ * 301/302 go on as GET) and, off the origin, headers without secrets and
+ * no credentials. Returns false when out of memory. */
+static bool take_hop(call *c, const stg__attempt *a, stg_method *method)
+{
+    CURL *easy = c->easy;
+    curl_easy_setopt(easy, CURLOPT_URL, a->redirect_url);
+    if (a->redirect_method != *method) {
+        if (a->redirect_method == STG_METHOD_GET) {
+            curl_easy_setopt(easy, CURLOPT_CUSTOMREQUEST, (char *)NULL);
+            curl_easy_setopt(easy, CURLOPT_HTTPGET, 1L);
+            c->body_dropped = true;
+        }
+        *method = a->redirect_method;
+        c->method_name = stg_method_name(*method);
+    }
+    if (a->redirect_cross_origin && !c->left_origin) {
+        c->left_origin = true;
+        bool ok = true;
+        c->stripped = c->cfg.headers
+                          ? stg__headers_without_secrets(c->cfg.headers, c->cfg.secret_headers, &ok)
+                          : NULL;
+        if (!ok)
+            return false;
+        curl_easy_setopt(easy, CURLOPT_USERPWD, (char *)NULL);
+        curl_easy_setopt(easy, CURLOPT_USERNAME, (char *)NULL);
+        curl_easy_setopt(easy, CURLOPT_PASSWORD, (char *)NULL);
+        curl_easy_setopt(easy, CURLOPT_XOAUTH2_BEARER, (char *)NULL);
+        curl_easy_setopt(easy, CURLOPT_COOKIE, (char *)NULL);
+        curl_easy_setopt(easy, CURLOPT_HTTPAUTH, (long)CURLAUTH_BASIC);
+    }
+    /* Secrets go to the first URL's origin only, hop by hop. */
+    if (c->left_origin || c->cfg.headers)
+        curl_easy_setopt(easy, CURLOPT_HTTPHEADER,
+                         a->redirect_cross_origin ? c->stripped
+                                                  : (struct curl_slist *)c->cfg.headers);
+    return true;
+}
+
+/* Set c up for easy under cfg (NULL: defaults). Returns STG_OK, or
+ * STG_EINVAL / STG_ENOMEM with nothing left to release. */
+static int call_open(call *c, CURL *easy, const stg_call_config *cfg)
+{
+    c->easy = easy;
+    if (cfg)
+        c->cfg = *cfg;
+    if (stg_policy_resolve(&c->cfg.policy, &c->pol) != STG_OK || c->cfg.max_redirects < 0)
+        return STG_EINVAL;
+    c->multi = curl_multi_init();
+    if (!c->multi)
+        return STG_ENOMEM;
+    stg__xfer_init(&c->x, c->cfg.max_body);
+    stg__xfer_attach(easy, &c->x);
+    /* Redirects are hops stagger decides (redirect.c), never libcurl's. */
+    curl_easy_setopt(easy, CURLOPT_FOLLOWLOCATION, 0L);
+    if (c->cfg.headers)
+        curl_easy_setopt(easy, CURLOPT_HTTPHEADER, (struct curl_slist *)c->cfg.headers);
+    tick(c);
+    stg_rng_seed(&c->rng, c->cfg.seed ? c->cfg.seed : stg__seed(c, c->now));
+    if (c->cfg.method != STG_METHOD_UNKNOWN)
+        c->method_name = stg_method_name(c->cfg.method);
+    if (c->cfg.url) {
+        stg_redact_url(c->cfg.url, c->url, sizeof c->url);
+        snprintf(c->origin, sizeof c->origin, "%s", c->cfg.url);
+    }
+    snprintf(c->limit_key, sizeof c->limit_key, "default");
+    if (c->cfg.limiter_key)
+        snprintf(c->limit_key, sizeof c->limit_key, "%s", c->cfg.limiter_key);
+    else if (c->cfg.url)
+        stg__url_host_key(c->cfg.url, c->limit_key, sizeof c->limit_key);
+    c->a.hint = STG_UNKNOWN;
+    c->d.server_wait_us = STG_UNKNOWN;
+    return STG_OK;
+}
+
+static void call_close(call *c)
+{
+    stg__xfer_detach(c->easy);
+    if (c->cfg.headers || c->left_origin)
+        curl_easy_setopt(c->easy, CURLOPT_HTTPHEADER, (struct curl_slist *)NULL);
+    curl_slist_free_all(c->stripped);
+    curl_multi_cleanup(c->multi);
+    stg__xfer_free(&c->x);
+}
+
+/* An attempt the cancel token interrupted: no answer, its end event. */
+static void attempt_cancelled(call *c, int attempt, int64_t started)
+{
+    stg__xfer_reset(&c->x); /* a partial answer is not an answer */
+    memset(&c->a, 0, sizeof c->a);
+    c->a.hint = STG_UNKNOWN;
+    c->a.err = STG_NET_OTHER;
+    c->a.curl_code = CURLE_ABORTED_BY_CALLBACK;
+    snprintf(c->a.errtext, sizeof c->a.errtext, "cancelled");
+    stg_event ev;
+    event(c, STG_EVENT_ATTEMPT_END, &ev);
+    ev.attempt = attempt;
+    ev.error = c->a.err;
+    ev.curl_code = c->a.curl_code;
+    ev.duration_us = c->now - started;
+    emit(c, &ev);
+}
+
+/* One attempt: limiter, send, the attempt step. Returns true to go on (a
+ * retry after c->d's wait, or a redirect hop: *hop), false when the
+ * request ended with *reason (or *rc is an error). */
+static bool one_attempt(call *c, stg_method *method, bool *hop, stg_reason *reason, int *rc)
+{
+    stg_retry_state *rs = &c->rs;
+    *hop = false;
+    if (stg_cancel_fired(c->cfg.cancel)) {
+        *reason = STG_REASON_CANCELLED;
+        return false;
+    }
+    if (remaining_us(c, rs->start_us) <= 0) {
+        *reason = STG_REASON_DEADLINE;
+        return false;
+    }
+    if (limiter_gate(c, rs->start_us, rs->attempts + 1, reason) != STG_OK)
+        return false;
+    if (rs->attempts > 0 && !c->body_dropped && c->cfg.rewind_body &&
+        c->cfg.rewind_body(c->cfg.rewind_data) != 0) {
+        *reason = STG_REASON_ERROR_NOT_RETRYABLE; /* cannot resend the body */
+        return false;
+    }
+    long connect_ms, total_ms;
+    stg__attempt_timeouts(&c->pol, remaining_us(c, rs->start_us), &connect_ms, &total_ms);
+    curl_easy_setopt(c->easy, CURLOPT_CONNECTTIMEOUT_MS, connect_ms);
+    curl_easy_setopt(c->easy, CURLOPT_TIMEOUT_MS, total_ms);
+
+    stg__xfer_reset(&c->x);
+    rs->attempts++;
+    int64_t started = c->now;
+    stg_event ev;
+    event(c, STG_EVENT_ATTEMPT_START, &ev);
+    ev.attempt = rs->attempts;
+    emit(c, &ev);
+
+    bool cancelled;
+    CURLcode code = run_attempt(c, &cancelled);
+    if (*method == STG_METHOD_UNKNOWN) {
+        const char *eff_method = NULL;
+        curl_easy_getinfo(c->easy, CURLINFO_EFFECTIVE_METHOD, &eff_method);
+        *method = stg_method_parse(eff_method);
+        c->method_name = stg_method_name(*method);
+    }
+    if (cancelled) {
+        attempt_cancelled(c, rs->attempts, started);
+        *reason = STG_REASON_CANCELLED;
+        return false;
+    }
+    stg__attempt *a = &c->a;
+    stg__attempt_end(c->easy, code, &c->x, c->cfg.url, a);
+    snprintf(c->final_url, sizeof c->final_url, "%s", a->final_url);
+    if (!c->url[0])
+        snprintf(c->url, sizeof c->url, "%s", a->final_url);
+    if (!c->origin[0]) {
+        const char *eff = NULL;
+        curl_easy_getinfo(c->easy, CURLINFO_EFFECTIVE_URL, &eff);
+        snprintf(c->origin, sizeof c->origin, "%s", eff ? eff : "");
+    }
+
+    event(c, STG_EVENT_ATTEMPT_END, &ev);
+    ev.attempt = rs->attempts;
+    stg__step st = {.pol = &c->pol,
+                    .rs = rs,
+                    .hops = c->hops,
+                    .rng = &c->rng,
+                    .now_us = c->now,
+                    .method = *method,
+                    .has_key = c->cfg.has_idempotency_key,
+                    .origin_url = c->origin,
+                    .follow = c->cfg.follow_redirects,
+                    .max_redirects = c->cfg.max_redirects ? c->cfg.max_redirects : 20,
+                    .report = report,
+                    .report_ctx = c,
+                    .ev = &ev,
+                    .duration_us = c->now - started,
+                    .on_event = c->cfg.on_event,
+                    .event_data = c->cfg.event_data};
+    stg__attempt_step(&st, a, &c->x.hints, &c->d);
+    if (c->d.action != STG_ACTION_RETRY) {
+        *reason = c->d.reason;
+        return false;
+    }
+    if (a->redirect) {
+        c->hops++;
+        *hop = true;
+        if (!take_hop(c, a, method)) {
+            *rc = STG_ENOMEM;
+            return false;
+        }
+    }
+    return true;
+}
+
+/* The retry's wait (event, then a wait the token interrupts). */
+static bool retry_wait(call *c)
+{
+    stg_event ev;
+    event(c, STG_EVENT_WAIT, &ev);
+    ev.attempt = c->rs.attempts;
+    ev.status = c->a.status;
+    ev.error = c->a.err;
+    ev.wait_us = c->d.wait_us;
+    ev.retry_after_us = c->d.server_wait_us;
+    ev.reason = c->d.reason;
+    emit(c, &ev);
+    stg_retry_state_note(&c->rs, &c->d);
+    return wait_for(c, c->d.wait_us);
+}
+
+/* Fill out from the last attempt and emit the final event. */
+static int call_result(call *c, stg_reason reason, stg_result *out)
+{
+    const stg__attempt *a = &c->a;
+    out->action = reason == STG_REASON_SUCCESS ? STG_ACTION_SUCCESS : STG_ACTION_GIVE_UP;
+    out->reason = reason;
+    out->status = a->status;
+    out->error = a->err;
+    out->curl_code = a->curl_code;
+    snprintf(out->error_text, sizeof out->error_text, "%s", c->errtext[0] ? c->errtext : a->errtext);
+    out->attempts = c->rs.attempts;
+    out->elapsed_us = c->now - c->rs.start_us;
+    out->server_wait_us = c->d.server_wait_us;
+    stg__xfer_move_to(&c->x, out);
+    if (out->server_wait_us == STG_UNKNOWN &&
+        !stg_hints_server_wait(&out->hints, &out->server_wait_us))
+        out->server_wait_us = STG_UNKNOWN;
+    out->final_url = strdup(c->final_url[0] ? c->final_url : c->url);
+    if (!out->body || !out->headers || !out->final_url) {
+        stg_result_free(out);
+        return STG_ENOMEM;
+    }
+    stg_event ev;
+    event(c, out->action == STG_ACTION_SUCCESS ? STG_EVENT_SUCCESS : STG_EVENT_GIVE_UP, &ev);
+    ev.attempt = c->rs.attempts;
+    ev.status = out->status;
+    ev.error = out->error;
+    ev.curl_code = out->curl_code;
+    ev.duration_us = out->elapsed_us;
+    ev.retry_after_us = out->server_wait_us;
+    ev.reason = reason;
+    emit(c, &ev);
+    return STG_OK;
+}
+
 int stg_curl_perform(CURL *easy, const stg_call_config *cfg, stg_result *out)
 {
     if (!out)
@@ -147,225 +458,29 @@ int stg_curl_perform(CURL *easy, const stg_call_config *cfg, stg_result *out)
         return STG_EINVAL;
     if (stg__curl_global_init() != CURLE_OK)
         return STG_ENOMEM;
-
-    call c;
-    memset(&c, 0, sizeof c);
-    c.easy = easy;
-    if (cfg)
-        c.cfg = *cfg;
-    if (stg_policy_resolve(&c.cfg.policy, &c.pol) != STG_OK)
-        return STG_EINVAL;
-    c.multi = curl_multi_init();
-    if (!c.multi)
+    call *c = calloc(1, sizeof *c); /* ~10 KB of URL buffers: not the stack */
+    if (!c)
         return STG_ENOMEM;
-    stg__xfer_init(&c.x, c.cfg.max_body);
-    stg__xfer_attach(easy, &c.x);
-    tick(&c);
-    stg_rng_seed(&c.rng, c.cfg.seed ? c.cfg.seed : stg__seed(&c, c.now));
-    if (c.cfg.method != STG_METHOD_UNKNOWN)
-        c.method_name = stg_method_name(c.cfg.method);
-    if (c.cfg.url)
-        stg_redact_url(c.cfg.url, c.url, sizeof c.url);
-    char limit_key[512] = "default";
-    if (c.cfg.limiter_key)
-        snprintf(limit_key, sizeof limit_key, "%s", c.cfg.limiter_key);
-    else if (c.cfg.url)
-        stg__url_host_key(c.cfg.url, limit_key, sizeof limit_key);
-
-    stg_retry_state rs = {.attempts = 0, .start_us = c.now, .prev_wait_us = 0};
-    stg_decision d;
-    memset(&d, 0, sizeof d);
-    d.server_wait_us = STG_UNKNOWN;
+    int rc = call_open(c, easy, cfg);
+    if (rc != STG_OK) {
+        if (c->multi)
+            call_close(c);
+        free(c);
+        return rc;
+    }
+    c->rs.start_us = c->now;
+    stg_method method = c->cfg.method;
     stg_reason reason = STG_REASON_CANCELLED;
-    int status = 0, rc = STG_OK;
-    int64_t ticket = 0; /* the shared limiter's, for its on_response */
-    stg_net_error err = STG_NET_NONE;
-    CURLcode code = CURLE_OK;
-    char errtext[256] = "";
-    stg_event ev;
-
-    for (;;) {
-        if (stg_cancel_fired(c.cfg.cancel)) {
+    bool hop;
+    while (one_attempt(c, &method, &hop, &reason, &rc))
+        if (!hop && !retry_wait(c)) {
             reason = STG_REASON_CANCELLED;
             break;
         }
-        int64_t left = remaining_us(&c, rs.start_us);
-        if (left <= 0) {
-            reason = STG_REASON_DEADLINE;
-            break;
-        }
-        if (c.cfg.bucket || (c.cfg.shared && c.cfg.shared->acquire)) {
-            int64_t w = 0;
-            int brc;
-            if (c.cfg.shared && c.cfg.shared->acquire) {
-                ticket = 0;
-                brc = c.cfg.shared->acquire(c.cfg.shared->ctx, limit_key, left, &w, &ticket);
-                if (brc != STG_OK && brc != STG_ETIMEDOUT) {
-                    snprintf(errtext, sizeof errtext, "shared limiter: %s", stg_strerror(brc));
-                    reason = STG_REASON_LIMITER_UNAVAILABLE;
-                    break;
-                }
-            } else {
-                brc = stg_bucket_acquire(c.cfg.bucket, 1, c.now, left, &w);
-            }
-            if (brc == STG_ETIMEDOUT) {
-                reason = STG_REASON_DEADLINE;
-                break;
-            }
-            if (brc == STG_OK && w > 0) {
-                event(&c, STG_EVENT_LIMITER_WAIT, &ev);
-                ev.attempt = rs.attempts + 1;
-                ev.wait_us = w;
-                emit(&c, &ev);
-                if (!wait_for(&c, w)) {
-                    reason = STG_REASON_CANCELLED;
-                    break;
-                }
-                left = remaining_us(&c, rs.start_us);
-                if (left <= 0) {
-                    reason = STG_REASON_DEADLINE;
-                    break;
-                }
-            }
-        }
-        if (rs.attempts > 0 && c.cfg.rewind_body && c.cfg.rewind_body(c.cfg.rewind_data) != 0) {
-            reason = STG_REASON_ERROR_NOT_RETRYABLE; /* cannot resend the body */
-            break;
-        }
-        long connect_ms, total_ms;
-        stg__attempt_timeouts(&c.pol, left, &connect_ms, &total_ms);
-        curl_easy_setopt(easy, CURLOPT_CONNECTTIMEOUT_MS, connect_ms);
-        curl_easy_setopt(easy, CURLOPT_TIMEOUT_MS, total_ms);
-
-        stg__xfer_reset(&c.x);
-        rs.attempts++;
-        int64_t started = c.now;
-        event(&c, STG_EVENT_ATTEMPT_START, &ev);
-        ev.attempt = rs.attempts;
-        emit(&c, &ev);
-
-        bool cancelled;
-        code = run_attempt(&c, &cancelled);
-        if (c.x.oom) {
-            rc = STG_ENOMEM;
-            goto cleanup;
-        }
-        const char *eff_url = NULL, *eff_method = NULL;
-        curl_easy_getinfo(easy, CURLINFO_EFFECTIVE_URL, &eff_url);
-        curl_easy_getinfo(easy, CURLINFO_EFFECTIVE_METHOD, &eff_method);
-        if (eff_url && *eff_url) {
-            stg_redact_url(eff_url, c.final_url, sizeof c.final_url);
-            if (!c.url[0])
-                stg_redact_url(eff_url, c.url, sizeof c.url);
-        }
-        stg_method method = c.cfg.method;
-        if (method == STG_METHOD_UNKNOWN) {
-            method = stg_method_parse(eff_method);
-            c.method_name = stg_method_name(method);
-        }
-        if (cancelled) {
-            stg__xfer_reset(&c.x); /* a partial answer is not an answer */
-            status = 0;
-            err = STG_NET_OTHER;
-            code = CURLE_ABORTED_BY_CALLBACK;
-            snprintf(errtext, sizeof errtext, "cancelled");
-            event(&c, STG_EVENT_ATTEMPT_END, &ev);
-            ev.attempt = rs.attempts;
-            ev.error = err;
-            ev.curl_code = (int)code;
-            ev.duration_us = c.now - started;
-            emit(&c, &ev);
-            reason = STG_REASON_CANCELLED;
-            break;
-        }
-        long http = 0;
-        curl_off_t connect_us = 0;
-        curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &http);
-        curl_easy_getinfo(easy, CURLINFO_CONNECT_TIME_T, &connect_us);
-        err = stg_curl_classify(code, (int64_t)connect_us);
-        status = err == STG_NET_NONE ? (int)http : 0;
-        if (err == STG_NET_NONE && status == 0)
-            err = STG_NET_OTHER; /* a transfer without an HTTP status */
-        if (code != CURLE_OK)
-            stg__redact_text(c.x.errbuf[0] ? c.x.errbuf : curl_easy_strerror(code), errtext,
-                             sizeof errtext);
-        else
-            errtext[0] = '\0';
-
-        stg__shared_report(c.cfg.shared, limit_key, ticket, status, &c.x.hints);
-
-        stg_outcome o = {.status = status,
-                         .error = err,
-                         .method = method,
-                         .has_idempotency_key = c.cfg.has_idempotency_key,
-                         .cancelled = false,
-                         .hints = &c.x.hints};
-        stg_decide(&c.pol, &rs, &o, c.now, &c.rng, &d);
-        int64_t hint = STG_UNKNOWN;
-        if (!stg_hints_server_wait(&c.x.hints, &hint))
-            hint = STG_UNKNOWN;
-
-        event(&c, STG_EVENT_ATTEMPT_END, &ev);
-        ev.attempt = rs.attempts;
-        ev.status = status;
-        ev.error = err;
-        ev.curl_code = (int)code;
-        ev.duration_us = c.now - started;
-        ev.retry_after_us = hint;
-        emit(&c, &ev);
-
-        if (d.action != STG_ACTION_RETRY) {
-            reason = d.reason;
-            break;
-        }
-        event(&c, STG_EVENT_WAIT, &ev);
-        ev.attempt = rs.attempts;
-        ev.status = status;
-        ev.error = err;
-        ev.wait_us = d.wait_us;
-        ev.retry_after_us = d.server_wait_us;
-        ev.reason = d.reason;
-        emit(&c, &ev);
-        stg_retry_state_note(&rs, &d);
-        if (!wait_for(&c, d.wait_us)) {
-            reason = STG_REASON_CANCELLED;
-            break;
-        }
-    }
-
-    out->action = reason == STG_REASON_SUCCESS ? STG_ACTION_SUCCESS : STG_ACTION_GIVE_UP;
-    out->reason = reason;
-    out->status = status;
-    out->error = err;
-    out->curl_code = (int)code;
-    snprintf(out->error_text, sizeof out->error_text, "%s", errtext);
-    out->attempts = rs.attempts;
-    out->elapsed_us = c.now - rs.start_us;
-    out->server_wait_us = d.server_wait_us;
-    stg__xfer_move_to(&c.x, out);
-    if (out->server_wait_us == STG_UNKNOWN && !stg_hints_server_wait(&out->hints, &out->server_wait_us))
-        out->server_wait_us = STG_UNKNOWN;
-    out->final_url = strdup(c.final_url[0] ? c.final_url : c.url);
-    if (!out->body || !out->headers || !out->final_url) {
-        stg_result_free(out);
-        rc = STG_ENOMEM;
-        goto cleanup;
-    }
-
-    event(&c, out->action == STG_ACTION_SUCCESS ? STG_EVENT_SUCCESS : STG_EVENT_GIVE_UP, &ev);
-    ev.attempt = rs.attempts;
-    ev.status = status;
-    ev.error = err;
-    ev.curl_code = (int)code;
-    ev.duration_us = out->elapsed_us;
-    ev.retry_after_us = out->server_wait_us;
-    ev.reason = reason;
-    emit(&c, &ev);
-
-cleanup:
-    stg__xfer_detach(easy);
-    curl_multi_cleanup(c.multi);
-    stg__xfer_free(&c.x);
+    if (rc == STG_OK)
+        rc = call_result(c, reason, out);
+    call_close(c);
+    free(c);
     return rc;
 }
 

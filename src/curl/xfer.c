@@ -10,6 +10,24 @@
  * discarded attempt never leaks into a result. Buffers are NUL-terminated
  * whenever non-NULL. Hints are parsed with the wall clock the loop stored in
  * wall_now_us (read once per pass), never by reading a clock here.
+ *
+ * Every byte sent is stagger's decision: libcurl resends a request by
+ * itself when a reused keep-alive connection dies before any answer byte
+ * (lib/transfer.c Curl_retry_request: "Connection died, retrying a fresh
+ * connect", up to 5 times), and that resend would pass no limiter and be
+ * counted as no attempt. The pre-request callback runs once before each
+ * request libcurl sends (redirects are stagger's own hops, never
+ * libcurl's), so a second call within one attempt is such a resend: it is
+ * refused (the transfer ends with CURLE_ABORTED_BY_CALLBACK, and
+ * resend_blocked tells the attempt step that the first send got no
+ * answer), and the retry, if any, is stagger's: limiter, budget, policy.
+ * libcurl's other resends are refused the same way: HTTP authentication
+ * negotiation (a 401, then the request again with Digest/NTLM/Negotiate
+ * credentials) and a 417 to Expect: 100-continue; Basic and bearer
+ * credentials go with the first send and are not affected.
+ *
+ * A body longer than max_body ends the transfer (body_over): the kept
+ * prefix is never passed off as the whole answer.
  */
 #include <limits.h>
 #include <stdlib.h>
@@ -69,6 +87,8 @@ void stg__xfer_reset(stg__xfer *x)
     stg_hints_init(&x->hints);
     x->truncated = false;
     x->oom = false;
+    x->sends = 0;
+    x->resend_blocked = false;
     x->errbuf[0] = '\0';
 }
 
@@ -87,11 +107,13 @@ static size_t on_body(char *data, size_t size, size_t nmemb, void *arg)
         keep = 0;
     else if (keep > x->max_body - x->body.len)
         keep = x->max_body - x->body.len;
-    if (keep < n)
-        x->truncated = true;
     if (keep && !stg__buf_put(&x->body, data, keep)) {
         x->oom = true;
         return 0; /* CURLE_WRITE_ERROR aborts the transfer */
+    }
+    if (keep < n) {
+        x->truncated = true;
+        return 0; /* over max_body: stop here (CURLE_WRITE_ERROR) */
     }
     return n;
 }
@@ -113,8 +135,25 @@ static size_t on_header(char *data, size_t size, size_t nmemb, void *arg)
     return n;
 }
 
+static int on_prereq(void *arg, char *conn_primary_ip, char *conn_local_ip, int conn_primary_port,
+                     int conn_local_port)
+{
+    (void)conn_primary_ip;
+    (void)conn_local_ip;
+    (void)conn_primary_port;
+    (void)conn_local_port;
+    stg__xfer *x = arg;
+    if (x->sends++ > 0) {
+        x->resend_blocked = true; /* libcurl's own resend: not ours to send */
+        return CURL_PREREQFUNC_ABORT;
+    }
+    return CURL_PREREQFUNC_OK;
+}
+
 void stg__xfer_attach(CURL *easy, stg__xfer *x)
 {
+    curl_easy_setopt(easy, CURLOPT_PREREQFUNCTION, on_prereq);
+    curl_easy_setopt(easy, CURLOPT_PREREQDATA, x);
     curl_easy_setopt(easy, CURLOPT_WRITEFUNCTION, on_body);
     curl_easy_setopt(easy, CURLOPT_WRITEDATA, x);
     curl_easy_setopt(easy, CURLOPT_HEADERFUNCTION, on_header);
@@ -125,6 +164,8 @@ void stg__xfer_attach(CURL *easy, stg__xfer *x)
 
 void stg__xfer_detach(CURL *easy)
 {
+    curl_easy_setopt(easy, CURLOPT_PREREQFUNCTION, (curl_prereq_callback)NULL);
+    curl_easy_setopt(easy, CURLOPT_PREREQDATA, (void *)NULL);
     curl_easy_setopt(easy, CURLOPT_WRITEFUNCTION, (curl_write_callback)NULL);
     curl_easy_setopt(easy, CURLOPT_WRITEDATA, (void *)stdout);
     curl_easy_setopt(easy, CURLOPT_HEADERFUNCTION, (curl_write_callback)NULL);

@@ -1,6 +1,7 @@
 /*
- * Unit tests of CURLcode classification (stg_curl_classify) and of the
- * per-attempt timeouts bounded by the deadline.
+ * Unit tests of CURLcode classification (stg_curl_classify, and with
+ * libcurl's error text: stg__classify_text) and of the per-attempt
+ * timeouts bounded by the deadline.
  */
 #if defined(__has_include) && !__has_include(<curl/curl.h>)
 /* libstagger-curl is not built here (no libcurl): nothing to test. */
@@ -79,10 +80,36 @@ static void test_attempt_timeouts(void **state)
     assert_int_equal(t, 7000);
 }
 
+/* libcurl 7.x/8.x < 8.6 reports its response-header limit as
+ * CURLE_RECV_ERROR "Too large response headers: N > 307200": the server's
+ * answer, which another attempt would only repeat (it was retried 6 times
+ * as a reset). A plain receive error is still a reset. */
+static void test_text_classes(void **state)
+{
+    (void)state;
+    bool det = true;
+    assert_int_equal(stg__classify_text(CURLE_RECV_ERROR, 5, "Connection reset by peer", &det),
+                     STG_NET_RESET);
+    assert_false(det);
+    assert_int_equal(stg__classify_text(CURLE_RECV_ERROR, 5,
+                                        "Too large response headers: 307211 > 307200", &det),
+                     STG_NET_OTHER);
+    assert_true(det);
+    assert_int_equal(stg__classify_text(CURLE_RECV_ERROR, 5, NULL, &det), STG_NET_RESET);
+    assert_false(det);
+    assert_int_equal(stg__classify_text(CURLE_OK, 5, "", &det), STG_NET_NONE);
+    assert_false(det);
+    assert_int_equal(stg__classify_text(CURLE_COULDNT_CONNECT, 0, "Too large response headers",
+                                        &det),
+                     STG_NET_CONNECT_REFUSED);
+    assert_false(det);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_classes),
+        cmocka_unit_test(test_text_classes),
         cmocka_unit_test(test_every_code_has_one_class),
         cmocka_unit_test(test_attempt_timeouts),
     };

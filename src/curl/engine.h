@@ -1,0 +1,187 @@
+/*
+ * The engine's internals, shared by its files (never installed):
+ *   engine.c        the public API and the loop (poll, clock, passes);
+ *   engine_ids.c    the id -> request map;
+ *   engine_req.c    where a request is: queues, the easy-handle pool,
+ *                   events, detach (leave any place);
+ *   engine_admit.c  admission: breaker, limiter, pacing of a learned rate,
+ *                   a spent budget's waits, timers, the attempt's start;
+ *   engine_done.c   completion: an attempt's end (the attempt step shared
+ *                   with stg_curl_perform), redirect hops, finish.
+ *
+ * Where a request is (req.where) is exactly one place at any time outside
+ * the function moving it: the new queue, the retry queue, the timer heap,
+ * the multi (ACTIVE), or its host's pace queue (PACE_Q); RQ_NONE only
+ * between leaving one place and entering the next, or while finishing.
+ * rq_enter/rq_leave assert each move and stg__eng_check the bookkeeping
+ * that goes with a place (heap index, easy handle, reservation). A turn
+ * in its host's pace FIFO (p_next/p_prev, `pacing`) is an order, not a
+ * place: the FIFO's head is in the retry queue or a W_PACE timer while it
+ * asks the limiter, the others are in PACE_Q.
+ */
+#ifndef STAGGER_CURL_ENGINE_H
+#define STAGGER_CURL_ENGINE_H
+
+#include <stdatomic.h>
+
+#include "curl/internal.h"
+#include "util/assert.h"
+
+#define DEFAULT_CONCURRENCY 30
+
+/* How far ahead a request may reserve an adaptive-rate slot (see admit). */
+#define PACE_HORIZON_US STG_MS(50)
+
+typedef enum rq_where {
+    RQ_NONE = 0,
+    RQ_NEW_Q = 1,
+    RQ_RETRY_Q = 2,
+    RQ_TIMER = 3,
+    RQ_ACTIVE = 4,
+    RQ_PACE_Q = 5  /* behind its host's pace head (see "pacing"), holding a
+                      slot */
+} rq_where;
+
+typedef enum rq_wait {
+    W_BACKOFF = 1, /* then through admission again */
+    W_LIMITER = 2, /* a reservation: then straight to the attempt */
+    W_BREAKER = 3, /* then through admission again */
+    W_PACE = 4,    /* the host's pace head, beyond the horizon: holds the
+                      slot, then asks the limiter again */
+    W_BUDGET = 5,  /* a retry the spent budget refused (budget_wait): its
+                      backoff, then budget_gate() */
+    W_BUDGET_HELD = 6 /* held by budget_gate() until its host's over-budget
+                      retry ends or the budget refills (or its deadline) */
+} rq_wait;
+
+typedef struct req {
+    uint64_t id;
+    stg__host *host;
+    char *url;
+    char *url_red;
+    char *final_url; /* redacted, of the last attempt */
+    stg_method method;
+    struct curl_slist *headers;
+    char *body;
+    size_t body_len;
+    bool has_body;
+    bool has_key;
+    stg_done_fn done;
+    void *data;
+
+    rq_where where;
+    rq_wait wait;
+    size_t heap_index;
+    struct req *q_next, *q_prev;
+    CURL *easy;
+    bool reserved;      /* holds a limiter reservation and a slot */
+    bool probe_claimed; /* the breaker admitted the current attempt */
+    bool shared_probe;  /* the shared breaker admitted it: record the outcome */
+    bool over_budget;   /* its host's one retry let past a spent budget */
+    bool pacing;        /* in its host's pace FIFO (p_next, p_prev) */
+    struct req *p_next, *p_prev; /* apart from q_*: a promoted head is in
+                                    the FIFO and the retry queue at once */
+    int64_t ticket;     /* the shared limiter's, for on_response */
+
+    stg__xfer x;
+    stg_retry_state rs;
+    bool started;
+    int64_t attempt_start_us;
+    int status;
+    stg_net_error err;
+    int curl_code;
+    int64_t server_wait_us;
+    char errtext[256];
+
+    /* Redirects (engine_done.c): followed as hops through admission. */
+    bool follow;
+    int max_redirects, hops;
+    char *origin;               /* the submitted URL: secrets go to its origin only */
+    char **secret;              /* extra secret header names, NULL-terminated; may be NULL */
+    struct curl_slist *stripped; /* headers without secrets, built on the first
+                                    cross-origin hop */
+    bool off_origin;            /* the current hop is on another origin */
+    struct stg_engine *engine;  /* for the attempt step's report */
+} req;
+
+typedef struct queue {
+    req *head, *tail;
+} queue;
+
+struct stg_engine {
+    stg_engine_config cfg;
+    stg_policy pol;
+    int concurrency;
+    CURLM *multi;
+    stg_rng rng;
+    int64_t now, wall;
+    stg__heap timers;
+    stg__hosts hosts;
+    req **slots; /* id -> request, open addressing */
+    size_t slot_cap, count;
+    queue new_q, retry_q;
+    CURL **pool;
+    size_t pool_n;
+    int wake_fd;
+    atomic_bool stop;
+    int active, reserved;
+    uint64_t next_id;
+    bool in_pass, closing;
+    stg_engine_stats stats;
+};
+
+/* ---- places (engine_req.c) ----------------------------------------------- */
+
+/* r's bookkeeping matches its place: a heap index exactly in TIMER, an
+ * easy handle exactly in ACTIVE, a reservation only in PACE_Q or a
+ * W_LIMITER/W_PACE timer, PACE_Q only for a pace FIFO member. */
+void stg__eng_check(const stg_engine *e, const req *r);
+
+static inline void rq_enter(const stg_engine *e, req *r, rq_where w)
+{
+    STG_ASSERT(r->where == RQ_NONE);
+    r->where = w;
+    stg__eng_check(e, r);
+}
+
+static inline void rq_leave(req *r, rq_where w)
+{
+    STG_ASSERT(r->where == w);
+    r->where = RQ_NONE;
+}
+
+void stg__eng_q_push(queue *q, req *r);
+void stg__eng_q_push_front(queue *q, req *r);
+void stg__eng_q_unlink(queue *q, req *r);
+void stg__eng_ev_init(stg_engine *e, req *r, stg_event_type type, stg_event *ev);
+void stg__eng_emit(stg_engine *e, const stg_event *ev);
+/* Emit the breaker changes queued by the host's on_change. */
+void stg__eng_flush_breaker(stg_engine *e, stg__host *h);
+CURL *stg__eng_pool_get(stg_engine *e);
+void stg__eng_pool_put(stg_engine *e, CURL *easy);
+void stg__eng_req_free(req *r);
+int64_t stg__eng_remaining(const stg_engine *e, const req *r);
+/* Take r out of whatever holds it (queue, heap, multi, slot counts). */
+void stg__eng_detach(stg_engine *e, req *r);
+
+/* ---- ids (engine_ids.c) -------------------------------------------------- */
+
+bool stg__eng_map_put(stg_engine *e, req *r);
+size_t stg__eng_map_find(const stg_engine *e, uint64_t id);
+void stg__eng_map_del(stg_engine *e, uint64_t id);
+
+/* ---- admission (engine_admit.c) ------------------------------------------ */
+
+void stg__eng_pace_leave(stg_engine *e, req *r);
+void stg__eng_schedule(stg_engine *e, req *r, rq_wait kind, int64_t wait_us);
+void stg__eng_budget_release(stg_engine *e, stg__host *h);
+void stg__eng_start_ready(stg_engine *e);
+void stg__eng_fire_timers(stg_engine *e);
+
+/* ---- completion (engine_done.c) ------------------------------------------ */
+
+/* Finish r: leave every structure, report, call done once, free. */
+void stg__eng_finish(stg_engine *e, req *r, stg_reason reason);
+void stg__eng_process_done(stg_engine *e);
+
+#endif

@@ -1,0 +1,435 @@
+/*
+ * Admission: what stands between a ready request and its next send: the
+ * breaker (a wait or BREAKER_OPEN), the limiter (a reservation that holds
+ * its slot until its instant), the pace FIFO of a learned rate, and the
+ * waits of a spent retry budget. Then the attempt on a pooled handle.
+ *
+ * Invariants:
+ *  - a send starts only from start_attempt, after the limiter admitted it
+ *    (a reservation's timer, or a wait of 0): every attempt, retries and
+ *    redirect hops included, passed the limiter;
+ *  - concurrency slots = active attempts + reservations, never more than
+ *    `concurrency`, so a reserved send always goes at its reserved time;
+ *  - no attempt starts at or after a request's deadline.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <limits.h>
+
+#include "curl/engine.h"
+
+/* ---- pacing: a learned rate, one FIFO per host ---------------------------
+ *
+ * A learned rate (the host's adaptive limiter, or a shared limiter with a
+ * horizon) is reserved at most a horizon ahead (see admit). Requests whose
+ * turn is further out wait, holding their slot, in their host's FIFO, and
+ * only its head asks the limiter again (from a W_PACE timer): when every
+ * waiter polled on its own, the one that asked at the right instant won,
+ * newcomers jumped the queue, and some requests lost hundreds of times in
+ * a row (a retry waited 20 s in a 21 s run). When the head gets its
+ * reservation or leaves, the next one moves to the front of the retry
+ * queue and asks at once. */
+
+static bool paced(const stg_engine *e, const stg__host *h)
+{
+    const stg_shared_limiter *sh = e->cfg.shared;
+    if (sh && sh->acquire)
+        return sh->horizon_us > 0;
+    return h->has_adaptive;
+}
+
+static void pace_push(stg__host *h, req *r)
+{
+    req *tail = h->pace_tail;
+    r->p_next = NULL;
+    r->p_prev = tail;
+    if (tail)
+        tail->p_next = r;
+    else
+        h->pace_head = r;
+    h->pace_tail = r;
+    r->pacing = true;
+}
+
+/* r leaves its host's FIFO; if it was the head, the next one (waiting
+ * without a timer) goes to the front of the retry queue, its slot handed
+ * back to admission. */
+void stg__eng_pace_leave(stg_engine *e, req *r)
+{
+    if (!r->pacing)
+        return;
+    stg__host *h = r->host;
+    bool was_head = h->pace_head == r;
+    if (r->p_prev)
+        r->p_prev->p_next = r->p_next;
+    else
+        h->pace_head = r->p_next;
+    if (r->p_next)
+        r->p_next->p_prev = r->p_prev;
+    else
+        h->pace_tail = r->p_prev;
+    r->p_next = r->p_prev = NULL;
+    r->pacing = false;
+    req *n = h->pace_head;
+    if (was_head && n && n->where == RQ_PACE_Q) {
+        rq_leave(n, RQ_PACE_Q);
+        n->reserved = false;
+        e->reserved--;
+        rq_enter(e, n, RQ_RETRY_Q);
+        stg__eng_q_push_front(&e->retry_q, n);
+    }
+}
+void stg__eng_schedule(stg_engine *e, req *r, rq_wait kind, int64_t wait_us)
+{
+    if (wait_us < 0)
+        wait_us = 0;
+    int64_t due = e->now > INT64_MAX - wait_us ? INT64_MAX : e->now + wait_us;
+    if (!stg__heap_push(&e->timers, due, r, &r->heap_index)) {
+        snprintf(r->errtext, sizeof r->errtext, "out of memory");
+        stg__eng_finish(e, r, STG_REASON_CANCELLED);
+        return;
+    }
+    r->wait = kind;
+    rq_enter(e, r, RQ_TIMER);
+}
+
+/* ---- a spent retry budget, with budget_wait ------------------------------
+ *
+ * The budget refuses retries once failures are more than a small share of
+ * a host's answers. Without budget_wait the refused retry gives up
+ * (BUDGET_EXHAUSTED). With it the retry waits: after its backoff it goes
+ * if the budget has refilled, or with the host's one pass (over_budget):
+ * the request holding it keeps it through its own retries and backoffs
+ * until it ends (a success, a final failure, its deadline), and then the
+ * oldest held request takes it. The others are held until then. A host
+ * whose every request failed therefore still makes progress, sending one
+ * request per backoff interval of the pass holder (the breaker, when on,
+ * stops even that while open), and its retries cannot multiply the load.
+ * Held requests sit in the timer heap until their deadline, so a deadline
+ * still ends them. */
+
+/* A W_BUDGET or W_BUDGET_HELD request is due, or was woken: send it,
+ * hold it, or end it at its deadline. */
+static void budget_gate(stg_engine *e, req *r)
+{
+    stg__host *h = r->host;
+    int64_t left = stg__eng_remaining(e, r);
+    if (left <= 0) {
+        stg__eng_finish(e, r, STG_REASON_DEADLINE);
+        return;
+    }
+    if (!stg_budget_allow_retry(&h->budget)) {
+        if (h->over_budget_out > 0) {
+            h->budget_held++;
+            stg__eng_schedule(e, r, W_BUDGET_HELD, left);
+            return;
+        }
+        r->over_budget = true;
+        h->over_budget_out++;
+    }
+    rq_enter(e, r, RQ_RETRY_Q);
+    stg__eng_q_push(&e->retry_q, r);
+}
+
+/* Wake h's held retries: all of them when the budget has refilled, else
+ * the oldest (as the over-budget one) when no over-budget retry is out.
+ * They go to the retry queue, whose admission checks their deadline: this
+ * runs inside stg__eng_finish() and attempt_done(), where finishing another
+ * request (and running its callback) is not safe. */
+void stg__eng_budget_release(stg_engine *e, stg__host *h)
+{
+    if (!h->budget_held)
+        return;
+    bool all = stg_budget_allow_retry(&h->budget);
+    if (!all && h->over_budget_out > 0)
+        return;
+    req **w = malloc(h->budget_held * sizeof *w);
+    if (!w)
+        return; /* they still end at their deadline */
+    size_t n = 0;
+    for (size_t i = 0; i < e->timers.n && n < h->budget_held; i++) {
+        req *r = e->timers.v[i].item;
+        if (r->wait == W_BUDGET_HELD && r->host == h) {
+            if (all || !n)
+                w[n++] = r;
+            else if (r->id < w[0]->id)
+                w[0] = r;
+        }
+    }
+    if (!all && n)
+        n = 1;
+    for (size_t i = 0; i < n; i++) {
+        stg__heap_remove(&e->timers, w[i]->heap_index);
+        rq_leave(w[i], RQ_TIMER);
+        h->budget_held--;
+        if (!all) {
+            w[i]->over_budget = true;
+            h->over_budget_out++;
+        }
+        rq_enter(e, w[i], RQ_RETRY_Q);
+        stg__eng_q_push(&e->retry_q, w[i]);
+    }
+    free(w);
+}
+
+/* The breaker refused: wait for it (a timer) or give up. */
+static void breaker_refused(stg_engine *e, req *r, int64_t retry_in_us)
+{
+    if (e->cfg.defer_when_open) {
+        stg__eng_finish(e, r, STG_REASON_BREAKER_OPEN);
+        return;
+    }
+    if (retry_in_us < STG_MS(1))
+        retry_in_us = STG_MS(1);
+    if (retry_in_us >= stg__eng_remaining(e, r)) {
+        stg__eng_finish(e, r, STG_REASON_DEADLINE);
+        return;
+    }
+    stg_event ev;
+    stg__eng_ev_init(e, r, STG_EVENT_WAIT, &ev);
+    ev.wait_us = retry_in_us;
+    ev.reason = STG_REASON_BREAKER_OPEN;
+    ev.status = r->status;
+    ev.error = r->rs.attempts ? r->err : STG_NET_NONE;
+    stg__eng_emit(e, &ev);
+    stg__eng_schedule(e, r, W_BREAKER, retry_in_us);
+}
+
+static void set_method(CURL *easy, const req *r)
+{
+    switch (r->method) {
+    case STG_METHOD_GET:
+        curl_easy_setopt(easy, CURLOPT_HTTPGET, 1L);
+        break;
+    case STG_METHOD_HEAD:
+        curl_easy_setopt(easy, CURLOPT_NOBODY, 1L);
+        break;
+    default:
+        if (r->method != STG_METHOD_POST)
+            curl_easy_setopt(easy, CURLOPT_CUSTOMREQUEST, stg_method_name(r->method));
+        if (r->has_body || r->method == STG_METHOD_POST || r->method == STG_METHOD_PUT ||
+            r->method == STG_METHOD_PATCH) {
+            /* Not copied: r->body lives as long as the request, so every
+             * attempt sends the whole body again. */
+            curl_easy_setopt(easy, CURLOPT_POSTFIELDS, r->body ? r->body : "");
+            curl_easy_setopt(easy, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)r->body_len);
+        }
+        break;
+    }
+}
+
+/* Start an attempt now (the limiter has admitted it). */
+static void start_attempt(stg_engine *e, req *r)
+{
+    if (r->reserved) { /* the reservation's slot becomes the active slot */
+        r->reserved = false;
+        e->reserved--;
+    }
+    STG_ASSERT(r->where == RQ_NONE);
+    if (stg__eng_remaining(e, r) <= 0) {
+        stg__eng_finish(e, r, STG_REASON_DEADLINE);
+        return;
+    }
+    const stg_shared_limiter *sh = e->cfg.shared;
+    if (sh && sh->breaker_allow) {
+        int64_t retry_in = 0;
+        if (sh->breaker_allow(sh->ctx, r->host->key, &retry_in) == STG_EBREAKER) {
+            breaker_refused(e, r, retry_in);
+            return;
+        }
+        r->shared_probe = true;
+    } else if (r->host->has_breaker) {
+        int64_t retry_in = 0;
+        int rc = stg_breaker_allow(&r->host->breaker, e->now, &retry_in);
+        stg__eng_flush_breaker(e, r->host);
+        if (rc == STG_EBREAKER) {
+            breaker_refused(e, r, retry_in);
+            return;
+        }
+        r->probe_claimed = rc == STG_OK;
+    }
+    CURL *easy = stg__eng_pool_get(e);
+    if (!easy) {
+        snprintf(r->errtext, sizeof r->errtext, "out of memory");
+        stg__eng_finish(e, r, STG_REASON_ERROR_NOT_RETRYABLE);
+        return;
+    }
+    curl_easy_setopt(easy, CURLOPT_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(easy, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+    if (e->cfg.setup_easy)
+        e->cfg.setup_easy(easy, e->cfg.setup_data);
+    /* Redirects are hops through admission (engine_done.c), never libcurl's. */
+    curl_easy_setopt(easy, CURLOPT_FOLLOWLOCATION, 0L);
+    curl_easy_setopt(easy, CURLOPT_URL, r->url);
+    set_method(easy, r);
+    /* Secret headers only to the first URL's origin (engine_done.c). */
+    struct curl_slist *hdrs = r->off_origin ? r->stripped : r->headers;
+    if (hdrs)
+        curl_easy_setopt(easy, CURLOPT_HTTPHEADER, hdrs);
+    curl_easy_setopt(easy, CURLOPT_PRIVATE, (void *)r);
+    stg__xfer_reset(&r->x);
+    r->x.wall_now_us = e->wall;
+    stg__xfer_attach(easy, &r->x);
+    long connect_ms, total_ms;
+    stg__attempt_timeouts(&e->pol, stg__eng_remaining(e, r), &connect_ms, &total_ms);
+    curl_easy_setopt(easy, CURLOPT_CONNECTTIMEOUT_MS, connect_ms);
+    curl_easy_setopt(easy, CURLOPT_TIMEOUT_MS, total_ms);
+    if (curl_multi_add_handle(e->multi, easy) != CURLM_OK) {
+        stg__eng_pool_put(e, easy);
+        snprintf(r->errtext, sizeof r->errtext, "curl_multi_add_handle failed");
+        stg__eng_finish(e, r, STG_REASON_ERROR_NOT_RETRYABLE);
+        return;
+    }
+    r->easy = easy;
+    rq_enter(e, r, RQ_ACTIVE);
+    e->active++;
+    r->rs.attempts++;
+    r->attempt_start_us = e->now;
+    e->stats.attempts++;
+    if (r->rs.attempts - r->hops > 1)
+        e->stats.retries++; /* a redirect hop is an attempt, not a retry */
+    stg_event ev;
+    stg__eng_ev_init(e, r, STG_EVENT_ATTEMPT_START, &ev);
+    stg__eng_emit(e, &ev);
+}
+
+/* A slot is free for r: breaker check, limiter, then the attempt. */
+static void admit(stg_engine *e, req *r)
+{
+    STG_ASSERT(r->where == RQ_NONE);
+    /* The deadline runs from the first admission, not from submission
+     * (time in the new queue, waiting for a slot, is the caller's own
+     * concurrency, not the host's), and not from the first attempt: a
+     * request waiting for an open breaker must still end at its deadline. */
+    if (!r->started) {
+        r->started = true;
+        r->rs.start_us = e->now;
+    }
+    int64_t left = stg__eng_remaining(e, r);
+    if (left <= 0) {
+        stg__eng_finish(e, r, STG_REASON_DEADLINE);
+        return;
+    }
+    stg__host *h = r->host;
+    if (h->has_breaker) {
+        stg_breaker_state st = stg_breaker_state_at(&h->breaker, e->now);
+        stg__eng_flush_breaker(e, h);
+        if (st == STG_BREAKER_OPEN) {
+            int64_t retry_in = 0;
+            stg_breaker_allow(&h->breaker, e->now, &retry_in); /* OPEN: claims nothing */
+            stg__eng_flush_breaker(e, h);
+            stg__eng_pace_leave(e, r);
+            breaker_refused(e, r, retry_in);
+            return;
+        }
+    }
+    if (paced(e, h) && h->pace_head && !r->pacing) {
+        /* Others wait for the rate: behind them, keeping the slot. */
+        pace_push(h, r);
+        r->reserved = true;
+        e->reserved++;
+        rq_enter(e, r, RQ_PACE_Q);
+        return;
+    }
+    int64_t wait = 0;
+    int rc = STG_OK;
+    const stg_shared_limiter *sh = e->cfg.shared;
+    /* A learned rate reserves at most a horizon ahead. With many slots the
+     * reservations would reach hundreds of ms into the future at the rate
+     * of the moment, and a cut (a 429) could not slow the sends already
+     * reserved: each of them meets the server's empty bucket. Further out,
+     * the request keeps its slot and asks again shortly before its turn,
+     * at whatever rate holds then. */
+    int64_t horizon = left;
+    if (sh && sh->acquire) {
+        if (sh->horizon_us > 0 && sh->horizon_us < left)
+            horizon = sh->horizon_us;
+        r->ticket = 0;
+        rc = sh->acquire(sh->ctx, h->key, horizon, &wait, &r->ticket);
+        if (rc != STG_OK && rc != STG_ETIMEDOUT) {
+            snprintf(r->errtext, sizeof r->errtext, "shared limiter: %s", stg_strerror(rc));
+            stg__eng_finish(e, r, STG_REASON_LIMITER_UNAVAILABLE);
+            return;
+        }
+    } else if (h->has_bucket) {
+        rc = stg_bucket_acquire(&h->bucket, 1, e->now, left, &wait);
+    } else if (h->has_adaptive) {
+        if (PACE_HORIZON_US < left)
+            horizon = PACE_HORIZON_US;
+        rc = stg_adaptive_acquire(&h->adaptive, e->now, horizon, &wait);
+    }
+    if (rc == STG_ETIMEDOUT && horizon < left && wait < left) {
+        if (!r->pacing)
+            pace_push(h, r); /* the FIFO was empty: r is its head */
+        r->reserved = true;
+        e->reserved++;
+        stg__eng_schedule(e, r, W_PACE, wait - horizon / 2);
+        return;
+    }
+    stg__eng_pace_leave(e, r); /* reserved (or refused for good): the next one asks */
+    if (rc == STG_ETIMEDOUT) {
+        stg__eng_finish(e, r, STG_REASON_DEADLINE); /* not admitted before the deadline */
+        return;
+    }
+    if (rc == STG_OK && wait > 0) {
+        r->reserved = true;
+        e->reserved++;
+        e->stats.limiter_wait_us += wait;
+        stg_event ev;
+        stg__eng_ev_init(e, r, STG_EVENT_LIMITER_WAIT, &ev);
+        ev.wait_us = wait;
+        stg__eng_emit(e, &ev);
+        stg__eng_schedule(e, r, W_LIMITER, wait);
+        return;
+    }
+    start_attempt(e, r);
+}
+
+void stg__eng_start_ready(stg_engine *e)
+{
+    /* Each iteration takes one request off a queue. Callbacks may submit
+     * more; those wait for the next pass (whose poll then does not wait),
+     * so a callback that resubmits whatever finishes cannot spin here. */
+    size_t budget = e->count;
+    while (budget-- > 0 && e->active + e->reserved < e->concurrency) {
+        req *r = e->retry_q.head;
+        if (r) {
+            stg__eng_q_unlink(&e->retry_q, r);
+            rq_leave(r, RQ_RETRY_Q);
+        } else if ((r = e->new_q.head)) {
+            stg__eng_q_unlink(&e->new_q, r);
+            rq_leave(r, RQ_NEW_Q);
+        } else {
+            break;
+        }
+        admit(e, r);
+    }
+}
+
+void stg__eng_fire_timers(stg_engine *e)
+{
+    /* Bounded: each step removes one entry that was due; new entries are
+     * due strictly later than now (waits >= 1 ms) or are bounded by the
+     * count taken at the start. */
+    size_t budget = e->timers.n;
+    const stg__timer *t;
+    while (budget-- > 0 && (t = stg__heap_top(&e->timers)) && t->due_us <= e->now) {
+        req *r = t->item;
+        stg__heap_remove(&e->timers, r->heap_index);
+        rq_leave(r, RQ_TIMER);
+        if (r->wait == W_LIMITER) {
+            start_attempt(e, r); /* the slot was held by the reservation */
+        } else if (r->wait == W_PACE) {
+            r->reserved = false; /* admission takes the slot again */
+            e->reserved--;
+            admit(e, r);
+        } else if (r->wait == W_BUDGET || r->wait == W_BUDGET_HELD) {
+            if (r->wait == W_BUDGET_HELD)
+                r->host->budget_held--;
+            budget_gate(e, r);
+        } else {
+            rq_enter(e, r, RQ_RETRY_Q);
+            stg__eng_q_push(&e->retry_q, r);
+        }
+    }
+}

@@ -1,0 +1,202 @@
+/*
+ * Where a request is: the new and retry queues, the easy-handle pool, the
+ * events it emits, and detach (leave whatever place it is in). See
+ * engine.h for the one-place rule that rq_enter/rq_leave assert.
+ *
+ * Invariants: detach leaves r in RQ_NONE with no slot, no reservation, no
+ * heap entry, no easy handle and out of its host's pace FIFO; a pooled
+ * easy handle has been curl_easy_reset (no callback or pointer of the
+ * request that used it), and at most `concurrency` are kept.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "curl/engine.h"
+
+/* ---- places --------------------------------------------------------------- */
+
+void stg__eng_check(const stg_engine *e, const req *r)
+{
+    (void)e;
+    (void)r;
+    STG_ASSERT((r->where == RQ_TIMER) == (r->heap_index != STG__NOT_IN_HEAP));
+    STG_ASSERT((r->where == RQ_ACTIVE) == (r->easy != NULL));
+    STG_ASSERT(!r->reserved || r->where == RQ_PACE_Q ||
+               (r->where == RQ_TIMER && (r->wait == W_LIMITER || r->wait == W_PACE)));
+    STG_ASSERT(r->where != RQ_PACE_Q || (r->pacing && r->reserved));
+    STG_ASSERT(e->active >= 0 && e->reserved >= 0 &&
+               e->active + e->reserved <= e->concurrency);
+}
+
+/* ---- queues ------------------------------------------------------------ */
+
+void stg__eng_q_push(queue *q, req *r)
+{
+    r->q_next = NULL;
+    r->q_prev = q->tail;
+    if (q->tail)
+        q->tail->q_next = r;
+    else
+        q->head = r;
+    q->tail = r;
+}
+
+void stg__eng_q_push_front(queue *q, req *r)
+{
+    r->q_prev = NULL;
+    r->q_next = q->head;
+    if (q->head)
+        q->head->q_prev = r;
+    else
+        q->tail = r;
+    q->head = r;
+}
+
+void stg__eng_q_unlink(queue *q, req *r)
+{
+    if (r->q_prev)
+        r->q_prev->q_next = r->q_next;
+    else
+        q->head = r->q_next;
+    if (r->q_next)
+        r->q_next->q_prev = r->q_prev;
+    else
+        q->tail = r->q_prev;
+    r->q_next = r->q_prev = NULL;
+}
+
+/* ---- events ------------------------------------------------------------- */
+
+void stg__eng_ev_init(stg_engine *e, req *r, stg_event_type type, stg_event *ev)
+{
+    stg__event_init(ev, type, r->id, e->now, e->wall);
+    ev->method = stg_method_name(r->method);
+    ev->url = r->url_red;
+    ev->final_url = r->final_url;
+    ev->host = r->host->key;
+    ev->attempt = r->rs.attempts;
+}
+
+void stg__eng_emit(stg_engine *e, const stg_event *ev)
+{
+    if (e->cfg.on_event)
+        e->cfg.on_event(ev, e->cfg.event_data);
+}
+
+/* The breaker of h changed: requests waiting for it (W_BREAKER timers) go
+ * back to admission now instead of sleeping until their timer, so a probe
+ * that closes the breaker releases them at once. */
+static void wake_breaker_waiters(stg_engine *e, stg__host *h)
+{
+    if (!e->timers.n)
+        return;
+    req **w = malloc(e->timers.n * sizeof *w);
+    if (!w)
+        return; /* they still wake at their own timer */
+    size_t n = 0;
+    for (size_t i = 0; i < e->timers.n; i++) {
+        req *r = e->timers.v[i].item;
+        if (r->wait == W_BREAKER && r->host == h)
+            w[n++] = r;
+    }
+    for (size_t i = 0; i < n; i++) {
+        stg__heap_remove(&e->timers, w[i]->heap_index);
+        rq_leave(w[i], RQ_TIMER);
+        rq_enter(e, w[i], RQ_RETRY_Q);
+        stg__eng_q_push(&e->retry_q, w[i]);
+    }
+    free(w);
+}
+
+/* Emit the breaker changes queued by the host's on_change. */
+void stg__eng_flush_breaker(stg_engine *e, stg__host *h)
+{
+    if (h->n_changes)
+        wake_breaker_waiters(e, h);
+    for (int i = 0; i < h->n_changes; i++) {
+        stg_event ev;
+        stg__event_init(&ev, STG_EVENT_BREAKER, 0, h->changes[i].now_us, e->wall);
+        ev.host = h->key;
+        ev.breaker_from = h->changes[i].from;
+        ev.breaker_to = h->changes[i].to;
+        stg__eng_emit(e, &ev);
+    }
+    h->n_changes = 0;
+}
+
+/* ---- easy handle pool --------------------------------------------------- */
+
+CURL *stg__eng_pool_get(stg_engine *e)
+{
+    if (e->pool_n)
+        return e->pool[--e->pool_n];
+    return curl_easy_init();
+}
+
+void stg__eng_pool_put(stg_engine *e, CURL *easy)
+{
+    curl_easy_reset(easy);
+    if (e->pool_n < (size_t)e->concurrency)
+        e->pool[e->pool_n++] = easy;
+    else
+        curl_easy_cleanup(easy);
+}
+
+/* ---- request lifecycle --------------------------------------------------- */
+
+void stg__eng_req_free(req *r)
+{
+    free(r->url);
+    free(r->url_red);
+    free(r->final_url);
+    free(r->body);
+    curl_slist_free_all(r->headers);
+    curl_slist_free_all(r->stripped);
+    free(r->origin);
+    for (size_t i = 0; r->secret && r->secret[i]; i++)
+        free(r->secret[i]);
+    free(r->secret);
+    stg__xfer_free(&r->x);
+    free(r);
+}
+
+int64_t stg__eng_remaining(const stg_engine *e, const req *r)
+{
+    if (!r->started || e->pol.deadline_us <= 0)
+        return INT64_MAX;
+    return r->rs.start_us + e->pol.deadline_us - e->now;
+}
+
+/* Take r out of whatever holds it (queue, heap, multi, slot counts). */
+void stg__eng_detach(stg_engine *e, req *r)
+{
+    switch (r->where) {
+    case RQ_NEW_Q:
+        stg__eng_q_unlink(&e->new_q, r);
+        break;
+    case RQ_RETRY_Q:
+        stg__eng_q_unlink(&e->retry_q, r);
+        break;
+    case RQ_TIMER:
+        if (r->heap_index != STG__NOT_IN_HEAP)
+            stg__heap_remove(&e->timers, r->heap_index);
+        if (r->wait == W_BUDGET_HELD)
+            r->host->budget_held--;
+        break;
+    case RQ_ACTIVE:
+        curl_multi_remove_handle(e->multi, r->easy);
+        stg__eng_pool_put(e, r->easy);
+        r->easy = NULL;
+        e->active--;
+        break;
+    case RQ_PACE_Q:
+    case RQ_NONE:
+        break;
+    }
+    stg__eng_pace_leave(e, r);
+    if (r->reserved) {
+        r->reserved = false;
+        e->reserved--;
+    }
+    r->where = RQ_NONE;
+}
