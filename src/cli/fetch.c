@@ -32,6 +32,7 @@
 
 #include <errno.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -105,64 +106,7 @@ static void on_sigint(int sig)
     stg_cancel_fire(sigint_token);
 }
 
-static void help(void)
-{
-    printf("usage: stagger fetch [options] URL\n"
-           "\n"
-           "One HTTP request with polite retries: Retry-After honoured with a spread,\n"
-           "jittered backoff, a deadline, waits that Ctrl-C interrupts at once.\n"
-           "\n"
-           "Request:\n"
-           "  -X, --request METHOD   method (default GET, or POST with data)\n"
-           "  -H, --header 'N: V'    add a header; repeatable\n"
-           "  -d, --data DATA        body (POST); @FILE reads FILE without CR/LF;\n"
-           "                         repeated data is joined with '&'\n"
-           "      --data-binary DATA body as is; @FILE reads FILE byte for byte\n"
-           "  -L, --location         follow redirects (http and https only)\n"
-           "      --idempotency-key KEY|auto\n"
-           "                         send Idempotency-Key (auto: a random UUIDv4); lets\n"
-           "                         POST and PATCH be retried\n"
-           "      --connect-timeout D  per attempt (default 5s)\n"
-           "      --max-time D       whole attempt (default 10s); both bounded by the\n"
-           "                         deadline; as in curl, a bare number is seconds\n"
-           "      --rate R[/s|/m]    client-side limit on attempts (token bucket)\n"
-           "      --burst B          bucket capacity (default max(1, ceil(R)))\n"
-           "\n"
-           "Output:\n"
-           "  -o, --output FILE      write the final body to FILE (also a final 429/503)\n"
-           "  -i, --include          include the final response headers in the output\n"
-           "  -s, --silent           no message when giving up\n"
-           "  -v, --verbose          attempts and decisions on stderr (URLs and secret\n"
-           "                         header values redacted)\n"
-           "      --log-json FILE    JSON lines: one per attempt, wait and outcome\n"
-           "      --metrics FILE     Prometheus text format, written atomically at exit\n"
-           "      --secret-header N  treat header N as secret too; repeatable\n"
-           "      --seed N           seed of the jitter (default: random)\n"
-           "\n"
-           "%s"
-           "\n"
-           "%s"
-           "\n"
-           "Exit status: 0 final 1xx-3xx; 1 local error (also: the shared limiter\n"
-           "cannot be reached at start); 2 bad usage; 3 HTTP error after retries;\n"
-           "4 HTTP error not retried; 5 deadline; 6 transport failure (also: the shared\n"
-           "limiter became unavailable); 130 interrupted.\n",
-           cli_limiter_help, cli_policy_help);
-}
-
 /* ---- option helpers ------------------------------------------------------ */
-
-static bool is_policy_flag(const char *opt)
-{
-    static const char *const flags[] = {"--preset",    "--backoff",         "--base",
-                                        "--cap",       "--mult",            "--retries",
-                                        "--deadline",  "--max-server-wait", "--retry-after",
-                                        "--spread",    "--retry-on",        NULL};
-    for (size_t i = 0; flags[i]; i++)
-        if (!strcmp(opt, flags[i]))
-            return true;
-    return false;
-}
 
 /* Read a whole file ("-": stdin). Returns NULL with errno set. */
 static char *read_file(const char *path, size_t *len)
@@ -239,24 +183,9 @@ static int add_data(fetch_opts *o, const char *arg, bool binary)
     return 0;
 }
 
-/* "Name: value", "Name:" (remove) or "Name;" (send empty), as curl takes
- * them; the name must be a token, so no value can hide where -v would
- * print it unredacted. */
-static bool header_ok(const char *h)
-{
-    size_t n = strcspn(h, ":;");
-    if (n == 0 || strpbrk(h, "\r\n"))
-        return false;
-    for (size_t i = 0; i < n; i++)
-        if (!((h[i] >= 'A' && h[i] <= 'Z') || (h[i] >= 'a' && h[i] <= 'z') ||
-              (h[i] >= '0' && h[i] <= '9') || strchr("!#$%&'*+-.^_`|~", h[i])))
-            return false;
-    return h[n] == ':' || (h[n] == ';' && h[n + 1] == '\0');
-}
-
 static int add_header(fetch_opts *o, const char *h)
 {
-    if (!header_ok(h))
+    if (!cli_header_ok(h))
         return cli_usage_error(CMD, "bad header: expected 'Name: value'");
     struct curl_slist *s = curl_slist_append(o->headers, h);
     const char **lines = realloc(o->header_lines, (o->n_headers + 1) * sizeof *lines);
@@ -342,147 +271,176 @@ static bool url_scheme_ok(const char *url)
     return (n == 4 && !strncasecmp(url, "http", 4)) || (n == 5 && !strncasecmp(url, "https", 5));
 }
 
+/* ---- the option table ------------------------------------------------------ */
+
+static int opt_header(cli_parser *p, const cli_opt *o, void *field, const char *val)
+{
+    (void)p, (void)o;
+    return add_header(field, val);
+}
+
+static int opt_data(cli_parser *p, const cli_opt *o, void *field, const char *val)
+{
+    (void)p;
+    return add_data(field, val, !strcmp(o->name, "data-binary"));
+}
+
+static int opt_timeout(cli_parser *p, const cli_opt *o, void *field, const char *val)
+{
+    int64_t d;
+    if (!parse_curl_seconds(val, &d) || d <= 0)
+        return cli_opt_bad(p, val, strcmp(o->name, "max-time")
+                                       ? "expected a positive duration such as 5s"
+                                       : "expected a positive duration such as 10s");
+    *(int64_t *)field = d;
+    return 0;
+}
+
+static int opt_idem_key(cli_parser *p, const cli_opt *o, void *field, const char *val)
+{
+    (void)o;
+    if (!*val || strpbrk(val, "\r\n") || strlen(val) > 255)
+        return cli_usage_error(CMD, "bad value for %s: expected a key or 'auto'", p->spelled);
+    *(const char **)field = val;
+    return 0;
+}
+
+static int opt_rate(cli_parser *p, const cli_opt *o, void *field, const char *val)
+{
+    (void)o;
+    fetch_opts *fo = field;
+    if (!parse_rate(val, &fo->rate))
+        return cli_opt_bad(p, val, "expected a rate such as 10/s or 600/m");
+    fo->has_rate = true;
+    return 0;
+}
+
+static int opt_burst(cli_parser *p, const cli_opt *o, void *field, const char *val)
+{
+    (void)o;
+    fetch_opts *fo = field;
+    long long n;
+    if (!cli_parse_int(val, 1, 1000000000, &n))
+        return cli_opt_bad(p, val, "expected a whole number from 1");
+    fo->burst = n;
+    fo->has_burst = true;
+    return 0;
+}
+
+static int opt_secret(cli_parser *p, const cli_opt *o, void *field, const char *val)
+{
+    (void)p, (void)o;
+    fetch_opts *fo = field;
+    if (fo->n_secret >= MAX_SECRET_HEADERS)
+        return cli_usage_error(CMD, "at most %d --secret-header", MAX_SECRET_HEADERS);
+    fo->secret[fo->n_secret++] = val;
+    return 0;
+}
+
+static int opt_seed(cli_parser *p, const cli_opt *o, void *field, const char *val)
+{
+    (void)o;
+    long long n;
+    if (!cli_parse_int(val, 0, INT64_MAX, &n))
+        return cli_opt_bad(p, val, "expected a whole number");
+    *(unsigned long long *)field = (unsigned long long)n;
+    return 0;
+}
+
+static int opt_share_breaker(cli_parser *p, const cli_opt *o, void *field, const char *val)
+{
+    (void)p, (void)o, (void)field, (void)val;
+    return cli_usage_error(CMD, "--share-breaker is for stagger batch (one request has no "
+                                "breaker)");
+}
+
+static int opt_url(cli_parser *p, const char *arg)
+{
+    fetch_opts *o = p->ctx;
+    if (o->url)
+        return cli_usage_error(CMD, "only one URL allowed");
+    o->url = arg;
+    return 0;
+}
+
+#define F(x) offsetof(fetch_opts, x)
+static const cli_opt fetch_table[] = {
+    {.kind = CLI_HEADING, .help = "Request"},
+    {CLI_STRING, "request", 'X', "METHOD", "method (default GET, or POST with data)", F(method),
+     NULL, NULL, 0},
+    {CLI_FN, "header", 'H', "'Name: value'", "add a header; repeatable", 0, opt_header, NULL,
+     0},
+    {CLI_FN, "data", 'd', "DATA",
+     "body (POST); @FILE reads FILE without CR/LF;\nrepeated data is joined with '&'", 0,
+     opt_data, NULL, 0},
+    {CLI_FN, "data-binary", 0, "DATA", "body as is; @FILE reads FILE byte for byte", 0,
+     opt_data, NULL, 0},
+    {CLI_FLAG, "location", 'L', NULL, "follow redirects (http and https only)", F(location),
+     NULL, NULL, 0},
+    {CLI_FN, "idempotency-key", 0, "KEY|auto",
+     "send Idempotency-Key (auto: a random UUIDv4); lets\nPOST and PATCH be retried",
+     F(idem_key), opt_idem_key, NULL, 0},
+    {CLI_FN, "connect-timeout", 0, "D", "per attempt (default 5s)",
+     F(policy.connect_timeout_us), opt_timeout, NULL, 0},
+    {CLI_FN, "max-time", 0, "D",
+     "whole attempt (default 10s); both bounded by the\n"
+     "deadline; as in curl, a bare number is seconds",
+     F(policy.attempt_timeout_us), opt_timeout, NULL, 0},
+    {CLI_FN, "rate", 0, "R[/s|/m|/h]", "client-side limit on attempts (token bucket)", 0,
+     opt_rate, NULL, 0},
+    {CLI_FN, "burst", 0, "B", "bucket capacity (default max(1, ceil(R)))", 0, opt_burst, NULL,
+     0},
+    {.kind = CLI_HEADING, .help = "Output"},
+    {CLI_STRING, "output", 'o', "FILE", "write the final body to FILE (also a final 429/503)",
+     F(out_path), NULL, NULL, 0},
+    {CLI_FLAG, "include", 'i', NULL, "include the final response headers in the output",
+     F(include), NULL, NULL, 0},
+    {CLI_FLAG, "silent", 's', NULL, "no message when giving up", F(silent), NULL, NULL, 0},
+    {CLI_FLAG, "verbose", 'v', NULL,
+     "attempts and decisions on stderr (URLs and secret\nheader values redacted)", F(verbose),
+     NULL, NULL, 0},
+    {CLI_STRING, "log-json", 0, "FILE", "JSON lines: one per attempt, wait and outcome",
+     F(log_path), NULL, NULL, 0},
+    {CLI_STRING, "metrics", 0, "FILE", "Prometheus text format, written atomically at exit",
+     F(metrics_path), NULL, NULL, 0},
+    {CLI_FN, "secret-header", 0, "NAME", "treat header NAME as secret too; repeatable", 0,
+     opt_secret, NULL, 0},
+    {CLI_FN, "seed", 0, "N", "seed of the jitter (default: random)", F(seed), opt_seed, NULL, 0},
+    CLI_OPT_HELP_ENTRY,
+    {.kind = CLI_HEADING, .help = "Shared limit (many processes or machines)"},
+    {.kind = CLI_GROUP, .group = cli_limiter_opts, .off = F(limiter)},
+    {CLI_FN, "share-breaker", 0, NULL, NULL, 0, opt_share_breaker, NULL, CLI_OPT_HIDDEN},
+    {.kind = CLI_HEADING, .help = "Retry policy"},
+    {.kind = CLI_GROUP, .group = cli_policy_all_opts, .off = F(policy)},
+    {.kind = CLI_TEXT, .help = cli_durations_help},
+    CLI_OPT_END,
+};
+#undef F
+
+static const int fetch_exits[] = {CLI_EXIT_OK,      CLI_EXIT_FAILED,  CLI_EXIT_USAGE,
+                                  CLI_EXIT_LEFT,    CLI_EXIT_INPUT,   CLI_EXIT_LIMITER,
+                                  CLI_EXIT_TRANSPORT, CLI_EXIT_DEADLINE, CLI_EXIT_TRUNCATED,
+                                  CLI_EXIT_SIGINT,  CLI_EXIT_SIGTERM, -1};
+
+const cli_command cli_fetch_command = {
+    .name = CMD,
+    .usage = "usage: stagger fetch [options] URL\n"
+             "\n"
+             "One HTTP request with polite retries: Retry-After honoured with a spread,\n"
+             "jittered backoff, a deadline, waits that Ctrl-C interrupts at once.\n",
+    .opts = fetch_table,
+    .epilogue = NULL,
+    .exits = fetch_exits,
+};
+
 /* Parse argv into o. Returns -1 when parsed, or an exit status. */
 static int parse(fetch_opts *o, int argc, char **argv)
 {
-    if (cli_policy_preset_first(CMD, argc, argv, &o->policy) != 0)
-        return CLI_EXIT_USAGE;
-    cli_args a;
-    cli_args_init(&a, argc, argv);
-    const char *opt;
-    while (cli_args_next(&a, &opt)) {
-        if (a.name[0] == '\0') {
-            if (o->url)
-                return cli_usage_error(CMD, "only one URL allowed");
-            o->url = opt;
-            continue;
-        }
-        const char *full = argv[a.i];
-        /* Short options with the value attached (-XPOST, -H'N: v', -d@f) or
-         * bundled flags (-sv, -iL). */
-        if (full[0] == '-' && full[1] != '-' && full[1] && full[2]) {
-            if (strchr("XHdo", full[1])) {
-                char sopt[3] = {'-', full[1], '\0'};
-                const char *val = full + 2;
-                if (sopt[1] == 'X')
-                    o->method = val;
-                else if (sopt[1] == 'H') {
-                    if (add_header(o, val))
-                        return CLI_EXIT_USAGE;
-                } else if (sopt[1] == 'd') {
-                    if (add_data(o, val, false))
-                        return CLI_EXIT_USAGE;
-                } else {
-                    o->out_path = val;
-                }
-                continue;
-            }
-            for (const char *p = full + 1; *p; p++) {
-                if (*p == 'i')
-                    o->include = true;
-                else if (*p == 's')
-                    o->silent = true;
-                else if (*p == 'v')
-                    o->verbose = true;
-                else if (*p == 'L')
-                    o->location = true;
-                else
-                    return cli_usage_error(CMD, "unknown option '-%c' (see --help)", *p);
-            }
-            continue;
-        }
-        if (!strcmp(opt, "-h") || !strcmp(opt, "--help")) {
-            help();
-            return 0;
-        }
-        if (!strcmp(opt, "-i") || !strcmp(opt, "--include")) {
-            o->include = true;
-            continue;
-        }
-        if (!strcmp(opt, "-s") || !strcmp(opt, "--silent")) {
-            o->silent = true;
-            continue;
-        }
-        if (!strcmp(opt, "-v") || !strcmp(opt, "--verbose")) {
-            o->verbose = true;
-            continue;
-        }
-        if (!strcmp(opt, "-L") || !strcmp(opt, "--location")) {
-            o->location = true;
-            continue;
-        }
-        if (!strcmp(opt, "--share-breaker")) {
-            return cli_usage_error(CMD, "--share-breaker is for stagger batch (one request "
-                                        "has no breaker)");
-        }
-        const char *val = cli_args_value(&a);
-        if (!val)
-            return cli_missing_value(CMD, opt);
-        int64_t d;
-        long long n;
-        int lr = cli_limiter_option(CMD, &o->limiter, opt, val);
-        if (lr < 0)
-            return CLI_EXIT_USAGE;
-        if (lr > 0) {
-            continue;
-        } else if (is_policy_flag(opt)) {
-            if (cli_policy_option(CMD, &o->policy, opt, val) < 0)
-                return CLI_EXIT_USAGE;
-        } else if (!strcmp(opt, "-X") || !strcmp(opt, "--request")) {
-            o->method = val;
-        } else if (!strcmp(opt, "-H") || !strcmp(opt, "--header")) {
-            if (add_header(o, val))
-                return CLI_EXIT_USAGE;
-        } else if (!strcmp(opt, "-d") || !strcmp(opt, "--data")) {
-            if (add_data(o, val, false))
-                return CLI_EXIT_USAGE;
-        } else if (!strcmp(opt, "--data-binary")) {
-            if (add_data(o, val, true))
-                return CLI_EXIT_USAGE;
-        } else if (!strcmp(opt, "-o") || !strcmp(opt, "--output")) {
-            o->out_path = val;
-        } else if (!strcmp(opt, "--connect-timeout")) {
-            if (!parse_curl_seconds(val, &d) || d <= 0)
-                return cli_usage_error(CMD, "bad value '%s' for %s: expected a positive duration "
-                                            "such as 5s", val, opt);
-            o->policy.connect_timeout_us = d;
-        } else if (!strcmp(opt, "--max-time")) {
-            if (!parse_curl_seconds(val, &d) || d <= 0)
-                return cli_usage_error(CMD, "bad value '%s' for %s: expected a positive duration "
-                                            "such as 10s", val, opt);
-            o->policy.attempt_timeout_us = d;
-        } else if (!strcmp(opt, "--idempotency-key")) {
-            if (!*val || strpbrk(val, "\r\n") || strlen(val) > 255)
-                return cli_usage_error(CMD, "bad value for %s: expected a key or 'auto'", opt);
-            o->idem_key = val;
-        } else if (!strcmp(opt, "--rate")) {
-            if (!parse_rate(val, &o->rate))
-                return cli_usage_error(CMD, "bad value '%s' for %s: expected a rate such as "
-                                            "10/s or 600/m", val, opt);
-            o->has_rate = true;
-        } else if (!strcmp(opt, "--burst")) {
-            if (!cli_parse_int(val, 1, 1000000000, &n))
-                return cli_usage_error(CMD, "bad value '%s' for %s: expected a whole number "
-                                            "from 1", val, opt);
-            o->burst = n;
-            o->has_burst = true;
-        } else if (!strcmp(opt, "--log-json")) {
-            o->log_path = val;
-        } else if (!strcmp(opt, "--metrics")) {
-            o->metrics_path = val;
-        } else if (!strcmp(opt, "--secret-header")) {
-            if (o->n_secret >= MAX_SECRET_HEADERS)
-                return cli_usage_error(CMD, "at most %d --secret-header", MAX_SECRET_HEADERS);
-            o->secret[o->n_secret++] = val;
-        } else if (!strcmp(opt, "--seed")) {
-            if (!cli_parse_int(val, 0, INT64_MAX, &n))
-                return cli_usage_error(CMD, "bad value '%s' for %s: expected a whole number",
-                                       val, opt);
-            o->seed = (unsigned long long)n;
-        } else {
-            return cli_usage_error(CMD, "unknown option '%s' (see --help)", opt);
-        }
-    }
+    cli_parser parser = {.cmd = &cli_fetch_command, .ctx = o, .positional = opt_url};
+    o->limiter.cmd = CMD;
+    int rc = cli_parse(&parser, argc, argv);
+    if (rc >= 0)
+        return rc;
     if (!o->url)
         return cli_usage_error(CMD, "missing URL (see --help)");
     if (!*o->url || strpbrk(o->url, "\r\n \t"))

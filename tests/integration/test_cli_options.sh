@@ -1,0 +1,167 @@
+# The option tables and the man pages agree: for every subcommand, each
+# option of its table (`stagger help --options CMD`, generated from the same
+# table as the parser and --help) is listed in the OPTIONS section of
+# docs/stagger-CMD.1 with the same short name and the same value name, and
+# the page lists no option the table lacks (curl's tests/test1139.pl).
+# `batch report` and `batch export` are checked against the REPORT and
+# EXPORT sections of stagger-batch(1). The exit statuses of
+# `stagger help --exit-codes` are those of stagger(1), and no page documents
+# a status outside that table. Also: every table parses its own options
+# (each long option is known to its command's parser).
+. "$(dirname "$0")/lib.sh"
+S=$STAGGER
+DOCS=$STG_SOURCE_DIR/docs
+T=$(mktemp -d /tmp/stg_opts.XXXXXX)
+trap 'rm -rf "$T"' EXIT
+
+# man_options PAGE SECTION: "name<TAB>letter<TAB>arg" per option tagged in
+# SECTION (.SH) of PAGE, sorted; a tag that is not an option is an error.
+man_options() {
+  python3 - "$1" "$2" <<'EOF'
+import re, sys
+page, section = sys.argv[1], sys.argv[2]
+lines = open(page, encoding="utf-8").read().split("\n")
+inside, tags = False, []
+for i, line in enumerate(lines):
+    if line.startswith(".SH "):
+        inside = line[4:].strip().strip('"') == section
+        continue
+    if inside and line.strip() == ".TP" and i + 1 < len(lines):
+        tags.append(lines[i + 1])
+
+def args(rest):
+    out, cur, quoted, any_ = [], "", False, False
+    for ch in rest:
+        if ch == '"':
+            quoted = not quoted
+            any_ = True
+        elif ch == " " and not quoted:
+            if cur or any_:
+                out.append(cur)
+            cur, any_ = "", False
+        else:
+            cur += ch
+    if cur or any_:
+        out.append(cur)
+    return out
+
+def plain(tag):
+    m = re.match(r"^\.(B|I|BR|BI|IR|IB|RB|RI)\s+(.*)$", tag)
+    if not m:
+        text = tag
+    else:
+        parts = args(m.group(2))
+        text = (" " if m.group(1) in ("B", "I") else "").join(parts)
+    text = re.sub(r"\\f(\(..|\[[^]]*\]|.)", "", text)
+    text = text.replace("\\-", "-").replace("\\(aq", "'").replace("\\e", "\\").replace("\\&", "")
+    return text.strip()
+
+rows, bad = [], []
+for tag in tags:
+    text = plain(tag)
+    items = re.split(r",\s+(?=-)", text)
+    letter = None
+    for item in items:
+        m = re.match(r"^--([a-z0-9][a-z0-9-]*)(?:[ =](.*))?$", item)
+        s = re.match(r"^-([A-Za-z])(?:\s+(.*))?$", item)
+        if m:
+            rows.append((m.group(1), letter or "-", (m.group(2) or "-").strip()))
+            letter = None
+        elif s and not s.group(2):
+            letter = s.group(1)
+        elif s:
+            rows.append(("-", s.group(1), s.group(2).strip()))
+        else:
+            bad.append(text)
+    if letter:
+        rows.append(("-", letter, "-"))
+for b in bad:
+    print("NOT-AN-OPTION\t" + b)
+for r in sorted(set(rows)):
+    print("\t".join(r))
+EOF
+}
+
+for cmd in plan serve sim fetch batch "batch report" "batch export"; do
+  if ! "$S" help --options "$cmd" > "$T/table.raw" 2>/dev/null; then
+    echo "$cmd not built: skipped"
+    continue
+  fi
+  sort -u "$T/table.raw" > "$T/table"
+  case $cmd in
+    "batch report") page=$DOCS/stagger-batch.1 section=REPORT ;;
+    "batch export") page=$DOCS/stagger-batch.1 section=EXPORT ;;
+    *) page=$DOCS/stagger-$cmd.1 section=OPTIONS ;;
+  esac
+  man_options "$page" "$section" > "$T/man"
+  check "$cmd: the table has options" [ -s "$T/table" ]
+  if ! diff "$T/table" "$T/man" > "$T/diff"; then
+    fail "$cmd: the table (<) and $(basename "$page") $section (>) disagree:
+$(cat "$T/diff")"
+  fi
+  # Each option of the table is one its parser knows ("unknown option"
+  # would mean the table and the parser were two lists).
+  while IFS=$(printf '\t') read -r name letter arg; do
+    [ "$name" = - ] && continue
+    set +e
+    # shellcheck disable=SC2086
+    "$S" $cmd "--$name" > /dev/null 2> "$T/err" < /dev/null
+    set -e
+    check "$cmd --$name is parsed" sh -c "! grep -q 'unknown option' '$T/err'"
+  done < "$T/table"
+done
+
+# A table entry that the man page lacks is caught: drop one option from a
+# copy of fetch's page and the comparison must fail.
+if "$S" help --options fetch > /dev/null 2>&1; then
+  python3 - "$DOCS/stagger-fetch.1" "$T/cut.1" <<'EOF'
+import sys
+src = open(sys.argv[1]).read().split("\n")
+out, skip = [], False
+for i, l in enumerate(src):
+    if l == ".TP" and i + 1 < len(src) and "\\-\\-metrics" in src[i + 1]:
+        skip = True
+        continue
+    if skip and (l.startswith(".TP") or l.startswith(".S")):
+        skip = False
+    if not skip:
+        out.append(l)
+open(sys.argv[2], "w").write("\n".join(out))
+EOF
+  "$S" help --options fetch | sort -u > "$T/table"
+  man_options "$T/cut.1" OPTIONS > "$T/man"
+  check "the check sees a missing option" sh -c "! diff -q '$T/table' '$T/man' > /dev/null"
+fi
+
+# ---- exit statuses: one table, stagger(1) documents it ---------------------------
+"$S" help --exit-codes | cut -f1 | sort -n > "$T/codes"
+man_codes() {
+  python3 - "$1" <<'EOF'
+import re, sys
+lines = open(sys.argv[1]).read().split("\n")
+inside, out = False, set()
+for i, l in enumerate(lines):
+    if l.startswith(".SH "):
+        inside = "EXIT STATUS" in l
+        continue
+    if inside and l.strip() == ".TP" and i + 1 < len(lines):
+        out.update(int(n) for n in re.findall(r"\d+", lines[i + 1]))
+print("\n".join(str(n) for n in sorted(out)))
+EOF
+}
+man_codes "$DOCS/stagger.1" > "$T/man_codes"
+if ! diff "$T/codes" "$T/man_codes" > "$T/diff"; then
+  fail "exit statuses: the table (<) and stagger.1 (>) disagree:
+$(cat "$T/diff")"
+fi
+check "exit table has 0, 2 and 130" sh -c "grep -qx 0 '$T/codes' && grep -qx 2 '$T/codes' && grep -qx 130 '$T/codes'"
+for page in "$DOCS"/stagger-*.1; do
+  man_codes "$page" > "$T/page_codes"
+  extra=$(grep -v '^$' "$T/page_codes" | grep -vxF -f "$T/codes" | tr '\n' ' ' || true)
+  check "$(basename "$page"): documents only statuses of the table (extra: $extra)" [ -z "$extra" ]
+done
+expect_exit "help --exit-codes" 0 "$S" help --exit-codes
+expect_exit "help --options without a command" 2 "$S" help --options
+expect_exit "help --options nosuch" 2 "$S" help --options nosuch
+
+finish
