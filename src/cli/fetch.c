@@ -4,33 +4,32 @@
  * file only parses options, prepares the easy handle, prints and maps the
  * result to an exit status.
  *
- * Exit status (also in docs/stagger-fetch.1):
- *   0   the final answer is 1xx/2xx/3xx
- *   1   local failure: out of memory, cannot write the output file
- *   2   bad usage (one line on stderr)
- *   3   HTTP error after retries: a retryable status (429, 503, ...) was
- *       still the answer when attempts ran out or the server asked to wait
- *       longer than allowed
- *   4   HTTP error that is not retried: a status outside --retry-on (404,
- *       401, ...), or a retryable status on a request that may not be
- *       repeated (POST without an idempotency key)
- *   5   the deadline (--deadline) passed
- *   6   transport failure: no HTTP answer (refused, reset, timeout, DNS,
- *       TLS)
- *   130 cancelled by SIGINT
+ * Exit status: the table of exit.h, documented in stagger(1) and
+ * stagger-fetch(1): 0 a final 1xx-3xx; 1 an HTTP error not retried, or a
+ * local failure; 2 bad usage (one line, nothing sent), including a URL
+ * libcurl's own parser refuses; 3 a retryable status still the answer when
+ * retries ran out; 6 the shared limiter became unavailable; 7 no HTTP
+ * answer; 8 the deadline; 9 the body was larger than --max-body; 130
+ * SIGINT, 143 SIGTERM.
  *
  * Invariants: nothing this command prints to stderr (-v, errors) carries a
  * URL's userinfo or query values or a secret header's value: URLs come
  * redacted from the library's events, header lines go through
  * stg_redact_header_line(). The final body (and with -i the response
- * headers) goes to stdout or -o FILE unredacted: it is the user's data. The
- * SIGINT handler only calls stg_cancel_fire() (async-signal-safe); the one
- * static variable of this file exists because a signal handler can reach
- * nothing else.
+ * headers) goes to stdout or -o FILE unredacted: it is the user's data,
+ * so -o and --log-json files are created 0600. Headers read from a file
+ * (-H @FILE) or the environment (--secret-header-env) are secret: their
+ * names join --secret-header. Every output (-o, --log-json, --metrics) is
+ * opened or written once before the first request, so an unwritable path
+ * fails before anything is sent. The SIGINT/SIGTERM handler only stores the
+ * signal and calls stg_cancel_fire() (async-signal-safe); the two static
+ * variables of this file exist because a signal handler can reach nothing
+ * else.
  */
 #ifdef STG_HAVE_CURL
 
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -38,7 +37,9 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/random.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <curl/curl.h>
 #include <stagger/curl.h>
@@ -49,13 +50,14 @@
 #define CMD "fetch"
 
 enum {
-    EXIT_OK = 0,
-    EXIT_LOCAL = 1,
-    EXIT_HTTP_AFTER_RETRIES = 3,
-    EXIT_HTTP_NOT_RETRIED = 4,
-    EXIT_DEADLINE = 5,
-    EXIT_TRANSPORT = 6,
-    EXIT_CANCELLED = 130
+    EXIT_OK = CLI_EXIT_OK,
+    EXIT_LOCAL = CLI_EXIT_FAILED,
+    EXIT_HTTP_AFTER_RETRIES = CLI_EXIT_LEFT,
+    EXIT_HTTP_NOT_RETRIED = CLI_EXIT_FAILED,
+    EXIT_LIMITER = CLI_EXIT_LIMITER,
+    EXIT_TRANSPORT = CLI_EXIT_TRANSPORT,
+    EXIT_DEADLINE = CLI_EXIT_DEADLINE,
+    EXIT_TRUNCATED = CLI_EXIT_TRUNCATED,
 };
 
 #define MAX_SECRET_HEADERS 32
@@ -82,6 +84,9 @@ typedef struct fetch_opts {
     int n_secret;
     unsigned long long seed;
     cli_limiter limiter; /* --limiter: a limit shared through Redis */
+    size_t max_body;     /* --max-body; 0: the library's 64 MiB */
+    char **owned;        /* -H @FILE and --secret-header-env lines (ours) */
+    size_t n_owned;
 } fetch_opts;
 
 /* curl's --max-time and --connect-timeout take seconds; a bare number keeps
@@ -98,11 +103,13 @@ static bool parse_curl_seconds(const char *val, int64_t *us)
     return cli_parse_duration(val, us);
 }
 
-static stg_cancel *sigint_token; /* for the SIGINT handler only */
+static stg_cancel *sigint_token;          /* for the signal handler only */
+static volatile sig_atomic_t stop_signal; /* SIGINT or SIGTERM, once caught */
 
-static void on_sigint(int sig)
+static void on_stop_signal(int sig)
 {
-    (void)sig;
+    if (!stop_signal)
+        stop_signal = sig;
     stg_cancel_fire(sigint_token);
 }
 
@@ -202,6 +209,88 @@ static int add_header(fetch_opts *o, const char *h)
     return 0;
 }
 
+/* Keep a string we allocated until the end (fetch_opts.owned). Returns it,
+ * or NULL (and frees it) when out of memory. */
+static char *keep(fetch_opts *o, char *str)
+{
+    char **list = str ? realloc(o->owned, (o->n_owned + 1) * sizeof *list) : NULL;
+    if (!list) {
+        free(str);
+        return NULL;
+    }
+    o->owned = list;
+    o->owned[o->n_owned++] = str;
+    return str;
+}
+
+/* The header line's name joins the secret names: -v redacts its value. */
+static int add_secret_name(fetch_opts *o, const char *line)
+{
+    if (o->n_secret >= MAX_SECRET_HEADERS)
+        return cli_usage_error(CMD, "at most %d secret headers", MAX_SECRET_HEADERS);
+    char *name = keep(o, strndup(line, strcspn(line, ":;")));
+    if (!name)
+        return cli_usage_error(CMD, "out of memory");
+    o->secret[o->n_secret++] = name;
+    return 0;
+}
+
+/* -H @FILE: one header a line (as curl), CR LF or LF, blank lines skipped;
+ * every one is secret. Nothing of the file is echoed in a message. */
+static int add_header_file(fetch_opts *o, const char *path)
+{
+    size_t len;
+    char *buf = read_file(path, &len);
+    if (!buf)
+        return cli_usage_error(CMD, "cannot read headers from %s: %s", path, strerror(errno));
+    if (!keep(o, buf))
+        return cli_usage_error(CMD, "out of memory");
+    buf[len] = '\0'; /* read_file leaves room: len < its buffer */
+    if (memchr(buf, '\0', len))
+        return cli_usage_error(CMD, "bad header file %s: it holds a NUL byte", path);
+    int line_no = 0;
+    for (char *save = NULL, *line = strtok_r(buf, "\n", &save); line;
+         line = strtok_r(NULL, "\n", &save)) {
+        line_no++;
+        size_t n = strlen(line);
+        if (n && line[n - 1] == '\r')
+            line[--n] = '\0';
+        if (!n)
+            continue;
+        if (!cli_header_ok(line))
+            return cli_usage_error(CMD, "bad header in %s (line %d): expected 'Name: value'",
+                                   path, line_no);
+        int rc = add_header(o, line);
+        if (rc == 0)
+            rc = add_secret_name(o, line);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+/* --secret-header-env NAME=VAR: send "NAME: $VAR", NAME secret. */
+static int add_header_env(fetch_opts *o, const char *spec)
+{
+    const char *eq = strchr(spec, '=');
+    if (!eq || eq == spec || !eq[1])
+        return cli_usage_error(CMD, "bad value for --secret-header-env: expected NAME=VARIABLE");
+    const char *value = getenv(eq + 1);
+    if (!value || !*value)
+        return cli_usage_error(CMD, "--secret-header-env: environment variable %s is not set",
+                               eq + 1);
+    size_t n = (size_t)(eq - spec);
+    char *line = malloc(n + 2 + strlen(value) + 1);
+    if (!line || !keep(o, line))
+        return cli_usage_error(CMD, "out of memory");
+    snprintf(line, n + 2 + strlen(value) + 1, "%.*s: %s", (int)n, spec, value);
+    if (!cli_header_ok(line))
+        return cli_usage_error(CMD, "bad --secret-header-env: NAME must be a header name and "
+                                    "the value one line");
+    int rc = add_header(o, line);
+    return rc ? rc : add_secret_name(o, line);
+}
+
 static bool make_uuid(char out[37])
 {
     unsigned char b[16];
@@ -276,7 +365,36 @@ static bool url_scheme_ok(const char *url)
 static int opt_header(cli_parser *p, const cli_opt *o, void *field, const char *val)
 {
     (void)p, (void)o;
-    return add_header(field, val);
+    return val[0] == '@' ? add_header_file(field, val + 1) : add_header(field, val);
+}
+
+static int opt_header_env(cli_parser *p, const cli_opt *o, void *field, const char *val)
+{
+    (void)p, (void)o;
+    return add_header_env(field, val);
+}
+
+/* SIZE: bytes, or with k, M, G (KiB, MiB, GiB). */
+static int opt_max_body(cli_parser *p, const cli_opt *o, void *field, const char *val)
+{
+    (void)o;
+    char num[32];
+    size_t n = strlen(val);
+    unsigned long long scale = 1;
+    if (n && strchr("kKmMgG", val[n - 1])) {
+        char u = val[n - 1];
+        scale = u == 'k' || u == 'K' ? 1ull << 10 : u == 'm' || u == 'M' ? 1ull << 20 : 1ull << 30;
+        n--;
+    }
+    long long v;
+    if (n == 0 || n >= sizeof num)
+        return cli_opt_bad(p, val, "expected a size such as 1048576, 512k or 10M");
+    memcpy(num, val, n);
+    num[n] = '\0';
+    if (!cli_parse_int(num, 1, (1ll << 40) / (long long)scale, &v))
+        return cli_opt_bad(p, val, "expected a size from 1 byte to 1 TiB, such as 512k or 10M");
+    *(size_t *)field = (size_t)((unsigned long long)v * scale);
+    return 0;
 }
 
 static int opt_data(cli_parser *p, const cli_opt *o, void *field, const char *val)
@@ -368,8 +486,14 @@ static const cli_opt fetch_table[] = {
     {.kind = CLI_HEADING, .help = "Request"},
     {CLI_STRING, "request", 'X', "METHOD", "method (default GET, or POST with data)", F(method),
      NULL, NULL, 0},
-    {CLI_FN, "header", 'H', "'Name: value'", "add a header; repeatable", 0, opt_header, NULL,
-     0},
+    {CLI_FN, "header", 'H', "'Name: value'",
+     "add a header; repeatable; @FILE reads headers from\n"
+     "FILE, one a line (@- stdin), all treated as secret",
+     0, opt_header, NULL, 0},
+    {CLI_FN, "secret-header-env", 0, "NAME=VAR",
+     "send header NAME with the value of environment\n"
+     "variable VAR, treated as secret (keeps it out of argv)",
+     0, opt_header_env, NULL, 0},
     {CLI_FN, "data", 'd', "DATA",
      "body (POST); @FILE reads FILE without CR/LF;\nrepeated data is joined with '&'", 0,
      opt_data, NULL, 0},
@@ -391,17 +515,22 @@ static const cli_opt fetch_table[] = {
     {CLI_FN, "burst", 0, "B", "bucket capacity (default max(1, ceil(R)))", 0, opt_burst, NULL,
      0},
     {.kind = CLI_HEADING, .help = "Output"},
-    {CLI_STRING, "output", 'o', "FILE", "write the final body to FILE (also a final 429/503)",
-     F(out_path), NULL, NULL, 0},
+    {CLI_STRING, "output", 'o', "FILE",
+     "write the final body to FILE (also a final 429/503;\ncreated 0600)", F(out_path), NULL,
+     NULL, 0},
+    {CLI_FN, "max-body", 0, "SIZE",
+     "keep at most SIZE bytes of the body (k, M, G\n"
+     "suffixes; default 64M); a longer body is an error (9)",
+     F(max_body), opt_max_body, NULL, 0},
     {CLI_FLAG, "include", 'i', NULL, "include the final response headers in the output",
      F(include), NULL, NULL, 0},
     {CLI_FLAG, "silent", 's', NULL, "no message when giving up", F(silent), NULL, NULL, 0},
     {CLI_FLAG, "verbose", 'v', NULL,
      "attempts and decisions on stderr (URLs and secret\nheader values redacted)", F(verbose),
      NULL, NULL, 0},
-    {CLI_STRING, "log-json", 0, "FILE", "JSON lines: one per attempt, wait and outcome",
+    {CLI_STRING, "log-json", 0, "FILE", "JSON lines: one per attempt, wait and outcome\n(created 0600)",
      F(log_path), NULL, NULL, 0},
-    {CLI_STRING, "metrics", 0, "FILE", "Prometheus text format, written atomically at exit",
+    {CLI_STRING, "metrics", 0, "FILE", "Prometheus text format, written atomically at start\n(a check) and at exit",
      F(metrics_path), NULL, NULL, 0},
     {CLI_FN, "secret-header", 0, "NAME", "treat header NAME as secret too; repeatable", 0,
      opt_secret, NULL, 0},
@@ -433,6 +562,18 @@ const cli_command cli_fetch_command = {
     .exits = fetch_exits,
 };
 
+/* libcurl's own URL parser (no second one here): 0, or its CURLUcode. The
+ * URL itself is never echoed: it may carry a password. */
+static int url_parse_error(const char *url)
+{
+    CURLU *u = curl_url();
+    if (!u)
+        return CURLUE_OUT_OF_MEMORY;
+    CURLUcode uc = curl_url_set(u, CURLUPART_URL, url, CURLU_GUESS_SCHEME);
+    curl_url_cleanup(u);
+    return (int)uc;
+}
+
 /* Parse argv into o. Returns -1 when parsed, or an exit status. */
 static int parse(fetch_opts *o, int argc, char **argv)
 {
@@ -447,6 +588,9 @@ static int parse(fetch_opts *o, int argc, char **argv)
         return cli_usage_error(CMD, "bad URL");
     if (!url_scheme_ok(o->url))
         return cli_usage_error(CMD, "only http:// and https:// URLs are supported");
+    int uc = url_parse_error(o->url);
+    if (uc)
+        return cli_usage_error(CMD, "bad URL: %s", curl_url_strerror((CURLUcode)uc));
     if (o->method && !method_token_ok(o->method))
         return cli_usage_error(CMD, "bad method '%.40s'", o->method);
     if (o->has_burst && !o->has_rate)
@@ -568,12 +712,16 @@ static void print_response_headers(const fetch_opts *o, const stg_result *r)
 static int exit_status(const stg_result *r)
 {
     if (r->reason == STG_REASON_CANCELLED)
-        return EXIT_CANCELLED;
+        return stop_signal == SIGTERM ? CLI_EXIT_SIGTERM : CLI_EXIT_SIGINT;
     if (r->action == STG_ACTION_SUCCESS)
-        return EXIT_OK;
+        return r->body_truncated ? EXIT_TRUNCATED : EXIT_OK;
+    if (r->status == 0 && r->curl_code == CURLE_URL_MALFORMAT)
+        return CLI_EXIT_USAGE; /* a URL the parse-time check let through */
     switch (r->reason) {
     case STG_REASON_DEADLINE:
         return EXIT_DEADLINE;
+    case STG_REASON_LIMITER_UNAVAILABLE:
+        return EXIT_LIMITER;
     case STG_REASON_STATUS_NOT_RETRYABLE:
         return EXIT_HTTP_NOT_RETRIED;
     case STG_REASON_METHOD_NOT_IDEMPOTENT:
@@ -585,21 +733,35 @@ static int exit_status(const stg_result *r)
     }
 }
 
-static bool write_output(const fetch_opts *o, const stg_result *r)
+/* Create or open path for writing, mode 0600 when created (it will hold a
+ * body or a log), without truncating: -o is truncated only when there is an
+ * answer to write. *created (if not NULL) says whether it did not exist. */
+static FILE *open_private(const char *path, bool truncate, bool *created)
 {
-    FILE *f = o->out_path ? fopen(o->out_path, "wb") : stdout;
-    if (!f) {
-        fprintf(stderr, "stagger %s: cannot write %s: %s\n", CMD, o->out_path, strerror(errno));
-        return false;
-    }
+    struct stat st;
+    if (created)
+        *created = stat(path, &st) != 0;
+    int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | (truncate ? O_TRUNC : 0), 0600);
+    if (fd < 0)
+        return NULL;
+    FILE *f = fdopen(fd, "wb");
+    if (!f)
+        close(fd);
+    return f;
+}
+
+/* The final response to f (stdout, or -o opened by open_private). */
+static bool write_output(const fetch_opts *o, const stg_result *r, FILE *f)
+{
     bool ok = true;
-    if (o->include && r->headers_len)
+    struct stat st;
+    if (f != stdout && fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode))
+        ok = ftruncate(fileno(f), 0) == 0;
+    if (ok && o->include && r->headers_len)
         ok = fwrite(r->headers, 1, r->headers_len, f) == r->headers_len;
     if (ok && r->body_len)
         ok = fwrite(r->body, 1, r->body_len, f) == r->body_len;
     if (fflush(f) != 0)
-        ok = false;
-    if (f != stdout && fclose(f) != 0)
         ok = false;
     if (!ok)
         fprintf(stderr, "stagger %s: cannot write %s\n", CMD, o->out_path ? o->out_path : "stdout");
@@ -627,7 +789,8 @@ static int run(fetch_opts *o)
         o->headers = s;
     }
 
-    FILE *logf = NULL;
+    FILE *logf = NULL, *outf = NULL;
+    bool out_created = false, wrote = false;
     stg_logger *logger = NULL;
     stg_metrics *metrics = NULL;
     stg_cancel *cancel = NULL;
@@ -640,8 +803,14 @@ static int run(fetch_opts *o)
     stg_event_fanout fan;
     memset(&fan, 0, sizeof fan);
 
+    /* Every output is opened (or written) before the first request: a path
+     * that cannot be written fails here, with nothing sent. */
+    if (o->out_path && !(outf = open_private(o->out_path, false, &out_created))) {
+        fprintf(stderr, "stagger %s: cannot write %s: %s\n", CMD, o->out_path, strerror(errno));
+        goto out;
+    }
     if (o->log_path) {
-        logf = fopen(o->log_path, "w");
+        logf = open_private(o->log_path, true, NULL);
         if (!logf) {
             fprintf(stderr, "stagger %s: cannot open %s: %s\n", CMD, o->log_path, strerror(errno));
             goto out;
@@ -656,6 +825,12 @@ static int run(fetch_opts *o)
         metrics = stg_metrics_new();
         if (!metrics)
             goto oom;
+        if (stg_metrics_write(metrics, o->metrics_path) != STG_OK) {
+            fprintf(stderr, "stagger %s: cannot write metrics to %s\n", CMD, o->metrics_path);
+            stg_metrics_free(metrics);
+            metrics = NULL;
+            goto out;
+        }
         fan.fn[fan.n] = stg_metrics_event;
         fan.data[fan.n++] = metrics;
     }
@@ -699,6 +874,7 @@ static int run(fetch_opts *o)
         .event_data = &fan,
         .url = o->url,
         .request_id = 1,
+        .max_body = o->max_body,
     };
     if (o->limiter.url) {
         int lrc = cli_limiter_open(&o->limiter, o->has_rate ? o->rate : 0,
@@ -719,14 +895,19 @@ static int run(fetch_opts *o)
     if (o->verbose)
         print_request(o, method);
 
+    /* SIGTERM is handled as SIGINT: the wait or attempt ends at once and the
+     * log and metrics are still written (exit 143 instead of 130). */
     sigint_token = cancel;
-    struct sigaction sa, old;
+    stop_signal = 0;
+    struct sigaction sa, old_int, old_term;
     memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_sigint;
+    sa.sa_handler = on_stop_signal;
     sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, &old);
+    sigaction(SIGINT, &sa, &old_int);
+    sigaction(SIGTERM, &sa, &old_term);
     int rc = stg_curl_perform(easy, &cfg, &res);
-    sigaction(SIGINT, &old, NULL);
+    sigaction(SIGINT, &old_int, NULL);
+    sigaction(SIGTERM, &old_term, NULL);
     sigint_token = NULL;
     if (rc != STG_OK) {
         fprintf(stderr, "stagger %s: %s\n", CMD, stg_strerror(rc));
@@ -736,18 +917,31 @@ static int run(fetch_opts *o)
     if (o->verbose && res.status > 0)
         print_response_headers(o, &res);
     status = exit_status(&res);
-    if (res.status > 0 && status != EXIT_CANCELLED && !write_output(o, &res))
-        status = EXIT_LOCAL;
-    if (status != EXIT_OK && !o->silent) {
+    bool cancelled = res.reason == STG_REASON_CANCELLED;
+    if (res.status > 0 && !cancelled) {
+        wrote = true;
+        if (!write_output(o, &res, outf ? outf : stdout))
+            status = EXIT_LOCAL;
+    }
+    if (res.body_truncated && !o->silent)
+        fprintf(stderr, "stagger %s: the body is larger than %zu bytes (--max-body): only the "
+                        "first %zu were kept%s\n",
+                CMD, o->max_body ? o->max_body : (size_t)64 << 20, res.body_len,
+                wrote ? " and written" : "");
+    if (status != EXIT_OK && status != EXIT_TRUNCATED && !o->silent) {
         char took[32];
         cli_format_duration(res.elapsed_us, took, sizeof took);
-        if (res.status > 0)
+        if (cancelled)
+            fprintf(stderr, "stagger %s: %s after %d attempt%s in %s%s%.0d\n", CMD,
+                    stop_signal == SIGTERM ? "terminated (SIGTERM)" : "interrupted (SIGINT)",
+                    res.attempts, res.attempts == 1 ? "" : "s", took,
+                    res.status > 0 ? "; last answer HTTP " : "", res.status);
+        else if (res.status > 0)
             fprintf(stderr, "stagger %s: HTTP %d after %d attempt%s in %s: %s\n", CMD, res.status,
                     res.attempts, res.attempts == 1 ? "" : "s", took,
                     stg_reason_message(res.reason));
         else
-            fprintf(stderr, "stagger %s: %s after %d attempt%s in %s: %s%s%s\n", CMD,
-                    res.reason == STG_REASON_CANCELLED ? "interrupted" : "no answer",
+            fprintf(stderr, "stagger %s: no answer after %d attempt%s in %s: %s%s%s\n", CMD,
                     res.attempts, res.attempts == 1 ? "" : "s", took,
                     stg_reason_message(res.reason), res.error_text[0] ? ": " : "",
                     res.error_text);
@@ -758,8 +952,19 @@ oom:
     fprintf(stderr, "stagger %s: out of memory\n", CMD);
     status = EXIT_LOCAL;
 out:
-    if (metrics && o->metrics_path && stg_metrics_write(metrics, o->metrics_path) != STG_OK)
+    if (metrics && o->metrics_path && stg_metrics_write(metrics, o->metrics_path) != STG_OK) {
         fprintf(stderr, "stagger %s: cannot write metrics to %s\n", CMD, o->metrics_path);
+        if (status == EXIT_OK)
+            status = EXIT_LOCAL;
+    }
+    if (outf) {
+        if (fclose(outf) != 0 && status == EXIT_OK) {
+            fprintf(stderr, "stagger %s: cannot write %s\n", CMD, o->out_path);
+            status = EXIT_LOCAL;
+        }
+        if (out_created && !wrote)
+            unlink(o->out_path); /* no answer: no file, as before */
+    }
     stg_result_free(&res);
     cli_limiter_close(&o->limiter);
     if (easy)
@@ -767,8 +972,10 @@ out:
     stg_cancel_free(cancel);
     stg_metrics_free(metrics);
     stg_logger_free(logger);
-    if (logf)
-        fclose(logf);
+    if (logf && fclose(logf) != 0 && status == EXIT_OK) {
+        fprintf(stderr, "stagger %s: cannot write %s\n", CMD, o->log_path);
+        status = EXIT_LOCAL;
+    }
     return status;
 }
 
@@ -784,6 +991,9 @@ int cli_fetch_main(int argc, char **argv)
     curl_slist_free_all(o.headers);
     free(o.header_lines);
     free(o.data);
+    for (size_t i = 0; i < o.n_owned; i++)
+        free(o.owned[i]);
+    free(o.owned);
     return rc;
 }
 
