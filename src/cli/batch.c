@@ -232,7 +232,22 @@ static int cmd_export(int argc, char **argv)
 typedef struct run_opts {
     batch_opts b;
     const char *db;
+    char **owned; /* -H @FILE buffers and --secret-header-env lines (ours) */
+    size_t n_owned;
 } run_opts;
+
+/* Keep str (ours) until the run ends; false (str freed) when out of memory. */
+static bool keep(run_opts *ro, char *str)
+{
+    char **list = realloc(ro->owned, (ro->n_owned + 1) * sizeof *list);
+    if (!list) {
+        free(str);
+        return false;
+    }
+    ro->owned = list;
+    ro->owned[ro->n_owned++] = str;
+    return true;
+}
 
 static int opt_input_format(cli_parser *p, const cli_opt *o, void *field, const char *v)
 {
@@ -270,18 +285,39 @@ static int opt_busy(cli_parser *p, const cli_opt *o, void *field, const char *v)
     return 0;
 }
 
-static int opt_header(cli_parser *p, const cli_opt *o, void *field, const char *v)
+static int add_header(void *ctx, const char *line, bool secret)
 {
-    (void)o;
-    batch_opts *b = field;
-    if (!cli_header_ok(v))
-        return cli_usage_error(CMD, "bad header for %s: expected 'Name: value'", p->spelled);
+    (void)secret; /* every -H of batch is kept out of the database already */
+    batch_opts *b = &((run_opts *)ctx)->b;
     const char **hs = realloc(b->headers, (b->n_headers + 1) * sizeof *hs);
     if (!hs)
         return cli_usage_error(CMD, "out of memory");
     b->headers = hs;
-    b->headers[b->n_headers++] = v;
+    b->headers[b->n_headers++] = line;
     return 0;
+}
+
+/* -H: the same lines fetch takes (cli_header_arg), @FILE included. */
+static int opt_header(cli_parser *p, const cli_opt *o, void *field, const char *v)
+{
+    (void)p, (void)o;
+    char *buf = NULL;
+    int rc = cli_header_arg(CMD, v, add_header, field, &buf);
+    if (buf && !keep(field, buf) && !rc)
+        rc = cli_usage_error(CMD, "out of memory");
+    return rc;
+}
+
+static int opt_header_env(cli_parser *p, const cli_opt *o, void *field, const char *v)
+{
+    (void)p, (void)o;
+    char *line = NULL;
+    int rc = cli_header_env(CMD, v, &line);
+    if (rc)
+        return rc;
+    if (!keep(field, line))
+        return cli_usage_error(CMD, "out of memory");
+    return add_header(field, line, true);
 }
 
 static int opt_concurrency(cli_parser *p, const cli_opt *o, void *field, const char *v)
@@ -457,8 +493,13 @@ static const cli_opt run_table[] = {
     {.kind = CLI_HEADING, .help = "Requests"},
     {CLI_FN, "header", 'H', "'Name: value'",
      "add a header to every request; never stored (put\n"
-     "secrets such as Authorization here)",
-     offsetof(run_opts, b), opt_header, NULL, 0},
+     "secrets such as Authorization here); @FILE reads\n"
+     "headers from FILE, one a line, as fetch -H",
+     0, opt_header, NULL, 0},
+    {CLI_FN, "secret-header-env", 0, "NAME=VAR",
+     "add header NAME with the value of environment\n"
+     "variable VAR (keeps a secret out of argv)",
+     0, opt_header_env, NULL, 0},
     {CLI_FN, "concurrency", 'j', "N", "requests in flight at once (default 30)",
      B(concurrency), opt_concurrency, NULL, 0},
     {CLI_FN, "rate", 0, "R",
@@ -543,12 +584,11 @@ const cli_command cli_batch_command = {
     .exits = run_exits,
 };
 
-/* Parse the run options into *out; returns -1 to go on, or an exit status. */
-static int parse_run(int argc, char **argv, batch_opts *out)
+/* Parse the run options into *ro (zeroed by the caller); returns -1 to go
+ * on, or an exit status. */
+static int parse_run(int argc, char **argv, run_opts *ro)
 {
-    run_opts ro;
-    memset(&ro, 0, sizeof ro);
-    batch_opts *o = &ro.b;
+    batch_opts *o = &ro->b;
     o->concurrency = 30;
     o->breaker_failures = 20;
     o->breaker_open_us = STG_SEC(30);
@@ -557,13 +597,11 @@ static int parse_run(int argc, char **argv, batch_opts *out)
     o->progress = BATCH_PROGRESS_AUTO;
     o->limiter.cmd = CMD;
     stg_policy_preset(&o->policy, "batch");
-    cli_parser parser = {.cmd = &cli_batch_command, .ctx = &ro, .positional = run_positional};
+    cli_parser parser = {.cmd = &cli_batch_command, .ctx = ro, .positional = run_positional};
     int prc = cli_parse(&parser, argc, argv);
-    *out = ro.b;
-    o = out;
     if (prc >= 0)
         return prc;
-    const char *db = ro.db;
+    const char *db = ro->db;
     if (o->in.url_template && o->in.format != STG_INPUT_AUTO && o->in.format != STG_INPUT_KEYS)
         return cli_usage_error(CMD, "--url goes with a file of keys (--input-format keys)");
     if (o->in.format == STG_INPUT_KEYS && !o->in.url_template)
@@ -600,12 +638,16 @@ int cli_batch_main(int argc, char **argv)
         return cmd_report(argc - 1, argv + 1);
     if (argc >= 2 && !strcmp(argv[1], "export"))
         return cmd_export(argc - 1, argv + 1);
-    batch_opts o;
-    int ex = parse_run(argc, argv, &o);
+    run_opts ro;
+    memset(&ro, 0, sizeof ro);
+    int ex = parse_run(argc, argv, &ro);
     if (ex < 0)
-        ex = batch_run(&o);
-    free(o.headers);
-    free(o.db);
+        ex = batch_run(&ro.b);
+    free(ro.b.headers);
+    free(ro.b.db);
+    for (size_t i = 0; i < ro.n_owned; i++)
+        free(ro.owned[i]);
+    free(ro.owned);
     return ex;
 }
 

@@ -67,6 +67,27 @@ extern const char cli_durations_help[];
  * hide where the redaction (which keys on the name) would miss it. */
 bool cli_header_ok(const char *h);
 
+/* A -H value as fetch and batch take it: "Name: value" (checked with
+ * cli_header_ok), or @FILE ("@-": stdin) holding one header a line (CR LF or
+ * LF, blank lines skipped), as curl reads it. Calls add(ctx, line, secret)
+ * per header, secret being true for lines from a file. *owned is the file's
+ * buffer, which the lines point into: the caller frees it after the last
+ * use of a line (also after an error). Returns 0, add's nonzero result, or
+ * CLI_EXIT_USAGE after one line on stderr that echoes no header value. */
+int cli_header_arg(const char *cmd, const char *val,
+                   int (*add)(void *ctx, const char *line, bool secret), void *ctx,
+                   char **owned);
+
+/* --secret-header-env NAME=VAR: *line becomes "NAME: <value of $VAR>"
+ * (malloc'ed, the caller's). An unset or empty VAR, or a line
+ * cli_header_ok refuses, is a usage error that does not echo the value.
+ * Returns 0 or CLI_EXIT_USAGE. */
+int cli_header_env(const char *cmd, const char *spec, char **line);
+
+/* The whole file ("-": stdin), NUL-terminated (*len excludes the NUL).
+ * Returns NULL with errno set. The caller frees it. */
+char *cli_read_file(const char *path, size_t *len);
+
 /* Report a missing value for opt; returns CLI_EXIT_USAGE. */
 int cli_missing_value(const char *cmd, const char *opt);
 

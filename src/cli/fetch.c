@@ -115,48 +115,13 @@ static void on_stop_signal(int sig)
 
 /* ---- option helpers ------------------------------------------------------ */
 
-/* Read a whole file ("-": stdin). Returns NULL with errno set. */
-static char *read_file(const char *path, size_t *len)
-{
-    FILE *f = strcmp(path, "-") ? fopen(path, "rb") : stdin;
-    if (!f)
-        return NULL;
-    size_t cap = 4096, n = 0;
-    char *buf = malloc(cap);
-    while (buf) {
-        size_t got = fread(buf + n, 1, cap - n, f);
-        n += got;
-        if (n < cap) {
-            if (ferror(f)) {
-                free(buf);
-                buf = NULL;
-                errno = EIO;
-            }
-            break;
-        }
-        char *nb = cap > ((size_t)1 << 31) ? NULL : realloc(buf, cap * 2);
-        if (!nb) {
-            free(buf);
-            buf = NULL;
-            errno = ENOMEM;
-            break;
-        }
-        buf = nb;
-        cap *= 2;
-    }
-    if (f != stdin)
-        fclose(f);
-    *len = n;
-    return buf;
-}
-
 static int add_data(fetch_opts *o, const char *arg, bool binary)
 {
     char *chunk;
     size_t len;
     bool owned = false;
     if (arg[0] == '@') {
-        chunk = read_file(arg + 1, &len);
+        chunk = cli_read_file(arg + 1, &len);
         if (!chunk)
             return cli_usage_error(CMD, "cannot read %s: %s", arg + 1, strerror(errno));
         owned = true;
@@ -235,60 +200,10 @@ static int add_secret_name(fetch_opts *o, const char *line)
     return 0;
 }
 
-/* -H @FILE: one header a line (as curl), CR LF or LF, blank lines skipped;
- * every one is secret. Nothing of the file is echoed in a message. */
-static int add_header_file(fetch_opts *o, const char *path)
+static int add_header_cb(void *ctx, const char *line, bool secret)
 {
-    size_t len;
-    char *buf = read_file(path, &len);
-    if (!buf)
-        return cli_usage_error(CMD, "cannot read headers from %s: %s", path, strerror(errno));
-    if (!keep(o, buf))
-        return cli_usage_error(CMD, "out of memory");
-    buf[len] = '\0'; /* read_file leaves room: len < its buffer */
-    if (memchr(buf, '\0', len))
-        return cli_usage_error(CMD, "bad header file %s: it holds a NUL byte", path);
-    int line_no = 0;
-    for (char *save = NULL, *line = strtok_r(buf, "\n", &save); line;
-         line = strtok_r(NULL, "\n", &save)) {
-        line_no++;
-        size_t n = strlen(line);
-        if (n && line[n - 1] == '\r')
-            line[--n] = '\0';
-        if (!n)
-            continue;
-        if (!cli_header_ok(line))
-            return cli_usage_error(CMD, "bad header in %s (line %d): expected 'Name: value'",
-                                   path, line_no);
-        int rc = add_header(o, line);
-        if (rc == 0)
-            rc = add_secret_name(o, line);
-        if (rc)
-            return rc;
-    }
-    return 0;
-}
-
-/* --secret-header-env NAME=VAR: send "NAME: $VAR", NAME secret. */
-static int add_header_env(fetch_opts *o, const char *spec)
-{
-    const char *eq = strchr(spec, '=');
-    if (!eq || eq == spec || !eq[1])
-        return cli_usage_error(CMD, "bad value for --secret-header-env: expected NAME=VARIABLE");
-    const char *value = getenv(eq + 1);
-    if (!value || !*value)
-        return cli_usage_error(CMD, "--secret-header-env: environment variable %s is not set",
-                               eq + 1);
-    size_t n = (size_t)(eq - spec);
-    char *line = malloc(n + 2 + strlen(value) + 1);
-    if (!line || !keep(o, line))
-        return cli_usage_error(CMD, "out of memory");
-    snprintf(line, n + 2 + strlen(value) + 1, "%.*s: %s", (int)n, spec, value);
-    if (!cli_header_ok(line))
-        return cli_usage_error(CMD, "bad --secret-header-env: NAME must be a header name and "
-                                    "the value one line");
-    int rc = add_header(o, line);
-    return rc ? rc : add_secret_name(o, line);
+    int rc = add_header(ctx, line);
+    return rc || !secret ? rc : add_secret_name(ctx, line);
 }
 
 static bool make_uuid(char out[37])
@@ -365,13 +280,23 @@ static bool url_scheme_ok(const char *url)
 static int opt_header(cli_parser *p, const cli_opt *o, void *field, const char *val)
 {
     (void)p, (void)o;
-    return val[0] == '@' ? add_header_file(field, val + 1) : add_header(field, val);
+    char *buf = NULL;
+    int rc = cli_header_arg(CMD, val, add_header_cb, field, &buf);
+    if (buf && !keep(field, buf) && !rc)
+        rc = cli_usage_error(CMD, "out of memory");
+    return rc;
 }
 
 static int opt_header_env(cli_parser *p, const cli_opt *o, void *field, const char *val)
 {
     (void)p, (void)o;
-    return add_header_env(field, val);
+    char *line = NULL;
+    int rc = cli_header_env(CMD, val, &line);
+    if (rc)
+        return rc;
+    if (!keep(field, line))
+        return cli_usage_error(CMD, "out of memory");
+    return add_header_cb(field, line, true);
 }
 
 /* SIZE: bytes, or with k, M, G (KiB, MiB, GiB). */

@@ -265,3 +265,103 @@ bool cli_header_ok(const char *h)
     return h[n] == ':' || (h[n] == ';' && h[n + 1] == '\0');
 }
 
+
+char *cli_read_file(const char *path, size_t *len)
+{
+    FILE *f = strcmp(path, "-") ? fopen(path, "rb") : stdin;
+    if (!f)
+        return NULL;
+    size_t cap = 4096, n = 0;
+    char *buf = malloc(cap);
+    while (buf) {
+        size_t got = fread(buf + n, 1, cap - n, f);
+        n += got;
+        if (n < cap) {
+            if (ferror(f)) {
+                free(buf);
+                buf = NULL;
+                errno = EIO;
+            }
+            break;
+        }
+        char *nb = cap > ((size_t)1 << 31) ? NULL : realloc(buf, cap * 2);
+        if (!nb) {
+            free(buf);
+            buf = NULL;
+            errno = ENOMEM;
+            break;
+        }
+        buf = nb;
+        cap *= 2;
+    }
+    if (f != stdin)
+        fclose(f);
+    *len = n;
+    if (buf)
+        buf[n] = '\0'; /* the loop leaves n < cap */
+    return buf;
+}
+
+int cli_header_arg(const char *cmd, const char *val,
+                   int (*add)(void *ctx, const char *line, bool secret), void *ctx,
+                   char **owned)
+{
+    *owned = NULL;
+    if (val[0] != '@') {
+        if (!cli_header_ok(val))
+            return cli_usage_error(cmd, "bad header: expected 'Name: value'");
+        return add(ctx, val, false);
+    }
+    const char *path = val + 1;
+    size_t len;
+    char *buf = cli_read_file(path, &len);
+    if (!buf)
+        return cli_usage_error(cmd, "cannot read headers from %s: %s", path, strerror(errno));
+    *owned = buf;
+    if (memchr(buf, '\0', len))
+        return cli_usage_error(cmd, "bad header file %s: it holds a NUL byte", path);
+    int line_no = 0;
+    for (char *line = buf, *next; *line; line = next) {
+        line_no++;
+        char *nl = strchr(line, '\n');
+        next = nl ? nl + 1 : line + strlen(line);
+        if (nl)
+            *nl = '\0';
+        size_t n = strlen(line);
+        if (n && line[n - 1] == '\r')
+            line[--n] = '\0';
+        if (!n)
+            continue;
+        if (!cli_header_ok(line))
+            return cli_usage_error(cmd, "bad header in %s (line %d): expected 'Name: value'",
+                                   path, line_no);
+        int rc = add(ctx, line, true);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+int cli_header_env(const char *cmd, const char *spec, char **line)
+{
+    *line = NULL;
+    const char *eq = strchr(spec, '=');
+    if (!eq || eq == spec || !eq[1])
+        return cli_usage_error(cmd, "bad value for --secret-header-env: expected NAME=VARIABLE");
+    const char *value = getenv(eq + 1);
+    if (!value || !*value)
+        return cli_usage_error(cmd, "--secret-header-env: environment variable %s is not set",
+                               eq + 1);
+    size_t n = (size_t)(eq - spec), size = n + 2 + strlen(value) + 1;
+    char *l = malloc(size);
+    if (!l)
+        return cli_usage_error(cmd, "out of memory");
+    snprintf(l, size, "%.*s: %s", (int)n, spec, value);
+    if (!cli_header_ok(l)) {
+        free(l);
+        return cli_usage_error(cmd, "bad --secret-header-env: NAME must be a header name and "
+                                    "the value one line");
+    }
+    *line = l;
+    return 0;
+}

@@ -41,6 +41,43 @@ X(paren): SECRET6
 Authorization: Bearer SECRET7
 EOF
 
+# @FILE is the same for both too: a good file, a missing one, a bad line.
+printf 'X-A: SECRETA\r\n\nX-B;\n' > "$T/good.hdr"
+printf 'X-A: SECRETA\nBad Name: SECRETB\n' > "$T/bad.hdr"
+for arg in "@$T/good.hdr" "@$T/missing.hdr" "@$T/bad.hdr"; do
+  f=$(verdict "$S" fetch -s --retries 0 -H "$arg" http://127.0.0.1:1/x)
+  cp "$T/err" "$T/ferr"
+  b=$(verdict "$S" batch -q --db "$T/f.db" -H "$arg" "$T/empty")
+  check "-H '$arg': fetch $f, batch $b" [ "$f" = "$b" ]
+  check "-H '$arg': no value echoed" sh -c "! grep -q SECRET '$T/ferr' '$T/err'"
+done
+check "-H @good: accepted" [ "$(verdict "$S" batch -q --db "$T/g.db" -H "@$T/good.hdr" "$T/empty")" = ok ]
+check "-H @bad: refused" [ "$(verdict "$S" batch -q --db "$T/g.db" -H "@$T/bad.hdr" "$T/empty")" = usage ]
+
+# batch really sends headers from a file and from the environment, and keeps
+# them out of its database.
+"$S" serve --bind 127.0.0.1 --port 0 --threads 2 > "$T/srv.out" &
+SRV=$!
+PORT=
+for _ in $(seq 1 250); do
+  PORT=$(sed -n '1s|^listening on http://127.0.0.1:\([0-9]*\)$|\1|p' "$T/srv.out" 2>/dev/null)
+  [ -n "$PORT" ] && break
+  sleep 0.02
+done
+echo "http://127.0.0.1:$PORT/echo" > "$T/urls"
+set +e
+BATCH_TOKEN='Bearer SECRETENVBATCH' "$S" batch -q --db "$T/run.db" --out "$T/out" \
+  -H "@$T/good.hdr" --secret-header-env Authorization=BATCH_TOKEN "$T/urls" 2> "$T/run.err"
+rc=$?
+set -e
+kill "$SRV"; wait "$SRV" 2>/dev/null || true
+check "batch with -H @FILE and --secret-header-env: exit 0 (got $rc; $(cat "$T/run.err"))" [ "$rc" = 0 ]
+check "batch: header from the file sent" sh -c "cat '$T'/out/* | grep -q SECRETA"
+check "batch: header from the environment sent" sh -c "cat '$T'/out/* | grep -q SECRETENVBATCH"
+check "batch: neither is in the database" sh -c "! grep -a -q 'SECRETA\|SECRETENVBATCH' '$T'/run.db*"
+expect_exit "batch --secret-header-env, unset: usage" 2 env -u NOPE_UNSET "$S" batch -q \
+  --db "$T/u.db" --secret-header-env X-T=NOPE_UNSET "$T/urls"
+
 # The verdicts the shared function gives (so the loop above cannot pass by
 # both commands accepting everything).
 expect_exit "batch refuses a name with a space" 2 "$S" batch -q --db "$T/x.db" \
