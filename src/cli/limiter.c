@@ -60,13 +60,13 @@ const cli_opt cli_limiter_opts[] = {
      "judged by Redis's clock; without --rate, the adaptive\n"
      "rate is learned there, one for all processes; KEY\n"
      "shares one limit across hosts (default: one per host)",
-     0, opt_limiter, NULL, 0},
+     0, opt_limiter, NULL, 0, NULL},
     {CLI_FN, "limiter-fallback", 0, "local:SHARE|none",
      "while Redis is unreachable, use a local bucket at\n"
      "SHARE (0..1] of the rate (adaptive: a local adaptive\n"
      "rate capped at SHARE of the rate last learned)\n"
      "(default none: a clear error)",
-     0, opt_fallback, NULL, 0},
+     0, opt_fallback, NULL, 0, NULL},
     CLI_OPT_END,
 };
 

@@ -297,23 +297,24 @@ void cli_help(const cli_command *c, FILE *out)
     cli_exit_help(c->exits, out);
 }
 
-static void dump_table(FILE *out, const cli_opt *t)
+static void dump_table(FILE *out, const cli_opt *t, const char *man)
 {
     for (const cli_opt *o = t; o->kind != CLI_END; o++) {
         if (o->flags & CLI_OPT_HIDDEN)
             continue;
+        const char *ref = o->man ? o->man : man;
         if (o->kind == CLI_GROUP)
-            dump_table(out, o->group);
+            dump_table(out, o->group, ref);
         else if (is_option(o))
-            fprintf(out, "%s\t%c\t%s\n", o->name ? o->name : "-", o->letter ? o->letter : '-',
-                    o->arg ? o->arg : "-");
+            fprintf(out, "%s\t%c\t%s\t%s\n", o->name ? o->name : "-",
+                    o->letter ? o->letter : '-', o->arg ? o->arg : "-", ref ? ref : "-");
     }
 }
 
 void cli_dump_options(const cli_command *c, FILE *out)
 {
     STG_ASSERT(names_unique(c));
-    dump_table(out, c->opts);
+    dump_table(out, c->opts, NULL);
 }
 
 /* ---- exit statuses -------------------------------------------------------------- */

@@ -59,6 +59,11 @@ struct cli_opt {
     cli_opt_fn fn;       /* CLI_FN */
     const cli_opt *group; /* CLI_GROUP */
     unsigned flags;      /* CLI_OPT_* */
+    /* Where the man text is: NULL, the command's own page describes the
+     * option in full; else the page that does (e.g. "stagger-plan(1)") and
+     * the command's page only lists it and refers there. On a CLI_GROUP,
+     * for every option in it. Checked by test_cli_options.sh. */
+    const char *man;
 };
 
 /* Table-building shorthands. */
@@ -101,7 +106,7 @@ const char *cli_cmd_name(const cli_parser *p);
 /* Write the command's --help (generated from its table) to out. */
 void cli_help(const cli_command *c, FILE *out);
 
-/* One line per visible option, "NAME\tLETTER\tARG" (empty fields as "-"),
+/* One line per visible option, "NAME\tLETTER\tARG\tMAN" (empty fields as "-"),
  * in table order: what docs/stagger-*.1 must list (tests/integration/
  * test_cli_options.sh). */
 void cli_dump_options(const cli_command *c, FILE *out);

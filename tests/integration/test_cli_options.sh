@@ -2,7 +2,9 @@
 # option of its table (`stagger help --options CMD`, generated from the same
 # table as the parser and --help) is listed in the OPTIONS section of
 # docs/stagger-CMD.1 with the same short name and the same value name, and
-# the page lists no option the table lacks (curl's tests/test1139.pl).
+# the page lists no option the table lacks (curl's tests/test1139.pl); an
+# option the table says is described on another page (cli_opt.man, e.g. the
+# policy options of sim and batch) has an entry that names that page.
 # `batch report` and `batch export` are checked against the REPORT and
 # EXPORT sections of stagger-batch(1). The exit statuses of
 # `stagger help --exit-codes` are those of stagger(1), and no page documents
@@ -14,20 +16,35 @@ DOCS=$STG_SOURCE_DIR/docs
 T=$(mktemp -d /tmp/stg_opts.XXXXXX)
 trap 'rm -rf "$T"' EXIT
 
-# man_options PAGE SECTION: "name<TAB>letter<TAB>arg" per option tagged in
-# SECTION (.SH) of PAGE, sorted; a tag that is not an option is an error.
+# man_options PAGE SECTION: "name<TAB>letter<TAB>arg<TAB>text" per option
+# tagged in SECTION (.SH) of PAGE, sorted; text is the entry's paragraph and
+# the introduction of its subsection (.SS), as plain text. A tag that is not
+# an option is an error.
 man_options() {
   python3 - "$1" "$2" <<'EOF'
 import re, sys
 page, section = sys.argv[1], sys.argv[2]
 lines = open(page, encoding="utf-8").read().split("\n")
-inside, tags = False, []
+inside, tags, intro, cur = False, [], "", None
 for i, line in enumerate(lines):
     if line.startswith(".SH "):
         inside = line[4:].strip().strip('"') == section
+        cur = None
         continue
-    if inside and line.strip() == ".TP" and i + 1 < len(lines):
-        tags.append(lines[i + 1])
+    if not inside:
+        continue
+    if line.startswith(".SS"):
+        intro, cur = line[3:], None
+    elif line.strip() == ".TP" and i + 1 < len(lines):
+        cur = [lines[i + 1], ""]
+        tags.append(cur)
+    elif cur is not None and line is not cur[0]:
+        if lines[i - 1].strip() != ".TP":
+            cur[1] += " " + line
+    else:
+        intro += " " + line
+    if cur is not None and not cur[1]:
+        cur.append(intro)
 
 def args(rest):
     out, cur, quoted, any_ = [], "", False, False
@@ -56,8 +73,15 @@ def plain(tag):
     text = text.replace("\\-", "-").replace("\\(aq", "'").replace("\\e", "\\").replace("\\&", "")
     return text.strip()
 
+def prose(t):
+    t = re.sub(r"^\.[A-Z]+ ?", "", t, flags=re.M)
+    t = re.sub(r"\\f(\(..|\[[^]]*\]|.)", "", t).replace("\\-", "-").replace('"', "")
+    return re.sub(r"\s+", "", t)
+
 rows, bad = [], []
-for tag in tags:
+for entry in tags:
+    tag, para = entry[0], entry[1]
+    ctx = prose(para + " " + (entry[2] if len(entry) > 2 else ""))
     text = plain(tag)
     items = re.split(r",\s+(?=-)", text)
     letter = None
@@ -65,16 +89,16 @@ for tag in tags:
         m = re.match(r"^--([a-z0-9][a-z0-9-]*)(?:[ =](.*))?$", item)
         s = re.match(r"^-([A-Za-z])(?:\s+(.*))?$", item)
         if m:
-            rows.append((m.group(1), letter or "-", (m.group(2) or "-").strip()))
+            rows.append((m.group(1), letter or "-", (m.group(2) or "-").strip(), ctx))
             letter = None
         elif s and not s.group(2):
             letter = s.group(1)
         elif s:
-            rows.append(("-", s.group(1), s.group(2).strip()))
+            rows.append(("-", s.group(1), s.group(2).strip(), ctx))
         else:
             bad.append(text)
     if letter:
-        rows.append(("-", letter, "-"))
+        rows.append(("-", letter, "-", ctx))
 for b in bad:
     print("NOT-AN-OPTION\t" + b)
 for r in sorted(set(rows)):
@@ -87,21 +111,32 @@ for cmd in plan serve sim fetch batch "batch report" "batch export"; do
     echo "$cmd not built: skipped"
     continue
   fi
-  sort -u "$T/table.raw" > "$T/table"
+  cut -f1-3 "$T/table.raw" | sort -u > "$T/table"
   case $cmd in
     "batch report") page=$DOCS/stagger-batch.1 section=REPORT ;;
     "batch export") page=$DOCS/stagger-batch.1 section=EXPORT ;;
     *) page=$DOCS/stagger-$cmd.1 section=OPTIONS ;;
   esac
-  man_options "$page" "$section" > "$T/man"
+  man_options "$page" "$section" > "$T/man.full"
+  cut -f1-3 "$T/man.full" | sort -u > "$T/man"
   check "$cmd: the table has options" [ -s "$T/table" ]
+  # An option whose man text lives on another page: its entry (or its
+  # subsection's introduction) names that page.
+  while IFS=$(printf '\t') read -r name letter arg ref; do
+    [ "$ref" = - ] && continue
+    ctx=$(awk -F '\t' -v n="$name" '$1 == n { print $4 }' "$T/man.full")
+    case $ctx in
+      *"$ref"*) ok ;;
+      *) fail "$cmd --$name: its entry in $(basename "$page") does not refer to $ref" ;;
+    esac
+  done < "$T/table.raw"
   if ! diff "$T/table" "$T/man" > "$T/diff"; then
     fail "$cmd: the table (<) and $(basename "$page") $section (>) disagree:
 $(cat "$T/diff")"
   fi
   # Each option of the table is one its parser knows ("unknown option"
   # would mean the table and the parser were two lists).
-  while IFS=$(printf '\t') read -r name letter arg; do
+  while IFS=$(printf '\t') read -r name letter arg ref; do
     [ "$name" = - ] && continue
     set +e
     # shellcheck disable=SC2086
@@ -128,8 +163,8 @@ for i, l in enumerate(src):
         out.append(l)
 open(sys.argv[2], "w").write("\n".join(out))
 EOF
-  "$S" help --options fetch | sort -u > "$T/table"
-  man_options "$T/cut.1" OPTIONS > "$T/man"
+  "$S" help --options fetch | cut -f1-3 | sort -u > "$T/table"
+  man_options "$T/cut.1" OPTIONS | cut -f1-3 | sort -u > "$T/man"
   check "the check sees a missing option" sh -c "! diff -q '$T/table' '$T/man' > /dev/null"
 fi
 
