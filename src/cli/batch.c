@@ -99,43 +99,45 @@ static int opt_state(cli_parser *p, const cli_opt *o, void *field, const char *v
 {
     (void)p, (void)o;
     if (parse_states(v, field) != 0)
-        return cli_usage_error(CMD, "bad value '%s' for --state: expected pending, inflight, "
-                                    "done, failed, deferred or review", v);
+        return cli_usage_error(CMD,
+                               "bad value '%s' for --state: expected pending, inflight, "
+                               "done, failed, deferred or review",
+                               v);
     return 0;
 }
 
 static int ro_positional(cli_parser *p, const char *arg)
 {
-    return cli_usage_error(CMD, "%s takes no arguments (got '%s')",
-                           p->cmd->name + strlen("batch "), arg);
+    return cli_usage_error(CMD, "%s takes no arguments (got '%s')", p->cmd->name + strlen("batch "),
+                           arg);
 }
 
 #define R(x) offsetof(ro_opts, x)
 static const cli_opt report_table[] = {
-    {CLI_STRING, "db", 0, "FILE", "the database (default stagger-batch.db)", R(db), NULL, NULL,
-     0, NULL},
+    {CLI_STRING, "db", 0, "FILE", "the database (default stagger-batch.db)", R(db), NULL, NULL, 0,
+     NULL},
     {CLI_FLAG, "json", 0, NULL, "the report as JSON", R(json), NULL, NULL, 0, NULL},
-    {CLI_FLAG, "bad-lines", 0, NULL, "also list the input lines that were skipped",
-     R(bad_lines), NULL, NULL, 0, NULL},
-    {CLI_FN, "busy-timeout", 0, "D", "wait this long for a locked database (default 0)",
-     R(busy), opt_busy_any, NULL, 0, NULL},
+    {CLI_FLAG, "bad-lines", 0, NULL, "also list the input lines that were skipped", R(bad_lines),
+     NULL, NULL, 0, NULL},
+    {CLI_FN, "busy-timeout", 0, "D", "wait this long for a locked database (default 0)", R(busy),
+     opt_busy_any, NULL, 0, NULL},
     CLI_OPT_HELP_ENTRY,
     CLI_OPT_END,
 };
 
 static const cli_opt export_table[] = {
-    {CLI_STRING, "db", 0, "FILE", "the database (default stagger-batch.db)", R(db), NULL, NULL,
-     0, NULL},
+    {CLI_STRING, "db", 0, "FILE", "the database (default stagger-batch.db)", R(db), NULL, NULL, 0,
+     NULL},
     {CLI_FN, "format", 0, "jsonl|csv", "one JSON object per job (default) or CSV", R(eo),
      opt_format, NULL, 0, NULL},
-    {CLI_STRING, "output", 'o', "FILE", "write to FILE (default standard output)",
-     R(out_path), NULL, NULL, 0, NULL},
+    {CLI_STRING, "output", 'o', "FILE", "write to FILE (default standard output)", R(out_path),
+     NULL, NULL, 0, NULL},
     {CLI_FN, "state", 0, "STATE[,STATE...]",
      "only jobs in these states: pending, inflight, done,\nfailed, deferred, review",
      R(eo.state_mask), opt_state, NULL, 0, NULL},
     {CLI_FLAG, "bodies", 0, NULL, "include the response bodies", R(eo.bodies), NULL, NULL, 0, NULL},
-    {CLI_FN, "busy-timeout", 0, "D", "wait this long for a locked database (default 0)",
-     R(busy), opt_busy_any, NULL, 0, NULL},
+    {CLI_FN, "busy-timeout", 0, "D", "wait this long for a locked database (default 0)", R(busy),
+     opt_busy_any, NULL, 0, NULL},
     CLI_OPT_HELP_ENTRY,
     CLI_OPT_END,
 };
@@ -166,8 +168,7 @@ const cli_command cli_batch_export_command = {
 static int cmd_report(int argc, char **argv)
 {
     ro_opts ro = {.db = "stagger-batch.db"};
-    cli_parser parser = {.cmd = &cli_batch_report_command, .ctx = &ro,
-                         .positional = ro_positional};
+    cli_parser parser = {.cmd = &cli_batch_report_command, .ctx = &ro, .positional = ro_positional};
     int prc = cli_parse(&parser, argc, argv);
     if (prc >= 0)
         return prc;
@@ -198,8 +199,7 @@ static int cmd_report(int argc, char **argv)
 static int cmd_export(int argc, char **argv)
 {
     ro_opts ro = {.db = "stagger-batch.db", .eo = {.format = STG_EXPORT_JSONL}};
-    cli_parser parser = {.cmd = &cli_batch_export_command, .ctx = &ro,
-                         .positional = ro_positional};
+    cli_parser parser = {.cmd = &cli_batch_export_command, .ctx = &ro, .positional = ro_positional};
     int prc = cli_parse(&parser, argc, argv);
     if (prc >= 0)
         return prc;
@@ -482,12 +482,12 @@ static const cli_opt run_table[] = {
     {CLI_STRING, "db", 0, "FILE", "the database (default: stagger-batch.db next to INPUT)",
      offsetof(run_opts, db), NULL, NULL, 0, NULL},
     {CLI_STRING, "out", 0, "DIR",
-     "write each response body to DIR/<id> (default: keep\nbodies in the database)",
-     B(out_dir), NULL, NULL, 0, NULL},
-    {CLI_FLAG, "retry-deferred", 0, NULL, "run the deferred jobs again", B(retry_deferred),
+     "write each response body to DIR/<id> (default: keep\nbodies in the database)", B(out_dir),
      NULL, NULL, 0, NULL},
-    {CLI_FLAG, "retry-review", 0, NULL, "resend the jobs in review", B(retry_review), NULL,
+    {CLI_FLAG, "retry-deferred", 0, NULL, "run the deferred jobs again", B(retry_deferred), NULL,
      NULL, 0, NULL},
+    {CLI_FLAG, "retry-review", 0, NULL, "resend the jobs in review", B(retry_review), NULL, NULL, 0,
+     NULL},
     {CLI_FN, "busy-timeout", 0, "D", "wait this long for a locked database (default 5s)",
      B(busy_timeout_us), opt_busy, NULL, 0, NULL},
     {.kind = CLI_HEADING, .help = "Requests"},
@@ -500,16 +500,16 @@ static const cli_opt run_table[] = {
      "add header NAME with the value of environment\n"
      "variable VAR (keeps a secret out of argv)",
      0, opt_header_env, NULL, 0, NULL},
-    {CLI_FN, "concurrency", 'j', "N", "requests in flight at once (default 30)",
-     B(concurrency), opt_concurrency, NULL, 0, NULL},
+    {CLI_FN, "concurrency", 'j', "N", "requests in flight at once (default 30)", B(concurrency),
+     opt_concurrency, NULL, 0, NULL},
     {CLI_FN, "rate", 0, "R",
      "client-side limit, requests/s per host (token bucket);\n0: no limit; not given: adaptive "
      "rate",
      offsetof(run_opts, b), opt_rate, NULL, 0, NULL},
     {CLI_FN, "burst", 0, "B", "bucket size for --rate (default max(1, ceil(R)))", B(burst),
      opt_burst, NULL, 0, NULL},
-    {CLI_FN, "max-rate", 0, "R", "adaptive: never above R requests/s", B(max_rate),
-     opt_max_rate, NULL, 0, NULL},
+    {CLI_FN, "max-rate", 0, "R", "adaptive: never above R requests/s", B(max_rate), opt_max_rate,
+     NULL, 0, NULL},
     {CLI_FN, "breaker", 0, "N",
      "consecutive failures that open a host's circuit\nbreaker (default 20; 0: no breaker)",
      B(breaker_failures), opt_breaker, NULL, 0, NULL},
@@ -525,20 +525,20 @@ static const cli_opt run_table[] = {
      B(budget), opt_no_budget, NULL, 0, NULL},
     {CLI_FN, "budget-tokens", 0, "N", "budget size (default 10)", B(budget_tokens),
      opt_budget_tokens, NULL, 0, NULL},
-    {CLI_FN, "budget-ratio", 0, "X", "tokens a success gives back (default 0.1)",
-     B(budget_ratio), opt_budget_ratio, NULL, 0, NULL},
+    {CLI_FN, "budget-ratio", 0, "X", "tokens a success gives back (default 0.1)", B(budget_ratio),
+     opt_budget_ratio, NULL, 0, NULL},
     {CLI_FN, "max-body", 0, "BYTES", "bytes of each response body kept (default 64 MiB)",
      B(max_body), opt_max_body, NULL, 0, NULL},
     {.kind = CLI_HEADING, .help = "Output"},
-    {CLI_FLAG, "quiet", 'q', NULL, "no progress and no final report", B(quiet), NULL, NULL, 0, NULL},
-    {CLI_FN, "progress", 0, "MODE",
-     "auto (a bar on a terminal, else lines) | bar | lines |\nnone", B(progress),
-     opt_progress, NULL, 0, NULL},
+    {CLI_FLAG, "quiet", 'q', NULL, "no progress and no final report", B(quiet), NULL, NULL, 0,
+     NULL},
+    {CLI_FN, "progress", 0, "MODE", "auto (a bar on a terminal, else lines) | bar | lines |\nnone",
+     B(progress), opt_progress, NULL, 0, NULL},
     {CLI_FN, "progress-interval", 0, "D", "period of the plain progress lines (default 5s)",
      B(progress_interval_us), opt_progress_interval, NULL, 0, NULL},
     {CLI_FLAG, "json", 0, NULL, "print the final report as JSON", B(json), NULL, NULL, 0, NULL},
-    {CLI_STRING, "log", 0, "FILE", "JSON-lines event log (URLs and secrets redacted)",
-     B(log_path), NULL, NULL, 0, NULL},
+    {CLI_STRING, "log", 0, "FILE", "JSON-lines event log (URLs and secrets redacted)", B(log_path),
+     NULL, NULL, 0, NULL},
     CLI_OPT_HELP_ENTRY,
     {.kind = CLI_HEADING, .help = "Shared limit (many processes or machines)"},
     {.kind = CLI_GROUP, .group = cli_limiter_opts, .off = B(limiter)},
@@ -546,42 +546,39 @@ static const cli_opt run_table[] = {
      "keep the circuit breaker in Redis too, so every\nworker sees an open breaker at once",
      B(limiter.share_breaker), NULL, NULL, 0, NULL},
     {.kind = CLI_HEADING, .help = "Retry policy"},
-    {.kind = CLI_GROUP, .group = cli_policy_all_opts, .off = B(policy),
-     .man = "stagger-fetch(1)"},
+    {.kind = CLI_GROUP, .group = cli_policy_all_opts, .off = B(policy), .man = "stagger-fetch(1)"},
     {.kind = CLI_TEXT, .help = cli_durations_help},
     CLI_OPT_END,
 };
 #undef B
 
-static const int run_exits[] = {CLI_EXIT_OK,      CLI_EXIT_FAILED, CLI_EXIT_USAGE,
-                                CLI_EXIT_LEFT,    CLI_EXIT_DB,     CLI_EXIT_INPUT,
-                                CLI_EXIT_LIMITER, CLI_EXIT_SIGINT, CLI_EXIT_SIGTERM, -1};
+static const int run_exits[] = {
+    CLI_EXIT_OK,    CLI_EXIT_FAILED,  CLI_EXIT_USAGE,  CLI_EXIT_LEFT,    CLI_EXIT_DB,
+    CLI_EXIT_INPUT, CLI_EXIT_LIMITER, CLI_EXIT_SIGINT, CLI_EXIT_SIGTERM, -1};
 
 const cli_command cli_batch_command = {
     .name = CMD,
-    .usage =
-        "usage: stagger batch [options] INPUT\n"
-        "       stagger batch [options] --url TEMPLATE KEYS\n"
-        "       stagger batch [options] --db FILE\n"
-        "       stagger batch report [--db FILE] [--json] [--bad-lines]\n"
-        "       stagger batch export [--db FILE] [--format jsonl|csv] [-o FILE]\n"
-        "                            [--state STATE[,STATE...]] [--bodies]\n"
-        "\n"
-        "Run a batch of HTTP requests politely and durably: every job's state is kept\n"
-        "in SQLite, so a run that stops (SIGINT, kill -9, a full disk) resumes where it\n"
-        "stopped when the same command is run again. Each job ends done, failed\n"
-        "(non-retryable answer), deferred (retries ran out, breaker open, or the server\n"
-        "asked for a longer wait: kept for --retry-deferred) or review (a non-idempotent\n"
-        "request that may have been sent when a run stopped).\n",
+    .usage = "usage: stagger batch [options] INPUT\n"
+             "       stagger batch [options] --url TEMPLATE KEYS\n"
+             "       stagger batch [options] --db FILE\n"
+             "       stagger batch report [--db FILE] [--json] [--bad-lines]\n"
+             "       stagger batch export [--db FILE] [--format jsonl|csv] [-o FILE]\n"
+             "                            [--state STATE[,STATE...]] [--bodies]\n"
+             "\n"
+             "Run a batch of HTTP requests politely and durably: every job's state is kept\n"
+             "in SQLite, so a run that stops (SIGINT, kill -9, a full disk) resumes where it\n"
+             "stopped when the same command is run again. Each job ends done, failed\n"
+             "(non-retryable answer), deferred (retries ran out, breaker open, or the server\n"
+             "asked for a longer wait: kept for --retry-deferred) or review (a non-idempotent\n"
+             "request that may have been sent when a run stopped).\n",
     .opts = run_table,
-    .epilogue =
-        "The default policy is the \"batch\" preset (base 1 s, x2, cap 30 s, +-20%\n"
-        "jitter, 6 retries, 429 and 5xx, 5 min per job).\n"
-        "\n"
-        "1 some jobs failed; 3 some deferred or in review; 4 database problem (locked,\n"
-        "read-only, full, another job set); 5 input unreadable, empty, or bad lines\n"
-        "with --strict; 6 the shared limiter became unavailable; 130 and 143: run the\n"
-        "same command again to resume. See stagger-batch(1).\n",
+    .epilogue = "The default policy is the \"batch\" preset (base 1 s, x2, cap 30 s, +-20%\n"
+                "jitter, 6 retries, 429 and 5xx, 5 min per job).\n"
+                "\n"
+                "In detail: 1 some jobs failed; 3 some deferred or in review; 4 database\n"
+                "problem (locked, read-only, full, another job set); 5 input unreadable,\n"
+                "empty, or bad lines with --strict; 6 the shared limiter became unavailable;\n"
+                "130 and 143: run the same command again to resume. See stagger-batch(1).\n",
     .exits = run_exits,
 };
 

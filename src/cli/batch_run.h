@@ -22,8 +22,8 @@
 #define BATCH_EXIT_USAGE CLI_EXIT_USAGE     /* bad usage */
 #define BATCH_EXIT_LEFT CLI_EXIT_LEFT       /* finished; some jobs deferred or in review */
 #define BATCH_EXIT_DB CLI_EXIT_DB           /* database problem: locked, read-only, full, ... */
-#define BATCH_EXIT_INPUT CLI_EXIT_INPUT     /* input unreadable, no jobs, or bad lines with --strict */
-#define BATCH_EXIT_LIMITER CLI_EXIT_LIMITER /* the shared limiter (--limiter) became unavailable */
+#define BATCH_EXIT_INPUT CLI_EXIT_INPUT     /* input unreadable, no jobs, bad lines (--strict) */
+#define BATCH_EXIT_LIMITER CLI_EXIT_LIMITER /* the shared limiter became unavailable */
 #define BATCH_EXIT_SIGINT CLI_EXIT_SIGINT   /* interrupted by SIGINT; run again to resume */
 #define BATCH_EXIT_SIGTERM CLI_EXIT_SIGTERM /* interrupted by SIGTERM; run again to resume */
 

@@ -35,13 +35,11 @@ extern const cli_command cli_fetch_command;
 #endif
 #ifdef STG_HAVE_STORE
 int cli_batch_main(int argc, char **argv);
-extern const cli_command cli_batch_command, cli_batch_report_command,
-    cli_batch_export_command;
+extern const cli_command cli_batch_command, cli_batch_report_command, cli_batch_export_command;
 #endif
 
 /* Print "stagger CMD: message\n" to stderr; returns CLI_EXIT_USAGE. */
-int cli_usage_error(const char *cmd, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
+int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* "250ms", "5s", "2m", "1.5s", "1h", "100us"; a bare number is
  * milliseconds. Rejects negatives, garbage and overflow. */
@@ -75,8 +73,7 @@ bool cli_header_ok(const char *h);
  * use of a line (also after an error). Returns 0, add's nonzero result, or
  * CLI_EXIT_USAGE after one line on stderr that echoes no header value. */
 int cli_header_arg(const char *cmd, const char *val,
-                   int (*add)(void *ctx, const char *line, bool secret), void *ctx,
-                   char **owned);
+                   int (*add)(void *ctx, const char *line, bool secret), void *ctx, char **owned);
 
 /* --secret-header-env NAME=VAR: *line becomes "NAME: <value of $VAR>"
  * (malloc'ed, the caller's). An unset or empty VAR, or a line

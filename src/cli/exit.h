@@ -15,22 +15,22 @@
 
 #include <stdio.h>
 
-#define CLI_EXIT_MAP(X)                                                                      \
-    X(OK, 0, "ok", "success: the final answer was 1xx-3xx, every job is done")              \
-    X(FAILED, 1, "failed",                                                                   \
-      "failed for good: an HTTP error that is not retried, jobs that failed, or a local "    \
-      "error (out of memory, an output that cannot be written, a server that cannot start)") \
-    X(USAGE, 2, "bad usage", "bad usage: one line on standard error, nothing was sent")      \
-    X(LEFT, 3, "incomplete",                                                                 \
-      "not done, may succeed later: a retryable answer (429, 503) when retries ran out or "  \
-      "the server asked for a longer wait; jobs deferred or in review")                      \
-    X(DB, 4, "database", "database problem: locked, read-only, full, another job set")      \
-    X(INPUT, 5, "input", "input unreadable or empty, or bad lines with --strict")           \
-    X(LIMITER, 6, "limiter", "the shared limiter (--limiter) became unavailable")           \
-    X(TRANSPORT, 7, "transport", "no HTTP answer: refused, reset, timeout, DNS, TLS")       \
-    X(DEADLINE, 8, "deadline", "the deadline (--deadline) passed")                          \
-    X(TRUNCATED, 9, "truncated", "a response body was larger than --max-body")              \
-    X(SIGINT, 130, "interrupted", "interrupted by SIGINT (Ctrl-C)")                         \
+#define CLI_EXIT_MAP(X)                                                                            \
+    X(OK, 0, "ok", "success: the final answer was 1xx-3xx, every job is done")                     \
+    X(FAILED, 1, "failed",                                                                         \
+      "failed for good: an HTTP error that is not retried, jobs that failed, or a local "          \
+      "error (out of memory, an output that cannot be written, a server that cannot start)")       \
+    X(USAGE, 2, "bad usage", "bad usage: one line on standard error, nothing was sent")            \
+    X(LEFT, 3, "incomplete",                                                                       \
+      "not done, may succeed later: a retryable answer (429, 503) when retries ran out or "        \
+      "the server asked for a longer wait; jobs deferred or in review")                            \
+    X(DB, 4, "database", "database problem: locked, read-only, full, another job set")             \
+    X(INPUT, 5, "input", "input unreadable or empty, or bad lines with --strict")                  \
+    X(LIMITER, 6, "limiter", "the shared limiter (--limiter) became unavailable")                  \
+    X(TRANSPORT, 7, "transport", "no HTTP answer: refused, reset, timeout, DNS, TLS")              \
+    X(DEADLINE, 8, "deadline", "the deadline (--deadline) passed")                                 \
+    X(TRUNCATED, 9, "truncated", "a response body was larger than --max-body")                     \
+    X(SIGINT, 130, "interrupted", "interrupted by SIGINT (Ctrl-C)")                                \
     X(SIGTERM, 143, "terminated", "stopped by SIGTERM")
 
 enum cli_exit {

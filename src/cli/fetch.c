@@ -221,8 +221,7 @@ static bool make_uuid(char out[37])
         return false;
     b[6] = (unsigned char)((b[6] & 0x0f) | 0x40); /* version 4 */
     b[8] = (unsigned char)((b[8] & 0x3f) | 0x80); /* RFC 4122 variant */
-    snprintf(out, 37,
-             "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0],
+    snprintf(out, 37, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0],
              b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13],
              b[14], b[15]);
     return true;
@@ -332,9 +331,10 @@ static int opt_timeout(cli_parser *p, const cli_opt *o, void *field, const char 
 {
     int64_t d;
     if (!parse_curl_seconds(val, &d) || d <= 0)
-        return cli_opt_bad(p, val, strcmp(o->name, "max-time")
-                                       ? "expected a positive duration such as 5s"
-                                       : "expected a positive duration such as 10s");
+        return cli_opt_bad(p, val,
+                           strcmp(o->name, "max-time")
+                               ? "expected a positive duration such as 5s"
+                               : "expected a positive duration such as 10s");
     *(int64_t *)field = d;
     return 0;
 }
@@ -420,46 +420,49 @@ static const cli_opt fetch_table[] = {
      "variable VAR, treated as secret (keeps it out of argv)",
      0, opt_header_env, NULL, 0, NULL},
     {CLI_FN, "data", 'd', "DATA",
-     "body (POST); @FILE reads FILE without CR/LF;\nrepeated data is joined with '&'", 0,
-     opt_data, NULL, 0, NULL},
-    {CLI_FN, "data-binary", 0, "DATA", "body as is; @FILE reads FILE byte for byte", 0,
-     opt_data, NULL, 0, NULL},
-    {CLI_FLAG, "location", 'L', NULL, "follow redirects (http and https only)", F(location),
-     NULL, NULL, 0, NULL},
+     "body (POST); @FILE reads FILE without CR/LF;\nrepeated data is joined with '&'", 0, opt_data,
+     NULL, 0, NULL},
+    {CLI_FN, "data-binary", 0, "DATA", "body as is; @FILE reads FILE byte for byte", 0, opt_data,
+     NULL, 0, NULL},
+    {CLI_FLAG, "location", 'L', NULL, "follow redirects (http and https only)", F(location), NULL,
+     NULL, 0, NULL},
     {CLI_FN, "idempotency-key", 0, "KEY|auto",
-     "send Idempotency-Key (auto: a random UUIDv4); lets\nPOST and PATCH be retried",
-     F(idem_key), opt_idem_key, NULL, 0, NULL},
-    {CLI_FN, "connect-timeout", 0, "D", "per attempt (default 5s)",
-     F(policy.connect_timeout_us), opt_timeout, NULL, 0, NULL},
+     "send Idempotency-Key (auto: a random UUIDv4); lets\nPOST and PATCH be retried", F(idem_key),
+     opt_idem_key, NULL, 0, NULL},
+    {CLI_FN, "connect-timeout", 0, "D", "per attempt (default 5s)", F(policy.connect_timeout_us),
+     opt_timeout, NULL, 0, NULL},
     {CLI_FN, "max-time", 0, "D",
      "whole attempt (default 10s); both bounded by the\n"
      "deadline; as in curl, a bare number is seconds",
      F(policy.attempt_timeout_us), opt_timeout, NULL, 0, NULL},
-    {CLI_FN, "rate", 0, "R[/s|/m|/h]", "client-side limit on attempts (token bucket)", 0,
-     opt_rate, NULL, 0, NULL},
-    {CLI_FN, "burst", 0, "B", "bucket capacity (default max(1, ceil(R)))", 0, opt_burst, NULL,
-     0, NULL},
+    {CLI_FN, "rate", 0, "R[/s|/m|/h]", "client-side limit on attempts (token bucket)", 0, opt_rate,
+     NULL, 0, NULL},
+    {CLI_FN, "burst", 0, "B", "bucket capacity (default max(1, ceil(R)))", 0, opt_burst, NULL, 0,
+     NULL},
     {.kind = CLI_HEADING, .help = "Output"},
     {CLI_STRING, "output", 'o', "FILE",
-     "write the final body to FILE (also a final 429/503;\ncreated 0600)", F(out_path), NULL,
-     NULL, 0, NULL},
+     "write the final body to FILE (also a final 429/503;\ncreated 0600)", F(out_path), NULL, NULL,
+     0, NULL},
     {CLI_FN, "max-body", 0, "SIZE",
      "keep at most SIZE bytes of the body (k, M, G\n"
      "suffixes; default 64M); a longer body is an error (9)",
      F(max_body), opt_max_body, NULL, 0, NULL},
-    {CLI_FLAG, "include", 'i', NULL, "include the final response headers in the output",
-     F(include), NULL, NULL, 0, NULL},
+    {CLI_FLAG, "include", 'i', NULL, "include the final response headers in the output", F(include),
+     NULL, NULL, 0, NULL},
     {CLI_FLAG, "silent", 's', NULL, "no message when giving up", F(silent), NULL, NULL, 0, NULL},
     {CLI_FLAG, "verbose", 'v', NULL,
-     "attempts and decisions on stderr (URLs and secret\nheader values redacted)", F(verbose),
+     "attempts and decisions on stderr (URLs and secret\nheader values redacted)", F(verbose), NULL,
+     NULL, 0, NULL},
+    {CLI_STRING, "log-json", 0, "FILE",
+     "JSON lines: one per attempt, wait and outcome\n(created 0600)", F(log_path), NULL, NULL, 0,
+     NULL},
+    {CLI_STRING, "metrics", 0, "FILE",
+     "Prometheus text format, written atomically at start\n(a check) and at exit", F(metrics_path),
      NULL, NULL, 0, NULL},
-    {CLI_STRING, "log-json", 0, "FILE", "JSON lines: one per attempt, wait and outcome\n(created 0600)",
-     F(log_path), NULL, NULL, 0, NULL},
-    {CLI_STRING, "metrics", 0, "FILE", "Prometheus text format, written atomically at start\n(a check) and at exit",
-     F(metrics_path), NULL, NULL, 0, NULL},
     {CLI_FN, "secret-header", 0, "NAME", "treat header NAME as secret too; repeatable", 0,
      opt_secret, NULL, 0, NULL},
-    {CLI_FN, "seed", 0, "N", "seed of the jitter (default: random)", F(seed), opt_seed, NULL, 0, NULL},
+    {CLI_FN, "seed", 0, "N", "seed of the jitter (default: random)", F(seed), opt_seed, NULL, 0,
+     NULL},
     CLI_OPT_HELP_ENTRY,
     {.kind = CLI_HEADING, .help = "Shared limit (many processes or machines)"},
     {.kind = CLI_GROUP, .group = cli_limiter_opts, .off = F(limiter)},
@@ -471,10 +474,10 @@ static const cli_opt fetch_table[] = {
 };
 #undef F
 
-static const int fetch_exits[] = {CLI_EXIT_OK,      CLI_EXIT_FAILED,  CLI_EXIT_USAGE,
-                                  CLI_EXIT_LEFT,    CLI_EXIT_INPUT,   CLI_EXIT_LIMITER,
+static const int fetch_exits[] = {CLI_EXIT_OK,        CLI_EXIT_FAILED,   CLI_EXIT_USAGE,
+                                  CLI_EXIT_LEFT,      CLI_EXIT_INPUT,    CLI_EXIT_LIMITER,
                                   CLI_EXIT_TRANSPORT, CLI_EXIT_DEADLINE, CLI_EXIT_TRUNCATED,
-                                  CLI_EXIT_SIGINT,  CLI_EXIT_SIGTERM, -1};
+                                  CLI_EXIT_SIGINT,    CLI_EXIT_SIGTERM,  -1};
 
 const cli_command cli_fetch_command = {
     .name = CMD,
@@ -849,8 +852,9 @@ static int run(fetch_opts *o)
             status = EXIT_LOCAL;
     }
     if (res.body_truncated && !o->silent)
-        fprintf(stderr, "stagger %s: the body is larger than %zu bytes (--max-body): only the "
-                        "first %zu were kept%s\n",
+        fprintf(stderr,
+                "stagger %s: the body is larger than %zu bytes (--max-body): only the "
+                "first %zu were kept%s\n",
                 CMD, o->max_body ? o->max_body : (size_t)64 << 20, res.body_len,
                 wrote ? " and written" : "");
     if (status != EXIT_OK && status != EXIT_TRUNCATED && !o->silent) {
@@ -868,8 +872,7 @@ static int run(fetch_opts *o)
         else
             fprintf(stderr, "stagger %s: no answer after %d attempt%s in %s: %s%s%s\n", CMD,
                     res.attempts, res.attempts == 1 ? "" : "s", took,
-                    stg_reason_message(res.reason), res.error_text[0] ? ": " : "",
-                    res.error_text);
+                    stg_reason_message(res.reason), res.error_text[0] ? ": " : "", res.error_text);
     }
     goto out;
 

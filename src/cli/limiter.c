@@ -25,8 +25,10 @@ static int opt_limiter(cli_parser *p, const cli_opt *o, void *field, const char 
     stg_redis_url u;
     const char *why = NULL;
     if (stg_redis_url_parse(val, &u, &why) != STG_OK)
-        return cli_usage_error(l->cmd, "bad value for --limiter: %s (expected "
-                                       "redis://HOST:PORT/KEY)", why ? why : "malformed URL");
+        return cli_usage_error(l->cmd,
+                               "bad value for --limiter: %s (expected "
+                               "redis://HOST:PORT/KEY)",
+                               why ? why : "malformed URL");
     l->url = val;
     l->url_has_key = u.key[0] != '\0';
     return 0;
@@ -91,12 +93,11 @@ static int acquire_adaptive(void *ctx, const char *key, int64_t timeout_us, int6
                             int64_t *ticket)
 {
     cli_limiter *l = ctx;
-    return stg_redis_adaptive_acquire(l->backend, l->url_has_key ? NULL : key, timeout_us,
-                                      wait_us, ticket);
+    return stg_redis_adaptive_acquire(l->backend, l->url_has_key ? NULL : key, timeout_us, wait_us,
+                                      ticket);
 }
 
-static void on_response(void *ctx, const char *key, int64_t ticket, bool throttled,
-                        int64_t hold_us)
+static void on_response(void *ctx, const char *key, int64_t ticket, bool throttled, int64_t hold_us)
 {
     cli_limiter *l = ctx;
     (void)stg_redis_adaptive_response(l->backend, l->url_has_key ? NULL : key, ticket, throttled,

@@ -45,9 +45,10 @@ static void usage(FILE *out)
     for (size_t i = 0; i < N_COMMANDS; i++)
         if (commands[i].run)
             fprintf(out, "  %-8s %s\n", commands[i].name, commands[i].summary);
-    fprintf(out, "\n`stagger COMMAND --help` describes each; `stagger --version` prints the version.\n"
-                 "`stagger help --exit-codes` lists the exit statuses, the same for every command;\n"
-                 "`stagger help --options COMMAND` its options, one a line. See stagger(1).\n");
+    fprintf(out,
+            "\n`stagger COMMAND --help` describes each; `stagger --version` prints the version.\n"
+            "`stagger help --exit-codes` lists the exit statuses, the same for every command;\n"
+            "`stagger help --options COMMAND` its options, one a line. See stagger(1).\n");
 }
 
 static const struct command *lookup(const char *name)

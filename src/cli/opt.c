@@ -40,14 +40,12 @@ int cli_set_true(cli_parser *p, const cli_opt *o, void *field, const char *val)
 
 static bool is_option(const cli_opt *o)
 {
-    return o->kind == CLI_FLAG || o->kind == CLI_STRING || o->kind == CLI_FN ||
-           o->kind == CLI_HELP;
+    return o->kind == CLI_FLAG || o->kind == CLI_STRING || o->kind == CLI_FN || o->kind == CLI_HELP;
 }
 
 /* Find by long name (n bytes of name) or by letter; *ctx is updated to the
  * entry's group ctx. */
-static const cli_opt *find(const cli_opt *t, void **ctx, const char *name, size_t n,
-                           char letter)
+static const cli_opt *find(const cli_opt *t, void **ctx, const char *name, size_t n, char letter)
 {
     for (const cli_opt *o = t; o->kind != CLI_END; o++) {
         if (o->kind == CLI_GROUP) {
@@ -111,9 +109,9 @@ static int one(cli_parser *p, int argc, char **argv, int *i, int pass)
         const cli_opt *o = find(p->cmd->opts, &ctx, name, n, 0);
         snprintf(spelled, sizeof spelled, "--%.*s", (int)(n < 60 ? n : 60), name);
         if (!o)
-            return pass == 1 ? 0
-                             : cli_usage_error(p->cmd->name, "unknown option '%s' (see --help)",
-                                               spelled);
+            return pass == 1
+                       ? 0
+                       : cli_usage_error(p->cmd->name, "unknown option '%s' (see --help)", spelled);
         const char *val = NULL;
         if (o->arg) {
             val = eq ? eq + 1 : *i + 1 < argc ? argv[++*i] : NULL;
@@ -121,8 +119,7 @@ static int one(cli_parser *p, int argc, char **argv, int *i, int pass)
                 return pass == 1 ? 0 : cli_missing_value(p->cmd->name, spelled);
         } else if (eq) {
             return pass == 1 ? 0
-                             : cli_usage_error(p->cmd->name, "option %s takes no value",
-                                               spelled);
+                             : cli_usage_error(p->cmd->name, "option %s takes no value", spelled);
         }
         if (!now(o, pass))
             return 0;
@@ -134,9 +131,9 @@ static int one(cli_parser *p, int argc, char **argv, int *i, int pass)
         const cli_opt *o = find(p->cmd->opts, &ctx, NULL, 0, *c);
         snprintf(spelled, sizeof spelled, "-%c", *c);
         if (!o)
-            return pass == 1 ? 0
-                             : cli_usage_error(p->cmd->name, "unknown option '%s' (see --help)",
-                                               spelled);
+            return pass == 1
+                       ? 0
+                       : cli_usage_error(p->cmd->name, "unknown option '%s' (see --help)", spelled);
         const char *val = NULL;
         if (o->arg) {
             val = c[1] ? c + 1 : *i + 1 < argc ? argv[++*i] : NULL;
@@ -306,8 +303,8 @@ static void dump_table(FILE *out, const cli_opt *t, const char *man)
         if (o->kind == CLI_GROUP)
             dump_table(out, o->group, ref);
         else if (is_option(o))
-            fprintf(out, "%s\t%c\t%s\t%s\n", o->name ? o->name : "-",
-                    o->letter ? o->letter : '-', o->arg ? o->arg : "-", ref ? ref : "-");
+            fprintf(out, "%s\t%c\t%s\t%s\n", o->name ? o->name : "-", o->letter ? o->letter : '-',
+                    o->arg ? o->arg : "-", ref ? ref : "-");
     }
 }
 
@@ -343,11 +340,13 @@ void cli_exit_help(const int *list, FILE *out)
         char item[64];
         int n = snprintf(item, sizeof item, " %d %s%s", list[i], cli_exit_word(list[i]),
                          list[i + 1] >= 0 ? ";" : ".");
+        const char *text = item;
         if (col + n > 78) {
             fputc('\n', out);
             col = 0;
+            text++, n--; /* no leading space on a new line */
         }
-        fputs(item, out);
+        fputs(text, out);
         col += n;
     }
     fputs("\nSee stagger(1) for what each status means.\n", out);

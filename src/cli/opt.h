@@ -50,15 +50,15 @@ enum {
 
 struct cli_opt {
     enum cli_opt_kind kind;
-    const char *name;    /* long name without "--"; NULL: short only */
-    char letter;         /* short name; 0: none */
-    const char *arg;     /* the value's name as --help and the man page write it;
-                            NULL: the option takes no value */
-    const char *help;    /* --help text; lines separated by '\n' */
-    size_t off;          /* offset of the field in ctx */
-    cli_opt_fn fn;       /* CLI_FN */
+    const char *name;     /* long name without "--"; NULL: short only */
+    char letter;          /* short name; 0: none */
+    const char *arg;      /* the value's name as --help and the man page write it;
+                             NULL: the option takes no value */
+    const char *help;     /* --help text; lines separated by '\n' */
+    size_t off;           /* offset of the field in ctx */
+    cli_opt_fn fn;        /* CLI_FN */
     const cli_opt *group; /* CLI_GROUP */
-    unsigned flags;      /* CLI_OPT_* */
+    unsigned flags;       /* CLI_OPT_* */
     /* Where the man text is: NULL, the command's own page describes the
      * option in full; else the page that does (e.g. "stagger-plan(1)") and
      * the command's page only lists it and refers there. On a CLI_GROUP,
@@ -67,14 +67,19 @@ struct cli_opt {
 };
 
 /* Table-building shorthands. */
-#define CLI_OPT_END {.kind = CLI_END}
-#define CLI_OPT_HELP_ENTRY {.kind = CLI_HELP, .name = "help", .letter = 'h', \
-                            .help = "show this help"}
+#define CLI_OPT_END                                                                                \
+    {                                                                                              \
+        .kind = CLI_END                                                                            \
+    }
+#define CLI_OPT_HELP_ENTRY                                                                         \
+    {                                                                                              \
+        .kind = CLI_HELP, .name = "help", .letter = 'h', .help = "show this help"                  \
+    }
 
 /* A subcommand: its table and the text around the generated list. */
 typedef struct cli_command {
-    const char *name;     /* "fetch", "batch report" */
-    const char *usage;    /* help text before the options */
+    const char *name;  /* "fetch", "batch report" */
+    const char *usage; /* help text before the options */
     const cli_opt *opts;
     const char *epilogue; /* help text after the options (may be NULL) */
     const int *exits;     /* the exit statuses it uses, ending with -1 */

@@ -55,9 +55,9 @@ static json_t *policy_json(const stg_policy *p)
     char statuses[512];
     format_statuses(&p->retry_statuses, statuses, sizeof statuses);
     json_t *o = json_pack("{s:s,s:f,s:f,s:f,s:i,s:f,s:f,s:s,s:f,s:s}", "backoff",
-                          stg_backoff_kind_name(p->backoff.kind), "base_ms",
-                          ms(p->backoff.base_us), "cap_ms", ms(p->backoff.cap_us), "multiplier",
-                          p->backoff.multiplier, "max_attempts", p->max_attempts, "deadline_ms",
+                          stg_backoff_kind_name(p->backoff.kind), "base_ms", ms(p->backoff.base_us),
+                          "cap_ms", ms(p->backoff.cap_us), "multiplier", p->backoff.multiplier,
+                          "max_attempts", p->max_attempts, "deadline_ms",
                           p->deadline_us < 0 ? -1.0 : ms(p->deadline_us), "max_server_wait_ms",
                           p->max_server_wait_us < 0 ? -1.0 : ms(p->max_server_wait_us),
                           "retry_after_mode", stg_retry_after_mode_name(p->retry_after_mode),
@@ -78,8 +78,8 @@ static void print_policy(const stg_policy *p)
         snprintf(dl, sizeof dl, "none");
     else
         cli_format_duration(p->deadline_us, dl, sizeof dl);
-    printf("policy: %s backoff, base %s, x%g, cap %s", stg_backoff_kind_name(p->backoff.kind),
-           base, p->backoff.multiplier, cap);
+    printf("policy: %s backoff, base %s, x%g, cap %s", stg_backoff_kind_name(p->backoff.kind), base,
+           p->backoff.multiplier, cap);
     if (p->backoff.kind == STG_BACKOFF_PROPORTIONAL)
         printf(" (%+g%%..%+g%%)", p->backoff.jitter_lo * 100, p->backoff.jitter_hi * 100);
     printf("; %d attempts; deadline %s; Retry-After %s\n", p->max_attempts, dl,
@@ -136,12 +136,11 @@ static int run_schedule(const stg_policy *p, long long samples, uint64_t seed, b
         qsort(c, n, sizeof *c, cmp_i64);
         double share = (double)reached[r] / (double)samples;
         if (json) {
-            json_array_append_new(arr, json_pack("{s:i,s:f,s:f,s:f,s:f,s:f,s:f,s:f}", "retry",
-                                                 r + 1, "reached", share, "wait_min_ms", ms(w[0]),
-                                                 "wait_median_ms", ms(w[n / 2]), "wait_max_ms",
-                                                 ms(w[n - 1]), "cum_min_ms", ms(c[0]),
-                                                 "cum_median_ms", ms(c[n / 2]), "cum_max_ms",
-                                                 ms(c[n - 1])));
+            json_array_append_new(
+                arr, json_pack("{s:i,s:f,s:f,s:f,s:f,s:f,s:f,s:f}", "retry", r + 1, "reached",
+                               share, "wait_min_ms", ms(w[0]), "wait_median_ms", ms(w[n / 2]),
+                               "wait_max_ms", ms(w[n - 1]), "cum_min_ms", ms(c[0]), "cum_median_ms",
+                               ms(c[n / 2]), "cum_max_ms", ms(c[n - 1])));
         } else {
             char b[6][32];
             int64_t v[6] = {w[0], w[n / 2], w[n - 1], c[0], c[n / 2], c[n - 1]};
@@ -170,9 +169,12 @@ static bool parse_respond(const char *text, stg_outcome *o)
     static const struct {
         const char *name;
         stg_net_error e;
-    } errs[] = {{"refused", STG_NET_CONNECT_REFUSED}, {"reset", STG_NET_RESET},
-                {"timeout", STG_NET_TIMEOUT},         {"connect-timeout", STG_NET_CONNECT_TIMEOUT},
-                {"dns", STG_NET_DNS},                 {"tls", STG_NET_TLS},
+    } errs[] = {{"refused", STG_NET_CONNECT_REFUSED},
+                {"reset", STG_NET_RESET},
+                {"timeout", STG_NET_TIMEOUT},
+                {"connect-timeout", STG_NET_CONNECT_TIMEOUT},
+                {"dns", STG_NET_DNS},
+                {"tls", STG_NET_TLS},
                 {"other", STG_NET_OTHER}};
     long long n;
     if (cli_parse_int(text, 100, 599, &n)) {
@@ -212,10 +214,10 @@ static int run_decision(const stg_policy *p, stg_outcome *o, const stg_hints *h,
         return cli_usage_error(CMD, "invalid policy");
 
     if (json) {
-        json_t *hints = json_pack("{s:o,s:o,s:o,s:o,s:o}", "retry_after_ms",
-                                  ms_or_null(h->retry_after_us), "limit", int_or_null(h->limit),
-                                  "remaining", int_or_null(h->remaining), "reset_ms",
-                                  ms_or_null(h->reset_us), "window_ms", ms_or_null(h->window_us));
+        json_t *hints =
+            json_pack("{s:o,s:o,s:o,s:o,s:o}", "retry_after_ms", ms_or_null(h->retry_after_us),
+                      "limit", int_or_null(h->limit), "remaining", int_or_null(h->remaining),
+                      "reset_ms", ms_or_null(h->reset_us), "window_ms", ms_or_null(h->window_us));
         json_t *root = json_pack(
             "{s:s,s:s,s:s,s:f,s:f,s:f,s:o,s:i,s:o,s:o,s:s,s:s,s:o}", "decision",
             stg_action_name(d.action), "reason", stg_reason_name(d.reason), "message",
@@ -306,8 +308,9 @@ static int opt_respond(cli_parser *p, const cli_opt *o, void *field, const char 
     (void)o;
     plan_opts *po = field;
     if (!parse_respond(val, &po->o))
-        return cli_opt_bad(p, val, "expected a status 100..599 or refused, reset, timeout, "
-                                   "connect-timeout, dns, tls, other");
+        return cli_opt_bad(p, val,
+                           "expected a status 100..599 or refused, reset, timeout, "
+                           "connect-timeout, dns, tls, other");
     po->respond = true;
     return 0;
 }
@@ -369,10 +372,10 @@ static const cli_opt plan_opts_table[] = {
      "reset, timeout, connect-timeout, dns, tls, other",
      0, opt_respond, NULL, 0, NULL},
     {CLI_FN, "header", 'H', "'Name: value'",
-     "a response header (Retry-After, X-RateLimit-*,\nRateLimit, RateLimit-Policy); repeatable",
-     0, opt_header, NULL, 0, NULL},
-    {CLI_FN, "request", 'X', "METHOD", "the request method (default GET)", F(o), opt_method,
-     NULL, 0, NULL},
+     "a response header (Retry-After, X-RateLimit-*,\nRateLimit, RateLimit-Policy); repeatable", 0,
+     opt_header, NULL, 0, NULL},
+    {CLI_FN, "request", 'X', "METHOD", "the request method (default GET)", F(o), opt_method, NULL,
+     0, NULL},
     {CLI_FN, "attempt", 0, "N", "the attempt that got the answer (default 1)", F(attempt),
      opt_attempt, NULL, 0, NULL},
     {CLI_FN, "elapsed", 0, "D", "time since the first attempt started (deadline)", F(elapsed),
@@ -398,31 +401,29 @@ static const int plan_exits[] = {CLI_EXIT_OK, CLI_EXIT_FAILED, CLI_EXIT_USAGE, -
 
 const cli_command cli_plan_command = {
     .name = CMD,
-    .usage =
-        "usage: stagger plan [policy options] [--samples N] [--seed S] [--json]\n"
-        "       stagger plan [policy options] --respond STATUS|ERROR [-H 'Name: value']...\n"
-        "                    [-X METHOD] [--attempt N] [--elapsed D] [--prev-wait D]\n"
-        "                    [--idempotency-key] [--now UNIX_SECONDS] [--seed S] [--json]\n"
-        "\n"
-        "Without --respond: sample --samples schedules (default 10000) of the policy,\n"
-        "each as if every attempt failed with a retryable 503 and took no time, and\n"
-        "print per retry the min / median / max wait, the cumulative time, and the\n"
-        "share of schedules that get that far (the deadline can cut them short).\n"
-        "\n"
-        "With --respond: the decision for that response to attempt --attempt\n"
-        "(default 1) and why.\n",
+    .usage = "usage: stagger plan [policy options] [--samples N] [--seed S] [--json]\n"
+             "       stagger plan [policy options] --respond STATUS|ERROR [-H 'Name: value']...\n"
+             "                    [-X METHOD] [--attempt N] [--elapsed D] [--prev-wait D]\n"
+             "                    [--idempotency-key] [--now UNIX_SECONDS] [--seed S] [--json]\n"
+             "\n"
+             "Without --respond: sample --samples schedules (default 10000) of the policy,\n"
+             "each as if every attempt failed with a retryable 503 and took no time, and\n"
+             "print per retry the min / median / max wait, the cumulative time, and the\n"
+             "share of schedules that get that far (the deadline can cut them short).\n"
+             "\n"
+             "With --respond: the decision for that response to attempt --attempt\n"
+             "(default 1) and why.\n",
     .opts = plan_opts_table,
-    .epilogue =
-        "JSON (--json), schedule mode: one object with \"policy\" (the resolved\n"
-        "policy), \"samples\", \"seed\" and \"retries\", an array of objects with\n"
-        "retry, reached (share), wait_min_ms, wait_median_ms, wait_max_ms,\n"
-        "cum_min_ms, cum_median_ms, cum_max_ms.\n"
-        "JSON, decision mode: decision (success|retry|give_up), reason (e.g.\n"
-        "retry_status, status_not_retryable, server_wait_too_long), message,\n"
-        "wait_min_ms, wait_max_ms (range the wait is drawn from), wait_ms (the wait\n"
-        "drawn for --seed), server_wait_ms (parsed hint or null), attempt, status,\n"
-        "error, method, retry_after_mode, and hints {retry_after_ms, limit,\n"
-        "remaining, reset_ms, window_ms} (null when absent).\n",
+    .epilogue = "JSON (--json), schedule mode: one object with \"policy\" (the resolved\n"
+                "policy), \"samples\", \"seed\" and \"retries\", an array of objects with\n"
+                "retry, reached (share), wait_min_ms, wait_median_ms, wait_max_ms,\n"
+                "cum_min_ms, cum_median_ms, cum_max_ms.\n"
+                "JSON, decision mode: decision (success|retry|give_up), reason (e.g.\n"
+                "retry_status, status_not_retryable, server_wait_too_long), message,\n"
+                "wait_min_ms, wait_max_ms (range the wait is drawn from), wait_ms (the wait\n"
+                "drawn for --seed), server_wait_ms (parsed hint or null), attempt, status,\n"
+                "error, method, retry_after_mode, and hints {retry_after_ms, limit,\n"
+                "remaining, reset_ms, window_ms} (null when absent).\n",
     .exits = plan_exits,
 };
 

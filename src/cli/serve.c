@@ -233,18 +233,19 @@ static int opt_max_body(cli_parser *p, const cli_opt *o, void *field, const char
 #define F(x) offsetof(serve_opts, cfg.x)
 static const cli_opt serve_table[] = {
     {.kind = CLI_HEADING, .help = "Listening"},
-    {CLI_STRING, "bind", 0, "ADDR", "numeric IPv4/IPv6 address (default 127.0.0.1)", F(bind),
-     NULL, NULL, 0, NULL},
-    {CLI_FN, "port", 0, "N", "TCP port, 0 picks a free one (default 0)", F(port), opt_port,
+    {CLI_STRING, "bind", 0, "ADDR", "numeric IPv4/IPv6 address (default 127.0.0.1)", F(bind), NULL,
      NULL, 0, NULL},
-    {CLI_FN, "threads", 0, "N", "epoll worker threads, 1..64 (default: CPUs, max 16)",
-     F(threads), opt_threads, NULL, 0, NULL},
-    {.kind = CLI_HEADING, .help = "Global limit (libstagger's GCRA token bucket; no --rate: no "
-                                  "limit)"},
+    {CLI_FN, "port", 0, "N", "TCP port, 0 picks a free one (default 0)", F(port), opt_port, NULL, 0,
+     NULL},
+    {CLI_FN, "threads", 0, "N", "epoll worker threads, 1..64 (default: CPUs, max 16)", F(threads),
+     opt_threads, NULL, 0, NULL},
+    {.kind = CLI_HEADING,
+     .help = "Global limit (libstagger's GCRA token bucket; no --rate: no "
+             "limit)"},
     {CLI_FN, "rate", 0, "R", "requests per second, > 0 (fractions allowed)", F(rate), opt_rate,
      NULL, 0, NULL},
-    {CLI_FN, "burst", 0, "B", "bucket capacity (default max(1, ceil(R)))", 0, opt_burst, NULL,
-     0, NULL},
+    {CLI_FN, "burst", 0, "B", "bucket capacity (default max(1, ceil(R)))", 0, opt_burst, NULL, 0,
+     NULL},
     {CLI_FN, "limit-status", 0, "429|503", "status of refusals (default 429)", F(limit_status),
      opt_limit_status, NULL, 0, NULL},
     {CLI_FN, "retry-after", 0, "seconds|date|none",
@@ -270,33 +271,32 @@ static const cli_opt serve_table[] = {
      offsetof(serve_opts, cfg), opt_outage, NULL, 0, NULL},
     {CLI_FN, "reset-prob", 0, "P", "close the connection without an answer (probability)",
      F(reset_prob), opt_prob, NULL, 0, NULL},
-    {CLI_FN, "reset-every", 0, "N", "... for every Nth request", F(reset_every), opt_every,
-     NULL, 0, NULL},
+    {CLI_FN, "reset-every", 0, "N", "... for every Nth request", F(reset_every), opt_every, NULL, 0,
+     NULL},
     {CLI_FN, "hang-prob", 0, "P",
      "never answer, until the client leaves or the server\nstops (probability)", F(hang_prob),
      opt_prob, NULL, 0, NULL},
-    {CLI_FN, "hang-every", 0, "N", "... for every Nth request", F(hang_every), opt_every, NULL,
-     0, NULL},
+    {CLI_FN, "hang-every", 0, "N", "... for every Nth request", F(hang_every), opt_every, NULL, 0,
+     NULL},
     {CLI_FN, "slow-body-prob", 0, "P", "trickle the body of an admitted answer (probability)",
      F(slow_prob), opt_prob, NULL, 0, NULL},
-    {CLI_FN, "slow-body-every", 0, "N", "... for every Nth request", F(slow_every), opt_every,
-     NULL, 0, NULL},
+    {CLI_FN, "slow-body-every", 0, "N", "... for every Nth request", F(slow_every), opt_every, NULL,
+     0, NULL},
     {CLI_FN, "slow-body-ms", 0, "N", "time a slow body takes, in ms (default 1000)",
      F(slow_body_us), opt_slow_ms, NULL, 0, NULL},
-    {CLI_FN, "seed", 0, "S", "seed of the fault generator (default 1)", F(seed), opt_seed, NULL,
-     0, NULL},
+    {CLI_FN, "seed", 0, "S", "seed of the fault generator (default 1)", F(seed), opt_seed, NULL, 0,
+     NULL},
     {.kind = CLI_HEADING, .help = "Output"},
     {CLI_STRING, "log", 0, "FILE",
      "one line per request: arrival us since start, client,\n"
      "method, path, status or reset/hang/aborted, key",
      F(log_path), NULL, NULL, 0, NULL},
     {CLI_FN, "log-format", 0, "jsonl|csv", "(default jsonl; csv has a header line)",
-     offsetof(serve_opts, cfg),
-     opt_log_format, NULL, 0, NULL},
+     offsetof(serve_opts, cfg), opt_log_format, NULL, 0, NULL},
     {CLI_STRING, "stats", 0, "FILE", "write the stats JSON (as GET /__stats) at exit",
      F(stats_path), NULL, NULL, 0, NULL},
-    {CLI_FN, "max-body", 0, "BYTES", "larger request bodies get 413 (default 1048576)",
-     F(max_body), opt_max_body, NULL, 0, NULL},
+    {CLI_FN, "max-body", 0, "BYTES", "larger request bodies get 413 (default 1048576)", F(max_body),
+     opt_max_body, NULL, 0, NULL},
     CLI_OPT_HELP_ENTRY,
     CLI_OPT_END,
 };
@@ -313,15 +313,14 @@ const cli_command cli_serve_command = {
              "SIGTERM, then writes --stats and exits 0. Replies are never stalled (TCP_NODELAY,\n"
              "epoll threads, keep-alive) unless a fault below says so.\n",
     .opts = serve_table,
-    .epilogue =
-        "Endpoints: /status/CODE (that status, 100..599; ?retry_after=N adds\n"
-        "Retry-After), /echo (the request as JSON), /__stats (counters; not counted,\n"
-        "not limited), anything else: 200 {\"path\":...,\"ok\":true}. A POST or PATCH\n"
-        "repeated with the same Idempotency-Key gets the first answer again; one\n"
-        "repeated without a key is counted in duplicates_without_key.\n"
-        "\n"
-        "Exit status 0 after SIGINT/SIGTERM, 1 if the server cannot start (or the\n"
-        "stats file cannot be written). See stagger-serve(1).\n",
+    .epilogue = "Endpoints: /status/CODE (that status, 100..599; ?retry_after=N adds\n"
+                "Retry-After), /echo (the request as JSON), /__stats (counters; not counted,\n"
+                "not limited), anything else: 200 {\"path\":...,\"ok\":true}. A POST or PATCH\n"
+                "repeated with the same Idempotency-Key gets the first answer again; one\n"
+                "repeated without a key is counted in duplicates_without_key.\n"
+                "\n"
+                "In detail: 0 after SIGINT/SIGTERM, 1 if the server cannot start (or the\n"
+                "stats file cannot be written). See stagger-serve(1).\n",
     .exits = serve_exits,
 };
 

@@ -145,8 +145,9 @@ static int opt_strategies(cli_parser *p, const cli_opt *o, void *field, const ch
 {
     (void)o;
     if (parse_strategies(v, field) != 0)
-        return cli_opt_bad(p, v, "expected names among none, fixed, exponential, full, equal, "
-                                 "decorrelated, pct, additive, bucket, adaptive");
+        return cli_opt_bad(p, v,
+                           "expected names among none, fixed, exponential, full, equal, "
+                           "decorrelated, pct, additive, bucket, adaptive");
     return 0;
 }
 
@@ -312,72 +313,77 @@ static int opt_breaker(cli_parser *p, const cli_opt *o, void *field, const char 
 static int opt_not_here(cli_parser *p, const cli_opt *o, void *field, const char *v)
 {
     (void)field, (void)v;
-    return cli_usage_error(cli_cmd_name(p), "--%s does not apply: choose backoffs with "
-                                            "--strategies", o->name);
+    return cli_usage_error(cli_cmd_name(p),
+                           "--%s does not apply: choose backoffs with "
+                           "--strategies",
+                           o->name);
 }
 
 #define F(x) offsetof(sim_cli, o.x)
 static const cli_opt sim_table[] = {
     {.kind = CLI_HEADING,
      .help = "Options (defaults depend on the scenario; see stagger-sim(1) and docs/sim.md)"},
-    {CLI_FN, "clients", 0, "LIST", "clients (workers): N, N,M,... or FROM..TO[:STEP]", offsetof(sim_cli, o),
-     opt_clients, NULL, 0, NULL},
-    {CLI_FN, "workers", 0, "LIST", "same as --clients", offsetof(sim_cli, o), opt_clients, NULL, 0, NULL},
+    {CLI_FN, "clients", 0, "LIST", "clients (workers): N, N,M,... or FROM..TO[:STEP]",
+     offsetof(sim_cli, o), opt_clients, NULL, 0, NULL},
+    {CLI_FN, "workers", 0, "LIST", "same as --clients", offsetof(sim_cli, o), opt_clients, NULL, 0,
+     NULL},
     {CLI_FN, "strategies", 0, "LIST",
      "none, fixed, exponential, full, equal, decorrelated,\n"
      "pct, additive, bucket, adaptive (comma-separated)",
      offsetof(sim_cli, o), opt_strategies, NULL, 0, NULL},
-    {CLI_FN, "strategy", 0, "LIST", "same as --strategies", offsetof(sim_cli, o), opt_strategies, NULL, 0, NULL},
-    {CLI_FN, "modes", 0, "LIST", "quota: Retry-After modes exact, honor, cap, ignore", offsetof(sim_cli, o),
-     opt_modes, NULL, 0, NULL},
-    {CLI_FN, "trials", 0, "N", "repeat with seeds S..S+N-1 (default 1; contention 100)",
-     F(trials), opt_trials, NULL, 0, NULL},
+    {CLI_FN, "strategy", 0, "LIST", "same as --strategies", offsetof(sim_cli, o), opt_strategies,
+     NULL, 0, NULL},
+    {CLI_FN, "modes", 0, "LIST", "quota: Retry-After modes exact, honor, cap, ignore",
+     offsetof(sim_cli, o), opt_modes, NULL, 0, NULL},
+    {CLI_FN, "trials", 0, "N", "repeat with seeds S..S+N-1 (default 1; contention 100)", F(trials),
+     opt_trials, NULL, 0, NULL},
     {CLI_FN, "seed", 0, "S", "first seed (default 1)", F(seed), opt_seed, NULL, 0, NULL},
     {CLI_FN, "delay", 0, "MEAN[:SD]",
      "every message leg takes |Normal(MEAN, SD)| (herd\n"
      "5ms:0.5ms; quota, storm, load 1ms:0.2ms; contention\n10ms:2ms)",
      F(delay), opt_delay, NULL, 0, NULL},
     {CLI_FN, "server-time", 0, "D",
-     "server time per request (herd 1ms; quota, storm, load\n3ms; contention 0)",
-     F(server_us), opt_duration, NULL, 0, NULL},
+     "server time per request (herd 1ms; quota, storm, load\n3ms; contention 0)", F(server_us),
+     opt_duration, NULL, 0, NULL},
     {CLI_FN, "window", 0, "D",
-     "herd: window of max-in-window (10ms); others: window of\nthe peak rate (100ms)",
-     F(window_us), opt_positive_duration, NULL, 0, NULL},
+     "herd: window of max-in-window (10ms); others: window of\nthe peak rate (100ms)", F(window_us),
+     opt_positive_duration, NULL, 0, NULL},
     {CLI_FN, "peak-after", 0, "D",
      "count the peak rate from this instant (quota 5s,\nstorm 1s, load 0)", F(peak_after_us),
      opt_duration, NULL, 0, NULL},
     {CLI_FN, "bin", 0, "D", "chart bin width (herd 10ms, others 100ms)", F(bin_us),
      opt_positive_duration, NULL, 0, NULL},
-    {CLI_FN, "fail-first", 0, "K", "herd: 429s before each client's 200 (default 4)",
-     F(fail_first), opt_fail_first, NULL, 0, NULL},
+    {CLI_FN, "fail-first", 0, "K", "herd: 429s before each client's 200 (default 4)", F(fail_first),
+     opt_fail_first, NULL, 0, NULL},
     {CLI_FN, "limit", 0, "R", "server limit, requests/s (default 100)", F(limit_rps), opt_limit,
      NULL, 0, NULL},
-    {CLI_FN, "burst", 0, "N", "server burst (quota, load 100; storm 20)", F(burst), opt_burst,
-     NULL, 0, NULL},
+    {CLI_FN, "burst", 0, "N", "server burst (quota, load 100; storm 20)", F(burst), opt_burst, NULL,
+     0, NULL},
     {CLI_FN, "server-retry-after", 0, "D",
-     "Retry-After sent with each 429, 0 = none (quota 5s;\nstorm and load none)",
-     F(retry_after_us), opt_duration, NULL, 0, NULL},
-    {CLI_FN, "errors", 0, "P", "share of arrivals answered 503 (a fault; default 0)",
-     F(error_rate), opt_errors, NULL, 0, NULL},
-    {CLI_FN, "requests", 0, "N", "quota: requests per client (10); storm: jobs (2000)",
-     F(requests), opt_requests, NULL, 0, NULL},
+     "Retry-After sent with each 429, 0 = none (quota 5s;\nstorm and load none)", F(retry_after_us),
+     opt_duration, NULL, 0, NULL},
+    {CLI_FN, "errors", 0, "P", "share of arrivals answered 503 (a fault; default 0)", F(error_rate),
+     opt_errors, NULL, 0, NULL},
+    {CLI_FN, "requests", 0, "N", "quota: requests per client (10); storm: jobs (2000)", F(requests),
+     opt_requests, NULL, 0, NULL},
     {CLI_FN, "jobs", 0, "N", "same as --requests", F(requests), opt_requests, NULL, 0, NULL},
     {CLI_FN, "client-share", 0, "X", "bucket: client rate as a share of --limit (0.8)",
      F(client_share), opt_client_share, NULL, 0, NULL},
-    {CLI_FN, "client-burst", 0, "N", "bucket: client burst (40)", F(client_burst), opt_burst,
-     NULL, 0, NULL},
+    {CLI_FN, "client-burst", 0, "N", "bucket: client burst (40)", F(client_burst), opt_burst, NULL,
+     0, NULL},
     {CLI_FN, "paced-backoff", 0, "KIND", "backoff of the bucket and adaptive rows (pct)",
      F(paced_backoff), opt_paced_backoff, NULL, 0, NULL},
     {CLI_FN, "budget", 0, "MAX[:RATIO]|on",
-     "one shared retry budget (stg_budget; quota/storm/load)", offsetof(sim_cli, o), opt_budget, NULL, 0, NULL},
+     "one shared retry budget (stg_budget; quota/storm/load)", offsetof(sim_cli, o), opt_budget,
+     NULL, 0, NULL},
     {CLI_FN, "breaker", 0, "N[:OPEN]|on",
      "one shared circuit breaker, N consecutive failures\n"
      "open it for OPEN (stg_breaker; quota/storm/load)",
      offsetof(sim_cli, o), opt_breaker, NULL, 0, NULL},
     {CLI_FLAG, "json", 0, NULL, "one JSON object per row on stdout instead of the table",
      offsetof(sim_cli, json), NULL, NULL, 0, NULL},
-    {CLI_STRING, "csv", 0, "FILE", "also write the rows as CSV", offsetof(sim_cli, csv), NULL,
-     NULL, 0, NULL},
+    {CLI_STRING, "csv", 0, "FILE", "also write the rows as CSV", offsetof(sim_cli, csv), NULL, NULL,
+     0, NULL},
     {CLI_STRING, "svg", 0, "FILE",
      "also write a chart: arrivals over time per strategy\n"
      "(herd, quota, storm, load) or calls and completion\ntime against clients (contention)",
@@ -397,50 +403,48 @@ static const int sim_exits[] = {CLI_EXIT_OK, CLI_EXIT_FAILED, CLI_EXIT_USAGE, -1
 
 const cli_command cli_sim_command = {
     .name = CMD,
-    .usage =
-        "usage: stagger sim SCENARIO [options]\n"
-        "       stagger sim --help\n"
-        "\n"
-        "Run many clients against a modelled server in virtual time (nothing sleeps) and\n"
-        "compare retry strategies. Every wait, decision and limiter is libstagger's own\n"
-        "(stg_decide, backoff, bucket, adaptive rate, budget, breaker). The same --seed\n"
-        "gives the same output; --trials N repeats with seeds S, S+1, ... and reports\n"
-        "means (and the standard deviation).\n"
-        "\n"
-        "Scenarios:\n"
-        "  herd        N clients (--clients, 20) start together; the server answers each\n"
-        "              client's first K attempts (--fail-first, 4) with 429, then 200;\n"
-        "              base 200 ms, 5 retries, deadline 15 s. Compares fixed, exponential\n"
-        "              (no jitter), equal, full and decorrelated jitter: span of each\n"
-        "              retry round (first to last arrival), most retries in any\n"
-        "              --window (10 ms), time until every client has finished, calls.\n"
-        "  quota       100 clients x 10 requests (--requests) share a server limited to\n"
-        "              100/s (burst 100) that answers 429 with Retry-After: 5. Compares\n"
-        "              Retry-After honoured exactly, honoured with spread (the default)\n"
-        "              and used as a cap (--modes): peak arrivals/s after t = 5 s, calls,\n"
-        "              429s, retries earlier than asked, time to drain.\n"
-        "  storm       2000 jobs (--jobs) worked by 50 and 30 workers (--clients) against\n"
-        "              100/s (burst 20): fixed 1 s sleep vs exponential +-20% jitter\n"
-        "              (pct) vs a shared client token bucket at 80% of the limit (bucket)\n"
-        "              vs the adaptive rate, not told the limit (adaptive); 6 retries.\n"
-        "              Peak offered load, completion time / ideal, calls, 429s, failed.\n"
-        "  load        1000 concurrent requests against 100/s (burst 100), deadline\n"
-        "              10 s each, 5 retries, base 1 s: fixed 1000 ms, exponential,\n"
-        "              full, equal, decorrelated, pct, additive. Mean and p99 latency\n"
-        "              of successes, success rate within the deadline, calls, 429s.\n"
-        "  contention  The AWS blog \"Exponential Backoff and Jitter\" (2015) model: N\n"
-        "              clients (10..150:10) each make one optimistic-concurrency write to\n"
-        "              one row; legs |N(10 ms, 2 ms)|; base 5 ms, cap 2 s; none,\n"
-        "              exponential, full, equal, decorrelated; 100 trials per point.\n"
-        "              Mean calls (writes) and completion time per strategy and N.\n",
+    .usage = "usage: stagger sim SCENARIO [options]\n"
+             "       stagger sim --help\n"
+             "\n"
+             "Run many clients against a modelled server in virtual time (nothing sleeps) and\n"
+             "compare retry strategies. Every wait, decision and limiter is libstagger's own\n"
+             "(stg_decide, backoff, bucket, adaptive rate, budget, breaker). The same --seed\n"
+             "gives the same output; --trials N repeats with seeds S, S+1, ... and reports\n"
+             "means (and the standard deviation).\n"
+             "\n"
+             "Scenarios:\n"
+             "  herd        N clients (--clients, 20) start together; the server answers each\n"
+             "              client's first K attempts (--fail-first, 4) with 429, then 200;\n"
+             "              base 200 ms, 5 retries, deadline 15 s. Compares fixed, exponential\n"
+             "              (no jitter), equal, full and decorrelated jitter: span of each\n"
+             "              retry round (first to last arrival), most retries in any\n"
+             "              --window (10 ms), time until every client has finished, calls.\n"
+             "  quota       100 clients x 10 requests (--requests) share a server limited to\n"
+             "              100/s (burst 100) that answers 429 with Retry-After: 5. Compares\n"
+             "              Retry-After honoured exactly, honoured with spread (the default)\n"
+             "              and used as a cap (--modes): peak arrivals/s after t = 5 s, calls,\n"
+             "              429s, retries earlier than asked, time to drain.\n"
+             "  storm       2000 jobs (--jobs) worked by 50 and 30 workers (--clients) against\n"
+             "              100/s (burst 20): fixed 1 s sleep vs exponential +-20% jitter\n"
+             "              (pct) vs a shared client token bucket at 80% of the limit (bucket)\n"
+             "              vs the adaptive rate, not told the limit (adaptive); 6 retries.\n"
+             "              Peak offered load, completion time / ideal, calls, 429s, failed.\n"
+             "  load        1000 concurrent requests against 100/s (burst 100), deadline\n"
+             "              10 s each, 5 retries, base 1 s: fixed 1000 ms, exponential,\n"
+             "              full, equal, decorrelated, pct, additive. Mean and p99 latency\n"
+             "              of successes, success rate within the deadline, calls, 429s.\n"
+             "  contention  The AWS blog \"Exponential Backoff and Jitter\" (2015) model: N\n"
+             "              clients (10..150:10) each make one optimistic-concurrency write to\n"
+             "              one row; legs |N(10 ms, 2 ms)|; base 5 ms, cap 2 s; none,\n"
+             "              exponential, full, equal, decorrelated; 100 trials per point.\n"
+             "              Mean calls (writes) and completion time per strategy and N.\n",
     .opts = sim_table,
-    .epilogue =
-        "JSON fields: scenario, strategy, retry_after (quota), clients, trials, seed,\n"
-        "window_ms, then the scenario's figures: calls, total_ms, failed, and\n"
-        "max_in_window + round_spans_ms (herd), peak_rps, throttled, early (quota),\n"
-        "peak_rps, ratio, throttled (storm), mean_ms, p99_ms, success_rate, throttled\n"
-        "(load); with --trials > 1 each figure KEY also has KEY_sd.\n"
-        "1 means a file could not be written.\n",
+    .epilogue = "JSON fields: scenario, strategy, retry_after (quota), clients, trials, seed,\n"
+                "window_ms, then the scenario's figures: calls, total_ms, failed, and\n"
+                "max_in_window + round_spans_ms (herd), peak_rps, throttled, early (quota),\n"
+                "peak_rps, ratio, throttled (storm), mean_ms, p99_ms, success_rate, throttled\n"
+                "(load); with --trials > 1 each figure KEY also has KEY_sd.\n"
+                "1 means a file could not be written.\n",
     .exits = sim_exits,
 };
 
@@ -456,8 +460,10 @@ int cli_sim_main(int argc, char **argv)
     }
     int sc = sim_scenario_parse(argv[1]);
     if (sc < 0)
-        return cli_usage_error(CMD, "unknown scenario '%s': expected herd, quota, storm, load "
-                                    "or contention", argv[1]);
+        return cli_usage_error(CMD,
+                               "unknown scenario '%s': expected herd, quota, storm, load "
+                               "or contention",
+                               argv[1]);
     sim_cli c;
     memset(&c, 0, sizeof c);
     sim_opts_default(&c.o, (sim_scenario)sc);

@@ -111,8 +111,9 @@ static int opt_backoff(cli_parser *p, const cli_opt *o, void *field, const char 
     (void)o;
     stg_policy *pol = field;
     if (stg_backoff_parse(val, &pol->backoff) != STG_OK)
-        return cli_opt_bad(p, val, "expected fixed, exponential, full, equal, decorrelated, "
-                                   "pct:LO:HI or additive");
+        return cli_opt_bad(p, val,
+                           "expected fixed, exponential, full, equal, decorrelated, "
+                           "pct:LO:HI or additive");
     return 0;
 }
 
@@ -218,18 +219,18 @@ const cli_opt cli_policy_opts[] = {
     {CLI_FN, "base", 0, "D", "first backoff step (default 500ms)", 0, opt_base, NULL, 0, NULL},
     {CLI_FN, "cap", 0, "D", "largest backoff step (default 30s)", 0, opt_cap, NULL, 0, NULL},
     {CLI_FN, "mult", 0, "X", "growth per retry (default 2)", 0, opt_mult, NULL, 0, NULL},
-    {CLI_FN, "retries", 0, "N", "retries after the first attempt (default 5)", 0, opt_retries,
-     NULL, 0, NULL},
+    {CLI_FN, "retries", 0, "N", "retries after the first attempt (default 5)", 0, opt_retries, NULL,
+     0, NULL},
     {CLI_FN, "deadline", 0, "D", "overall time limit, 0 = none (default 60s)", 0, opt_deadline,
      NULL, 0, NULL},
     {CLI_FN, "max-server-wait", 0, "D",
      "give the response back when the server asks for more\nthan this (default 30s)", 0,
      opt_max_server_wait, NULL, 0, NULL},
-    {CLI_FN, "retry-after", 0, "MODE", "honor (default) | exact | cap | ignore", 0,
-     opt_retry_after, NULL, 0, NULL},
+    {CLI_FN, "retry-after", 0, "MODE", "honor (default) | exact | cap | ignore", 0, opt_retry_after,
+     NULL, 0, NULL},
     {CLI_FN, "spread", 0, "X",
-     "honor mode: spread after Retry-After, as a fraction of\nit (default 0.2; at least --base)",
-     0, opt_spread, NULL, 0, NULL},
+     "honor mode: spread after Retry-After, as a fraction of\nit (default 0.2; at least --base)", 0,
+     opt_spread, NULL, 0, NULL},
     {CLI_FN, "retry-on", 0, "LIST",
      "statuses to retry, e.g. 429,503 or 429,5xx\n(default 408,429,500,502,503,504)", 0,
      opt_retry_on, NULL, 0, NULL},
@@ -264,7 +265,6 @@ bool cli_header_ok(const char *h)
             return false;
     return h[n] == ':' || (h[n] == ';' && h[n + 1] == '\0');
 }
-
 
 char *cli_read_file(const char *path, size_t *len)
 {
@@ -303,8 +303,7 @@ char *cli_read_file(const char *path, size_t *len)
 }
 
 int cli_header_arg(const char *cmd, const char *val,
-                   int (*add)(void *ctx, const char *line, bool secret), void *ctx,
-                   char **owned)
+                   int (*add)(void *ctx, const char *line, bool secret), void *ctx, char **owned)
 {
     *owned = NULL;
     if (val[0] != '@') {
@@ -333,8 +332,8 @@ int cli_header_arg(const char *cmd, const char *val,
         if (!n)
             continue;
         if (!cli_header_ok(line))
-            return cli_usage_error(cmd, "bad header in %s (line %d): expected 'Name: value'",
-                                   path, line_no);
+            return cli_usage_error(cmd, "bad header in %s (line %d): expected 'Name: value'", path,
+                                   line_no);
         int rc = add(ctx, line, true);
         if (rc)
             return rc;
