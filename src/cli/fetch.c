@@ -641,8 +641,10 @@ static int exit_status(const stg_result *r)
 {
     if (r->reason == STG_REASON_CANCELLED)
         return stop_signal == SIGTERM ? CLI_EXIT_SIGTERM : CLI_EXIT_SIGINT;
+    if (r->body_truncated)
+        return EXIT_TRUNCATED; /* whatever the status: the answer is not all there */
     if (r->action == STG_ACTION_SUCCESS)
-        return r->body_truncated ? EXIT_TRUNCATED : EXIT_OK;
+        return EXIT_OK;
     if (r->status == 0 && r->curl_code == CURLE_URL_MALFORMAT)
         return CLI_EXIT_USAGE; /* a URL the parse-time check let through */
     switch (r->reason) {

@@ -266,6 +266,8 @@ check "-o, no answer: no file left" [ ! -e "$T/none.out" ]
 expect_exit "--max-body 8: exit 9" 9 "$S" fetch --max-body 8 -o "$T/cut.out" "$BASE/long-path-x"
 check "--max-body: a message says it was cut" grep -q 'larger than 8 bytes' /tmp/stg_err.$$
 check "--max-body: the first 8 bytes kept" [ "$(wc -c < "$T/cut.out")" = 8 ]
+expect_exit "--max-body 8 on a 404: still 9 (not all there)" 9 "$S" fetch -s --max-body 8 \
+  -o /dev/null "$BASE/status/404"
 expect_exit "--max-body 1k: whole body, exit 0" 0 "$S" fetch -s --max-body 1k -o /dev/null "$BASE/x"
 expect_exit "--max-body 0: usage" 2 "$S" fetch --max-body 0 "$BASE/x"
 
