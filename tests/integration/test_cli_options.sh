@@ -140,7 +140,7 @@ $(cat "$T/diff")"
     [ "$name" = - ] && continue
     set +e
     # shellcheck disable=SC2086
-    "$S" $cmd "--$name" > /dev/null 2> "$T/err" < /dev/null
+    timeout 20 "$S" $cmd "--$name" > /dev/null 2> "$T/err" < /dev/null
     set -e
     check "$cmd --$name is parsed" sh -c "! grep -q 'unknown option' '$T/err'"
   done < "$T/table"
