@@ -140,9 +140,11 @@ $(cat "$T/diff")"
     [ "$name" = - ] && continue
     set +e
     # shellcheck disable=SC2086
-    timeout 20 "$S" $cmd "--$name" > /dev/null 2> "$T/err" < /dev/null
+    probe=$cmd
+    [ "$cmd" = sim ] && probe="sim herd" # sim's first argument is the scenario
+    timeout 20 "$S" $probe "--$name" > /dev/null 2> "$T/err" < /dev/null
     set -e
-    check "$cmd --$name is parsed" sh -c "! grep -q 'unknown option' '$T/err'"
+    check "$cmd --$name is parsed" sh -c "! grep -q 'unknown \(option\|scenario\)' '$T/err'"
   done < "$T/table"
 done
 
