@@ -46,6 +46,7 @@
 
 #include "cli/cli.h"
 #include "cli/limiter.h"
+#include "util/assert.h"
 
 #define CMD "fetch"
 
@@ -835,6 +836,10 @@ static int run(fetch_opts *o)
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, &old_int);
     sigaction(SIGTERM, &sa, &old_term);
+    /* The file header's invariant: every output is open before a request. */
+    STG_ASSERT(!o->out_path || outf);
+    STG_ASSERT(!o->log_path || logf);
+    STG_ASSERT(!o->metrics_path || metrics);
     int rc = stg_curl_perform(easy, &cfg, &res);
     sigaction(SIGINT, &old_int, NULL);
     sigaction(SIGTERM, &old_term, NULL);
