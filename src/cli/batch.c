@@ -10,6 +10,7 @@
  */
 #ifdef STG_HAVE_STORE
 
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,85 +19,6 @@
 #include "cli/cli.h"
 
 #define CMD "batch"
-
-static void help(void)
-{
-    printf(
-        "usage: stagger batch [options] INPUT\n"
-        "       stagger batch [options] --url TEMPLATE KEYS\n"
-        "       stagger batch [options] --db FILE\n"
-        "       stagger batch report [--db FILE] [--json] [--bad-lines]\n"
-        "       stagger batch export [--db FILE] [--format jsonl|csv] [-o FILE]\n"
-        "                            [--state STATE[,STATE...]] [--bodies]\n"
-        "\n"
-        "Run a batch of HTTP requests politely and durably: every job's state is kept\n"
-        "in SQLite, so a run that stops (SIGINT, kill -9, a full disk) resumes where it\n"
-        "stopped when the same command is run again. Each job ends done, failed\n"
-        "(non-retryable answer), deferred (retries ran out, breaker open, or the server\n"
-        "asked for a longer wait: kept for --retry-deferred) or review (a non-idempotent\n"
-        "request that may have been sent when a run stopped).\n"
-        "\n"
-        "Input (blank lines and lines starting with # are skipped):\n"
-        "  INPUT                  URLs, one a line, or JSONL requests {\"id\", \"method\",\n"
-        "                         \"url\", \"headers\", \"body\"}; - reads stdin\n"
-        "  --url TEMPLATE         INPUT is a file of keys; {} in TEMPLATE is replaced by\n"
-        "                         each key, percent-encoded\n"
-        "  --input-format F       auto | urls | keys | jsonl (default auto: JSONL when\n"
-        "                         the first line starts with '{')\n"
-        "  -X, --method M         method of URL and key jobs (default GET)\n"
-        "  --strict               refuse to run when any line is bad (default: report\n"
-        "                         bad lines with their numbers and skip them)\n"
-        "\n"
-        "State:\n"
-        "  --db FILE              the database (default: stagger-batch.db next to INPUT)\n"
-        "  --out DIR              write each response body to DIR/<id> (default: keep\n"
-        "                         bodies in the database)\n"
-        "  --retry-deferred       run the deferred jobs again\n"
-        "  --retry-review         resend the jobs in review\n"
-        "  --busy-timeout D       wait this long for a locked database (default 5s)\n"
-        "\n"
-        "Requests:\n"
-        "  -H, --header 'N: V'    add a header to every request; never stored (put\n"
-        "                         secrets such as Authorization here)\n"
-        "  --concurrency N        requests in flight at once (default 30)\n"
-        "  --rate R               client-side limit, requests/s per host (token bucket);\n"
-        "                         0: no limit; not given: adaptive rate\n"
-        "  --burst B              bucket size for --rate (default max(1, ceil(R)))\n"
-        "  --max-rate R           adaptive: never above R requests/s\n"
-        "  --breaker N            consecutive failures that open a host's circuit\n"
-        "                         breaker (default 20; 0: no breaker)\n"
-        "  --breaker-open D       how long it stays open (default 30s)\n"
-        "  --on-breaker MODE      wait (default: jobs wait for an open breaker to\n"
-        "                         half-open, and a spent retry budget lets one retry\n"
-        "                         at a time through, within each job's deadline) |\n"
-        "                         defer (both defer the host's jobs to a later run)\n"
-        "  --no-budget            no retry budget (default: gRPC-style budget per host)\n"
-        "  --budget-tokens N      budget size (default 10)\n"
-        "  --budget-ratio X       tokens a success gives back (default 0.1)\n"
-        "  --max-body BYTES       bytes of each response body kept (default 64 MiB)\n"
-        "\n"
-        "Output:\n"
-        "  -q, --quiet            no progress and no final report\n"
-        "  --progress MODE        auto (a bar on a terminal, else lines) | bar | lines |\n"
-        "                         none\n"
-        "  --progress-interval D  period of the plain progress lines (default 5s)\n"
-        "  --json                 print the final report as JSON\n"
-        "  --log FILE             JSON-lines event log (URLs and secrets redacted)\n"
-        "\n"
-        "%s"
-        "\n"
-        "%s"
-        "The default policy is the \"batch\" preset (base 1 s, x2, cap 30 s, +-20%%\n"
-        "jitter, 6 retries, 429 and 5xx, 5 min per job).\n"
-        "\n"
-        "Exit status: 0 all jobs done; 1 some failed; 3 some deferred or in review;\n"
-        "2 bad usage; 4 database problem (locked, read-only, full, another job set);\n"
-        "5 input unreadable, empty, or bad lines with --strict; 6 the shared limiter\n"
-        "became unavailable; 130 interrupted (SIGINT; 143 SIGTERM): run the same\n"
-        "command again to resume.\n"
-        "See stagger-batch(1).\n",
-        cli_limiter_help, cli_policy_help);
-}
 
 /* stagger-batch.db in INPUT's directory (the current one for stdin). */
 static char *default_db(const char *input)
@@ -142,49 +64,127 @@ static int open_ro(const char *db, int64_t busy_us, stg_store **s)
     return 0;
 }
 
+/* ---- report and export ------------------------------------------------------- */
+
+typedef struct ro_opts {
+    const char *db;
+    bool json, bad_lines;
+    int64_t busy;
+    const char *out_path;
+    stg_export_options eo;
+} ro_opts;
+
+static int opt_busy_any(cli_parser *p, const cli_opt *o, void *field, const char *v)
+{
+    (void)o;
+    if (!cli_parse_duration(v, field))
+        return cli_usage_error(CMD, "bad value '%s' for %s", v, p->spelled);
+    return 0;
+}
+
+static int opt_format(cli_parser *p, const cli_opt *o, void *field, const char *v)
+{
+    (void)p, (void)o;
+    stg_export_options *eo = field;
+    if (!strcmp(v, "jsonl") || !strcmp(v, "json"))
+        eo->format = STG_EXPORT_JSONL;
+    else if (!strcmp(v, "csv"))
+        eo->format = STG_EXPORT_CSV;
+    else
+        return cli_usage_error(CMD, "bad value '%s' for --format: expected jsonl or csv", v);
+    return 0;
+}
+
+static int opt_state(cli_parser *p, const cli_opt *o, void *field, const char *v)
+{
+    (void)p, (void)o;
+    if (parse_states(v, field) != 0)
+        return cli_usage_error(CMD,
+                               "bad value '%s' for --state: expected pending, inflight, "
+                               "done, failed, deferred or review",
+                               v);
+    return 0;
+}
+
+static int ro_positional(cli_parser *p, const char *arg)
+{
+    return cli_usage_error(CMD, "%s takes no arguments (got '%s')", p->cmd->name + strlen("batch "),
+                           arg);
+}
+
+#define R(x) offsetof(ro_opts, x)
+static const cli_opt report_table[] = {
+    {CLI_STRING, "db", 0, "FILE", "the database (default stagger-batch.db)", R(db), NULL, NULL, 0,
+     NULL},
+    {CLI_FLAG, "json", 0, NULL, "the report as JSON", R(json), NULL, NULL, 0, NULL},
+    {CLI_FLAG, "bad-lines", 0, NULL, "also list the input lines that were skipped", R(bad_lines),
+     NULL, NULL, 0, NULL},
+    {CLI_FN, "busy-timeout", 0, "D", "wait this long for a locked database (default 0)", R(busy),
+     opt_busy_any, NULL, 0, NULL},
+    CLI_OPT_HELP_ENTRY,
+    CLI_OPT_END,
+};
+
+static const cli_opt export_table[] = {
+    {CLI_STRING, "db", 0, "FILE", "the database (default stagger-batch.db)", R(db), NULL, NULL, 0,
+     NULL},
+    {CLI_FN, "format", 0, "jsonl|csv", "one JSON object per job (default) or CSV", R(eo),
+     opt_format, NULL, 0, NULL},
+    {CLI_STRING, "output", 'o', "FILE", "write to FILE (default standard output)", R(out_path),
+     NULL, NULL, 0, NULL},
+    {CLI_FN, "state", 0, "STATE[,STATE...]",
+     "only jobs in these states: pending, inflight, done,\nfailed, deferred, review",
+     R(eo.state_mask), opt_state, NULL, 0, NULL},
+    {CLI_FLAG, "bodies", 0, NULL, "include the response bodies", R(eo.bodies), NULL, NULL, 0, NULL},
+    {CLI_FN, "busy-timeout", 0, "D", "wait this long for a locked database (default 0)", R(busy),
+     opt_busy_any, NULL, 0, NULL},
+    CLI_OPT_HELP_ENTRY,
+    CLI_OPT_END,
+};
+#undef R
+
+static const int ro_exits[] = {CLI_EXIT_OK, CLI_EXIT_FAILED, CLI_EXIT_USAGE, CLI_EXIT_DB, -1};
+
+const cli_command cli_batch_report_command = {
+    .name = "batch report",
+    .usage = "usage: stagger batch report [--db FILE] [--json] [--bad-lines]\n"
+             "\n"
+             "Counts per state, the jobs that need attention and the policy of the job set,\n"
+             "read-only (see REPORT in stagger-batch(1)).\n",
+    .opts = report_table,
+    .exits = ro_exits,
+};
+
+const cli_command cli_batch_export_command = {
+    .name = "batch export",
+    .usage = "usage: stagger batch export [--db FILE] [--format jsonl|csv] [-o FILE]\n"
+             "                            [--state STATE[,STATE...]] [--bodies]\n"
+             "\n"
+             "One record per job, read-only (see EXPORT in stagger-batch(1)).\n",
+    .opts = export_table,
+    .exits = ro_exits,
+};
+
 static int cmd_report(int argc, char **argv)
 {
-    const char *db = "stagger-batch.db";
-    bool json = false, bad_lines = false;
-    int64_t busy = 0;
-    cli_args a;
-    cli_args_init(&a, argc, argv);
-    const char *opt;
-    while (cli_args_next(&a, &opt)) {
-        if (!a.name[0])
-            return cli_usage_error(CMD, "report takes no arguments (got '%s')", opt);
-        if (!strcmp(opt, "--db")) {
-            if (!(db = cli_args_value(&a)))
-                return cli_missing_value(CMD, opt);
-        } else if (!strcmp(opt, "--json")) {
-            json = true;
-        } else if (!strcmp(opt, "--bad-lines")) {
-            bad_lines = true;
-        } else if (!strcmp(opt, "--busy-timeout")) {
-            const char *v = cli_args_value(&a);
-            if (!v)
-                return cli_missing_value(CMD, opt);
-            if (!cli_parse_duration(v, &busy))
-                return cli_usage_error(CMD, "bad value '%s' for %s", v, opt);
-        } else if (!strcmp(opt, "-h") || !strcmp(opt, "--help")) {
-            help();
-            return 0;
-        } else {
-            return cli_usage_error(CMD, "unknown report option %s", opt);
-        }
-    }
+    ro_opts ro = {.db = "stagger-batch.db"};
+    cli_parser parser = {.cmd = &cli_batch_report_command, .ctx = &ro, .positional = ro_positional};
+    int prc = cli_parse(&parser, argc, argv);
+    if (prc >= 0)
+        return prc;
+    const char *db = ro.db;
     stg_store *s;
-    int ex = open_ro(db, busy, &s);
+    int ex = open_ro(db, ro.busy, &s);
     if (ex)
         return ex;
     stg_store_report r;
     int rc = stg_store_report_get(s, &r);
     if (rc == STG_OK) {
-        if (json)
+        if (ro.json)
             stg_store_report_json(&r, db, stdout);
         else
             stg_store_report_print(&r, db, stdout);
-        if (bad_lines)
+        if (ro.bad_lines)
             rc = stg_store_bad_lines_print(s, r.input_path, 0, stdout);
         stg_store_report_free(&r);
     }
@@ -192,247 +192,414 @@ static int cmd_report(int argc, char **argv)
         fprintf(stderr, "stagger batch: %s\n", stg_store_errmsg(s));
     stg_store_close(s);
     if (fflush(stdout) != 0)
-        return 1;
-    return rc == STG_OK ? 0 : BATCH_EXIT_DB;
+        return CLI_EXIT_FAILED;
+    return rc == STG_OK ? CLI_EXIT_OK : CLI_EXIT_DB;
 }
 
 static int cmd_export(int argc, char **argv)
 {
-    const char *db = "stagger-batch.db", *out_path = NULL;
-    stg_export_options eo = {.format = STG_EXPORT_JSONL};
-    int64_t busy = 0;
-    cli_args a;
-    cli_args_init(&a, argc, argv);
-    const char *opt, *v;
-    while (cli_args_next(&a, &opt)) {
-        if (!a.name[0])
-            return cli_usage_error(CMD, "export takes no arguments (got '%s')", opt);
-        if (!strcmp(opt, "-h") || !strcmp(opt, "--help")) {
-            help();
-            return 0;
-        }
-        if (!strcmp(opt, "--bodies")) {
-            eo.bodies = true;
-            continue;
-        }
-        if (strcmp(opt, "--db") && strcmp(opt, "--format") && strcmp(opt, "-o") &&
-            strcmp(opt, "--output") && strcmp(opt, "--state") && strcmp(opt, "--busy-timeout"))
-            return cli_usage_error(CMD, "unknown export option %s", opt);
-        if (!(v = cli_args_value(&a)))
-            return cli_missing_value(CMD, opt);
-        if (!strcmp(opt, "--db")) {
-            db = v;
-        } else if (!strcmp(opt, "--format")) {
-            if (!strcmp(v, "jsonl") || !strcmp(v, "json"))
-                eo.format = STG_EXPORT_JSONL;
-            else if (!strcmp(v, "csv"))
-                eo.format = STG_EXPORT_CSV;
-            else
-                return cli_usage_error(CMD, "bad value '%s' for --format: expected jsonl or csv",
-                                       v);
-        } else if (!strcmp(opt, "--state")) {
-            if (parse_states(v, &eo.state_mask) != 0)
-                return cli_usage_error(CMD,
-                                       "bad value '%s' for --state: expected pending, "
-                                       "inflight, done, failed, deferred or review",
-                                       v);
-        } else if (!strcmp(opt, "--busy-timeout")) {
-            if (!cli_parse_duration(v, &busy))
-                return cli_usage_error(CMD, "bad value '%s' for %s", v, opt);
-        } else {
-            out_path = v;
-        }
-    }
+    ro_opts ro = {.db = "stagger-batch.db", .eo = {.format = STG_EXPORT_JSONL}};
+    cli_parser parser = {.cmd = &cli_batch_export_command, .ctx = &ro, .positional = ro_positional};
+    int prc = cli_parse(&parser, argc, argv);
+    if (prc >= 0)
+        return prc;
+    const char *db = ro.db, *out_path = ro.out_path;
     stg_store *s;
-    int ex = open_ro(db, busy, &s);
+    int ex = open_ro(db, ro.busy, &s);
     if (ex)
         return ex;
     FILE *out = stdout;
     if (out_path && strcmp(out_path, "-") && !(out = fopen(out_path, "w"))) {
         perror(out_path);
         stg_store_close(s);
-        return 1;
+        return CLI_EXIT_FAILED;
     }
-    int rc = stg_store_export(s, &eo, out);
+    int rc = stg_store_export(s, &ro.eo, out);
     if (rc != STG_OK)
         fprintf(stderr, "stagger batch: %s\n", stg_store_errmsg(s));
     stg_store_close(s);
     if (out != stdout && fclose(out) != 0 && rc == STG_OK) {
         perror(out_path);
-        return 1;
+        return CLI_EXIT_FAILED;
     }
     if (rc == STG_EIO)
-        return 1;
-    return rc == STG_OK ? 0 : BATCH_EXIT_DB;
+        return CLI_EXIT_FAILED;
+    return rc == STG_OK ? CLI_EXIT_OK : CLI_EXIT_DB;
 }
 
-static int bad(const char *opt, const char *v, const char *what)
+/* ---- a run ------------------------------------------------------------------------ */
+
+typedef struct run_opts {
+    batch_opts b;
+    const char *db;
+    char **owned; /* -H @FILE buffers and --secret-header-env lines (ours) */
+    size_t n_owned;
+} run_opts;
+
+/* Keep str (ours) until the run ends; false (str freed) when out of memory. */
+static bool keep(run_opts *ro, char *str)
 {
-    return cli_usage_error(CMD, "bad value '%s' for %s: %s", v ? v : "", opt, what);
+    char **list = realloc(ro->owned, (ro->n_owned + 1) * sizeof *list);
+    if (!list) {
+        free(str);
+        return false;
+    }
+    ro->owned = list;
+    ro->owned[ro->n_owned++] = str;
+    return true;
 }
 
-/* Parse the run options into *o; returns -1 to go on, or an exit status. */
-static int parse_run(int argc, char **argv, batch_opts *o)
+static int opt_input_format(cli_parser *p, const cli_opt *o, void *field, const char *v)
 {
-    memset(o, 0, sizeof *o);
+    (void)o;
+    stg_input_format *f = field;
+    if (!strcmp(v, "auto"))
+        *f = STG_INPUT_AUTO;
+    else if (!strcmp(v, "urls"))
+        *f = STG_INPUT_URLS;
+    else if (!strcmp(v, "keys"))
+        *f = STG_INPUT_KEYS;
+    else if (!strcmp(v, "jsonl"))
+        *f = STG_INPUT_JSONL;
+    else
+        return cli_opt_bad(p, v, "expected auto, urls, keys or jsonl");
+    return 0;
+}
+
+static int opt_method(cli_parser *p, const cli_opt *o, void *field, const char *v)
+{
+    (void)o;
+    if (stg_method_parse(v) == STG_METHOD_UNKNOWN || stg_method_parse(v) == STG_METHOD_CONNECT)
+        return cli_opt_bad(p, v, "expected an HTTP method such as GET or POST (upper case)");
+    *(const char **)field = v;
+    return 0;
+}
+
+static int opt_busy(cli_parser *p, const cli_opt *o, void *field, const char *v)
+{
+    (void)o;
+    int64_t d;
+    if (!cli_parse_duration(v, &d) || d <= 0)
+        return cli_opt_bad(p, v, "expected a positive duration such as 5s");
+    *(int64_t *)field = d;
+    return 0;
+}
+
+static int add_header(void *ctx, const char *line, bool secret)
+{
+    (void)secret; /* every -H of batch is kept out of the database already */
+    batch_opts *b = &((run_opts *)ctx)->b;
+    const char **hs = realloc(b->headers, (b->n_headers + 1) * sizeof *hs);
+    if (!hs)
+        return cli_usage_error(CMD, "out of memory");
+    b->headers = hs;
+    b->headers[b->n_headers++] = line;
+    return 0;
+}
+
+/* -H: the same lines fetch takes (cli_header_arg), @FILE included. */
+static int opt_header(cli_parser *p, const cli_opt *o, void *field, const char *v)
+{
+    (void)p, (void)o;
+    char *buf = NULL;
+    int rc = cli_header_arg(CMD, v, add_header, field, &buf);
+    if (buf && !keep(field, buf) && !rc)
+        rc = cli_usage_error(CMD, "out of memory");
+    return rc;
+}
+
+static int opt_header_env(cli_parser *p, const cli_opt *o, void *field, const char *v)
+{
+    (void)p, (void)o;
+    char *line = NULL;
+    int rc = cli_header_env(CMD, v, &line);
+    if (rc)
+        return rc;
+    if (!keep(field, line))
+        return cli_usage_error(CMD, "out of memory");
+    return add_header(field, line, true);
+}
+
+static int opt_concurrency(cli_parser *p, const cli_opt *o, void *field, const char *v)
+{
+    (void)o;
+    long long n;
+    if (!cli_parse_int(v, 1, 10000, &n))
+        return cli_opt_bad(p, v, "expected a whole number from 1 to 10000");
+    *(int *)field = (int)n;
+    return 0;
+}
+
+static int opt_rate(cli_parser *p, const cli_opt *o, void *field, const char *v)
+{
+    (void)o;
+    batch_opts *b = field;
+    if (!cli_parse_double(v, 0, 1e6, &b->rate))
+        return cli_opt_bad(p, v, "expected requests per second, 0 for no limit");
+    b->rate_given = true;
+    return 0;
+}
+
+static int opt_burst(cli_parser *p, const cli_opt *o, void *field, const char *v)
+{
+    (void)o;
+    long long n;
+    if (!cli_parse_int(v, 1, 1000000, &n))
+        return cli_opt_bad(p, v, "expected a whole number from 1");
+    *(int64_t *)field = n;
+    return 0;
+}
+
+static int opt_max_rate(cli_parser *p, const cli_opt *o, void *field, const char *v)
+{
+    (void)o;
+    if (!cli_parse_double(v, 0.001, 1e6, field))
+        return cli_opt_bad(p, v, "expected requests per second");
+    return 0;
+}
+
+static int opt_breaker(cli_parser *p, const cli_opt *o, void *field, const char *v)
+{
+    (void)o;
+    long long n;
+    if (!cli_parse_int(v, 0, 1000000, &n))
+        return cli_opt_bad(p, v, "expected a whole number (0: no breaker)");
+    *(int *)field = (int)n;
+    return 0;
+}
+
+static int opt_breaker_open(cli_parser *p, const cli_opt *o, void *field, const char *v)
+{
+    (void)o;
+    int64_t d;
+    if (!cli_parse_duration(v, &d) || d <= 0)
+        return cli_opt_bad(p, v, "expected a positive duration such as 30s");
+    *(int64_t *)field = d;
+    return 0;
+}
+
+static int opt_on_breaker(cli_parser *p, const cli_opt *o, void *field, const char *v)
+{
+    (void)o;
+    if (!strcmp(v, "defer"))
+        *(bool *)field = true;
+    else if (!strcmp(v, "wait"))
+        *(bool *)field = false;
+    else
+        return cli_opt_bad(p, v, "expected defer or wait");
+    return 0;
+}
+
+static int opt_no_budget(cli_parser *p, const cli_opt *o, void *field, const char *v)
+{
+    (void)p, (void)o, (void)v;
+    *(bool *)field = false;
+    return 0;
+}
+
+static int opt_budget_tokens(cli_parser *p, const cli_opt *o, void *field, const char *v)
+{
+    (void)o;
+    if (!cli_parse_double(v, 1, 1e6, field))
+        return cli_opt_bad(p, v, "expected a number from 1");
+    return 0;
+}
+
+static int opt_budget_ratio(cli_parser *p, const cli_opt *o, void *field, const char *v)
+{
+    (void)o;
+    if (!cli_parse_double(v, 0.001, 1e6, field))
+        return cli_opt_bad(p, v, "expected a number from 0.001");
+    return 0;
+}
+
+static int opt_max_body(cli_parser *p, const cli_opt *o, void *field, const char *v)
+{
+    (void)o;
+    long long n;
+    if (!cli_parse_int(v, 1, (long long)1 << 40, &n))
+        return cli_opt_bad(p, v, "expected a number of bytes");
+    *(size_t *)field = (size_t)n;
+    return 0;
+}
+
+static int opt_progress(cli_parser *p, const cli_opt *o, void *field, const char *v)
+{
+    (void)o;
+    enum batch_progress *m = field;
+    if (!strcmp(v, "auto"))
+        *m = BATCH_PROGRESS_AUTO;
+    else if (!strcmp(v, "bar"))
+        *m = BATCH_PROGRESS_BAR;
+    else if (!strcmp(v, "lines"))
+        *m = BATCH_PROGRESS_LINES;
+    else if (!strcmp(v, "none"))
+        *m = BATCH_PROGRESS_NONE;
+    else
+        return cli_opt_bad(p, v, "expected auto, bar, lines or none");
+    return 0;
+}
+
+static int opt_progress_interval(cli_parser *p, const cli_opt *o, void *field, const char *v)
+{
+    (void)o;
+    int64_t d;
+    if (!cli_parse_duration(v, &d) || d < STG_MS(100))
+        return cli_opt_bad(p, v, "expected a duration of at least 100ms");
+    *(int64_t *)field = d;
+    return 0;
+}
+
+static int run_positional(cli_parser *p, const char *arg)
+{
+    batch_opts *b = &((run_opts *)p->ctx)->b;
+    if (b->input)
+        return cli_usage_error(CMD, "one input only (got '%s' and '%s')", b->input, arg);
+    b->input = arg;
+    return 0;
+}
+
+#define B(x) offsetof(run_opts, b.x)
+static const cli_opt run_table[] = {
+    {.kind = CLI_HEADING, .help = "Input (blank lines and lines starting with # are skipped)"},
+    {.kind = CLI_TEXT,
+     .help = "      INPUT              URLs, one a line, or JSONL requests {\"id\", \"method\",\n"
+             "                         \"url\", \"headers\", \"body\"}; - reads stdin\n"},
+    {CLI_STRING, "url", 0, "TEMPLATE",
+     "INPUT is a file of keys; {} in TEMPLATE is replaced by\neach key, percent-encoded",
+     B(in.url_template), NULL, NULL, 0, NULL},
+    {CLI_FN, "input-format", 0, "F",
+     "auto | urls | keys | jsonl (default auto: JSONL when\nthe first line starts with '{')",
+     B(in.format), opt_input_format, NULL, 0, NULL},
+    {CLI_FN, "method", 'X', "M", "method of URL and key jobs (default GET)", B(in.method),
+     opt_method, NULL, 0, NULL},
+    {CLI_FN, "request", 0, "M", "same as --method", B(in.method), opt_method, NULL, 0, NULL},
+    {CLI_FLAG, "strict", 0, NULL,
+     "refuse to run when any line is bad (default: report\nbad lines with their numbers and "
+     "skip them)",
+     B(strict), NULL, NULL, 0, NULL},
+    {.kind = CLI_HEADING, .help = "State"},
+    {CLI_STRING, "db", 0, "FILE", "the database (default: stagger-batch.db next to INPUT)",
+     offsetof(run_opts, db), NULL, NULL, 0, NULL},
+    {CLI_STRING, "out", 0, "DIR",
+     "write each response body to DIR/<id> (default: keep\nbodies in the database)", B(out_dir),
+     NULL, NULL, 0, NULL},
+    {CLI_FLAG, "retry-deferred", 0, NULL, "run the deferred jobs again", B(retry_deferred), NULL,
+     NULL, 0, NULL},
+    {CLI_FLAG, "retry-review", 0, NULL, "resend the jobs in review", B(retry_review), NULL, NULL, 0,
+     NULL},
+    {CLI_FN, "busy-timeout", 0, "D", "wait this long for a locked database (default 5s)",
+     B(busy_timeout_us), opt_busy, NULL, 0, NULL},
+    {.kind = CLI_HEADING, .help = "Requests"},
+    {CLI_FN, "header", 'H', "'Name: value'",
+     "add a header to every request; never stored (put\n"
+     "secrets such as Authorization here); @FILE reads\n"
+     "headers from FILE, one a line, as fetch -H",
+     0, opt_header, NULL, 0, NULL},
+    {CLI_FN, "secret-header-env", 0, "NAME=VAR",
+     "add header NAME with the value of environment\n"
+     "variable VAR (keeps a secret out of argv)",
+     0, opt_header_env, NULL, 0, NULL},
+    {CLI_FN, "concurrency", 'j', "N", "requests in flight at once (default 30)", B(concurrency),
+     opt_concurrency, NULL, 0, NULL},
+    {CLI_FN, "rate", 0, "R",
+     "client-side limit, requests/s per host (token bucket);\n0: no limit; not given: adaptive "
+     "rate",
+     offsetof(run_opts, b), opt_rate, NULL, 0, NULL},
+    {CLI_FN, "burst", 0, "B", "bucket size for --rate (default max(1, ceil(R)))", B(burst),
+     opt_burst, NULL, 0, NULL},
+    {CLI_FN, "max-rate", 0, "R", "adaptive: never above R requests/s", B(max_rate), opt_max_rate,
+     NULL, 0, NULL},
+    {CLI_FN, "breaker", 0, "N",
+     "consecutive failures that open a host's circuit\nbreaker (default 20; 0: no breaker)",
+     B(breaker_failures), opt_breaker, NULL, 0, NULL},
+    {CLI_FN, "breaker-open", 0, "D", "how long it stays open (default 30s)", B(breaker_open_us),
+     opt_breaker_open, NULL, 0, NULL},
+    {CLI_FN, "on-breaker", 0, "wait|defer",
+     "wait (default: jobs wait for an open breaker to\n"
+     "half-open, and a spent retry budget lets one retry\n"
+     "at a time through, within each job's deadline) |\n"
+     "defer (both defer the host's jobs to a later run)",
+     B(defer_on_breaker), opt_on_breaker, NULL, 0, NULL},
+    {CLI_FN, "no-budget", 0, NULL, "no retry budget (default: gRPC-style budget per host)",
+     B(budget), opt_no_budget, NULL, 0, NULL},
+    {CLI_FN, "budget-tokens", 0, "N", "budget size (default 10)", B(budget_tokens),
+     opt_budget_tokens, NULL, 0, NULL},
+    {CLI_FN, "budget-ratio", 0, "X", "tokens a success gives back (default 0.1)", B(budget_ratio),
+     opt_budget_ratio, NULL, 0, NULL},
+    {CLI_FN, "max-body", 0, "BYTES", "bytes of each response body kept (default 64 MiB)",
+     B(max_body), opt_max_body, NULL, 0, NULL},
+    {.kind = CLI_HEADING, .help = "Output"},
+    {CLI_FLAG, "quiet", 'q', NULL, "no progress and no final report", B(quiet), NULL, NULL, 0,
+     NULL},
+    {CLI_FN, "progress", 0, "MODE", "auto (a bar on a terminal, else lines) | bar | lines |\nnone",
+     B(progress), opt_progress, NULL, 0, NULL},
+    {CLI_FN, "progress-interval", 0, "D", "period of the plain progress lines (default 5s)",
+     B(progress_interval_us), opt_progress_interval, NULL, 0, NULL},
+    {CLI_FLAG, "json", 0, NULL, "print the final report as JSON", B(json), NULL, NULL, 0, NULL},
+    {CLI_STRING, "log", 0, "FILE", "JSON-lines event log (URLs and secrets redacted)", B(log_path),
+     NULL, NULL, 0, NULL},
+    CLI_OPT_HELP_ENTRY,
+    {.kind = CLI_HEADING, .help = "Shared limit (many processes or machines)"},
+    {.kind = CLI_GROUP, .group = cli_limiter_opts, .off = B(limiter)},
+    {CLI_FLAG, "share-breaker", 0, NULL,
+     "keep the circuit breaker in Redis too, so every\nworker sees an open breaker at once",
+     B(limiter.share_breaker), NULL, NULL, 0, NULL},
+    {.kind = CLI_HEADING, .help = "Retry policy"},
+    {.kind = CLI_GROUP, .group = cli_policy_all_opts, .off = B(policy), .man = "stagger-fetch(1)"},
+    {.kind = CLI_TEXT, .help = cli_durations_help},
+    CLI_OPT_END,
+};
+#undef B
+
+static const int run_exits[] = {
+    CLI_EXIT_OK,    CLI_EXIT_FAILED,  CLI_EXIT_USAGE,  CLI_EXIT_LEFT,    CLI_EXIT_DB,
+    CLI_EXIT_INPUT, CLI_EXIT_LIMITER, CLI_EXIT_SIGINT, CLI_EXIT_SIGTERM, -1};
+
+const cli_command cli_batch_command = {
+    .name = CMD,
+    .usage = "usage: stagger batch [options] INPUT\n"
+             "       stagger batch [options] --url TEMPLATE KEYS\n"
+             "       stagger batch [options] --db FILE\n"
+             "       stagger batch report [--db FILE] [--json] [--bad-lines]\n"
+             "       stagger batch export [--db FILE] [--format jsonl|csv] [-o FILE]\n"
+             "                            [--state STATE[,STATE...]] [--bodies]\n"
+             "\n"
+             "Run a batch of HTTP requests politely and durably: every job's state is kept\n"
+             "in SQLite, so a run that stops (SIGINT, kill -9, a full disk) resumes where it\n"
+             "stopped when the same command is run again. Each job ends done, failed\n"
+             "(non-retryable answer), deferred (retries ran out, breaker open, or the server\n"
+             "asked for a longer wait: kept for --retry-deferred) or review (a non-idempotent\n"
+             "request that may have been sent when a run stopped).\n",
+    .opts = run_table,
+    .epilogue = "The default policy is the \"batch\" preset (base 1 s, x2, cap 30 s, +-20%\n"
+                "jitter, 6 retries, 429 and 5xx, 5 min per job).\n"
+                "\n"
+                "In detail: 1 some jobs failed; 3 some deferred or in review; 4 database\n"
+                "problem (locked, read-only, full, another job set); 5 input unreadable,\n"
+                "empty, or bad lines with --strict; 6 the shared limiter became unavailable;\n"
+                "130 and 143: run the same command again to resume. See stagger-batch(1).\n",
+    .exits = run_exits,
+};
+
+/* Parse the run options into *ro (zeroed by the caller); returns -1 to go
+ * on, or an exit status. */
+static int parse_run(int argc, char **argv, run_opts *ro)
+{
+    batch_opts *o = &ro->b;
     o->concurrency = 30;
     o->breaker_failures = 20;
     o->breaker_open_us = STG_SEC(30);
     o->defer_on_breaker = false;
     o->budget = true;
     o->progress = BATCH_PROGRESS_AUTO;
+    o->limiter.cmd = CMD;
     stg_policy_preset(&o->policy, "batch");
-    if (cli_policy_preset_first(CMD, argc, argv, &o->policy) != 0)
-        return CLI_EXIT_USAGE;
-    const char *db = NULL;
-    cli_args a;
-    cli_args_init(&a, argc, argv);
-    const char *opt, *v;
-    long long n;
-    double x;
-    int64_t d;
-    while (cli_args_next(&a, &opt)) {
-        if (!a.name[0]) {
-            if (o->input)
-                return cli_usage_error(CMD, "one input only (got '%s' and '%s')", o->input, opt);
-            o->input = opt;
-            continue;
-        }
-        /* Flags without a value. */
-        if (!strcmp(opt, "-h") || !strcmp(opt, "--help")) {
-            help();
-            return 0;
-        } else if (!strcmp(opt, "--strict")) {
-            o->strict = true;
-            continue;
-        } else if (!strcmp(opt, "--retry-deferred")) {
-            o->retry_deferred = true;
-            continue;
-        } else if (!strcmp(opt, "--retry-review")) {
-            o->retry_review = true;
-            continue;
-        } else if (!strcmp(opt, "--no-budget")) {
-            o->budget = false;
-            continue;
-        } else if (!strcmp(opt, "-q") || !strcmp(opt, "--quiet")) {
-            o->quiet = true;
-            continue;
-        } else if (!strcmp(opt, "--json")) {
-            o->json = true;
-            continue;
-        } else if (!strcmp(opt, "--share-breaker")) {
-            o->limiter.share_breaker = true;
-            continue;
-        }
-        if (!(v = cli_args_value(&a)))
-            return cli_missing_value(CMD, opt);
-        int pr = cli_policy_option(CMD, &o->policy, opt, v);
-        if (pr == 0)
-            pr = cli_limiter_option(CMD, &o->limiter, opt, v);
-        if (pr < 0)
-            return CLI_EXIT_USAGE;
-        if (pr > 0)
-            continue;
-        if (!strcmp(opt, "--db")) {
-            db = v;
-        } else if (!strcmp(opt, "--url")) {
-            o->in.url_template = v;
-        } else if (!strcmp(opt, "--input-format")) {
-            if (!strcmp(v, "auto"))
-                o->in.format = STG_INPUT_AUTO;
-            else if (!strcmp(v, "urls"))
-                o->in.format = STG_INPUT_URLS;
-            else if (!strcmp(v, "keys"))
-                o->in.format = STG_INPUT_KEYS;
-            else if (!strcmp(v, "jsonl"))
-                o->in.format = STG_INPUT_JSONL;
-            else
-                return bad(opt, v, "expected auto, urls, keys or jsonl");
-        } else if (!strcmp(opt, "-X") || !strcmp(opt, "--method") || !strcmp(opt, "--request")) {
-            if (stg_method_parse(v) == STG_METHOD_UNKNOWN ||
-                stg_method_parse(v) == STG_METHOD_CONNECT)
-                return bad(opt, v, "expected an HTTP method such as GET or POST (upper case)");
-            o->in.method = v;
-        } else if (!strcmp(opt, "--out")) {
-            o->out_dir = v;
-        } else if (!strcmp(opt, "--busy-timeout")) {
-            if (!cli_parse_duration(v, &d) || d <= 0)
-                return bad(opt, v, "expected a positive duration such as 5s");
-            o->busy_timeout_us = d;
-        } else if (!strcmp(opt, "-H") || !strcmp(opt, "--header")) {
-            const char *colon = strchr(v, ':');
-            if (!colon || colon == v || strchr(v, '\r') || strchr(v, '\n'))
-                return cli_usage_error(CMD, "bad header for %s: expected 'Name: value'", opt);
-            const char **hs = realloc(o->headers, (o->n_headers + 1) * sizeof *hs);
-            if (!hs)
-                return cli_usage_error(CMD, "out of memory");
-            o->headers = hs;
-            o->headers[o->n_headers++] = v;
-        } else if (!strcmp(opt, "--concurrency") || !strcmp(opt, "-j")) {
-            if (!cli_parse_int(v, 1, 10000, &n))
-                return bad(opt, v, "expected a whole number from 1 to 10000");
-            o->concurrency = (int)n;
-        } else if (!strcmp(opt, "--rate")) {
-            if (!cli_parse_double(v, 0, 1e6, &x))
-                return bad(opt, v, "expected requests per second, 0 for no limit");
-            o->rate = x;
-            o->rate_given = true;
-        } else if (!strcmp(opt, "--burst")) {
-            if (!cli_parse_int(v, 1, 1000000, &n))
-                return bad(opt, v, "expected a whole number from 1");
-            o->burst = n;
-        } else if (!strcmp(opt, "--max-rate")) {
-            if (!cli_parse_double(v, 0.001, 1e6, &x))
-                return bad(opt, v, "expected requests per second");
-            o->max_rate = x;
-        } else if (!strcmp(opt, "--breaker")) {
-            if (!cli_parse_int(v, 0, 1000000, &n))
-                return bad(opt, v, "expected a whole number (0: no breaker)");
-            o->breaker_failures = (int)n;
-        } else if (!strcmp(opt, "--breaker-open")) {
-            if (!cli_parse_duration(v, &d) || d <= 0)
-                return bad(opt, v, "expected a positive duration such as 30s");
-            o->breaker_open_us = d;
-        } else if (!strcmp(opt, "--on-breaker")) {
-            if (!strcmp(v, "defer"))
-                o->defer_on_breaker = true;
-            else if (!strcmp(v, "wait"))
-                o->defer_on_breaker = false;
-            else
-                return bad(opt, v, "expected defer or wait");
-        } else if (!strcmp(opt, "--budget-tokens")) {
-            if (!cli_parse_double(v, 1, 1e6, &x))
-                return bad(opt, v, "expected a number from 1");
-            o->budget_tokens = x;
-        } else if (!strcmp(opt, "--budget-ratio")) {
-            if (!cli_parse_double(v, 0.001, 1e6, &x))
-                return bad(opt, v, "expected a number from 0.001");
-            o->budget_ratio = x;
-        } else if (!strcmp(opt, "--max-body")) {
-            if (!cli_parse_int(v, 1, (long long)1 << 40, &n))
-                return bad(opt, v, "expected a number of bytes");
-            o->max_body = (size_t)n;
-        } else if (!strcmp(opt, "--progress")) {
-            if (!strcmp(v, "auto"))
-                o->progress = BATCH_PROGRESS_AUTO;
-            else if (!strcmp(v, "bar"))
-                o->progress = BATCH_PROGRESS_BAR;
-            else if (!strcmp(v, "lines"))
-                o->progress = BATCH_PROGRESS_LINES;
-            else if (!strcmp(v, "none"))
-                o->progress = BATCH_PROGRESS_NONE;
-            else
-                return bad(opt, v, "expected auto, bar, lines or none");
-        } else if (!strcmp(opt, "--progress-interval")) {
-            if (!cli_parse_duration(v, &d) || d < STG_MS(100))
-                return bad(opt, v, "expected a duration of at least 100ms");
-            o->progress_interval_us = d;
-        } else if (!strcmp(opt, "--log")) {
-            o->log_path = v;
-        } else {
-            return cli_usage_error(CMD, "unknown option %s (see stagger batch --help)", opt);
-        }
-    }
+    cli_parser parser = {.cmd = &cli_batch_command, .ctx = ro, .positional = run_positional};
+    int prc = cli_parse(&parser, argc, argv);
+    if (prc >= 0)
+        return prc;
+    const char *db = ro->db;
     if (o->in.url_template && o->in.format != STG_INPUT_AUTO && o->in.format != STG_INPUT_KEYS)
         return cli_usage_error(CMD, "--url goes with a file of keys (--input-format keys)");
     if (o->in.format == STG_INPUT_KEYS && !o->in.url_template)
@@ -469,12 +636,16 @@ int cli_batch_main(int argc, char **argv)
         return cmd_report(argc - 1, argv + 1);
     if (argc >= 2 && !strcmp(argv[1], "export"))
         return cmd_export(argc - 1, argv + 1);
-    batch_opts o;
-    int ex = parse_run(argc, argv, &o);
+    run_opts ro;
+    memset(&ro, 0, sizeof ro);
+    int ex = parse_run(argc, argv, &ro);
     if (ex < 0)
-        ex = batch_run(&o);
-    free(o.headers);
-    free(o.db);
+        ex = batch_run(&ro.b);
+    free(ro.b.headers);
+    free(ro.b.db);
+    for (size_t i = 0; i < ro.n_owned; i++)
+        free(ro.owned[i]);
+    free(ro.owned);
     return ex;
 }
 

@@ -5,6 +5,7 @@
 #ifndef STAGGER_CLI_BATCH_RUN_H
 #define STAGGER_CLI_BATCH_RUN_H
 
+#include "cli/exit.h"
 #include "cli/limiter.h"
 #include <stdbool.h>
 #include <stddef.h>
@@ -14,16 +15,17 @@
 
 #include "store/store.h"
 
-/* Exit statuses of `stagger batch` (documented in stagger-batch(1)). */
-#define BATCH_EXIT_DONE 0      /* every job done */
-#define BATCH_EXIT_FAILED 1    /* finished; some jobs failed (non-retryable) */
-#define BATCH_EXIT_USAGE 2     /* bad usage */
-#define BATCH_EXIT_LEFT 3      /* finished; some jobs deferred or in review */
-#define BATCH_EXIT_DB 4        /* database problem: locked, read-only, full, another job set */
-#define BATCH_EXIT_INPUT 5     /* input unreadable, no jobs, or bad lines with --strict */
-#define BATCH_EXIT_LIMITER 6   /* the shared limiter (--limiter) became unavailable */
-#define BATCH_EXIT_SIGINT 130  /* interrupted by SIGINT; run again to resume */
-#define BATCH_EXIT_SIGTERM 143 /* interrupted by SIGTERM; run again to resume */
+/* Exit statuses of `stagger batch`: the CLI's one table (cli/exit.h,
+ * documented in stagger(1) and stagger-batch(1)). */
+#define BATCH_EXIT_DONE CLI_EXIT_OK         /* every job done */
+#define BATCH_EXIT_FAILED CLI_EXIT_FAILED   /* finished; some jobs failed (non-retryable) */
+#define BATCH_EXIT_USAGE CLI_EXIT_USAGE     /* bad usage */
+#define BATCH_EXIT_LEFT CLI_EXIT_LEFT       /* finished; some jobs deferred or in review */
+#define BATCH_EXIT_DB CLI_EXIT_DB           /* database problem: locked, read-only, full, ... */
+#define BATCH_EXIT_INPUT CLI_EXIT_INPUT     /* input unreadable, no jobs, bad lines (--strict) */
+#define BATCH_EXIT_LIMITER CLI_EXIT_LIMITER /* the shared limiter became unavailable */
+#define BATCH_EXIT_SIGINT CLI_EXIT_SIGINT   /* interrupted by SIGINT; run again to resume */
+#define BATCH_EXIT_SIGTERM CLI_EXIT_SIGTERM /* interrupted by SIGTERM; run again to resume */
 
 enum batch_progress { BATCH_PROGRESS_AUTO, BATCH_PROGRESS_BAR, BATCH_PROGRESS_LINES,
                       BATCH_PROGRESS_NONE };

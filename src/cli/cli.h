@@ -5,6 +5,8 @@
  *
  * Conventions: a subcommand returns its exit status. Bad usage prints one
  * line "stagger CMD: message" to stderr and returns CLI_EXIT_USAGE (2).
+ * Options are declared in one table per subcommand (opt.h); exit statuses
+ * come from one table (exit.h).
  */
 #ifndef STAGGER_CLI_H
 #define STAGGER_CLI_H
@@ -13,26 +15,31 @@
 #include <stdint.h>
 #include <stagger/stagger.h>
 
-#define CLI_EXIT_USAGE 2
+#include "cli/exit.h"
+#include "cli/opt.h"
 
 /* Subcommands (one file each). */
 int cli_plan_main(int argc, char **argv);
+extern const cli_command cli_plan_command;
 #ifdef STG_HAVE_SERVER
 int cli_serve_main(int argc, char **argv);
+extern const cli_command cli_serve_command;
 #endif
 #ifdef STG_HAVE_SIM
 int cli_sim_main(int argc, char **argv);
+extern const cli_command cli_sim_command;
 #endif
 #ifdef STG_HAVE_CURL
 int cli_fetch_main(int argc, char **argv);
+extern const cli_command cli_fetch_command;
 #endif
 #ifdef STG_HAVE_STORE
 int cli_batch_main(int argc, char **argv);
+extern const cli_command cli_batch_command, cli_batch_report_command, cli_batch_export_command;
 #endif
 
 /* Print "stagger CMD: message\n" to stderr; returns CLI_EXIT_USAGE. */
-int cli_usage_error(const char *cmd, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
+int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* "250ms", "5s", "2m", "1.5s", "1h", "100us"; a bare number is
  * milliseconds. Rejects negatives, garbage and overflow. */
@@ -44,42 +51,41 @@ bool cli_parse_double(const char *text, double min, double max, double *out);
 /* Format a duration for people: "850 ms", "1.25 s", "2 m 05 s". */
 void cli_format_duration(int64_t us, char *buf, size_t size);
 
-/*
- * Retry-policy flags shared by plan, fetch and batch. Returns 1 when opt was
- * a policy flag and was applied (consuming arg), 0 when opt is not a policy
- * flag, -1 after printing a usage error (the caller exits 2).
- * Flags: --preset NAME, --backoff KIND, --base D, --cap D, --mult X,
- * --retries N, --deadline D, --max-server-wait D, --retry-after MODE,
- * --retry-on LIST, --spread X.
- * --preset resets the policy, so give it first.
- */
-int cli_policy_option(const char *cmd, stg_policy *p, const char *opt, const char *arg);
-/* Apply the --preset among argv (if any) to *p before the other flags, so
- * that flag order does not matter. Returns 0, or -1 after a usage error. */
-int cli_policy_preset_first(const char *cmd, int argc, char **argv, stg_policy *p);
+/* The retry-policy options, as option-table groups (field: a stg_policy):
+ * --preset and --backoff (which sim leaves out), the rest, and both. */
+extern const cli_opt cli_policy_kind_opts[];
+extern const cli_opt cli_policy_opts[];
+extern const cli_opt cli_policy_all_opts[];
+/* "Durations take us, ms, ...": the --help line under the policy options. */
+extern const char cli_durations_help[];
 
-/*
- * A tiny argv walker: "--name value", "--name=value", "-X value", positional
- * arguments (name ""), and "--" ending the options.
- */
-typedef struct cli_args {
-    int argc;
-    char **argv;
-    int i;
-    char name[64];
-    const char *inline_value; /* after '=' in --name=value */
-    bool only_positional;
-} cli_args;
+/* A request header as fetch and batch take it on the command line: "Name:
+ * value", "Name:" (remove a header curl would send) or "Name;" (send it
+ * empty); Name is an RFC 9110 token and no CR or LF appears, so no value can
+ * hide where the redaction (which keys on the name) would miss it. */
+bool cli_header_ok(const char *h);
 
-void cli_args_init(cli_args *a, int argc, char **argv); /* argv[0] is skipped */
-/* Next argument: returns false at the end. *opt is the option name, or the
- * positional argument itself with a->name[0] == '\0'. */
-bool cli_args_next(cli_args *a, const char **opt);
-/* The option's value (inline or the next argv), or NULL if missing. */
-const char *cli_args_value(cli_args *a);
-/* Report a missing value for opt; returns -1 style CLI_EXIT_USAGE. */
+/* A -H value as fetch and batch take it: "Name: value" (checked with
+ * cli_header_ok), or @FILE ("@-": stdin) holding one header a line (CR LF or
+ * LF, blank lines skipped), as curl reads it. Calls add(ctx, line, secret)
+ * per header, secret being true for lines from a file. *owned is the file's
+ * buffer, which the lines point into: the caller frees it after the last
+ * use of a line (also after an error). Returns 0, add's nonzero result, or
+ * CLI_EXIT_USAGE after one line on stderr that echoes no header value. */
+int cli_header_arg(const char *cmd, const char *val,
+                   int (*add)(void *ctx, const char *line, bool secret), void *ctx, char **owned);
+
+/* --secret-header-env NAME=VAR: *line becomes "NAME: <value of $VAR>"
+ * (malloc'ed, the caller's). An unset or empty VAR, or a line
+ * cli_header_ok refuses, is a usage error that does not echo the value.
+ * Returns 0 or CLI_EXIT_USAGE. */
+int cli_header_env(const char *cmd, const char *spec, char **line);
+
+/* The whole file ("-": stdin), NUL-terminated (*len excludes the NUL).
+ * Returns NULL with errno set. The caller frees it. */
+char *cli_read_file(const char *path, size_t *len);
+
+/* Report a missing value for opt; returns CLI_EXIT_USAGE. */
 int cli_missing_value(const char *cmd, const char *opt);
-/* Help text for the flags above, for a subcommand's --help. */
-extern const char cli_policy_help[];
 
 #endif

@@ -4,57 +4,61 @@
  * file only parses options, prepares the easy handle, prints and maps the
  * result to an exit status.
  *
- * Exit status (also in docs/stagger-fetch.1):
- *   0   the final answer is 1xx/2xx/3xx
- *   1   local failure: out of memory, cannot write the output file
- *   2   bad usage (one line on stderr)
- *   3   HTTP error after retries: a retryable status (429, 503, ...) was
- *       still the answer when attempts ran out or the server asked to wait
- *       longer than allowed
- *   4   HTTP error that is not retried: a status outside --retry-on (404,
- *       401, ...), or a retryable status on a request that may not be
- *       repeated (POST without an idempotency key)
- *   5   the deadline (--deadline) passed
- *   6   transport failure: no HTTP answer (refused, reset, timeout, DNS,
- *       TLS)
- *   130 cancelled by SIGINT
+ * Exit status: the table of exit.h, documented in stagger(1) and
+ * stagger-fetch(1): 0 a final 1xx-3xx; 1 an HTTP error not retried, or a
+ * local failure; 2 bad usage (one line, nothing sent), including a URL
+ * libcurl's own parser refuses; 3 a retryable status still the answer when
+ * retries ran out; 6 the shared limiter became unavailable; 7 no HTTP
+ * answer; 8 the deadline; 9 the body was larger than --max-body; 130
+ * SIGINT, 143 SIGTERM.
  *
  * Invariants: nothing this command prints to stderr (-v, errors) carries a
  * URL's userinfo or query values or a secret header's value: URLs come
  * redacted from the library's events, header lines go through
  * stg_redact_header_line(). The final body (and with -i the response
- * headers) goes to stdout or -o FILE unredacted: it is the user's data. The
- * SIGINT handler only calls stg_cancel_fire() (async-signal-safe); the one
- * static variable of this file exists because a signal handler can reach
- * nothing else.
+ * headers) goes to stdout or -o FILE unredacted: it is the user's data,
+ * so -o and --log-json files are created 0600. Headers read from a file
+ * (-H @FILE) or the environment (--secret-header-env) are secret: their
+ * names join --secret-header. Every output (-o, --log-json, --metrics) is
+ * opened or written once before the first request, so an unwritable path
+ * fails before anything is sent. The SIGINT/SIGTERM handler only stores the
+ * signal and calls stg_cancel_fire() (async-signal-safe); the two static
+ * variables of this file exist because a signal handler can reach nothing
+ * else.
  */
 #ifdef STG_HAVE_CURL
 
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/random.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <curl/curl.h>
 #include <stagger/curl.h>
 
 #include "cli/cli.h"
 #include "cli/limiter.h"
+#include "util/assert.h"
 
 #define CMD "fetch"
 
 enum {
-    EXIT_OK = 0,
-    EXIT_LOCAL = 1,
-    EXIT_HTTP_AFTER_RETRIES = 3,
-    EXIT_HTTP_NOT_RETRIED = 4,
-    EXIT_DEADLINE = 5,
-    EXIT_TRANSPORT = 6,
-    EXIT_CANCELLED = 130
+    EXIT_OK = CLI_EXIT_OK,
+    EXIT_LOCAL = CLI_EXIT_FAILED,
+    EXIT_HTTP_AFTER_RETRIES = CLI_EXIT_LEFT,
+    EXIT_HTTP_NOT_RETRIED = CLI_EXIT_FAILED,
+    EXIT_LIMITER = CLI_EXIT_LIMITER,
+    EXIT_TRANSPORT = CLI_EXIT_TRANSPORT,
+    EXIT_DEADLINE = CLI_EXIT_DEADLINE,
+    EXIT_TRUNCATED = CLI_EXIT_TRUNCATED,
 };
 
 #define MAX_SECRET_HEADERS 32
@@ -81,6 +85,9 @@ typedef struct fetch_opts {
     int n_secret;
     unsigned long long seed;
     cli_limiter limiter; /* --limiter: a limit shared through Redis */
+    size_t max_body;     /* --max-body; 0: the library's 64 MiB */
+    char **owned;        /* -H @FILE and --secret-header-env lines (ours) */
+    size_t n_owned;
 } fetch_opts;
 
 /* curl's --max-time and --connect-timeout take seconds; a bare number keeps
@@ -97,107 +104,17 @@ static bool parse_curl_seconds(const char *val, int64_t *us)
     return cli_parse_duration(val, us);
 }
 
-static stg_cancel *sigint_token; /* for the SIGINT handler only */
+static stg_cancel *sigint_token;          /* for the signal handler only */
+static volatile sig_atomic_t stop_signal; /* SIGINT or SIGTERM, once caught */
 
-static void on_sigint(int sig)
+static void on_stop_signal(int sig)
 {
-    (void)sig;
+    if (!stop_signal)
+        stop_signal = sig;
     stg_cancel_fire(sigint_token);
 }
 
-static void help(void)
-{
-    printf("usage: stagger fetch [options] URL\n"
-           "\n"
-           "One HTTP request with polite retries: Retry-After honoured with a spread,\n"
-           "jittered backoff, a deadline, waits that Ctrl-C interrupts at once.\n"
-           "\n"
-           "Request:\n"
-           "  -X, --request METHOD   method (default GET, or POST with data)\n"
-           "  -H, --header 'N: V'    add a header; repeatable\n"
-           "  -d, --data DATA        body (POST); @FILE reads FILE without CR/LF;\n"
-           "                         repeated data is joined with '&'\n"
-           "      --data-binary DATA body as is; @FILE reads FILE byte for byte\n"
-           "  -L, --location         follow redirects (http and https only)\n"
-           "      --idempotency-key KEY|auto\n"
-           "                         send Idempotency-Key (auto: a random UUIDv4); lets\n"
-           "                         POST and PATCH be retried\n"
-           "      --connect-timeout D  per attempt (default 5s)\n"
-           "      --max-time D       whole attempt (default 10s); both bounded by the\n"
-           "                         deadline; as in curl, a bare number is seconds\n"
-           "      --rate R[/s|/m]    client-side limit on attempts (token bucket)\n"
-           "      --burst B          bucket capacity (default max(1, ceil(R)))\n"
-           "\n"
-           "Output:\n"
-           "  -o, --output FILE      write the final body to FILE (also a final 429/503)\n"
-           "  -i, --include          include the final response headers in the output\n"
-           "  -s, --silent           no message when giving up\n"
-           "  -v, --verbose          attempts and decisions on stderr (URLs and secret\n"
-           "                         header values redacted)\n"
-           "      --log-json FILE    JSON lines: one per attempt, wait and outcome\n"
-           "      --metrics FILE     Prometheus text format, written atomically at exit\n"
-           "      --secret-header N  treat header N as secret too; repeatable\n"
-           "      --seed N           seed of the jitter (default: random)\n"
-           "\n"
-           "%s"
-           "\n"
-           "%s"
-           "\n"
-           "Exit status: 0 final 1xx-3xx; 1 local error (also: the shared limiter\n"
-           "cannot be reached at start); 2 bad usage; 3 HTTP error after retries;\n"
-           "4 HTTP error not retried; 5 deadline; 6 transport failure (also: the shared\n"
-           "limiter became unavailable); 130 interrupted.\n",
-           cli_limiter_help, cli_policy_help);
-}
-
 /* ---- option helpers ------------------------------------------------------ */
-
-static bool is_policy_flag(const char *opt)
-{
-    static const char *const flags[] = {"--preset",    "--backoff",         "--base",
-                                        "--cap",       "--mult",            "--retries",
-                                        "--deadline",  "--max-server-wait", "--retry-after",
-                                        "--spread",    "--retry-on",        NULL};
-    for (size_t i = 0; flags[i]; i++)
-        if (!strcmp(opt, flags[i]))
-            return true;
-    return false;
-}
-
-/* Read a whole file ("-": stdin). Returns NULL with errno set. */
-static char *read_file(const char *path, size_t *len)
-{
-    FILE *f = strcmp(path, "-") ? fopen(path, "rb") : stdin;
-    if (!f)
-        return NULL;
-    size_t cap = 4096, n = 0;
-    char *buf = malloc(cap);
-    while (buf) {
-        size_t got = fread(buf + n, 1, cap - n, f);
-        n += got;
-        if (n < cap) {
-            if (ferror(f)) {
-                free(buf);
-                buf = NULL;
-                errno = EIO;
-            }
-            break;
-        }
-        char *nb = cap > ((size_t)1 << 31) ? NULL : realloc(buf, cap * 2);
-        if (!nb) {
-            free(buf);
-            buf = NULL;
-            errno = ENOMEM;
-            break;
-        }
-        buf = nb;
-        cap *= 2;
-    }
-    if (f != stdin)
-        fclose(f);
-    *len = n;
-    return buf;
-}
 
 static int add_data(fetch_opts *o, const char *arg, bool binary)
 {
@@ -205,7 +122,7 @@ static int add_data(fetch_opts *o, const char *arg, bool binary)
     size_t len;
     bool owned = false;
     if (arg[0] == '@') {
-        chunk = read_file(arg + 1, &len);
+        chunk = cli_read_file(arg + 1, &len);
         if (!chunk)
             return cli_usage_error(CMD, "cannot read %s: %s", arg + 1, strerror(errno));
         owned = true;
@@ -239,24 +156,9 @@ static int add_data(fetch_opts *o, const char *arg, bool binary)
     return 0;
 }
 
-/* "Name: value", "Name:" (remove) or "Name;" (send empty), as curl takes
- * them; the name must be a token, so no value can hide where -v would
- * print it unredacted. */
-static bool header_ok(const char *h)
-{
-    size_t n = strcspn(h, ":;");
-    if (n == 0 || strpbrk(h, "\r\n"))
-        return false;
-    for (size_t i = 0; i < n; i++)
-        if (!((h[i] >= 'A' && h[i] <= 'Z') || (h[i] >= 'a' && h[i] <= 'z') ||
-              (h[i] >= '0' && h[i] <= '9') || strchr("!#$%&'*+-.^_`|~", h[i])))
-            return false;
-    return h[n] == ':' || (h[n] == ';' && h[n + 1] == '\0');
-}
-
 static int add_header(fetch_opts *o, const char *h)
 {
-    if (!header_ok(h))
+    if (!cli_header_ok(h))
         return cli_usage_error(CMD, "bad header: expected 'Name: value'");
     struct curl_slist *s = curl_slist_append(o->headers, h);
     const char **lines = realloc(o->header_lines, (o->n_headers + 1) * sizeof *lines);
@@ -271,6 +173,38 @@ static int add_header(fetch_opts *o, const char *h)
     o->header_lines = lines;
     o->header_lines[o->n_headers++] = h;
     return 0;
+}
+
+/* Keep a string we allocated until the end (fetch_opts.owned). Returns it,
+ * or NULL (and frees it) when out of memory. */
+static char *keep(fetch_opts *o, char *str)
+{
+    char **list = str ? realloc(o->owned, (o->n_owned + 1) * sizeof *list) : NULL;
+    if (!list) {
+        free(str);
+        return NULL;
+    }
+    o->owned = list;
+    o->owned[o->n_owned++] = str;
+    return str;
+}
+
+/* The header line's name joins the secret names: -v redacts its value. */
+static int add_secret_name(fetch_opts *o, const char *line)
+{
+    if (o->n_secret >= MAX_SECRET_HEADERS)
+        return cli_usage_error(CMD, "at most %d secret headers", MAX_SECRET_HEADERS);
+    char *name = keep(o, strndup(line, strcspn(line, ":;")));
+    if (!name)
+        return cli_usage_error(CMD, "out of memory");
+    o->secret[o->n_secret++] = name;
+    return 0;
+}
+
+static int add_header_cb(void *ctx, const char *line, bool secret)
+{
+    int rc = add_header(ctx, line);
+    return rc || !secret ? rc : add_secret_name(ctx, line);
 }
 
 static bool make_uuid(char out[37])
@@ -288,8 +222,7 @@ static bool make_uuid(char out[37])
         return false;
     b[6] = (unsigned char)((b[6] & 0x0f) | 0x40); /* version 4 */
     b[8] = (unsigned char)((b[8] & 0x3f) | 0x80); /* RFC 4122 variant */
-    snprintf(out, 37,
-             "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0],
+    snprintf(out, 37, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0],
              b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13],
              b[14], b[15]);
     return true;
@@ -342,153 +275,251 @@ static bool url_scheme_ok(const char *url)
     return (n == 4 && !strncasecmp(url, "http", 4)) || (n == 5 && !strncasecmp(url, "https", 5));
 }
 
+/* ---- the option table ------------------------------------------------------ */
+
+static int opt_header(cli_parser *p, const cli_opt *o, void *field, const char *val)
+{
+    (void)p, (void)o;
+    char *buf = NULL;
+    int rc = cli_header_arg(CMD, val, add_header_cb, field, &buf);
+    if (buf && !keep(field, buf) && !rc)
+        rc = cli_usage_error(CMD, "out of memory");
+    return rc;
+}
+
+static int opt_header_env(cli_parser *p, const cli_opt *o, void *field, const char *val)
+{
+    (void)p, (void)o;
+    char *line = NULL;
+    int rc = cli_header_env(CMD, val, &line);
+    if (rc)
+        return rc;
+    if (!keep(field, line))
+        return cli_usage_error(CMD, "out of memory");
+    return add_header_cb(field, line, true);
+}
+
+/* SIZE: bytes, or with k, M, G (KiB, MiB, GiB). */
+static int opt_max_body(cli_parser *p, const cli_opt *o, void *field, const char *val)
+{
+    (void)o;
+    char num[32];
+    size_t n = strlen(val);
+    unsigned long long scale = 1;
+    if (n && strchr("kKmMgG", val[n - 1])) {
+        char u = val[n - 1];
+        scale = u == 'k' || u == 'K' ? 1ull << 10 : u == 'm' || u == 'M' ? 1ull << 20 : 1ull << 30;
+        n--;
+    }
+    long long v;
+    if (n == 0 || n >= sizeof num)
+        return cli_opt_bad(p, val, "expected a size such as 1048576, 512k or 10M");
+    memcpy(num, val, n);
+    num[n] = '\0';
+    if (!cli_parse_int(num, 1, (1ll << 40) / (long long)scale, &v))
+        return cli_opt_bad(p, val, "expected a size from 1 byte to 1 TiB, such as 512k or 10M");
+    *(size_t *)field = (size_t)((unsigned long long)v * scale);
+    return 0;
+}
+
+static int opt_data(cli_parser *p, const cli_opt *o, void *field, const char *val)
+{
+    (void)p;
+    return add_data(field, val, !strcmp(o->name, "data-binary"));
+}
+
+static int opt_timeout(cli_parser *p, const cli_opt *o, void *field, const char *val)
+{
+    int64_t d;
+    if (!parse_curl_seconds(val, &d) || d <= 0)
+        return cli_opt_bad(p, val,
+                           strcmp(o->name, "max-time")
+                               ? "expected a positive duration such as 5s"
+                               : "expected a positive duration such as 10s");
+    *(int64_t *)field = d;
+    return 0;
+}
+
+static int opt_idem_key(cli_parser *p, const cli_opt *o, void *field, const char *val)
+{
+    (void)o;
+    if (!*val || strpbrk(val, "\r\n") || strlen(val) > 255)
+        return cli_usage_error(CMD, "bad value for %s: expected a key or 'auto'", p->spelled);
+    *(const char **)field = val;
+    return 0;
+}
+
+static int opt_rate(cli_parser *p, const cli_opt *o, void *field, const char *val)
+{
+    (void)o;
+    fetch_opts *fo = field;
+    if (!parse_rate(val, &fo->rate))
+        return cli_opt_bad(p, val, "expected a rate such as 10/s or 600/m");
+    fo->has_rate = true;
+    return 0;
+}
+
+static int opt_burst(cli_parser *p, const cli_opt *o, void *field, const char *val)
+{
+    (void)o;
+    fetch_opts *fo = field;
+    long long n;
+    if (!cli_parse_int(val, 1, 1000000000, &n))
+        return cli_opt_bad(p, val, "expected a whole number from 1");
+    fo->burst = n;
+    fo->has_burst = true;
+    return 0;
+}
+
+static int opt_secret(cli_parser *p, const cli_opt *o, void *field, const char *val)
+{
+    (void)p, (void)o;
+    fetch_opts *fo = field;
+    if (fo->n_secret >= MAX_SECRET_HEADERS)
+        return cli_usage_error(CMD, "at most %d --secret-header", MAX_SECRET_HEADERS);
+    fo->secret[fo->n_secret++] = val;
+    return 0;
+}
+
+static int opt_seed(cli_parser *p, const cli_opt *o, void *field, const char *val)
+{
+    (void)o;
+    long long n;
+    if (!cli_parse_int(val, 0, INT64_MAX, &n))
+        return cli_opt_bad(p, val, "expected a whole number");
+    *(unsigned long long *)field = (unsigned long long)n;
+    return 0;
+}
+
+static int opt_share_breaker(cli_parser *p, const cli_opt *o, void *field, const char *val)
+{
+    (void)p, (void)o, (void)field, (void)val;
+    return cli_usage_error(CMD, "--share-breaker is for stagger batch (one request has no "
+                                "breaker)");
+}
+
+static int opt_url(cli_parser *p, const char *arg)
+{
+    fetch_opts *o = p->ctx;
+    if (o->url)
+        return cli_usage_error(CMD, "only one URL allowed");
+    o->url = arg;
+    return 0;
+}
+
+#define F(x) offsetof(fetch_opts, x)
+static const cli_opt fetch_table[] = {
+    {.kind = CLI_HEADING, .help = "Request"},
+    {CLI_STRING, "request", 'X', "METHOD", "method (default GET, or POST with data)", F(method),
+     NULL, NULL, 0, NULL},
+    {CLI_FN, "header", 'H', "'Name: value'",
+     "add a header; repeatable; @FILE reads headers from\n"
+     "FILE, one a line (@- stdin), all treated as secret",
+     0, opt_header, NULL, 0, NULL},
+    {CLI_FN, "secret-header-env", 0, "NAME=VAR",
+     "send header NAME with the value of environment\n"
+     "variable VAR, treated as secret (keeps it out of argv)",
+     0, opt_header_env, NULL, 0, NULL},
+    {CLI_FN, "data", 'd', "DATA",
+     "body (POST); @FILE reads FILE without CR/LF;\nrepeated data is joined with '&'", 0, opt_data,
+     NULL, 0, NULL},
+    {CLI_FN, "data-binary", 0, "DATA", "body as is; @FILE reads FILE byte for byte", 0, opt_data,
+     NULL, 0, NULL},
+    {CLI_FLAG, "location", 'L', NULL, "follow redirects (http and https only)", F(location), NULL,
+     NULL, 0, NULL},
+    {CLI_FN, "idempotency-key", 0, "KEY|auto",
+     "send Idempotency-Key (auto: a random UUIDv4); lets\nPOST and PATCH be retried", F(idem_key),
+     opt_idem_key, NULL, 0, NULL},
+    {CLI_FN, "connect-timeout", 0, "D", "per attempt (default 5s)", F(policy.connect_timeout_us),
+     opt_timeout, NULL, 0, NULL},
+    {CLI_FN, "max-time", 0, "D",
+     "whole attempt (default 10s); both bounded by the\n"
+     "deadline; as in curl, a bare number is seconds",
+     F(policy.attempt_timeout_us), opt_timeout, NULL, 0, NULL},
+    {CLI_FN, "rate", 0, "R[/s|/m|/h]", "client-side limit on attempts (token bucket)", 0, opt_rate,
+     NULL, 0, NULL},
+    {CLI_FN, "burst", 0, "B", "bucket capacity (default max(1, ceil(R)))", 0, opt_burst, NULL, 0,
+     NULL},
+    {.kind = CLI_HEADING, .help = "Output"},
+    {CLI_STRING, "output", 'o', "FILE",
+     "write the final body to FILE (also a final 429/503;\ncreated 0600)", F(out_path), NULL, NULL,
+     0, NULL},
+    {CLI_FN, "max-body", 0, "SIZE",
+     "keep at most SIZE bytes of the body (k, M, G\n"
+     "suffixes; default 64M); a longer body is an error (9)",
+     F(max_body), opt_max_body, NULL, 0, NULL},
+    {CLI_FLAG, "include", 'i', NULL, "include the final response headers in the output", F(include),
+     NULL, NULL, 0, NULL},
+    {CLI_FLAG, "silent", 's', NULL, "no message when giving up", F(silent), NULL, NULL, 0, NULL},
+    {CLI_FLAG, "verbose", 'v', NULL,
+     "attempts and decisions on stderr (URLs and secret\nheader values redacted)", F(verbose), NULL,
+     NULL, 0, NULL},
+    {CLI_STRING, "log-json", 0, "FILE",
+     "JSON lines: one per attempt, wait and outcome\n(created 0600)", F(log_path), NULL, NULL, 0,
+     NULL},
+    {CLI_STRING, "metrics", 0, "FILE",
+     "Prometheus text format, written atomically at start\n(a check) and at exit", F(metrics_path),
+     NULL, NULL, 0, NULL},
+    {CLI_FN, "secret-header", 0, "NAME", "treat header NAME as secret too; repeatable", 0,
+     opt_secret, NULL, 0, NULL},
+    {CLI_FN, "seed", 0, "N", "seed of the jitter (default: random)", F(seed), opt_seed, NULL, 0,
+     NULL},
+    CLI_OPT_HELP_ENTRY,
+    {.kind = CLI_HEADING, .help = "Shared limit (many processes or machines)"},
+    {.kind = CLI_GROUP, .group = cli_limiter_opts, .off = F(limiter)},
+    {CLI_FN, "share-breaker", 0, NULL, NULL, 0, opt_share_breaker, NULL, CLI_OPT_HIDDEN, NULL},
+    {.kind = CLI_HEADING, .help = "Retry policy"},
+    {.kind = CLI_GROUP, .group = cli_policy_all_opts, .off = F(policy)},
+    {.kind = CLI_TEXT, .help = cli_durations_help},
+    CLI_OPT_END,
+};
+#undef F
+
+static const int fetch_exits[] = {CLI_EXIT_OK,        CLI_EXIT_FAILED,   CLI_EXIT_USAGE,
+                                  CLI_EXIT_LEFT,      CLI_EXIT_INPUT,    CLI_EXIT_LIMITER,
+                                  CLI_EXIT_TRANSPORT, CLI_EXIT_DEADLINE, CLI_EXIT_TRUNCATED,
+                                  CLI_EXIT_SIGINT,    CLI_EXIT_SIGTERM,  -1};
+
+const cli_command cli_fetch_command = {
+    .name = CMD,
+    .usage = "usage: stagger fetch [options] URL\n"
+             "\n"
+             "One HTTP request with polite retries: Retry-After honoured with a spread,\n"
+             "jittered backoff, a deadline, waits that Ctrl-C interrupts at once.\n",
+    .opts = fetch_table,
+    .epilogue = NULL,
+    .exits = fetch_exits,
+};
+
+/* libcurl's own URL parser (no second one here): 0, or its CURLUcode. The
+ * URL itself is never echoed: it may carry a password. */
+static int url_parse_error(const char *url)
+{
+    CURLU *u = curl_url();
+    if (!u)
+        return CURLUE_OUT_OF_MEMORY;
+    CURLUcode uc = curl_url_set(u, CURLUPART_URL, url, CURLU_GUESS_SCHEME);
+    curl_url_cleanup(u);
+    return (int)uc;
+}
+
 /* Parse argv into o. Returns -1 when parsed, or an exit status. */
 static int parse(fetch_opts *o, int argc, char **argv)
 {
-    if (cli_policy_preset_first(CMD, argc, argv, &o->policy) != 0)
-        return CLI_EXIT_USAGE;
-    cli_args a;
-    cli_args_init(&a, argc, argv);
-    const char *opt;
-    while (cli_args_next(&a, &opt)) {
-        if (a.name[0] == '\0') {
-            if (o->url)
-                return cli_usage_error(CMD, "only one URL allowed");
-            o->url = opt;
-            continue;
-        }
-        const char *full = argv[a.i];
-        /* Short options with the value attached (-XPOST, -H'N: v', -d@f) or
-         * bundled flags (-sv, -iL). */
-        if (full[0] == '-' && full[1] != '-' && full[1] && full[2]) {
-            if (strchr("XHdo", full[1])) {
-                char sopt[3] = {'-', full[1], '\0'};
-                const char *val = full + 2;
-                if (sopt[1] == 'X')
-                    o->method = val;
-                else if (sopt[1] == 'H') {
-                    if (add_header(o, val))
-                        return CLI_EXIT_USAGE;
-                } else if (sopt[1] == 'd') {
-                    if (add_data(o, val, false))
-                        return CLI_EXIT_USAGE;
-                } else {
-                    o->out_path = val;
-                }
-                continue;
-            }
-            for (const char *p = full + 1; *p; p++) {
-                if (*p == 'i')
-                    o->include = true;
-                else if (*p == 's')
-                    o->silent = true;
-                else if (*p == 'v')
-                    o->verbose = true;
-                else if (*p == 'L')
-                    o->location = true;
-                else
-                    return cli_usage_error(CMD, "unknown option '-%c' (see --help)", *p);
-            }
-            continue;
-        }
-        if (!strcmp(opt, "-h") || !strcmp(opt, "--help")) {
-            help();
-            return 0;
-        }
-        if (!strcmp(opt, "-i") || !strcmp(opt, "--include")) {
-            o->include = true;
-            continue;
-        }
-        if (!strcmp(opt, "-s") || !strcmp(opt, "--silent")) {
-            o->silent = true;
-            continue;
-        }
-        if (!strcmp(opt, "-v") || !strcmp(opt, "--verbose")) {
-            o->verbose = true;
-            continue;
-        }
-        if (!strcmp(opt, "-L") || !strcmp(opt, "--location")) {
-            o->location = true;
-            continue;
-        }
-        if (!strcmp(opt, "--share-breaker")) {
-            return cli_usage_error(CMD, "--share-breaker is for stagger batch (one request "
-                                        "has no breaker)");
-        }
-        const char *val = cli_args_value(&a);
-        if (!val)
-            return cli_missing_value(CMD, opt);
-        int64_t d;
-        long long n;
-        int lr = cli_limiter_option(CMD, &o->limiter, opt, val);
-        if (lr < 0)
-            return CLI_EXIT_USAGE;
-        if (lr > 0) {
-            continue;
-        } else if (is_policy_flag(opt)) {
-            if (cli_policy_option(CMD, &o->policy, opt, val) < 0)
-                return CLI_EXIT_USAGE;
-        } else if (!strcmp(opt, "-X") || !strcmp(opt, "--request")) {
-            o->method = val;
-        } else if (!strcmp(opt, "-H") || !strcmp(opt, "--header")) {
-            if (add_header(o, val))
-                return CLI_EXIT_USAGE;
-        } else if (!strcmp(opt, "-d") || !strcmp(opt, "--data")) {
-            if (add_data(o, val, false))
-                return CLI_EXIT_USAGE;
-        } else if (!strcmp(opt, "--data-binary")) {
-            if (add_data(o, val, true))
-                return CLI_EXIT_USAGE;
-        } else if (!strcmp(opt, "-o") || !strcmp(opt, "--output")) {
-            o->out_path = val;
-        } else if (!strcmp(opt, "--connect-timeout")) {
-            if (!parse_curl_seconds(val, &d) || d <= 0)
-                return cli_usage_error(CMD, "bad value '%s' for %s: expected a positive duration "
-                                            "such as 5s", val, opt);
-            o->policy.connect_timeout_us = d;
-        } else if (!strcmp(opt, "--max-time")) {
-            if (!parse_curl_seconds(val, &d) || d <= 0)
-                return cli_usage_error(CMD, "bad value '%s' for %s: expected a positive duration "
-                                            "such as 10s", val, opt);
-            o->policy.attempt_timeout_us = d;
-        } else if (!strcmp(opt, "--idempotency-key")) {
-            if (!*val || strpbrk(val, "\r\n") || strlen(val) > 255)
-                return cli_usage_error(CMD, "bad value for %s: expected a key or 'auto'", opt);
-            o->idem_key = val;
-        } else if (!strcmp(opt, "--rate")) {
-            if (!parse_rate(val, &o->rate))
-                return cli_usage_error(CMD, "bad value '%s' for %s: expected a rate such as "
-                                            "10/s or 600/m", val, opt);
-            o->has_rate = true;
-        } else if (!strcmp(opt, "--burst")) {
-            if (!cli_parse_int(val, 1, 1000000000, &n))
-                return cli_usage_error(CMD, "bad value '%s' for %s: expected a whole number "
-                                            "from 1", val, opt);
-            o->burst = n;
-            o->has_burst = true;
-        } else if (!strcmp(opt, "--log-json")) {
-            o->log_path = val;
-        } else if (!strcmp(opt, "--metrics")) {
-            o->metrics_path = val;
-        } else if (!strcmp(opt, "--secret-header")) {
-            if (o->n_secret >= MAX_SECRET_HEADERS)
-                return cli_usage_error(CMD, "at most %d --secret-header", MAX_SECRET_HEADERS);
-            o->secret[o->n_secret++] = val;
-        } else if (!strcmp(opt, "--seed")) {
-            if (!cli_parse_int(val, 0, INT64_MAX, &n))
-                return cli_usage_error(CMD, "bad value '%s' for %s: expected a whole number",
-                                       val, opt);
-            o->seed = (unsigned long long)n;
-        } else {
-            return cli_usage_error(CMD, "unknown option '%s' (see --help)", opt);
-        }
-    }
+    cli_parser parser = {.cmd = &cli_fetch_command, .ctx = o, .positional = opt_url};
+    o->limiter.cmd = CMD;
+    int rc = cli_parse(&parser, argc, argv);
+    if (rc >= 0)
+        return rc;
     if (!o->url)
         return cli_usage_error(CMD, "missing URL (see --help)");
     if (!*o->url || strpbrk(o->url, "\r\n \t"))
         return cli_usage_error(CMD, "bad URL");
     if (!url_scheme_ok(o->url))
         return cli_usage_error(CMD, "only http:// and https:// URLs are supported");
+    int uc = url_parse_error(o->url);
+    if (uc)
+        return cli_usage_error(CMD, "bad URL: %s", curl_url_strerror((CURLUcode)uc));
     if (o->method && !method_token_ok(o->method))
         return cli_usage_error(CMD, "bad method '%.40s'", o->method);
     if (o->has_burst && !o->has_rate)
@@ -610,39 +641,58 @@ static void print_response_headers(const fetch_opts *o, const stg_result *r)
 static int exit_status(const stg_result *r)
 {
     if (r->reason == STG_REASON_CANCELLED)
-        return EXIT_CANCELLED;
+        return stop_signal == SIGTERM ? CLI_EXIT_SIGTERM : CLI_EXIT_SIGINT;
+    if (r->body_truncated)
+        return EXIT_TRUNCATED; /* whatever the status: the answer is not all there */
     if (r->action == STG_ACTION_SUCCESS)
         return EXIT_OK;
+    if (r->status == 0 && r->curl_code == CURLE_URL_MALFORMAT)
+        return CLI_EXIT_USAGE; /* a URL the parse-time check let through */
     switch (r->reason) {
     case STG_REASON_DEADLINE:
         return EXIT_DEADLINE;
+    case STG_REASON_LIMITER_UNAVAILABLE: /* even after an HTTP answer */
+        return EXIT_LIMITER;
     case STG_REASON_STATUS_NOT_RETRYABLE:
         return EXIT_HTTP_NOT_RETRIED;
     case STG_REASON_METHOD_NOT_IDEMPOTENT:
         return r->status > 0 ? EXIT_HTTP_NOT_RETRIED : EXIT_TRANSPORT;
     case STG_REASON_ERROR_NOT_RETRYABLE:
-    case STG_REASON_LIMITER_UNAVAILABLE: /* even after an HTTP answer */
         return EXIT_TRANSPORT;
     default:
         return r->status > 0 ? EXIT_HTTP_AFTER_RETRIES : EXIT_TRANSPORT;
     }
 }
 
-static bool write_output(const fetch_opts *o, const stg_result *r)
+/* Create or open path for writing, mode 0600 when created (it will hold a
+ * body or a log), without truncating: -o is truncated only when there is an
+ * answer to write. *created (if not NULL) says whether it did not exist. */
+static FILE *open_private(const char *path, bool truncate, bool *created)
 {
-    FILE *f = o->out_path ? fopen(o->out_path, "wb") : stdout;
-    if (!f) {
-        fprintf(stderr, "stagger %s: cannot write %s: %s\n", CMD, o->out_path, strerror(errno));
-        return false;
-    }
+    struct stat st;
+    if (created)
+        *created = stat(path, &st) != 0;
+    int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | (truncate ? O_TRUNC : 0), 0600);
+    if (fd < 0)
+        return NULL;
+    FILE *f = fdopen(fd, "wb");
+    if (!f)
+        close(fd);
+    return f;
+}
+
+/* The final response to f (stdout, or -o opened by open_private). */
+static bool write_output(const fetch_opts *o, const stg_result *r, FILE *f)
+{
     bool ok = true;
-    if (o->include && r->headers_len)
+    struct stat st;
+    if (f != stdout && fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode))
+        ok = ftruncate(fileno(f), 0) == 0;
+    if (ok && o->include && r->headers_len)
         ok = fwrite(r->headers, 1, r->headers_len, f) == r->headers_len;
     if (ok && r->body_len)
         ok = fwrite(r->body, 1, r->body_len, f) == r->body_len;
     if (fflush(f) != 0)
-        ok = false;
-    if (f != stdout && fclose(f) != 0)
         ok = false;
     if (!ok)
         fprintf(stderr, "stagger %s: cannot write %s\n", CMD, o->out_path ? o->out_path : "stdout");
@@ -670,7 +720,8 @@ static int run(fetch_opts *o)
         o->headers = s;
     }
 
-    FILE *logf = NULL;
+    FILE *logf = NULL, *outf = NULL;
+    bool out_created = false, wrote = false;
     stg_logger *logger = NULL;
     stg_metrics *metrics = NULL;
     stg_cancel *cancel = NULL;
@@ -683,8 +734,14 @@ static int run(fetch_opts *o)
     stg_event_fanout fan;
     memset(&fan, 0, sizeof fan);
 
+    /* Every output is opened (or written) before the first request: a path
+     * that cannot be written fails here, with nothing sent. */
+    if (o->out_path && !(outf = open_private(o->out_path, false, &out_created))) {
+        fprintf(stderr, "stagger %s: cannot write %s: %s\n", CMD, o->out_path, strerror(errno));
+        goto out;
+    }
     if (o->log_path) {
-        logf = fopen(o->log_path, "w");
+        logf = open_private(o->log_path, true, NULL);
         if (!logf) {
             fprintf(stderr, "stagger %s: cannot open %s: %s\n", CMD, o->log_path, strerror(errno));
             goto out;
@@ -699,6 +756,12 @@ static int run(fetch_opts *o)
         metrics = stg_metrics_new();
         if (!metrics)
             goto oom;
+        if (stg_metrics_write(metrics, o->metrics_path) != STG_OK) {
+            fprintf(stderr, "stagger %s: cannot write metrics to %s\n", CMD, o->metrics_path);
+            stg_metrics_free(metrics);
+            metrics = NULL;
+            goto out;
+        }
         fan.fn[fan.n] = stg_metrics_event;
         fan.data[fan.n++] = metrics;
     }
@@ -742,6 +805,7 @@ static int run(fetch_opts *o)
         .max_redirects = 20,
         .headers = o->headers,
         .secret_headers = o->secret,
+        .max_body = o->max_body,
     };
     if (o->limiter.url) {
         int lrc = cli_limiter_open(&o->limiter, o->has_rate ? o->rate : 0,
@@ -762,14 +826,23 @@ static int run(fetch_opts *o)
     if (o->verbose)
         print_request(o, method);
 
+    /* SIGTERM is handled as SIGINT: the wait or attempt ends at once and the
+     * log and metrics are still written (exit 143 instead of 130). */
     sigint_token = cancel;
-    struct sigaction sa, old;
+    stop_signal = 0;
+    struct sigaction sa, old_int, old_term;
     memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_sigint;
+    sa.sa_handler = on_stop_signal;
     sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, &old);
+    sigaction(SIGINT, &sa, &old_int);
+    sigaction(SIGTERM, &sa, &old_term);
+    /* The file header's invariant: every output is open before a request. */
+    STG_ASSERT(!o->out_path || outf);
+    STG_ASSERT(!o->log_path || logf);
+    STG_ASSERT(!o->metrics_path || metrics);
     int rc = stg_curl_perform(easy, &cfg, &res);
-    sigaction(SIGINT, &old, NULL);
+    sigaction(SIGINT, &old_int, NULL);
+    sigaction(SIGTERM, &old_term, NULL);
     sigint_token = NULL;
     if (rc != STG_OK) {
         fprintf(stderr, "stagger %s: %s\n", CMD, stg_strerror(rc));
@@ -779,22 +852,35 @@ static int run(fetch_opts *o)
     if (o->verbose && res.status > 0)
         print_response_headers(o, &res);
     status = exit_status(&res);
-    if (res.status > 0 && status != EXIT_CANCELLED && !write_output(o, &res))
-        status = EXIT_LOCAL;
-    if (status != EXIT_OK && !o->silent) {
+    bool cancelled = res.reason == STG_REASON_CANCELLED;
+    if (res.status > 0 && !cancelled) {
+        wrote = true;
+        if (!write_output(o, &res, outf ? outf : stdout))
+            status = EXIT_LOCAL;
+    }
+    if (res.body_truncated && !o->silent)
+        fprintf(stderr,
+                "stagger %s: the body is larger than %zu bytes (--max-body): only the "
+                "first %zu were kept%s\n",
+                CMD, o->max_body ? o->max_body : (size_t)64 << 20, res.body_len,
+                wrote ? " and written" : "");
+    if (status != EXIT_OK && status != EXIT_TRUNCATED && !o->silent) {
         char took[32];
         cli_format_duration(res.elapsed_us, took, sizeof took);
-        if (res.status > 0)
+        if (cancelled)
+            fprintf(stderr, "stagger %s: %s after %d attempt%s in %s%s%.0d\n", CMD,
+                    stop_signal == SIGTERM ? "terminated (SIGTERM)" : "interrupted (SIGINT)",
+                    res.attempts, res.attempts == 1 ? "" : "s", took,
+                    res.status > 0 ? "; last answer HTTP " : "", res.status);
+        else if (res.status > 0)
             fprintf(stderr, "stagger %s: HTTP %d after %d attempt%s in %s: %s%s%s\n", CMD,
                     res.status, res.attempts, res.attempts == 1 ? "" : "s", took,
                     stg_reason_message(res.reason), res.error_text[0] ? ": " : "",
                     res.error_text);
         else
-            fprintf(stderr, "stagger %s: %s after %d attempt%s in %s: %s%s%s\n", CMD,
-                    res.reason == STG_REASON_CANCELLED ? "interrupted" : "no answer",
+            fprintf(stderr, "stagger %s: no answer after %d attempt%s in %s: %s%s%s\n", CMD,
                     res.attempts, res.attempts == 1 ? "" : "s", took,
-                    stg_reason_message(res.reason), res.error_text[0] ? ": " : "",
-                    res.error_text);
+                    stg_reason_message(res.reason), res.error_text[0] ? ": " : "", res.error_text);
     }
     goto out;
 
@@ -802,8 +888,19 @@ oom:
     fprintf(stderr, "stagger %s: out of memory\n", CMD);
     status = EXIT_LOCAL;
 out:
-    if (metrics && o->metrics_path && stg_metrics_write(metrics, o->metrics_path) != STG_OK)
+    if (metrics && o->metrics_path && stg_metrics_write(metrics, o->metrics_path) != STG_OK) {
         fprintf(stderr, "stagger %s: cannot write metrics to %s\n", CMD, o->metrics_path);
+        if (status == EXIT_OK)
+            status = EXIT_LOCAL;
+    }
+    if (outf) {
+        if (fclose(outf) != 0 && status == EXIT_OK) {
+            fprintf(stderr, "stagger %s: cannot write %s\n", CMD, o->out_path);
+            status = EXIT_LOCAL;
+        }
+        if (out_created && !wrote)
+            unlink(o->out_path); /* no answer: no file, as before */
+    }
     stg_result_free(&res);
     cli_limiter_close(&o->limiter);
     if (easy)
@@ -811,8 +908,10 @@ out:
     stg_cancel_free(cancel);
     stg_metrics_free(metrics);
     stg_logger_free(logger);
-    if (logf)
-        fclose(logf);
+    if (logf && fclose(logf) != 0 && status == EXIT_OK) {
+        fprintf(stderr, "stagger %s: cannot write %s\n", CMD, o->log_path);
+        status = EXIT_LOCAL;
+    }
     return status;
 }
 
@@ -828,6 +927,9 @@ int cli_fetch_main(int argc, char **argv)
     curl_slist_free_all(o.headers);
     free(o.header_lines);
     free(o.data);
+    for (size_t i = 0; i < o.n_owned; i++)
+        free(o.owned[i]);
+    free(o.owned);
     return rc;
 }
 

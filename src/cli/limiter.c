@@ -16,58 +16,61 @@
 #include <stagger/redis.h>
 #endif
 
-const char cli_limiter_help[] =
-    "Shared limit (many processes or machines):\n"
-    "  --limiter redis://[:PASSWORD@]HOST[:PORT][/[DB/]KEY]\n"
-    "                         keep the rate limit (--rate, --burst) in Redis,\n"
-    "                         judged by Redis's clock; without --rate, the adaptive\n"
-    "                         rate is learned there, one for all processes; KEY\n"
-    "                         shares one limit across hosts (default: one per host)\n"
-    "  --limiter-fallback local:SHARE|none\n"
-    "                         while Redis is unreachable, use a local bucket at\n"
-    "                         SHARE (0..1] of the rate (adaptive: a local adaptive\n"
-    "                         rate capped at SHARE of the rate last learned)\n"
-    "                         (default none: a clear error)\n"
-    "  --share-breaker        (batch) keep the circuit breaker in Redis too, so every\n"
-    "                         worker sees an open breaker at once\n";
-
-int cli_limiter_option(const char *cmd, cli_limiter *l, const char *opt, const char *val)
+static int opt_limiter(cli_parser *p, const cli_opt *o, void *field, const char *val)
 {
-    l->cmd = cmd;
-    if (!strcmp(opt, "--limiter")) {
+    (void)o;
+    cli_limiter *l = field;
+    l->cmd = cli_cmd_name(p);
 #ifdef STG_HAVE_REDIS
-        stg_redis_url u;
-        const char *why = NULL;
-        if (stg_redis_url_parse(val, &u, &why) != STG_OK) {
-            cli_usage_error(cmd, "bad value for --limiter: %s (expected "
-                                 "redis://HOST:PORT/KEY)", why ? why : "malformed URL");
-            return -1;
-        }
-        l->url = val;
-        l->url_has_key = u.key[0] != '\0';
-        return 1;
-#else
-        (void)val;
-        cli_usage_error(cmd, "--limiter needs Redis support (libhiredis-dev at build time)");
-        return -1;
-#endif
-    }
-    if (!strcmp(opt, "--limiter-fallback")) {
-#ifdef STG_HAVE_REDIS
-        const char *why = NULL;
-        if (stg_redis_fallback_parse(val, &l->fallback_share, &why) != STG_OK) {
-            cli_usage_error(cmd, "bad value '%s' for --limiter-fallback: %s", val,
-                            why ? why : "expected local:SHARE or none");
-            return -1;
-        }
-        return 1;
-#else
-        cli_usage_error(cmd, "--limiter-fallback needs Redis support");
-        return -1;
-#endif
-    }
+    stg_redis_url u;
+    const char *why = NULL;
+    if (stg_redis_url_parse(val, &u, &why) != STG_OK)
+        return cli_usage_error(l->cmd,
+                               "bad value for --limiter: %s (expected "
+                               "redis://HOST:PORT/KEY)",
+                               why ? why : "malformed URL");
+    l->url = val;
+    l->url_has_key = u.key[0] != '\0';
     return 0;
+#else
+    (void)val;
+    return cli_usage_error(l->cmd, "--limiter needs Redis support (libhiredis-dev at build "
+                                   "time)");
+#endif
 }
+
+static int opt_fallback(cli_parser *p, const cli_opt *o, void *field, const char *val)
+{
+    (void)o;
+    cli_limiter *l = field;
+    l->cmd = cli_cmd_name(p);
+#ifdef STG_HAVE_REDIS
+    const char *why = NULL;
+    if (stg_redis_fallback_parse(val, &l->fallback_share, &why) != STG_OK)
+        return cli_usage_error(l->cmd, "bad value '%s' for --limiter-fallback: %s", val,
+                               why ? why : "expected local:SHARE or none");
+    return 0;
+#else
+    (void)val;
+    return cli_usage_error(l->cmd, "--limiter-fallback needs Redis support");
+#endif
+}
+
+const cli_opt cli_limiter_opts[] = {
+    {CLI_FN, "limiter", 0, "redis://[:PASSWORD@]HOST[:PORT][/[DB/]KEY]",
+     "keep the rate limit (--rate, --burst) in Redis,\n"
+     "judged by Redis's clock; without --rate, the adaptive\n"
+     "rate is learned there, one for all processes; KEY\n"
+     "shares one limit across hosts (default: one per host)",
+     0, opt_limiter, NULL, 0, NULL},
+    {CLI_FN, "limiter-fallback", 0, "local:SHARE|none",
+     "while Redis is unreachable, use a local bucket at\n"
+     "SHARE (0..1] of the rate (adaptive: a local adaptive\n"
+     "rate capped at SHARE of the rate last learned)\n"
+     "(default none: a clear error)",
+     0, opt_fallback, NULL, 0, NULL},
+    CLI_OPT_END,
+};
 
 #ifdef STG_HAVE_REDIS
 static void on_log(void *data, stg_redis_event ev, const char *msg)
@@ -90,12 +93,11 @@ static int acquire_adaptive(void *ctx, const char *key, int64_t timeout_us, int6
                             int64_t *ticket)
 {
     cli_limiter *l = ctx;
-    return stg_redis_adaptive_acquire(l->backend, l->url_has_key ? NULL : key, timeout_us,
-                                      wait_us, ticket);
+    return stg_redis_adaptive_acquire(l->backend, l->url_has_key ? NULL : key, timeout_us, wait_us,
+                                      ticket);
 }
 
-static void on_response(void *ctx, const char *key, int64_t ticket, bool throttled,
-                        int64_t hold_us)
+static void on_response(void *ctx, const char *key, int64_t ticket, bool throttled, int64_t hold_us)
 {
     cli_limiter *l = ctx;
     (void)stg_redis_adaptive_response(l->backend, l->url_has_key ? NULL : key, ticket, throttled,

@@ -10,6 +10,8 @@
 #ifdef STG_HAVE_CURL
 #include <stagger/curl.h>
 
+#include "cli/opt.h"
+
 typedef struct cli_limiter {
     const char *cmd;
     const char *url;       /* --limiter; NULL: none */
@@ -21,13 +23,9 @@ typedef struct cli_limiter {
     stg_shared_limiter ops;
 } cli_limiter;
 
-/* A value-taking flag of the shared limiter: 1 applied, 0 not one of
- * these, -1 after a usage error. (--share-breaker takes no value: the
- * caller sets share_breaker.) */
-int cli_limiter_option(const char *cmd, cli_limiter *l, const char *opt, const char *val);
-
-/* Help text for the flags. */
-extern const char cli_limiter_help[];
+/* --limiter and --limiter-fallback, an option-table group whose field is
+ * the cli_limiter. (--share-breaker, a batch flag, sets share_breaker.) */
+extern const cli_opt cli_limiter_opts[];
 
 /* How far ahead a shared adaptive rate reserves sends (as the engine's
  * own adaptive rate: a cut must slow what comes next at once). */
@@ -35,9 +33,9 @@ extern const char cli_limiter_help[];
 
 /* Connect to the backend when --limiter was given. rate and burst are the
  * shared limit; rate 0 (none given) shares an adaptive rate, capped at
- * l->max_rate; failures and open_us configure a shared breaker. *out is &l->ops, or NULL without --limiter. Returns 0, or an exit
- * status after a one-line message (2: usage, 1: unreachable without a
- * fallback). */
+ * l->max_rate; failures and open_us configure a shared breaker. *out is &l->ops, or NULL without
+ * --limiter. Returns 0, or an exit status after a one-line message (2: usage, 1: unreachable
+ * without a fallback). */
 int cli_limiter_open(cli_limiter *l, double rate, int64_t burst, int failures, int64_t open_us,
                      const stg_shared_limiter **out);
 

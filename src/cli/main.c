@@ -3,6 +3,7 @@
  * subcommands whose library part was not built (missing Debian package) are
  * left out of the table and reported as such.
  */
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -12,30 +13,75 @@ struct command {
     const char *name;
     int (*run)(int argc, char **argv);
     const char *summary;
+    const cli_command *table;
 };
 
 static const struct command commands[] = {
-    {"plan", cli_plan_main, "show what a retry policy does: schedules and decisions"},
+    {"plan", cli_plan_main, "show what a retry policy does: schedules and decisions",
+     &cli_plan_command},
 #ifdef STG_HAVE_SIM
-    {"sim", cli_sim_main, "replay retry storms in virtual time"},
+    {"sim", cli_sim_main, "replay retry storms in virtual time", &cli_sim_command},
 #endif
 #ifdef STG_HAVE_SERVER
-    {"serve", cli_serve_main, "run a rate-limited HTTP test server on loopback"},
+    {"serve", cli_serve_main, "run a rate-limited HTTP test server on loopback",
+     &cli_serve_command},
 #endif
 #ifdef STG_HAVE_CURL
-    {"fetch", cli_fetch_main, "one HTTP request with polite retries (curl-like)"},
+    {"fetch", cli_fetch_main, "one HTTP request with polite retries (curl-like)",
+     &cli_fetch_command},
 #endif
 #ifdef STG_HAVE_STORE
-    {"batch", cli_batch_main, "durable, resumable batch of requests"},
+    {"batch", cli_batch_main, "durable, resumable batch of requests", &cli_batch_command},
+    {"batch report", NULL, NULL, &cli_batch_report_command},
+    {"batch export", NULL, NULL, &cli_batch_export_command},
 #endif
 };
+
+#define N_COMMANDS (sizeof commands / sizeof commands[0])
 
 static void usage(FILE *out)
 {
     fprintf(out, "usage: stagger COMMAND [options]\n\ncommands:\n");
-    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
-        fprintf(out, "  %-8s %s\n", commands[i].name, commands[i].summary);
-    fprintf(out, "\n`stagger COMMAND --help` describes each; `stagger --version` prints the version.\n");
+    for (size_t i = 0; i < N_COMMANDS; i++)
+        if (commands[i].run)
+            fprintf(out, "  %-8s %s\n", commands[i].name, commands[i].summary);
+    fprintf(out,
+            "\n`stagger COMMAND --help` describes each; `stagger --version` prints the version.\n"
+            "`stagger help --exit-codes` lists the exit statuses, the same for every command;\n"
+            "`stagger help --options COMMAND` its options, one a line. See stagger(1).\n");
+}
+
+static const struct command *lookup(const char *name)
+{
+    for (size_t i = 0; i < N_COMMANDS; i++)
+        if (!strcmp(name, commands[i].name))
+            return &commands[i];
+    return NULL;
+}
+
+/* stagger help [COMMAND | --exit-codes | --options COMMAND] */
+static int help(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stdout);
+        return CLI_EXIT_OK;
+    }
+    if (!strcmp(argv[1], "--exit-codes") && argc == 2) {
+        cli_exit_dump(stdout);
+        return CLI_EXIT_OK;
+    }
+    bool options = !strcmp(argv[1], "--options");
+    if (argc != (options ? 3 : 2))
+        return cli_usage_error("help", "expected COMMAND, --exit-codes or --options COMMAND");
+    const char *name = argv[options ? 2 : 1];
+    const struct command *c = lookup(name);
+    if (!c)
+        return cli_usage_error("help", "unknown command '%s'", name);
+    if (options)
+        cli_dump_options(c->table, stdout);
+    else
+        cli_help(c->table, stdout);
+    return CLI_EXIT_OK;
 }
 
 int main(int argc, char **argv)
@@ -45,17 +91,19 @@ int main(int argc, char **argv)
         return CLI_EXIT_USAGE;
     }
     const char *cmd = argv[1];
-    if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help") || !strcmp(cmd, "help")) {
+    if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help")) {
         usage(stdout);
         return 0;
     }
+    if (!strcmp(cmd, "help"))
+        return help(argc - 1, argv + 1);
     if (!strcmp(cmd, "--version") || !strcmp(cmd, "version")) {
         printf("stagger %s\n", stg_version());
         return 0;
     }
-    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
-        if (!strcmp(cmd, commands[i].name))
-            return commands[i].run(argc - 1, argv + 1);
+    const struct command *c = lookup(cmd);
+    if (c && c->run)
+        return c->run(argc - 1, argv + 1);
     fprintf(stderr, "stagger: unknown command '%s' (see stagger --help)\n", cmd);
     return CLI_EXIT_USAGE;
 }

@@ -7,6 +7,7 @@
  * cumulative time. Decision mode runs stg_decide() once on a response given
  * on the command line and says what follows and why.
  */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,43 +19,6 @@
 
 #define CMD "plan"
 #define MAX_HEADERS 64
-
-static void help(void)
-{
-    printf("usage: stagger plan [policy options] [--samples N] [--seed S] [--json]\n"
-           "       stagger plan [policy options] --respond STATUS|ERROR [-H 'Name: value']...\n"
-           "                    [-X METHOD] [--attempt N] [--elapsed D] [--prev-wait D]\n"
-           "                    [--idempotency-key] [--now UNIX_SECONDS] [--seed S] [--json]\n"
-           "\n"
-           "Without --respond: sample --samples schedules (default 10000) of the policy,\n"
-           "each as if every attempt failed with a retryable 503 and took no time, and\n"
-           "print per retry the min / median / max wait, the cumulative time, and the\n"
-           "share of schedules that get that far (the deadline can cut them short).\n"
-           "\n"
-           "With --respond: the decision for that response to attempt --attempt\n"
-           "(default 1) and why. STATUS is an HTTP status; ERROR is one of refused,\n"
-           "reset, timeout, connect-timeout, dns, tls, other. -H adds response headers\n"
-           "(Retry-After, X-RateLimit-*, RateLimit, RateLimit-Policy); --now sets the\n"
-           "wall clock for HTTP-dates (default: now); --elapsed is the time since the\n"
-           "first attempt started (for the deadline); --prev-wait the previous wait\n"
-           "(decorrelated jitter); --idempotency-key says the request carries one.\n"
-           "\n"
-           "%s"
-           "\n"
-           "JSON (--json), schedule mode: one object with \"policy\" (the resolved\n"
-           "policy), \"samples\", \"seed\" and \"retries\", an array of objects with\n"
-           "retry, reached (share), wait_min_ms, wait_median_ms, wait_max_ms,\n"
-           "cum_min_ms, cum_median_ms, cum_max_ms.\n"
-           "JSON, decision mode: decision (success|retry|give_up), reason (e.g.\n"
-           "retry_status, status_not_retryable, server_wait_too_long), message,\n"
-           "wait_min_ms, wait_max_ms (range the wait is drawn from), wait_ms (the wait\n"
-           "drawn for --seed), server_wait_ms (parsed hint or null), attempt, status,\n"
-           "error, method, retry_after_mode, and hints {retry_after_ms, limit,\n"
-           "remaining, reset_ms, window_ms} (null when absent).\n"
-           "\n"
-           "Exit status: 0 on success, 2 on bad usage.\n",
-           cli_policy_help);
-}
 
 static int cmp_i64(const void *a, const void *b)
 {
@@ -91,9 +55,9 @@ static json_t *policy_json(const stg_policy *p)
     char statuses[512];
     format_statuses(&p->retry_statuses, statuses, sizeof statuses);
     json_t *o = json_pack("{s:s,s:f,s:f,s:f,s:i,s:f,s:f,s:s,s:f,s:s}", "backoff",
-                          stg_backoff_kind_name(p->backoff.kind), "base_ms",
-                          ms(p->backoff.base_us), "cap_ms", ms(p->backoff.cap_us), "multiplier",
-                          p->backoff.multiplier, "max_attempts", p->max_attempts, "deadline_ms",
+                          stg_backoff_kind_name(p->backoff.kind), "base_ms", ms(p->backoff.base_us),
+                          "cap_ms", ms(p->backoff.cap_us), "multiplier", p->backoff.multiplier,
+                          "max_attempts", p->max_attempts, "deadline_ms",
                           p->deadline_us < 0 ? -1.0 : ms(p->deadline_us), "max_server_wait_ms",
                           p->max_server_wait_us < 0 ? -1.0 : ms(p->max_server_wait_us),
                           "retry_after_mode", stg_retry_after_mode_name(p->retry_after_mode),
@@ -114,8 +78,8 @@ static void print_policy(const stg_policy *p)
         snprintf(dl, sizeof dl, "none");
     else
         cli_format_duration(p->deadline_us, dl, sizeof dl);
-    printf("policy: %s backoff, base %s, x%g, cap %s", stg_backoff_kind_name(p->backoff.kind),
-           base, p->backoff.multiplier, cap);
+    printf("policy: %s backoff, base %s, x%g, cap %s", stg_backoff_kind_name(p->backoff.kind), base,
+           p->backoff.multiplier, cap);
     if (p->backoff.kind == STG_BACKOFF_PROPORTIONAL)
         printf(" (%+g%%..%+g%%)", p->backoff.jitter_lo * 100, p->backoff.jitter_hi * 100);
     printf("; %d attempts; deadline %s; Retry-After %s\n", p->max_attempts, dl,
@@ -172,12 +136,11 @@ static int run_schedule(const stg_policy *p, long long samples, uint64_t seed, b
         qsort(c, n, sizeof *c, cmp_i64);
         double share = (double)reached[r] / (double)samples;
         if (json) {
-            json_array_append_new(arr, json_pack("{s:i,s:f,s:f,s:f,s:f,s:f,s:f,s:f}", "retry",
-                                                 r + 1, "reached", share, "wait_min_ms", ms(w[0]),
-                                                 "wait_median_ms", ms(w[n / 2]), "wait_max_ms",
-                                                 ms(w[n - 1]), "cum_min_ms", ms(c[0]),
-                                                 "cum_median_ms", ms(c[n / 2]), "cum_max_ms",
-                                                 ms(c[n - 1])));
+            json_array_append_new(
+                arr, json_pack("{s:i,s:f,s:f,s:f,s:f,s:f,s:f,s:f}", "retry", r + 1, "reached",
+                               share, "wait_min_ms", ms(w[0]), "wait_median_ms", ms(w[n / 2]),
+                               "wait_max_ms", ms(w[n - 1]), "cum_min_ms", ms(c[0]), "cum_median_ms",
+                               ms(c[n / 2]), "cum_max_ms", ms(c[n - 1])));
         } else {
             char b[6][32];
             int64_t v[6] = {w[0], w[n / 2], w[n - 1], c[0], c[n / 2], c[n - 1]};
@@ -206,9 +169,12 @@ static bool parse_respond(const char *text, stg_outcome *o)
     static const struct {
         const char *name;
         stg_net_error e;
-    } errs[] = {{"refused", STG_NET_CONNECT_REFUSED}, {"reset", STG_NET_RESET},
-                {"timeout", STG_NET_TIMEOUT},         {"connect-timeout", STG_NET_CONNECT_TIMEOUT},
-                {"dns", STG_NET_DNS},                 {"tls", STG_NET_TLS},
+    } errs[] = {{"refused", STG_NET_CONNECT_REFUSED},
+                {"reset", STG_NET_RESET},
+                {"timeout", STG_NET_TIMEOUT},
+                {"connect-timeout", STG_NET_CONNECT_TIMEOUT},
+                {"dns", STG_NET_DNS},
+                {"tls", STG_NET_TLS},
                 {"other", STG_NET_OTHER}};
     long long n;
     if (cli_parse_int(text, 100, 599, &n)) {
@@ -248,10 +214,10 @@ static int run_decision(const stg_policy *p, stg_outcome *o, const stg_hints *h,
         return cli_usage_error(CMD, "invalid policy");
 
     if (json) {
-        json_t *hints = json_pack("{s:o,s:o,s:o,s:o,s:o}", "retry_after_ms",
-                                  ms_or_null(h->retry_after_us), "limit", int_or_null(h->limit),
-                                  "remaining", int_or_null(h->remaining), "reset_ms",
-                                  ms_or_null(h->reset_us), "window_ms", ms_or_null(h->window_us));
+        json_t *hints =
+            json_pack("{s:o,s:o,s:o,s:o,s:o}", "retry_after_ms", ms_or_null(h->retry_after_us),
+                      "limit", int_or_null(h->limit), "remaining", int_or_null(h->remaining),
+                      "reset_ms", ms_or_null(h->reset_us), "window_ms", ms_or_null(h->window_us));
         json_t *root = json_pack(
             "{s:s,s:s,s:s,s:f,s:f,s:f,s:o,s:i,s:o,s:o,s:s,s:s,s:o}", "decision",
             stg_action_name(d.action), "reason", stg_reason_name(d.reason), "message",
@@ -310,93 +276,178 @@ static int run_decision(const stg_policy *p, stg_outcome *o, const stg_hints *h,
     return 0;
 }
 
+typedef struct plan_opts {
+    stg_policy policy;
+    bool json, respond;
+    long long samples, attempt, seed;
+    int64_t elapsed, prev_wait;
+    double now_s;
+    stg_outcome o;
+    const char *headers[MAX_HEADERS];
+    int nheaders;
+} plan_opts;
+
+static int opt_samples(cli_parser *p, const cli_opt *o, void *field, const char *val)
+{
+    (void)o;
+    if (!cli_parse_int(val, 1, 1000000, field))
+        return cli_opt_bad(p, val, "expected 1..1000000");
+    return 0;
+}
+
+static int opt_seed(cli_parser *p, const cli_opt *o, void *field, const char *val)
+{
+    (void)o;
+    if (!cli_parse_int(val, 0, INT64_MAX, field))
+        return cli_opt_bad(p, val, "expected a number >= 0");
+    return 0;
+}
+
+static int opt_respond(cli_parser *p, const cli_opt *o, void *field, const char *val)
+{
+    (void)o;
+    plan_opts *po = field;
+    if (!parse_respond(val, &po->o))
+        return cli_opt_bad(p, val,
+                           "expected a status 100..599 or refused, reset, timeout, "
+                           "connect-timeout, dns, tls, other");
+    po->respond = true;
+    return 0;
+}
+
+static int opt_header(cli_parser *p, const cli_opt *o, void *field, const char *val)
+{
+    (void)p, (void)o;
+    plan_opts *po = field;
+    if (po->nheaders == MAX_HEADERS)
+        return cli_usage_error(CMD, "too many -H (at most %d)", MAX_HEADERS);
+    if (!strchr(val, ':'))
+        return cli_usage_error(CMD, "bad header '%s': expected 'Name: value'", val);
+    po->headers[po->nheaders++] = val;
+    return 0;
+}
+
+static int opt_method(cli_parser *p, const cli_opt *o, void *field, const char *val)
+{
+    (void)p, (void)o;
+    stg_outcome *out = field;
+    out->method = stg_method_parse(val);
+    if (out->method == STG_METHOD_UNKNOWN)
+        return cli_usage_error(CMD, "unknown method '%s' (methods are upper case)", val);
+    return 0;
+}
+
+static int opt_attempt(cli_parser *p, const cli_opt *o, void *field, const char *val)
+{
+    (void)o;
+    if (!cli_parse_int(val, 1, 1000000, field))
+        return cli_opt_bad(p, val, "expected 1 or more");
+    return 0;
+}
+
+static int opt_duration(cli_parser *p, const cli_opt *o, void *field, const char *val)
+{
+    (void)o;
+    if (!cli_parse_duration(val, field))
+        return cli_opt_bad(p, val, "expected a duration");
+    return 0;
+}
+
+static int opt_now(cli_parser *p, const cli_opt *o, void *field, const char *val)
+{
+    (void)o;
+    if (!cli_parse_double(val, 0, 253402300799.0, field))
+        return cli_opt_bad(p, val, "expected Unix seconds");
+    return 0;
+}
+
+#define F(x) offsetof(plan_opts, x)
+static const cli_opt plan_opts_table[] = {
+    {.kind = CLI_HEADING, .help = "Schedule mode"},
+    {CLI_FN, "samples", 0, "N", "schedules to sample (default 10000)", F(samples), opt_samples,
+     NULL, 0, NULL},
+    {.kind = CLI_HEADING, .help = "Decision mode"},
+    {CLI_FN, "respond", 0, "STATUS|ERROR",
+     "decide on this answer: an HTTP status, or refused,\n"
+     "reset, timeout, connect-timeout, dns, tls, other",
+     0, opt_respond, NULL, 0, NULL},
+    {CLI_FN, "header", 'H', "'Name: value'",
+     "a response header (Retry-After, X-RateLimit-*,\nRateLimit, RateLimit-Policy); repeatable", 0,
+     opt_header, NULL, 0, NULL},
+    {CLI_FN, "request", 'X', "METHOD", "the request method (default GET)", F(o), opt_method, NULL,
+     0, NULL},
+    {CLI_FN, "attempt", 0, "N", "the attempt that got the answer (default 1)", F(attempt),
+     opt_attempt, NULL, 0, NULL},
+    {CLI_FN, "elapsed", 0, "D", "time since the first attempt started (deadline)", F(elapsed),
+     opt_duration, NULL, 0, NULL},
+    {CLI_FN, "prev-wait", 0, "D", "the previous wait (decorrelated jitter)", F(prev_wait),
+     opt_duration, NULL, 0, NULL},
+    {CLI_FLAG, "idempotency-key", 0, NULL, "the request carries an Idempotency-Key",
+     F(o.has_idempotency_key), NULL, NULL, 0, NULL},
+    {CLI_FN, "now", 0, "UNIX_SECONDS", "wall clock for HTTP-dates (default: now)", F(now_s),
+     opt_now, NULL, 0, NULL},
+    {.kind = CLI_HEADING, .help = "Both modes"},
+    {CLI_FN, "seed", 0, "S", "seed of the jitter (default 1)", F(seed), opt_seed, NULL, 0, NULL},
+    {CLI_FLAG, "json", 0, NULL, "print JSON (below) instead of text", F(json), NULL, NULL, 0, NULL},
+    CLI_OPT_HELP_ENTRY,
+    {.kind = CLI_HEADING, .help = "Retry policy"},
+    {.kind = CLI_GROUP, .group = cli_policy_all_opts, .off = F(policy)},
+    {.kind = CLI_TEXT, .help = cli_durations_help},
+    CLI_OPT_END,
+};
+#undef F
+
+static const int plan_exits[] = {CLI_EXIT_OK, CLI_EXIT_FAILED, CLI_EXIT_USAGE, -1};
+
+const cli_command cli_plan_command = {
+    .name = CMD,
+    .usage = "usage: stagger plan [policy options] [--samples N] [--seed S] [--json]\n"
+             "       stagger plan [policy options] --respond STATUS|ERROR [-H 'Name: value']...\n"
+             "                    [-X METHOD] [--attempt N] [--elapsed D] [--prev-wait D]\n"
+             "                    [--idempotency-key] [--now UNIX_SECONDS] [--seed S] [--json]\n"
+             "\n"
+             "Without --respond: sample --samples schedules (default 10000) of the policy,\n"
+             "each as if every attempt failed with a retryable 503 and took no time, and\n"
+             "print per retry the min / median / max wait, the cumulative time, and the\n"
+             "share of schedules that get that far (the deadline can cut them short).\n"
+             "\n"
+             "With --respond: the decision for that response to attempt --attempt\n"
+             "(default 1) and why.\n",
+    .opts = plan_opts_table,
+    .epilogue = "JSON (--json), schedule mode: one object with \"policy\" (the resolved\n"
+                "policy), \"samples\", \"seed\" and \"retries\", an array of objects with\n"
+                "retry, reached (share), wait_min_ms, wait_median_ms, wait_max_ms,\n"
+                "cum_min_ms, cum_median_ms, cum_max_ms.\n"
+                "JSON, decision mode: decision (success|retry|give_up), reason (e.g.\n"
+                "retry_status, status_not_retryable, server_wait_too_long), message,\n"
+                "wait_min_ms, wait_max_ms (range the wait is drawn from), wait_ms (the wait\n"
+                "drawn for --seed), server_wait_ms (parsed hint or null), attempt, status,\n"
+                "error, method, retry_after_mode, and hints {retry_after_ms, limit,\n"
+                "remaining, reset_ms, window_ms} (null when absent).\n",
+    .exits = plan_exits,
+};
+
 int cli_plan_main(int argc, char **argv)
 {
-    stg_policy policy;
-    memset(&policy, 0, sizeof policy);
-    if (cli_policy_preset_first(CMD, argc, argv, &policy) < 0)
-        return CLI_EXIT_USAGE;
-
-    bool json = false, respond = false;
-    long long samples = 10000, attempt = 1, seed = 1;
-    int64_t elapsed = 0, prev_wait = 0;
-    double now_s = (double)time(NULL);
-    stg_outcome o = {.method = STG_METHOD_GET};
-    const char *headers[MAX_HEADERS];
-    int nheaders = 0;
-
-    cli_args a;
-    cli_args_init(&a, argc, argv);
-    const char *opt;
-    while (cli_args_next(&a, &opt)) {
-        if (!a.name[0])
-            return cli_usage_error(CMD, "unexpected argument '%s'", opt);
-        if (!strcmp(opt, "-h") || !strcmp(opt, "--help")) {
-            help();
-            return 0;
-        }
-        if (!strcmp(opt, "--json")) {
-            json = true;
-            continue;
-        }
-        if (!strcmp(opt, "--idempotency-key")) {
-            o.has_idempotency_key = true;
-            continue;
-        }
-        const char *val = cli_args_value(&a);
-        if (!val)
-            return cli_missing_value(CMD, opt);
-        int r = cli_policy_option(CMD, &policy, opt, val);
-        if (r < 0)
-            return CLI_EXIT_USAGE;
-        if (r > 0)
-            continue;
-        if (!strcmp(opt, "--samples")) {
-            if (!cli_parse_int(val, 1, 1000000, &samples))
-                return cli_usage_error(CMD, "bad value '%s' for --samples: expected 1..1000000",
-                                       val);
-        } else if (!strcmp(opt, "--seed")) {
-            if (!cli_parse_int(val, 0, INT64_MAX, &seed))
-                return cli_usage_error(CMD, "bad value '%s' for --seed: expected a number >= 0",
-                                       val);
-        } else if (!strcmp(opt, "--respond")) {
-            if (!parse_respond(val, &o))
-                return cli_usage_error(CMD,
-                                       "bad value '%s' for --respond: expected a status 100..599 "
-                                       "or refused, reset, timeout, connect-timeout, dns, tls, "
-                                       "other",
-                                       val);
-            respond = true;
-        } else if (!strcmp(opt, "-H") || !strcmp(opt, "--header")) {
-            if (nheaders == MAX_HEADERS)
-                return cli_usage_error(CMD, "too many -H (at most %d)", MAX_HEADERS);
-            if (!strchr(val, ':'))
-                return cli_usage_error(CMD, "bad header '%s': expected 'Name: value'", val);
-            headers[nheaders++] = val;
-        } else if (!strcmp(opt, "-X") || !strcmp(opt, "--request")) {
-            o.method = stg_method_parse(val);
-            if (o.method == STG_METHOD_UNKNOWN)
-                return cli_usage_error(CMD, "unknown method '%s' (methods are upper case)", val);
-        } else if (!strcmp(opt, "--attempt")) {
-            if (!cli_parse_int(val, 1, 1000000, &attempt))
-                return cli_usage_error(CMD, "bad value '%s' for --attempt: expected 1 or more",
-                                       val);
-        } else if (!strcmp(opt, "--elapsed")) {
-            if (!cli_parse_duration(val, &elapsed))
-                return cli_usage_error(CMD, "bad value '%s' for --elapsed: expected a duration",
-                                       val);
-        } else if (!strcmp(opt, "--prev-wait")) {
-            if (!cli_parse_duration(val, &prev_wait))
-                return cli_usage_error(CMD,
-                                       "bad value '%s' for --prev-wait: expected a duration", val);
-        } else if (!strcmp(opt, "--now")) {
-            if (!cli_parse_double(val, 0, 253402300799.0, &now_s))
-                return cli_usage_error(CMD,
-                                       "bad value '%s' for --now: expected Unix seconds", val);
-        } else {
-            return cli_usage_error(CMD, "unknown option '%s' (see stagger plan --help)", opt);
-        }
-    }
+    plan_opts po;
+    memset(&po, 0, sizeof po);
+    po.samples = 10000;
+    po.attempt = 1;
+    po.seed = 1;
+    po.now_s = (double)time(NULL);
+    po.o.method = STG_METHOD_GET;
+    cli_parser parser = {.cmd = &cli_plan_command, .ctx = &po};
+    int prc = cli_parse(&parser, argc, argv);
+    if (prc >= 0)
+        return prc;
+    stg_policy policy = po.policy;
+    stg_outcome o = po.o;
+    const char **headers = po.headers;
+    int nheaders = po.nheaders;
+    bool json = po.json, respond = po.respond;
+    long long samples = po.samples, attempt = po.attempt, seed = po.seed;
+    int64_t elapsed = po.elapsed, prev_wait = po.prev_wait;
+    double now_s = po.now_s;
 
     stg_policy p;
     if (stg_policy_resolve(&policy, &p) != STG_OK)

@@ -12,6 +12,8 @@
 #ifdef STG_HAVE_SERVER
 
 #include <signal.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,71 +24,6 @@
 #include "server/server.h"
 
 #define CMD "serve"
-
-static void help(void)
-{
-    printf(
-        "usage: stagger serve [options]\n"
-        "\n"
-        "A rate-limited HTTP/1.1 test server for retry clients. Prints\n"
-        "\"listening on http://ADDR:PORT\" as its first line, serves until SIGINT or\n"
-        "SIGTERM, then writes --stats and exits 0. Replies are never stalled (TCP_NODELAY,\n"
-        "epoll threads, keep-alive) unless a fault below says so.\n"
-        "\n"
-        "Listening:\n"
-        "  --bind ADDR            numeric IPv4/IPv6 address (default 127.0.0.1)\n"
-        "  --port N               TCP port, 0 picks a free one (default 0)\n"
-        "  --threads N            epoll worker threads, 1..64 (default: CPUs, max 16)\n"
-        "\n"
-        "Global limit (libstagger's GCRA token bucket; no --rate: no limit):\n"
-        "  --rate R               requests per second, > 0 (fractions allowed)\n"
-        "  --burst B              bucket capacity (default max(1, ceil(R)))\n"
-        "  --limit-status S       status of refusals: 429 or 503 (default 429)\n"
-        "  --retry-after MODE     seconds | date | none (default seconds): delta-seconds\n"
-        "                         (the wait rounded up, at least 1), an IMF-fixdate of\n"
-        "                         now + wait, or no Retry-After; applies to every refusal\n"
-        "  --ratelimit-headers    add X-RateLimit-Limit/-Remaining/-Reset, RateLimit and\n"
-        "                         RateLimit-Policy (window 1 s) to limiter answers\n"
-        "\n"
-        "Per-client refusals:\n"
-        "  --fail-first K         429 for the first K requests of each client (by\n"
-        "                         X-Client-Id, else by path), then normal handling\n"
-        "  --fail-retry-after N   Retry-After of those 429s in seconds (default 1)\n"
-        "\n"
-        "Faults (deterministic for a given --seed and request order):\n"
-        "  --outage START+DUR     503 + Retry-After (rest of the outage) from START to\n"
-        "                         START+DUR after server start, e.g. 10s+5s; repeatable\n"
-        "  --reset-prob P         close the connection without an answer (probability)\n"
-        "  --reset-every N        ... for every Nth request\n"
-        "  --hang-prob P          never answer, until the client leaves or the server\n"
-        "                         stops (probability)\n"
-        "  --hang-every N         ... for every Nth request\n"
-        "  --slow-body-prob P     trickle the body of an admitted answer (probability)\n"
-        "  --slow-body-every N    ... for every Nth request\n"
-        "  --slow-body-ms N       time a slow body takes, in ms (default 1000)\n"
-        "  --seed S               seed of the fault generator (default 1)\n"
-        "\n"
-        "Output:\n"
-        "  --log FILE             one line per request: arrival µs since start, client,\n"
-        "                         method, path, status or reset/hang/aborted, key\n"
-        "  --log-format F         jsonl | csv (default jsonl; csv has a header line)\n"
-        "  --stats FILE           write the stats JSON (as GET /__stats) at exit\n"
-        "  --max-body BYTES       larger request bodies get 413 (default 1048576)\n"
-        "\n"
-        "Endpoints: /status/CODE (that status, 100..599; ?retry_after=N adds\n"
-        "Retry-After), /echo (the request as JSON), /__stats (counters; not counted,\n"
-        "not limited), anything else: 200 {\"path\":...,\"ok\":true}. A POST or PATCH\n"
-        "repeated with the same Idempotency-Key gets the first answer again; one\n"
-        "repeated without a key is counted in duplicates_without_key.\n"
-        "\n"
-        "Exit status: 0 after SIGINT/SIGTERM, 1 if the server cannot start (or the\n"
-        "stats file cannot be written), 2 on bad usage. See stagger-serve(1).\n");
-}
-
-static int bad(const char *opt, const char *val, const char *expected)
-{
-    return cli_usage_error(CMD, "bad value '%s' for %s: expected %s", val, opt, expected);
-}
 
 static bool parse_outage(const char *val, stg_srv_outage *o)
 {
@@ -113,118 +50,291 @@ static void raise_nofile(void)
     }
 }
 
+typedef struct serve_opts {
+    stg_srv_config cfg;
+    bool burst_set;
+} serve_opts;
+
+/* An integer option in [lo, hi] into an int64_t field. */
+static int int_in(cli_parser *p, const char *val, long long lo, long long hi, const char *what,
+                  long long *n)
+{
+    if (!cli_parse_int(val, lo, hi, n))
+        return cli_opt_bad(p, val, what);
+    return 0;
+}
+
+static int opt_port(cli_parser *p, const cli_opt *o, void *field, const char *val)
+{
+    (void)o;
+    long long n;
+    int rc = int_in(p, val, 0, 65535, "expected 0..65535", &n);
+    if (!rc)
+        *(unsigned *)field = (unsigned)n;
+    return rc;
+}
+
+static int opt_threads(cli_parser *p, const cli_opt *o, void *field, const char *val)
+{
+    (void)o;
+    long long n;
+    int rc = int_in(p, val, 1, 64, "expected 1..64", &n);
+    if (!rc)
+        *(unsigned *)field = (unsigned)n;
+    return rc;
+}
+
+static int opt_rate(cli_parser *p, const cli_opt *o, void *field, const char *val)
+{
+    (void)o;
+    double d;
+    if (!cli_parse_double(val, 0, 1e9, &d) || d <= 0)
+        return cli_opt_bad(p, val, "expected a number of requests per second in (0, 1e9]");
+    *(double *)field = d;
+    return 0;
+}
+
+static int opt_burst(cli_parser *p, const cli_opt *o, void *field, const char *val)
+{
+    (void)o;
+    serve_opts *so = field;
+    long long n;
+    int rc = int_in(p, val, 1, 1000000000, "expected 1..1000000000", &n);
+    if (!rc) {
+        so->cfg.burst = n;
+        so->burst_set = true;
+    }
+    return rc;
+}
+
+static int opt_limit_status(cli_parser *p, const cli_opt *o, void *field, const char *val)
+{
+    (void)o;
+    unsigned *st = field;
+    if (!strcmp(val, "429"))
+        *st = 429;
+    else if (!strcmp(val, "503"))
+        *st = 503;
+    else
+        return cli_opt_bad(p, val, "expected 429 or 503");
+    return 0;
+}
+
+static int opt_retry_after(cli_parser *p, const cli_opt *o, void *field, const char *val)
+{
+    (void)o;
+    stg_srv_config *c = field;
+    if (!strcmp(val, "seconds"))
+        c->retry_after = STG_SRV_RA_SECONDS;
+    else if (!strcmp(val, "date"))
+        c->retry_after = STG_SRV_RA_DATE;
+    else if (!strcmp(val, "none"))
+        c->retry_after = STG_SRV_RA_NONE;
+    else
+        return cli_opt_bad(p, val, "expected seconds, date or none");
+    return 0;
+}
+
+static int opt_fail_first(cli_parser *p, const cli_opt *o, void *field, const char *val)
+{
+    (void)o;
+    long long n;
+    int rc = int_in(p, val, 0, 1000000, "expected 0..1000000", &n);
+    if (!rc)
+        *(int64_t *)field = n;
+    return rc;
+}
+
+static int opt_fail_retry_after(cli_parser *p, const cli_opt *o, void *field, const char *val)
+{
+    (void)o;
+    long long n;
+    int rc = int_in(p, val, 0, 86400, "expected 0..86400 seconds", &n);
+    if (!rc)
+        *(int64_t *)field = n;
+    return rc;
+}
+
+static int opt_outage(cli_parser *p, const cli_opt *o, void *field, const char *val)
+{
+    (void)o;
+    stg_srv_config *c = field;
+    if (c->n_outages == STG_SRV_MAX_OUTAGES)
+        return cli_usage_error(CMD, "at most %d --outage windows", STG_SRV_MAX_OUTAGES);
+    if (!parse_outage(val, &c->outages[c->n_outages]))
+        return cli_opt_bad(p, val, "expected START+DURATION, e.g. 10s+5s");
+    c->n_outages++;
+    return 0;
+}
+
+static int opt_prob(cli_parser *p, const cli_opt *o, void *field, const char *val)
+{
+    (void)o;
+    double d;
+    if (!cli_parse_double(val, 0, 1, &d))
+        return cli_opt_bad(p, val, "expected a probability in [0, 1]");
+    *(double *)field = d;
+    return 0;
+}
+
+static int opt_every(cli_parser *p, const cli_opt *o, void *field, const char *val)
+{
+    (void)o;
+    long long n;
+    int rc = int_in(p, val, 0, 1000000000, "expected 0..1000000000 (0: off)", &n);
+    if (!rc)
+        *(int64_t *)field = n;
+    return rc;
+}
+
+static int opt_slow_ms(cli_parser *p, const cli_opt *o, void *field, const char *val)
+{
+    (void)o;
+    long long n;
+    int rc = int_in(p, val, 0, 3600000, "expected 0..3600000 ms", &n);
+    if (!rc)
+        *(int64_t *)field = n * 1000;
+    return rc;
+}
+
+static int opt_seed(cli_parser *p, const cli_opt *o, void *field, const char *val)
+{
+    (void)o;
+    long long n;
+    int rc = int_in(p, val, 0, 0x7fffffffffffffffLL, "expected a non-negative integer", &n);
+    if (!rc)
+        *(uint64_t *)field = (uint64_t)n;
+    return rc;
+}
+
+static int opt_log_format(cli_parser *p, const cli_opt *o, void *field, const char *val)
+{
+    (void)o;
+    stg_srv_config *c = field;
+    if (!strcmp(val, "jsonl"))
+        c->log_format = STG_SRV_LOG_JSONL;
+    else if (!strcmp(val, "csv"))
+        c->log_format = STG_SRV_LOG_CSV;
+    else
+        return cli_opt_bad(p, val, "expected jsonl or csv");
+    return 0;
+}
+
+static int opt_max_body(cli_parser *p, const cli_opt *o, void *field, const char *val)
+{
+    (void)o;
+    long long n;
+    int rc = int_in(p, val, 0, 1LL << 30, "expected 0..1073741824 bytes", &n);
+    if (!rc)
+        *(size_t *)field = (size_t)n;
+    return rc;
+}
+
+#define F(x) offsetof(serve_opts, cfg.x)
+static const cli_opt serve_table[] = {
+    {.kind = CLI_HEADING, .help = "Listening"},
+    {CLI_STRING, "bind", 0, "ADDR", "numeric IPv4/IPv6 address (default 127.0.0.1)", F(bind), NULL,
+     NULL, 0, NULL},
+    {CLI_FN, "port", 0, "N", "TCP port, 0 picks a free one (default 0)", F(port), opt_port, NULL, 0,
+     NULL},
+    {CLI_FN, "threads", 0, "N", "epoll worker threads, 1..64 (default: CPUs, max 16)", F(threads),
+     opt_threads, NULL, 0, NULL},
+    {.kind = CLI_HEADING,
+     .help = "Global limit (libstagger's GCRA token bucket; no --rate: no "
+             "limit)"},
+    {CLI_FN, "rate", 0, "R", "requests per second, > 0 (fractions allowed)", F(rate), opt_rate,
+     NULL, 0, NULL},
+    {CLI_FN, "burst", 0, "B", "bucket capacity (default max(1, ceil(R)))", 0, opt_burst, NULL, 0,
+     NULL},
+    {CLI_FN, "limit-status", 0, "429|503", "status of refusals (default 429)", F(limit_status),
+     opt_limit_status, NULL, 0, NULL},
+    {CLI_FN, "retry-after", 0, "seconds|date|none",
+     "(default seconds): delta-seconds (the wait rounded\n"
+     "up, at least 1), an IMF-fixdate of now + wait, or no\n"
+     "Retry-After; applies to every refusal",
+     offsetof(serve_opts, cfg), opt_retry_after, NULL, 0, NULL},
+    {CLI_FLAG, "ratelimit-headers", 0, NULL,
+     "add X-RateLimit-Limit/-Remaining/-Reset, RateLimit and\n"
+     "RateLimit-Policy (window 1 s) to limiter answers",
+     F(ratelimit_headers), NULL, NULL, 0, NULL},
+    {.kind = CLI_HEADING, .help = "Per-client refusals"},
+    {CLI_FN, "fail-first", 0, "K",
+     "429 for the first K requests of each client (by\n"
+     "X-Client-Id, else by path), then normal handling",
+     F(fail_first), opt_fail_first, NULL, 0, NULL},
+    {CLI_FN, "fail-retry-after", 0, "N", "Retry-After of those 429s in seconds (default 1)",
+     F(fail_retry_after_s), opt_fail_retry_after, NULL, 0, NULL},
+    {.kind = CLI_HEADING, .help = "Faults (deterministic for a given --seed and request order)"},
+    {CLI_FN, "outage", 0, "START+DUR",
+     "503 + Retry-After (rest of the outage) from START to\n"
+     "START+DUR after server start, e.g. 10s+5s; repeatable",
+     offsetof(serve_opts, cfg), opt_outage, NULL, 0, NULL},
+    {CLI_FN, "reset-prob", 0, "P", "close the connection without an answer (probability)",
+     F(reset_prob), opt_prob, NULL, 0, NULL},
+    {CLI_FN, "reset-every", 0, "N", "... for every Nth request", F(reset_every), opt_every, NULL, 0,
+     NULL},
+    {CLI_FN, "hang-prob", 0, "P",
+     "never answer, until the client leaves or the server\nstops (probability)", F(hang_prob),
+     opt_prob, NULL, 0, NULL},
+    {CLI_FN, "hang-every", 0, "N", "... for every Nth request", F(hang_every), opt_every, NULL, 0,
+     NULL},
+    {CLI_FN, "slow-body-prob", 0, "P", "trickle the body of an admitted answer (probability)",
+     F(slow_prob), opt_prob, NULL, 0, NULL},
+    {CLI_FN, "slow-body-every", 0, "N", "... for every Nth request", F(slow_every), opt_every, NULL,
+     0, NULL},
+    {CLI_FN, "slow-body-ms", 0, "N", "time a slow body takes, in ms (default 1000)",
+     F(slow_body_us), opt_slow_ms, NULL, 0, NULL},
+    {CLI_FN, "seed", 0, "S", "seed of the fault generator (default 1)", F(seed), opt_seed, NULL, 0,
+     NULL},
+    {.kind = CLI_HEADING, .help = "Output"},
+    {CLI_STRING, "log", 0, "FILE",
+     "one line per request: arrival us since start, client,\n"
+     "method, path, status or reset/hang/aborted, key",
+     F(log_path), NULL, NULL, 0, NULL},
+    {CLI_FN, "log-format", 0, "jsonl|csv", "(default jsonl; csv has a header line)",
+     offsetof(serve_opts, cfg), opt_log_format, NULL, 0, NULL},
+    {CLI_STRING, "stats", 0, "FILE", "write the stats JSON (as GET /__stats) at exit",
+     F(stats_path), NULL, NULL, 0, NULL},
+    {CLI_FN, "max-body", 0, "BYTES", "larger request bodies get 413 (default 1048576)", F(max_body),
+     opt_max_body, NULL, 0, NULL},
+    CLI_OPT_HELP_ENTRY,
+    CLI_OPT_END,
+};
+#undef F
+
+static const int serve_exits[] = {CLI_EXIT_OK, CLI_EXIT_FAILED, CLI_EXIT_USAGE, -1};
+
+const cli_command cli_serve_command = {
+    .name = CMD,
+    .usage = "usage: stagger serve [options]\n"
+             "\n"
+             "A rate-limited HTTP/1.1 test server for retry clients. Prints\n"
+             "\"listening on http://ADDR:PORT\" as its first line, serves until SIGINT or\n"
+             "SIGTERM, then writes --stats and exits 0. Replies are never stalled (TCP_NODELAY,\n"
+             "epoll threads, keep-alive) unless a fault below says so.\n",
+    .opts = serve_table,
+    .epilogue = "Endpoints: /status/CODE (that status, 100..599; ?retry_after=N adds\n"
+                "Retry-After), /echo (the request as JSON), /__stats (counters; not counted,\n"
+                "not limited), anything else: 200 {\"path\":...,\"ok\":true}. A POST or PATCH\n"
+                "repeated with the same Idempotency-Key gets the first answer again; one\n"
+                "repeated without a key is counted in duplicates_without_key.\n"
+                "\n"
+                "In detail: 0 after SIGINT/SIGTERM, 1 if the server cannot start (or the\n"
+                "stats file cannot be written). See stagger-serve(1).\n",
+    .exits = serve_exits,
+};
+
 int cli_serve_main(int argc, char **argv)
 {
-    stg_srv_config cfg;
-    stg_srv_config_init(&cfg);
-    bool burst_set = false;
-
-    cli_args a;
-    cli_args_init(&a, argc, argv);
-    const char *opt;
-    while (cli_args_next(&a, &opt)) {
-        if (!a.name[0])
-            return cli_usage_error(CMD, "unexpected argument '%s'", opt);
-        if (!strcmp(opt, "-h") || !strcmp(opt, "--help")) {
-            help();
-            return 0;
-        }
-        if (!strcmp(opt, "--ratelimit-headers")) {
-            cfg.ratelimit_headers = true;
-            continue;
-        }
-        const char *val = cli_args_value(&a);
-        if (!val)
-            return cli_missing_value(CMD, opt);
-        long long n = 0;
-        double d = 0;
-        if (!strcmp(opt, "--bind")) {
-            cfg.bind = val;
-        } else if (!strcmp(opt, "--port")) {
-            if (!cli_parse_int(val, 0, 65535, &n))
-                return bad(opt, val, "0..65535");
-            cfg.port = (unsigned)n;
-        } else if (!strcmp(opt, "--threads")) {
-            if (!cli_parse_int(val, 1, 64, &n))
-                return bad(opt, val, "1..64");
-            cfg.threads = (unsigned)n;
-        } else if (!strcmp(opt, "--rate")) {
-            if (!cli_parse_double(val, 0, 1e9, &d) || d <= 0)
-                return bad(opt, val, "a number of requests per second in (0, 1e9]");
-            cfg.rate = d;
-        } else if (!strcmp(opt, "--burst")) {
-            if (!cli_parse_int(val, 1, 1000000000, &n))
-                return bad(opt, val, "1..1000000000");
-            cfg.burst = n;
-            burst_set = true;
-        } else if (!strcmp(opt, "--limit-status")) {
-            if (!strcmp(val, "429"))
-                cfg.limit_status = 429;
-            else if (!strcmp(val, "503"))
-                cfg.limit_status = 503;
-            else
-                return bad(opt, val, "429 or 503");
-        } else if (!strcmp(opt, "--retry-after")) {
-            if (!strcmp(val, "seconds"))
-                cfg.retry_after = STG_SRV_RA_SECONDS;
-            else if (!strcmp(val, "date"))
-                cfg.retry_after = STG_SRV_RA_DATE;
-            else if (!strcmp(val, "none"))
-                cfg.retry_after = STG_SRV_RA_NONE;
-            else
-                return bad(opt, val, "seconds, date or none");
-        } else if (!strcmp(opt, "--fail-first")) {
-            if (!cli_parse_int(val, 0, 1000000, &n))
-                return bad(opt, val, "0..1000000");
-            cfg.fail_first = n;
-        } else if (!strcmp(opt, "--fail-retry-after")) {
-            if (!cli_parse_int(val, 0, 86400, &n))
-                return bad(opt, val, "0..86400 seconds");
-            cfg.fail_retry_after_s = n;
-        } else if (!strcmp(opt, "--outage")) {
-            if (cfg.n_outages == STG_SRV_MAX_OUTAGES)
-                return cli_usage_error(CMD, "at most %d --outage windows",
-                                       STG_SRV_MAX_OUTAGES);
-            if (!parse_outage(val, &cfg.outages[cfg.n_outages]))
-                return bad(opt, val, "START+DURATION, e.g. 10s+5s");
-            cfg.n_outages++;
-        } else if (!strcmp(opt, "--reset-prob") || !strcmp(opt, "--hang-prob") ||
-                   !strcmp(opt, "--slow-body-prob")) {
-            if (!cli_parse_double(val, 0, 1, &d))
-                return bad(opt, val, "a probability in [0, 1]");
-            *(opt[2] == 'r' ? &cfg.reset_prob : opt[2] == 'h' ? &cfg.hang_prob : &cfg.slow_prob) = d;
-        } else if (!strcmp(opt, "--reset-every") || !strcmp(opt, "--hang-every") ||
-                   !strcmp(opt, "--slow-body-every")) {
-            if (!cli_parse_int(val, 0, 1000000000, &n))
-                return bad(opt, val, "0..1000000000 (0: off)");
-            *(opt[2] == 'r' ? &cfg.reset_every : opt[2] == 'h' ? &cfg.hang_every : &cfg.slow_every) = n;
-        } else if (!strcmp(opt, "--slow-body-ms")) {
-            if (!cli_parse_int(val, 0, 3600000, &n))
-                return bad(opt, val, "0..3600000 ms");
-            cfg.slow_body_us = n * 1000;
-        } else if (!strcmp(opt, "--seed")) {
-            if (!cli_parse_int(val, 0, 0x7fffffffffffffffLL, &n))
-                return bad(opt, val, "a non-negative integer");
-            cfg.seed = (uint64_t)n;
-        } else if (!strcmp(opt, "--log")) {
-            cfg.log_path = val;
-        } else if (!strcmp(opt, "--log-format")) {
-            if (!strcmp(val, "jsonl"))
-                cfg.log_format = STG_SRV_LOG_JSONL;
-            else if (!strcmp(val, "csv"))
-                cfg.log_format = STG_SRV_LOG_CSV;
-            else
-                return bad(opt, val, "jsonl or csv");
-        } else if (!strcmp(opt, "--stats")) {
-            cfg.stats_path = val;
-        } else if (!strcmp(opt, "--max-body")) {
-            if (!cli_parse_int(val, 0, 1LL << 30, &n))
-                return bad(opt, val, "0..1073741824 bytes");
-            cfg.max_body = (size_t)n;
-        } else {
-            return cli_usage_error(CMD, "unknown option '%s' (see stagger serve --help)", opt);
-        }
-    }
+    serve_opts so;
+    memset(&so, 0, sizeof so);
+    stg_srv_config_init(&so.cfg);
+    cli_parser parser = {.cmd = &cli_serve_command, .ctx = &so};
+    int prc = cli_parse(&parser, argc, argv);
+    if (prc >= 0)
+        return prc;
+    stg_srv_config cfg = so.cfg;
+    bool burst_set = so.burst_set;
     if (burst_set && cfg.rate <= 0)
         return cli_usage_error(CMD, "--burst needs --rate");
     if (cfg.ratelimit_headers && cfg.rate <= 0)

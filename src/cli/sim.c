@@ -9,6 +9,8 @@
 #ifdef STG_HAVE_SIM
 
 #include <errno.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,96 +19,6 @@
 #include "sim/sim.h"
 
 #define CMD "sim"
-
-static void help(void)
-{
-    printf(
-        "usage: stagger sim SCENARIO [options]\n"
-        "       stagger sim --help\n"
-        "\n"
-        "Run many clients against a modelled server in virtual time (nothing sleeps) and\n"
-        "compare retry strategies. Every wait, decision and limiter is libstagger's own\n"
-        "(stg_decide, backoff, bucket, adaptive rate, budget, breaker). The same --seed\n"
-        "gives the same output; --trials N repeats with seeds S, S+1, ... and reports\n"
-        "means (and the standard deviation).\n"
-        "\n"
-        "Scenarios:\n"
-        "  herd        N clients (--clients, 20) start together; the server answers each\n"
-        "              client's first K attempts (--fail-first, 4) with 429, then 200;\n"
-        "              base 200 ms, 5 retries, deadline 15 s. Compares fixed, exponential\n"
-        "              (no jitter), equal, full and decorrelated jitter: span of each\n"
-        "              retry round (first to last arrival), most retries in any\n"
-        "              --window (10 ms), time until every client has finished, calls.\n"
-        "  quota       100 clients x 10 requests (--requests) share a server limited to\n"
-        "              100/s (burst 100) that answers 429 with Retry-After: 5. Compares\n"
-        "              Retry-After honoured exactly, honoured with spread (the default)\n"
-        "              and used as a cap (--modes): peak arrivals/s after t = 5 s, calls,\n"
-        "              429s, retries earlier than asked, time to drain.\n"
-        "  storm       2000 jobs (--jobs) worked by 50 and 30 workers (--clients) against\n"
-        "              100/s (burst 20): fixed 1 s sleep vs exponential +-20%% jitter\n"
-        "              (pct) vs a shared client token bucket at 80%% of the limit (bucket)\n"
-        "              vs the adaptive rate, not told the limit (adaptive); 6 retries.\n"
-        "              Peak offered load, completion time / ideal, calls, 429s, failed.\n"
-        "  load        1000 concurrent requests against 100/s (burst 100), deadline\n"
-        "              10 s each, 5 retries, base 1 s: fixed 1000 ms, exponential,\n"
-        "              full, equal, decorrelated, pct, additive. Mean and p99 latency\n"
-        "              of successes, success rate within the deadline, calls, 429s.\n"
-        "  contention  The AWS blog \"Exponential Backoff and Jitter\" (2015) model: N\n"
-        "              clients (10..150:10) each make one optimistic-concurrency write to\n"
-        "              one row; legs |N(10 ms, 2 ms)|; base 5 ms, cap 2 s; none,\n"
-        "              exponential, full, equal, decorrelated; 100 trials per point.\n"
-        "              Mean calls (writes) and completion time per strategy and N.\n"
-        "\n"
-        "Options (defaults depend on the scenario; see stagger-sim(1) and docs/sim.md):\n"
-        "  --clients LIST         clients (workers): N, N,M,... or FROM..TO[:STEP]\n"
-        "  --strategies LIST      none, fixed, exponential, full, equal, decorrelated,\n"
-        "                         pct, additive, bucket, adaptive (comma-separated)\n"
-        "  --modes LIST           quota: Retry-After modes exact, honor, cap, ignore\n"
-        "  --trials N             repeat with seeds S..S+N-1 (default 1; contention 100)\n"
-        "  --seed S               first seed (default 1)\n"
-        "  --delay MEAN[:SD]      every message leg takes |Normal(MEAN, SD)| (herd\n"
-        "                         5ms:0.5ms; quota, storm, load 1ms:0.2ms; contention\n"
-        "                         10ms:2ms)\n"
-        "  --server-time D        server time per request (herd 1ms; quota, storm, load\n"
-        "                         3ms; contention 0)\n"
-        "  --window D             herd: window of max-in-window (10ms); others: window of\n"
-        "                         the peak rate (100ms)\n"
-        "  --peak-after D         count the peak rate from this instant (quota 5s,\n"
-        "                         storm 1s, load 0)\n"
-        "  --bin D                chart bin width (herd 10ms, others 100ms)\n"
-        "  --fail-first K         herd: 429s before each client's 200 (default 4)\n"
-        "  --limit R              server limit, requests/s (default 100)\n"
-        "  --burst N              server burst (quota, load 100; storm 20)\n"
-        "  --server-retry-after D Retry-After sent with each 429, 0 = none (quota 5s;\n"
-        "                         storm and load none)\n"
-        "  --errors P             share of arrivals answered 503 (a fault; default 0)\n"
-        "  --requests N           quota: requests per client (10); storm: jobs (2000)\n"
-        "  --jobs N               same as --requests\n"
-        "  --client-share X       bucket: client rate as a share of --limit (0.8)\n"
-        "  --client-burst N       bucket: client burst (40)\n"
-        "  --paced-backoff KIND   backoff of the bucket and adaptive rows (pct)\n"
-        "  --budget MAX:RATIO|on  one shared retry budget (stg_budget; quota/storm/load)\n"
-        "  --breaker N:OPEN|on    one shared circuit breaker, N consecutive failures\n"
-        "                         open it for OPEN (stg_breaker; quota/storm/load)\n"
-        "  --json                 one JSON object per row on stdout instead of the table\n"
-        "  --csv FILE             also write the rows as CSV\n"
-        "  --svg FILE             also write a chart: arrivals over time per strategy\n"
-        "                         (herd, quota, storm, load) or calls and completion\n"
-        "                         time against clients (contention)\n"
-        "\n"
-        "Retry policy (applied to every strategy; the strategy sets the backoff kind):\n"
-        "  --base D, --cap D, --mult X, --retries N, --deadline D (0 = none),\n"
-        "  --max-server-wait D, --retry-after MODE, --spread X, --retry-on LIST\n"
-        "Durations take us, ms, s, m or h suffixes; a bare number is milliseconds.\n"
-        "\n"
-        "JSON fields: scenario, strategy, retry_after (quota), clients, trials, seed,\n"
-        "window_ms, then the scenario's figures: calls, total_ms, failed, and\n"
-        "max_in_window + round_spans_ms (herd), peak_rps, throttled, early (quota),\n"
-        "peak_rps, ratio, throttled (storm), mean_ms, p99_ms, success_rate, throttled\n"
-        "(load); with --trials > 1 each figure KEY also has KEY_sd.\n"
-        "\n"
-        "Exit status: 0 on success, 1 when a file cannot be written, 2 on bad usage.\n");
-}
 
 static int parse_clients(const char *s, sim_opts *o)
 {
@@ -199,17 +111,6 @@ static bool split_pair(const char *s, char *a, size_t asz, char *b, size_t bsz)
     return true;
 }
 
-static bool is_policy_flag(const char *opt)
-{
-    static const char *const flags[] = {"--base", "--cap", "--mult", "--retries", "--deadline",
-                                        "--max-server-wait", "--retry-after", "--spread",
-                                        "--retry-on"};
-    for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++)
-        if (!strcmp(opt, flags[i]))
-            return true;
-    return false;
-}
-
 static int write_file(const char *path, const sim_results *r,
                       int (*fn)(FILE *, const sim_results *))
 {
@@ -226,6 +127,327 @@ static int write_file(const char *path, const sim_results *r,
     return 0;
 }
 
+typedef struct sim_cli {
+    sim_opts o;
+    bool json;
+    const char *csv, *svg;
+} sim_cli;
+
+static int opt_clients(cli_parser *p, const cli_opt *o, void *field, const char *v)
+{
+    (void)o;
+    if (parse_clients(v, field) != 0)
+        return cli_opt_bad(p, v, "expected N, N,M,... or FROM..TO[:STEP] (at most 64 points)");
+    return 0;
+}
+
+static int opt_strategies(cli_parser *p, const cli_opt *o, void *field, const char *v)
+{
+    (void)o;
+    if (parse_strategies(v, field) != 0)
+        return cli_opt_bad(p, v,
+                           "expected names among none, fixed, exponential, full, equal, "
+                           "decorrelated, pct, additive, bucket, adaptive");
+    return 0;
+}
+
+static int opt_modes(cli_parser *p, const cli_opt *o, void *field, const char *v)
+{
+    (void)o;
+    if (parse_modes(v, field) != 0)
+        return cli_opt_bad(p, v, "expected exact, honor, cap, ignore (at most 4)");
+    return 0;
+}
+
+static int opt_trials(cli_parser *p, const cli_opt *o, void *field, const char *v)
+{
+    (void)o;
+    long long n;
+    if (!cli_parse_int(v, 1, 1000000, &n))
+        return cli_opt_bad(p, v, "expected 1..1000000");
+    *(int *)field = (int)n;
+    return 0;
+}
+
+static int opt_seed(cli_parser *p, const cli_opt *o, void *field, const char *v)
+{
+    (void)o;
+    long long n;
+    if (!cli_parse_int(v, 0, INT64_MAX, &n))
+        return cli_opt_bad(p, v, "expected a whole number from 0");
+    *(uint64_t *)field = (uint64_t)n;
+    return 0;
+}
+
+static int opt_delay(cli_parser *p, const cli_opt *o, void *field, const char *v)
+{
+    (void)o;
+    char p1[64], p2[64];
+    int64_t m, sd = 0;
+    if (!split_pair(v, p1, sizeof p1, p2, sizeof p2) || !cli_parse_duration(p1, &m) ||
+        (p2[0] && !cli_parse_duration(p2, &sd)))
+        return cli_opt_bad(p, v, "expected MEAN[:SD], e.g. 5ms:0.5ms");
+    ((sim_delay *)field)->mean_us = m;
+    ((sim_delay *)field)->sd_us = sd;
+    return 0;
+}
+
+static int opt_duration(cli_parser *p, const cli_opt *o, void *field, const char *v)
+{
+    (void)o;
+    if (!cli_parse_duration(v, field))
+        return cli_opt_bad(p, v, "expected a duration such as 1ms (0 = none)");
+    return 0;
+}
+
+static int opt_positive_duration(cli_parser *p, const cli_opt *o, void *field, const char *v)
+{
+    (void)o;
+    int64_t d;
+    if (!cli_parse_duration(v, &d) || d == 0)
+        return cli_opt_bad(p, v, "expected a positive duration such as 10ms");
+    *(int64_t *)field = d;
+    return 0;
+}
+
+static int opt_fail_first(cli_parser *p, const cli_opt *o, void *field, const char *v)
+{
+    (void)o;
+    long long n;
+    if (!cli_parse_int(v, 0, SIM_MAX_ROUNDS - 2, &n))
+        return cli_opt_bad(p, v, "expected 0..30");
+    *(int *)field = (int)n;
+    return 0;
+}
+
+static int opt_limit(cli_parser *p, const cli_opt *o, void *field, const char *v)
+{
+    (void)o;
+    if (!cli_parse_double(v, 0.001, 1e6, field))
+        return cli_opt_bad(p, v, "expected requests/s in 0.001..1000000");
+    return 0;
+}
+
+static int opt_burst(cli_parser *p, const cli_opt *o, void *field, const char *v)
+{
+    (void)o;
+    long long n;
+    if (!cli_parse_int(v, 1, 1000000, &n))
+        return cli_opt_bad(p, v, "expected 1..1000000");
+    *(int64_t *)field = n;
+    return 0;
+}
+
+static int opt_errors(cli_parser *p, const cli_opt *o, void *field, const char *v)
+{
+    (void)o;
+    if (!cli_parse_double(v, 0, 1, field))
+        return cli_opt_bad(p, v, "expected a share from 0 to 1");
+    return 0;
+}
+
+static int opt_requests(cli_parser *p, const cli_opt *o, void *field, const char *v)
+{
+    (void)o;
+    long long n;
+    if (!cli_parse_int(v, 1, 100000000, &n))
+        return cli_opt_bad(p, v, "expected 1..100000000");
+    *(int *)field = (int)n;
+    return 0;
+}
+
+static int opt_client_share(cli_parser *p, const cli_opt *o, void *field, const char *v)
+{
+    (void)o;
+    if (!cli_parse_double(v, 0.001, 100, field))
+        return cli_opt_bad(p, v, "expected a share such as 0.8");
+    return 0;
+}
+
+static int opt_paced_backoff(cli_parser *p, const cli_opt *o, void *field, const char *v)
+{
+    (void)o;
+    int k = sim_strategy_parse(v);
+    if (k < 0 || k == SIM_BUCKET || k == SIM_ADAPTIVE)
+        return cli_opt_bad(p, v, "expected a backoff such as pct or full");
+    *(sim_strategy *)field = (sim_strategy)k;
+    return 0;
+}
+
+static int opt_budget(cli_parser *p, const cli_opt *o, void *field, const char *v)
+{
+    (void)o;
+    sim_opts *so = field;
+    char p1[64], p2[64];
+    so->use_budget = true;
+    memset(&so->budget, 0, sizeof so->budget);
+    if (strcmp(v, "on")) {
+        if (!split_pair(v, p1, sizeof p1, p2, sizeof p2) ||
+            !cli_parse_double(p1, 0.001, 1e6, &so->budget.max_tokens) ||
+            (p2[0] && !cli_parse_double(p2, 0.001, 1e6, &so->budget.token_ratio)))
+            return cli_opt_bad(p, v, "expected MAX[:RATIO] such as 10:0.1, or on");
+    }
+    return 0;
+}
+
+static int opt_breaker(cli_parser *p, const cli_opt *o, void *field, const char *v)
+{
+    (void)o;
+    sim_opts *so = field;
+    char p1[64], p2[64];
+    long long n;
+    so->use_breaker = true;
+    memset(&so->breaker, 0, sizeof so->breaker);
+    if (strcmp(v, "on")) {
+        int64_t open = 0;
+        if (!split_pair(v, p1, sizeof p1, p2, sizeof p2) || !cli_parse_int(p1, 1, 1000000, &n) ||
+            (p2[0] && (!cli_parse_duration(p2, &open) || open == 0)))
+            return cli_opt_bad(p, v, "expected N[:OPEN] such as 20:30s, or on");
+        so->breaker.consecutive_failures = (int)n;
+        so->breaker.open_us = open;
+    }
+    return 0;
+}
+
+/* --preset and --backoff: the strategies choose the backoff. */
+static int opt_not_here(cli_parser *p, const cli_opt *o, void *field, const char *v)
+{
+    (void)field, (void)v;
+    return cli_usage_error(cli_cmd_name(p),
+                           "--%s does not apply: choose backoffs with "
+                           "--strategies",
+                           o->name);
+}
+
+#define F(x) offsetof(sim_cli, o.x)
+static const cli_opt sim_table[] = {
+    {.kind = CLI_HEADING,
+     .help = "Options (defaults depend on the scenario; see stagger-sim(1) and docs/sim.md)"},
+    {CLI_FN, "clients", 0, "LIST", "clients (workers): N, N,M,... or FROM..TO[:STEP]",
+     offsetof(sim_cli, o), opt_clients, NULL, 0, NULL},
+    {CLI_FN, "workers", 0, "LIST", "same as --clients", offsetof(sim_cli, o), opt_clients, NULL, 0,
+     NULL},
+    {CLI_FN, "strategies", 0, "LIST",
+     "none, fixed, exponential, full, equal, decorrelated,\n"
+     "pct, additive, bucket, adaptive (comma-separated)",
+     offsetof(sim_cli, o), opt_strategies, NULL, 0, NULL},
+    {CLI_FN, "strategy", 0, "LIST", "same as --strategies", offsetof(sim_cli, o), opt_strategies,
+     NULL, 0, NULL},
+    {CLI_FN, "modes", 0, "LIST", "quota: Retry-After modes exact, honor, cap, ignore",
+     offsetof(sim_cli, o), opt_modes, NULL, 0, NULL},
+    {CLI_FN, "trials", 0, "N", "repeat with seeds S..S+N-1 (default 1; contention 100)", F(trials),
+     opt_trials, NULL, 0, NULL},
+    {CLI_FN, "seed", 0, "S", "first seed (default 1)", F(seed), opt_seed, NULL, 0, NULL},
+    {CLI_FN, "delay", 0, "MEAN[:SD]",
+     "every message leg takes |Normal(MEAN, SD)| (herd\n"
+     "5ms:0.5ms; quota, storm, load 1ms:0.2ms; contention\n10ms:2ms)",
+     F(delay), opt_delay, NULL, 0, NULL},
+    {CLI_FN, "server-time", 0, "D",
+     "server time per request (herd 1ms; quota, storm, load\n3ms; contention 0)", F(server_us),
+     opt_duration, NULL, 0, NULL},
+    {CLI_FN, "window", 0, "D",
+     "herd: window of max-in-window (10ms); others: window of\nthe peak rate (100ms)", F(window_us),
+     opt_positive_duration, NULL, 0, NULL},
+    {CLI_FN, "peak-after", 0, "D",
+     "count the peak rate from this instant (quota 5s,\nstorm 1s, load 0)", F(peak_after_us),
+     opt_duration, NULL, 0, NULL},
+    {CLI_FN, "bin", 0, "D", "chart bin width (herd 10ms, others 100ms)", F(bin_us),
+     opt_positive_duration, NULL, 0, NULL},
+    {CLI_FN, "fail-first", 0, "K", "herd: 429s before each client's 200 (default 4)", F(fail_first),
+     opt_fail_first, NULL, 0, NULL},
+    {CLI_FN, "limit", 0, "R", "server limit, requests/s (default 100)", F(limit_rps), opt_limit,
+     NULL, 0, NULL},
+    {CLI_FN, "burst", 0, "N", "server burst (quota, load 100; storm 20)", F(burst), opt_burst, NULL,
+     0, NULL},
+    {CLI_FN, "server-retry-after", 0, "D",
+     "Retry-After sent with each 429, 0 = none (quota 5s;\nstorm and load none)", F(retry_after_us),
+     opt_duration, NULL, 0, NULL},
+    {CLI_FN, "errors", 0, "P", "share of arrivals answered 503 (a fault; default 0)", F(error_rate),
+     opt_errors, NULL, 0, NULL},
+    {CLI_FN, "requests", 0, "N", "quota: requests per client (10); storm: jobs (2000)", F(requests),
+     opt_requests, NULL, 0, NULL},
+    {CLI_FN, "jobs", 0, "N", "same as --requests", F(requests), opt_requests, NULL, 0, NULL},
+    {CLI_FN, "client-share", 0, "X", "bucket: client rate as a share of --limit (0.8)",
+     F(client_share), opt_client_share, NULL, 0, NULL},
+    {CLI_FN, "client-burst", 0, "N", "bucket: client burst (40)", F(client_burst), opt_burst, NULL,
+     0, NULL},
+    {CLI_FN, "paced-backoff", 0, "KIND", "backoff of the bucket and adaptive rows (pct)",
+     F(paced_backoff), opt_paced_backoff, NULL, 0, NULL},
+    {CLI_FN, "budget", 0, "MAX[:RATIO]|on",
+     "one shared retry budget (stg_budget; quota/storm/load)", offsetof(sim_cli, o), opt_budget,
+     NULL, 0, NULL},
+    {CLI_FN, "breaker", 0, "N[:OPEN]|on",
+     "one shared circuit breaker, N consecutive failures\n"
+     "open it for OPEN (stg_breaker; quota/storm/load)",
+     offsetof(sim_cli, o), opt_breaker, NULL, 0, NULL},
+    {CLI_FLAG, "json", 0, NULL, "one JSON object per row on stdout instead of the table",
+     offsetof(sim_cli, json), NULL, NULL, 0, NULL},
+    {CLI_STRING, "csv", 0, "FILE", "also write the rows as CSV", offsetof(sim_cli, csv), NULL, NULL,
+     0, NULL},
+    {CLI_STRING, "svg", 0, "FILE",
+     "also write a chart: arrivals over time per strategy\n"
+     "(herd, quota, storm, load) or calls and completion\ntime against clients (contention)",
+     offsetof(sim_cli, svg), NULL, NULL, 0, NULL},
+    CLI_OPT_HELP_ENTRY,
+    {.kind = CLI_HEADING,
+     .help = "Retry policy (applied to every strategy; the strategy sets the backoff kind)"},
+    {.kind = CLI_GROUP, .group = cli_policy_opts, .off = F(policy), .man = "stagger-plan(1)"},
+    {CLI_FN, "preset", 0, "NAME", NULL, 0, opt_not_here, NULL, CLI_OPT_HIDDEN, NULL},
+    {CLI_FN, "backoff", 0, "KIND", NULL, 0, opt_not_here, NULL, CLI_OPT_HIDDEN, NULL},
+    {.kind = CLI_TEXT, .help = cli_durations_help},
+    CLI_OPT_END,
+};
+#undef F
+
+static const int sim_exits[] = {CLI_EXIT_OK, CLI_EXIT_FAILED, CLI_EXIT_USAGE, -1};
+
+const cli_command cli_sim_command = {
+    .name = CMD,
+    .usage = "usage: stagger sim SCENARIO [options]\n"
+             "       stagger sim --help\n"
+             "\n"
+             "Run many clients against a modelled server in virtual time (nothing sleeps) and\n"
+             "compare retry strategies. Every wait, decision and limiter is libstagger's own\n"
+             "(stg_decide, backoff, bucket, adaptive rate, budget, breaker). The same --seed\n"
+             "gives the same output; --trials N repeats with seeds S, S+1, ... and reports\n"
+             "means (and the standard deviation).\n"
+             "\n"
+             "Scenarios:\n"
+             "  herd        N clients (--clients, 20) start together; the server answers each\n"
+             "              client's first K attempts (--fail-first, 4) with 429, then 200;\n"
+             "              base 200 ms, 5 retries, deadline 15 s. Compares fixed, exponential\n"
+             "              (no jitter), equal, full and decorrelated jitter: span of each\n"
+             "              retry round (first to last arrival), most retries in any\n"
+             "              --window (10 ms), time until every client has finished, calls.\n"
+             "  quota       100 clients x 10 requests (--requests) share a server limited to\n"
+             "              100/s (burst 100) that answers 429 with Retry-After: 5. Compares\n"
+             "              Retry-After honoured exactly, honoured with spread (the default)\n"
+             "              and used as a cap (--modes): peak arrivals/s after t = 5 s, calls,\n"
+             "              429s, retries earlier than asked, time to drain.\n"
+             "  storm       2000 jobs (--jobs) worked by 50 and 30 workers (--clients) against\n"
+             "              100/s (burst 20): fixed 1 s sleep vs exponential +-20% jitter\n"
+             "              (pct) vs a shared client token bucket at 80% of the limit (bucket)\n"
+             "              vs the adaptive rate, not told the limit (adaptive); 6 retries.\n"
+             "              Peak offered load, completion time / ideal, calls, 429s, failed.\n"
+             "  load        1000 concurrent requests against 100/s (burst 100), deadline\n"
+             "              10 s each, 5 retries, base 1 s: fixed 1000 ms, exponential,\n"
+             "              full, equal, decorrelated, pct, additive. Mean and p99 latency\n"
+             "              of successes, success rate within the deadline, calls, 429s.\n"
+             "  contention  The AWS blog \"Exponential Backoff and Jitter\" (2015) model: N\n"
+             "              clients (10..150:10) each make one optimistic-concurrency write to\n"
+             "              one row; legs |N(10 ms, 2 ms)|; base 5 ms, cap 2 s; none,\n"
+             "              exponential, full, equal, decorrelated; 100 trials per point.\n"
+             "              Mean calls (writes) and completion time per strategy and N.\n",
+    .opts = sim_table,
+    .epilogue = "JSON fields: scenario, strategy, retry_after (quota), clients, trials, seed,\n"
+                "window_ms, then the scenario's figures: calls, total_ms, failed, and\n"
+                "max_in_window + round_spans_ms (herd), peak_rps, throttled, early (quota),\n"
+                "peak_rps, ratio, throttled (storm), mean_ms, p99_ms, success_rate, throttled\n"
+                "(load); with --trials > 1 each figure KEY also has KEY_sd.\n"
+                "1 means a file could not be written.\n",
+    .exits = sim_exits,
+};
+
 int cli_sim_main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -233,164 +455,25 @@ int cli_sim_main(int argc, char **argv)
                                     "(see stagger sim --help)");
     }
     if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
-        help();
+        cli_help(&cli_sim_command, stdout);
         return 0;
     }
     int sc = sim_scenario_parse(argv[1]);
     if (sc < 0)
-        return cli_usage_error(CMD, "unknown scenario '%s': expected herd, quota, storm, load "
-                                    "or contention", argv[1]);
-    sim_opts o;
-    sim_opts_default(&o, (sim_scenario)sc);
-    bool json = false;
-    const char *csv = NULL, *svg = NULL;
-
-    cli_args a;
-    cli_args_init(&a, argc - 1, argv + 1);
-    const char *opt;
-    while (cli_args_next(&a, &opt)) {
-        if (a.name[0] == '\0')
-            return cli_usage_error(CMD, "unexpected argument '%s'", opt);
-        if (!strcmp(opt, "--help") || !strcmp(opt, "-h")) {
-            help();
-            return 0;
-        }
-        if (!strcmp(opt, "--json")) {
-            json = true;
-            continue;
-        }
-        if (!strcmp(opt, "--preset") || !strcmp(opt, "--backoff"))
-            return cli_usage_error(CMD, "%s does not apply: choose backoffs with --strategies",
-                                   opt);
-        const char *v = cli_args_value(&a);
-        if (!v)
-            return cli_missing_value(CMD, opt);
-        long long n;
-        double x;
-        int64_t d;
-        char p1[64], p2[64];
-        if (is_policy_flag(opt)) {
-            if (cli_policy_option(CMD, &o.policy, opt, v) < 0)
-                return CLI_EXIT_USAGE;
-        } else if (!strcmp(opt, "--clients") || !strcmp(opt, "--workers")) {
-            if (parse_clients(v, &o) != 0)
-                return cli_usage_error(CMD, "bad value '%s' for %s: expected N, N,M,... or "
-                                            "FROM..TO[:STEP] (at most 64 points)", v, opt);
-        } else if (!strcmp(opt, "--strategies") || !strcmp(opt, "--strategy")) {
-            if (parse_strategies(v, &o) != 0)
-                return cli_usage_error(CMD, "bad value '%s' for %s: expected names among none, "
-                                            "fixed, exponential, full, equal, decorrelated, pct, "
-                                            "additive, bucket, adaptive", v, opt);
-        } else if (!strcmp(opt, "--modes")) {
-            if (parse_modes(v, &o) != 0)
-                return cli_usage_error(CMD, "bad value '%s' for --modes: expected exact, honor, "
-                                            "cap, ignore (at most 4)", v);
-        } else if (!strcmp(opt, "--trials")) {
-            if (!cli_parse_int(v, 1, 1000000, &n))
-                return cli_usage_error(CMD, "bad value '%s' for --trials: expected 1..1000000", v);
-            o.trials = (int)n;
-        } else if (!strcmp(opt, "--seed")) {
-            if (!cli_parse_int(v, 0, INT64_MAX, &n))
-                return cli_usage_error(CMD, "bad value '%s' for --seed: expected a whole number "
-                                            "from 0", v);
-            o.seed = (uint64_t)n;
-        } else if (!strcmp(opt, "--delay")) {
-            int64_t m, sd = 0;
-            if (!split_pair(v, p1, sizeof p1, p2, sizeof p2) || !cli_parse_duration(p1, &m) ||
-                (p2[0] && !cli_parse_duration(p2, &sd)))
-                return cli_usage_error(CMD, "bad value '%s' for --delay: expected MEAN[:SD], "
-                                            "e.g. 5ms:0.5ms", v);
-            o.delay.mean_us = m;
-            o.delay.sd_us = sd;
-        } else if (!strcmp(opt, "--server-time")) {
-            if (!cli_parse_duration(v, &d))
-                return cli_usage_error(CMD, "bad value '%s' for --server-time: expected a "
-                                            "duration such as 1ms", v);
-            o.server_us = d;
-        } else if (!strcmp(opt, "--window") || !strcmp(opt, "--bin") ||
-                   !strcmp(opt, "--peak-after")) {
-            if (!cli_parse_duration(v, &d) || (d == 0 && strcmp(opt, "--peak-after")))
-                return cli_usage_error(CMD, "bad value '%s' for %s: expected a positive "
-                                            "duration such as 10ms", v, opt);
-            if (!strcmp(opt, "--window"))
-                o.window_us = d;
-            else if (!strcmp(opt, "--bin"))
-                o.bin_us = d;
-            else
-                o.peak_after_us = d;
-        } else if (!strcmp(opt, "--fail-first")) {
-            if (!cli_parse_int(v, 0, SIM_MAX_ROUNDS - 2, &n))
-                return cli_usage_error(CMD, "bad value '%s' for --fail-first: expected 0..30", v);
-            o.fail_first = (int)n;
-        } else if (!strcmp(opt, "--limit")) {
-            if (!cli_parse_double(v, 0.001, 1e6, &x))
-                return cli_usage_error(CMD, "bad value '%s' for --limit: expected requests/s "
-                                            "in 0.001..1000000", v);
-            o.limit_rps = x;
-        } else if (!strcmp(opt, "--burst") || !strcmp(opt, "--client-burst")) {
-            if (!cli_parse_int(v, 1, 1000000, &n))
-                return cli_usage_error(CMD, "bad value '%s' for %s: expected 1..1000000", v, opt);
-            if (!strcmp(opt, "--burst"))
-                o.burst = n;
-            else
-                o.client_burst = n;
-        } else if (!strcmp(opt, "--server-retry-after")) {
-            if (!cli_parse_duration(v, &d))
-                return cli_usage_error(CMD, "bad value '%s' for --server-retry-after: expected "
-                                            "a duration such as 5s (0 = none)", v);
-            o.retry_after_us = d;
-        } else if (!strcmp(opt, "--errors")) {
-            if (!cli_parse_double(v, 0, 1, &x))
-                return cli_usage_error(CMD, "bad value '%s' for --errors: expected a share "
-                                            "from 0 to 1", v);
-            o.error_rate = x;
-        } else if (!strcmp(opt, "--requests") || !strcmp(opt, "--jobs")) {
-            if (!cli_parse_int(v, 1, 100000000, &n))
-                return cli_usage_error(CMD, "bad value '%s' for %s: expected 1..100000000", v,
-                                       opt);
-            o.requests = (int)n;
-        } else if (!strcmp(opt, "--client-share")) {
-            if (!cli_parse_double(v, 0.001, 100, &x))
-                return cli_usage_error(CMD, "bad value '%s' for --client-share: expected a "
-                                            "share such as 0.8", v);
-            o.client_share = x;
-        } else if (!strcmp(opt, "--paced-backoff")) {
-            int k = sim_strategy_parse(v);
-            if (k < 0 || k == SIM_BUCKET || k == SIM_ADAPTIVE)
-                return cli_usage_error(CMD, "bad value '%s' for --paced-backoff: expected a "
-                                            "backoff such as pct or full", v);
-            o.paced_backoff = (sim_strategy)k;
-        } else if (!strcmp(opt, "--budget")) {
-            o.use_budget = true;
-            memset(&o.budget, 0, sizeof o.budget);
-            if (strcmp(v, "on")) {
-                if (!split_pair(v, p1, sizeof p1, p2, sizeof p2) ||
-                    !cli_parse_double(p1, 0.001, 1e6, &o.budget.max_tokens) ||
-                    (p2[0] && !cli_parse_double(p2, 0.001, 1e6, &o.budget.token_ratio)))
-                    return cli_usage_error(CMD, "bad value '%s' for --budget: expected "
-                                                "MAX[:RATIO] such as 10:0.1, or on", v);
-            }
-        } else if (!strcmp(opt, "--breaker")) {
-            o.use_breaker = true;
-            memset(&o.breaker, 0, sizeof o.breaker);
-            if (strcmp(v, "on")) {
-                int64_t open = 0;
-                if (!split_pair(v, p1, sizeof p1, p2, sizeof p2) ||
-                    !cli_parse_int(p1, 1, 1000000, &n) ||
-                    (p2[0] && (!cli_parse_duration(p2, &open) || open == 0)))
-                    return cli_usage_error(CMD, "bad value '%s' for --breaker: expected "
-                                                "N[:OPEN] such as 20:30s, or on", v);
-                o.breaker.consecutive_failures = (int)n;
-                o.breaker.open_us = open;
-            }
-        } else if (!strcmp(opt, "--csv")) {
-            csv = v;
-        } else if (!strcmp(opt, "--svg")) {
-            svg = v;
-        } else {
-            return cli_usage_error(CMD, "unknown option %s (see stagger sim --help)", opt);
-        }
-    }
+        return cli_usage_error(CMD,
+                               "unknown scenario '%s': expected herd, quota, storm, load "
+                               "or contention",
+                               argv[1]);
+    sim_cli c;
+    memset(&c, 0, sizeof c);
+    sim_opts_default(&c.o, (sim_scenario)sc);
+    cli_parser parser = {.cmd = &cli_sim_command, .ctx = &c};
+    int prc = cli_parse(&parser, argc - 1, argv + 1);
+    if (prc >= 0)
+        return prc;
+    sim_opts o = c.o;
+    bool json = c.json;
+    const char *csv = c.csv, *svg = c.svg;
     const char *why = sim_opts_check(&o);
     if (why)
         return cli_usage_error(CMD, "%s", why);

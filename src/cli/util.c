@@ -93,150 +93,274 @@ void cli_format_duration(int64_t us, char *buf, size_t size)
                  (long long)((us / 1000000) % 60));
 }
 
-const char cli_policy_help[] =
-    "Retry policy:\n"
-    "  --preset NAME          default | full-jitter | bounded | batch | decorrelated\n"
-    "                         (give it first: it resets the policy)\n"
-    "  --backoff KIND         fixed | exponential | full | equal | decorrelated |\n"
-    "                         pct:LO:HI (percent, e.g. pct:-20:20) | additive\n"
-    "  --base D               first backoff step (default 500ms)\n"
-    "  --cap D                largest backoff step (default 30s)\n"
-    "  --mult X               growth per retry (default 2)\n"
-    "  --retries N            retries after the first attempt (default 5)\n"
-    "  --deadline D           overall time limit, 0 = none (default 60s)\n"
-    "  --max-server-wait D    give the response back when the server asks for more\n"
-    "                         than this (default 30s)\n"
-    "  --retry-after MODE     honor (default) | exact | cap | ignore\n"
-    "  --spread X             honor mode: spread after Retry-After, as a fraction of\n"
-    "                         it (default 0.2; at least --base)\n"
-    "  --retry-on LIST        statuses to retry, e.g. 429,503 or 429,5xx\n"
-    "                         (default 408,429,500,502,503,504)\n"
-    "Durations take us, ms, s, m or h suffixes; a bare number is milliseconds.\n";
+/* ---- the retry-policy options (a group in plan's, fetch's, batch's and
+ * sim's tables); field is the stg_policy -------------------------------- */
 
-static int bad(const char *cmd, const char *opt, const char *arg, const char *what)
-{
-    cli_usage_error(cmd, "bad value '%s' for %s: %s", arg ? arg : "", opt, what);
-    return -1;
-}
+static const char preset_names[] = "expected default, full-jitter, bounded, batch or decorrelated";
 
-int cli_policy_option(const char *cmd, stg_policy *p, const char *opt, const char *arg)
+static int opt_preset(cli_parser *p, const cli_opt *o, void *field, const char *val)
 {
-    int64_t d;
-    long long n;
-    double x;
-    if (!strcmp(opt, "--preset")) {
-        /* Applied by cli_policy_preset_first(); only check it here. */
-        stg_policy scratch;
-        if (!arg || stg_policy_preset(&scratch, arg) != STG_OK)
-            return bad(cmd, opt, arg,
-                       "expected default, full-jitter, bounded, batch or decorrelated");
-    } else if (!strcmp(opt, "--backoff")) {
-        if (stg_backoff_parse(arg, &p->backoff) != STG_OK)
-            return bad(cmd, opt, arg,
-                       "expected fixed, exponential, full, equal, decorrelated, pct:LO:HI "
-                       "or additive");
-    } else if (!strcmp(opt, "--base")) {
-        if (!cli_parse_duration(arg, &d) || d <= 0)
-            return bad(cmd, opt, arg, "expected a positive duration such as 200ms");
-        p->backoff.base_us = d;
-    } else if (!strcmp(opt, "--cap")) {
-        if (!cli_parse_duration(arg, &d) || d <= 0)
-            return bad(cmd, opt, arg, "expected a positive duration such as 30s");
-        p->backoff.cap_us = d;
-    } else if (!strcmp(opt, "--mult")) {
-        if (!cli_parse_double(arg, 1.0, 1000.0, &x))
-            return bad(cmd, opt, arg, "expected a number from 1 to 1000");
-        p->backoff.multiplier = x;
-    } else if (!strcmp(opt, "--retries")) {
-        if (!cli_parse_int(arg, 0, 1000000, &n))
-            return bad(cmd, opt, arg, "expected a whole number from 0");
-        p->max_attempts = (int)n + 1;
-    } else if (!strcmp(opt, "--deadline")) {
-        if (!cli_parse_duration(arg, &d))
-            return bad(cmd, opt, arg, "expected a duration such as 60s (0 = none)");
-        p->deadline_us = d == 0 ? -1 : d;
-    } else if (!strcmp(opt, "--max-server-wait")) {
-        if (!cli_parse_duration(arg, &d) || d <= 0)
-            return bad(cmd, opt, arg, "expected a positive duration such as 30s");
-        p->max_server_wait_us = d;
-    } else if (!strcmp(opt, "--retry-after")) {
-        if (stg_retry_after_mode_parse(arg, &p->retry_after_mode) != STG_OK)
-            return bad(cmd, opt, arg, "expected honor, exact, cap or ignore");
-    } else if (!strcmp(opt, "--spread")) {
-        if (!cli_parse_double(arg, 0.0, 100.0, &x) || x == 0)
-            return bad(cmd, opt, arg, "expected a positive fraction such as 0.2");
-        p->honor_spread = x;
-    } else if (!strcmp(opt, "--retry-on")) {
-        if (stg_status_set_parse(&p->retry_statuses, arg) != STG_OK)
-            return bad(cmd, opt, arg, "expected statuses such as 429,503 or 429,5xx");
-    } else {
-        return 0;
-    }
-    return 1;
-}
-
-int cli_policy_preset_first(const char *cmd, int argc, char **argv, stg_policy *p)
-{
-    for (int i = 1; i < argc; i++) {
-        const char *name = NULL;
-        if (!strcmp(argv[i], "--"))
-            break;
-        if (!strcmp(argv[i], "--preset") && i + 1 < argc)
-            name = argv[i + 1];
-        else if (!strncmp(argv[i], "--preset=", 9))
-            name = argv[i] + 9;
-        if (name && stg_policy_preset(p, name) != STG_OK)
-            return bad(cmd, "--preset", name,
-                       "expected default, full-jitter, bounded, batch or decorrelated");
-    }
+    (void)o;
+    if (stg_policy_preset(field, val) != STG_OK)
+        return cli_opt_bad(p, val, preset_names);
     return 0;
 }
 
-void cli_args_init(cli_args *a, int argc, char **argv)
+static int opt_backoff(cli_parser *p, const cli_opt *o, void *field, const char *val)
 {
-    memset(a, 0, sizeof *a);
-    a->argc = argc;
-    a->argv = argv;
-    a->i = 0;
+    (void)o;
+    stg_policy *pol = field;
+    if (stg_backoff_parse(val, &pol->backoff) != STG_OK)
+        return cli_opt_bad(p, val,
+                           "expected fixed, exponential, full, equal, decorrelated, "
+                           "pct:LO:HI or additive");
+    return 0;
 }
 
-bool cli_args_next(cli_args *a, const char **opt)
+static int opt_base(cli_parser *p, const cli_opt *o, void *field, const char *val)
 {
-    a->inline_value = NULL;
-    a->name[0] = '\0';
-    if (++a->i >= a->argc)
-        return false;
-    const char *s = a->argv[a->i];
-    if (!a->only_positional && !strcmp(s, "--")) {
-        a->only_positional = true;
-        return cli_args_next(a, opt);
-    }
-    if (a->only_positional || s[0] != '-' || s[1] == '\0') {
-        *opt = s; /* positional ("-" alone means stdin) */
-        return true;
-    }
-    const char *eq = s[1] == '-' ? strchr(s, '=') : NULL;
-    size_t n = eq ? (size_t)(eq - s) : strlen(s);
-    if (n >= sizeof a->name)
-        n = sizeof a->name - 1;
-    memcpy(a->name, s, n);
-    a->name[n] = '\0';
-    if (eq)
-        a->inline_value = eq + 1;
-    *opt = a->name;
-    return true;
+    (void)o;
+    int64_t d;
+    if (!cli_parse_duration(val, &d) || d <= 0)
+        return cli_opt_bad(p, val, "expected a positive duration such as 200ms");
+    ((stg_policy *)field)->backoff.base_us = d;
+    return 0;
 }
 
-const char *cli_args_value(cli_args *a)
+static int opt_cap(cli_parser *p, const cli_opt *o, void *field, const char *val)
 {
-    if (a->inline_value)
-        return a->inline_value;
-    if (a->i + 1 < a->argc)
-        return a->argv[++a->i];
-    return NULL;
+    (void)o;
+    int64_t d;
+    if (!cli_parse_duration(val, &d) || d <= 0)
+        return cli_opt_bad(p, val, "expected a positive duration such as 30s");
+    ((stg_policy *)field)->backoff.cap_us = d;
+    return 0;
 }
+
+static int opt_mult(cli_parser *p, const cli_opt *o, void *field, const char *val)
+{
+    (void)o;
+    double x;
+    if (!cli_parse_double(val, 1.0, 1000.0, &x))
+        return cli_opt_bad(p, val, "expected a number from 1 to 1000");
+    ((stg_policy *)field)->backoff.multiplier = x;
+    return 0;
+}
+
+static int opt_retries(cli_parser *p, const cli_opt *o, void *field, const char *val)
+{
+    (void)o;
+    long long n;
+    if (!cli_parse_int(val, 0, 1000000, &n))
+        return cli_opt_bad(p, val, "expected a whole number from 0");
+    ((stg_policy *)field)->max_attempts = (int)n + 1;
+    return 0;
+}
+
+static int opt_deadline(cli_parser *p, const cli_opt *o, void *field, const char *val)
+{
+    (void)o;
+    int64_t d;
+    if (!cli_parse_duration(val, &d))
+        return cli_opt_bad(p, val, "expected a duration such as 60s (0 = none)");
+    ((stg_policy *)field)->deadline_us = d == 0 ? -1 : d;
+    return 0;
+}
+
+static int opt_max_server_wait(cli_parser *p, const cli_opt *o, void *field, const char *val)
+{
+    (void)o;
+    int64_t d;
+    if (!cli_parse_duration(val, &d) || d <= 0)
+        return cli_opt_bad(p, val, "expected a positive duration such as 30s");
+    ((stg_policy *)field)->max_server_wait_us = d;
+    return 0;
+}
+
+static int opt_retry_after(cli_parser *p, const cli_opt *o, void *field, const char *val)
+{
+    (void)o;
+    if (stg_retry_after_mode_parse(val, &((stg_policy *)field)->retry_after_mode) != STG_OK)
+        return cli_opt_bad(p, val, "expected honor, exact, cap or ignore");
+    return 0;
+}
+
+static int opt_spread(cli_parser *p, const cli_opt *o, void *field, const char *val)
+{
+    (void)o;
+    double x;
+    if (!cli_parse_double(val, 0.0, 100.0, &x) || x == 0)
+        return cli_opt_bad(p, val, "expected a positive fraction such as 0.2");
+    ((stg_policy *)field)->honor_spread = x;
+    return 0;
+}
+
+static int opt_retry_on(cli_parser *p, const cli_opt *o, void *field, const char *val)
+{
+    (void)o;
+    if (stg_status_set_parse(&((stg_policy *)field)->retry_statuses, val) != STG_OK)
+        return cli_opt_bad(p, val, "expected statuses such as 429,503 or 429,5xx");
+    return 0;
+}
+
+const cli_opt cli_policy_kind_opts[] = {
+    {CLI_FN, "preset", 0, "NAME",
+     "default | full-jitter | bounded | batch | decorrelated\n"
+     "(applied first wherever it is: it resets the policy)",
+     0, opt_preset, NULL, CLI_OPT_EARLY, NULL},
+    {CLI_FN, "backoff", 0, "KIND",
+     "fixed | exponential | full | equal | decorrelated |\n"
+     "pct:LO:HI (percent, e.g. pct:-20:20) | additive",
+     0, opt_backoff, NULL, 0, NULL},
+    CLI_OPT_END,
+};
+
+const cli_opt cli_policy_opts[] = {
+    {CLI_FN, "base", 0, "D", "first backoff step (default 500ms)", 0, opt_base, NULL, 0, NULL},
+    {CLI_FN, "cap", 0, "D", "largest backoff step (default 30s)", 0, opt_cap, NULL, 0, NULL},
+    {CLI_FN, "mult", 0, "X", "growth per retry (default 2)", 0, opt_mult, NULL, 0, NULL},
+    {CLI_FN, "retries", 0, "N", "retries after the first attempt (default 5)", 0, opt_retries, NULL,
+     0, NULL},
+    {CLI_FN, "deadline", 0, "D", "overall time limit, 0 = none (default 60s)", 0, opt_deadline,
+     NULL, 0, NULL},
+    {CLI_FN, "max-server-wait", 0, "D",
+     "give the response back when the server asks for more\nthan this (default 30s)", 0,
+     opt_max_server_wait, NULL, 0, NULL},
+    {CLI_FN, "retry-after", 0, "MODE", "honor (default) | exact | cap | ignore", 0, opt_retry_after,
+     NULL, 0, NULL},
+    {CLI_FN, "spread", 0, "X",
+     "honor mode: spread after Retry-After, as a fraction of\nit (default 0.2; at least --base)", 0,
+     opt_spread, NULL, 0, NULL},
+    {CLI_FN, "retry-on", 0, "LIST",
+     "statuses to retry, e.g. 429,503 or 429,5xx\n(default 408,429,500,502,503,504)", 0,
+     opt_retry_on, NULL, 0, NULL},
+    CLI_OPT_END,
+};
+
+const cli_opt cli_policy_all_opts[] = {
+    {.kind = CLI_GROUP, .group = cli_policy_kind_opts},
+    {.kind = CLI_GROUP, .group = cli_policy_opts},
+    CLI_OPT_END,
+};
+
+const char cli_durations_help[] =
+    "Durations take us, ms, s, m or h suffixes; a bare number is milliseconds.\n";
 
 int cli_missing_value(const char *cmd, const char *opt)
 {
     return cli_usage_error(cmd, "option %s needs a value", opt);
+}
+
+/* "Name: value", "Name:" (remove) or "Name;" (send empty), as curl takes
+ * them; the name must be a token, so no value can hide where -v would
+ * print it unredacted. */
+bool cli_header_ok(const char *h)
+{
+    size_t n = strcspn(h, ":;");
+    if (n == 0 || strpbrk(h, "\r\n"))
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (!((h[i] >= 'A' && h[i] <= 'Z') || (h[i] >= 'a' && h[i] <= 'z') ||
+              (h[i] >= '0' && h[i] <= '9') || strchr("!#$%&'*+-.^_`|~", h[i])))
+            return false;
+    return h[n] == ':' || (h[n] == ';' && h[n + 1] == '\0');
+}
+
+char *cli_read_file(const char *path, size_t *len)
+{
+    FILE *f = strcmp(path, "-") ? fopen(path, "rb") : stdin;
+    if (!f)
+        return NULL;
+    size_t cap = 4096, n = 0;
+    char *buf = malloc(cap);
+    while (buf) {
+        size_t got = fread(buf + n, 1, cap - n, f);
+        n += got;
+        if (n < cap) {
+            if (ferror(f)) {
+                free(buf);
+                buf = NULL;
+                errno = EIO;
+            }
+            break;
+        }
+        char *nb = cap > ((size_t)1 << 31) ? NULL : realloc(buf, cap * 2);
+        if (!nb) {
+            free(buf);
+            buf = NULL;
+            errno = ENOMEM;
+            break;
+        }
+        buf = nb;
+        cap *= 2;
+    }
+    if (f != stdin)
+        fclose(f);
+    *len = n;
+    if (buf)
+        buf[n] = '\0'; /* the loop leaves n < cap */
+    return buf;
+}
+
+int cli_header_arg(const char *cmd, const char *val,
+                   int (*add)(void *ctx, const char *line, bool secret), void *ctx, char **owned)
+{
+    *owned = NULL;
+    if (val[0] != '@') {
+        if (!cli_header_ok(val))
+            return cli_usage_error(cmd, "bad header: expected 'Name: value'");
+        return add(ctx, val, false);
+    }
+    const char *path = val + 1;
+    size_t len;
+    char *buf = cli_read_file(path, &len);
+    if (!buf)
+        return cli_usage_error(cmd, "cannot read headers from %s: %s", path, strerror(errno));
+    *owned = buf;
+    if (memchr(buf, '\0', len))
+        return cli_usage_error(cmd, "bad header file %s: it holds a NUL byte", path);
+    int line_no = 0;
+    for (char *line = buf, *next; *line; line = next) {
+        line_no++;
+        char *nl = strchr(line, '\n');
+        next = nl ? nl + 1 : line + strlen(line);
+        if (nl)
+            *nl = '\0';
+        size_t n = strlen(line);
+        if (n && line[n - 1] == '\r')
+            line[--n] = '\0';
+        if (!n)
+            continue;
+        if (!cli_header_ok(line))
+            return cli_usage_error(cmd, "bad header in %s (line %d): expected 'Name: value'", path,
+                                   line_no);
+        int rc = add(ctx, line, true);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+int cli_header_env(const char *cmd, const char *spec, char **line)
+{
+    *line = NULL;
+    const char *eq = strchr(spec, '=');
+    if (!eq || eq == spec || !eq[1])
+        return cli_usage_error(cmd, "bad value for --secret-header-env: expected NAME=VARIABLE");
+    const char *value = getenv(eq + 1);
+    if (!value || !*value)
+        return cli_usage_error(cmd, "--secret-header-env: environment variable %s is not set",
+                               eq + 1);
+    size_t n = (size_t)(eq - spec), size = n + 2 + strlen(value) + 1;
+    char *l = malloc(size);
+    if (!l)
+        return cli_usage_error(cmd, "out of memory");
+    snprintf(l, size, "%.*s: %s", (int)n, spec, value);
+    if (!cli_header_ok(l)) {
+        free(l);
+        return cli_usage_error(cmd, "bad --secret-header-env: NAME must be a header name and "
+                                    "the value one line");
+    }
+    *line = l;
+    return 0;
 }

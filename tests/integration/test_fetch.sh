@@ -97,8 +97,8 @@ check "long server wait: handed back at once ($took ms)" [ "$took" -lt 1500 ]
 check "long server wait: -o has the 429 body" grep -q '"status":429' "$T/long.out"
 
 # ---- 404 and 401 are never retried ---------------------------------------------
-expect_exit "404: exit 4" 4 "$S" fetch -s -o /dev/null "$BASE/status/404"
-expect_exit "401: exit 4" 4 "$S" fetch -s -o /dev/null "$BASE/status/401"
+expect_exit "404: exit 1" 1 "$S" fetch -s -o /dev/null "$BASE/status/404"
+expect_exit "401: exit 1" 1 "$S" fetch -s -o /dev/null "$BASE/status/401"
 
 # ---- -o keeps a final 503, -i includes headers ---------------------------------
 expect_exit "503 after retries: exit 3" 3 "$S" fetch -s --retries 1 --base 10ms -o "$T/503.out" \
@@ -116,7 +116,7 @@ check "503: two attempts" [ "$(lines_for '"/status/503"')" = 2 ]
 # ---- POST: retried only with an idempotency key -----------------------------------
 start_server --fail-first 1
 head -c 30000 /dev/zero | tr '\0' 'b' > "$T/body"
-expect_exit "POST without key: not retried (exit 4)" 4 "$S" fetch -s -H 'X-Client-Id: post-nokey' \
+expect_exit "POST without key: not retried (exit 1)" 1 "$S" fetch -s -H 'X-Client-Id: post-nokey' \
   -d 'a=1' -o /dev/null "$BASE/echo"
 expect_exit "POST with key auto: retried" 0 "$S" fetch -s -H 'X-Client-Id: post-key' --base 50ms \
   --idempotency-key auto --data-binary "@$T/body" -o "$T/post.out" "$BASE/echo"
@@ -154,7 +154,7 @@ check "hang: two requests" [ "$(lines_for '"/hang"')" = 2 ]
 # As in curl, a bare --max-time is seconds (1 means 1 s, not 1 ms).
 start_server --hang-every 1
 t0=$(now_ms)
-expect_exit "bare --max-time is seconds" 6 "$S" fetch -s -o /dev/null --retries 0 --max-time 1 "$BASE/x"
+expect_exit "bare --max-time is seconds (exit 7)" 7 "$S" fetch -s -o /dev/null --retries 0 --max-time 1 "$BASE/x"
 took=$(( $(now_ms) - t0 ))
 check "bare --max-time 1 waited a second ($took ms)" [ "$took" -ge 900 -a "$took" -lt 2500 ]
 stop_server
@@ -162,13 +162,13 @@ stop_server
 # ---- the deadline holds ---------------------------------------------------------------
 start_server --hang-every 1
 t0=$(now_ms)
-expect_exit "deadline with hanging server: exit 5" 5 "$S" fetch -s --deadline 1s --max-time 10s "$BASE/x"
+expect_exit "deadline with hanging server: exit 8" 8 "$S" fetch -s --deadline 1s --max-time 10s "$BASE/x"
 took=$(( $(now_ms) - t0 ))
 check "deadline: ended at 1 s ($took ms)" [ "$took" -ge 900 -a "$took" -lt 1500 ]
 stop_server
 start_server
 t0=$(now_ms)
-expect_exit "deadline with 503s: exit 5" 5 "$S" fetch -s --deadline 1500ms --base 200ms --retries 100 \
+expect_exit "deadline with 503s: exit 8" 8 "$S" fetch -s --deadline 1500ms --base 200ms --retries 100 \
   -o /dev/null "$BASE/status/503"
 took=$(( $(now_ms) - t0 ))
 check "deadline: 1.5 s held ($took ms)" [ "$took" -lt 2000 ]
@@ -216,7 +216,7 @@ set +e
 "$S" fetch -v --retries 1 --base 10ms --log-json "$T/red2.jsonl" "$URL" 2> "$T/red2.err"
 rc=$?
 set -e
-check "refused: exit 6 (got $rc)" [ "$rc" = 6 ]
+check "refused: exit 7 (got $rc)" [ "$rc" = 7 ]
 check "refused: no planted secret in -v/errors" sh -c "! grep -q SECRET '$T/red2.err' '$T/red2.jsonl'"
 check "refused: classified" grep -q 'connect_refused' "$T/red2.err"
 
@@ -227,12 +227,80 @@ evcheck "503 logged as outage" "$T/o.jsonl" give_up \
   'j["status_class"] == "outage" and j["reason"] == "attempts_exhausted" and j["outcome"] == "give_up"'
 stop_server
 
+# ---- SIGTERM is handled as SIGINT: message, metrics written, exit 143 --------------
+start_server
+"$S" fetch --max-server-wait 60s --metrics "$T/term.prom" -o /dev/null \
+  "$BASE/status/503?retry_after=20" 2> "$T/term.err" &
+fp=$!
+for _ in $(seq 1 100); do
+  grep -q 'retry_after' "$SRV_LOG" 2>/dev/null && break
+  sleep 0.05
+done
+sleep 0.3
+t0=$(now_ms)
+kill -TERM $fp
+set +e; wait $fp; got=$?; set -e
+took=$(( $(now_ms) - t0 ))
+check "SIGTERM: exit 143 (got $got)" [ "$got" = 143 ]
+check "SIGTERM: prompt ($took ms)" [ "$took" -lt 1000 ]
+check "SIGTERM: a message says so" grep -q 'terminated' "$T/term.err"
+check "SIGTERM: metrics written (one 503 attempt)" \
+  grep -q 'stagger_attempts_total{class="outage"} 1' "$T/term.prom"
+
+# ---- outputs: checked before the first request; bodies and logs 0600 ---------------
+for opt in "--metrics $T/nodir/m.prom" "--log-json $T/nodir/l.jsonl" "-o $T/nodir/b.out"; do
+  before=$(grep -c '"/unwritable"' "$SRV_LOG" || true)
+  # shellcheck disable=SC2086
+  expect_exit "unwritable $opt: exit 1" 1 "$S" fetch -s $opt "$BASE/unwritable"
+  check "unwritable $opt: nothing sent" [ "$(grep -c '"/unwritable"' "$SRV_LOG" || true)" = "$before" ]
+done
+rm -f "$T/priv.out" "$T/priv.jsonl"
+(umask 022; "$S" fetch -s -o "$T/priv.out" --log-json "$T/priv.jsonl" "$BASE/priv")
+check "-o created 0600" [ "$(stat -c %a "$T/priv.out")" = 600 ]
+check "--log-json created 0600" [ "$(stat -c %a "$T/priv.jsonl")" = 600 ]
+check "-o holds the body" grep -q '"ok":true' "$T/priv.out"
+expect_exit "-o, no answer: exit 7" 7 "$S" fetch -s --retries 0 -o "$T/none.out" http://127.0.0.1:1/x
+check "-o, no answer: no file left" [ ! -e "$T/none.out" ]
+
+# ---- --max-body: a longer body is an error with its own status --------------------
+expect_exit "--max-body 8: exit 9" 9 "$S" fetch --max-body 8 -o "$T/cut.out" "$BASE/long-path-x"
+check "--max-body: a message says it was cut" grep -q 'larger than 8 bytes' /tmp/stg_err.$$
+check "--max-body: the first 8 bytes kept" [ "$(wc -c < "$T/cut.out")" = 8 ]
+expect_exit "--max-body 8 on a 404: still 9 (not all there)" 9 "$S" fetch -s --max-body 8 \
+  -o /dev/null "$BASE/status/404"
+expect_exit "--max-body 1k: whole body, exit 0" 0 "$S" fetch -s --max-body 1k -o /dev/null "$BASE/x"
+expect_exit "--max-body 0: usage" 2 "$S" fetch --max-body 0 "$BASE/x"
+
+# ---- secrets without argv: -H @FILE and --secret-header-env -------------------------
+printf 'Authorization: Bearer SECRETFILEAUTH\r\n\nX-From-File: SECRETFILECUSTOM\n' > "$T/hdrs"
+set +e
+SECRET_VAR='SECRETENVVALUE' "$S" fetch -v -H "@$T/hdrs" --secret-header-env X-Env-Token=SECRET_VAR \
+  --secret-header-env X-Env-Other=SECRET_VAR -o "$T/hf.out" "$BASE/echo" 2> "$T/hf.err"
+rc=$?
+set -e
+check "-H @FILE: exit 0 (got $rc)" [ "$rc" = 0 ]
+check "-H @FILE: Authorization sent" grep -q 'Bearer SECRETFILEAUTH' "$T/hf.out"
+check "-H @FILE: custom header sent" grep -q 'SECRETFILECUSTOM' "$T/hf.out"
+check "--secret-header-env: sent" grep -q '"X-Env-Token":"SECRETENVVALUE"' "$T/hf.out"
+check "-H @FILE, env: no value in -v" sh -c "! grep -q SECRET '$T/hf.err'"
+check "-H @FILE: -v shows the name" grep -q '> X-From-File: REDACTED' "$T/hf.err"
+expect_exit "-H @missing: usage" 2 "$S" fetch -H "@$T/missing" "$BASE/x"
+printf 'Bad Name: SECRETBAD\n' > "$T/badhdrs"
+expect_exit "-H @FILE with a bad line: usage" 2 "$S" fetch -H "@$T/badhdrs" "$BASE/x"
+check "-H @FILE bad line: value not echoed" sh -c "! grep -q SECRET /tmp/stg_err.$$"
+expect_exit "--secret-header-env, unset variable: usage" 2 env -u NOPE_UNSET "$S" fetch \
+  --secret-header-env X-T=NOPE_UNSET "$BASE/x"
+expect_exit "--secret-header-env NAME only: usage" 2 "$S" fetch --secret-header-env X-T "$BASE/x"
+stop_server
+check "bad header files and unset variables sent nothing" [ "$(lines_for '"/x"')" = 1 ]
+
 # ---- bad usage: exit 2 with one line, never a crash ---------------------------------------------
 for args in "" "--retries abc $BASE/x" "--bogus $BASE/x" "--burst 5 $BASE/x" "ftp://127.0.0.1/x" \
     "-d @$T/missing $BASE/x" "--deadline -1s $BASE/x" "--connect-timeout 0 $BASE/x" \
     "--rate 10/y $BASE/x" "-X BAD\\METHOD $BASE/x" "$BASE/a $BASE/b" "--idempotency-key" \
     "--base 2s --cap 1s $BASE/x" "-H Authorization;SECRETH $BASE/x" "-H NoColonSECRETH $BASE/x" \
-    "http://u:SECRETU@127.0.0.1:1/a http://127.0.0.1:1/b"; do
+    "http://u:SECRETU@127.0.0.1:1/a http://127.0.0.1:1/b" "http://[::1/SECRETV6" \
+    "http://u:SECRETP@/nohost"; do
   # shellcheck disable=SC2086
   expect_exit "usage: '$args'" 2 "$S" fetch $args
   check "usage: '$args' prints one line" [ "$(wc -l < /tmp/stg_err.$$)" = 1 ]

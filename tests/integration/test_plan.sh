@@ -90,6 +90,37 @@ for args in "--base xyz" "--base -5ms" "--backoff foo" "--retries -1" "--respond
   expect_exit "usage: $args" 2 $S plan $args
   check "one line: $args" [ "$(wc -l < /tmp/stg_err.$$)" = 1 ]
 done
+# The parser generated from the option table: the forms every command takes.
+same() { # same NAME ARGS_A -- ARGS_B: both give the same output
+  name=$1; shift
+  a=""; while [ "$1" != -- ]; do a="$a $1"; shift; done; shift
+  # shellcheck disable=SC2086
+  check "$name" [ "$($S plan $a)" = "$($S plan "$@")" ]
+}
+same "--preset applies first wherever it is" --retries 2 --preset bounded --json -- \
+  --preset bounded --retries 2 --json
+check "--preset first: the later --retries is kept" \
+  sh -c "$S plan --retries 4 --preset bounded --json | grep -q '\"max_attempts\":5'"
+same "--name=value is --name value" --seed=7 --base=250ms --json -- --seed 7 --base 250ms --json
+same "-XVALUE is -X VALUE" --respond 503 -XPOST --json -- --respond 503 -X POST --json
+same "-X is --request" --respond 503 -X POST --json -- --respond 503 --request POST --json
+check "-H is --header" [ "$($S plan --respond 429 -H 'Retry-After: 3' --json)" = \
+  "$($S plan --respond 429 --header 'Retry-After: 3' --json)" ]
+check "-HVALUE is -H VALUE" [ "$($S plan --respond 429 '-HRetry-After: 3' --json)" = \
+  "$($S plan --respond 429 -H 'Retry-After: 3' --json)" ]
+expect_exit "-- ends the options" 2 $S plan -- --json
+check "-- ends the options: --json is an argument" grep -q "unexpected argument '--json'" /tmp/stg_err.$$
+expect_exit "a flag takes no value" 2 $S plan --json=yes
+check "a flag takes no value: says so" grep -q 'takes no value' /tmp/stg_err.$$
+expect_exit "missing value" 2 $S plan --samples
+check "missing value: says so" grep -q 'needs a value' /tmp/stg_err.$$
+expect_exit "-h" 0 $S plan -h
+check "-h and --help are the same text" [ "$($S plan -h)" = "$($S plan --help)" ]
+check "help is generated from the table" [ "$($S plan --help)" = "$($S help plan)" ]
+check "--help lists every option of the table" sh -c "
+  $S help --options plan | cut -f1 | while read -r n; do
+    $S plan --help | grep -q -- \"--\$n\" || { echo \"missing --\$n\" >&2; exit 1; }
+  done"
 expect_exit "help" 0 $S plan --help
 check "help documents JSON keys" grep -q "wait_min_ms" /tmp/stg_out.$$
 expect_exit "top-level help" 0 $S --help

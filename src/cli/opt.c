@@ -1,0 +1,359 @@
+/*
+ * The option-table parser and the help generator (see opt.h), and the
+ * exit-status table's printers (exit.h).
+ *
+ * Invariants: lookup walks groups depth-first in table order, so the first
+ * visible entry with a name wins (a table that declared a name twice would
+ * shadow the second: STG_ASSERT on it in cli_help, which every --help and
+ * the option test run). Pass 1 applies only CLI_OPT_EARLY entries and
+ * reports nothing, pass 2 everything else in argv order, so an error is
+ * reported by the same pass for the same argv whatever the flag order.
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "cli/exit.h"
+#include "cli/opt.h"
+#include "util/assert.h"
+
+#define HELP_COLUMN 25 /* where --help texts start */
+
+const char *cli_cmd_name(const cli_parser *p)
+{
+    return p->cmd->name;
+}
+
+int cli_opt_bad(const cli_parser *p, const char *val, const char *what)
+{
+    return cli_usage_error(p->cmd->name, "bad value '%s' for %s: %s", val ? val : "",
+                           p->spelled ? p->spelled : "?", what);
+}
+
+int cli_set_true(cli_parser *p, const cli_opt *o, void *field, const char *val)
+{
+    (void)p, (void)o, (void)val;
+    *(bool *)field = true;
+    return 0;
+}
+
+static bool is_option(const cli_opt *o)
+{
+    return o->kind == CLI_FLAG || o->kind == CLI_STRING || o->kind == CLI_FN || o->kind == CLI_HELP;
+}
+
+/* Find by long name (n bytes of name) or by letter; *ctx is updated to the
+ * entry's group ctx. */
+static const cli_opt *find(const cli_opt *t, void **ctx, const char *name, size_t n, char letter)
+{
+    for (const cli_opt *o = t; o->kind != CLI_END; o++) {
+        if (o->kind == CLI_GROUP) {
+            void *sub = (char *)*ctx + o->off;
+            const cli_opt *hit = find(o->group, &sub, name, n, letter);
+            if (hit) {
+                *ctx = sub;
+                return hit;
+            }
+            continue;
+        }
+        if (!is_option(o))
+            continue;
+        if (name && o->name && strlen(o->name) == n && !strncmp(o->name, name, n))
+            return o;
+        if (!name && letter && o->letter == letter)
+            return o;
+    }
+    return NULL;
+}
+
+static int apply(cli_parser *p, const cli_opt *o, void *ctx, const char *val)
+{
+    void *field = (char *)ctx + o->off;
+    switch (o->kind) {
+    case CLI_FLAG:
+        *(bool *)field = true;
+        return 0;
+    case CLI_STRING:
+        *(const char **)field = val;
+        return 0;
+    case CLI_FN:
+        return o->fn(p, o, field, val);
+    case CLI_HELP:
+        cli_help(p->cmd, stdout);
+        return 0;
+    default:
+        STG_ASSERT(!"not an option");
+        return CLI_EXIT_USAGE;
+    }
+}
+
+/* Whether this pass applies o. */
+static bool now(const cli_opt *o, int pass)
+{
+    bool early = (o->flags & CLI_OPT_EARLY) != 0;
+    return pass == 1 ? early : !early;
+}
+
+/* One option argument at argv[*i] (a long or a short bundle). Returns 0, an
+ * exit status, or -2 after --help. */
+static int one(cli_parser *p, int argc, char **argv, int *i, int pass)
+{
+    const char *s = argv[*i];
+    char spelled[80];
+    p->spelled = spelled;
+    if (s[1] == '-') {
+        const char *name = s + 2, *eq = strchr(name, '=');
+        size_t n = eq ? (size_t)(eq - name) : strlen(name);
+        void *ctx = p->ctx;
+        const cli_opt *o = find(p->cmd->opts, &ctx, name, n, 0);
+        snprintf(spelled, sizeof spelled, "--%.*s", (int)(n < 60 ? n : 60), name);
+        if (!o)
+            return pass == 1
+                       ? 0
+                       : cli_usage_error(p->cmd->name, "unknown option '%s' (see --help)", spelled);
+        const char *val = NULL;
+        if (o->arg) {
+            val = eq ? eq + 1 : *i + 1 < argc ? argv[++*i] : NULL;
+            if (!val)
+                return pass == 1 ? 0 : cli_missing_value(p->cmd->name, spelled);
+        } else if (eq) {
+            return pass == 1 ? 0
+                             : cli_usage_error(p->cmd->name, "option %s takes no value", spelled);
+        }
+        if (!now(o, pass))
+            return 0;
+        int rc = apply(p, o, ctx, val);
+        return rc == 0 && o->kind == CLI_HELP ? -2 : rc;
+    }
+    for (const char *c = s + 1; *c; c++) {
+        void *ctx = p->ctx;
+        const cli_opt *o = find(p->cmd->opts, &ctx, NULL, 0, *c);
+        snprintf(spelled, sizeof spelled, "-%c", *c);
+        if (!o)
+            return pass == 1
+                       ? 0
+                       : cli_usage_error(p->cmd->name, "unknown option '%s' (see --help)", spelled);
+        const char *val = NULL;
+        if (o->arg) {
+            val = c[1] ? c + 1 : *i + 1 < argc ? argv[++*i] : NULL;
+            if (!val)
+                return pass == 1 ? 0 : cli_missing_value(p->cmd->name, spelled);
+        }
+        if (now(o, pass)) {
+            int rc = apply(p, o, ctx, val);
+            if (rc != 0)
+                return rc;
+            if (o->kind == CLI_HELP)
+                return -2;
+        }
+        if (o->arg)
+            break; /* the rest of this argument was the value */
+    }
+    return 0;
+}
+
+static int walk(cli_parser *p, int argc, char **argv, int pass)
+{
+    bool only_positional = false;
+    for (int i = 1; i < argc; i++) {
+        const char *s = argv[i];
+        if (!only_positional && !strcmp(s, "--")) {
+            only_positional = true;
+            continue;
+        }
+        if (only_positional || s[0] != '-' || s[1] == '\0') {
+            if (pass == 1)
+                continue;
+            p->spelled = NULL;
+            int rc = p->positional ? p->positional(p, s)
+                                   : cli_usage_error(p->cmd->name, "unexpected argument '%s'", s);
+            if (rc != 0)
+                return rc;
+            continue;
+        }
+        int rc = one(p, argc, argv, &i, pass);
+        if (rc != 0)
+            return rc;
+    }
+    return 0;
+}
+
+int cli_parse(cli_parser *p, int argc, char **argv)
+{
+    for (int pass = 1; pass <= 2; pass++) {
+        int rc = walk(p, argc, argv, pass);
+        if (rc == -2)
+            return 0;
+        if (rc != 0)
+            return rc;
+    }
+    p->spelled = NULL;
+    return -1;
+}
+
+/* ---- help ------------------------------------------------------------------- */
+
+/* Print text (lines separated by '\n') starting at column col, the first
+ * line continuing what is already printed. */
+static void indented(FILE *out, const char *text, int col)
+{
+    for (const char *line = text; *line;) {
+        const char *nl = strchr(line, '\n');
+        size_t n = nl ? (size_t)(nl - line) : strlen(line);
+        if (line != text)
+            fprintf(out, "%*s", col, "");
+        fprintf(out, "%.*s\n", (int)n, line);
+        line = nl ? nl + 1 : line + n;
+    }
+}
+
+static void help_option(FILE *out, const cli_opt *o)
+{
+    char left[160];
+    int n;
+    if (o->letter && o->name)
+        n = snprintf(left, sizeof left, "  -%c, --%s", o->letter, o->name);
+    else if (o->letter)
+        n = snprintf(left, sizeof left, "  -%c", o->letter);
+    else
+        n = snprintf(left, sizeof left, "      --%s", o->name);
+    if (o->arg)
+        n += snprintf(left + n, sizeof left - (size_t)n, " %s", o->arg);
+    fputs(left, out);
+    if (!o->help || !*o->help) {
+        fputc('\n', out);
+        return;
+    }
+    if (n >= HELP_COLUMN)
+        fprintf(out, "\n%*s", HELP_COLUMN, "");
+    else
+        fprintf(out, "%*s", HELP_COLUMN - n, "");
+    indented(out, o->help, HELP_COLUMN);
+}
+
+/* Every visible option of t, in order, for the duplicate check. */
+static size_t collect(const cli_opt *t, const cli_opt **all, size_t n, size_t cap)
+{
+    for (const cli_opt *o = t; o->kind != CLI_END; o++) {
+        if (o->kind == CLI_GROUP)
+            n = collect(o->group, all, n, cap);
+        else if (is_option(o) && n < cap)
+            all[n++] = o;
+    }
+    return n;
+}
+
+/* No two entries of a command share a name (opt.h's invariant). */
+static bool names_unique(const cli_command *c)
+{
+    const cli_opt *all[256];
+    size_t n = collect(c->opts, all, 0, sizeof all / sizeof all[0]);
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = i + 1; j < n; j++) {
+            if (all[i]->name && all[j]->name && !strcmp(all[i]->name, all[j]->name))
+                return false;
+            if (all[i]->letter && all[i]->letter == all[j]->letter)
+                return false;
+        }
+    return n < sizeof all / sizeof all[0];
+}
+
+static void help_table(FILE *out, const cli_opt *t)
+{
+    for (const cli_opt *o = t; o->kind != CLI_END; o++) {
+        if (o->flags & CLI_OPT_HIDDEN)
+            continue;
+        switch (o->kind) {
+        case CLI_HEADING:
+            fprintf(out, "\n%s:\n", o->help);
+            break;
+        case CLI_TEXT:
+            fputs(o->help, out);
+            break;
+        case CLI_GROUP:
+            help_table(out, o->group);
+            break;
+        default:
+            help_option(out, o);
+            break;
+        }
+    }
+}
+
+void cli_help(const cli_command *c, FILE *out)
+{
+    STG_ASSERT(names_unique(c));
+    fputs(c->usage, out);
+    help_table(out, c->opts);
+    if (c->epilogue) {
+        fputc('\n', out);
+        fputs(c->epilogue, out);
+    }
+    fputc('\n', out);
+    cli_exit_help(c->exits, out);
+}
+
+static void dump_table(FILE *out, const cli_opt *t, const char *man)
+{
+    for (const cli_opt *o = t; o->kind != CLI_END; o++) {
+        if (o->flags & CLI_OPT_HIDDEN)
+            continue;
+        const char *ref = o->man ? o->man : man;
+        if (o->kind == CLI_GROUP)
+            dump_table(out, o->group, ref);
+        else if (is_option(o))
+            fprintf(out, "%s\t%c\t%s\t%s\n", o->name ? o->name : "-", o->letter ? o->letter : '-',
+                    o->arg ? o->arg : "-", ref ? ref : "-");
+    }
+}
+
+void cli_dump_options(const cli_command *c, FILE *out)
+{
+    STG_ASSERT(names_unique(c));
+    dump_table(out, c->opts, NULL);
+}
+
+/* ---- exit statuses -------------------------------------------------------------- */
+
+static const struct {
+    int num;
+    const char *word, *text;
+} exits[] = {
+#define CLI_EXIT_ROW(name, num, word, text) {num, word, text},
+    CLI_EXIT_MAP(CLI_EXIT_ROW)
+#undef CLI_EXIT_ROW
+};
+
+const char *cli_exit_word(int status)
+{
+    for (size_t i = 0; i < sizeof exits / sizeof exits[0]; i++)
+        if (exits[i].num == status)
+            return exits[i].word;
+    return "?";
+}
+
+void cli_exit_help(const int *list, FILE *out)
+{
+    int col = fprintf(out, "Exit status:");
+    for (size_t i = 0; list && list[i] >= 0; i++) {
+        char item[64];
+        int n = snprintf(item, sizeof item, " %d %s%s", list[i], cli_exit_word(list[i]),
+                         list[i + 1] >= 0 ? ";" : ".");
+        const char *text = item;
+        if (col + n > 78) {
+            fputc('\n', out);
+            col = 0;
+            text++, n--; /* no leading space on a new line */
+        }
+        fputs(text, out);
+        col += n;
+    }
+    fputs("\nSee stagger(1) for what each status means.\n", out);
+}
+
+void cli_exit_dump(FILE *out)
+{
+    for (size_t i = 0; i < sizeof exits / sizeof exits[0]; i++)
+        fprintf(out, "%d\t%s\n", exits[i].num, exits[i].text);
+}

@@ -1,0 +1,122 @@
+/*
+ * One option table per subcommand (the model is curl's tool_getparam.c
+ * aliases[]): each option is declared once, with its long and short name,
+ * the name of its value, its --help text and what it sets, and the parser,
+ * `--help` and `stagger help --options CMD` (which the man-page test reads)
+ * are all generated from that one declaration. A second place that knows an
+ * option's name is how a man page, a help screen and the parser drift apart.
+ *
+ * Invariants: a table ends with a CLI_END entry; no two visible entries of
+ * one command (groups included) share a long or a short name; an entry that
+ * takes a value has `arg` set and one that takes none has it NULL, so
+ * "does it take a value" has exactly one answer, which the parser, the help
+ * and the man page all show. Values are argv strings, never copied: they
+ * live as long as argv.
+ */
+#ifndef STAGGER_CLI_OPT_H
+#define STAGGER_CLI_OPT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+
+typedef struct cli_opt cli_opt;
+typedef struct cli_parser cli_parser;
+
+/* Apply an option: field is the parser's ctx plus the entry's off (inside a
+ * group: the group's ctx plus off); val is the value, NULL for a flag.
+ * Returns 0, or an exit status after one line on stderr (usually
+ * CLI_EXIT_USAGE through cli_opt_bad or cli_usage_error). */
+typedef int (*cli_opt_fn)(cli_parser *p, const cli_opt *o, void *field, const char *val);
+
+enum cli_opt_kind {
+    CLI_END = 0,
+    CLI_HEADING, /* --help: a section title ("Output") */
+    CLI_TEXT,    /* --help: a paragraph, printed as is */
+    CLI_FLAG,    /* bool at off becomes true */
+    CLI_STRING,  /* const char * at off becomes the value */
+    CLI_FN,      /* fn(p, o, ctx + off, val) */
+    CLI_GROUP,   /* the entries of group, with ctx + off as their ctx */
+    CLI_HELP,    /* -h, --help: print the help, parse returns 0 */
+};
+
+enum {
+    CLI_OPT_EARLY = 1u << 0,  /* applied before every other option wherever it
+                                 appears (--preset resets the policy) */
+    CLI_OPT_HIDDEN = 1u << 1, /* parsed, but in no help and no man page: only
+                                 for an option that exists to say "not here"
+                                 (fetch --share-breaker) */
+};
+
+struct cli_opt {
+    enum cli_opt_kind kind;
+    const char *name;     /* long name without "--"; NULL: short only */
+    char letter;          /* short name; 0: none */
+    const char *arg;      /* the value's name as --help and the man page write it;
+                             NULL: the option takes no value */
+    const char *help;     /* --help text; lines separated by '\n' */
+    size_t off;           /* offset of the field in ctx */
+    cli_opt_fn fn;        /* CLI_FN */
+    const cli_opt *group; /* CLI_GROUP */
+    unsigned flags;       /* CLI_OPT_* */
+    /* Where the man text is: NULL, the command's own page describes the
+     * option in full; else the page that does (e.g. "stagger-plan(1)") and
+     * the command's page only lists it and refers there. On a CLI_GROUP,
+     * for every option in it. Checked by test_cli_options.sh. */
+    const char *man;
+};
+
+/* Table-building shorthands. */
+#define CLI_OPT_END                                                                                \
+    {                                                                                              \
+        .kind = CLI_END                                                                            \
+    }
+#define CLI_OPT_HELP_ENTRY                                                                         \
+    {                                                                                              \
+        .kind = CLI_HELP, .name = "help", .letter = 'h', .help = "show this help"                  \
+    }
+
+/* A subcommand: its table and the text around the generated list. */
+typedef struct cli_command {
+    const char *name;  /* "fetch", "batch report" */
+    const char *usage; /* help text before the options */
+    const cli_opt *opts;
+    const char *epilogue; /* help text after the options (may be NULL) */
+    const int *exits;     /* the exit statuses it uses, ending with -1 */
+} cli_command;
+
+struct cli_parser {
+    const cli_command *cmd;
+    void *ctx;
+    /* A positional argument; NULL: positional arguments are a usage error.
+     * Returns 0 or an exit status, as cli_opt_fn. */
+    int (*positional)(cli_parser *p, const char *arg);
+    const char *spelled; /* the option being applied, as typed ("-X", "--request") */
+};
+
+/* Parse argv (argv[0] is skipped): "--name value", "--name=value", "-X
+ * value", "-Xvalue", bundled short flags ("-sv"), positional arguments,
+ * "--" ending the options, "-" alone is positional. Entries flagged
+ * CLI_OPT_EARLY are applied in a first pass. Returns -1 when parsed and the
+ * command should run, 0 after --help, or an exit status after a one-line
+ * usage error. */
+int cli_parse(cli_parser *p, int argc, char **argv);
+
+/* "stagger CMD: bad value 'V' for --name: WHAT"; returns CLI_EXIT_USAGE. */
+int cli_opt_bad(const cli_parser *p, const char *val, const char *what);
+
+/* The command's name for messages ("fetch"). */
+const char *cli_cmd_name(const cli_parser *p);
+
+/* Write the command's --help (generated from its table) to out. */
+void cli_help(const cli_command *c, FILE *out);
+
+/* One line per visible option, "NAME\tLETTER\tARG\tMAN" (empty fields as "-"),
+ * in table order: what docs/stagger-*.1 must list (tests/integration/
+ * test_cli_options.sh). */
+void cli_dump_options(const cli_command *c, FILE *out);
+
+/* Generic handlers for the common value kinds. */
+int cli_set_true(cli_parser *p, const cli_opt *o, void *field, const char *val);
+
+#endif

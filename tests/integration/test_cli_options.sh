@@ -1,0 +1,204 @@
+# The option tables and the man pages agree: for every subcommand, each
+# option of its table (`stagger help --options CMD`, generated from the same
+# table as the parser and --help) is listed in the OPTIONS section of
+# docs/stagger-CMD.1 with the same short name and the same value name, and
+# the page lists no option the table lacks (curl's tests/test1139.pl); an
+# option the table says is described on another page (cli_opt.man, e.g. the
+# policy options of sim and batch) has an entry that names that page.
+# `batch report` and `batch export` are checked against the REPORT and
+# EXPORT sections of stagger-batch(1). The exit statuses of
+# `stagger help --exit-codes` are those of stagger(1), and no page documents
+# a status outside that table. Also: every table parses its own options
+# (each long option is known to its command's parser).
+. "$(dirname "$0")/lib.sh"
+S=$STAGGER
+DOCS=$STG_SOURCE_DIR/docs
+T=$(mktemp -d /tmp/stg_opts.XXXXXX)
+trap 'rm -rf "$T"' EXIT
+
+# man_options PAGE SECTION: "name<TAB>letter<TAB>arg<TAB>text" per option
+# tagged in SECTION (.SH) of PAGE, sorted; text is the entry's paragraph and
+# the introduction of its subsection (.SS), as plain text. A tag that is not
+# an option is an error.
+man_options() {
+  python3 - "$1" "$2" <<'EOF'
+import re, sys
+page, section = sys.argv[1], sys.argv[2]
+lines = open(page, encoding="utf-8").read().split("\n")
+inside, tags, intro, cur = False, [], "", None
+for i, line in enumerate(lines):
+    if line.startswith(".SH "):
+        inside = line[4:].strip().strip('"') == section
+        cur = None
+        continue
+    if not inside:
+        continue
+    if line.startswith(".SS"):
+        intro, cur = line[3:], None
+    elif line.strip() == ".TP" and i + 1 < len(lines):
+        cur = [lines[i + 1], ""]
+        tags.append(cur)
+    elif cur is not None and line is not cur[0]:
+        if lines[i - 1].strip() != ".TP":
+            cur[1] += " " + line
+    else:
+        intro += " " + line
+    if cur is not None and not cur[1]:
+        cur.append(intro)
+
+def args(rest):
+    out, cur, quoted, any_ = [], "", False, False
+    for ch in rest:
+        if ch == '"':
+            quoted = not quoted
+            any_ = True
+        elif ch == " " and not quoted:
+            if cur or any_:
+                out.append(cur)
+            cur, any_ = "", False
+        else:
+            cur += ch
+    if cur or any_:
+        out.append(cur)
+    return out
+
+def plain(tag):
+    m = re.match(r"^\.(B|I|BR|BI|IR|IB|RB|RI)\s+(.*)$", tag)
+    if not m:
+        text = tag
+    else:
+        parts = args(m.group(2))
+        text = (" " if m.group(1) in ("B", "I") else "").join(parts)
+    text = re.sub(r"\\f(\(..|\[[^]]*\]|.)", "", text)
+    text = text.replace("\\-", "-").replace("\\(aq", "'").replace("\\e", "\\").replace("\\&", "")
+    return text.strip()
+
+def prose(t):
+    t = re.sub(r"^\.[A-Z]+ ?", "", t, flags=re.M)
+    t = re.sub(r"\\f(\(..|\[[^]]*\]|.)", "", t).replace("\\-", "-").replace('"', "")
+    return re.sub(r"\s+", "", t)
+
+rows, bad = [], []
+for entry in tags:
+    tag, para = entry[0], entry[1]
+    ctx = prose(para + " " + (entry[2] if len(entry) > 2 else ""))
+    text = plain(tag)
+    items = re.split(r",\s+(?=-)", text)
+    letter = None
+    for item in items:
+        m = re.match(r"^--([a-z0-9][a-z0-9-]*)(?:[ =](.*))?$", item)
+        s = re.match(r"^-([A-Za-z])(?:\s+(.*))?$", item)
+        if m:
+            rows.append((m.group(1), letter or "-", (m.group(2) or "-").strip(), ctx))
+            letter = None
+        elif s and not s.group(2):
+            letter = s.group(1)
+        elif s:
+            rows.append(("-", s.group(1), s.group(2).strip(), ctx))
+        else:
+            bad.append(text)
+    if letter:
+        rows.append(("-", letter, "-", ctx))
+for b in bad:
+    print("NOT-AN-OPTION\t" + b)
+for r in sorted(set(rows)):
+    print("\t".join(r))
+EOF
+}
+
+for cmd in plan serve sim fetch batch "batch report" "batch export"; do
+  if ! "$S" help --options "$cmd" > "$T/table.raw" 2>/dev/null; then
+    echo "$cmd not built: skipped"
+    continue
+  fi
+  cut -f1-3 "$T/table.raw" | sort -u > "$T/table"
+  case $cmd in
+    "batch report") page=$DOCS/stagger-batch.1 section=REPORT ;;
+    "batch export") page=$DOCS/stagger-batch.1 section=EXPORT ;;
+    *) page=$DOCS/stagger-$cmd.1 section=OPTIONS ;;
+  esac
+  man_options "$page" "$section" > "$T/man.full"
+  cut -f1-3 "$T/man.full" | sort -u > "$T/man"
+  check "$cmd: the table has options" [ -s "$T/table" ]
+  # An option whose man text lives on another page: its entry (or its
+  # subsection's introduction) names that page.
+  while IFS=$(printf '\t') read -r name letter arg ref; do
+    [ "$ref" = - ] && continue
+    ctx=$(awk -F '\t' -v n="$name" '$1 == n { print $4 }' "$T/man.full")
+    case $ctx in
+      *"$ref"*) ok ;;
+      *) fail "$cmd --$name: its entry in $(basename "$page") does not refer to $ref" ;;
+    esac
+  done < "$T/table.raw"
+  if ! diff "$T/table" "$T/man" > "$T/diff"; then
+    fail "$cmd: the table (<) and $(basename "$page") $section (>) disagree:
+$(cat "$T/diff")"
+  fi
+  # Each option of the table is one its parser knows ("unknown option"
+  # would mean the table and the parser were two lists).
+  while IFS=$(printf '\t') read -r name letter arg ref; do
+    [ "$name" = - ] && continue
+    set +e
+    # shellcheck disable=SC2086
+    probe=$cmd
+    [ "$cmd" = sim ] && probe="sim herd" # sim's first argument is the scenario
+    timeout 20 "$S" $probe "--$name" > /dev/null 2> "$T/err" < /dev/null
+    set -e
+    check "$cmd --$name is parsed" sh -c "! grep -q 'unknown \(option\|scenario\)' '$T/err'"
+  done < "$T/table"
+done
+
+# A table entry that the man page lacks is caught: drop one option from a
+# copy of fetch's page and the comparison must fail.
+if "$S" help --options fetch > /dev/null 2>&1; then
+  python3 - "$DOCS/stagger-fetch.1" "$T/cut.1" <<'EOF'
+import sys
+src = open(sys.argv[1]).read().split("\n")
+out, skip = [], False
+for i, l in enumerate(src):
+    if l == ".TP" and i + 1 < len(src) and "\\-\\-metrics" in src[i + 1]:
+        skip = True
+        continue
+    if skip and (l.startswith(".TP") or l.startswith(".S")):
+        skip = False
+    if not skip:
+        out.append(l)
+open(sys.argv[2], "w").write("\n".join(out))
+EOF
+  "$S" help --options fetch | cut -f1-3 | sort -u > "$T/table"
+  man_options "$T/cut.1" OPTIONS | cut -f1-3 | sort -u > "$T/man"
+  check "the check sees a missing option" sh -c "! diff -q '$T/table' '$T/man' > /dev/null"
+fi
+
+# ---- exit statuses: one table, stagger(1) documents it ---------------------------
+"$S" help --exit-codes | cut -f1 | sort -n > "$T/codes"
+man_codes() {
+  python3 - "$1" <<'EOF'
+import re, sys
+lines = open(sys.argv[1]).read().split("\n")
+inside, out = False, set()
+for i, l in enumerate(lines):
+    if l.startswith(".SH "):
+        inside = "EXIT STATUS" in l
+        continue
+    if inside and l.strip() == ".TP" and i + 1 < len(lines):
+        out.update(int(n) for n in re.findall(r"\d+", lines[i + 1]))
+print("\n".join(str(n) for n in sorted(out)))
+EOF
+}
+man_codes "$DOCS/stagger.1" > "$T/man_codes"
+if ! diff "$T/codes" "$T/man_codes" > "$T/diff"; then
+  fail "exit statuses: the table (<) and stagger.1 (>) disagree:
+$(cat "$T/diff")"
+fi
+check "exit table has 0, 2 and 130" sh -c "grep -qx 0 '$T/codes' && grep -qx 2 '$T/codes' && grep -qx 130 '$T/codes'"
+for page in "$DOCS"/stagger-*.1; do
+  man_codes "$page" > "$T/page_codes"
+  extra=$(grep -v '^$' "$T/page_codes" | grep -vxF -f "$T/codes" | tr '\n' ' ' || true)
+  check "$(basename "$page"): documents only statuses of the table (extra: $extra)" [ -z "$extra" ]
+done
+expect_exit "help --exit-codes" 0 "$S" help --exit-codes
+expect_exit "help --options without a command" 2 "$S" help --options
+expect_exit "help --options nosuch" 2 "$S" help --options nosuch
+
+finish

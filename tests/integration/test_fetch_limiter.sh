@@ -1,0 +1,69 @@
+# `stagger fetch --limiter`: when Redis dies between two attempts the request
+# stops with the shared limiter's own exit status (6), as batch's does, not
+# with the status of the answer before (3); Redis unreachable at start is 1.
+# Starts its own redis-server and stagger serve on 127.0.0.1 and stops them
+# by PID.
+. "$(dirname "$0")/lib.sh"
+S=$STAGGER
+if ! "$S" fetch --help >/dev/null 2>&1; then
+  echo "stagger fetch not built: skipped"
+  exit 0
+fi
+command -v redis-server >/dev/null ||
+  { echo "redis-server missing: run make deps" >&2; exit 1; }
+T=$(mktemp -d /tmp/stg_fetch_lim.XXXXXX)
+RPID= SRV_PID=
+cleanup() {
+  for p in $RPID $SRV_PID; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
+  rm -rf "$T"
+}
+trap cleanup EXIT
+
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
+}
+RPORT=$(free_port)
+redis-server --port "$RPORT" --bind 127.0.0.1 --save '' --appendonly no --daemonize no \
+  >"$T/redis.out" 2>&1 &
+RPID=$!
+for _ in $(seq 1 100); do
+  python3 -c 'import socket,sys; socket.create_connection(("127.0.0.1",int(sys.argv[1])),0.2)' \
+    "$RPORT" 2>/dev/null && break
+  sleep 0.05
+done
+
+"$S" serve --bind 127.0.0.1 --port 0 --threads 2 --log "$T/srv.log" > "$T/srv.out" &
+SRV_PID=$!
+PORT=
+for _ in $(seq 1 250); do
+  PORT=$(sed -n '1s|^listening on http://127.0.0.1:\([0-9]*\)$|\1|p' "$T/srv.out" 2>/dev/null)
+  [ -n "$PORT" ] && break
+  sleep 0.02
+done
+[ -n "$PORT" ] || { echo "server did not start" >&2; exit 1; }
+BASE=http://127.0.0.1:$PORT
+LIM=redis://127.0.0.1:$RPORT/fetchkey
+
+# Sanity: with Redis up the shared limit admits the request.
+expect_exit "Redis up: exit 0" 0 "$S" fetch -s --limiter "$LIM" --rate 10 -o /dev/null "$BASE/ok"
+
+# A 503 that asks for 2 s, then Redis dies during the wait: the second
+# acquire cannot be answered.
+"$S" fetch --limiter "$LIM" --rate 10 --retries 3 -o /dev/null \
+  "$BASE/status/503?retry_after=2" 2> "$T/die.err" &
+fp=$!
+for _ in $(seq 1 100); do
+  grep -q '"/status/503"' "$T/srv.log" 2>/dev/null && break
+  sleep 0.05
+done
+kill "$RPID"; wait "$RPID" 2>/dev/null || true; RPID=
+set +e; wait $fp; got=$?; set -e
+check "Redis died mid-run: exit 6 (got $got; $(cat "$T/die.err"))" [ "$got" = 6 ]
+check "Redis died mid-run: one attempt reached the server" \
+  [ "$(grep -c '"/status/503' "$T/srv.log")" = 1 ]
+
+# Unreachable from the start: exit 1 before anything is sent.
+expect_exit "Redis down at start: exit 1" 1 "$S" fetch -s --limiter "$LIM" --rate 10 "$BASE/never"
+check "Redis down at start: nothing sent" [ "$(grep -c '"/never"' "$T/srv.log" || true)" = 0 ]
+
+finish
