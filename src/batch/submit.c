@@ -8,7 +8,9 @@
  *    is committed, and never more jobs than free slots.
  *  - Headers of the configuration replace a job's own of the same name,
  *    and are never stored; a needs_input job takes its URL and headers from
- *    the input, matched by position and key (a mismatch stops the run).
+ *    the input (the whole set, or the secrets kept of it), matched by id and
+ *    key (a mismatch stops the run); its method and body are the stored
+ *    ones, which are the input's (the fingerprint says so).
  *  - A request the engine refuses is never sent: it is committed at once
  *    (failed, or pending when memory ran out) and its slot freed.
  */
@@ -32,13 +34,15 @@ static bool header_named(const char *h, const char *name_of)
     return n1 == n2 && !strncasecmp(h, name_of, n1);
 }
 
-/* The input's spec of a needs_input job, or NULL. */
+/* The input's spec of a needs_input job (its url and headers), or NULL:
+ * the whole parsed set by position, or the kept secrets by id; either way
+ * the key must match. */
 static const stg_job_spec *spec_of(const stg_batch *b, const stg_job *j)
 {
     if (b->set && j->id >= 1 && (size_t)j->id <= b->set->n &&
         !strcmp(b->set->jobs[j->id - 1].key, j->key))
         return &b->set->jobs[j->id - 1];
-    return NULL;
+    return stg_input_secrets_find(b->secrets, j->id, j->key);
 }
 
 /* Hand the claimed job in sl to the engine. A job that cannot be sent is
@@ -81,8 +85,8 @@ static void submit(stg_batch *b, stg_batch_slot *sl)
         .url = spec ? spec->url : j->url,
         .method = j->method,
         .headers = headers,
-        .body = spec ? spec->body : j->body,
-        .body_len = spec ? spec->body_len : j->body_len,
+        .body = j->body,
+        .body_len = j->body_len,
         .idempotency_key = j->idempotency_key,
     };
     int rc = stg_engine_submit(b->engine, &req, stg__batch_on_done, sl, &sl->req_id);
