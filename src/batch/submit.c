@@ -68,9 +68,12 @@ static void submit(stg_batch *b, stg_batch_slot *sl)
     }
     const char *headers[MAX_REQ_HEADERS + 1];
     size_t nh = 0;
-    const char *const *own = spec ? (const char *const *)spec->headers
-                                  : (const char *const *)j->headers;
-    size_t n_own = spec ? spec->n_headers : SIZE_MAX;
+    /* Kept secrets hold the headers only when one of them is secret; else
+     * the stored ones are all of the job's. */
+    bool own_from_spec = spec && spec->headers;
+    const char *const *own = own_from_spec ? (const char *const *)spec->headers
+                                           : (const char *const *)j->headers;
+    size_t n_own = own_from_spec ? spec->n_headers : SIZE_MAX;
     for (size_t i = 0; own && i < n_own && own[i] && nh < MAX_REQ_HEADERS; i++) {
         bool overridden = false;
         for (size_t k = 0; k < b->n_headers && !overridden; k++)
@@ -82,7 +85,7 @@ static void submit(stg_batch *b, stg_batch_slot *sl)
         headers[nh++] = b->headers[k];
     headers[nh] = NULL;
     stg_request req = {
-        .url = spec ? spec->url : j->url,
+        .url = spec && spec->url ? spec->url : j->url,
         .method = j->method,
         .headers = headers,
         .body = j->body,

@@ -909,9 +909,12 @@ int stg_input_secrets_add(stg_input_secrets *s, int64_t id, stg_job_spec *j)
     stg_job_spec *k = &s->jobs[s->n];
     memset(k, 0, sizeof *k);
     k->key = j->key, j->key = NULL;
-    k->url = j->url, j->url = NULL;
-    k->headers = j->headers, j->headers = NULL;
-    k->n_headers = j->n_headers, j->n_headers = 0;
+    if (j->url_secret) /* else the stored URL is the whole one */
+        k->url = j->url, j->url = NULL;
+    if (j->headers_secret) { /* all of them: the request keeps their order */
+        k->headers = j->headers, j->headers = NULL;
+        k->n_headers = j->n_headers, j->n_headers = 0;
+    }
     k->line = j->line;
     k->url_secret = j->url_secret;
     k->headers_secret = j->headers_secret;

@@ -170,12 +170,15 @@ const char *stg_input_reader_error(const stg_input_reader *r);      /* "" if non
 void stg_input_reader_free(stg_input_reader *r);                    /* accepts NULL */
 
 /* The secret parts of the jobs that need the input (url_secret or
- * headers_secret): key, url and headers of each, by job id (ascending), and
+ * headers_secret), by job id (ascending): the key, the URL when it is the
+ * secret one, the headers (all of them, in order) when one is secret, and
  * nothing else. What a run keeps of its input: bounded by how many jobs
  * carry secrets, not by the size of the input. */
 typedef struct stg_input_secrets {
     int64_t *ids;
-    stg_job_spec *jobs; /* key, url, headers, n_headers; the other fields NULL */
+    stg_job_spec *jobs; /* key; url or NULL (the stored one is whole); headers
+                           and n_headers or NULL/0 (the stored ones are all);
+                           url_secret, headers_secret, line; the rest NULL */
     size_t n, cap;
 } stg_input_secrets;
 

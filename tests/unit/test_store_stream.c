@@ -311,8 +311,9 @@ static void test_stream_check_stored(void **state)
     stg_store_close(s);
 }
 
-/* Only the jobs with a secret URL or header are kept, with their complete
- * URL and headers and nothing else, under their stored ids. */
+/* Only the jobs with a secret URL or header are kept, under their stored
+ * ids: the URL when it is the secret part, all the headers when one is,
+ * nothing else. */
 static void test_stream_keeps_only_secrets(void **state)
 {
     (void)state;
@@ -332,7 +333,10 @@ static void test_stream_keeps_only_secrets(void **state)
     assert_non_null(c);
     assert_int_equal(c->n_headers, 3);
     assert_string_equal(c->headers[0], "Authorization: Bearer T0KEN");
+    assert_string_equal(c->headers[1], "X-Trace: t");
     assert_null(c->body);
+    assert_null(c->url);        /* not secret: the stored one is whole */
+    assert_null(b->headers);    /* none secret: the stored ones are all */
     assert_null(stg_input_secrets_find(&sec, 3, "b")); /* the key must match */
     assert_null(stg_input_secrets_find(&sec, 1, "a")); /* no secret: not kept */
     assert_null(stg_input_secrets_find(&sec, 4, "d"));
