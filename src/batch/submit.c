@@ -8,8 +8,8 @@
  *    is committed, and never more jobs than free slots.
  *  - Headers of the configuration replace a job's own of the same name,
  *    and are never stored; a needs_input job takes its URL and headers from
- *    the input (the whole set, or the secrets kept of it), matched by id and
- *    key (a mismatch stops the run); its method and body are the stored
+ *    the input (the whole set, the secrets kept of it, or the file read
+ *    again), matched by id and key (a mismatch stops the run); its method and body are the stored
  *    ones, which are the input's (the fingerprint says so).
  *  - A request the engine refuses is never sent: it is committed at once
  *    (failed, or pending when memory ran out) and its slot freed.
@@ -35,14 +35,23 @@ static bool header_named(const char *h, const char *name_of)
 }
 
 /* The input's spec of a needs_input job (its url and headers), or NULL:
- * the whole parsed set by position, or the kept secrets by id; either way
- * the key must match. */
+ * the whole parsed set by position, the kept secrets by id, or the input
+ * read again by the cursor; the key must match, and what the spec has of
+ * the stored fields must be them (an input file changed under the run). */
 static const stg_job_spec *spec_of(const stg_batch *b, const stg_job *j)
 {
+    const stg_job_spec *sp = NULL;
     if (b->set && j->id >= 1 && (size_t)j->id <= b->set->n &&
         !strcmp(b->set->jobs[j->id - 1].key, j->key))
-        return &b->set->jobs[j->id - 1];
-    return stg_input_secrets_find(b->secrets, j->id, j->key);
+        sp = &b->set->jobs[j->id - 1];
+    else if (b->secrets)
+        sp = stg_input_secrets_find(b->secrets, j->id, j->key);
+    else if (b->cursor)
+        sp = stg_input_cursor_find(b->cursor, j->id, j->key);
+    if (sp && ((sp->method && strcmp(sp->method, j->method)) ||
+               (sp->url_redacted && j->url_redacted && strcmp(sp->url_redacted, j->url_redacted))))
+        return NULL;
+    return sp;
 }
 
 /* Hand the claimed job in sl to the engine. A job that cannot be sent is

@@ -13,10 +13,12 @@
  *    message: the final counts and the report are read back, never assumed.
  *  - A shared limiter unreachable at start, or lost during the run, is exit
  *    6 (BATCH_EXIT_LIMITER), never 1 (1 means "some jobs failed").
- *  - The input is read once, streamed into the store (or checked against
- *    the set it holds) a line at a time; what stays in memory for the run
- *    is the secret parts of the jobs that need them (stg_input_secrets),
- *    bounded by how many jobs carry secrets, never by the input's size.
+ *  - The input is streamed into the store (or checked against the set it
+ *    holds) a line at a time, and never held whole. The jobs whose secrets
+ *    are not stored get them from the input again: a regular file is read
+ *    again by a cursor (nothing kept in memory); stdin or a pipe can be
+ *    read once, so the import keeps those jobs' secret parts
+ *    (stg_input_secrets), bounded by how many jobs carry secrets.
  *  - Secrets: -H values and the input's secret URLs/headers live in memory
  *    only (see src/batch/runner.c); nothing here prints a URL.
  *  - An input refused for itself (--strict with bad lines, no jobs, a read
@@ -300,6 +302,19 @@ static int open_db(const batch_opts *o, stg_input_reader *r, stg_input_secrets *
     return -1;
 }
 
+/* The run's cursor over the input file (read again for the jobs whose
+ * secrets are not stored). Returns -1 or an exit status. */
+static int open_cursor(const batch_opts *o, stg_input_cursor **c)
+{
+    char err[800];
+    int rc = stg_input_cursor_open(o->input, &o->in, c, err, sizeof err);
+    if (rc != STG_OK) {
+        fprintf(stderr, "stagger batch: %s\n", err);
+        return BATCH_EXIT_INPUT;
+    }
+    return -1;
+}
+
 /* A database file this run created for an input it then refused is
  * removed: a refused input leaves nothing behind (as --strict promises). */
 static void remove_created(const char *db)
@@ -440,6 +455,7 @@ static void run_loop(const batch_opts *o, stg_batch *b)
 int batch_run(const batch_opts *o)
 {
     stg_input_reader *reader = NULL;
+    stg_input_cursor *cursor = NULL;
     stg_input_secrets secrets;
     memset(&secrets, 0, sizeof secrets);
     bool imported = false, created = false, input_refused = false;
@@ -448,15 +464,24 @@ int batch_run(const batch_opts *o)
     FILE *log_file = NULL;
     stg_logger *logger = NULL;
     int ex;
+    /* A regular file is read again by the run (the cursor); anything else
+     * (stdin, a pipe) can be read once, so the secrets are kept. */
+    struct stat in_st;
+    bool rereadable = o->input && strcmp(o->input, "-") && stat(o->input, &in_st) == 0 &&
+                      S_ISREG(in_st.st_mode);
     if ((ex = open_input(o, &reader)) >= 0 ||
-        (ex = open_db(o, reader, &secrets, &store, &imported, &created, &input_refused)) >= 0 ||
+        (ex = open_db(o, reader, rereadable ? NULL : &secrets, &store, &imported, &created,
+                      &input_refused)) >= 0 ||
         (ex = prepare_out(o)) >= 0)
         goto out;
-    stg_input_reader_free(reader); /* read once: what the run needs is in secrets */
+    stg_input_reader_free(reader);
     reader = NULL;
+    if (rereadable && (ex = open_cursor(o, &cursor)) >= 0)
+        goto out;
     stg_batch_config bc = {
         .store = store,
-        .secrets = o->input ? &secrets : NULL,
+        .secrets = o->input && !cursor ? &secrets : NULL,
+        .cursor = cursor,
         .headers = o->headers,
         .n_headers = o->n_headers,
         .out_dir = o->out_dir,
@@ -519,6 +544,7 @@ out:
     if (created && input_refused)
         remove_created(o->db);
     stg_input_reader_free(reader);
+    stg_input_cursor_free(cursor);
     stg_input_secrets_free(&secrets);
     return ex;
 }

@@ -22,9 +22,10 @@
  *  - Job ids are positions among the accepted jobs (1..n), the same in
  *    every import of the same fingerprint: that is what lets a run match a
  *    needs_input job to the input line that holds its secrets.
- *  - What stays in memory is one line and, when asked, the secret parts of
- *    needs_input jobs (stg_input_secrets): bounded by how many such jobs
- *    there are, never by the line count.
+ *  - What stays in memory is one line and, when asked (an input that
+ *    cannot be read again), the secret parts of needs_input jobs
+ *    (stg_input_secrets): bounded by how many such jobs there are, never by
+ *    the line count. A file is read again by stg_input_cursor instead.
  */
 #include <stdlib.h>
 #include <string.h>

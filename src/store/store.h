@@ -42,10 +42,10 @@
  *    fingerprint; a database holds one job set, forever.
  *  - Secrets never reach the database: URLs whose userinfo or query keys
  *    look secret and secret header values are kept out (the job is flagged
- *    needs_input and is rebuilt from the input file at run time: the run's
- *    import pass keeps those jobs' secret parts, and nothing else of the
- *    input, in an stg_input_secrets); header NAMES and redacted URLs are
- *    stored. Response bodies are the user's data
+ *    needs_input and is rebuilt from the input file at run time: read
+ *    again by an stg_input_cursor, or, for an input read once (stdin), kept
+ *    from the import pass as those jobs' secret parts and nothing else, in
+ *    an stg_input_secrets); header NAMES and redacted URLs are stored. Response bodies are the user's data
  *    and are stored as received.
  *
  * Errors: functions return STG_OK or an stg_err (STG_EDB for SQLite
@@ -189,6 +189,23 @@ int stg_input_secrets_add(stg_input_secrets *s, int64_t id, stg_job_spec *j);
 const stg_job_spec *stg_input_secrets_find(const stg_input_secrets *s, int64_t id,
                                            const char *key);
 void stg_input_secrets_free(stg_input_secrets *s); /* accepts NULL and zeroed */
+
+/* A cursor over an input file that can be read again (a regular file): it
+ * finds the job of a given id and key by reading forward, so a run needs
+ * nothing of the input in memory. Job id's line is the first line that
+ * holds its key (later ones are repeats) and follows the lines of all lower
+ * ids, so ids asked in increasing order (as a run claims them) cost one
+ * pass over the file in all; a lower id reads again from the top. */
+typedef struct stg_input_cursor stg_input_cursor;
+
+/* STG_EINVAL (options), STG_EIO (cannot open), STG_ENOMEM. */
+int stg_input_cursor_open(const char *path, const stg_input_options *opt,
+                          stg_input_cursor **out, char *err, size_t errlen);
+/* The input's job id if its key is key (the whole spec, secrets included;
+ * valid until the next call), or NULL: not in this input. The caller checks
+ * it is the stored job (method, redacted URL): the file may have changed. */
+const stg_job_spec *stg_input_cursor_find(stg_input_cursor *c, int64_t id, const char *key);
+void stg_input_cursor_free(stg_input_cursor *c); /* accepts NULL */
 
 /* True if a query key (not NUL-terminated) looks like it carries a secret:
  * stg_redact_name_is_secret() of the core (one list for every use). */

@@ -2,8 +2,8 @@
  * Unit tests of the streaming import (src/store/import.c, the reader of
  * input.c): it writes what the whole-set import writes, finds repeats in
  * the database, refuses without writing, checks a stored set without
- * writing, keeps only the needs_input jobs' secret parts, and its memory
- * does not grow with the input.
+ * writing, keeps only the needs_input jobs' secret parts; the cursor finds
+ * jobs in the file again; and memory does not grow with the input.
  *
  * The memory test runs the import in a child process (this program again,
  * with --child) and reads its peak RSS (getrusage ru_maxrss) after
@@ -350,6 +350,47 @@ static void test_stream_keeps_only_secrets(void **state)
     stg_store_close(s);
 }
 
+/* The cursor finds each job by id and key in a file: the first line with
+ * the key (not a repeat), in increasing order, again for a lower id (from
+ * the top), with the secrets of the line; a key not in the file is NULL. */
+static void test_cursor_finds_jobs(void **state)
+{
+    (void)state;
+    const char *path = path_of("cursor.jsonl");
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(mixed, f);
+    assert_int_equal(fclose(f), 0);
+    stg_input_cursor *c = NULL;
+    char err[256];
+    assert_int_equal(stg_input_cursor_open(path, NULL, &c, err, sizeof err), STG_OK);
+    const stg_job_spec *j = stg_input_cursor_find(c, 1, "a");
+    assert_non_null(j);
+    assert_string_equal(j->url, "http://127.0.0.1:1/a"); /* line 1, not the repeat */
+    j = stg_input_cursor_find(c, 2, "b");
+    assert_non_null(j);
+    assert_string_equal(j->url, "http://127.0.0.1:1/b?api_key=S3CRET");
+    assert_int_equal(j->line, 3);
+    j = stg_input_cursor_find(c, 3, "c");
+    assert_non_null(j);
+    assert_string_equal(j->headers[0], "Authorization: Bearer T0KEN");
+    assert_ptr_equal(stg_input_cursor_find(c, 3, "c"), j); /* asked again */
+    j = stg_input_cursor_find(c, 4, "8");
+    assert_non_null(j);
+    assert_int_equal(j->line, 8); /* the default id, not line 9's "8" */
+    j = stg_input_cursor_find(c, 2, "b"); /* lower: from the top */
+    assert_non_null(j);
+    assert_int_equal(j->line, 3);
+    assert_null(stg_input_cursor_find(c, 5, "zz"));
+    j = stg_input_cursor_find(c, 4, "8"); /* still usable after a miss */
+    assert_non_null(j);
+    assert_int_equal(j->line, 8);
+    stg_input_cursor_free(c);
+    assert_int_equal(stg_input_cursor_open(path_of("none"), NULL, &c, err, sizeof err),
+                     STG_EIO);
+    assert_null(c);
+}
+
 /* Bad options before any line; a file that cannot be opened. */
 static void test_reader_open_errors(void **state)
 {
@@ -397,6 +438,7 @@ static int child_main(const char *mode, const char *input, const char *db)
     }
     int rc;
     stg_input_secrets sec = {0};
+    size_t found = 0;
     if (!strcmp(mode, "set")) {
         stg_job_set set;
         bool imported;
@@ -406,13 +448,31 @@ static int child_main(const char *mode, const char *input, const char *db)
         /* The peak is taken below, after the set is freed: it is the peak. */
         stg_job_set_free(&set);
     } else {
+        /* "stream": the secrets kept (an input read once); "cursor": none
+         * kept, then every job found again in the file, as a run would. */
+        bool cursor = !strcmp(mode, "cursor");
         stg_input_reader *r = NULL;
         stg_store_import_result res;
-        stg_store_import_options o = {.input_path = input, .now_ms = 1000, .secrets = &sec};
+        stg_store_import_options o = {.input_path = input,
+                                      .now_ms = 1000,
+                                      .secrets = cursor ? NULL : &sec};
         rc = stg_input_reader_open(input, NULL, &r, err, sizeof err);
         if (rc == STG_OK)
             rc = stg_store_import_stream(s, r, &o, &res);
         stg_input_reader_free(r);
+        stg_input_cursor *c = NULL;
+        if (rc == STG_OK && cursor)
+            rc = stg_input_cursor_open(input, NULL, &c, err, sizeof err);
+        for (int64_t id = 1; rc == STG_OK && c && id <= (int64_t)res.jobs; id++) {
+            char key[32];
+            snprintf(key, sizeof key, "job-%07lld", (long long)id);
+            const stg_job_spec *j = stg_input_cursor_find(c, id, key);
+            if (!j || !j->url)
+                rc = STG_ENOTFOUND;
+            else if (j->url_secret)
+                found++; /* counted, not kept */
+        }
+        stg_input_cursor_free(c);
     }
     if (rc != STG_OK) {
         fprintf(stderr, "child: import: %d %s\n", rc, stg_store_errmsg(s));
@@ -420,7 +480,7 @@ static int child_main(const char *mode, const char *input, const char *db)
     }
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
-    printf("%ld %zu\n", ru.ru_maxrss, sec.n);
+    printf("%ld %zu\n", ru.ru_maxrss, sec.n + found);
     stg_input_secrets_free(&sec);
     stg_store_close(s);
     return 0;
@@ -481,9 +541,25 @@ static void test_stream_memory_bounded(void **state)
     assert_true(set_large - set_small > bound);
 }
 
-/* Every job carries a secret: the stream keeps each one's key, URL and
- * headers (the state it promises, bounded by their count), which is still
- * less than the whole-set path keeps. */
+/* Every job carries a secret, and the run finds each one in the file
+ * again (the cursor): nothing per job is kept, the same bound holds. */
+static void test_cursor_memory_bounded(void **state)
+{
+    (void)state;
+    size_t k_small = 0, k_large = 0;
+    long small = peak_kib("cursor", SMALL_N, true, &k_small);
+    long large = peak_kib("cursor", LARGE_N, true, &k_large);
+    assert_int_equal(k_small, SMALL_N);
+    assert_int_equal(k_large, LARGE_N);
+    long bound = bound_kib(LARGE_N - SMALL_N);
+    print_message("cursor: %d lines %ld KiB, %d lines %ld KiB (bound +%ld KiB)\n", SMALL_N,
+                  small, LARGE_N, large, bound);
+    assert_true(large - small < bound);
+}
+
+/* Every job carries a secret, and the input can be read only once: the
+ * stream keeps each one's key and URL (the state it promises, bounded by
+ * their count), still less than the whole-set path keeps. */
 static void test_stream_memory_secrets(void **state)
 {
     (void)state;
@@ -521,8 +597,10 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_stream_refused),
         cmocka_unit_test(test_stream_check_stored),
         cmocka_unit_test(test_stream_keeps_only_secrets),
+        cmocka_unit_test(test_cursor_finds_jobs),
         cmocka_unit_test(test_reader_open_errors),
         cmocka_unit_test(test_stream_memory_bounded),
+        cmocka_unit_test(test_cursor_memory_bounded),
         cmocka_unit_test(test_stream_memory_secrets),
     };
     return cmocka_run_group_tests(tests, setup_dir, teardown_dir);
