@@ -1,5 +1,6 @@
 /*
  * Private to src/store: the store handle's fields, shared by schema.c,
+ * import.c,
  * jobs.c, report.c and export.c. Nothing outside src/store includes this.
  */
 #ifndef STAGGER_STORE_INTERNAL_H
