@@ -55,6 +55,14 @@ typedef struct stg_batch_config {
     const stg_job_set *set;    /* the parsed input, for jobs whose secrets are not
                                   stored (needs_input); NULL: none. Not owned;
                                   must outlive the batch */
+    const stg_input_secrets *secrets; /* or only those jobs' secret parts, as kept
+                                  by stg_store_import_stream (what `stagger
+                                  batch` gives: memory bounded by how many jobs
+                                  carry secrets); NULL: none. Not owned */
+    stg_input_cursor *cursor;  /* or a cursor over the input file, which finds
+                                  those jobs by reading it again (nothing of
+                                  the input in memory); NULL: none. Not owned;
+                                  used by the batch only */
     stg_engine_config engine;  /* copied; its on_event is called after the
                                   batch's own handling of each event; its
                                   concurrency is the batch's slot count (0: 30) */
@@ -74,7 +82,8 @@ typedef struct stg_batch_start {
     int recovered_pending;     /* inflight at the last stop, run again */
     int recovered_review;      /* inflight, not replay-safe and sent: review */
     int requeued_deferred, requeued_review;
-    int64_t needs_input;       /* jobs to run that need cfg->set but it is NULL */
+    int64_t needs_input;       /* jobs to run that need the input, given none of
+                                  cfg->set, cfg->secrets, cfg->cursor */
 } stg_batch_start;
 
 /* Why a run ended. */
@@ -85,7 +94,7 @@ typedef enum stg_batch_stop_cause {
     STG_BATCH_LIMITER = 3,     /* the shared limiter became unavailable */
     STG_BATCH_STORE = 4,       /* a store read or write failed */
     STG_BATCH_BODY = 5,        /* a response body could not be written */
-    STG_BATCH_NEEDS_INPUT = 6  /* a job needs the input file, cfg->set is NULL */
+    STG_BATCH_NEEDS_INPUT = 6  /* a job needs the input file, not given */
 } stg_batch_stop_cause;
 
 /* Jobs per state, and what follows from them. */
@@ -121,7 +130,8 @@ typedef struct stg_batch_summary {
  * the last run, requeue what cfg asks for, load the counts and begin a run
  * row. *start (may be NULL) says what was done. Returns STG_OK (*out is the
  * caller's, to stg_batch_free), or STG_EDB (the store; err says why),
- * STG_ESTATE (jobs need the input and cfg->set is NULL: start->needs_input),
+ * STG_ESTATE (jobs need the input, and none of cfg->set, cfg->secrets,
+ * cfg->cursor is given: start->needs_input),
  * STG_EINVAL (bad config, including an engine that refuses it), STG_ENOMEM. */
 int stg_batch_new(const stg_batch_config *cfg, stg_batch **out, stg_batch_start *start,
                   char *err, size_t errlen);

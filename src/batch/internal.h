@@ -26,6 +26,8 @@ typedef struct stg_batch_slot {
 struct stg_batch {
     stg_store *store;
     const stg_job_set *set;
+    const stg_input_secrets *secrets;
+    stg_input_cursor *cursor;
     const char *const *headers;
     size_t n_headers;
     const char *out_dir;

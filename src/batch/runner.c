@@ -27,8 +27,8 @@
  *  - No signal handling, no output: a stop is a call (stg_batch_stop), and
  *    progress is a snapshot (stg_batch_progress_get).
  *  - Secrets: headers of the config and the secret URLs/headers of
- *    needs_input jobs (taken from cfg->set) exist only in memory and in the
- *    request; what is stored is the outcome. The engine's events and error
+ *    needs_input jobs (from cfg->set, ->secrets or ->cursor) exist only in
+ *    memory and in the request; what is stored is the outcome. The engine's events and error
  *    texts are already redacted.
  */
 #include <stdio.h>
@@ -105,6 +105,8 @@ int stg_batch_new(const stg_batch_config *cfg, stg_batch **out, stg_batch_start 
         return fail_new(NULL, STG_ENOMEM, err, errlen, "out of memory");
     b->store = cfg->store;
     b->set = cfg->set;
+    b->secrets = cfg->secrets;
+    b->cursor = cfg->cursor;
     b->headers = cfg->headers;
     b->n_headers = cfg->n_headers;
     b->out_dir = cfg->out_dir;
@@ -122,7 +124,7 @@ int stg_batch_new(const stg_batch_config *cfg, stg_batch **out, stg_batch_start 
         mask |= 1u << STG_JOB_DEFERRED;
     if (cfg->retry_review)
         mask |= 1u << STG_JOB_REVIEW;
-    if (!cfg->set) {
+    if (!cfg->set && !cfg->secrets && !cfg->cursor) {
         if (stg_store_count_needs_input(b->store, mask, &st->needs_input) != STG_OK)
             return fail_new(b, STG_EDB, err, errlen, stg_store_errmsg(b->store));
         if (st->needs_input) {

@@ -8,7 +8,9 @@
  *    is committed, and never more jobs than free slots.
  *  - Headers of the configuration replace a job's own of the same name,
  *    and are never stored; a needs_input job takes its URL and headers from
- *    the input, matched by position and key (a mismatch stops the run).
+ *    the input (the whole set, the secrets kept of it, or the file read
+ *    again), matched by id and key (a mismatch stops the run); its method and body are the stored
+ *    ones, which are the input's (the fingerprint says so).
  *  - A request the engine refuses is never sent: it is committed at once
  *    (failed, or pending when memory ran out) and its slot freed.
  */
@@ -32,13 +34,24 @@ static bool header_named(const char *h, const char *name_of)
     return n1 == n2 && !strncasecmp(h, name_of, n1);
 }
 
-/* The input's spec of a needs_input job, or NULL. */
+/* The input's spec of a needs_input job (its url and headers), or NULL:
+ * the whole parsed set by position, the kept secrets by id, or the input
+ * read again by the cursor; the key must match, and what the spec has of
+ * the stored fields must be them (an input file changed under the run). */
 static const stg_job_spec *spec_of(const stg_batch *b, const stg_job *j)
 {
+    const stg_job_spec *sp = NULL;
     if (b->set && j->id >= 1 && (size_t)j->id <= b->set->n &&
         !strcmp(b->set->jobs[j->id - 1].key, j->key))
-        return &b->set->jobs[j->id - 1];
-    return NULL;
+        sp = &b->set->jobs[j->id - 1];
+    else if (b->secrets)
+        sp = stg_input_secrets_find(b->secrets, j->id, j->key);
+    else if (b->cursor)
+        sp = stg_input_cursor_find(b->cursor, j->id, j->key);
+    if (sp && ((sp->method && strcmp(sp->method, j->method)) ||
+               (sp->url_redacted && j->url_redacted && strcmp(sp->url_redacted, j->url_redacted))))
+        return NULL;
+    return sp;
 }
 
 /* Hand the claimed job in sl to the engine. A job that cannot be sent is
@@ -64,9 +77,12 @@ static void submit(stg_batch *b, stg_batch_slot *sl)
     }
     const char *headers[MAX_REQ_HEADERS + 1];
     size_t nh = 0;
-    const char *const *own = spec ? (const char *const *)spec->headers
-                                  : (const char *const *)j->headers;
-    size_t n_own = spec ? spec->n_headers : SIZE_MAX;
+    /* Kept secrets hold the headers only when one of them is secret; else
+     * the stored ones are all of the job's. */
+    bool own_from_spec = spec && spec->headers;
+    const char *const *own = own_from_spec ? (const char *const *)spec->headers
+                                           : (const char *const *)j->headers;
+    size_t n_own = own_from_spec ? spec->n_headers : SIZE_MAX;
     for (size_t i = 0; own && i < n_own && own[i] && nh < MAX_REQ_HEADERS; i++) {
         bool overridden = false;
         for (size_t k = 0; k < b->n_headers && !overridden; k++)
@@ -78,11 +94,11 @@ static void submit(stg_batch *b, stg_batch_slot *sl)
         headers[nh++] = b->headers[k];
     headers[nh] = NULL;
     stg_request req = {
-        .url = spec ? spec->url : j->url,
+        .url = spec && spec->url ? spec->url : j->url,
         .method = j->method,
         .headers = headers,
-        .body = spec ? spec->body : j->body,
-        .body_len = spec ? spec->body_len : j->body_len,
+        .body = j->body,
+        .body_len = j->body_len,
         .idempotency_key = j->idempotency_key,
     };
     int rc = stg_engine_submit(b->engine, &req, stg__batch_on_done, sl, &sl->req_id);

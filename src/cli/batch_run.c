@@ -13,8 +13,16 @@
  *    message: the final counts and the report are read back, never assumed.
  *  - A shared limiter unreachable at start, or lost during the run, is exit
  *    6 (BATCH_EXIT_LIMITER), never 1 (1 means "some jobs failed").
+ *  - The input is streamed into the store (or checked against the set it
+ *    holds) a line at a time, and never held whole. The jobs whose secrets
+ *    are not stored get them from the input again: a regular file is read
+ *    again by a cursor (nothing kept in memory); stdin or a pipe can be
+ *    read once, so the import keeps those jobs' secret parts
+ *    (stg_input_secrets), bounded by how many jobs carry secrets.
  *  - Secrets: -H values and the input's secret URLs/headers live in memory
  *    only (see src/batch/runner.c); nothing here prints a URL.
+ *  - An input refused for itself (--strict with bad lines, no jobs, a read
+ *    error) leaves no database behind when this run created the file.
  */
 #ifdef STG_HAVE_STORE
 
@@ -119,17 +127,20 @@ static void draw(drawer *d, const stg_batch_progress *p, int64_t now, bool last)
 
 /* ---- options -> configuration ------------------------------------------------------ */
 
-static void print_bad_lines(const stg_job_set *set, const char *input)
+/* Bad lines as the import finds them: the first 20 printed, the rest
+ * counted (the report lists them all). */
+typedef struct bad_printer {
+    const char *name;
+    size_t seen;
+} bad_printer;
+
+#define BAD_LINES_SHOWN 20
+
+static void print_bad_line(void *data, long line, const char *message)
 {
-    const char *name = strcmp(input, "-") ? input : "stdin";
-    size_t show = set->n_bad < 20 ? set->n_bad : 20;
-    for (size_t i = 0; i < show; i++)
-        fprintf(stderr, "stagger batch: %s:%ld: %s\n", name, set->bad[i].line,
-                set->bad[i].message);
-    if (set->n_bad > show)
-        fprintf(stderr, "stagger batch: ... and %zu more bad lines (stagger batch report "
-                        "--bad-lines lists them all)\n",
-                set->n_bad - show);
+    bad_printer *bp = data;
+    if (bp->seen++ < BAD_LINES_SHOWN)
+        fprintf(stderr, "stagger batch: %s:%ld: %s\n", bp->name, line, message);
 }
 
 static int exit_for_counts(const stg_batch_counts *c)
@@ -198,65 +209,122 @@ static int engine_config(const batch_opts *o, stg_engine_config *ec)
     return lrc;
 }
 
-/* The input, read when given. Returns -1 to go on, or an exit status. */
-static int read_input(const batch_opts *o, stg_job_set *set, bool *have)
+/* The input's reader, when one is given (options checked, file opened;
+ * nothing read yet). Returns -1 to go on, or an exit status. */
+static int open_input(const batch_opts *o, stg_input_reader **r)
 {
     char err[800];
-    *have = false;
+    *r = NULL;
     if (!o->input)
         return -1;
-    int rc = stg_input_read_path(o->input, &o->in, set, err, sizeof err);
+    int rc = stg_input_reader_open(o->input, &o->in, r, err, sizeof err);
     if (rc != STG_OK) {
         fprintf(stderr, "stagger batch: %s\n", err);
         return rc == STG_EINVAL ? BATCH_EXIT_USAGE : BATCH_EXIT_INPUT;
     }
-    *have = true;
-    if (set->n_bad)
-        print_bad_lines(set, o->input);
-    if (set->n_bad && o->strict) {
-        fprintf(stderr, "stagger batch: refusing to run: %zu bad input line%s (--strict); "
-                        "nothing was written\n",
-                set->n_bad, set->n_bad == 1 ? "" : "s");
+    return -1;
+}
+
+/* Stream the input into the store (or check it is the set the store holds),
+ * keeping only the secrets of the jobs that need them. Returns -1 to go on,
+ * or an exit status; *input_refused when nothing was written because of
+ * the input itself (bad lines with --strict, no jobs, a read error). */
+static int import_input(const batch_opts *o, stg_store *s, stg_input_reader *r,
+                        stg_input_secrets *secrets, bool *imported, bool *input_refused)
+{
+    const char *name = strcmp(o->input, "-") ? o->input : "stdin";
+    bad_printer bp = {.name = name};
+    char *abs = strcmp(o->input, "-") ? realpath(o->input, NULL) : NULL;
+    stg_store_import_options io = {.input_path = abs ? abs : o->input,
+                                   .now_ms = stg__store_now_ms(),
+                                   .strict = o->strict,
+                                   .on_bad = print_bad_line,
+                                   .bad_data = &bp,
+                                   .secrets = secrets};
+    stg_store_import_result res;
+    int rc = stg_store_import_stream(s, r, &io, &res);
+    free(abs);
+    if (bp.seen > BAD_LINES_SHOWN)
+        fprintf(stderr, "stagger batch: ... and %zu more bad lines (stagger batch report "
+                        "--bad-lines lists them all)\n",
+                bp.seen - BAD_LINES_SHOWN);
+    *imported = res.imported;
+    *input_refused = rc == STG_EIO || rc == STG_ENOMEM || res.refused;
+    if (rc == STG_EIO || rc == STG_ENOMEM) {
+        fprintf(stderr, "stagger batch: %s\n", stg_store_errmsg(s));
         return BATCH_EXIT_INPUT;
     }
-    if (set->n == 0) {
-        fprintf(stderr, "stagger batch: %s: no jobs in the input\n",
-                strcmp(o->input, "-") ? o->input : "stdin");
+    if (rc != STG_OK) {
+        fprintf(stderr, "stagger batch: %s\n", stg_store_errmsg(s));
+        return BATCH_EXIT_DB;
+    }
+    if (res.refused && o->strict && res.bad) {
+        fprintf(stderr, "stagger batch: refusing to run: %zu bad input line%s (--strict); "
+                        "nothing was written\n",
+                res.bad, res.bad == 1 ? "" : "s");
+        return BATCH_EXIT_INPUT;
+    }
+    if (res.refused) {
+        fprintf(stderr, "stagger batch: %s: no jobs in the input\n", name);
         return BATCH_EXIT_INPUT;
     }
     return -1;
 }
 
-/* Open the database and import the input. Returns -1 or an exit status. */
-static int open_db(const batch_opts *o, const stg_job_set *set, bool have_set, stg_store **s,
-                   bool *imported)
+/* Open the database (*created: the file did not exist before) and import
+ * the input when given. Returns -1 or an exit status. */
+static int open_db(const batch_opts *o, stg_input_reader *r, stg_input_secrets *secrets,
+                   stg_store **s, bool *imported, bool *created, bool *input_refused)
 {
     char err[800];
     stg_store_options so = {.create = o->input != NULL,
                             .exclusive = true,
                             .busy_timeout_us = o->busy_timeout_us};
+    struct stat st;
+    *created = stat(o->db, &st) != 0 && errno == ENOENT;
+    *imported = *input_refused = false;
     int rc = stg_store_open(o->db, &so, s, err, sizeof err);
     if (rc != STG_OK) {
         fprintf(stderr, "stagger batch: %s\n", err);
         return rc == STG_ENOTFOUND && !o->input ? BATCH_EXIT_USAGE : BATCH_EXIT_DB;
     }
-    *imported = false;
-    if (have_set) {
-        char *abs = strcmp(o->input, "-") ? realpath(o->input, NULL) : NULL;
-        rc = stg_store_import(*s, set, abs ? abs : o->input, stg__store_now_ms(), imported);
-        free(abs);
-    } else {
-        bool has = false;
-        if ((rc = stg_store_has_jobs(*s, &has)) == STG_OK && !has) {
-            fprintf(stderr, "stagger batch: the database holds no jobs: give an input\n");
-            return BATCH_EXIT_USAGE;
-        }
+    if (r)
+        return import_input(o, *s, r, secrets, imported, input_refused);
+    bool has = false;
+    if ((rc = stg_store_has_jobs(*s, &has)) == STG_OK && !has) {
+        fprintf(stderr, "stagger batch: the database holds no jobs: give an input\n");
+        return BATCH_EXIT_USAGE;
     }
     if (rc != STG_OK) {
         fprintf(stderr, "stagger batch: %s\n", stg_store_errmsg(*s));
         return BATCH_EXIT_DB;
     }
     return -1;
+}
+
+/* The run's cursor over the input file (read again for the jobs whose
+ * secrets are not stored). Returns -1 or an exit status. */
+static int open_cursor(const batch_opts *o, stg_input_cursor **c)
+{
+    char err[800];
+    int rc = stg_input_cursor_open(o->input, &o->in, c, err, sizeof err);
+    if (rc != STG_OK) {
+        fprintf(stderr, "stagger batch: %s\n", err);
+        return BATCH_EXIT_INPUT;
+    }
+    return -1;
+}
+
+/* A database file this run created for an input it then refused is
+ * removed: a refused input leaves nothing behind (as --strict promises). */
+static void remove_created(const char *db)
+{
+    static const char *const tails[] = {"", "-wal", "-shm", "-journal"};
+    for (size_t i = 0; i < sizeof tails / sizeof tails[0]; i++) {
+        char path[4096];
+        if ((size_t)snprintf(path, sizeof path, "%s%s", db, tails[i]) < sizeof path)
+            (void)unlink(path);
+    }
 }
 
 static int prepare_out(const batch_opts *o)
@@ -386,20 +454,34 @@ static void run_loop(const batch_opts *o, stg_batch *b)
 
 int batch_run(const batch_opts *o)
 {
-    stg_job_set set;
-    memset(&set, 0, sizeof set);
-    bool have_set = false, imported = false;
+    stg_input_reader *reader = NULL;
+    stg_input_cursor *cursor = NULL;
+    stg_input_secrets secrets;
+    memset(&secrets, 0, sizeof secrets);
+    bool imported = false, created = false, input_refused = false;
     stg_store *store = NULL;
     stg_batch *b = NULL;
     FILE *log_file = NULL;
     stg_logger *logger = NULL;
     int ex;
-    if ((ex = read_input(o, &set, &have_set)) >= 0 ||
-        (ex = open_db(o, &set, have_set, &store, &imported)) >= 0 || (ex = prepare_out(o)) >= 0)
+    /* A regular file is read again by the run (the cursor); anything else
+     * (stdin, a pipe) can be read once, so the secrets are kept. */
+    struct stat in_st;
+    bool rereadable = o->input && strcmp(o->input, "-") && stat(o->input, &in_st) == 0 &&
+                      S_ISREG(in_st.st_mode);
+    if ((ex = open_input(o, &reader)) >= 0 ||
+        (ex = open_db(o, reader, rereadable ? NULL : &secrets, &store, &imported, &created,
+                      &input_refused)) >= 0 ||
+        (ex = prepare_out(o)) >= 0)
+        goto out;
+    stg_input_reader_free(reader);
+    reader = NULL;
+    if (rereadable && (ex = open_cursor(o, &cursor)) >= 0)
         goto out;
     stg_batch_config bc = {
         .store = store,
-        .set = have_set ? &set : NULL,
+        .secrets = o->input && !cursor ? &secrets : NULL,
+        .cursor = cursor,
         .headers = o->headers,
         .n_headers = o->n_headers,
         .out_dir = o->out_dir,
@@ -459,8 +541,11 @@ out:
     if (log_file)
         fclose(log_file);
     stg_store_close(store);
-    if (have_set)
-        stg_job_set_free(&set);
+    if (created && input_refused)
+        remove_created(o->db);
+    stg_input_reader_free(reader);
+    stg_input_cursor_free(cursor);
+    stg_input_secrets_free(&secrets);
     return ex;
 }
 

@@ -11,6 +11,10 @@
  * Secrets never go in: a hash of a short token could be brute-forced from
  * the database, and rotating a token must not turn a batch into "another
  * job set".
+ *
+ * The same hash is computed whole (stg_job_set_fingerprint) or one job at a
+ * time (begin, job, end) by the streaming import, which never holds the
+ * set: both go through stg_fingerprint_job, so they cannot drift apart.
  */
 #include <stdio.h>
 #include <string.h>
@@ -128,36 +132,49 @@ static void sfield(stg_sha256 *c, const char *s)
     field(c, s, s ? strlen(s) : 0);
 }
 
+void stg_fingerprint_begin(stg_sha256 *c)
+{
+    stg_sha256_init(c);
+    sfield(c, "stagger-batch-jobset-1");
+}
+
+void stg_fingerprint_job(stg_sha256 *c, const stg_job_spec *j)
+{
+    sfield(c, j->key);
+    sfield(c, j->method);
+    sfield(c, j->url_secret ? j->url_redacted : j->url);
+    char nh[32];
+    snprintf(nh, sizeof nh, "%zu", j->n_headers);
+    sfield(c, nh);
+    for (size_t h = 0; h < j->n_headers; h++) {
+        const char *hd = j->headers[h];
+        const char *colon = strchr(hd, ':');
+        size_t name_len = colon ? (size_t)(colon - hd) : strlen(hd);
+        if (stg__store_header_is_secret(hd, name_len))
+            field(c, hd, name_len);
+        else
+            sfield(c, hd);
+    }
+    field(c, j->body, j->body_len);
+    sfield(c, j->idempotency_key);
+}
+
+void stg_fingerprint_end(stg_sha256 *c, size_t n_jobs, char hex[65])
+{
+    char count[32];
+    snprintf(count, sizeof count, "%zu", n_jobs);
+    sfield(c, count);
+    unsigned char d[32];
+    stg_sha256_final(c, d);
+    for (int i = 0; i < 32; i++)
+        snprintf(hex + 2 * i, 3, "%02x", d[i]);
+}
+
 void stg_job_set_fingerprint(stg_job_set *set)
 {
     stg_sha256 c;
-    stg_sha256_init(&c);
-    sfield(&c, "stagger-batch-jobset-1");
-    for (size_t i = 0; i < set->n; i++) {
-        const stg_job_spec *j = &set->jobs[i];
-        sfield(&c, j->key);
-        sfield(&c, j->method);
-        sfield(&c, j->url_secret ? j->url_redacted : j->url);
-        char nh[32];
-        snprintf(nh, sizeof nh, "%zu", j->n_headers);
-        sfield(&c, nh);
-        for (size_t h = 0; h < j->n_headers; h++) {
-            const char *hd = j->headers[h];
-            const char *colon = strchr(hd, ':');
-            size_t name_len = colon ? (size_t)(colon - hd) : strlen(hd);
-            if (stg__store_header_is_secret(hd, name_len))
-                field(&c, hd, name_len);
-            else
-                sfield(&c, hd);
-        }
-        field(&c, j->body, j->body_len);
-        sfield(&c, j->idempotency_key);
-    }
-    char count[32];
-    snprintf(count, sizeof count, "%zu", set->n);
-    sfield(&c, count);
-    unsigned char d[32];
-    stg_sha256_final(&c, d);
-    for (int i = 0; i < 32; i++)
-        snprintf(set->fingerprint + 2 * i, 3, "%02x", d[i]);
+    stg_fingerprint_begin(&c);
+    for (size_t i = 0; i < set->n; i++)
+        stg_fingerprint_job(&c, &set->jobs[i]);
+    stg_fingerprint_end(&c, set->n, set->fingerprint);
 }

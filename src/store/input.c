@@ -27,6 +27,11 @@
  *          idempotency_key is a bad line (it would split or cut the header
  *          it is sent in). Other fields are ignored.
  *
+ * Reading: stg_input_read parses a whole file into a set (tests, tools);
+ * the reader parses one line at a time and holds one line (the import);
+ * the cursor reads a file again to find a job by id and key (a run's
+ * needs_input jobs), holding one line and the last job found.
+ *
  * Secret detection (what the store must not keep) is the core's
  * (stagger/redact.h), so the store, the engine's logs and the CLI agree: a
  * URL is secret by stg_redact_url_has_secret(), a header by the same list of
@@ -43,6 +48,7 @@
 #include <stagger/redact.h>
 
 #include "store/store.h"
+#include "util/assert.h"
 
 const char *stg_input_format_name(stg_input_format f)
 {
@@ -347,6 +353,8 @@ static int push_spec(stg_job_set *set, stg_job_spec *j)
 static int check_repeat(stg_job_set *set, keytab *t, stg_job_spec *j, const char *what)
 {
     long prev;
+    if (!t)
+        return 0; /* streaming: the store's UNIQUE index finds repeats */
     if (keytab_put(t, j->key, j->line, &prev) != STG_OK)
         return -1;
     if (prev) {
@@ -637,90 +645,235 @@ out:
 
 /* ---- the reader ------------------------------------------------------------- */
 
-int stg_input_read(FILE *f, const stg_input_options *opt, stg_job_set *set, char *err,
-                   size_t errlen)
+struct stg_input_reader {
+    FILE *f;
+    stg_input_options o; /* format becomes the detected one at the first line */
+    keytab *t;           /* stg_input_read's repeat table; NULL when streaming */
+    char *line;
+    size_t cap;
+    long n;
+    int rc;              /* first error: STG_ENOMEM or STG_EIO; sticky */
+    bool eof;
+    stg_job_set item;    /* streaming: the last line's job or bad line */
+    bool owns_file;      /* opened by stg_input_reader_open: closed by _free */
+    char err[160];
+};
+
+/* Check the options; STG_OK or STG_EINVAL with the message in err. */
+static int check_options(stg_input_options *o, char *err, size_t errlen)
 {
-    stg_input_options o = {0};
-    if (opt)
-        o = *opt;
-    memset(set, 0, sizeof *set);
-    if (err && errlen)
-        err[0] = '\0';
 #define FAIL(code, ...)                                                                        \
     do {                                                                                       \
         if (err)                                                                               \
             snprintf(err, errlen, __VA_ARGS__);                                                \
         return code;                                                                           \
     } while (0)
-    if (o.method && (stg_method_parse(o.method) == STG_METHOD_UNKNOWN ||
-                     stg_method_parse(o.method) == STG_METHOD_CONNECT))
+    if (o->method && (stg_method_parse(o->method) == STG_METHOD_UNKNOWN ||
+                      stg_method_parse(o->method) == STG_METHOD_CONNECT))
         FAIL(STG_EINVAL, "unknown method '%s' (methods are case-sensitive: GET, POST, ...)",
-             o.method);
-    if (o.url_template)
-        o.format = STG_INPUT_KEYS;
-    if (o.format == STG_INPUT_KEYS) {
-        if (!o.url_template || !strstr(o.url_template, "{}"))
+             o->method);
+    if (o->url_template)
+        o->format = STG_INPUT_KEYS;
+    if (o->format == STG_INPUT_KEYS) {
+        if (!o->url_template || !strstr(o->url_template, "{}"))
             FAIL(STG_EINVAL, "the URL template needs a {} where the key goes");
-        char *probe = fill_template(o.url_template, "key");
+        char *probe = fill_template(o->url_template, "key");
         bool ok = probe && stg_store_url_valid(probe);
         free(probe);
         if (!ok)
             FAIL(STG_EINVAL, "the URL template is not an absolute http:// or https:// URL");
     }
 #undef FAIL
-    keytab t = {0};
-    char *line = NULL;
-    size_t cap = 0;
-    ssize_t got;
-    long n = 0;
-    int rc = STG_OK;
-    while ((got = getline(&line, &cap, f)) >= 0) {
-        n++;
-        size_t len = (size_t)got;
-        while (len && (line[len - 1] == '\n' || line[len - 1] == '\r'))
-            line[--len] = '\0';
-        char *p = line;
-        if (n == 1 && len >= 3 && !memcmp(p, "\xEF\xBB\xBF", 3))
-            p += 3, len -= 3;
-        if (strlen(p) != len) {
-            if ((rc = add_bad(set, n, "NUL byte in the line")) != STG_OK)
-                break;
-            continue;
+    return STG_OK;
+}
+
+/* Read and parse one line into set (a job, a bad line, or nothing for a
+ * blank line or a comment). Returns 1 after a line, 0 at the end, -1 on an
+ * error (r->rc and r->err say which). */
+static int reader_line(stg_input_reader *r, stg_job_set *set)
+{
+    if (r->rc != STG_OK || r->eof)
+        return r->rc != STG_OK ? -1 : 0;
+    ssize_t got = getline(&r->line, &r->cap, r->f);
+    if (got < 0) {
+        r->eof = true;
+        if (ferror(r->f)) {
+            r->rc = STG_EIO;
+            snprintf(r->err, sizeof r->err, "read error after line %ld: %s", r->n,
+                     strerror(errno ? errno : EIO));
+            return -1;
         }
+        return 0;
+    }
+    long n = ++r->n;
+    size_t len = (size_t)got;
+    char *line = r->line;
+    while (len && (line[len - 1] == '\n' || line[len - 1] == '\r'))
+        line[--len] = '\0';
+    char *p = line;
+    if (n == 1 && len >= 3 && !memcmp(p, "\xEF\xBB\xBF", 3))
+        p += 3, len -= 3;
+    int rc;
+    if (strlen(p) != len) {
+        rc = add_bad(set, n, "NUL byte in the line");
+    } else {
         while (*p == ' ' || *p == '\t')
             p++, len--;
         while (len && (p[len - 1] == ' ' || p[len - 1] == '\t'))
             p[--len] = '\0';
         if (len == 0 || *p == '#')
-            continue;
-        if (o.format == STG_INPUT_AUTO)
-            o.format = *p == '{' ? STG_INPUT_JSONL : STG_INPUT_URLS;
-        if (o.format == STG_INPUT_URLS)
-            rc = parse_url_line(set, &o, p, n);
-        else if (o.format == STG_INPUT_KEYS)
-            rc = parse_key_line(set, &t, &o, p, n);
+            return 1;
+        if (r->o.format == STG_INPUT_AUTO)
+            r->o.format = *p == '{' ? STG_INPUT_JSONL : STG_INPUT_URLS;
+        if (r->o.format == STG_INPUT_URLS)
+            rc = parse_url_line(set, &r->o, p, n);
+        else if (r->o.format == STG_INPUT_KEYS)
+            rc = parse_key_line(set, r->t, &r->o, p, n);
         else
-            rc = parse_json_line(set, &t, p, len, n);
-        if (rc != STG_OK)
-            break;
-    }
-    int read_errno = ferror(f) ? errno : 0;
-    free(line);
-    keytab_free(&t);
-    set->lines = n;
-    set->format = o.format == STG_INPUT_AUTO ? STG_INPUT_URLS : o.format;
-    if (rc == STG_OK && read_errno) {
-        rc = STG_EIO;
-        if (err)
-            snprintf(err, errlen, "read error after line %ld: %s", n, strerror(read_errno));
-    } else if (rc != STG_OK && err) {
-        snprintf(err, errlen, "out of memory reading line %ld", n);
+            rc = parse_json_line(set, r->t, p, len, n);
     }
     if (rc != STG_OK) {
-        stg_job_set_free(set);
+        r->rc = rc;
+        snprintf(r->err, sizeof r->err, "out of memory reading line %ld", n);
+        return -1;
+    }
+    return 1;
+}
+
+static stg_input_format reader_format(const stg_input_reader *r)
+{
+    return r->o.format == STG_INPUT_AUTO ? STG_INPUT_URLS : r->o.format;
+}
+
+int stg_input_read(FILE *f, const stg_input_options *opt, stg_job_set *set, char *err,
+                   size_t errlen)
+{
+    stg_input_reader r = {.f = f};
+    if (opt)
+        r.o = *opt;
+    memset(set, 0, sizeof *set);
+    if (err && errlen)
+        err[0] = '\0';
+    int rc = check_options(&r.o, err, errlen);
+    if (rc != STG_OK)
         return rc;
+    keytab t = {0};
+    r.t = &t;
+    while (reader_line(&r, set) > 0)
+        ;
+    free(r.line);
+    keytab_free(&t);
+    set->lines = r.n;
+    set->format = reader_format(&r);
+    if (r.rc != STG_OK) {
+        if (err)
+            snprintf(err, errlen, "%s", r.err);
+        stg_job_set_free(set);
+        return r.rc;
     }
     stg_job_set_fingerprint(set);
+    return STG_OK;
+}
+
+/* ---- streaming ------------------------------------------------------------------ */
+
+int stg_input_reader_new(FILE *f, const stg_input_options *opt, stg_input_reader **out,
+                         char *err, size_t errlen)
+{
+    *out = NULL;
+    if (err && errlen)
+        err[0] = '\0';
+    stg_input_options o = {0};
+    if (opt)
+        o = *opt;
+    int rc = check_options(&o, err, errlen);
+    if (rc != STG_OK)
+        return rc;
+    stg_input_reader *r = calloc(1, sizeof *r);
+    if (!r) {
+        if (err)
+            snprintf(err, errlen, "out of memory");
+        return STG_ENOMEM;
+    }
+    r->f = f;
+    r->o = o;
+    *out = r;
+    return STG_OK;
+}
+
+int stg_input_reader_next(stg_input_reader *r, stg_job_spec **job, stg_bad_line **bad)
+{
+    *job = NULL;
+    *bad = NULL;
+    stg_job_set *it = &r->item;
+    for (size_t i = 0; i < it->n; i++)
+        spec_free(&it->jobs[i]);
+    for (size_t i = 0; i < it->n_bad; i++)
+        free(it->bad[i].message);
+    it->n = it->n_bad = 0;
+    int got;
+    while ((got = reader_line(r, it)) > 0 && it->n + it->n_bad == 0)
+        ;
+    if (got < 0)
+        return r->rc;
+    /* One line makes one job or one bad line, never both. */
+    STG_ASSERT(it->n + it->n_bad <= 1);
+    if (it->n)
+        *job = &it->jobs[0];
+    else if (it->n_bad)
+        *bad = &it->bad[0];
+    return STG_OK;
+}
+
+long stg_input_reader_lines(const stg_input_reader *r)
+{
+    return r->n;
+}
+
+stg_input_format stg_input_reader_format(const stg_input_reader *r)
+{
+    return reader_format(r);
+}
+
+const char *stg_input_reader_error(const stg_input_reader *r)
+{
+    return r->err;
+}
+
+void stg_input_reader_free(stg_input_reader *r)
+{
+    if (!r)
+        return;
+    stg_job_set_free(&r->item);
+    free(r->line);
+    if (r->owns_file)
+        fclose(r->f);
+    free(r);
+}
+
+int stg_input_reader_open(const char *path, const stg_input_options *opt,
+                          stg_input_reader **out, char *err, size_t errlen)
+{
+    *out = NULL;
+    if (!strcmp(path, "-"))
+        return stg_input_reader_new(stdin, opt, out, err, errlen);
+    stg_input_options o = {0};
+    if (opt)
+        o = *opt;
+    int rc = check_options(&o, err, errlen); /* a usage error before any file error */
+    if (rc != STG_OK)
+        return rc;
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        if (err)
+            snprintf(err, errlen, "%s: %s", path, strerror(errno));
+        return STG_EIO;
+    }
+    if ((rc = stg_input_reader_new(f, opt, out, err, errlen)) != STG_OK) {
+        fclose(f);
+        return rc;
+    }
+    (*out)->owns_file = true;
     return STG_OK;
 }
 
@@ -739,4 +892,152 @@ int stg_input_read_path(const char *path, const stg_input_options *opt, stg_job_
     int rc = stg_input_read(f, opt, set, err, errlen);
     fclose(f);
     return rc;
+}
+
+/* ---- the secrets of needs_input jobs ---------------------------------------------- */
+
+int stg_input_secrets_add(stg_input_secrets *s, int64_t id, stg_job_spec *j)
+{
+    STG_ASSERT(s->n == 0 || id > s->ids[s->n - 1]); /* find() searches by halves */
+    if (s->n == s->cap) {
+        size_t cap = s->cap ? s->cap * 2 : 64;
+        int64_t *ids = realloc(s->ids, cap * sizeof *ids);
+        if (!ids)
+            return STG_ENOMEM;
+        s->ids = ids;
+        stg_job_spec *js = realloc(s->jobs, cap * sizeof *js);
+        if (!js)
+            return STG_ENOMEM;
+        s->jobs = js;
+        s->cap = cap;
+    }
+    stg_job_spec *k = &s->jobs[s->n];
+    memset(k, 0, sizeof *k);
+    k->key = j->key, j->key = NULL;
+    if (j->url_secret) /* else the stored URL is the whole one */
+        k->url = j->url, j->url = NULL;
+    if (j->headers_secret) { /* all of them: the request keeps their order */
+        k->headers = j->headers, j->headers = NULL;
+        k->n_headers = j->n_headers, j->n_headers = 0;
+    }
+    k->line = j->line;
+    k->url_secret = j->url_secret;
+    k->headers_secret = j->headers_secret;
+    spec_free(j); /* method, body, ...: in the database already */
+    s->ids[s->n++] = id;
+    return STG_OK;
+}
+
+const stg_job_spec *stg_input_secrets_find(const stg_input_secrets *s, int64_t id,
+                                           const char *key)
+{
+    size_t lo = 0, hi = s ? s->n : 0;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (s->ids[mid] < id)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo < (s ? s->n : 0) && s->ids[lo] == id && !strcmp(s->jobs[lo].key, key))
+        return &s->jobs[lo];
+    return NULL;
+}
+
+void stg_input_secrets_free(stg_input_secrets *s)
+{
+    if (!s)
+        return;
+    for (size_t i = 0; i < s->n; i++)
+        spec_free(&s->jobs[i]);
+    free(s->jobs);
+    free(s->ids);
+    memset(s, 0, sizeof *s);
+}
+
+/* ---- re-reading the input: the cursor ------------------------------------------------ */
+
+struct stg_input_cursor {
+    stg_input_reader *r;
+    stg_input_format format; /* the options' format, for a rewind's detection */
+    int64_t last_id;         /* id of cur; 0: none yet */
+    stg_job_spec cur;        /* the last job found (owned) */
+};
+
+int stg_input_cursor_open(const char *path, const stg_input_options *opt,
+                          stg_input_cursor **out, char *err, size_t errlen)
+{
+    *out = NULL;
+    stg_input_cursor *c = calloc(1, sizeof *c);
+    if (!c) {
+        if (err)
+            snprintf(err, errlen, "out of memory");
+        return STG_ENOMEM;
+    }
+    int rc = stg_input_reader_open(path, opt, &c->r, err, errlen);
+    if (rc != STG_OK) {
+        free(c);
+        return rc;
+    }
+    c->format = c->r->o.format;
+    *out = c;
+    return STG_OK;
+}
+
+static bool cursor_rewind(stg_input_cursor *c)
+{
+    stg_input_reader *r = c->r;
+    if (fseek(r->f, 0, SEEK_SET) != 0)
+        return false;
+    clearerr(r->f);
+    r->n = 0;
+    r->eof = false;
+    r->rc = STG_OK;
+    r->o.format = c->format;
+    return true;
+}
+
+/* Scan forward for the first job whose key is key; takes it into c->cur. */
+static bool cursor_scan(stg_input_cursor *c, const char *key)
+{
+    stg_job_spec *j;
+    stg_bad_line *b;
+    while (stg_input_reader_next(c->r, &j, &b) == STG_OK && (j || b)) {
+        if (j && !strcmp(j->key, key)) {
+            spec_free(&c->cur);
+            c->cur = *j;
+            memset(j, 0, sizeof *j);
+            return true;
+        }
+    }
+    return false;
+}
+
+const stg_job_spec *stg_input_cursor_find(stg_input_cursor *c, int64_t id, const char *key)
+{
+    if (c->last_id == id && c->cur.key && !strcmp(c->cur.key, key))
+        return &c->cur;
+    /* Job id's line is the first line with its key (a later one is a
+     * repeat), and it comes after the line of every lower id: from the last
+     * job found, the first line with the key is the one. A lower id than
+     * the last starts again from the top. */
+    if (id <= c->last_id && !cursor_rewind(c))
+        return NULL;
+    bool from_top = c->r->n == 0;
+    c->last_id = 0;
+    if (!cursor_scan(c, key)) {
+        if (from_top || !cursor_rewind(c) || !cursor_scan(c, key))
+            return NULL; /* not in this input */
+    }
+    c->last_id = id;
+    return &c->cur;
+}
+
+void stg_input_cursor_free(stg_input_cursor *c)
+{
+    if (!c)
+        return;
+    spec_free(&c->cur);
+    stg_input_reader_free(c->r);
+    free(c);
 }

@@ -1,6 +1,7 @@
 /*
  * Private to src/store: the store handle's fields, shared by schema.c,
- * jobs.c, report.c and export.c. Nothing outside src/store includes this.
+ * import.c, jobs.c, report.c and export.c. Nothing outside src/store
+ * includes this.
  */
 #ifndef STAGGER_STORE_INTERNAL_H
 #define STAGGER_STORE_INTERNAL_H

@@ -9,8 +9,11 @@
  *   schema.c       open/create, WAL, busy timeout, runner lock, error text
  *   fingerprint.c  SHA-256 of the job set (the identity of a database)
  *   input.c        parse URL lists, key files + URL template, JSONL requests
- *   jobs.c         import, claim, finish, recover, requeue: every state
- *                  change of a job, each in one transaction
+ *                  (whole, or streamed one line at a time)
+ *   import.c       the input into the store (or checked against it), one
+ *                  transaction, repeats found by the UNIQUE key
+ *   jobs.c         claim, finish, recover, requeue: every state change of a
+ *                  job, each in one transaction
  *   integrity.c    quick_check and the job count on open: a damaged file
  *                  is refused, never read as a smaller or finished batch
  *   report.c       counts, run totals, retry histogram, bad input lines
@@ -39,8 +42,10 @@
  *    fingerprint; a database holds one job set, forever.
  *  - Secrets never reach the database: URLs whose userinfo or query keys
  *    look secret and secret header values are kept out (the job is flagged
- *    needs_input and is rebuilt from the input file at run time); header
- *    NAMES and redacted URLs are stored. Response bodies are the user's data
+ *    needs_input and is rebuilt from the input file at run time: read
+ *    again by an stg_input_cursor, or, for an input read once (stdin), kept
+ *    from the import pass as those jobs' secret parts and nothing else, in
+ *    an stg_input_secrets); header NAMES and redacted URLs are stored. Response bodies are the user's data
  *    and are stored as received.
  *
  * Errors: functions return STG_OK or an stg_err (STG_EDB for SQLite
@@ -126,7 +131,8 @@ typedef struct stg_input_options {
     const char *method;       /* URLS/KEYS: the method of every job; NULL: GET */
 } stg_input_options;
 
-/* Parse the whole of f into *set (zeroed first). Bad lines are recorded in
+/* Parse the whole of f into *set (zeroed first): memory grows with the
+ * input; `stagger batch` streams instead (stg_input_reader below). Bad lines are recorded in
  * set->bad with their line number and skipped; blank lines and lines whose
  * first non-blank character is '#' are skipped silently (in every format).
  * Duplicate ids (JSONL "id", keys) are bad lines. The fingerprint is
@@ -140,6 +146,66 @@ int stg_input_read_path(const char *path, const stg_input_options *opt, stg_job_
                         char *err, size_t errlen);
 /* Free everything in set; accepts NULL and zeroed sets. */
 void stg_job_set_free(stg_job_set *set);
+
+/* A streaming reader: the same parser, one line at a time, holding one
+ * line. It does not look for repeated ids (the store's import does, by its
+ * UNIQUE key): every other bad line is reported as stg_input_read does. */
+typedef struct stg_input_reader stg_input_reader;
+
+/* Check opt (STG_EINVAL as stg_input_read) and read from f, not owned. */
+int stg_input_reader_new(FILE *f, const stg_input_options *opt, stg_input_reader **out,
+                         char *err, size_t errlen);
+/* The same from a path ("-" is stdin); the file is closed by _free.
+ * STG_EINVAL (options, checked first), STG_EIO (cannot open), STG_ENOMEM. */
+int stg_input_reader_open(const char *path, const stg_input_options *opt,
+                          stg_input_reader **out, char *err, size_t errlen);
+/* The next job (*job) or bad line (*bad) in line order; both NULL at the
+ * end. They are the reader's until the next call; the caller may take the
+ * job's fields (copy *job, then zero it). STG_OK, or STG_EIO / STG_ENOMEM
+ * (sticky; stg_input_reader_error says what, with the line number). */
+int stg_input_reader_next(stg_input_reader *r, stg_job_spec **job, stg_bad_line **bad);
+long stg_input_reader_lines(const stg_input_reader *r);             /* lines read */
+stg_input_format stg_input_reader_format(const stg_input_reader *r); /* as detected */
+const char *stg_input_reader_error(const stg_input_reader *r);      /* "" if none */
+void stg_input_reader_free(stg_input_reader *r);                    /* accepts NULL */
+
+/* The secret parts of the jobs that need the input (url_secret or
+ * headers_secret), by job id (ascending): the key, the URL when it is the
+ * secret one, the headers (all of them, in order) when one is secret, and
+ * nothing else. What a run keeps of its input: bounded by how many jobs
+ * carry secrets, not by the size of the input. */
+typedef struct stg_input_secrets {
+    int64_t *ids;
+    stg_job_spec *jobs; /* key; url or NULL (the stored one is whole); headers
+                           and n_headers or NULL/0 (the stored ones are all);
+                           url_secret, headers_secret, line; the rest NULL */
+    size_t n, cap;
+} stg_input_secrets;
+
+/* Take j's key, url and headers (j is zeroed; what is not kept is freed)
+ * as job id, which must be above every id added before. */
+int stg_input_secrets_add(stg_input_secrets *s, int64_t id, stg_job_spec *j);
+/* The kept parts of job id, if its key is key; NULL otherwise. */
+const stg_job_spec *stg_input_secrets_find(const stg_input_secrets *s, int64_t id,
+                                           const char *key);
+void stg_input_secrets_free(stg_input_secrets *s); /* accepts NULL and zeroed */
+
+/* A cursor over an input file that can be read again (a regular file): it
+ * finds the job of a given id and key by reading forward, so a run needs
+ * nothing of the input in memory. Job id's line is the first line that
+ * holds its key (later ones are repeats) and follows the lines of all lower
+ * ids, so ids asked in increasing order (as a run claims them) cost one
+ * pass over the file in all; a lower id reads again from the top. */
+typedef struct stg_input_cursor stg_input_cursor;
+
+/* STG_EINVAL (options), STG_EIO (cannot open), STG_ENOMEM. */
+int stg_input_cursor_open(const char *path, const stg_input_options *opt,
+                          stg_input_cursor **out, char *err, size_t errlen);
+/* The input's job id if its key is key (the whole spec, secrets included;
+ * valid until the next call), or NULL: not in this input. The caller checks
+ * it is the stored job (method, redacted URL): the file may have changed. */
+const stg_job_spec *stg_input_cursor_find(stg_input_cursor *c, int64_t id, const char *key);
+void stg_input_cursor_free(stg_input_cursor *c); /* accepts NULL */
 
 /* True if a query key (not NUL-terminated) looks like it carries a secret:
  * stg_redact_name_is_secret() of the core (one list for every use). */
@@ -174,6 +240,11 @@ void stg_sha256_final(stg_sha256 *c, unsigned char out[32]);
  * for secret ones), body and idempotency key. Line numbers and secrets are
  * not part of it: moving comments or rotating a token keeps the identity. */
 void stg_job_set_fingerprint(stg_job_set *set);
+/* The same hash a job at a time: begin, job (each accepted job in order),
+ * end (the job count; hex gets 64 digits and a NUL). */
+void stg_fingerprint_begin(stg_sha256 *c);
+void stg_fingerprint_job(stg_sha256 *c, const stg_job_spec *j);
+void stg_fingerprint_end(stg_sha256 *c, size_t n_jobs, char hex[65]);
 
 /* ---- the store ------------------------------------------------------ */
 
@@ -216,6 +287,36 @@ int stg_store_meta_get(stg_store *s, const char *key, char **out);
  * input_path may be NULL ("-"). Does not take ownership of set. */
 int stg_store_import(stg_store *s, const stg_job_set *set, const char *input_path,
                      int64_t now_ms, bool *imported);
+
+typedef struct stg_store_import_options {
+    const char *input_path;     /* recorded; NULL: "-" */
+    int64_t now_ms;
+    bool strict;                /* a bad line refuses the import */
+    /* Called for every bad line, in line order (repeats included), also
+     * when the store already holds the set; may be NULL. */
+    void (*on_bad)(void *data, long line, const char *message);
+    void *bad_data;
+    stg_input_secrets *secrets; /* not NULL: gets the needs_input jobs' secrets */
+} stg_store_import_options;
+
+typedef struct stg_store_import_result {
+    bool imported;        /* the set was written (the store held none) */
+    bool refused;         /* no jobs, or bad lines with strict: nothing written */
+    size_t jobs, bad;     /* accepted jobs; bad lines (repeats included) */
+    long lines;
+    stg_input_format format;
+    char fingerprint[65];
+} stg_store_import_result;
+
+/* Stream r into the store, as stg_store_import does a set (the same rows,
+ * bad lines, meta and fingerprint; the same STG_ESTATE for another set),
+ * reading one line at a time; repeated ids are found by the database.
+ * Refused (res->refused, STG_OK): nothing written. STG_EIO / STG_ENOMEM
+ * from the reader, STG_EDB from SQLite: nothing written, the message in
+ * stg_store_errmsg. With o->secrets, what it got is valid only on STG_OK
+ * and not refused (the caller frees it either way). */
+int stg_store_import_stream(stg_store *s, stg_input_reader *r,
+                            const stg_store_import_options *o, stg_store_import_result *res);
 
 /* True (*has) when the store holds a job set. */
 int stg_store_has_jobs(stg_store *s, bool *has);
