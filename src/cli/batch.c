@@ -209,7 +209,8 @@ static int cmd_export(int argc, char **argv)
     if (ex)
         return ex;
     FILE *out = stdout;
-    if (out_path && strcmp(out_path, "-") && !(out = fopen(out_path, "w"))) {
+    if (out_path && strcmp(out_path, "-") &&
+        !(out = cli_open_private(out_path, CLI_OPEN_TRUNCATE, NULL))) {
         perror(out_path);
         stg_store_close(s);
         return CLI_EXIT_FAILED;

@@ -491,7 +491,8 @@ int batch_run(const batch_opts *o)
     if ((ex = engine_config(o, &bc.engine)) != 0)
         goto out;
     if (o->log_path) {
-        if (!(log_file = fopen(o->log_path, "a")) || !(logger = stg_logger_new(log_file))) {
+        log_file = cli_open_private(o->log_path, CLI_OPEN_APPEND, NULL);
+        if (!log_file || !(logger = stg_logger_new(log_file))) {
             fprintf(stderr, "stagger batch: --log %s: %s\n", o->log_path, strerror(errno));
             ex = 1;
             goto out;

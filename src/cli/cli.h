@@ -65,6 +65,15 @@ extern const char cli_durations_help[];
  * hide where the redaction (which keys on the name) would miss it. */
 bool cli_header_ok(const char *h);
 
+/* Open path for writing, created with mode 0600 (it will hold bodies, a
+ * log or an export: never readable by other users because of the umask).
+ * CLI_OPEN_KEEP neither truncates nor appends (the caller truncates once it
+ * has something to write), CLI_OPEN_TRUNCATE truncates, CLI_OPEN_APPEND
+ * appends. *created (if not NULL) says whether the file did not exist.
+ * NULL with errno set on failure. An existing file keeps its mode. */
+enum cli_open { CLI_OPEN_KEEP, CLI_OPEN_TRUNCATE, CLI_OPEN_APPEND };
+FILE *cli_open_private(const char *path, enum cli_open how, bool *created);
+
 /* A -H value as fetch and batch take it: "Name: value" (checked with
  * cli_header_ok), or @FILE ("@-": stdin) holding one header a line (CR LF or
  * LF, blank lines skipped), as curl reads it. Calls add(ctx, line, secret)

@@ -664,24 +664,7 @@ static int exit_status(const stg_result *r)
     }
 }
 
-/* Create or open path for writing, mode 0600 when created (it will hold a
- * body or a log), without truncating: -o is truncated only when there is an
- * answer to write. *created (if not NULL) says whether it did not exist. */
-static FILE *open_private(const char *path, bool truncate, bool *created)
-{
-    struct stat st;
-    if (created)
-        *created = stat(path, &st) != 0;
-    int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | (truncate ? O_TRUNC : 0), 0600);
-    if (fd < 0)
-        return NULL;
-    FILE *f = fdopen(fd, "wb");
-    if (!f)
-        close(fd);
-    return f;
-}
-
-/* The final response to f (stdout, or -o opened by open_private). */
+/* The final response to f (stdout, or -o opened by cli_open_private). */
 static bool write_output(const fetch_opts *o, const stg_result *r, FILE *f)
 {
     bool ok = true;
@@ -736,12 +719,12 @@ static int run(fetch_opts *o)
 
     /* Every output is opened (or written) before the first request: a path
      * that cannot be written fails here, with nothing sent. */
-    if (o->out_path && !(outf = open_private(o->out_path, false, &out_created))) {
+    if (o->out_path && !(outf = cli_open_private(o->out_path, CLI_OPEN_KEEP, &out_created))) {
         fprintf(stderr, "stagger %s: cannot write %s: %s\n", CMD, o->out_path, strerror(errno));
         goto out;
     }
     if (o->log_path) {
-        logf = open_private(o->log_path, true, NULL);
+        logf = cli_open_private(o->log_path, CLI_OPEN_TRUNCATE, NULL);
         if (!logf) {
             fprintf(stderr, "stagger %s: cannot open %s: %s\n", CMD, o->log_path, strerror(errno));
             goto out;

@@ -1,14 +1,17 @@
 /*
  * Option parsing shared by every subcommand: durations, numbers, the retry
- * policy flags and the one-line usage error. Centralised so a duration or a
+ * policy flags, the one-line usage error, and files created 0600. Centralised so a duration or a
  * policy flag means the same thing in plan, fetch and batch.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "cli/cli.h"
 
@@ -363,4 +366,23 @@ int cli_header_env(const char *cmd, const char *spec, char **line)
     }
     *line = l;
     return 0;
+}
+
+FILE *cli_open_private(const char *path, enum cli_open how, bool *created)
+{
+    struct stat st;
+    if (created)
+        *created = stat(path, &st) != 0;
+    int flags = O_WRONLY | O_CREAT | O_CLOEXEC;
+    if (how == CLI_OPEN_TRUNCATE)
+        flags |= O_TRUNC;
+    else if (how == CLI_OPEN_APPEND)
+        flags |= O_APPEND;
+    int fd = open(path, flags, 0600);
+    if (fd < 0)
+        return NULL;
+    FILE *f = fdopen(fd, how == CLI_OPEN_APPEND ? "ab" : "wb");
+    if (!f)
+        close(fd);
+    return f;
 }

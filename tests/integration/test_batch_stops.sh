@@ -28,7 +28,10 @@ db_int() { python3 -c 'import sqlite3, sys; print(sqlite3.connect(sys.argv[1]).e
 serve_start plain --log "$T/plain.log"
 PLAIN=$PORT
 for i in $(seq 1 5); do echo "http://127.0.0.1:$PLAIN/m/$i"; done >"$T/m.txt"
-expect_exit "a small batch" 0 "$S" batch -q --db "$T/m.db" --out "$T/bodies" "$T/m.txt"
+expect_exit "a small batch" 0 "$S" batch -q --db "$T/m.db" --out "$T/bodies" --log "$T/m.jsonl" "$T/m.txt"
+check "the --log file is 0600" [ "$(stat -c %a "$T/m.jsonl")" = 600 ]
+expect_exit "export to a file" 0 "$S" batch export --db "$T/m.db" -o "$T/m.export"
+check "the export file is 0600" [ "$(stat -c %a "$T/m.export")" = 600 ]
 check "the database is 0600 (umask 022)" [ "$(stat -c %a "$T/m.db")" = 600 ]
 check "the --out directory is 0700" [ "$(stat -c %a "$T/bodies")" = 700 ]
 check "5 bodies written" [ "$(ls "$T/bodies" | wc -l)" = 5 ]
