@@ -144,10 +144,11 @@ typedef enum stg_body_op {
  * write callback; it must be quick and, in an engine, must not call
  * stg_engine_* functions other than stg_engine_stats_get and
  * stg_engine_stop. DATA and RESTART come in attempt order; END is called
- * exactly once per request (per stg_curl_perform that returns STG_OK, per
- * engine request whose done callback runs), immediately before the done
- * callback or the return, and the sink is never called after that. A
- * failed submit never calls it. */
+ * exactly once per request (per stg_curl_perform that returns STG_OK, or
+ * STG_ENOMEM once its attempts began; per engine request whose done
+ * callback runs), immediately before the done callback or the return, and
+ * the sink is never called after that. A call refused before its first
+ * attempt (STG_EINVAL, STG_ENOMEM) and a failed submit never call it. */
 typedef int (*stg_body_fn)(stg_body_op op, const void *buf, size_t len, void *data);
 
 /* ---- results ------------------------------------------------------------ */
