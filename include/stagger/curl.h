@@ -410,8 +410,9 @@ typedef struct stg_request {
     int max_redirects;
     const char *const *secret_headers;
     /* Stream this request's 2xx bodies to body_sink (see stg_body_fn); the
-     * sink's END comes right before done. NULL: the body is kept in memory,
-     * up to max_body, and borrowed by the done callback. */
+     * sink's END comes right before done. body_sink_data is not copied: it
+     * must live until END. NULL: the body is kept in memory, up to
+     * max_body, and borrowed by the done callback. */
     union { stg_body_fn body_sink; uint64_t stg__body_sink_word; };
     union { void *body_sink_data; uint64_t stg__body_sink_data_word; };
     uint64_t stg__reserved[6]; /* room to grow (docs/ABI.md); leave zero */

@@ -10,7 +10,8 @@
  *  - over max_body the sink stops at max_body exactly and the outcome is
  *    the oversized error (body_truncated, ERROR_NOT_RETRYABLE);
  *  - a sink that fails (in DATA, or at END) fails the request, never a
- *    success; the engine calls END before done and nothing after it;
+ *    success; the engine calls END before done and nothing after it, and
+ *    a request cancelled mid-body gets RESTART before its END;
  *  - a 429 body (a retry follows) never reaches the sink; a final 429's
  *    body stays in the result;
  *  - peak memory does not grow with the body: a forked child's maxrss for
@@ -366,6 +367,52 @@ static void test_engine_failing_sink_and_max_body(void **state)
     server_cleanup(&a);
 }
 
+/* A request cancelled while its body streams: the partial body is
+ * discarded (RESTART before END), END comes before done, nothing after. */
+typedef struct stopper {
+    sink s;
+    stg_engine *e;
+} stopper;
+
+static int stop_sink(stg_body_op op, const void *buf, size_t len, void *data)
+{
+    stopper *st = data;
+    int rc = sink_fn(op, buf, len, &st->s);
+    if (op == STG_BODY_DATA && st->s.total >= 100000)
+        stg_engine_stop(st->e); /* allowed from a sink */
+    return rc;
+}
+
+static void test_engine_cancel_mid_body(void **state)
+{
+    (void)state;
+    server a;
+    hostile_start(&a, "endless-body", NULL);
+    char url[128];
+    url_of(&a, "/x", url, sizeof url);
+    stg_engine_config cfg = {.policy = fast_policy(3), .max_body = (size_t)1 << 30};
+    stg_engine *e = stg_engine_new(&cfg, NULL);
+    assert_non_null(e);
+    stopper st = {.e = e};
+    done_rec d = {.s = &st.s};
+    stg_request rq = {.url = url, .body_sink = stop_sink, .body_sink_data = &st};
+    uint64_t id = 0;
+    assert_int_equal(stg_engine_submit(e, &rq, on_done, &d, &id), STG_OK);
+    assert_int_equal(stg_engine_drain(e), 1); /* stopped mid-body */
+    assert_true(st.s.total >= 100000);
+    assert_int_equal(st.s.ends, 0);
+    assert_int_equal(stg_engine_cancel(e, id), STG_OK);
+    assert_int_equal(d.calls, 1);
+    assert_int_equal(d.r.reason, STG_REASON_CANCELLED);
+    assert_int_equal(d.ends_at_done, 1);
+    assert_int_equal(st.s.restarts, 1); /* the partial body is not the body */
+    assert_int_equal(st.s.off, 0);
+    stg_engine_free(e);
+    assert_int_equal(st.s.after_end, 0);
+    assert_int_equal(st.s.ends, 1);
+    server_cleanup(&a);
+}
+
 /* ---- memory: peak RSS does not grow with the body ---------------------- */
 
 /* Fetch size bytes through a sink in a forked child; its peak RSS in KiB
@@ -430,6 +477,7 @@ int main(void)
         cmocka_unit_test_teardown(test_perform_429_body_not_sunk, stop_leftovers),
         cmocka_unit_test_teardown(test_engine_restart_after_reset, stop_leftovers),
         cmocka_unit_test_teardown(test_engine_failing_sink_and_max_body, stop_leftovers),
+        cmocka_unit_test_teardown(test_engine_cancel_mid_body, stop_leftovers),
         cmocka_unit_test_teardown(test_memory_flat, stop_leftovers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
