@@ -108,13 +108,58 @@ typedef void (*stg_event_fn)(const stg_event *ev, void *data);
  * "limiter_wait"; "unknown" otherwise. Static string. */
 STG_API const char *stg_event_type_name(stg_event_type t);
 
+/* ---- body sink: response bodies streamed to their destination -------- */
+
+/* What a body sink is told. */
+typedef enum stg_body_op {
+    STG_BODY_DATA = 1,    /* buf, len: the next bytes of a 2xx body, in order */
+    STG_BODY_RESTART = 2, /* the bytes delivered so far are not the body (an
+                             attempt that delivered some was followed by
+                             another): discard them, e.g. truncate the file */
+    STG_BODY_END = 3      /* the request ended: no call follows (buf NULL,
+                             len 0); the result says whether the bytes since
+                             the last RESTART are the whole body (action
+                             SUCCESS) or not */
+} stg_body_op;
+
+/* A body sink (stg_call_config.body_sink, stg_request.body_sink): receives
+ * response bodies as they arrive, so the library never holds a whole body.
+ * Return 0 to go on; nonzero says the destination failed (disk full, ...):
+ * the transfer is stopped and the request gives up (action GIVE_UP,
+ * reason ERROR_NOT_RETRYABLE, error OTHER, status the server's,
+ * body_sink_failed true, error_text saying so), never a success. A
+ * nonzero return from END turns a success into that same failure (a
+ * failed flush or close is not a complete body) and is otherwise ignored.
+ *
+ * Only 2xx bodies reach the sink. Any other answer's body (a 429 or 503 a
+ * retry follows, a redirect, a final 404) is not the destination's: its
+ * first 64 KiB stay in memory, in stg_result.body, for hints and logs (the
+ * rest is read and dropped). So after a 2xx the result's body is empty.
+ * max_body still counts every body byte of an attempt: the sink never gets
+ * more than max_body bytes, and a longer body ends the request exactly as
+ * without a sink (body_truncated, ERROR_NOT_RETRYABLE).
+ *
+ * Contract (libuv's): the sink runs on the thread doing the work (inside
+ * stg_engine_run/drain/cancel/free, or stg_curl_perform), from libcurl's
+ * write callback; it must be quick and, in an engine, must not call
+ * stg_engine_* functions other than stg_engine_stats_get and
+ * stg_engine_stop. DATA and RESTART come in attempt order; END is called
+ * exactly once per request (per stg_curl_perform that returns STG_OK, or
+ * STG_ENOMEM once its attempts began; per engine request whose done
+ * callback runs), immediately before the done callback or the return, and
+ * the sink is never called after that. A call refused before its first
+ * attempt (STG_EINVAL, STG_ENOMEM) and a failed submit never call it. */
+typedef int (*stg_body_fn)(stg_body_op op, const void *buf, size_t len, void *data);
+
 /* ---- results ------------------------------------------------------------ */
 
 /* What a finished request produced. In the engine's completion callback it
  * is borrowed (valid during the callback); from stg_curl_perform() it is the
  * caller's, to release with stg_result_free(). body and headers are those
  * of the LAST attempt only (a discarded attempt's body never leaks in); they
- * are NUL-terminated for convenience. */
+ * are NUL-terminated for convenience. With a body sink, a 2xx body went to
+ * the sink and body is "" (body_len 0); another status's body is here, its
+ * first 64 KiB (stg_body_fn). */
 typedef struct stg_result {
     stg_action action;     /* SUCCESS or GIVE_UP */
     stg_reason reason;     /* why it stopped */
@@ -135,9 +180,13 @@ typedef struct stg_result {
     /* The body was longer than max_body: the transfer was stopped and the
      * request failed (action GIVE_UP, reason ERROR_NOT_RETRYABLE, error
      * OTHER, status the server's, error_text saying so, body the first
-     * max_body bytes). A body over the limit is never a success. */
+     * max_body bytes; with a body sink, the sink got them). A body over
+     * the limit is never a success. */
     bool body_truncated;
-    uint64_t stg__reserved[8]; /* room to grow (docs/ABI.md); leave zero */
+    /* The body sink returned nonzero: the request gave up (stg_body_fn).
+     * (In a union: a bool takes a whole word, docs/ABI.md.) */
+    union { bool body_sink_failed; uint64_t stg__body_sink_failed_word; };
+    uint64_t stg__reserved[7]; /* room to grow (docs/ABI.md); leave zero */
 } stg_result;
 
 /* Free the buffers of a result filled by stg_curl_perform(); accepts NULL
@@ -199,7 +248,8 @@ typedef struct stg_call_config {
     uint64_t seed;              /* RNG seed; 0: from the clock and address */
     stg_event_fn on_event;      /* may be NULL */
     void *event_data;
-    size_t max_body;            /* bytes kept of a body; 0: 64 MiB */
+    size_t max_body;            /* bytes of a body accepted (kept, or given to
+                                   body_sink); 0: 64 MiB */
     /* Added after the first draft: */
     const char *url;            /* the URL set on easy, for events (redacted
                                    before use); NULL: the effective URL */
@@ -239,7 +289,12 @@ typedef struct stg_call_config {
      * afterwards). Not copied: must live until the call returns. */
     const struct curl_slist *headers;
     const char *const *secret_headers; /* extra secret names, NULL-terminated; may be NULL */
-    uint64_t stg__reserved[16]; /* room to grow (docs/ABI.md); leave zero */
+    /* Stream 2xx bodies to body_sink(op, buf, len, body_sink_data) instead
+     * of keeping them in out->body (see stg_body_fn). NULL: kept in memory,
+     * up to max_body. */
+    union { stg_body_fn body_sink; uint64_t stg__body_sink_word; };
+    union { void *body_sink_data; uint64_t stg__body_sink_data_word; };
+    uint64_t stg__reserved[14]; /* room to grow (docs/ABI.md); leave zero */
 } stg_call_config;
 
 /* Perform `easy` (already set up by the caller: URL, method, headers, body
@@ -310,7 +365,8 @@ typedef struct stg_engine_config {
     uint64_t seed;              /* 0: from the clock */
     stg_event_fn on_event;      /* may be NULL */
     void *event_data;
-    size_t max_body;            /* 0: 64 MiB */
+    size_t max_body;            /* bytes of a body accepted (kept, or given to
+                                   a body_sink); 0: 64 MiB */
     /* Called on an easy handle before each attempt, to add options (TLS,
      * proxies, ...), before the engine sets its own (URL, method, headers,
      * body, callbacks, timeouts). Handles are reset and pooled between
@@ -353,7 +409,13 @@ typedef struct stg_request {
     bool follow_redirects;
     int max_redirects;
     const char *const *secret_headers;
-    uint64_t stg__reserved[8]; /* room to grow (docs/ABI.md); leave zero */
+    /* Stream this request's 2xx bodies to body_sink (see stg_body_fn); the
+     * sink's END comes right before done. body_sink_data is not copied: it
+     * must live until END. NULL: the body is kept in memory, up to
+     * max_body, and borrowed by the done callback. */
+    union { stg_body_fn body_sink; uint64_t stg__body_sink_word; };
+    union { void *body_sink_data; uint64_t stg__body_sink_data_word; };
+    uint64_t stg__reserved[6]; /* room to grow (docs/ABI.md); leave zero */
 } stg_request;
 
 typedef void (*stg_done_fn)(stg_engine *e, uint64_t id, const stg_result *r, void *data);

@@ -65,25 +65,38 @@ void stg__batch_commit(stg_batch *b, stg_batch_slot *sl, stg_job_outcome *o)
 
 /* ---- finish: the engine's done callback ---------------------------------------- */
 
-/* out_dir: the body to a file; on failure the run stops and the job is
+/* A body under out_dir could not be written: the run stops and the job is
  * put back (review when it may have had an effect and is not replay-safe). */
-static bool body_to_file(stg_batch *b, stg_batch_slot *sl, const stg_result *res,
-                         stg_job_outcome *o, char *fname, size_t fsize)
+static void body_not_written(stg_batch *b, stg_batch_slot *sl, stg_job_outcome *o,
+                             const char *fname, int err)
 {
-    stg__batch_body_name(&sl->job, fname, fsize);
-    if (stg__batch_write_body(b->out_dir, fname, res->body ? res->body : "", res->body_len) == 0) {
-        o->response_file = fname;
-        return true;
-    }
     char what[512];
-    snprintf(what, sizeof what, "%s/%s: %s", b->out_dir, fname, strerror(errno));
+    if (b->out_dir)
+        snprintf(what, sizeof what, "%s/%s: %s", b->out_dir, fname, strerror(err));
+    else
+        snprintf(what, sizeof what, "a temporary file for %s: %s", fname, strerror(err));
     stg__batch_stop_for(b, STG_BATCH_BODY,
                         "cannot write a response body: %s (the job runs again next time)",
                         what);
     o->state = sl->job.replay_safe ? STG_JOB_PENDING : STG_JOB_REVIEW;
-    o->error = "the response body could not be written under --out";
+    o->error = b->out_dir ? "the response body could not be written under --out"
+                          : "the response body could not be written to a temporary file";
     o->reason = "body_not_written";
-    return false;
+}
+
+/* out_dir: a 2xx body was streamed into the slot's temp file (renamed into
+ * place now); any other body is in res (written now). */
+static void body_to_file(stg_batch *b, stg_batch_slot *sl, const stg_result *res,
+                         stg_job_outcome *o, char *fname, size_t fsize)
+{
+    snprintf(fname, fsize, "%s", sl->body.name);
+    int rc = sl->body.exists ? stg__batch_body_commit(&sl->body)
+                             : stg__batch_write_body(b->out_dir, fname,
+                                                     res->body ? res->body : "", res->body_len);
+    if (rc == 0)
+        o->response_file = fname;
+    else
+        body_not_written(b, sl, o, fname, errno);
 }
 
 void stg__batch_on_done(stg_engine *e, uint64_t id, const stg_result *res, void *data)
@@ -114,13 +127,17 @@ void stg__batch_on_done(stg_engine *e, uint64_t id, const stg_result *res, void 
         .status_503 = sl->n503,
     };
     bool keep_body = res->status > 0 && st != STG_JOB_PENDING;
-    if (keep_body && b->out_dir && !b->store_failed) {
+    if (res->body_sink_failed) {
+        /* The body's file failed (disk full): not an answer about the job. */
+        body_not_written(b, sl, &out, sl->body.name, sl->body.err ? sl->body.err : EIO);
+    } else if (keep_body && b->out_dir && !b->store_failed) {
         body_to_file(b, sl, res, &out, fname, sizeof fname);
-    } else if (keep_body) {
-        out.body = res->body ? res->body : "";
+    } else if (keep_body && !stg__batch_body_to_outcome(&sl->body, &out)) {
+        out.body = res->body ? res->body : ""; /* not 2xx: the engine kept it */
         out.body_len = res->body_len;
     }
     stg__batch_commit(b, sl, &out);
+    stg__batch_body_discard(&sl->body); /* a temp file not renamed, read: gone */
     stg__batch_release(b, sl);
 }
 

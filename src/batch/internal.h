@@ -13,6 +13,37 @@
 #define STAGGER_BATCH_INTERNAL_H
 
 #include "batch/batch.h"
+
+/* A job's 2xx body as the engine streams it (body.c). With out_dir: into
+ * a temp file beside its final name, created on the first byte (0600),
+ * removed on a RESTART (a retry) and closed at END; finish renames it into
+ * place or removes it. For the database (dir NULL): in memory up to 64 KiB,
+ * beyond that in an anonymous temp file the store copies from. */
+typedef struct stg__batch_body {
+    const char *dir;  /* out_dir; NULL: the body goes to the database */
+    char name[160];   /* the job's file name under dir */
+    char tmp[4096];   /* dir/.name.tmp */
+    int fd;           /* the open temp file; -1 */
+    bool exists;      /* the named temp file exists (open, or closed at END) */
+    int err;          /* errno of the first failure; 0: none */
+    size_t len;       /* bytes in the file */
+    char *mem;        /* a small database body; NULL */
+    size_t mem_len;
+} stg__batch_body;
+
+/* dir NULL: a database body. */
+void stg__batch_body_init(stg__batch_body *f, const char *dir, const stg_job *j);
+/* A database body into o (body, or body_in_fd); false when f holds none
+ * (then the body, if any, is the engine's, in the result). */
+bool stg__batch_body_to_outcome(stg__batch_body *f, stg_job_outcome *o);
+/* The engine's body sink (stg_body_fn) over a stg__batch_body. */
+int stg__batch_body_sink(stg_body_op op, const void *buf, size_t len, void *data);
+/* Rename the temp file into place. 0, or -1 with errno (the temp file is
+ * then removed). */
+int stg__batch_body_commit(stg__batch_body *f);
+/* Remove the temp file and memory, if any. */
+void stg__batch_body_discard(stg__batch_body *f);
+
 typedef struct stg_batch_slot {
     bool used;
     bool sent;             /* an attempt started (recorded for non-replay-safe jobs) */
@@ -21,6 +52,7 @@ typedef struct stg_batch_slot {
     uint64_t req_id;
     stg_job job;
     stg_batch *b;
+    stg__batch_body body;  /* with out_dir: the body being streamed */
 } stg_batch_slot;
 
 struct stg_batch {

@@ -101,6 +101,10 @@ static void submit(stg_batch *b, stg_batch_slot *sl)
         .body_len = j->body_len,
         .idempotency_key = j->idempotency_key,
     };
+    /* The body streams into out_dir, or towards the database (body.c). */
+    stg__batch_body_init(&sl->body, b->out_dir, j);
+    req.body_sink = stg__batch_body_sink;
+    req.body_sink_data = &sl->body;
     int rc = stg_engine_submit(b->engine, &req, stg__batch_on_done, sl, &sl->req_id);
     if (rc == STG_OK)
         return;

@@ -682,6 +682,71 @@ static bool write_output(const fetch_opts *o, const stg_result *r, FILE *f)
     return ok;
 }
 
+/* -o FILE (without -i): a 2xx body streams into a temp file beside FILE
+ * (the library's body sink), renamed over FILE at the end, so memory does
+ * not grow with the body; a retry's RESTART empties it. Any other body
+ * (at most 64 KiB kept) is written by write_output as before. */
+typedef struct out_stream {
+    char tmpl[4096], tmp[4096]; /* FILE.XXXXXX, and the temp file made from it */
+    FILE *f;
+    bool exists;
+    int err; /* errno of a failed write */
+} out_stream;
+
+static int out_fail(out_stream *s)
+{
+    s->err = errno ? errno : EIO;
+    return -1;
+}
+
+static void out_remove(out_stream *s)
+{
+    if (s->f)
+        fclose(s->f);
+    s->f = NULL;
+    if (s->exists)
+        unlink(s->tmp);
+    s->exists = false;
+}
+
+static int out_sink(stg_body_op op, const void *buf, size_t len, void *data)
+{
+    out_stream *s = data;
+    if (op == STG_BODY_RESTART) {
+        out_remove(s); /* a retry: what came is not the body */
+        return 0;
+    }
+    if (op == STG_BODY_END) {
+        int rc = s->f && fclose(s->f) != 0 ? out_fail(s) : 0;
+        s->f = NULL;
+        return rc;
+    }
+    if (!s->f) {
+        memcpy(s->tmp, s->tmpl, sizeof s->tmp);
+        int fd = mkstemp(s->tmp);
+        if (fd < 0)
+            return out_fail(s);
+        s->exists = true;
+        if (!(s->f = fdopen(fd, "wb"))) {
+            close(fd);
+            return out_fail(s);
+        }
+    }
+    return fwrite(buf, 1, len, s->f) == len ? 0 : out_fail(s);
+}
+
+/* Put the streamed body in place: the temp file, made 0600 by mkstemp
+ * like every file fetch creates, is renamed over FILE. */
+static bool out_commit(const fetch_opts *o, out_stream *s)
+{
+    if (rename(s->tmp, o->out_path) != 0) {
+        fprintf(stderr, "stagger %s: cannot write %s: %s\n", CMD, o->out_path, strerror(errno));
+        return false;
+    }
+    s->exists = false;
+    return true;
+}
+
 static int64_t mono_now(void)
 {
     struct timespec ts;
@@ -705,6 +770,7 @@ static int run(fetch_opts *o)
 
     FILE *logf = NULL, *outf = NULL;
     bool out_created = false, wrote = false;
+    out_stream stream = {.f = NULL};
     stg_logger *logger = NULL;
     stg_metrics *metrics = NULL;
     stg_cancel *cancel = NULL;
@@ -790,6 +856,11 @@ static int run(fetch_opts *o)
         .secret_headers = o->secret,
         .max_body = o->max_body,
     };
+    if (o->out_path && !o->include) {
+        snprintf(stream.tmpl, sizeof stream.tmpl, "%s.XXXXXX", o->out_path);
+        cfg.body_sink = out_sink;
+        cfg.body_sink_data = &stream;
+    }
     if (o->limiter.url) {
         int lrc = cli_limiter_open(&o->limiter, o->has_rate ? o->rate : 0,
                                    o->has_burst ? o->burst : 0, 0, 0, &cfg.shared);
@@ -836,16 +907,22 @@ static int run(fetch_opts *o)
         print_response_headers(o, &res);
     status = exit_status(&res);
     bool cancelled = res.reason == STG_REASON_CANCELLED;
-    if (res.status > 0 && !cancelled) {
+    size_t max_body = o->max_body ? o->max_body : (size_t)64 << 20;
+    if (res.body_sink_failed) {
+        fprintf(stderr, "stagger %s: cannot write %s: %s\n", CMD, o->out_path,
+                strerror(stream.err ? stream.err : EIO));
+        status = EXIT_LOCAL;
+    } else if (res.status > 0 && !cancelled) {
         wrote = true;
-        if (!write_output(o, &res, outf ? outf : stdout))
+        if (!(stream.exists ? out_commit(o, &stream)
+                            : write_output(o, &res, outf ? outf : stdout)))
             status = EXIT_LOCAL;
     }
-    if (res.body_truncated && !o->silent)
+    if (res.body_truncated && !o->silent) /* body_len 0: the sink got max_body bytes */
         fprintf(stderr,
                 "stagger %s: the body is larger than %zu bytes (--max-body): only the "
                 "first %zu were kept%s\n",
-                CMD, o->max_body ? o->max_body : (size_t)64 << 20, res.body_len,
+                CMD, max_body, res.body_len ? res.body_len : max_body,
                 wrote ? " and written" : "");
     if (status != EXIT_OK && status != EXIT_TRUNCATED && !o->silent) {
         char took[32];
@@ -871,6 +948,7 @@ oom:
     fprintf(stderr, "stagger %s: out of memory\n", CMD);
     status = EXIT_LOCAL;
 out:
+    out_remove(&stream); /* a temp file not renamed into place: not the answer */
     if (metrics && o->metrics_path && stg_metrics_write(metrics, o->metrics_path) != STG_OK) {
         fprintf(stderr, "stagger %s: cannot write metrics to %s\n", CMD, o->metrics_path);
         if (status == EXIT_OK)

@@ -7,8 +7,9 @@
  * Invariants:
  *  - a transfer that ended without an HTTP status is a transport error
  *    (status 0), and one with a status is NONE unless the step itself
- *    stopped it (body over max_body, out of memory): then the status is
- *    kept, the error is OTHER and the failure is deterministic;
+ *    stopped it (body over max_body, a failed body sink, out of memory):
+ *    then the status is kept, the error is OTHER and the failure is
+ *    deterministic;
  *  - a deterministic failure is never retried, whatever the policy's
  *    retry_errors say: another attempt would get the same answer;
  *  - a resend libcurl tried on its own (xfer.c) is what it replaced: the
@@ -74,6 +75,14 @@ void stg__attempt_end(CURL *easy, CURLcode code, const stg__xfer *x, const char 
         a->status = 0;
         a->deterministic = true;
         snprintf(a->errtext, sizeof a->errtext, "out of memory for the response");
+    } else if (x->sink_failed) {
+        /* The destination refused the bytes (disk full, ...): the answer
+         * came, but it did not reach where it belongs. */
+        a->err = STG_NET_OTHER;
+        a->status = (int)http;
+        a->deterministic = true;
+        snprintf(a->errtext, sizeof a->errtext,
+                 "the body sink failed (the destination refused the bytes): transfer stopped");
     } else if (x->truncated) {
         /* The answer arrived (status kept) but is longer than the caller
          * accepts: an error, never a quietly shortened success. */

@@ -10,7 +10,9 @@
  *  - every breaker probe slot claimed is answered once: recorded here, or
  *    on_neutral in finish when the attempt is abandoned;
  *  - a redirect hop goes back through admission (the limiter) like a
- *    retry; a secret header reaches another origin never.
+ *    retry; a secret header reaches another origin never;
+ *  - a request's body sink gets its END in finish, right before done, and
+ *    is never called again (stg__xfer_sink_end forgets it).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -49,6 +51,15 @@ void stg__eng_finish(stg_engine *e, req *r, stg_reason reason)
         h->over_budget_out--;
     }
     stg__eng_map_del(e, r->id);
+    /* The body sink's last call, before done: a sink that fails at its
+     * END has no complete body, so a success becomes its failure. */
+    if (!stg__xfer_sink_end(&r->x) && reason == STG_REASON_SUCCESS) {
+        reason = STG_REASON_ERROR_NOT_RETRYABLE;
+        r->x.sink_failed = true;
+        r->err = STG_NET_OTHER;
+        snprintf(r->errtext, sizeof r->errtext,
+                 "the body sink failed at the end of the body (flush or close)");
+    }
 
     stg_result res;
     memset(&res, 0, sizeof res);
@@ -69,6 +80,7 @@ void stg__eng_finish(stg_engine *e, req *r, stg_reason reason)
     res.headers_len = r->x.headers.len;
     res.final_url = r->final_url ? r->final_url : r->url_red;
     res.body_truncated = r->x.truncated;
+    res.body_sink_failed = r->x.sink_failed;
 
     stg_event ev;
     stg__eng_ev_init(e, r, res.action == STG_ACTION_SUCCESS ? STG_EVENT_SUCCESS : STG_EVENT_GIVE_UP, &ev);

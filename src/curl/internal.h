@@ -64,9 +64,30 @@ typedef struct stg__xfer {
     bool resend_blocked; /* libcurl tried to resend on its own: refused */
     int64_t wall_now_us; /* set by the loop once per pass */
     char errbuf[CURL_ERROR_SIZE];
+    /* A body sink (NULL: none, or END already called). 2xx bodies go to it,
+     * any other body to `body`, at most STG__SINK_OTHER_BODY_MAX bytes. */
+    stg_body_fn sink;
+    void *sink_data;
+    CURL *easy;          /* the handle attached, for the status in on_body */
+    size_t received;     /* body bytes of this attempt (against max_body) */
+    int to_sink;         /* this response's body: -1 not known yet, 0 memory, 1 sink */
+    bool sink_dirty;     /* the sink holds bytes no RESTART has discarded */
+    bool sink_restart;   /* an attempt started since: RESTART before the next
+                            delivery, or before END */
+    bool sink_failed;    /* the sink returned nonzero: the transfer was stopped */
 } stg__xfer;
 
+/* With a sink, what is kept of a body that is not 2xx (for hints, logs). */
+#define STG__SINK_OTHER_BODY_MAX ((size_t)64 << 10)
+
 void stg__xfer_init(stg__xfer *x, size_t max_body);
+/* Give 2xx bodies to sink(op, buf, len, data) from now on (NULL: none). */
+void stg__xfer_set_sink(stg__xfer *x, stg_body_fn sink, void *data);
+/* The request is over: RESTART if the sink still holds an earlier
+ * attempt's bytes, then END, once; the sink is never called afterwards.
+ * Returns false when either call failed (a success must then become a
+ * failure). True without a sink. */
+bool stg__xfer_sink_end(stg__xfer *x);
 /* Forget the previous attempt's data (a discarded body never leaks). */
 void stg__xfer_reset(stg__xfer *x);
 void stg__xfer_free(stg__xfer *x);

@@ -22,7 +22,9 @@
  *    carries the last completed attempt's status, headers and body (a 429
  *    or 503 too) and never bytes of a discarded attempt; an attempt
  *    interrupted by a cancel leaves an empty result body;
- *  - the caller's handle gets libcurl's default callbacks back on return.
+ *  - the caller's handle gets libcurl's default callbacks back on return;
+ *  - a body sink's END is its last call, made once, before the final
+ *    event and the return (call_result, or the error path).
  */
 #include <limits.h>
 #include <poll.h>
@@ -250,6 +252,7 @@ static int call_open(call *c, CURL *easy, const stg_call_config *cfg)
     if (!c->multi)
         return STG_ENOMEM;
     stg__xfer_init(&c->x, c->cfg.max_body);
+    stg__xfer_set_sink(&c->x, c->cfg.body_sink, c->cfg.body_sink_data);
     stg__xfer_attach(easy, &c->x);
     /* Redirects are hops stagger decides (redirect.c), never libcurl's. */
     curl_easy_setopt(easy, CURLOPT_FOLLOWLOCATION, 0L);
@@ -410,9 +413,23 @@ static bool retry_wait(call *c)
     return wait_for(c, c->d.wait_us);
 }
 
+/* The body sink's END (stg__xfer_sink_end): a sink that fails there has
+ * no complete body, so a success becomes the sink's failure. */
+static stg_reason sink_end(call *c, stg_reason reason)
+{
+    if (stg__xfer_sink_end(&c->x) || reason != STG_REASON_SUCCESS)
+        return reason;
+    c->x.sink_failed = true;
+    c->a.err = STG_NET_OTHER;
+    snprintf(c->a.errtext, sizeof c->a.errtext,
+             "the body sink failed at the end of the body (flush or close)");
+    return STG_REASON_ERROR_NOT_RETRYABLE;
+}
+
 /* Fill out from the last attempt and emit the final event. */
 static int call_result(call *c, stg_reason reason, stg_result *out)
 {
+    reason = sink_end(c, reason);
     const stg__attempt *a = &c->a;
     out->action = reason == STG_REASON_SUCCESS ? STG_ACTION_SUCCESS : STG_ACTION_GIVE_UP;
     out->reason = reason;
@@ -479,6 +496,8 @@ int stg_curl_perform(CURL *easy, const stg_call_config *cfg, stg_result *out)
         }
     if (rc == STG_OK)
         rc = call_result(c, reason, out);
+    else
+        (void)stg__xfer_sink_end(&c->x); /* the call failed: END all the same */
     call_close(c);
     free(c);
     return rc;

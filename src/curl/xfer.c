@@ -26,14 +26,25 @@
  * credentials) and a 417 to Expect: 100-continue; Basic and bearer
  * credentials go with the first send and are not affected.
  *
- * A body longer than max_body ends the transfer (body_over): the kept
+ * A body longer than max_body ends the transfer (truncated): the kept
  * prefix is never passed off as the whole answer.
+ *
+ * With a body sink, a 2xx body goes to the sink as it arrives and nothing
+ * of it stays here, so memory does not grow with the body; another
+ * status's body (a 429 or 503 before a retry, a redirect) is not the
+ * destination's and stays in `body`, capped at STG__SINK_OTHER_BODY_MAX.
+ * max_body counts the bytes of an attempt either way (`received`), so the
+ * sink never gets more than max_body. The bytes a sink holds are one
+ * attempt's: when an attempt that delivered some is followed by another,
+ * RESTART comes before the next delivery (or before END, when none
+ * follows). A sink's failure stops the transfer like max_body does.
  */
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "curl/internal.h"
+#include "util/assert.h"
 
 #define DEFAULT_MAX_BODY ((size_t)64 << 20)
 
@@ -80,9 +91,20 @@ void stg__xfer_init(stg__xfer *x, size_t max_body)
     stg_hints_init(&x->hints);
 }
 
+void stg__xfer_set_sink(stg__xfer *x, stg_body_fn sink, void *data)
+{
+    x->sink = sink;
+    x->sink_data = data;
+}
+
 void stg__xfer_reset(stg__xfer *x)
 {
     buf_clear(&x->body);
+    x->received = 0;
+    x->to_sink = -1;
+    x->sink_failed = false;
+    if (x->sink_dirty)
+        x->sink_restart = true; /* what it holds is the previous attempt's */
     buf_clear(&x->headers);
     stg_hints_init(&x->hints);
     x->truncated = false;
@@ -98,19 +120,78 @@ void stg__xfer_free(stg__xfer *x)
     stg__buf_free(&x->headers);
 }
 
+/* Does this response's body go to the sink? Decided at its first byte:
+ * only a 2xx body is the destination's. */
+static bool body_to_sink(stg__xfer *x)
+{
+    if (!x->sink)
+        return false;
+    if (x->to_sink < 0) {
+        long http = 0;
+        if (x->easy)
+            curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &http);
+        x->to_sink = http >= 200 && http <= 299;
+    }
+    return x->to_sink == 1;
+}
+
+static bool sink_restart(stg__xfer *x)
+{
+    x->sink_restart = false;
+    x->sink_dirty = false;
+    return x->sink(STG_BODY_RESTART, NULL, 0, x->sink_data) == 0;
+}
+
+static bool sink_put(stg__xfer *x, const char *data, size_t n)
+{
+    if (x->sink_restart && !sink_restart(x))
+        return false;
+    x->sink_dirty = true;
+    return x->sink(STG_BODY_DATA, data, n, x->sink_data) == 0;
+}
+
+bool stg__xfer_sink_end(stg__xfer *x)
+{
+    if (!x->sink)
+        return true;
+    bool ok = !x->sink_restart || sink_restart(x);
+    ok = x->sink(STG_BODY_END, NULL, 0, x->sink_data) == 0 && ok;
+    x->sink = NULL; /* END is the last call */
+    x->sink_data = NULL;
+    return ok;
+}
+
+/* Keep up to n bytes in memory: up to max_body without a sink, else the
+ * capped prefix of a body that is not the sink's. */
+static bool keep_in_memory(stg__xfer *x, const char *data, size_t n)
+{
+    size_t cap = x->max_body;
+    if (x->sink && cap > STG__SINK_OTHER_BODY_MAX)
+        cap = STG__SINK_OTHER_BODY_MAX;
+    size_t room = x->body.len < cap ? cap - x->body.len : 0;
+    return stg__buf_put(&x->body, data, n < room ? n : room);
+}
+
 static size_t on_body(char *data, size_t size, size_t nmemb, void *arg)
 {
     stg__xfer *x = arg;
     size_t n = size * nmemb;
     size_t keep = n;
-    if (x->body.len >= x->max_body)
+    if (x->received >= x->max_body)
         keep = 0;
-    else if (keep > x->max_body - x->body.len)
-        keep = x->max_body - x->body.len;
-    if (keep && !stg__buf_put(&x->body, data, keep)) {
+    else if (keep > x->max_body - x->received)
+        keep = x->max_body - x->received;
+    if (keep && body_to_sink(x)) {
+        if (!sink_put(x, data, keep)) {
+            x->sink_failed = true;
+            return 0; /* CURLE_WRITE_ERROR aborts the transfer */
+        }
+    } else if (keep && !keep_in_memory(x, data, keep)) {
         x->oom = true;
         return 0; /* CURLE_WRITE_ERROR aborts the transfer */
     }
+    x->received += keep;
+    STG_ASSERT(x->received <= x->max_body);
     if (keep < n) {
         x->truncated = true;
         return 0; /* over max_body: stop here (CURLE_WRITE_ERROR) */
@@ -125,6 +206,7 @@ static size_t on_header(char *data, size_t size, size_t nmemb, void *arg)
     if (n >= 5 && memcmp(data, "HTTP/", 5) == 0) {
         buf_clear(&x->headers); /* a new response: forget the previous one */
         stg_hints_init(&x->hints);
+        x->to_sink = -1;
     }
     if (!stg__buf_put(&x->headers, data, n)) {
         x->oom = true;
@@ -152,6 +234,7 @@ static int on_prereq(void *arg, char *conn_primary_ip, char *conn_local_ip, int 
 
 void stg__xfer_attach(CURL *easy, stg__xfer *x)
 {
+    x->easy = easy;
     curl_easy_setopt(easy, CURLOPT_PREREQFUNCTION, on_prereq);
     curl_easy_setopt(easy, CURLOPT_PREREQDATA, x);
     curl_easy_setopt(easy, CURLOPT_WRITEFUNCTION, on_body);
@@ -192,6 +275,7 @@ void stg__xfer_move_to(stg__xfer *x, stg_result *r)
     r->headers = take(&x->headers, &r->headers_len);
     r->hints = x->hints;
     r->body_truncated = x->truncated;
+    r->body_sink_failed = x->sink_failed;
 }
 
 static long to_ms(int64_t us)

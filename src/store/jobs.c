@@ -5,8 +5,11 @@
  * runner can never move a job twice. The import, the one change that makes
  * jobs, is import.c.
  */
+#include <errno.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <jansson.h>
 
@@ -297,6 +300,31 @@ int stg_store_mark_sent(stg_store *s, int64_t id, int64_t run_id)
 
 /* ---- finish ------------------------------------------------------------------ */
 
+/* Copy len bytes of fd (from offset 0) into the zeroblob of job id's
+ * response row, 64 KiB at a time. SQLITE_DONE, or the error. */
+static int blob_from_fd(sqlite3 *db, int64_t id, int fd, size_t len)
+{
+    sqlite3_blob *blob = NULL;
+    int rc = sqlite3_blob_open(db, "main", "responses", "body", id, 1, &blob);
+    char buf[65536];
+    for (size_t off = 0; rc == SQLITE_OK && off < len;) {
+        size_t want = len - off < sizeof buf ? len - off : sizeof buf;
+        ssize_t got = pread(fd, buf, want, (off_t)off);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got <= 0) {
+            rc = SQLITE_IOERR; /* the file is shorter than it said, or unreadable */
+            break;
+        }
+        rc = sqlite3_blob_write(blob, buf, (int)got, (int)off);
+        off += (size_t)got;
+    }
+    int crc = sqlite3_blob_close(blob);
+    if (rc == SQLITE_OK)
+        rc = crc;
+    return rc == SQLITE_OK ? SQLITE_DONE : rc;
+}
+
 int stg_store_finish(stg_store *s, int64_t id, const stg_job_outcome *o, int64_t now_ms)
 {
     if (!o || (unsigned)o->state >= STG_JOB_NSTATES || o->state == STG_JOB_INFLIGHT)
@@ -347,13 +375,20 @@ int stg_store_finish(stg_store *s, int64_t id, const stg_job_outcome *o, int64_t
         stg__store_rollback(s);
         return stg__store_error(s, STG_ESTATE, "job %lld is not in flight", (long long)id);
     }
-    if (rc == SQLITE_DONE && o->body) {
+    if (rc == SQLITE_DONE && (o->body || o->body_in_fd)) {
         sqlite3_stmt *put = s->st_response_put;
         sqlite3_bind_int64(put, 1, id);
-        sqlite3_bind_blob64(put, 2, o->body, o->body_len, SQLITE_STATIC);
+        if (o->body_in_fd)
+            sqlite3_bind_zeroblob64(put, 2, o->body_len);
+        else
+            sqlite3_bind_blob64(put, 2, o->body, o->body_len, SQLITE_STATIC);
         rc = sqlite3_step(put);
         sqlite3_reset(put);
         sqlite3_clear_bindings(put);
+        if (rc == SQLITE_DONE && o->body_in_fd && o->body_len > INT_MAX)
+            rc = SQLITE_TOOBIG; /* blob offsets are ints */
+        else if (rc == SQLITE_DONE && o->body_in_fd)
+            rc = blob_from_fd(s->db, id, o->body_fd, o->body_len);
     }
     if (rc == SQLITE_DONE)
         rc = add_run_counts(s, o->run_id, o->attempts > 0 ? o->attempts : 0,

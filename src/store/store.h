@@ -377,6 +377,13 @@ typedef struct stg_job_outcome {
     int64_t run_id;
     int retries;              /* attempts after the first, in this run */
     int status_429, status_503; /* attempts answered so, in this run */
+    /* The body is in a file instead (body NULL): body_len bytes from offset
+     * 0 of body_fd (open for reading; not closed here), copied into the
+     * row with incremental blob I/O (zeroblob, then sqlite3_blob_write in
+     * 64 KiB pieces) in the outcome's transaction, so it is never whole in
+     * memory. */
+    bool body_in_fd;
+    int body_fd;
 } stg_job_outcome;
 
 /* inflight -> o->state, with status, error, body and finished_at, and the

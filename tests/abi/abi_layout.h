@@ -66,11 +66,11 @@
 #define STG_ABI_CURL_STRUCTS(X)         \
     X(stg_env, 4, 56)                   \
     X(stg_event, 8, 184)                \
-    X(stg_result, 8, 488)               \
+    X(stg_result, 7, 488)               \
     X(stg_shared_limiter, 8, 112)       \
-    X(stg_call_config, 16, 560)         \
+    X(stg_call_config, 14, 560)         \
     X(stg_engine_config, 16, 976)       \
-    X(stg_request, 8, 136)              \
+    X(stg_request, 6, 136)              \
     X(stg_engine_stats, 8, 168)         \
     X(stg_event_fanout, 2, 88)
 

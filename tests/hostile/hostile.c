@@ -37,6 +37,11 @@
  *   slowloris       a status line, then one header byte per 200 ms, forever
  *   endless-body    200 with chunked body chunks that never end
  *   big-body        200 with a --size byte body (default 1000000)
+ *   pattern-body    200 with a --size byte body (default 1000000) whose byte
+ *                   i is i % 251 (order and offsets are checkable)
+ *   reset-mid-body  the first request the server reads gets the headers of
+ *                   pattern-body and half its body, then a reset (RST);
+ *                   every later one the whole pattern-body answer
  *   redirect        --status (default 302) to --target (absolute URL or a
  *                   path), every request not under /landed
  *   redirect-loop   --status (default 302) to /loop/<n+1>, forever
@@ -74,13 +79,13 @@
 typedef enum mode {
     M_OK, M_RESET_HEADERS, M_HUGE_HEADERS, M_HUGE_STATUS, M_MANY_HEADERS, M_NUL,
     M_SLOWLORIS, M_ENDLESS_BODY, M_BIG_BODY, M_REDIRECT, M_REDIRECT_LOOP, M_CLOSE_REUSED,
-    M_AUTH
+    M_AUTH, M_PATTERN_BODY, M_RESET_MID_BODY
 } mode;
 
 static const char *const mode_names[] = {
     "ok", "reset-headers", "huge-headers", "huge-status", "many-headers", "nul",
     "slowloris", "endless-body", "big-body", "redirect", "redirect-loop", "close-reused",
-    "auth"};
+    "auth", "pattern-body", "reset-mid-body"};
 
 static mode g_mode = M_OK;
 static long g_size = -1;
@@ -138,6 +143,7 @@ static void reset_close(int fd)
 typedef struct conn {
     int fd;
     long id;
+    long n; /* the number of the request being answered (server-wide, 1-based) */
     int nreq;
     char buf[65536];
     size_t len;
@@ -246,6 +252,26 @@ static bool answer_big(int fd, long extra, char fill, const char *prefix, const 
     return send_str(fd, suffix);
 }
 
+/* pattern-body's answer: headers for n bytes, then bytes [0, upto) of the
+ * pattern (byte i is i % 251). */
+static bool answer_pattern(int fd, long n, long upto)
+{
+    char head[128];
+    snprintf(head, sizeof head, "HTTP/1.1 200 OK\r\nContent-Length: %ld\r\n\r\n", n);
+    if (!send_str(fd, head))
+        return false;
+    unsigned char chunk[4096];
+    for (long off = 0; off < upto;) {
+        size_t k = upto - off < (long)sizeof chunk ? (size_t)(upto - off) : sizeof chunk;
+        for (size_t i = 0; i < k; i++)
+            chunk[i] = (unsigned char)((off + (long)i) % 251);
+        if (!send_all(fd, chunk, k))
+            return false;
+        off += (long)k;
+    }
+    return true;
+}
+
 /* Answer one request per the mode. Returns false to close the connection. */
 static bool answer(conn *c, const char *head)
 {
@@ -330,6 +356,17 @@ static bool answer(conn *c, const char *head)
         return send_str(fd, "HTTP/1.1 401 Unauthorized\r\nWWW-Authenticate: Digest "
                             "realm=\"r\", nonce=\"n1\", qop=\"auth\"\r\n"
                             "Content-Length: 0\r\n\r\n");
+    case M_PATTERN_BODY:
+        return answer_pattern(fd, size_or(1000000), size_or(1000000));
+    case M_RESET_MID_BODY:
+        if (c->n == 1) {
+            answer_pattern(fd, size_or(1000000), size_or(1000000) / 2);
+            usleep(200000); /* the client reads the half first */
+            reset_close(fd);
+            c->fd = -1;
+            return false;
+        }
+        return answer_pattern(fd, size_or(1000000), size_or(1000000));
     case M_CLOSE_REUSED:
         if (c->nreq == 0) {
             snprintf(line, sizeof line,
@@ -352,6 +389,7 @@ static void *serve_conn(void *arg)
             break;
         long n = atomic_fetch_add(&g_requests, 1) + 1;
         log_request(c, n, c->buf, body_len);
+        c->n = n;
         bool keep = answer(c, c->buf);
         c->nreq++;
         if (!keep)

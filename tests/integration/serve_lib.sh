@@ -9,6 +9,9 @@
 serve_start() {
     _sv_name=$1
     shift
+    # Empty it first: a name started before (run_seed 42 twice) would
+    # otherwise pass the wait below with the old server's line.
+    : >"$SERVE_DIR/$_sv_name.out"
     "$STAGGER" serve --port "${SRV_PORT:-0}" "$@" >"$SERVE_DIR/$_sv_name.out" 2>"$SERVE_DIR/$_sv_name.err" &
     SRV_PID=$!
     SRV_PIDS="${SRV_PIDS:-} $SRV_PID"
