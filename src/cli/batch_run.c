@@ -204,9 +204,7 @@ static int engine_config(const batch_opts *o, stg_engine_config *ec)
     lim->max_rate = o->max_rate;
     int lrc = cli_limiter_open(lim, o->rate_given ? o->rate : 0, o->burst, o->breaker_failures,
                                o->breaker_open_us, &ec->shared);
-    if (lrc == 1)
-        return BATCH_EXIT_LIMITER; /* unreachable without a fallback (said already) */
-    return lrc;
+    return lrc; /* 0, usage, or the limiter's exit: unreachable without a fallback */
 }
 
 /* The input's reader, when one is given (options checked, file opened;

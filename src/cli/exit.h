@@ -26,7 +26,7 @@
       "the server asked for a longer wait; jobs deferred or in review")                            \
     X(DB, 4, "database", "database problem: locked, read-only, full, another job set")             \
     X(INPUT, 5, "input", "input unreadable or empty, or bad lines with --strict")                  \
-    X(LIMITER, 6, "limiter", "the shared limiter (--limiter) became unavailable")                  \
+    X(LIMITER, 6, "limiter", "the shared limiter (--limiter) is unreachable or was lost")        \
     X(TRANSPORT, 7, "transport", "no HTTP answer: refused, reset, timeout, DNS, TLS")              \
     X(DEADLINE, 8, "deadline", "the deadline (--deadline) passed")                                 \
     X(TRUNCATED, 9, "truncated", "a response body was larger than --max-body")                     \

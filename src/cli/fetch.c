@@ -865,7 +865,7 @@ static int run(fetch_opts *o)
         int lrc = cli_limiter_open(&o->limiter, o->has_rate ? o->rate : 0,
                                    o->has_burst ? o->burst : 0, 0, 0, &cfg.shared);
         if (lrc != 0) {
-            status = lrc == CLI_EXIT_USAGE ? CLI_EXIT_USAGE : EXIT_LOCAL;
+            status = lrc; /* usage, or unreachable without a fallback: the limiter exit */
             goto out;
         }
     } else if (o->has_rate) {

@@ -150,7 +150,7 @@ int cli_limiter_open(cli_limiter *l, double rate, int64_t burst, int failures, i
     if (!l->backend) {
         fprintf(stderr, "stagger %s: shared limiter: %s\n", l->cmd,
                 why[0] ? why : stg_strerror(err));
-        return err == STG_EINVAL ? CLI_EXIT_USAGE : 1;
+        return err == STG_EINVAL ? CLI_EXIT_USAGE : CLI_EXIT_LIMITER;
     }
     l->ops.ctx = l;
     l->ops.acquire = adaptive ? acquire_adaptive : acquire;

@@ -34,8 +34,8 @@ extern const cli_opt cli_limiter_opts[];
 /* Connect to the backend when --limiter was given. rate and burst are the
  * shared limit; rate 0 (none given) shares an adaptive rate, capped at
  * l->max_rate; failures and open_us configure a shared breaker. *out is &l->ops, or NULL without
- * --limiter. Returns 0, or an exit status after a one-line message (2: usage, 1: unreachable
- * without a fallback). */
+ * --limiter. Returns 0, or an exit status after a one-line message (CLI_EXIT_USAGE, or
+ * CLI_EXIT_LIMITER: unreachable without a fallback). */
 int cli_limiter_open(cli_limiter *l, double rate, int64_t burst, int failures, int64_t open_us,
                      const stg_shared_limiter **out);
 

@@ -62,8 +62,8 @@ check "Redis died mid-run: exit 6 (got $got; $(cat "$T/die.err"))" [ "$got" = 6 
 check "Redis died mid-run: one attempt reached the server" \
   [ "$(grep -c '"/status/503' "$T/srv.log")" = 1 ]
 
-# Unreachable from the start: exit 1 before anything is sent.
-expect_exit "Redis down at start: exit 1" 1 "$S" fetch -s --limiter "$LIM" --rate 10 "$BASE/never"
+# Unreachable from the start: exit 6 (the limiter exit, as in batch) before anything is sent.
+expect_exit "Redis down at start: exit 6" 6 "$S" fetch -s --limiter "$LIM" --rate 10 "$BASE/never"
 check "Redis down at start: nothing sent" [ "$(grep -c '"/never"' "$T/srv.log" || true)" = 0 ]
 
 finish
