@@ -53,7 +53,13 @@ stg_job_state stg__batch_state_for(const stg_result *res, bool replay_safe, bool
 void stg__batch_describe(const stg_result *res, char *buf, size_t size)
 {
     const char *why = stg_reason_message(res->reason);
-    if (res->status > 0)
+    if (res->status > 0 && res->body_truncated)
+        /* Not the server's fault, nor the network's: say what happened. */
+        snprintf(buf, size, "HTTP %d: body larger than --max-body (%s)", res->status,
+                 res->error_text[0] ? res->error_text : "transfer stopped");
+    else if (res->status > 0 && res->error_text[0])
+        snprintf(buf, size, "HTTP %d: %s (%s)", res->status, why, res->error_text);
+    else if (res->status > 0)
         snprintf(buf, size, "HTTP %d: %s", res->status, why);
     else if (res->error != STG_NET_NONE && res->error_text[0])
         snprintf(buf, size, "%s: %s (%s)", stg_net_error_name(res->error), why,

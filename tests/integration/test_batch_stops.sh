@@ -32,6 +32,15 @@ expect_exit "a small batch" 0 "$S" batch -q --db "$T/m.db" --out "$T/bodies" --l
 check "the --log file is 0600" [ "$(stat -c %a "$T/m.jsonl")" = 600 ]
 expect_exit "export to a file" 0 "$S" batch export --db "$T/m.db" -o "$T/m.export"
 check "the export file is 0600" [ "$(stat -c %a "$T/m.export")" = 600 ]
+
+# ---- a body over --max-body is never stored as done -------------------------------------
+# The server's default answer for /m/N is {"path":"/m/N","ok":true}: 25 bytes and more.
+expect_exit "bodies over --max-body: the jobs failed (exit 1)" 1 "$S" batch -q --db "$T/mb.db" \
+  --max-body 10 "$T/m.txt"
+check "bodies over --max-body: 5 failed, none done" \
+  [ "$(db_int "$T/mb.db" "SELECT count(*) FROM jobs WHERE state = 'failed'")" = 5 ]
+check "bodies over --max-body: export says why" \
+  [ "$("$S" batch export --db "$T/mb.db" | grep -c 'body larger than --max-body')" = 5 ]
 check "the database is 0600 (umask 022)" [ "$(stat -c %a "$T/m.db")" = 600 ]
 check "the --out directory is 0700" [ "$(stat -c %a "$T/bodies")" = 700 ]
 check "5 bodies written" [ "$(ls "$T/bodies" | wc -l)" = 5 ]

@@ -86,6 +86,18 @@ static void test_describe(void **state)
     r = give_up(STG_REASON_BREAKER_OPEN, 0);
     stg__batch_describe(&r, buf, sizeof buf);
     assert_string_equal(buf, "circuit breaker open");
+    /* A body over max_body says so, not "transport error". */
+    r = give_up(STG_REASON_ERROR_NOT_RETRYABLE, 200);
+    r.body_truncated = true;
+    snprintf(r.error_text, sizeof r.error_text, "response body larger than max_body (20 bytes)");
+    stg__batch_describe(&r, buf, sizeof buf);
+    assert_string_equal(buf, "HTTP 200: body larger than --max-body (response body larger than "
+                             "max_body (20 bytes))");
+    /* Any other answer with a message keeps it. */
+    r = give_up(STG_REASON_ERROR_NOT_RETRYABLE, 200);
+    snprintf(r.error_text, sizeof r.error_text, "body sink failed");
+    stg__batch_describe(&r, buf, sizeof buf);
+    assert_non_null(strstr(buf, "(body sink failed)"));
 }
 
 static void test_body_files(void **state)
