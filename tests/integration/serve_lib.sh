@@ -3,21 +3,31 @@
 # for the server's output). Only 127.0.0.1 is used.
 
 # serve_start NAME [ARGS...]: start `stagger serve --port ${SRV_PORT:-0} ARGS`
-# in the background (set SRV_PORT to restart a server on the same port) and wait (at most 5 s) for its first stdout line, which must be
+# in the background (set SRV_PORT to restart a server on the same port) and
+# wait for its first stdout line, which must be
 # "listening on http://127.0.0.1:PORT". Sets SRV_PID, PORT and URL, and adds
 # the pid to SRV_PIDS (for a cleanup trap). Ends the test if it does not start.
+#
+# NAME.out is removed before the server starts: the shell truncates it only
+# in the forked child, so a NAME used twice would otherwise let the wait
+# below read the previous server's line (its dead port) before the new
+# process exists, and a SIGTERM sent "after listening" would reach a process
+# still starting up (exit 143), or the shell child before its exec, which
+# runs the script's EXIT trap.
 serve_start() {
     _sv_name=$1
     shift
+    rm -f "$SERVE_DIR/$_sv_name.out" "$SERVE_DIR/$_sv_name.err"
     "$STAGGER" serve --port "${SRV_PORT:-0}" "$@" >"$SERVE_DIR/$_sv_name.out" 2>"$SERVE_DIR/$_sv_name.err" &
     SRV_PID=$!
     SRV_PIDS="${SRV_PIDS:-} $SRV_PID"
-    for _ in $(seq 100); do
+    # (a hang guard of 30 s, not a timing bound: the loop ends at the line)
+    for _ in $(seq 600); do
         [ -s "$SERVE_DIR/$_sv_name.out" ] && break
         kill -0 "$SRV_PID" 2>/dev/null || break
         sleep 0.05
     done
-    _sv_line=$(head -n1 "$SERVE_DIR/$_sv_name.out")
+    _sv_line=$(head -n1 "$SERVE_DIR/$_sv_name.out" 2>/dev/null || true)
     case "$_sv_line" in
     "listening on http://127.0.0.1:"[0-9]*) ;;
     *)
