@@ -40,22 +40,38 @@ serve_start() {
     URL="http://127.0.0.1:$PORT"
 }
 
-# serve_stop PID [SIG]: send SIG (default TERM) and wait at most 5 s.
-# Returns the server's exit status, or 124 if it was still running (it is
-# then killed).
+# serve_stop PID [SIG]: send SIG (default TERM) and wait (a hang guard of
+# 30 s, not a timing bound). Returns the server's exit status, or 124 if it
+# was still running (it is then killed). Drops PID from SRV_PIDS.
+#
+# Only a running job of this shell is signalled (jobs -rp): once bash has
+# reaped a process its pid may be reused at once (pid_max is 32768 here),
+# and `kill -0 PID` would then find, and SIGKILL, someone else's process.
 serve_stop() {
     _sv_pid=$1
     _sv_rc=0
-    kill -"${2:-TERM}" "$_sv_pid" 2>/dev/null || true
-    for _ in $(seq 100); do
-        kill -0 "$_sv_pid" 2>/dev/null || break
-        sleep 0.05
-    done
-    if kill -0 "$_sv_pid" 2>/dev/null; then
-        kill -KILL "$_sv_pid" 2>/dev/null || true
-        wait "$_sv_pid" 2>/dev/null || true
-        return 124
+    SRV_PIDS=" ${SRV_PIDS:-} "
+    SRV_PIDS=${SRV_PIDS// $_sv_pid / }
+    if serve_running "$_sv_pid"; then
+        kill -"${2:-TERM}" "$_sv_pid" 2>/dev/null || true
+        for _ in $(seq 600); do
+            serve_running "$_sv_pid" || break
+            sleep 0.05
+        done
+        if serve_running "$_sv_pid"; then
+            kill -KILL "$_sv_pid" 2>/dev/null || true
+            wait "$_sv_pid" 2>/dev/null || true
+            return 124
+        fi
     fi
     wait "$_sv_pid" 2>/dev/null || _sv_rc=$?
     return "$_sv_rc"
+}
+
+# serve_running PID: PID is a job of this shell that bash has not reaped.
+serve_running() {
+    for _sv_j in $(jobs -rp); do
+        [ "$_sv_j" = "$1" ] && return 0
+    done
+    return 1
 }

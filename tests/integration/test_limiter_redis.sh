@@ -51,7 +51,7 @@ start_redis() {
 start_server() { _n=$1; shift; serve_start "$_n" --log "$T/$_n.log" "$@"; SPID=$SRV_PID; }
 # stop PID: SIGTERM it if it is still a running job of this shell, and reap it.
 stop() {
-  if jobs -rp | grep -qx "$1"; then kill "$1" 2>/dev/null || true; fi
+  if serve_running "$1"; then kill "$1" 2>/dev/null || true; fi
   wait "$1" 2>/dev/null || true
 }
 # redis_time: Redis's clock (TIME) in microseconds.
