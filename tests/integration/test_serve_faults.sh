@@ -12,10 +12,10 @@ stop_server() {
     t0=$(date +%s%N)
     kill -TERM "$SRV_PID"
     for _ in $(seq $((max / 20))); do
-        kill -0 "$SRV_PID" 2>/dev/null || break
+        serve_running "$SRV_PID" || break
         sleep 0.02
     done
-    kill -0 "$SRV_PID" 2>/dev/null && fail "server still running ${max} ms after SIGTERM"
+    serve_running "$SRV_PID" && fail "server still running ${max} ms after SIGTERM"
     wait "$SRV_PID" || rc=$?
     t1=$(date +%s%N)
     SRV_PID=""
