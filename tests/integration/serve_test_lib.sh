@@ -12,6 +12,9 @@ fi
 TMP=$(mktemp -d)
 SRV_PID=""
 cleanup() {
+    # In the script only: bash runs the EXIT trap in a forked child that
+    # is signalled before its exec too, and $TMP must outlive it.
+    [ "$BASHPID" = "$$" ] || return 0
     if [ -n "$SRV_PID" ] && kill -0 "$SRV_PID" 2>/dev/null; then
         kill -TERM "$SRV_PID" 2>/dev/null || true
         wait "$SRV_PID" 2>/dev/null || true

@@ -7,20 +7,19 @@ S=$STAGGER
 T=$(mktemp -d /tmp/stg_batch_kill.XXXXXX)
 SRV_PID=""
 cleanup() {
+  # Only the script itself: a forked child that gets a signal before its
+  # exec runs this trap too, and must not remove $T under the script.
+  [ "$BASHPID" = "$$" ] || return 0
   [ -n "$SRV_PID" ] && { kill "$SRV_PID" 2>/dev/null || true; wait "$SRV_PID" 2>/dev/null || true; }
   rm -rf "$T"
 }
 trap cleanup EXIT
+SERVE_DIR=$T
+. "$(dirname "$0")/serve_lib.sh"
 
-"$S" serve --port 0 --rate 250 --burst 10 --log "$T/srv.log" >"$T/srv.out" 2>"$T/srv.err" &
-SRV_PID=$!
-PORT=""
-for _ in $(seq 1 100); do
-  PORT=$(sed -n 's|^listening on http://127\.0\.0\.1:\([0-9]*\)$|\1|p' "$T/srv.out")
-  [ -n "$PORT" ] && break
-  sleep 0.05
-done
-[ -n "$PORT" ] || { echo "server did not start" >&2; exit 1; }
+# serve_start waits for the server's "listening" line (srv.out exists by
+# then); it sets SRV_PID and PORT.
+serve_start srv --rate 250 --burst 10 --log "$T/srv.log"
 
 # 400 jobs; X-Client-Id names each in the server log. Every 40th key gets a
 # 404 (failed), every 57th a 503 asking for 100 s (deferred at once).

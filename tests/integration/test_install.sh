@@ -15,7 +15,10 @@
 T=$(mktemp -d /tmp/stg_install.XXXXXX)
 SERVE_DIR=$T
 . "$(dirname "$0")/serve_lib.sh"
-trap 'for p in ${SRV_PIDS:-}; do serve_stop "$p" >/dev/null 2>&1 || true; done; rm -rf "$T"' EXIT
+# (in the script only: bash runs the trap in a child signalled before its exec)
+trap 'if [ "$BASHPID" = "$$" ]; then
+  for p in ${SRV_PIDS:-}; do serve_stop "$p" >/dev/null 2>&1 || true; done; rm -rf "$T"
+fi' EXIT
 HAVE_CURL=${STG_HAVE_CURL:-0}
 HAVE_REDIS=${STG_HAVE_REDIS:-0}
 ABI=$(sed -n 's/^#define STG_ABI_VERSION \([0-9]*\).*/\1/p' "$STG_SOURCE_DIR/include/stagger/version.h")

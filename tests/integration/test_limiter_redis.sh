@@ -16,10 +16,18 @@ S=$STAGGER
 command -v redis-server >/dev/null && command -v redis-cli >/dev/null ||
   { echo "redis-server or redis-cli missing: run make deps" >&2; exit 1; }
 T=$(mktemp -d /tmp/stg_limiter.XXXXXX)
-PIDS=""
+# The EXIT trap runs in the script only. bash also runs it in a forked
+# child that gets a fatal signal before its exec (a background job being
+# started): there it removed $T and stopped Redis and the server under the
+# running script ("No such file" later). Such a signal comes from anyone
+# killing a stale pid (pids wrap at 32768 here, and tests that kill the
+# pids of processes they already reaped run beside this one), so the
+# cleanup also kills only live jobs of this shell (jobs -rp), never a
+# remembered pid that may belong to someone else by now.
 cleanup() {
-  for p in $PIDS; do kill "$p" 2>/dev/null || true; done
-  for p in $PIDS; do wait "$p" 2>/dev/null || true; done
+  [ "$BASHPID" = "$$" ] || return 0
+  for p in $(jobs -rp); do kill "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
   [ -n "${KEEP:-}" ] || rm -rf "$T"
 }
 trap cleanup EXIT
@@ -33,7 +41,6 @@ start_redis() {
   redis-server --port "$RPORT" --bind 127.0.0.1 --save '' --appendonly no --daemonize no \
     >"$T/redis.out" 2>&1 &
   RPID=$!
-  PIDS="$PIDS $RPID"
   for _ in $(seq 1 100); do
     python3 -c 'import socket,sys; socket.create_connection(("127.0.0.1",int(sys.argv[1])),0.2)' "$RPORT" 2>/dev/null && return 0
     sleep 0.05
@@ -41,8 +48,12 @@ start_redis() {
   echo "redis-server did not start: $(cat "$T/redis.out")" >&2; exit 1
 }
 # start_server NAME: stagger serve logging to $T/NAME.log; sets SPID, PORT.
-start_server() { _n=$1; shift; serve_start "$_n" --log "$T/$_n.log" "$@"; SPID=$SRV_PID; PIDS="$PIDS $SPID"; }
-stop() { kill "$1" 2>/dev/null || true; wait "$1" 2>/dev/null || true; }
+start_server() { _n=$1; shift; serve_start "$_n" --log "$T/$_n.log" "$@"; SPID=$SRV_PID; }
+# stop PID: SIGTERM it if it is still a running job of this shell, and reap it.
+stop() {
+  if serve_running "$1"; then kill "$1" 2>/dev/null || true; fi
+  wait "$1" 2>/dev/null || true
+}
 # redis_time: Redis's clock (TIME) in microseconds.
 redis_time() { redis-cli -p "$RPORT" time | tr -d '\r' | { read -r s; read -r u; echo $((s * 1000000 + u)); }; }
 # wait_for FILE PATTERN: until FILE holds a line matching PATTERN (a hang
@@ -74,6 +85,15 @@ run4() {
     check "$_tag: worker $_w finished (exit $_rc): $(cat "$T/$_tag$_w.err")" [ "$_rc" = 0 ]
   done
 }
+
+# The trap guard holds: children signalled at once after their fork (most
+# of them before their exec) leave $T in place.
+for _ in $(seq 20); do
+  sleep 0 >"$T/guard.out" &
+  kill -TERM $! 2>/dev/null || true
+  wait $! 2>/dev/null || true
+done
+check "a child signalled before its exec runs no cleanup (\$T is still there)" [ -d "$T" ]
 
 RPORT=$(free_port)
 start_redis
@@ -209,7 +229,6 @@ check "fallback: every job done" [ "$("$S" batch report --db "$T/f.db" --json | 
 # ---- --share-breaker: one process trips it, another sees it open at once -------------
 serve_start brk --log "$T/brk.log" --outage 0s+60s
 SPID=$SRV_PID
-PIDS="$PIDS $SPID"
 seq -f "a%02g" 1 10 >"$T/keysa.txt"
 seq -f "b%02g" 1 10 >"$T/keysb.txt"
 for w in a b; do
