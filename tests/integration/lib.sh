@@ -37,3 +37,30 @@ finish() {
   echo "$((TESTS_RUN - TESTS_FAILED)) passed, $TESTS_FAILED failed"
   [ "$TESTS_FAILED" = 0 ]
 }
+
+# listen_port FILE PID: the port of the "listening on http://127.0.0.1:PORT"
+# line a server (stagger serve, stg_hostile) prints first into FILE, or ""
+# if PID exits first. Waits at most 30 s: a hang guard, not a timing bound
+# (the loop ends at the line), so a busy machine cannot fail it.
+listen_port() {
+  for _ in $(seq 600); do
+    _lp=$(sed -n '1s|^listening on http://127.0.0.1:\([0-9]*\)$|\1|p' "$1" 2>/dev/null)
+    [ -n "$_lp" ] && { echo "$_lp"; return 0; }
+    kill -0 "$2" 2>/dev/null || break
+    sleep 0.05
+  done
+  sed -n '1s|^listening on http://127.0.0.1:\([0-9]*\)$|\1|p' "$1" 2>/dev/null
+}
+
+# in_script: true in the script's own shell. bash runs the EXIT trap in a
+# forked child too when a signal reaches it before its exec, and a cleanup
+# run there would remove the script's files and stop its servers under it.
+in_script() { [ "$BASHPID" = "$$" ]; }
+
+# stop_jobs: SIGTERM every background job of this shell still running and
+# reap them all. Only live jobs (jobs -rp): a pid bash reaped long ago may
+# already be someone else's.
+stop_jobs() {
+  for _sj in $(jobs -rp); do kill "$_sj" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+}

@@ -7,8 +7,8 @@ S=$STAGGER
 T=$(mktemp -d /tmp/stg_batch.XXXXXX)
 SRV_PIDS=""
 cleanup() {
-  for p in $SRV_PIDS; do kill "$p" 2>/dev/null || true; done
-  for p in $SRV_PIDS; do wait "$p" 2>/dev/null || true; done
+  in_script || return 0
+  stop_jobs
   rm -rf "$T"
 }
 trap cleanup EXIT

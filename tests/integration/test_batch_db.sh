@@ -8,8 +8,8 @@ T=$(mktemp -d /tmp/stg_batch_db.XXXXXX)
 chmod 755 "$T"
 PIDS=""
 cleanup() {
-  for p in $PIDS; do kill "$p" 2>/dev/null || true; done
-  for p in $PIDS; do wait "$p" 2>/dev/null || true; done
+  in_script || return 0
+  stop_jobs
   rm -rf "$T"
 }
 trap cleanup EXIT

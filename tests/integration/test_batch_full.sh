@@ -8,6 +8,7 @@ T=$(mktemp -d /tmp/stg_batch_full.XXXXXX)
 SRV_PID=""
 MOUNTS=""
 cleanup() {
+  in_script || return 0
   [ -n "$SRV_PID" ] && { kill "$SRV_PID" 2>/dev/null || true; wait "$SRV_PID" 2>/dev/null || true; }
   for m in $MOUNTS; do umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || true; done
   rm -rf "$T"

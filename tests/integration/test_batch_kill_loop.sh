@@ -10,7 +10,8 @@
 S=$STAGGER
 T=$(mktemp -d /tmp/stg_batch_kill_loop.XXXXXX)
 cleanup() {
-  for p in ${SRV_PIDS:-}; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
+  in_script || return 0
+  stop_jobs
   rm -rf "$T"
 }
 trap cleanup EXIT

@@ -10,8 +10,8 @@ S=$STAGGER
 T=$(mktemp -d /tmp/stg_batch_stream.XXXXXX)
 PIDS=""
 cleanup() {
-  for p in $PIDS; do kill "$p" 2>/dev/null || true; done
-  for p in $PIDS; do wait "$p" 2>/dev/null || true; done
+  in_script || return 0
+  stop_jobs
   rm -rf "$T"
 }
 trap cleanup EXIT

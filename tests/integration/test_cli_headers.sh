@@ -9,7 +9,7 @@ if ! "$S" fetch --help >/dev/null 2>&1 || ! "$S" batch --help >/dev/null 2>&1; t
   exit 0
 fi
 T=$(mktemp -d /tmp/stg_hdr.XXXXXX)
-trap 'rm -rf "$T"' EXIT
+trap 'in_script && rm -rf "$T"' EXIT
 : > "$T/empty"
 
 # verdict CMD... : "ok" unless the command exits 2 (usage).

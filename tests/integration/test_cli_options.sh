@@ -14,7 +14,7 @@
 S=$STAGGER
 DOCS=$STG_SOURCE_DIR/docs
 T=$(mktemp -d /tmp/stg_opts.XXXXXX)
-trap 'rm -rf "$T"' EXIT
+trap 'in_script && rm -rf "$T"' EXIT
 
 # man_options PAGE SECTION: "name<TAB>letter<TAB>arg<TAB>text" per option
 # tagged in SECTION (.SH) of PAGE, sorted; text is the entry's paragraph and

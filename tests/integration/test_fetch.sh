@@ -20,7 +20,7 @@ stop_server() {
     SRV_PID=
   fi
 }
-cleanup() { stop_server; rm -rf "$T"; }
+cleanup() { in_script || return 0; stop_server; rm -rf "$T"; }
 trap cleanup EXIT
 
 # start_server ARGS...: sets PORT, BASE and SRV_LOG (complete after stop_server).
@@ -30,12 +30,7 @@ start_server() {
   : > "$T/srv.out"
   "$S" serve --bind 127.0.0.1 --port 0 --threads 2 --log "$SRV_LOG" "$@" > "$T/srv.out" &
   SRV_PID=$!
-  PORT=
-  for _ in $(seq 1 250); do
-    PORT=$(sed -n '1s|^listening on http://127.0.0.1:\([0-9]*\)$|\1|p' "$T/srv.out")
-    [ -n "$PORT" ] && break
-    sleep 0.02
-  done
+  PORT=$(listen_port "$T/srv.out" "$SRV_PID")
   [ -n "$PORT" ] || { echo "server did not start" >&2; exit 1; }
   BASE=http://127.0.0.1:$PORT
 }

@@ -14,7 +14,8 @@ command -v redis-server >/dev/null ||
 T=$(mktemp -d /tmp/stg_fetch_lim.XXXXXX)
 RPID= SRV_PID=
 cleanup() {
-  for p in $RPID $SRV_PID; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
+  in_script || return 0
+  stop_jobs
   rm -rf "$T"
 }
 trap cleanup EXIT
@@ -34,12 +35,7 @@ done
 
 "$S" serve --bind 127.0.0.1 --port 0 --threads 2 --log "$T/srv.log" > "$T/srv.out" &
 SRV_PID=$!
-PORT=
-for _ in $(seq 1 250); do
-  PORT=$(sed -n '1s|^listening on http://127.0.0.1:\([0-9]*\)$|\1|p' "$T/srv.out" 2>/dev/null)
-  [ -n "$PORT" ] && break
-  sleep 0.02
-done
+PORT=$(listen_port "$T/srv.out" "$SRV_PID")
 [ -n "$PORT" ] || { echo "server did not start" >&2; exit 1; }
 BASE=http://127.0.0.1:$PORT
 LIM=redis://127.0.0.1:$RPORT/fetchkey

@@ -19,7 +19,8 @@ fi
 T=$(mktemp -d /tmp/stg_fetchO.XXXXXX)
 PIDS=
 cleanup() {
-  for p in $PIDS; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
+  in_script || return 0
+  stop_jobs
   rm -rf "$T"
 }
 trap cleanup EXIT
@@ -29,13 +30,9 @@ hostile() {
   name=$1; shift
   : > "$T/$name.out"
   "$HOSTILE" --mode "$@" --log "$T/$name.log" > "$T/$name.out" &
-  PIDS="$PIDS $!"
-  HPORT=
-  for _ in $(seq 1 250); do
-    HPORT=$(sed -n '1s|^listening on http://127.0.0.1:\([0-9]*\)$|\1|p' "$T/$name.out")
-    [ -n "$HPORT" ] && break
-    sleep 0.02
-  done
+  _hp=$!
+  PIDS="$PIDS $_hp"
+  HPORT=$(listen_port "$T/$name.out" "$_hp")
   [ -n "$HPORT" ] || { echo "stg_hostile $name did not start" >&2; exit 1; }
 }
 # pattern N FILE: the expected body of N bytes.
