@@ -60,6 +60,15 @@ void stg__attempt_end(CURL *easy, CURLcode code, const stg__xfer *x, const char 
     const char *eff = NULL, *loc = NULL;
     curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &http);
     curl_easy_getinfo(easy, CURLINFO_CONNECT_TIME_T, &connect_us);
+    /* CONNECT_TIME is 0 on a connection made by an earlier transfer too:
+     * "no connection was made" is then not "the request never left". Bytes
+     * of this request sent (REQUEST_SIZE) say it may have reached the
+     * server, so a timeout is not a connect timeout, and a keyless POST is
+     * not sent again. */
+    long sent = 0;
+    curl_easy_getinfo(easy, CURLINFO_REQUEST_SIZE, &sent);
+    if (connect_us <= 0 && sent > 0)
+        connect_us = 1;
     curl_easy_getinfo(easy, CURLINFO_EFFECTIVE_URL, &eff);
     stg_redact_url(eff && *eff ? eff : url ? url : "", a->final_url, sizeof a->final_url);
     a->curl_code = (int)code;

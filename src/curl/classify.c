@@ -5,8 +5,11 @@
  *
  * Invariants: pure; every CURLcode maps to exactly one class; CURLE_OK is
  * STG_NET_NONE and nothing else is. A timeout counts as a CONNECT_TIMEOUT
- * only when no connection was made (CURLINFO_CONNECT_TIME == 0): then the
- * request provably never left, which lets stg_decide retry even a POST.
+ * only when no connection was made (CURLINFO_CONNECT_TIME == 0) and no
+ * byte of the request was sent: then the request provably never left,
+ * which lets stg_decide retry even a POST. CONNECT_TIME is 0 on a kept
+ * connection too, so attempt.c passes a nonzero time once
+ * CURLINFO_REQUEST_SIZE says bytes left.
  */
 #include "curl/internal.h"
 

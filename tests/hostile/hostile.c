@@ -52,6 +52,10 @@
  *                   same connection) with body "ok", keep-alive; any later
  *                   request on that connection is read, logged and
  *                   answered by closing without a byte
+ *   hang-reused     the first request on a connection gets 200 "ok",
+ *                   keep-alive; any later request on that connection is
+ *                   read, logged and never answered (the client's timeout
+ *                   ends it: a request that left on a reused connection)
  *
  * Invariants: the request count is incremented before any answer is
  * written, so a client that sees an answer (or a close) after a request was
@@ -79,13 +83,13 @@
 typedef enum mode {
     M_OK, M_RESET_HEADERS, M_HUGE_HEADERS, M_HUGE_STATUS, M_MANY_HEADERS, M_NUL,
     M_SLOWLORIS, M_ENDLESS_BODY, M_BIG_BODY, M_REDIRECT, M_REDIRECT_LOOP, M_CLOSE_REUSED,
-    M_AUTH, M_PATTERN_BODY, M_RESET_MID_BODY
+    M_AUTH, M_PATTERN_BODY, M_RESET_MID_BODY, M_HANG_REUSED
 } mode;
 
 static const char *const mode_names[] = {
     "ok", "reset-headers", "huge-headers", "huge-status", "many-headers", "nul",
     "slowloris", "endless-body", "big-body", "redirect", "redirect-loop", "close-reused",
-    "auth", "pattern-body", "reset-mid-body"};
+    "auth", "pattern-body", "reset-mid-body", "hang-reused"};
 
 static mode g_mode = M_OK;
 static long g_size = -1;
@@ -375,6 +379,12 @@ static bool answer(conn *c, const char *head)
             return send_str(fd, line);
         }
         return false; /* read it, then close without a byte */
+    case M_HANG_REUSED:
+        if (c->nreq == 0)
+            return answer_ok(fd);
+        while (recv(fd, line, sizeof line, 0) > 0) /* until the client gives up */
+            ;
+        return false;
     }
     return false;
 }
