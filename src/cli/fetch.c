@@ -682,7 +682,7 @@ static bool write_output(const fetch_opts *o, const stg_result *r, FILE *f)
     return ok;
 }
 
-/* -o FILE (without -i): a 2xx body streams into a temp file beside FILE
+/* -o FILE (without -i), FILE a regular file: a 2xx body streams into a temp file beside FILE
  * (the library's body sink), renamed over FILE at the end, so memory does
  * not grow with the body; a retry's RESTART empties it. Any other body
  * (at most 64 KiB kept) is written by write_output as before. */
@@ -856,7 +856,11 @@ static int run(fetch_opts *o)
         .secret_headers = o->secret,
         .max_body = o->max_body,
     };
-    if (o->out_path && !o->include) {
+    /* Only a regular file is replaced by rename: -o /dev/null, a FIFO or a
+     * terminal is written in place from memory (a rename would put a
+     * regular file where the device was). */
+    struct stat out_st;
+    if (outf && !o->include && fstat(fileno(outf), &out_st) == 0 && S_ISREG(out_st.st_mode)) {
         snprintf(stream.tmpl, sizeof stream.tmpl, "%s.XXXXXX", o->out_path);
         cfg.body_sink = out_sink;
         cfg.body_sink_data = &stream;

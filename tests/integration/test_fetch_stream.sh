@@ -49,6 +49,17 @@ expect_exit "fetch -o" 0 "$S" fetch -s $FAST -o "$T/d/body" "http://127.0.0.1:$P
 check "-o: the body, byte for byte" cmp -s "$T/want3" "$T/d/body"
 check "-o: no temp file left" no_temp
 
+# -o to something that is not a regular file (a FIFO here; /dev/null in
+# other tests) is written in place, never replaced by a renamed file.
+mkfifo "$T/fifo"
+cat "$T/fifo" > "$T/from_fifo" &
+CATP=$!
+expect_exit "fetch -o FIFO" 0 "$S" fetch -s $FAST -o "$T/fifo" "http://127.0.0.1:$PP/x"
+wait "$CATP" || true
+check "-o FIFO: still a FIFO" [ -p "$T/fifo" ]
+check "-o FIFO: the body went through it" cmp -s "$T/want3" "$T/from_fifo"
+check "-o FIFO: no temp file beside it" [ -z "$(ls "$T" | grep '^fifo\.' || true)" ]
+
 rm -f "$T/d/body"
 hostile r reset-mid-body --size 2000000; PR=$HPORT
 pattern 2000000 "$T/want2"
