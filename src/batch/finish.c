@@ -54,7 +54,7 @@ void stg__batch_commit(stg_batch *b, stg_batch_slot *sl, stg_job_outcome *o)
     if (b->store_failed)
         return; /* stays inflight: the next open recovers it */
     o->run_id = b->run_id;
-    if (stg_store_finish(b->store, sl->job.id, o, stg__store_now_ms()) != STG_OK) {
+    if (stg_store_finish(b->store, sl->job.id, o, stg_store_now_ms()) != STG_OK) {
         stg__batch_store_failed(b);
         return;
     }

@@ -67,7 +67,7 @@ static int fail_new(stg_batch *b, int err, char *buf, size_t len, const char *ms
 /* Recovery and requeues, then the counts. */
 static int start_store(stg_batch *b, const stg_batch_config *cfg, stg_batch_start *st)
 {
-    int64_t now = stg__store_now_ms();
+    int64_t now = stg_store_now_ms();
     int rc = stg_store_recover(b->store, now, &st->recovered_pending, &st->recovered_review);
     if (rc == STG_OK && cfg->retry_deferred)
         rc = stg_store_requeue(b->store, STG_JOB_DEFERRED, now, &st->requeued_deferred);
@@ -150,7 +150,7 @@ int stg_batch_new(const stg_batch_config *cfg, stg_batch **out, stg_batch_start 
         snprintf(msg, sizeof msg, "cannot start the HTTP engine: %s", stg_strerror(eerr));
         return fail_new(b, eerr == STG_EINVAL ? STG_EINVAL : STG_ENOMEM, err, errlen, msg);
     }
-    if (stg_store_run_begin(b->store, stg__store_now_ms(), &b->run_id) != STG_OK)
+    if (stg_store_run_begin(b->store, stg_store_now_ms(), &b->run_id) != STG_OK)
         return fail_new(b, STG_EDB, err, errlen, stg_store_errmsg(b->store));
     *out = b;
     return STG_OK;
@@ -234,7 +234,7 @@ int stg_batch_end(stg_batch *b, stg_batch_summary *s)
     int back = 0, review = 0;
     int rc = STG_OK;
     if (b->counts.n[STG_JOB_INFLIGHT] > 0)
-        rc = stg_store_recover(b->store, stg__store_now_ms(), &back, &review);
+        rc = stg_store_recover(b->store, stg_store_now_ms(), &back, &review);
     int64_t n[STG_JOB_NSTATES];
     if (rc == STG_OK)
         rc = stg_store_counts(b->store, n);

@@ -134,7 +134,7 @@ void stg__batch_refill(stg_batch *b)
         return;
     }
     int got = 0;
-    if (stg_store_claim(b->store, free_n, b->run_id, stg__store_now_ms(), jobs, &got) != STG_OK) {
+    if (stg_store_claim(b->store, free_n, b->run_id, stg_store_now_ms(), jobs, &got) != STG_OK) {
         stg__batch_store_failed(b);
         free(jobs);
         return;

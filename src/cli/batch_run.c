@@ -234,7 +234,7 @@ static int import_input(const batch_opts *o, stg_store *s, stg_input_reader *r,
     bad_printer bp = {.name = name};
     char *abs = strcmp(o->input, "-") ? realpath(o->input, NULL) : NULL;
     stg_store_import_options io = {.input_path = abs ? abs : o->input,
-                                   .now_ms = stg__store_now_ms(),
+                                   .now_ms = stg_store_now_ms(),
                                    .strict = o->strict,
                                    .on_bad = print_bad_line,
                                    .bad_data = &bp,

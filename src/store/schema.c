@@ -84,7 +84,7 @@ static const char schema_sql[] =
     "  exit_code INTEGER                  -- NULL while running or after a kill\n"
     ");\n";
 
-int64_t stg__store_now_ms(void)
+int64_t stg_store_now_ms(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
@@ -252,7 +252,7 @@ static int create_schema(stg_store *s)
         snprintf(ins, sizeof ins,
                  "INSERT INTO meta(key, value) VALUES('schema_version', '%d'), "
                  "('created_at', '%lld'), ('created_by', 'stagger %s')",
-                 STG_STORE_SCHEMA_VERSION, (long long)stg__store_now_ms(), stg_version());
+                 STG_STORE_SCHEMA_VERSION, (long long)stg_store_now_ms(), stg_version());
         rc = sqlite3_exec(s->db, ins, NULL, NULL, NULL);
     }
     if (rc != SQLITE_OK) {

@@ -476,6 +476,10 @@ typedef struct stg_export_options {
  * STG_EIO (write error). */
 int stg_store_export(stg_store *s, const stg_export_options *opt, FILE *out);
 
+/* Milliseconds of the wall clock: the `now_ms` the calls above take, as
+ * every caller (the batch runner, the CLI) gives it. */
+int64_t stg_store_now_ms(void);
+
 /* ---- internal helpers shared by the files of this part ----------------- */
 
 struct sqlite3;
@@ -490,7 +494,5 @@ int stg__store_error(stg_store *s, int err, const char *fmt, ...)
 int stg__store_begin(stg_store *s);
 int stg__store_commit(stg_store *s);
 void stg__store_rollback(stg_store *s);
-/* Milliseconds of the wall clock. */
-int64_t stg__store_now_ms(void);
 
 #endif

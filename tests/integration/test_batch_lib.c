@@ -76,7 +76,7 @@ static void import_jobs(const server *srv, const jobdef *jobs, int n)
     stg_store_options o = {.create = true, .exclusive = true};
     assert_int_equal(stg_store_open(g_db, &o, &s, err, sizeof err), STG_OK);
     bool imported = false;
-    assert_int_equal(stg_store_import(s, &set, "test", stg__store_now_ms(), &imported), STG_OK);
+    assert_int_equal(stg_store_import(s, &set, "test", stg_store_now_ms(), &imported), STG_OK);
     assert_true(imported);
     stg_store_close(s);
     stg_job_set_free(&set);
