@@ -26,12 +26,7 @@ MOUNTS="$MOUNTS $T/out"
 
 "$S" serve --port 0 --log "$T/srv.log" >"$T/srv.out" 2>"$T/srv.err" &
 SRV_PID=$!
-PORT=""
-for _ in $(seq 1 100); do
-  PORT=$(sed -n 's|^listening on http://127\.0\.0\.1:\([0-9]*\)$|\1|p' "$T/srv.out")
-  [ -n "$PORT" ] && break
-  sleep 0.05
-done
+PORT=$(listen_port "$T/srv.out" "$SRV_PID")
 [ -n "$PORT" ] || { echo "server did not start" >&2; exit 1; }
 
 # 12 POSTs of 20 KB with idempotency keys; /echo answers with the body, so
