@@ -64,3 +64,15 @@ stop_jobs() {
   for _sj in $(jobs -rp); do kill "$_sj" 2>/dev/null || true; done
   wait 2>/dev/null || true
 }
+
+# hostile NAME MODE ARGS...: start stg_hostile ($HOSTILE) in MODE as a job
+# of this shell (stop_jobs stops it), logging to $T/NAME.log; sets HPORT.
+# Ends the test if it does not start.
+hostile() {
+  _hn=$1; shift
+  : > "$T/$_hn.out"
+  "$HOSTILE" --mode "$@" --log "$T/$_hn.log" > "$T/$_hn.out" &
+  _hp=$!
+  HPORT=$(listen_port "$T/$_hn.out" "$_hp")
+  [ -n "$HPORT" ] || { echo "stg_hostile $_hn did not start" >&2; exit 1; }
+}

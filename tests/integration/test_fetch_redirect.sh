@@ -13,7 +13,6 @@ if ! "$S" fetch --help >/dev/null 2>&1; then
   exit 0
 fi
 T=$(mktemp -d /tmp/stg_fetchL.XXXXXX)
-PIDS=
 cleanup() {
   in_script || return 0
   stop_jobs
@@ -21,16 +20,6 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# hostile NAME MODE ARGS...: start it with log $T/NAME.log; sets HPORT.
-hostile() {
-  name=$1; shift
-  : > "$T/$name.out"
-  "$HOSTILE" --mode "$@" --log "$T/$name.log" > "$T/$name.out" &
-  _hp=$!
-  PIDS="$PIDS $_hp"
-  HPORT=$(listen_port "$T/$name.out" "$_hp")
-  [ -n "$HPORT" ] || { echo "stg_hostile $name did not start" >&2; exit 1; }
-}
 count() { grep -ci "$1" "$2" || true; }
 
 hostile b ok; PB=$HPORT

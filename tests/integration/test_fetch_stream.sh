@@ -17,7 +17,6 @@ if ! "$S" fetch --help >/dev/null 2>&1; then
   exit 0
 fi
 T=$(mktemp -d /tmp/stg_fetchO.XXXXXX)
-PIDS=
 cleanup() {
   in_script || return 0
   stop_jobs
@@ -25,16 +24,6 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# hostile NAME MODE ARGS...: start it with log $T/NAME.log; sets HPORT.
-hostile() {
-  name=$1; shift
-  : > "$T/$name.out"
-  "$HOSTILE" --mode "$@" --log "$T/$name.log" > "$T/$name.out" &
-  _hp=$!
-  PIDS="$PIDS $_hp"
-  HPORT=$(listen_port "$T/$name.out" "$_hp")
-  [ -n "$HPORT" ] || { echo "stg_hostile $name did not start" >&2; exit 1; }
-}
 # pattern N FILE: the expected body of N bytes.
 pattern() {
   python3 -c 'import sys; n=int(sys.argv[1]); b=bytes(range(251)); sys.stdout.buffer.write((b*(n//251+1))[:n])' "$1" > "$2"
