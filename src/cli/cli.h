@@ -41,8 +41,9 @@ extern const cli_command cli_batch_command, cli_batch_report_command, cli_batch_
 /* Print "stagger CMD: message\n" to stderr; returns CLI_EXIT_USAGE. */
 int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-/* "250ms", "5s", "2m", "1.5s", "1h", "100us"; a bare number is
- * milliseconds. Rejects negatives, garbage and overflow. */
+/* "250ms", "5s", "2m", "1.5s", "1h", "100us"; a bare number is seconds,
+ * on every flag of every subcommand (curl's --max-time habit: "--deadline
+ * 20" must not mean 20 ms). Rejects negatives, garbage and overflow. */
 bool cli_parse_duration(const char *text, int64_t *us);
 /* Whole decimal number in [min, max]. */
 bool cli_parse_int(const char *text, long long min, long long max, long long *out);

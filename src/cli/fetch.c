@@ -90,20 +90,6 @@ typedef struct fetch_opts {
     size_t n_owned;
 } fetch_opts;
 
-/* curl's --max-time and --connect-timeout take seconds; a bare number keeps
- * that meaning here (elsewhere in stagger a bare number is milliseconds), so
- * a habit carried over from curl cannot turn 10 s into 10 ms. Suffixed
- * durations (250ms, 2s) work as everywhere else. */
-static bool parse_curl_seconds(const char *val, int64_t *us)
-{
-    double s;
-    if (cli_parse_double(val, 0.0, 1e9, &s)) {
-        *us = (int64_t)(s * 1e6 + 0.5);
-        return true;
-    }
-    return cli_parse_duration(val, us);
-}
-
 static stg_cancel *sigint_token;          /* for the signal handler only */
 static volatile sig_atomic_t stop_signal; /* SIGINT or SIGTERM, once caught */
 
@@ -331,7 +317,7 @@ static int opt_data(cli_parser *p, const cli_opt *o, void *field, const char *va
 static int opt_timeout(cli_parser *p, const cli_opt *o, void *field, const char *val)
 {
     int64_t d;
-    if (!parse_curl_seconds(val, &d) || d <= 0)
+    if (!cli_parse_duration(val, &d) || d <= 0)
         return cli_opt_bad(p, val,
                            strcmp(o->name, "max-time")
                                ? "expected a positive duration such as 5s"
@@ -434,7 +420,7 @@ static const cli_opt fetch_table[] = {
      opt_timeout, NULL, 0, NULL},
     {CLI_FN, "max-time", 0, "D",
      "whole attempt (default 10s); both bounded by the\n"
-     "deadline; as in curl, a bare number is seconds",
+     "deadline",
      F(policy.attempt_timeout_us), opt_timeout, NULL, 0, NULL},
     {CLI_FN, "rate", 0, "R[/s|/m|/h]", "client-side limit on attempts (token bucket)", 0, opt_rate,
      NULL, 0, NULL},

@@ -57,7 +57,7 @@ bool cli_parse_duration(const char *text, int64_t *us)
     static const struct {
         const char *suffix;
         double scale;
-    } units[] = {{"us", 1}, {"ms", 1e3}, {"s", 1e6}, {"m", 60e6}, {"h", 3600e6}, {"", 1e3}};
+    } units[] = {{"us", 1}, {"ms", 1e3}, {"s", 1e6}, {"m", 60e6}, {"h", 3600e6}, {"", 1e6}};
     if (!text || !*text || *text == '-' || *text == '+' || *text == ' ')
         return false;
     errno = 0;
@@ -247,7 +247,7 @@ const cli_opt cli_policy_all_opts[] = {
 };
 
 const char cli_durations_help[] =
-    "Durations take us, ms, s, m or h suffixes; a bare number is milliseconds.\n";
+    "Durations take us, ms, s, m or h suffixes; a bare number is seconds (as in curl).\n";
 
 int cli_missing_value(const char *cmd, const char *opt)
 {
