@@ -122,6 +122,7 @@ static const cli_opt report_table[] = {
     {CLI_FN, "busy-timeout", 0, "D", "wait this long for a locked database (default 0)", R(busy),
      opt_busy_any, NULL, 0, NULL},
     CLI_OPT_HELP_ENTRY,
+    CLI_OPT_VERSION_ENTRY,
     CLI_OPT_END,
 };
 
@@ -139,6 +140,7 @@ static const cli_opt export_table[] = {
     {CLI_FN, "busy-timeout", 0, "D", "wait this long for a locked database (default 0)", R(busy),
      opt_busy_any, NULL, 0, NULL},
     CLI_OPT_HELP_ENTRY,
+    CLI_OPT_VERSION_ENTRY,
     CLI_OPT_END,
 };
 #undef R
@@ -541,6 +543,7 @@ static const cli_opt run_table[] = {
     {CLI_STRING, "log", 0, "FILE", "JSON-lines event log (URLs and secrets redacted)", B(log_path),
      NULL, NULL, 0, NULL},
     CLI_OPT_HELP_ENTRY,
+    CLI_OPT_VERSION_ENTRY,
     {.kind = CLI_HEADING, .help = "Shared limit (many processes or machines)"},
     {.kind = CLI_GROUP, .group = cli_limiter_opts, .off = B(limiter)},
     {CLI_FLAG, "share-breaker", 0, NULL,

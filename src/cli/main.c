@@ -48,7 +48,8 @@ static void usage(FILE *out)
     fprintf(out,
             "\n`stagger COMMAND --help` describes each; `stagger --version` prints the version.\n"
             "`stagger help --exit-codes` lists the exit statuses, the same for every command;\n"
-            "`stagger help --options COMMAND` its options, one a line. See stagger(1).\n");
+            "`stagger help --options COMMAND` its options, one a line;\n"
+            "`stagger help --commands` the commands. See stagger(1).\n");
 }
 
 static const struct command *lookup(const char *name)
@@ -59,7 +60,7 @@ static const struct command *lookup(const char *name)
     return NULL;
 }
 
-/* stagger help [COMMAND | --exit-codes | --options COMMAND] */
+/* stagger help [COMMAND | --exit-codes | --commands | --options COMMAND] */
 static int help(int argc, char **argv)
 {
     if (argc < 2) {
@@ -70,9 +71,16 @@ static int help(int argc, char **argv)
         cli_exit_dump(stdout);
         return CLI_EXIT_OK;
     }
+    if (!strcmp(argv[1], "--commands") && argc == 2) { /* for the shell completions */
+        for (size_t i = 0; i < N_COMMANDS; i++)
+            if (commands[i].run)
+                printf("%s\n", commands[i].name);
+        return CLI_EXIT_OK;
+    }
     bool options = !strcmp(argv[1], "--options");
     if (argc != (options ? 3 : 2))
-        return cli_usage_error("help", "expected COMMAND, --exit-codes or --options COMMAND");
+        return cli_usage_error("help", "expected COMMAND, --exit-codes, --commands or "
+                                       "--options COMMAND");
     const char *name = argv[options ? 2 : 1];
     const struct command *c = lookup(name);
     if (!c)
@@ -97,7 +105,7 @@ int main(int argc, char **argv)
     }
     if (!strcmp(cmd, "help"))
         return help(argc - 1, argv + 1);
-    if (!strcmp(cmd, "--version") || !strcmp(cmd, "version")) {
+    if (!strcmp(cmd, "--version") || !strcmp(cmd, "-V") || !strcmp(cmd, "version")) {
         printf("stagger %s\n", stg_version());
         return 0;
     }

@@ -40,7 +40,8 @@ int cli_set_true(cli_parser *p, const cli_opt *o, void *field, const char *val)
 
 static bool is_option(const cli_opt *o)
 {
-    return o->kind == CLI_FLAG || o->kind == CLI_STRING || o->kind == CLI_FN || o->kind == CLI_HELP;
+    return o->kind == CLI_FLAG || o->kind == CLI_STRING || o->kind == CLI_FN ||
+           o->kind == CLI_HELP || o->kind == CLI_VERSION;
 }
 
 /* Find by long name (n bytes of name) or by letter; *ctx is updated to the
@@ -82,10 +83,82 @@ static int apply(cli_parser *p, const cli_opt *o, void *ctx, const char *val)
     case CLI_HELP:
         cli_help(p->cmd, stdout);
         return 0;
+    case CLI_VERSION:
+        printf("stagger %s\n", stg_version());
+        return 0;
     default:
         STG_ASSERT(!"not an option");
         return CLI_EXIT_USAGE;
     }
+}
+
+/* Edit distance with adjacent transpositions (optimal string alignment):
+ * "retreis" is one step from "retries", as a typing slip is. */
+static size_t distance(const char *a, size_t na, const char *b, size_t nb)
+{
+    enum { W = 64 };
+    if (na >= W || nb >= W)
+        return SIZE_MAX;
+    size_t d[W][W];
+    for (size_t i = 0; i <= na; i++)
+        d[i][0] = i;
+    for (size_t j = 0; j <= nb; j++)
+        d[0][j] = j;
+    for (size_t i = 1; i <= na; i++)
+        for (size_t j = 1; j <= nb; j++) {
+            size_t cost = a[i - 1] != b[j - 1];
+            size_t v = d[i - 1][j - 1] + cost;
+            if (d[i - 1][j] + 1 < v)
+                v = d[i - 1][j] + 1;
+            if (d[i][j - 1] + 1 < v)
+                v = d[i][j - 1] + 1;
+            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] &&
+                d[i - 2][j - 2] + 1 < v)
+                v = d[i - 2][j - 2] + 1;
+            d[i][j] = v;
+        }
+    return d[na][nb];
+}
+
+static void closest(const cli_opt *t, const char *name, size_t n, const char **best,
+                    size_t *best_d)
+{
+    for (const cli_opt *o = t; o->kind != CLI_END; o++) {
+        if (o->flags & CLI_OPT_HIDDEN)
+            continue;
+        if (o->kind == CLI_GROUP) {
+            closest(o->group, name, n, best, best_d);
+            continue;
+        }
+        if (!is_option(o) || !o->name)
+            continue;
+        size_t len = strlen(o->name);
+        /* A prefix ("--retr") is as likely a slip as one wrong letter. */
+        size_t d = n >= 3 && n < len && !strncmp(o->name, name, n) ? 1
+                                                                    : distance(name, n, o->name, len);
+        if (d < *best_d) {
+            *best_d = d;
+            *best = o->name;
+        }
+    }
+}
+
+const char *cli_closest_option(const cli_command *c, const char *name, size_t n)
+{
+    const char *best = NULL;
+    size_t best_d = SIZE_MAX;
+    closest(c->opts, name, n, &best, &best_d);
+    /* One slip in a short name, up to a third of a long one. */
+    size_t limit = n <= 6 ? 1 : n / 3;
+    return best && best_d <= limit ? best : NULL;
+}
+
+static int unknown_long(const cli_parser *p, const char *spelled, const char *name, size_t n)
+{
+    const char *near = cli_closest_option(p->cmd, name, n);
+    if (near)
+        return cli_usage_error(p->cmd->name, "unknown option %s; did you mean --%s?", spelled, near);
+    return cli_usage_error(p->cmd->name, "unknown option %s (see --help)", spelled);
 }
 
 /* Whether this pass applies o. */
@@ -109,9 +182,7 @@ static int one(cli_parser *p, int argc, char **argv, int *i, int pass)
         const cli_opt *o = find(p->cmd->opts, &ctx, name, n, 0);
         snprintf(spelled, sizeof spelled, "--%.*s", (int)(n < 60 ? n : 60), name);
         if (!o)
-            return pass == 1
-                       ? 0
-                       : cli_usage_error(p->cmd->name, "unknown option '%s' (see --help)", spelled);
+            return pass == 1 ? 0 : unknown_long(p, spelled, name, n);
         const char *val = NULL;
         if (o->arg) {
             val = eq ? eq + 1 : *i + 1 < argc ? argv[++*i] : NULL;
@@ -124,16 +195,16 @@ static int one(cli_parser *p, int argc, char **argv, int *i, int pass)
         if (!now(o, pass))
             return 0;
         int rc = apply(p, o, ctx, val);
-        return rc == 0 && o->kind == CLI_HELP ? -2 : rc;
+        return rc == 0 && (o->kind == CLI_HELP || o->kind == CLI_VERSION) ? -2 : rc;
     }
     for (const char *c = s + 1; *c; c++) {
         void *ctx = p->ctx;
         const cli_opt *o = find(p->cmd->opts, &ctx, NULL, 0, *c);
         snprintf(spelled, sizeof spelled, "-%c", *c);
         if (!o)
-            return pass == 1
-                       ? 0
-                       : cli_usage_error(p->cmd->name, "unknown option '%s' (see --help)", spelled);
+            return pass == 1 ? 0
+                             : cli_usage_error(p->cmd->name, "unknown option %s (see --help)",
+                                               spelled);
         const char *val = NULL;
         if (o->arg) {
             val = c[1] ? c + 1 : *i + 1 < argc ? argv[++*i] : NULL;
@@ -144,7 +215,7 @@ static int one(cli_parser *p, int argc, char **argv, int *i, int pass)
             int rc = apply(p, o, ctx, val);
             if (rc != 0)
                 return rc;
-            if (o->kind == CLI_HELP)
+            if (o->kind == CLI_HELP || o->kind == CLI_VERSION)
                 return -2;
         }
         if (o->arg)

@@ -38,6 +38,7 @@ enum cli_opt_kind {
     CLI_FN,      /* fn(p, o, ctx + off, val) */
     CLI_GROUP,   /* the entries of group, with ctx + off as their ctx */
     CLI_HELP,    /* -h, --help: print the help, parse returns 0 */
+    CLI_VERSION, /* -V, --version: print the version, parse returns 0 */
 };
 
 enum {
@@ -74,6 +75,13 @@ struct cli_opt {
 #define CLI_OPT_HELP_ENTRY                                                                         \
     {                                                                                              \
         .kind = CLI_HELP, .name = "help", .letter = 'h', .help = "show this help"                  \
+    }
+
+/* In every command's table (stagger(1): -V works after any subcommand). */
+#define CLI_OPT_VERSION_ENTRY                                                                      \
+    {                                                                                              \
+        .kind = CLI_VERSION, .name = "version", .letter = 'V',                                     \
+        .help = "print the version and exit"                                                       \
     }
 
 /* A subcommand: its table and the text around the generated list. */
@@ -115,6 +123,10 @@ void cli_help(const cli_command *c, FILE *out);
  * in table order: what docs/stagger-*.1 must list (tests/integration/
  * test_cli_options.sh). */
 void cli_dump_options(const cli_command *c, FILE *out);
+
+/* The visible long name of c closest to the unknown name (n bytes), or
+ * NULL when none is close enough to be a likely typo: for "did you mean". */
+const char *cli_closest_option(const cli_command *c, const char *name, size_t n);
 
 /* Generic handlers for the common value kinds. */
 int cli_set_true(cli_parser *p, const cli_opt *o, void *field, const char *val);

@@ -390,6 +390,7 @@ static const cli_opt plan_opts_table[] = {
     {CLI_FN, "seed", 0, "S", "seed of the jitter (default 1)", F(seed), opt_seed, NULL, 0, NULL},
     {CLI_FLAG, "json", 0, NULL, "print JSON (below) instead of text", F(json), NULL, NULL, 0, NULL},
     CLI_OPT_HELP_ENTRY,
+    CLI_OPT_VERSION_ENTRY,
     {.kind = CLI_HEADING, .help = "Retry policy"},
     {.kind = CLI_GROUP, .group = cli_policy_all_opts, .off = F(policy)},
     {.kind = CLI_TEXT, .help = cli_durations_help},

@@ -298,6 +298,7 @@ static const cli_opt serve_table[] = {
     {CLI_FN, "max-body", 0, "BYTES", "larger request bodies get 413 (default 1048576)", F(max_body),
      opt_max_body, NULL, 0, NULL},
     CLI_OPT_HELP_ENTRY,
+    CLI_OPT_VERSION_ENTRY,
     CLI_OPT_END,
 };
 #undef F

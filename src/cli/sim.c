@@ -389,6 +389,7 @@ static const cli_opt sim_table[] = {
      "(herd, quota, storm, load) or calls and completion\ntime against clients (contention)",
      offsetof(sim_cli, svg), NULL, NULL, 0, NULL},
     CLI_OPT_HELP_ENTRY,
+    CLI_OPT_VERSION_ENTRY,
     {.kind = CLI_HEADING,
      .help = "Retry policy (applied to every strategy; the strategy sets the backoff kind)"},
     {.kind = CLI_GROUP, .group = cli_policy_opts, .off = F(policy), .man = "stagger-plan(1)"},
