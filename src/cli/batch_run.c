@@ -489,7 +489,8 @@ int batch_run(const batch_opts *o)
     if ((ex = engine_config(o, &bc.engine)) != 0)
         goto out;
     if (o->log_path) {
-        log_file = cli_open_private(o->log_path, CLI_OPEN_APPEND, NULL);
+        log_file = !strcmp(o->log_path, "-") ? stdout /* as in every Unix tool */
+                                              : cli_open_private(o->log_path, CLI_OPEN_APPEND, NULL);
         if (!log_file || !(logger = stg_logger_new(log_file))) {
             fprintf(stderr, "stagger batch: --log %s: %s\n", o->log_path, strerror(errno));
             ex = 1;
@@ -537,8 +538,10 @@ out:
     stg_batch_free(b, ex);
     cli_limiter_close((cli_limiter *)&o->limiter);
     stg_logger_free(logger);
-    if (log_file)
+    if (log_file && log_file != stdout)
         fclose(log_file);
+    else if (log_file)
+        fflush(log_file);
     stg_store_close(store);
     if (created && input_refused)
         remove_created(o->db);

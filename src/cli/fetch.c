@@ -46,6 +46,7 @@
 
 #include "cli/cli.h"
 #include "cli/limiter.h"
+#include "cli/writeout.h"
 #include "util/assert.h"
 
 #define CMD "fetch"
@@ -88,7 +89,23 @@ typedef struct fetch_opts {
     size_t max_body;     /* --max-body; 0: the library's 64 MiB */
     char **owned;        /* -H @FILE and --secret-header-env lines (ours) */
     size_t n_owned;
+    /* curl's flags (stagger-fetch(1)). */
+    bool head, fail, show_error, get, compressed, remote_name, json;
+    const char *write_out;   /* -w: the format (@FILE already read) */
+    const char *dump_path;   /* -D FILE ("-": stdout) */
+    const char *user_agent, *referer, *proxy, *cookie;
+    const char *userpwd;     /* -u: our copy; the argv string is blanked */
+    long http_version;       /* CURL_HTTP_VERSION_*; 0: libcurl's default */
+    struct form_part *forms; /* -F / --form-string, in order */
+    size_t n_forms;
 } fetch_opts;
+
+/* One -F part, parsed at option time (its strings in fetch_opts.owned). */
+typedef struct form_part {
+    const char *name, *content; /* content: the text, or the file's path */
+    const char *type, *filename; /* ;type= and ;filename= (NULL: libcurl's) */
+    char kind;                   /* 0 text, '@' upload FILE, '<' FILE's content as text */
+} form_part;
 
 static stg_cancel *sigint_token;          /* for the signal handler only */
 static volatile sig_atomic_t stop_signal; /* SIGINT or SIGTERM, once caught */
@@ -102,12 +119,62 @@ static void on_stop_signal(int sig)
 
 /* ---- option helpers ------------------------------------------------------ */
 
-static int add_data(fetch_opts *o, const char *arg, bool binary)
+/* How a data option reads its value, as curl's: -d (@FILE without CR/LF),
+ * --data-binary (@FILE as is), --data-raw (no @), --data-urlencode
+ * ([NAME]=CONTENT or [NAME]@FILE, CONTENT escaped), --json (as binary, the
+ * pieces joined without '&'). */
+enum data_kind { DATA_ASCII, DATA_BINARY, DATA_RAW, DATA_URLENCODE, DATA_JSON };
+
+/* --data-urlencode: "content", "=content", "name=content", "@file",
+ * "name@file" (curl's rules: the first '=', else the first '@'). The
+ * result is malloc'ed. */
+static char *urlencode_arg(const char *arg, size_t *len)
+{
+    const char *p = strchr(arg, '=');
+    if (!p)
+        p = strchr(arg, '@');
+    size_t nlen = p ? (size_t)(p - arg) : 0;
+    bool file = p && *p == '@';
+    const char *content = p ? p + 1 : arg;
+    char *raw = NULL;
+    size_t rlen = strlen(content);
+    if (file && !(raw = cli_read_file(content, &rlen))) {
+        cli_usage_error(CMD, "cannot read %s: %s", content, strerror(errno));
+        return NULL;
+    }
+    char *esc = curl_easy_escape(NULL, raw ? raw : content, (int)rlen);
+    free(raw);
+    if (!esc) {
+        cli_usage_error(CMD, "out of memory");
+        return NULL;
+    }
+    size_t elen = strlen(esc);
+    char *out = malloc(nlen + 1 + elen + 1);
+    if (out) {
+        memcpy(out, arg, nlen);
+        size_t w = nlen;
+        if (nlen)
+            out[w++] = '=';
+        memcpy(out + w, esc, elen + 1);
+        *len = w + elen;
+    } else {
+        cli_usage_error(CMD, "out of memory");
+    }
+    curl_free(esc);
+    return out;
+}
+
+static int add_data(fetch_opts *o, const char *arg, enum data_kind kind)
 {
     char *chunk;
     size_t len;
     bool owned = false;
-    if (arg[0] == '@') {
+    bool binary = kind != DATA_ASCII;
+    if (kind == DATA_URLENCODE) {
+        if (!(chunk = urlencode_arg(arg, &len)))
+            return CLI_EXIT_USAGE;
+        owned = true;
+    } else if (arg[0] == '@' && kind != DATA_RAW) {
         chunk = cli_read_file(arg + 1, &len);
         if (!chunk)
             return cli_usage_error(CMD, "cannot read %s: %s", arg + 1, strerror(errno));
@@ -123,7 +190,8 @@ static int add_data(fetch_opts *o, const char *arg, bool binary)
         chunk = (char *)arg;
         len = strlen(arg);
     }
-    size_t need = o->data_len + (o->has_data ? 1 : 0) + len + 1;
+    bool sep = o->has_data && kind != DATA_JSON;
+    size_t need = o->data_len + (sep ? 1 : 0) + len + 1;
     char *d = realloc(o->data, need);
     if (!d) {
         if (owned)
@@ -131,7 +199,7 @@ static int add_data(fetch_opts *o, const char *arg, bool binary)
         return cli_usage_error(CMD, "out of memory");
     }
     o->data = d;
-    if (o->has_data)
+    if (sep)
         o->data[o->data_len++] = '&';
     memcpy(o->data + o->data_len, chunk, len);
     o->data_len += len;
@@ -311,7 +379,117 @@ static int opt_max_body(cli_parser *p, const cli_opt *o, void *field, const char
 static int opt_data(cli_parser *p, const cli_opt *o, void *field, const char *val)
 {
     (void)p;
-    return add_data(field, val, !strcmp(o->name, "data-binary"));
+    fetch_opts *fo = field;
+    enum data_kind k = !strcmp(o->name, "data-binary")      ? DATA_BINARY
+                       : !strcmp(o->name, "data-raw")       ? DATA_RAW
+                       : !strcmp(o->name, "data-urlencode") ? DATA_URLENCODE
+                       : !strcmp(o->name, "json")           ? DATA_JSON
+                                                            : DATA_ASCII;
+    if ((k == DATA_JSON) != fo->json && fo->has_data)
+        return cli_usage_error(CMD, "--json cannot be mixed with the other data options");
+    fo->json = k == DATA_JSON;
+    return add_data(fo, val, k);
+}
+
+/* -F NAME=CONTENT: CONTENT is text, @FILE (a file upload) or <FILE (the
+ * file's content as a text part), followed by ;type=T and ;filename=N as
+ * curl takes them; --form-string takes CONTENT as is. A file must be
+ * readable now: nothing is sent when a part cannot be. */
+static int opt_form(cli_parser *p, const cli_opt *o, void *field, const char *val)
+{
+    fetch_opts *fo = field;
+    form_part *f = realloc(fo->forms, (fo->n_forms + 1) * sizeof *f);
+    if (!f)
+        return cli_usage_error(CMD, "out of memory");
+    fo->forms = f;
+    char *copy = keep(fo, strdup(val));
+    if (!copy)
+        return cli_usage_error(CMD, "out of memory");
+    char *eq = strchr(copy, '=');
+    if (!eq || eq == copy)
+        return cli_usage_error(CMD, "bad value for %s: expected NAME=CONTENT", p->spelled);
+    *eq = '\0';
+    form_part part = {.name = copy, .content = eq + 1};
+    if (strcmp(o->name, "form-string")) {
+        char *c = eq + 1;
+        if (*c == '@' || *c == '<')
+            part.kind = *c++;
+        part.content = c;
+        for (char *semi = c; (semi = strchr(semi, ';')); semi++) {
+            if (strncmp(semi + 1, "type=", 5) && strncmp(semi + 1, "filename=", 9))
+                continue;
+            *semi = '\0';
+            for (char *save = NULL, *a = strtok_r(semi + 1, ";", &save); a;
+                 a = strtok_r(NULL, ";", &save)) {
+                if (!strncmp(a, "type=", 5))
+                    part.type = a + 5;
+                else if (!strncmp(a, "filename=", 9))
+                    part.filename = a + 9;
+                else
+                    return cli_usage_error(CMD, "bad %s attribute '%.40s': expected type= or "
+                                                "filename=", p->spelled, a);
+            }
+            break;
+        }
+        if (part.kind && access(part.content, R_OK) != 0)
+            return cli_usage_error(CMD, "cannot read %s: %s", part.content, strerror(errno));
+    }
+    fo->forms[fo->n_forms++] = part;
+    return 0;
+}
+
+/* -u USER:PASSWORD: copied, and the argv string overwritten (as curl does)
+ * so that ps(1) no longer shows it. */
+static int opt_user(cli_parser *p, const cli_opt *o, void *field, const char *val)
+{
+    (void)o;
+    fetch_opts *fo = field;
+    if (!strchr(val, ':'))
+        return cli_usage_error(CMD, "%s needs USER:PASSWORD (stagger does not prompt; "
+                                    "USER: sends an empty password)",
+                               p->spelled);
+    char *copy = keep(fo, strdup(val));
+    if (!copy)
+        return cli_usage_error(CMD, "out of memory");
+    memset((char *)val, ' ', strlen(val));
+    fo->userpwd = copy;
+    return 0;
+}
+
+static int opt_http_version(cli_parser *p, const cli_opt *o, void *field, const char *val)
+{
+    (void)p, (void)val;
+    *(long *)field = !strcmp(o->name, "http1.0")   ? CURL_HTTP_VERSION_1_0
+                     : !strcmp(o->name, "http1.1") ? CURL_HTTP_VERSION_1_1
+                                                   : CURL_HTTP_VERSION_2_0;
+    return 0;
+}
+
+/* --retry N: curl's spelling of --retries. */
+static int opt_retry(cli_parser *p, const cli_opt *o, void *field, const char *val)
+{
+    (void)o;
+    long long n;
+    if (!cli_parse_int(val, 0, 1000000, &n))
+        return cli_opt_bad(p, val, "expected a whole number from 0");
+    ((stg_policy *)field)->max_attempts = (int)n + 1;
+    return 0;
+}
+
+/* -w FORMAT, or @FILE (@- stdin) holding it, as curl reads it. */
+static int opt_write_out(cli_parser *p, const cli_opt *o, void *field, const char *val)
+{
+    (void)p, (void)o;
+    fetch_opts *fo = field;
+    if (val[0] == '@') {
+        size_t len;
+        char *buf = keep(fo, cli_read_file(val + 1, &len));
+        if (!buf)
+            return cli_usage_error(CMD, "cannot read %s: %s", val + 1, strerror(errno));
+        val = buf;
+    }
+    fo->write_out = val;
+    return 0;
 }
 
 static int opt_timeout(cli_parser *p, const cli_opt *o, void *field, const char *val)
@@ -398,6 +576,9 @@ static const cli_opt fetch_table[] = {
     {.kind = CLI_HEADING, .help = "Request"},
     {CLI_STRING, "request", 'X', "METHOD", "method (default GET, or POST with data)", F(method),
      NULL, NULL, 0, NULL},
+    {CLI_STRING, "method", 0, "METHOD", "same as --request", F(method), NULL, NULL, 0, NULL},
+    {CLI_FLAG, "head", 'I', NULL, "HEAD request; print the response headers", F(head), NULL,
+     NULL, 0, NULL},
     {CLI_FN, "header", 'H', "'Name: value'",
      "add a header; repeatable; @FILE reads headers from\n"
      "FILE, one a line (@- stdin), all treated as secret",
@@ -406,11 +587,49 @@ static const cli_opt fetch_table[] = {
      "send header NAME with the value of environment\n"
      "variable VAR, treated as secret (keeps it out of argv)",
      0, opt_header_env, NULL, 0, NULL},
+    {CLI_FN, "user", 'u', "USER:PASSWORD",
+     "HTTP Basic authentication (never printed or logged;\n"
+     "only sent to the URL's origin)",
+     0, opt_user, NULL, 0, NULL},
+    {CLI_STRING, "user-agent", 'A', "NAME", "User-Agent (default stagger/VERSION)",
+     F(user_agent), NULL, NULL, 0, NULL},
+    {CLI_STRING, "referer", 'e', "URL", "Referer header", F(referer), NULL, NULL, 0, NULL},
+    {CLI_STRING, "cookie", 'b', "NAME=VALUE|FILE",
+     "send cookies (a string with '='), or read them from\n"
+     "a cookie FILE; secret like Cookie: headers",
+     F(cookie), NULL, NULL, 0, NULL},
     {CLI_FN, "data", 'd', "DATA",
      "body (POST); @FILE reads FILE without CR/LF;\nrepeated data is joined with '&'", 0, opt_data,
      NULL, 0, NULL},
     {CLI_FN, "data-binary", 0, "DATA", "body as is; @FILE reads FILE byte for byte", 0, opt_data,
      NULL, 0, NULL},
+    {CLI_FN, "data-raw", 0, "DATA", "body as is; a leading @ is not a file", 0, opt_data, NULL, 0,
+     NULL},
+    {CLI_FN, "data-urlencode", 0, "[NAME]=TEXT|[NAME]@FILE",
+     "body part, TEXT (or FILE's content) URL-encoded", 0, opt_data, NULL, 0, NULL},
+    {CLI_FN, "json", 0, "DATA",
+     "JSON body (@FILE as is), with Content-Type and\n"
+     "Accept: application/json unless -H gives them",
+     0, opt_data, NULL, 0, NULL},
+    {CLI_FLAG, "get", 'G', NULL, "put the data (-d, --data-urlencode) in the URL's\nquery, GET",
+     F(get), NULL, NULL, 0, NULL},
+    {CLI_FN, "form", 'F', "NAME=CONTENT",
+     "multipart/form-data part (POST); @FILE uploads FILE,\n"
+     "<FILE sends its content; ;type=T and ;filename=N",
+     0, opt_form, NULL, 0, NULL},
+    {CLI_FN, "form-string", 0, "NAME=STRING", "form part, STRING as is (no @, < or ;type=)", 0,
+     opt_form, NULL, 0, NULL},
+    {CLI_FLAG, "compressed", 0, NULL, "ask for a compressed answer (every encoding libcurl\ndecodes)",
+     F(compressed), NULL, NULL, 0, NULL},
+    {CLI_FN, "http1.0", 0, NULL, "use HTTP/1.0", F(http_version), opt_http_version, NULL, 0,
+     NULL},
+    {CLI_FN, "http1.1", 0, NULL, "use HTTP/1.1", F(http_version), opt_http_version, NULL, 0,
+     NULL},
+    {CLI_FN, "http2", 0, NULL, "use HTTP/2 (h2c upgrade on http://)", F(http_version),
+     opt_http_version, NULL, 0, NULL},
+    {CLI_STRING, "proxy", 'x', "[PROTOCOL://]HOST[:PORT]",
+     "use this proxy (default: $http_proxy, $https_proxy\nand $no_proxy, read by libcurl)",
+     F(proxy), NULL, NULL, 0, NULL},
     {CLI_FLAG, "location", 'L', NULL, "follow redirects (http and https only)", F(location), NULL,
      NULL, 0, NULL},
     {CLI_FN, "idempotency-key", 0, "KEY|auto",
@@ -418,34 +637,50 @@ static const cli_opt fetch_table[] = {
      opt_idem_key, NULL, 0, NULL},
     {CLI_FN, "connect-timeout", 0, "D", "per attempt (default 5s)", F(policy.connect_timeout_us),
      opt_timeout, NULL, 0, NULL},
-    {CLI_FN, "max-time", 0, "D",
+    {CLI_FN, "max-time", 'm', "D",
      "whole attempt (default 10s); both bounded by the\n"
      "deadline",
      F(policy.attempt_timeout_us), opt_timeout, NULL, 0, NULL},
+    {CLI_FN, "retry", 0, "N", "same as --retries (curl's name)", F(policy), opt_retry, NULL, 0,
+     NULL},
     {CLI_FN, "rate", 0, "R[/s|/m|/h]", "client-side limit on attempts (token bucket)", 0, opt_rate,
      NULL, 0, NULL},
     {CLI_FN, "burst", 0, "B", "bucket capacity (default max(1, ceil(R)))", 0, opt_burst, NULL, 0,
      NULL},
     {.kind = CLI_HEADING, .help = "Output"},
     {CLI_STRING, "output", 'o', "FILE",
-     "write the final body to FILE (also a final 429/503;\ncreated 0600)", F(out_path), NULL, NULL,
-     0, NULL},
+     "write the final body to FILE (also a final 429/503;\ncreated 0600; - is stdout)",
+     F(out_path), NULL, NULL, 0, NULL},
+    {CLI_FLAG, "remote-name", 'O', NULL, "write to the URL's last path segment, here",
+     F(remote_name), NULL, NULL, 0, NULL},
+    {CLI_STRING, "dump-header", 'D', "FILE",
+     "write the final response headers to FILE (- stdout)", F(dump_path), NULL, NULL, 0, NULL},
+    {CLI_FN, "write-out", 'w', "FORMAT",
+     "print FORMAT at the end: %{http_code}, %{time_total},\n"
+     "%{url_effective}, %{num_retries}, %{json}... (@FILE)",
+     0, opt_write_out, NULL, 0, NULL},
     {CLI_FN, "max-body", 0, "SIZE",
      "keep at most SIZE bytes of the body (k, M, G\n"
      "suffixes; default 64M); a longer body is an error (9)",
      F(max_body), opt_max_body, NULL, 0, NULL},
     {CLI_FLAG, "include", 'i', NULL, "include the final response headers in the output", F(include),
      NULL, NULL, 0, NULL},
+    {CLI_FLAG, "fail", 'f', NULL, "no body output for a final HTTP error (400 and up)",
+     F(fail), NULL, NULL, 0, NULL},
     {CLI_FLAG, "silent", 's', NULL, "no message when giving up", F(silent), NULL, NULL, 0, NULL},
+    {CLI_FLAG, "quiet", 'q', NULL, "same as --silent", F(silent), NULL, NULL, 0, NULL},
+    {CLI_FLAG, "show-error", 'S', NULL, "with -s, still say why it failed", F(show_error), NULL,
+     NULL, 0, NULL},
     {CLI_FLAG, "verbose", 'v', NULL,
      "attempts and decisions on stderr (URLs and secret\nheader values redacted)", F(verbose), NULL,
      NULL, 0, NULL},
     {CLI_STRING, "log-json", 0, "FILE",
-     "JSON lines: one per attempt, wait and outcome\n(created 0600)", F(log_path), NULL, NULL, 0,
-     NULL},
-    {CLI_STRING, "metrics", 0, "FILE",
-     "Prometheus text format, written atomically at start\n(a check) and at exit", F(metrics_path),
+     "JSON lines: one per attempt, wait and outcome\n(created 0600; - is stdout)", F(log_path),
      NULL, NULL, 0, NULL},
+    {CLI_STRING, "log", 0, "FILE", "same as --log-json", F(log_path), NULL, NULL, 0, NULL},
+    {CLI_STRING, "metrics", 0, "FILE",
+     "Prometheus text format, written atomically at start\n(a check) and at exit (- stdout, at exit)",
+     F(metrics_path), NULL, NULL, 0, NULL},
     {CLI_FN, "secret-header", 0, "NAME", "treat header NAME as secret too; repeatable", 0,
      opt_secret, NULL, 0, NULL},
     {CLI_FN, "seed", 0, "N", "seed of the jitter (default: random)", F(seed), opt_seed, NULL, 0,
@@ -490,6 +725,98 @@ static int url_parse_error(const char *url)
     return (int)uc;
 }
 
+/* -G: the data joins the URL's query (libcurl's URL API, no parser
+ * here) and the request has no body. */
+static int data_to_query(fetch_opts *o)
+{
+    CURLU *u = curl_url();
+    char *full = NULL;
+    CURLUcode uc = u ? curl_url_set(u, CURLUPART_URL, o->url, CURLU_GUESS_SCHEME)
+                     : CURLUE_OUT_OF_MEMORY;
+    if (!uc)
+        uc = curl_url_set(u, CURLUPART_QUERY, o->data, CURLU_APPENDQUERY);
+    if (!uc)
+        uc = curl_url_get(u, CURLUPART_URL, &full, 0);
+    curl_url_cleanup(u);
+    if (uc)
+        return cli_usage_error(CMD, "-G: cannot put the data in the URL: %s",
+                               curl_url_strerror(uc));
+    o->url = keep(o, strdup(full));
+    curl_free(full);
+    if (!o->url)
+        return cli_usage_error(CMD, "out of memory");
+    o->has_data = false;
+    o->data_len = 0;
+    return 0;
+}
+
+/* -O: the last segment of the URL's path, as curl takes it (not decoded). */
+static int remote_file_name(fetch_opts *o)
+{
+    CURLU *u = curl_url();
+    char *path = NULL;
+    CURLUcode uc = u ? curl_url_set(u, CURLUPART_URL, o->url, CURLU_GUESS_SCHEME)
+                     : CURLUE_OUT_OF_MEMORY;
+    if (!uc)
+        uc = curl_url_get(u, CURLUPART_PATH, &path, 0);
+    curl_url_cleanup(u);
+    if (uc)
+        return cli_usage_error(CMD, "bad URL: %s", curl_url_strerror(uc));
+    const char *slash = strrchr(path, '/'), *name = slash ? slash + 1 : path;
+    if (!*name || !strcmp(name, ".") || !strcmp(name, "..")) {
+        curl_free(path);
+        return cli_usage_error(CMD, "-O: the URL's path has no file name (use -o FILE)");
+    }
+    o->out_path = keep(o, strdup(name));
+    curl_free(path);
+    return o->out_path ? 0 : cli_usage_error(CMD, "out of memory");
+}
+
+static bool has_header(const fetch_opts *o, const char *name)
+{
+    size_t n = strlen(name);
+    for (size_t i = 0; i < o->n_headers; i++) {
+        const char *h = o->header_lines[i];
+        if (!strncasecmp(h, name, n) && (h[n] == ':' || h[n] == ';'))
+            return true;
+    }
+    return false;
+}
+
+/* What curl's flags imply once all are read: -o -, -O, -G, --json's
+ * headers, -w's format; and the combinations curl refuses too. */
+static int curl_flags(fetch_opts *o)
+{
+    if (o->out_path && !strcmp(o->out_path, "-"))
+        o->out_path = NULL; /* standard output, as in every Unix tool */
+    if (o->remote_name) {
+        if (o->out_path)
+            return cli_usage_error(CMD, "-O and -o name two outputs: give one");
+        int rc = remote_file_name(o);
+        if (rc)
+            return rc;
+    }
+    if (o->n_forms && (o->has_data || o->get))
+        return cli_usage_error(CMD, "-F cannot be combined with -d, --json or -G (one body)");
+    if (o->head && !o->get && (o->has_data || o->n_forms))
+        return cli_usage_error(CMD, "-I sends no body: it cannot be combined with -d or -F");
+    if (o->get && o->has_data) {
+        int rc = data_to_query(o);
+        if (rc)
+            return rc;
+    }
+    if (o->json && o->has_data) {
+        if (!has_header(o, "Content-Type") && add_header(o, "Content-Type: application/json"))
+            return CLI_EXIT_USAGE;
+        if (!has_header(o, "Accept") && add_header(o, "Accept: application/json"))
+            return CLI_EXIT_USAGE;
+    }
+    char bad[64];
+    if (o->write_out && cli_writeout_check(o->write_out, bad, sizeof bad) != 0)
+        return cli_usage_error(CMD, "unknown --write-out variable %%{%s}", bad);
+    return 0;
+}
+
 /* Parse argv into o. Returns -1 when parsed, or an exit status. */
 static int parse(fetch_opts *o, int argc, char **argv)
 {
@@ -511,6 +838,8 @@ static int parse(fetch_opts *o, int argc, char **argv)
         return cli_usage_error(CMD, "bad method '%.40s'", o->method);
     if (o->has_burst && !o->has_rate)
         return cli_usage_error(CMD, "--burst needs --rate");
+    if ((rc = curl_flags(o)) != 0)
+        return rc;
     stg_policy check;
     if (stg_policy_resolve(&o->policy, &check) != STG_OK)
         return cli_usage_error(CMD, "inconsistent retry policy (is --cap below --base?)");
@@ -526,9 +855,12 @@ static int parse(fetch_opts *o, int argc, char **argv)
 
 /* ---- -v: attempts and decisions ------------------------------------------- */
 
+/* The event sink of -v, which also counts the retries for -w. */
 typedef struct verbose {
     int64_t t0;
     bool have_t0;
+    bool print; /* -v */
+    int waits;  /* retry waits: %{num_retries} */
 } verbose;
 
 static void ms_text(int64_t us, char *buf, size_t size)
@@ -539,6 +871,10 @@ static void ms_text(int64_t us, char *buf, size_t size)
 static void on_verbose(const stg_event *ev, void *data)
 {
     verbose *v = data;
+    if (ev->type == STG_EVENT_WAIT)
+        v->waits++;
+    if (!v->print)
+        return;
     if (!v->have_t0) {
         v->t0 = ev->now_us;
         v->have_t0 = true;
@@ -606,6 +942,9 @@ static void print_request(const fetch_opts *o, const char *method)
         fprintf(stderr, "> Idempotency-Key: %s\n", o->idem_key);
     if (o->has_data)
         fprintf(stderr, "> (body: %zu bytes)\n", o->data_len);
+    if (o->n_forms)
+        fprintf(stderr, "> (body: multipart form, %zu part%s)\n", o->n_forms,
+                o->n_forms == 1 ? "" : "s");
 }
 
 static void print_response_headers(const fetch_opts *o, const stg_result *r)
@@ -658,7 +997,7 @@ static bool write_output(const fetch_opts *o, const stg_result *r, FILE *f)
     struct stat st;
     if (f != stdout && fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode))
         ok = ftruncate(fileno(f), 0) == 0;
-    if (ok && o->include && r->headers_len)
+    if (ok && (o->include || o->head) && r->headers_len)
         ok = fwrite(r->headers, 1, r->headers_len, f) == r->headers_len;
     if (ok && r->body_len)
         ok = fwrite(r->body, 1, r->body_len, f) == r->body_len;
@@ -734,6 +1073,43 @@ static bool out_commit(const fetch_opts *o, out_stream *s)
     return true;
 }
 
+/* -D: the final response's header block, as received. */
+static bool write_headers(const fetch_opts *o, const stg_result *r, FILE *f)
+{
+    bool ok = fwrite(r->headers, 1, r->headers_len, f) == r->headers_len && fflush(f) == 0;
+    if (!ok)
+        fprintf(stderr, "stagger %s: cannot write %s\n", CMD, o->dump_path);
+    return ok;
+}
+
+/* -F: the parts, with libcurl's mime API (it rereads files on a retry). */
+static curl_mime *build_mime(const fetch_opts *o, CURL *easy)
+{
+    curl_mime *mime = curl_mime_init(easy);
+    for (size_t i = 0; mime && i < o->n_forms; i++) {
+        const form_part *f = &o->forms[i];
+        curl_mimepart *part = curl_mime_addpart(mime);
+        CURLcode c = part ? curl_mime_name(part, f->name) : CURLE_OUT_OF_MEMORY;
+        if (!c && f->kind)
+            c = curl_mime_filedata(part, f->content);
+        else if (!c)
+            c = curl_mime_data(part, f->content, CURL_ZERO_TERMINATED);
+        if (!c && f->kind == '<')
+            c = curl_mime_filename(part, NULL); /* the content, not an upload */
+        if (!c && f->filename)
+            c = curl_mime_filename(part, f->filename);
+        if (!c && f->type)
+            c = curl_mime_type(part, f->type);
+        if (c) {
+            curl_mime_free(mime);
+            return NULL;
+        }
+    }
+    if (mime)
+        curl_easy_setopt(easy, CURLOPT_MIMEPOST, mime);
+    return mime;
+}
+
 static int64_t mono_now(void)
 {
     struct timespec ts;
@@ -743,7 +1119,8 @@ static int64_t mono_now(void)
 
 static int run(fetch_opts *o)
 {
-    const char *method = o->method ? o->method : (o->has_data ? "POST" : "GET");
+    bool has_body = o->has_data || o->n_forms;
+    const char *method = o->method ? o->method : o->head ? "HEAD" : has_body ? "POST" : "GET";
     if (o->idem_key) {
         char line[300];
         snprintf(line, sizeof line, "Idempotency-Key: %s", o->idem_key);
@@ -755,7 +1132,11 @@ static int run(fetch_opts *o)
         o->headers = s;
     }
 
-    FILE *logf = NULL, *outf = NULL;
+    FILE *logf = NULL, *outf = NULL, *dumpf = NULL;
+    curl_mime *mime = NULL;
+    bool log_stdout = o->log_path && !strcmp(o->log_path, "-");
+    bool metrics_stdout = o->metrics_path && !strcmp(o->metrics_path, "-");
+    bool dump_stdout = o->dump_path && !strcmp(o->dump_path, "-");
     bool out_created = false, wrote = false;
     out_stream stream = {.f = NULL};
     stg_logger *logger = NULL;
@@ -764,9 +1145,10 @@ static int run(fetch_opts *o)
     CURL *easy = NULL;
     stg_bucket bucket;
     int status = EXIT_LOCAL;
+    bool ran = false; /* the call ran: -w has a result to print */
     stg_result res;
     memset(&res, 0, sizeof res);
-    verbose vb = {0, false};
+    verbose vb = {.print = o->verbose};
     stg_event_fanout fan;
     memset(&fan, 0, sizeof fan);
 
@@ -776,8 +1158,13 @@ static int run(fetch_opts *o)
         fprintf(stderr, "stagger %s: cannot write %s: %s\n", CMD, o->out_path, strerror(errno));
         goto out;
     }
+    if (o->dump_path && !dump_stdout &&
+        !(dumpf = cli_open_private(o->dump_path, CLI_OPEN_TRUNCATE, NULL))) {
+        fprintf(stderr, "stagger %s: cannot write %s: %s\n", CMD, o->dump_path, strerror(errno));
+        goto out;
+    }
     if (o->log_path) {
-        logf = cli_open_private(o->log_path, CLI_OPEN_TRUNCATE, NULL);
+        logf = log_stdout ? stdout : cli_open_private(o->log_path, CLI_OPEN_TRUNCATE, NULL);
         if (!logf) {
             fprintf(stderr, "stagger %s: cannot open %s: %s\n", CMD, o->log_path, strerror(errno));
             goto out;
@@ -792,7 +1179,7 @@ static int run(fetch_opts *o)
         metrics = stg_metrics_new();
         if (!metrics)
             goto oom;
-        if (stg_metrics_write(metrics, o->metrics_path) != STG_OK) {
+        if (!metrics_stdout && stg_metrics_write(metrics, o->metrics_path) != STG_OK) {
             fprintf(stderr, "stagger %s: cannot write metrics to %s\n", CMD, o->metrics_path);
             stg_metrics_free(metrics);
             metrics = NULL;
@@ -801,10 +1188,8 @@ static int run(fetch_opts *o)
         fan.fn[fan.n] = stg_metrics_event;
         fan.data[fan.n++] = metrics;
     }
-    if (o->verbose) {
-        fan.fn[fan.n] = on_verbose;
-        fan.data[fan.n++] = &vb;
-    }
+    fan.fn[fan.n] = on_verbose; /* -v, and the count of retries for -w */
+    fan.data[fan.n++] = &vb;
     cancel = stg_cancel_new();
     easy = curl_easy_init();
     if (!cancel || !easy)
@@ -813,7 +1198,23 @@ static int run(fetch_opts *o)
     curl_easy_setopt(easy, CURLOPT_URL, o->url);
     curl_easy_setopt(easy, CURLOPT_PROTOCOLS_STR, "http,https");
     curl_easy_setopt(easy, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
-    curl_easy_setopt(easy, CURLOPT_USERAGENT, "stagger/" STG_VERSION_STRING);
+    curl_easy_setopt(easy, CURLOPT_USERAGENT,
+                     o->user_agent ? o->user_agent : "stagger/" STG_VERSION_STRING);
+    if (o->referer)
+        curl_easy_setopt(easy, CURLOPT_REFERER, o->referer);
+    if (o->userpwd) /* the call drops it on a hop to another origin */
+        curl_easy_setopt(easy, CURLOPT_USERPWD, o->userpwd);
+    if (o->cookie) /* curl's rule: with '=' the cookies, else a cookie file */
+        curl_easy_setopt(easy, strchr(o->cookie, '=') ? CURLOPT_COOKIE : CURLOPT_COOKIEFILE,
+                         o->cookie);
+    if (o->proxy)
+        curl_easy_setopt(easy, CURLOPT_PROXY, o->proxy);
+    if (o->compressed)
+        curl_easy_setopt(easy, CURLOPT_ACCEPT_ENCODING, "");
+    if (o->http_version)
+        curl_easy_setopt(easy, CURLOPT_HTTP_VERSION, o->http_version);
+    if (o->n_forms && !(mime = build_mime(o, easy)))
+        goto oom;
     /* -L: stg_curl_perform follows redirects itself (each hop through the
      * limiter; secret headers only to the URL's origin): cfg below. */
     if (o->has_data) {
@@ -824,8 +1225,10 @@ static int run(fetch_opts *o)
     stg_method m = stg_method_parse(method);
     if (m == STG_METHOD_HEAD)
         curl_easy_setopt(easy, CURLOPT_NOBODY, 1L);
-    else if (o->method && strcmp(method, o->has_data ? "POST" : "GET"))
+    else if (o->method && strcmp(method, has_body ? "POST" : "GET"))
         curl_easy_setopt(easy, CURLOPT_CUSTOMREQUEST, method);
+    if (o->head && m != STG_METHOD_HEAD) /* -I -X M: M, without reading a body */
+        curl_easy_setopt(easy, CURLOPT_NOBODY, 1L);
 
     stg_call_config cfg = {
         .policy = o->policy,
@@ -847,7 +1250,8 @@ static int run(fetch_opts *o)
      * terminal is written in place from memory (a rename would put a
      * regular file where the device was). */
     struct stat out_st;
-    if (outf && !o->include && fstat(fileno(outf), &out_st) == 0 && S_ISREG(out_st.st_mode)) {
+    if (outf && !o->include && !o->head && fstat(fileno(outf), &out_st) == 0 &&
+        S_ISREG(out_st.st_mode)) {
         snprintf(stream.tmpl, sizeof stream.tmpl, "%s.XXXXXX", o->out_path);
         cfg.body_sink = out_sink;
         cfg.body_sink_data = &stream;
@@ -898,24 +1302,31 @@ static int run(fetch_opts *o)
         print_response_headers(o, &res);
     status = exit_status(&res);
     bool cancelled = res.reason == STG_REASON_CANCELLED;
+    /* -f: a final HTTP error writes no body (curl's --fail); the exit
+     * status is stagger's either way. */
+    bool failed_http = o->fail && res.status >= 400;
+    if (res.status > 0 && !cancelled && o->dump_path &&
+        !write_headers(o, &res, dumpf ? dumpf : stdout))
+        status = EXIT_LOCAL;
     size_t max_body = o->max_body ? o->max_body : (size_t)64 << 20;
     if (res.body_sink_failed) {
         fprintf(stderr, "stagger %s: cannot write %s: %s\n", CMD, o->out_path,
                 strerror(stream.err ? stream.err : EIO));
         status = EXIT_LOCAL;
-    } else if (res.status > 0 && !cancelled) {
+    } else if (res.status > 0 && !cancelled && !failed_http) {
         wrote = true;
         if (!(stream.exists ? out_commit(o, &stream)
                             : write_output(o, &res, outf ? outf : stdout)))
             status = EXIT_LOCAL;
     }
-    if (res.body_truncated && !o->silent) /* body_len 0: the sink got max_body bytes */
+    bool say = !o->silent || o->show_error;
+    if (res.body_truncated && say) /* body_len 0: the sink got max_body bytes */
         fprintf(stderr,
                 "stagger %s: the body is larger than %zu bytes (--max-body): only the "
                 "first %zu were kept%s\n",
                 CMD, max_body, res.body_len ? res.body_len : max_body,
                 wrote ? " and written" : "");
-    if (status != EXIT_OK && status != EXIT_TRUNCATED && !o->silent) {
+    if (status != EXIT_OK && status != EXIT_TRUNCATED && say) {
         char took[32];
         cli_format_duration(res.elapsed_us, took, sizeof took);
         if (cancelled)
@@ -933,6 +1344,7 @@ static int run(fetch_opts *o)
                     res.attempts, res.attempts == 1 ? "" : "s", took,
                     stg_reason_message(res.reason), res.error_text[0] ? ": " : "", res.error_text);
     }
+    ran = true;
     goto out;
 
 oom:
@@ -953,14 +1365,35 @@ out:
         if (out_created && !wrote)
             unlink(o->out_path); /* no answer: no file, as before */
     }
+    if (metrics && metrics_stdout && stg_metrics_print(metrics, stdout) != STG_OK &&
+        status == EXIT_OK)
+        status = EXIT_LOCAL;
+    if (dumpf && fclose(dumpf) != 0 && status == EXIT_OK) {
+        fprintf(stderr, "stagger %s: cannot write %s\n", CMD, o->dump_path);
+        status = EXIT_LOCAL;
+    }
+    if (ran && o->write_out) {
+        char url[2048];
+        stg_redact_url(o->url, url, sizeof url);
+        int redirects = res.attempts - 1 - vb.waits;
+        cli_writeout_vars wv = {.easy = easy,
+                                .res = &res,
+                                .url = url,
+                                .filename = o->out_path,
+                                .exitcode = status,
+                                .retries = vb.waits,
+                                .redirects = redirects > 0 ? redirects : 0};
+        cli_writeout(o->write_out, &wv, stdout, stderr);
+    }
     stg_result_free(&res);
     cli_limiter_close(&o->limiter);
     if (easy)
         curl_easy_cleanup(easy);
+    curl_mime_free(mime); /* after the handle that used it */
     stg_cancel_free(cancel);
     stg_metrics_free(metrics);
     stg_logger_free(logger);
-    if (logf && fclose(logf) != 0 && status == EXIT_OK) {
+    if (logf && (log_stdout ? fflush(logf) : fclose(logf)) != 0 && status == EXIT_OK) {
         fprintf(stderr, "stagger %s: cannot write %s\n", CMD, o->log_path);
         status = EXIT_LOCAL;
     }
@@ -979,6 +1412,7 @@ int cli_fetch_main(int argc, char **argv)
     curl_slist_free_all(o.headers);
     free(o.header_lines);
     free(o.data);
+    free(o.forms);
     for (size_t i = 0; i < o.n_owned; i++)
         free(o.owned[i]);
     free(o.owned);

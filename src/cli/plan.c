@@ -376,6 +376,7 @@ static const cli_opt plan_opts_table[] = {
      opt_header, NULL, 0, NULL},
     {CLI_FN, "request", 'X', "METHOD", "the request method (default GET)", F(o), opt_method, NULL,
      0, NULL},
+    {CLI_FN, "method", 0, "METHOD", "same as --request", F(o), opt_method, NULL, 0, NULL},
     {CLI_FN, "attempt", 0, "N", "the attempt that got the answer (default 1)", F(attempt),
      opt_attempt, NULL, 0, NULL},
     {CLI_FN, "elapsed", 0, "D", "time since the first attempt started (deadline)", F(elapsed),

@@ -86,7 +86,7 @@ for entry in tags:
     items = re.split(r",\s+(?=-)", text)
     letter = None
     for item in items:
-        m = re.match(r"^--([a-z0-9][a-z0-9-]*)(?:[ =](.*))?$", item)
+        m = re.match(r"^--([a-z0-9][a-z0-9.-]*)(?:[ =](.*))?$", item)
         s = re.match(r"^-([A-Za-z])(?:\s+(.*))?$", item)
         if m:
             rows.append((m.group(1), letter or "-", (m.group(2) or "-").strip(), ctx))
