@@ -459,9 +459,7 @@ static int opt_user(cli_parser *p, const cli_opt *o, void *field, const char *va
 static int opt_http_version(cli_parser *p, const cli_opt *o, void *field, const char *val)
 {
     (void)p, (void)val;
-    *(long *)field = !strcmp(o->name, "http1.0")   ? CURL_HTTP_VERSION_1_0
-                     : !strcmp(o->name, "http1.1") ? CURL_HTTP_VERSION_1_1
-                                                   : CURL_HTTP_VERSION_2_0;
+    *(long *)field = !strcmp(o->name, "http1.1") ? CURL_HTTP_VERSION_1_1 : CURL_HTTP_VERSION_2_0;
     return 0;
 }
 
@@ -621,8 +619,6 @@ static const cli_opt fetch_table[] = {
      opt_form, NULL, 0, NULL},
     {CLI_FLAG, "compressed", 0, NULL, "ask for a compressed answer (every encoding libcurl\ndecodes)",
      F(compressed), NULL, NULL, 0, NULL},
-    {CLI_FN, "http1.0", 0, NULL, "use HTTP/1.0", F(http_version), opt_http_version, NULL, 0,
-     NULL},
     {CLI_FN, "http1.1", 0, NULL, "use HTTP/1.1", F(http_version), opt_http_version, NULL, 0,
      NULL},
     {CLI_FN, "http2", 0, NULL, "use HTTP/2 (h2c upgrade on http://)", F(http_version),
@@ -1225,7 +1221,7 @@ static int run(fetch_opts *o)
     stg_method m = stg_method_parse(method);
     if (m == STG_METHOD_HEAD)
         curl_easy_setopt(easy, CURLOPT_NOBODY, 1L);
-    else if (o->method && strcmp(method, has_body ? "POST" : "GET"))
+    else if (o->method && (o->head || strcmp(method, has_body ? "POST" : "GET")))
         curl_easy_setopt(easy, CURLOPT_CUSTOMREQUEST, method);
     if (o->head && m != STG_METHOD_HEAD) /* -I -X M: M, without reading a body */
         curl_easy_setopt(easy, CURLOPT_NOBODY, 1L);
@@ -1352,7 +1348,7 @@ oom:
     status = EXIT_LOCAL;
 out:
     out_remove(&stream); /* a temp file not renamed into place: not the answer */
-    if (metrics && o->metrics_path && stg_metrics_write(metrics, o->metrics_path) != STG_OK) {
+    if (metrics && !metrics_stdout && stg_metrics_write(metrics, o->metrics_path) != STG_OK) {
         fprintf(stderr, "stagger %s: cannot write metrics to %s\n", CMD, o->metrics_path);
         if (status == EXIT_OK)
             status = EXIT_LOCAL;

@@ -459,6 +459,10 @@ int cli_sim_main(int argc, char **argv)
         cli_help(&cli_sim_command, stdout);
         return 0;
     }
+    if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "-V")) { /* as every command */
+        printf("stagger %s\n", stg_version());
+        return 0;
+    }
     int sc = sim_scenario_parse(argv[1]);
     if (sc < 0)
         return cli_usage_error(CMD,
