@@ -1,0 +1,70 @@
+# The bash and zsh completions (completions/) against the option tables:
+# for every command, completing "--" offers exactly the long options of
+# `stagger help --options CMD` (and "-" adds the short ones); after an
+# option whose value is a FILE, files are offered; the first word offers
+# the commands. Both files are installed by `cmake --install` where
+# bash-completion and zsh look. zsh itself is checked when installed.
+. "$(dirname "$0")/lib.sh"
+S=$STAGGER
+T=$(mktemp -d /tmp/stg_compl.XXXXXX)
+trap 'in_script && rm -rf "$T"' EXIT
+BASH_COMPL=$STG_SOURCE_DIR/completions/stagger.bash
+ZSH_COMPL=$STG_SOURCE_DIR/completions/_stagger
+
+# complete WORD...: what the bash completion offers for the last word.
+complete_words() {
+  bash -c '
+    . "$1"; shift
+    COMP_WORDS=("$@"); COMP_CWORD=$(($# - 1))
+    _stagger
+    printf "%s\n" "${COMPREPLY[@]}"' _ "$BASH_COMPL" "$@" | sort -u
+}
+
+"$S" help --commands > "$T/cmds"
+check "help --commands lists fetch" grep -qx fetch "$T/cmds"
+complete_words "$S" "" > "$T/first"
+check "the first word offers every command" sh -c "! sort '$T/cmds' | comm -23 - '$T/first' | grep -q ."
+
+for cmd in $(cat "$T/cmds") "batch report" "batch export"; do
+  "$S" help --options "$cmd" > "$T/table"
+  awk -F '\t' '$1 != "-" { print "--" $1 }' "$T/table" | sort -u > "$T/want_long"
+  # shellcheck disable=SC2086
+  complete_words "$S" $cmd -- > "$T/got_long"
+  if ! diff "$T/want_long" "$T/got_long" > "$T/diff"; then
+    fail "$cmd: bash completion of -- (>) is not the table (<): $(cat "$T/diff")"
+  else
+    ok
+  fi
+  awk -F '\t' '$2 != "-" { print "-" $2 }' "$T/table" | sort -u > "$T/want_short"
+  # shellcheck disable=SC2086
+  complete_words "$S" $cmd - > "$T/got_all"
+  check "$cmd: - offers the short options too" sh -c "! comm -23 '$T/want_short' '$T/got_all' | grep -q ."
+done
+
+# A FILE value completes to files.
+mkdir "$T/w" && : > "$T/w/out-file.json"
+(cd "$T/w" && complete_words "$S" fetch -o out-) > "$T/files"
+check "fetch -o completes files" grep -qx out-file.json "$T/files"
+(cd "$T/w" && complete_words "$S" fetch --retries "") > "$T/novalue"
+check "fetch --retries N offers no file" sh -c "! grep -q out-file '$T/novalue'"
+
+# An option the table lacks is never offered (the completion reads the table).
+complete_words "$S" fetch --frob > "$T/frob"
+check "no invented option" sh -c "! grep -q . '$T/frob'"
+
+if command -v zsh > /dev/null 2>&1; then
+  check "zsh completion parses" zsh -n "$ZSH_COMPL"
+else
+  echo "zsh not installed: its completion's syntax not checked"
+fi
+
+# cmake --install puts both where the shells look (the completions' own
+# install script: what `cmake --install` runs for that directory).
+if [ -n "${STG_BUILD_DIR:-}" ] && [ -f "$STG_BUILD_DIR/completions/cmake_install.cmake" ]; then
+  cmake -DCMAKE_INSTALL_PREFIX="$T/prefix" -P "$STG_BUILD_DIR/completions/cmake_install.cmake" \
+    > "$T/install.log" 2>&1 || fail "cmake --install: $(tail -5 "$T/install.log")"
+  check "bash completion installed" cmp -s "$BASH_COMPL" "$T/prefix/share/bash-completion/completions/stagger"
+  check "zsh completion installed" cmp -s "$ZSH_COMPL" "$T/prefix/share/zsh/site-functions/_stagger"
+fi
+
+finish
