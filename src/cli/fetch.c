@@ -12,14 +12,21 @@
  * answer; 8 the deadline; 9 the body was larger than --max-body; 130
  * SIGINT, 143 SIGTERM.
  *
- * Invariants: nothing this command prints to stderr (-v, errors) carries a
- * URL's userinfo or query values or a secret header's value: URLs come
- * redacted from the library's events, header lines go through
- * stg_redact_header_line(). The final body (and with -i the response
- * headers) goes to stdout or -o FILE unredacted: it is the user's data,
- * so -o and --log-json files are created 0600. Headers read from a file
+ * curl's flags keep curl's meaning (stagger-fetch(1), CURL COMPATIBILITY,
+ * lists the deliberate differences); what they imply is settled once all
+ * are read (curl_flags()), so flag order never matters; -w is writeout.c.
+ *
+ * Invariants: nothing this command prints to stderr (-v, errors) or to -w
+ * carries a URL's userinfo or query values or a secret header's value: URLs
+ * come redacted from the library's events, header lines go through
+ * stg_redact_header_line(). -u's password and -b's cookies are set on the
+ * handle only, never kept in a printed list; -u's argv string is blanked
+ * once copied (ps(1)), as curl does. The final body (and with -i, -I or -D
+ * the response headers) goes to stdout, -o or -D FILE unredacted: it is the
+ * user's data, so those files and --log-json are created 0600. "-" is
+ * standard output for -o, -D, --log-json and --metrics. Headers read from a file
  * (-H @FILE) or the environment (--secret-header-env) are secret: their
- * names join --secret-header. Every output (-o, --log-json, --metrics) is
+ * names join --secret-header. Every output (-o, -D, --log-json, --metrics) is
  * opened or written once before the first request, so an unwritable path
  * fails before anything is sent. The SIGINT/SIGTERM handler only stores the
  * signal and calls stg_cancel_fire() (async-signal-safe); the two static
