@@ -247,7 +247,7 @@ const cli_opt cli_policy_all_opts[] = {
 };
 
 const char cli_durations_help[] =
-    "Durations take us, ms, s, m or h suffixes; a bare number is seconds (as in curl).\n";
+    "Durations take us, ms, s, m or h suffixes; a bare number is seconds (curl).\n";
 
 int cli_missing_value(const char *cmd, const char *opt)
 {
