@@ -54,6 +54,27 @@ check "no invented option" sh -c "! grep -q . '$T/frob'"
 
 if command -v zsh > /dev/null 2>&1; then
   check "zsh completion parses" zsh -n "$ZSH_COMPL"
+  # A real interactive zsh (zpty) with compinit: "stagger fetch --retr<TAB>"
+  # lists the four options of the table that start so. The read waits for
+  # the listing itself; timeout is only a hang guard.
+  mkdir -p "$T/zfp" "$T/zbin"
+  cp "$ZSH_COMPL" "$T/zfp/"
+  ln -s "$S" "$T/zbin/stagger"
+  cat > "$T/z.zsh" <<'ZEOF'
+zmodload zsh/zpty
+zpty z "PATH=$1:\$PATH TERM=dumb zsh -f -i"
+zpty -w z "fpath=($2 \$fpath); autoload -U compinit; compinit -u -D; echo READY"
+zpty -r z line '*READY*'
+zpty -n -w z $'stagger fetch --retr\t\t'
+zpty -r z out '*--retry-on*'
+print -r -- "$out"
+zpty -d z
+ZEOF
+  timeout 60 zsh -f "$T/z.zsh" "$T/zbin" "$T/zfp" > "$T/zout" 2>&1 || true
+  tr -d '\r' < "$T/zout" | grep -o -- '--retr[a-z-]*' | sort -u > "$T/zgot"
+  "$S" help --options fetch | awk -F '\t' '$1 ~ /^retr/ { print "--" $1 }' | sort -u > "$T/zwant"
+  check "zsh offers the table's --retr* options ($(tr '\n' ' ' < "$T/zgot"))" \
+    sh -c "comm -23 '$T/zwant' '$T/zgot' | grep -q . && exit 1 || exit 0"
 else
   echo "zsh not installed: its completion's syntax not checked"
 fi
