@@ -26,6 +26,11 @@ Case file: one "key: value" a line ('#' lines are comments); keys repeat.
                path, query, headers, body)
   file:        NAME EXPR      EXPR over t, the file's text (None: no file)
   file-json:   NAME EXPR      EXPR over j, the file parsed as JSON
+  curl:        ARGS           run curl(1) ARGS too (after the command, against the
+               same server): curl_out is its standard output, and
+               same_request(out, curl_out) compares two /echo answers
+               (method, path, query, body, headers but User-Agent; the
+               multipart boundary normalised): "behaves as curl's does"
   check:       EXPR           over out, err, files (name -> text) and the above
 Placeholders in every value: %URL (http://127.0.0.1:PORT), %HOSTPORT, %DIR.
 
@@ -49,6 +54,23 @@ HANG_GUARD = 120  # seconds: only so that a broken case cannot hang ctest
 
 def unescape(s):
     return s.replace("\\n", "\n").replace("\\t", "\t").replace("\\r", "\r")
+
+
+def same_request(a, b):
+    """Two /echo answers describe the same request (User-Agent aside)."""
+    a, b = json.loads(a), json.loads(b)
+    for j in (a, b):
+        j["headers"].pop("User-Agent", None)
+        ct = j["headers"].get("Content-Type", "")
+        m = re.search(r"boundary=(\S+)", ct)
+        if m:
+            bnd = m.group(1)
+            j["headers"]["Content-Type"] = ct.replace(bnd, "B")
+            j["body"] = j.get("body", "").replace(bnd, "B")
+            j["headers"].pop("Content-Length", None)
+    if a != b:
+        print(f"    stagger: {a}\n    curl:    {b}")
+    return a == b
 
 
 def parse_case(path):
@@ -139,11 +161,18 @@ def run_case(stagger, case):
         p = subprocess.run(argv, cwd=work, env=env, input=stdin, capture_output=True,
                            timeout=HANG_GUARD)
         took = time.monotonic() - t0
+        out = p.stdout.decode("utf-8", "replace")
+        err = p.stderr.decode("utf-8", "replace")
+        curl_out = None
+        if "curl" in first and proc:
+            if not shutil.which("curl"):
+                return ["curl(1) is not installed: the comparison cannot run"]
+            c = subprocess.run(["curl", "-q", "-s"] + shlex.split(subst(first["curl"])), cwd=work,
+                               env=env, input=stdin, capture_output=True, timeout=HANG_GUARD)
+            curl_out = c.stdout.decode("utf-8", "replace")
         if proc:
             stop_server(proc)
             proc = None
-        out = p.stdout.decode("utf-8", "replace")
-        err = p.stderr.decode("utf-8", "replace")
         R = []
         if os.path.exists(log):
             with open(log, encoding="utf-8") as f:
@@ -156,6 +185,7 @@ def run_case(stagger, case):
                 with open(fp, encoding="utf-8", errors="replace", newline="") as f:
                     files[name] = f.read()
         scope = {"out": out, "err": err, "R": R, "r": r, "files": files, "took": took,
+                 "curl_out": curl_out, "same_request": same_request,
                  "json": json, "re": re, "base64": base64, "port": port,
                  "mode": lambda n: os.stat(os.path.join(work, n)).st_mode & 0o777}
 
