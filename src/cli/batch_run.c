@@ -489,8 +489,10 @@ int batch_run(const batch_opts *o)
     if ((ex = engine_config(o, &bc.engine)) != 0)
         goto out;
     if (o->log_path) {
-        log_file = !strcmp(o->log_path, "-") ? stdout /* as in every Unix tool */
-                                              : cli_open_private(o->log_path, CLI_OPEN_APPEND, NULL);
+        /* "-": standard output, as in every Unix tool */
+        log_file = !strcmp(o->log_path, "-")
+                       ? stdout
+                       : cli_open_private(o->log_path, CLI_OPEN_APPEND, NULL);
         if (!log_file || !(logger = stg_logger_new(log_file))) {
             fprintf(stderr, "stagger batch: --log %s: %s\n", o->log_path, strerror(errno));
             ex = 1;

@@ -134,8 +134,8 @@ static void closest(const cli_opt *t, const char *name, size_t n, const char **b
             continue;
         size_t len = strlen(o->name);
         /* A prefix ("--retr") is as likely a slip as one wrong letter. */
-        size_t d = n >= 3 && n < len && !strncmp(o->name, name, n) ? 1
-                                                                    : distance(name, n, o->name, len);
+        bool prefix = n >= 3 && n < len && !strncmp(o->name, name, n);
+        size_t d = prefix ? 1 : distance(name, n, o->name, len);
         if (d < *best_d) {
             *best_d = d;
             *best = o->name;
@@ -157,7 +157,8 @@ static int unknown_long(const cli_parser *p, const char *spelled, const char *na
 {
     const char *near = cli_closest_option(p->cmd, name, n);
     if (near)
-        return cli_usage_error(p->cmd->name, "unknown option %s; did you mean --%s?", spelled, near);
+        return cli_usage_error(p->cmd->name, "unknown option %s; did you mean --%s?", spelled,
+                               near);
     return cli_usage_error(p->cmd->name, "unknown option %s (see --help)", spelled);
 }
 
