@@ -160,8 +160,12 @@ int stg_retry_after_parse(const char *value, size_t len, int64_t wall_now_us, in
     stg__trim_ows(&value, &len);
     if (len == 0)
         return STG_EPARSE;
-    if (stg__is_digit(value[0])) {
-        /* Delta-seconds; a decimal ("2.0", Shopify) is rounded up. */
+    size_t num = 0;
+    while (num < len && (stg__is_digit(value[num]) || value[num] == '.'))
+        num++;
+    if (num == len) {
+        /* Delta-seconds; a decimal ("2.0", Shopify) is rounded up. Any
+         * other value is a date ("6 Nov 1994 ..." may start with a digit). */
         bool rest = false;
         rc = parse_udecimal(value, len, STG_DELTA_SECONDS_MAX, &v, &frac, &rest);
         if (rc == STG_OK && (frac > 0 || rest))
