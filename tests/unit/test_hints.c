@@ -636,7 +636,9 @@ static void test_x_ratelimit(void **state)
         {{"X-RateLimit-Reset: 30", "X-RateLimit-Remaining: 0"},
          STG_OK, {U, U, 0, STG_SEC(30), U, XRL, 0}},
         /* malformed values leave the field unknown */
-        {{"X-RateLimit-Remaining: -1"}, STG_EPARSE, {U, U, U, U, U, 0, XRL}},
+        /* a negative count is unknown (Azure OpenAI sends -1), not spent */
+        {{"X-RateLimit-Remaining: -1"}, STG_OK, {U, U, U, U, U, XRL, 0}},
+        {{"X-RateLimit-Remaining: -x"}, STG_EPARSE, {U, U, U, U, U, 0, XRL}},
         {{"X-RateLimit-Remaining: 1.5"}, STG_EPARSE, {U, U, U, U, U, 0, XRL}},
         {{"X-RateLimit-Limit: lots"}, STG_EPARSE, {U, U, U, U, U, 0, XRL}},
         {{"X-RateLimit-Limit: 99999999999999999999"}, STG_ERANGE, {U, U, U, U, U, 0, XRL}},
