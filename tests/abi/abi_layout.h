@@ -61,7 +61,9 @@
     X(stg_outcome, 4, 56)               \
     X(stg_retry_state, 4, 56)           \
     X(stg_decision, 4, 80)              \
-    X(stg_hints, 4, 80)
+    X(stg_hints, 2, 80)                 \
+    X(stg_quota_obs, 4, 160)            \
+    X(stg_quota_set, 4, 2832)
 
 #define STG_ABI_CURL_STRUCTS(X)         \
     X(stg_env, 4, 56)                   \
