@@ -114,7 +114,7 @@ void stg__attempt_end(CURL *easy, CURLcode code, const stg__xfer *x, const char 
         snprintf(a->errtext, sizeof a->errtext,
                  "response header or status line too long for libcurl (over its "
                  "line limit), or out of memory");
-    } else if (a->deterministic) {
+    } else if (a->deterministic && !*note) {
         snprintf(a->errtext, sizeof a->errtext, "response headers too large for libcurl");
     }
     if (a->err == STG_NET_NONE && a->status == 0)

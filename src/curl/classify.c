@@ -90,8 +90,7 @@ static stg_net_error tls_class(CURLcode code, const char *errbuf, bool *determin
     case CURLE_SSL_PINNEDPUBKEYNOTMATCH:
     case CURLE_SSL_INVALIDCERTSTATUS:
         *deterministic = true;
-        *note = "TLS: the server's certificate did not verify (not retried: every attempt "
-                "gets the same certificate)";
+        *note = "TLS: the server's certificate did not verify (never retried)";
         return STG_NET_TLS;
     case CURLE_SSL_CACERT_BADFILE:
     case CURLE_SSL_CRL_BADFILE:
