@@ -59,9 +59,12 @@ void stg__attempt_end(CURL *easy, CURLcode code, const stg__xfer *x, const char 
     a->status = a->err == STG_NET_NONE ? (int)http : 0;
     stg__xfer_conn(easy, &a->conn);
     if (code != CURLE_OK) {
-        char said[sizeof a->errtext];
-        stg__redact_text(x->errbuf[0] ? x->errbuf : curl_easy_strerror(code), said, sizeof said);
-        snprintf(a->errtext, sizeof a->errtext, "%s%s%s", note, *note ? ": " : "", said);
+        /* "note: libcurl's message", the message redacted. */
+        int off = *note ? snprintf(a->errtext, sizeof a->errtext, "%s: ", note) : 0;
+        if (off < 0 || (size_t)off >= sizeof a->errtext)
+            off = 0;
+        stg__redact_text(x->errbuf[0] ? x->errbuf : curl_easy_strerror(code), a->errtext + off,
+                         sizeof a->errtext - (size_t)off);
     }
 
     if (x->oom) {
