@@ -136,7 +136,7 @@ static void test_tls_classes(void **state)
                      STG_NET_TLS);
     assert_true(det);
     assert_non_null(strstr(note, "did not verify"));
-    assert_non_null(strstr(note, "not retried"));
+    assert_non_null(strstr(note, "never retried"));
     assert_int_equal(stg__classify_text(CURLE_SSL_CERTPROBLEM, 0,
                                         "could not load PEM client certificate from x.pem",
                                         &det, &note),
