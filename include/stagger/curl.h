@@ -253,9 +253,11 @@ typedef struct stg_shared_limiter {
  * Zeroed: libcurl's defaults (the system CA store, full verification, no
  * client certificate). Strings are borrowed, not copied: they must live as
  * long as the call (stg_call_config.tls) or the engine
- * (stg_engine_config.tls). Applied to the easy handle before every
- * attempt, after setup_easy, so these settings win over the same options
- * set there. A certificate that does not verify ends the request at once:
+ * (stg_engine_config.tls). Set on the easy handle when a blocking call
+ * starts, and by the engine before every attempt after setup_easy, so
+ * these settings win over the same options set there. A handshake the
+ * server resets or closes is a RESET (retried when the method may repeat).
+ * A certificate that does not verify ends the request at once:
  * error TLS, never retried (another attempt would get the same
  * certificate), error_text saying so. */
 typedef struct stg_tls_config {
@@ -351,7 +353,9 @@ typedef struct stg_call_config {
  * pre-request (CURLOPT_PREREQFUNCTION) callbacks, error buffer, CURLOPT_NOSIGNAL and CURLOPT_CONNECTTIMEOUT_MS /
  * CURLOPT_TIMEOUT_MS (per attempt, bounded by what the deadline leaves) on
  * the handle, and puts the callbacks and error buffer back to libcurl's
- * defaults before returning. Attempts run on a private curl_multi, so a
+ * defaults before returning; cfg->tls's options (CA, -k, client
+ * certificate) are set on the handle when the call starts and left
+ * there, like its URL. Attempts run on a private curl_multi, so a
  * cancel interrupts an attempt in flight as well as a wait. Every request
  * sent is an attempt stagger decided: libcurl's own resend on a reused
  * connection that died is refused (the attempt is a RESET, retried by the
