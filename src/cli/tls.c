@@ -90,15 +90,25 @@ void cli_tls_hint(const stg_result *r, const char *cmd, FILE *out)
 {
     if (cli_tls_exit(r, 0) != CLI_EXIT_TLS)
         return;
-    if (r->curl_code == CURLE_PEER_FAILED_VERIFICATION)
+    switch (r->curl_code) {
+    case CURLE_PEER_FAILED_VERIFICATION:
         fprintf(out,
                 "stagger %s: give the CA that signed the server's certificate with --cacert "
                 "FILE or --capath DIR (or CURL_CA_BUNDLE); -k skips the check, for tests only\n",
                 cmd);
-    else
-        fprintf(out, "stagger %s: not retried: a TLS failure repeats on every attempt (check "
-                     "--cert, --key and --cacert)\n",
+        break;
+    case CURLE_SSL_CERTPROBLEM:
+    case CURLE_SSL_CLIENTCERT:
+        fprintf(out, "stagger %s: check --cert and --key (PEM files, the key matching)\n", cmd);
+        break;
+    case CURLE_SSL_CACERT_BADFILE:
+        fprintf(out, "stagger %s: check --cacert / --capath (or CURL_CA_BUNDLE, "
+                     "SSL_CERT_FILE, SSL_CERT_DIR): PEM CA certificates\n",
                 cmd);
+        break;
+    default:
+        break;
+    }
 }
 #else
 typedef int stg_cli_tls_unused;
