@@ -11,6 +11,7 @@
 #  2. Overhead when nothing limits: requests/s beside wrk and curl --parallel,
 #     and peak RSS per 1000 in-flight requests.
 #  3. Primitive costs: bench_core, bench_sim, and the bench/bench_*.sh scripts
+#     (bench_tls: plain HTTP beside TLS, handshakes and req/s, vs curl --parallel)
 #     of the other parts when present.
 # bench/analyze.py turns the logs into tables, docs/BENCHMARKS.md and the SVG
 # charts in docs/bench/ (figures are generated, never typed in).
@@ -379,7 +380,7 @@ primitives() {
         fi
     done
     [ "$QUICK" = 1 ] && return 0
-    for s in bench_serve bench_batch bench_redis; do
+    for s in bench_serve bench_batch bench_redis bench_tls; do
         if [ -f "$ROOT/bench/$s.sh" ]; then
             log "running bench/$s.sh"
             set +e

@@ -95,7 +95,17 @@ typedef struct stg_event {
     stg_reason reason;      /* WAIT, GIVE_UP, SUCCESS */
     stg_breaker_state breaker_from, breaker_to; /* BREAKER */
     int64_t wall_us;        /* Unix time in us (stg_env's wall clock), read with now_us */
-    uint64_t stg__reserved[8]; /* room to grow (docs/ABI.md); leave zero */
+    /* ATTEMPT_END: the connection the attempt used. connects: connections
+     * it opened (CURLINFO_NUM_CONNECTS; 0 when it went on a kept one, or
+     * got none); conn_reused: it was sent on a connection an earlier
+     * transfer opened (one handshake served several requests);
+     * tls_handshake_us: > 0 when the attempt made a TLS handshake, its
+     * duration (CURLINFO_APPCONNECT_TIME_T - CONNECT_TIME_T, at least 1),
+     * else 0 (plain HTTP, or a kept connection). */
+    union { int connects; uint64_t stg__connects_word; };
+    union { bool conn_reused; uint64_t stg__conn_reused_word; };
+    int64_t tls_handshake_us;
+    uint64_t stg__reserved[5]; /* room to grow (docs/ABI.md); leave zero */
 } stg_event;
 
 /* An event sink. It runs on the thread doing the work (the engine's, or
@@ -236,6 +246,42 @@ typedef struct stg_shared_limiter {
     uint64_t stg__reserved[8]; /* room to grow (docs/ABI.md); leave zero */
 } stg_shared_limiter;
 
+/* ---- TLS ---------------------------------------------------------------- */
+
+/* How https:// requests verify the server and present a client
+ * certificate (the options of curl --cacert, --capath, -k, --cert, --key).
+ * Zeroed: libcurl's defaults (the system CA store, full verification, no
+ * client certificate). Strings are borrowed, not copied: they must live as
+ * long as the call (stg_call_config.tls) or the engine
+ * (stg_engine_config.tls). Set on the easy handle when a blocking call
+ * starts, and by the engine before every attempt after setup_easy, so
+ * these settings win over the same options set there. A handshake the
+ * server resets or closes is a RESET (retried when the method may repeat).
+ * A certificate that does not verify ends the request at once:
+ * error TLS, never retried (another attempt would get the same
+ * certificate), error_text saying so. */
+typedef struct stg_tls_config {
+    const char *ca_file;  /* PEM file of CA certificates to trust instead of
+                             the default store (CURLOPT_CAINFO) */
+    const char *ca_path;  /* directory of CA certificates, c_rehash'ed
+                             (CURLOPT_CAPATH) */
+    const char *cert;     /* client certificate, PEM, for mutual TLS
+                             (CURLOPT_SSLCERT) */
+    const char *key;      /* its private key, PEM (CURLOPT_SSLKEY); NULL:
+                             the key is in cert's file */
+    /* Do not verify the server's certificate or its name (curl -k): the
+     * connection is encrypted but anyone on the path can pose as the
+     * server. For tests only. */
+    union { bool insecure; uint64_t stg__insecure_word; };
+    /* With ca_file and ca_path NULL and insecure false: read the CA
+     * settings from the environment as the curl tool does (libcurl itself
+     * does not): CURL_CA_BUNDLE (a file); else SSL_CERT_DIR (a directory)
+     * and SSL_CERT_FILE (a file). Empty variables count as unset. Read at
+     * each attempt with getenv: do not change them while a call runs. */
+    union { bool ca_from_env; uint64_t stg__ca_from_env_word; };
+    uint64_t stg__reserved[6]; /* room to grow (docs/ABI.md); leave zero */
+} stg_tls_config;
+
 /* ---- blocking call ------------------------------------------------------ */
 
 typedef struct stg_call_config {
@@ -294,7 +340,11 @@ typedef struct stg_call_config {
      * up to max_body. */
     union { stg_body_fn body_sink; uint64_t stg__body_sink_word; };
     union { void *body_sink_data; uint64_t stg__body_sink_data_word; };
-    uint64_t stg__reserved[14]; /* room to grow (docs/ABI.md); leave zero */
+    /* TLS verification and client certificate (stg_tls_config); not
+     * copied: must live until the call returns. NULL: libcurl's defaults,
+     * or what the caller set on easy itself. */
+    union { const stg_tls_config *tls; uint64_t stg__tls_word; };
+    uint64_t stg__reserved[13]; /* room to grow (docs/ABI.md); leave zero */
 } stg_call_config;
 
 /* Perform `easy` (already set up by the caller: URL, method, headers, body
@@ -303,7 +353,9 @@ typedef struct stg_call_config {
  * pre-request (CURLOPT_PREREQFUNCTION) callbacks, error buffer, CURLOPT_NOSIGNAL and CURLOPT_CONNECTTIMEOUT_MS /
  * CURLOPT_TIMEOUT_MS (per attempt, bounded by what the deadline leaves) on
  * the handle, and puts the callbacks and error buffer back to libcurl's
- * defaults before returning. Attempts run on a private curl_multi, so a
+ * defaults before returning; cfg->tls's options (CA, -k, client
+ * certificate) are set on the handle when the call starts and left
+ * there, like its URL. Attempts run on a private curl_multi, so a
  * cancel interrupts an attempt in flight as well as a wait. Every request
  * sent is an attempt stagger decided: libcurl's own resend on a reused
  * connection that died is refused (the attempt is a RESET, retried by the
@@ -382,7 +434,11 @@ typedef struct stg_engine_config {
      * per-host limiter (and breaker) when set; asked with each request's
      * limit key. See stg_shared_limiter. */
     const stg_shared_limiter *shared;
-    uint64_t stg__reserved[16]; /* room to grow (docs/ABI.md); leave zero */
+    /* TLS verification and client certificate of every request
+     * (stg_tls_config), applied after setup_easy; not copied: must
+     * outlive the engine. NULL: libcurl's defaults (or setup_easy's). */
+    union { const stg_tls_config *tls; uint64_t stg__tls_word; };
+    uint64_t stg__reserved[15]; /* room to grow (docs/ABI.md); leave zero */
 } stg_engine_config;
 
 typedef struct stg_engine stg_engine;
@@ -481,7 +537,11 @@ STG_API void stg_engine_stats_get(const stg_engine *e, stg_engine_stats *out);
  * was made (connect_time_us, CURLINFO_CONNECT_TIME_T, is 0), else TIMEOUT;
  * RECV_ERROR, SEND_ERROR, GOT_NOTHING, PARTIAL_FILE -> RESET;
  * COULDNT_RESOLVE_HOST/PROXY -> DNS; SSL_* and PEER_FAILED_VERIFICATION ->
- * TLS; CURLE_OK -> NONE; anything else -> OTHER. Pure. */
+ * TLS; CURLE_OK -> NONE; anything else -> OTHER. Pure. (The call and the
+ * engine refine this with libcurl's message: a TLS handshake the peer
+ * reset or closed is RESET, a transport fault retried when the method may
+ * repeat; a certificate that did not verify, or a TLS alert from the
+ * server, stays TLS and is never retried.) */
 STG_API stg_net_error stg_curl_classify(CURLcode code, int64_t connect_time_us);
 
 /* ---- logging and metrics (built on events) ------------------------------ */

@@ -552,6 +552,8 @@ static const cli_opt run_table[] = {
     {CLI_FLAG, "share-breaker", 0, NULL,
      "keep the circuit breaker in Redis too, so every\nworker sees an open breaker at once",
      B(limiter.share_breaker), NULL, NULL, 0, NULL},
+    {.kind = CLI_HEADING, .help = "TLS (https://)"},
+    {.kind = CLI_GROUP, .group = cli_tls_opts, .off = B(tls), .man = "stagger-fetch(1)"},
     {.kind = CLI_HEADING, .help = "Retry policy"},
     {.kind = CLI_GROUP, .group = cli_policy_all_opts, .off = B(policy), .man = "stagger-fetch(1)"},
     {.kind = CLI_TEXT, .help = cli_durations_help},
@@ -631,6 +633,9 @@ static int parse_run(int argc, char **argv, run_opts *ro)
     stg_policy check;
     if (stg_policy_resolve(&o->policy, &check) != STG_OK)
         return cli_usage_error(CMD, "the retry policy is not valid");
+    const stg_tls_config *tls;
+    if ((prc = cli_tls_config(&o->tls, CMD, &tls)) != 0)
+        return prc;
     o->db = db ? strdup(db) : default_db(o->input);
     if (!o->db)
         return cli_usage_error(CMD, "out of memory");

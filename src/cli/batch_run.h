@@ -7,6 +7,7 @@
 
 #include "cli/exit.h"
 #include "cli/limiter.h"
+#include "cli/tls.h"
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -59,6 +60,7 @@ typedef struct batch_opts {
     const char *log_path;     /* JSON-lines event log; NULL: none */
     size_t max_body;
     cli_limiter limiter;      /* --limiter: a limit shared through Redis */
+    cli_tls tls;              /* --cacert, --capath, -k, --cert, --key */
 } batch_opts;
 
 /* Run (or resume) the batch. Returns the exit status. */

@@ -30,6 +30,9 @@
     X(TRANSPORT, 7, "transport", "no HTTP answer: refused, reset, timeout, DNS, TLS")              \
     X(DEADLINE, 8, "deadline", "the deadline (--deadline) passed")                                 \
     X(TRUNCATED, 9, "truncated", "a response body was larger than --max-body")                     \
+    X(TLS, 10, "tls",                                                                              \
+      "TLS failure, not retried: the server's certificate did not verify (see --cacert), "         \
+      "a CA or client certificate file unusable, or the server refused the TLS connection")        \
     X(SIGINT, 130, "interrupted", "interrupted by SIGINT (Ctrl-C)")                                \
     X(SIGTERM, 143, "terminated", "stopped by SIGTERM")
 

@@ -54,6 +54,7 @@
 #include "cli/cli.h"
 #include "cli/limiter.h"
 #include "cli/writeout.h"
+#include "cli/tls.h"
 #include "util/assert.h"
 
 #define CMD "fetch"
@@ -93,6 +94,7 @@ typedef struct fetch_opts {
     int n_secret;
     unsigned long long seed;
     cli_limiter limiter; /* --limiter: a limit shared through Redis */
+    cli_tls tls;         /* --cacert, --capath, -k, --cert, --key */
     size_t max_body;     /* --max-body; 0: the library's 64 MiB */
     char **owned;        /* -H @FILE and --secret-header-env lines (ours) */
     size_t n_owned;
@@ -695,6 +697,8 @@ static const cli_opt fetch_table[] = {
     {.kind = CLI_HEADING, .help = "Shared limit (many processes or machines)"},
     {.kind = CLI_GROUP, .group = cli_limiter_opts, .off = F(limiter)},
     {CLI_FN, "share-breaker", 0, NULL, NULL, 0, opt_share_breaker, NULL, CLI_OPT_HIDDEN, NULL},
+    {.kind = CLI_HEADING, .help = "TLS (https://)"},
+    {.kind = CLI_GROUP, .group = cli_tls_opts, .off = F(tls)},
     {.kind = CLI_HEADING, .help = "Retry policy"},
     {.kind = CLI_GROUP, .group = cli_policy_all_opts, .off = F(policy)},
     {.kind = CLI_TEXT, .help = cli_durations_help},
@@ -705,7 +709,8 @@ static const cli_opt fetch_table[] = {
 static const int fetch_exits[] = {CLI_EXIT_OK,        CLI_EXIT_FAILED,   CLI_EXIT_USAGE,
                                   CLI_EXIT_LEFT,      CLI_EXIT_INPUT,    CLI_EXIT_LIMITER,
                                   CLI_EXIT_TRANSPORT, CLI_EXIT_DEADLINE, CLI_EXIT_TRUNCATED,
-                                  CLI_EXIT_SIGINT,    CLI_EXIT_SIGTERM,  -1};
+                                  CLI_EXIT_TLS,       CLI_EXIT_SIGINT,   CLI_EXIT_SIGTERM,
+                                  -1};
 
 const cli_command cli_fetch_command = {
     .name = CMD,
@@ -845,6 +850,9 @@ static int parse(fetch_opts *o, int argc, char **argv)
         return cli_usage_error(CMD, "--burst needs --rate");
     if ((rc = curl_flags(o)) != 0)
         return rc;
+    const stg_tls_config *tls;
+    if ((rc = cli_tls_config(&o->tls, CMD, &tls)) != 0)
+        return rc;
     stg_policy check;
     if (stg_policy_resolve(&o->policy, &check) != STG_OK)
         return cli_usage_error(CMD, "inconsistent retry policy (is --cap below --base?)");
@@ -902,6 +910,7 @@ static void on_verbose(const stg_event *ev, void *data)
             fputs(" [quota]", stderr);
         else if (ev->status == 503)
             fputs(" [outage]", stderr);
+        cli_tls_verbose(ev, stderr);
         if (ev->retry_after_us >= 0) {
             ms_text(ev->retry_after_us, b, sizeof b);
             fprintf(stderr, ", server asks to wait %s", b);
@@ -1250,6 +1259,7 @@ static int run(fetch_opts *o)
         .headers = o->headers,
         .secret_headers = o->secret,
         .max_body = o->max_body,
+        .tls = &o->tls.cfg,
     };
     /* Only a regular file is replaced by rename: -o /dev/null, a FIFO or a
      * terminal is written in place from memory (a rename would put a
@@ -1305,7 +1315,7 @@ static int run(fetch_opts *o)
 
     if (o->verbose && res.status > 0)
         print_response_headers(o, &res);
-    status = exit_status(&res);
+    status = cli_tls_exit(&res, exit_status(&res));
     bool cancelled = res.reason == STG_REASON_CANCELLED;
     /* -f: a final HTTP error writes no body (curl's --fail); the exit
      * status is stagger's either way. */
@@ -1348,6 +1358,7 @@ static int run(fetch_opts *o)
             fprintf(stderr, "stagger %s: no answer after %d attempt%s in %s: %s%s%s\n", CMD,
                     res.attempts, res.attempts == 1 ? "" : "s", took,
                     stg_reason_message(res.reason), res.error_text[0] ? ": " : "", res.error_text);
+        cli_tls_hint(&res, CMD, stderr);
     }
     ran = true;
     goto out;

@@ -3,7 +3,7 @@
  * until SIGINT or SIGTERM.
  *
  * Invariants: the first line on stdout is "listening on http://ADDR:PORT"
- * and is flushed at once (tests and scripts read the port from it); SIGINT
+ * ("https://" with --tls-cert) and is flushed at once (tests and scripts read the port from it); SIGINT
  * and SIGTERM are blocked in every thread and taken synchronously by the
  * main thread with sigwait, so shutdown runs in normal context (no work in
  * a signal handler); a clean stop exits 0 with the stats file written; bad
@@ -297,6 +297,16 @@ static const cli_opt serve_table[] = {
      F(stats_path), NULL, NULL, 0, NULL},
     {CLI_FN, "max-body", 0, "BYTES", "larger request bodies get 413 (default 1048576)", F(max_body),
      opt_max_body, NULL, 0, NULL},
+    {.kind = CLI_HEADING, .help = "HTTPS (libmicrohttpd's TLS, GnuTLS)"},
+    {CLI_STRING, "tls-cert", 0, "FILE",
+     "serve HTTPS with this PEM certificate (chain);\nneeds --tls-key", F(tls_cert), NULL, NULL,
+     0, NULL},
+    {CLI_STRING, "tls-key", 0, "FILE", "the certificate's PEM private key", F(tls_key), NULL, NULL,
+     0, NULL},
+    {CLI_STRING, "tls-client-ca", 0, "FILE",
+     "mutual TLS: 403 to a request whose connection has no\n"
+     "client certificate signed by a CA in FILE (PEM)",
+     F(tls_client_ca), NULL, NULL, 0, NULL},
     CLI_OPT_HELP_ENTRY,
     CLI_OPT_VERSION_ENTRY,
     CLI_OPT_END,
@@ -310,7 +320,8 @@ const cli_command cli_serve_command = {
     .usage = "usage: stagger serve [options]\n"
              "\n"
              "A rate-limited HTTP/1.1 test server for retry clients. Prints\n"
-             "\"listening on http://ADDR:PORT\" as its first line, serves until SIGINT or\n"
+             "\"listening on http://ADDR:PORT\" as its first line\n"
+             "(https:// with --tls-cert), serves until SIGINT or\n"
              "SIGTERM, then writes --stats and exits 0. Replies are never stalled (TCP_NODELAY,\n"
              "epoll threads, keep-alive) unless a fault below says so.\n",
     .opts = serve_table,
@@ -340,6 +351,10 @@ int cli_serve_main(int argc, char **argv)
         return cli_usage_error(CMD, "--burst needs --rate");
     if (cfg.ratelimit_headers && cfg.rate <= 0)
         return cli_usage_error(CMD, "--ratelimit-headers needs --rate");
+    if (!cfg.tls_cert != !cfg.tls_key)
+        return cli_usage_error(CMD, "--tls-cert and --tls-key go together");
+    if (cfg.tls_client_ca && !cfg.tls_cert)
+        return cli_usage_error(CMD, "--tls-client-ca needs --tls-cert and --tls-key");
 
     /* Block the stop signals before any thread exists, so every server
      * thread inherits the mask and only sigwait below sees them. */
@@ -358,8 +373,8 @@ int cli_serve_main(int argc, char **argv)
         return 1;
     }
     bool v6 = strchr(cfg.bind, ':') != NULL;
-    printf("listening on http://%s%s%s:%u\n", v6 ? "[" : "", cfg.bind, v6 ? "]" : "",
-           stg_srv_port(srv));
+    printf("listening on %s://%s%s%s:%u\n", cfg.tls_cert ? "https" : "http", v6 ? "[" : "",
+           cfg.bind, v6 ? "]" : "", stg_srv_port(srv));
     fflush(stdout);
 
     int sig = 0;

@@ -26,25 +26,6 @@
 
 #include "curl/internal.h"
 
-stg_net_error stg__classify_text(CURLcode code, int64_t connect_time_us, const char *errbuf,
-                                 bool *deterministic)
-{
-    *deterministic = false;
-#if LIBCURL_VERSION_NUM >= 0x080600
-    if (code == CURLE_TOO_LARGE) {
-        *deterministic = true;
-        return STG_NET_OTHER;
-    }
-#endif
-    /* libcurl < 8.6 reports its response-header limit as a receive error
-     * with this text: the server's answer, not a broken connection. */
-    if (code == CURLE_RECV_ERROR && errbuf && strstr(errbuf, "Too large response headers")) {
-        *deterministic = true;
-        return STG_NET_OTHER;
-    }
-    return stg_curl_classify(code, connect_time_us);
-}
-
 static bool is_redirect(int status)
 {
     return status == 301 || status == 302 || status == 303 || status == 307 || status == 308;
@@ -73,11 +54,18 @@ void stg__attempt_end(CURL *easy, CURLcode code, const stg__xfer *x, const char 
     stg_redact_url(eff && *eff ? eff : url ? url : "", a->final_url, sizeof a->final_url);
     a->curl_code = (int)code;
 
-    a->err = stg__classify_text(code, (int64_t)connect_us, x->errbuf, &a->deterministic);
+    const char *note = "";
+    a->err = stg__classify_text(code, (int64_t)connect_us, x->errbuf, &a->deterministic, &note);
     a->status = a->err == STG_NET_NONE ? (int)http : 0;
-    if (code != CURLE_OK)
-        stg__redact_text(x->errbuf[0] ? x->errbuf : curl_easy_strerror(code), a->errtext,
-                         sizeof a->errtext);
+    stg__xfer_conn(easy, &a->conn);
+    if (code != CURLE_OK) {
+        /* "note: libcurl's message", the message redacted. */
+        int off = *note ? snprintf(a->errtext, sizeof a->errtext, "%s: ", note) : 0;
+        if (off < 0 || (size_t)off >= sizeof a->errtext)
+            off = 0;
+        stg__redact_text(x->errbuf[0] ? x->errbuf : curl_easy_strerror(code), a->errtext + off,
+                         sizeof a->errtext - (size_t)off);
+    }
 
     if (x->oom) {
         a->err = STG_NET_OTHER;
@@ -129,7 +117,7 @@ void stg__attempt_end(CURL *easy, CURLcode code, const stg__xfer *x, const char 
         snprintf(a->errtext, sizeof a->errtext,
                  "response header or status line too long for libcurl (over its "
                  "line limit), or out of memory");
-    } else if (a->deterministic) {
+    } else if (a->deterministic && !*note) {
         snprintf(a->errtext, sizeof a->errtext, "response headers too large for libcurl");
     }
     if (a->err == STG_NET_NONE && a->status == 0)
@@ -200,6 +188,9 @@ void stg__attempt_step(const stg__step *s, stg__attempt *a, const stg_hints *h,
         s->ev->duration_us = s->duration_us;
         s->ev->retry_after_us = a->hint;
         s->ev->final_url = a->final_url;
+        s->ev->connects = a->conn.connects;
+        s->ev->conn_reused = a->conn.reused;
+        s->ev->tls_handshake_us = a->conn.tls_handshake_us;
         if (s->on_event)
             s->on_event(s->ev, s->event_data);
     }

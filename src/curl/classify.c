@@ -10,8 +10,23 @@
  * which lets stg_decide retry even a POST. CONNECT_TIME is 0 on a kept
  * connection too, so attempt.c passes a nonzero time once
  * CURLINFO_REQUEST_SIZE says bytes left.
+ *
+ * TLS (stg__classify_text): libcurl reports a TLS handshake that the peer
+ * reset or closed with the same code as a real TLS failure
+ * (CURLE_SSL_CONNECT_ERROR), so its message tells them apart. A reset or a
+ * close is what a transport fault looks like from inside a handshake (an
+ * overloaded proxy, a server restarting): RESET, retried when the method
+ * may repeat, like any reset. A certificate that did not verify, a CA or
+ * client certificate file libcurl cannot load, and an alert the server
+ * sent (it refused our certificate, or ours is missing: under TLS 1.3 that
+ * arrives on the first read, CURLE_RECV_ERROR) are the same on every
+ * attempt: TLS and deterministic, so no policy retries them, and the note
+ * says which it was. Reset wins over alert: a reset carries no alert.
  */
+#include <string.h>
+
 #include "curl/internal.h"
+#include "util/assert.h"
 
 stg_net_error stg_curl_classify(CURLcode code, int64_t connect_time_us)
 {
@@ -49,6 +64,97 @@ stg_net_error stg_curl_classify(CURLcode code, int64_t connect_time_us)
     default:
         return STG_NET_OTHER;
     }
+}
+
+static bool has(const char *text, const char *word)
+{
+    return text && strstr(text, word) != NULL;
+}
+
+/* A handshake the peer ended at the transport level (OpenSSL's and GnuTLS'
+ * words for it, as libcurl passes them on). */
+static bool transport_words(const char *e)
+{
+    return has(e, "reset by peer") || has(e, "SSL_ERROR_SYSCALL") ||
+           has(e, "unexpected eof") || has(e, "Broken pipe") ||
+           has(e, "The TLS connection was non-properly terminated") ||
+           has(e, "Error in the push function") || has(e, "Error in the pull function");
+}
+
+static stg_net_error tls_class(CURLcode code, const char *errbuf, bool *deterministic,
+                               const char **note)
+{
+    switch (code) {
+    case CURLE_PEER_FAILED_VERIFICATION:
+    case CURLE_SSL_ISSUER_ERROR:
+    case CURLE_SSL_PINNEDPUBKEYNOTMATCH:
+    case CURLE_SSL_INVALIDCERTSTATUS:
+        *deterministic = true;
+        *note = "TLS: the server's certificate did not verify (never retried)";
+        return STG_NET_TLS;
+    case CURLE_SSL_CACERT_BADFILE:
+    case CURLE_SSL_CRL_BADFILE:
+        *deterministic = true;
+        *note = "TLS: the CA certificates cannot be loaded (not retried)";
+        return STG_NET_TLS;
+    case CURLE_SSL_CERTPROBLEM:
+    case CURLE_SSL_CLIENTCERT:
+        *deterministic = true;
+        *note = "TLS: the client certificate or key cannot be used (not retried)";
+        return STG_NET_TLS;
+    case CURLE_SSL_CONNECT_ERROR:
+        if (transport_words(errbuf)) {
+            *note = "TLS handshake reset or closed by the peer (a transport fault, retried "
+                    "when the request may repeat)";
+            return STG_NET_RESET;
+        }
+        if (has(errbuf, "alert")) {
+            *deterministic = true;
+            *note = "TLS: the server refused the handshake (not retried)";
+        } else {
+            *note = "TLS handshake failed";
+        }
+        return STG_NET_TLS;
+    case CURLE_RECV_ERROR:
+    case CURLE_SEND_ERROR:
+        if (!transport_words(errbuf) && has(errbuf, "alert")) {
+            /* TLS 1.3: a refused or missing client certificate is an alert
+             * on the first read after the handshake. */
+            *deterministic = true;
+            *note = "TLS: the server refused the connection (a TLS alert: a client "
+                    "certificate missing or not accepted?) (not retried)";
+            return STG_NET_TLS;
+        }
+        return stg_curl_classify(code, 1);
+    default:
+        return stg_curl_classify(code, 1);
+    }
+}
+
+stg_net_error stg__classify_text(CURLcode code, int64_t connect_time_us, const char *errbuf,
+                                 bool *deterministic, const char **note)
+{
+    *deterministic = false;
+    *note = "";
+#if LIBCURL_VERSION_NUM >= 0x080600
+    if (code == CURLE_TOO_LARGE) {
+        *deterministic = true;
+        return STG_NET_OTHER;
+    }
+#endif
+    /* libcurl < 8.6 reports its response-header limit as a receive error
+     * with this text: the server's answer, not a broken connection. */
+    if (code == CURLE_RECV_ERROR && has(errbuf, "Too large response headers")) {
+        *deterministic = true;
+        return STG_NET_OTHER;
+    }
+    stg_net_error e = stg_curl_classify(code, connect_time_us);
+    if (e == STG_NET_TLS || e == STG_NET_RESET) {
+        stg_net_error t = tls_class(code, errbuf, deterministic, note);
+        STG_ASSERT(e == STG_NET_TLS || t == e || t == STG_NET_TLS);
+        return t;
+    }
+    return e;
 }
 
 bool stg__throttled(int status, const stg_hints *h)

@@ -152,6 +152,7 @@ int stg_engine_submit(stg_engine *e, const stg_request *rq, stg_done_fn done, vo
     r->server_wait_us = STG_UNKNOWN;
     stg__xfer_init(&r->x, e->cfg.max_body);
     stg__xfer_set_sink(&r->x, rq->body_sink, rq->body_sink_data);
+    r->x.tls = e->cfg.tls; /* applied at each attempt's attach */
     char red[2048];
     stg_redact_url(rq->url, red, sizeof red);
     r->url = strdup(rq->url);

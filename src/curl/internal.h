@@ -75,6 +75,7 @@ typedef struct stg__xfer {
     bool sink_restart;   /* an attempt started since: RESTART before the next
                             delivery, or before END */
     bool sink_failed;    /* the sink returned nonzero: the transfer was stopped */
+    const stg_tls_config *tls; /* applied by stg__xfer_attach; NULL: none */
 } stg__xfer;
 
 /* With a sink, what is kept of a body that is not 2xx (for hints, logs). */
@@ -91,8 +92,21 @@ bool stg__xfer_sink_end(stg__xfer *x);
 /* Forget the previous attempt's data (a discarded body never leaks). */
 void stg__xfer_reset(stg__xfer *x);
 void stg__xfer_free(stg__xfer *x);
-/* Point easy's write/header callbacks and error buffer at x. */
+/* Point easy's write/header callbacks and error buffer at x, and apply
+ * x->tls (stg__tls_apply). */
 void stg__xfer_attach(CURL *easy, stg__xfer *x);
+/* Set t's TLS options on easy (NULL: nothing), CA settings from the
+ * environment as the curl tool reads them when t->ca_from_env asks. */
+void stg__tls_apply(CURL *easy, const stg_tls_config *t);
+
+/* The connection an attempt used, from easy's info after the transfer
+ * (stg_event's connects, conn_reused, tls_handshake_us). */
+typedef struct stg__conn {
+    int connects;
+    bool reused;
+    int64_t tls_handshake_us;
+} stg__conn;
+void stg__xfer_conn(CURL *easy, stg__conn *out);
 /* Undo stg__xfer_attach (libcurl defaults), so the caller's handle holds no
  * pointer into freed memory. */
 void stg__xfer_detach(CURL *easy);
@@ -115,6 +129,7 @@ typedef struct stg__attempt {
     char errtext[256];      /* redacted, "" when none */
     int64_t hint;           /* the server's wait hint, or STG_UNKNOWN */
     char final_url[2048];   /* redacted URL of this attempt */
+    stg__conn conn;         /* the connection it used */
     /* A failure that another attempt would only repeat (the body over
      * max_body, response headers libcurl refuses, out of memory): the
      * request gives up with ERROR_NOT_RETRYABLE whatever the policy says. */
@@ -166,13 +181,6 @@ void stg__attempt_end(CURL *easy, CURLcode code, const stg__xfer *x, const char 
 void stg__attempt_step(const stg__step *s, stg__attempt *a, const stg_hints *h,
                        stg_decision *d);
 
-/* The transport class of code with what libcurl wrote in errbuf: like
- * stg_curl_classify, but *deterministic is set (and OTHER returned) for
- * failures a new attempt would repeat: response headers over libcurl's
- * limits ("Too large response headers", CURLE_TOO_LARGE, a header line
- * libcurl cannot hold). */
-stg_net_error stg__classify_text(CURLcode code, int64_t connect_time_us, const char *errbuf,
-                                 bool *deterministic);
 
 /* ---- redirect.c: stagger's own redirect hops -------------------------- */
 
@@ -192,7 +200,19 @@ bool stg__cross_origin(const char *a, const char *b);
 struct curl_slist *stg__headers_without_secrets(const struct curl_slist *headers,
                                                 const char *const *extra, bool *ok);
 
-/* ---- classify.c: answers as a learning limiter sees them ---------------- */
+/* ---- classify.c: transport faults, and answers as a limiter sees them --- */
+
+/* The transport class of code with what libcurl wrote in errbuf: like
+ * stg_curl_classify, but *deterministic is set for failures a new attempt
+ * would repeat: response headers over libcurl's limits ("Too large
+ * response headers", CURLE_TOO_LARGE: OTHER), a certificate that did not
+ * verify, a bad CA or client certificate file, a TLS alert the server
+ * sent (TLS). A TLS handshake the peer reset or closed is RESET (a
+ * transport fault). *note (never NULL) is "" or what the message should
+ * say first, for people: "TLS: the server's certificate did not verify
+ * (not retried)". */
+stg_net_error stg__classify_text(CURLcode code, int64_t connect_time_us, const char *errbuf,
+                                 bool *deterministic, const char **note);
 
 /* 429, or 503 with Retry-After: the server said "too fast". */
 bool stg__throttled(int status, const stg_hints *h);

@@ -6,7 +6,9 @@
  * event, id, method, url, final_url, host, attempt, status, status_class
  * ("quota" for 429, "outage" for 503, "2xx", "4xx", "5xx", ..., "error"),
  * error (transport class), curl_code, retry_after_ms (the parsed server
- * hint), wait_ms, duration_ms, reason, outcome, breaker_from/breaker_to.
+ * hint), wait_ms, duration_ms, reason, outcome, breaker_from/breaker_to;
+ * attempt_end also: connects (connections the attempt opened), conn_reused
+ * (sent on a kept connection), tls_handshake_ms (when it made one).
  * Keys that do not apply to an event are left out.
  *
  * Invariants: only what the event carries is written, and events carry
@@ -124,6 +126,10 @@ static json_t *event_json(const stg_event *ev)
         set_ms(o, "duration_ms", ev->duration_us);
         if (ev->type == STG_EVENT_ATTEMPT_END) {
             set_str(o, "outcome", stg__status_class(ev->status, ev->error));
+            set_int(o, "connects", ev->connects);
+            json_object_set_new(o, "conn_reused", json_boolean(ev->conn_reused));
+            if (ev->tls_handshake_us > 0)
+                set_ms(o, "tls_handshake_ms", ev->tls_handshake_us);
         } else {
             set_str(o, "reason", stg_reason_name(ev->reason));
             set_str(o, "outcome", ev->type == STG_EVENT_SUCCESS ? "success" : "give_up");

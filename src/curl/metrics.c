@@ -14,6 +14,13 @@
  *   stagger_attempt_duration_seconds       histogram of attempt durations
  *   stagger_breaker_state{host}            0 closed, 1 open, 2 half-open
  *   stagger_breaker_transitions_total{host,to}
+ *   stagger_connections_opened_total       connections the attempts opened
+ *                                          (libcurl's NUM_CONNECTS)
+ *   stagger_connections_reused_total       attempts sent on a kept connection
+ *   stagger_tls_handshakes_total           TLS handshakes made
+ *   stagger_tls_handshake_seconds          histogram of their durations
+ * With keep-alive, connections_opened stays at the concurrency while the
+ * attempts grow: one handshake per connection, not per request.
  * stg_metrics_write() follows the node_exporter textfile convention: write
  * PATH.tmp.PID, fsync, rename over PATH, so a scraper never reads half a
  * file.
@@ -63,7 +70,8 @@ struct stg_metrics {
     uint64_t retries_other[N_REASONS];
     uint64_t give_ups[N_REASONS];
     uint64_t successes;
-    histo wait, limiter, duration;
+    uint64_t connects, reused, handshakes;
+    histo wait, limiter, duration, handshake;
     breaker_host *hosts;
     size_t n_hosts, cap_hosts;
 };
@@ -146,6 +154,12 @@ void stg_metrics_event(const stg_event *ev, void *metrics)
     case STG_EVENT_ATTEMPT_END:
         m->attempts[class_index(ev->status, ev->error)]++;
         observe(&m->duration, ev->duration_us);
+        m->connects += ev->connects > 0 ? (uint64_t)ev->connects : 0;
+        m->reused += ev->conn_reused;
+        if (ev->tls_handshake_us > 0) {
+            m->handshakes++;
+            observe(&m->handshake, ev->tls_handshake_us);
+        }
         break;
     case STG_EVENT_WAIT:
         if (ev->reason == STG_REASON_RETRY_STATUS && ev->status > 0 && ev->status < N_STATUS)
@@ -250,6 +264,21 @@ static void print_all(const stg_metrics *m, FILE *f)
     print_histo(f, "stagger_limiter_wait_seconds", "Waits imposed by the client-side limiter.",
                 &m->limiter);
     print_histo(f, "stagger_attempt_duration_seconds", "Durations of attempts.", &m->duration);
+    fprintf(f,
+            "# HELP stagger_connections_opened_total Connections opened by attempts.\n"
+            "# TYPE stagger_connections_opened_total counter\n"
+            "stagger_connections_opened_total %llu\n"
+            "# HELP stagger_connections_reused_total Attempts sent on a kept connection.\n"
+            "# TYPE stagger_connections_reused_total counter\n"
+            "stagger_connections_reused_total %llu\n"
+            "# HELP stagger_tls_handshakes_total TLS handshakes made (one per new https "
+            "connection).\n"
+            "# TYPE stagger_tls_handshakes_total counter\n"
+            "stagger_tls_handshakes_total %llu\n",
+            (unsigned long long)m->connects, (unsigned long long)m->reused,
+            (unsigned long long)m->handshakes);
+    print_histo(f, "stagger_tls_handshake_seconds", "Durations of TLS handshakes.",
+                &m->handshake);
     fputs("# HELP stagger_breaker_state Circuit breaker state per host (0 closed, 1 open, "
           "2 half-open).\n# TYPE stagger_breaker_state gauge\n",
           f);

@@ -22,7 +22,9 @@
  *    carries the last completed attempt's status, headers and body (a 429
  *    or 503 too) and never bytes of a discarded attempt; an attempt
  *    interrupted by a cancel leaves an empty result body;
- *  - the caller's handle gets libcurl's default callbacks back on return;
+ *  - the caller's handle gets libcurl's default callbacks back on return
+ *    (cfg->tls's options stay set on it: they are the caller's own
+ *    choice, as the URL is);
  *  - a body sink's END is its last call, made once, before the final
  *    event and the return (call_result, or the error path).
  */
@@ -253,6 +255,7 @@ static int call_open(call *c, CURL *easy, const stg_call_config *cfg)
         return STG_ENOMEM;
     stg__xfer_init(&c->x, c->cfg.max_body);
     stg__xfer_set_sink(&c->x, c->cfg.body_sink, c->cfg.body_sink_data);
+    c->x.tls = c->cfg.tls; /* set on easy by attach */
     stg__xfer_attach(easy, &c->x);
     /* Redirects are hops stagger decides (redirect.c), never libcurl's. */
     curl_easy_setopt(easy, CURLOPT_FOLLOWLOCATION, 0L);

@@ -38,6 +38,19 @@
  * attempt's: when an attempt that delivered some is followed by another,
  * RESTART comes before the next delivery (or before END, when none
  * follows). A sink's failure stops the transfer like max_body does.
+ *
+ * TLS: the caller's stg_tls_config is set on the handle at every attach,
+ * because the engine resets pooled handles between attempts (a reset
+ * handle would silently verify against the default store again). The CA
+ * environment variables are read the way the curl tool reads them
+ * (tool_operate.c: CURL_CA_BUNDLE, else SSL_CERT_DIR and SSL_CERT_FILE;
+ * only when no CA was given and -k is off), since libcurl itself ignores
+ * them and a user who set them for curl expects the same here.
+ *
+ * The connection an attempt used is read back from libcurl after it
+ * (stg__xfer_conn): NUM_CONNECTS counts the connections the transfer
+ * opened, so 0 with bytes sent means a kept connection carried it; a TLS
+ * handshake happened when a new connection has an APPCONNECT time.
  */
 #include <limits.h>
 #include <stdlib.h>
@@ -232,8 +245,62 @@ static int on_prereq(void *arg, char *conn_primary_ip, char *conn_local_ip, int 
     return CURL_PREREQFUNC_OK;
 }
 
+/* curl's getenv: an empty variable is unset. */
+static const char *env(const char *name)
+{
+    const char *v = getenv(name);
+    return v && *v ? v : NULL;
+}
+
+void stg__tls_apply(CURL *easy, const stg_tls_config *t)
+{
+    if (!t)
+        return;
+    const char *file = t->ca_file, *dir = t->ca_path;
+    if (!file && !dir && t->ca_from_env && !t->insecure) {
+        file = env("CURL_CA_BUNDLE");
+        if (!file) {
+            dir = env("SSL_CERT_DIR");
+            file = env("SSL_CERT_FILE");
+        }
+    }
+    if (file)
+        curl_easy_setopt(easy, CURLOPT_CAINFO, file);
+    if (dir)
+        curl_easy_setopt(easy, CURLOPT_CAPATH, dir);
+    if (t->cert) {
+        curl_easy_setopt(easy, CURLOPT_SSLCERT, t->cert);
+        curl_easy_setopt(easy, CURLOPT_SSLCERTTYPE, "PEM");
+    }
+    if (t->key) {
+        curl_easy_setopt(easy, CURLOPT_SSLKEY, t->key);
+        curl_easy_setopt(easy, CURLOPT_SSLKEYTYPE, "PEM");
+    }
+    if (t->insecure) {
+        curl_easy_setopt(easy, CURLOPT_SSL_VERIFYPEER, 0L);
+        curl_easy_setopt(easy, CURLOPT_SSL_VERIFYHOST, 0L);
+    }
+}
+
+void stg__xfer_conn(CURL *easy, stg__conn *out)
+{
+    memset(out, 0, sizeof *out);
+    long connects = 0, sent = 0, http = 0;
+    curl_off_t connect_us = 0, app_us = 0;
+    curl_easy_getinfo(easy, CURLINFO_NUM_CONNECTS, &connects);
+    curl_easy_getinfo(easy, CURLINFO_REQUEST_SIZE, &sent);
+    curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &http);
+    curl_easy_getinfo(easy, CURLINFO_CONNECT_TIME_T, &connect_us);
+    curl_easy_getinfo(easy, CURLINFO_APPCONNECT_TIME_T, &app_us);
+    out->connects = connects > 0 ? (int)connects : 0;
+    out->reused = connects <= 0 && (sent > 0 || http > 0);
+    if (connects > 0 && app_us > 0)
+        out->tls_handshake_us = app_us > connect_us ? (int64_t)(app_us - connect_us) : 1;
+}
+
 void stg__xfer_attach(CURL *easy, stg__xfer *x)
 {
+    stg__tls_apply(easy, x->tls);
     x->easy = easy;
     curl_easy_setopt(easy, CURLOPT_PREREQFUNCTION, on_prereq);
     curl_easy_setopt(easy, CURLOPT_PREREQDATA, x);

@@ -22,6 +22,7 @@
 #include "server/reqlog.h"
 #include "server/server.h"
 #include "server/stats.h"
+#include "server/tls.h"
 
 struct stg_srv {
     stg_srv_config cfg; /* strings point at the copies below */
@@ -36,6 +37,8 @@ struct stg_srv {
     srv_idem idem;
     srv_reqlog log;
     srv_park park;
+    srv_tls tls;
+    _Atomic uint64_t conns_opened; /* connections accepted (/__stats) */
 };
 
 /* MHD callbacks (handler.c); cls is the stg_srv. */

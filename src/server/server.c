@@ -9,6 +9,11 @@
  * runs on a pool of epoll threads, and faults that withhold an answer park
  * their connection (MHD_suspend_connection) instead of blocking a thread.
  *
+ * HTTPS (tls.c): the same daemon with MHD_USE_TLS and the PEM files in
+ * memory; every accepted connection is counted (connections_opened in
+ * /__stats), so a test can check from the server's side that a client
+ * kept its connections (and its TLS handshakes) down to its concurrency.
+ *
  * Invariants: the park ticker is running before the daemon starts and is
  * shut down (every parked connection resumed) before MHD_stop_daemon, as
  * libmicrohttpd requires; the request log is closed and the stats file
@@ -64,22 +69,28 @@ json_t *srv_stats_document(stg_srv *s)
             MHD_get_daemon_info(s->mhd, MHD_DAEMON_INFO_CURRENT_CONNECTIONS);
         conns = di ? di->num_connections : 0;
     }
+    uint64_t opened = atomic_load_explicit(&s->conns_opened, memory_order_relaxed);
+    uint64_t refused = atomic_load_explicit(&s->tls.refused, memory_order_relaxed);
     if (json_object_set_new(doc, "limit", limit) != 0 ||
-        json_object_set_new(doc, "connections", json_integer(conns)) != 0) {
+        json_object_set_new(doc, "connections", json_integer(conns)) != 0 ||
+        json_object_set_new(doc, "connections_opened", json_integer((json_int_t)opened)) != 0 ||
+        json_object_set_new(doc, "tls", json_boolean(s->tls.on)) != 0 ||
+        json_object_set_new(doc, "tls_client_refused", json_integer((json_int_t)refused)) != 0) {
         json_decref(doc);
         return NULL;
     }
     return doc;
 }
 
-/* TCP_NODELAY on every accepted connection. */
+/* TCP_NODELAY on every accepted connection, and count it. */
 static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
                           enum MHD_ConnectionNotificationCode code)
 {
-    (void)cls;
+    stg_srv *s = cls;
     (void)socket_context;
     if (code != MHD_CONNECTION_NOTIFY_STARTED)
         return;
+    atomic_fetch_add_explicit(&s->conns_opened, 1, memory_order_relaxed);
     const union MHD_ConnectionInfo *ci =
         MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
     if (!ci)
@@ -111,6 +122,7 @@ static void destroy(stg_srv *s, bool stats_ok, bool idem_ok, bool clients_ok, bo
     if (clients_ok)
         srv_clients_destroy(&s->clients);
     srv_faults_destroy(&s->faults);
+    srv_tls_free(&s->tls);
     if (stats_ok)
         srv_stats_destroy(&s->stats);
     free(s->bind_copy);
@@ -135,6 +147,16 @@ stg_srv *stg_srv_start(const stg_srv_config *cfg, char *err, size_t errlen)
     s->cfg.stats_path = s->stats_copy;
     s->start_us = srv_mono_us();
     srv_faults_init(&s->faults, &s->cfg);
+    atomic_init(&s->conns_opened, 0);
+    s->cfg.tls_cert = s->cfg.tls_key = s->cfg.tls_client_ca = NULL; /* read below, not kept */
+    if (srv_tls_load(&s->tls, cfg->tls_cert, cfg->tls_key, cfg->tls_client_ca, err, errlen) !=
+        0) {
+        free(s->bind_copy);
+        free(s->log_copy);
+        free(s->stats_copy);
+        free(s);
+        return NULL;
+    }
 
     bool stats_ok = srv_stats_init(&s->stats) == 0;
     bool clients_ok = stats_ok && srv_clients_init(&s->clients, cfg->fail_first) == 0;
@@ -156,7 +178,8 @@ stg_srv *stg_srv_start(const stg_srv_config *cfg, char *err, size_t errlen)
 
     struct sockaddr_storage ss;
     memset(&ss, 0, sizeof ss);
-    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME;
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME |
+                     srv_tls_flags(&s->tls);
     struct sockaddr_in *sin = (struct sockaddr_in *)&ss;
     struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)&ss;
     if (inet_pton(AF_INET, s->cfg.bind, &sin->sin_addr) == 1) {
@@ -194,14 +217,21 @@ stg_srv *stg_srv_start(const stg_srv_config *cfg, char *err, size_t errlen)
         /* Request line + headers must fit: a 64 KiB header gets 431. */
         {MHD_OPTION_CONNECTION_MEMORY_LIMIT, 32 * 1024, NULL},
         {MHD_OPTION_CONNECTION_TIMEOUT, 120, NULL},
-        {MHD_OPTION_NOTIFY_CONNECTION, (intptr_t)on_connection, NULL},
+        {MHD_OPTION_NOTIFY_CONNECTION, (intptr_t)on_connection, s},
         {MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)srv_on_completed, s},
         {cfg->threads > 1 ? MHD_OPTION_THREAD_POOL_SIZE : MHD_OPTION_END,
          cfg->threads > 1 ? cfg->threads : 0, NULL},
+        {MHD_OPTION_END, 0, NULL}, /* the TLS options go here and after */
+        {MHD_OPTION_END, 0, NULL},
+        {MHD_OPTION_END, 0, NULL},
         {MHD_OPTION_END, 0, NULL},
     };
+    size_t used = 0;
+    while (opts[used].option != MHD_OPTION_END)
+        used++;
+    srv_tls_options(&s->tls, &opts[used]);
     errno = 0;
-    s->mhd = MHD_start_daemon(flags, (uint16_t)cfg->port, NULL, NULL, srv_on_request, s,
+    s->mhd = MHD_start_daemon(flags, (uint16_t)cfg->port, NULL, NULL, srv_tls_handler(&s->tls), s,
                               MHD_OPTION_ARRAY, opts, MHD_OPTION_END);
     if (!s->mhd) {
         int e = errno;

@@ -62,6 +62,10 @@ typedef struct stg_srv_config {
     stg_srv_log_format log_format;
     const char *stats_path; /* NULL: no stats file at exit */
     size_t max_body;        /* request bodies above this get 413 */
+    /* HTTPS (tls.h): PEM certificate and key files, both or neither;
+     * tls_client_ca: mutual TLS, a request whose connection presents no
+     * client certificate chaining to this CA gets 403. NULL: plain HTTP. */
+    const char *tls_cert, *tls_key, *tls_client_ca;
 } stg_srv_config;
 
 typedef struct stg_srv stg_srv;
@@ -72,8 +76,9 @@ typedef struct stg_srv stg_srv;
 void stg_srv_config_init(stg_srv_config *cfg);
 
 /* Start the server: binds, starts the worker threads and returns. The
- * config is copied (strings too). Returns NULL with a message in err on
- * failure (bad address, port in use, unwritable log file). */
+ * config is copied (strings too; the TLS files are read here). Returns NULL
+ * with a message in err on failure (bad address, port in use, unwritable
+ * log file, unreadable TLS file, no TLS in libmicrohttpd). */
 stg_srv *stg_srv_start(const stg_srv_config *cfg, char *err, size_t errlen);
 
 /* The port actually bound (useful with port 0). */

@@ -99,7 +99,8 @@ static inline void server_start(server *s, const char *const *args)
         char line[128] = "";
         if (f) {
             if (fgets(line, sizeof line, f) && strchr(line, '\n'))
-                sscanf(line, "listening on http://127.0.0.1:%d", &s->port);
+                if (sscanf(line, "listening on http://127.0.0.1:%d", &s->port) != 1)
+                    sscanf(line, "listening on https://127.0.0.1:%d", &s->port); /* --tls-* */
             fclose(f);
         }
         if (!s->port)

@@ -5,7 +5,8 @@
 # serve_start NAME [ARGS...]: start `stagger serve --port ${SRV_PORT:-0} ARGS`
 # in the background (set SRV_PORT to restart a server on the same port) and
 # wait for its first stdout line, which must be
-# "listening on http://127.0.0.1:PORT". Sets SRV_PID, PORT and URL, and adds
+# "listening on http://127.0.0.1:PORT" (https:// when ARGS have --tls-cert).
+# Sets SRV_PID, PORT and URL (with the line's scheme), and adds
 # the pid to SRV_PIDS (for a cleanup trap). Ends the test if it does not start.
 #
 # NAME.out is removed before the server starts: the shell truncates it only
@@ -29,7 +30,7 @@ serve_start() {
     done
     _sv_line=$(head -n1 "$SERVE_DIR/$_sv_name.out" 2>/dev/null || true)
     case "$_sv_line" in
-    "listening on http://127.0.0.1:"[0-9]*) ;;
+    "listening on http://127.0.0.1:"[0-9]* | "listening on https://127.0.0.1:"[0-9]*) ;;
     *)
         echo "FAIL: server $_sv_name did not start (first line '$_sv_line'):" \
             "$(cat "$SERVE_DIR/$_sv_name.err")" >&2
@@ -37,7 +38,7 @@ serve_start() {
         ;;
     esac
     PORT=${_sv_line##*:}
-    URL="http://127.0.0.1:$PORT"
+    URL=${_sv_line#listening on } # https:// with --tls-cert
 }
 
 # serve_stop PID [SIG]: send SIG (default TERM) and wait (a hang guard of

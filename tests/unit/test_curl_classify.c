@@ -13,6 +13,8 @@ int main(void)
 #else
 #include "cmocka_all.h"
 
+#include <string.h>
+
 #include <stagger/curl.h>
 
 #include "curl/internal.h"
@@ -88,21 +90,82 @@ static void test_text_classes(void **state)
 {
     (void)state;
     bool det = true;
-    assert_int_equal(stg__classify_text(CURLE_RECV_ERROR, 5, "Connection reset by peer", &det),
+    const char *note = NULL;
+    assert_int_equal(stg__classify_text(CURLE_RECV_ERROR, 5, "Connection reset by peer", &det, &note),
                      STG_NET_RESET);
     assert_false(det);
     assert_int_equal(stg__classify_text(CURLE_RECV_ERROR, 5,
-                                        "Too large response headers: 307211 > 307200", &det),
+                                        "Too large response headers: 307211 > 307200", &det, &note),
                      STG_NET_OTHER);
     assert_true(det);
-    assert_int_equal(stg__classify_text(CURLE_RECV_ERROR, 5, NULL, &det), STG_NET_RESET);
+    assert_int_equal(stg__classify_text(CURLE_RECV_ERROR, 5, NULL, &det, &note), STG_NET_RESET);
     assert_false(det);
-    assert_int_equal(stg__classify_text(CURLE_OK, 5, "", &det), STG_NET_NONE);
+    assert_int_equal(stg__classify_text(CURLE_OK, 5, "", &det, &note), STG_NET_NONE);
     assert_false(det);
     assert_int_equal(stg__classify_text(CURLE_COULDNT_CONNECT, 0, "Too large response headers",
-                                        &det),
+                                        &det, &note),
                      STG_NET_CONNECT_REFUSED);
     assert_false(det);
+}
+
+/* TLS failures, with the messages libcurl 7.88 (OpenSSL 3) writes for
+ * them, as seen against loopback servers: a handshake the peer reset or
+ * closed is a transport fault (RESET, retryable); a certificate that does
+ * not verify, an unloadable CA or client certificate file, and an alert
+ * from the server are TLS and deterministic (never retried), and the note
+ * says so. */
+static void test_tls_classes(void **state)
+{
+    (void)state;
+    bool det = true;
+    const char *note = NULL;
+    assert_int_equal(stg__classify_text(CURLE_SSL_CONNECT_ERROR, 0,
+                                        "Recv failure: Connection reset by peer", &det, &note),
+                     STG_NET_RESET);
+    assert_false(det);
+    assert_non_null(strstr(note, "transport fault"));
+    assert_int_equal(stg__classify_text(CURLE_SSL_CONNECT_ERROR, 0,
+                                        "OpenSSL SSL_connect: SSL_ERROR_SYSCALL in connection "
+                                        "to 127.0.0.1:41731 ",
+                                        &det, &note),
+                     STG_NET_RESET);
+    assert_false(det);
+    assert_int_equal(stg__classify_text(CURLE_PEER_FAILED_VERIFICATION, 0,
+                                        "SSL certificate problem: self-signed certificate",
+                                        &det, &note),
+                     STG_NET_TLS);
+    assert_true(det);
+    assert_non_null(strstr(note, "did not verify"));
+    assert_non_null(strstr(note, "never retried"));
+    assert_int_equal(stg__classify_text(CURLE_SSL_CERTPROBLEM, 0,
+                                        "could not load PEM client certificate from x.pem",
+                                        &det, &note),
+                     STG_NET_TLS);
+    assert_true(det);
+    assert_int_equal(stg__classify_text(CURLE_SSL_CACERT_BADFILE, 0, "error setting certificate "
+                                        "file: /nonexistent", &det, &note),
+                     STG_NET_TLS);
+    assert_true(det);
+    /* TLS 1.3: a missing client certificate is an alert on the first read. */
+    assert_int_equal(stg__classify_text(CURLE_RECV_ERROR, 5,
+                                        "OpenSSL SSL_read: OpenSSL/3.0.19: error:0A00045C:SSL "
+                                        "routines::tlsv13 alert certificate required, errno 0",
+                                        &det, &note),
+                     STG_NET_TLS);
+    assert_true(det);
+    assert_int_equal(stg__classify_text(CURLE_SSL_CONNECT_ERROR, 0,
+                                        "error:0A000410:SSL routines::sslv3 alert handshake "
+                                        "failure", &det, &note),
+                     STG_NET_TLS);
+    assert_true(det);
+    /* Neither words of a reset nor an alert: TLS, left to the policy
+     * (whose default does not retry TLS). */
+    assert_int_equal(stg__classify_text(CURLE_SSL_CONNECT_ERROR, 0,
+                                        "error:0A00010B:SSL routines::wrong version number",
+                                        &det, &note),
+                     STG_NET_TLS);
+    assert_false(det);
+    assert_false(STG_NET_DEFAULT_RETRY & STG_NET_BIT(STG_NET_TLS));
 }
 
 int main(void)
@@ -110,6 +173,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_classes),
         cmocka_unit_test(test_text_classes),
+        cmocka_unit_test(test_tls_classes),
         cmocka_unit_test(test_every_code_has_one_class),
         cmocka_unit_test(test_attempt_timeouts),
     };
