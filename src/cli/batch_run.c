@@ -40,16 +40,7 @@
 #include "batch/batch.h"
 #include "cli/batch_run.h"
 #include "cli/cli.h"
-
-/* Progress drawing: the library's snapshot, a rate measured here. */
-typedef struct drawer {
-    enum batch_progress mode;
-    int64_t start_us, next_us, interval_us;
-    uint64_t rate_attempts;
-    int64_t rate_t_us;
-    double rps;
-    bool drawn;
-} drawer;
+#include "cli/progress.h"
 
 static volatile sig_atomic_t g_signal;
 
@@ -67,62 +58,22 @@ static int64_t mono_us(void)
 
 /* ---- progress ---------------------------------------------------------------- */
 
-static void fmt_eta(double s, char *buf, size_t size)
+static void to_state(const stg_batch_counts *c, const stg_batch_progress *p, progress_state *s)
 {
-    if (!(s >= 0) || s > 360000)
-        snprintf(buf, size, "?");
-    else if (s < 60)
-        snprintf(buf, size, "%.0f s", s);
-    else if (s < 3600)
-        snprintf(buf, size, "%d m %02d s", (int)s / 60, (int)s % 60);
-    else
-        snprintf(buf, size, "%d h %02d m", (int)s / 3600, ((int)s / 60) % 60);
-}
-
-static void draw(drawer *d, const stg_batch_progress *p, int64_t now, bool last)
-{
-    if (now - d->rate_t_us >= STG_SEC(1) || last ||
-        (d->rps == 0 && now - d->rate_t_us >= STG_MS(200))) {
-        double dt = (double)(now - d->rate_t_us) / 1e6;
-        if (dt > 0)
-            d->rps = (double)(p->attempts - d->rate_attempts) / dt;
-        d->rate_attempts = p->attempts;
-        d->rate_t_us = now;
+    memset(s, 0, sizeof *s);
+    s->total = c->total;
+    s->ended = stg_batch_counts_ended(c);
+    s->left = stg_batch_counts_left(c);
+    s->done = c->n[STG_JOB_DONE];
+    s->failed = c->n[STG_JOB_FAILED];
+    s->deferred = c->n[STG_JOB_DEFERRED];
+    s->review = c->n[STG_JOB_REVIEW];
+    s->inflight = c->n[STG_JOB_INFLIGHT];
+    if (p) {
+        s->attempts = p->attempts;
+        s->finished = (uint64_t)p->finished;
+        s->status_429 = p->status_429;
     }
-    const int64_t *c = p->counts.n;
-    int64_t ended = stg_batch_counts_ended(&p->counts);
-    int64_t left = stg_batch_counts_left(&p->counts);
-    int64_t total = p->counts.total;
-    double elapsed = (double)(now - d->start_us) / 1e6;
-    double jps = elapsed > 0 ? (double)p->finished / elapsed : 0;
-    char eta[32];
-    fmt_eta(jps > 0 ? (double)left / jps : -1, eta, sizeof eta);
-    double p429 = p->attempts ? 100.0 * (double)p->status_429 / (double)p->attempts : 0;
-    if (d->mode == BATCH_PROGRESS_BAR) {
-        char bar[25];
-        int fill = total ? (int)(24 * ended / total) : 24;
-        for (int i = 0; i < 24; i++)
-            bar[i] = i < fill ? '#' : '.';
-        bar[24] = '\0';
-        fprintf(stderr,
-                "\r[%s] %lld/%lld  done %lld  failed %lld  deferred %lld%s  %.1f req/s  "
-                "429 %.1f%%  ETA %s\033[K",
-                bar, (long long)ended, (long long)total, (long long)c[STG_JOB_DONE],
-                (long long)c[STG_JOB_FAILED], (long long)c[STG_JOB_DEFERRED],
-                c[STG_JOB_REVIEW] ? "  review" : "", d->rps, p429, last ? "0 s" : eta);
-        d->drawn = true;
-        if (last)
-            fputc('\n', stderr);
-    } else {
-        fprintf(stderr,
-                "batch: %lld/%lld ended (done %lld, failed %lld, deferred %lld, review %lld), "
-                "%lld in flight, %.1f req/s, 429 %.1f%%, ETA %s\n",
-                (long long)ended, (long long)total, (long long)c[STG_JOB_DONE],
-                (long long)c[STG_JOB_FAILED], (long long)c[STG_JOB_DEFERRED],
-                (long long)c[STG_JOB_REVIEW], (long long)c[STG_JOB_INFLIGHT], d->rps, p429,
-                last ? "0 s" : eta);
-    }
-    fflush(stderr);
 }
 
 /* ---- options -> configuration ------------------------------------------------------ */
@@ -419,35 +370,50 @@ static int final_report(const batch_opts *o, stg_store *s, int ex)
 }
 
 /* The loop: steps, signals, progress. */
-static void run_loop(const batch_opts *o, stg_batch *b)
+static void run_loop(const batch_opts *o, stg_batch *b, progress *pg)
 {
-    drawer d = {.mode = o->quiet ? BATCH_PROGRESS_NONE : o->progress};
-    if (d.mode == BATCH_PROGRESS_AUTO)
-        d.mode = isatty(STDERR_FILENO) ? BATCH_PROGRESS_BAR : BATCH_PROGRESS_LINES;
-    d.interval_us = d.mode == BATCH_PROGRESS_BAR
-                        ? STG_MS(200)
-                        : (o->progress_interval_us ? o->progress_interval_us : STG_SEC(5));
-    d.start_us = d.rate_t_us = mono_us();
-    d.next_us = d.start_us + (d.mode == BATCH_PROGRESS_BAR ? 0 : d.interval_us);
+    enum progress_mode mode = PROGRESS_NONE;
+    if (!o->quiet && o->progress == BATCH_PROGRESS_AUTO)
+        mode = isatty(STDERR_FILENO) ? PROGRESS_BAR : PROGRESS_LINES;
+    else if (!o->quiet && o->progress == BATCH_PROGRESS_BAR)
+        mode = PROGRESS_BAR;
+    else if (!o->quiet && o->progress == BATCH_PROGRESS_LINES)
+        mode = PROGRESS_LINES;
+    int64_t interval = mode == PROGRESS_BAR
+                           ? STG_MS(200)
+                           : (o->progress_interval_us ? o->progress_interval_us : STG_SEC(5));
+    int64_t now = mono_us();
+    progress_init(pg, mode, stderr, o->rate_given && !o->limiter.url ? o->rate : 0, now);
+    int64_t next = now + (mode == PROGRESS_BAR ? 0 : interval);
     stg_batch_progress p;
+    progress_state ps;
     for (;;) {
         if (g_signal)
             stg_batch_stop(b);
         if (!stg_batch_step(b, STG_MS(100)))
             break;
-        int64_t now = mono_us();
-        if (d.mode != BATCH_PROGRESS_NONE && now >= d.next_us) {
+        now = mono_us();
+        if (mode != PROGRESS_NONE && now >= next) {
             stg_batch_progress_get(b, &p);
-            draw(&d, &p, now, false);
-            d.next_us = now + d.interval_us;
+            to_state(&p.counts, &p, &ps);
+            progress_draw(pg, &ps, now);
+            next = now + interval;
         }
     }
+}
+
+/* The last progress line, from the counts read back after the run. */
+static void run_final(progress *pg, stg_batch *b, const stg_batch_summary *sum, bool stopped)
+{
+    stg_batch_progress p;
     stg_batch_progress_get(b, &p);
-    bool trouble = p.cause != STG_BATCH_DRAINED && p.cause != STG_BATCH_STOPPED;
-    if (d.mode != BATCH_PROGRESS_NONE && !trouble)
-        draw(&d, &p, mono_us(), !g_signal);
-    else if (d.drawn)
-        fputc('\n', stderr);
+    bool trouble = sum->cause != STG_BATCH_DRAINED && sum->cause != STG_BATCH_STOPPED;
+    if (!trouble && !stopped) {
+        progress_state ps;
+        to_state(&sum->counts, &p, &ps);
+        progress_final(pg, &ps, mono_us());
+    }
+    progress_end(pg);
 }
 
 int batch_run(const batch_opts *o)
@@ -522,11 +488,13 @@ int batch_run(const batch_opts *o)
 
     g_signal = 0;
     setup_signals();
-    run_loop(o, b);
+    progress pg;
+    run_loop(o, b, &pg);
     int sig = g_signal;
     restore_signals();
     stg_batch_summary sum;
     stg_batch_end(b, &sum); /* a store failure: sum.cause STORE, said by verdict */
+    run_final(&pg, b, &sum, sig != 0);
     ex = verdict(&sum, sig, o->quiet);
     stg_batch_free(b, ex);
     b = NULL;
