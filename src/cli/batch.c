@@ -20,20 +20,19 @@
 
 #define CMD "batch"
 
-/* stagger-batch.db in INPUT's directory (the current one for stdin). */
+/* The database of an input: INPUT.stagger.db beside it (ids.txt ->
+ * ids.txt.stagger.db), so two inputs in one directory never share one (a
+ * second would be "another job set"); stdin's is stagger-batch.db in the
+ * current directory. */
 static char *default_db(const char *input)
 {
-    const char *name = "stagger-batch.db";
     if (!input || !strcmp(input, "-"))
-        return strdup(name);
-    const char *slash = strrchr(input, '/');
-    if (!slash)
-        return strdup(name);
-    size_t dir = (size_t)(slash - input) + 1;
-    char *p = malloc(dir + strlen(name) + 1);
+        return strdup("stagger-batch.db");
+    size_t n = strlen(input);
+    char *p = malloc(n + sizeof ".stagger.db");
     if (p) {
-        memcpy(p, input, dir);
-        strcpy(p + dir, name);
+        memcpy(p, input, n);
+        memcpy(p + n, ".stagger.db", sizeof ".stagger.db");
     }
     return p;
 }
@@ -67,7 +66,7 @@ static int open_ro(const char *db, int64_t busy_us, stg_store **s)
 /* ---- report and export ------------------------------------------------------- */
 
 typedef struct ro_opts {
-    const char *db;
+    const char *db, *input;
     bool json, bad_lines;
     int64_t busy;
     const char *out_path;
@@ -106,15 +105,34 @@ static int opt_state(cli_parser *p, const cli_opt *o, void *field, const char *v
     return 0;
 }
 
+/* report and export take the input instead of --db: its default database. */
 static int ro_positional(cli_parser *p, const char *arg)
 {
-    return cli_usage_error(CMD, "%s takes no arguments (got '%s')", p->cmd->name + strlen("batch "),
-                           arg);
+    ro_opts *ro = p->ctx;
+    if (ro->input)
+        return cli_usage_error(CMD, "%s takes one input (got '%s' and '%s')",
+                               p->cmd->name + strlen("batch "), ro->input, arg);
+    ro->input = arg;
+    return 0;
+}
+
+/* The database report/export read: --db, else INPUT's, else stdin's. */
+static int ro_db(ro_opts *ro, char **owned)
+{
+    *owned = NULL;
+    if (ro->db && ro->input)
+        return cli_usage_error(CMD, "give INPUT or --db FILE, not both");
+    if (ro->db)
+        return 0;
+    if (!(*owned = default_db(ro->input)))
+        return cli_usage_error(CMD, "out of memory");
+    ro->db = *owned;
+    return 0;
 }
 
 #define R(x) offsetof(ro_opts, x)
 static const cli_opt report_table[] = {
-    {CLI_STRING, "db", 0, "FILE", "the database (default stagger-batch.db)", R(db), NULL, NULL, 0,
+    {CLI_STRING, "db", 0, "FILE", "the database (default INPUT.stagger.db, or\nstagger-batch.db without INPUT)", R(db), NULL, NULL, 0,
      NULL},
     {CLI_FLAG, "json", 0, NULL, "the report as JSON", R(json), NULL, NULL, 0, NULL},
     {CLI_FLAG, "bad-lines", 0, NULL, "also list the input lines that were skipped", R(bad_lines),
@@ -126,7 +144,7 @@ static const cli_opt report_table[] = {
 };
 
 static const cli_opt export_table[] = {
-    {CLI_STRING, "db", 0, "FILE", "the database (default stagger-batch.db)", R(db), NULL, NULL, 0,
+    {CLI_STRING, "db", 0, "FILE", "the database (default INPUT.stagger.db, or\nstagger-batch.db without INPUT)", R(db), NULL, NULL, 0,
      NULL},
     {CLI_FN, "format", 0, "jsonl|csv", "one JSON object per job (default) or CSV", R(eo),
      opt_format, NULL, 0, NULL},
@@ -147,7 +165,7 @@ static const int ro_exits[] = {CLI_EXIT_OK, CLI_EXIT_FAILED, CLI_EXIT_USAGE, CLI
 
 const cli_command cli_batch_report_command = {
     .name = "batch report",
-    .usage = "usage: stagger batch report [--db FILE] [--json] [--bad-lines]\n"
+    .usage = "usage: stagger batch report [--db FILE | INPUT] [--json] [--bad-lines]\n"
              "\n"
              "Counts per state, the jobs that need attention and the policy of the job set,\n"
              "read-only (see REPORT in stagger-batch(1)).\n",
@@ -157,7 +175,7 @@ const cli_command cli_batch_report_command = {
 
 const cli_command cli_batch_export_command = {
     .name = "batch export",
-    .usage = "usage: stagger batch export [--db FILE] [--format jsonl|csv] [-o FILE]\n"
+    .usage = "usage: stagger batch export [--db FILE | INPUT] [--format json|jsonl|csv] [-o FILE]\n"
              "                            [--state STATE[,STATE...]] [--bodies]\n"
              "\n"
              "One record per job, read-only (see EXPORT in stagger-batch(1)).\n",
@@ -167,16 +185,21 @@ const cli_command cli_batch_export_command = {
 
 static int cmd_report(int argc, char **argv)
 {
-    ro_opts ro = {.db = "stagger-batch.db"};
+    ro_opts ro = {0};
     cli_parser parser = {.cmd = &cli_batch_report_command, .ctx = &ro, .positional = ro_positional};
     int prc = cli_parse(&parser, argc, argv);
     if (prc >= 0)
         return prc;
+    char *owned;
+    if ((prc = ro_db(&ro, &owned)) != 0)
+        return prc;
     const char *db = ro.db;
     stg_store *s;
     int ex = open_ro(db, ro.busy, &s);
-    if (ex)
+    if (ex) {
+        free(owned);
         return ex;
+    }
     stg_store_report r;
     int rc = stg_store_report_get(s, &r);
     if (rc == STG_OK) {
@@ -191,18 +214,32 @@ static int cmd_report(int argc, char **argv)
     if (rc != STG_OK)
         fprintf(stderr, "stagger batch: %s\n", stg_store_errmsg(s));
     stg_store_close(s);
+    free(owned);
     if (fflush(stdout) != 0)
         return CLI_EXIT_FAILED;
     return rc == STG_OK ? CLI_EXIT_OK : CLI_EXIT_DB;
 }
 
+static int export_db(ro_opts *ro);
+
 static int cmd_export(int argc, char **argv)
 {
-    ro_opts ro = {.db = "stagger-batch.db", .eo = {.format = STG_EXPORT_JSONL}};
+    ro_opts ro = {.eo = {.format = STG_EXPORT_JSONL}};
     cli_parser parser = {.cmd = &cli_batch_export_command, .ctx = &ro, .positional = ro_positional};
     int prc = cli_parse(&parser, argc, argv);
     if (prc >= 0)
         return prc;
+    char *owned;
+    if ((prc = ro_db(&ro, &owned)) != 0)
+        return prc;
+    int ex = export_db(&ro);
+    free(owned);
+    return ex;
+}
+
+static int export_db(ro_opts *ro_)
+{
+    ro_opts ro = *ro_;
     const char *db = ro.db, *out_path = ro.out_path;
     stg_store *s;
     int ex = open_ro(db, ro.busy, &s);
@@ -262,8 +299,12 @@ static int opt_input_format(cli_parser *p, const cli_opt *o, void *field, const 
         *f = STG_INPUT_KEYS;
     else if (!strcmp(v, "jsonl"))
         *f = STG_INPUT_JSONL;
+    else if (!strcmp(v, "csv"))
+        *f = STG_INPUT_CSV;
+    else if (!strcmp(v, "tsv"))
+        *f = STG_INPUT_TSV;
     else
-        return cli_opt_bad(p, v, "expected auto, urls, keys or jsonl");
+        return cli_opt_bad(p, v, "expected auto, urls, keys, jsonl, csv or tsv");
     return 0;
 }
 
@@ -467,11 +508,21 @@ static const cli_opt run_table[] = {
      .help = "      INPUT              URLs, one a line, or JSONL requests {\"id\", \"method\",\n"
              "                         \"url\", \"headers\", \"body\"}; - reads stdin\n"},
     {CLI_STRING, "url", 0, "TEMPLATE",
-     "INPUT is a file of keys; {} in TEMPLATE is replaced by\neach key, percent-encoded",
+     "INPUT is a file of keys; {} in TEMPLATE is replaced by\neach key, percent-encoded; "
+     "with CSV/TSV input,\n{column} by that column's value, percent-encoded",
      B(in.url_template), NULL, NULL, 0, NULL},
+    {CLI_STRING, "data", 'd', "TEMPLATE",
+     "CSV/TSV input: the request body, {column} replaced\nby the value as is "
+     "(method POST unless -X)",
+     B(in.body_template), NULL, NULL, 0, NULL},
     {CLI_FN, "input-format", 0, "F",
-     "auto | urls | keys | jsonl (default auto: JSONL when\nthe first line starts with '{')",
+     "auto | urls | keys | jsonl | csv | tsv (default auto:\n"
+     "csv or tsv by a .csv/.tsv name, else JSONL when\nthe first line starts with '{')",
      B(in.format), opt_input_format, NULL, 0, NULL},
+    {CLI_FLAG, "dry-run", 0, NULL,
+     "print the first requests (redacted) and how many\njobs the input holds; "
+     "send nothing, write no database",
+     B(dry_run), NULL, NULL, 0, NULL},
     {CLI_FN, "method", 'X', "M", "method of URL and key jobs (default GET)", B(in.method),
      opt_method, NULL, 0, NULL},
     {CLI_FN, "request", 0, "M", "same as --method", B(in.method), opt_method, NULL, 0, NULL},
@@ -480,7 +531,7 @@ static const cli_opt run_table[] = {
      "skip them)",
      B(strict), NULL, NULL, 0, NULL},
     {.kind = CLI_HEADING, .help = "State"},
-    {CLI_STRING, "db", 0, "FILE", "the database (default: stagger-batch.db next to INPUT)",
+    {CLI_STRING, "db", 0, "FILE", "the database (default: INPUT.stagger.db beside\nINPUT; stagger-batch.db for stdin)",
      offsetof(run_opts, db), NULL, NULL, 0, NULL},
     {CLI_STRING, "out", 0, "DIR",
      "write each response body to DIR/<id> (default: keep\nbodies in the database)", B(out_dir),
@@ -561,9 +612,10 @@ const cli_command cli_batch_command = {
     .name = CMD,
     .usage = "usage: stagger batch [options] INPUT\n"
              "       stagger batch [options] --url TEMPLATE KEYS\n"
+             "       stagger batch [options] --url TEMPLATE [-d TEMPLATE] FILE.csv\n"
              "       stagger batch [options] --db FILE\n"
-             "       stagger batch report [--db FILE] [--json] [--bad-lines]\n"
-             "       stagger batch export [--db FILE] [--format jsonl|csv] [-o FILE]\n"
+             "       stagger batch report [--db FILE | INPUT] [--json] [--bad-lines]\n"
+             "       stagger batch export [--db FILE | INPUT] [--format json|jsonl|csv] [-o FILE]\n"
              "                            [--state STATE[,STATE...]] [--bodies]\n"
              "\n"
              "Run a batch of HTTP requests politely and durably: every job's state is kept\n"
@@ -601,12 +653,24 @@ static int parse_run(int argc, char **argv, run_opts *ro)
     if (prc >= 0)
         return prc;
     const char *db = ro->db;
-    if (o->in.url_template && o->in.format != STG_INPUT_AUTO && o->in.format != STG_INPUT_KEYS)
-        return cli_usage_error(CMD, "--url goes with a file of keys (--input-format keys)");
+    o->in.format = stg_input_format_for_path(o->input, o->in.format);
+    bool tab = o->in.format == STG_INPUT_CSV || o->in.format == STG_INPUT_TSV;
+    if (tab && !o->in.url_template)
+        return cli_usage_error(CMD, "CSV and TSV input need --url TEMPLATE naming columns, "
+                                    "such as --url 'https://api.example/items/{id}'");
+    if (o->in.body_template && !tab)
+        return cli_usage_error(CMD, "-d TEMPLATE goes with CSV or TSV input");
+    if (o->in.url_template && !tab && o->in.format != STG_INPUT_AUTO &&
+        o->in.format != STG_INPUT_KEYS)
+        return cli_usage_error(CMD, "--url goes with a file of keys (--input-format keys) or "
+                                    "CSV/TSV input");
     if (o->in.format == STG_INPUT_KEYS && !o->in.url_template)
         return cli_usage_error(CMD, "--input-format keys needs --url TEMPLATE");
-    if (o->in.url_template && !strstr(o->in.url_template, "{}"))
-        return cli_usage_error(CMD, "--url TEMPLATE needs a {} where each key goes");
+    if (o->in.url_template && !tab && !strstr(o->in.url_template, "{}"))
+        return cli_usage_error(CMD, "--url TEMPLATE needs a {} where each key goes (or a "
+                                    "CSV/TSV input whose columns it names)");
+    if (o->dry_run && !o->input)
+        return cli_usage_error(CMD, "--dry-run needs an input");
     if (o->in.method && o->in.format == STG_INPUT_JSONL)
         return cli_usage_error(CMD, "-X applies to URL and key inputs; JSONL lines carry "
                                     "their own \"method\"");

@@ -36,6 +36,7 @@
 #include <unistd.h>
 
 #include <stagger/curl.h>
+#include <stagger/redact.h>
 
 #include "batch/batch.h"
 #include "cli/batch_run.h"
@@ -218,6 +219,56 @@ static int import_input(const batch_opts *o, stg_store *s, stg_input_reader *r,
         return BATCH_EXIT_INPUT;
     }
     return -1;
+}
+
+/* --dry-run: the first requests as they would leave (URLs as an export
+ * shows them, header values redacted as in the logs, bodies by size),
+ * then how many jobs and bad lines the whole input holds. Sends nothing,
+ * opens no database. Returns the exit status. */
+#define DRY_RUN_SHOWN 10
+
+static int dry_run(const batch_opts *o, stg_input_reader *r)
+{
+    const char *name = strcmp(o->input, "-") ? o->input : "stdin";
+    size_t jobs = 0, bad = 0;
+    stg_job_spec *j;
+    stg_bad_line *b;
+    int rc;
+    char buf[4096];
+    while ((rc = stg_input_reader_next(r, &j, &b)) == STG_OK && (j || b)) {
+        if (b) {
+            if (bad++ < BAD_LINES_SHOWN)
+                fprintf(stderr, "stagger batch: %s:%ld: %s\n", name, b->line, b->message);
+            continue;
+        }
+        if (jobs++ >= DRY_RUN_SHOWN)
+            continue;
+        stg_store_url_shown(j->url, buf, sizeof buf);
+        printf("%s %s  (id %s, line %ld)\n", j->method, buf, j->key, j->line);
+        for (size_t i = 0; i < o->n_headers; i++) {
+            stg_redact_header_line(o->headers[i], NULL, buf, sizeof buf);
+            printf("  %s\n", buf);
+        }
+        for (size_t i = 0; i < j->n_headers; i++) {
+            stg_redact_header_line(j->headers[i], NULL, buf, sizeof buf);
+            printf("  %s\n", buf);
+        }
+        if (j->body)
+            printf("  body: %zu bytes\n", j->body_len);
+    }
+    if (rc != STG_OK) {
+        fprintf(stderr, "stagger batch: %s\n", stg_input_reader_error(r));
+        return BATCH_EXIT_INPUT;
+    }
+    if (jobs > DRY_RUN_SHOWN)
+        printf("... and %zu more\n", jobs - DRY_RUN_SHOWN);
+    printf("dry run: %zu job%s, %zu bad line%s in %s (%s); nothing sent, no database "
+           "written\n",
+           jobs, jobs == 1 ? "" : "s", bad, bad == 1 ? "" : "s", name,
+           stg_input_format_name(stg_input_reader_format(r)));
+    if (fflush(stdout) != 0)
+        return BATCH_EXIT_FAILED;
+    return jobs ? BATCH_EXIT_DONE : BATCH_EXIT_INPUT;
 }
 
 /* Open the database (*created: the file did not exist before) and import
@@ -433,6 +484,11 @@ int batch_run(const batch_opts *o)
     struct stat in_st;
     bool rereadable = o->input && strcmp(o->input, "-") && stat(o->input, &in_st) == 0 &&
                       S_ISREG(in_st.st_mode);
+    if (o->dry_run) {
+        if ((ex = open_input(o, &reader)) < 0)
+            ex = dry_run(o, reader);
+        goto out;
+    }
     if ((ex = open_input(o, &reader)) >= 0 ||
         (ex = open_db(o, reader, rereadable ? NULL : &secrets, &store, &imported, &created,
                       &input_refused)) >= 0 ||

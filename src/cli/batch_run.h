@@ -35,6 +35,7 @@ typedef struct batch_opts {
     char *db;                 /* database path (owned) */
     stg_input_options in;     /* format, template, method */
     bool strict;
+    bool dry_run;             /* print the first requests, send nothing */
     const char *out_dir;      /* NULL: bodies in the database */
     const char **headers;     /* -H "Name: value", n_headers of them (argv strings) */
     size_t n_headers;

@@ -138,9 +138,10 @@ static void fmt_text(const progress *p, const progress_state *s, bool final, int
                  tail);
         break;
     case 1:
-        snprintf(buf, size, "%lld/%lld  done %lld  failed %lld  deferred %lld  %.1f req/s  %s",
+        snprintf(buf, size,
+                 "%lld/%lld  done %lld  failed %lld  deferred %lld  %.1f req/s  429 %.1f%%  %s",
                  (long long)s->ended, (long long)s->total, (long long)s->done,
-                 (long long)s->failed, (long long)s->deferred + s->review, rps, tail);
+                 (long long)s->failed, (long long)(s->deferred + s->review), rps, p429, tail);
         break;
     case 2:
         snprintf(buf, size, "%lld/%lld  %.1f req/s  %s", (long long)s->ended,
@@ -161,10 +162,17 @@ size_t progress_format(const progress *p, const progress_state *s, bool bar, boo
 {
     STG_ASSERT(size > 0);
     char text[256];
-    if (!bar) {
-        fmt_text(p, s, final, 0, text, sizeof text);
-        return (size_t)snprintf(buf, size, "batch: %s, %lld in flight", text,
-                                (long long)s->inflight);
+    if (!bar) { /* the plain lines keep their one format (logs are read by scripts) */
+        char eta[32];
+        fmt_eta(final ? 0 : progress_eta(p, s), eta, sizeof eta);
+        double p429 = s->attempts ? 100.0 * (double)s->status_429 / (double)s->attempts : 0;
+        return (size_t)snprintf(buf, size,
+                                "batch: %lld/%lld ended (done %lld, failed %lld, deferred %lld, "
+                                "review %lld), %lld in flight, %.1f req/s, 429 %.1f%%, ETA %s",
+                                (long long)s->ended, (long long)s->total, (long long)s->done,
+                                (long long)s->failed, (long long)s->deferred,
+                                (long long)s->review, (long long)s->inflight,
+                                p->rated ? p->attempt_rps : 0, p429, eta);
     }
     if (width < MIN_WIDTH)
         width = MIN_WIDTH;

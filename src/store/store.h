@@ -87,10 +87,16 @@ typedef enum stg_input_format {
     STG_INPUT_AUTO = 0, /* JSONL if the first significant line starts with '{' */
     STG_INPUT_URLS = 1, /* one URL a line */
     STG_INPUT_KEYS = 2, /* one key a line, filled into a URL template */
-    STG_INPUT_JSONL = 3 /* one JSON object a line */
+    STG_INPUT_JSONL = 3, /* one JSON object a line */
+    STG_INPUT_CSV = 4,   /* RFC 4180 CSV with a header row; url_template names columns */
+    STG_INPUT_TSV = 5    /* tab-separated values with a header row, the same */
 } stg_input_format;
 
 const char *stg_input_format_name(stg_input_format f); /* "urls", ... */
+/* The format a reader of path uses: f, or for AUTO, CSV or TSV when the
+ * name ends in .csv or .tsv (any case), else AUTO (decided by the first
+ * line). */
+stg_input_format stg_input_format_for_path(const char *path, stg_input_format f);
 
 /* One request as read from the input. Everything is owned by the job set.
  * url and headers are the COMPLETE request (secrets included): they live in
@@ -101,6 +107,7 @@ typedef struct stg_job_spec {
     char *method;          /* "GET", ... (validated) */
     char *url;             /* complete URL */
     char *url_redacted;    /* stg_redact_url(url) */
+    char *url_shown;       /* url_secret: stg_store_url_shown(url); else NULL */
     bool url_secret;       /* userinfo or a secret-looking query key */
     char **headers;        /* "Name: value", n_headers of them, secrets included */
     size_t n_headers;
@@ -128,7 +135,14 @@ typedef struct stg_job_set {
 typedef struct stg_input_options {
     stg_input_format format;  /* AUTO: detect URLS or JSONL; KEYS needs url_template */
     const char *url_template; /* KEYS: "{}" replaced by the percent-encoded key */
-    const char *method;       /* URLS/KEYS: the method of every job; NULL: GET */
+    const char *method;       /* URLS/KEYS/CSV/TSV: the method of every job; NULL:
+                                 GET, or POST with a body_template */
+    /* CSV/TSV: url_template and body_template name columns of the header
+     * row, {name}; the values are percent-encoded in the URL and put in the
+     * body as they are. The job's id is the "id" column when there is one,
+     * else its line number; a row whose field count is not the header's is
+     * a bad line, as is a repeated id. NULL body_template: no body. */
+    const char *body_template;
 } stg_input_options;
 
 /* Parse the whole of f into *set (zeroed first): memory grows with the
@@ -213,6 +227,16 @@ bool stg_store_query_key_is_secret(const char *name, size_t len);
 /* True if url has userinfo, a fragment or a secret-looking query key
  * (stg_redact_url_has_secret()). */
 bool stg_store_url_is_secret(const char *url);
+/* The URL as the user gave it, for exports and --dry-run: userinfo and the
+ * fragment removed, the VALUE of every query parameter whose name is
+ * secret (stg_redact_name_is_secret) and every query item without '=' (it
+ * may be a bare key) replaced by "REDACTED"; the rest as given, bytes
+ * outside printable ASCII percent-encoded. A URL stg_redact_url cannot
+ * read gives its "scheme://REDACTED". Written into buf (NUL-terminated,
+ * cut short to fit, never revealing more than the whole form); returns
+ * the length the whole form needs. Logs keep stg_redact_url's full
+ * redaction. Pure. */
+size_t stg_store_url_shown(const char *url, char *buf, size_t size);
 /* True if s is an absolute http:// or https:// URL with a host and no
  * whitespace or control characters. */
 bool stg_store_url_valid(const char *url);

@@ -22,8 +22,11 @@ for i in $(seq 1 30); do echo "http://127.0.0.1:$M/track/p$i"; done >"$T/urls.tx
 
 # in_pty COLS OUT CMD: run CMD (a shell string) with stderr on a pty of COLS
 # columns; stdout (the report) goes to OUT.report, the terminal's bytes to OUT.
+# (timeout: a hang guard, far above the bucket's few seconds.)
 in_pty() {
-  script -qfec "stty cols $1 rows 24; $3 >'$2.report'" /dev/null >"$2" 2>&1 </dev/null
+  _t0=$(date +%s)
+  timeout 120 script -qfec "stty cols $1 rows 24; $3 >'$2.report'" /dev/null >"$2" 2>&1 </dev/null ||
+    echo "in_pty $1 $2: exit $? after $(( $(date +%s) - _t0 )) s" >&2
 }
 
 # segments FILE: the progress bar's redraws, one a line: the text after
