@@ -85,12 +85,15 @@ static int opt_format(cli_parser *p, const cli_opt *o, void *field, const char *
 {
     (void)p, (void)o;
     stg_export_options *eo = field;
-    if (!strcmp(v, "jsonl") || !strcmp(v, "json"))
+    if (!strcmp(v, "jsonl"))
         eo->format = STG_EXPORT_JSONL;
+    else if (!strcmp(v, "json"))
+        eo->format = STG_EXPORT_JSON;
     else if (!strcmp(v, "csv"))
         eo->format = STG_EXPORT_CSV;
     else
-        return cli_usage_error(CMD, "bad value '%s' for --format: expected jsonl or csv", v);
+        return cli_usage_error(CMD, "bad value '%s' for --format: expected json, jsonl or csv",
+                               v);
     return 0;
 }
 
@@ -146,7 +149,8 @@ static const cli_opt report_table[] = {
 static const cli_opt export_table[] = {
     {CLI_STRING, "db", 0, "FILE", "the database (default INPUT.stagger.db, or\nstagger-batch.db without INPUT)", R(db), NULL, NULL, 0,
      NULL},
-    {CLI_FN, "format", 0, "jsonl|csv", "one JSON object per job (default) or CSV", R(eo),
+    {CLI_FN, "format", 0, "json|jsonl|csv",
+     "one JSON object a line (jsonl, default), one JSON\narray (json) or CSV", R(eo),
      opt_format, NULL, 0, NULL},
     {CLI_STRING, "output", 'o', "FILE", "write to FILE (default standard output)", R(out_path),
      NULL, NULL, 0, NULL},
@@ -591,6 +595,11 @@ static const cli_opt run_table[] = {
     {CLI_FLAG, "json", 0, NULL, "print the final report as JSON", B(json), NULL, NULL, 0, NULL},
     {CLI_STRING, "log", 0, "FILE", "JSON-lines event log (URLs and secrets redacted)", B(log_path),
      NULL, NULL, 0, NULL},
+    {CLI_STRING, "metrics", 0, "FILE",
+     "Prometheus text format (the names of fetch --metrics),\nrewritten atomically every "
+     "--metrics-interval and at\nthe end; - prints it on stdout at the end",
+     B(metrics_path), NULL, NULL, 0, NULL},
+    {.kind = CLI_GROUP, .group = cli_metrics_live_opts, .off = B(metrics)},
     CLI_OPT_HELP_ENTRY,
     {.kind = CLI_HEADING, .help = "Shared limit (many processes or machines)"},
     {.kind = CLI_GROUP, .group = cli_limiter_opts, .off = B(limiter)},

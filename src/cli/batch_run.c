@@ -57,6 +57,22 @@ static int64_t mono_us(void)
     return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
+/* ---- the run's events: waits, for the report ----------------------------------- */
+
+/* Time lost waiting, summed from the engine's events (the loop's thread). */
+typedef struct wait_sum {
+    int64_t retry_us, limiter_us;
+} wait_sum;
+
+static void on_wait_event(const stg_event *ev, void *data)
+{
+    wait_sum *w = data;
+    if (ev->type == STG_EVENT_WAIT && ev->wait_us > 0)
+        w->retry_us += ev->wait_us;
+    else if (ev->type == STG_EVENT_LIMITER_WAIT && ev->wait_us > 0)
+        w->limiter_us += ev->wait_us;
+}
+
 /* ---- progress ---------------------------------------------------------------- */
 
 static void to_state(const stg_batch_counts *c, const stg_batch_progress *p, progress_state *s)
@@ -467,6 +483,18 @@ static void run_final(progress *pg, stg_batch *b, const stg_batch_summary *sum, 
     progress_end(pg);
 }
 
+/* The metrics at the end: the file rewritten, or stdout for "-". */
+static int metrics_done(const batch_opts *o, const stg_metrics *m)
+{
+    if (!o->metrics_path)
+        return 0;
+    int rc = strcmp(o->metrics_path, "-") ? stg_metrics_write(m, o->metrics_path)
+                                          : stg_metrics_print(m, stdout);
+    if (rc != STG_OK)
+        fprintf(stderr, "stagger batch: cannot write metrics to %s\n", o->metrics_path);
+    return rc == STG_OK ? 0 : -1;
+}
+
 int batch_run(const batch_opts *o)
 {
     stg_input_reader *reader = NULL;
@@ -478,6 +506,11 @@ int batch_run(const batch_opts *o)
     stg_batch *b = NULL;
     FILE *log_file = NULL;
     stg_logger *logger = NULL;
+    stg_metrics *metrics = NULL;
+    cli_metrics_live *live = NULL;
+    stg_event_fanout fan;
+    memset(&fan, 0, sizeof fan);
+    wait_sum waits = {0, 0};
     int ex;
     /* A regular file is read again by the run (the cursor); anything else
      * (stdin, a pipe) can be read once, so the secrets are kept. */
@@ -517,9 +550,30 @@ int batch_run(const batch_opts *o)
             ex = 1;
             goto out;
         }
-        bc.engine.on_event = stg_log_event;
-        bc.engine.event_data = logger;
+        fan.fn[fan.n] = stg_log_event;
+        fan.data[fan.n++] = logger;
     }
+    /* Metrics: the file is written once before the run (a path that cannot
+     * be written fails here, nothing sent), then by cli_metrics_live. */
+    bool metrics_file = o->metrics_path && strcmp(o->metrics_path, "-");
+    if (o->metrics_path || o->metrics.listen) {
+        if (!(metrics = stg_metrics_new())) {
+            fprintf(stderr, "stagger batch: out of memory\n");
+            ex = 1;
+            goto out;
+        }
+        if (metrics_file && stg_metrics_write(metrics, o->metrics_path) != STG_OK) {
+            fprintf(stderr, "stagger batch: cannot write metrics to %s\n", o->metrics_path);
+            ex = 1;
+            goto out;
+        }
+        fan.fn[fan.n] = stg_metrics_event;
+        fan.data[fan.n++] = metrics;
+    }
+    fan.fn[fan.n] = on_wait_event;
+    fan.data[fan.n++] = &waits;
+    bc.engine.on_event = stg_event_fanout_cb;
+    bc.engine.event_data = &fan;
     char err[800];
     stg_batch_start st;
     int rc = stg_batch_new(&bc, &b, &st, err, sizeof err);
@@ -542,6 +596,9 @@ int batch_run(const batch_opts *o)
     stg_batch_progress_get(b, &p0);
     say_start(o, &st, imported, &p0.counts);
 
+    if (metrics && (ex = cli_metrics_live_start("batch", &o->metrics, metrics, o->metrics_path,
+                                                 &live)) != 0)
+        goto out;
     g_signal = 0;
     setup_signals();
     progress pg;
@@ -551,6 +608,11 @@ int batch_run(const batch_opts *o)
     stg_batch_summary sum;
     stg_batch_end(b, &sum); /* a store failure: sum.cause STORE, said by verdict */
     run_final(&pg, b, &sum, sig != 0);
+    cli_metrics_live_stop(live);
+    live = NULL;
+    if (sum.cause != STG_BATCH_STORE &&
+        stg_store_run_waits_add(store, waits.retry_us / 1000, waits.limiter_us / 1000) != STG_OK)
+        fprintf(stderr, "stagger batch: %s\n", stg_store_errmsg(store));
     ex = verdict(&sum, sig, o->quiet);
     stg_batch_free(b, ex);
     b = NULL;
@@ -558,7 +620,11 @@ int batch_run(const batch_opts *o)
         ex = final_report(o, store, ex);
 
 out:
+    cli_metrics_live_stop(live);
     stg_batch_free(b, ex);
+    if (metrics && metrics_done(o, metrics) != 0 && ex == BATCH_EXIT_DONE)
+        ex = BATCH_EXIT_FAILED;
+    stg_metrics_free(metrics);
     cli_limiter_close((cli_limiter *)&o->limiter);
     stg_logger_free(logger);
     if (log_file)

@@ -7,6 +7,7 @@
 
 #include "cli/exit.h"
 #include "cli/limiter.h"
+#include "cli/metrics_live.h"
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -58,6 +59,8 @@ typedef struct batch_opts {
     bool json;                /* final report as JSON */
     int64_t busy_timeout_us;
     const char *log_path;     /* JSON-lines event log; NULL: none */
+    const char *metrics_path; /* Prometheus textfile; NULL: none; "-": stdout at the end */
+    cli_metrics_opts metrics; /* --metrics-interval, --metrics-listen */
     size_t max_body;
     cli_limiter limiter;      /* --limiter: a limit shared through Redis */
 } batch_opts;

@@ -455,6 +455,7 @@ int stg_store_run_update(stg_store *s, int64_t run_id, const stg_run_stats *st);
 /* ---- report --------------------------------------------------------- */
 
 #define STG_REPORT_HIST 16 /* retries 0..14, and 15+ */
+#define STG_REPORT_STATUSES 24
 
 typedef struct stg_store_report {
     int64_t counts[STG_JOB_NSTATES];
@@ -469,6 +470,19 @@ typedef struct stg_store_report {
     char *input_path;    /* owned; may be NULL */
     char *fingerprint;   /* owned; may be NULL */
     char *format;        /* owned; may be NULL */
+    /* How long finished jobs took in their last run (claimed to final
+     * state, waits included), nearest-rank percentiles in ms; n jobs. */
+    struct { int64_t n, p50, p90, p99, max; } duration;
+    /* Jobs by last HTTP status (0: no answer), ascending; the rest of
+     * the statuses beyond STG_REPORT_STATUSES summed in statuses_other. */
+    struct { int status; int64_t n; } statuses[STG_REPORT_STATUSES];
+    int n_statuses;
+    int64_t statuses_other;
+    /* Time lost waiting, summed over the runs that recorded it (a run
+     * killed with -9 does not): retry backoff (server hints included) and
+     * the client-side limiter. waits_known false: no run recorded any. */
+    bool waits_known;
+    int64_t wait_retry_ms, wait_limiter_ms;
 } stg_store_report;
 
 int stg_store_report_get(stg_store *s, stg_store_report *r);
@@ -477,14 +491,19 @@ void stg_store_report_free(stg_store_report *r);
 void stg_store_report_print(const stg_store_report *r, const char *db_path, FILE *out);
 /* Report as one JSON object (compact, with a newline) to out. */
 int stg_store_report_json(const stg_store_report *r, const char *db_path, FILE *out);
+/* Add a run's waits (ms of retry backoff and of limiter delay, as the
+ * engine's WAIT and LIMITER_WAIT events summed them) to the latest run,
+ * in one statement (the table run_waits is made if missing). */
+int stg_store_run_waits_add(stg_store *s, int64_t retry_ms, int64_t limiter_ms);
 /* Print the bad input lines, "PATH:LINE: message", at most max (0: all). */
 int stg_store_bad_lines_print(stg_store *s, const char *input, long max, FILE *out);
 
 /* ---- export --------------------------------------------------------- */
 
 typedef enum stg_export_format {
-    STG_EXPORT_JSONL = 0,
-    STG_EXPORT_CSV = 1
+    STG_EXPORT_JSONL = 0, /* one JSON object a line */
+    STG_EXPORT_CSV = 1,
+    STG_EXPORT_JSON = 2   /* one JSON array of the same objects */
 } stg_export_format;
 
 typedef struct stg_export_options {
@@ -495,7 +514,9 @@ typedef struct stg_export_options {
 } stg_export_options;
 
 /* One row per job, by id: id (the job's key), job, line, state, status,
- * attempts, error, reason, method, url (redacted), file, finished_at.
+ * attempts, error, reason, method, url (as given, minus userinfo and
+ * secret query values: stg_store_url_shown), file, finished_at,
+ * duration_ms.
  * CSV has a header line and RFC 4180 quoting. Returns STG_OK, STG_EDB or
  * STG_EIO (write error). */
 int stg_store_export(stg_store *s, const stg_export_options *opt, FILE *out);
