@@ -135,8 +135,9 @@ static int ro_db(ro_opts *ro, char **owned)
 
 #define R(x) offsetof(ro_opts, x)
 static const cli_opt report_table[] = {
-    {CLI_STRING, "db", 0, "FILE", "the database (default INPUT.stagger.db, or\nstagger-batch.db without INPUT)", R(db), NULL, NULL, 0,
-     NULL},
+    {CLI_STRING, "db", 0, "FILE",
+     "the database (default INPUT.stagger.db, or\nstagger-batch.db without INPUT)", R(db), NULL,
+     NULL, 0, NULL},
     {CLI_FLAG, "json", 0, NULL, "the report as JSON", R(json), NULL, NULL, 0, NULL},
     {CLI_FLAG, "bad-lines", 0, NULL, "also list the input lines that were skipped", R(bad_lines),
      NULL, NULL, 0, NULL},
@@ -147,8 +148,9 @@ static const cli_opt report_table[] = {
 };
 
 static const cli_opt export_table[] = {
-    {CLI_STRING, "db", 0, "FILE", "the database (default INPUT.stagger.db, or\nstagger-batch.db without INPUT)", R(db), NULL, NULL, 0,
-     NULL},
+    {CLI_STRING, "db", 0, "FILE",
+     "the database (default INPUT.stagger.db, or\nstagger-batch.db without INPUT)", R(db), NULL,
+     NULL, 0, NULL},
     {CLI_FN, "format", 0, "json|jsonl|csv",
      "one JSON object a line (jsonl, default), one JSON\narray (json) or CSV", R(eo),
      opt_format, NULL, 0, NULL},
@@ -179,8 +181,8 @@ const cli_command cli_batch_report_command = {
 
 const cli_command cli_batch_export_command = {
     .name = "batch export",
-    .usage = "usage: stagger batch export [--db FILE | INPUT] [--format json|jsonl|csv] [-o FILE]\n"
-             "                            [--state STATE[,STATE...]] [--bodies]\n"
+    .usage = "usage: stagger batch export [--db FILE | INPUT] [--format json|jsonl|csv]\n"
+             "                            [-o FILE] [--state STATE[,STATE...]] [--bodies]\n"
              "\n"
              "One record per job, read-only (see EXPORT in stagger-batch(1)).\n",
     .opts = export_table,
@@ -535,7 +537,8 @@ static const cli_opt run_table[] = {
      "skip them)",
      B(strict), NULL, NULL, 0, NULL},
     {.kind = CLI_HEADING, .help = "State"},
-    {CLI_STRING, "db", 0, "FILE", "the database (default: INPUT.stagger.db beside\nINPUT; stagger-batch.db for stdin)",
+    {CLI_STRING, "db", 0, "FILE",
+     "the database (default: INPUT.stagger.db beside\nINPUT; stagger-batch.db for stdin)",
      offsetof(run_opts, db), NULL, NULL, 0, NULL},
     {CLI_STRING, "out", 0, "DIR",
      "write each response body to DIR/<id> (default: keep\nbodies in the database)", B(out_dir),

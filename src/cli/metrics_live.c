@@ -21,8 +21,32 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
 #include "cli/cli.h"
 #include "cli/metrics_live.h"
+
+/* HOST:PORT or PORT into sa; false when HOST is not an IPv4 address. */
+static bool parse_addr(const char *s, struct sockaddr_in *sa)
+{
+    memset(sa, 0, sizeof *sa);
+    sa->sin_family = AF_INET;
+    const char *colon = strrchr(s, ':');
+    char host[64] = "127.0.0.1";
+    if (colon) {
+        size_t n = (size_t)(colon - s);
+        if (n >= sizeof host)
+            return false;
+        memcpy(host, s, n);
+        host[n] = '\0';
+        if (!strcmp(host, "localhost"))
+            strcpy(host, "127.0.0.1");
+    }
+    sa->sin_port = htons((uint16_t)atoi(colon ? colon + 1 : s));
+    return inet_pton(AF_INET, host, &sa->sin_addr) == 1;
+}
+
 
 static int opt_interval(cli_parser *p, const cli_opt *o, void *field, const char *v)
 {
@@ -40,8 +64,9 @@ static int opt_listen(cli_parser *p, const cli_opt *o, void *field, const char *
     const char *colon = strrchr(v, ':');
     const char *port = colon ? colon + 1 : v;
     long long n;
-    if (!cli_parse_int(port, 0, 65535, &n) || (colon && colon == v))
-        return cli_opt_bad(p, v, "expected HOST:PORT such as 127.0.0.1:9464, or a PORT");
+    struct sockaddr_in sa;
+    if (!cli_parse_int(port, 0, 65535, &n) || (colon && colon == v) || !parse_addr(v, &sa))
+        return cli_opt_bad(p, v, "expected IPv4-ADDRESS:PORT such as 127.0.0.1:9464, or a PORT");
     ((cli_metrics_opts *)field)->listen = v;
     return 0;
 }
@@ -62,9 +87,7 @@ const cli_opt cli_metrics_live_opts[] = {
 #include <pthread.h>
 #include <time.h>
 #ifdef STG_HAVE_SERVER
-#include <arpa/inet.h>
 #include <microhttpd.h>
-#include <netinet/in.h>
 #if MHD_VERSION < 0x00097002
 typedef int mhd_result;
 #else
@@ -156,26 +179,6 @@ static mhd_result answer(void *cls, struct MHD_Connection *c, const char *url,
     mhd_result rc = MHD_queue_response(c, code, r);
     MHD_destroy_response(r);
     return rc;
-}
-
-/* HOST:PORT or PORT into sa; false when HOST is not an IPv4 address. */
-static bool parse_addr(const char *s, struct sockaddr_in *sa)
-{
-    memset(sa, 0, sizeof *sa);
-    sa->sin_family = AF_INET;
-    const char *colon = strrchr(s, ':');
-    char host[64] = "127.0.0.1";
-    if (colon) {
-        size_t n = (size_t)(colon - s);
-        if (n >= sizeof host)
-            return false;
-        memcpy(host, s, n);
-        host[n] = '\0';
-        if (!strcmp(host, "localhost"))
-            strcpy(host, "127.0.0.1");
-    }
-    sa->sin_port = htons((uint16_t)atoi(colon ? colon + 1 : s));
-    return inet_pton(AF_INET, host, &sa->sin_addr) == 1;
 }
 
 static int start_listener(cli_metrics_live *l, const char *addr)

@@ -70,7 +70,7 @@ expect_exit "template: all done" 0 "$S" batch -q --url "http://127.0.0.1:$M/trac
 check "one body file per job" [ "$(ls "$T/bodies" | wc -l)" = 20 ]
 check "body of K001" grep -q '"/track/K001"' "$T/bodies/K001"
 "$S" batch export --db "$T/t.db" --format csv -o "$T/t.csv"
-check "csv header" [ "$(head -1 "$T/t.csv" | tr -d '\r')" = "id,job,line,state,status,attempts,error,reason,method,url,file,finished_at" ]
+check "csv header" [ "$(head -1 "$T/t.csv" | tr -d '\r')" = "id,job,line,state,status,attempts,error,reason,method,url,file,finished_at,duration_ms" ]
 check "csv rows" [ "$(wc -l <"$T/t.csv")" = 21 ]
 check "csv row" grep -q "^K007,7,7,done,200,1,,,GET,http://127.0.0.1:$M/track/K007,K007," "$T/t.csv"
 pyexport "bodies not in the db with --out" "$T/t.db" 'all("body" not in r and r["file"] == r["id"] for r in rows)'

@@ -42,7 +42,7 @@ cp "$T/a.txt" "$T/b.txt" "$T/d/"
 expect_exit "default db: first input" 0 "$S" batch -q "$T/d/a.txt"
 expect_exit "default db: a second input in the same directory runs too" 0 "$S" batch -q "$T/d/b.txt"
 check "default db: one per input" test -f "$T/d/a.txt.stagger.db" -a -f "$T/d/b.txt.stagger.db" -a ! -e "$T/d/stagger-batch.db"
-check "default db: report INPUT reads INPUT's database" sh -c '"$1" batch report --json "$2" | grep -q ""input": *"$2""' _ "$S" "$T/d/b.txt"
+jcheck "default db: report INPUT reads INPUT's database" "$("$S" batch report --json "$T/d/b.txt")" "j['input'] == '$T/d/b.txt' and j['db'] == '$T/d/b.txt.stagger.db'"
 expect_exit "report: INPUT and --db together is a usage error" 2 "$S" batch report --db "$T/x.db" "$T/d/a.txt"
 
 # ---- files that are not ours ---------------------------------------------------------
