@@ -9,7 +9,10 @@
  *     split again into the same fields;
  *   - the input reader: STG_OK, STG_EINVAL (the header does not fit the
  *     templates) or STG_ENOMEM; every job's URL is valid and starts with
- *     the template's fixed prefix; jobs + bad lines <= lines read.
+ *     the template's fixed prefix; jobs + bad lines <= lines read;
+ *   - the URL an export shows (url_shown: the template has a token
+ *     parameter, so every job's URL is secret) keeps the prefix, has the
+ *     token's value REDACTED, and no userinfo or fragment.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <stdint.h>
@@ -78,7 +81,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     }
     stg_input_options o = {.format = sep == ',' ? STG_INPUT_CSV : STG_INPUT_TSV,
-                           .url_template = "http://h.test/p/{id}?a={a}",
+                           .url_template = "http://h.test/p/{id}?a={a}&token={t}",
                            .body_template = "{\"b\": \"{b}\"}"};
     FILE *fp = size ? fmemopen((void *)data, size, "r") : fopen("/dev/null", "r");
     if (!fp)
@@ -97,6 +100,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         CHECK(!strncmp(j->url, "http://h.test/p/", 16));
         CHECK(j->body && !strncmp(j->body, "{\"b\": \"", 7));
         CHECK(!strcmp(j->method, "POST"));
+        CHECK(j->url_secret && j->url_shown);
+        CHECK(!strncmp(j->url_shown, "http://h.test/p/", 16));
+        const char *tok = strstr(j->url_shown, "&token=");
+        CHECK(tok && !strcmp(tok, "&token=REDACTED"));
+        CHECK(!strchr(j->url_shown, '#') && !strchr(j->url_shown, '@'));
     }
     stg_job_set_free(&set);
     return 0;

@@ -512,7 +512,9 @@ static const cli_opt run_table[] = {
     {.kind = CLI_HEADING, .help = "Input (blank lines and lines starting with # are skipped)"},
     {.kind = CLI_TEXT,
      .help = "      INPUT              URLs, one a line, or JSONL requests {\"id\", \"method\",\n"
-             "                         \"url\", \"headers\", \"body\"}; - reads stdin\n"},
+             "                         \"url\", \"headers\", \"body\"}, or CSV/TSV with a header\n"
+             "                         row (.csv/.tsv, with --url naming columns); - reads\n"
+             "                         stdin\n"},
     {CLI_STRING, "url", 0, "TEMPLATE",
      "INPUT is a file of keys; {} in TEMPLATE is replaced by\neach key, percent-encoded; "
      "with CSV/TSV input,\n{column} by that column's value, percent-encoded",
