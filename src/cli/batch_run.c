@@ -59,10 +59,27 @@ static int64_t mono_us(void)
 
 /* ---- the run's events: waits, for the report ----------------------------------- */
 
-/* Time lost waiting, summed from the engine's events (the loop's thread). */
+/* Time lost waiting, summed from the engine's events (the loop's thread),
+ * and the hosts seen: --rate is per host, so the rate the limiter allows
+ * the run (the ETA's) is R times the hosts (counted up to MAX_HOSTS). */
+#define MAX_HOSTS 64
+
 typedef struct wait_sum {
     int64_t retry_us, limiter_us;
+    char *hosts[MAX_HOSTS];
+    int n_hosts;
 } wait_sum;
+
+static void see_host(wait_sum *w, const char *host)
+{
+    if (!host || w->n_hosts == MAX_HOSTS)
+        return;
+    for (int i = 0; i < w->n_hosts; i++)
+        if (!strcmp(w->hosts[i], host))
+            return;
+    if ((w->hosts[w->n_hosts] = strdup(host)))
+        w->n_hosts++;
+}
 
 static void on_wait_event(const stg_event *ev, void *data)
 {
@@ -71,6 +88,15 @@ static void on_wait_event(const stg_event *ev, void *data)
         w->retry_us += ev->wait_us;
     else if (ev->type == STG_EVENT_LIMITER_WAIT && ev->wait_us > 0)
         w->limiter_us += ev->wait_us;
+    else if (ev->type == STG_EVENT_ATTEMPT_START)
+        see_host(w, ev->host);
+}
+
+static void wait_sum_free(wait_sum *w)
+{
+    for (int i = 0; i < w->n_hosts; i++)
+        free(w->hosts[i]);
+    w->n_hosts = 0;
 }
 
 /* ---- progress ---------------------------------------------------------------- */
@@ -437,7 +463,7 @@ static int final_report(const batch_opts *o, stg_store *s, int ex)
 }
 
 /* The loop: steps, signals, progress. */
-static void run_loop(const batch_opts *o, stg_batch *b, progress *pg)
+static void run_loop(const batch_opts *o, stg_batch *b, progress *pg, const wait_sum *w)
 {
     enum progress_mode mode = PROGRESS_NONE;
     if (!o->quiet && o->progress == BATCH_PROGRESS_AUTO)
@@ -450,7 +476,8 @@ static void run_loop(const batch_opts *o, stg_batch *b, progress *pg)
                            ? STG_MS(200)
                            : (o->progress_interval_us ? o->progress_interval_us : STG_SEC(5));
     int64_t now = mono_us();
-    progress_init(pg, mode, stderr, o->rate_given && !o->limiter.url ? o->rate : 0, now);
+    double per_host = o->rate_given && !o->limiter.url ? o->rate : 0;
+    progress_init(pg, mode, stderr, per_host, now);
     int64_t next = now + (mode == PROGRESS_BAR ? 0 : interval);
     stg_batch_progress p;
     progress_state ps;
@@ -463,6 +490,7 @@ static void run_loop(const batch_opts *o, stg_batch *b, progress *pg)
         if (mode != PROGRESS_NONE && now >= next) {
             stg_batch_progress_get(b, &p);
             to_state(&p.counts, &p, &ps);
+            pg->limit_rps = per_host * (w->n_hosts > 1 ? w->n_hosts : 1);
             progress_draw(pg, &ps, now);
             next = now + interval;
         }
@@ -510,7 +538,8 @@ int batch_run(const batch_opts *o)
     cli_metrics_live *live = NULL;
     stg_event_fanout fan;
     memset(&fan, 0, sizeof fan);
-    wait_sum waits = {0, 0};
+    wait_sum waits;
+    memset(&waits, 0, sizeof waits);
     int ex;
     /* A regular file is read again by the run (the cursor); anything else
      * (stdin, a pipe) can be read once, so the secrets are kept. */
@@ -602,7 +631,7 @@ int batch_run(const batch_opts *o)
     g_signal = 0;
     setup_signals();
     progress pg;
-    run_loop(o, b, &pg);
+    run_loop(o, b, &pg, &waits);
     int sig = g_signal;
     restore_signals();
     stg_batch_summary sum;
@@ -620,6 +649,7 @@ int batch_run(const batch_opts *o)
         ex = final_report(o, store, ex);
 
 out:
+    wait_sum_free(&waits);
     cli_metrics_live_stop(live);
     stg_batch_free(b, ex);
     if (metrics && metrics_done(o, metrics) != 0 && ex == BATCH_EXIT_DONE)

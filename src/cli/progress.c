@@ -8,7 +8,8 @@
  *    what still does not fit is cut. The width is read with TIOCGWINSZ at
  *    start and again after every SIGWINCH (the handler only sets a flag).
  *  - The ETA is what is left, times the attempts a job takes, over the
- *    attempt rate the client-side limiter allows (a fixed --rate), or the
+ *    attempt rate the client-side limiter allows (a fixed --rate, per host:
+ *    the runner sets R times the hosts it has seen), or the
  *    recent rate when that is lower or no fixed limit is known; the recent
  *    rate is smoothed over a few seconds, never an average since the
  *    start (which a slow start or a burst would skew for the whole run).

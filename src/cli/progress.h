@@ -23,7 +23,8 @@ typedef struct progress {
     FILE *out;
     int fd;                /* out's descriptor: its terminal's width */
     int width;             /* columns; re-read after SIGWINCH */
-    double limit_rps;      /* attempts/s the client-side limiter allows; 0: none known */
+    double limit_rps;      /* attempts/s the client-side limiter allows the run (--rate
+                              times the hosts seen); 0: none known. The runner updates it */
     /* A window of recent rates (no early average): attempts and finished
      * jobs per second, smoothed with a 5 s time constant. */
     int64_t t_us;
