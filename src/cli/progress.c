@@ -94,7 +94,10 @@ double progress_eta(const progress *p, const progress_state *s)
 {
     if (s->left <= 0)
         return 0;
-    double per_job = s->finished > 0 ? (double)s->attempts / (double)s->finished : 1;
+    /* Attempts per finished job; the jobs in flight hold one attempt each
+     * that has not finished yet. */
+    double done = (double)s->attempts - (double)(s->inflight > 0 ? s->inflight : 0);
+    double per_job = s->finished > 0 ? done / (double)s->finished : 1;
     if (per_job < 1)
         per_job = 1;
     double rate = p->rated ? p->attempt_rps : 0;

@@ -91,5 +91,19 @@ widths=$(segments "$T/pr" | awk '{ printf "%d ", length($0) }')
 check "resize: drawn wide first ($widths)" sh -c 'set -- $1; test "$1" -gt 40' _ "$widths"
 check "resize: narrow at the end ($widths)" sh -c 'for w in $1; do l=$w; done; test "$l" -le 39' _ "$widths"
 
+# --- two hosts: --rate is per host, so the run may go twice as fast -------------
+# The first redraw comes before a rate is measured (that takes a second): its
+# ETA is what is left over 2 x 5/s, not over 5/s.
+serve_start second
+M2=$PORT
+for i in $(seq 1 20); do echo "http://127.0.0.1:$M/h/$i"; echo "http://127.0.0.1:$M2/h/$i"; done >"$T/two.txt"
+in_pty 120 "$T/p2" "$S batch --rate 5 --db '$T/p2.db' '$T/two.txt'"
+first=$(segments "$T/p2" | grep -m1 'ETA' || true)
+check "two hosts: the first ETA counts both buckets ('$first')" python3 -c '
+import math, re, sys
+m = re.search(r"(\d+)/(\d+) .*ETA (\d+) s", sys.argv[1])
+ended, total, eta = map(int, m.groups())
+sys.exit(0 if eta <= math.ceil((total - ended) / 10.0) else 1)' "$first"
+
 serve_stop "$SRV_PID" || true
 finish
