@@ -102,12 +102,25 @@ check "batch: nothing secret-looking in metrics" sh -c '! grep -q "/b/" "$1"' _ 
 # ---- stagger fetch: /metrics while it waits out two 429s -----------------------
 serve_start ff --fail-first 2 --fail-retry-after 1
 F=$PORT
-"$S" fetch -s -o /dev/null --metrics "$T/f.prom" --metrics-listen 0 "http://127.0.0.1:$F/f" \
-  2>"$T/f.err" &
+"$S" fetch -s -o /dev/null --metrics "$T/f.prom" --metrics-interval 200ms --metrics-listen 0 \
+  "http://127.0.0.1:$F/f" 2>"$T/f.err" &
 fpid=$!
 fp=$(metrics_port "$T/f.err" "$fpid")
 check "fetch: listener address printed" test -n "$fp"
 curl -s -o "$T/fl.prom" "http://127.0.0.1:$fp/metrics"
+# Two 429s with Retry-After 1 keep fetch waiting at least 2 s: the file is
+# rewritten during the waits (polled until it shows the first 429, while
+# fetch still runs; 10 s is a hang guard, not a bound).
+seen=no
+for _ in $(seq 200); do
+  kill -0 "$fpid" 2>/dev/null || break
+  if grep -q 'stagger_attempts_total{class="quota"} [12]$' "$T/f.prom" 2>/dev/null; then
+    kill -0 "$fpid" 2>/dev/null && seen=yes
+    break
+  fi
+  sleep 0.05
+done
+check "fetch --metrics-interval: the file shows a 429 while fetch still waits" test "$seen" = yes
 frc=0; wait "$fpid" || frc=$?
 check "fetch: exit 0 after two 429s (got $frc)" test "$frc" = 0
 prom "fetch /metrics parses" "$T/fl.prom" '"stagger_attempts" in names'
