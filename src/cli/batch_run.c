@@ -246,6 +246,11 @@ static int import_input(const batch_opts *o, stg_store *s, stg_input_reader *r,
         fprintf(stderr, "stagger batch: %s\n", stg_store_errmsg(s));
         return BATCH_EXIT_INPUT;
     }
+    if (rc == STG_EINVAL) { /* a CSV header, read late, that the templates do not fit */
+        *input_refused = true;
+        fprintf(stderr, "stagger batch: %s\n", stg_store_errmsg(s));
+        return BATCH_EXIT_USAGE;
+    }
     if (rc != STG_OK) {
         fprintf(stderr, "stagger batch: %s\n", stg_store_errmsg(s));
         return BATCH_EXIT_DB;

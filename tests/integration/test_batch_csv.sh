@@ -51,6 +51,12 @@ expect_exit "a placeholder naming no column: exit 2" 2 "$S" batch --dry-run \
   --url "http://127.0.0.1:$M/echo?p={pgae}" "$T/items.csv"
 check "says which and lists the columns" grep -qF "{pgae}, which is not a column of the header (id, page, name, key)" /tmp/stg_err.$$
 expect_exit "CSV without --url: exit 2" 2 "$S" batch "$T/items.csv"
+# a bad line before the header: the header is read later, and still checked
+printf 'a"b\nid,x\n1,2\n' >"$T/late.csv"
+expect_exit "a late header that the template does not fit: exit 2" 2 "$S" batch -q \
+  --url "http://127.0.0.1:$M/{nope}" "$T/late.csv"
+check "late header: says which" grep -qF "{nope}, which is not a column of the header (id, x)" /tmp/stg_err.$$
+check "late header: no database left" test ! -e "$T/late.csv.stagger.db"
 
 # ---- the run: values reach the server as they are ----------------------------
 expect_exit "csv run: exit 0" 0 "$S" batch -q --url "$TPL" -d "$BODY" "$T/items.csv"
