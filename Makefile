@@ -32,8 +32,9 @@ fuzz:
 	cmake --build $(BUILD_DIR)/fuzz -j$(JOBS) --target fuzzers
 	sh scripts/fuzz.sh $(BUILD_DIR)/fuzz/fuzz $(FUZZ_RUNS)
 
-demo: build
-	sh scripts/demo.sh $(BUILD_DIR)/release
+# The demo builds quietly (the build's output is shown only if it fails).
+demo: deps
+	@sh scripts/demo.sh --build $(BUILD_DIR)/release
 
 bench: build
 	sh scripts/bench.sh $(BUILD_DIR)/release

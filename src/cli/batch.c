@@ -20,20 +20,19 @@
 
 #define CMD "batch"
 
-/* stagger-batch.db in INPUT's directory (the current one for stdin). */
+/* The database of an input: INPUT.stagger.db beside it (ids.txt ->
+ * ids.txt.stagger.db), so two inputs in one directory never share one (a
+ * second would be "another job set"); stdin's is stagger-batch.db in the
+ * current directory. */
 static char *default_db(const char *input)
 {
-    const char *name = "stagger-batch.db";
     if (!input || !strcmp(input, "-"))
-        return strdup(name);
-    const char *slash = strrchr(input, '/');
-    if (!slash)
-        return strdup(name);
-    size_t dir = (size_t)(slash - input) + 1;
-    char *p = malloc(dir + strlen(name) + 1);
+        return strdup("stagger-batch.db");
+    size_t n = strlen(input);
+    char *p = malloc(n + sizeof ".stagger.db");
     if (p) {
-        memcpy(p, input, dir);
-        strcpy(p + dir, name);
+        memcpy(p, input, n);
+        memcpy(p + n, ".stagger.db", sizeof ".stagger.db");
     }
     return p;
 }
@@ -67,7 +66,7 @@ static int open_ro(const char *db, int64_t busy_us, stg_store **s)
 /* ---- report and export ------------------------------------------------------- */
 
 typedef struct ro_opts {
-    const char *db;
+    const char *db, *input;
     bool json, bad_lines;
     int64_t busy;
     const char *out_path;
@@ -86,12 +85,15 @@ static int opt_format(cli_parser *p, const cli_opt *o, void *field, const char *
 {
     (void)p, (void)o;
     stg_export_options *eo = field;
-    if (!strcmp(v, "jsonl") || !strcmp(v, "json"))
+    if (!strcmp(v, "jsonl"))
         eo->format = STG_EXPORT_JSONL;
+    else if (!strcmp(v, "json"))
+        eo->format = STG_EXPORT_JSON;
     else if (!strcmp(v, "csv"))
         eo->format = STG_EXPORT_CSV;
     else
-        return cli_usage_error(CMD, "bad value '%s' for --format: expected jsonl or csv", v);
+        return cli_usage_error(CMD, "bad value '%s' for --format: expected json, jsonl or csv",
+                               v);
     return 0;
 }
 
@@ -106,16 +108,36 @@ static int opt_state(cli_parser *p, const cli_opt *o, void *field, const char *v
     return 0;
 }
 
+/* report and export take the input instead of --db: its default database. */
 static int ro_positional(cli_parser *p, const char *arg)
 {
-    return cli_usage_error(CMD, "%s takes no arguments (got '%s')", p->cmd->name + strlen("batch "),
-                           arg);
+    ro_opts *ro = p->ctx;
+    if (ro->input)
+        return cli_usage_error(CMD, "%s takes one input (got '%s' and '%s')",
+                               p->cmd->name + strlen("batch "), ro->input, arg);
+    ro->input = arg;
+    return 0;
+}
+
+/* The database report/export read: --db, else INPUT's, else stdin's. */
+static int ro_db(ro_opts *ro, char **owned)
+{
+    *owned = NULL;
+    if (ro->db && ro->input)
+        return cli_usage_error(CMD, "give INPUT or --db FILE, not both");
+    if (ro->db)
+        return 0;
+    if (!(*owned = default_db(ro->input)))
+        return cli_usage_error(CMD, "out of memory");
+    ro->db = *owned;
+    return 0;
 }
 
 #define R(x) offsetof(ro_opts, x)
 static const cli_opt report_table[] = {
-    {CLI_STRING, "db", 0, "FILE", "the database (default stagger-batch.db)", R(db), NULL, NULL, 0,
-     NULL},
+    {CLI_STRING, "db", 0, "FILE",
+     "the database (default INPUT.stagger.db, or\nstagger-batch.db without INPUT)", R(db), NULL,
+     NULL, 0, NULL},
     {CLI_FLAG, "json", 0, NULL, "the report as JSON", R(json), NULL, NULL, 0, NULL},
     {CLI_FLAG, "bad-lines", 0, NULL, "also list the input lines that were skipped", R(bad_lines),
      NULL, NULL, 0, NULL},
@@ -127,9 +149,11 @@ static const cli_opt report_table[] = {
 };
 
 static const cli_opt export_table[] = {
-    {CLI_STRING, "db", 0, "FILE", "the database (default stagger-batch.db)", R(db), NULL, NULL, 0,
-     NULL},
-    {CLI_FN, "format", 0, "jsonl|csv", "one JSON object per job (default) or CSV", R(eo),
+    {CLI_STRING, "db", 0, "FILE",
+     "the database (default INPUT.stagger.db, or\nstagger-batch.db without INPUT)", R(db), NULL,
+     NULL, 0, NULL},
+    {CLI_FN, "format", 0, "json|jsonl|csv",
+     "one JSON object a line (jsonl, default), one JSON\narray (json) or CSV", R(eo),
      opt_format, NULL, 0, NULL},
     {CLI_STRING, "output", 'o', "FILE", "write to FILE (default standard output)", R(out_path),
      NULL, NULL, 0, NULL},
@@ -149,7 +173,7 @@ static const int ro_exits[] = {CLI_EXIT_OK, CLI_EXIT_FAILED, CLI_EXIT_USAGE, CLI
 
 const cli_command cli_batch_report_command = {
     .name = "batch report",
-    .usage = "usage: stagger batch report [--db FILE] [--json] [--bad-lines]\n"
+    .usage = "usage: stagger batch report [--db FILE | INPUT] [--json] [--bad-lines]\n"
              "\n"
              "Counts per state, the jobs that need attention and the policy of the job set,\n"
              "read-only (see REPORT in stagger-batch(1)).\n",
@@ -159,8 +183,8 @@ const cli_command cli_batch_report_command = {
 
 const cli_command cli_batch_export_command = {
     .name = "batch export",
-    .usage = "usage: stagger batch export [--db FILE] [--format jsonl|csv] [-o FILE]\n"
-             "                            [--state STATE[,STATE...]] [--bodies]\n"
+    .usage = "usage: stagger batch export [--db FILE | INPUT] [--format json|jsonl|csv]\n"
+             "                            [-o FILE] [--state STATE[,STATE...]] [--bodies]\n"
              "\n"
              "One record per job, read-only (see EXPORT in stagger-batch(1)).\n",
     .opts = export_table,
@@ -169,16 +193,21 @@ const cli_command cli_batch_export_command = {
 
 static int cmd_report(int argc, char **argv)
 {
-    ro_opts ro = {.db = "stagger-batch.db"};
+    ro_opts ro = {0};
     cli_parser parser = {.cmd = &cli_batch_report_command, .ctx = &ro, .positional = ro_positional};
     int prc = cli_parse(&parser, argc, argv);
     if (prc >= 0)
         return prc;
+    char *owned;
+    if ((prc = ro_db(&ro, &owned)) != 0)
+        return prc;
     const char *db = ro.db;
     stg_store *s;
     int ex = open_ro(db, ro.busy, &s);
-    if (ex)
+    if (ex) {
+        free(owned);
         return ex;
+    }
     stg_store_report r;
     int rc = stg_store_report_get(s, &r);
     if (rc == STG_OK) {
@@ -193,18 +222,32 @@ static int cmd_report(int argc, char **argv)
     if (rc != STG_OK)
         fprintf(stderr, "stagger batch: %s\n", stg_store_errmsg(s));
     stg_store_close(s);
+    free(owned);
     if (fflush(stdout) != 0)
         return CLI_EXIT_FAILED;
     return rc == STG_OK ? CLI_EXIT_OK : CLI_EXIT_DB;
 }
 
+static int export_db(ro_opts *ro);
+
 static int cmd_export(int argc, char **argv)
 {
-    ro_opts ro = {.db = "stagger-batch.db", .eo = {.format = STG_EXPORT_JSONL}};
+    ro_opts ro = {.eo = {.format = STG_EXPORT_JSONL}};
     cli_parser parser = {.cmd = &cli_batch_export_command, .ctx = &ro, .positional = ro_positional};
     int prc = cli_parse(&parser, argc, argv);
     if (prc >= 0)
         return prc;
+    char *owned;
+    if ((prc = ro_db(&ro, &owned)) != 0)
+        return prc;
+    int ex = export_db(&ro);
+    free(owned);
+    return ex;
+}
+
+static int export_db(ro_opts *ro_)
+{
+    ro_opts ro = *ro_;
     const char *db = ro.db, *out_path = ro.out_path;
     stg_store *s;
     int ex = open_ro(db, ro.busy, &s);
@@ -264,8 +307,12 @@ static int opt_input_format(cli_parser *p, const cli_opt *o, void *field, const 
         *f = STG_INPUT_KEYS;
     else if (!strcmp(v, "jsonl"))
         *f = STG_INPUT_JSONL;
+    else if (!strcmp(v, "csv"))
+        *f = STG_INPUT_CSV;
+    else if (!strcmp(v, "tsv"))
+        *f = STG_INPUT_TSV;
     else
-        return cli_opt_bad(p, v, "expected auto, urls, keys or jsonl");
+        return cli_opt_bad(p, v, "expected auto, urls, keys, jsonl, csv or tsv");
     return 0;
 }
 
@@ -467,13 +514,25 @@ static const cli_opt run_table[] = {
     {.kind = CLI_HEADING, .help = "Input (blank lines and lines starting with # are skipped)"},
     {.kind = CLI_TEXT,
      .help = "      INPUT              URLs, one a line, or JSONL requests {\"id\", \"method\",\n"
-             "                         \"url\", \"headers\", \"body\"}; - reads stdin\n"},
+             "                         \"url\", \"headers\", \"body\"}, or CSV/TSV with a header\n"
+             "                         row (.csv/.tsv, with --url naming columns); - reads\n"
+             "                         stdin\n"},
     {CLI_STRING, "url", 0, "TEMPLATE",
-     "INPUT is a file of keys; {} in TEMPLATE is replaced by\neach key, percent-encoded",
+     "INPUT is a file of keys; {} in TEMPLATE is replaced by\neach key, percent-encoded; "
+     "with CSV/TSV input,\n{column} by that column's value, percent-encoded",
      B(in.url_template), NULL, NULL, 0, NULL},
+    {CLI_STRING, "data", 'd', "TEMPLATE",
+     "CSV/TSV input: the request body, {column} replaced\nby the value as is "
+     "(method POST unless -X)",
+     B(in.body_template), NULL, NULL, 0, NULL},
     {CLI_FN, "input-format", 0, "F",
-     "auto | urls | keys | jsonl (default auto: JSONL when\nthe first line starts with '{')",
+     "auto | urls | keys | jsonl | csv | tsv (default auto:\n"
+     "csv or tsv by a .csv/.tsv name, else JSONL when\nthe first line starts with '{')",
      B(in.format), opt_input_format, NULL, 0, NULL},
+    {CLI_FLAG, "dry-run", 0, NULL,
+     "print the first requests (redacted) and how many\njobs the input holds; "
+     "send nothing, write no database",
+     B(dry_run), NULL, NULL, 0, NULL},
     {CLI_FN, "method", 'X', "M", "method of URL and key jobs (default GET)", B(in.method),
      opt_method, NULL, 0, NULL},
     {CLI_FN, "request", 0, "M", "same as --method", B(in.method), opt_method, NULL, 0, NULL},
@@ -482,7 +541,8 @@ static const cli_opt run_table[] = {
      "skip them)",
      B(strict), NULL, NULL, 0, NULL},
     {.kind = CLI_HEADING, .help = "State"},
-    {CLI_STRING, "db", 0, "FILE", "the database (default: stagger-batch.db next to INPUT)",
+    {CLI_STRING, "db", 0, "FILE",
+     "the database (default: INPUT.stagger.db beside\nINPUT; stagger-batch.db for stdin)",
      offsetof(run_opts, db), NULL, NULL, 0, NULL},
     {CLI_STRING, "out", 0, "DIR",
      "write each response body to DIR/<id> (default: keep\nbodies in the database)", B(out_dir),
@@ -545,6 +605,11 @@ static const cli_opt run_table[] = {
      "JSON-lines event log (URLs and secrets redacted;\n- is standard output)", B(log_path), NULL,
      NULL, 0, NULL},
     {CLI_STRING, "log-json", 0, "FILE", "same as --log", B(log_path), NULL, NULL, 0, NULL},
+    {CLI_STRING, "metrics", 0, "FILE",
+     "Prometheus text format (the names of fetch --metrics),\nrewritten atomically every "
+     "--metrics-interval and at\nthe end; - prints it on stdout at the end",
+     B(metrics_path), NULL, NULL, 0, NULL},
+    {.kind = CLI_GROUP, .group = cli_metrics_live_opts, .off = B(metrics)},
     CLI_OPT_HELP_ENTRY,
     CLI_OPT_VERSION_ENTRY,
     {.kind = CLI_HEADING, .help = "Shared limit (many processes or machines)"},
@@ -569,9 +634,10 @@ const cli_command cli_batch_command = {
     .name = CMD,
     .usage = "usage: stagger batch [options] INPUT\n"
              "       stagger batch [options] --url TEMPLATE KEYS\n"
+             "       stagger batch [options] --url TEMPLATE [-d TEMPLATE] FILE.csv\n"
              "       stagger batch [options] --db FILE\n"
-             "       stagger batch report [--db FILE] [--json] [--bad-lines]\n"
-             "       stagger batch export [--db FILE] [--format jsonl|csv] [-o FILE]\n"
+             "       stagger batch report [--db FILE | INPUT] [--json] [--bad-lines]\n"
+             "       stagger batch export [--db FILE | INPUT] [--format json|jsonl|csv] [-o FILE]\n"
              "                            [--state STATE[,STATE...]] [--bodies]\n"
              "\n"
              "Run a batch of HTTP requests politely and durably: every job's state is kept\n"
@@ -609,12 +675,24 @@ static int parse_run(int argc, char **argv, run_opts *ro)
     if (prc >= 0)
         return prc;
     const char *db = ro->db;
-    if (o->in.url_template && o->in.format != STG_INPUT_AUTO && o->in.format != STG_INPUT_KEYS)
-        return cli_usage_error(CMD, "--url goes with a file of keys (--input-format keys)");
+    o->in.format = stg_input_format_for_path(o->input, o->in.format);
+    bool tab = o->in.format == STG_INPUT_CSV || o->in.format == STG_INPUT_TSV;
+    if (tab && !o->in.url_template)
+        return cli_usage_error(CMD, "CSV and TSV input need --url TEMPLATE naming columns, "
+                                    "such as --url 'https://api.example/items/{id}'");
+    if (o->in.body_template && !tab)
+        return cli_usage_error(CMD, "-d TEMPLATE goes with CSV or TSV input");
+    if (o->in.url_template && !tab && o->in.format != STG_INPUT_AUTO &&
+        o->in.format != STG_INPUT_KEYS)
+        return cli_usage_error(CMD, "--url goes with a file of keys (--input-format keys) or "
+                                    "CSV/TSV input");
     if (o->in.format == STG_INPUT_KEYS && !o->in.url_template)
         return cli_usage_error(CMD, "--input-format keys needs --url TEMPLATE");
-    if (o->in.url_template && !strstr(o->in.url_template, "{}"))
-        return cli_usage_error(CMD, "--url TEMPLATE needs a {} where each key goes");
+    if (o->in.url_template && !tab && !strstr(o->in.url_template, "{}"))
+        return cli_usage_error(CMD, "--url TEMPLATE needs a {} where each key goes (or a "
+                                    "CSV/TSV input whose columns it names)");
+    if (o->dry_run && !o->input)
+        return cli_usage_error(CMD, "--dry-run needs an input");
     if (o->in.method && o->in.format == STG_INPUT_JSONL)
         return cli_usage_error(CMD, "-X applies to URL and key inputs; JSONL lines carry "
                                     "their own \"method\"");

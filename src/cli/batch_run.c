@@ -36,20 +36,12 @@
 #include <unistd.h>
 
 #include <stagger/curl.h>
+#include <stagger/redact.h>
 
 #include "batch/batch.h"
 #include "cli/batch_run.h"
 #include "cli/cli.h"
-
-/* Progress drawing: the library's snapshot, a rate measured here. */
-typedef struct drawer {
-    enum batch_progress mode;
-    int64_t start_us, next_us, interval_us;
-    uint64_t rate_attempts;
-    int64_t rate_t_us;
-    double rps;
-    bool drawn;
-} drawer;
+#include "cli/progress.h"
 
 static volatile sig_atomic_t g_signal;
 
@@ -65,64 +57,66 @@ static int64_t mono_us(void)
     return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
-/* ---- progress ---------------------------------------------------------------- */
+/* ---- the run's events: waits, for the report ----------------------------------- */
 
-static void fmt_eta(double s, char *buf, size_t size)
+/* Time lost waiting, summed from the engine's events (the loop's thread),
+ * and the hosts seen: --rate is per host, so the rate the limiter allows
+ * the run (the ETA's) is R times the hosts (counted up to MAX_HOSTS). */
+#define MAX_HOSTS 64
+
+typedef struct wait_sum {
+    int64_t retry_us, limiter_us;
+    char *hosts[MAX_HOSTS];
+    int n_hosts;
+} wait_sum;
+
+static void see_host(wait_sum *w, const char *host)
 {
-    if (!(s >= 0) || s > 360000)
-        snprintf(buf, size, "?");
-    else if (s < 60)
-        snprintf(buf, size, "%.0f s", s);
-    else if (s < 3600)
-        snprintf(buf, size, "%d m %02d s", (int)s / 60, (int)s % 60);
-    else
-        snprintf(buf, size, "%d h %02d m", (int)s / 3600, ((int)s / 60) % 60);
+    if (!host || w->n_hosts == MAX_HOSTS)
+        return;
+    for (int i = 0; i < w->n_hosts; i++)
+        if (!strcmp(w->hosts[i], host))
+            return;
+    if ((w->hosts[w->n_hosts] = strdup(host)))
+        w->n_hosts++;
 }
 
-static void draw(drawer *d, const stg_batch_progress *p, int64_t now, bool last)
+static void on_wait_event(const stg_event *ev, void *data)
 {
-    if (now - d->rate_t_us >= STG_SEC(1) || last ||
-        (d->rps == 0 && now - d->rate_t_us >= STG_MS(200))) {
-        double dt = (double)(now - d->rate_t_us) / 1e6;
-        if (dt > 0)
-            d->rps = (double)(p->attempts - d->rate_attempts) / dt;
-        d->rate_attempts = p->attempts;
-        d->rate_t_us = now;
+    wait_sum *w = data;
+    if (ev->type == STG_EVENT_WAIT && ev->wait_us > 0)
+        w->retry_us += ev->wait_us;
+    else if (ev->type == STG_EVENT_LIMITER_WAIT && ev->wait_us > 0)
+        w->limiter_us += ev->wait_us;
+    else if (ev->type == STG_EVENT_ATTEMPT_START)
+        see_host(w, ev->host);
+}
+
+static void wait_sum_free(wait_sum *w)
+{
+    for (int i = 0; i < w->n_hosts; i++)
+        free(w->hosts[i]);
+    w->n_hosts = 0;
+}
+
+/* ---- progress ---------------------------------------------------------------- */
+
+static void to_state(const stg_batch_counts *c, const stg_batch_progress *p, progress_state *s)
+{
+    memset(s, 0, sizeof *s);
+    s->total = c->total;
+    s->ended = stg_batch_counts_ended(c);
+    s->left = stg_batch_counts_left(c);
+    s->done = c->n[STG_JOB_DONE];
+    s->failed = c->n[STG_JOB_FAILED];
+    s->deferred = c->n[STG_JOB_DEFERRED];
+    s->review = c->n[STG_JOB_REVIEW];
+    s->inflight = c->n[STG_JOB_INFLIGHT];
+    if (p) {
+        s->attempts = p->attempts;
+        s->finished = (uint64_t)p->finished;
+        s->status_429 = p->status_429;
     }
-    const int64_t *c = p->counts.n;
-    int64_t ended = stg_batch_counts_ended(&p->counts);
-    int64_t left = stg_batch_counts_left(&p->counts);
-    int64_t total = p->counts.total;
-    double elapsed = (double)(now - d->start_us) / 1e6;
-    double jps = elapsed > 0 ? (double)p->finished / elapsed : 0;
-    char eta[32];
-    fmt_eta(jps > 0 ? (double)left / jps : -1, eta, sizeof eta);
-    double p429 = p->attempts ? 100.0 * (double)p->status_429 / (double)p->attempts : 0;
-    if (d->mode == BATCH_PROGRESS_BAR) {
-        char bar[25];
-        int fill = total ? (int)(24 * ended / total) : 24;
-        for (int i = 0; i < 24; i++)
-            bar[i] = i < fill ? '#' : '.';
-        bar[24] = '\0';
-        fprintf(stderr,
-                "\r[%s] %lld/%lld  done %lld  failed %lld  deferred %lld%s  %.1f req/s  "
-                "429 %.1f%%  ETA %s\033[K",
-                bar, (long long)ended, (long long)total, (long long)c[STG_JOB_DONE],
-                (long long)c[STG_JOB_FAILED], (long long)c[STG_JOB_DEFERRED],
-                c[STG_JOB_REVIEW] ? "  review" : "", d->rps, p429, last ? "0 s" : eta);
-        d->drawn = true;
-        if (last)
-            fputc('\n', stderr);
-    } else {
-        fprintf(stderr,
-                "batch: %lld/%lld ended (done %lld, failed %lld, deferred %lld, review %lld), "
-                "%lld in flight, %.1f req/s, 429 %.1f%%, ETA %s\n",
-                (long long)ended, (long long)total, (long long)c[STG_JOB_DONE],
-                (long long)c[STG_JOB_FAILED], (long long)c[STG_JOB_DEFERRED],
-                (long long)c[STG_JOB_REVIEW], (long long)c[STG_JOB_INFLIGHT], d->rps, p429,
-                last ? "0 s" : eta);
-    }
-    fflush(stderr);
 }
 
 /* ---- options -> configuration ------------------------------------------------------ */
@@ -253,6 +247,11 @@ static int import_input(const batch_opts *o, stg_store *s, stg_input_reader *r,
         fprintf(stderr, "stagger batch: %s\n", stg_store_errmsg(s));
         return BATCH_EXIT_INPUT;
     }
+    if (rc == STG_EINVAL) { /* a CSV header, read late, that the templates do not fit */
+        *input_refused = true;
+        fprintf(stderr, "stagger batch: %s\n", stg_store_errmsg(s));
+        return BATCH_EXIT_USAGE;
+    }
     if (rc != STG_OK) {
         fprintf(stderr, "stagger batch: %s\n", stg_store_errmsg(s));
         return BATCH_EXIT_DB;
@@ -268,6 +267,56 @@ static int import_input(const batch_opts *o, stg_store *s, stg_input_reader *r,
         return BATCH_EXIT_INPUT;
     }
     return -1;
+}
+
+/* --dry-run: the first requests as they would leave (URLs as an export
+ * shows them, header values redacted as in the logs, bodies by size),
+ * then how many jobs and bad lines the whole input holds. Sends nothing,
+ * opens no database. Returns the exit status. */
+#define DRY_RUN_SHOWN 10
+
+static int dry_run(const batch_opts *o, stg_input_reader *r)
+{
+    const char *name = strcmp(o->input, "-") ? o->input : "stdin";
+    size_t jobs = 0, bad = 0;
+    stg_job_spec *j;
+    stg_bad_line *b;
+    int rc;
+    char buf[4096];
+    while ((rc = stg_input_reader_next(r, &j, &b)) == STG_OK && (j || b)) {
+        if (b) {
+            if (bad++ < BAD_LINES_SHOWN)
+                fprintf(stderr, "stagger batch: %s:%ld: %s\n", name, b->line, b->message);
+            continue;
+        }
+        if (jobs++ >= DRY_RUN_SHOWN)
+            continue;
+        stg_store_url_shown(j->url, buf, sizeof buf);
+        printf("%s %s  (id %s, line %ld)\n", j->method, buf, j->key, j->line);
+        for (size_t i = 0; i < o->n_headers; i++) {
+            stg_redact_header_line(o->headers[i], NULL, buf, sizeof buf);
+            printf("  %s\n", buf);
+        }
+        for (size_t i = 0; i < j->n_headers; i++) {
+            stg_redact_header_line(j->headers[i], NULL, buf, sizeof buf);
+            printf("  %s\n", buf);
+        }
+        if (j->body)
+            printf("  body: %zu bytes\n", j->body_len);
+    }
+    if (rc != STG_OK) {
+        fprintf(stderr, "stagger batch: %s\n", stg_input_reader_error(r));
+        return BATCH_EXIT_INPUT;
+    }
+    if (jobs > DRY_RUN_SHOWN)
+        printf("... and %zu more\n", jobs - DRY_RUN_SHOWN);
+    printf("dry run: %zu job%s, %zu bad line%s in %s (%s); nothing sent, no database "
+           "written\n",
+           jobs, jobs == 1 ? "" : "s", bad, bad == 1 ? "" : "s", name,
+           stg_input_format_name(stg_input_reader_format(r)));
+    if (fflush(stdout) != 0)
+        return BATCH_EXIT_FAILED;
+    return jobs ? BATCH_EXIT_DONE : BATCH_EXIT_INPUT;
 }
 
 /* Open the database (*created: the file did not exist before) and import
@@ -420,35 +469,64 @@ static int final_report(const batch_opts *o, stg_store *s, int ex)
 }
 
 /* The loop: steps, signals, progress. */
-static void run_loop(const batch_opts *o, stg_batch *b)
+static void run_loop(const batch_opts *o, stg_batch *b, progress *pg, const wait_sum *w)
 {
-    drawer d = {.mode = o->quiet ? BATCH_PROGRESS_NONE : o->progress};
-    if (d.mode == BATCH_PROGRESS_AUTO)
-        d.mode = isatty(STDERR_FILENO) ? BATCH_PROGRESS_BAR : BATCH_PROGRESS_LINES;
-    d.interval_us = d.mode == BATCH_PROGRESS_BAR
-                        ? STG_MS(200)
-                        : (o->progress_interval_us ? o->progress_interval_us : STG_SEC(5));
-    d.start_us = d.rate_t_us = mono_us();
-    d.next_us = d.start_us + (d.mode == BATCH_PROGRESS_BAR ? 0 : d.interval_us);
+    enum progress_mode mode = PROGRESS_NONE;
+    if (!o->quiet && o->progress == BATCH_PROGRESS_AUTO)
+        mode = isatty(STDERR_FILENO) ? PROGRESS_BAR : PROGRESS_LINES;
+    else if (!o->quiet && o->progress == BATCH_PROGRESS_BAR)
+        mode = PROGRESS_BAR;
+    else if (!o->quiet && o->progress == BATCH_PROGRESS_LINES)
+        mode = PROGRESS_LINES;
+    int64_t interval = mode == PROGRESS_BAR
+                           ? STG_MS(200)
+                           : (o->progress_interval_us ? o->progress_interval_us : STG_SEC(5));
+    int64_t now = mono_us();
+    double per_host = o->rate_given && !o->limiter.url ? o->rate : 0;
+    progress_init(pg, mode, stderr, per_host, now);
+    int64_t next = now + (mode == PROGRESS_BAR ? 0 : interval);
     stg_batch_progress p;
+    progress_state ps;
     for (;;) {
         if (g_signal)
             stg_batch_stop(b);
         if (!stg_batch_step(b, STG_MS(100)))
             break;
-        int64_t now = mono_us();
-        if (d.mode != BATCH_PROGRESS_NONE && now >= d.next_us) {
+        now = mono_us();
+        if (mode != PROGRESS_NONE && now >= next) {
             stg_batch_progress_get(b, &p);
-            draw(&d, &p, now, false);
-            d.next_us = now + d.interval_us;
+            to_state(&p.counts, &p, &ps);
+            pg->limit_rps = per_host * (w->n_hosts > 1 ? w->n_hosts : 1);
+            progress_draw(pg, &ps, now);
+            next = now + interval;
         }
     }
+}
+
+/* The last progress line, from the counts read back after the run. */
+static void run_final(progress *pg, stg_batch *b, const stg_batch_summary *sum, bool stopped)
+{
+    stg_batch_progress p;
     stg_batch_progress_get(b, &p);
-    bool trouble = p.cause != STG_BATCH_DRAINED && p.cause != STG_BATCH_STOPPED;
-    if (d.mode != BATCH_PROGRESS_NONE && !trouble)
-        draw(&d, &p, mono_us(), !g_signal);
-    else if (d.drawn)
-        fputc('\n', stderr);
+    bool trouble = sum->cause != STG_BATCH_DRAINED && sum->cause != STG_BATCH_STOPPED;
+    if (!trouble && !stopped) {
+        progress_state ps;
+        to_state(&sum->counts, &p, &ps);
+        progress_final(pg, &ps, mono_us());
+    }
+    progress_end(pg);
+}
+
+/* The metrics at the end: the file rewritten, or stdout for "-". */
+static int metrics_done(const batch_opts *o, const stg_metrics *m)
+{
+    if (!o->metrics_path)
+        return 0;
+    int rc = strcmp(o->metrics_path, "-") ? stg_metrics_write(m, o->metrics_path)
+                                          : stg_metrics_print(m, stdout);
+    if (rc != STG_OK)
+        fprintf(stderr, "stagger batch: cannot write metrics to %s\n", o->metrics_path);
+    return rc == STG_OK ? 0 : -1;
 }
 
 int batch_run(const batch_opts *o)
@@ -462,12 +540,23 @@ int batch_run(const batch_opts *o)
     stg_batch *b = NULL;
     FILE *log_file = NULL;
     stg_logger *logger = NULL;
+    stg_metrics *metrics = NULL;
+    cli_metrics_live *live = NULL;
+    stg_event_fanout fan;
+    memset(&fan, 0, sizeof fan);
+    wait_sum waits;
+    memset(&waits, 0, sizeof waits);
     int ex;
     /* A regular file is read again by the run (the cursor); anything else
      * (stdin, a pipe) can be read once, so the secrets are kept. */
     struct stat in_st;
     bool rereadable = o->input && strcmp(o->input, "-") && stat(o->input, &in_st) == 0 &&
                       S_ISREG(in_st.st_mode);
+    if (o->dry_run) {
+        if ((ex = open_input(o, &reader)) < 0)
+            ex = dry_run(o, reader);
+        goto out;
+    }
     if ((ex = open_input(o, &reader)) >= 0 ||
         (ex = open_db(o, reader, rereadable ? NULL : &secrets, &store, &imported, &created,
                       &input_refused)) >= 0 ||
@@ -499,9 +588,30 @@ int batch_run(const batch_opts *o)
             ex = 1;
             goto out;
         }
-        bc.engine.on_event = stg_log_event;
-        bc.engine.event_data = logger;
+        fan.fn[fan.n] = stg_log_event;
+        fan.data[fan.n++] = logger;
     }
+    /* Metrics: the file is written once before the run (a path that cannot
+     * be written fails here, nothing sent), then by cli_metrics_live. */
+    bool metrics_file = o->metrics_path && strcmp(o->metrics_path, "-");
+    if (o->metrics_path || o->metrics.listen) {
+        if (!(metrics = stg_metrics_new())) {
+            fprintf(stderr, "stagger batch: out of memory\n");
+            ex = 1;
+            goto out;
+        }
+        if (metrics_file && stg_metrics_write(metrics, o->metrics_path) != STG_OK) {
+            fprintf(stderr, "stagger batch: cannot write metrics to %s\n", o->metrics_path);
+            ex = 1;
+            goto out;
+        }
+        fan.fn[fan.n] = stg_metrics_event;
+        fan.data[fan.n++] = metrics;
+    }
+    fan.fn[fan.n] = on_wait_event;
+    fan.data[fan.n++] = &waits;
+    bc.engine.on_event = stg_event_fanout_cb;
+    bc.engine.event_data = &fan;
     char err[800];
     stg_batch_start st;
     int rc = stg_batch_new(&bc, &b, &st, err, sizeof err);
@@ -524,13 +634,23 @@ int batch_run(const batch_opts *o)
     stg_batch_progress_get(b, &p0);
     say_start(o, &st, imported, &p0.counts);
 
+    if (metrics && (ex = cli_metrics_live_start("batch", &o->metrics, metrics, o->metrics_path,
+                                                 &live)) != 0)
+        goto out;
     g_signal = 0;
     setup_signals();
-    run_loop(o, b);
+    progress pg;
+    run_loop(o, b, &pg, &waits);
     int sig = g_signal;
     restore_signals();
     stg_batch_summary sum;
     stg_batch_end(b, &sum); /* a store failure: sum.cause STORE, said by verdict */
+    run_final(&pg, b, &sum, sig != 0);
+    cli_metrics_live_stop(live);
+    live = NULL;
+    if (sum.cause != STG_BATCH_STORE &&
+        stg_store_run_waits_add(store, waits.retry_us / 1000, waits.limiter_us / 1000) != STG_OK)
+        fprintf(stderr, "stagger batch: %s\n", stg_store_errmsg(store));
     ex = verdict(&sum, sig, o->quiet);
     stg_batch_free(b, ex);
     b = NULL;
@@ -538,7 +658,12 @@ int batch_run(const batch_opts *o)
         ex = final_report(o, store, ex);
 
 out:
+    wait_sum_free(&waits);
+    cli_metrics_live_stop(live);
     stg_batch_free(b, ex);
+    if (metrics && metrics_done(o, metrics) != 0 && ex == BATCH_EXIT_DONE)
+        ex = BATCH_EXIT_FAILED;
+    stg_metrics_free(metrics);
     cli_limiter_close((cli_limiter *)&o->limiter);
     stg_logger_free(logger);
     if (log_file && log_file != stdout)

@@ -7,6 +7,7 @@
 
 #include "cli/exit.h"
 #include "cli/limiter.h"
+#include "cli/metrics_live.h"
 #include "cli/tls.h"
 #include <stdbool.h>
 #include <stddef.h>
@@ -36,6 +37,7 @@ typedef struct batch_opts {
     char *db;                 /* database path (owned) */
     stg_input_options in;     /* format, template, method */
     bool strict;
+    bool dry_run;             /* print the first requests, send nothing */
     const char *out_dir;      /* NULL: bodies in the database */
     const char **headers;     /* -H "Name: value", n_headers of them (argv strings) */
     size_t n_headers;
@@ -58,6 +60,8 @@ typedef struct batch_opts {
     bool json;                /* final report as JSON */
     int64_t busy_timeout_us;
     const char *log_path;     /* JSON-lines event log; NULL: none */
+    const char *metrics_path; /* Prometheus textfile; NULL: none; "-": stdout at the end */
+    cli_metrics_opts metrics; /* --metrics-interval, --metrics-listen */
     size_t max_body;
     cli_limiter limiter;      /* --limiter: a limit shared through Redis */
     cli_tls tls;              /* --cacert, --capath, -k, --cert, --key */

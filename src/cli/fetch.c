@@ -53,8 +53,9 @@
 
 #include "cli/cli.h"
 #include "cli/limiter.h"
-#include "cli/writeout.h"
+#include "cli/metrics_live.h"
 #include "cli/tls.h"
+#include "cli/writeout.h"
 #include "util/assert.h"
 
 #define CMD "fetch"
@@ -90,6 +91,7 @@ typedef struct fetch_opts {
     int64_t burst;
     bool has_rate, has_burst;
     const char *log_path, *metrics_path;
+    cli_metrics_opts live; /* --metrics-interval, --metrics-listen (metrics_live.c) */
     const char *secret[MAX_SECRET_HEADERS + 1];
     int n_secret;
     unsigned long long seed;
@@ -688,6 +690,7 @@ static const cli_opt fetch_table[] = {
      "Prometheus text format, written atomically at start\n"
      "(a check) and at exit (- stdout, at exit)",
      F(metrics_path), NULL, NULL, 0, NULL},
+    {.kind = CLI_GROUP, .group = cli_metrics_live_opts, .off = F(live)},
     {CLI_FN, "secret-header", 0, "NAME", "treat header NAME as secret too; repeatable", 0,
      opt_secret, NULL, 0, NULL},
     {CLI_FN, "seed", 0, "N", "seed of the jitter (default: random)", F(seed), opt_seed, NULL, 0,
@@ -1155,6 +1158,7 @@ static int run(fetch_opts *o)
     out_stream stream = {.f = NULL};
     stg_logger *logger = NULL;
     stg_metrics *metrics = NULL;
+    cli_metrics_live *live = NULL;
     stg_cancel *cancel = NULL;
     CURL *easy = NULL;
     stg_bucket bucket;
@@ -1189,11 +1193,12 @@ static int run(fetch_opts *o)
         fan.fn[fan.n] = stg_log_event;
         fan.data[fan.n++] = logger;
     }
-    if (o->metrics_path) {
+    if (o->metrics_path || o->live.listen) {
         metrics = stg_metrics_new();
         if (!metrics)
             goto oom;
-        if (!metrics_stdout && stg_metrics_write(metrics, o->metrics_path) != STG_OK) {
+        if (o->metrics_path && !metrics_stdout &&
+            stg_metrics_write(metrics, o->metrics_path) != STG_OK) {
             fprintf(stderr, "stagger %s: cannot write metrics to %s\n", CMD, o->metrics_path);
             stg_metrics_free(metrics);
             metrics = NULL;
@@ -1290,6 +1295,8 @@ static int run(fetch_opts *o)
     if (o->verbose)
         print_request(o, method);
 
+    if (metrics && cli_metrics_live_start(CMD, &o->live, metrics, o->metrics_path, &live) != 0)
+        goto out;
     /* SIGTERM is handled as SIGINT: the wait or attempt ends at once and the
      * log and metrics are still written (exit 143 instead of 130). */
     sigint_token = cancel;
@@ -1305,6 +1312,8 @@ static int run(fetch_opts *o)
     STG_ASSERT(!o->log_path || logf);
     STG_ASSERT(!o->metrics_path || metrics);
     int rc = stg_curl_perform(easy, &cfg, &res);
+    cli_metrics_live_stop(live);
+    live = NULL;
     sigaction(SIGINT, &old_int, NULL);
     sigaction(SIGTERM, &old_term, NULL);
     sigint_token = NULL;
@@ -1367,8 +1376,10 @@ oom:
     fprintf(stderr, "stagger %s: out of memory\n", CMD);
     status = EXIT_LOCAL;
 out:
+    cli_metrics_live_stop(live);
     out_remove(&stream); /* a temp file not renamed into place: not the answer */
-    if (metrics && !metrics_stdout && stg_metrics_write(metrics, o->metrics_path) != STG_OK) {
+    if (metrics && o->metrics_path && !metrics_stdout &&
+        stg_metrics_write(metrics, o->metrics_path) != STG_OK) {
         fprintf(stderr, "stagger %s: cannot write metrics to %s\n", CMD, o->metrics_path);
         if (status == EXIT_OK)
             status = EXIT_LOCAL;

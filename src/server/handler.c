@@ -36,7 +36,8 @@
 
 typedef struct srv_req {
     int64_t arrival_us; /* CLOCK_MONOTONIC, read once, at decision */
-    bool stats_path;    /* /__stats: not client traffic */
+    bool stats_path;    /* /__stats or /metrics: not client traffic */
+    bool metrics_path;  /* /metrics: Prometheus text (stats.c) */
     bool decided;       /* counted by outcome and logged */
     bool hung;          /* parked forever: close when resumed */
     bool too_big;       /* the body is over --max-body */
@@ -179,10 +180,26 @@ static enum MHD_Result answer_stats(stg_srv *s, srv_req *r, struct MHD_Connectio
     return ret;
 }
 
+static enum MHD_Result answer_metrics(stg_srv *s, srv_req *r, struct MHD_Connection *c)
+{
+    r->decided = true;
+    size_t len = 0;
+    char *body = srv_stats_prometheus(&s->stats, srv_mono_us() - s->start_us, &len);
+    struct MHD_Response *resp = buffer_response(body, body ? len : 0);
+    if (!resp)
+        return MHD_NO;
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE,
+                            "text/plain; version=0.0.4; charset=utf-8");
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+    enum MHD_Result ret = MHD_queue_response(c, body ? 200 : 500, resp);
+    MHD_destroy_response(resp);
+    return ret;
+}
+
 static enum MHD_Result decide(stg_srv *s, srv_req *r, struct MHD_Connection *c)
 {
     if (r->stats_path)
-        return answer_stats(s, r, c);
+        return r->metrics_path ? answer_metrics(s, r, c) : answer_stats(s, r, c);
     int64_t now = srv_mono_us();
     r->arrival_us = now;
     srv_stats_arrival(&s->stats, now - s->start_us);
@@ -282,7 +299,8 @@ enum MHD_Result srv_on_request(void *cls, struct MHD_Connection *c, const char *
         r = req_new(c, method, url);
         if (!r)
             return MHD_NO;
-        r->stats_path = !strcmp(url, "/__stats");
+        r->metrics_path = !strcmp(url, "/metrics");
+        r->stats_path = r->metrics_path || !strcmp(url, "/__stats");
         *con_cls = r;
         if (r->stats_path)
             return MHD_YES;

@@ -1,9 +1,14 @@
 /*
- * Server statistics (see stats.h).
+ * Server statistics (see stats.h): /__stats as JSON and /metrics as
+ * Prometheus text, from the same counters.
  *
  * Invariants: arr[0..n) holds one entry per arrival ever recorded; the
  * busiest window of length W is the largest count of arrivals a[i..j] with
  * a[j] - a[i] < W over the sorted times (a half-open window [t, t + W)).
+ * /metrics reads the counters and the windows exactly as /__stats does, so
+ * the two never disagree about a quiet server; it holds no path, no client
+ * address and no header (labels are status codes, fault kinds and window
+ * lengths).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -158,4 +163,84 @@ json_t *srv_stats_json(srv_stats *st, int64_t uptime_us)
         return NULL;
     }
     return o;
+}
+
+/* ---- Prometheus text ------------------------------------------------------ */
+
+static void family(FILE *f, const char *name, const char *type, const char *help)
+{
+    fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+char *srv_stats_prometheus(srv_stats *st, int64_t uptime_us, size_t *len)
+{
+    pthread_mutex_lock(&st->mu);
+    size_t n = st->n;
+    int64_t *a = n ? malloc(n * sizeof *a) : NULL;
+    if (a)
+        memcpy(a, st->arr, n * sizeof *a);
+    pthread_mutex_unlock(&st->mu);
+    if (n && !a)
+        return NULL;
+    if (n)
+        qsort(a, n, sizeof *a, cmp_i64);
+    uint64_t c[SRV_C__COUNT];
+    for (int i = 0; i < SRV_C__COUNT; i++)
+        c[i] = srv_stats_get(st, (enum srv_counter)i);
+    char *text = NULL;
+    FILE *f = open_memstream(&text, len);
+    if (!f) {
+        free(a);
+        return NULL;
+    }
+    family(f, "stagger_server_uptime_seconds", "gauge", "Seconds since the server started.");
+    fprintf(f, "stagger_server_uptime_seconds %.6f\n",
+            (double)(uptime_us > 0 ? uptime_us : 0) / 1e6);
+    family(f, "stagger_server_requests_total", "counter",
+           "Client requests that arrived (not /__stats or /metrics).");
+    fprintf(f, "stagger_server_requests_total %llu\n", (unsigned long long)c[SRV_C_TOTAL]);
+    static const struct {
+        enum srv_counter c;
+        const char *outcome;
+    } outcomes[] = {
+        {SRV_C_ADMITTED, "admitted"}, {SRV_C_LIMITED, "limited"},
+        {SRV_C_FAIL_FIRST, "fail_first"}, {SRV_C_RESETS, "reset"},
+        {SRV_C_HANGS, "hang"}, {SRV_C_OUTAGE, "outage"},
+        {SRV_C_ABORTED, "aborted"},
+    };
+    family(f, "stagger_server_outcomes_total", "counter",
+           "Requests by what the server did with them (they add up to requests_total once "
+           "every request has finished).");
+    for (size_t i = 0; i < sizeof outcomes / sizeof outcomes[0]; i++)
+        fprintf(f, "stagger_server_outcomes_total{outcome=\"%s\"} %llu\n", outcomes[i].outcome,
+                (unsigned long long)c[outcomes[i].c]);
+    family(f, "stagger_server_responses_total", "counter", "Responses sent, by HTTP status.");
+    for (unsigned s = 0; s < 600; s++) {
+        uint64_t v = atomic_load_explicit(&st->status[s], memory_order_relaxed);
+        if (v)
+            fprintf(f, "stagger_server_responses_total{code=\"%u\"} %llu\n", s,
+                    (unsigned long long)v);
+    }
+    family(f, "stagger_server_slow_bodies_total", "counter",
+           "Admitted answers whose body was trickled (--slow-body).");
+    fprintf(f, "stagger_server_slow_bodies_total %llu\n", (unsigned long long)c[SRV_C_SLOW]);
+    family(f, "stagger_server_duplicates_total", "counter",
+           "POST or PATCH requests repeated without an Idempotency-Key.");
+    fprintf(f, "stagger_server_duplicates_total %llu\n", (unsigned long long)c[SRV_C_DUPS]);
+    family(f, "stagger_server_idempotent_replays_total", "counter",
+           "Answers replayed for a known Idempotency-Key.");
+    fprintf(f, "stagger_server_idempotent_replays_total %llu\n",
+            (unsigned long long)c[SRV_C_REPLAYS]);
+    family(f, "stagger_server_busiest_window_requests", "gauge",
+           "The most requests that arrived within any window of this length since the start.");
+    fprintf(f, "stagger_server_busiest_window_requests{window=\"10ms\"} %zu\n",
+            busiest(a, n, 10000));
+    fprintf(f, "stagger_server_busiest_window_requests{window=\"1s\"} %zu\n",
+            busiest(a, n, 1000000));
+    free(a);
+    if (fclose(f) != 0) {
+        free(text);
+        return NULL;
+    }
+    return text;
 }

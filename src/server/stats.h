@@ -56,4 +56,11 @@ uint64_t srv_stats_get(srv_stats *st, enum srv_counter c);
  * of memory. uptime_us sizes the per-second histogram. */
 json_t *srv_stats_json(srv_stats *st, int64_t uptime_us);
 
+/* The same snapshot in Prometheus text format 0.0.4 (GET /metrics), as a
+ * malloc'd string (*len its length; the caller frees), NULL when out of
+ * memory. Names follow the client's stagger_* family (src/curl/metrics.c)
+ * with the server's own prefix, stagger_server_: counters end in _total,
+ * times are in seconds. */
+char *srv_stats_prometheus(srv_stats *st, int64_t uptime_us, size_t *len);
+
 #endif

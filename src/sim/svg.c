@@ -62,10 +62,21 @@ static double mean_of(const sim_row *row, const char *key)
     return s ? sim_stat_mean(s) : 0.0;
 }
 
+/* What a "peak" counts: the busiest window, scaled to a second, and the
+ * instant from which it is counted when the start is left out. */
+static void peak_what(const sim_opts *o, char *buf, size_t size)
+{
+    int n = snprintf(buf, size, "busiest %g ms", (double)o->window_us / 1e3);
+    if (o->peak_after_us > 0 && n > 0 && (size_t)n < size)
+        snprintf(buf + n, size - (size_t)n, ", counted from t = %g s", (double)o->peak_after_us / 1e6);
+}
+
 /* The row's key figures (means over its trials), shown beside its panel. */
 static void row_summary(const sim_results *r, const sim_row *row, char *buf, size_t size)
 {
     const sim_opts *o = &r->opts;
+    char what[64];
+    peak_what(o, what, sizeof what);
     switch (o->scenario) {
     case SIM_HERD:
         snprintf(buf, size, "max %.3g in %g ms · all done %.0f ms · %.0f calls",
@@ -73,14 +84,17 @@ static void row_summary(const sim_results *r, const sim_row *row, char *buf, siz
                  mean_of(row, "total_ms"), mean_of(row, "calls"));
         break;
     case SIM_QUOTA:
-        snprintf(buf, size, "peak %.0f/s · %.0f calls, %.0f × 429, %.0f early · drained %.1f s",
-                 mean_of(row, "peak_rps"), mean_of(row, "calls"), mean_of(row, "throttled"),
+        snprintf(buf, size,
+                 "peak %.0f/s (%s) · %.0f calls, %.0f × 429, %.0f early · drained %.1f s",
+                 mean_of(row, "peak_rps"), what, mean_of(row, "calls"), mean_of(row, "throttled"),
                  mean_of(row, "early"), mean_of(row, "total_ms") / 1e3);
         break;
     case SIM_STORM:
         snprintf(buf, size,
-                 "peak %.0f/s · done %.1f s (%.2f× ideal) · %.0f calls, %.0f × 429 · %.0f failed",
-                 mean_of(row, "peak_rps"), mean_of(row, "total_ms") / 1e3, mean_of(row, "ratio"),
+                 "peak %.0f/s (%s) · done %.1f s (%.2f× ideal) · %.0f calls, %.0f × 429 · "
+                 "%.0f failed",
+                 mean_of(row, "peak_rps"), what, mean_of(row, "total_ms") / 1e3,
+                 mean_of(row, "ratio"),
                  mean_of(row, "calls"), mean_of(row, "throttled"), mean_of(row, "failed"));
         break;
     default:

@@ -3,13 +3,19 @@
  *
  * Columns: id (the job's key), job (its number), line, state, status (last
  * HTTP status, null/empty when none), attempts (over all runs), error,
- * reason, method, url (redacted: query values replaced, no userinfo),
- * file (under --out), finished_at (ISO 8601 UTC); with bodies, the stored
- * response body: JSONL "body" when it is UTF-8 text, else "body_base64";
- * CSV "body", text as is, other bytes as "base64:...".
+ * reason, method, url, file (under --out), finished_at (ISO 8601 UTC),
+ * duration_ms (the job's last run: claimed to final state; null while
+ * unfinished); with bodies, the stored response body: JSON "body" when it
+ * is UTF-8 text, else "body_base64"; CSV "body", text as is, other bytes as
+ * "base64:...". JSON is one array (a row an element, a line each), JSONL a
+ * row a line, CSV RFC 4180 with a header line.
  *
- * Only database columns without secrets are read (never url, headers or
- * the request body).
+ * The url is the one the user gave (stg_store_url_shown): a stored URL is
+ * secret-free by the store's invariant and shown as is (bytes outside
+ * printable ASCII percent-encoded); a withheld one (url NULL) is shown
+ * from job_urls, written at import with no userinfo and its secret
+ * values REDACTED; a database without that table falls back to the fully
+ * redacted url_redacted. Never read: headers, the request body.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -140,26 +146,64 @@ static json_t *json_int_or_null(sqlite3_stmt *st, int col)
                : json_integer(sqlite3_column_int64(st, col));
 }
 
+static bool has_table(stg_store *s, const char *name)
+{
+    sqlite3_stmt *st = NULL;
+    bool yes = false;
+    if (sqlite3_prepare_v2(s->db, "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?1",
+                           -1, &st, NULL) == SQLITE_OK) {
+        sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+        yes = sqlite3_step(st) == SQLITE_ROW;
+    }
+    sqlite3_finalize(st);
+    return yes;
+}
+
+/* The url column's text (see the top): into buf, or NULL. */
+static const char *shown_url(sqlite3_stmt *st, char *buf, size_t size)
+{
+    const char *shown = text(st, 13), *url = text(st, 14);
+    if (shown)
+        return shown;
+    if (url) {
+        stg_store_url_shown(url, buf, size);
+        return buf;
+    }
+    return text(st, 9);
+}
+
 int stg_store_export(stg_store *s, const stg_export_options *opt, FILE *out)
 {
     stg_export_options o = {0};
     if (opt)
         o = *opt;
-    char sql[512];
+    bool urls = has_table(s, "job_urls");
+    char sql[768];
     snprintf(sql, sizeof sql,
              "SELECT j.id, j.key, j.line, j.state, j.last_status, j.attempts, j.last_error, "
-             "j.reason, j.method, j.url_redacted, j.response_file, j.finished_at%s "
-             "FROM jobs j%s ORDER BY j.id",
-             o.bodies ? ", r.body" : "",
-             o.bodies ? " LEFT JOIN responses r ON r.job_id = j.id" : "");
+             "j.reason, j.method, j.url_redacted, j.response_file, j.finished_at, %s, %s, "
+             "j.url, CASE WHEN j.finished_at IS NOT NULL AND j.started_at IS NOT NULL "
+             "THEN max(0, j.finished_at - j.started_at) END "
+             "FROM jobs j%s%s ORDER BY j.id",
+             o.bodies ? "r.body" : "NULL", urls ? "u.shown" : "NULL",
+             o.bodies ? " LEFT JOIN responses r ON r.job_id = j.id" : "",
+             urls ? " LEFT JOIN job_urls u ON u.job_id = j.id" : "");
     sqlite3_stmt *st = NULL;
     int rc = sqlite3_prepare_v2(s->db, sql, -1, &st, NULL);
     if (rc != SQLITE_OK)
         return stg__store_fail(s, rc, "cannot read the jobs");
     if (o.format == STG_EXPORT_CSV)
         fprintf(out, "id,job,line,state,status,attempts,error,reason,method,url,file,"
-                     "finished_at%s\r\n",
+                     "finished_at,duration_ms%s\r\n",
                 o.bodies ? ",body" : "");
+    else if (o.format == STG_EXPORT_JSON)
+        fputc('[', out);
+    size_t rows = 0;
+    char *ubuf = malloc(16384);
+    if (!ubuf) {
+        sqlite3_finalize(st);
+        return stg__store_error(s, STG_ENOMEM, "out of memory");
+    }
     int err = STG_OK;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
         stg_job_state js;
@@ -189,9 +233,10 @@ int stg_store_export(stg_store *s, const stg_export_options *opt, FILE *out)
             csv_str(out, text(st, 6), false);
             csv_str(out, text(st, 7), false);
             csv_str(out, text(st, 8), false);
-            csv_str(out, text(st, 9), false);
+            csv_str(out, shown_url(st, ubuf, 16384), false);
             csv_str(out, text(st, 10), false);
             csv_str(out, has_when ? when : NULL, false);
+            csv_int(out, st, 15);
             if (o.bodies) {
                 if (!has_body) {
                     csv_str(out, NULL, false);
@@ -220,9 +265,11 @@ int stg_store_export(stg_store *s, const stg_export_options *opt, FILE *out)
             json_object_set_new(row, "error", json_text_or_null(st, 6));
             json_object_set_new(row, "reason", json_text_or_null(st, 7));
             json_object_set_new(row, "method", json_text_or_null(st, 8));
-            json_object_set_new(row, "url", json_text_or_null(st, 9));
+            const char *u = shown_url(st, ubuf, 16384);
+            json_object_set_new(row, "url", u ? json_string(u) : json_null());
             json_object_set_new(row, "file", json_text_or_null(st, 10));
             json_object_set_new(row, "finished_at", has_when ? json_string(when) : json_null());
+            json_object_set_new(row, "duration_ms", json_int_or_null(st, 15));
             if (has_body && is_text) {
                 json_object_set_new(row, "body",
                                     json_stringn(body_len ? (const char *)body : "", body_len));
@@ -236,20 +283,29 @@ int stg_store_export(stg_store *s, const stg_export_options *opt, FILE *out)
                 json_object_set_new(row, "body_base64", json_string(b));
                 free(b);
             }
+            if (o.format == STG_EXPORT_JSON && fputs(rows ? ",\n" : "\n", out) == EOF) {
+                json_decref(row);
+                err = STG_EIO;
+                break;
+            }
             int w = json_dumpf(row, out, JSON_COMPACT);
             json_decref(row);
-            if (w != 0 || fputc('\n', out) == EOF) {
+            if (w != 0 || (o.format == STG_EXPORT_JSONL && fputc('\n', out) == EOF)) {
                 err = STG_EIO;
                 break;
             }
         }
+        rows++;
         if (ferror(out)) {
             err = STG_EIO;
             break;
         }
     }
+    free(ubuf);
     if (!err && rc != SQLITE_DONE)
         err = stg__store_fail(s, rc, "cannot read the jobs");
+    if (!err && o.format == STG_EXPORT_JSON && fputs("\n]\n", out) == EOF)
+        err = STG_EIO;
     sqlite3_finalize(st);
     if (!err && (fflush(out) != 0 || ferror(out)))
         err = STG_EIO;

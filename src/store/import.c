@@ -82,6 +82,7 @@ typedef struct importer {
     sqlite3_stmt *ins;   /* fresh: jobs; else: temp.import_seen */
     sqlite3_stmt *first; /* the line of the first job with a key */
     sqlite3_stmt *bad;
+    sqlite3_stmt *shown; /* fresh: job_urls (the export's URL of a secret one) */
     size_t n;            /* accepted jobs */
 } importer;
 
@@ -111,6 +112,17 @@ static int imp_prepare(importer *im)
     if (rc == SQLITE_OK && im->fresh)
         rc = sqlite3_prepare_v2(db, "INSERT INTO bad_lines(line, message) VALUES(?1, ?2)", -1,
                                 &im->bad, NULL);
+    /* The URL an export shows of a job whose URL is withheld (no userinfo,
+     * no secret values: stg_store_url_shown). Its own table, made with the
+     * first import, so databases of every schema version 1 take it. */
+    if (rc == SQLITE_OK && im->fresh)
+        rc = sqlite3_exec(db,
+                          "CREATE TABLE IF NOT EXISTS job_urls(job_id INTEGER PRIMARY KEY "
+                          "REFERENCES jobs(id), shown TEXT NOT NULL)",
+                          NULL, NULL, NULL);
+    if (rc == SQLITE_OK && im->fresh)
+        rc = sqlite3_prepare_v2(db, "INSERT INTO job_urls(job_id, shown) VALUES(?1, ?2)", -1,
+                                &im->shown, NULL);
     return rc;
 }
 
@@ -119,7 +131,8 @@ static void imp_finalize(importer *im)
     sqlite3_finalize(im->ins);
     sqlite3_finalize(im->first);
     sqlite3_finalize(im->bad);
-    im->ins = im->first = im->bad = NULL;
+    sqlite3_finalize(im->shown);
+    im->ins = im->first = im->bad = im->shown = NULL;
 }
 
 static int imp_bad(importer *im, long line, const char *message)
@@ -176,6 +189,14 @@ static int imp_job(importer *im, const stg_job_spec *j, int64_t now_ms, long *fi
     sqlite3_clear_bindings(ins);
     if (rc != SQLITE_OK)
         return rc;
+    if (added && im->fresh && j->url_shown) {
+        sqlite3_bind_int64(im->shown, 1, (sqlite3_int64)(im->n + 1));
+        sqlite3_bind_text(im->shown, 2, j->url_shown, -1, SQLITE_STATIC);
+        rc = sqlite3_step(im->shown);
+        rc = rc == SQLITE_DONE ? sqlite3_reset(im->shown) : (sqlite3_reset(im->shown), rc);
+        if (rc != SQLITE_OK)
+            return rc;
+    }
     if (added) {
         im->n++;
         return SQLITE_OK;

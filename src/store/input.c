@@ -26,6 +26,18 @@
  *          NUL or other control character in a header value or in
  *          idempotency_key is a bad line (it would split or cut the header
  *          it is sent in). Other fields are ignored.
+ *   csv    RFC 4180 records (csv.c: quoted fields, embedded commas, quotes
+ *          and line breaks; a stray quote is a bad line) after a header
+ *          row of unique, non-empty column names; tsv the same with tabs
+ *          and no quoting. {name} in the URL template and the body
+ *          template is the row's value of that column, percent-encoded in
+ *          the URL (as a key is) and as is in the body; an identifier-like
+ *          {name} that is not a column refuses the options (STG_EINVAL at
+ *          open: a typo must not send a literal "{naem}"), other braces
+ *          are text. The id is the "id" column, else the line number; a
+ *          record's line is its first line. A row with another field
+ *          count than the header's, or whose URL is not a valid URL once
+ *          filled, is a bad line.
  *
  * Reading: stg_input_read parses a whole file into a set (tests, tools);
  * the reader parses one line at a time and holds one line (the import);
@@ -47,6 +59,7 @@
 #include <stagger/policy.h>
 #include <stagger/redact.h>
 
+#include "store/csv.h"
 #include "store/store.h"
 #include "util/assert.h"
 
@@ -59,9 +72,25 @@ const char *stg_input_format_name(stg_input_format f)
         return "keys";
     case STG_INPUT_JSONL:
         return "jsonl";
+    case STG_INPUT_CSV:
+        return "csv";
+    case STG_INPUT_TSV:
+        return "tsv";
     default:
         return "auto";
     }
+}
+
+stg_input_format stg_input_format_for_path(const char *path, stg_input_format f)
+{
+    size_t n = path ? strlen(path) : 0;
+    if (f != STG_INPUT_AUTO || n < 4)
+        return f;
+    if (!strcasecmp(path + n - 4, ".csv"))
+        return STG_INPUT_CSV;
+    if (!strcasecmp(path + n - 4, ".tsv"))
+        return STG_INPUT_TSV;
+    return f;
 }
 
 /* ---- small helpers ------------------------------------------------------ */
@@ -98,6 +127,76 @@ bool stg_store_url_valid(const char *url)
     return hlen > 0 && host[0] != ':';
 }
 
+/* Append src[0..n) to buf at *w (size bytes), bytes outside printable
+ * ASCII percent-encoded; *w counts what the whole would take. */
+static void put_enc(char *buf, size_t size, size_t *w, const char *src, size_t n)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)src[i];
+        char enc[3] = {(char)c, 0, 0};
+        size_t k = 1;
+        if (c <= 0x20 || c >= 0x7f)
+            enc[0] = '%', enc[1] = hex[c >> 4], enc[2] = hex[c & 15], k = 3;
+        for (size_t j = 0; j < k; j++, (*w)++)
+            if (*w + 1 < size)
+                buf[*w] = enc[j];
+    }
+}
+
+size_t stg_store_url_shown(const char *url, char *buf, size_t size)
+{
+    if (!url)
+        url = "";
+    /* Scheme, host, port and path: the core's redaction, up to its query. */
+    size_t cap = strlen(url) * 3 + 64;
+    char *head = malloc(cap);
+    size_t w = 0;
+    if (!head) {
+        if (size)
+            buf[0] = '\0';
+        return 0;
+    }
+    stg_redact_url(url, head, cap);
+    const char *hq = strchr(head, '?');
+    size_t hl = hq ? (size_t)(hq - head) : strlen(head);
+    bool unreadable = strstr(head, "://REDACTED") && !strchr(strstr(head, "://") + 3, '/');
+    put_enc(buf, size, &w, head, hl);
+    free(head);
+    /* The query, from the URL as given (after the authority). */
+    const char *auth = strstr(url, "://");
+    auth = auth ? auth + 3 : url;
+    const char *q = unreadable ? NULL : strchr(auth + strcspn(auth, "/?#"), '?');
+    if (q && *auth && strcspn(auth, "/?#") < strlen(auth)) {
+        size_t qlen = strcspn(q + 1, "#");
+        const char *p = q + 1, *end = q + 1 + qlen;
+        put_enc(buf, size, &w, "?", 1);
+        while (p <= end) {
+            size_t il = strcspn(p, "&#");
+            if (p + il > end)
+                il = (size_t)(end - p);
+            const char *eq = memchr(p, '=', il);
+            if (!eq) {
+                if (il)
+                    put_enc(buf, size, &w, "REDACTED", 8);
+            } else if (stg_redact_name_is_secret(p, (size_t)(eq - p))) {
+                put_enc(buf, size, &w, p, (size_t)(eq - p) + 1);
+                put_enc(buf, size, &w, "REDACTED", 8);
+            } else {
+                put_enc(buf, size, &w, p, il);
+            }
+            p += il;
+            if (p >= end)
+                break;
+            put_enc(buf, size, &w, "&", 1);
+            p++;
+        }
+    }
+    if (size)
+        buf[w < size ? w : size - 1] = '\0';
+    return w;
+}
+
 bool stg_store_url_is_secret(const char *url)
 {
     return stg_redact_url_has_secret(url);
@@ -117,6 +216,7 @@ static void spec_free(stg_job_spec *j)
     free(j->method);
     free(j->url);
     free(j->url_redacted);
+    free(j->url_shown);
     for (size_t i = 0; i < j->n_headers; i++)
         free(j->headers[i]);
     free(j->headers);
@@ -331,6 +431,12 @@ static int set_url(stg_job_spec *j, const char *url)
     if (!(j->url = strdup(url)) || !(j->url_redacted = redact(url)))
         return STG_ENOMEM;
     j->url_secret = stg_store_url_is_secret(url);
+    if (j->url_secret) {
+        size_t n = stg_store_url_shown(url, NULL, 0) + 1;
+        if (!(j->url_shown = malloc(n)))
+            return STG_ENOMEM;
+        stg_store_url_shown(url, j->url_shown, n);
+    }
     return STG_OK;
 }
 
@@ -656,8 +762,183 @@ struct stg_input_reader {
     bool eof;
     stg_job_set item;    /* streaming: the last line's job or bad line */
     bool owns_file;      /* opened by stg_input_reader_open: closed by _free */
-    char err[160];
+    /* CSV/TSV: the header row (read at the first record), the id column
+     * (-1: none, the line number is the id) and the record being joined. */
+    char **cols;
+    int ncols, id_col;
+    bool header_done;
+    char *rec;
+    size_t rec_cap;
+    bool keep_item;      /* item holds a line read before the header at open */
+    char err[400];
 };
+
+static bool tabular(stg_input_format f)
+{
+    return f == STG_INPUT_CSV || f == STG_INPUT_TSV;
+}
+
+/* ---- CSV and TSV: templates that name columns ------------------------------- */
+
+static bool name_char(int c)
+{
+    return ascii_alnum(c) || c == '_' || c == '-' || c == '.';
+}
+
+/* At p (a '{'): the length of an identifier-like placeholder's name, 0 if
+ * p does not start one (other braces, JSON's included, are text). */
+static size_t placeholder(const char *p)
+{
+    size_t n = 0;
+    while (name_char((unsigned char)p[1 + n]))
+        n++;
+    return n > 0 && p[1 + n] == '}' ? n : 0;
+}
+
+static int column_of(char *const *cols, int ncols, const char *name, size_t n)
+{
+    for (int i = 0; i < ncols; i++)
+        if (strlen(cols[i]) == n && !memcmp(cols[i], name, n))
+            return i;
+    return -1;
+}
+
+/* tpl with every {column} replaced by that column's value (percent-encoded
+ * when encode). NULL when out of memory; *len the length. */
+static char *fill_columns(const char *tpl, char *const *cols, int ncols, char *const *vals,
+                          bool encode, size_t *len)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    size_t cap = strlen(tpl) + 1;
+    for (const char *p = tpl; (p = strchr(p, '{')); p++) {
+        size_t n = placeholder(p);
+        int c = n ? column_of(cols, ncols, p + 1, n) : -1;
+        if (c >= 0)
+            cap += strlen(vals[c]) * (encode ? 3 : 1);
+    }
+    char *out = malloc(cap);
+    if (!out)
+        return NULL;
+    char *w = out;
+    for (const char *p = tpl; *p;) {
+        size_t n = *p == '{' ? placeholder(p) : 0;
+        int c = n ? column_of(cols, ncols, p + 1, n) : -1;
+        if (c < 0) {
+            *w++ = *p++;
+            continue;
+        }
+        const char *v = vals[c];
+        bool dots = encode && all_dots(v);
+        for (const unsigned char *k = (const unsigned char *)v; *k; k++) {
+            if (!encode || (unreserved(*k) && !dots)) {
+                *w++ = (char)*k;
+            } else {
+                *w++ = '%';
+                *w++ = hex[*k >> 4];
+                *w++ = hex[*k & 15];
+            }
+        }
+        p += n + 2;
+    }
+    *w = '\0';
+    *len = (size_t)(w - out);
+    return out;
+}
+
+/* Every placeholder of tpl names a column; else the message in err. */
+static bool placeholders_known(const char *what, const char *tpl, char *const *cols,
+                               int ncols, char *err, size_t errlen)
+{
+    for (const char *p = tpl; p && (p = strchr(p, '{')); p++) {
+        size_t n = placeholder(p);
+        if (!n || column_of(cols, ncols, p + 1, n) >= 0)
+            continue;
+        int off = snprintf(err, errlen, "%s names {%.*s}, which is not a column of the header (",
+                           what, (int)n, p + 1);
+        for (int i = 0; i < ncols && off >= 0 && (size_t)off < errlen; i++)
+            off += snprintf(err + off, errlen - (size_t)off, "%s%s", i ? ", " : "", cols[i]);
+        if (off >= 0 && (size_t)off < errlen)
+            snprintf(err + off, errlen - (size_t)off, ")");
+        return false;
+    }
+    return true;
+}
+
+static void free_header(stg_input_reader *r)
+{
+    stg__csv_free(r->cols, r->ncols);
+    r->cols = NULL;
+    r->ncols = 0;
+    r->id_col = -1;
+    r->header_done = false;
+}
+
+/* The header row: unique non-empty names, and every placeholder one of
+ * them. STG_OK, or STG_EINVAL (sticky, r->err) / STG_ENOMEM. */
+static int take_header(stg_input_reader *r, char **f, int nf, long n)
+{
+    r->cols = f, r->ncols = nf, r->header_done = true, r->id_col = -1;
+    for (int i = 0; i < nf; i++) {
+        if (!f[i][0] || !value_ok(f[i], strlen(f[i]))) {
+            snprintf(r->err, sizeof r->err,
+                     "line %ld: the header row needs a name for every column (column %d)", n,
+                     i + 1);
+            return STG_EINVAL;
+        }
+        if (column_of(f, i, f[i], strlen(f[i])) >= 0) {
+            snprintf(r->err, sizeof r->err, "line %ld: column '%s' appears twice in the header",
+                     n, f[i]);
+            return STG_EINVAL;
+        }
+        if (!strcmp(f[i], "id"))
+            r->id_col = i;
+    }
+    if (!placeholders_known("the URL template", r->o.url_template, f, nf, r->err,
+                            sizeof r->err) ||
+        !placeholders_known("the body template", r->o.body_template, f, nf, r->err,
+                            sizeof r->err))
+        return STG_EINVAL;
+    return STG_OK;
+}
+
+/* One data record into a job or a bad line. STG_OK or STG_ENOMEM. */
+static int parse_row(stg_job_set *set, stg_input_reader *r, char **f, int nf, long n)
+{
+    if (nf != r->ncols)
+        return add_bad(set, n, "%d fields, the header has %d", nf, r->ncols);
+    char numkey[32];
+    snprintf(numkey, sizeof numkey, "%ld", n);
+    const char *key = r->id_col >= 0 ? f[r->id_col] : numkey;
+    if (!key[0])
+        return add_bad(set, n, "empty id");
+    if (!value_ok(key, strlen(key)))
+        return add_bad(set, n, "control character in the id");
+    stg_job_spec j = {0};
+    j.line = n;
+    size_t ulen;
+    char *url = fill_columns(r->o.url_template, r->cols, r->ncols, f, true, &ulen);
+    const char *method = r->o.method ? r->o.method : r->o.body_template ? "POST" : "GET";
+    int rc = STG_ENOMEM;
+    if (!url || !(j.key = strdup(key)) || !(j.method = strdup(method)))
+        goto out;
+    if (!stg_store_url_valid(url)) {
+        rc = add_bad(set, n, "the filled URL is not an absolute http:// or https:// URL");
+        goto out;
+    }
+    if (set_url(&j, url) != STG_OK)
+        goto out;
+    if (r->o.body_template &&
+        !(j.body = fill_columns(r->o.body_template, r->cols, r->ncols, f, false, &j.body_len)))
+        goto out;
+    int rep = check_repeat(set, r->t, &j, "id");
+    if (rep < 0)
+        goto out;
+    rc = rep == 1 || push_spec(set, &j) == STG_OK ? STG_OK : STG_ENOMEM;
+out:
+    free(url);
+    spec_free(&j);
+    return rc;
+}
 
 /* Check the options; STG_OK or STG_EINVAL with the message in err. */
 static int check_options(stg_input_options *o, char *err, size_t errlen)
@@ -672,6 +953,17 @@ static int check_options(stg_input_options *o, char *err, size_t errlen)
                       stg_method_parse(o->method) == STG_METHOD_CONNECT))
         FAIL(STG_EINVAL, "unknown method '%s' (methods are case-sensitive: GET, POST, ...)",
              o->method);
+    if (tabular(o->format)) {
+        if (!o->url_template)
+            FAIL(STG_EINVAL, "CSV and TSV input need a URL template (--url) naming columns, "
+                             "such as https://api.example/items/{id}");
+        if (strstr(o->url_template, "{}") ||
+            (o->body_template && strstr(o->body_template, "{}")))
+            FAIL(STG_EINVAL, "{} is for a file of keys: name a column of the header, {id}");
+        return STG_OK; /* the placeholders are checked against the header */
+    }
+    if (o->body_template)
+        FAIL(STG_EINVAL, "a body template (-d) goes with CSV or TSV input");
     if (o->url_template)
         o->format = STG_INPUT_KEYS;
     if (o->format == STG_INPUT_KEYS) {
@@ -685,6 +977,85 @@ static int check_options(stg_input_options *o, char *err, size_t errlen)
     }
 #undef FAIL
     return STG_OK;
+}
+
+#define MAX_RECORD ((size_t)1 << 20) /* a CSV record's bytes (an unclosed quote stops here) */
+
+static bool rec_append(stg_input_reader *r, size_t *rl, const char *p, size_t n, bool nl)
+{
+    size_t need = *rl + n + 2;
+    if (need > r->rec_cap) {
+        size_t cap = r->rec_cap ? r->rec_cap : 256;
+        while (cap < need)
+            cap *= 2;
+        char *b = realloc(r->rec, cap);
+        if (!b)
+            return false;
+        r->rec = b, r->rec_cap = cap;
+    }
+    if (nl)
+        r->rec[(*rl)++] = '\n';
+    memcpy(r->rec + *rl, p, n);
+    *rl += n;
+    r->rec[*rl] = '\0';
+    return true;
+}
+
+/* A CSV/TSV record that starts with line n (p, len: that line without its
+ * line break): joined with the next lines while a quoted field is open,
+ * split, then the header or a row. Returns as reader_line does. */
+static int tabular_record(stg_input_reader *r, stg_job_set *set, const char *p, size_t len,
+                          long n)
+{
+    char sep = r->o.format == STG_INPUT_CSV ? ',' : '\t';
+    size_t i = 0;
+    while (i < len && (p[i] == ' ' || p[i] == '\t'))
+        i++;
+    if (i == len || p[i] == '#')
+        return 1; /* blank, or a comment */
+    size_t rl = 0;
+    int rc = STG_ENOMEM;
+    if (!rec_append(r, &rl, p, len, false))
+        goto nomem;
+    while (stg__csv_open_quote(r->rec, rl, sep) && rl <= MAX_RECORD) {
+        ssize_t got = getline(&r->line, &r->cap, r->f);
+        if (got < 0)
+            break; /* the split reports the open quote; reader_line the end */
+        r->n++;
+        size_t gl = (size_t)got;
+        while (gl && (r->line[gl - 1] == '\n' || r->line[gl - 1] == '\r'))
+            gl--;
+        if (!rec_append(r, &rl, r->line, gl, true))
+            goto nomem;
+    }
+    if (rl > MAX_RECORD)
+        rc = add_bad(set, n, "record longer than 1 MiB (a quote that is never closed?)");
+    else if (memchr(r->rec, '\0', rl))
+        rc = add_bad(set, n, "NUL byte in the record");
+    else {
+        char **f;
+        const char *why;
+        int nf = stg__csv_split(r->rec, rl, sep, &f, &why);
+        if (nf == -2)
+            goto nomem;
+        if (nf == -1) {
+            rc = add_bad(set, n, "bad %s: %s", sep == ',' ? "CSV" : "TSV", why);
+        } else if (!r->header_done) {
+            if ((rc = take_header(r, f, nf, n)) == STG_EINVAL) {
+                r->rc = rc; /* r->err says why */
+                return -1;
+            }
+        } else {
+            rc = parse_row(set, r, f, nf, n);
+            stg__csv_free(f, nf);
+        }
+    }
+    if (rc == STG_OK)
+        return 1;
+nomem:
+    r->rc = STG_ENOMEM;
+    snprintf(r->err, sizeof r->err, "out of memory reading line %ld", n);
+    return -1;
 }
 
 /* Read and parse one line into set (a job, a bad line, or nothing for a
@@ -716,6 +1087,8 @@ static int reader_line(stg_input_reader *r, stg_job_set *set)
     int rc;
     if (strlen(p) != len) {
         rc = add_bad(set, n, "NUL byte in the line");
+    } else if (tabular(r->o.format)) {
+        return tabular_record(r, set, p, len, n);
     } else {
         while (*p == ' ' || *p == '\t')
             p++, len--;
@@ -762,6 +1135,8 @@ int stg_input_read(FILE *f, const stg_input_options *opt, stg_job_set *set, char
     while (reader_line(&r, set) > 0)
         ;
     free(r.line);
+    free(r.rec);
+    free_header(&r);
     keytab_free(&t);
     set->lines = r.n;
     set->format = reader_format(&r);
@@ -797,6 +1172,22 @@ int stg_input_reader_new(FILE *f, const stg_input_options *opt, stg_input_reader
     }
     r->f = f;
     r->o = o;
+    r->id_col = -1;
+    /* CSV/TSV: the header now, so a template that names no column is a
+     * usage error before anything is imported. A bad line before it is
+     * kept for the first _next. */
+    while (tabular(o.format) && !r->header_done && r->item.n_bad == 0 &&
+           reader_line(r, &r->item) > 0)
+        ;
+    r->keep_item = r->item.n_bad > 0;
+    if (r->rc != STG_OK) {
+        if (err)
+            snprintf(err, errlen, "%s", r->err);
+        rc = r->rc;
+        r->f = NULL;
+        stg_input_reader_free(r);
+        return rc;
+    }
     *out = r;
     return STG_OK;
 }
@@ -806,6 +1197,13 @@ int stg_input_reader_next(stg_input_reader *r, stg_job_spec **job, stg_bad_line 
     *job = NULL;
     *bad = NULL;
     stg_job_set *it = &r->item;
+    if (r->keep_item) { /* a bad line found while reading the header at open */
+        r->keep_item = false;
+        if (it->n_bad) {
+            *bad = &it->bad[0];
+            return STG_OK;
+        }
+    }
     for (size_t i = 0; i < it->n; i++)
         spec_free(&it->jobs[i]);
     for (size_t i = 0; i < it->n_bad; i++)
@@ -846,6 +1244,8 @@ void stg_input_reader_free(stg_input_reader *r)
         return;
     stg_job_set_free(&r->item);
     free(r->line);
+    free_header(r);
+    free(r->rec);
     if (r->owns_file)
         fclose(r->f);
     free(r);
@@ -860,6 +1260,7 @@ int stg_input_reader_open(const char *path, const stg_input_options *opt,
     stg_input_options o = {0};
     if (opt)
         o = *opt;
+    o.format = stg_input_format_for_path(path, o.format);
     int rc = check_options(&o, err, errlen); /* a usage error before any file error */
     if (rc != STG_OK)
         return rc;
@@ -869,7 +1270,9 @@ int stg_input_reader_open(const char *path, const stg_input_options *opt,
             snprintf(err, errlen, "%s: %s", path, strerror(errno));
         return STG_EIO;
     }
-    if ((rc = stg_input_reader_new(f, opt, out, err, errlen)) != STG_OK) {
+    o.format = opt ? opt->format : STG_INPUT_AUTO;
+    o.format = stg_input_format_for_path(path, o.format);
+    if ((rc = stg_input_reader_new(f, &o, out, err, errlen)) != STG_OK) {
         fclose(f);
         return rc;
     }
@@ -994,6 +1397,8 @@ static bool cursor_rewind(stg_input_cursor *c)
     r->eof = false;
     r->rc = STG_OK;
     r->o.format = c->format;
+    free_header(r); /* read again with the first record */
+    r->keep_item = false;
     return true;
 }
 

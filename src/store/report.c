@@ -1,6 +1,8 @@
 /*
  * The batch report: jobs per state, totals of every run (wall time, calls,
- * 429s and 503s, retries), a histogram of retries per finished job, the
+ * 429s and 503s, retries), a histogram of attempts per finished job, job
+ * duration percentiles, the last status of every job by code, the time
+ * lost waiting (retry backoff and the limiter, as runs recorded it), the
  * effective rate, and the bad input lines. Read-only; works while a run is
  * going on (WAL readers do not block the writer).
  *
@@ -38,6 +40,117 @@ static int one_row(stg_store *s, const char *sql, int ncols, int64_t *out)
 static int64_t nz(int64_t v)
 {
     return v < 0 ? 0 : v;
+}
+
+#define FINISHED "state IN ('done', 'failed', 'deferred', 'review')"
+#define DURATION "max(0, finished_at - started_at)"
+
+/* Nearest-rank percentiles of the finished jobs' durations: the k-th
+ * smallest, k = ceil(p * n), read by the database's own sort. */
+static int durations(stg_store *s, stg_store_report *r)
+{
+    int64_t v[1];
+    int rc = one_row(s,
+                     "SELECT count(*) FROM jobs WHERE " FINISHED
+                     " AND finished_at IS NOT NULL AND started_at IS NOT NULL",
+                     1, v);
+    r->duration.n = nz(v[0]);
+    if (rc != SQLITE_OK || r->duration.n == 0)
+        return rc;
+    sqlite3_stmt *st = NULL;
+    rc = sqlite3_prepare_v2(s->db,
+                            "SELECT " DURATION " AS d FROM jobs WHERE " FINISHED
+                            " AND finished_at IS NOT NULL AND started_at IS NOT NULL "
+                            "ORDER BY d LIMIT 1 OFFSET ?1",
+                            -1, &st, NULL);
+    static const double ps[4] = {0.50, 0.90, 0.99, 1.0};
+    int64_t *out[4] = {&r->duration.p50, &r->duration.p90, &r->duration.p99, &r->duration.max};
+    for (int i = 0; rc == SQLITE_OK && i < 4; i++) {
+        int64_t k = (int64_t)((double)r->duration.n * ps[i] + 0.999999999);
+        if (k < 1)
+            k = 1;
+        sqlite3_bind_int64(st, 1, k - 1);
+        rc = sqlite3_step(st);
+        if (rc == SQLITE_ROW) {
+            *out[i] = sqlite3_column_int64(st, 0);
+            rc = SQLITE_OK;
+        }
+        sqlite3_reset(st);
+    }
+    sqlite3_finalize(st);
+    return rc;
+}
+
+static int statuses(stg_store *s, stg_store_report *r)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = sqlite3_prepare_v2(s->db,
+                                "SELECT coalesce(last_status, 0) AS c, count(*) FROM jobs "
+                                "WHERE " FINISHED " GROUP BY c ORDER BY c",
+                                -1, &st, NULL);
+    while (rc == SQLITE_OK && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+        if (r->n_statuses < STG_REPORT_STATUSES) {
+            r->statuses[r->n_statuses].status = sqlite3_column_int(st, 0);
+            r->statuses[r->n_statuses++].n = sqlite3_column_int64(st, 1);
+        } else {
+            r->statuses_other += sqlite3_column_int64(st, 1);
+        }
+        rc = SQLITE_OK;
+    }
+    sqlite3_finalize(st);
+    return rc == SQLITE_DONE ? SQLITE_OK : rc;
+}
+
+static bool table_exists(stg_store *s, const char *name)
+{
+    sqlite3_stmt *st = NULL;
+    bool yes = false;
+    if (sqlite3_prepare_v2(s->db, "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?1",
+                           -1, &st, NULL) == SQLITE_OK) {
+        sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+        yes = sqlite3_step(st) == SQLITE_ROW;
+    }
+    sqlite3_finalize(st);
+    return yes;
+}
+
+static int waits(stg_store *s, stg_store_report *r)
+{
+    if (!table_exists(s, "run_waits"))
+        return SQLITE_OK;
+    int64_t v[3];
+    int rc = one_row(s, "SELECT count(*), sum(retry_ms), sum(limiter_ms) FROM run_waits", 3, v);
+    r->waits_known = rc == SQLITE_OK && v[0] > 0;
+    r->wait_retry_ms = nz(v[1]);
+    r->wait_limiter_ms = nz(v[2]);
+    return rc;
+}
+
+int stg_store_run_waits_add(stg_store *s, int64_t retry_ms, int64_t limiter_ms)
+{
+    int rc = sqlite3_exec(s->db,
+                          "CREATE TABLE IF NOT EXISTS run_waits(run_id INTEGER PRIMARY KEY "
+                          "REFERENCES runs(id), retry_ms INTEGER NOT NULL, "
+                          "limiter_ms INTEGER NOT NULL)",
+                          NULL, NULL, NULL);
+    sqlite3_stmt *st = NULL;
+    if (rc == SQLITE_OK)
+        rc = sqlite3_prepare_v2(s->db,
+                                "INSERT INTO run_waits(run_id, retry_ms, limiter_ms) "
+                                "SELECT max(id), ?1, ?2 FROM runs HAVING max(id) IS NOT NULL "
+                                "ON CONFLICT(run_id) DO UPDATE SET "
+                                "retry_ms = retry_ms + excluded.retry_ms, "
+                                "limiter_ms = limiter_ms + excluded.limiter_ms",
+                                -1, &st, NULL);
+    if (rc == SQLITE_OK) {
+        sqlite3_bind_int64(st, 1, retry_ms);
+        sqlite3_bind_int64(st, 2, limiter_ms);
+        rc = sqlite3_step(st);
+        if (rc == SQLITE_DONE)
+            rc = SQLITE_OK;
+    }
+    sqlite3_finalize(st);
+    return rc == SQLITE_OK ? STG_OK : stg__store_fail(s, rc, "cannot record the run's waits");
 }
 
 int stg_store_report_get(stg_store *s, stg_store_report *r)
@@ -99,6 +212,12 @@ int stg_store_report_get(stg_store *s, stg_store_report *r)
         if (rc == SQLITE_DONE)
             rc = SQLITE_OK;
     }
+    if (rc == SQLITE_OK)
+        rc = durations(s, r);
+    if (rc == SQLITE_OK)
+        rc = statuses(s, r);
+    if (rc == SQLITE_OK)
+        rc = waits(s, r);
     if (rc != SQLITE_OK)
         return stg__store_fail(s, rc, "cannot read the report");
     if ((err = stg_store_meta_get(s, "input_path", &r->input_path)) ||
@@ -176,16 +295,46 @@ void stg_store_report_print(const stg_store_report *r, const char *db_path, FILE
             (long long)r->calls, (long long)r->status_429,
             100.0 * share(r->status_429, r->calls), (long long)r->status_503,
             100.0 * share(r->status_503, r->calls), (long long)r->retries);
-    fprintf(out, "retries per job:");
+    fprintf(out, "attempts per job:");
     bool any = false;
     for (int i = 0; i < STG_REPORT_HIST; i++) {
         if (!r->hist[i])
             continue;
-        fprintf(out, "  %d%s: %lld", i, i == STG_REPORT_HIST - 1 ? "+" : "",
+        fprintf(out, "  %d%s: %lld", i + 1, i == STG_REPORT_HIST - 1 ? "+" : "",
                 (long long)r->hist[i]);
         any = true;
     }
     fprintf(out, "%s\n", any ? "" : "  (none finished)");
+    if (r->duration.n) {
+        char p[4][32];
+        fmt_wall(r->duration.p50, p[0], sizeof p[0]);
+        fmt_wall(r->duration.p90, p[1], sizeof p[1]);
+        fmt_wall(r->duration.p99, p[2], sizeof p[2]);
+        fmt_wall(r->duration.max, p[3], sizeof p[3]);
+        fprintf(out, "job duration (last run, waits included): p50 %s, p90 %s, p99 %s, "
+                     "max %s (%lld jobs)\n",
+                p[0], p[1], p[2], p[3], (long long)r->duration.n);
+    }
+    if (r->n_statuses) {
+        fprintf(out, "last status:");
+        for (int i = 0; i < r->n_statuses; i++) {
+            if (r->statuses[i].status)
+                fprintf(out, "  %d: %lld", r->statuses[i].status, (long long)r->statuses[i].n);
+            else
+                fprintf(out, "  no answer: %lld", (long long)r->statuses[i].n);
+        }
+        if (r->statuses_other)
+            fprintf(out, "  other: %lld", (long long)r->statuses_other);
+        fputc('\n', out);
+    }
+    if (r->waits_known) {
+        char a[32], b[32];
+        fmt_wall(r->wait_retry_ms, a, sizeof a);
+        fmt_wall(r->wait_limiter_ms, b, sizeof b);
+        fprintf(out, "time lost waiting (summed over requests): retry backoff %s, "
+                     "client-side limiter %s\n",
+                a, b);
+    }
     int64_t finished = r->counts[STG_JOB_DONE] + r->counts[STG_JOB_FAILED];
     fprintf(out, "effective rate: %.1f jobs/s answered, %.1f calls/s\n",
             per_s(finished, r->wall_ms), per_s(r->calls, r->wall_ms));
@@ -204,14 +353,36 @@ int stg_store_report_json(const stg_store_report *r, const char *db_path, FILE *
     for (int i = 0; i < STG_JOB_NSTATES; i++)
         json_object_set_new(states, stg_job_state_name((stg_job_state)i),
                             json_integer(r->counts[i]));
-    json_t *hist = json_object();
+    json_t *hist = json_object(), *ahist = json_object();
     for (int i = 0; i < STG_REPORT_HIST; i++) {
         if (!r->hist[i])
             continue;
         char k[16];
         snprintf(k, sizeof k, "%d%s", i, i == STG_REPORT_HIST - 1 ? "+" : "");
         json_object_set_new(hist, k, json_integer(r->hist[i]));
+        snprintf(k, sizeof k, "%d%s", i + 1, i == STG_REPORT_HIST - 1 ? "+" : "");
+        json_object_set_new(ahist, k, json_integer(r->hist[i]));
     }
+    json_t *codes = json_object();
+    for (int i = 0; i < r->n_statuses; i++) {
+        char k[16];
+        snprintf(k, sizeof k, "%d", r->statuses[i].status);
+        json_object_set_new(codes, r->statuses[i].status ? k : "none",
+                            json_integer(r->statuses[i].n));
+    }
+    if (r->statuses_other)
+        json_object_set_new(codes, "other", json_integer(r->statuses_other));
+    json_t *dur = r->duration.n
+                      ? json_pack("{s:I,s:I,s:I,s:I,s:I}", "jobs", (json_int_t)r->duration.n,
+                                  "p50", (json_int_t)r->duration.p50, "p90",
+                                  (json_int_t)r->duration.p90, "p99",
+                                  (json_int_t)r->duration.p99, "max",
+                                  (json_int_t)r->duration.max)
+                      : json_null();
+    json_t *wait = r->waits_known ? json_pack("{s:I,s:I}", "retry_ms",
+                                              (json_int_t)r->wait_retry_ms, "limiter_ms",
+                                              (json_int_t)r->wait_limiter_ms)
+                                  : json_null();
     int64_t finished = r->counts[STG_JOB_DONE] + r->counts[STG_JOB_FAILED];
     json_t *last = json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "started_ms",
                              (json_int_t)r->last.started_ms, "wall_ms",
@@ -234,8 +405,15 @@ int stg_store_report_json(const stg_store_report *r, const char *db_path, FILE *
         "retries_histogram", hist, "jobs_per_s", per_s(finished, r->wall_ms), "calls_per_s",
         per_s(r->calls, r->wall_ms), "bad_lines", (json_int_t)r->bad_lines, "needs_input",
         (json_int_t)r->needs_input, "last_run", last);
-    if (!o)
+    if (o) {
+        json_object_set_new(o, "attempts_histogram", ahist);
+        json_object_set_new(o, "status_codes", codes);
+        json_object_set_new(o, "duration_ms", dur);
+        json_object_set_new(o, "waiting", wait);
+    } else {
+        json_decref(ahist), json_decref(codes), json_decref(dur), json_decref(wait);
         return STG_ENOMEM;
+    }
     int rc = json_dumpf(o, out, JSON_COMPACT) == 0 && fputc('\n', out) != EOF ? STG_OK
                                                                                : STG_EIO;
     json_decref(o);

@@ -87,10 +87,16 @@ typedef enum stg_input_format {
     STG_INPUT_AUTO = 0, /* JSONL if the first significant line starts with '{' */
     STG_INPUT_URLS = 1, /* one URL a line */
     STG_INPUT_KEYS = 2, /* one key a line, filled into a URL template */
-    STG_INPUT_JSONL = 3 /* one JSON object a line */
+    STG_INPUT_JSONL = 3, /* one JSON object a line */
+    STG_INPUT_CSV = 4,   /* RFC 4180 CSV with a header row; url_template names columns */
+    STG_INPUT_TSV = 5    /* tab-separated values with a header row, the same */
 } stg_input_format;
 
 const char *stg_input_format_name(stg_input_format f); /* "urls", ... */
+/* The format a reader of path uses: f, or for AUTO, CSV or TSV when the
+ * name ends in .csv or .tsv (any case), else AUTO (decided by the first
+ * line). */
+stg_input_format stg_input_format_for_path(const char *path, stg_input_format f);
 
 /* One request as read from the input. Everything is owned by the job set.
  * url and headers are the COMPLETE request (secrets included): they live in
@@ -101,6 +107,7 @@ typedef struct stg_job_spec {
     char *method;          /* "GET", ... (validated) */
     char *url;             /* complete URL */
     char *url_redacted;    /* stg_redact_url(url) */
+    char *url_shown;       /* url_secret: stg_store_url_shown(url); else NULL */
     bool url_secret;       /* userinfo or a secret-looking query key */
     char **headers;        /* "Name: value", n_headers of them, secrets included */
     size_t n_headers;
@@ -128,7 +135,14 @@ typedef struct stg_job_set {
 typedef struct stg_input_options {
     stg_input_format format;  /* AUTO: detect URLS or JSONL; KEYS needs url_template */
     const char *url_template; /* KEYS: "{}" replaced by the percent-encoded key */
-    const char *method;       /* URLS/KEYS: the method of every job; NULL: GET */
+    const char *method;       /* URLS/KEYS/CSV/TSV: the method of every job; NULL:
+                                 GET, or POST with a body_template */
+    /* CSV/TSV: url_template and body_template name columns of the header
+     * row, {name}; the values are percent-encoded in the URL and put in the
+     * body as they are. The job's id is the "id" column when there is one,
+     * else its line number; a row whose field count is not the header's is
+     * a bad line, as is a repeated id. NULL body_template: no body. */
+    const char *body_template;
 } stg_input_options;
 
 /* Parse the whole of f into *set (zeroed first): memory grows with the
@@ -213,6 +227,16 @@ bool stg_store_query_key_is_secret(const char *name, size_t len);
 /* True if url has userinfo, a fragment or a secret-looking query key
  * (stg_redact_url_has_secret()). */
 bool stg_store_url_is_secret(const char *url);
+/* The URL as the user gave it, for exports and --dry-run: userinfo and the
+ * fragment removed, the VALUE of every query parameter whose name is
+ * secret (stg_redact_name_is_secret) and every query item without '=' (it
+ * may be a bare key) replaced by "REDACTED"; the rest as given, bytes
+ * outside printable ASCII percent-encoded. A URL stg_redact_url cannot
+ * read gives its "scheme://REDACTED". Written into buf (NUL-terminated,
+ * cut short to fit, never revealing more than the whole form); returns
+ * the length the whole form needs. Logs keep stg_redact_url's full
+ * redaction. Pure. */
+size_t stg_store_url_shown(const char *url, char *buf, size_t size);
 /* True if s is an absolute http:// or https:// URL with a host and no
  * whitespace or control characters. */
 bool stg_store_url_valid(const char *url);
@@ -431,6 +455,7 @@ int stg_store_run_update(stg_store *s, int64_t run_id, const stg_run_stats *st);
 /* ---- report --------------------------------------------------------- */
 
 #define STG_REPORT_HIST 16 /* retries 0..14, and 15+ */
+#define STG_REPORT_STATUSES 24
 
 typedef struct stg_store_report {
     int64_t counts[STG_JOB_NSTATES];
@@ -445,6 +470,19 @@ typedef struct stg_store_report {
     char *input_path;    /* owned; may be NULL */
     char *fingerprint;   /* owned; may be NULL */
     char *format;        /* owned; may be NULL */
+    /* How long finished jobs took in their last run (claimed to final
+     * state, waits included), nearest-rank percentiles in ms; n jobs. */
+    struct { int64_t n, p50, p90, p99, max; } duration;
+    /* Jobs by last HTTP status (0: no answer), ascending; the rest of
+     * the statuses beyond STG_REPORT_STATUSES summed in statuses_other. */
+    struct { int status; int64_t n; } statuses[STG_REPORT_STATUSES];
+    int n_statuses;
+    int64_t statuses_other;
+    /* Time lost waiting, summed over the runs that recorded it (a run
+     * killed with -9 does not): retry backoff (server hints included) and
+     * the client-side limiter. waits_known false: no run recorded any. */
+    bool waits_known;
+    int64_t wait_retry_ms, wait_limiter_ms;
 } stg_store_report;
 
 int stg_store_report_get(stg_store *s, stg_store_report *r);
@@ -453,14 +491,19 @@ void stg_store_report_free(stg_store_report *r);
 void stg_store_report_print(const stg_store_report *r, const char *db_path, FILE *out);
 /* Report as one JSON object (compact, with a newline) to out. */
 int stg_store_report_json(const stg_store_report *r, const char *db_path, FILE *out);
+/* Add a run's waits (ms of retry backoff and of limiter delay, as the
+ * engine's WAIT and LIMITER_WAIT events summed them) to the latest run,
+ * in one statement (the table run_waits is made if missing). */
+int stg_store_run_waits_add(stg_store *s, int64_t retry_ms, int64_t limiter_ms);
 /* Print the bad input lines, "PATH:LINE: message", at most max (0: all). */
 int stg_store_bad_lines_print(stg_store *s, const char *input, long max, FILE *out);
 
 /* ---- export --------------------------------------------------------- */
 
 typedef enum stg_export_format {
-    STG_EXPORT_JSONL = 0,
-    STG_EXPORT_CSV = 1
+    STG_EXPORT_JSONL = 0, /* one JSON object a line */
+    STG_EXPORT_CSV = 1,
+    STG_EXPORT_JSON = 2   /* one JSON array of the same objects */
 } stg_export_format;
 
 typedef struct stg_export_options {
@@ -471,7 +514,9 @@ typedef struct stg_export_options {
 } stg_export_options;
 
 /* One row per job, by id: id (the job's key), job, line, state, status,
- * attempts, error, reason, method, url (redacted), file, finished_at.
+ * attempts, error, reason, method, url (as given, minus userinfo and
+ * secret query values: stg_store_url_shown), file, finished_at,
+ * duration_ms.
  * CSV has a header line and RFC 4180 quoting. Returns STG_OK, STG_EDB or
  * STG_EIO (write error). */
 int stg_store_export(stg_store *s, const stg_export_options *opt, FILE *out);

@@ -46,21 +46,21 @@ http://127.0.0.1:$M/status/400
 http://127.0.0.1:$M/status/201
 EOF
 expect_exit "404 and 400 are failed: exit 1" 1 "$S" batch -q "$T/urls.txt"
-check "default db next to the input" test -f "$T/stagger-batch.db"
-j=$(report "$T/stagger-batch.db")
+check "default db beside the input, named after it" test -f "$T/urls.txt.stagger.db"
+j=$(report "$T/urls.txt.stagger.db")
 jcheck "url list counts" "$j" 'j["jobs"] == 5 and j["states"]["done"] == 3 and j["states"]["failed"] == 2 and j["calls"] == 5'
-pyexport "404 failed once, not retried" "$T/stagger-batch.db" \
+pyexport "404 failed once, not retried" "$T/urls.txt.stagger.db" \
   'by["3"]["state"] == "failed" and by["3"]["status"] == 404 and by["3"]["attempts"] == 1 and by["3"]["reason"] == "status_not_retryable" and "404" in by["3"]["error"]'
-pyexport "400 failed, 201 done" "$T/stagger-batch.db" \
+pyexport "400 failed, 201 done" "$T/urls.txt.stagger.db" \
   'by["6"]["state"] == "failed" and by["6"]["status"] == 400 and by["7"]["state"] == "done" and by["7"]["status"] == 201 and by["2"]["line"] == 2'
-pyexport "export columns" "$T/stagger-batch.db" \
+pyexport "export columns" "$T/urls.txt.stagger.db" \
   'all(set(("id","state","status","attempts","error","job","line","url","method","reason","file","finished_at")) <= set(r) for r in rows) and by["2"]["error"] is None'
 sleep 0.3
 before=$(wc -l <"$T/main.log")
 expect_exit "re-run: nothing left to send, still exit 1" 1 "$S" batch -q "$T/urls.txt"
 sleep 0.3
 check "re-run sent nothing" [ "$(wc -l <"$T/main.log")" = "$before" ]
-"$S" batch report --db "$T/stagger-batch.db" >"$T/rep.txt"
+"$S" batch report --db "$T/urls.txt.stagger.db" >"$T/rep.txt"
 check "text report" grep -q 'failed *2 *non-retryable' "$T/rep.txt"
 
 # ---- 2. key file + URL template, --out, CSV export ----------------------------
@@ -70,7 +70,7 @@ expect_exit "template: all done" 0 "$S" batch -q --url "http://127.0.0.1:$M/trac
 check "one body file per job" [ "$(ls "$T/bodies" | wc -l)" = 20 ]
 check "body of K001" grep -q '"/track/K001"' "$T/bodies/K001"
 "$S" batch export --db "$T/t.db" --format csv -o "$T/t.csv"
-check "csv header" [ "$(head -1 "$T/t.csv" | tr -d '\r')" = "id,job,line,state,status,attempts,error,reason,method,url,file,finished_at" ]
+check "csv header" [ "$(head -1 "$T/t.csv" | tr -d '\r')" = "id,job,line,state,status,attempts,error,reason,method,url,file,finished_at,duration_ms" ]
 check "csv rows" [ "$(wc -l <"$T/t.csv")" = 21 ]
 check "csv row" grep -q "^K007,7,7,done,200,1,,,GET,http://127.0.0.1:$M/track/K007,K007," "$T/t.csv"
 pyexport "bodies not in the db with --out" "$T/t.db" 'all("body" not in r and r["file"] == r["id"] for r in rows)'

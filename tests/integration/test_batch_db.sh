@@ -35,12 +35,15 @@ check "says so" grep -q "belongs to another job set (10 jobs from $T/a.txt" /tmp
 check "says what to do" grep -q "use another --db" /tmp/stg_err.$$
 check "database unchanged" [ "$(states "$T/x.db")" = "$before" ]
 check "file unchanged" [ "$(cat "$T/x.db" | md5sum)" = "$sum_before" ]
-# the default database next to the input: two inputs in one directory
+# the default database is per input (INPUT.stagger.db): two inputs in one
+# directory each get their own, and report/export find it from the input
 mkdir "$T/d"
 cp "$T/a.txt" "$T/b.txt" "$T/d/"
 expect_exit "default db: first input" 0 "$S" batch -q "$T/d/a.txt"
-expect_exit "default db: second input refused" 4 "$S" batch -q "$T/d/b.txt"
-check "default db named" grep -q "$T/d/stagger-batch.db: belongs to another job set" /tmp/stg_err.$$
+expect_exit "default db: a second input in the same directory runs too" 0 "$S" batch -q "$T/d/b.txt"
+check "default db: one per input" test -f "$T/d/a.txt.stagger.db" -a -f "$T/d/b.txt.stagger.db" -a ! -e "$T/d/stagger-batch.db"
+jcheck "default db: report INPUT reads INPUT's database" "$("$S" batch report --json "$T/d/b.txt")" "j['input'] == '$T/d/b.txt' and j['db'] == '$T/d/b.txt.stagger.db'"
+expect_exit "report: INPUT and --db together is a usage error" 2 "$S" batch report --db "$T/x.db" "$T/d/a.txt"
 
 # ---- files that are not ours ---------------------------------------------------------
 printf 'just some text, not a database at all; long enough to have a header....\n%.0s' 1 2 3 4 5 6 7 8 >"$T/text.db"

@@ -56,7 +56,7 @@ for db in s t; do
   "$S" batch export --db "$T/state/$db.db" --bodies >"$T/state/$db.export.jsonl"
   "$S" batch export --db "$T/state/$db.db" --bodies --format csv >"$T/state/$db.export.csv"
 done
-check "exports show redacted URLs" grep -q '"url":"http://127.0.0.1:'"$M"'/q?id=REDACTED&api_key=REDACTED"' "$T/state/s.export.jsonl"
+check "exports show the URL as given, the secret value REDACTED" grep -q '"url":"http://127.0.0.1:'"$M"'/q?id=7&api_key=REDACTED"' "$T/state/s.export.jsonl"
 no_secret "database, reports, exports, event log, output" "$T"/state/*
 
 # ---- kill -9 mid-run: the -wal file, then a resume from the input ---------------

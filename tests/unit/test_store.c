@@ -671,7 +671,7 @@ static void test_report_export(void **state)
                              .state_mask = 1u << STG_JOB_FAILED | 1u << STG_JOB_DEFERRED};
     char *c = export_to_string(s, &co);
     assert_non_null(strstr(c, "id,job,line,state,status,attempts,error,reason,method,url,file,"
-                              "finished_at\r\n"));
+                              "finished_at,duration_ms\r\n"));
     assert_non_null(strstr(c, "4,3,4,failed,404,1,\"HTTP 404: status not retryable, "
                               "\"\"quoted\"\"\",status_not_retryable,GET,"));
     assert_non_null(strstr(c, "5,4,5,deferred,429,7,HTTP 429,attempts_exhausted"));

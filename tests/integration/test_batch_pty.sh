@@ -1,0 +1,109 @@
+# `stagger batch`'s progress bar in a real pseudo-terminal (util-linux
+# `script`), at 40 and 120 columns and across a resize (SIGWINCH from the
+# pty's size change): no redrawn line longer than the width minus one, the
+# ETA from the rate the limiter allows, the last line the true final state.
+. "$(dirname "$0")/lib.sh"
+S=$STAGGER
+T=$(mktemp -d /tmp/stg_batch_pty.XXXXXX)
+SRV_PIDS=""
+cleanup() {
+  in_script || return 0
+  stop_jobs
+  rm -rf "$T"
+}
+trap cleanup EXIT
+SERVE_DIR=$T
+. "$(dirname "$0")/serve_lib.sh"
+command -v script >/dev/null || { echo "SKIP: no script(1)"; exit 0; }
+
+serve_start main
+M=$PORT
+for i in $(seq 1 30); do echo "http://127.0.0.1:$M/track/p$i"; done >"$T/urls.txt"
+
+# in_pty COLS OUT CMD: run CMD (a shell string) with stderr on a pty of COLS
+# columns; stdout (the report) goes to OUT.report, the terminal's bytes to OUT.
+# (timeout: a hang guard, far above the bucket's few seconds.)
+in_pty() {
+  _t0=$(date +%s)
+  timeout 120 script -qfec "stty cols $1 rows 24; $3 >'$2.report'" /dev/null >"$2" 2>&1 </dev/null ||
+    echo "in_pty $1 $2: exit $? after $(( $(date +%s) - _t0 )) s" >&2
+}
+
+# segments FILE: the progress bar's redraws, one a line: the text after
+# each carriage return that starts a redraw (the terminal's own CR LF is a
+# newline), without the erase-to-end escape.
+segments() {
+  python3 -c '
+import sys
+raw = open(sys.argv[1], "rb").read().decode("utf-8", "replace")
+raw = raw.replace("\x1b[K", "").replace("\r\n", "\n")
+for line in raw.split("\n"):
+    for seg in line.split("\r")[1:]:
+        if seg:
+            print(seg)' "$1"
+}
+
+# widest FILE: the longest redraw.
+widest() { segments "$1" | awk '{ if (length($0) > w) w = length($0) } END { print w + 0 }'; }
+
+# --- 40 columns: the whole run fits, the last line is the final state -----
+# 30 jobs at --rate 10 (burst 10): at least 2 s by the bucket, several redraws.
+in_pty 40 "$T/p40" "$S batch --rate 10 --db '$T/p40.db' '$T/urls.txt'"
+check "40 cols: the bar was drawn" test "$(segments "$T/p40" | wc -l)" -ge 3
+w=$(widest "$T/p40")
+check "40 cols: no line longer than 39 (got $w)" test "$w" -le 39
+last=$(segments "$T/p40" | tail -n1)
+check "40 cols: the last line is the final state ('$last')" \
+  sh -c 'case "$1" in *"30/30"*finished*) exit 0;; *) exit 1;; esac' _ "$last"
+check "40 cols: report on stdout" grep -q "done" "$T/p40.report"
+
+# --- 120 columns: the full line, ETA from --rate ---------------------------
+in_pty 120 "$T/p120" "$S batch --rate 10 --db '$T/p120.db' '$T/urls.txt'"
+w=$(widest "$T/p120")
+check "120 cols: no line longer than 119 (got $w)" test "$w" -le 119
+check "120 cols: wider lines than at 40 (got $w)" test "$w" -gt 40
+last=$(segments "$T/p120" | tail -n1)
+check "120 cols: final line has every count ('$last')" \
+  sh -c 'case "$1" in *"30/30  done 30  failed 0  deferred 0  review 0"*finished*) exit 0;; *) exit 1;; esac' _ "$last"
+# Each job left needs at least one attempt, and the bucket lets 10 a second
+# through: no redraw promises the rest sooner than left / 10 s.
+segments "$T/p120" >"$T/p120.seg"
+check "120 cols: ETA never below left / rate" python3 -c '
+import math, re, sys
+seen = 0
+for seg in open(sys.argv[1]):
+    m = re.search(r"(\d+)/(\d+) .*ETA (\d+) s", seg)
+    if not m:
+        continue
+    ended, total, eta = map(int, m.groups())
+    seen += 1
+    if eta < math.ceil((total - ended) / 10.0):
+        print("ETA", eta, "s for", total - ended, "left at 10/s", file=sys.stderr)
+        sys.exit(1)
+sys.exit(0 if seen else 1)' "$T/p120.seg"
+
+# --- a resize from 120 to 40 columns mid-run: the bar follows ---------------
+# 30 jobs at --rate 5 (burst 5) take at least 5 s by the bucket; the size
+# changes after 1 s (a background job's stdin is /dev/null, hence
+# </dev/tty), so lines are drawn at both widths.
+in_pty 120 "$T/pr" "(sleep 1; stty cols 40 </dev/tty) & $S batch --rate 5 --db '$T/pr.db' '$T/urls.txt'"
+widths=$(segments "$T/pr" | awk '{ printf "%d ", length($0) }')
+check "resize: drawn wide first ($widths)" sh -c 'set -- $1; test "$1" -gt 40' _ "$widths"
+check "resize: narrow at the end ($widths)" sh -c 'for w in $1; do l=$w; done; test "$l" -le 39' _ "$widths"
+
+# --- two hosts: --rate is per host, so the run may go twice as fast -------------
+# The first redraw comes before a rate is measured (that takes a second): its
+# ETA is what is left over 2 x 5/s, not over 5/s.
+serve_start second
+M2=$PORT
+for i in $(seq 1 20); do echo "http://127.0.0.1:$M/h/$i"; echo "http://127.0.0.1:$M2/h/$i"; done >"$T/two.txt"
+in_pty 120 "$T/p2" "$S batch --rate 5 --db '$T/p2.db' '$T/two.txt'"
+first=$(segments "$T/p2" | grep -m1 'ETA' || true)
+check "two hosts: the first ETA counts both buckets ('$first')" python3 -c '
+import math, re, sys
+m = re.search(r"(\d+)/(\d+) .*ETA (\d+) s", sys.argv[1])
+ended, total, eta = map(int, m.groups())
+sys.exit(0 if eta <= math.ceil((total - ended) / 10.0) else 1)' "$first"
+
+serve_stop "$SRV_PID" || true
+finish
