@@ -231,9 +231,10 @@ void srv_dialect_decide(srv_dialect *d, srv_dctx *c, srv_dout *o, const char *cl
         const srv_dq_spec *q = &d->q[i];
         if (q->limit <= 0 || (q->only_route && strcmp(q->only_route, c->route)))
             continue;
-        srv_dq_state *s = states_of(d, keys[q->scope], (size_t)klen[q->scope]);
-        if (!s)
+        srv_dq_state *arr = states_of(d, keys[q->scope], (size_t)klen[q->scope]);
+        if (!arr)
             continue; /* out of memory: this quota lets it through */
+        srv_dq_state *s = &arr[i]; /* a key's array holds one state per quota */
         st[i] = s;
         c->v[i].applies = true;
         refresh(q, s, now_us, wall_us);

@@ -364,9 +364,9 @@ static void shopify_refuse(const srv_dctx *c, srv_dout *o)
     o->why = c->q[which].name;
     srv_dout_add(o, "Retry-After", "%s", f);
     srv_dout_body(o, "application/json",
-                  "{\"errors\":\"Exceeded %" PRId64 " calls per second for api client. Reduce "
+                  "{\"errors\":\"Exceeded %g calls per second for api client. Reduce "
                   "request rates to resume uninterrupted service.\"}",
-                  c->v[which].limit * S_US / (c->v[which].window_us ? c->v[which].window_us : 1));
+                  (double)c->v[which].limit * 1e6 / (double)c->v[which].window_us);
     o->told_wall_us = c->wall_us + w;
 }
 
