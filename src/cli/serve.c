@@ -322,6 +322,10 @@ static const cli_opt serve_table[] = {
      "resize the persona's quota NAME, e.g. requests=20/1s\n"
      "(LIMIT 0 turns it off); repeatable",
      offsetof(serve_opts, cfg), opt_quota, NULL, 0, NULL},
+    {CLI_FLAG, "client-by-addr", 0, NULL,
+     "quotas and early retries per peer address, ignoring\n"
+     "X-Client-Id (peers that send one id per job)",
+     F(client_by_addr), NULL, NULL, 0, NULL},
     {CLI_FN, "token-cost", 0, "N",
      "tokens each request costs on token quotas, unless it\n"
      "sends X-Token-Cost: N (default 0)",

@@ -75,6 +75,7 @@ typedef struct stg_srv_config {
     stg_srv_quota quotas[STG_SRV_MAX_QUOTAS];
     size_t n_quotas;
     int64_t token_cost; /* tokens per request unless X-Token-Cost says */
+    bool client_by_addr; /* persona/early-retry client: the peer address only */
 } stg_srv_config;
 
 typedef struct stg_srv stg_srv;
