@@ -10,8 +10,9 @@
 # so that a window's reset can be further away than a naive client's 1 s
 # sleep), a fresh server per run. Prints, per persona and client, the completion time (first to
 # last request in the server's log) over the ideal the persona's quotas
-# allow ((units - LIMIT) / (LIMIT / W) for the tightest quota: the burst is
-# free, then the refill rate; goal for stagger <= 1.10x), calls per job, the
+# allow (the least time the tightest quota allows: a bucket's capacity at
+# once, then its refill rate; a window's LIMIT in the first request's window
+# and in each next one; goal for stagger <= 1.10x), calls per job, the
 # share refused, early retries (the server's count: retries that arrived
 # before the instant their refusal told) and jobs not completed. Asserts
 # nothing. Only 127.0.0.1 is contacted; every client run is capped by
@@ -110,14 +111,24 @@ import json, sys
 d, c, log, stats, n, cost, rc = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]), int(sys.argv[6]), int(sys.argv[7])
 rows = [json.loads(l) for l in open(log)]
 st = json.load(open(stats))
+ts = [r["t_us"] for r in rows]
+# The ideal: the least time from the first request to the last that the
+# tightest quota allows. A bucket: its capacity at once, then its rate:
+# (units - LIMIT) / (LIMIT / W). A wall-clock window: LIMIT in the window of
+# the first request w0, LIMIT in each next one, so the last request can go
+# at the start of window k0 + ceil(units / LIMIT) - 1.
 ideal = 0.0
+w0 = st["start_wall_us"] / 1e6 + (min(ts) / 1e6 if ts else 0.0)
 for q in st["dialect"]["quotas"]:
     if q["limit"] == 0 or (d == "github" and q["name"] == "search"):
         continue
     units = n * (cost if q["unit"] == "tokens" else 1)
-    if units > q["limit"]:
-        ideal = max(ideal, (units - q["limit"]) / (q["limit"] / q["window_s"]))
-ts = [r["t_us"] for r in rows]
+    L, W = q["limit"], q["window_s"]
+    if q["kind"] == "bucket":
+        t = (units - L) / (L / W) if units > L else 0.0
+    else:
+        t = max(0.0, (w0 // W + -(-units // L) - 1) * W - w0)
+    ideal = max(ideal, t)
 span = (max(ts) - min(ts)) / 1e6 if ts else 0.0
 done = {r["path"] for r in rows if r["status"] == 200}
 lost = n - len(done)

@@ -75,7 +75,11 @@ for q in st["dialect"]["quotas"]:
         continue
     L, W = q["limit"], q["window_s"] * 1e6
     unit = cost if q["unit"] == "tokens" else 1
-    ideal = max(ideal, (n * unit - L) / (L / (W / 1e6)) if n * unit > L else 0.0)
+    if q["kind"] == "bucket":
+        ideal = max(ideal, (n * unit - L) / (L / (W / 1e6)) if n * unit > L else 0.0)
+    else:  # the first request's window and the next ones, LIMIT each
+        w0 = (st["start_wall_us"] + adm[0]) / 1e6
+        ideal = max(ideal, (w0 // (W / 1e6) + -(-n * unit // L) - 1) * (W / 1e6) - w0)
     if q["kind"] == "window":
         # Wall-clock windows: t_us + start_wall_us; a request within 2 ms of
         # a boundary may be on either side and counts for both.
