@@ -324,6 +324,23 @@ EOF
 stop_server
 ok "token quotas charge X-Token-Cost, else --token-cost; a refusal charges nothing"
 
+# --- Go durations as OpenAI writes them: ms, s, m and h forms -------------------------
+serve_start godur --dialect openai --quota requests=1000/1s --quota tokens=10000/2h
+"$PYTHON" - "$PORT" <<'EOF' || fail "go durations"
+import http.client, re, sys
+c = http.client.HTTPConnection("127.0.0.1", int(sys.argv[1]), timeout=30)
+def get(p, cost):
+    c.request("GET", p, headers={"X-Token-Cost": str(cost)}); r = c.getresponse(); r.read()
+    return r.getheader("x-ratelimit-reset-requests"), r.getheader("x-ratelimit-reset-tokens")
+rq, tk = get("/a", 9000)   # 9000 of 10000 per 2 h: full again in 1h48m, less what refilled
+assert re.match(r"^(1h47m59(\.\d{1,3})?s|1h48m0s)$", tk), tk
+assert re.match(r"^[1-9]\d{0,2}ms$|^1s$", rq), rq        # one request of 1000/s: 1ms
+rq, tk = get("/b", 0)
+assert re.match(r"^(1h4[78]m\d{1,2}(\.\d{1,3})?s)$", tk), tk
+EOF
+stop_server
+ok "x-ratelimit-reset-* are Go durations (1h48m0s, 1ms)"
+
 # --- GitHub: a resource per path, secondary limit without retry-after ---------------
 serve_start gh --dialect github --quota core=100/1m --quota search=2/1m --quota secondary=4/1m
 "$PYTHON" - "$PORT" <<'EOF' || fail "github resources"
