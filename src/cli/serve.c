@@ -403,14 +403,14 @@ int cli_serve_main(int argc, char **argv)
         return prc;
     stg_srv_config cfg = so.cfg;
     bool burst_set = so.burst_set;
-    if (burst_set && cfg.rate <= 0)
-        return cli_usage_error(CMD, "--burst needs --rate");
-    if (cfg.ratelimit_headers && cfg.rate <= 0)
-        return cli_usage_error(CMD, "--ratelimit-headers needs --rate");
     if (cfg.n_quotas && !cfg.dialect)
         return cli_usage_error(CMD, "--quota needs --dialect");
     if (cfg.token_cost && !cfg.dialect)
         return cli_usage_error(CMD, "--token-cost needs --dialect");
+    if (burst_set && cfg.rate <= 0)
+        return cli_usage_error(CMD, "--burst needs --rate");
+    if (cfg.ratelimit_headers && cfg.rate <= 0)
+        return cli_usage_error(CMD, "--ratelimit-headers needs --rate");
 
     /* Block the stop signals before any thread exists, so every server
      * thread inherits the mask and only sigwait below sees them. */

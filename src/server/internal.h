@@ -33,14 +33,14 @@ struct stg_srv {
     unsigned port;
     srv_stats stats;
     srv_limit limit;
+    srv_dialect dialect; /* --dialect (dialect.h) */
+    srv_early early;     /* early retries (early.h) */
+    bool early_ok;
     srv_faults faults;
     srv_clients clients;
     srv_idem idem;
     srv_reqlog log;
     srv_park park;
-    srv_dialect dialect; /* --dialect (dialect.h) */
-    srv_early early;     /* early retries (early.h) */
-    bool early_ok;
 };
 
 /* MHD callbacks (handler.c); cls is the stg_srv. */
