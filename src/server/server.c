@@ -79,6 +79,10 @@ json_t *srv_stats_document(stg_srv *s)
         json_decref(doc);
         return NULL;
     }
+    if (srv_extras_json(s, doc) != 0) { /* early retries, dialect */
+        json_decref(doc);
+        return NULL;
+    }
     return doc;
 }
 
@@ -117,6 +121,7 @@ static void destroy(stg_srv *s, bool stats_ok, bool idem_ok, bool clients_ok, bo
         MHD_stop_daemon(s->mhd);
     if (log_ok)
         srv_reqlog_close(&s->log);
+    srv_extras_destroy(s);
     if (idem_ok)
         srv_idem_destroy(&s->idem);
     if (clients_ok)
@@ -168,6 +173,10 @@ stg_srv *stg_srv_start(const stg_srv_config *cfg, char *err, size_t errlen)
     }
     if (srv_limit_init(&s->limit, cfg->rate, cfg->burst, s->start_us) != 0) {
         snprintf(err, errlen, "invalid rate %g or burst %lld", cfg->rate, (long long)cfg->burst);
+        destroy(s, true, true, true, false);
+        return NULL;
+    }
+    if (srv_extras_init(s, err, errlen) != 0) {
         destroy(s, true, true, true, false);
         return NULL;
     }
@@ -275,6 +284,7 @@ int stg_srv_stop(stg_srv *s)
     MHD_stop_daemon(s->mhd);
     s->mhd = NULL;
     srv_reqlog_flush(&s->log);
+    srv_extras_print(s);
     int rc = 0;
     if (s->cfg.stats_path && write_stats(s, s->cfg.stats_path) != 0) {
         fprintf(stderr, "stagger serve: cannot write stats file %s: %s\n", s->cfg.stats_path,

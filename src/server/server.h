@@ -41,6 +41,15 @@ typedef struct stg_srv_outage {
 
 #define STG_SRV_MAX_OUTAGES 32
 
+/* A --dialect persona's quota, resized by --quota NAME=LIMIT/WINDOW. */
+typedef struct stg_srv_quota {
+    char name[24];
+    int64_t limit; /* units per window (bucket: capacity); 0 turns it off */
+    int64_t window_us;
+} stg_srv_quota;
+
+#define STG_SRV_MAX_QUOTAS 8
+
 typedef struct stg_srv_config {
     const char *bind;     /* numeric IPv4 or IPv6 address */
     unsigned port;        /* 0: any free port */
@@ -54,6 +63,11 @@ typedef struct stg_srv_config {
     int64_t fail_retry_after_s; /* Retry-After of those 429s */
     stg_srv_outage outages[STG_SRV_MAX_OUTAGES];
     size_t n_outages;
+    const char *dialect;    /* persona (src/server/dialect.h); NULL: none */
+    stg_srv_quota quotas[STG_SRV_MAX_QUOTAS];
+    size_t n_quotas;
+    int64_t token_cost; /* tokens per request unless X-Token-Cost says */
+    bool client_by_addr; /* persona/early-retry client: the peer address only */
     double reset_prob, hang_prob, slow_prob; /* probabilities in [0, 1] */
     int64_t reset_every, hang_every, slow_every; /* every Nth request; 0: off */
     int64_t slow_body_us; /* how long a slow body takes to trickle out */
