@@ -61,7 +61,10 @@
     X(stg_outcome, 4, 56)               \
     X(stg_retry_state, 4, 56)           \
     X(stg_decision, 4, 80)              \
-    X(stg_hints, 4, 80)
+    X(stg_hints, 4, 80)                 \
+    X(stg_quota_cost, 2, 48)            \
+    X(stg_quota_config, 8, 104)         \
+    X(stg_quota_host_info, 4, 56)
 
 #define STG_ABI_CURL_STRUCTS(X)         \
     X(stg_env, 4, 56)                   \
@@ -115,6 +118,8 @@ STG_ABI_ASSERT(sizeof(stg_bucket) == 64 && alignof(stg_bucket) == 8,
                "stg_bucket: storage changed: an ABI break (docs/ABI.md)");
 STG_ABI_ASSERT(sizeof(stg_budget) == 32 && alignof(stg_budget) == 8,
                "stg_budget: storage changed: an ABI break (docs/ABI.md)");
+STG_ABI_ASSERT(sizeof(stg_quota_ticket) == 528 && alignof(stg_quota_ticket) == 8,
+               "stg_quota_ticket: storage changed: an ABI break (docs/ABI.md)");
 /* Fixed by what they are: the generator's state and a 640-bit bitmap. */
 STG_ABI_ASSERT(sizeof(stg_rng) == 32, "stg_rng: size changed: an ABI break");
 STG_ABI_ASSERT(sizeof(stg_status_set) == 80, "stg_status_set: size changed: an ABI break");

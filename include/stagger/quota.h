@@ -1,0 +1,154 @@
+/*
+ * Quotas: every limit a server announced, kept per host and per the key the
+ * server names, and the admission that respects all of them at once.
+ *
+ * A response may announce several quotas (requests and tokens; per minute
+ * and per day; one per IETF policy), each parsed by stg_hints_feed() into
+ * a stg_quota_obs of a stg_quota_set. This limiter keeps each one, keyed by
+ * (host, server key, unit, window): the server key is what the dialect
+ * names (GitHub's resource, Discord's bucket, an IETF policy and its pk),
+ * "" for quotas of the whole host. It learns which requests spend which
+ * key: a response to a route (METHOD and path, never the query) that named
+ * keys maps later requests of that route to those keys (several routes may
+ * share one key, as Discord's buckets do). A request of a route not yet
+ * seen is charged to every quota the host announced, the safe guess; its
+ * answer then refunds the keys it did not name.
+ *
+ * Admission (stg_quota_acquire) admits a request only when every quota of
+ * its key, the host's own quotas and the host's global pause (Discord
+ * global, GitHub secondary limits) all allow it, and otherwise says how
+ * long to wait. Rules, for one quota with `remaining` r known:
+ *  - never more than r units are admitted before the announced reset,
+ *    counting the requests still in flight (reserve, then settle: a
+ *    request's cost is reserved at admission; the next answer's remaining
+ *    count replaces the estimate, less what is still in flight);
+ *  - pace, don't burst: with r and the reset t known, a request of cost c
+ *    holds the next send of that quota back by c * t * (1 + margin) / r,
+ *    so the r units are spread over t instead of spent at once;
+ *  - at the reset the full quota is NOT assumed back (the IETF draft: t
+ *    says when *more* quota comes, not that all of it does): the count is
+ *    unknown, and one request at a time probes until an answer gives it.
+ *    A quota the probe's answer does not mention again goes dormant (no
+ *    count) until the server announces it again;
+ *  - a request declares its cost per unit (stg_quota_cost, e.g. 1200
+ *    "tokens"); a unit it does not declare costs 1. A cost above a quota's
+ *    announced limit can never be admitted: STG_ETOOBIG.
+ *
+ * Memory is bounded (stg_quota_config): at most max_hosts hosts, each with
+ * at most max_keys quotas and max_routes routes; past a cap the least
+ * recently used entry is forgotten (a forgotten quota is relearned from the
+ * next answer that announces it; a ticket naming it settles nothing).
+ *
+ * Time is a parameter (monotonic microseconds), nothing here reads a clock
+ * or does I/O. The handle is thread-safe (one mutex).
+ */
+#ifndef STAGGER_QUOTA_H
+#define STAGGER_QUOTA_H
+
+#include "common.h"
+#include "hints.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#ifndef STG_QUOTAS_MAX
+/* PROVISIONAL: the shape hints.h is to publish (issue #15); removed when
+ * the hints branch is merged. */
+#define STG_QUOTAS_MAX 16
+typedef struct stg_quota_obs {
+    char key[64];
+    char unit[24];
+    int64_t limit, remaining, reset_us, window_us;
+    int dialect;
+    bool global;
+} stg_quota_obs;
+typedef struct stg_quota_set {
+    size_t n;
+    stg_quota_obs q[STG_QUOTAS_MAX];
+} stg_quota_set;
+#endif
+
+/* Most quotas one ticket can charge, and so most quotas kept per host. */
+#define STG_QUOTA_TICKET_MAX 32
+
+/* Unit names, as stg_quota_obs.unit and stg_quota_cost.unit. */
+#define STG_QUOTA_UNIT_LEN 24
+
+/* What one request costs in one unit ("tokens", "requests", ...). */
+typedef struct stg_quota_cost {
+    char unit[STG_QUOTA_UNIT_LEN]; /* NUL-terminated, matched exactly */
+    int64_t amount;                /* >= 0 */
+    uint64_t stg__reserved[2];     /* room to grow (docs/ABI.md); leave zero */
+} stg_quota_cost;
+
+/* Zeroed fields take the defaults given. */
+typedef struct stg_quota_config {
+    int64_t max_hosts;     /* hosts kept; 0: 256 */
+    int64_t max_keys;      /* quotas kept per host, 1..STG_QUOTA_TICKET_MAX; 0: 32 */
+    int64_t max_routes;    /* route -> key mappings per host; 0: 256 */
+    double margin;         /* pacing slack, 0..1: r units over t * (1 + margin);
+                              0: 0.05 (a negative value means none) */
+    int64_t probe_wait_us; /* a request behind a probe asks again after this;
+                              0: 20 ms */
+    uint64_t stg__reserved[8]; /* room to grow (docs/ABI.md); leave zero */
+} stg_quota_config;
+
+typedef struct stg_quota stg_quota;
+
+/* What an admitted request reserved, to be settled once by
+ * stg_quota_settle. Owned by the caller, contents private; a zeroed ticket
+ * (or one settled already) holds nothing. */
+typedef struct stg_quota_ticket {
+    int64_t stg__private[2 + 2 * STG_QUOTA_TICKET_MAX];
+} stg_quota_ticket;
+
+/* What the limiter knows of one host, for display and tests. */
+typedef struct stg_quota_host_info {
+    int64_t quotas;         /* quotas kept */
+    int64_t routes;         /* routes mapped to keys */
+    int64_t paused_for_us;  /* global pause left, 0: none */
+    uint64_t stg__reserved[4];
+} stg_quota_host_info;
+
+/* A new limiter (cfg may be NULL: defaults). Returns NULL with *err (if not
+ * NULL) STG_EINVAL for a bad config or STG_ENOMEM. Free with stg_quota_free. */
+STG_API stg_quota *stg_quota_new(const stg_quota_config *cfg, int *err);
+
+/* Free the limiter. Accepts NULL. */
+STG_API void stg_quota_free(stg_quota *q);
+
+/* Admit a request of route (e.g. "GET /repos/x/y", may be NULL: unknown)
+ * to host (the limit key) at now_us, costing costs[0..n_costs) (may be
+ * NULL/0: one request). Strings are borrowed.
+ * STG_OK: admitted; what it spent is in *t (the caller settles it once,
+ *   with the answer, or without one if the send never happened).
+ * STG_EAGAIN: not now; *wait_us (> 0) is when to ask again; nothing taken.
+ * STG_ETOOBIG: the cost passes a quota's announced limit: never admitted.
+ * STG_EINVAL: q, host or t NULL, or a negative amount.
+ * A host the limiter knows nothing about is admitted at once. Never
+ * allocates. Thread-safe. */
+STG_API int stg_quota_acquire(stg_quota *q, const char *host, const char *route,
+                              const stg_quota_cost *costs, size_t n_costs, int64_t now_us,
+                              stg_quota_ticket *t, int64_t *wait_us);
+
+/* Settle t (from stg_quota_acquire; may be NULL or empty) with the answer's
+ * quotas qs (NULL: no answer came, e.g. a transport error; then what t
+ * reserved stays spent), and learn them: every quota in qs is kept or
+ * updated (its remaining count, less what is still in flight, becomes the
+ * estimate), a global one pauses the whole host for its reset, and route
+ * is mapped to the keys qs named. t is emptied. Returns STG_OK, STG_EINVAL
+ * (q or host NULL) or STG_ENOMEM (then what could not be kept is not).
+ * Thread-safe. */
+STG_API int stg_quota_settle(stg_quota *q, const char *host, const char *route,
+                             stg_quota_ticket *t, const stg_quota_set *qs, int64_t now_us);
+
+/* What the limiter holds for host at now_us (all zero when unknown).
+ * Returns STG_OK or STG_EINVAL. Thread-safe. */
+STG_API int stg_quota_host_get(stg_quota *q, const char *host, int64_t now_us,
+                               stg_quota_host_info *info);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,541 @@
+/*
+ * The quota limiter (include/stagger/quota.h): what each host announced,
+ * per server key, and admission against all of it.
+ *
+ * Why one mutex and not atomics like the bucket: an admission reads and
+ * charges several quotas at once (all of them or none), and a settle
+ * rewrites a host's map; a lock makes both atomic as a whole. Nothing
+ * here blocks while holding it, and nothing allocates in acquire.
+ *
+ * Invariants (asserted):
+ *  - a quota's estimate is UNKNOWN or >= 0, and its in-flight count >= 0;
+ *    an admission never takes an estimate below 0 except as the one
+ *    probe a quota without a count allows (so the units admitted before a
+ *    reset never pass the remaining count announced, in-flight included);
+ *  - uids are never reused (one counter per limiter), so a ticket naming
+ *    a forgotten quota can never settle another one;
+ *  - a host holds at most max_keys quotas and max_routes routes, and the
+ *    limiter at most max_hosts hosts: every insertion past a cap first
+ *    forgets the least recently used entry.
+ */
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <stagger/quota.h>
+
+#include "util/assert.h"
+
+#define UNKNOWN INT64_C(-1)
+#define NEVER INT64_MIN
+#define KEY_LEN 64
+#define DEFAULT_HOSTS 256
+#define DEFAULT_ROUTES 256
+#define DEFAULT_MARGIN 0.05
+#define DEFAULT_PROBE_WAIT_US STG_MS(20)
+#define TIME_MAX (INT64_MAX / 4)
+
+typedef struct qent {
+    uint64_t uid; /* 0: a free slot */
+    char key[KEY_LEN];
+    char unit[STG_QUOTA_UNIT_LEN];
+    int64_t window_us;
+    int64_t limit;    /* UNKNOWN or the announced limit */
+    int64_t est;      /* units admissible now, in-flight excluded; UNKNOWN */
+    bool dormant;     /* no count known and none to wait for: no gate */
+    int64_t inflight; /* units reserved by tickets not settled yet */
+    int64_t reset_at; /* monotonic instant of the announced reset; NEVER */
+    int64_t next_at;  /* pacing: no send of this quota before */
+    uint64_t tick;    /* last use, for LRU */
+} qent;
+
+typedef struct route {
+    char *name; /* NULL: a free slot */
+    uint64_t uids[STG_QUOTA_TICKET_MAX];
+    int n;
+    uint64_t tick;
+} route;
+
+typedef struct host {
+    char *name; /* NULL: a free slot */
+    uint64_t hash;
+    qent *q;      /* max_keys slots */
+    route *r;     /* max_routes slots */
+    int64_t pause_until;
+    uint64_t tick;
+} host;
+
+struct stg_quota {
+    pthread_mutex_t lock;
+    int64_t max_hosts, max_keys, max_routes;
+    double margin;
+    int64_t probe_wait_us;
+    host *h; /* max_hosts slots */
+    uint64_t tick, next_uid;
+};
+
+/* The ticket's private words. */
+typedef struct tview {
+    int64_t n;
+    int64_t unused;
+    struct {
+        int64_t uid, amount;
+    } e[STG_QUOTA_TICKET_MAX];
+} tview;
+_Static_assert(sizeof(tview) <= sizeof(stg_quota_ticket), "ticket view outgrew the ticket");
+
+static uint64_t hash(const char *s)
+{
+    uint64_t h = UINT64_C(1469598103934665603);
+    for (; *s; s++) {
+        h ^= (unsigned char)*s;
+        h *= UINT64_C(1099511628211);
+    }
+    return h;
+}
+
+static int64_t sat_add(int64_t a, int64_t b)
+{
+    if (b > 0 && a > TIME_MAX - b)
+        return TIME_MAX;
+    return a + b;
+}
+
+/* ---- lifecycle ------------------------------------------------------------ */
+
+stg_quota *stg_quota_new(const stg_quota_config *cfg, int *err)
+{
+    stg_quota_config c = {0};
+    if (cfg)
+        c = *cfg;
+    int e = STG_EINVAL;
+    if (c.max_hosts < 0 || c.max_keys < 0 || c.max_keys > STG_QUOTA_TICKET_MAX ||
+        c.max_routes < 0 || c.probe_wait_us < 0 || isnan(c.margin) || c.margin > 1.0)
+        goto fail;
+    e = STG_ENOMEM;
+    stg_quota *q = calloc(1, sizeof *q);
+    if (!q)
+        goto fail;
+    q->max_hosts = c.max_hosts ? c.max_hosts : DEFAULT_HOSTS;
+    q->max_keys = c.max_keys ? c.max_keys : STG_QUOTA_TICKET_MAX;
+    q->max_routes = c.max_routes ? c.max_routes : DEFAULT_ROUTES;
+    q->margin = c.margin == 0.0 ? DEFAULT_MARGIN : c.margin < 0 ? 0.0 : c.margin;
+    q->probe_wait_us = c.probe_wait_us ? c.probe_wait_us : DEFAULT_PROBE_WAIT_US;
+    q->next_uid = 1;
+    q->h = calloc((size_t)q->max_hosts, sizeof *q->h);
+    if (!q->h || pthread_mutex_init(&q->lock, NULL) != 0) {
+        free(q->h);
+        free(q);
+        goto fail;
+    }
+    return q;
+fail:
+    if (err)
+        *err = e;
+    return NULL;
+}
+
+static void host_clear(stg_quota *q, host *h)
+{
+    if (h->r)
+        for (int64_t i = 0; i < q->max_routes; i++)
+            free(h->r[i].name);
+    free(h->r);
+    free(h->q);
+    free(h->name);
+    memset(h, 0, sizeof *h);
+}
+
+void stg_quota_free(stg_quota *q)
+{
+    if (!q)
+        return;
+    for (int64_t i = 0; i < q->max_hosts; i++)
+        host_clear(q, &q->h[i]);
+    free(q->h);
+    pthread_mutex_destroy(&q->lock);
+    free(q);
+}
+
+/* ---- lookups --------------------------------------------------------------- */
+
+static host *host_find(stg_quota *q, const char *name)
+{
+    uint64_t hv = hash(name);
+    for (int64_t i = 0; i < q->max_hosts; i++) {
+        host *h = &q->h[i];
+        if (h->name && h->hash == hv && !strcmp(h->name, name))
+            return h;
+    }
+    return NULL;
+}
+
+/* A new, empty host (the least recently used one forgotten at the cap). */
+static host *host_add(stg_quota *q, const char *name)
+{
+    host *slot = NULL;
+    for (int64_t i = 0; i < q->max_hosts; i++) {
+        host *h = &q->h[i];
+        if (!h->name) {
+            slot = h;
+            break;
+        }
+        if (!slot || h->tick < slot->tick)
+            slot = h;
+    }
+    STG_ASSERT(slot);
+    host_clear(q, slot);
+    slot->name = strdup(name);
+    slot->q = calloc((size_t)q->max_keys, sizeof *slot->q);
+    slot->r = calloc((size_t)q->max_routes, sizeof *slot->r);
+    if (!slot->name || !slot->q || !slot->r) {
+        host_clear(q, slot);
+        return NULL;
+    }
+    slot->hash = hash(name);
+    slot->pause_until = NEVER;
+    return slot;
+}
+
+static qent *by_uid(const stg_quota *q, host *h, int64_t uid)
+{
+    for (int64_t i = 0; i < q->max_keys; i++)
+        if (h->q[i].uid && h->q[i].uid == (uint64_t)uid)
+            return &h->q[i];
+    return NULL;
+}
+
+static route *route_find(const stg_quota *q, host *h, const char *name)
+{
+    for (int64_t i = 0; i < q->max_routes; i++)
+        if (h->r[i].name && !strcmp(h->r[i].name, name))
+            return &h->r[i];
+    return NULL;
+}
+
+static bool route_has(const route *r, uint64_t uid)
+{
+    for (int i = 0; i < r->n; i++)
+        if (r->uids[i] == uid)
+            return true;
+    return false;
+}
+
+/* Units are compared with "" read as "requests" (the IETF default). */
+static const char *unit_of(const char *u)
+{
+    return u[0] ? u : "requests";
+}
+
+/* The quota for (key, unit, window), kept or added; the LRU one (preferring
+ * one with nothing in flight) forgotten at the cap. */
+static qent *quota_get(stg_quota *q, host *h, const stg_quota_obs *o)
+{
+    const char *unit = unit_of(o->unit);
+    qent *free_slot = NULL, *idle = NULL, *busy = NULL;
+    for (int64_t i = 0; i < q->max_keys; i++) {
+        qent *e = &h->q[i];
+        if (!e->uid) {
+            if (!free_slot)
+                free_slot = e;
+            continue;
+        }
+        if (e->window_us == o->window_us && !strncmp(e->key, o->key, KEY_LEN) &&
+            !strcmp(e->unit, unit))
+            return e;
+        qent **pick = e->inflight ? &busy : &idle;
+        if (!*pick || e->tick < (*pick)->tick)
+            *pick = e;
+    }
+    qent *e = free_slot ? free_slot : idle ? idle : busy;
+    STG_ASSERT(e);
+    memset(e, 0, sizeof *e);
+    e->uid = q->next_uid++;
+    size_t kl = strnlen(o->key, KEY_LEN - 1);
+    memcpy(e->key, o->key, kl);
+    snprintf(e->unit, sizeof e->unit, "%s", unit);
+    e->window_us = o->window_us;
+    e->limit = UNKNOWN;
+    e->est = UNKNOWN;
+    e->dormant = true; /* until a remaining count arrives */
+    e->reset_at = NEVER;
+    e->next_at = NEVER;
+    return e;
+}
+
+/* ---- the rules --------------------------------------------------------------- */
+
+/* The reset passed: the count is unknown again (not the full limit: the
+ * server only said that more quota comes then), so the next request probes. */
+static void renew(qent *e, int64_t now)
+{
+    if (e->reset_at != NEVER && now >= e->reset_at) {
+        e->reset_at = NEVER;
+        if (!e->dormant)
+            e->est = UNKNOWN;
+    }
+}
+
+static int64_t cost_for(const qent *e, const stg_quota_cost *c, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(unit_of(c[i].unit), e->unit))
+            return c[i].amount;
+    return 1;
+}
+
+/* How long until e admits cost c (0: now). */
+static int64_t need(const stg_quota *q, const qent *e, int64_t c, int64_t now)
+{
+    int64_t w = 0;
+    if (e->dormant) {
+        w = 0;
+    } else if (e->est == UNKNOWN || e->est < c) {
+        if (e->est != UNKNOWN && e->reset_at != NEVER)
+            w = e->reset_at - now; /* > 0: renew() ran */
+        else
+            w = e->inflight > 0 ? q->probe_wait_us : 0; /* one probe at a time */
+    }
+    if (e->next_at != NEVER && e->next_at > now && e->next_at - now > w)
+        w = e->next_at - now;
+    return w;
+}
+
+/* Reserve c units of e at now, and hold the next send back so that the
+ * remaining count is spread over the time to the reset. */
+static void charge(const stg_quota *q, qent *e, int64_t c, int64_t now)
+{
+    int64_t before = e->est;
+    if (!e->dormant && before != UNKNOWN) /* a probe leaves it unknown */
+        e->est = before <= c ? 0 : before - c;
+    e->inflight += c;
+    if (!e->dormant && before > 0 && e->reset_at != NEVER && e->reset_at > now) {
+        double step = (double)(e->reset_at - now) * (1.0 + q->margin) * (double)c / (double)before;
+        int64_t s = step >= (double)TIME_MAX ? TIME_MAX : (int64_t)ceil(step);
+        int64_t at = sat_add(now, s);
+        e->next_at = at < e->reset_at ? at : e->reset_at;
+    }
+    STG_ASSERT(e->est >= 0 || e->est == UNKNOWN);
+    STG_ASSERT(e->inflight >= 0);
+}
+
+int stg_quota_acquire(stg_quota *q, const char *hostname, const char *route_name,
+                      const stg_quota_cost *costs, size_t n_costs, int64_t now_us,
+                      stg_quota_ticket *t, int64_t *wait_us)
+{
+    if (!q || !hostname || !t || (n_costs && !costs))
+        return STG_EINVAL;
+    for (size_t i = 0; i < n_costs; i++)
+        if (costs[i].amount < 0)
+            return STG_EINVAL;
+    tview v;
+    memset(&v, 0, sizeof v);
+    int64_t wait = 0;
+    int rc = STG_OK;
+    pthread_mutex_lock(&q->lock);
+    host *h = host_find(q, hostname);
+    if (!h)
+        goto out;
+    h->tick = ++q->tick;
+    if (h->pause_until != NEVER && h->pause_until > now_us) {
+        wait = h->pause_until - now_us;
+        rc = STG_EAGAIN;
+        goto out;
+    }
+    route *r = route_name ? route_find(q, h, route_name) : NULL;
+    if (r)
+        r->tick = q->tick;
+    int64_t idx[STG_QUOTA_TICKET_MAX], amt[STG_QUOTA_TICKET_MAX];
+    int n = 0;
+    for (int64_t i = 0; i < q->max_keys; i++) {
+        qent *e = &h->q[i];
+        /* A known route: its keys and the host's; an unknown one: all. */
+        if (!e->uid || (r && e->key[0] && !route_has(r, e->uid)))
+            continue;
+        renew(e, now_us);
+        int64_t c = cost_for(e, costs, n_costs);
+        if (c == 0)
+            continue;
+        if (e->limit != UNKNOWN && c > e->limit) {
+            rc = STG_ETOOBIG;
+            goto out;
+        }
+        int64_t w = need(q, e, c, now_us);
+        if (w > wait)
+            wait = w;
+        STG_ASSERT(n < STG_QUOTA_TICKET_MAX);
+        idx[n] = i;
+        amt[n++] = c;
+    }
+    if (wait > 0) {
+        rc = STG_EAGAIN;
+        goto out;
+    }
+    for (int i = 0; i < n; i++) {
+        qent *e = &h->q[idx[i]];
+        charge(q, e, amt[i], now_us);
+        e->tick = q->tick;
+        v.e[v.n].uid = (int64_t)e->uid;
+        v.e[v.n++].amount = amt[i];
+    }
+out:
+    pthread_mutex_unlock(&q->lock);
+    if (rc == STG_OK || rc == STG_EAGAIN) {
+        memcpy(t, &v, sizeof v);
+        if (wait_us)
+            *wait_us = wait;
+    }
+    return rc;
+}
+
+/* What an answer says of one quota. */
+static void update(qent *e, const stg_quota_obs *o, int64_t now)
+{
+    if (o->limit >= 0)
+        e->limit = o->limit;
+    if (o->remaining >= 0) {
+        e->est = o->remaining > e->inflight ? o->remaining - e->inflight : 0;
+        e->dormant = false;
+    }
+    if (o->reset_us >= 0)
+        e->reset_at = sat_add(now, o->reset_us);
+    else if (e->reset_at != NEVER && e->reset_at <= now)
+        e->reset_at = NEVER;
+}
+
+static void route_map(stg_quota *q, host *h, const char *name, const uint64_t *uids, int n)
+{
+    route *r = route_find(q, h, name);
+    if (!r) {
+        route *slot = NULL;
+        for (int64_t i = 0; i < q->max_routes; i++) {
+            route *x = &h->r[i];
+            if (!x->name) {
+                slot = x;
+                break;
+            }
+            if (!slot || x->tick < slot->tick)
+                slot = x;
+        }
+        STG_ASSERT(slot);
+        char *copy = strdup(name);
+        if (!copy)
+            return; /* unmapped: the route stays charged to every key */
+        free(slot->name);
+        slot->name = copy;
+        r = slot;
+    }
+    memcpy(r->uids, uids, (size_t)n * sizeof *uids);
+    r->n = n;
+    r->tick = q->tick;
+}
+
+int stg_quota_settle(stg_quota *q, const char *hostname, const char *route_name,
+                     stg_quota_ticket *t, const stg_quota_set *qs, int64_t now_us)
+{
+    if (!q || !hostname)
+        return STG_EINVAL;
+    tview v;
+    memset(&v, 0, sizeof v);
+    if (t) {
+        memcpy(&v, t, sizeof v);
+        memset(t, 0, sizeof *t);
+        if (v.n < 0 || v.n > STG_QUOTA_TICKET_MAX)
+            v.n = 0; /* never settled a garbage ticket */
+    }
+    int rc = STG_OK;
+    pthread_mutex_lock(&q->lock);
+    host *h = host_find(q, hostname);
+    if (!h && qs && qs->n > 0 && !(h = host_add(q, hostname)))
+        rc = STG_ENOMEM;
+    if (!h)
+        goto out;
+    h->tick = ++q->tick;
+    for (int64_t i = 0; i < v.n; i++) {
+        qent *e = by_uid(q, h, v.e[i].uid);
+        if (e)
+            e->inflight = e->inflight > v.e[i].amount ? e->inflight - v.e[i].amount : 0;
+    }
+    if (!qs)
+        goto out;
+    uint64_t named[STG_QUOTA_TICKET_MAX], seen[STG_QUOTA_TICKET_MAX];
+    int n_named = 0, n_seen = 0;
+    size_t nq = qs->n < STG_QUOTAS_MAX ? qs->n : STG_QUOTAS_MAX;
+    for (size_t i = 0; i < nq; i++) {
+        const stg_quota_obs *o = &qs->q[i];
+        if (o->global) {
+            if (o->reset_us > 0) {
+                int64_t until = sat_add(now_us, o->reset_us);
+                if (h->pause_until == NEVER || until > h->pause_until)
+                    h->pause_until = until;
+            }
+            continue;
+        }
+        qent *e = quota_get(q, h, o);
+        update(e, o, now_us);
+        e->tick = q->tick;
+        if (n_seen < STG_QUOTA_TICKET_MAX)
+            seen[n_seen++] = e->uid;
+        if (o->key[0] && n_named < STG_QUOTA_TICKET_MAX) {
+            bool dup = false;
+            for (int j = 0; j < n_named; j++)
+                dup |= named[j] == e->uid;
+            if (!dup)
+                named[n_named++] = e->uid;
+        }
+    }
+    if (route_name && n_named > 0)
+        route_map(q, h, route_name, named, n_named);
+    /* What the ticket charged that this answer did not mention: a key the
+     * answer shows the route does not spend is refunded; a quota that had
+     * no count (a probe) and got none stays without a gate. */
+    for (int64_t i = 0; i < v.n; i++) {
+        qent *e = by_uid(q, h, v.e[i].uid);
+        bool got = false;
+        for (int j = 0; e && j < n_seen; j++)
+            got |= seen[j] == e->uid;
+        if (!e || got)
+            continue;
+        bool other_key = false;
+        if (e->key[0] && n_named > 0) {
+            other_key = true;
+            for (int j = 0; j < n_named; j++) {
+                qent *k = by_uid(q, h, (int64_t)named[j]);
+                if (k && !strcmp(k->key, e->key))
+                    other_key = false;
+            }
+        }
+        if (other_key && e->est != UNKNOWN && !e->dormant) {
+            e->est += v.e[i].amount;
+            if (e->limit != UNKNOWN && e->est > e->limit)
+                e->est = e->limit;
+        } else if (e->est == UNKNOWN && !e->dormant) {
+            e->dormant = true;
+        }
+    }
+out:
+    pthread_mutex_unlock(&q->lock);
+    return rc;
+}
+
+int stg_quota_host_get(stg_quota *q, const char *hostname, int64_t now_us,
+                       stg_quota_host_info *info)
+{
+    if (!q || !hostname || !info)
+        return STG_EINVAL;
+    memset(info, 0, sizeof *info);
+    pthread_mutex_lock(&q->lock);
+    host *h = host_find(q, hostname);
+    if (h) {
+        for (int64_t i = 0; i < q->max_keys; i++)
+            info->quotas += h->q[i].uid != 0;
+        for (int64_t i = 0; i < q->max_routes; i++)
+            info->routes += h->r[i].name != NULL;
+        if (h->pause_until != NEVER && h->pause_until > now_us)
+            info->paused_for_us = h->pause_until - now_us;
+    }
+    pthread_mutex_unlock(&q->lock);
+    return STG_OK;
+}
