@@ -25,11 +25,53 @@ extern "C" {
 /* Marks a field of stg_hints as absent. */
 #define STG_UNKNOWN (-1)
 
-/* Bits of stg_hints.seen / stg_hints.malformed. */
-#define STG_HINT_RETRY_AFTER 0x01u
-#define STG_HINT_X_RATELIMIT 0x02u   /* X-RateLimit-* */
+/* Bits of stg_hints.seen / .malformed / .oversized: which kind of field. */
+#define STG_HINT_RETRY_AFTER 0x01u   /* Retry-After and its millisecond forms */
+#define STG_HINT_X_RATELIMIT 0x02u   /* X-RateLimit-* and every vendor quota field */
 #define STG_HINT_RATELIMIT 0x04u     /* RateLimit, RateLimit-Limit/-Remaining/-Reset */
 #define STG_HINT_RATELIMIT_POLICY 0x08u
+#define STG_HINT_VERDICT 0x10u       /* x-should-retry, Stripe-Should-Retry */
+#define STG_HINT_SCOPE 0x20u         /* a quota's key or scope: x-ratelimit-resource,
+                                        X-RateLimit-Bucket, -Global, -Scope */
+
+/* The dialects stagger reads: one family of header fields each (the rows of
+ * the table in src/core/dialect.c). Bit (1u << d) of stg_hints.dialects.
+ * Numbers are never reused. */
+typedef enum stg_dialect {
+    STG_DIALECT_NONE = 0,
+    STG_DIALECT_RETRY_AFTER = 1,     /* Retry-After (RFC 9110 10.2.3) */
+    STG_DIALECT_RETRY_AFTER_MS = 2,  /* retry-after-ms (OpenAI, Stainless SDKs) */
+    STG_DIALECT_AZURE = 3,           /* x-ms-retry-after-ms */
+    STG_DIALECT_AWS = 4,             /* x-amz-retry-after (milliseconds) */
+    STG_DIALECT_X_RATELIMIT = 5,     /* X-RateLimit-Limit/-Remaining/-Reset, no key */
+    STG_DIALECT_GITHUB = 6,          /* the same, keyed by x-ratelimit-resource */
+    STG_DIALECT_DISCORD = 7,         /* Reset-After, Bucket (the key), Global, Scope */
+    STG_DIALECT_OPENAI = 8,          /* x-ratelimit-*-{requests,tokens}, Go durations */
+    STG_DIALECT_ANTHROPIC = 9,       /* anthropic-ratelimit-*, RFC 3339 resets */
+    STG_DIALECT_X = 10,              /* x-rate-limit-* (X, formerly Twitter) */
+    STG_DIALECT_SHOPIFY = 11,        /* X-Shopify-Shop-Api-Call-Limit: used/size */
+    STG_DIALECT_KONG = 12,           /* x-ratelimit-{limit,remaining}-{second..year} */
+    STG_DIALECT_SHOULD_RETRY = 13,   /* x-should-retry (Stainless SDKs) */
+    STG_DIALECT_STRIPE = 14,         /* Stripe-Should-Retry */
+    STG_DIALECT_IETF = 15,           /* RateLimit / RateLimit-Policy, draft -08..-10 */
+    STG_DIALECT_IETF_07 = 16,        /* the same fields as draft-07 dictionaries */
+    STG_DIALECT_IETF_06 = 17,        /* RateLimit-Limit/-Remaining/-Reset, drafts <= -06 */
+    STG_DIALECT_RETRY_AFTER_X = 18   /* X-RateLimit-Retry-After (Symfony, MailerLite) */
+} stg_dialect;
+#define STG_DIALECT_COUNT 19
+
+/* "retry-after", "github", "openai", ...; "unknown" out of range. Static. */
+STG_API const char *stg_dialect_name(int dialect);
+
+/* Values of stg_hints.verdict: what the server said about retrying. */
+#define STG_VERDICT_NONE 0  /* no verdict: the status rules decide */
+#define STG_VERDICT_RETRY 1 /* "true": retry, even a status that would not be */
+#define STG_VERDICT_STOP 2  /* "false": do not retry */
+
+/* Bits of stg_hints.flags. */
+#define STG_HINTS_GLOBAL 0x1u /* the wait holds every key of the host (Discord
+                                 X-RateLimit-Global / Scope: global) */
+#define STG_HINTS_SHARED 0x2u /* Discord Scope: shared (the limit is not yours) */
 
 /* What one response said. Each numeric field is STG_UNKNOWN when absent. */
 typedef struct stg_hints {
@@ -40,8 +82,66 @@ typedef struct stg_hints {
     int64_t window_us;      /* length of the quota window */
     unsigned seen;          /* STG_HINT_* fields that were present and parsed */
     unsigned malformed;     /* STG_HINT_* fields that were present but malformed */
-    uint64_t stg__reserved[4]; /* room to grow (docs/ABI.md); leave zero */
+    /* Added in 0.x (zero in an older caller's struct means "none"): */
+    int verdict;            /* STG_VERDICT_*: x-should-retry / Stripe-Should-Retry */
+    unsigned oversized;     /* STG_HINT_* fields whose wait or reset was too large
+                               to represent: read as the largest value
+                               (RFC 9111 1.2.2), so the field holds
+                               STG_WAIT_MAX_US, and stg_decide() gives up */
+    unsigned dialects;      /* bit (1u << stg_dialect) of every dialect seen */
+    unsigned flags;         /* STG_HINTS_GLOBAL, STG_HINTS_SHARED */
+    uint64_t stg__reserved[2]; /* room to grow (docs/ABI.md); leave zero */
 } stg_hints;
+
+/* The largest wait a hint can hold: STG_DELTA_SECONDS_MAX seconds (68
+ * years). A larger one is "the largest value": held as this, flagged in
+ * stg_hints.oversized, and treated by stg_decide() as a wait that never
+ * ends. It is small enough that now + wait never overflows. */
+#define STG_WAIT_MAX_US (INT64_C(2147483647) * INT64_C(1000000))
+
+/* One quota a response announced. A response may announce several
+ * (requests and tokens; per minute and per day; one per IETF policy), over
+ * several header fields (OpenAI's limit, remaining and reset of one quota
+ * are three headers): observations of the same quota are merged, where the
+ * same quota means the same key, the same unit and the same window (a field
+ * that does not state the unit or the window matches any). */
+typedef struct stg_quota_obs {
+    char key[64];      /* the server's scope, NUL-terminated: the GitHub
+                          x-ratelimit-resource, the Discord bucket, the IETF
+                          policy name (with ";pk=:...:" when a partition key
+                          is given); "" = the host. Longer keys are cut. */
+    char unit[24];     /* "requests" (the default), "tokens", "input-tokens",
+                          "output-tokens", or the IETF qu= value */
+    int64_t limit;     /* units per window, or STG_UNKNOWN */
+    int64_t remaining; /* units left, or STG_UNKNOWN */
+    int64_t reset_us;  /* until (more) quota returns, from now; at most
+                          STG_WAIT_MAX_US; or STG_UNKNOWN */
+    int64_t window_us; /* the window's length, or STG_UNKNOWN */
+    int dialect;       /* stg_dialect of the fields it came from */
+    bool global;       /* pause the whole host (Discord global) */
+    bool stg__unit_stated; /* private: a field named the unit */
+    uint64_t stg__reserved[4]; /* room to grow (docs/ABI.md); leave zero */
+} stg_quota_obs;
+
+#define STG_QUOTAS_MAX 16
+
+/* Every quota one response announced. Set it up with stg_quota_set_init(),
+ * feed it every header of one response with stg_hints_feed(), then read
+ * q[0..n). Plain memory the caller owns; copyable. */
+typedef struct stg_quota_set {
+    size_t n;                     /* quotas in q[] */
+    bool truncated;               /* more than STG_QUOTAS_MAX were announced;
+                                     the rest still count in stg_hints */
+    bool stg__global;             /* private: a global flag was seen */
+    int stg__scope_dialect;       /* private: where stg__scope came from */
+    char stg__scope[64];          /* private: the response's key field */
+    stg_quota_obs q[STG_QUOTAS_MAX];
+    stg_quota_obs stg__rest;      /* private: what did not fit, merged */
+    uint64_t stg__reserved[4];    /* room to grow (docs/ABI.md); leave zero */
+} stg_quota_set;
+
+/* Empty the set. Thread-safe for distinct sets. */
+STG_API void stg_quota_set_init(stg_quota_set *qs);
 
 /* Values of X-RateLimit-Reset / RateLimit-Reset at or above this are Unix
  * timestamps in seconds; below it, delta-seconds. 10^9 s is 2001-09-09:
@@ -105,14 +205,31 @@ STG_API void stg_hints_init(stg_hints *h);
 STG_API int stg_hints_header(stg_hints *h, const char *name, size_t name_len,
                              const char *value, size_t value_len, int64_t wall_now_us);
 
+/* stg_hints_header, and the quotas into qs (may be NULL). Every dialect of
+ * the table in src/core/dialect.c is read: see docs/libstagger.3 for the
+ * list. With qs, h's limit/remaining/reset/window become the most
+ * restrictive of qs's quotas, each with its own reset (OpenAI's requests
+ * and tokens are paired right); without it, a remaining count and a reset
+ * from two different fields pair as "least remaining, longest reset",
+ * which never errs early. Feed one response's headers to one (h, qs) pair.
+ * Same returns as stg_hints_header; STG_ERANGE also for a wait too large to
+ * represent, which is then held as STG_WAIT_MAX_US (h->oversized). */
+STG_API int stg_hints_feed(stg_hints *h, stg_quota_set *qs, const char *name, size_t name_len,
+                           const char *value, size_t value_len, int64_t wall_now_us);
+
+/* stg_hints_feed on a raw header line "Name: value" (as stg_hints_header_line). */
+STG_API int stg_hints_feed_line(stg_hints *h, stg_quota_set *qs, const char *line, size_t len,
+                                int64_t wall_now_us);
+
 /* Feed a raw header line "Name: value" (trailing CR/LF allowed); lines
  * without a colon (e.g. the status line) are ignored. Same returns. */
 STG_API int stg_hints_header_line(stg_hints *h, const char *line, size_t len,
                                   int64_t wall_now_us);
 
-/* The wait the server asked for, if any: Retry-After when present, else the
- * reset time when a rate-limit field says 0 requests remain. Returns true
- * and sets *wait_us, or returns false. */
+/* The wait the server asked for, if any: Retry-After (or its millisecond
+ * forms) when present, else the longest reset of the quotas with 0
+ * remaining. STG_WAIT_MAX_US means "longer than can be said": never retry
+ * early. Returns true and sets *wait_us, or returns false. */
 STG_API bool stg_hints_server_wait(const stg_hints *h, int64_t *wait_us);
 
 #ifdef __cplusplus

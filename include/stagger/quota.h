@@ -52,23 +52,6 @@
 extern "C" {
 #endif
 
-#ifndef STG_QUOTAS_MAX
-/* PROVISIONAL: the shape hints.h is to publish (issue #15); removed when
- * the hints branch is merged. */
-#define STG_QUOTAS_MAX 16
-typedef struct stg_quota_obs {
-    char key[64];
-    char unit[24];
-    int64_t limit, remaining, reset_us, window_us;
-    int dialect;
-    bool global;
-} stg_quota_obs;
-typedef struct stg_quota_set {
-    size_t n;
-    stg_quota_obs q[STG_QUOTAS_MAX];
-} stg_quota_set;
-#endif
-
 /* Most quotas one ticket can charge, and so most quotas kept per host. */
 #define STG_QUOTA_TICKET_MAX 32
 

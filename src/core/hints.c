@@ -29,6 +29,9 @@
  *     RateLimit, q= in RateLimit-Policy) or has a negative or mistyped one
  *     makes the whole field malformed.
  */
+#include <stdio.h>
+#include <string.h>
+
 #include <stagger/hints.h>
 
 #include "core/internal.h"
@@ -373,6 +376,10 @@ void stg_hints_init(stg_hints *h)
     h->window_us = STG_UNKNOWN;
     h->seen = 0;
     h->malformed = 0;
+    h->verdict = STG_VERDICT_NONE;
+    h->oversized = 0;
+    h->dialects = 0;
+    h->flags = 0;
 }
 
 enum hint_name {
@@ -411,8 +418,83 @@ static enum hint_name hint_lookup(const char *name, size_t len)
     return H_NONE;
 }
 
+/* ---- Quota sets ---------------------------------------------------- */
+
+void stg_quota_set_init(stg_quota_set *qs)
+{
+    static const stg_quota_set empty;
+    if (!qs)
+        return;
+    *qs = empty;
+}
+
+static void quota_obs_init(stg_quota_obs *q, int dialect)
+{
+    static const stg_quota_obs empty;
+    *q = empty;
+    memcpy(q->unit, "requests", sizeof "requests");
+    q->limit = q->remaining = q->reset_us = q->window_us = STG_UNKNOWN;
+    q->dialect = dialect;
+}
+
+/* Merge one observation (limit/window, remaining/reset) into its quota. */
+static void quota_add(stg_quota_set *qs, const char *key, int dialect, int64_t limit,
+                      int64_t window_us, int64_t remaining, int64_t reset_us)
+{
+    stg_quota_obs *q = NULL;
+    for (size_t i = 0; i < qs->n && !q; i++) {
+        stg_quota_obs *r = &qs->q[i];
+        if (strcmp(r->key, key) == 0 &&
+            (window_us == STG_UNKNOWN || r->window_us == STG_UNKNOWN || r->window_us == window_us))
+            q = r;
+    }
+    if (!q) {
+        if (qs->n == STG_QUOTAS_MAX) {
+            qs->truncated = true;
+            return;
+        }
+        q = &qs->q[qs->n++];
+        quota_obs_init(q, dialect);
+        snprintf(q->key, sizeof q->key, "%s", key);
+    }
+    if (limit != STG_UNKNOWN) {
+        stg_hints t;
+        stg_hints_init(&t);
+        t.limit = q->limit;
+        t.window_us = q->window_us;
+        merge_policy(&t, limit, window_us);
+        q->limit = t.limit;
+        q->window_us = t.window_us;
+    }
+    if (remaining != STG_UNKNOWN || reset_us != STG_UNKNOWN) {
+        stg_hints t;
+        stg_hints_init(&t);
+        t.remaining = q->remaining;
+        t.reset_us = q->reset_us;
+        merge_pair(&t, remaining, reset_us);
+        q->remaining = t.remaining;
+        q->reset_us = t.reset_us;
+    }
+}
+
+const char *stg_dialect_name(int dialect)
+{
+    static const char *const names[STG_DIALECT_COUNT] = {
+        "none",      "retry-after", "retry-after-ms", "azure",        "aws",
+        "x-ratelimit", "github",    "discord",        "openai",       "anthropic",
+        "x",         "shopify",     "kong",           "should-retry", "stripe",
+        "ietf",      "ietf-07",     "ietf-06",        "x-ratelimit-retry-after"};
+    return dialect >= 0 && dialect < STG_DIALECT_COUNT ? names[dialect] : "unknown";
+}
+
 int stg_hints_header(stg_hints *h, const char *name, size_t name_len, const char *value,
                      size_t value_len, int64_t wall_now_us)
+{
+    return stg_hints_feed(h, NULL, name, name_len, value, value_len, wall_now_us);
+}
+
+int stg_hints_feed(stg_hints *h, stg_quota_set *qs, const char *name, size_t name_len,
+                   const char *value, size_t value_len, int64_t wall_now_us)
 {
     field_acc a;
     unsigned bit;
@@ -447,22 +529,32 @@ int stg_hints_header(stg_hints *h, const char *name, size_t name_len, const char
         bit = STG_HINT_X_RATELIMIT;
         stg__trim_ows(&value, &value_len);
         rc = parse_digits(value, value_len, INT64_MAX, &v);
-        if (rc == STG_OK)
+        if (rc == STG_OK) {
             merge_policy(h, v, STG_UNKNOWN);
+            if (qs)
+                quota_add(qs, "", STG_DIALECT_X_RATELIMIT, v, STG_UNKNOWN, STG_UNKNOWN, STG_UNKNOWN);
+        }
         break;
     case H_X_REMAINING:
         bit = STG_HINT_X_RATELIMIT;
         stg__trim_ows(&value, &value_len);
         rc = parse_digits(value, value_len, INT64_MAX, &v);
-        if (rc == STG_OK)
+        if (rc == STG_OK) {
             merge_pair(h, v, STG_UNKNOWN);
+            if (qs)
+                quota_add(qs, "", STG_DIALECT_X_RATELIMIT, STG_UNKNOWN, STG_UNKNOWN, v, STG_UNKNOWN);
+        }
         break;
     case H_X_RESET:
     case H_RL_RESET:
         bit = id == H_X_RESET ? STG_HINT_X_RATELIMIT : STG_HINT_RATELIMIT;
         rc = stg_ratelimit_reset_parse(value, value_len, wall_now_us, &v);
-        if (rc == STG_OK)
+        if (rc == STG_OK) {
             merge_pair(h, STG_UNKNOWN, v);
+            if (qs)
+                quota_add(qs, "", id == H_X_RESET ? STG_DIALECT_X_RATELIMIT : STG_DIALECT_IETF_06,
+                          STG_UNKNOWN, STG_UNKNOWN, STG_UNKNOWN, v);
+        }
         break;
     case H_RL:
     case H_RL_LIMIT:
@@ -483,6 +575,9 @@ int stg_hints_header(stg_hints *h, const char *name, size_t name_len, const char
             if (a.h.limit != STG_UNKNOWN)
                 merge_policy(h, a.h.limit, a.h.window_us);
             merge_pair(h, a.h.remaining, a.h.reset_us);
+            if (qs)
+                quota_add(qs, "", id == H_RL || id == H_RL_POLICY ? STG_DIALECT_IETF : STG_DIALECT_IETF_06,
+                          a.h.limit, a.h.window_us, a.h.remaining, a.h.reset_us);
         }
         break;
     }
@@ -496,6 +591,12 @@ int stg_hints_header(stg_hints *h, const char *name, size_t name_len, const char
 
 int stg_hints_header_line(stg_hints *h, const char *line, size_t len, int64_t wall_now_us)
 {
+    return stg_hints_feed_line(h, NULL, line, len, wall_now_us);
+}
+
+int stg_hints_feed_line(stg_hints *h, stg_quota_set *qs, const char *line, size_t len,
+                        int64_t wall_now_us)
+{
     size_t colon = 0;
     if (!h)
         return STG_EINVAL;
@@ -507,7 +608,7 @@ int stg_hints_header_line(stg_hints *h, const char *line, size_t len, int64_t wa
         colon++;
     if (colon == len)
         return STG_OK;
-    return stg_hints_header(h, line, colon, line + colon + 1, len - colon - 1, wall_now_us);
+    return stg_hints_feed(h, qs, line, colon, line + colon + 1, len - colon - 1, wall_now_us);
 }
 
 bool stg_hints_server_wait(const stg_hints *h, int64_t *wait_us)

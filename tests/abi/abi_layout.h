@@ -61,7 +61,9 @@
     X(stg_outcome, 4, 56)               \
     X(stg_retry_state, 4, 56)           \
     X(stg_decision, 4, 80)              \
-    X(stg_hints, 4, 80)                 \
+    X(stg_hints, 2, 80)                 \
+    X(stg_quota_obs, 4, 160)            \
+    X(stg_quota_set, 4, 2832)           \
     X(stg_quota_cost, 2, 48)            \
     X(stg_quota_config, 8, 104)         \
     X(stg_quota_host_info, 4, 56)

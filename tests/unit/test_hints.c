@@ -925,6 +925,48 @@ static void test_parameter_letters(void **state)
     assert_int_equal(h.window_us, STG_SEC(60));
 }
 
+/* ------------------------------------------------------------------------ */
+/* Quota sets: several quotas of one response, fed header by header        */
+
+/* Feed "Name: value" lines (each an exact-length copy) into h and qs. */
+static void feed_lines(stg_hints *h, stg_quota_set *qs, const char *const *lines, size_t n,
+                       int64_t now_us)
+{
+    for (size_t i = 0; i < n; i++) {
+        size_t len = strlen(lines[i]);
+        char *p = dup_exact(lines[i], len);
+        (void)stg_hints_feed_line(h, qs, p, len, now_us);
+        free(p);
+    }
+}
+
+static void test_quota_set_x_ratelimit(void **state)
+{
+    static const char *const lines[] = {"X-RateLimit-Limit: 60", "X-RateLimit-Remaining: 0",
+                                        "X-RateLimit-Reset: 30"};
+    stg_hints h;
+    stg_quota_set qs;
+    (void)state;
+    stg_hints_init(&h);
+    stg_quota_set_init(&qs);
+    feed_lines(&h, &qs, lines, N_ELEMS(lines), NOW_US);
+    assert_int_equal(qs.n, 1);
+    assert_false(qs.truncated);
+    assert_string_equal(qs.q[0].key, "");
+    assert_string_equal(qs.q[0].unit, "requests");
+    assert_int_equal(qs.q[0].limit, 60);
+    assert_int_equal(qs.q[0].remaining, 0);
+    assert_int_equal(qs.q[0].reset_us, STG_SEC(30));
+    assert_string_equal(stg_dialect_name(qs.q[0].dialect), "x-ratelimit");
+    /* The same lines without a set give the same summary. */
+    stg_hints h2;
+    stg_hints_init(&h2);
+    feed_lines(&h2, NULL, lines, N_ELEMS(lines), NOW_US);
+    assert_int_equal(h2.remaining, h.remaining);
+    assert_int_equal(h2.reset_us, h.reset_us);
+    assert_int_equal(h2.limit, h.limit);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -949,6 +991,7 @@ int main(void)
         cmocka_unit_test(test_bad_arguments),
         cmocka_unit_test(test_no_overread),
         cmocka_unit_test(test_parameter_letters),
+        cmocka_unit_test(test_quota_set_x_ratelimit),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
