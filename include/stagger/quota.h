@@ -126,6 +126,11 @@ STG_API int stg_quota_acquire(stg_quota *q, const char *host, const char *route,
 STG_API int stg_quota_settle(stg_quota *q, const char *host, const char *route,
                              stg_quota_ticket *t, const stg_quota_set *qs, int64_t now_us);
 
+/* Give back what t reserved, for a send that never happened (the request
+ * ended before it left): in-flight and estimate both return. t is emptied.
+ * Returns STG_OK or STG_EINVAL (q or host NULL). Thread-safe. */
+STG_API int stg_quota_cancel(stg_quota *q, const char *host, stg_quota_ticket *t);
+
 /* What the limiter holds for host at now_us (all zero when unknown).
  * Returns STG_OK or STG_EINVAL. Thread-safe. */
 STG_API int stg_quota_host_get(stg_quota *q, const char *host, int64_t now_us,

@@ -520,6 +520,35 @@ out:
     return rc;
 }
 
+int stg_quota_cancel(stg_quota *q, const char *hostname, stg_quota_ticket *t)
+{
+    if (!q || !hostname)
+        return STG_EINVAL;
+    if (!t)
+        return STG_OK;
+    tview v;
+    memcpy(&v, t, sizeof v);
+    memset(t, 0, sizeof *t);
+    if (v.n <= 0 || v.n > STG_QUOTA_TICKET_MAX)
+        return STG_OK;
+    pthread_mutex_lock(&q->lock);
+    host *h = host_find(q, hostname);
+    for (int64_t i = 0; h && i < v.n; i++) {
+        qent *e = by_uid(q, h, v.e[i].uid);
+        if (!e)
+            continue;
+        int64_t a = v.e[i].amount < e->inflight ? v.e[i].amount : e->inflight;
+        e->inflight -= a;
+        if (!e->dormant && e->est != UNKNOWN) {
+            e->est += a;
+            if (e->limit != UNKNOWN && e->est > e->limit)
+                e->est = e->limit;
+        }
+    }
+    pthread_mutex_unlock(&q->lock);
+    return STG_OK;
+}
+
 int stg_quota_host_get(stg_quota *q, const char *hostname, int64_t now_us,
                        stg_quota_host_info *info)
 {

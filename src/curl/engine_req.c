@@ -156,8 +156,40 @@ void stg__eng_req_free(req *r)
     for (size_t i = 0; r->secret && r->secret[i]; i++)
         free(r->secret[i]);
     free(r->secret);
+    free(r->cost);
     stg__xfer_free(&r->x);
     free(r);
+}
+
+void stg__eng_route(const req *r, char *buf, size_t size)
+{
+    stg__url_parts p;
+    stg__url_split(r->url, &p);
+    const char *path = p.path_len ? r->url + p.path : "/";
+    int len = p.path_len ? (int)(p.path_len < 400 ? p.path_len : 400) : 1;
+    snprintf(buf, size, "%s %.*s", stg_method_name(r->method), len, path);
+}
+
+int stg__eng_cost_check(const stg_request *rq)
+{
+    if (rq->n_cost && !rq->cost)
+        return STG_EINVAL;
+    for (size_t i = 0; i < rq->n_cost; i++)
+        if (rq->cost[i].amount < 0 || !memchr(rq->cost[i].unit, 0, sizeof rq->cost[i].unit))
+            return STG_EINVAL;
+    return STG_OK;
+}
+
+bool stg__eng_cost_copy(req *r, const stg_request *rq)
+{
+    if (!rq->n_cost)
+        return true;
+    r->cost = malloc(rq->n_cost * sizeof *r->cost);
+    if (!r->cost)
+        return false;
+    memcpy(r->cost, rq->cost, rq->n_cost * sizeof *r->cost);
+    r->n_cost = rq->n_cost;
+    return true;
 }
 
 int64_t stg__eng_remaining(const stg_engine *e, const req *r)

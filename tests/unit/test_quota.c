@@ -203,6 +203,13 @@ static void test_reserve_settle(void **state)
     assert_int_equal(stg_quota_settle(q, H, "POST /v1", &t2, NULL, STG_MS(2)), STG_OK);
     assert_int_equal(stg_quota_acquire(q, H, "POST /v1", NULL, 0, STG_MS(2), &t1, &w),
                      STG_EAGAIN);
+    /* A send that never left gives its reservation back. */
+    stg_quota_cost c500 = {.unit = "tokens", .amount = 500};
+    assert_int_equal(stg_quota_acquire(q, H, "POST /v1", &c500, 1, STG_MS(2), &t2, &w),
+                     STG_EAGAIN);
+    assert_int_equal(stg_quota_cancel(q, H, &t3), STG_OK); /* 4000 back */
+    assert_int_equal(stg_quota_acquire(q, H, "POST /v1", &c500, 1, STG_MS(2), &t2, &w),
+                     STG_OK);
     /* A cost above the announced limit can never go. */
     stg_quota_cost huge = {.unit = "tokens", .amount = 20001};
     assert_int_equal(stg_quota_acquire(q, H, "POST /v1", &huge, 1, STG_MS(2), &t1, &w),

@@ -1,0 +1,137 @@
+/*
+ * The engine's quota limiter (stg_engine_config.quotas) against `stagger
+ * serve --rate R --burst B --ratelimit-headers` on 127.0.0.1: the server
+ * announces, on every answer, its bucket's remaining tokens and the time
+ * until it is full (X-RateLimit-* and RateLimit), and refuses with 429
+ * what its bucket does not hold. With no limiter of its own, the engine
+ * must keep to what the server announced:
+ *  - every request succeeds on its first attempt and the server refuses
+ *    none (its log has no 429): the bound is the protocol's (never more
+ *    than the announced remaining before the announced reset, the
+ *    requests in flight counted), with the first wave (concurrency <=
+ *    burst, sent before any answer) inside the bucket too;
+ *  - a request whose declared cost passes the announced limit is never
+ *    sent: it ends ERROR_NOT_RETRYABLE with no attempt.
+ *
+ * Needs STAGGER (the stagger binary) in the environment. Only loopback.
+ */
+#define _GNU_SOURCE
+#if defined(__has_include) && !__has_include(<curl/curl.h>)
+int main(void);
+int main(void)
+{
+    return 0;
+}
+#else
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cmocka_all.h"
+
+#include <stagger/curl.h>
+
+#include "integration/serve_helper.h"
+
+typedef struct ctx {
+    int done, ok, first_try;
+    stg_reason last_reason;
+    int last_attempts;
+} ctx;
+
+static void on_done(stg_engine *e, uint64_t id, const stg_result *r, void *data)
+{
+    (void)e;
+    (void)id;
+    ctx *c = data;
+    c->done++;
+    c->ok += r->action == STG_ACTION_SUCCESS && r->status == 200;
+    c->first_try += r->attempts == 1;
+    c->last_reason = r->reason;
+    c->last_attempts = r->attempts;
+}
+
+static const char *const LIMITED[] = {"--rate", "10", "--burst", "5", "--ratelimit-headers",
+                                      NULL};
+
+static void test_engine_keeps_to_announced_quota(void **state)
+{
+    (void)state;
+    server s;
+    server_start(&s, LIMITED);
+    const int n = 30;
+    stg_engine_config cfg = {.concurrency = 4, .quotas = true};
+    stg_engine *e = stg_engine_new(&cfg, NULL);
+    assert_non_null(e);
+    ctx c = {0};
+    for (int i = 0; i < n; i++) {
+        char url[128], path[32];
+        snprintf(path, sizeof path, "/item/%d", i);
+        url_of(&s, path, url, sizeof url);
+        stg_request rq = {.url = url};
+        assert_int_equal(stg_engine_submit(e, &rq, on_done, &c, NULL), STG_OK);
+    }
+    assert_int_equal(stg_engine_drain(e), 0);
+    stg_engine_stats st;
+    stg_engine_stats_get(e, &st);
+    stg_engine_free(e);
+    server_stop(&s);
+    assert_int_equal(c.done, n);
+    assert_int_equal(c.ok, n);
+    assert_int_equal(c.first_try, n);
+    assert_int_equal((int)st.status_429, 0);
+    assert_int_equal(log_count(&s, "\"status\":429"), 0);
+    assert_int_equal(log_count(&s, "\"status\":200"), n);
+    server_cleanup(&s);
+}
+
+static void test_cost_over_limit_never_sent(void **state)
+{
+    (void)state;
+    server s;
+    server_start(&s, LIMITED);
+    char url[128];
+    url_of(&s, "/first", url, sizeof url);
+    stg_engine_config cfg = {.quotas = true};
+    stg_engine *e = stg_engine_new(&cfg, NULL);
+    assert_non_null(e);
+    ctx c = {0};
+    stg_request rq = {.url = url};
+    assert_int_equal(stg_engine_submit(e, &rq, on_done, &c, NULL), STG_OK);
+    assert_int_equal(stg_engine_drain(e), 0);
+    assert_int_equal(c.ok, 1);
+    /* The server announces at most 10 requests a window (its
+     * RateLimit-Policy q=10;w=1 at 10/s): a request that says it costs 11
+     * can never fit. */
+    stg_quota_cost cost = {.unit = "requests", .amount = 11};
+    url_of(&s, "/second", url, sizeof url);
+    stg_request big = {.url = url, .cost = &cost, .n_cost = 1};
+    assert_int_equal(stg_engine_submit(e, &big, on_done, &c, NULL), STG_OK);
+    assert_int_equal(stg_engine_drain(e), 0);
+    assert_int_equal(c.done, 2);
+    assert_int_equal(c.last_reason, STG_REASON_ERROR_NOT_RETRYABLE);
+    assert_int_equal(c.last_attempts, 0);
+    /* A negative cost is refused at submit. */
+    cost.amount = -1;
+    assert_int_equal(stg_engine_submit(e, &big, on_done, &c, NULL), STG_EINVAL);
+    stg_engine_free(e);
+    server_stop(&s);
+    assert_int_equal(log_count(&s, "/second"), 0);
+    server_cleanup(&s);
+}
+
+int main(void)
+{
+    signal(SIGPIPE, SIG_IGN);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_teardown(test_engine_keeps_to_announced_quota, stop_leftovers),
+        cmocka_unit_test_teardown(test_cost_over_limit_never_sent, stop_leftovers),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
+#endif
