@@ -65,6 +65,26 @@ typedef struct stg_quota_cost {
     uint64_t stg__reserved[2];     /* room to grow (docs/ABI.md); leave zero */
 } stg_quota_cost;
 
+/* The request header that carries a cost, "Stagger-Cost: tokens=1200,
+ * requests=1": how a batch job's JSONL "cost" is stored with its headers
+ * (so a resumed batch still has it), and the spelling a client of the
+ * proxy may use. It is stagger's own: the engine's callers take it out of
+ * the headers they send (stg_quota_cost_parse) and never send it. */
+#define STG_QUOTA_COST_HEADER "Stagger-Cost"
+
+/* Most units one cost names. */
+#define STG_QUOTA_COSTS_MAX 8
+
+/* Parse a Stagger-Cost value: a comma-separated list of unit=amount, a
+ * unit being 1..23 characters of [A-Za-z0-9_.-], an amount 0..10^15
+ * (decimal digits), optional spaces or tabs around each item; a unit at
+ * most once. Untrusted bytes: (value, len), not NUL-terminated, never
+ * read past. Fills costs[0..*n) (at most max). Returns STG_OK, STG_EPARSE
+ * (malformed, empty, a unit twice) or STG_ERANGE (more than max items, an
+ * amount too large); STG_EINVAL for NULL pointers. Thread-safe. */
+STG_API int stg_quota_cost_parse(const char *value, size_t len, stg_quota_cost *costs,
+                                 size_t max, size_t *n);
+
 /* Zeroed fields take the defaults given. */
 typedef struct stg_quota_config {
     int64_t max_hosts;     /* hosts kept; 0: 256 */

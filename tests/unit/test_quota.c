@@ -415,6 +415,34 @@ static void test_threads(void **state)
     stg_quota_free(r.q);
 }
 
+/* The Stagger-Cost value: taken whole or not at all. */
+static void test_cost_parse(void **state)
+{
+    (void)state;
+    stg_quota_cost c[3];
+    size_t n = 99;
+    const char *ok = " tokens=1200 ,requests = 1\t";
+    assert_int_equal(stg_quota_cost_parse(ok, strlen(ok), c, 3, &n), STG_OK);
+    assert_int_equal(n, 2);
+    assert_string_equal(c[0].unit, "tokens");
+    assert_int_equal(c[0].amount, 1200);
+    assert_string_equal(c[1].unit, "requests");
+    assert_int_equal(c[1].amount, 1);
+    /* Not NUL-terminated: only len bytes are read. */
+    assert_int_equal(stg_quota_cost_parse("tokens=12345", 9, c, 3, &n), STG_OK);
+    assert_int_equal(c[0].amount, 12);
+    const char *bad[] = {"", " ", "tokens", "tokens=", "=5", "tokens=-1", "tokens=1,",
+                         "tokens=1;x=2", "a=1,a=2", "tokens=1 2", "toooooooooooooooooooooken=1"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        n = 99;
+        assert_int_equal(stg_quota_cost_parse(bad[i], strlen(bad[i]), c, 3, &n), STG_EPARSE);
+        assert_int_equal(n, 0);
+    }
+    assert_int_equal(stg_quota_cost_parse("a=1,b=2,c=3,d=4", 15, c, 3, &n), STG_ERANGE);
+    assert_int_equal(stg_quota_cost_parse("a=99999999999999999999", 22, c, 3, &n), STG_ERANGE);
+    assert_int_equal(stg_quota_cost_parse("a=1", 3, c, 3, NULL), STG_EINVAL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -428,6 +456,7 @@ int main(void)
         cmocka_unit_test(test_probe_and_dormant),
         cmocka_unit_test(test_caps),
         cmocka_unit_test(test_threads),
+        cmocka_unit_test(test_cost_parse),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
