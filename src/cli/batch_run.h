@@ -58,6 +58,7 @@ typedef struct batch_opts {
     int64_t busy_timeout_us;
     const char *log_path;     /* JSON-lines event log; NULL: none */
     size_t max_body;
+    bool no_quotas;           /* --no-quotas: ignore the servers' announced quotas */
     cli_limiter limiter;      /* --limiter: a limit shared through Redis */
 } batch_opts;
 
