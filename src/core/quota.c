@@ -9,9 +9,11 @@
  *
  * Invariants (asserted):
  *  - a quota's estimate is UNKNOWN or >= 0, and its in-flight count >= 0;
- *    an admission never takes an estimate below 0 except as the one
- *    probe a quota without a count allows (so the units admitted before a
- *    reset never pass the remaining count announced, in-flight included);
+ *    an admission charges a known estimate only when it holds the cost,
+ *    so the units admitted before a reset never pass the remaining count
+ *    announced (in-flight included); a quota without a count (UNKNOWN,
+ *    after its reset) or spent with no reset known admits one probe at a
+ *    time, while nothing else of it is in flight;
  *  - uids are never reused (one counter per limiter), so a ticket naming
  *    a forgotten quota can never settle another one;
  *  - a host holds at most max_keys quotas and max_routes routes, and the
