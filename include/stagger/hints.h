@@ -72,6 +72,9 @@ STG_API const char *stg_dialect_name(int dialect);
 #define STG_HINTS_GLOBAL 0x1u /* the wait holds every key of the host (Discord
                                  X-RateLimit-Global / Scope: global) */
 #define STG_HINTS_SHARED 0x2u /* Discord Scope: shared (the limit is not yours) */
+#define STG_HINTS_SECONDARY 0x4u /* a GitHub secondary rate limit: never set by the
+                                    header parser (only the body says so); a
+                                    caller that reads the body may set it */
 
 /* What one response said. Each numeric field is STG_UNKNOWN when absent. */
 typedef struct stg_hints {

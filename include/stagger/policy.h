@@ -10,17 +10,29 @@
  * Rules, in order:
  *  1. cancelled                                   -> give up (CANCELLED)
  *  2. status 1xx/2xx/3xx                          -> success
- *  3. status not in retry_statuses                -> give up (STATUS_NOT_RETRYABLE)
+ *  3. the server's verdict (x-should-retry, Stripe-Should-Retry) "false"
+ *                                                 -> give up (SERVER_VERDICT)
+ *     status not in retry_statuses, unless the verdict is "true" or it is
+ *     a 403 that is a rate limit (below)          -> give up (STATUS_NOT_RETRYABLE)
  *     transport error not in retry_errors         -> give up (ERROR_NOT_RETRYABLE)
+ *     A 403 is a rate limit, retried as a 429 is (when 429 is in
+ *     retry_statuses), when it carries a Retry-After or a quota with 0
+ *     remaining (GitHub's primary limit), or STG_HINTS_SECONDARY; a plain
+ *     403 stays an authorization error.
  *  4. method not safe to repeat                   -> give up (METHOD_NOT_IDEMPOTENT)
  *     Safe: a method in retry_methods; a method in key_methods when the
  *     request carries an idempotency key; any method when the error proves
  *     the request never left (connection refused, connect timeout, DNS).
  *  5. attempts >= max_attempts                    -> give up (ATTEMPTS_EXHAUSTED)
  *  6. the wait: computed backoff, combined with the server's hint according
- *     to retry_after_mode (see below).
+ *     to retry_after_mode (see below). A GitHub secondary limit (a 429
+ *     from GitHub, or a 403/429 flagged STG_HINTS_SECONDARY, with no
+ *     Retry-After and no exhausted quota) is a hint of at least
+ *     STG_SECONDARY_LIMIT_WAIT_US, as GitHub's documentation asks.
  *  7. a server hint above max_server_wait, or above what the deadline
- *     leaves, in HONOR/EXACT mode                 -> give up (SERVER_WAIT_TOO_LONG)
+ *     leaves, or too large to represent (STG_WAIT_MAX_US: a wait that never
+ *     ends, whatever the limits), in HONOR/EXACT mode
+ *                                                 -> give up (SERVER_WAIT_TOO_LONG)
  *     at once, so the caller gets the response back without sleeping.
  *  8. deadline reached, or the shortest possible wait ends past it
  *                                                 -> give up (DEADLINE)
@@ -28,8 +40,8 @@
  *     from the part of the range that ends by it: no wait is ever scheduled
  *     past the deadline, and none piles up on it either.
  *
- * Retry-After modes (the hint is Retry-After, else the X-RateLimit/RateLimit
- * reset when 0 requests remain):
+ * Retry-After modes (the hint is stg_hints_server_wait(): Retry-After or its
+ * millisecond forms, else the longest reset of a quota with 0 remaining):
  *   HONOR  (default) wait = hint + uniform(0, spread), spread =
  *          max(hint * honor_spread, backoff.base): never earlier than asked,
  *          and clients told the same value do not return in the same
@@ -113,7 +125,8 @@ STG_API bool stg_status_set_empty(const stg_status_set *s);
 /* Parse "408,429,500-504" or "429,5xx" into *s (cleared first). Returns
  * STG_OK or STG_EPARSE (then *s is cleared). */
 STG_API int stg_status_set_parse(stg_status_set *s, const char *text);
-/* The default: 408, 429, 500, 502, 503, 504. */
+/* The default: 408, 429, 500, 502, 503, 504, 529 (Anthropic's
+ * "overloaded"). */
 STG_API void stg_status_set_default(stg_status_set *s);
 
 typedef enum stg_retry_after_mode {
@@ -132,6 +145,8 @@ STG_API int stg_retry_after_mode_parse(const char *text, stg_retry_after_mode *m
 #define STG_POLICY_DEFAULT_MAX_SERVER_WAIT_US STG_SEC(30)
 #define STG_POLICY_DEFAULT_HONOR_SPREAD 0.2
 #define STG_POLICY_DEFAULT_CONNECT_TIMEOUT_US STG_SEC(5)
+/* GitHub: "Otherwise, wait for at least one minute before retrying." */
+#define STG_SECONDARY_LIMIT_WAIT_US STG_SEC(60)
 #define STG_POLICY_DEFAULT_ATTEMPT_TIMEOUT_US STG_SEC(10)
 
 /* A retry policy. Zero fields mean the documented default, so
@@ -213,7 +228,8 @@ typedef enum stg_action {
     X(CANCELLED, 16, "cancelled", "cancelled")                                            \
     X(BUDGET_EXHAUSTED, 17, "budget_exhausted", "retry budget exhausted")                 \
     X(BREAKER_OPEN, 18, "breaker_open", "circuit breaker open")                           \
-    X(LIMITER_UNAVAILABLE, 19, "limiter_unavailable", "shared rate limiter unavailable")
+    X(LIMITER_UNAVAILABLE, 19, "limiter_unavailable", "shared rate limiter unavailable")   \
+    X(SERVER_VERDICT, 20, "server_verdict", "the server said not to retry")
 
 typedef enum stg_reason {
 #define STG__REASON_ENUM(name, num, snake, msg) STG_REASON_##name = num,
@@ -241,6 +257,12 @@ typedef struct stg_decision {
  * or STG_EINVAL for NULL arguments, an invalid policy or state->attempts < 1
  * (then *out is a GIVE_UP with reason ATTEMPTS_EXHAUSTED). Thread-safe as
  * long as rng is not shared. */
+/* Is this response the server shedding load (throttle-class), rather than
+ * failing? 429; 529 (overloaded); 503 with a Retry-After; a 403 that is a
+ * rate limit (see rule 3). h may be NULL. For the adaptive rate and shared
+ * limiters. Thread-safe. */
+STG_API bool stg_status_throttled(int status, const stg_hints *h);
+
 STG_API int stg_decide(const stg_policy *policy, const stg_retry_state *state,
                        const stg_outcome *outcome, int64_t now_us, stg_rng *rng,
                        stg_decision *out);

@@ -235,7 +235,7 @@ const cli_opt cli_policy_opts[] = {
      "honor mode: spread after Retry-After, as a fraction of\nit (default 0.2; at least --base)", 0,
      opt_spread, NULL, 0, NULL},
     {CLI_FN, "retry-on", 0, "LIST",
-     "statuses to retry, e.g. 429,503 or 429,5xx\n(default 408,429,500,502,503,504)", 0,
+     "statuses to retry, e.g. 429,503 or 429,5xx\n(default 408,429,500,502,503,504,529)", 0,
      opt_retry_on, NULL, 0, NULL},
     CLI_OPT_END,
 };

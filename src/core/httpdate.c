@@ -1,7 +1,8 @@
 /*
  * HTTP-date (RFC 9110 section 5.6.7): parsing all three forms a recipient
- * must accept, and formatting IMF-fixdate. Used by Retry-After (hints.c)
- * and by anything that prints a date a server will read.
+ * must accept (and the variants real servers send), formatting IMF-fixdate,
+ * and RFC 3339 timestamps (Anthropic's resets). Used by hints.c and by
+ * anything that prints a date a server will read.
  *
  * Invariants (see core/internal.h for those of every parser): the value is
  * (pointer, length); calendar arithmetic is integer maths on the proleptic
@@ -11,10 +12,24 @@
  * formats back to itself.
  *
  * Choices the RFC leaves open, made here:
- *   - The structure is strict (exact separators, widths, "GMT"), but day
- *     and month names match case-insensitively. The day name must be one of
- *     the listed names but is not checked against the date: the date is
- *     what the server means, the weekday is decoration.
+ *   - Lenient as curl's parsedate is, because servers are: the parts may
+ *     come in any order, separated by spaces, tabs, commas or (between date
+ *     parts) dashes; the weekday may be missing; the day and the hour may
+ *     have one digit; RFC 850 may have a four-digit
+ *     year; asctime may end in "GMT"; the zone may be GMT, UT, UTC, Z, a
+ *     US zone of RFC 5322 or a numeric offset (+hhmm), and is applied, so
+ *     the instant is the one the server meant. Only asctime (month before
+ *     day) may lack a zone, and means GMT: an IMF or RFC 850 date without
+ *     its zone may have lost a "-0500" and would read hours early.
+ *   - What could mean two instants is refused (STG_EPARSE), so the caller
+ *     falls back to its plain backoff and never retries early on a guess:
+ *     two zones ("GMT+0100"), a zone name of two places (IST), a numeric
+ *     month, a missing year, time, seconds or (day first) zone, a two-digit year outside the
+ *     RFC 850 "06-Nov-94" shape, a three-digit year, any unknown word
+ *     or character, any part given twice.
+ *   - Day and month names match case-insensitively. The day name must be
+ *     one of the listed names but is not checked against the date: the
+ *     date is what the server means, the weekday is decoration.
  *   - Seconds may be 60 only at 23:59 (a leap second) and then count as 59,
  *     since Unix time has no leap seconds: the wait errs a second short
  *     rather than past the next day's first second.
@@ -108,35 +123,6 @@ static bool cur_digits(stg__cursor *c, int n, int *out)
     return true;
 }
 
-/* A three-letter month name; returns 1..12 or 0. */
-static int cur_month(stg__cursor *c)
-{
-    if (c->len - c->pos < 3)
-        return 0;
-    for (int i = 0; i < 12; i++) {
-        if (stg__eq_nocase(c->s + c->pos, 3, month_lc[i])) {
-            c->pos += 3;
-            return i + 1;
-        }
-    }
-    return 0;
-}
-
-/* time-of-day = hour ":" minute ":" second */
-static bool cur_time(stg__cursor *c, int *hh, int *mi, int *ss)
-{
-    return cur_digits(c, 2, hh) && stg__cur_char(c, ':') && cur_digits(c, 2, mi) &&
-           stg__cur_char(c, ':') && cur_digits(c, 2, ss);
-}
-
-static bool cur_gmt(stg__cursor *c)
-{
-    if (c->len - c->pos < 3 || !stg__eq_nocase(c->s + c->pos, 3, "gmt"))
-        return false;
-    c->pos += 3;
-    return true;
-}
-
 /* Year of a two-digit RFC 850 year: the latest year ending in yy that is
  * at most 50 years after the current one. */
 static int64_t rfc850_year(int yy, int64_t wall_now_us)
@@ -148,76 +134,235 @@ static int64_t rfc850_year(int yy, int64_t wall_now_us)
     return ceiling - (((ceiling - yy) % 100) + 100) % 100;
 }
 
+/* Zone names with one meaning (RFC 5322 section 4.3 obs-zone, plus UTC and
+ * Z): offsets east of UTC in minutes. Names that mean two places (IST,
+ * BST, CST outside the US...) are not here: they are ambiguous. */
+static const struct {
+    const char *name;
+    int east_min;
+} zones[] = {{"gmt", 0},    {"utc", 0},    {"ut", 0},     {"z", 0},      {"est", -300},
+             {"edt", -240}, {"cst", -360}, {"cdt", -300}, {"mst", -420}, {"mdt", -360},
+             {"pst", -480}, {"pdt", -420}};
+
+/* What a date has said so far; -1 = not yet. */
+typedef struct date_parts {
+    int wday, mon, day, year, year_digits, hh, mi, ss;
+    bool day_first; /* the IMF / RFC 850 order: a zone is then required */
+    bool zone;
+    int east_min;
+} date_parts;
+
+/* A word: a day name, a month name or a zone name, each at most once. */
+static bool date_word(const char *w, size_t n, date_parts *d)
+{
+    for (int i = 0; i < 7; i++) {
+        if (stg__eq_nocase(w, n, day_short[i]) || stg__eq_nocase(w, n, day_long[i])) {
+            if (d->wday >= 0)
+                return false;
+            d->wday = i;
+            return true;
+        }
+    }
+    for (int i = 0; i < 12; i++) {
+        if (stg__eq_nocase(w, n, month_lc[i])) {
+            if (d->mon > 0)
+                return false;
+            d->mon = i + 1;
+            return true;
+        }
+    }
+    for (size_t i = 0; i < sizeof zones / sizeof zones[0]; i++) {
+        if (stg__eq_nocase(w, n, zones[i].name)) {
+            if (d->zone)
+                return false;
+            d->zone = true;
+            d->east_min = zones[i].east_min;
+            return true;
+        }
+    }
+    return false;
+}
+
+/* H:MM:SS (one or two hour digits) at c, whose first digits (n of them)
+ * are already known to be followed by ':'. Seconds are required: a value
+ * cut after the minutes would otherwise read up to 59 s early. */
+static bool date_time(stg__cursor *c, size_t n, date_parts *d)
+{
+    int hh, mi, ss;
+    if (d->hh >= 0 || n > 2 || !cur_digits(c, (int)n, &hh) || !stg__cur_char(c, ':') ||
+        !cur_digits(c, 2, &mi) || !stg__cur_char(c, ':') || !cur_digits(c, 2, &ss))
+        return false;
+    d->hh = hh;
+    d->mi = mi;
+    d->ss = ss;
+    return true;
+}
+
+/* "+hhmm" / "-hhmm" at c (the sign not yet read). */
+static bool date_offset(stg__cursor *c, date_parts *d)
+{
+    int v;
+    bool east = c->s[c->pos] == '+';
+    c->pos++;
+    if (d->zone || !cur_digits(c, 4, &v) || v / 100 > 23 || v % 100 > 59)
+        return false;
+    if (c->pos < c->len && stg__is_digit(c->s[c->pos]))
+        return false;
+    d->zone = true;
+    d->east_min = (east ? 1 : -1) * (v / 100 * 60 + v % 100);
+    return true;
+}
+
+/* Digits: a time of day, a four-digit year, the day, or (after the day and
+ * the month, behind a dash) a two-digit year. */
+static bool date_number(stg__cursor *c, date_parts *d)
+{
+    size_t n = 0;
+    while (c->pos + n < c->len && stg__is_digit(c->s[c->pos + n]))
+        n++;
+    if (c->pos + n < c->len && c->s[c->pos + n] == ':')
+        return date_time(c, n, d);
+    if (n == 4 && d->year < 0) {
+        d->year_digits = 4;
+        return cur_digits(c, 4, &d->year);
+    }
+    if ((n == 1 || n == 2) && d->day < 0) {
+        d->day_first = d->mon < 0;
+        return cur_digits(c, (int)n, &d->day);
+    }
+    /* A two-digit year only where RFC 850 puts it ("06-Nov-94"): "Nov 6 08:49:37 19"
+     * may be a four-digit year cut short. */
+    if (n == 2 && d->year < 0 && d->mon > 0 && c->pos > 0 && c->s[c->pos - 1] == '-') {
+        d->year_digits = 2;
+        return cur_digits(c, 2, &d->year);
+    }
+    return false;
+}
+
 int stg_http_date_parse(const char *s, size_t len, int64_t wall_now_us, int64_t *unix_s)
 {
     stg__cursor c;
-    size_t name = 0;
-    int day = 0, mon = 0, yy = 0, hh = 0, mi = 0, ss = 0;
-    int64_t year;
-    bool found = false;
+    date_parts d = {-1, -1, -1, -1, 0, -1, -1, -1, false, false, 0};
+    int64_t year, t;
 
     if (!unix_s)
         return STG_EINVAL;
     if (!s)
         len = 0;
     stg__trim_ows(&s, &len);
+    if (len == 0)
+        return STG_EPARSE;
     stg__cur_init(&c, s, len);
-
-    while (name < len && stg__is_alpha(s[name]))
-        name++;
-    c.pos = name;
-    if (name == 3 && stg__cur_peek(&c, ',')) {
-        /* IMF-fixdate: Sun, 06 Nov 1994 08:49:37 GMT */
-        for (int i = 0; i < 7 && !found; i++)
-            found = stg__eq_nocase(s, 3, day_short[i]);
-        if (!found || !stg__cur_char(&c, ',') || !stg__cur_char(&c, ' ') || !cur_digits(&c, 2, &day) ||
-            !stg__cur_char(&c, ' ') || !(mon = cur_month(&c)) || !stg__cur_char(&c, ' ') ||
-            !cur_digits(&c, 4, &yy) || !stg__cur_char(&c, ' ') || !cur_time(&c, &hh, &mi, &ss) ||
-            !stg__cur_char(&c, ' ') || !cur_gmt(&c))
-            return STG_EPARSE;
-        year = yy;
-    } else if (name == 3 && stg__cur_peek(&c, ' ')) {
-        /* asctime: Sun Nov  6 08:49:37 1994 */
-        for (int i = 0; i < 7 && !found; i++)
-            found = stg__eq_nocase(s, 3, day_short[i]);
-        if (!found || !stg__cur_char(&c, ' ') || !(mon = cur_month(&c)) || !stg__cur_char(&c, ' '))
-            return STG_EPARSE;
-        if (stg__cur_char(&c, ' ')) {
-            if (!cur_digits(&c, 1, &day))
+    while (!stg__cur_end(&c)) {
+        char ch = c.s[c.pos];
+        char prev = c.pos > 0 ? c.s[c.pos - 1] : ' ';
+        if (ch == ' ' || ch == '\t' || ch == ',') {
+            c.pos++;
+        } else if ((ch == '+' || ch == '-') && d.hh >= 0 && !stg__is_alpha(prev) &&
+                   c.len - c.pos > 1 && stg__is_digit(c.s[c.pos + 1])) {
+            /* After the time, a sign not glued to a word is a zone offset. */
+            if (!date_offset(&c, &d))
                 return STG_EPARSE;
-        } else if (!cur_digits(&c, 2, &day)) {
+        } else if (ch == '-' && c.pos > 0 && (stg__is_alpha(prev) || stg__is_digit(prev))) {
+            c.pos++; /* 06-Nov-94 */
+        } else if (stg__is_alpha(ch)) {
+            size_t n = 0;
+            while (c.pos + n < c.len && stg__is_alpha(c.s[c.pos + n]))
+                n++;
+            if (!date_word(c.s + c.pos, n, &d))
+                return STG_EPARSE;
+            c.pos += n;
+        } else if (stg__is_digit(ch)) {
+            if (!date_number(&c, &d))
+                return STG_EPARSE;
+            /* A number is never glued to a word: "6Nov" is not a date. */
+            if (c.pos < c.len && stg__is_alpha(c.s[c.pos]))
+                return STG_EPARSE;
+        } else {
             return STG_EPARSE;
         }
-        if (!stg__cur_char(&c, ' ') || !cur_time(&c, &hh, &mi, &ss) || !stg__cur_char(&c, ' ') ||
-            !cur_digits(&c, 4, &yy))
+    }
+    if (d.day < 0 || d.mon < 0 || d.year < 0 || d.hh < 0)
+        return STG_EPARSE;
+    if (d.day_first && !d.zone)
+        return STG_EPARSE; /* cut before its zone: maybe hours off */
+    year = d.year_digits == 2 ? rfc850_year(d.year, wall_now_us) : d.year;
+    if (year < 0 || year > 9999)
+        return STG_EPARSE;
+    if (d.day < 1 || d.day > days_in_month(year, d.mon) || d.hh > 23 || d.mi > 59 || d.ss > 60)
+        return STG_EPARSE;
+    if (d.ss == 60) {
+        if (d.hh != 23 || d.mi != 59)
             return STG_EPARSE;
-        year = yy;
-    } else if (name > 3 && stg__cur_peek(&c, ',')) {
-        /* RFC 850: Sunday, 06-Nov-94 08:49:37 GMT */
-        for (int i = 0; i < 7 && !found; i++)
-            found = stg__eq_nocase(s, name, day_long[i]);
-        if (!found || !stg__cur_char(&c, ',') || !stg__cur_char(&c, ' ') || !cur_digits(&c, 2, &day) ||
-            !stg__cur_char(&c, '-') || !(mon = cur_month(&c)) || !stg__cur_char(&c, '-') ||
-            !cur_digits(&c, 2, &yy) || !stg__cur_char(&c, ' ') || !cur_time(&c, &hh, &mi, &ss) ||
-            !stg__cur_char(&c, ' ') || !cur_gmt(&c))
+        d.ss = 59; /* leap second: Unix time has none */
+    }
+    t = days_from_civil(year, d.mon, d.day) * SECS_PER_DAY + d.hh * 3600 + d.mi * 60 + d.ss -
+        (int64_t)d.east_min * 60;
+    if (t < MIN_DATE_S || t > MAX_DATE_S)
+        return STG_EPARSE;
+    *unix_s = t;
+    return STG_OK;
+}
+
+/* ---- RFC 3339 ------------------------------------------------------------ */
+
+int stg__rfc3339_parse(const char *s, size_t len, int64_t *unix_us)
+{
+    stg__cursor c;
+    int y, mo, dd, hh, mi, ss, oh = 0, om = 0, sign = 0;
+    int64_t frac = 0, scale = STG__US_PER_SEC, t;
+    bool rest = false;
+    if (!s)
+        len = 0;
+    stg__trim_ows(&s, &len);
+    stg__cur_init(&c, s, len);
+    if (!cur_digits(&c, 4, &y) || !stg__cur_char(&c, '-') || !cur_digits(&c, 2, &mo) ||
+        !stg__cur_char(&c, '-') || !cur_digits(&c, 2, &dd))
+        return STG_EPARSE;
+    if (!(stg__cur_char(&c, 'T') || stg__cur_char(&c, 't') || stg__cur_char(&c, ' ')))
+        return STG_EPARSE;
+    if (!cur_digits(&c, 2, &hh) || !stg__cur_char(&c, ':') || !cur_digits(&c, 2, &mi) ||
+        !stg__cur_char(&c, ':') || !cur_digits(&c, 2, &ss))
+        return STG_EPARSE;
+    if (stg__cur_char(&c, '.')) {
+        size_t start = c.pos;
+        while (c.pos < c.len && stg__is_digit(c.s[c.pos])) {
+            int dg = c.s[c.pos++] - '0';
+            if (scale > 1) {
+                scale /= 10;
+                frac += dg * scale;
+            } else if (dg) {
+                rest = true;
+            }
+        }
+        if (c.pos == start)
             return STG_EPARSE;
-        year = rfc850_year(yy, wall_now_us);
-        if (year < 0 || year > 9999)
+    }
+    if (stg__cur_char(&c, 'Z') || stg__cur_char(&c, 'z')) {
+        sign = 0;
+    } else if (stg__cur_peek(&c, '+') || stg__cur_peek(&c, '-')) {
+        sign = c.s[c.pos++] == '+' ? 1 : -1;
+        if (!cur_digits(&c, 2, &oh) || !stg__cur_char(&c, ':') || !cur_digits(&c, 2, &om) ||
+            oh > 23 || om > 59)
             return STG_EPARSE;
     } else {
         return STG_EPARSE;
     }
     if (!stg__cur_end(&c))
         return STG_EPARSE;
-    if (day < 1 || day > days_in_month(year, mon) || hh > 23 || mi > 59 || ss > 60)
+    if (mo < 1 || mo > 12 || dd < 1 || dd > days_in_month(y, mo) || hh > 23 || mi > 59 ||
+        ss > 60)
         return STG_EPARSE;
     if (ss == 60) {
         if (hh != 23 || mi != 59)
             return STG_EPARSE;
-        ss = 59; /* leap second: Unix time has none */
+        ss = 59;
+        frac = 999999; /* the leap second's end is the next day's start */
+        rest = false;
     }
-    *unix_s = days_from_civil(year, mon, day) * SECS_PER_DAY + hh * 3600 + mi * 60 + ss;
-    STG_ASSERT(*unix_s >= MIN_DATE_S && *unix_s <= MAX_DATE_S);
+    t = days_from_civil(y, mo, dd) * SECS_PER_DAY + hh * 3600 + mi * 60 + ss -
+        (int64_t)sign * (oh * 3600 + om * 60);
+    *unix_us = t * STG__US_PER_SEC + frac + (rest ? 1 : 0);
     return STG_OK;
 }
 

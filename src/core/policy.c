@@ -4,7 +4,10 @@
  *
  * Invariants of stg_decide(): it never returns a RETRY whose wait is
  * negative, starts before a Retry-After (HONOR, EXACT), or ends after the
- * overall deadline; it draws from the RNG at most once and only on RETRY.
+ * overall deadline; it never retries on a wait too large to represent
+ * (HONOR, EXACT), nor against a server's "do not retry"; a verdict "retry"
+ * never makes an unsafe method safe; it draws from the RNG at most once and
+ * only on RETRY.
  */
 #include <math.h>
 #include <string.h>
@@ -72,7 +75,7 @@ bool stg_status_set_empty(const stg_status_set *s)
 
 void stg_status_set_default(stg_status_set *s)
 {
-    static const int codes[] = {408, 429, 500, 502, 503, 504};
+    static const int codes[] = {408, 429, 500, 502, 503, 504, 529};
     stg_status_set_clear(s);
     for (size_t i = 0; i < sizeof codes / sizeof codes[0]; i++)
         stg_status_set_add(s, codes[i]);
@@ -366,6 +369,39 @@ static bool method_may_repeat(const stg_policy *p, const stg_outcome *o)
     return never_sent(o->error);
 }
 
+/* A 403 that a rate limiter sent, not an authorization check: it asks for a
+ * wait (Retry-After), says a quota is spent (GitHub's primary limit), or
+ * was flagged a secondary limit by a caller that read the body. */
+static bool forbidden_throttle(const stg_hints *h)
+{
+    if (!h)
+        return false;
+    return h->retry_after_us >= 0 || h->remaining == 0 || (h->oversized & STG_HINT_RETRY_AFTER) ||
+           (h->flags & STG_HINTS_SECONDARY);
+}
+
+bool stg_status_throttled(int status, const stg_hints *h)
+{
+    if (status == 429 || status == 529)
+        return true;
+    if (status == 503)
+        return h && (h->seen & STG_HINT_RETRY_AFTER);
+    return status == 403 && forbidden_throttle(h);
+}
+
+/* A GitHub secondary rate limit, whose wait no header gives: GitHub says
+ * to wait at least a minute. */
+static bool secondary_limit(const stg_outcome *o)
+{
+    const stg_hints *h = o->hints;
+    if (!h || (o->status != 403 && o->status != 429) || h->retry_after_us >= 0 ||
+        h->remaining == 0)
+        return false;
+    if (h->flags & STG_HINTS_SECONDARY)
+        return true;
+    return o->status == 429 && (h->dialects & (1u << STG_DIALECT_GITHUB));
+}
+
 /* Steps 1-5 of the rules: may this outcome be retried at all? Returns false
  * after filling *out when it may not. */
 static bool classify(const stg_policy *p, const stg_retry_state *st, const stg_outcome *o,
@@ -381,7 +417,13 @@ static bool classify(const stg_policy *p, const stg_retry_state *st, const stg_o
             out->reason = STG_REASON_SUCCESS;
             return false;
         }
-        if (!stg_status_set_has(&p->retry_statuses, o->status)) {
+        int verdict = o->hints ? o->hints->verdict : STG_VERDICT_NONE;
+        int as = o->status == 403 && forbidden_throttle(o->hints) ? 429 : o->status;
+        if (verdict == STG_VERDICT_STOP) {
+            give_up(out, STG_REASON_SERVER_VERDICT);
+            return false;
+        }
+        if (verdict != STG_VERDICT_RETRY && !stg_status_set_has(&p->retry_statuses, as)) {
             give_up(out, STG_REASON_STATUS_NOT_RETRYABLE);
             return false;
         }
@@ -424,6 +466,10 @@ int stg_decide(const stg_policy *policy, const stg_retry_state *state,
 
     int64_t hint = STG_UNKNOWN;
     bool has_hint = outcome->hints && stg_hints_server_wait(outcome->hints, &hint);
+    if (outcome->error == STG_NET_NONE && secondary_limit(outcome)) {
+        has_hint = true;
+        hint = STG_SECONDARY_LIMIT_WAIT_US;
+    }
     if (has_hint)
         out->server_wait_us = hint;
 
@@ -444,7 +490,9 @@ int stg_decide(const stg_policy *policy, const stg_retry_state *state,
 
     if (has_hint &&
         (p.retry_after_mode == STG_RETRY_AFTER_HONOR || p.retry_after_mode == STG_RETRY_AFTER_EXACT)) {
-        if ((p.max_server_wait_us >= 0 && hint > p.max_server_wait_us) || hint > remaining) {
+        /* A wait too large to represent never ends: no limit lets it. */
+        if ((p.max_server_wait_us >= 0 && hint > p.max_server_wait_us) || hint > remaining ||
+            hint >= STG_WAIT_MAX_US) {
             give_up(out, STG_REASON_SERVER_WAIT_TOO_LONG);
             return STG_OK;
         }

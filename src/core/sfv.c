@@ -6,8 +6,8 @@
  *
  * Invariants (see core/internal.h for those of every parser): no
  * allocation, no copy of a string; a member is handed over with its item's
- * numeric value and its one-letter parameters only, because nothing in
- * stagger needs more. Integers of any length are read and saturate
+ * value (a number, or a pointer to its text in the field) and its
+ * one-letter parameters only, because nothing in stagger needs more. Integers of any length are read and saturate
  * (item.big) instead of overflowing, so "too big" is the caller's choice of
  * error (STG_ERANGE), not a parse failure.
  *
@@ -105,17 +105,21 @@ static int sf_bare_item(stg__cursor *c, stg__sf_item *it)
     it->type = STG__SF_NONE;
     it->neg = it->big = false;
     it->ipart = it->frac_us = 0;
+    it->text = NULL;
+    it->text_len = 0;
     if (stg__cur_end(c))
         return STG_EPARSE;
     ch = c->s[c->pos];
     if (ch == '-' || stg__is_digit(ch))
         return sf_number(c, it);
     if (ch == '"') {
-        c->pos++;
+        size_t start = ++c->pos;
         while (c->pos < c->len) {
             ch = c->s[c->pos++];
             if (ch == '"') {
                 it->type = STG__SF_STR;
+                it->text = c->s + start;
+                it->text_len = c->pos - 1 - start;
                 return STG_OK;
             }
             if (ch == '\\') {
@@ -129,19 +133,23 @@ static int sf_bare_item(stg__cursor *c, stg__sf_item *it)
         return STG_EPARSE;
     }
     if (sf_is_key_start(ch)) { /* token; "*" or ALPHA first */
-        c->pos++;
+        size_t start = c->pos++;
         while (c->pos < c->len && sf_is_tchar(c->s[c->pos]))
             c->pos++;
         it->type = STG__SF_TOKEN;
+        it->text = c->s + start;
+        it->text_len = c->pos - start;
         return STG_OK;
     }
     if (ch == ':') {
-        c->pos++;
+        size_t start = ++c->pos;
         while (c->pos < c->len && sf_is_b64(c->s[c->pos]))
             c->pos++;
         if (!stg__cur_char(c, ':'))
             return STG_EPARSE;
         it->type = STG__SF_BYTES;
+        it->text = c->s + start;
+        it->text_len = c->pos - 1 - start;
         return STG_OK;
     }
     if (ch == '?') {
@@ -198,20 +206,46 @@ static int sf_key(stg__cursor *c, const char **key, size_t *key_len)
 
 /* *( ";" *SP key [ "=" bare-item ] ); m may be NULL to discard them. A
  * parameter without a value is boolean true; a repeated one keeps the
- * last value. Only one-letter keys are kept (case folded). */
+ * last value. One-letter keys are kept by letter (case folded), the first
+ * eight longer ones by name. */
+
+static bool eq_nocase_n(const char *a, const char *b, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (stg__to_lower(a[i]) != stg__to_lower(b[i]))
+            return false;
+    return true;
+}
+
 static int sf_params(stg__cursor *c, stg__sf_member *m)
 {
     while (stg__cur_char(c, ';')) {
         const char *key;
         size_t key_len;
-        stg__sf_item v = {STG__SF_BOOL, false, false, 1, 0};
+        stg__sf_item v = {STG__SF_BOOL, false, false, 1, 0, NULL, 0};
         sf_skip_sp(c);
         if (sf_key(c, &key, &key_len) != STG_OK)
             return STG_EPARSE;
         if (stg__cur_char(c, '=') && sf_bare_item(c, &v) != STG_OK)
             return STG_EPARSE;
-        if (m && key_len == 1 && stg__is_alpha(key[0]))
+        if (!m)
+            continue;
+        if (key_len == 1 && stg__is_alpha(key[0])) {
             m->param[stg__to_lower(key[0]) - 'a'] = v;
+            continue;
+        }
+        size_t i = 0;
+        while (i < m->n_named && !(m->named[i].key_len == key_len &&
+                                   eq_nocase_n(m->named[i].key, key, key_len)))
+            i++;
+        if (i == m->n_named) {
+            if (m->n_named == sizeof m->named / sizeof m->named[0])
+                continue; /* more than any RateLimit field defines */
+            m->n_named++;
+            m->named[i].key = key;
+            m->named[i].key_len = key_len;
+        }
+        m->named[i].v = v;
     }
     return STG_OK;
 }

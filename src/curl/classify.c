@@ -53,7 +53,7 @@ stg_net_error stg_curl_classify(CURLcode code, int64_t connect_time_us)
 
 bool stg__throttled(int status, const stg_hints *h)
 {
-    return status == 429 || (status == 503 && (h->seen & STG_HINT_RETRY_AFTER));
+    return stg_status_throttled(status, h); /* the policy's rule (529, 403 limits too) */
 }
 
 void stg__shared_report(const stg_shared_limiter *sh, const char *key, int64_t ticket, int status,

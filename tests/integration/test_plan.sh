@@ -13,7 +13,7 @@ jcheck "5 retries" "$j" 'len(j["retries"]) == 5'
 jcheck "full jitter bounds" "$j" 'all(r["wait_min_ms"] >= 0 and r["wait_max_ms"] <= 500 * 2 ** (r["retry"] - 1) for r in j["retries"])'
 jcheck "median near half the window" "$j" 'all(abs(r["wait_median_ms"] - 250 * 2 ** (r["retry"] - 1)) < 0.1 * 250 * 2 ** (r["retry"] - 1) for r in j["retries"])'
 jcheck "cumulative grows" "$j" 'all(a["cum_median_ms"] < b["cum_median_ms"] for a, b in zip(j["retries"], j["retries"][1:]))'
-jcheck "policy echoed" "$j" 'j["policy"]["backoff"] == "full" and j["policy"]["max_attempts"] == 6 and j["policy"]["retry_on"] == "408,429,500,502-504"'
+jcheck "policy echoed" "$j" 'j["policy"]["backoff"] == "full" and j["policy"]["max_attempts"] == 6 and j["policy"]["retry_on"] == "408,429,500,502-504,529"'
 
 j=$($S plan --preset bounded --json)
 jcheck "bounded: 2 retries" "$j" 'len(j["retries"]) == 2'

@@ -110,7 +110,17 @@ static void test_retry_after_delta(void **state)
         {"\t\t", STG_EPARSE, 0},
         {"-1", STG_EPARSE, 0},
         {"-0", STG_EPARSE, 0},
-        {"1.5", STG_EPARSE, 0},
+        /* decimals (Shopify sends "2.0"): seconds, rounded up, never early */
+        {"1.5", STG_OK, STG_SEC(2)},
+        {"2.0", STG_OK, STG_SEC(2)},
+        {"0.001", STG_OK, STG_SEC(1)},
+        {"0.0000001", STG_OK, STG_SEC(1)},
+        {"0.0", STG_OK, 0},
+        {"120.5", STG_OK, STG_SEC(121)},
+        {"2147483646.5", STG_OK, STG_SEC(INT64_C(2147483647))},
+        {"2147483647.5", STG_ERANGE, 0},
+        {"-1.5", STG_EPARSE, 0},
+        {"1.5.5", STG_EPARSE, 0},
         {"1.", STG_EPARSE, 0},
         {".5", STG_EPARSE, 0},
         {"abc", STG_EPARSE, 0},
@@ -216,6 +226,31 @@ static void test_http_date_valid(void **state)
         {"Mon, 01 Jan 0001 00:00:00 GMT", INT64_C(-62135596800)},
         {"Wednesday, 06-Nov-94 08:49:37 GMT", NOW_S}, /* weekday not checked */
         {"sunday, 06-nov-94 08:49:37 gmt", NOW_S},
+        /* what curl's parser accepts too (#15): the same instant */
+        {"Sun, 6 Nov 1994 08:49:37 GMT", NOW_S},          /* one-digit day */
+        {"Sun, 06 Nov 1994 8:49:37 GMT", NOW_S - 0},       /* one-digit hour */
+        {"06 Nov 1994 08:49:37 GMT", NOW_S},              /* no weekday */
+        {"Sunday, 06-Nov-1994 08:49:37 GMT", NOW_S},      /* RFC 850, four-digit year */
+        {"Sun, 06-Nov-94 08:49:37 GMT", NOW_S},           /* RFC 850, short weekday */
+        {"Sun Nov  6 08:49:37 1994 GMT", NOW_S},          /* asctime + GMT */
+        {"Sun Nov 6 08:49:37 1994", NOW_S},               /* asctime, one space */
+        {"Sun, Nov  6 08:49:37 1994", NOW_S},
+        {"Sun, 06 Nov 1994 08:49:37 UTC", NOW_S},
+        {"Sun, 06 Nov 1994 08:49:37 UT", NOW_S},
+        {"Sun, 06 Nov 1994 08:49:37 Z", NOW_S},
+        {"Sun,  06  Nov  1994  08:49:37  GMT", NOW_S},    /* extra spaces */
+        {"Sun,\t06 Nov 1994 08:49:37 GMT", NOW_S},
+        {"Sun, 06 Nov 1994 08:49:37 +0000", NOW_S},
+        {"Sun, 06 Nov 1994 10:49:37 +0200", NOW_S},       /* zones applied */
+        {"Sun, 06 Nov 1994 03:49:37 -0500", NOW_S},
+        {"Sat, 05 Nov 1994 23:49:37 -0900", NOW_S},       /* the day before */
+        {"Sun, 06 Nov 1994 14:19:37 +0530", NOW_S},
+        {"Sun, 06 Nov 1994 08:49:37-0000", NOW_S},
+        {"Sun, 06 Nov 1994 03:49:37 EST", NOW_S},
+        {"Sun, 06 Nov 1994 00:49:37 PST", NOW_S},
+        {"Sun, 06 Nov 1994 01:49:37 PDT", NOW_S},
+        {"1994 Nov 6 08:49:37 GMT", NOW_S},               /* another order */
+        {"Thu, 01 Jan 1970 00:59:59 +0100", -1},
     };
     (void)state;
     for (size_t i = 0; i < N_ELEMS(cases); i++) {
@@ -244,28 +279,40 @@ static void test_http_date_invalid(void **state)
         "Thu, 01 Jan 1970 00:60:00 GMT",
         "Thu, 01 Jan 1970 00:00:61 GMT",
         "Thu, 01 Jan 1970 12:00:60 GMT", /* leap second only at 23:59 */
-        "Thu, 01 Jan 1970 00:00:00 UTC",
-        "Thu, 01 Jan 1970 00:00:00 +0000",
-        "Thu, 01 Jan 1970 00:00:00",
-        "Thu 01 Jan 1970 00:00:00 GMT",
-        "Thu,  01 Jan 1970 00:00:00 GMT",
-        "Thu, 1 Jan 1970 00:00:00 GMT",
-        "Thu, 01 Jan 70 00:00:00 GMT",
+        "Thu, 01 Jan 70 00:00:00 GMT",   /* two-digit year outside RFC 850 */
         "Thu, 01 Jan 19700 00:00:00 GMT",
-        "Thu, 01 Jan 1970 0:00:00 GMT",
         "Thu, 01 Jan 1970 00:00:00 GMTx",
         "Thu, 01 Jan 1970 00:00:00 GMT x",
-        "Thu, 01-Jan-70 00:00:00 GMT",       /* RFC 850 needs the long name */
-        "Thursday, 01 Jan 1970 00:00:00 GMT", /* IMF needs the short name */
-        "Thursday, 01-Jan-1970 00:00:00 GMT",
-        "Thursday, 01-Jan-70 00:00:00",
         "Thurs, 01-Jan-70 00:00:00 GMT",
         "Xyz, 01 Jan 1970 00:00:00 GMT",
-        "Thu Jan 1 00:00:00 1970", /* asctime pads with a space */
-        "Thu Jan  01 00:00:00 1970",
         "Thu Jan  1 00:00:00 70",
-        "Thu Jan  1 00:00:00 1970 GMT",
-        "Thu, Jan  1 00:00:00 1970",
+        /* ambiguous: could mean two instants, so no hint (plain backoff) */
+        "Thu, 01 Jan 1970 00:00:00 GMT+0100",     /* JavaScript: UTC+1, or GMT? */
+        "Thu, 01 Jan 1970 00:00:00",               /* cut before its zone */
+        "Thursday, 01-Jan-70 00:00:00",
+        "Tue Feb 16 2021 09:02:42 GMT+0100 (Central European Standard Time)",
+        "Thu, 01 Jan 1970 00:00:00 IST",          /* India, Ireland or Israel */
+        "Thu, 01 Jan 1970 00:00:00 GMT GMT",
+        "Thu, 01 Jan 1970 00:00:00 +0100 -0100",
+        "Thu, 01 Jan 1970 00:00",                  /* seconds cut off */
+        "Thu, 01 Jan 00:00:00 GMT",                /* no year */
+        "Thu, 01 1970 00:00:00 GMT",               /* no month */
+        "Thu, Jan 1970 00:00:00 GMT",              /* no day */
+        "Thu, 01 Jan 1970",                        /* no time */
+        "01/01/1970 00:00:00 GMT",                 /* numeric month */
+        "Thu, 01 Jan 1970 00:00:00 +01",
+        "Thu, 01 Jan 1970 00:00:00 +2400",
+        "Thu, 01 Jan 1970 00:00:00 +0060",
+        "Thu, 01 Jan 1970 00:00:00 +01000",
+        "Thu, 01 Jan Jan 1970 00:00:00 GMT",
+        "Thu, Fri, 01 Jan 1970 00:00:00 GMT",
+        "Thu, 01 Jan 1970 00:00:00 00:00:00 GMT",
+        "Thu, 01 Jan 1970 1970 00:00:00 GMT",
+        "Thu, 001 Jan 1970 00:00:00 GMT",
+        "Thu, 01 Jan 1970 000:00:00 GMT",
+        "Thu, 6Jan 1970 00:00:00 GMT",
+        "-Thu, 01 Jan 1970 00:00:00 GMT",
+        "Thu; 01 Jan 1970 00:00:00 GMT",
         "Thu, 01 Jan 1970 00:00:0\xff GMT",
         "Thu, 0\xb9 Jan 1970 00:00:00 GMT",
         "1994-11-06T08:49:37Z",
@@ -298,6 +345,8 @@ static void test_http_date_truncated(void **state)
         "Sunday, 06-Nov-94 08:49:37 GMT",
         "Sun Nov  6 08:49:37 1994",
         "Sun Nov 16 08:49:37 1994",
+        "Sun, 06 Nov 1994 10:49:37 +0200",
+        "Sunday, 06-Nov-1994 08:49:37 GMT",
     };
     (void)state;
     for (size_t i = 0; i < N_ELEMS(dates); i++) {
@@ -592,12 +641,15 @@ static void test_x_ratelimit(void **state)
         {{"X-RateLimit-Limit: lots"}, STG_EPARSE, {U, U, U, U, U, 0, XRL}},
         {{"X-RateLimit-Limit: 99999999999999999999"}, STG_ERANGE, {U, U, U, U, U, 0, XRL}},
         {{"X-RateLimit-Reset: soon"}, STG_EPARSE, {U, U, U, U, U, 0, XRL}},
-        {{"X-RateLimit-Reset: 99999999999999"}, STG_ERANGE, {U, U, U, U, U, 0, XRL}},
+        /* a reset too far to represent is the largest one (RFC 9111 1.2.2) */
+        {{"X-RateLimit-Reset: 99999999999999"}, STG_ERANGE, {U, U, U, STG_WAIT_MAX_US, U, XRL, 0}},
         {{"X-RateLimit-Limit: 100", "X-RateLimit-Remaining: "},
          STG_EPARSE, {U, 100, U, U, U, XRL, XRL}},
         /* headers that are not hints are ignored */
+        /* GitHub's used count and resource name carry no quota by themselves */
         {{"X-RateLimit-Used: 5", "X-RateLimit-Resource: core", "Content-Length: 0"},
-         STG_OK, {U, U, U, U, U, 0, 0}},
+         STG_OK, {U, U, U, U, U, XRL | STG_HINT_SCOPE, 0}},
+        {{"Content-Length: 0", "X-Foo: 1"}, STG_OK, {U, U, U, U, U, 0, 0}},
     };
     (void)state;
     run_resp_cases(cases, N_ELEMS(cases), NOW_US);
@@ -625,9 +677,12 @@ static void test_ratelimit_items(void **state)
         {{"RateLimit: \"a\";r=0;t=10;pk=:cHJvamVjdC0xMjM=:;x=?1;y;d=@1659578233;"
           "s=\"a\\\"b\\\\\";ds=%\"caf%c3%a9\";n=-1.5;Tk=foo/bar, (\"x\" 1 ?0);r=3"},
          STG_OK, {U, U, 0, STG_SEC(10), U, RL, 0}},
-        /* t as an epoch timestamp uses the threshold rule */
+        /* t is delta-seconds in every draft, however large */
         {{"RateLimit: \"a\";r=0;t=1000000000"},
-         STG_OK, {U, U, 0, STG_SEC(1000000000 - NOW_S), U, RL, 0}},
+         STG_OK, {U, U, 0, STG_SEC(1000000000), U, RL, 0}},
+        /* too large to represent: the largest wait */
+        {{"RateLimit: \"a\";r=0;t=99999999999"},
+         STG_ERANGE, {U, U, 0, STG_WAIT_MAX_US, U, RL, 0}},
     };
     (void)state;
     run_resp_cases(cases, N_ELEMS(cases), NOW_US);
@@ -697,9 +752,13 @@ static void test_ratelimit_malformed(void **state)
         {{"RateLimit: \"default\";r=1.5"}, STG_EPARSE, {U, U, U, U, U, 0, RL}},
         {{"RateLimit: \"default\";r=\"0\""}, STG_EPARSE, {U, U, U, U, U, 0, RL}},
         {{"RateLimit: \"default\";r"}, STG_EPARSE, {U, U, U, U, U, 0, RL}},
-        {{"RateLimit: \"default\";t=10"}, STG_EPARSE, {U, U, U, U, U, 0, RL}},
-        {{"RateLimit: default;t=10"}, STG_EPARSE, {U, U, U, U, U, 0, RL}},
-        {{"RateLimit: 5;t=10"}, STG_EPARSE, {U, U, U, U, U, 0, RL}},
+        /* draft-10's own example without r=: reset information only */
+        {{"RateLimit: \"default\";t=10"}, STG_OK, {U, U, U, STG_SEC(10), U, RL, 0}},
+        {{"RateLimit: quota;t=1"}, STG_OK, {U, U, U, STG_SEC(1), U, RL, 0}},
+        {{"RateLimit: \"default\""}, STG_EPARSE, {U, U, U, U, U, 0, RL}},
+        {{"RateLimit: default;t=10"}, STG_OK, {U, U, U, STG_SEC(10), U, RL, 0}},
+        {{"RateLimit: 5;t=10"}, STG_OK, {U, U, U, STG_SEC(10), U, RL, 0}},
+        {{"RateLimit: default;t=x"}, STG_EPARSE, {U, U, U, U, U, 0, RL}},
         {{"RateLimit: \"default\";r=0;t=-1"}, STG_EPARSE, {U, U, U, U, U, 0, RL}},
         {{"RateLimit: \"default\";r=0;t=x"}, STG_EPARSE, {U, U, U, U, U, 0, RL}},
         {{"RateLimit: \"default\";r=0,"}, STG_EPARSE, {U, U, U, U, U, 0, RL}},
@@ -750,8 +809,12 @@ static void test_header_lines(void **state)
          STG_OK, {STG_SEC(50), U, U, U, U, RA, 0}},
         {{"Retry-After: 0"}, STG_OK, {0, U, U, U, U, RA, 0}},
         {{"Retry-After: abc\r\n"}, STG_EPARSE, {U, U, U, U, U, 0, RA}},
-        {{"Retry-After: 5", "Retry-After: 1.5"}, STG_EPARSE, {STG_SEC(5), U, U, U, U, RA, RA}},
-        {{"Retry-After: 99999999999"}, STG_ERANGE, {U, U, U, U, U, 0, RA}},
+        {{"Retry-After: 5", "Retry-After: 1.5"}, STG_OK, {STG_SEC(5), U, U, U, U, RA, 0}},
+        {{"Retry-After: 1.5"}, STG_OK, {STG_SEC(2), U, U, U, U, RA, 0}},
+        {{"Retry-After: 5", "Retry-After: 1.x"}, STG_EPARSE, {STG_SEC(5), U, U, U, U, RA, RA}},
+        /* too large: the largest wait, not garbage (#15) */
+        {{"Retry-After: 99999999999"}, STG_ERANGE, {STG_WAIT_MAX_US, U, U, U, U, RA, 0}},
+        {{"Retry-After: 2147483648"}, STG_ERANGE, {STG_WAIT_MAX_US, U, U, U, U, RA, 0}},
         {{"Retry-After:"}, STG_EPARSE, {U, U, U, U, U, 0, RA}},
         /* lines that are not hints */
         {{"HTTP/1.1 429 Too Many Requests\r\n", "\r\n", "", "Content-Type: text/plain\r\n"},
@@ -902,7 +965,7 @@ static void test_parameter_letters(void **state)
 {
     (void)state;
     static const char *const rl_ok = "\"a\";R=3;T=7";
-    static const char *const rl_no_r[] = {"\"a\";q=3;t=7", "\"a\";rr=3;t=7", "\"a\";x=3"};
+    static const char *const rl_no_r[] = {"\"a\";q=3;tt=7", "\"a\";rr=3", "\"a\";x=3"};
     static const char *const pol_ok = "\"p\";Q=10;W=60;z=1";
     stg_hints h;
 

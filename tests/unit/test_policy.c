@@ -401,11 +401,11 @@ static void test_status_set_parse(void **state)
         assert_true(stg_status_set_empty(&s));
     }
     stg_status_set_default(&s);
-    int want[] = {408, 429, 500, 502, 503, 504}, n = 0;
+    int want[] = {408, 429, 500, 502, 503, 504, 529}, n = 0;
     for (int c = 0; c < 640; c++)
         n += stg_status_set_has(&s, c);
-    assert_int_equal(n, 6);
-    for (int i = 0; i < 6; i++)
+    assert_int_equal(n, 7);
+    for (int i = 0; i < 7; i++)
         assert_true(stg_status_set_has(&s, want[i]));
     assert_false(stg_status_set_has(&s, -1) || stg_status_set_has(&s, 100000));
 }
@@ -511,6 +511,254 @@ static void test_names(void **state)
     assert_string_equal(stg_version(), STG_VERSION_STRING);
 }
 
+/* ---- Server hints II (#15): real headers through stg_hints_feed_line ---- */
+
+#define WALL_NOW_US STG_SEC(INT64_C(784111777)) /* Sun, 06 Nov 1994 08:49:37 GMT */
+
+/* The hints (and quotas, when qs) of a response given as header lines. */
+static stg_hints hints_of(stg_quota_set *qs, const char *const *lines)
+{
+    stg_hints h;
+    stg_hints_init(&h);
+    if (qs)
+        stg_quota_set_init(qs);
+    for (size_t i = 0; lines[i]; i++)
+        (void)stg_hints_feed_line(&h, qs, lines[i], strlen(lines[i]), WALL_NOW_US);
+    return h;
+}
+
+/* Defect 1: a hint too large to represent is the largest wait: the
+ * response goes back, whatever the limits, and is never retried early. */
+static void test_oversized_hint_gives_up(void **state)
+{
+    (void)state;
+    static const char *const cases[][3] = {
+        {"Retry-After: 2147483648", NULL, NULL},
+        {"Retry-After: 99999999999999999999999999", NULL, NULL},
+        {"Retry-After: Fri, 31 Dec 9999 23:59:59 GMT", NULL, NULL},
+        {"retry-after-ms: 99999999999999999", NULL, NULL},
+        {"X-RateLimit-Remaining: 0", "X-RateLimit-Reset: 99999999999999", NULL},
+        {"RateLimit: \"default\";r=0;t=99999999999", NULL, NULL},
+    };
+    stg_policy unlimited = {.max_server_wait_us = -1, .deadline_us = -1};
+    stg_policy dflt = {0};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        stg_hints h = hints_of(NULL, cases[i]);
+        stg_decision d = decide(&dflt, 1, 0, 429, STG_NET_NONE, STG_METHOD_GET, false, &h);
+        if (d.action != STG_ACTION_GIVE_UP || d.reason != STG_REASON_SERVER_WAIT_TOO_LONG)
+            fail_msg("case %zu (%s): %s/%s", i, cases[i][0], stg_action_name(d.action),
+                     stg_reason_name(d.reason));
+        d = decide(&unlimited, 1, 0, 503, STG_NET_NONE, STG_METHOD_GET, false, &h);
+        if (d.action != STG_ACTION_GIVE_UP || d.reason != STG_REASON_SERVER_WAIT_TOO_LONG)
+            fail_msg("case %zu (%s), no limits: %s/%s", i, cases[i][0],
+                     stg_action_name(d.action), stg_reason_name(d.reason));
+        assert_int_equal(d.server_wait_us, STG_WAIT_MAX_US);
+    }
+    /* The largest representable value gives up the same way. */
+    static const char *const exact[] = {"Retry-After: 2147483647", NULL};
+    stg_hints h = hints_of(NULL, exact);
+    stg_decision d = decide(&unlimited, 1, 0, 503, STG_NET_NONE, STG_METHOD_GET, false, &h);
+    assert_int_equal(d.reason, STG_REASON_SERVER_WAIT_TOO_LONG);
+}
+
+/* Defect 2: a decimal Retry-After is seconds rounded up, never early. */
+static void test_decimal_retry_after(void **state)
+{
+    (void)state;
+    static const char *const l15[] = {"Retry-After: 1.5", NULL};
+    static const char *const l20[] = {"Retry-After: 2.0", NULL};
+    stg_policy exact = {.retry_after_mode = STG_RETRY_AFTER_EXACT};
+    stg_policy honor = {0};
+    stg_hints h = hints_of(NULL, l15);
+    stg_decision d = decide(&exact, 1, 0, 429, STG_NET_NONE, STG_METHOD_GET, false, &h);
+    assert_int_equal(d.wait_us, STG_SEC(2));
+    h = hints_of(NULL, l20);
+    for (int i = 0; i < 100; i++) {
+        d = decide(&honor, 1, 0, 429, STG_NET_NONE, STG_METHOD_GET, false, &h);
+        assert_int_equal(d.action, STG_ACTION_RETRY);
+        assert_true(d.wait_us >= STG_SEC(2));
+    }
+}
+
+/* Defect 3: lenient HTTP-dates give the instant the server meant, zones
+ * applied; an ambiguous one gives no hint, so the plain backoff. */
+static void test_lenient_dates(void **state)
+{
+    (void)state;
+    static const char *const dates[] = {
+        "Retry-After: Sun, 06 Nov 1994 10:49:47 +0200", "Retry-After: 6 Nov 1994 8:49:47 GMT",
+        "Retry-After: Sunday, 06-Nov-1994 08:49:47 GMT", "Retry-After: Sun Nov  6 08:49:47 1994 GMT",
+        "Retry-After: Sun, 06 Nov 1994 08:49:47 UTC", "Retry-After: Sun, 06 Nov 1994 03:49:47 EST",
+    };
+    stg_policy exact = {.retry_after_mode = STG_RETRY_AFTER_EXACT};
+    for (size_t i = 0; i < sizeof dates / sizeof dates[0]; i++) {
+        const char *lines[] = {dates[i], NULL};
+        stg_hints h = hints_of(NULL, lines);
+        stg_decision d = decide(&exact, 1, 0, 503, STG_NET_NONE, STG_METHOD_GET, false, &h);
+        if (d.wait_us != STG_SEC(10))
+            fail_msg("%s: wait %lld", dates[i], (long long)d.wait_us);
+    }
+    static const char *const amb[] = {"Retry-After: Sun, 06 Nov 1994 08:49:47 GMT+0100", NULL};
+    stg_hints h = hints_of(NULL, amb);
+    stg_decision d = decide(&exact, 1, 0, 503, STG_NET_NONE, STG_METHOD_GET, false, &h);
+    assert_false(d.used_hint);
+    assert_int_equal(d.server_wait_us, STG_UNKNOWN);
+    assert_int_equal(h.malformed, STG_HINT_RETRY_AFTER);
+}
+
+static void test_529_and_throttled(void **state)
+{
+    (void)state;
+    stg_policy p = {0};
+    stg_decision d = decide(&p, 1, 0, 529, STG_NET_NONE, STG_METHOD_GET, false, NULL);
+    assert_int_equal(d.action, STG_ACTION_RETRY);
+    assert_int_equal(d.reason, STG_REASON_RETRY_STATUS);
+    static const char *const ra[] = {"Retry-After: 5", NULL};
+    static const char *const spent[] = {"x-ratelimit-remaining: 0", "x-ratelimit-reset: 30", NULL};
+    static const char *const gh[] = {"X-RateLimit-Limit: 30", "X-RateLimit-Remaining: 14",
+                                     "X-RateLimit-Resource: search", NULL};
+    stg_hints h_ra = hints_of(NULL, ra), h_spent = hints_of(NULL, spent), h_gh = hints_of(NULL, gh);
+    assert_true(stg_status_throttled(429, NULL));
+    assert_true(stg_status_throttled(529, NULL));
+    assert_false(stg_status_throttled(503, NULL));
+    assert_true(stg_status_throttled(503, &h_ra));
+    assert_false(stg_status_throttled(403, NULL));
+    assert_true(stg_status_throttled(403, &h_ra));
+    assert_true(stg_status_throttled(403, &h_spent));
+    assert_false(stg_status_throttled(403, &h_gh));
+    assert_false(stg_status_throttled(500, &h_ra));
+}
+
+/* A 403 with Retry-After or a spent quota is a rate limit; a plain 403,
+ * even with GitHub's headers, stays an authorization error. */
+static void test_403_rules(void **state)
+{
+    (void)state;
+    stg_policy p = {.retry_after_mode = STG_RETRY_AFTER_EXACT};
+    static const char *const ra[] = {"Retry-After: 5", NULL};
+    static const char *const spent[] = {"x-ratelimit-limit: 5000", "x-ratelimit-remaining: 0",
+                                        "x-ratelimit-reset: 20",
+                                        "x-ratelimit-resource: core", NULL};
+    static const char *const gh[] = {"X-RateLimit-Limit: 30", "X-RateLimit-Remaining: 14",
+                                     "X-RateLimit-Resource: search", NULL};
+    stg_decision d = decide(&p, 1, 0, 403, STG_NET_NONE, STG_METHOD_GET, false, NULL);
+    assert_int_equal(d.reason, STG_REASON_STATUS_NOT_RETRYABLE);
+    stg_hints h = hints_of(NULL, ra);
+    d = decide(&p, 1, 0, 403, STG_NET_NONE, STG_METHOD_GET, false, &h);
+    assert_int_equal(d.action, STG_ACTION_RETRY);
+    assert_int_equal(d.wait_us, STG_SEC(5));
+    stg_quota_set qs;
+    h = hints_of(&qs, spent);
+    d = decide(&p, 1, 0, 403, STG_NET_NONE, STG_METHOD_GET, false, &h);
+    assert_int_equal(d.action, STG_ACTION_RETRY);
+    assert_int_equal(d.wait_us, STG_SEC(20)); /* until the reset */
+    h = hints_of(NULL, gh);
+    d = decide(&p, 1, 0, 403, STG_NET_NONE, STG_METHOD_GET, false, &h);
+    assert_int_equal(d.reason, STG_REASON_STATUS_NOT_RETRYABLE);
+    /* Without 429 in the set, a rate-limit 403 is not retried either. */
+    stg_policy only503 = {0};
+    stg_status_set_add(&only503.retry_statuses, 503);
+    h = hints_of(NULL, ra);
+    d = decide(&only503, 1, 0, 403, STG_NET_NONE, STG_METHOD_GET, false, &h);
+    assert_int_equal(d.reason, STG_REASON_STATUS_NOT_RETRYABLE);
+}
+
+/* GitHub's secondary limit: no Retry-After, quota not spent: at least 60 s. */
+static void test_github_secondary(void **state)
+{
+    (void)state;
+    static const char *const gh[] = {"X-RateLimit-Limit: 30", "X-RateLimit-Remaining: 14",
+                                     "X-RateLimit-Reset: 1655120964",
+                                     "X-RateLimit-Resource: search", NULL};
+    stg_policy dflt = {0};
+    stg_policy longer = {.max_server_wait_us = STG_SEC(120)};
+    stg_hints h = hints_of(NULL, gh);
+    stg_decision d = decide(&dflt, 1, 0, 429, STG_NET_NONE, STG_METHOD_GET, false, &h);
+    assert_int_equal(d.reason, STG_REASON_SERVER_WAIT_TOO_LONG);
+    assert_int_equal(d.server_wait_us, STG_SECONDARY_LIMIT_WAIT_US);
+    d = decide(&longer, 1, 0, 429, STG_NET_NONE, STG_METHOD_GET, false, &h);
+    assert_int_equal(d.action, STG_ACTION_RETRY);
+    assert_true(d.wait_us >= STG_SEC(60));
+    /* A 403 flagged secondary by a reader of the body: the same. */
+    d = decide(&longer, 1, 0, 403, STG_NET_NONE, STG_METHOD_GET, false, &h);
+    assert_int_equal(d.reason, STG_REASON_STATUS_NOT_RETRYABLE);
+    h.flags |= STG_HINTS_SECONDARY;
+    d = decide(&longer, 1, 0, 403, STG_NET_NONE, STG_METHOD_GET, false, &h);
+    assert_int_equal(d.action, STG_ACTION_RETRY);
+    assert_true(d.wait_us >= STG_SEC(60));
+    /* With a Retry-After, that wins. */
+    static const char *const gh_ra[] = {"X-RateLimit-Remaining: 14", "X-RateLimit-Resource: search",
+                                        "Retry-After: 7", NULL};
+    h = hints_of(NULL, gh_ra);
+    stg_policy exact = {.retry_after_mode = STG_RETRY_AFTER_EXACT};
+    d = decide(&exact, 1, 0, 429, STG_NET_NONE, STG_METHOD_GET, false, &h);
+    assert_int_equal(d.wait_us, STG_SEC(7));
+    /* Not GitHub: a 429 without hints keeps the plain backoff. */
+    static const char *const plain[] = {"X-RateLimit-Remaining: 14", NULL};
+    h = hints_of(NULL, plain);
+    d = decide(&dflt, 1, 0, 429, STG_NET_NONE, STG_METHOD_GET, false, &h);
+    assert_false(d.used_hint);
+}
+
+/* x-should-retry / Stripe-Should-Retry override the status rules, never
+ * the method's safety. */
+static void test_verdicts(void **state)
+{
+    (void)state;
+    stg_policy p = {0};
+    static const char *const no[] = {"x-should-retry: false", "Retry-After: 1", NULL};
+    static const char *const yes[] = {"x-should-retry: true", NULL};
+    static const char *const stripe[] = {"Stripe-Should-Retry: true", NULL};
+    static const char *const both[] = {"x-should-retry: true", "Stripe-Should-Retry: false", NULL};
+    stg_hints h = hints_of(NULL, no);
+    assert_int_equal(h.verdict, STG_VERDICT_STOP);
+    stg_decision d = decide(&p, 1, 0, 429, STG_NET_NONE, STG_METHOD_GET, false, &h);
+    assert_int_equal(d.reason, STG_REASON_SERVER_VERDICT);
+    assert_string_equal(stg_reason_name(d.reason), "server_verdict");
+    h = hints_of(NULL, yes);
+    d = decide(&p, 1, 0, 400, STG_NET_NONE, STG_METHOD_GET, false, &h);
+    assert_int_equal(d.action, STG_ACTION_RETRY);
+    d = decide(&p, 1, 0, 400, STG_NET_NONE, STG_METHOD_POST, false, &h);
+    assert_int_equal(d.reason, STG_REASON_METHOD_NOT_IDEMPOTENT);
+    h = hints_of(NULL, stripe);
+    d = decide(&p, 1, 0, 409, STG_NET_NONE, STG_METHOD_POST, true, &h);
+    assert_int_equal(d.action, STG_ACTION_RETRY);
+    h = hints_of(NULL, both);
+    assert_int_equal(h.verdict, STG_VERDICT_STOP);
+    /* A success stays a success, whatever the verdict. */
+    d = decide(&p, 1, 0, 200, STG_NET_NONE, STG_METHOD_GET, false, &h);
+    assert_int_equal(d.action, STG_ACTION_SUCCESS);
+}
+
+/* No Retry-After, quotas spent: the longest reset of a spent quota is the
+ * server's wait; an unspent quota's reset does not count. */
+static void test_spent_quota_waits(void **state)
+{
+    (void)state;
+    stg_policy exact = {.retry_after_mode = STG_RETRY_AFTER_EXACT, .max_server_wait_us = -1,
+                        .deadline_us = -1};
+    stg_policy dflt = {0};
+    static const char *const both[] = {
+        "x-ratelimit-remaining-requests: 0", "x-ratelimit-reset-requests: 1s",
+        "x-ratelimit-remaining-tokens: 0", "x-ratelimit-reset-tokens: 6m0s", NULL};
+    static const char *const one[] = {
+        "x-ratelimit-remaining-requests: 0", "x-ratelimit-reset-requests: 1s",
+        "x-ratelimit-remaining-tokens: 100", "x-ratelimit-reset-tokens: 6m0s", NULL};
+    stg_quota_set qs;
+    stg_hints h = hints_of(&qs, both);
+    stg_decision d = decide(&exact, 1, 0, 429, STG_NET_NONE, STG_METHOD_GET, false, &h);
+    assert_int_equal(d.wait_us, STG_SEC(360));
+    d = decide(&dflt, 1, 0, 429, STG_NET_NONE, STG_METHOD_GET, false, &h);
+    assert_int_equal(d.reason, STG_REASON_SERVER_WAIT_TOO_LONG);
+    h = hints_of(&qs, one);
+    d = decide(&exact, 1, 0, 429, STG_NET_NONE, STG_METHOD_GET, false, &h);
+    assert_int_equal(d.wait_us, STG_SEC(1));
+    /* Without a set the pairing errs long, never short. */
+    h = hints_of(NULL, one);
+    d = decide(&exact, 1, 0, 429, STG_NET_NONE, STG_METHOD_GET, false, &h);
+    assert_true(d.wait_us >= STG_SEC(1));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -530,6 +778,14 @@ int main(void)
         cmocka_unit_test(test_presets),
         cmocka_unit_test(test_invariants),
         cmocka_unit_test(test_names),
+        cmocka_unit_test(test_oversized_hint_gives_up),
+        cmocka_unit_test(test_decimal_retry_after),
+        cmocka_unit_test(test_lenient_dates),
+        cmocka_unit_test(test_529_and_throttled),
+        cmocka_unit_test(test_403_rules),
+        cmocka_unit_test(test_github_secondary),
+        cmocka_unit_test(test_verdicts),
+        cmocka_unit_test(test_spent_quota_waits),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }
