@@ -21,6 +21,7 @@
 #include <sys/resource.h>
 
 #include "cli/cli.h"
+#include "server/dialect.h"
 #include "server/server.h"
 
 #define CMD "serve"
@@ -230,6 +231,53 @@ static int opt_max_body(cli_parser *p, const cli_opt *o, void *field, const char
     return rc;
 }
 
+static int opt_dialect(cli_parser *p, const cli_opt *o, void *field, const char *val)
+{
+    (void)o;
+    if (!srv_persona_find(val))
+        return cli_opt_bad(p, val, "expected ietf, openai, anthropic, github, discord, "
+                                   "shopify, x, azure, kong or stripe");
+    *(const char **)field = val;
+    return 0;
+}
+
+/* NAME=LIMIT/WINDOW, e.g. requests=20/1s; LIMIT 0 turns the quota off. */
+static int opt_quota(cli_parser *p, const cli_opt *o, void *field, const char *val)
+{
+    (void)o;
+    stg_srv_config *c = field;
+    if (c->n_quotas == STG_SRV_MAX_QUOTAS)
+        return cli_usage_error(CMD, "at most %d --quota options", STG_SRV_MAX_QUOTAS);
+    stg_srv_quota *q = &c->quotas[c->n_quotas];
+    const char *eq = strchr(val, '='), *sl = eq ? strchr(eq, '/') : NULL;
+    size_t nl = eq ? (size_t)(eq - val) : 0;
+    char lim[32];
+    size_t ll = sl ? (size_t)(sl - eq - 1) : 0;
+    long long n = 0;
+    if (!eq || !sl || nl == 0 || nl >= sizeof q->name || ll == 0 || ll >= sizeof lim)
+        return cli_opt_bad(p, val, "expected NAME=LIMIT/WINDOW, e.g. requests=20/1s");
+    memcpy(q->name, val, nl);
+    q->name[nl] = '\0';
+    memcpy(lim, eq + 1, ll);
+    lim[ll] = '\0';
+    if (!cli_parse_int(lim, 0, 1000000000000LL, &n) || !cli_parse_duration(sl + 1, &q->window_us) ||
+        q->window_us <= 0)
+        return cli_opt_bad(p, val, "expected NAME=LIMIT/WINDOW, e.g. requests=20/1s");
+    q->limit = n;
+    c->n_quotas++;
+    return 0;
+}
+
+static int opt_token_cost(cli_parser *p, const cli_opt *o, void *field, const char *val)
+{
+    (void)o;
+    long long n;
+    int rc = int_in(p, val, 0, 1000000000, "expected 0..1000000000 tokens", &n);
+    if (!rc)
+        *(int64_t *)field = n;
+    return rc;
+}
+
 #define F(x) offsetof(serve_opts, cfg.x)
 static const cli_opt serve_table[] = {
     {.kind = CLI_HEADING, .help = "Listening"},
@@ -264,6 +312,20 @@ static const cli_opt serve_table[] = {
      F(fail_first), opt_fail_first, NULL, 0, NULL},
     {CLI_FN, "fail-retry-after", 0, "N", "Retry-After of those 429s in seconds (default 1)",
      F(fail_retry_after_s), opt_fail_retry_after, NULL, 0, NULL},
+    {.kind = CLI_HEADING, .help = "Provider dialects (see stagger-serve(1), DIALECTS)"},
+    {CLI_FN, "dialect", 0, "NAME",
+     "answer as NAME does, with its quotas and header fields:\n"
+     "ietf, openai, anthropic, github, discord, shopify, x,\n"
+     "azure, kong or stripe",
+     F(dialect), opt_dialect, NULL, 0, NULL},
+    {CLI_FN, "quota", 0, "NAME=LIMIT/WINDOW",
+     "resize the persona's quota NAME, e.g. requests=20/1s\n"
+     "(LIMIT 0 turns it off); repeatable",
+     offsetof(serve_opts, cfg), opt_quota, NULL, 0, NULL},
+    {CLI_FN, "token-cost", 0, "N",
+     "tokens each request costs on token quotas, unless it\n"
+     "sends X-Token-Cost: N (default 0)",
+     F(token_cost), opt_token_cost, NULL, 0, NULL},
     {.kind = CLI_HEADING, .help = "Faults (deterministic for a given --seed and request order)"},
     {CLI_FN, "outage", 0, "START+DUR",
      "503 + Retry-After (rest of the outage) from START to\n"
@@ -317,7 +379,9 @@ const cli_command cli_serve_command = {
                 "Retry-After), /echo (the request as JSON), /__stats (counters; not counted,\n"
                 "not limited), anything else: 200 {\"path\":...,\"ok\":true}. A POST or PATCH\n"
                 "repeated with the same Idempotency-Key gets the first answer again; one\n"
-                "repeated without a key is counted in duplicates_without_key.\n"
+                "repeated without a key is counted in duplicates_without_key. A retry that\n"
+                "arrives before the wait its last answer asked for is counted in\n"
+                "early_retries (client: X-Client-Id, else the peer address).\n"
                 "\n"
                 "In detail: 0 after SIGINT/SIGTERM, 1 if the server cannot start (or the\n"
                 "stats file cannot be written). See stagger-serve(1).\n",
@@ -339,6 +403,10 @@ int cli_serve_main(int argc, char **argv)
         return cli_usage_error(CMD, "--burst needs --rate");
     if (cfg.ratelimit_headers && cfg.rate <= 0)
         return cli_usage_error(CMD, "--ratelimit-headers needs --rate");
+    if (cfg.n_quotas && !cfg.dialect)
+        return cli_usage_error(CMD, "--quota needs --dialect");
+    if (cfg.token_cost && !cfg.dialect)
+        return cli_usage_error(CMD, "--token-cost needs --dialect");
 
     /* Block the stop signals before any thread exists, so every server
      * thread inherits the mask and only sigwait below sees them. */

@@ -7,6 +7,7 @@
  *   2. faults (seeded draw) -> reset (close, no answer) / hang (park)
  *   3. --fail-first         -> 429 for the client's first K requests
  *   4. global limiter       -> 429/503 + Retry-After (+ rate-limit headers)
+ *   4b. --dialect persona   -> that provider's refusal (dialect.h)
  *   5. admitted             -> 413 if the body was too big, else the route's
  *                              answer (replayed for a known Idempotency-Key),
  *                              trickled when the slow-body fault was drawn
@@ -20,7 +21,11 @@
  * newest.) Every counted request is decided (counted by outcome and logged)
  * exactly once, or counted and logged as "aborted" by the completion
  * callback; a request whose Content-Length is over the limit is decided at
- * once, without reading its body.
+ * once, without reading its body. With the monotonic clock the wall clock
+ * is read once too (early retries and the personas' resets are wall-clock
+ * instants). Every decided answer records the instant it told its client
+ * to wait for (0: none), and every arrival is checked against the last one
+ * recorded for the same request first (early.h).
  */
 #include <inttypes.h>
 #include <netinet/in.h>
@@ -42,6 +47,9 @@ typedef struct srv_req {
     bool too_big;       /* the body is over --max-body */
     char *body;
     size_t len, cap;
+    int64_t wall_us;      /* CLOCK_REALTIME, read with arrival_us */
+    int64_t told_wall_us; /* the answer's told retry instant; 0: none */
+    char who[128];        /* early-retry client: X-Client-Id, else peer IP */
     const char *method, *url, *client, *key; /* copies, in text[] */
     char text[];
 } srv_req;
@@ -67,6 +75,7 @@ static srv_req *req_new(struct MHD_Connection *c, const char *method, const char
     r->client = memcpy(p, client, lc);
     p += lc;
     r->key = key ? memcpy(p, key, lk) : NULL;
+    srv_client_id(c, r->who, sizeof r->who);
     return r;
 }
 
@@ -118,6 +127,7 @@ static enum MHD_Result finish(stg_srv *s, srv_req *r, struct MHD_Connection *c, 
                               struct MHD_Response *resp, bool has_body)
 {
     r->decided = true;
+    srv_early_answer(&s->early, r->who, r->method, r->url, r->told_wall_us);
     srv_stats_status(&s->stats, status);
     srv_reqlog_write(&s->log, r->arrival_us - s->start_us, r->client, r->method, r->url, status,
                      NULL, r->key);
@@ -141,7 +151,13 @@ static enum MHD_Result refuse(stg_srv *s, srv_req *r, struct MHD_Connection *c, 
     char *body = srv_json_error(error, "retry_after_s", ra, &len);
     struct MHD_Response *resp = buffer_response(body, len);
     if (resp) {
-        srv_retry_after_add(resp, s->cfg.retry_after, wait_us, min_s);
+        int64_t told = srv_retry_after_add(resp, s->cfg.retry_after, wait_us, min_s);
+        /* The date form is rounded up from now + wait: told >= that. */
+        if (told >= 0)
+            r->told_wall_us = r->wall_us + (s->cfg.retry_after == STG_SRV_RA_DATE
+                                                ? (wait_us > min_s * 1000000 ? wait_us
+                                                                             : min_s * 1000000)
+                                                : told * 1000000);
         if (rl_headers && s->cfg.ratelimit_headers)
             srv_limit_add_headers(&s->limit, resp, r->arrival_us, true);
     }
@@ -185,6 +201,8 @@ static enum MHD_Result decide(stg_srv *s, srv_req *r, struct MHD_Connection *c)
         return answer_stats(s, r, c);
     int64_t now = srv_mono_us();
     r->arrival_us = now;
+    r->wall_us = srv_wall_us();
+    srv_early_arrive(&s->early, r->who, r->method, r->url, r->wall_us);
     srv_stats_arrival(&s->stats, now - s->start_us);
     bool non_idempotent = !strcmp(r->method, "POST") || !strcmp(r->method, "PATCH");
     if (non_idempotent && !r->key && !r->too_big && /* a cut body is no evidence */
@@ -234,6 +252,27 @@ static enum MHD_Result decide(stg_srv *s, srv_req *r, struct MHD_Connection *c)
         return refuse(s, r, c, s->cfg.limit_status, "rate limited", wait_us, 1, true);
     }
 
+    /* 4b. The persona's quotas. */
+    srv_dctx dc;
+    srv_dout dout;
+    bool persona = s->dialect.p != NULL;
+    if (persona) {
+        srv_dialect_decide(&s->dialect, &dc, &dout, r->who, r->url,
+                           MHD_lookup_connection_value(c, MHD_HEADER_KIND, "X-Token-Cost"), now,
+                           r->wall_us);
+        if (dout.status) {
+            srv_stats_count(&s->stats, SRV_C_LIMITED);
+            r->told_wall_us = dout.told_wall_us;
+            struct MHD_Response *resp = buffer_response(dout.body, dout.len);
+            if (resp) {
+                srv_dout_apply(&dout, resp);
+                if (dout.len)
+                    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, dout.ctype);
+            }
+            return finish(s, r, c, dout.status, resp, false);
+        }
+    }
+
     /* 5. Admitted. */
     srv_stats_count(&s->stats, SRV_C_ADMITTED);
     srv_answer a = {0};
@@ -267,6 +306,10 @@ static enum MHD_Result decide(stg_srv *s, srv_req *r, struct MHD_Connection *c)
                                 rq.retry_after_s);
         if (s->cfg.ratelimit_headers)
             srv_limit_add_headers(&s->limit, resp, now, false);
+        if (persona) {
+            srv_dialect_after_route(&dc, a.status, &dout);
+            srv_dout_apply(&dout, resp);
+        }
     }
     return finish(s, r, c, a.status, resp, has_body);
 }

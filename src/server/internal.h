@@ -15,6 +15,8 @@
 #include <jansson.h>
 
 #include "server/clients.h"
+#include "server/dialect.h"
+#include "server/early.h"
 #include "server/faults.h"
 #include "server/idem.h"
 #include "server/limit.h"
@@ -36,6 +38,9 @@ struct stg_srv {
     srv_idem idem;
     srv_reqlog log;
     srv_park park;
+    srv_dialect dialect; /* --dialect (dialect.h) */
+    srv_early early;     /* early retries (early.h) */
+    bool early_ok;
 };
 
 /* MHD callbacks (handler.c); cls is the stg_srv. */
@@ -49,5 +54,21 @@ void srv_on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
  * force and the connections open now. New reference, NULL when out of
  * memory (server.c). */
 json_t *srv_stats_document(stg_srv *s);
+
+/* Personas and early retries (dialect_srv.c): set up after the limiter
+ * (-1 with a message in err), torn down by destroy (safe when partial),
+ * their keys added to the stats document (-1 when out of memory), and the
+ * early-retry line printed on stderr at stop. */
+int srv_extras_init(stg_srv *s, char *err, size_t errlen);
+void srv_extras_destroy(stg_srv *s);
+int srv_extras_json(stg_srv *s, json_t *doc);
+void srv_extras_print(stg_srv *s);
+/* The early-retry client of a connection: its X-Client-Id, else the peer's
+ * IP address (no port), else "?"; truncated to fit n. */
+void srv_client_id(struct MHD_Connection *c, char *buf, size_t n);
+/* Add a persona's collected fields to a response. */
+void srv_dout_apply(const srv_dout *o, struct MHD_Response *resp);
+/* CLOCK_REALTIME in microseconds. */
+int64_t srv_wall_us(void);
 
 #endif

@@ -65,7 +65,8 @@ json_t *srv_stats_document(stg_srv *s)
         conns = di ? di->num_connections : 0;
     }
     if (json_object_set_new(doc, "limit", limit) != 0 ||
-        json_object_set_new(doc, "connections", json_integer(conns)) != 0) {
+        json_object_set_new(doc, "connections", json_integer(conns)) != 0 ||
+        srv_extras_json(s, doc) != 0) {
         json_decref(doc);
         return NULL;
     }
@@ -111,6 +112,7 @@ static void destroy(stg_srv *s, bool stats_ok, bool idem_ok, bool clients_ok, bo
     if (clients_ok)
         srv_clients_destroy(&s->clients);
     srv_faults_destroy(&s->faults);
+    srv_extras_destroy(s);
     if (stats_ok)
         srv_stats_destroy(&s->stats);
     free(s->bind_copy);
@@ -146,6 +148,10 @@ stg_srv *stg_srv_start(const stg_srv_config *cfg, char *err, size_t errlen)
     }
     if (srv_limit_init(&s->limit, cfg->rate, cfg->burst, s->start_us) != 0) {
         snprintf(err, errlen, "invalid rate %g or burst %lld", cfg->rate, (long long)cfg->burst);
+        destroy(s, true, true, true, false);
+        return NULL;
+    }
+    if (srv_extras_init(s, err, errlen) != 0) {
         destroy(s, true, true, true, false);
         return NULL;
     }
@@ -245,6 +251,7 @@ int stg_srv_stop(stg_srv *s)
     MHD_stop_daemon(s->mhd);
     s->mhd = NULL;
     srv_reqlog_flush(&s->log);
+    srv_extras_print(s);
     int rc = 0;
     if (s->cfg.stats_path && write_stats(s, s->cfg.stats_path) != 0) {
         fprintf(stderr, "stagger serve: cannot write stats file %s: %s\n", s->cfg.stats_path,

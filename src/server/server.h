@@ -41,6 +41,15 @@ typedef struct stg_srv_outage {
 
 #define STG_SRV_MAX_OUTAGES 32
 
+/* A --dialect persona's quota, resized by --quota NAME=LIMIT/WINDOW. */
+typedef struct stg_srv_quota {
+    char name[24];
+    int64_t limit; /* units per window (bucket: capacity); 0 turns it off */
+    int64_t window_us;
+} stg_srv_quota;
+
+#define STG_SRV_MAX_QUOTAS 8
+
 typedef struct stg_srv_config {
     const char *bind;     /* numeric IPv4 or IPv6 address */
     unsigned port;        /* 0: any free port */
@@ -62,6 +71,10 @@ typedef struct stg_srv_config {
     stg_srv_log_format log_format;
     const char *stats_path; /* NULL: no stats file at exit */
     size_t max_body;        /* request bodies above this get 413 */
+    const char *dialect;    /* persona (src/server/dialect.h); NULL: none */
+    stg_srv_quota quotas[STG_SRV_MAX_QUOTAS];
+    size_t n_quotas;
+    int64_t token_cost; /* tokens per request unless X-Token-Cost says */
 } stg_srv_config;
 
 typedef struct stg_srv stg_srv;
