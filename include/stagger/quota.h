@@ -14,6 +14,11 @@
  * seen is charged to every quota the host announced, the safe guess; its
  * answer then refunds the keys it did not name.
  *
+ * Cold start: before a host's first answer nothing is known, so its first
+ * send goes alone and the others wait for that answer (one round trip),
+ * instead of a first wave that could pass any quota before the server had
+ * a chance to announce it (stg_quota_config.no_cold_probe turns it off).
+ *
  * Admission (stg_quota_acquire) admits a request only when every quota of
  * its key, the host's own quotas and the host's global pause (Discord
  * global, GitHub secondary limits) all allow it, and otherwise says how
@@ -94,7 +99,9 @@ typedef struct stg_quota_config {
                               0: 0.05 (a negative value means none) */
     int64_t probe_wait_us; /* a request behind a probe asks again after this;
                               0: 20 ms */
-    uint64_t stg__reserved[8]; /* room to grow (docs/ABI.md); leave zero */
+    bool no_cold_probe;    /* admit at once to a host that never answered
+                              (default false: its first send goes alone) */
+    uint64_t stg__reserved[7]; /* room to grow (docs/ABI.md); leave zero */
 } stg_quota_config;
 
 typedef struct stg_quota stg_quota;
@@ -129,8 +136,9 @@ STG_API void stg_quota_free(stg_quota *q);
  * STG_EAGAIN: not now; *wait_us (> 0) is when to ask again; nothing taken.
  * STG_ETOOBIG: the cost passes a quota's announced limit: never admitted.
  * STG_EINVAL: q, host or t NULL, or a negative amount.
- * A host the limiter knows nothing about is admitted at once. Never
- * allocates. Thread-safe. */
+ * A host that never answered admits one send at a time (cold start; its
+ * entry is made here, the one allocation; out of memory: admitted).
+ * Thread-safe. */
 STG_API int stg_quota_acquire(stg_quota *q, const char *host, const char *route,
                               const stg_quota_cost *costs, size_t n_costs, int64_t now_us,
                               stg_quota_ticket *t, int64_t *wait_us);

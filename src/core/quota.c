@@ -66,6 +66,8 @@ typedef struct host {
     qent *q;      /* max_keys slots */
     route *r;     /* max_routes slots */
     int64_t pause_until;
+    bool answered;         /* an answer came (cold start over) */
+    int64_t cold_inflight; /* sends out before any answer: at most 1 */
     uint64_t tick;
 } host;
 
@@ -74,6 +76,7 @@ struct stg_quota {
     int64_t max_hosts, max_keys, max_routes;
     double margin;
     int64_t probe_wait_us;
+    bool no_cold_probe;
     host *h; /* max_hosts slots */
     uint64_t tick, next_uid;
 };
@@ -81,7 +84,7 @@ struct stg_quota {
 /* The ticket's private words. */
 typedef struct tview {
     int64_t n;
-    int64_t unused;
+    int64_t cold; /* the host's first send, before any answer */
     struct {
         int64_t uid, amount;
     } e[STG_QUOTA_TICKET_MAX];
@@ -125,6 +128,7 @@ stg_quota *stg_quota_new(const stg_quota_config *cfg, int *err)
     q->max_routes = c.max_routes ? c.max_routes : DEFAULT_ROUTES;
     q->margin = c.margin == 0.0 ? DEFAULT_MARGIN : c.margin < 0 ? 0.0 : c.margin;
     q->probe_wait_us = c.probe_wait_us ? c.probe_wait_us : DEFAULT_PROBE_WAIT_US;
+    q->no_cold_probe = c.no_cold_probe;
     q->next_uid = 1;
     q->h = calloc((size_t)q->max_hosts, sizeof *q->h);
     if (!q->h || pthread_mutex_init(&q->lock, NULL) != 0) {
@@ -338,9 +342,24 @@ int stg_quota_acquire(stg_quota *q, const char *hostname, const char *route_name
     int rc = STG_OK;
     pthread_mutex_lock(&q->lock);
     host *h = host_find(q, hostname);
+    if (!h && !q->no_cold_probe && !(h = host_add(q, hostname)))
+        goto out; /* out of memory: nothing known, nothing to keep */
     if (!h)
         goto out;
     h->tick = ++q->tick;
+    if (!h->answered && !q->no_cold_probe) {
+        /* Nothing announced yet: one send asks first, the others wait for
+         * its answer (a first wave of `concurrency` sends could pass any
+         * quota before the server had a chance to say it). */
+        if (h->cold_inflight > 0) {
+            wait = q->probe_wait_us;
+            rc = STG_EAGAIN;
+        } else {
+            h->cold_inflight++;
+            v.cold = 1;
+        }
+        goto out;
+    }
     if (h->pause_until != NEVER && h->pause_until > now_us) {
         wait = h->pause_until - now_us;
         rc = STG_EAGAIN;
@@ -455,6 +474,10 @@ int stg_quota_settle(stg_quota *q, const char *hostname, const char *route_name,
     if (!h)
         goto out;
     h->tick = ++q->tick;
+    if (v.cold && h->cold_inflight > 0)
+        h->cold_inflight--;
+    if (qs)
+        h->answered = true;
     for (int64_t i = 0; i < v.n; i++) {
         qent *e = by_uid(q, h, v.e[i].uid);
         if (e)
@@ -531,10 +554,12 @@ int stg_quota_cancel(stg_quota *q, const char *hostname, stg_quota_ticket *t)
     tview v;
     memcpy(&v, t, sizeof v);
     memset(t, 0, sizeof *t);
-    if (v.n <= 0 || v.n > STG_QUOTA_TICKET_MAX)
+    if (v.n < 0 || v.n > STG_QUOTA_TICKET_MAX)
         return STG_OK;
     pthread_mutex_lock(&q->lock);
     host *h = host_find(q, hostname);
+    if (h && v.cold && h->cold_inflight > 0)
+        h->cold_inflight--;
     for (int64_t i = 0; h && i < v.n; i++) {
         qent *e = by_uid(q, h, v.e[i].uid);
         if (!e)

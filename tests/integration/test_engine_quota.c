@@ -11,13 +11,80 @@
  *    requests in flight counted), with the first wave (concurrency <=
  *    burst, sent before any answer) inside the bucket too;
  *  - a request whose declared cost passes the announced limit is never
- *    sent: it ends ERROR_NOT_RETRYABLE with no attempt.
+ *    sent: it ends ERROR_NOT_RETRYABLE with no attempt;
+ *  - the same against provider personas (serve --dialect): Discord's
+ *    bucket, named by X-RateLimit-Bucket and shared by every route of its
+ *    first path segment; GitHub's resources (core and search, keyed by
+ *    x-ratelimit-resource, windows with epoch resets); OpenAI's two quotas
+ *    at once, requests and tokens, each request costing tokens
+ *    (X-Token-Cost, declared to the engine as its cost). No refusal, every
+ *    request on its first attempt.
  *
  * Needs STAGGER (the stagger binary) in the environment. Only loopback.
  */
 #define _GNU_SOURCE
 #if defined(__has_include) && !__has_include(<curl/curl.h>)
 int main(void);
+/* n requests at concurrency 4 to paths[i % n_paths], each with the given
+ * header (may be NULL) and cost (may be NULL), against serve ARGS; every
+ * one must succeed on its first attempt, the server refusing none. */
+static void persona_run(const char *const *args, const char *const *paths, int n_paths, int n,
+                        const char *header, const stg_quota_cost *cost, const char *refusal)
+{
+    server s;
+    server_start(&s, args);
+    stg_engine_config cfg = {.concurrency = 4, .quotas = true};
+    stg_engine *e = stg_engine_new(&cfg, NULL);
+    assert_non_null(e);
+    ctx c = {0};
+    const char *hdrs[2] = {header, NULL};
+    for (int i = 0; i < n; i++) {
+        char url[128];
+        url_of(&s, paths[i % n_paths], url, sizeof url);
+        stg_request rq = {.url = url, .headers = header ? hdrs : NULL,
+                          .cost = cost, .n_cost = cost ? 1 : 0};
+        assert_int_equal(stg_engine_submit(e, &rq, on_done, &c, NULL), STG_OK);
+    }
+    assert_int_equal(stg_engine_drain(e), 0);
+    stg_engine_free(e);
+    server_stop(&s);
+    assert_int_equal(c.done, n);
+    assert_int_equal(c.ok, n);
+    assert_int_equal(c.first_try, n);
+    assert_int_equal(log_count(&s, refusal), 0);
+    assert_int_equal(log_count(&s, "\"status\":200"), n);
+    server_cleanup(&s);
+}
+
+static void test_persona_discord_bucket(void **state)
+{
+    (void)state;
+    static const char *const args[] = {"--dialect", "discord", "--quota", "bucket=5/1s", NULL};
+    static const char *const paths[] = {"/channels/1", "/channels/2", "/channels/3"};
+    persona_run(args, paths, 3, 15, NULL, NULL, "\"status\":429");
+}
+
+static void test_persona_github_resources(void **state)
+{
+    (void)state;
+    static const char *const args[] = {"--dialect", "github", "--quota", "core=6/2s",
+                                       "--quota", "search=3/2s", NULL};
+    static const char *const paths[] = {"/repos/a", "/search/code", "/repos/b"};
+    persona_run(args, paths, 3, 12, NULL, NULL, "\"status\":403");
+}
+
+static void test_persona_openai_tokens(void **state)
+{
+    (void)state;
+    /* Tokens bind first: 1000 a second, 300 a request, so 3 a second, while
+     * 50 requests a second would allow far more. */
+    static const char *const args[] = {"--dialect", "openai", "--quota", "requests=50/1s",
+                                       "--quota", "tokens=1000/1s", NULL};
+    static const char *const paths[] = {"/v1/chat/completions"};
+    stg_quota_cost cost = {.unit = "tokens", .amount = 300};
+    persona_run(args, paths, 1, 10, "X-Token-Cost: 300", &cost, "\"status\":429");
+}
+
 int main(void)
 {
     return 0;
@@ -125,12 +192,75 @@ static void test_cost_over_limit_never_sent(void **state)
     server_cleanup(&s);
 }
 
+/* n requests at concurrency 4 to paths[i % n_paths], each with the given
+ * header (may be NULL) and cost (may be NULL), against serve ARGS; every
+ * one must succeed on its first attempt, the server refusing none. */
+static void persona_run(const char *const *args, const char *const *paths, int n_paths, int n,
+                        const char *header, const stg_quota_cost *cost, const char *refusal)
+{
+    server s;
+    server_start(&s, args);
+    stg_engine_config cfg = {.concurrency = 4, .quotas = true};
+    stg_engine *e = stg_engine_new(&cfg, NULL);
+    assert_non_null(e);
+    ctx c = {0};
+    const char *hdrs[2] = {header, NULL};
+    for (int i = 0; i < n; i++) {
+        char url[128];
+        url_of(&s, paths[i % n_paths], url, sizeof url);
+        stg_request rq = {.url = url, .headers = header ? hdrs : NULL,
+                          .cost = cost, .n_cost = cost ? 1 : 0};
+        assert_int_equal(stg_engine_submit(e, &rq, on_done, &c, NULL), STG_OK);
+    }
+    assert_int_equal(stg_engine_drain(e), 0);
+    stg_engine_free(e);
+    server_stop(&s);
+    assert_int_equal(c.done, n);
+    assert_int_equal(c.ok, n);
+    assert_int_equal(c.first_try, n);
+    assert_int_equal(log_count(&s, refusal), 0);
+    assert_int_equal(log_count(&s, "\"status\":200"), n);
+    server_cleanup(&s);
+}
+
+static void test_persona_discord_bucket(void **state)
+{
+    (void)state;
+    static const char *const args[] = {"--dialect", "discord", "--quota", "bucket=5/1s", NULL};
+    static const char *const paths[] = {"/channels/1", "/channels/2", "/channels/3"};
+    persona_run(args, paths, 3, 15, NULL, NULL, "\"status\":429");
+}
+
+static void test_persona_github_resources(void **state)
+{
+    (void)state;
+    static const char *const args[] = {"--dialect", "github", "--quota", "core=6/2s",
+                                       "--quota", "search=3/2s", NULL};
+    static const char *const paths[] = {"/repos/a", "/search/code", "/repos/b"};
+    persona_run(args, paths, 3, 12, NULL, NULL, "\"status\":403");
+}
+
+static void test_persona_openai_tokens(void **state)
+{
+    (void)state;
+    /* Tokens bind first: 1000 a second, 300 a request, so 3 a second, while
+     * 50 requests a second would allow far more. */
+    static const char *const args[] = {"--dialect", "openai", "--quota", "requests=50/1s",
+                                       "--quota", "tokens=1000/1s", NULL};
+    static const char *const paths[] = {"/v1/chat/completions"};
+    stg_quota_cost cost = {.unit = "tokens", .amount = 300};
+    persona_run(args, paths, 1, 10, "X-Token-Cost: 300", &cost, "\"status\":429");
+}
+
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(test_engine_keeps_to_announced_quota, stop_leftovers),
         cmocka_unit_test_teardown(test_cost_over_limit_never_sent, stop_leftovers),
+        cmocka_unit_test_teardown(test_persona_discord_bucket, stop_leftovers),
+        cmocka_unit_test_teardown(test_persona_github_resources, stop_leftovers),
+        cmocka_unit_test_teardown(test_persona_openai_tokens, stop_leftovers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -96,10 +96,42 @@ static void test_config(void **state)
     assert_int_equal(stg_quota_acquire(q, NULL, NULL, NULL, 0, 0, &t, &w), STG_EINVAL);
     stg_quota_cost neg = {.unit = "tokens", .amount = -1};
     assert_int_equal(stg_quota_acquire(q, H, NULL, &neg, 1, 0, &t, &w), STG_EINVAL);
-    /* Nothing known: admitted at once, nothing reserved. */
-    expect_ok(q, "GET /", 0);
     stg_quota_free(q);
     stg_quota_free(NULL);
+}
+
+/* Cold start: before a host's first answer one send goes alone; any
+ * answer (even one announcing nothing) ends it; a send that never left
+ * hands the turn on. */
+static void test_cold_start(void **state)
+{
+    (void)state;
+    stg_quota *q = make(0);
+    stg_quota_ticket t1, t2;
+    int64_t w = -1;
+    assert_int_equal(stg_quota_acquire(q, H, "GET /", NULL, 0, 0, &t1, &w), STG_OK);
+    assert_int_equal(w, 0);
+    assert_int_equal(expect_wait(q, "GET /", 0), STG_MS(20));
+    assert_int_equal(stg_quota_cancel(q, H, &t1), STG_OK);
+    assert_int_equal(stg_quota_acquire(q, H, "GET /", NULL, 0, 0, &t2, &w), STG_OK);
+    expect_wait(q, "GET /x", 0);
+    /* No answer (a transport error): still cold. */
+    assert_int_equal(stg_quota_settle(q, H, "GET /", &t2, NULL, 1), STG_OK);
+    assert_int_equal(stg_quota_acquire(q, H, "GET /", NULL, 0, 1, &t2, &w), STG_OK);
+    expect_wait(q, "GET /", 1);
+    stg_quota_set qs;
+    stg_quota_set_init(&qs);
+    assert_int_equal(stg_quota_settle(q, H, "GET /", &t2, &qs, 2), STG_OK);
+    for (int i = 0; i < 10; i++)
+        expect_ok(q, "GET /", 2);
+    stg_quota_free(q);
+
+    stg_quota_config c = {.no_cold_probe = true};
+    q = stg_quota_new(&c, NULL);
+    assert_non_null(q);
+    expect_ok(q, "GET /", 0);
+    expect_ok(q, "GET /", 0);
+    stg_quota_free(q);
 }
 
 /* remaining 5 until a reset in 10 s, sends never settled (all in flight):
@@ -447,6 +479,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_config),
+        cmocka_unit_test(test_cold_start),
         cmocka_unit_test(test_never_more_than_remaining),
         cmocka_unit_test(test_pacing_spreads),
         cmocka_unit_test(test_reserve_settle),
