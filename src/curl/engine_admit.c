@@ -306,6 +306,9 @@ static void start_attempt(stg_engine *e, req *r)
  * and a route is a place in the API, not one call), which the quota
  * limiter maps to the keys the server named for it. */
 
+/* The quota limiter's default probe wait (stg_quota_config.probe_wait_us). */
+#define QUOTA_POLL_US STG_MS(20)
+
 /* Reserve r's cost against every quota of its key, or wait for them.
  * Returns true when r may go on to the limiter. */
 static bool quota_gate(stg_engine *e, req *r, int64_t left)
@@ -339,10 +342,14 @@ static bool quota_gate(stg_engine *e, req *r, int64_t left)
         stg__eng_finish(e, r, STG_REASON_DEADLINE); /* the quota returns too late */
         return false;
     }
-    stg_event ev;
-    stg__eng_ev_init(e, r, STG_EVENT_LIMITER_WAIT, &ev);
-    ev.wait_us = wait;
-    stg__eng_emit(e, &ev);
+    /* Behind a probe (a first send, or one after a reset) the wait is a
+     * short poll until its answer: not an event each time. */
+    if (wait > QUOTA_POLL_US) {
+        stg_event ev;
+        stg__eng_ev_init(e, r, STG_EVENT_LIMITER_WAIT, &ev);
+        ev.wait_us = wait;
+        stg__eng_emit(e, &ev);
+    }
     stg__eng_schedule(e, r, W_QUOTA, wait);
     return false;
 }

@@ -161,13 +161,19 @@ void stg__eng_req_free(req *r)
     free(r);
 }
 
+/* The path of the URL (after the authority, before '?' or '#'). Not the
+ * core's splitter: that is internal to libstagger, and a shared
+ * libstagger-curl may use only its public symbols. */
 void stg__eng_route(const req *r, char *buf, size_t size)
 {
-    stg__url_parts p;
-    stg__url_split(r->url, &p);
-    const char *path = p.path_len ? r->url + p.path : "/";
-    int len = p.path_len ? (int)(p.path_len < 400 ? p.path_len : 400) : 1;
-    snprintf(buf, size, "%s %.*s", stg_method_name(r->method), len, path);
+    const char *u = r->url, *s = strstr(u, "://");
+    const char *p = s ? s + 3 : u;
+    p += strcspn(p, "/?#");
+    size_t len = *p == '/' ? strcspn(p, "?#") : 0;
+    if (len > 400)
+        len = 400;
+    snprintf(buf, size, "%s %.*s", stg_method_name(r->method), len ? (int)len : 1,
+             len ? p : "/");
 }
 
 int stg__eng_cost_check(const stg_request *rq)
