@@ -5,7 +5,9 @@
  * second implementation), each as if every attempt failed with a retryable
  * 503 and took no time, and prints per retry the min / median / max wait and
  * cumulative time. Decision mode runs stg_decide() once on a response given
- * on the command line and says what follows and why.
+ * on the command line and says what follows and why, with every quota the
+ * headers announced (stg_hints_feed with a quota set: the same reading the
+ * engine does) and the dialect row each came from.
  */
 #include <stddef.h>
 #include <stdio.h>
@@ -201,9 +203,77 @@ static json_t *int_or_null(int64_t v)
     return v == STG_UNKNOWN ? json_null() : json_integer(v);
 }
 
+static const char *verdict_name(int v)
+{
+    return v == STG_VERDICT_RETRY ? "retry" : v == STG_VERDICT_STOP ? "stop" : NULL;
+}
+
+/* Every quota the response announced, as JSON objects. */
+static json_t *quotas_json(const stg_quota_set *qs)
+{
+    json_t *arr = json_array();
+    for (size_t i = 0; i < qs->n; i++) {
+        const stg_quota_obs *q = &qs->q[i];
+        json_array_append_new(
+            arr, json_pack("{s:s,s:s,s:o,s:o,s:o,s:o,s:s,s:b}", "key", q->key, "unit", q->unit,
+                           "limit", int_or_null(q->limit), "remaining", int_or_null(q->remaining),
+                           "reset_ms", ms_or_null(q->reset_us), "window_ms",
+                           ms_or_null(q->window_us), "dialect", stg_dialect_name(q->dialect),
+                           "global", q->global));
+    }
+    return arr;
+}
+
+static json_t *dialects_json(unsigned bits)
+{
+    json_t *arr = json_array();
+    for (int d = 1; d < STG_DIALECT_COUNT; d++)
+        if (bits & (1u << d))
+            json_array_append_new(arr, json_string(stg_dialect_name(d)));
+    return arr;
+}
+
+/* "core (requests, github): 4999 of 5000 left, reset in 6 m, window 1 m" */
+static void print_quotas(const stg_quota_set *qs, const stg_hints *h)
+{
+    char b[32];
+    if (qs->n)
+        printf("quotas the server announced:\n");
+    for (size_t i = 0; i < qs->n; i++) {
+        const stg_quota_obs *q = &qs->q[i];
+        printf("  %s (%s, %s):", q->key[0] ? q->key : "host", q->unit,
+               stg_dialect_name(q->dialect));
+        if (q->remaining != STG_UNKNOWN)
+            printf(" %lld", (long long)q->remaining);
+        else
+            printf(" ?");
+        if (q->limit != STG_UNKNOWN)
+            printf(" of %lld", (long long)q->limit);
+        printf(" left");
+        if (q->reset_us == STG_WAIT_MAX_US) {
+            printf(", reset too far to say");
+        } else if (q->reset_us != STG_UNKNOWN) {
+            cli_format_duration(q->reset_us, b, sizeof b);
+            printf(", reset in %s", b);
+        }
+        if (q->window_us != STG_UNKNOWN) {
+            cli_format_duration(q->window_us, b, sizeof b);
+            printf(", window %s", b);
+        }
+        printf("%s\n", q->global ? ", global" : "");
+    }
+    if (qs->truncated)
+        printf("  (more than %d quotas: the rest still count)\n", STG_QUOTAS_MAX);
+    if (h->verdict != STG_VERDICT_NONE)
+        printf("server verdict: %s\n", verdict_name(h->verdict));
+    if (h->flags & STG_HINTS_GLOBAL)
+        printf("global: the wait holds every request to the host\n");
+}
+
 /* Decision mode. */
-static int run_decision(const stg_policy *p, stg_outcome *o, const stg_hints *h, int attempt,
-                        int64_t elapsed_us, int64_t prev_wait_us, uint64_t seed, bool json)
+static int run_decision(const stg_policy *p, stg_outcome *o, const stg_hints *h,
+                        const stg_quota_set *qs, int attempt, int64_t elapsed_us,
+                        int64_t prev_wait_us, uint64_t seed, bool json)
 {
     stg_rng rng;
     stg_rng_seed(&rng, seed);
@@ -214,10 +284,16 @@ static int run_decision(const stg_policy *p, stg_outcome *o, const stg_hints *h,
         return cli_usage_error(CMD, "invalid policy");
 
     if (json) {
-        json_t *hints =
-            json_pack("{s:o,s:o,s:o,s:o,s:o}", "retry_after_ms", ms_or_null(h->retry_after_us),
-                      "limit", int_or_null(h->limit), "remaining", int_or_null(h->remaining),
-                      "reset_ms", ms_or_null(h->reset_us), "window_ms", ms_or_null(h->window_us));
+        const char *vn = verdict_name(h->verdict);
+        json_t *hints = json_pack(
+            "{s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:b,s:b}", "retry_after_ms",
+            ms_or_null(h->retry_after_us), "limit", int_or_null(h->limit), "remaining",
+            int_or_null(h->remaining), "reset_ms", ms_or_null(h->reset_us), "window_ms",
+            ms_or_null(h->window_us), "verdict", vn ? json_string(vn) : json_null(), "dialects",
+            dialects_json(h->dialects), "global", (h->flags & STG_HINTS_GLOBAL) != 0,
+            "oversized", h->oversized != 0);
+        json_object_set_new(hints, "quotas", quotas_json(qs));
+        json_object_set_new(hints, "quotas_truncated", json_boolean(qs->truncated));
         json_t *root = json_pack(
             "{s:s,s:s,s:s,s:f,s:f,s:f,s:o,s:i,s:o,s:o,s:s,s:s,s:o}", "decision",
             stg_action_name(d.action), "reason", stg_reason_name(d.reason), "message",
@@ -235,6 +311,7 @@ static int run_decision(const stg_policy *p, stg_outcome *o, const stg_hints *h,
         return 0;
     }
 
+    print_quotas(qs, h);
     char what[64];
     if (o->error == STG_NET_NONE)
         snprintf(what, sizeof what, "status %d", o->status);
@@ -264,7 +341,10 @@ static int run_decision(const stg_policy *p, stg_outcome *o, const stg_hints *h,
             printf("give up: %s not retryable\n", what);
         else if (d.reason == STG_REASON_SERVER_WAIT_TOO_LONG) {
             char sw[32];
-            cli_format_duration(d.server_wait_us, sw, sizeof sw);
+            if (d.server_wait_us >= STG_WAIT_MAX_US)
+                snprintf(sw, sizeof sw, "longer than can be said");
+            else
+                cli_format_duration(d.server_wait_us, sw, sizeof sw);
             printf("give up: server asks to wait %s, more than allowed (%s); the response is "
                    "handed back\n",
                    sw, what);
@@ -372,7 +452,7 @@ static const cli_opt plan_opts_table[] = {
      "reset, timeout, connect-timeout, dns, tls, other",
      0, opt_respond, NULL, 0, NULL},
     {CLI_FN, "header", 'H', "'Name: value'",
-     "a response header (Retry-After, X-RateLimit-*,\nRateLimit, RateLimit-Policy); repeatable", 0,
+     "a response header (Retry-After, X-RateLimit-*, RateLimit,\nany dialect of stagger-plan(1)); repeatable", 0,
      opt_header, NULL, 0, NULL},
     {CLI_FN, "request", 'X', "METHOD", "the request method (default GET)", F(o), opt_method, NULL,
      0, NULL},
@@ -423,7 +503,9 @@ const cli_command cli_plan_command = {
                 "wait_min_ms, wait_max_ms (range the wait is drawn from), wait_ms (the wait\n"
                 "drawn for --seed), server_wait_ms (parsed hint or null), attempt, status,\n"
                 "error, method, retry_after_mode, and hints {retry_after_ms, limit,\n"
-                "remaining, reset_ms, window_ms} (null when absent).\n",
+                "remaining, reset_ms, window_ms (null when absent), verdict (retry|stop|\n"
+                "null), dialects, global, oversized, quotas (each key, unit, limit,\n"
+                "remaining, reset_ms, window_ms, dialect, global), quotas_truncated}.\n",
     .exits = plan_exits,
 };
 
@@ -459,13 +541,20 @@ int cli_plan_main(int argc, char **argv)
     }
 
     stg_hints h;
+    stg_quota_set qs;
     stg_hints_init(&h);
+    stg_quota_set_init(&qs);
     int64_t wall_us = (int64_t)(now_s * 1e6);
     for (int i = 0; i < nheaders; i++) {
-        int rc = stg_hints_header_line(&h, headers[i], strlen(headers[i]), wall_us);
-        if (rc != STG_OK && !json)
+        unsigned before = h.oversized;
+        int rc = stg_hints_feed_line(&h, &qs, headers[i], strlen(headers[i]), wall_us);
+        if (rc == STG_ERANGE && h.oversized != before && !json)
+            fprintf(stderr, "stagger plan: note: header '%s' too large: read as the longest "
+                            "wait\n", headers[i]);
+        else if (rc != STG_OK && !json)
             fprintf(stderr, "stagger plan: note: header '%s' ignored: %s\n", headers[i],
                     stg_strerror(rc));
     }
-    return run_decision(&p, &o, &h, (int)attempt, elapsed, prev_wait, (uint64_t)seed, json);
+    return run_decision(&p, &o, &h, &qs, (int)attempt, elapsed, prev_wait, (uint64_t)seed,
+                        json);
 }

@@ -38,8 +38,8 @@
  *     remaining" example) is reset information only; without either, or a
  *     RateLimit-Policy item without q=, or a negative or mistyped parameter,
  *     makes the whole field malformed.
- *   - Negative millisecond waits ("-1", Azure) mean "unknown": present, no
- *     value. Two verdicts that disagree: "false" wins.
+ *   - Negative millisecond waits and counts ("-1", Azure) mean "unknown":
+ *     present, no value. Two verdicts that disagree: "false" wins.
  */
 #include <string.h>
 
@@ -429,7 +429,12 @@ static void apply(stg_hints *h, stg_quota_set *qs, const stg__dialect_match *m, 
         const char *key = m->row->key == STG__K_NAMED   ? o->key
                           : m->row->key == STG__K_SCOPE ? qs->stg__scope
                                                         : "";
-        quota_add(qs, key, o);
+        obs named = *o;
+        /* Keyed by GitHub's resource or Discord's bucket: that dialect. */
+        if (m->row->key == STG__K_SCOPE && o->dialect == STG_DIALECT_X_RATELIMIT &&
+            qs->stg__scope_dialect)
+            named.dialect = qs->stg__scope_dialect;
+        quota_add(qs, key, &named);
         return;
     }
     if (o->limit != STG_UNKNOWN)
@@ -804,6 +809,9 @@ static int feed_row(stg_hints *h, stg_quota_set *qs, const stg__dialect_match *m
     case STG__M_REMAINING:
     case STG__M_NOTE:
         stg__trim_ows(&value, &value_len);
+        if (value_len > 1 && value[0] == '-' &&
+            parse_digits(value + 1, value_len - 1, INT64_MAX, &v) != STG_EPARSE)
+            return STG_OK; /* "-1" (Azure OpenAI): present, unknown */
         rc = parse_digits(value, value_len, INT64_MAX, &v);
         if (rc != STG_OK || row->meaning == STG__M_NOTE)
             return rc;

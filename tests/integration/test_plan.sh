@@ -82,6 +82,44 @@ jcheck "deadline clamps" "$j" 'j["decision"] == "retry" and j["wait_max_ms"] <= 
 j=$($S plan --respond 503 --deadline 10s --elapsed 10s --json)
 jcheck "deadline passed" "$j" 'j["reason"] == "deadline"'
 
+# Server hints II (#15): every quota understood, in text and JSON.
+oai="-H x-ratelimit-limit-requests:5000 -H x-ratelimit-remaining-requests:0 -H x-ratelimit-reset-requests:1s -H x-ratelimit-limit-tokens:160000 -H x-ratelimit-remaining-tokens:100 -H x-ratelimit-reset-tokens:6m0s"
+# shellcheck disable=SC2086
+j=$($S plan --respond 429 $oai --json)
+jcheck "openai: two quotas" "$j" 'len(j["hints"]["quotas"]) == 2 and {q["unit"] for q in j["hints"]["quotas"]} == {"requests", "tokens"}'
+jcheck "openai: each with its own reset" "$j" '[(q["unit"], q["limit"], q["remaining"], q["reset_ms"], q["dialect"], q["key"]) for q in j["hints"]["quotas"]] == [("requests", 5000, 0, 1000, "openai", ""), ("tokens", 160000, 100, 360000, "openai", "")]'
+jcheck "openai: the spent quota's reset is the wait" "$j" 'j["server_wait_ms"] == 1000 and j["decision"] == "retry" and j["wait_ms"] >= 1000'
+# shellcheck disable=SC2086
+out=$($S plan --respond 429 $oai)
+check "openai: text lists the quotas" sh -c "echo '$out' | grep -q 'host (tokens, openai): 100 of 160000 left, reset in 360.00 s'"
+j=$($S plan --respond 403 -H 'x-ratelimit-limit: 5000' -H 'x-ratelimit-remaining: 0' -H 'x-ratelimit-reset: 20' -H 'x-ratelimit-resource: core' --json)
+jcheck "github: keyed by resource" "$j" 'j["hints"]["quotas"] == [{"key": "core", "unit": "requests", "limit": 5000, "remaining": 0, "reset_ms": 20000, "window_ms": None, "dialect": "github", "global": False}]'
+jcheck "github: a spent 403 is a rate limit" "$j" 'j["decision"] == "retry" and j["wait_ms"] >= 20000'
+j=$($S plan --respond 403 -H 'x-ratelimit-remaining: 4999' -H 'x-ratelimit-resource: core' --json)
+jcheck "github: a plain 403 stays auth" "$j" 'j["reason"] == "status_not_retryable"'
+j=$($S plan --respond 429 -H 'RateLimit-Policy: "burst";q=100;w=60,"daily";q=1000;w=86400' -H 'RateLimit: "daily";r=0;t=20' --max-server-wait 1m --json)
+jcheck "ietf: named policies" "$j" '[(q["key"], q["limit"], q["window_ms"], q["remaining"]) for q in j["hints"]["quotas"]] == [("burst", 100, 60000, None), ("daily", 1000, 86400000, 0)] and j["server_wait_ms"] == 20000'
+j=$($S plan --respond 429 -H 'X-RateLimit-Global: true' -H 'Retry-After: 3' -H 'X-RateLimit-Bucket: abcd1234' --json)
+jcheck "discord: global" "$j" 'j["hints"]["global"] is True and "discord" in j["hints"]["dialects"]'
+j=$($S plan --respond 529 --json)
+jcheck "529 retried" "$j" 'j["decision"] == "retry"'
+j=$($S plan --respond 429 -H 'x-should-retry: false' --json)
+jcheck "verdict false stops" "$j" 'j["reason"] == "server_verdict" and j["hints"]["verdict"] == "stop"'
+j=$($S plan --respond 400 -H 'Stripe-Should-Retry: true' --json)
+jcheck "verdict true retries" "$j" 'j["decision"] == "retry" and j["hints"]["verdict"] == "retry"'
+j=$($S plan --respond 429 -H 'Retry-After: 2147483648' --max-server-wait 1000000h --deadline 0s --json)
+jcheck "oversized gives up whatever the limits" "$j" 'j["reason"] == "server_wait_too_long" and j["hints"]["oversized"] is True'
+$S plan --respond 429 -H 'Retry-After: 2147483648' >/tmp/plan_out.$$ 2>/tmp/plan_err.$$
+check "oversized: noted" grep -q "too large: read as the longest wait" /tmp/plan_err.$$
+check "oversized: text" grep -q "longer than can be said" /tmp/plan_out.$$
+rm -f /tmp/plan_out.$$ /tmp/plan_err.$$
+j=$($S plan --respond 503 -H 'Retry-After: 1.5' --retry-after exact --json)
+jcheck "decimal Retry-After rounds up" "$j" 'j["wait_ms"] == 2000'
+j=$($S plan --respond 503 -H 'Retry-After: Sun, 06 Nov 1994 10:49:47 +0200' --now 784111777 --retry-after exact --json)
+jcheck "a zone is applied" "$j" 'j["wait_ms"] == 10000'
+j=$($S plan --respond 503 -H 'Retry-After: Sun, 06 Nov 1994 08:49:47 GMT+0100' --now 784111777 --json)
+jcheck "an ambiguous date is no hint" "$j" 'j["server_wait_ms"] is None and j["wait_max_ms"] <= 500'
+
 # Usage errors: exit 2, one line.
 for args in "--base xyz" "--base -5ms" "--backoff foo" "--retries -1" "--respond 999" \
             "--deadline 5parsecs" "--frobnicate" "-X get --respond 503" "--seed" \

@@ -636,7 +636,9 @@ static void test_x_ratelimit(void **state)
         {{"X-RateLimit-Reset: 30", "X-RateLimit-Remaining: 0"},
          STG_OK, {U, U, 0, STG_SEC(30), U, XRL, 0}},
         /* malformed values leave the field unknown */
-        {{"X-RateLimit-Remaining: -1"}, STG_EPARSE, {U, U, U, U, U, 0, XRL}},
+        /* a negative count is unknown (Azure OpenAI sends -1), not spent */
+        {{"X-RateLimit-Remaining: -1"}, STG_OK, {U, U, U, U, U, XRL, 0}},
+        {{"X-RateLimit-Remaining: -x"}, STG_EPARSE, {U, U, U, U, U, 0, XRL}},
         {{"X-RateLimit-Remaining: 1.5"}, STG_EPARSE, {U, U, U, U, U, 0, XRL}},
         {{"X-RateLimit-Limit: lots"}, STG_EPARSE, {U, U, U, U, U, 0, XRL}},
         {{"X-RateLimit-Limit: 99999999999999999999"}, STG_ERANGE, {U, U, U, U, U, 0, XRL}},
@@ -1030,6 +1032,136 @@ static void test_quota_set_x_ratelimit(void **state)
     assert_int_equal(h2.limit, h.limit);
 }
 
+/* The value syntaxes of the vendor rows, through the feed (quota set). */
+struct vendor_case {
+    const char *line;
+    int rc;
+    int64_t reset_us; /* the one quota's reset, or the wait */
+};
+
+static void test_vendor_values(void **state)
+{
+    static const struct vendor_case cases[] = {
+        /* Go durations (OpenAI) */
+        {"x-ratelimit-reset-requests: 0", STG_OK, 0},
+        {"x-ratelimit-reset-requests: 0s", STG_OK, 0},
+        {"x-ratelimit-reset-requests: 12ms", STG_OK, STG_MS(12)},
+        {"x-ratelimit-reset-requests: 6m0s", STG_OK, STG_SEC(360)},
+        {"x-ratelimit-reset-requests: 1h2m3.5s", STG_OK, STG_MS(3723500)},
+        {"x-ratelimit-reset-requests: 1.5h", STG_OK, STG_SEC(5400)},
+        {"x-ratelimit-reset-requests: 500us", STG_OK, 500},
+        {"x-ratelimit-reset-requests: 7\xc2\xb5s", STG_OK, 7},
+        {"x-ratelimit-reset-requests: 1ns", STG_OK, 1},    /* rounded up */
+        {"x-ratelimit-reset-requests: 1001ns", STG_OK, 2},
+        {"x-ratelimit-reset-requests: 0.0000000001s", STG_OK, 1},
+        {"x-ratelimit-reset-requests: .5s", STG_OK, STG_MS(500)},
+        {"x-ratelimit-reset-requests: 1h1h", STG_OK, STG_SEC(7200)},
+        {"x-ratelimit-reset-requests: 99999999h", STG_ERANGE, STG_WAIT_MAX_US},
+        {"x-ratelimit-reset-requests: 99999999999999999999999s", STG_ERANGE, STG_WAIT_MAX_US},
+        {"x-ratelimit-reset-requests: -1s", STG_EPARSE, U},
+        {"x-ratelimit-reset-requests: 1S", STG_EPARSE, U},
+        {"x-ratelimit-reset-requests: 1", STG_EPARSE, U},
+        {"x-ratelimit-reset-requests: s", STG_EPARSE, U},
+        {"x-ratelimit-reset-requests: 1.s", STG_OK, STG_SEC(1)},
+        {"x-ratelimit-reset-requests: 1e3s", STG_EPARSE, U},
+        {"x-ratelimit-reset-requests: 1d", STG_EPARSE, U},
+        {"x-ratelimit-reset-requests:", STG_EPARSE, U},
+        /* RFC 3339 (Anthropic); now is 1994-11-06T08:49:37Z */
+        {"anthropic-ratelimit-requests-reset: 1994-11-06T08:49:47Z", STG_OK, STG_SEC(10)},
+        {"anthropic-ratelimit-requests-reset: 1994-11-06t08:49:47z", STG_OK, STG_SEC(10)},
+        {"anthropic-ratelimit-requests-reset: 1994-11-06 08:49:47Z", STG_OK, STG_SEC(10)},
+        {"anthropic-ratelimit-requests-reset: 1994-11-06T10:49:47+02:00", STG_OK, STG_SEC(10)},
+        {"anthropic-ratelimit-requests-reset: 1994-11-06T03:49:47-05:00", STG_OK, STG_SEC(10)},
+        {"anthropic-ratelimit-requests-reset: 1994-11-06T08:49:37.25Z", STG_OK, 250000},
+        {"anthropic-ratelimit-requests-reset: 1994-11-06T08:49:37.0000001Z", STG_OK, 1},
+        {"anthropic-ratelimit-requests-reset: 1994-11-06T08:49:00Z", STG_OK, 0},
+        {"anthropic-ratelimit-requests-reset: 1994-11-06T08:49:47", STG_EPARSE, U},
+        {"anthropic-ratelimit-requests-reset: 1994-11-06", STG_EPARSE, U},
+        {"anthropic-ratelimit-requests-reset: 1994-13-06T08:49:47Z", STG_EPARSE, U},
+        {"anthropic-ratelimit-requests-reset: 1994-02-29T08:49:47Z", STG_EPARSE, U},
+        {"anthropic-ratelimit-requests-reset: 1994-11-06T08:49:47+2:00", STG_EPARSE, U},
+        {"anthropic-ratelimit-requests-reset: 1994-11-06T08:49:47.Z", STG_EPARSE, U},
+        {"anthropic-ratelimit-requests-reset: 784111787", STG_EPARSE, U},
+        {"anthropic-ratelimit-requests-reset: 9999-12-31T23:59:59Z", STG_ERANGE, STG_WAIT_MAX_US},
+        /* Discord's float seconds */
+        {"X-RateLimit-Reset-After: 64.57", STG_OK, 64570000},
+        {"X-RateLimit-Reset-After: 1", STG_OK, STG_SEC(1)},
+        {"X-RateLimit-Reset-After: -1", STG_EPARSE, U},
+        {"X-RateLimit-Reset-After: 1e2", STG_EPARSE, U},
+        {"X-RateLimit-Reset-After: 99999999999", STG_ERANGE, STG_WAIT_MAX_US},
+    };
+    (void)state;
+    for (size_t i = 0; i < N_ELEMS(cases); i++) {
+        stg_hints h;
+        stg_quota_set qs;
+        size_t len = strlen(cases[i].line);
+        char *p = dup_exact(cases[i].line, len);
+        stg_hints_init(&h);
+        stg_quota_set_init(&qs);
+        int rc = stg_hints_feed_line(&h, &qs, p, len, NOW_US);
+        free(p);
+        int64_t got = qs.n == 1 ? qs.q[0].reset_us : U;
+        if (rc != cases[i].rc || got != cases[i].reset_us || qs.n != (cases[i].reset_us != U))
+            fail_msg("case %zu (%s): rc %d reset %lld (%zu quotas), want rc %d reset %lld", i,
+                     cases[i].line, rc, (long long)got, qs.n, cases[i].rc,
+                     (long long)cases[i].reset_us);
+        if (rc == STG_ERANGE)
+            assert_int_equal(h.oversized, STG_HINT_X_RATELIMIT);
+    }
+}
+
+/* Every dialect has a name; header names match their row only as a whole. */
+static void test_dialect_names(void **state)
+{
+    static const char *const not_hints[] = {
+        "x-ratelimit-reset-afterwards: 1", "x-ratelimit-limit-tokensx: 5",
+        "x-ratelimit-limit-: 5",           "anthropic-ratelimit--limit: 5",
+        "anthropic-ratelimit-tokens: 5",   "xx-ratelimit-limit: 5",
+        "x-ratelimit-limit-requests-tokens: 5",
+    };
+    (void)state;
+    for (int d = 1; d < STG_DIALECT_COUNT; d++) {
+        assert_string_not_equal(stg_dialect_name(d), "unknown");
+        for (int e = 1; e < d; e++)
+            assert_string_not_equal(stg_dialect_name(d), stg_dialect_name(e));
+    }
+    assert_string_equal(stg_dialect_name(STG_DIALECT_COUNT), "unknown");
+    assert_string_equal(stg_dialect_name(-1), "unknown");
+    for (size_t i = 0; i < N_ELEMS(not_hints); i++) {
+        stg_hints h;
+        stg_quota_set qs;
+        stg_hints_init(&h);
+        stg_quota_set_init(&qs);
+        assert_int_equal(stg_hints_feed_line(&h, &qs, not_hints[i], strlen(not_hints[i]), NOW_US),
+                         STG_OK);
+        if (h.seen || h.malformed || qs.n)
+            fail_msg("%s read as a hint", not_hints[i]);
+    }
+}
+
+/* More quotas than the set holds: flagged, and they still count. */
+static void test_quota_set_full(void **state)
+{
+    stg_hints h;
+    stg_quota_set qs;
+    char line[128];
+    (void)state;
+    stg_hints_init(&h);
+    stg_quota_set_init(&qs);
+    for (int i = 0; i < STG_QUOTAS_MAX + 3; i++) {
+        snprintf(line, sizeof line, "RateLimit: \"p%d\";r=%d;t=%d", i,
+                 i == STG_QUOTAS_MAX + 1 ? 0 : 5, 10 + i);
+        assert_int_equal(stg_hints_feed_line(&h, &qs, line, strlen(line), NOW_US), STG_OK);
+    }
+    assert_int_equal(qs.n, STG_QUOTAS_MAX);
+    assert_true(qs.truncated);
+    /* the spent one did not fit, yet it is the server's wait */
+    assert_int_equal(h.remaining, 0);
+    int64_t w = -1;
+    assert_true(stg_hints_server_wait(&h, &w));
+    assert_int_equal(w, STG_SEC(10 + STG_QUOTAS_MAX + 1));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1055,6 +1187,9 @@ int main(void)
         cmocka_unit_test(test_no_overread),
         cmocka_unit_test(test_parameter_letters),
         cmocka_unit_test(test_quota_set_x_ratelimit),
+        cmocka_unit_test(test_vendor_values),
+        cmocka_unit_test(test_dialect_names),
+        cmocka_unit_test(test_quota_set_full),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
