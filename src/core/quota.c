@@ -236,11 +236,14 @@ static const char *unit_of(const char *u)
 }
 
 /* The quota for (key, unit, window), kept or added; the LRU one (preferring
- * one with nothing in flight) forgotten at the cap. */
+ * one with nothing in flight) forgotten at the cap. An unknown window
+ * matches the same key and unit with any window, and a known one adopts an
+ * entry whose window was unknown (a 429 may carry fewer fields than a 200:
+ * one quota must not become two). */
 static qent *quota_get(stg_quota *q, host *h, const stg_quota_obs *o)
 {
     const char *unit = unit_of(o->unit);
-    qent *free_slot = NULL, *idle = NULL, *busy = NULL;
+    qent *free_slot = NULL, *idle = NULL, *busy = NULL, *loose = NULL;
     for (int64_t i = 0; i < q->max_keys; i++) {
         qent *e = &h->q[i];
         if (!e->uid) {
@@ -248,12 +251,19 @@ static qent *quota_get(stg_quota *q, host *h, const stg_quota_obs *o)
                 free_slot = e;
             continue;
         }
-        if (e->window_us == o->window_us && !strncmp(e->key, o->key, KEY_LEN) &&
-            !strcmp(e->unit, unit))
+        bool same = !strncmp(e->key, o->key, KEY_LEN) && !strcmp(e->unit, unit);
+        if (same && e->window_us == o->window_us)
             return e;
+        if (same && (o->window_us < 0 || e->window_us < 0) && (!loose || e->tick > loose->tick))
+            loose = e;
         qent **pick = e->inflight ? &busy : &idle;
         if (!*pick || e->tick < (*pick)->tick)
             *pick = e;
+    }
+    if (loose) {
+        if (o->window_us >= 0)
+            loose->window_us = o->window_us;
+        return loose;
     }
     qent *e = free_slot ? free_slot : idle ? idle : busy;
     STG_ASSERT(e);

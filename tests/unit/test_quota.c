@@ -374,6 +374,28 @@ static void test_probe_and_dormant(void **state)
     stg_quota_free(q);
 }
 
+/* One quota stays one when an answer leaves its window out (a 429 with
+ * fewer fields than the 200 before it). */
+static void test_window_left_out(void **state)
+{
+    (void)state;
+    stg_quota *q = make(0);
+    stg_quota_obs o = obs("", "requests", 10, 5, -1);
+    o.window_us = STG_SEC(1);
+    learn(q, NULL, o, 0);
+    learn(q, NULL, obs("", "requests", -1, 0, STG_SEC(2)), 0);
+    stg_quota_host_info info;
+    assert_int_equal(stg_quota_host_get(q, H, 0, &info), STG_OK);
+    assert_int_equal(info.quotas, 1);
+    assert_int_equal(expect_wait(q, "GET /", 0), STG_SEC(2));
+    /* Another window is another quota (Kong's minute and hour). */
+    o.window_us = STG_SEC(3600);
+    learn(q, NULL, o, 0);
+    assert_int_equal(stg_quota_host_get(q, H, 0, &info), STG_OK);
+    assert_int_equal(info.quotas, 2);
+    stg_quota_free(q);
+}
+
 /* Memory: the caps hold, least recently used first out. */
 static void test_caps(void **state)
 {
@@ -487,6 +509,7 @@ int main(void)
         cmocka_unit_test(test_keys_and_fallback),
         cmocka_unit_test(test_global_pause),
         cmocka_unit_test(test_probe_and_dormant),
+        cmocka_unit_test(test_window_left_out),
         cmocka_unit_test(test_caps),
         cmocka_unit_test(test_threads),
         cmocka_unit_test(test_cost_parse),
