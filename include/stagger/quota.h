@@ -28,13 +28,17 @@
  *    request's cost is reserved at admission; the next answer's remaining
  *    count replaces the estimate, less what is still in flight);
  *  - pace, don't burst: with r and the reset t known, a request of cost c
- *    holds the next send of that quota back by c * t * (1 + margin) / r,
- *    so the r units are spread over t instead of spent at once;
+ *    moves the quota's pace on by c * t * (1 + margin) / r (a GCRA whose
+ *    rate spreads the r units over t), and the pace may run ahead of now
+ *    by at most burst * t: a small batch goes at once (about 38% of r with
+ *    the default burst), a large one is spread instead of spending r at
+ *    once and meeting the wall;
  *  - at the reset the full quota is NOT assumed back (the IETF draft: t
- *    says when *more* quota comes, not that all of it does): the count is
- *    unknown, and one request at a time probes until an answer gives it.
- *    A quota the probe's answer does not mention again goes dormant (no
- *    count) until the server announces it again;
+ *    says when *more* quota comes, not that all of it does): the estimate
+ *    keeps what it held (a reset never takes quota away), and a spent one
+ *    becomes unknown: one request at a time probes until an answer gives
+ *    the count. A quota the probe's answer does not mention again goes
+ *    dormant (no count) until the server announces it again;
  *  - a request declares its cost per unit (stg_quota_cost, e.g. 1200
  *    "tokens"); a unit it does not declare costs 1. A cost above a quota's
  *    announced limit can never be admitted: STG_ETOOBIG.
@@ -101,7 +105,11 @@ typedef struct stg_quota_config {
                               0: 20 ms */
     bool no_cold_probe;    /* admit at once to a host that never answered
                               (default false: its first send goes alone) */
-    uint64_t stg__reserved[7]; /* room to grow (docs/ABI.md); leave zero */
+    double burst;          /* how far the pace may run ahead, as a share of
+                              the time to the reset, 0..1; 0: 0.5 (about 38%
+                              of a remaining count may go at once); a
+                              negative value means none */
+    uint64_t stg__reserved[6]; /* room to grow (docs/ABI.md); leave zero */
 } stg_quota_config;
 
 typedef struct stg_quota stg_quota;

@@ -36,6 +36,7 @@
 #define DEFAULT_HOSTS 256
 #define DEFAULT_ROUTES 256
 #define DEFAULT_MARGIN 0.05
+#define DEFAULT_BURST 0.5
 #define DEFAULT_PROBE_WAIT_US STG_MS(20)
 #define TIME_MAX (INT64_MAX / 4)
 
@@ -49,7 +50,8 @@ typedef struct qent {
     bool dormant;     /* no count known and none to wait for: no gate */
     int64_t inflight; /* units reserved by tickets not settled yet */
     int64_t reset_at; /* monotonic instant of the announced reset; NEVER */
-    int64_t next_at;  /* pacing: no send of this quota before */
+    int64_t tat;      /* pacing: theoretical arrival time (GCRA) of the
+                         next unit at the current pace; NEVER: none */
     uint64_t tick;    /* last use, for LRU */
 } qent;
 
@@ -74,7 +76,7 @@ typedef struct host {
 struct stg_quota {
     pthread_mutex_t lock;
     int64_t max_hosts, max_keys, max_routes;
-    double margin;
+    double margin, burst;
     int64_t probe_wait_us;
     bool no_cold_probe;
     host *h; /* max_hosts slots */
@@ -117,7 +119,8 @@ stg_quota *stg_quota_new(const stg_quota_config *cfg, int *err)
         c = *cfg;
     int e = STG_EINVAL;
     if (c.max_hosts < 0 || c.max_keys < 0 || c.max_keys > STG_QUOTA_TICKET_MAX ||
-        c.max_routes < 0 || c.probe_wait_us < 0 || isnan(c.margin) || c.margin > 1.0)
+        c.max_routes < 0 || c.probe_wait_us < 0 || isnan(c.margin) || c.margin > 1.0 ||
+        isnan(c.burst) || c.burst > 1.0)
         goto fail;
     e = STG_ENOMEM;
     stg_quota *q = calloc(1, sizeof *q);
@@ -127,6 +130,7 @@ stg_quota *stg_quota_new(const stg_quota_config *cfg, int *err)
     q->max_keys = c.max_keys ? c.max_keys : STG_QUOTA_TICKET_MAX;
     q->max_routes = c.max_routes ? c.max_routes : DEFAULT_ROUTES;
     q->margin = c.margin == 0.0 ? DEFAULT_MARGIN : c.margin < 0 ? 0.0 : c.margin;
+    q->burst = c.burst == 0.0 ? DEFAULT_BURST : c.burst < 0 ? 0.0 : c.burst;
     q->probe_wait_us = c.probe_wait_us ? c.probe_wait_us : DEFAULT_PROBE_WAIT_US;
     q->no_cold_probe = c.no_cold_probe;
     q->next_uid = 1;
@@ -277,19 +281,21 @@ static qent *quota_get(stg_quota *q, host *h, const stg_quota_obs *o)
     e->est = UNKNOWN;
     e->dormant = true; /* until a remaining count arrives */
     e->reset_at = NEVER;
-    e->next_at = NEVER;
+    e->tat = NEVER;
     return e;
 }
 
 /* ---- the rules --------------------------------------------------------------- */
 
-/* The reset passed: the count is unknown again (not the full limit: the
- * server only said that more quota comes then), so the next request probes. */
+/* The reset passed. More quota has come, but how much is not said (not
+ * necessarily the full limit: the IETF t is when *more* returns), so what
+ * the estimate still holds stays (a reset never takes quota away), and a
+ * spent one becomes unknown: the next request probes. */
 static void renew(qent *e, int64_t now)
 {
     if (e->reset_at != NEVER && now >= e->reset_at) {
         e->reset_at = NEVER;
-        if (!e->dormant)
+        if (!e->dormant && e->est == 0)
             e->est = UNKNOWN;
     }
 }
@@ -314,13 +320,21 @@ static int64_t need(const stg_quota *q, const qent *e, int64_t c, int64_t now)
         else
             w = e->inflight > 0 ? q->probe_wait_us : 0; /* one probe at a time */
     }
-    if (e->next_at != NEVER && e->next_at > now && e->next_at - now > w)
-        w = e->next_at - now;
+    /* Pacing (GCRA): the pace may run ahead of now by a share of the time
+     * to the reset (the burst), no further. */
+    if (!e->dormant && e->tat != NEVER && e->tat > now) {
+        int64_t tau = 0;
+        if (e->reset_at != NEVER && e->reset_at > now)
+            tau = (int64_t)((double)(e->reset_at - now) * q->burst);
+        if (e->tat - now - tau > w)
+            w = e->tat - now - tau;
+    }
     return w;
 }
 
-/* Reserve c units of e at now, and hold the next send back so that the
- * remaining count is spread over the time to the reset. */
+/* Reserve c units of e at now, and move its pace on by c units at the pace
+ * that spreads the remaining count over the time to the reset (with the
+ * margin): c * t * (1 + margin) / r. */
 static void charge(const stg_quota *q, qent *e, int64_t c, int64_t now)
 {
     int64_t before = e->est;
@@ -330,8 +344,9 @@ static void charge(const stg_quota *q, qent *e, int64_t c, int64_t now)
     if (!e->dormant && before > 0 && e->reset_at != NEVER && e->reset_at > now) {
         double step = (double)(e->reset_at - now) * (1.0 + q->margin) * (double)c / (double)before;
         int64_t s = step >= (double)TIME_MAX ? TIME_MAX : (int64_t)ceil(step);
-        int64_t at = sat_add(now, s);
-        e->next_at = at < e->reset_at ? at : e->reset_at;
+        int64_t base = e->tat != NEVER && e->tat > now ? e->tat : now;
+        int64_t at = sat_add(base, s);
+        e->tat = at < e->reset_at ? at : e->reset_at; /* the reset resets the pace */
     }
     STG_ASSERT(e->est >= 0 || e->est == UNKNOWN);
     STG_ASSERT(e->inflight >= 0);

@@ -50,9 +50,10 @@ static void learn(stg_quota *q, const char *route, stg_quota_obs o, int64_t now)
     assert_int_equal(stg_quota_settle(q, H, route, NULL, &qs, now), STG_OK);
 }
 
+/* Without a burst, so that pacing is exact (the burst has its own test). */
 static stg_quota *make(double margin)
 {
-    stg_quota_config c = {.margin = margin};
+    stg_quota_config c = {.margin = margin, .burst = -1};
     int err = 0;
     stg_quota *q = stg_quota_new(&c, &err);
     assert_non_null(q);
@@ -198,6 +199,34 @@ static void test_pacing_spreads(void **state)
     expect_ok(q, "GET /", 0);
     expect_ok(q, "GET /", 0);
     expect_wait(q, "GET /", 0);
+    stg_quota_free(q);
+}
+
+/* The burst: the pace may run ahead by half the time to the reset, so at
+ * once about r * (1 - e^-0.5) (39 of 100) go, then one per pace step;
+ * the count bound holds throughout. */
+static void test_pacing_burst(void **state)
+{
+    (void)state;
+    stg_quota_config cfg = {.margin = -1}; /* the default burst, 0.5 */
+    stg_quota *q = stg_quota_new(&cfg, NULL);
+    assert_non_null(q);
+    learn(q, NULL, obs("", "requests", 100, 100, STG_SEC(100)), 0);
+    int at_once = 0;
+    stg_quota_ticket t;
+    int64_t w = 0;
+    while (stg_quota_acquire(q, H, "GET /", NULL, 0, 0, &t, &w) == STG_OK)
+        at_once++;
+    assert_in_range(at_once, 37, 41);
+    assert_true(w > 0);
+    int64_t now = 0, total = at_once;
+    while (now < STG_SEC(100)) {
+        if (stg_quota_acquire(q, H, "GET /", NULL, 0, now, &t, &w) == STG_OK)
+            total++;
+        else
+            now += w;
+    }
+    assert_true(total <= 100);
     stg_quota_free(q);
 }
 
@@ -504,6 +533,7 @@ int main(void)
         cmocka_unit_test(test_cold_start),
         cmocka_unit_test(test_never_more_than_remaining),
         cmocka_unit_test(test_pacing_spreads),
+        cmocka_unit_test(test_pacing_burst),
         cmocka_unit_test(test_reserve_settle),
         cmocka_unit_test(test_two_units),
         cmocka_unit_test(test_keys_and_fallback),
