@@ -39,6 +39,11 @@
  *    becomes unknown: one request at a time probes until an answer gives
  *    the count. A quota the probe's answer does not mention again goes
  *    dormant (no count) until the server announces it again;
+ *  - a quota spent with no reset announced (Shopify's used/size) probes
+ *    again after empty_wait (1 s), not at once;
+ *  - OpenAI's and Anthropic's resets are the instant the bucket is full:
+ *    such a quota refills one unit per t / (limit - remaining) and is not
+ *    spread over t (the bucket paces itself);
  *  - a request declares its cost per unit (stg_quota_cost, e.g. 1200
  *    "tokens"); a unit it does not declare costs 1. A cost above a quota's
  *    announced limit can never be admitted: STG_ETOOBIG.
@@ -109,7 +114,9 @@ typedef struct stg_quota_config {
                               the time to the reset, 0..1; 0: 0.5 (about 38%
                               of a remaining count may go at once); a
                               negative value means none */
-    uint64_t stg__reserved[6]; /* room to grow (docs/ABI.md); leave zero */
+    int64_t empty_wait_us; /* a quota spent with no reset said: probe again
+                              after this; 0: 1 s */
+    uint64_t stg__reserved[5]; /* room to grow (docs/ABI.md); leave zero */
 } stg_quota_config;
 
 typedef struct stg_quota stg_quota;

@@ -38,6 +38,7 @@
 #define DEFAULT_MARGIN 0.05
 #define DEFAULT_BURST 0.5
 #define DEFAULT_PROBE_WAIT_US STG_MS(20)
+#define DEFAULT_EMPTY_WAIT_US STG_SEC(1)
 #define TIME_MAX (INT64_MAX / 4)
 
 typedef struct qent {
@@ -52,6 +53,9 @@ typedef struct qent {
     int64_t reset_at; /* monotonic instant of the announced reset; NEVER */
     int64_t tat;      /* pacing: theoretical arrival time (GCRA) of the
                          next unit at the current pace; NEVER: none */
+    int64_t refill_us;   /* a bucket whose reset is "until full" (OpenAI,
+                            Anthropic): time per unit refilled; 0: none */
+    int64_t refilled_at; /* refill credited up to this instant */
     uint64_t tick;    /* last use, for LRU */
 } qent;
 
@@ -77,7 +81,7 @@ struct stg_quota {
     pthread_mutex_t lock;
     int64_t max_hosts, max_keys, max_routes;
     double margin, burst;
-    int64_t probe_wait_us;
+    int64_t probe_wait_us, empty_wait_us;
     bool no_cold_probe;
     host *h; /* max_hosts slots */
     uint64_t tick, next_uid;
@@ -119,7 +123,7 @@ stg_quota *stg_quota_new(const stg_quota_config *cfg, int *err)
         c = *cfg;
     int e = STG_EINVAL;
     if (c.max_hosts < 0 || c.max_keys < 0 || c.max_keys > STG_QUOTA_TICKET_MAX ||
-        c.max_routes < 0 || c.probe_wait_us < 0 || isnan(c.margin) || c.margin > 1.0 ||
+        c.max_routes < 0 || c.probe_wait_us < 0 || c.empty_wait_us < 0 || isnan(c.margin) || c.margin > 1.0 ||
         isnan(c.burst) || c.burst > 1.0)
         goto fail;
     e = STG_ENOMEM;
@@ -132,6 +136,7 @@ stg_quota *stg_quota_new(const stg_quota_config *cfg, int *err)
     q->margin = c.margin == 0.0 ? DEFAULT_MARGIN : c.margin < 0 ? 0.0 : c.margin;
     q->burst = c.burst == 0.0 ? DEFAULT_BURST : c.burst < 0 ? 0.0 : c.burst;
     q->probe_wait_us = c.probe_wait_us ? c.probe_wait_us : DEFAULT_PROBE_WAIT_US;
+    q->empty_wait_us = c.empty_wait_us ? c.empty_wait_us : DEFAULT_EMPTY_WAIT_US;
     q->no_cold_probe = c.no_cold_probe;
     q->next_uid = 1;
     q->h = calloc((size_t)q->max_hosts, sizeof *q->h);
@@ -300,6 +305,23 @@ static void renew(qent *e, int64_t now)
     }
 }
 
+/* A refilling bucket: credit the units refilled since the last credit, up
+ * to its limit (less what is in flight). */
+static void refill(qent *e, int64_t now)
+{
+    if (e->refill_us <= 0 || e->dormant || e->est == UNKNOWN || now <= e->refilled_at)
+        return;
+    int64_t k = (now - e->refilled_at) / e->refill_us;
+    if (k <= 0)
+        return;
+    int64_t cap = e->limit != UNKNOWN ? e->limit - e->inflight : TIME_MAX;
+    int64_t est = e->est + k;
+    if (est > cap)
+        est = cap > e->est ? cap : e->est;
+    e->est = est;
+    e->refilled_at += k * e->refill_us;
+}
+
 static int64_t cost_for(const qent *e, const stg_quota_cost *c, size_t n)
 {
     for (size_t i = 0; i < n; i++)
@@ -315,7 +337,11 @@ static int64_t need(const stg_quota *q, const qent *e, int64_t c, int64_t now)
     if (e->dormant) {
         w = 0;
     } else if (e->est == UNKNOWN || e->est < c) {
-        if (e->est != UNKNOWN && e->reset_at != NEVER)
+        if (e->est != UNKNOWN && e->refill_us > 0) {
+            w = e->refilled_at + (c - e->est) * e->refill_us - now; /* > 0: refill() ran */
+            if (e->reset_at != NEVER && e->reset_at - now < w)
+                w = e->reset_at - now;
+        } else if (e->est != UNKNOWN && e->reset_at != NEVER)
             w = e->reset_at - now; /* > 0: renew() ran */
         else
             w = e->inflight > 0 ? q->probe_wait_us : 0; /* one probe at a time */
@@ -341,7 +367,10 @@ static void charge(const stg_quota *q, qent *e, int64_t c, int64_t now)
     if (!e->dormant && before != UNKNOWN) /* a probe leaves it unknown */
         e->est = before <= c ? 0 : before - c;
     e->inflight += c;
-    if (!e->dormant && before > 0 && e->reset_at != NEVER && e->reset_at > now) {
+    /* A refilling bucket paces itself (its refill): no spreading over its
+     * reset, which is when it is full, not when more comes. */
+    if (!e->dormant && before > 0 && e->reset_at != NEVER && e->reset_at > now &&
+        e->refill_us <= 0) {
         double step = (double)(e->reset_at - now) * (1.0 + q->margin) * (double)c / (double)before;
         int64_t s = step >= (double)TIME_MAX ? TIME_MAX : (int64_t)ceil(step);
         int64_t base = e->tat != NEVER && e->tat > now ? e->tat : now;
@@ -401,6 +430,7 @@ int stg_quota_acquire(stg_quota *q, const char *hostname, const char *route_name
         if (!e->uid || (r && e->key[0] && !route_has(r, e->uid)))
             continue;
         renew(e, now_us);
+        refill(e, now_us);
         int64_t c = cost_for(e, costs, n_costs);
         if (c == 0)
             continue;
@@ -437,7 +467,15 @@ out:
 }
 
 /* What an answer says of one quota. */
-static void update(qent *e, const stg_quota_obs *o, int64_t now)
+/* The dialects whose reset is the instant the bucket is full again (their
+ * providers' documentation), so that more quota comes long before it. */
+static bool refills(int dialect)
+{
+    return dialect == STG_DIALECT_OPENAI || dialect == STG_DIALECT_ANTHROPIC;
+}
+
+/* What an answer says of one quota. */
+static void update(const stg_quota *q, qent *e, const stg_quota_obs *o, int64_t now)
 {
     if (o->limit >= 0)
         e->limit = o->limit;
@@ -447,8 +485,24 @@ static void update(qent *e, const stg_quota_obs *o, int64_t now)
     }
     if (o->reset_us >= 0)
         e->reset_at = sat_add(now, o->reset_us);
+    else if (o->remaining == 0)
+        /* Spent, and no word of when more comes (a leaky bucket's
+         * used/size): probe again after a while, not at once. */
+        e->reset_at = sat_add(now, q->empty_wait_us);
     else if (e->reset_at != NEVER && e->reset_at <= now)
         e->reset_at = NEVER;
+    /* Until full in t with limit - remaining missing: one unit per
+     * t / (limit - remaining), rounded up (a reset rounded up to the
+     * second only makes it slower). */
+    if (refills(o->dialect) && o->remaining >= 0 && o->reset_us >= 0 && e->limit > 0) {
+        if (e->limit > o->remaining) {
+            int64_t missing = e->limit - o->remaining;
+            e->refill_us = o->reset_us / missing + (o->reset_us % missing != 0);
+            if (e->refill_us < 1)
+                e->refill_us = 1;
+        }
+        e->refilled_at = now;
+    }
 }
 
 static void route_map(stg_quota *q, host *h, const char *name, const uint64_t *uids, int n)
@@ -524,7 +578,7 @@ int stg_quota_settle(stg_quota *q, const char *hostname, const char *route_name,
             continue;
         }
         qent *e = quota_get(q, h, o);
-        update(e, o, now_us);
+        update(q, e, o, now_us);
         e->tick = q->tick;
         if (n_seen < STG_QUOTA_TICKET_MAX)
             seen[n_seen++] = e->uid;

@@ -50,9 +50,16 @@ static void quota_settle(stg_engine *e, req *r, bool answered)
         stg_hints_feed_line(&hh, &qs, p, (size_t)(stop - p), e->wall);
         p = nl ? nl + 1 : end;
     }
+    /* A refusal's wait (Retry-After) is when a quota it shows spent, with
+     * no reset of its own (Shopify's used/size), comes back. */
+    int64_t wait = 0;
+    if (stg__throttled(r->status, &hh) && stg_hints_server_wait(&hh, &wait))
+        for (size_t i = 0; i < qs.n; i++)
+            if (qs.q[i].remaining == 0 && qs.q[i].reset_us < 0)
+                qs.q[i].reset_us = wait;
     /* A global wait (Discord X-RateLimit-Global) read as a flag rather
      * than as a quota: it holds the whole host. */
-    int64_t wait = 0;
+    wait = 0;
     bool has_global = false;
     for (size_t i = 0; i < qs.n; i++)
         has_global |= qs.q[i].global;

@@ -65,7 +65,7 @@
     X(stg_quota_obs, 4, 160)            \
     X(stg_quota_set, 4, 2832)           \
     X(stg_quota_cost, 2, 48)            \
-    X(stg_quota_config, 6, 104)         \
+    X(stg_quota_config, 5, 104)         \
     X(stg_quota_host_info, 4, 56)
 
 #define STG_ABI_CURL_STRUCTS(X)         \

@@ -230,6 +230,45 @@ static void test_pacing_burst(void **state)
     stg_quota_free(q);
 }
 
+/* A bucket whose reset is "until full" (OpenAI, Anthropic) refills one
+ * unit per t / (limit - remaining): 50 a minute, 0 left and full in 60 s
+ * is one request every 1.2 s, not a wait of a minute. */
+static void test_refilling_bucket(void **state)
+{
+    (void)state;
+    stg_quota *q = make(0);
+    stg_quota_obs o = obs("", "requests", 50, 0, STG_SEC(60));
+    o.dialect = STG_DIALECT_ANTHROPIC;
+    learn(q, NULL, o, 0);
+    assert_int_equal(expect_wait(q, "GET /", 0), STG_MS(1200));
+    expect_ok(q, "GET /", STG_MS(1200));
+    assert_int_equal(expect_wait(q, "GET /", STG_MS(1200)), STG_MS(1200));
+    /* Two units refilled 2.4 s later: two go, not three. */
+    expect_ok(q, "GET /", STG_MS(3600));
+    expect_ok(q, "GET /", STG_MS(3600));
+    expect_wait(q, "GET /", STG_MS(3600));
+    stg_quota_free(q);
+    /* Another dialect's reset is when the window opens again. */
+    q = make(0);
+    o.dialect = STG_DIALECT_X_RATELIMIT;
+    learn(q, NULL, o, 0);
+    assert_int_equal(expect_wait(q, "GET /", 0), STG_SEC(60));
+    stg_quota_free(q);
+}
+
+/* Spent with no reset said (Shopify's 40/40): the next probe waits
+ * empty_wait (1 s by default), not a round trip. */
+static void test_spent_without_reset(void **state)
+{
+    (void)state;
+    stg_quota *q = make(0);
+    learn(q, NULL, obs("", "requests", 40, 0, -1), 0);
+    assert_int_equal(expect_wait(q, "GET /", 0), STG_SEC(1));
+    expect_ok(q, "GET /", STG_SEC(1));
+    expect_wait(q, "GET /", STG_SEC(1));
+    stg_quota_free(q);
+}
+
 /* Weighted requests: reserve the declared tokens, and let the answer's
  * remaining count (less what is still in flight) settle the estimate. */
 static void test_reserve_settle(void **state)
@@ -534,6 +573,8 @@ int main(void)
         cmocka_unit_test(test_never_more_than_remaining),
         cmocka_unit_test(test_pacing_spreads),
         cmocka_unit_test(test_pacing_burst),
+        cmocka_unit_test(test_refilling_bucket),
+        cmocka_unit_test(test_spent_without_reset),
         cmocka_unit_test(test_reserve_settle),
         cmocka_unit_test(test_two_units),
         cmocka_unit_test(test_keys_and_fallback),
