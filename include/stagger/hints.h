@@ -1,17 +1,23 @@
 /*
  * Server hints: what a response says about when to come back.
  *
- * Parses Retry-After (RFC 9110 section 10.2.3: delta-seconds or an
- * HTTP-date in any of the three forms a recipient must accept), the de-facto
- * X-RateLimit-Limit / -Remaining / -Reset fields, and the IETF RateLimit /
- * RateLimit-Policy structured fields (plus the older RateLimit-Limit /
- * -Remaining / -Reset fields of earlier drafts).
+ * Parses, from one table of dialects (src/core/dialect.c; docs/libstagger.3
+ * lists them): Retry-After (RFC 9110 section 10.2.3: delta-seconds, decimals
+ * rounded up, or an HTTP-date in the three forms a recipient must accept and
+ * the lenient variants servers send) and its millisecond forms, the
+ * de-facto X-RateLimit-* fields and the vendors' quota fields (GitHub,
+ * Discord, OpenAI, Anthropic, X, Shopify, Kong), server verdicts
+ * (x-should-retry, Stripe-Should-Retry), and the IETF RateLimit /
+ * RateLimit-Policy fields of drafts -10, -07 and -06. A response may
+ * announce several quotas: stg_hints_feed() collects them in a
+ * stg_quota_set, keyed as the server keys them.
  *
  * Input is untrusted bytes: every parser takes a pointer and a length (the
  * value need not be NUL-terminated), never reads past them, never allocates,
  * and answers "no hint" for anything malformed. A wait is never negative: a
- * date in the past means 0. The HTTP-date forms need the wall clock, so it
- * is a parameter (Unix time in microseconds), never read here.
+ * date in the past means 0; a wait too large to represent is the largest
+ * one (STG_WAIT_MAX_US), never "no hint". The dates need the wall clock, so
+ * it is a parameter (Unix time in microseconds), never read here.
  */
 #ifndef STAGGER_HINTS_H
 #define STAGGER_HINTS_H
@@ -158,14 +164,19 @@ STG_API void stg_quota_set_init(stg_quota_set *qs);
 /* Parse an HTTP-date in IMF-fixdate ("Sun, 06 Nov 1994 08:49:37 GMT"),
  * obsolete RFC 850 ("Sunday, 06-Nov-94 08:49:37 GMT") or asctime
  * ("Sun Nov  6 08:49:37 1994") form, surrounding whitespace allowed, into
- * Unix seconds. Two-digit RFC 850 years are read as RFC 9110 says: a year
- * more than 50 years in the future is in the past century, judged against
- * wall_now_us (only RFC 850 dates use it). The structure is strict; day and
- * month names match without regard to case; the weekday must be a valid
- * name but is not checked against the date. Years 0000..9999; a leap
- * second (23:59:60) counts as 23:59:59. Returns STG_OK or STG_EPARSE
- * (STG_EINVAL if unix_s is NULL); on error *unix_s is left unchanged.
- * Thread-safe. */
+ * Unix seconds; and, as curl's parser does, the variants servers send: no
+ * weekday, one-digit day or hour, extra spaces, RFC 850 with a four-digit
+ * year, asctime followed by GMT, the zones GMT, UT, UTC, Z, the US zones of
+ * RFC 5322 and numeric offsets (+hhmm), which are applied. What could mean
+ * two instants is STG_EPARSE: two zones ("GMT+0100"), an unknown word, a
+ * numeric month, a missing year, time or seconds, an IMF/RFC 850 date
+ * without its zone. Two-digit RFC 850 years are read as RFC 9110 says: a
+ * year more than 50 years in the future is in the past century, judged
+ * against wall_now_us (only they use it). Names match without regard to
+ * case; the weekday must be a valid name but is not checked against the
+ * date. Years 0000..9999; a leap second (23:59:60) counts as 23:59:59.
+ * Returns STG_OK or STG_EPARSE (STG_EINVAL if unix_s is NULL); on error
+ * *unix_s is left unchanged. Thread-safe. */
 STG_API int stg_http_date_parse(const char *s, size_t len, int64_t wall_now_us,
                                 int64_t *unix_s);
 
@@ -175,11 +186,13 @@ STG_API int stg_http_date_parse(const char *s, size_t len, int64_t wall_now_us,
  * Thread-safe. */
 STG_API size_t stg_http_date_format(int64_t unix_s, char *buf, size_t size);
 
-/* Parse a Retry-After value into a wait from now in microseconds. A date in
- * the past gives 0. Returns STG_OK; STG_EPARSE for empty, negative,
- * fractional or garbage values; STG_ERANGE for delta-seconds above
- * STG_DELTA_SECONDS_MAX, or a date further than that in the future;
- * STG_EINVAL if wait_us is NULL. On error *wait_us is left unchanged. */
+/* Parse a Retry-After value into a wait from now in microseconds. Decimal
+ * seconds ("2.0", "1.5") are rounded up to whole seconds; a date in the
+ * past gives 0. Returns STG_OK; STG_EPARSE for empty, negative or garbage
+ * values; STG_ERANGE for delta-seconds above STG_DELTA_SECONDS_MAX, or a
+ * date further than that in the future (stg_hints_feed then holds the
+ * largest wait); STG_EINVAL if wait_us is NULL. On error *wait_us is left
+ * unchanged. */
 STG_API int stg_retry_after_parse(const char *value, size_t len, int64_t wall_now_us,
                                   int64_t *wait_us);
 
@@ -198,7 +211,9 @@ STG_API void stg_hints_init(stg_hints *h);
 /* Feed one response header (name matched case-insensitively). Headers that
  * carry no hint are ignored and return STG_OK. A malformed hint leaves the
  * field unknown, sets its bit in h->malformed and returns STG_EPARSE (or
- * STG_ERANGE); the caller may log it and carry on. A header is applied
+ * STG_ERANGE for a count too large); the caller may log it and carry on. A
+ * wait or reset too large to represent is applied as STG_WAIT_MAX_US, sets
+ * its bit in h->oversized and returns STG_ERANGE. A header is applied
  * whole or not at all. When a response carries several rate-limit items
  * (e.g. two RateLimit policies, or the same field twice), the most
  * restrictive one wins: least remaining, then the longest reset; for
