@@ -379,13 +379,13 @@ primitives() {
         fi
     done
     [ "$QUICK" = 1 ] && return 0
-    for s in bench_serve bench_batch bench_redis; do
+    for s in bench_serve bench_batch bench_redis bench_dialects; do
         if [ -f "$ROOT/bench/$s.sh" ]; then
             log "running bench/$s.sh"
             set +e
             interp=sh
             head -1 "$ROOT/bench/$s.sh" | grep -q bash && interp=bash
-            timeout -k 5 600 "$interp" "$ROOT/bench/$s.sh" "$BUILD" >"$d/$s.txt" 2>"$d/$s.err"
+            timeout -k 5 1200 "$interp" "$ROOT/bench/$s.sh" "$BUILD" >"$d/$s.txt" 2>"$d/$s.err"
             rc=$?
             set -e
             printf '{"kind":"script","name":"%s","exit":%d,"file":"primitives/%s.txt"}\n' \

@@ -322,6 +322,10 @@ static const cli_opt serve_table[] = {
      "resize the persona's quota NAME, e.g. requests=20/1s\n"
      "(LIMIT 0 turns it off); repeatable",
      offsetof(serve_opts, cfg), opt_quota, NULL, 0, NULL},
+    {CLI_FLAG, "client-by-addr", 0, NULL,
+     "quotas and early retries per peer address, ignoring\n"
+     "X-Client-Id (peers that send one id per job)",
+     F(client_by_addr), NULL, NULL, 0, NULL},
     {CLI_FN, "token-cost", 0, "N",
      "tokens each request costs on token quotas, unless it\n"
      "sends X-Token-Cost: N (default 0)",
@@ -399,14 +403,14 @@ int cli_serve_main(int argc, char **argv)
         return prc;
     stg_srv_config cfg = so.cfg;
     bool burst_set = so.burst_set;
-    if (burst_set && cfg.rate <= 0)
-        return cli_usage_error(CMD, "--burst needs --rate");
-    if (cfg.ratelimit_headers && cfg.rate <= 0)
-        return cli_usage_error(CMD, "--ratelimit-headers needs --rate");
     if (cfg.n_quotas && !cfg.dialect)
         return cli_usage_error(CMD, "--quota needs --dialect");
     if (cfg.token_cost && !cfg.dialect)
         return cli_usage_error(CMD, "--token-cost needs --dialect");
+    if (burst_set && cfg.rate <= 0)
+        return cli_usage_error(CMD, "--burst needs --rate");
+    if (cfg.ratelimit_headers && cfg.rate <= 0)
+        return cli_usage_error(CMD, "--ratelimit-headers needs --rate");
 
     /* Block the stop signals before any thread exists, so every server
      * thread inherits the mask and only sigwait below sees them. */

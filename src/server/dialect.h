@@ -33,7 +33,10 @@
  * - A refusal's "told" instant (the earliest instant any hint it carries
  *   allows a retry) is never earlier than the instant at which the quota that
  *   refused it has room again for the same cost, at the state of the refusal:
- *   every written wait is rounded up, never down.
+ *   every written wait is rounded up, never down. One exception, by design:
+ *   GitHub's secondary limit carries no hint, and its told instant is the
+ *   minute GitHub's documentation asks for, whatever the window (a secondary
+ *   window longer than 60 s can refuse a client that waited that minute).
  * - A quota with LIMIT 0 is off: it is neither enforced nor announced.
  */
 #ifndef STAGGER_SERVER_DIALECT_H

@@ -41,6 +41,11 @@ int srv_extras_json(stg_srv *s, json_t *doc)
     json_t *e = srv_early_json(&s->early);
     if (!e || json_object_set_new(doc, "early_retries", e) != 0)
         return -1;
+    /* The log's t_us are monotonic since start; window quotas are aligned
+     * to the wall clock: this maps one onto the other. */
+    int64_t start_wall = srv_wall_us() - (srv_mono_us() - s->start_us);
+    if (json_object_set_new(doc, "start_wall_us", json_integer(start_wall)) != 0)
+        return -1;
     if (s->dialect.p) {
         json_t *d = srv_dialect_json(&s->dialect);
         if (!d || json_object_set_new(doc, "dialect", d) != 0)
@@ -55,9 +60,10 @@ void srv_extras_print(stg_srv *s)
         srv_early_print(&s->early, stderr);
 }
 
-void srv_client_id(struct MHD_Connection *c, char *buf, size_t n)
+void srv_client_id(struct MHD_Connection *c, bool by_addr, char *buf, size_t n)
 {
-    const char *id = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "X-Client-Id");
+    const char *id =
+        by_addr ? NULL : MHD_lookup_connection_value(c, MHD_HEADER_KIND, "X-Client-Id");
     if (id && *id) {
         snprintf(buf, n, "%s", id);
         return;

@@ -127,7 +127,6 @@ static void ietf_refuse(const srv_dctx *c, srv_dout *o)
 
 static void openai_fields(const srv_dctx *c, srv_dout *o)
 {
-    static const char *unit[] = {"requests", "tokens"};
     for (size_t i = 0; i < 2; i++) {
         const srv_dq_view *v = &c->v[i];
         if (!v->applies)
@@ -139,7 +138,6 @@ static void openai_fields(const srv_dctx *c, srv_dout *o)
         srv_dout_add(o, i ? "x-ratelimit-remaining-tokens" : "x-ratelimit-remaining-requests",
                      "%" PRId64, v->remaining);
         srv_dout_add(o, i ? "x-ratelimit-reset-tokens" : "x-ratelimit-reset-requests", "%s", d);
-        (void)unit;
     }
 }
 

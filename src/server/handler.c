@@ -54,7 +54,8 @@ typedef struct srv_req {
     char text[];
 } srv_req;
 
-static srv_req *req_new(struct MHD_Connection *c, const char *method, const char *url)
+static srv_req *req_new(stg_srv *s, struct MHD_Connection *c, const char *method,
+                        const char *url)
 {
     const char *client = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "X-Client-Id");
     const char *key = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Idempotency-Key");
@@ -75,7 +76,7 @@ static srv_req *req_new(struct MHD_Connection *c, const char *method, const char
     r->client = memcpy(p, client, lc);
     p += lc;
     r->key = key ? memcpy(p, key, lk) : NULL;
-    srv_client_id(c, r->who, sizeof r->who);
+    srv_client_id(c, s->cfg.client_by_addr, r->who, sizeof r->who);
     return r;
 }
 
@@ -322,7 +323,7 @@ enum MHD_Result srv_on_request(void *cls, struct MHD_Connection *c, const char *
     stg_srv *s = cls;
     srv_req *r = *con_cls;
     if (!r) {
-        r = req_new(c, method, url);
+        r = req_new(s, c, method, url);
         if (!r)
             return MHD_NO;
         r->stats_path = !strcmp(url, "/__stats");

@@ -33,14 +33,14 @@ struct stg_srv {
     unsigned port;
     srv_stats stats;
     srv_limit limit;
+    srv_dialect dialect; /* --dialect (dialect.h) */
+    srv_early early;     /* early retries (early.h) */
+    bool early_ok;
     srv_faults faults;
     srv_clients clients;
     srv_idem idem;
     srv_reqlog log;
     srv_park park;
-    srv_dialect dialect; /* --dialect (dialect.h) */
-    srv_early early;     /* early retries (early.h) */
-    bool early_ok;
 };
 
 /* MHD callbacks (handler.c); cls is the stg_srv. */
@@ -63,9 +63,9 @@ int srv_extras_init(stg_srv *s, char *err, size_t errlen);
 void srv_extras_destroy(stg_srv *s);
 int srv_extras_json(stg_srv *s, json_t *doc);
 void srv_extras_print(stg_srv *s);
-/* The early-retry client of a connection: its X-Client-Id, else the peer's
- * IP address (no port), else "?"; truncated to fit n. */
-void srv_client_id(struct MHD_Connection *c, char *buf, size_t n);
+/* The early-retry client of a connection: its X-Client-Id (unless by_addr),
+ * else the peer's IP address (no port), else "?"; truncated to fit n. */
+void srv_client_id(struct MHD_Connection *c, bool by_addr, char *buf, size_t n);
 /* Add a persona's collected fields to a response. */
 void srv_dout_apply(const srv_dout *o, struct MHD_Response *resp);
 /* CLOCK_REALTIME in microseconds. */

@@ -65,8 +65,11 @@ json_t *srv_stats_document(stg_srv *s)
         conns = di ? di->num_connections : 0;
     }
     if (json_object_set_new(doc, "limit", limit) != 0 ||
-        json_object_set_new(doc, "connections", json_integer(conns)) != 0 ||
-        srv_extras_json(s, doc) != 0) {
+        json_object_set_new(doc, "connections", json_integer(conns)) != 0) {
+        json_decref(doc);
+        return NULL;
+    }
+    if (srv_extras_json(s, doc) != 0) { /* early retries, dialect */
         json_decref(doc);
         return NULL;
     }
@@ -107,12 +110,12 @@ static void destroy(stg_srv *s, bool stats_ok, bool idem_ok, bool clients_ok, bo
         MHD_stop_daemon(s->mhd);
     if (log_ok)
         srv_reqlog_close(&s->log);
+    srv_extras_destroy(s);
     if (idem_ok)
         srv_idem_destroy(&s->idem);
     if (clients_ok)
         srv_clients_destroy(&s->clients);
     srv_faults_destroy(&s->faults);
-    srv_extras_destroy(s);
     if (stats_ok)
         srv_stats_destroy(&s->stats);
     free(s->bind_copy);

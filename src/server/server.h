@@ -63,6 +63,11 @@ typedef struct stg_srv_config {
     int64_t fail_retry_after_s; /* Retry-After of those 429s */
     stg_srv_outage outages[STG_SRV_MAX_OUTAGES];
     size_t n_outages;
+    const char *dialect;    /* persona (src/server/dialect.h); NULL: none */
+    stg_srv_quota quotas[STG_SRV_MAX_QUOTAS];
+    size_t n_quotas;
+    int64_t token_cost; /* tokens per request unless X-Token-Cost says */
+    bool client_by_addr; /* persona/early-retry client: the peer address only */
     double reset_prob, hang_prob, slow_prob; /* probabilities in [0, 1] */
     int64_t reset_every, hang_every, slow_every; /* every Nth request; 0: off */
     int64_t slow_body_us; /* how long a slow body takes to trickle out */
@@ -71,10 +76,6 @@ typedef struct stg_srv_config {
     stg_srv_log_format log_format;
     const char *stats_path; /* NULL: no stats file at exit */
     size_t max_body;        /* request bodies above this get 413 */
-    const char *dialect;    /* persona (src/server/dialect.h); NULL: none */
-    stg_srv_quota quotas[STG_SRV_MAX_QUOTAS];
-    size_t n_quotas;
-    int64_t token_cost; /* tokens per request unless X-Token-Cost says */
 } stg_srv_config;
 
 typedef struct stg_srv stg_srv;

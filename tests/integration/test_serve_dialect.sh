@@ -324,6 +324,23 @@ EOF
 stop_server
 ok "token quotas charge X-Token-Cost, else --token-cost; a refusal charges nothing"
 
+# --- Go durations as OpenAI writes them: ms, s, m and h forms -------------------------
+serve_start godur --dialect openai --quota requests=1000/1s --quota tokens=10000/2h
+"$PYTHON" - "$PORT" <<'EOF' || fail "go durations"
+import http.client, re, sys
+c = http.client.HTTPConnection("127.0.0.1", int(sys.argv[1]), timeout=30)
+def get(p, cost):
+    c.request("GET", p, headers={"X-Token-Cost": str(cost)}); r = c.getresponse(); r.read()
+    return r.getheader("x-ratelimit-reset-requests"), r.getheader("x-ratelimit-reset-tokens")
+rq, tk = get("/a", 9000)   # 9000 of 10000 per 2 h: full again in 1h48m, less what refilled
+assert re.match(r"^(1h47m59(\.\d{1,3})?s|1h48m0s)$", tk), tk
+assert re.match(r"^[1-9]\d{0,2}ms$|^1s$", rq), rq        # one request of 1000/s: 1ms
+rq, tk = get("/b", 0)
+assert re.match(r"^(1h4[78]m\d{1,2}(\.\d{1,3})?s)$", tk), tk
+EOF
+stop_server
+ok "x-ratelimit-reset-* are Go durations (1h48m0s, 1ms)"
+
 # --- GitHub: a resource per path, secondary limit without retry-after ---------------
 serve_start gh --dialect github --quota core=100/1m --quota search=2/1m --quota secondary=4/1m
 "$PYTHON" - "$PORT" <<'EOF' || fail "github resources"
@@ -404,6 +421,60 @@ for code in 400:false 402:false 409:true 500:true 503:true 200:; do
 done
 stop_server
 ok "anthropic: 529 overloaded without a hint; stripe: Stripe-Should-Retry on error answers"
+
+# --- who is a client: X-Client-Id, else the peer address; --client-by-addr -----------
+for mode in header addr; do
+    extra=()
+    [ "$mode" = addr ] && extra=(--client-by-addr)
+    serve_start cid --dialect x --quota requests=2/1m "${extra[@]}"
+    "$PYTHON" - "$PORT" "$mode" <<'EOF' || fail "client id ($mode)"
+import http.client, json, sys
+port, mode = int(sys.argv[1]), sys.argv[2]
+c = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+def get(p, who=None):
+    c.request("GET", p, headers={"X-Client-Id": who} if who else {})
+    r = c.getresponse(); r.read()
+    return r.status
+got = [get("/a", "c1"), get("/b", "c1"), get("/c", "c2"), get("/d"), get("/e")]
+if mode == "header":   # c1, c2 and 127.0.0.1 are three clients: 2 each
+    assert got == [200, 200, 200, 200, 200], got
+    assert get("/f") == 429 and get("/g", "c2") == 200 and get("/h", "c1") == 429
+else:                  # one client, 127.0.0.1, whatever it sends
+    assert got == [200, 200, 429, 429, 429], got
+get("/c", "c9")        # /c again at once: early only for 127.0.0.1 (refused it)
+s = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+s.request("GET", "/__stats"); e = json.loads(s.getresponse().read())["early_retries"]
+assert e["by_client"] == ({} if mode == "header" else {"127.0.0.1": 1}), e
+EOF
+    stop_server
+done
+ok "quotas and early retries per X-Client-Id, else per address; --client-by-addr ignores the header"
+
+# --- early retries without a persona: the global limit's and fail-first's Retry-After --
+serve_start plain --rate 0.5 --burst 1 --fail-first 1 --fail-retry-after 2
+"$PYTHON" - "$PORT" <<'EOF' || fail "early retries, plain server"
+import http.client, json, sys, time
+port = int(sys.argv[1])
+c = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+def get(p, who):
+    c.request("GET", p, headers={"X-Client-Id": who}); r = c.getresponse(); r.read()
+    return r.status, r.getheader("Retry-After"), time.time()
+def early():
+    s = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    s.request("GET", "/__stats"); return json.loads(s.getresponse().read())["early_retries"]
+st, ra, t = get("/p", "ff")               # fail-first: 429, Retry-After 2
+assert st == 429 and ra == "2", (st, ra)
+get("/p", "ff")                           # at once: early
+assert early()["by_client"] == {"ff": 1}, early()
+time.sleep(max(0.0, t + 2 - time.time()) + 0.01)
+st, ra, t = get("/p", "ff")               # polite: not early (the limiter may refuse it)
+assert early()["total"] == 1, early()
+if st == 429:                             # the global limit: its own Retry-After
+    get("/p", "ff")
+    assert early()["total"] == 2, early()
+EOF
+stop_server
+ok "early retries count the global limit's and --fail-first's Retry-After too"
 
 # --- usage errors ------------------------------------------------------------------
 for args in "--dialect nope" "--quota requests=1/1s" "--dialect x --quota nope=1/1s" \
