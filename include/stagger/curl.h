@@ -438,7 +438,15 @@ typedef struct stg_engine_config {
      * (stg_tls_config), applied after setup_easy; not copied: must
      * outlive the engine. NULL: libcurl's defaults (or setup_easy's). */
     union { const stg_tls_config *tls; uint64_t stg__tls_word; };
-    uint64_t stg__reserved[15]; /* room to grow (docs/ABI.md); leave zero */
+    /* Respect every quota the servers announce (include/stagger/quota.h):
+     * each answer's rate-limit fields, in every dialect stg_hints_feed
+     * reads, go to one stg_quota of the engine, keyed by the request's
+     * limit key, and a send goes only when every quota of its key allows
+     * it (remaining counts spread over the time to their reset, a global
+     * pause holding the whole host), before the limiter above. A request's
+     * cost is stg_request.cost. false: as before, no quota limiter. */
+    bool quotas;
+    uint64_t stg__reserved[14]; /* room to grow (docs/ABI.md); leave zero */
 } stg_engine_config;
 
 typedef struct stg_engine stg_engine;
@@ -471,7 +479,12 @@ typedef struct stg_request {
      * max_body, and borrowed by the done callback. */
     union { stg_body_fn body_sink; uint64_t stg__body_sink_word; };
     union { void *body_sink_data; uint64_t stg__body_sink_data_word; };
-    uint64_t stg__reserved[6]; /* room to grow (docs/ABI.md); leave zero */
+    /* What the request costs per quota unit (with stg_engine_config.quotas,
+     * e.g. {"tokens", 1200}), n_cost entries, copied at submit; a unit not
+     * listed costs 1. NULL/0: one request. */
+    union { const stg_quota_cost *cost; uint64_t stg__cost_word; };
+    size_t n_cost;
+    uint64_t stg__reserved[4]; /* room to grow (docs/ABI.md); leave zero */
 } stg_request;
 
 typedef void (*stg_done_fn)(stg_engine *e, uint64_t id, const stg_result *r, void *data);

@@ -15,5 +15,6 @@
 #include "budget.h"
 #include "breaker.h"
 #include "redact.h"
+#include "quota.h"
 
 #endif

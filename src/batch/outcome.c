@@ -66,6 +66,8 @@ void stg__batch_describe(const stg_result *res, char *buf, size_t size)
                  res->error_text);
     else if (res->error != STG_NET_NONE)
         snprintf(buf, size, "%s: %s", stg_net_error_name(res->error), why);
+    else if (res->error_text[0]) /* ended before sending, and says why */
+        snprintf(buf, size, "%s (%s)", why, res->error_text);
     else
         snprintf(buf, size, "%s", why);
 }

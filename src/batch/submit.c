@@ -13,6 +13,9 @@
  *    ones, which are the input's (the fingerprint says so).
  *  - A request the engine refuses is never sent: it is committed at once
  *    (failed, or pending when memory ran out) and its slot freed.
+ *  - A Stagger-Cost header (a JSONL job's "cost", stored with its headers,
+ *    or one of the configuration's) is never sent: it becomes the
+ *    request's cost for the servers' quotas (the configuration's wins).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,6 +35,15 @@ static bool header_named(const char *h, const char *name_of)
     size_t n1 = c1 ? (size_t)(c1 - h) : strlen(h);
     size_t n2 = c2 ? (size_t)(c2 - name_of) : strlen(name_of);
     return n1 == n2 && !strncasecmp(h, name_of, n1);
+}
+
+/* h is a Stagger-Cost header: its value as the request's cost. Returns
+ * false when the value is malformed. */
+static bool take_cost(const char *h, stg_quota_cost *cost, size_t *n)
+{
+    const char *v = strchr(h, ':');
+    v = v ? v + 1 : h + strlen(h);
+    return stg_quota_cost_parse(v, strlen(v), cost, STG_QUOTA_COSTS_MAX, n) == STG_OK;
 }
 
 /* The input's spec of a needs_input job (its url and headers), or NULL:
@@ -77,6 +89,9 @@ static void submit(stg_batch *b, stg_batch_slot *sl)
     }
     const char *headers[MAX_REQ_HEADERS + 1];
     size_t nh = 0;
+    stg_quota_cost cost[STG_QUOTA_COSTS_MAX];
+    size_t n_cost = 0;
+    bool cost_ok = true;
     /* Kept secrets hold the headers only when one of them is secret; else
      * the stored ones are all of the job's. */
     bool own_from_spec = spec && spec->headers;
@@ -87,11 +102,19 @@ static void submit(stg_batch *b, stg_batch_slot *sl)
         bool overridden = false;
         for (size_t k = 0; k < b->n_headers && !overridden; k++)
             overridden = header_named(own[i], b->headers[k]);
-        if (!overridden)
+        if (overridden)
+            continue;
+        if (header_named(own[i], STG_QUOTA_COST_HEADER))
+            cost_ok &= take_cost(own[i], cost, &n_cost);
+        else
             headers[nh++] = own[i];
     }
-    for (size_t k = 0; k < b->n_headers && nh < MAX_REQ_HEADERS; k++)
-        headers[nh++] = b->headers[k];
+    for (size_t k = 0; k < b->n_headers && nh < MAX_REQ_HEADERS; k++) {
+        if (header_named(b->headers[k], STG_QUOTA_COST_HEADER))
+            cost_ok &= take_cost(b->headers[k], cost, &n_cost);
+        else
+            headers[nh++] = b->headers[k];
+    }
     headers[nh] = NULL;
     stg_request req = {
         .url = spec && spec->url ? spec->url : j->url,
@@ -100,12 +123,17 @@ static void submit(stg_batch *b, stg_batch_slot *sl)
         .body = j->body,
         .body_len = j->body_len,
         .idempotency_key = j->idempotency_key,
+        .cost = cost_ok ? cost : NULL,
+        .n_cost = cost_ok ? n_cost : 0,
     };
     /* The body streams into out_dir, or towards the database (body.c). */
     stg__batch_body_init(&sl->body, b->out_dir, j);
     req.body_sink = stg__batch_body_sink;
     req.body_sink_data = &sl->body;
-    int rc = stg_engine_submit(b->engine, &req, stg__batch_on_done, sl, &sl->req_id);
+    /* A malformed cost (a configuration header: stored ones were checked at
+     * import) is refused like any invalid request. */
+    int rc = cost_ok ? stg_engine_submit(b->engine, &req, stg__batch_on_done, sl, &sl->req_id)
+                     : STG_EINVAL;
     if (rc == STG_OK)
         return;
     /* Never sent: a final answer about this request, not about the server. */

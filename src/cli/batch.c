@@ -592,6 +592,10 @@ static const cli_opt run_table[] = {
      opt_budget_ratio, NULL, 0, NULL},
     {CLI_FN, "max-body", 0, "BYTES", "bytes of each response body kept (default 64 MiB)",
      B(max_body), opt_max_body, NULL, 0, NULL},
+    {CLI_FLAG, "no-quotas", 0, NULL,
+     "do not pace by the quotas the servers announce\n"
+     "(default: every quota of every dialect is kept)",
+     B(no_quotas), NULL, NULL, 0, NULL},
     {.kind = CLI_HEADING, .help = "Output"},
     {CLI_FLAG, "quiet", 'q', NULL, "no progress and no final report", B(quiet), NULL, NULL, 0,
      NULL},

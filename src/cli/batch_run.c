@@ -191,6 +191,7 @@ static int engine_config(const batch_opts *o, stg_engine_config *ec)
     ec->budget_config.token_ratio = o->budget_ratio;
     ec->max_body = o->max_body;
     ec->tls = &o->tls.cfg; /* built by parse_run (cli_tls_config) */
+    ec->quotas = !o->no_quotas; /* the servers' announced quotas, with the limiter */
     /* The shared limit replaces the local one; opts are const, the limiter
      * handle lives as long as the run (closed by batch_run). */
     cli_limiter *lim = (cli_limiter *)&o->limiter;

@@ -63,6 +63,7 @@ typedef struct batch_opts {
     const char *metrics_path; /* Prometheus textfile; NULL: none; "-": stdout at the end */
     cli_metrics_opts metrics; /* --metrics-interval, --metrics-listen */
     size_t max_body;
+    bool no_quotas;           /* --no-quotas: ignore the servers' announced quotas */
     cli_limiter limiter;      /* --limiter: a limit shared through Redis */
     cli_tls tls;              /* --cacert, --capath, -k, --cert, --key */
 } batch_opts;

@@ -129,6 +129,8 @@ int stg_engine_submit(stg_engine *e, const stg_request *rq, stg_done_fn done, vo
     for (size_t i = 0; rq->headers && rq->headers[i]; i++)
         if (!header_ok(rq->headers[i]))
             return STG_EINVAL;
+    if (stg__eng_cost_check(rq) != STG_OK)
+        return STG_EINVAL;
 
     char key[512];
     if (rq->limit_key)
@@ -198,6 +200,7 @@ int stg_engine_submit(stg_engine *e, const stg_request *rq, stg_done_fn done, vo
         }
         r->has_key = true;
     }
+    ok = ok && stg__eng_cost_copy(r, rq);
     r->id = e->next_id++;
     if (!ok || !stg__eng_map_put(e, r)) {
         stg__eng_req_free(r);

@@ -50,8 +50,10 @@ typedef enum rq_wait {
                       slot, then asks the limiter again */
     W_BUDGET = 5,  /* a retry the spent budget refused (budget_wait): its
                       backoff, then budget_gate() */
-    W_BUDGET_HELD = 6 /* held by budget_gate() until its host's over-budget
+    W_BUDGET_HELD = 6, /* held by budget_gate() until its host's over-budget
                       retry ends or the budget refills (or its deadline) */
+    W_QUOTA = 7    /* a server quota (stg_quota) said not yet: holds no
+                      slot, then through admission again */
 } rq_wait;
 
 typedef struct req {
@@ -82,6 +84,12 @@ typedef struct req {
     struct req *p_next, *p_prev; /* apart from q_*: a promoted head is in
                                     the FIFO and the retry queue at once */
     int64_t ticket;     /* the shared limiter's, for on_response */
+    /* Server quotas (cfg.quotas): the cost copied at submit, and what the
+     * current send reserved (held from admission to its answer). */
+    stg_quota_cost *cost;
+    size_t n_cost;
+    stg_quota_ticket qt;
+    bool quota_held;
 
     stg__xfer x;
     stg_retry_state rs;
@@ -160,6 +168,13 @@ void stg__eng_flush_breaker(stg_engine *e, stg__host *h);
 CURL *stg__eng_pool_get(stg_engine *e);
 void stg__eng_pool_put(stg_engine *e, CURL *easy);
 void stg__eng_req_free(req *r);
+/* rq's cost: valid (STG_EINVAL otherwise), and copied into r (false when
+ * out of memory). */
+int stg__eng_cost_check(const stg_request *rq);
+/* r's route for the quota limiter: "METHOD /path" of its current URL,
+ * never the query (secrets live there); paths cut at 400 bytes. */
+void stg__eng_route(const req *r, char *buf, size_t size);
+bool stg__eng_cost_copy(req *r, const stg_request *rq);
 int64_t stg__eng_remaining(const stg_engine *e, const req *r);
 /* Take r out of whatever holds it (queue, heap, multi, slot counts). */
 void stg__eng_detach(stg_engine *e, req *r);

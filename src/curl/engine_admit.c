@@ -1,13 +1,18 @@
 /*
  * Admission: what stands between a ready request and its next send: the
- * breaker (a wait or BREAKER_OPEN), the limiter (a reservation that holds
- * its slot until its instant), the pace FIFO of a learned rate, and the
- * waits of a spent retry budget. Then the attempt on a pooled handle.
+ * breaker (a wait or BREAKER_OPEN), the servers' quotas (cfg.quotas: a
+ * reservation of the request's cost, or a wait that holds no slot), the
+ * limiter (a reservation that holds its slot until its instant), the pace
+ * FIFO of a learned rate, and the waits of a spent retry budget. Then the
+ * attempt on a pooled handle.
  *
  * Invariants:
  *  - a send starts only from start_attempt, after the limiter admitted it
  *    (a reservation's timer, or a wait of 0): every attempt, retries and
  *    redirect hops included, passed the limiter;
+ *  - with cfg.quotas, every send holds a quota reservation from admission
+ *    until its answer (settled in engine_done.c with the answer's quotas)
+ *    or its end without a send (given back), never two at once;
  *  - concurrency slots = active attempts + reservations, never more than
  *    `concurrency`, so a reserved send always goes at its reserved time;
  *  - no attempt starts at or after a request's deadline.
@@ -293,7 +298,63 @@ static void start_attempt(stg_engine *e, req *r)
     stg__eng_emit(e, &ev);
 }
 
-/* A slot is free for r: breaker check, limiter, then the attempt. */
+/* ---- the servers' quotas (cfg.quotas) -------------------------------------
+ *
+ * Checked before the limiter, so that a send the server's quota refuses
+ * spends no token of our own bucket. The key is the request's limit key;
+ * the route is its method and path (never the query: secrets live there,
+ * and a route is a place in the API, not one call), which the quota
+ * limiter maps to the keys the server named for it. */
+
+/* The quota limiter's default probe wait (stg_quota_config.probe_wait_us). */
+#define QUOTA_POLL_US STG_MS(20)
+
+/* Reserve r's cost against every quota of its key, or wait for them.
+ * Returns true when r may go on to the limiter. */
+static bool quota_gate(stg_engine *e, req *r, int64_t left)
+{
+    if (!e->cfg.quotas || r->quota_held)
+        return true;
+    stg_quota *q = stg__hosts_quota(&e->hosts);
+    if (!q) {
+        stg__eng_pace_leave(e, r);
+        snprintf(r->errtext, sizeof r->errtext, "out of memory");
+        stg__eng_finish(e, r, STG_REASON_ERROR_NOT_RETRYABLE);
+        return false;
+    }
+    char route[512];
+    stg__eng_route(r, route, sizeof route);
+    int64_t wait = 0;
+    int rc = stg_quota_acquire(q, r->host->key, route, r->cost, r->n_cost, e->now, &r->qt, &wait);
+    if (rc == STG_OK) {
+        r->quota_held = true;
+        return true;
+    }
+    stg__eng_pace_leave(e, r);
+    if (rc != STG_EAGAIN) {
+        snprintf(r->errtext, sizeof r->errtext, "%s",
+                 rc == STG_ETOOBIG ? "the request's cost is over a quota the server announced"
+                                   : stg_strerror(rc));
+        stg__eng_finish(e, r, STG_REASON_ERROR_NOT_RETRYABLE);
+        return false;
+    }
+    if (wait >= left) {
+        stg__eng_finish(e, r, STG_REASON_DEADLINE); /* the quota returns too late */
+        return false;
+    }
+    /* Behind a probe (a first send, or one after a reset) the wait is a
+     * short poll until its answer: not an event each time. */
+    if (wait > QUOTA_POLL_US) {
+        stg_event ev;
+        stg__eng_ev_init(e, r, STG_EVENT_LIMITER_WAIT, &ev);
+        ev.wait_us = wait;
+        stg__eng_emit(e, &ev);
+    }
+    stg__eng_schedule(e, r, W_QUOTA, wait);
+    return false;
+}
+
+/* A slot is free for r: breaker check, quotas, limiter, then the attempt. */
 static void admit(stg_engine *e, req *r)
 {
     STG_ASSERT(r->where == RQ_NONE);
@@ -323,6 +384,8 @@ static void admit(stg_engine *e, req *r)
             return;
         }
     }
+    if (!quota_gate(e, r, left))
+        return;
     if (paced(e, h) && h->pace_head && !r->pacing) {
         /* Others wait for the rate: behind them, keeping the slot. */
         pace_push(h, r);

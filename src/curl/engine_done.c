@@ -12,7 +12,11 @@
  *  - a redirect hop goes back through admission (the limiter) like a
  *    retry; a secret header reaches another origin never;
  *  - a request's body sink gets its END in finish, right before done, and
- *    is never called again (stg__xfer_sink_end forgets it).
+ *    is never called again (stg__xfer_sink_end forgets it);
+ *  - a quota reservation (cfg.quotas) is settled exactly once: with the
+ *    answer's quotas when an answer came, as spent when the attempt ended
+ *    without one (it may have reached the server), given back when the
+ *    request ended before sending.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -20,11 +24,69 @@
 #include "curl/engine.h"
 
 
+/* The quotas an answer announced (the latest response's header block,
+ * through every dialect stg_hints_feed reads) settle r's reservation; with
+ * no answer (answered false) the reservation stays spent. */
+static void quota_settle(stg_engine *e, req *r, bool answered)
+{
+    if (!r->quota_held)
+        return;
+    r->quota_held = false;
+    stg_quota *q = e->hosts.quota;
+    if (!q)
+        return;
+    if (!answered) {
+        stg_quota_settle(q, r->host->key, NULL, &r->qt, NULL, e->now);
+        return;
+    }
+    stg_hints hh;
+    stg_quota_set qs;
+    stg_hints_init(&hh);
+    stg_quota_set_init(&qs);
+    const char *p = r->x.headers.p, *end = p ? p + r->x.headers.len : NULL;
+    while (p && p < end) {
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        const char *stop = nl ? nl : end;
+        stg_hints_feed_line(&hh, &qs, p, (size_t)(stop - p), e->wall);
+        p = nl ? nl + 1 : end;
+    }
+    /* A refusal's wait (Retry-After) is when a quota it shows spent, with
+     * no reset of its own (Shopify's used/size), comes back. */
+    int64_t wait = 0;
+    if (stg__throttled(r->status, &hh) && stg_hints_server_wait(&hh, &wait))
+        for (size_t i = 0; i < qs.n; i++)
+            if (qs.q[i].remaining == 0 && qs.q[i].reset_us < 0)
+                qs.q[i].reset_us = wait;
+    /* A global wait (Discord X-RateLimit-Global) read as a flag rather
+     * than as a quota: it holds the whole host. */
+    wait = 0;
+    bool has_global = false;
+    for (size_t i = 0; i < qs.n; i++)
+        has_global |= qs.q[i].global;
+    if ((hh.flags & STG_HINTS_GLOBAL) && !has_global && qs.n < STG_QUOTAS_MAX &&
+        stg_hints_server_wait(&hh, &wait)) {
+        stg_quota_obs *o = &qs.q[qs.n++];
+        memset(o, 0, sizeof *o);
+        o->limit = o->remaining = o->window_us = STG_UNKNOWN;
+        o->reset_us = wait;
+        o->global = true;
+    }
+    char route[512];
+    stg__eng_route(r, route, sizeof route);
+    stg_quota_settle(q, r->host->key, route, &r->qt, &qs, e->now);
+}
+
 /* Finish r: leave every structure, report, call done once, free. */
 void stg__eng_finish(stg_engine *e, req *r, stg_reason reason)
 {
     bool was_active = r->where == RQ_ACTIVE;
     stg__eng_detach(e, r);
+    if (r->quota_held && was_active) {
+        quota_settle(e, r, false); /* abandoned mid-send: it may count */
+    } else if (r->quota_held) {
+        r->quota_held = false; /* it never left: the reservation returns */
+        stg_quota_cancel(e->hosts.quota, r->host->key, &r->qt);
+    }
     if (was_active) {
         /* Abandoned mid-attempt: its partial answer is not an answer. */
         stg__xfer_reset(&r->x);
@@ -219,6 +281,7 @@ static void attempt_done(stg_engine *e, req *r, CURLcode code)
     r->status = a.status;
     r->server_wait_us = a.hint;
     count_status(e, r->status, r->err);
+    quota_settle(e, r, a.status > 0);
 
     stg__host *h = r->host;
     stg_event ev;

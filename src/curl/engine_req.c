@@ -156,8 +156,46 @@ void stg__eng_req_free(req *r)
     for (size_t i = 0; r->secret && r->secret[i]; i++)
         free(r->secret[i]);
     free(r->secret);
+    free(r->cost);
     stg__xfer_free(&r->x);
     free(r);
+}
+
+/* The path of the URL (after the authority, before '?' or '#'). Not the
+ * core's splitter: that is internal to libstagger, and a shared
+ * libstagger-curl may use only its public symbols. */
+void stg__eng_route(const req *r, char *buf, size_t size)
+{
+    const char *u = r->url, *s = strstr(u, "://");
+    const char *p = s ? s + 3 : u;
+    p += strcspn(p, "/?#");
+    size_t len = *p == '/' ? strcspn(p, "?#") : 0;
+    if (len > 400)
+        len = 400;
+    snprintf(buf, size, "%s %.*s", stg_method_name(r->method), len ? (int)len : 1,
+             len ? p : "/");
+}
+
+int stg__eng_cost_check(const stg_request *rq)
+{
+    if (rq->n_cost && !rq->cost)
+        return STG_EINVAL;
+    for (size_t i = 0; i < rq->n_cost; i++)
+        if (rq->cost[i].amount < 0 || !memchr(rq->cost[i].unit, 0, sizeof rq->cost[i].unit))
+            return STG_EINVAL;
+    return STG_OK;
+}
+
+bool stg__eng_cost_copy(req *r, const stg_request *rq)
+{
+    if (!rq->n_cost)
+        return true;
+    r->cost = malloc(rq->n_cost * sizeof *r->cost);
+    if (!r->cost)
+        return false;
+    memcpy(r->cost, rq->cost, rq->n_cost * sizeof *r->cost);
+    r->n_cost = rq->n_cost;
+    return true;
 }
 
 int64_t stg__eng_remaining(const stg_engine *e, const req *r)

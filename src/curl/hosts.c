@@ -7,6 +7,11 @@
  * Invariants: a key maps to exactly one host for the engine's life; hosts
  * never move in memory; a host's primitives are initialised from the
  * engine config exactly once and destroyed exactly once.
+ *
+ * The servers' quotas (stg_engine_config.quotas) are not per host here but
+ * one stg_quota for the table, keyed by the same key: it has its own
+ * bounded per-key map (include/stagger/quota.h), so a host forgotten there
+ * is relearned from the next answer.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +32,14 @@ void stg__hosts_init(stg__hosts *t)
 {
     t->b = NULL;
     t->cap = t->n = 0;
+    t->quota = NULL;
+}
+
+stg_quota *stg__hosts_quota(stg__hosts *t)
+{
+    if (!t->quota)
+        t->quota = stg_quota_new(NULL, NULL);
+    return t->quota;
 }
 
 static void host_free(stg__host *h)
@@ -50,6 +63,7 @@ void stg__hosts_free(stg__hosts *t)
         }
     }
     free(t->b);
+    stg_quota_free(t->quota);
     stg__hosts_init(t);
 }
 

@@ -288,6 +288,8 @@ typedef struct stg__host {
 typedef struct stg__hosts {
     stg__host **b;
     size_t cap, n;
+    stg_quota *quota; /* the servers' quotas, every key's (cfg.quotas);
+                         made on first use, NULL until then */
 } stg__hosts;
 
 void stg__hosts_init(stg__hosts *t);
@@ -296,6 +298,8 @@ void stg__hosts_free(stg__hosts *t);
  * out of memory (*err = STG_ENOMEM) or cfg is invalid (*err = STG_EINVAL). */
 stg__host *stg__hosts_get(stg__hosts *t, const char *key, const stg_engine_config *cfg,
                           int64_t now_us, int *err);
+/* The engine's quota limiter, made on first use (NULL: out of memory). */
+stg_quota *stg__hosts_quota(stg__hosts *t);
 /* Check that cfg's limiter, budget and breaker settings are valid. */
 int stg__hosts_check_config(const stg_engine_config *cfg, int64_t now_us);
 

@@ -25,7 +25,12 @@
  *          idempotency_key field marks the request safe to resend; a CR, LF,
  *          NUL or other control character in a header value or in
  *          idempotency_key is a bad line (it would split or cut the header
- *          it is sent in). Other fields are ignored.
+ *          it is sent in); cost an object {"unit": amount} (at most
+ *          STG_QUOTA_COSTS_MAX units, amounts integers 0..10^15), kept as
+ *          the job's Stagger-Cost header (quota.h: stored with the headers,
+ *          so a resumed batch still has it; the batch takes it out before
+ *          sending), and giving both is a bad line. Other fields are
+ *          ignored.
  *   csv    RFC 4180 records (csv.c: quoted fields, embedded commas, quotes
  *          and line breaks; a stray quote is a bad line) after a header
  *          row of unique, non-empty column names; tsv the same with tabs
@@ -57,6 +62,7 @@
 
 #include <jansson.h>
 #include <stagger/policy.h>
+#include <stagger/quota.h>
 #include <stagger/redact.h>
 
 #include "store/csv.h"
@@ -425,6 +431,33 @@ static bool has_header(const stg_job_spec *j, const char *name)
     return false;
 }
 
+/* A JSONL "cost" object as a Stagger-Cost value ("tokens=1200, requests=1"),
+ * checked by the core's parser. STG_EPARSE or STG_ERANGE when it is not
+ * one. */
+static int cost_value(json_t *cost, char *buf, size_t size)
+{
+    if (!json_is_object(cost) || json_object_size(cost) == 0)
+        return STG_EPARSE;
+    if (json_object_size(cost) > STG_QUOTA_COSTS_MAX)
+        return STG_ERANGE;
+    size_t len = 0;
+    const char *unit;
+    json_t *v;
+    json_object_foreach(cost, unit, v)
+    {
+        if (!json_is_integer(v) || json_integer_value(v) < 0)
+            return STG_EPARSE;
+        int w = snprintf(buf + len, size - len, "%s%s=%" JSON_INTEGER_FORMAT, len ? ", " : "",
+                         unit, json_integer_value(v));
+        if (w < 0 || (size_t)w >= size - len)
+            return STG_ERANGE;
+        len += (size_t)w;
+    }
+    stg_quota_cost c[STG_QUOTA_COSTS_MAX];
+    size_t n = 0;
+    return stg_quota_cost_parse(buf, len, c, STG_QUOTA_COSTS_MAX, &n);
+}
+
 /* Fill url, url_redacted, url_secret. */
 static int set_url(stg_job_spec *j, const char *url)
 {
@@ -727,6 +760,19 @@ static int parse_json_line(stg_job_set *set, keytab *t, char *line, size_t len, 
             BAD("\"idempotency_key\" has a CR, LF, NUL or another control character");
         free(j.idempotency_key);
         if (!(j.idempotency_key = strdup(json_string_value(ik))))
+            NOMEM();
+    }
+    json_t *cost = json_object_get(o, "cost");
+    if (cost && !json_is_null(cost)) {
+        char cv[STG_QUOTA_COSTS_MAX * 48];
+        int crc = cost_value(cost, cv, sizeof cv);
+        if (crc != STG_OK)
+            BAD("%s", crc == STG_ERANGE ? "\"cost\" has too many units or too large an amount"
+                                       : "\"cost\" must be an object {\"unit\": amount}, "
+                                         "amounts non-negative integers");
+        if (has_header(&j, STG_QUOTA_COST_HEADER))
+            BAD("both \"cost\" and a " STG_QUOTA_COST_HEADER " header");
+        if (add_header(&j, STG_QUOTA_COST_HEADER, strlen(STG_QUOTA_COST_HEADER), cv) != STG_OK)
             NOMEM();
     }
     if (json_body && !has_header(&j, "Content-Type") &&

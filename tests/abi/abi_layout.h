@@ -63,7 +63,10 @@
     X(stg_decision, 4, 80)              \
     X(stg_hints, 2, 80)                 \
     X(stg_quota_obs, 4, 160)            \
-    X(stg_quota_set, 4, 2832)
+    X(stg_quota_set, 4, 2832)           \
+    X(stg_quota_cost, 2, 48)            \
+    X(stg_quota_config, 5, 104)         \
+    X(stg_quota_host_info, 4, 56)
 
 #define STG_ABI_CURL_STRUCTS(X)         \
     X(stg_env, 4, 56)                   \
@@ -71,8 +74,8 @@
     X(stg_result, 7, 488)               \
     X(stg_shared_limiter, 8, 112)       \
     X(stg_call_config, 13, 560)         \
-    X(stg_engine_config, 15, 976)       \
-    X(stg_request, 6, 136)              \
+    X(stg_engine_config, 14, 976)       \
+    X(stg_request, 4, 136)              \
     X(stg_engine_stats, 8, 168)         \
     X(stg_event_fanout, 2, 88)         \
     X(stg_tls_config, 6, 96)
@@ -118,6 +121,8 @@ STG_ABI_ASSERT(sizeof(stg_bucket) == 64 && alignof(stg_bucket) == 8,
                "stg_bucket: storage changed: an ABI break (docs/ABI.md)");
 STG_ABI_ASSERT(sizeof(stg_budget) == 32 && alignof(stg_budget) == 8,
                "stg_budget: storage changed: an ABI break (docs/ABI.md)");
+STG_ABI_ASSERT(sizeof(stg_quota_ticket) == 528 && alignof(stg_quota_ticket) == 8,
+               "stg_quota_ticket: storage changed: an ABI break (docs/ABI.md)");
 /* Fixed by what they are: the generator's state and a 640-bit bitmap. */
 STG_ABI_ASSERT(sizeof(stg_rng) == 32, "stg_rng: size changed: an ABI break");
 STG_ABI_ASSERT(sizeof(stg_status_set) == 80, "stg_status_set: size changed: an ABI break");

@@ -427,6 +427,35 @@ static void test_jsonl_control_chars(void **state)
     stg_job_set_free(&set);
 }
 
+/* A JSONL "cost" becomes the job's Stagger-Cost header (stored with the
+ * headers, so a resumed batch still has it); a malformed one, or one
+ * given twice, is a bad line. */
+static void test_jsonl_cost(void **state)
+{
+    (void)state;
+    stg_job_set set;
+    const char *text =
+        "{\"id\": \"1\", \"url\": \"http://a.test/1\", \"cost\": {\"tokens\": 1200}}\n"
+        "{\"id\": \"2\", \"url\": \"http://a.test/2\", \"cost\": {\"tokens\": -1}}\n"
+        "{\"id\": \"3\", \"url\": \"http://a.test/3\", \"cost\": 5}\n"
+        "{\"id\": \"4\", \"url\": \"http://a.test/4\", \"cost\": {\"a b\": 1}}\n"
+        "{\"id\": \"5\", \"url\": \"http://a.test/5\", \"cost\": {\"tokens\": 1},"
+        " \"headers\": {\"Stagger-Cost\": \"tokens=2\"}}\n"
+        "{\"id\": \"6\", \"url\": \"http://a.test/6\", \"cost\": {\"tokens\": 7,"
+        " \"requests\": 2}}\n";
+    assert_int_equal(parse(text, NULL, &set), STG_OK);
+    assert_int_equal(set.n, 2);
+    assert_string_equal(set.jobs[0].key, "1");
+    assert_int_equal(set.jobs[0].n_headers, 1);
+    assert_string_equal(set.jobs[0].headers[0], "Stagger-Cost: tokens=1200");
+    assert_string_equal(set.jobs[1].key, "6");
+    assert_string_equal(set.jobs[1].headers[0], "Stagger-Cost: tokens=7, requests=2");
+    assert_int_equal(set.n_bad, 4);
+    for (long l = 2; l <= 5; l++)
+        assert_non_null(strstr(bad_msg(&set, l), "cost"));
+    stg_job_set_free(&set);
+}
+
 /* The headers that passed as non-secret before the core's one list:
  * a JSONL request carrying one is kept out of the store. */
 static void test_jsonl_secret_headers(void **state)
@@ -460,6 +489,7 @@ int main(void)
         cmocka_unit_test(test_secret_urls),  cmocka_unit_test(test_fingerprint),
         cmocka_unit_test(test_path_errors),  cmocka_unit_test(test_template_special_keys),
         cmocka_unit_test(test_jsonl_control_chars), cmocka_unit_test(test_jsonl_secret_headers),
+        cmocka_unit_test(test_jsonl_cost),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

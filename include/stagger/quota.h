@@ -1,0 +1,185 @@
+/*
+ * Quotas: every limit a server announced, kept per host and per the key the
+ * server names, and the admission that respects all of them at once.
+ *
+ * A response may announce several quotas (requests and tokens; per minute
+ * and per day; one per IETF policy), each parsed by stg_hints_feed() into
+ * a stg_quota_obs of a stg_quota_set. This limiter keeps each one, keyed by
+ * (host, server key, unit, window): the server key is what the dialect
+ * names (GitHub's resource, Discord's bucket, an IETF policy and its pk),
+ * "" for quotas of the whole host. It learns which requests spend which
+ * key: a response to a route (METHOD and path, never the query) that named
+ * keys maps later requests of that route to those keys (several routes may
+ * share one key, as Discord's buckets do). A request of a route not yet
+ * seen is charged to every quota the host announced, the safe guess; its
+ * answer then refunds the keys it did not name.
+ *
+ * Cold start: before a host's first answer nothing is known, so its first
+ * send goes alone and the others wait for that answer (one round trip),
+ * instead of a first wave that could pass any quota before the server had
+ * a chance to announce it (stg_quota_config.no_cold_probe turns it off).
+ *
+ * Admission (stg_quota_acquire) admits a request only when every quota of
+ * its key, the host's own quotas and the host's global pause (Discord
+ * global, GitHub secondary limits) all allow it, and otherwise says how
+ * long to wait. Rules, for one quota with `remaining` r known:
+ *  - never more than r units are admitted before the announced reset,
+ *    counting the requests still in flight (reserve, then settle: a
+ *    request's cost is reserved at admission; the next answer's remaining
+ *    count replaces the estimate, less what is still in flight);
+ *  - pace, don't burst: with r and the reset t known, a request of cost c
+ *    moves the quota's pace on by c * t * (1 + margin) / r (a GCRA whose
+ *    rate spreads the r units over t), and the pace may run ahead of now
+ *    by at most burst * t: a small batch goes at once (about 38% of r with
+ *    the default burst), a large one is spread instead of spending r at
+ *    once and meeting the wall;
+ *  - at the reset the full quota is NOT assumed back (the IETF draft: t
+ *    says when *more* quota comes, not that all of it does): the estimate
+ *    keeps what it held (a reset never takes quota away), and a spent one
+ *    becomes unknown: one request at a time probes until an answer gives
+ *    the count. A quota the probe's answer does not mention again goes
+ *    dormant (no count) until the server announces it again;
+ *  - a quota spent with no reset announced (Shopify's used/size) probes
+ *    again after empty_wait (1 s), not at once;
+ *  - OpenAI's and Anthropic's resets are the instant the bucket is full:
+ *    such a quota refills one unit per t / (limit - remaining) and is not
+ *    spread over t (the bucket paces itself);
+ *  - a request declares its cost per unit (stg_quota_cost, e.g. 1200
+ *    "tokens"); a unit it does not declare costs 1. A cost above a quota's
+ *    announced limit can never be admitted: STG_ETOOBIG.
+ *
+ * Memory is bounded (stg_quota_config): at most max_hosts hosts, each with
+ * at most max_keys quotas and max_routes routes; past a cap the least
+ * recently used entry is forgotten (a forgotten quota is relearned from the
+ * next answer that announces it; a ticket naming it settles nothing).
+ *
+ * Time is a parameter (monotonic microseconds), nothing here reads a clock
+ * or does I/O. The handle is thread-safe (one mutex).
+ */
+#ifndef STAGGER_QUOTA_H
+#define STAGGER_QUOTA_H
+
+#include "common.h"
+#include "hints.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Most quotas one ticket can charge, and so most quotas kept per host. */
+#define STG_QUOTA_TICKET_MAX 32
+
+/* Unit names, as stg_quota_obs.unit and stg_quota_cost.unit. */
+#define STG_QUOTA_UNIT_LEN 24
+
+/* What one request costs in one unit ("tokens", "requests", ...). */
+typedef struct stg_quota_cost {
+    char unit[STG_QUOTA_UNIT_LEN]; /* NUL-terminated, matched exactly */
+    int64_t amount;                /* >= 0 */
+    uint64_t stg__reserved[2];     /* room to grow (docs/ABI.md); leave zero */
+} stg_quota_cost;
+
+/* The request header that carries a cost, "Stagger-Cost: tokens=1200,
+ * requests=1": how a batch job's JSONL "cost" is stored with its headers
+ * (so a resumed batch still has it), and the spelling a client of the
+ * proxy may use. It is stagger's own: the engine's callers take it out of
+ * the headers they send (stg_quota_cost_parse) and never send it. */
+#define STG_QUOTA_COST_HEADER "Stagger-Cost"
+
+/* Most units one cost names. */
+#define STG_QUOTA_COSTS_MAX 8
+
+/* Parse a Stagger-Cost value: a comma-separated list of unit=amount, a
+ * unit being 1..23 characters of [A-Za-z0-9_.-], an amount 0..10^15
+ * (decimal digits), optional spaces or tabs around each item; a unit at
+ * most once. Untrusted bytes: (value, len), not NUL-terminated, never
+ * read past. Fills costs[0..*n) (at most max). Returns STG_OK, STG_EPARSE
+ * (malformed, empty, a unit twice) or STG_ERANGE (more than max items, an
+ * amount too large); STG_EINVAL for NULL pointers. Thread-safe. */
+STG_API int stg_quota_cost_parse(const char *value, size_t len, stg_quota_cost *costs,
+                                 size_t max, size_t *n);
+
+/* Zeroed fields take the defaults given. */
+typedef struct stg_quota_config {
+    int64_t max_hosts;     /* hosts kept; 0: 256 */
+    int64_t max_keys;      /* quotas kept per host, 1..STG_QUOTA_TICKET_MAX; 0: 32 */
+    int64_t max_routes;    /* route -> key mappings per host; 0: 256 */
+    double margin;         /* pacing slack, 0..1: r units over t * (1 + margin);
+                              0: 0.05 (a negative value means none) */
+    int64_t probe_wait_us; /* a request behind a probe asks again after this;
+                              0: 20 ms */
+    bool no_cold_probe;    /* admit at once to a host that never answered
+                              (default false: its first send goes alone) */
+    double burst;          /* how far the pace may run ahead, as a share of
+                              the time to the reset, 0..1; 0: 0.5 (about 38%
+                              of a remaining count may go at once); a
+                              negative value means none */
+    int64_t empty_wait_us; /* a quota spent with no reset said: probe again
+                              after this; 0: 1 s */
+    uint64_t stg__reserved[5]; /* room to grow (docs/ABI.md); leave zero */
+} stg_quota_config;
+
+typedef struct stg_quota stg_quota;
+
+/* What an admitted request reserved, to be settled once by
+ * stg_quota_settle. Owned by the caller, contents private; a zeroed ticket
+ * (or one settled already) holds nothing. */
+typedef struct stg_quota_ticket {
+    int64_t stg__private[2 + 2 * STG_QUOTA_TICKET_MAX];
+} stg_quota_ticket;
+
+/* What the limiter knows of one host, for display and tests. */
+typedef struct stg_quota_host_info {
+    int64_t quotas;         /* quotas kept */
+    int64_t routes;         /* routes mapped to keys */
+    int64_t paused_for_us;  /* global pause left, 0: none */
+    uint64_t stg__reserved[4];
+} stg_quota_host_info;
+
+/* A new limiter (cfg may be NULL: defaults). Returns NULL with *err (if not
+ * NULL) STG_EINVAL for a bad config or STG_ENOMEM. Free with stg_quota_free. */
+STG_API stg_quota *stg_quota_new(const stg_quota_config *cfg, int *err);
+
+/* Free the limiter. Accepts NULL. */
+STG_API void stg_quota_free(stg_quota *q);
+
+/* Admit a request of route (e.g. "GET /repos/x/y", may be NULL: unknown)
+ * to host (the limit key) at now_us, costing costs[0..n_costs) (may be
+ * NULL/0: one request). Strings are borrowed.
+ * STG_OK: admitted; what it spent is in *t (the caller settles it once,
+ *   with the answer, or without one if the send never happened).
+ * STG_EAGAIN: not now; *wait_us (> 0) is when to ask again; nothing taken.
+ * STG_ETOOBIG: the cost passes a quota's announced limit: never admitted.
+ * STG_EINVAL: q, host or t NULL, or a negative amount.
+ * A host that never answered admits one send at a time (cold start; its
+ * entry is made here, the one allocation; out of memory: admitted).
+ * Thread-safe. */
+STG_API int stg_quota_acquire(stg_quota *q, const char *host, const char *route,
+                              const stg_quota_cost *costs, size_t n_costs, int64_t now_us,
+                              stg_quota_ticket *t, int64_t *wait_us);
+
+/* Settle t (from stg_quota_acquire; may be NULL or empty) with the answer's
+ * quotas qs (NULL: no answer came, e.g. a transport error; then what t
+ * reserved stays spent), and learn them: every quota in qs is kept or
+ * updated (its remaining count, less what is still in flight, becomes the
+ * estimate), a global one pauses the whole host for its reset, and route
+ * is mapped to the keys qs named. t is emptied. Returns STG_OK, STG_EINVAL
+ * (q or host NULL) or STG_ENOMEM (then what could not be kept is not).
+ * Thread-safe. */
+STG_API int stg_quota_settle(stg_quota *q, const char *host, const char *route,
+                             stg_quota_ticket *t, const stg_quota_set *qs, int64_t now_us);
+
+/* Give back what t reserved, for a send that never happened (the request
+ * ended before it left): in-flight and estimate both return. t is emptied.
+ * Returns STG_OK or STG_EINVAL (q or host NULL). Thread-safe. */
+STG_API int stg_quota_cancel(stg_quota *q, const char *host, stg_quota_ticket *t);
+
+/* What the limiter holds for host at now_us (all zero when unknown).
+ * Returns STG_OK or STG_EINVAL. Thread-safe. */
+STG_API int stg_quota_host_get(stg_quota *q, const char *host, int64_t now_us,
+                               stg_quota_host_info *info);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

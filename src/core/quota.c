@@ -1,0 +1,676 @@
+/*
+ * The quota limiter (include/stagger/quota.h): what each host announced,
+ * per server key, and admission against all of it.
+ *
+ * Why one mutex and not atomics like the bucket: an admission reads and
+ * charges several quotas at once (all of them or none), and a settle
+ * rewrites a host's map; a lock makes both atomic as a whole. Nothing
+ * here blocks while holding it, and nothing allocates in acquire.
+ *
+ * Invariants (asserted):
+ *  - a quota's estimate is UNKNOWN or >= 0, and its in-flight count >= 0;
+ *    an admission charges a known estimate only when it holds the cost,
+ *    so the units admitted before a reset never pass the remaining count
+ *    announced (in-flight included); a quota without a count (UNKNOWN,
+ *    after its reset) or spent with no reset known admits one probe at a
+ *    time, while nothing else of it is in flight;
+ *  - uids are never reused (one counter per limiter), so a ticket naming
+ *    a forgotten quota can never settle another one;
+ *  - a host holds at most max_keys quotas and max_routes routes, and the
+ *    limiter at most max_hosts hosts: every insertion past a cap first
+ *    forgets the least recently used entry.
+ */
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <stagger/quota.h>
+
+#include "util/assert.h"
+
+#define UNKNOWN INT64_C(-1)
+#define NEVER INT64_MIN
+#define KEY_LEN 64
+#define DEFAULT_HOSTS 256
+#define DEFAULT_ROUTES 256
+#define DEFAULT_MARGIN 0.05
+#define DEFAULT_BURST 0.5
+#define DEFAULT_PROBE_WAIT_US STG_MS(20)
+#define DEFAULT_EMPTY_WAIT_US STG_SEC(1)
+#define TIME_MAX (INT64_MAX / 4)
+
+typedef struct qent {
+    uint64_t uid; /* 0: a free slot */
+    char key[KEY_LEN];
+    char unit[STG_QUOTA_UNIT_LEN];
+    int64_t window_us;
+    int64_t limit;    /* UNKNOWN or the announced limit */
+    int64_t est;      /* units admissible now, in-flight excluded; UNKNOWN */
+    bool dormant;     /* no count known and none to wait for: no gate */
+    int64_t inflight; /* units reserved by tickets not settled yet */
+    int64_t reset_at; /* monotonic instant of the announced reset; NEVER */
+    int64_t tat;      /* pacing: theoretical arrival time (GCRA) of the
+                         next unit at the current pace; NEVER: none */
+    int64_t refill_us;   /* a bucket whose reset is "until full" (OpenAI,
+                            Anthropic): time per unit refilled; 0: none */
+    int64_t refilled_at; /* refill credited up to this instant */
+    uint64_t tick;    /* last use, for LRU */
+} qent;
+
+typedef struct route {
+    char *name; /* NULL: a free slot */
+    uint64_t uids[STG_QUOTA_TICKET_MAX];
+    int n;
+    uint64_t tick;
+} route;
+
+typedef struct host {
+    char *name; /* NULL: a free slot */
+    uint64_t hash;
+    qent *q;      /* max_keys slots */
+    route *r;     /* max_routes slots */
+    int64_t pause_until;
+    bool answered;         /* an answer came (cold start over) */
+    int64_t cold_inflight; /* sends out before any answer: at most 1 */
+    uint64_t tick;
+} host;
+
+struct stg_quota {
+    pthread_mutex_t lock;
+    int64_t max_hosts, max_keys, max_routes;
+    double margin, burst;
+    int64_t probe_wait_us, empty_wait_us;
+    bool no_cold_probe;
+    host *h; /* max_hosts slots */
+    uint64_t tick, next_uid;
+};
+
+/* The ticket's private words. */
+typedef struct tview {
+    int64_t n;
+    int64_t cold; /* the host's first send, before any answer */
+    struct {
+        int64_t uid, amount;
+    } e[STG_QUOTA_TICKET_MAX];
+} tview;
+_Static_assert(sizeof(tview) <= sizeof(stg_quota_ticket), "ticket view outgrew the ticket");
+
+static uint64_t hash(const char *s)
+{
+    uint64_t h = UINT64_C(1469598103934665603);
+    for (; *s; s++) {
+        h ^= (unsigned char)*s;
+        h *= UINT64_C(1099511628211);
+    }
+    return h;
+}
+
+static int64_t sat_add(int64_t a, int64_t b)
+{
+    if (b > 0 && a > TIME_MAX - b)
+        return TIME_MAX;
+    return a + b;
+}
+
+/* ---- lifecycle ------------------------------------------------------------ */
+
+stg_quota *stg_quota_new(const stg_quota_config *cfg, int *err)
+{
+    stg_quota_config c = {0};
+    if (cfg)
+        c = *cfg;
+    int e = STG_EINVAL;
+    if (c.max_hosts < 0 || c.max_keys < 0 || c.max_keys > STG_QUOTA_TICKET_MAX ||
+        c.max_routes < 0 || c.probe_wait_us < 0 || c.empty_wait_us < 0 || isnan(c.margin) || c.margin > 1.0 ||
+        isnan(c.burst) || c.burst > 1.0)
+        goto fail;
+    e = STG_ENOMEM;
+    stg_quota *q = calloc(1, sizeof *q);
+    if (!q)
+        goto fail;
+    q->max_hosts = c.max_hosts ? c.max_hosts : DEFAULT_HOSTS;
+    q->max_keys = c.max_keys ? c.max_keys : STG_QUOTA_TICKET_MAX;
+    q->max_routes = c.max_routes ? c.max_routes : DEFAULT_ROUTES;
+    q->margin = c.margin == 0.0 ? DEFAULT_MARGIN : c.margin < 0 ? 0.0 : c.margin;
+    q->burst = c.burst == 0.0 ? DEFAULT_BURST : c.burst < 0 ? 0.0 : c.burst;
+    q->probe_wait_us = c.probe_wait_us ? c.probe_wait_us : DEFAULT_PROBE_WAIT_US;
+    q->empty_wait_us = c.empty_wait_us ? c.empty_wait_us : DEFAULT_EMPTY_WAIT_US;
+    q->no_cold_probe = c.no_cold_probe;
+    q->next_uid = 1;
+    q->h = calloc((size_t)q->max_hosts, sizeof *q->h);
+    if (!q->h || pthread_mutex_init(&q->lock, NULL) != 0) {
+        free(q->h);
+        free(q);
+        goto fail;
+    }
+    return q;
+fail:
+    if (err)
+        *err = e;
+    return NULL;
+}
+
+static void host_clear(stg_quota *q, host *h)
+{
+    if (h->r)
+        for (int64_t i = 0; i < q->max_routes; i++)
+            free(h->r[i].name);
+    free(h->r);
+    free(h->q);
+    free(h->name);
+    memset(h, 0, sizeof *h);
+}
+
+void stg_quota_free(stg_quota *q)
+{
+    if (!q)
+        return;
+    for (int64_t i = 0; i < q->max_hosts; i++)
+        host_clear(q, &q->h[i]);
+    free(q->h);
+    pthread_mutex_destroy(&q->lock);
+    free(q);
+}
+
+/* ---- lookups --------------------------------------------------------------- */
+
+static host *host_find(stg_quota *q, const char *name)
+{
+    uint64_t hv = hash(name);
+    for (int64_t i = 0; i < q->max_hosts; i++) {
+        host *h = &q->h[i];
+        if (h->name && h->hash == hv && !strcmp(h->name, name))
+            return h;
+    }
+    return NULL;
+}
+
+/* A new, empty host (the least recently used one forgotten at the cap). */
+static host *host_add(stg_quota *q, const char *name)
+{
+    host *slot = NULL;
+    for (int64_t i = 0; i < q->max_hosts; i++) {
+        host *h = &q->h[i];
+        if (!h->name) {
+            slot = h;
+            break;
+        }
+        if (!slot || h->tick < slot->tick)
+            slot = h;
+    }
+    STG_ASSERT(slot);
+    host_clear(q, slot);
+    slot->name = strdup(name);
+    slot->q = calloc((size_t)q->max_keys, sizeof *slot->q);
+    slot->r = calloc((size_t)q->max_routes, sizeof *slot->r);
+    if (!slot->name || !slot->q || !slot->r) {
+        host_clear(q, slot);
+        return NULL;
+    }
+    slot->hash = hash(name);
+    slot->pause_until = NEVER;
+    return slot;
+}
+
+static qent *by_uid(const stg_quota *q, host *h, int64_t uid)
+{
+    for (int64_t i = 0; i < q->max_keys; i++)
+        if (h->q[i].uid && h->q[i].uid == (uint64_t)uid)
+            return &h->q[i];
+    return NULL;
+}
+
+static route *route_find(const stg_quota *q, host *h, const char *name)
+{
+    for (int64_t i = 0; i < q->max_routes; i++)
+        if (h->r[i].name && !strcmp(h->r[i].name, name))
+            return &h->r[i];
+    return NULL;
+}
+
+static bool route_has(const route *r, uint64_t uid)
+{
+    for (int i = 0; i < r->n; i++)
+        if (r->uids[i] == uid)
+            return true;
+    return false;
+}
+
+/* Units are compared with "" read as "requests" (the IETF default). */
+static const char *unit_of(const char *u)
+{
+    return u[0] ? u : "requests";
+}
+
+/* The quota for (key, unit, window), kept or added; the LRU one (preferring
+ * one with nothing in flight) forgotten at the cap. An unknown window
+ * matches the same key and unit with any window, and a known one adopts an
+ * entry whose window was unknown (a 429 may carry fewer fields than a 200:
+ * one quota must not become two). */
+static qent *quota_get(stg_quota *q, host *h, const stg_quota_obs *o)
+{
+    const char *unit = unit_of(o->unit);
+    qent *free_slot = NULL, *idle = NULL, *busy = NULL, *loose = NULL;
+    for (int64_t i = 0; i < q->max_keys; i++) {
+        qent *e = &h->q[i];
+        if (!e->uid) {
+            if (!free_slot)
+                free_slot = e;
+            continue;
+        }
+        bool same = !strncmp(e->key, o->key, KEY_LEN) && !strcmp(e->unit, unit);
+        if (same && e->window_us == o->window_us)
+            return e;
+        if (same && (o->window_us < 0 || e->window_us < 0) && (!loose || e->tick > loose->tick))
+            loose = e;
+        qent **pick = e->inflight ? &busy : &idle;
+        if (!*pick || e->tick < (*pick)->tick)
+            *pick = e;
+    }
+    if (loose) {
+        if (o->window_us >= 0)
+            loose->window_us = o->window_us;
+        return loose;
+    }
+    qent *e = free_slot ? free_slot : idle ? idle : busy;
+    STG_ASSERT(e);
+    memset(e, 0, sizeof *e);
+    e->uid = q->next_uid++;
+    size_t kl = strnlen(o->key, KEY_LEN - 1);
+    memcpy(e->key, o->key, kl);
+    snprintf(e->unit, sizeof e->unit, "%s", unit);
+    e->window_us = o->window_us;
+    e->limit = UNKNOWN;
+    e->est = UNKNOWN;
+    e->dormant = true; /* until a remaining count arrives */
+    e->reset_at = NEVER;
+    e->tat = NEVER;
+    return e;
+}
+
+/* ---- the rules --------------------------------------------------------------- */
+
+/* The reset passed. More quota has come, but how much is not said (not
+ * necessarily the full limit: the IETF t is when *more* returns), so what
+ * the estimate still holds stays (a reset never takes quota away), and a
+ * spent one becomes unknown: the next request probes. */
+static void renew(qent *e, int64_t now)
+{
+    if (e->reset_at != NEVER && now >= e->reset_at) {
+        e->reset_at = NEVER;
+        if (!e->dormant && e->est == 0)
+            e->est = UNKNOWN;
+    }
+}
+
+/* A refilling bucket: credit the units refilled since the last credit, up
+ * to its limit (less what is in flight). */
+static void refill(qent *e, int64_t now)
+{
+    if (e->refill_us <= 0 || e->dormant || e->est == UNKNOWN || now <= e->refilled_at)
+        return;
+    int64_t k = (now - e->refilled_at) / e->refill_us;
+    if (k <= 0)
+        return;
+    int64_t cap = e->limit != UNKNOWN ? e->limit - e->inflight : TIME_MAX;
+    int64_t est = e->est + k;
+    if (est > cap)
+        est = cap > e->est ? cap : e->est;
+    e->est = est;
+    e->refilled_at += k * e->refill_us;
+}
+
+static int64_t cost_for(const qent *e, const stg_quota_cost *c, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(unit_of(c[i].unit), e->unit))
+            return c[i].amount;
+    return 1;
+}
+
+/* How long until e admits cost c (0: now). */
+static int64_t need(const stg_quota *q, const qent *e, int64_t c, int64_t now)
+{
+    int64_t w = 0;
+    if (e->dormant) {
+        w = 0;
+    } else if (e->est == UNKNOWN || e->est < c) {
+        if (e->est != UNKNOWN && e->refill_us > 0) {
+            w = e->refilled_at + (c - e->est) * e->refill_us - now; /* > 0: refill() ran */
+            if (e->reset_at != NEVER && e->reset_at - now < w)
+                w = e->reset_at - now;
+        } else if (e->est != UNKNOWN && e->reset_at != NEVER)
+            w = e->reset_at - now; /* > 0: renew() ran */
+        else
+            w = e->inflight > 0 ? q->probe_wait_us : 0; /* one probe at a time */
+    }
+    /* Pacing (GCRA): the pace may run ahead of now by a share of the time
+     * to the reset (the burst), no further. */
+    if (!e->dormant && e->tat != NEVER && e->tat > now) {
+        int64_t tau = 0;
+        if (e->reset_at != NEVER && e->reset_at > now)
+            tau = (int64_t)((double)(e->reset_at - now) * q->burst);
+        if (e->tat - now - tau > w)
+            w = e->tat - now - tau;
+    }
+    return w;
+}
+
+/* Reserve c units of e at now, and move its pace on by c units at the pace
+ * that spreads the remaining count over the time to the reset (with the
+ * margin): c * t * (1 + margin) / r. */
+static void charge(const stg_quota *q, qent *e, int64_t c, int64_t now)
+{
+    int64_t before = e->est;
+    if (!e->dormant && before != UNKNOWN) /* a probe leaves it unknown */
+        e->est = before <= c ? 0 : before - c;
+    e->inflight += c;
+    /* A refilling bucket paces itself (its refill): no spreading over its
+     * reset, which is when it is full, not when more comes. */
+    if (!e->dormant && before > 0 && e->reset_at != NEVER && e->reset_at > now &&
+        e->refill_us <= 0) {
+        double step = (double)(e->reset_at - now) * (1.0 + q->margin) * (double)c / (double)before;
+        int64_t s = step >= (double)TIME_MAX ? TIME_MAX : (int64_t)ceil(step);
+        int64_t base = e->tat != NEVER && e->tat > now ? e->tat : now;
+        int64_t at = sat_add(base, s);
+        e->tat = at < e->reset_at ? at : e->reset_at; /* the reset resets the pace */
+    }
+    STG_ASSERT(e->est >= 0 || e->est == UNKNOWN);
+    STG_ASSERT(e->inflight >= 0);
+}
+
+int stg_quota_acquire(stg_quota *q, const char *hostname, const char *route_name,
+                      const stg_quota_cost *costs, size_t n_costs, int64_t now_us,
+                      stg_quota_ticket *t, int64_t *wait_us)
+{
+    if (!q || !hostname || !t || (n_costs && !costs))
+        return STG_EINVAL;
+    for (size_t i = 0; i < n_costs; i++)
+        if (costs[i].amount < 0)
+            return STG_EINVAL;
+    tview v;
+    memset(&v, 0, sizeof v);
+    int64_t wait = 0;
+    int rc = STG_OK;
+    pthread_mutex_lock(&q->lock);
+    host *h = host_find(q, hostname);
+    if (!h && !q->no_cold_probe && !(h = host_add(q, hostname)))
+        goto out; /* out of memory: nothing known, nothing to keep */
+    if (!h)
+        goto out;
+    h->tick = ++q->tick;
+    if (!h->answered && !q->no_cold_probe) {
+        /* Nothing announced yet: one send asks first, the others wait for
+         * its answer (a first wave of `concurrency` sends could pass any
+         * quota before the server had a chance to say it). */
+        if (h->cold_inflight > 0) {
+            wait = q->probe_wait_us;
+            rc = STG_EAGAIN;
+        } else {
+            h->cold_inflight++;
+            v.cold = 1;
+        }
+        goto out;
+    }
+    if (h->pause_until != NEVER && h->pause_until > now_us) {
+        wait = h->pause_until - now_us;
+        rc = STG_EAGAIN;
+        goto out;
+    }
+    route *r = route_name ? route_find(q, h, route_name) : NULL;
+    if (r)
+        r->tick = q->tick;
+    int64_t idx[STG_QUOTA_TICKET_MAX], amt[STG_QUOTA_TICKET_MAX];
+    int n = 0;
+    for (int64_t i = 0; i < q->max_keys; i++) {
+        qent *e = &h->q[i];
+        /* A known route: its keys and the host's; an unknown one: all. */
+        if (!e->uid || (r && e->key[0] && !route_has(r, e->uid)))
+            continue;
+        renew(e, now_us);
+        refill(e, now_us);
+        int64_t c = cost_for(e, costs, n_costs);
+        if (c == 0)
+            continue;
+        if (e->limit != UNKNOWN && c > e->limit) {
+            rc = STG_ETOOBIG;
+            goto out;
+        }
+        int64_t w = need(q, e, c, now_us);
+        if (w > wait)
+            wait = w;
+        STG_ASSERT(n < STG_QUOTA_TICKET_MAX);
+        idx[n] = i;
+        amt[n++] = c;
+    }
+    if (wait > 0) {
+        rc = STG_EAGAIN;
+        goto out;
+    }
+    for (int i = 0; i < n; i++) {
+        qent *e = &h->q[idx[i]];
+        charge(q, e, amt[i], now_us);
+        e->tick = q->tick;
+        v.e[v.n].uid = (int64_t)e->uid;
+        v.e[v.n++].amount = amt[i];
+    }
+out:
+    pthread_mutex_unlock(&q->lock);
+    if (rc == STG_OK || rc == STG_EAGAIN) {
+        memcpy(t, &v, sizeof v);
+        if (wait_us)
+            *wait_us = wait;
+    }
+    return rc;
+}
+
+/* What an answer says of one quota. */
+/* The dialects whose reset is the instant the bucket is full again (their
+ * providers' documentation), so that more quota comes long before it. */
+static bool refills(int dialect)
+{
+    return dialect == STG_DIALECT_OPENAI || dialect == STG_DIALECT_ANTHROPIC;
+}
+
+/* What an answer says of one quota. */
+static void update(const stg_quota *q, qent *e, const stg_quota_obs *o, int64_t now)
+{
+    if (o->limit >= 0)
+        e->limit = o->limit;
+    if (o->remaining >= 0) {
+        e->est = o->remaining > e->inflight ? o->remaining - e->inflight : 0;
+        e->dormant = false;
+    }
+    if (o->reset_us >= 0)
+        e->reset_at = sat_add(now, o->reset_us);
+    else if (o->remaining == 0)
+        /* Spent, and no word of when more comes (a leaky bucket's
+         * used/size): probe again after a while, not at once. */
+        e->reset_at = sat_add(now, q->empty_wait_us);
+    else if (e->reset_at != NEVER && e->reset_at <= now)
+        e->reset_at = NEVER;
+    /* Until full in t with limit - remaining missing: one unit per
+     * t / (limit - remaining), rounded up (a reset rounded up to the
+     * second only makes it slower). */
+    if (refills(o->dialect) && o->remaining >= 0 && o->reset_us >= 0 && e->limit > 0) {
+        if (e->limit > o->remaining) {
+            int64_t missing = e->limit - o->remaining;
+            e->refill_us = o->reset_us / missing + (o->reset_us % missing != 0);
+            if (e->refill_us < 1)
+                e->refill_us = 1;
+        }
+        e->refilled_at = now;
+    }
+}
+
+static void route_map(stg_quota *q, host *h, const char *name, const uint64_t *uids, int n)
+{
+    route *r = route_find(q, h, name);
+    if (!r) {
+        route *slot = NULL;
+        for (int64_t i = 0; i < q->max_routes; i++) {
+            route *x = &h->r[i];
+            if (!x->name) {
+                slot = x;
+                break;
+            }
+            if (!slot || x->tick < slot->tick)
+                slot = x;
+        }
+        STG_ASSERT(slot);
+        char *copy = strdup(name);
+        if (!copy)
+            return; /* unmapped: the route stays charged to every key */
+        free(slot->name);
+        slot->name = copy;
+        r = slot;
+    }
+    memcpy(r->uids, uids, (size_t)n * sizeof *uids);
+    r->n = n;
+    r->tick = q->tick;
+}
+
+int stg_quota_settle(stg_quota *q, const char *hostname, const char *route_name,
+                     stg_quota_ticket *t, const stg_quota_set *qs, int64_t now_us)
+{
+    if (!q || !hostname)
+        return STG_EINVAL;
+    tview v;
+    memset(&v, 0, sizeof v);
+    if (t) {
+        memcpy(&v, t, sizeof v);
+        memset(t, 0, sizeof *t);
+        if (v.n < 0 || v.n > STG_QUOTA_TICKET_MAX)
+            v.n = 0; /* never settled a garbage ticket */
+    }
+    int rc = STG_OK;
+    pthread_mutex_lock(&q->lock);
+    host *h = host_find(q, hostname);
+    if (!h && qs && qs->n > 0 && !(h = host_add(q, hostname)))
+        rc = STG_ENOMEM;
+    if (!h)
+        goto out;
+    h->tick = ++q->tick;
+    if (v.cold && h->cold_inflight > 0)
+        h->cold_inflight--;
+    if (qs)
+        h->answered = true;
+    for (int64_t i = 0; i < v.n; i++) {
+        qent *e = by_uid(q, h, v.e[i].uid);
+        if (e)
+            e->inflight = e->inflight > v.e[i].amount ? e->inflight - v.e[i].amount : 0;
+    }
+    if (!qs)
+        goto out;
+    uint64_t named[STG_QUOTA_TICKET_MAX], seen[STG_QUOTA_TICKET_MAX];
+    int n_named = 0, n_seen = 0;
+    size_t nq = qs->n < STG_QUOTAS_MAX ? qs->n : STG_QUOTAS_MAX;
+    for (size_t i = 0; i < nq; i++) {
+        const stg_quota_obs *o = &qs->q[i];
+        if (o->global) {
+            if (o->reset_us > 0) {
+                int64_t until = sat_add(now_us, o->reset_us);
+                if (h->pause_until == NEVER || until > h->pause_until)
+                    h->pause_until = until;
+            }
+            continue;
+        }
+        qent *e = quota_get(q, h, o);
+        update(q, e, o, now_us);
+        e->tick = q->tick;
+        if (n_seen < STG_QUOTA_TICKET_MAX)
+            seen[n_seen++] = e->uid;
+        if (o->key[0] && n_named < STG_QUOTA_TICKET_MAX) {
+            bool dup = false;
+            for (int j = 0; j < n_named; j++)
+                dup |= named[j] == e->uid;
+            if (!dup)
+                named[n_named++] = e->uid;
+        }
+    }
+    if (route_name && n_named > 0)
+        route_map(q, h, route_name, named, n_named);
+    /* What the ticket charged that this answer did not mention: a key the
+     * answer shows the route does not spend is refunded; a quota that had
+     * no count (a probe) and got none stays without a gate. */
+    for (int64_t i = 0; i < v.n; i++) {
+        qent *e = by_uid(q, h, v.e[i].uid);
+        bool got = false;
+        for (int j = 0; e && j < n_seen; j++)
+            got |= seen[j] == e->uid;
+        if (!e || got)
+            continue;
+        bool other_key = false;
+        if (e->key[0] && n_named > 0) {
+            other_key = true;
+            for (int j = 0; j < n_named; j++) {
+                qent *k = by_uid(q, h, (int64_t)named[j]);
+                if (k && !strcmp(k->key, e->key))
+                    other_key = false;
+            }
+        }
+        if (other_key && e->est != UNKNOWN && !e->dormant) {
+            e->est += v.e[i].amount;
+            if (e->limit != UNKNOWN && e->est > e->limit)
+                e->est = e->limit;
+        } else if (e->est == UNKNOWN && !e->dormant) {
+            e->dormant = true;
+        }
+    }
+out:
+    pthread_mutex_unlock(&q->lock);
+    return rc;
+}
+
+int stg_quota_cancel(stg_quota *q, const char *hostname, stg_quota_ticket *t)
+{
+    if (!q || !hostname)
+        return STG_EINVAL;
+    if (!t)
+        return STG_OK;
+    tview v;
+    memcpy(&v, t, sizeof v);
+    memset(t, 0, sizeof *t);
+    if (v.n < 0 || v.n > STG_QUOTA_TICKET_MAX)
+        return STG_OK;
+    pthread_mutex_lock(&q->lock);
+    host *h = host_find(q, hostname);
+    if (h && v.cold && h->cold_inflight > 0)
+        h->cold_inflight--;
+    for (int64_t i = 0; h && i < v.n; i++) {
+        qent *e = by_uid(q, h, v.e[i].uid);
+        if (!e)
+            continue;
+        int64_t a = v.e[i].amount < e->inflight ? v.e[i].amount : e->inflight;
+        e->inflight -= a;
+        if (!e->dormant && e->est != UNKNOWN) {
+            e->est += a;
+            if (e->limit != UNKNOWN && e->est > e->limit)
+                e->est = e->limit;
+        }
+    }
+    pthread_mutex_unlock(&q->lock);
+    return STG_OK;
+}
+
+int stg_quota_host_get(stg_quota *q, const char *hostname, int64_t now_us,
+                       stg_quota_host_info *info)
+{
+    if (!q || !hostname || !info)
+        return STG_EINVAL;
+    memset(info, 0, sizeof *info);
+    pthread_mutex_lock(&q->lock);
+    host *h = host_find(q, hostname);
+    if (h) {
+        for (int64_t i = 0; i < q->max_keys; i++)
+            info->quotas += h->q[i].uid != 0;
+        for (int64_t i = 0; i < q->max_routes; i++)
+            info->routes += h->r[i].name != NULL;
+        if (h->pause_until != NEVER && h->pause_until > now_us)
+            info->paused_for_us = h->pause_until - now_us;
+    }
+    pthread_mutex_unlock(&q->lock);
+    return STG_OK;
+}

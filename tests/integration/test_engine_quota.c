@@ -1,0 +1,267 @@
+/*
+ * The engine's quota limiter (stg_engine_config.quotas) against `stagger
+ * serve --rate R --burst B --ratelimit-headers` on 127.0.0.1: the server
+ * announces, on every answer, its bucket's remaining tokens and the time
+ * until it is full (X-RateLimit-* and RateLimit), and refuses with 429
+ * what its bucket does not hold. With no limiter of its own, the engine
+ * must keep to what the server announced:
+ *  - every request succeeds on its first attempt and the server refuses
+ *    none (its log has no 429): the bound is the protocol's (never more
+ *    than the announced remaining before the announced reset, the
+ *    requests in flight counted), with the first wave (concurrency <=
+ *    burst, sent before any answer) inside the bucket too;
+ *  - a request whose declared cost passes the announced limit is never
+ *    sent: it ends ERROR_NOT_RETRYABLE with no attempt;
+ *  - the same against provider personas (serve --dialect): Discord's
+ *    bucket, named by X-RateLimit-Bucket and shared by every route of its
+ *    first path segment; GitHub's resources (core and search, keyed by
+ *    x-ratelimit-resource, windows with epoch resets); OpenAI's two quotas
+ *    at once, requests and tokens, each request costing tokens
+ *    (X-Token-Cost, declared to the engine as its cost). No refusal, every
+ *    request on its first attempt.
+ *
+ * Needs STAGGER (the stagger binary) in the environment. Only loopback.
+ */
+#define _GNU_SOURCE
+#if defined(__has_include) && !__has_include(<curl/curl.h>)
+int main(void);
+/* n requests at concurrency 4 to paths[i % n_paths], each with the given
+ * header (may be NULL) and cost (may be NULL), against serve ARGS; every
+ * one must succeed on its first attempt, the server refusing none. */
+static void persona_run(const char *const *args, const char *const *paths, int n_paths, int n,
+                        const char *header, const stg_quota_cost *cost, const char *refusal)
+{
+    server s;
+    server_start(&s, args);
+    stg_engine_config cfg = {.concurrency = 4, .quotas = true};
+    stg_engine *e = stg_engine_new(&cfg, NULL);
+    assert_non_null(e);
+    ctx c = {0};
+    const char *hdrs[2] = {header, NULL};
+    for (int i = 0; i < n; i++) {
+        char url[128];
+        url_of(&s, paths[i % n_paths], url, sizeof url);
+        stg_request rq = {.url = url, .headers = header ? hdrs : NULL,
+                          .cost = cost, .n_cost = cost ? 1 : 0};
+        assert_int_equal(stg_engine_submit(e, &rq, on_done, &c, NULL), STG_OK);
+    }
+    assert_int_equal(stg_engine_drain(e), 0);
+    stg_engine_free(e);
+    server_stop(&s);
+    assert_int_equal(c.done, n);
+    assert_int_equal(c.ok, n);
+    assert_int_equal(c.first_try, n);
+    assert_int_equal(log_count(&s, refusal), 0);
+    assert_int_equal(log_count(&s, "\"status\":200"), n);
+    server_cleanup(&s);
+}
+
+static void test_persona_discord_bucket(void **state)
+{
+    (void)state;
+    static const char *const args[] = {"--dialect", "discord", "--quota", "bucket=5/1s", NULL};
+    static const char *const paths[] = {"/channels/1", "/channels/2", "/channels/3"};
+    persona_run(args, paths, 3, 15, NULL, NULL, "\"status\":429");
+}
+
+static void test_persona_github_resources(void **state)
+{
+    (void)state;
+    static const char *const args[] = {"--dialect", "github", "--quota", "core=6/2s",
+                                       "--quota", "search=3/2s", NULL};
+    static const char *const paths[] = {"/repos/a", "/search/code", "/repos/b"};
+    persona_run(args, paths, 3, 12, NULL, NULL, "\"status\":403");
+}
+
+static void test_persona_openai_tokens(void **state)
+{
+    (void)state;
+    /* Tokens bind first: 1000 a second, 300 a request, so 3 a second, while
+     * 50 requests a second would allow far more. */
+    static const char *const args[] = {"--dialect", "openai", "--quota", "requests=50/1s",
+                                       "--quota", "tokens=1000/1s", NULL};
+    static const char *const paths[] = {"/v1/chat/completions"};
+    stg_quota_cost cost = {.unit = "tokens", .amount = 300};
+    persona_run(args, paths, 1, 10, "X-Token-Cost: 300", &cost, "\"status\":429");
+}
+
+int main(void)
+{
+    return 0;
+}
+#else
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cmocka_all.h"
+
+#include <stagger/curl.h>
+
+#include "integration/serve_helper.h"
+
+typedef struct ctx {
+    int done, ok, first_try;
+    stg_reason last_reason;
+    int last_attempts;
+} ctx;
+
+static void on_done(stg_engine *e, uint64_t id, const stg_result *r, void *data)
+{
+    (void)e;
+    (void)id;
+    ctx *c = data;
+    c->done++;
+    c->ok += r->action == STG_ACTION_SUCCESS && r->status == 200;
+    c->first_try += r->attempts == 1;
+    c->last_reason = r->reason;
+    c->last_attempts = r->attempts;
+}
+
+static const char *const LIMITED[] = {"--rate", "10", "--burst", "5", "--ratelimit-headers",
+                                      NULL};
+
+static void test_engine_keeps_to_announced_quota(void **state)
+{
+    (void)state;
+    server s;
+    server_start(&s, LIMITED);
+    const int n = 30;
+    stg_engine_config cfg = {.concurrency = 4, .quotas = true};
+    stg_engine *e = stg_engine_new(&cfg, NULL);
+    assert_non_null(e);
+    ctx c = {0};
+    for (int i = 0; i < n; i++) {
+        char url[128], path[32];
+        snprintf(path, sizeof path, "/item/%d", i);
+        url_of(&s, path, url, sizeof url);
+        stg_request rq = {.url = url};
+        assert_int_equal(stg_engine_submit(e, &rq, on_done, &c, NULL), STG_OK);
+    }
+    assert_int_equal(stg_engine_drain(e), 0);
+    stg_engine_stats st;
+    stg_engine_stats_get(e, &st);
+    stg_engine_free(e);
+    server_stop(&s);
+    assert_int_equal(c.done, n);
+    assert_int_equal(c.ok, n);
+    assert_int_equal(c.first_try, n);
+    assert_int_equal((int)st.status_429, 0);
+    assert_int_equal(log_count(&s, "\"status\":429"), 0);
+    assert_int_equal(log_count(&s, "\"status\":200"), n);
+    server_cleanup(&s);
+}
+
+static void test_cost_over_limit_never_sent(void **state)
+{
+    (void)state;
+    server s;
+    server_start(&s, LIMITED);
+    char url[128];
+    url_of(&s, "/first", url, sizeof url);
+    stg_engine_config cfg = {.quotas = true};
+    stg_engine *e = stg_engine_new(&cfg, NULL);
+    assert_non_null(e);
+    ctx c = {0};
+    stg_request rq = {.url = url};
+    assert_int_equal(stg_engine_submit(e, &rq, on_done, &c, NULL), STG_OK);
+    assert_int_equal(stg_engine_drain(e), 0);
+    assert_int_equal(c.ok, 1);
+    /* The server announces at most 10 requests a window (its
+     * RateLimit-Policy q=10;w=1 at 10/s): a request that says it costs 11
+     * can never fit. */
+    stg_quota_cost cost = {.unit = "requests", .amount = 11};
+    url_of(&s, "/second", url, sizeof url);
+    stg_request big = {.url = url, .cost = &cost, .n_cost = 1};
+    assert_int_equal(stg_engine_submit(e, &big, on_done, &c, NULL), STG_OK);
+    assert_int_equal(stg_engine_drain(e), 0);
+    assert_int_equal(c.done, 2);
+    assert_int_equal(c.last_reason, STG_REASON_ERROR_NOT_RETRYABLE);
+    assert_int_equal(c.last_attempts, 0);
+    /* A negative cost is refused at submit. */
+    cost.amount = -1;
+    assert_int_equal(stg_engine_submit(e, &big, on_done, &c, NULL), STG_EINVAL);
+    stg_engine_free(e);
+    server_stop(&s);
+    assert_int_equal(log_count(&s, "/second"), 0);
+    server_cleanup(&s);
+}
+
+/* n requests at concurrency 4 to paths[i % n_paths], each with the given
+ * header (may be NULL) and cost (may be NULL), against serve ARGS; every
+ * one must succeed on its first attempt, the server refusing none. */
+static void persona_run(const char *const *args, const char *const *paths, int n_paths, int n,
+                        const char *header, const stg_quota_cost *cost, const char *refusal)
+{
+    server s;
+    server_start(&s, args);
+    stg_engine_config cfg = {.concurrency = 4, .quotas = true};
+    stg_engine *e = stg_engine_new(&cfg, NULL);
+    assert_non_null(e);
+    ctx c = {0};
+    const char *hdrs[2] = {header, NULL};
+    for (int i = 0; i < n; i++) {
+        char url[128];
+        url_of(&s, paths[i % n_paths], url, sizeof url);
+        stg_request rq = {.url = url, .headers = header ? hdrs : NULL,
+                          .cost = cost, .n_cost = cost ? 1 : 0};
+        assert_int_equal(stg_engine_submit(e, &rq, on_done, &c, NULL), STG_OK);
+    }
+    assert_int_equal(stg_engine_drain(e), 0);
+    stg_engine_free(e);
+    server_stop(&s);
+    assert_int_equal(c.done, n);
+    assert_int_equal(c.ok, n);
+    assert_int_equal(c.first_try, n);
+    assert_int_equal(log_count(&s, refusal), 0);
+    assert_int_equal(log_count(&s, "\"status\":200"), n);
+    server_cleanup(&s);
+}
+
+static void test_persona_discord_bucket(void **state)
+{
+    (void)state;
+    static const char *const args[] = {"--dialect", "discord", "--quota", "bucket=5/1s", NULL};
+    static const char *const paths[] = {"/channels/1", "/channels/2", "/channels/3"};
+    persona_run(args, paths, 3, 15, NULL, NULL, "\"status\":429");
+}
+
+static void test_persona_github_resources(void **state)
+{
+    (void)state;
+    static const char *const args[] = {"--dialect", "github", "--quota", "core=6/2s",
+                                       "--quota", "search=3/2s", NULL};
+    static const char *const paths[] = {"/repos/a", "/search/code", "/repos/b"};
+    persona_run(args, paths, 3, 12, NULL, NULL, "\"status\":403");
+}
+
+static void test_persona_openai_tokens(void **state)
+{
+    (void)state;
+    /* Tokens bind first: 1000 a second, 300 a request, so 3 a second, while
+     * 50 requests a second would allow far more. */
+    static const char *const args[] = {"--dialect", "openai", "--quota", "requests=50/1s",
+                                       "--quota", "tokens=1000/1s", NULL};
+    static const char *const paths[] = {"/v1/chat/completions"};
+    stg_quota_cost cost = {.unit = "tokens", .amount = 300};
+    persona_run(args, paths, 1, 10, "X-Token-Cost: 300", &cost, "\"status\":429");
+}
+
+int main(void)
+{
+    signal(SIGPIPE, SIG_IGN);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_teardown(test_engine_keeps_to_announced_quota, stop_leftovers),
+        cmocka_unit_test_teardown(test_cost_over_limit_never_sent, stop_leftovers),
+        cmocka_unit_test_teardown(test_persona_discord_bucket, stop_leftovers),
+        cmocka_unit_test_teardown(test_persona_github_resources, stop_leftovers),
+        cmocka_unit_test_teardown(test_persona_openai_tokens, stop_leftovers),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
+#endif

@@ -1,0 +1,589 @@
+/*
+ * The quota limiter (stg_quota) in virtual time: the clock is a variable
+ * moved by hand, observations are built here the way stg_hints_feed fills
+ * them. Each bound is the protocol's: never more than the announced
+ * remaining count before its reset (in-flight included), pacing spreads
+ * the count over the time to the reset, reserve then settle, a global
+ * pause holds every key, a route without a known key falls back to every
+ * quota of the host, memory stays within the caps.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <stagger/quota.h>
+
+#define H "api.example"
+
+static stg_quota_obs obs(const char *key, const char *unit, int64_t limit, int64_t remaining,
+                         int64_t reset_us)
+{
+    stg_quota_obs o;
+    memset(&o, 0, sizeof o);
+    snprintf(o.key, sizeof o.key, "%s", key);
+    snprintf(o.unit, sizeof o.unit, "%s", unit);
+    o.limit = limit;
+    o.remaining = remaining;
+    o.reset_us = reset_us;
+    o.window_us = -1;
+    return o;
+}
+
+static void set1(stg_quota_set *qs, stg_quota_obs o)
+{
+    memset(qs, 0, sizeof *qs);
+    qs->q[0] = o;
+    qs->n = 1;
+}
+
+static void learn(stg_quota *q, const char *route, stg_quota_obs o, int64_t now)
+{
+    stg_quota_set qs;
+    set1(&qs, o);
+    assert_int_equal(stg_quota_settle(q, H, route, NULL, &qs, now), STG_OK);
+}
+
+/* Without a burst, so that pacing is exact (the burst has its own test). */
+static stg_quota *make(double margin)
+{
+    stg_quota_config c = {.margin = margin, .burst = -1};
+    int err = 0;
+    stg_quota *q = stg_quota_new(&c, &err);
+    assert_non_null(q);
+    return q;
+}
+
+/* Admitted now (the ticket is dropped: the send stays in flight). */
+static void expect_ok(stg_quota *q, const char *route, int64_t now)
+{
+    stg_quota_ticket t;
+    int64_t w = -1;
+    assert_int_equal(stg_quota_acquire(q, H, route, NULL, 0, now, &t, &w), STG_OK);
+    assert_int_equal(w, 0);
+}
+
+static int64_t expect_wait(stg_quota *q, const char *route, int64_t now)
+{
+    stg_quota_ticket t;
+    int64_t w = -1;
+    assert_int_equal(stg_quota_acquire(q, H, route, NULL, 0, now, &t, &w), STG_EAGAIN);
+    assert_true(w > 0);
+    return w;
+}
+
+static void test_config(void **state)
+{
+    (void)state;
+    int err = 0;
+    stg_quota_config c = {.max_keys = STG_QUOTA_TICKET_MAX + 1};
+    assert_null(stg_quota_new(&c, &err));
+    assert_int_equal(err, STG_EINVAL);
+    c = (stg_quota_config){.margin = 2.0};
+    assert_null(stg_quota_new(&c, &err));
+    c = (stg_quota_config){.max_hosts = -1};
+    assert_null(stg_quota_new(&c, &err));
+    stg_quota *q = stg_quota_new(NULL, &err);
+    assert_non_null(q);
+    stg_quota_ticket t;
+    int64_t w;
+    assert_int_equal(stg_quota_acquire(NULL, H, NULL, NULL, 0, 0, &t, &w), STG_EINVAL);
+    assert_int_equal(stg_quota_acquire(q, NULL, NULL, NULL, 0, 0, &t, &w), STG_EINVAL);
+    stg_quota_cost neg = {.unit = "tokens", .amount = -1};
+    assert_int_equal(stg_quota_acquire(q, H, NULL, &neg, 1, 0, &t, &w), STG_EINVAL);
+    stg_quota_free(q);
+    stg_quota_free(NULL);
+}
+
+/* Cold start: before a host's first answer one send goes alone; any
+ * answer (even one announcing nothing) ends it; a send that never left
+ * hands the turn on. */
+static void test_cold_start(void **state)
+{
+    (void)state;
+    stg_quota *q = make(0);
+    stg_quota_ticket t1, t2;
+    int64_t w = -1;
+    assert_int_equal(stg_quota_acquire(q, H, "GET /", NULL, 0, 0, &t1, &w), STG_OK);
+    assert_int_equal(w, 0);
+    assert_int_equal(expect_wait(q, "GET /", 0), STG_MS(20));
+    assert_int_equal(stg_quota_cancel(q, H, &t1), STG_OK);
+    assert_int_equal(stg_quota_acquire(q, H, "GET /", NULL, 0, 0, &t2, &w), STG_OK);
+    expect_wait(q, "GET /x", 0);
+    /* No answer (a transport error): still cold. */
+    assert_int_equal(stg_quota_settle(q, H, "GET /", &t2, NULL, 1), STG_OK);
+    assert_int_equal(stg_quota_acquire(q, H, "GET /", NULL, 0, 1, &t2, &w), STG_OK);
+    expect_wait(q, "GET /", 1);
+    stg_quota_set qs;
+    stg_quota_set_init(&qs);
+    assert_int_equal(stg_quota_settle(q, H, "GET /", &t2, &qs, 2), STG_OK);
+    for (int i = 0; i < 10; i++)
+        expect_ok(q, "GET /", 2);
+    stg_quota_free(q);
+
+    stg_quota_config c = {.no_cold_probe = true};
+    q = stg_quota_new(&c, NULL);
+    assert_non_null(q);
+    expect_ok(q, "GET /", 0);
+    expect_ok(q, "GET /", 0);
+    stg_quota_free(q);
+}
+
+/* remaining 5 until a reset in 10 s, sends never settled (all in flight):
+ * exactly 5 are admitted before the reset, the 6th is told the reset. */
+static void test_never_more_than_remaining(void **state)
+{
+    (void)state;
+    stg_quota *q = make(-1);
+    learn(q, "GET /a", obs("", "requests", 10, 5, STG_SEC(10)), 0);
+    int64_t now = 0, admitted = 0;
+    stg_quota_ticket t[6];
+    while (now < STG_SEC(10)) {
+        int64_t w = 0;
+        int rc = stg_quota_acquire(q, H, "GET /a", NULL, 0, now, &t[admitted], &w);
+        if (rc == STG_OK)
+            admitted++;
+        else
+            now += w;
+        assert_true(admitted <= 5);
+    }
+    assert_int_equal(admitted, 5);
+    /* They end without an answer (nothing is given back). */
+    for (int i = 0; i < 5; i++)
+        assert_int_equal(stg_quota_settle(q, H, "GET /a", &t[i], NULL, now), STG_OK);
+    /* At the reset one probe goes (the full quota is not assumed back);
+     * the next waits for the probe's answer. */
+    expect_ok(q, "GET /a", STG_SEC(10));
+    int64_t w = expect_wait(q, "GET /a", STG_SEC(10));
+    assert_int_equal(w, STG_MS(20));
+    stg_quota_free(q);
+}
+
+/* Pace, don't burst: 10 remaining over 10 s without margin go out one per
+ * second, exactly; with a 50 % margin the first gap is 1.5 s. */
+static void test_pacing_spreads(void **state)
+{
+    (void)state;
+    stg_quota *q = make(-1);
+    learn(q, NULL, obs("", "requests", 10, 10, STG_SEC(10)), 0);
+    int64_t now = 0;
+    for (int i = 0; i < 10; i++) {
+        expect_ok(q, "GET /", now);
+        assert_int_equal(now, STG_SEC(i));
+        if (i < 9) {
+            int64_t w = expect_wait(q, "GET /", now);
+            assert_int_equal(w, STG_SEC(1));
+            now += w;
+        }
+    }
+    /* The 10 are spent: the 11th waits for the reset. */
+    assert_int_equal(expect_wait(q, "GET /", now), STG_SEC(10) - now);
+    stg_quota_free(q);
+
+    q = make(0.5);
+    learn(q, NULL, obs("", "requests", 10, 10, STG_SEC(10)), 0);
+    expect_ok(q, "GET /", 0);
+    assert_int_equal(expect_wait(q, "GET /", 0), STG_MS(1500));
+    stg_quota_free(q);
+
+    /* No reset known: nothing to spread over, so no pacing. */
+    q = make(0);
+    learn(q, NULL, obs("", "requests", 10, 3, -1), 0);
+    expect_ok(q, "GET /", 0);
+    expect_ok(q, "GET /", 0);
+    expect_ok(q, "GET /", 0);
+    expect_wait(q, "GET /", 0);
+    stg_quota_free(q);
+}
+
+/* The burst: the pace may run ahead by half the time to the reset, so at
+ * once about r * (1 - e^-0.5) (39 of 100) go, then one per pace step;
+ * the count bound holds throughout. */
+static void test_pacing_burst(void **state)
+{
+    (void)state;
+    stg_quota_config cfg = {.margin = -1}; /* the default burst, 0.5 */
+    stg_quota *q = stg_quota_new(&cfg, NULL);
+    assert_non_null(q);
+    learn(q, NULL, obs("", "requests", 100, 100, STG_SEC(100)), 0);
+    int at_once = 0;
+    stg_quota_ticket t;
+    int64_t w = 0;
+    while (stg_quota_acquire(q, H, "GET /", NULL, 0, 0, &t, &w) == STG_OK)
+        at_once++;
+    assert_in_range(at_once, 37, 41);
+    assert_true(w > 0);
+    int64_t now = 0, total = at_once;
+    while (now < STG_SEC(100)) {
+        if (stg_quota_acquire(q, H, "GET /", NULL, 0, now, &t, &w) == STG_OK)
+            total++;
+        else
+            now += w;
+    }
+    assert_true(total <= 100);
+    stg_quota_free(q);
+}
+
+/* A bucket whose reset is "until full" (OpenAI, Anthropic) refills one
+ * unit per t / (limit - remaining): 50 a minute, 0 left and full in 60 s
+ * is one request every 1.2 s, not a wait of a minute. */
+static void test_refilling_bucket(void **state)
+{
+    (void)state;
+    stg_quota *q = make(0);
+    stg_quota_obs o = obs("", "requests", 50, 0, STG_SEC(60));
+    o.dialect = STG_DIALECT_ANTHROPIC;
+    learn(q, NULL, o, 0);
+    assert_int_equal(expect_wait(q, "GET /", 0), STG_MS(1200));
+    expect_ok(q, "GET /", STG_MS(1200));
+    assert_int_equal(expect_wait(q, "GET /", STG_MS(1200)), STG_MS(1200));
+    /* Two units refilled 2.4 s later: two go, not three. */
+    expect_ok(q, "GET /", STG_MS(3600));
+    expect_ok(q, "GET /", STG_MS(3600));
+    expect_wait(q, "GET /", STG_MS(3600));
+    stg_quota_free(q);
+    /* Another dialect's reset is when the window opens again. */
+    q = make(0);
+    o.dialect = STG_DIALECT_X_RATELIMIT;
+    learn(q, NULL, o, 0);
+    assert_int_equal(expect_wait(q, "GET /", 0), STG_SEC(60));
+    stg_quota_free(q);
+}
+
+/* Spent with no reset said (Shopify's 40/40): the next probe waits
+ * empty_wait (1 s by default), not a round trip. */
+static void test_spent_without_reset(void **state)
+{
+    (void)state;
+    stg_quota *q = make(0);
+    learn(q, NULL, obs("", "requests", 40, 0, -1), 0);
+    assert_int_equal(expect_wait(q, "GET /", 0), STG_SEC(1));
+    expect_ok(q, "GET /", STG_SEC(1));
+    expect_wait(q, "GET /", STG_SEC(1));
+    stg_quota_free(q);
+}
+
+/* Weighted requests: reserve the declared tokens, and let the answer's
+ * remaining count (less what is still in flight) settle the estimate. */
+static void test_reserve_settle(void **state)
+{
+    (void)state;
+    stg_quota *q = make(0);
+    learn(q, NULL, obs("", "tokens", 20000, 10000, -1), 0);
+    stg_quota_cost c = {.unit = "tokens", .amount = 4000};
+    stg_quota_ticket t1, t2, t3;
+    int64_t w = -1;
+    assert_int_equal(stg_quota_acquire(q, H, "POST /v1", &c, 1, 0, &t1, &w), STG_OK);
+    assert_int_equal(stg_quota_acquire(q, H, "POST /v1", &c, 1, 0, &t2, &w), STG_OK);
+    /* 2000 left, 8000 in flight: the third does not fit. */
+    assert_int_equal(stg_quota_acquire(q, H, "POST /v1", &c, 1, 0, &t3, &w), STG_EAGAIN);
+    /* The first answer: 9000 remain (it used 1000); the second's 4000 are
+     * still in flight, so 5000 may be reserved. */
+    stg_quota_set qs;
+    set1(&qs, obs("", "tokens", 20000, 9000, -1));
+    assert_int_equal(stg_quota_settle(q, H, "POST /v1", &t1, &qs, STG_MS(1)), STG_OK);
+    assert_int_equal(stg_quota_acquire(q, H, "POST /v1", &c, 1, STG_MS(1), &t3, &w), STG_OK);
+    /* 1000 left: a 4000 request waits; a request without a declared
+     * token cost costs 1 token. */
+    assert_int_equal(stg_quota_acquire(q, H, "POST /v1", &c, 1, STG_MS(1), &t1, &w),
+                     STG_EAGAIN);
+    stg_quota_cost c1000 = {.unit = "tokens", .amount = 1000};
+    assert_int_equal(stg_quota_acquire(q, H, "POST /v1", &c1000, 1, STG_MS(1), &t1, &w),
+                     STG_OK);
+    /* 0 left: even a 1-token request waits now. */
+    assert_int_equal(stg_quota_acquire(q, H, "POST /v1", NULL, 0, STG_MS(1), &t1, &w),
+                     STG_EAGAIN);
+    /* A send that got no answer stays spent: nothing is given back. */
+    assert_int_equal(stg_quota_settle(q, H, "POST /v1", &t2, NULL, STG_MS(2)), STG_OK);
+    assert_int_equal(stg_quota_acquire(q, H, "POST /v1", NULL, 0, STG_MS(2), &t1, &w),
+                     STG_EAGAIN);
+    /* A send that never left gives its reservation back. */
+    stg_quota_cost c500 = {.unit = "tokens", .amount = 500};
+    assert_int_equal(stg_quota_acquire(q, H, "POST /v1", &c500, 1, STG_MS(2), &t2, &w),
+                     STG_EAGAIN);
+    assert_int_equal(stg_quota_cancel(q, H, &t3), STG_OK); /* 4000 back */
+    assert_int_equal(stg_quota_acquire(q, H, "POST /v1", &c500, 1, STG_MS(2), &t2, &w),
+                     STG_OK);
+    /* A cost above the announced limit can never go. */
+    stg_quota_cost huge = {.unit = "tokens", .amount = 20001};
+    assert_int_equal(stg_quota_acquire(q, H, "POST /v1", &huge, 1, STG_MS(2), &t1, &w),
+                     STG_ETOOBIG);
+    stg_quota_free(q);
+}
+
+/* A request with a declared cost in one unit, against two quotas: the
+ * requests quota is charged 1, the tokens quota the cost. */
+static void test_two_units(void **state)
+{
+    (void)state;
+    stg_quota *q = make(0);
+    stg_quota_set qs;
+    memset(&qs, 0, sizeof qs);
+    qs.q[0] = obs("", "requests", 100, 2, -1);
+    qs.q[1] = obs("", "tokens", 1000, 1000, -1);
+    qs.n = 2;
+    assert_int_equal(stg_quota_settle(q, H, NULL, NULL, &qs, 0), STG_OK);
+    stg_quota_cost c = {.unit = "tokens", .amount = 600};
+    stg_quota_ticket t;
+    int64_t w;
+    assert_int_equal(stg_quota_acquire(q, H, "POST /", &c, 1, 0, &t, &w), STG_OK);
+    /* Tokens: 400 left, a second 600 waits, though a request is left. */
+    assert_int_equal(stg_quota_acquire(q, H, "POST /", &c, 1, 0, &t, &w), STG_EAGAIN);
+    c.amount = 400;
+    assert_int_equal(stg_quota_acquire(q, H, "POST /", &c, 1, 0, &t, &w), STG_OK);
+    /* Requests: both spent, so even a free (0-token) request waits. */
+    c.amount = 0;
+    assert_int_equal(stg_quota_acquire(q, H, "POST /", &c, 1, 0, &t, &w), STG_EAGAIN);
+    stg_quota_free(q);
+}
+
+/* Routes learn their keys; a route not seen yet is charged to every quota
+ * of the host; the answer refunds the keys it did not name. */
+static void test_keys_and_fallback(void **state)
+{
+    (void)state;
+    stg_quota *q = make(0);
+    learn(q, "GET /repos", obs("core", "requests", 5000, 0, STG_SEC(30)), 0);
+    learn(q, "GET /search", obs("search", "requests", 30, 3, -1), 0);
+    /* core is spent until its reset; search is not. */
+    assert_int_equal(expect_wait(q, "GET /repos", 0), STG_SEC(30));
+    expect_ok(q, "GET /search", 0);
+    /* An unknown route might spend core: it waits too. */
+    assert_int_equal(expect_wait(q, "GET /new", 0), STG_SEC(30));
+    assert_int_equal(expect_wait(q, NULL, 0), STG_SEC(30));
+
+    /* After core's reset (one probe on /repos, answered) an unknown
+     * route is charged to both keys, and its answer (naming search)
+     * gives core back. */
+    stg_quota_ticket t;
+    int64_t w;
+    assert_int_equal(stg_quota_acquire(q, H, "GET /repos", NULL, 0, STG_SEC(30), &t, &w), STG_OK);
+    stg_quota_set qs;
+    set1(&qs, obs("core", "requests", 5000, 1, -1));
+    assert_int_equal(stg_quota_settle(q, H, "GET /repos", &t, &qs, STG_SEC(31)), STG_OK);
+    assert_int_equal(stg_quota_acquire(q, H, "GET /x", NULL, 0, STG_SEC(31), &t, &w), STG_OK);
+    /* core's one unit is reserved by /x now. */
+    expect_wait(q, "GET /repos", STG_SEC(31));
+    set1(&qs, obs("search", "requests", 30, 2, -1)); /* less /search's 1 in flight */
+    assert_int_equal(stg_quota_settle(q, H, "GET /x", &t, &qs, STG_SEC(32)), STG_OK);
+    expect_ok(q, "GET /repos", STG_SEC(32));
+    /* /x is now a search route: search's last unit went to it... */
+    expect_ok(q, "GET /x", STG_SEC(32));
+    expect_wait(q, "GET /search", STG_SEC(32));
+
+    /* A host-level quota (no key) binds every route. */
+    learn(q, "GET /other", obs("", "requests", 60, 0, STG_SEC(5)), STG_SEC(40));
+    assert_int_equal(expect_wait(q, "GET /other", STG_SEC(40)), STG_SEC(5));
+    stg_quota_free(q);
+}
+
+/* A global pause (Discord global, GitHub secondary) holds every key. */
+static void test_global_pause(void **state)
+{
+    (void)state;
+    stg_quota *q = make(0);
+    learn(q, "GET /a", obs("bucket-a", "requests", 5, 5, -1), 0);
+    learn(q, "GET /b", obs("bucket-b", "requests", 5, 5, -1), 0);
+    expect_ok(q, "GET /a", 0);
+    stg_quota_obs g = obs("", "", -1, -1, STG_SEC(5));
+    g.global = true;
+    learn(q, "GET /a", g, STG_SEC(1));
+    assert_int_equal(expect_wait(q, "GET /a", STG_SEC(1)), STG_SEC(5));
+    assert_int_equal(expect_wait(q, "GET /b", STG_SEC(2)), STG_SEC(4));
+    assert_int_equal(expect_wait(q, "GET /never-seen", STG_SEC(3)), STG_SEC(3));
+    stg_quota_host_info info;
+    assert_int_equal(stg_quota_host_get(q, H, STG_SEC(3), &info), STG_OK);
+    assert_int_equal(info.paused_for_us, STG_SEC(3));
+    /* A shorter pause later does not shorten it. */
+    g.reset_us = STG_SEC(1);
+    learn(q, "GET /b", g, STG_SEC(3));
+    expect_wait(q, "GET /b", STG_SEC(5));
+    expect_ok(q, "GET /a", STG_SEC(6));
+    expect_ok(q, "GET /b", STG_SEC(6));
+    stg_quota_free(q);
+}
+
+/* After the reset: one probe; its answer gives the count, or (none given)
+ * the quota goes dormant and stops gating. */
+static void test_probe_and_dormant(void **state)
+{
+    (void)state;
+    stg_quota *q = make(0);
+    learn(q, NULL, obs("", "requests", 10, 0, STG_SEC(1)), 0);
+    assert_int_equal(expect_wait(q, "GET /", 0), STG_SEC(1));
+    stg_quota_ticket t;
+    int64_t w;
+    assert_int_equal(stg_quota_acquire(q, H, "GET /", NULL, 0, STG_SEC(1), &t, &w), STG_OK);
+    expect_wait(q, "GET /", STG_SEC(1));
+    stg_quota_set qs;
+    set1(&qs, obs("", "requests", 10, 2, -1));
+    assert_int_equal(stg_quota_settle(q, H, "GET /", &t, &qs, STG_SEC(1)), STG_OK);
+    expect_ok(q, "GET /", STG_SEC(1));
+    expect_ok(q, "GET /", STG_SEC(1));
+    expect_wait(q, "GET /", STG_SEC(1));
+    stg_quota_free(q);
+
+    q = make(0);
+    learn(q, NULL, obs("", "requests", 10, 0, STG_SEC(1)), 0);
+    assert_int_equal(stg_quota_acquire(q, H, "GET /", NULL, 0, STG_SEC(1), &t, &w), STG_OK);
+    memset(&qs, 0, sizeof qs); /* an answer without rate-limit fields */
+    assert_int_equal(stg_quota_settle(q, H, "GET /", &t, &qs, STG_SEC(1)), STG_OK);
+    for (int i = 0; i < 50; i++)
+        expect_ok(q, "GET /", STG_SEC(1));
+    /* Announced again: it gates again. */
+    learn(q, NULL, obs("", "requests", 10, 0, STG_SEC(1)), STG_SEC(2));
+    expect_wait(q, "GET /", STG_SEC(2));
+    stg_quota_free(q);
+}
+
+/* One quota stays one when an answer leaves its window out (a 429 with
+ * fewer fields than the 200 before it). */
+static void test_window_left_out(void **state)
+{
+    (void)state;
+    stg_quota *q = make(0);
+    stg_quota_obs o = obs("", "requests", 10, 5, -1);
+    o.window_us = STG_SEC(1);
+    learn(q, NULL, o, 0);
+    learn(q, NULL, obs("", "requests", -1, 0, STG_SEC(2)), 0);
+    stg_quota_host_info info;
+    assert_int_equal(stg_quota_host_get(q, H, 0, &info), STG_OK);
+    assert_int_equal(info.quotas, 1);
+    assert_int_equal(expect_wait(q, "GET /", 0), STG_SEC(2));
+    /* Another window is another quota (Kong's minute and hour). */
+    o.window_us = STG_SEC(3600);
+    learn(q, NULL, o, 0);
+    assert_int_equal(stg_quota_host_get(q, H, 0, &info), STG_OK);
+    assert_int_equal(info.quotas, 2);
+    stg_quota_free(q);
+}
+
+/* Memory: the caps hold, least recently used first out. */
+static void test_caps(void **state)
+{
+    (void)state;
+    stg_quota_config c = {.max_hosts = 2, .max_keys = 2, .max_routes = 2};
+    stg_quota *q = stg_quota_new(&c, NULL);
+    assert_non_null(q);
+    stg_quota_set qs;
+    set1(&qs, obs("k", "requests", 1, 0, STG_SEC(60)));
+    assert_int_equal(stg_quota_settle(q, "h1", "GET /", NULL, &qs, 0), STG_OK);
+    assert_int_equal(stg_quota_settle(q, "h2", "GET /", NULL, &qs, 0), STG_OK);
+    assert_int_equal(stg_quota_settle(q, "h3", "GET /", NULL, &qs, 0), STG_OK);
+    stg_quota_host_info info;
+    assert_int_equal(stg_quota_host_get(q, "h1", 0, &info), STG_OK);
+    assert_int_equal(info.quotas, 0); /* forgotten: the oldest */
+    assert_int_equal(stg_quota_host_get(q, "h3", 0, &info), STG_OK);
+    assert_int_equal(info.quotas, 1);
+    char key[16], rt[16];
+    for (int i = 0; i < 10; i++) {
+        snprintf(key, sizeof key, "k%d", i);
+        snprintf(rt, sizeof rt, "GET /%d", i);
+        set1(&qs, obs(key, "requests", 1, 0, STG_SEC(60)));
+        assert_int_equal(stg_quota_settle(q, "h3", rt, NULL, &qs, 0), STG_OK);
+        assert_int_equal(stg_quota_host_get(q, "h3", 0, &info), STG_OK);
+        assert_true(info.quotas <= 2);
+        assert_true(info.routes <= 2);
+    }
+    /* The latest key and route are kept and still bind. */
+    stg_quota_ticket t;
+    int64_t w;
+    assert_int_equal(stg_quota_acquire(q, "h3", "GET /9", NULL, 0, 0, &t, &w), STG_EAGAIN);
+    assert_int_equal(w, STG_SEC(60));
+    stg_quota_free(q);
+}
+
+/* Threads race for one quota under a shared fake clock: the admitted
+ * count never passes the remaining count. */
+typedef struct race {
+    stg_quota *q;
+    atomic_llong now;
+    atomic_llong admitted;
+} race;
+
+static void *racer(void *arg)
+{
+    race *r = arg;
+    for (int i = 0; i < 2000; i++) {
+        int64_t now = atomic_fetch_add(&r->now, 1000);
+        stg_quota_ticket t;
+        int64_t w;
+        if (stg_quota_acquire(r->q, H, "GET /", NULL, 0, now, &t, &w) == STG_OK)
+            atomic_fetch_add(&r->admitted, 1);
+    }
+    return NULL;
+}
+
+static void test_threads(void **state)
+{
+    (void)state;
+    race r = {.q = make(0)};
+    atomic_init(&r.now, 0);
+    atomic_init(&r.admitted, 0);
+    learn(r.q, NULL, obs("", "requests", 100, 40, -1), 0);
+    pthread_t th[4];
+    for (int i = 0; i < 4; i++)
+        assert_int_equal(pthread_create(&th[i], NULL, racer, &r), 0);
+    for (int i = 0; i < 4; i++)
+        pthread_join(th[i], NULL);
+    /* Never settled (all in flight): exactly the 40, no probe. */
+    assert_int_equal(atomic_load(&r.admitted), 40);
+    stg_quota_free(r.q);
+}
+
+/* The Stagger-Cost value: taken whole or not at all. */
+static void test_cost_parse(void **state)
+{
+    (void)state;
+    stg_quota_cost c[3];
+    size_t n = 99;
+    const char *ok = " tokens=1200 ,requests = 1\t";
+    assert_int_equal(stg_quota_cost_parse(ok, strlen(ok), c, 3, &n), STG_OK);
+    assert_int_equal(n, 2);
+    assert_string_equal(c[0].unit, "tokens");
+    assert_int_equal(c[0].amount, 1200);
+    assert_string_equal(c[1].unit, "requests");
+    assert_int_equal(c[1].amount, 1);
+    /* Not NUL-terminated: only len bytes are read. */
+    assert_int_equal(stg_quota_cost_parse("tokens=12345", 9, c, 3, &n), STG_OK);
+    assert_int_equal(c[0].amount, 12);
+    const char *bad[] = {"", " ", "tokens", "tokens=", "=5", "tokens=-1", "tokens=1,",
+                         "tokens=1;x=2", "a=1,a=2", "tokens=1 2", "toooooooooooooooooooooken=1"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        n = 99;
+        assert_int_equal(stg_quota_cost_parse(bad[i], strlen(bad[i]), c, 3, &n), STG_EPARSE);
+        assert_int_equal(n, 0);
+    }
+    assert_int_equal(stg_quota_cost_parse("a=1,b=2,c=3,d=4", 15, c, 3, &n), STG_ERANGE);
+    assert_int_equal(stg_quota_cost_parse("a=99999999999999999999", 22, c, 3, &n), STG_ERANGE);
+    assert_int_equal(stg_quota_cost_parse("a=1", 3, c, 3, NULL), STG_EINVAL);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_config),
+        cmocka_unit_test(test_cold_start),
+        cmocka_unit_test(test_never_more_than_remaining),
+        cmocka_unit_test(test_pacing_spreads),
+        cmocka_unit_test(test_pacing_burst),
+        cmocka_unit_test(test_refilling_bucket),
+        cmocka_unit_test(test_spent_without_reset),
+        cmocka_unit_test(test_reserve_settle),
+        cmocka_unit_test(test_two_units),
+        cmocka_unit_test(test_keys_and_fallback),
+        cmocka_unit_test(test_global_pause),
+        cmocka_unit_test(test_probe_and_dormant),
+        cmocka_unit_test(test_window_left_out),
+        cmocka_unit_test(test_caps),
+        cmocka_unit_test(test_threads),
+        cmocka_unit_test(test_cost_parse),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
