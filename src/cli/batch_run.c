@@ -174,37 +174,9 @@ static void restore_signals(void)
  * Returns 0 or an exit status (after a message). */
 static int engine_config(const batch_opts *o, stg_engine_config *ec)
 {
-    memset(ec, 0, sizeof *ec);
-    ec->policy = o->policy;
-    ec->concurrency = o->concurrency;
-    if (o->rate_given && o->rate > 0) {
-        ec->limiter = STG_LIMITER_FIXED;
-        ec->rate = o->rate;
-        ec->burst = o->burst;
-    } else if (o->rate_given) {
-        ec->limiter = STG_LIMITER_NONE;
-    } else {
-        ec->limiter = STG_LIMITER_ADAPTIVE;
-        ec->adaptive.max_rate = o->max_rate;
-    }
-    ec->breaker = o->breaker_failures > 0;
-    ec->breaker_config.consecutive_failures = o->breaker_failures;
-    ec->breaker_config.open_us = o->breaker_open_us;
-    ec->defer_when_open = o->defer_on_breaker;
-    ec->budget_wait = !o->defer_on_breaker;
-    ec->budget = o->budget;
-    ec->budget_config.max_tokens = o->budget_tokens;
-    ec->budget_config.token_ratio = o->budget_ratio;
-    ec->max_body = o->max_body;
-    /* The shared limit replaces the local one; opts are const, the limiter
-     * handle lives as long as the run (closed by batch_run). */
-    cli_limiter *lim = (cli_limiter *)&o->limiter;
-    if (lim->url)
-        ec->limiter = STG_LIMITER_NONE;
-    lim->max_rate = o->max_rate;
-    int lrc = cli_limiter_open(lim, o->rate_given ? o->rate : 0, o->burst, o->breaker_failures,
-                               o->breaker_open_us, &ec->shared);
-    return lrc; /* 0, usage, or the limiter's exit: unreachable without a fallback */
+    /* opts are const, the limiter handle lives as long as the run (closed
+     * by batch_run). */
+    return cli_engine_config(&o->eng, &o->policy, (cli_limiter *)&o->limiter, ec);
 }
 
 /* The input's reader, when one is given (options checked, file opened;

@@ -70,7 +70,7 @@
     X(stg_shared_limiter, 8, 112)       \
     X(stg_call_config, 14, 560)         \
     X(stg_engine_config, 16, 976)       \
-    X(stg_request, 6, 136)              \
+    X(stg_request, 1, 136)              \
     X(stg_engine_stats, 8, 168)         \
     X(stg_event_fanout, 2, 88)
 
