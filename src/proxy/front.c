@@ -310,9 +310,11 @@ static enum MHD_Result end(stg_proxy *p, px_req *r, struct MHD_Connection *c)
         r->submitted = true;
         r->refs++; /* the engine's, until done */
         p->in_flight++;
+        p->open++;
         if (!px_cmd_push(p, PX_SUBMIT, r)) {
             r->refs--;
             p->in_flight--;
+            p->open--;
             pthread_mutex_unlock(&p->mu);
             return px_answer_error(c, 500, "out of memory", "internal");
         }
@@ -377,6 +379,10 @@ void px_on_completed(void *cls, struct MHD_Connection *c, void **req_cls,
         px_watch_remove_locked(r);
     }
     r->conn = NULL;
+    if (r->submitted) {
+        p->open--;
+        pthread_cond_broadcast(&p->cv);
+    }
     px_unref_locked(r);
     pthread_mutex_unlock(&p->mu);
     if (wake)

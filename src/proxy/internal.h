@@ -127,6 +127,7 @@ struct stg_proxy {
     bool stopping;       /* mu: the engine thread cancels all and exits */
     bool draining;       /* mu: not accepting new requests */
     int in_flight;       /* mu: submitted, done not yet run */
+    int open;            /* mu: submitted, the client's exchange not yet over */
     uint64_t next_serial;
     px_req *watch_head;  /* mu */
     uint64_t watch_gen;  /* mu: bumped on every change */

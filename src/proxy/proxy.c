@@ -239,10 +239,10 @@ fail:
 }
 
 /* Every request still waiting gets cancelled and its connection resumed
- * (it then closes). Returns how many were in flight. p->mu held. */
+ * (it then closes). Returns how many exchanges were open. p->mu held. */
 static int cancel_all_locked(stg_proxy *p)
 {
-    int n = p->in_flight;
+    int n = p->open;
     while (p->watch_head) {
         px_req *r = p->watch_head;
         if (!r->client_gone) {
@@ -270,7 +270,7 @@ int stg_proxy_drain(stg_proxy *p, int64_t drain_us)
     }
     int64_t until = px_mono_us() + (drain_us > 0 ? drain_us : 0);
     pthread_mutex_lock(&p->mu);
-    while (p->in_flight > 0 && px_mono_us() < until) {
+    while (p->open > 0 && px_mono_us() < until) {
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
         ts.tv_nsec += 50 * 1000000L;
@@ -280,7 +280,7 @@ int stg_proxy_drain(stg_proxy *p, int64_t drain_us)
         }
         pthread_cond_timedwait(&p->cv, &p->mu, &ts);
     }
-    int left = p->in_flight > 0 ? cancel_all_locked(p) : 0;
+    int left = p->open > 0 ? cancel_all_locked(p) : 0;
     pthread_mutex_unlock(&p->mu);
     px_wake(p);
     return left;
