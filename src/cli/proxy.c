@@ -160,7 +160,7 @@ static const cli_opt proxy_table[] = {
      F(forward), NULL, NULL, 0, NULL},
     {.kind = CLI_HEADING, .help = "Requests"},
     {CLI_FN, "max-request-body", 0, "BYTES",
-     "request bodies up to this are buffered and can be\nresent (default 16 MiB); larger: 413",
+     "request bodies up to this are buffered and can be\nresent (default 16 MiB); a larger one streams\nonce and is never retried",
      F(max_request_body), opt_bytes, NULL, 0, NULL},
     {CLI_FN, "idempotency-key", 0, "auto|none",
      "auto: add an Idempotency-Key to POSTs without one,\nso they may be retried (default none)",

@@ -3,7 +3,8 @@
  *
  * A request is read whole first (headers, then the body, buffered up to
  * max_request_body), then submitted to the engine thread and its
- * connection suspended. It is resumed when there is something to send: a
+ * connection suspended. A larger body is submitted at its first byte and
+ * streams (upload_stream): sent once, never retried. It is resumed when there is something to send: a
  * 2xx head (the answer then streams from a content reader, suspending
  * whenever the buffer is empty), or the final answer (any other status, or
  * an error of stagger's own: 502 for a bad or missing upstream answer, 504
@@ -144,13 +145,9 @@ static enum MHD_Result begin(stg_proxy *p, px_req *r, struct MHD_Connection *c,
     if (!r->idem_key[0] && p->cfg.idempotency_auto && !strcmp(method, "POST"))
         auto_key(r->idem_key, sizeof r->idem_key);
     const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
-    if (cl && strtoull(cl, NULL, 10) > p->max_request_body)
-        r->body_too_big = true;
-    if (r->body_too_big) {
-        r->early = true;
-        return px_answer_error(c, 413, "request body larger than --max-request-body",
-                               "request-too-large");
-    }
+    r->body_total = cl ? (int64_t)strtoull(cl, NULL, 10) : -1;
+    if (cl && (uint64_t)r->body_total > p->max_request_body)
+        r->body_stream = true; /* too large to keep for a resend: sent once */
     return MHD_YES;
 }
 
@@ -291,15 +288,95 @@ static enum MHD_Result answer_final(px_req *r, struct MHD_Connection *c)
     return px_answer_error(c, status, msg, why);
 }
 
-/* The body is in: submit, or (resumed) answer. */
-static enum MHD_Result end(stg_proxy *p, px_req *r, struct MHD_Connection *c)
+/* Queue r's submission. p->mu held; the caller wakes the engine. */
+static bool submit_locked(stg_proxy *p, px_req *r)
 {
-    if (r->body_too_big)
-        return px_answer_error(c, 413, "request body larger than --max-request-body",
-                               "request-too-large");
+    r->submitted = true;
+    r->refs++; /* the engine's, until done */
+    p->in_flight++;
+    p->open++;
+    if (px_cmd_push(p, PX_SUBMIT, r))
+        return true;
+    r->refs--;
+    p->in_flight--;
+    p->open--;
+    return false;
+}
+
+/* A piece of a body that streams (over max_request_body): submitted at
+ * its first byte, buffered up to PX_HIGH_WATER, the upload suspended while
+ * the buffer is full (the engine's read resumes it). */
+static enum MHD_Result upload_stream(stg_proxy *p, px_req *r, struct MHD_Connection *c,
+                                     const char *data, size_t *size)
+{
     enum MHD_Result rc = MHD_YES;
     bool wake = false;
     pthread_mutex_lock(&p->mu);
+    if (r->client_gone) {
+        rc = MHD_NO;
+    } else if (r->queued) {
+        *size = 0; /* answered: the rest is dropped */
+    } else if (r->head) {
+        rc = answer_stream(r, c);
+    } else if (r->final) {
+        rc = answer_final(r, c);
+    } else {
+        if (!r->submitted) {
+            if (!submit_locked(p, r)) {
+                pthread_mutex_unlock(&p->mu);
+                return MHD_NO;
+            }
+            wake = true;
+        }
+        if (r->body_off) {
+            memmove(r->body, r->body + r->body_off, r->body_len - r->body_off);
+            r->body_len -= r->body_off;
+            r->body_off = 0;
+        }
+        size_t room = r->body_len < PX_HIGH_WATER ? PX_HIGH_WATER - r->body_len : 0;
+        size_t n = *size < room ? *size : room;
+        if (n && r->body_len + n > r->body_cap) {
+            char *b = realloc(r->body, PX_HIGH_WATER);
+            if (!b) {
+                pthread_mutex_unlock(&p->mu);
+                return MHD_NO;
+            }
+            r->body = b;
+            r->body_cap = PX_HIGH_WATER;
+        }
+        if (n) {
+            memcpy(r->body + r->body_len, data, n);
+            r->body_len += n;
+            *size -= n;
+            if (r->read_paused) {
+                r->read_paused = false;
+                wake |= px_cmd_push(p, PX_RESUME, r);
+            }
+        }
+        if (*size) {
+            r->upload_blocked = true;
+            px_suspend_locked(r);
+        }
+    }
+    pthread_mutex_unlock(&p->mu);
+    if (wake)
+        px_wake(p);
+    return rc;
+}
+
+/* The body is in: submit, or (resumed) answer. */
+static enum MHD_Result end(stg_proxy *p, px_req *r, struct MHD_Connection *c)
+{
+    enum MHD_Result rc = MHD_YES;
+    bool wake = false;
+    pthread_mutex_lock(&p->mu);
+    if (r->body_stream && !r->body_done) {
+        r->body_done = true;
+        if (r->read_paused) {
+            r->read_paused = false;
+            wake |= px_cmd_push(p, PX_RESUME, r);
+        }
+    }
     if (r->client_gone || r->queued) {
         rc = r->client_gone ? MHD_NO : MHD_YES;
     } else if (!r->submitted) {
@@ -307,14 +384,7 @@ static enum MHD_Result end(stg_proxy *p, px_req *r, struct MHD_Connection *c)
             pthread_mutex_unlock(&p->mu);
             return px_answer_error(c, 503, "stagger proxy is shutting down", "draining");
         }
-        r->submitted = true;
-        r->refs++; /* the engine's, until done */
-        p->in_flight++;
-        p->open++;
-        if (!px_cmd_push(p, PX_SUBMIT, r)) {
-            r->refs--;
-            p->in_flight--;
-            p->open--;
+        if (!submit_locked(p, r)) {
             pthread_mutex_unlock(&p->mu);
             return px_answer_error(c, 500, "out of memory", "internal");
         }
@@ -349,8 +419,15 @@ enum MHD_Result px_on_request(void *cls, struct MHD_Connection *c, const char *u
         return MHD_YES;
     }
     if (*upload_data_size) {
-        if (!r->body_too_big && !body_put(r, upload_data, *upload_data_size))
+        if (r->body_stream)
+            return upload_stream(p, r, c, upload_data, upload_data_size);
+        if (!body_put(r, upload_data, *upload_data_size))
             return MHD_NO;
+        if (r->body_too_big) { /* a chunked body past the limit: stream from here */
+            r->body_too_big = false;
+            r->body_stream = true;
+            return upload_stream(p, r, c, upload_data, upload_data_size);
+        }
         *upload_data_size = 0;
         return MHD_YES;
     }

@@ -70,6 +70,15 @@ struct px_req {
     char *body;        /* the request body */
     size_t body_len, body_cap;
     bool body_too_big;
+    /* A body over max_request_body streams once (mu while streaming):
+     * body[body_off..body_len) is what the engine has not read yet, at
+     * most PX_HIGH_WATER; body_total its Content-Length, or -1. */
+    bool body_stream;
+    size_t body_off;
+    int64_t body_total;
+    bool body_done;      /* the client's last body byte is in */
+    bool read_paused;    /* the engine's read found nothing: resume it */
+    bool upload_blocked; /* the buffer was full: the upload is suspended */
 
     /* Shared with the engine thread (mu). */
     bool submitted;    /* a SUBMIT command was queued */

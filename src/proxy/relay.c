@@ -169,6 +169,35 @@ static void on_done(stg_engine *e, uint64_t id, const stg_result *res, void *dat
     pthread_mutex_unlock(&p->mu);
 }
 
+/* A body that streams (engine thread): what the front buffered, a pause
+ * when it has nothing yet, the end once the client's last byte is in. */
+static size_t body_read(char *buf, size_t size, void *data)
+{
+    px_req *r = data;
+    stg_proxy *p = r->p;
+    size_t n;
+    pthread_mutex_lock(&p->mu);
+    size_t avail = r->body_len - r->body_off;
+    if (r->client_gone) {
+        n = STG_READ_ABORT;
+    } else if (!avail) {
+        n = r->body_done ? 0 : STG_READ_PAUSE;
+        r->read_paused = !r->body_done;
+    } else {
+        n = avail < size ? avail : size;
+        memcpy(buf, r->body + r->body_off, n);
+        r->body_off += n;
+        if (r->body_off == r->body_len)
+            r->body_off = r->body_len = 0;
+        if (r->upload_blocked) {
+            r->upload_blocked = false;
+            px_resume_locked(r); /* room again: the upload goes on */
+        }
+    }
+    pthread_mutex_unlock(&p->mu);
+    return n;
+}
+
 /* ---- commands ----------------------------------------------------------- */
 
 static void submit(stg_proxy *p, px_req *r)
@@ -189,6 +218,12 @@ static void submit(stg_proxy *p, px_req *r)
         if (!rq.body && (!strcmp(r->method, "POST") || !strcmp(r->method, "PUT") ||
                          !strcmp(r->method, "PATCH")))
             rq.body = "";
+        if (r->body_stream) { /* read as it arrives, sent once */
+            rq.body = NULL;
+            rq.read_body = body_read;
+            rq.read_body_data = r;
+            rq.body_len = r->body_total >= 0 ? (size_t)r->body_total : (size_t)-1;
+        }
         rq.idempotency_key = r->idem_key[0] ? r->idem_key : NULL;
         rq.secret_headers = p->cfg.secret_headers;
         rq.body_sink = sink;

@@ -155,6 +155,22 @@ code=$(curl -s -o /dev/null -w '%{http_code}' -X POST -d 'a' -H 'X-Client-Id: ct
   -H 'Idempotency-Key: k-2' -H 'Stagger-Retries: 0' "$PX/echo")
 check "Stagger-Retries: 0: one attempt, the 429 (got $code)" [ "$code" = 429 ]
 proxy_stop
+# A body over --max-request-body streams once: sent whole, never resent
+# (even with a key), whether its length is known or it comes chunked.
+head -c 300000 /dev/zero | tr '\0' a > "$T/big.bin"
+blen() { $PY -c 'import json,sys; j=json.load(open(sys.argv[1])); print(j["body_length"], j["body"] == "a" * 300000)' "$1"; }
+proxy_start stream --upstream "$URL" --rate 0 --base 10ms --max-request-body 1000
+code=$(curl -s -o /dev/null -w '%{http_code}' -X POST --data-binary @"$T/big.bin" \
+  -H 'X-Client-Id: big' -H 'Idempotency-Key: k-big' "$PX/echo")
+check "streamed body: not resent even with a key, the 429 comes back (got $code)" [ "$code" = 429 ]
+curl -s -o "$T/big.echo" -X POST --data-binary @"$T/big.bin" -H 'X-Client-Id: big' "$PX/echo"
+check "streamed body: all of it reached the upstream ($(blen "$T/big.echo"))" [ "$(blen "$T/big.echo")" = "300000 True" ]
+curl -s -o "$T/big.echo" -X POST -H 'Transfer-Encoding: chunked' --data-binary @"$T/big.bin" \
+  -H 'X-Client-Id: big' "$PX/echo"
+check "streamed chunked body: all of it ($(blen "$T/big.echo"))" [ "$(blen "$T/big.echo")" = "300000 True" ]
+b=$(curl -s -X POST --data-binary 'small' -H 'X-Client-Id: big' "$PX/echo")
+jcheck "a small body is still buffered" "$b" 'j["body"] == "small"'
+proxy_stop
 proxy_start auto --upstream "$URL" --rate 0 --base 10ms --idempotency-key auto
 code=$(curl -s -o /dev/null -w '%{http_code}' -X POST -d 'a' -H 'X-Client-Id: auto' "$PX/echo")
 check "--idempotency-key auto: a keyless POST is retried to 200 (got $code)" [ "$code" = 200 ]
