@@ -179,6 +179,35 @@ serve_stop "$SRV_PID" || true
 keys=$(grep '"client":"auto"' "$T/idem.log" | sed -n 's/.*"key":"\(stagger-[0-9a-f]*\)".*/\1/p' | sort | uniq -c)
 check "auto: both sends carried one generated key ($keys)" sh -c "echo '$keys' | grep -q '^ *2 stagger-[0-9a-f]\{32\}$'"
 
+# ---- Stagger-Deadline and Stagger-Priority ------------------------------------------
+serve_start ctl --log "$T/ctl.log"
+proxy_start ctl --upstream "$URL" -j 1 --rate 2 --burst 1 --max-server-wait 1m
+# A 30 s hint does not fit a 1 s deadline: the 503 comes back at once
+# (without the header, the 60 s default deadline would wait and resend).
+code=$(curl -s -m 20 -o /dev/null -w '%{http_code}' -H 'Stagger-Deadline: 1s' \
+  "$PX/status/503?retry_after=30" || true)
+check "Stagger-Deadline: 1s: the 503 given back (got $code)" [ "$code" = 503 ]
+# Low priority waits behind normal: with one slot, four low requests queue
+# up; three normal ones sent while the first low one is out go before the
+# low ones still queued.
+for i in 1 2 3 4; do curl -s -o /dev/null -H 'Stagger-Priority: low' "$PX/low$i" & done
+for _ in $(seq 600); do
+  curl -s "$URL/__stats" | grep -q '"total":[2-9]' && break
+  sleep 0.05
+done
+for i in 1 2 3; do curl -s -o /dev/null "$PX/normal$i" & done
+wait $(jobs -rp | grep -v -e "^$PXPID\$" -e "^$SRV_PID\$") 2>/dev/null || true
+for _ in $(seq 600); do
+  [ "$(curl -s "$URL/__stats" | $PY -c 'import json,sys; print(json.load(sys.stdin)["total"])')" -ge 9 ] && break
+  sleep 0.05
+done
+serve_stop "$SRV_PID" || true
+check "Stagger-Deadline: sent once" [ "$(grep -c '/status/503' "$T/ctl.log")" = 1 ]
+order=$($PY -c 'import json,sys; print(" ".join(json.loads(l)["path"][1:] for l in open(sys.argv[1]) if "/low" in l or "/normal" in l))' "$T/ctl.log")
+last_two=$(echo "$order" | awk '{print $(NF-1), $NF}')
+check "Stagger-Priority: low: the last sent are low ($order)" sh -c "echo '$last_two' | grep -q '^low[0-9] low[0-9]$'"
+proxy_stop
+
 # ---- SIGTERM drains: the request in flight finishes, then exit 0 --------------
 serve_start slow --slow-body-every 1 --slow-body-ms 1500
 proxy_start drain --upstream "$URL" --drain 20s
