@@ -9,7 +9,9 @@
 #     0 lost through the proxy (direct it takes ~4-5x with ~70% refused).
 #  2. Overhead when nothing limits: wrk (2 threads, 30 connections, 5 s)
 #     direct and through the proxy (--rate 0) against an unlimited server:
-#     req/s and p50 latency; goals: >= 0.5x direct, added p50 <= 200 us.
+#     req/s and p50 latency; goals: >= 0.5x direct, added p50 <= 200 us;
+#     and with one connection, where p50 is the added latency itself (no
+#     queueing behind 29 others).
 #  3. Memory per open client connection: the proxy's RSS before and after
 #     2000 idle keep-alive connections.
 # Prints figures, asserts nothing. Only 127.0.0.1 is contacted.
@@ -96,8 +98,10 @@ goodput adaptive
 goodput rate --rate $RATE --burst $BURST
 
 # ---- 2. overhead: wrk direct and through the proxy -----------------------------------
-wrk_run() { # NAME URL
-  timeout -k 5 60 wrk -t2 -c30 -d5s --latency "$2" > "$T/$1.wrk" 2>&1 || true
+wrk_run() { # NAME URL [CONNECTIONS]
+  c=${3:-30}
+  t=2; [ "$c" = 1 ] && t=1
+  timeout -k 5 60 wrk -t$t -c"$c" -d5s --latency "$2" > "$T/$1.wrk" 2>&1 || true
   rps=$(sed -n 's/^Requests\/sec:[[:space:]]*//p' "$T/$1.wrk")
   p50=$(awk '$1 == "50%" {print $2}' "$T/$1.wrk")
   echo "$1 ${rps:-0} ${p50:-?}" >> "$T/wrk"
@@ -106,8 +110,10 @@ if command -v wrk > /dev/null 2>&1; then
   echo "bench_proxy: overhead (wrk)" >&2
   start_server over
   wrk_run direct "http://127.0.0.1:$PORT/track/w"
+  wrk_run direct1 "http://127.0.0.1:$PORT/track/w" 1
   start_proxy over --upstream "http://127.0.0.1:$PORT" --rate 0 -j 100
   wrk_run proxy "http://127.0.0.1:$PXPORT/track/w"
+  wrk_run proxy1 "http://127.0.0.1:$PXPORT/track/w" 1
   # ---- 3. memory per open client connection (same proxy, idle now)
   rss() { sed -n 's/^VmRSS:[[:space:]]*\([0-9]*\) kB/\1/p' "/proc/$PX_PID/status"; }
   before=$(rss)
@@ -151,6 +157,10 @@ print("%-54s %10.0f %10s" % ("wrk direct", float(d[1]), d[2]))
 print("%-54s %10.0f %10s" % ("wrk through stagger proxy --rate 0", float(p[1]), p[2]))
 print("%-54s %9.2fx %+9.0fus" % ("proxy / direct, added p50", float(p[1]) / max(float(d[1]), 1),
                                   us(p[2]) - us(d[2])))
+d1, p1 = rows["direct1"], rows["proxy1"]
+print("%-54s %10.0f %10s" % ("wrk -c1 direct (no queueing)", float(d1[1]), d1[2]))
+print("%-54s %10.0f %10s" % ("wrk -c1 through stagger proxy", float(p1[1]), p1[2]))
+print("%-54s %10s %+9.0fus" % ("added p50, one connection", "", us(p1[2]) - us(d1[2])))
 PY
   echo
   echo "memory per open client connection: $(( (after - before) * 1024 / 2000 )) bytes (RSS $before kB -> $after kB, 2000 idle keep-alive connections)"

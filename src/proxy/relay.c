@@ -107,7 +107,8 @@ static int sink(stg_body_op op, const void *buf, size_t len, void *data)
             r->rhdrs_len = len;
             r->status = px_block_status(buf, len);
             r->head = true;
-            px_resume_locked(r);
+            /* No resume yet: the first DATA comes in the same libcurl
+             * write, and one wake-up of the front then sends both. */
         }
         rc = r->rhdrs ? 0 : -1;
         pthread_mutex_unlock(&p->mu);

@@ -7,6 +7,9 @@
  * request (its upstream attempt and every wait at once) and resumes the
  * connection so MHD closes it.
  *
+ * A client that hangs up is noticed within WATCH_TICK_MS of its
+ * suspension, and at once if it was already being watched.
+ *
  * Invariants: a request is in the watch list exactly while `suspended`
  * is set (both change together under p->mu); a poll result is acted on
  * only if the request with that serial is still in the list, so a socket
@@ -19,12 +22,7 @@
 
 #include "proxy/internal.h"
 
-static void notify(stg_proxy *p)
-{
-    uint64_t one = 1;
-    ssize_t w = write(p->watch_fd, &one, sizeof one);
-    (void)w;
-}
+#define WATCH_TICK_MS 20
 
 void px_watch_remove_locked(px_req *r)
 {
@@ -52,7 +50,6 @@ void px_suspend_locked(px_req *r)
     p->watch_head = r;
     p->watch_gen++;
     MHD_suspend_connection(r->conn);
-    notify(p);
 }
 
 void px_resume_locked(px_req *r)
@@ -109,7 +106,11 @@ void *px_watch_main(void *arg)
         }
         pthread_mutex_unlock(&p->mu);
 
-        int rc = poll(fds, n, 1000);
+        /* The list is re-read every WATCH_TICK_MS (a suspension does not
+         * wake us: most are over in microseconds, and waking on each one
+         * cost as much CPU as the front itself); a hang-up is seen at once
+         * once its socket is in the list. */
+        int rc = poll(fds, n, WATCH_TICK_MS);
         if (rc <= 0)
             continue;
         if (fds[0].revents) {
