@@ -268,6 +268,10 @@ static int proxy_run(proxy_opts *o, const char *addr, unsigned port)
     int rc = cli_engine_config(&o->eng, &o->policy, &o->limiter, &pc.engine);
     if (rc)
         return rc;
+    /* TLS to https:// upstreams: the options fetch and batch take for it
+     * (CA file, client certificate, -k) belong in pc.engine.setup_easy /
+     * setup_data, set here from the same shared helper and option group,
+     * so the proxy's handles get exactly what batch's get. */
     /* A streamed answer is never held whole: no body limit unless given. */
     if (!o->eng.max_body)
         pc.engine.max_body = (size_t)1 << 62;
