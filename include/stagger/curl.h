@@ -450,14 +450,14 @@ typedef struct stg_request {
      * 0 normal, STG_PRIORITY_LOW: admitted only when no normal request
      * waits for admission (retries keep their turn in the retry queue). */
     union { int64_t deadline_us; uint64_t stg__deadline_word; };
-    union { struct { int max_attempts; int priority; }; uint64_t stg__attempts_word; };
+    union { int max_attempts; uint64_t stg__attempts_word; };
+    union { int priority; uint64_t stg__priority_word; };
     /* STG_STREAM_* flags for body_sink (0: none). */
     union { unsigned stream; uint64_t stg__stream_word; };
     /* A body read as it is sent, instead of body (which must then be
-     * NULL); body_len is its length, or (size_t)-1 when unknown (sent
-     * chunked). read_body_data is not copied. */
+     * NULL): read_body(buf, size, body_sink_data); body_len is its length,
+     * or (size_t)-1 when unknown (sent chunked). */
     union { stg_read_fn read_body; uint64_t stg__read_body_word; };
-    union { void *read_body_data; uint64_t stg__read_body_data_word; };
     uint64_t stg__reserved[1]; /* room to grow (docs/ABI.md); leave zero */
 } stg_request;
 

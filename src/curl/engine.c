@@ -162,7 +162,7 @@ int stg_engine_submit(stg_engine *e, const stg_request *rq, stg_done_fn done, vo
     r->low = rq->priority == STG_PRIORITY_LOW;
     if (rq->read_body) {
         r->read_body = rq->read_body;
-        r->read_data = rq->read_body_data;
+        r->read_data = rq->body_sink_data;
         r->body_len = rq->body_len;
         r->pol.max_attempts = 1; /* a body read as it is sent cannot be sent again */
     }

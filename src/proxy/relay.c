@@ -221,8 +221,7 @@ static void submit(stg_proxy *p, px_req *r)
             rq.body = "";
         if (r->body_stream) { /* read as it arrives, sent once */
             rq.body = NULL;
-            rq.read_body = body_read;
-            rq.read_body_data = r;
+            rq.read_body = body_read; /* gets body_sink_data: r */
             rq.body_len = r->body_total >= 0 ? (size_t)r->body_total : (size_t)-1;
         }
         rq.idempotency_key = r->idem_key[0] ? r->idem_key : NULL;

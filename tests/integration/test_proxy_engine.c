@@ -311,7 +311,7 @@ static void test_read_body(void **state)
         body_src b = {.total = 100000};
         done_rec d = {0};
         stg_request rq = {.url = url, .method = "POST", .headers = hdr, .read_body = read_cb,
-                          .read_body_data = &b, .body_len = round ? (size_t)-1 : 100000,
+                          .body_sink_data = &b, .body_len = round ? (size_t)-1 : 100000,
                           .idempotency_key = "k-rb"};
         uint64_t id;
         assert_int_equal(stg_engine_submit(e, &rq, on_done, &d, &id), STG_OK);
