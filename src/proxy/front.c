@@ -263,6 +263,12 @@ static const char *stagger_error(stg_reason reason, stg_net_error err, unsigned 
     }
 }
 
+static ssize_t head_reader(void *cls, uint64_t pos, char *buf, size_t max)
+{
+    (void)cls, (void)pos, (void)buf, (void)max;
+    return MHD_CONTENT_READER_END_WITH_ERROR;
+}
+
 /* The done callback's answer. p->mu held. */
 static enum MHD_Result answer_final(px_req *r, struct MHD_Connection *c)
 {
@@ -270,9 +276,16 @@ static enum MHD_Result answer_final(px_req *r, struct MHD_Connection *c)
     if (r->status > 0 && r->error == STG_NET_NONE) {
         /* The upstream's own answer (a 2xx with no body, a 4xx, the 429 or
          * 503 stagger gives back): as it came. */
-        bool no_body = !strcmp(r->method, "HEAD");
-        struct MHD_Response *resp = MHD_create_response_from_buffer(
-            no_body ? 0 : r->fbody_len, r->fbody ? r->fbody : (char *)"", MHD_RESPMEM_MUST_COPY);
+        bool head = !strcmp(r->method, "HEAD");
+        int64_t len = head ? px_block_length(r->rhdrs, r->rhdrs_len) : -1;
+        /* HEAD: the upstream's Content-Length, through a reader MHD never
+         * calls for a HEAD (it sends no body). */
+        struct MHD_Response *resp =
+            len >= 0 ? MHD_create_response_from_callback((uint64_t)len, 1024, head_reader, NULL,
+                                                         NULL)
+                     : MHD_create_response_from_buffer(head ? 0 : r->fbody_len,
+                                                       r->fbody ? r->fbody : (char *)"",
+                                                       MHD_RESPMEM_MUST_COPY);
         if (!resp)
             return MHD_NO;
         px_response_headers(resp, r->rhdrs, r->rhdrs_len);

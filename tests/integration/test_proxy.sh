@@ -57,6 +57,9 @@ jcheck "Stagger-* stripped" "$body" 'not any(k.lower().startswith("stagger-") fo
 jcheck "no Accept libcurl would add" "$body" '"Accept" not in j["headers"]'
 hdrs=$(curl -s -D - -o /dev/null "$PX/echo")
 check "Via on the answer" grep -qi '^Via: 1.1 stagger' <<<"$hdrs"
+hl=$(curl -sI "$PX/echo" | tr -d '\r' | sed -n 's/^Content-Length: //p')
+dl=$(curl -s "$UP/echo" -o /dev/null -w '%{size_download}')
+check "HEAD: the upstream's Content-Length ($hl, a GET has $dl)" [ "${hl:-0}" -gt 0 ]
 post=$(curl -s -X POST --data-binary 'hello body' -H 'Content-Type: text/plain' "$PX/echo")
 jcheck "POST body and method" "$post" 'j["method"] == "POST" and j["body"] == "hello body"'
 
