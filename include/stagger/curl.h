@@ -132,6 +132,36 @@ typedef enum stg_body_op {
                              SUCCESS) or not */
 } stg_body_op;
 
+/* Only with STG_STREAM_HEAD (stg_request.stream): buf, len: the raw header
+ * block (status line first) of the 2xx response whose first body byte
+ * comes next; once per response. Outside the enum, so a switch written
+ * for the three ops above still covers every op it can get. */
+#define STG_BODY_HEAD ((stg_body_op)4)
+
+/* What a sink may return from DATA when its request has STG_STREAM_PAUSE:
+ * "I did not take these bytes; pause the transfer". The same bytes come
+ * again after stg_engine_resume(). Without that flag it is a failure like
+ * any other nonzero value. */
+#define STG_BODY_PAUSE 0x50415553
+
+/* stg_request.stream flags (zero: none, the behaviour before they were
+ * added). */
+#define STG_STREAM_HEAD 1u  /* the sink gets STG_BODY_HEAD before a 2xx body */
+#define STG_STREAM_FINAL 2u /* once the sink got a HEAD or a byte, the request
+                               is never retried: a failure after that gives
+                               up (ERROR_NOT_RETRYABLE) */
+#define STG_STREAM_PAUSE 4u /* the sink may return STG_BODY_PAUSE */
+
+/* A request body read as it is sent (stg_request.read_body): copy up to
+ * size bytes into buf and return how many; 0 is the end of the body;
+ * STG_READ_PAUSE pauses the upload until stg_engine_resume(); STG_READ_ABORT
+ * fails the attempt. Runs on the engine's thread, like a body sink. A
+ * request with such a body is sent once and never retried (it cannot be
+ * rewound). */
+typedef size_t (*stg_read_fn)(char *buf, size_t size, void *data);
+#define STG_READ_PAUSE ((size_t)0x10000001)
+#define STG_READ_ABORT ((size_t)0x10000000)
+
 /* A body sink (stg_call_config.body_sink, stg_request.body_sink): receives
  * response bodies as they arrive, so the library never holds a whole body.
  * Return 0 to go on; nonzero says the destination failed (disk full, ...):
@@ -484,8 +514,23 @@ typedef struct stg_request {
      * listed costs 1. NULL/0: one request. */
     union { const stg_quota_cost *cost; uint64_t stg__cost_word; };
     size_t n_cost;
+    /* Per-request policy overrides (0: the engine's policy): the overall
+     * deadline (< 0: none), attempts in all (1: no retry), and priority:
+     * 0 normal, STG_PRIORITY_LOW: admitted only when no normal request
+     * waits for admission (retries keep their turn in the retry queue). */
+    union { int64_t deadline_us; uint64_t stg__deadline_word; };
+    union { int max_attempts; uint64_t stg__attempts_word; };
+    union { int priority; uint64_t stg__priority_word; };
+    /* STG_STREAM_* flags for body_sink (0: none). */
+    union { unsigned stream; uint64_t stg__stream_word; };
+    /* A body read as it is sent, instead of body (which must then be
+     * NULL): read_body(buf, size, body_sink_data); body_len is its length,
+     * or (size_t)-1 when unknown (sent chunked). */
+    union { stg_read_fn read_body; uint64_t stg__read_body_word; };
     uint64_t stg__reserved[4]; /* room to grow (docs/ABI.md); leave zero */
 } stg_request;
+
+#define STG_PRIORITY_LOW 1
 
 typedef void (*stg_done_fn)(stg_engine *e, uint64_t id, const stg_result *r, void *data);
 
@@ -506,6 +551,17 @@ STG_API void stg_engine_free(stg_engine *e);
  * that runs the engine. */
 STG_API int stg_engine_submit(stg_engine *e, const stg_request *req, stg_done_fn done,
                               void *data, uint64_t *id);
+
+/* Resume a transfer its body sink paused (STG_BODY_PAUSE) or its
+ * read_body paused (STG_READ_PAUSE). STG_OK, or STG_ENOTFOUND when the
+ * request has finished; a request with no attempt in flight is left
+ * alone (STG_OK). Engine thread only, not from inside a sink. */
+STG_API int stg_engine_resume(stg_engine *e, uint64_t id);
+
+/* Wake a pass waiting in poll, so stg_engine_run returns soon (for a
+ * thread that queued work for the engine's thread). Async-signal-safe and
+ * thread-safe; unlike stg_engine_stop it does not end a drain. */
+STG_API void stg_engine_wake(stg_engine *e);
 
 /* Cancel one request (its done callback runs with CANCELLED before this
  * returns, unless it already finished: then STG_ENOTFOUND). */

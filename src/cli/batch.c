@@ -370,109 +370,6 @@ static int opt_header_env(cli_parser *p, const cli_opt *o, void *field, const ch
     return add_header(field, line, true);
 }
 
-static int opt_concurrency(cli_parser *p, const cli_opt *o, void *field, const char *v)
-{
-    (void)o;
-    long long n;
-    if (!cli_parse_int(v, 1, 10000, &n))
-        return cli_opt_bad(p, v, "expected a whole number from 1 to 10000");
-    *(int *)field = (int)n;
-    return 0;
-}
-
-static int opt_rate(cli_parser *p, const cli_opt *o, void *field, const char *v)
-{
-    (void)o;
-    batch_opts *b = field;
-    if (!cli_parse_double(v, 0, 1e6, &b->rate))
-        return cli_opt_bad(p, v, "expected requests per second, 0 for no limit");
-    b->rate_given = true;
-    return 0;
-}
-
-static int opt_burst(cli_parser *p, const cli_opt *o, void *field, const char *v)
-{
-    (void)o;
-    long long n;
-    if (!cli_parse_int(v, 1, 1000000, &n))
-        return cli_opt_bad(p, v, "expected a whole number from 1");
-    *(int64_t *)field = n;
-    return 0;
-}
-
-static int opt_max_rate(cli_parser *p, const cli_opt *o, void *field, const char *v)
-{
-    (void)o;
-    if (!cli_parse_double(v, 0.001, 1e6, field))
-        return cli_opt_bad(p, v, "expected requests per second");
-    return 0;
-}
-
-static int opt_breaker(cli_parser *p, const cli_opt *o, void *field, const char *v)
-{
-    (void)o;
-    long long n;
-    if (!cli_parse_int(v, 0, 1000000, &n))
-        return cli_opt_bad(p, v, "expected a whole number (0: no breaker)");
-    *(int *)field = (int)n;
-    return 0;
-}
-
-static int opt_breaker_open(cli_parser *p, const cli_opt *o, void *field, const char *v)
-{
-    (void)o;
-    int64_t d;
-    if (!cli_parse_duration(v, &d) || d <= 0)
-        return cli_opt_bad(p, v, "expected a positive duration such as 30s");
-    *(int64_t *)field = d;
-    return 0;
-}
-
-static int opt_on_breaker(cli_parser *p, const cli_opt *o, void *field, const char *v)
-{
-    (void)o;
-    if (!strcmp(v, "defer"))
-        *(bool *)field = true;
-    else if (!strcmp(v, "wait"))
-        *(bool *)field = false;
-    else
-        return cli_opt_bad(p, v, "expected defer or wait");
-    return 0;
-}
-
-static int opt_no_budget(cli_parser *p, const cli_opt *o, void *field, const char *v)
-{
-    (void)p, (void)o, (void)v;
-    *(bool *)field = false;
-    return 0;
-}
-
-static int opt_budget_tokens(cli_parser *p, const cli_opt *o, void *field, const char *v)
-{
-    (void)o;
-    if (!cli_parse_double(v, 1, 1e6, field))
-        return cli_opt_bad(p, v, "expected a number from 1");
-    return 0;
-}
-
-static int opt_budget_ratio(cli_parser *p, const cli_opt *o, void *field, const char *v)
-{
-    (void)o;
-    if (!cli_parse_double(v, 0.001, 1e6, field))
-        return cli_opt_bad(p, v, "expected a number from 0.001");
-    return 0;
-}
-
-static int opt_max_body(cli_parser *p, const cli_opt *o, void *field, const char *v)
-{
-    (void)o;
-    long long n;
-    if (!cli_parse_int(v, 1, (long long)1 << 40, &n))
-        return cli_opt_bad(p, v, "expected a number of bytes");
-    *(size_t *)field = (size_t)n;
-    return 0;
-}
-
 static int opt_progress(cli_parser *p, const cli_opt *o, void *field, const char *v)
 {
     (void)o;
@@ -563,39 +460,7 @@ static const cli_opt run_table[] = {
      "add header NAME with the value of environment\n"
      "variable VAR (keeps a secret out of argv)",
      0, opt_header_env, NULL, 0, NULL},
-    {CLI_FN, "concurrency", 'j', "N", "requests in flight at once (default 30)", B(concurrency),
-     opt_concurrency, NULL, 0, NULL},
-    {CLI_FN, "rate", 0, "R",
-     "client-side limit, requests/s per host (token bucket);\n0: no limit; not given: adaptive "
-     "rate",
-     offsetof(run_opts, b), opt_rate, NULL, 0, NULL},
-    {CLI_FN, "burst", 0, "B", "bucket size for --rate (default max(1, ceil(R)))", B(burst),
-     opt_burst, NULL, 0, NULL},
-    {CLI_FN, "max-rate", 0, "R", "adaptive: never above R requests/s", B(max_rate), opt_max_rate,
-     NULL, 0, NULL},
-    {CLI_FN, "breaker", 0, "N",
-     "consecutive failures that open a host's circuit\nbreaker (default 20; 0: no breaker)",
-     B(breaker_failures), opt_breaker, NULL, 0, NULL},
-    {CLI_FN, "breaker-open", 0, "D", "how long it stays open (default 30s)", B(breaker_open_us),
-     opt_breaker_open, NULL, 0, NULL},
-    {CLI_FN, "on-breaker", 0, "wait|defer",
-     "wait (default: jobs wait for an open breaker to\n"
-     "half-open, and a spent retry budget lets one retry\n"
-     "at a time through, within each job's deadline) |\n"
-     "defer (both defer the host's jobs to a later run)",
-     B(defer_on_breaker), opt_on_breaker, NULL, 0, NULL},
-    {CLI_FN, "no-budget", 0, NULL, "no retry budget (default: gRPC-style budget per host)",
-     B(budget), opt_no_budget, NULL, 0, NULL},
-    {CLI_FN, "budget-tokens", 0, "N", "budget size (default 10)", B(budget_tokens),
-     opt_budget_tokens, NULL, 0, NULL},
-    {CLI_FN, "budget-ratio", 0, "X", "tokens a success gives back (default 0.1)", B(budget_ratio),
-     opt_budget_ratio, NULL, 0, NULL},
-    {CLI_FN, "max-body", 0, "BYTES", "bytes of each response body kept (default 64 MiB)",
-     B(max_body), opt_max_body, NULL, 0, NULL},
-    {CLI_FLAG, "no-quotas", 0, NULL,
-     "do not pace by the quotas the servers announce\n"
-     "(default: every quota of every dialect is kept)",
-     B(no_quotas), NULL, NULL, 0, NULL},
+    {.kind = CLI_GROUP, .group = cli_engine_opts_table, .off = B(eng)},
     {.kind = CLI_HEADING, .help = "Output"},
     {CLI_FLAG, "quiet", 'q', NULL, "no progress and no final report", B(quiet), NULL, NULL, 0,
      NULL},
@@ -666,11 +531,7 @@ const cli_command cli_batch_command = {
 static int parse_run(int argc, char **argv, run_opts *ro)
 {
     batch_opts *o = &ro->b;
-    o->concurrency = 30;
-    o->breaker_failures = 20;
-    o->breaker_open_us = STG_SEC(30);
-    o->defer_on_breaker = false;
-    o->budget = true;
+    cli_engine_opts_init(&o->eng);
     o->progress = BATCH_PROGRESS_AUTO;
     o->limiter.cmd = CMD;
     stg_policy_preset(&o->policy, "batch");
@@ -700,13 +561,9 @@ static int parse_run(int argc, char **argv, run_opts *ro)
     if (o->in.method && o->in.format == STG_INPUT_JSONL)
         return cli_usage_error(CMD, "-X applies to URL and key inputs; JSONL lines carry "
                                     "their own \"method\"");
-    if (o->burst && (!o->rate_given || o->rate == 0))
-        return cli_usage_error(CMD, "--burst goes with --rate R (R > 0)");
-    if (o->max_rate && o->rate_given)
-        return cli_usage_error(CMD, "--max-rate is for the adaptive rate (no --rate)");
-    if (o->limiter.url && o->rate_given && o->rate == 0)
-        return cli_usage_error(CMD, "--limiter with --rate 0 limits nothing: give --rate R "
-                                    "(R > 0), or no --rate to share an adaptive rate");
+    int erc = cli_engine_opts_check(CMD, &o->eng, &o->limiter);
+    if (erc)
+        return erc;
     if (!o->input && !db)
         return cli_usage_error(CMD, "no input: give a file of URLs, keys or JSONL requests "
                                     "(or --db FILE to resume)");

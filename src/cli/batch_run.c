@@ -168,39 +168,11 @@ static void restore_signals(void)
  * Returns 0 or an exit status (after a message). */
 static int engine_config(const batch_opts *o, stg_engine_config *ec)
 {
-    memset(ec, 0, sizeof *ec);
-    ec->policy = o->policy;
-    ec->concurrency = o->concurrency;
-    if (o->rate_given && o->rate > 0) {
-        ec->limiter = STG_LIMITER_FIXED;
-        ec->rate = o->rate;
-        ec->burst = o->burst;
-    } else if (o->rate_given) {
-        ec->limiter = STG_LIMITER_NONE;
-    } else {
-        ec->limiter = STG_LIMITER_ADAPTIVE;
-        ec->adaptive.max_rate = o->max_rate;
-    }
-    ec->breaker = o->breaker_failures > 0;
-    ec->breaker_config.consecutive_failures = o->breaker_failures;
-    ec->breaker_config.open_us = o->breaker_open_us;
-    ec->defer_when_open = o->defer_on_breaker;
-    ec->budget_wait = !o->defer_on_breaker;
-    ec->budget = o->budget;
-    ec->budget_config.max_tokens = o->budget_tokens;
-    ec->budget_config.token_ratio = o->budget_ratio;
-    ec->max_body = o->max_body;
+    /* opts are const, the limiter handle lives as long as the run (closed
+     * by batch_run). */
+    int rc = cli_engine_config(&o->eng, &o->policy, (cli_limiter *)&o->limiter, ec);
     ec->tls = &o->tls.cfg; /* built by parse_run (cli_tls_config) */
-    ec->quotas = !o->no_quotas; /* the servers' announced quotas, with the limiter */
-    /* The shared limit replaces the local one; opts are const, the limiter
-     * handle lives as long as the run (closed by batch_run). */
-    cli_limiter *lim = (cli_limiter *)&o->limiter;
-    if (lim->url)
-        ec->limiter = STG_LIMITER_NONE;
-    lim->max_rate = o->max_rate;
-    int lrc = cli_limiter_open(lim, o->rate_given ? o->rate : 0, o->burst, o->breaker_failures,
-                               o->breaker_open_us, &ec->shared);
-    return lrc; /* 0, usage, or the limiter's exit: unreachable without a fallback */
+    return rc;
 }
 
 /* The input's reader, when one is given (options checked, file opened;
@@ -483,7 +455,7 @@ static void run_loop(const batch_opts *o, stg_batch *b, progress *pg, const wait
                            ? STG_MS(200)
                            : (o->progress_interval_us ? o->progress_interval_us : STG_SEC(5));
     int64_t now = mono_us();
-    double per_host = o->rate_given && !o->limiter.url ? o->rate : 0;
+    double per_host = o->eng.rate_given && !o->limiter.url ? o->eng.rate : 0;
     progress_init(pg, mode, stderr, per_host, now);
     int64_t next = now + (mode == PROGRESS_BAR ? 0 : interval);
     stg_batch_progress p;

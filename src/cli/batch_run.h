@@ -6,6 +6,7 @@
 #define STAGGER_CLI_BATCH_RUN_H
 
 #include "cli/exit.h"
+#include "cli/engine_opts.h"
 #include "cli/limiter.h"
 #include "cli/metrics_live.h"
 #include "cli/tls.h"
@@ -41,18 +42,8 @@ typedef struct batch_opts {
     const char *out_dir;      /* NULL: bodies in the database */
     const char **headers;     /* -H "Name: value", n_headers of them (argv strings) */
     size_t n_headers;
-    int concurrency;
-    double rate;              /* 0 with !rate_given: adaptive */
-    int64_t burst;
-    bool rate_given;
-    double max_rate;          /* adaptive ceiling; 0: none */
+    cli_engine_opts eng;      /* -j, --rate, breaker, budget, --max-body (engine_opts.h) */
     stg_policy policy;
-    int breaker_failures;     /* 0: breaker off */
-    int64_t breaker_open_us;
-    bool defer_on_breaker;    /* --on-breaker defer: an open breaker or a
-                                 spent budget defers (default: waits) */
-    bool budget;
-    double budget_tokens, budget_ratio;
     bool retry_deferred, retry_review;
     enum batch_progress progress;
     int64_t progress_interval_us; /* plain lines; 0: 5 s */
@@ -62,8 +53,6 @@ typedef struct batch_opts {
     const char *log_path;     /* JSON-lines event log; NULL: none */
     const char *metrics_path; /* Prometheus textfile; NULL: none; "-": stdout at the end */
     cli_metrics_opts metrics; /* --metrics-interval, --metrics-listen */
-    size_t max_body;
-    bool no_quotas;           /* --no-quotas: ignore the servers' announced quotas */
     cli_limiter limiter;      /* --limiter: a limit shared through Redis */
     cli_tls tls;              /* --cacert, --capath, -k, --cert, --key */
 } batch_opts;

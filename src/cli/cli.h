@@ -33,6 +33,10 @@ extern const cli_command cli_sim_command;
 int cli_fetch_main(int argc, char **argv);
 extern const cli_command cli_fetch_command;
 #endif
+#if defined(STG_HAVE_PROXY) && defined(STG_HAVE_CURL)
+int cli_proxy_main(int argc, char **argv);
+extern const cli_command cli_proxy_command;
+#endif
 #ifdef STG_HAVE_STORE
 int cli_batch_main(int argc, char **argv);
 extern const cli_command cli_batch_command, cli_batch_report_command, cli_batch_export_command;

@@ -30,6 +30,10 @@ static const struct command commands[] = {
     {"fetch", cli_fetch_main, "one HTTP request with polite retries (curl-like)",
      &cli_fetch_command},
 #endif
+#if defined(STG_HAVE_PROXY) && defined(STG_HAVE_CURL)
+    {"proxy", cli_proxy_main, "a local HTTP proxy: polite retries for any program",
+     &cli_proxy_command},
+#endif
 #ifdef STG_HAVE_STORE
     {"batch", cli_batch_main, "durable, resumable batch of requests", &cli_batch_command},
     {"batch report", NULL, NULL, &cli_batch_report_command},

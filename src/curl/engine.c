@@ -122,7 +122,8 @@ int stg_engine_submit(stg_engine *e, const stg_request *rq, stg_done_fn done, vo
                               : (rq->body ? STG_METHOD_POST : STG_METHOD_GET);
     if (m == STG_METHOD_UNKNOWN || m == STG_METHOD_CONNECT)
         return STG_EINVAL;
-    if (rq->max_redirects < 0)
+    if (rq->max_redirects < 0 || rq->max_attempts < 0 ||
+        (rq->priority != 0 && rq->priority != STG_PRIORITY_LOW) || (rq->read_body && rq->body))
         return STG_EINVAL;
     if (rq->idempotency_key && (!*rq->idempotency_key || !header_ok(rq->idempotency_key)))
         return STG_EINVAL;
@@ -155,6 +156,19 @@ int stg_engine_submit(stg_engine *e, const stg_request *rq, stg_done_fn done, vo
     stg__xfer_init(&r->x, e->cfg.max_body);
     stg__xfer_set_sink(&r->x, rq->body_sink, rq->body_sink_data);
     r->x.tls = e->cfg.tls; /* applied at each attempt's attach */
+    r->x.stream = rq->stream;
+    r->pol = e->pol;
+    if (rq->deadline_us)
+        r->pol.deadline_us = rq->deadline_us;
+    if (rq->max_attempts)
+        r->pol.max_attempts = rq->max_attempts;
+    r->low = rq->priority == STG_PRIORITY_LOW;
+    if (rq->read_body) {
+        r->read_body = rq->read_body;
+        r->read_data = rq->body_sink_data;
+        r->body_len = rq->body_len;
+        r->pol.max_attempts = 1; /* a body read as it is sent cannot be sent again */
+    }
     char red[2048];
     stg_redact_url(rq->url, red, sizeof red);
     r->url = strdup(rq->url);
@@ -207,7 +221,7 @@ int stg_engine_submit(stg_engine *e, const stg_request *rq, stg_done_fn done, vo
         return STG_ENOMEM;
     }
     rq_enter(e, r, RQ_NEW_Q);
-    stg__eng_q_push(&e->new_q, r);
+    stg__eng_q_push(r->low ? &e->low_q : &e->new_q, r);
     e->stats.submitted++;
     if (id)
         *id = r->id;
@@ -257,7 +271,8 @@ void stg_engine_cancel_all(stg_engine *e)
 static int64_t poll_timeout_us(const stg_engine *e, int64_t timeout_us)
 {
     int64_t t = timeout_us < 0 ? 0 : timeout_us;
-    if ((e->retry_q.head || e->new_q.head) && e->active + e->reserved < e->concurrency)
+    if ((e->retry_q.head || e->new_q.head || e->low_q.head) &&
+        e->active + e->reserved < e->concurrency)
         return 0;
     const stg__timer *top = stg__heap_top(&e->timers);
     if (top) {
@@ -319,6 +334,28 @@ int stg_engine_drain(stg_engine *e)
             break;
     }
     return (int)e->count;
+}
+
+int stg_engine_resume(stg_engine *e, uint64_t id)
+{
+    if (!e)
+        return STG_EINVAL;
+    size_t i = stg__eng_map_find(e, id);
+    if (i == SIZE_MAX)
+        return STG_ENOTFOUND;
+    req *r = e->slots[i];
+    if (r->where == RQ_ACTIVE && r->easy)
+        curl_easy_pause(r->easy, CURLPAUSE_CONT);
+    return STG_OK;
+}
+
+void stg_engine_wake(stg_engine *e)
+{
+    if (e && e->wake_fd >= 0) {
+        uint64_t one = 1;
+        ssize_t w = write(e->wake_fd, &one, sizeof one);
+        (void)w;
+    }
 }
 
 void stg_engine_stop(stg_engine *e)

@@ -110,6 +110,14 @@ typedef struct req {
                                     cross-origin hop */
     bool off_origin;            /* the current hop is on another origin */
     struct stg_engine *engine;  /* for the attempt step's report */
+
+    /* Per-request overrides (stg_request): the engine's policy with the
+     * request's deadline and attempts; low priority (RQ_NEW_Q then means
+     * the engine's low_q); a body read as it is sent (never retried). */
+    stg_policy pol;
+    bool low;
+    stg_read_fn read_body;
+    void *read_data;
 } req;
 
 typedef struct queue {
@@ -127,7 +135,7 @@ struct stg_engine {
     stg__hosts hosts;
     req **slots; /* id -> request, open addressing */
     size_t slot_cap, count;
-    queue new_q, retry_q;
+    queue new_q, retry_q, low_q; /* low_q: STG_PRIORITY_LOW, after new_q */
     CURL **pool;
     size_t pool_n;
     int wake_fd;

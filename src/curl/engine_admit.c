@@ -200,6 +200,18 @@ static void breaker_refused(stg_engine *e, req *r, int64_t retry_in_us)
     stg__eng_schedule(e, r, W_BREAKER, retry_in_us);
 }
 
+/* A body read as it is sent (stg_request.read_body). */
+static size_t read_cb(char *buf, size_t size, size_t nitems, void *arg)
+{
+    const req *r = arg;
+    size_t n = r->read_body(buf, size * nitems, r->read_data);
+    if (n == STG_READ_PAUSE)
+        return CURL_READFUNC_PAUSE;
+    if (n == STG_READ_ABORT || n > size * nitems)
+        return CURL_READFUNC_ABORT;
+    return n;
+}
+
 static void set_method(CURL *easy, const req *r)
 {
     switch (r->method) {
@@ -212,8 +224,17 @@ static void set_method(CURL *easy, const req *r)
     default:
         if (r->method != STG_METHOD_POST)
             curl_easy_setopt(easy, CURLOPT_CUSTOMREQUEST, stg_method_name(r->method));
-        if (r->has_body || r->method == STG_METHOD_POST || r->method == STG_METHOD_PUT ||
-            r->method == STG_METHOD_PATCH) {
+        if (r->read_body) {
+            /* Read as it is sent: one attempt only (submit set it). */
+            curl_easy_setopt(easy, CURLOPT_POST, 1L);
+            curl_easy_setopt(easy, CURLOPT_READFUNCTION, read_cb);
+            curl_easy_setopt(easy, CURLOPT_READDATA, (void *)r);
+            curl_easy_setopt(easy, CURLOPT_POSTFIELDSIZE_LARGE,
+                             r->body_len == (size_t)-1 ? (curl_off_t)-1 : (curl_off_t)r->body_len);
+            if (r->method != STG_METHOD_POST)
+                curl_easy_setopt(easy, CURLOPT_CUSTOMREQUEST, stg_method_name(r->method));
+        } else if (r->has_body || r->method == STG_METHOD_POST || r->method == STG_METHOD_PUT ||
+                   r->method == STG_METHOD_PATCH) {
             /* Not copied: r->body lives as long as the request, so every
              * attempt sends the whole body again. */
             curl_easy_setopt(easy, CURLOPT_POSTFIELDS, r->body ? r->body : "");
@@ -276,7 +297,7 @@ static void start_attempt(stg_engine *e, req *r)
     r->x.wall_now_us = e->wall;
     stg__xfer_attach(easy, &r->x);
     long connect_ms, total_ms;
-    stg__attempt_timeouts(&e->pol, stg__eng_remaining(e, r), &connect_ms, &total_ms);
+    stg__attempt_timeouts(&r->pol, stg__eng_remaining(e, r), &connect_ms, &total_ms);
     curl_easy_setopt(easy, CURLOPT_CONNECTTIMEOUT_MS, connect_ms);
     curl_easy_setopt(easy, CURLOPT_TIMEOUT_MS, total_ms);
     if (curl_multi_add_handle(e->multi, easy) != CURLM_OK) {
@@ -459,8 +480,8 @@ void stg__eng_start_ready(stg_engine *e)
         if (r) {
             stg__eng_q_unlink(&e->retry_q, r);
             rq_leave(r, RQ_RETRY_Q);
-        } else if ((r = e->new_q.head)) {
-            stg__eng_q_unlink(&e->new_q, r);
+        } else if ((r = e->new_q.head) || (r = e->low_q.head)) {
+            stg__eng_q_unlink(r->low ? &e->low_q : &e->new_q, r);
             rq_leave(r, RQ_NEW_Q);
         } else {
             break;

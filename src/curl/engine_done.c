@@ -286,7 +286,7 @@ static void attempt_done(stg_engine *e, req *r, CURLcode code)
     stg__host *h = r->host;
     stg_event ev;
     stg__eng_ev_init(e, r, STG_EVENT_ATTEMPT_END, &ev);
-    stg__step st = {.pol = &e->pol,
+    stg__step st = {.pol = &r->pol,
                     .rs = &r->rs,
                     .hops = r->hops,
                     .rng = &e->rng,
@@ -311,6 +311,11 @@ static void attempt_done(stg_engine *e, req *r, CURLcode code)
 
     if (d.action != STG_ACTION_RETRY) {
         stg__eng_finish(e, r, d.reason);
+        return;
+    }
+    if ((r->x.stream & STG_STREAM_FINAL) && r->x.streamed) {
+        /* Its sink already passed part of an answer on: never resent. */
+        stg__eng_finish(e, r, STG_REASON_ERROR_NOT_RETRYABLE);
         return;
     }
     if (a.redirect) {

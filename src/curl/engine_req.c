@@ -200,9 +200,9 @@ bool stg__eng_cost_copy(req *r, const stg_request *rq)
 
 int64_t stg__eng_remaining(const stg_engine *e, const req *r)
 {
-    if (!r->started || e->pol.deadline_us <= 0)
+    if (!r->started || r->pol.deadline_us <= 0)
         return INT64_MAX;
-    return r->rs.start_us + e->pol.deadline_us - e->now;
+    return r->rs.start_us + r->pol.deadline_us - e->now;
 }
 
 /* Take r out of whatever holds it (queue, heap, multi, slot counts). */
@@ -210,7 +210,7 @@ void stg__eng_detach(stg_engine *e, req *r)
 {
     switch (r->where) {
     case RQ_NEW_Q:
-        stg__eng_q_unlink(&e->new_q, r);
+        stg__eng_q_unlink(r->low ? &e->low_q : &e->new_q, r);
         break;
     case RQ_RETRY_Q:
         stg__eng_q_unlink(&e->retry_q, r);

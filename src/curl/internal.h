@@ -76,6 +76,9 @@ typedef struct stg__xfer {
                             delivery, or before END */
     bool sink_failed;    /* the sink returned nonzero: the transfer was stopped */
     const stg_tls_config *tls; /* applied by stg__xfer_attach; NULL: none */
+    unsigned stream;     /* STG_STREAM_* of the request */
+    bool head_sent;      /* this response's HEAD went to the sink */
+    bool streamed;       /* the sink got a HEAD or a byte (any attempt) */
 } stg__xfer;
 
 /* With a sink, what is kept of a body that is not 2xx (for hints, logs). */

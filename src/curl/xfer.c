@@ -51,6 +51,13 @@
  * (stg__xfer_conn): NUM_CONNECTS counts the connections the transfer
  * opened, so 0 with bytes sent means a kept connection carried it; a TLS
  * handshake happened when a new connection has an APPCONNECT time.
+ *
+ * With STG_STREAM_HEAD the sink sees a 2xx response's header block before
+ * its first body byte (once per response); with STG_STREAM_PAUSE a DATA it
+ * did not take pauses the transfer (CURL_WRITEFUNC_PAUSE: libcurl keeps
+ * the bytes and delivers them again on resume), and is not counted.
+ * `streamed` records that the sink got a HEAD or a byte: with
+ * STG_STREAM_FINAL that request is never retried (engine_done.c).
  */
 #include <limits.h>
 #include <stdlib.h>
@@ -124,6 +131,7 @@ void stg__xfer_reset(stg__xfer *x)
     x->oom = false;
     x->sends = 0;
     x->resend_blocked = false;
+    x->head_sent = false;
     x->errbuf[0] = '\0';
 }
 
@@ -155,12 +163,26 @@ static bool sink_restart(stg__xfer *x)
     return x->sink(STG_BODY_RESTART, NULL, 0, x->sink_data) == 0;
 }
 
-static bool sink_put(stg__xfer *x, const char *data, size_t n)
+/* 0: taken; STG_BODY_PAUSE: not taken, pause (STG_STREAM_PAUSE only);
+ * anything else: the sink failed. With STG_STREAM_HEAD the response's
+ * header block goes first, once. */
+static int sink_put(stg__xfer *x, const char *data, size_t n)
 {
     if (x->sink_restart && !sink_restart(x))
-        return false;
-    x->sink_dirty = true;
-    return x->sink(STG_BODY_DATA, data, n, x->sink_data) == 0;
+        return -1;
+    if ((x->stream & STG_STREAM_HEAD) && !x->head_sent) {
+        x->head_sent = true;
+        x->streamed = true;
+        if (x->sink(STG_BODY_HEAD, x->headers.p ? x->headers.p : "", x->headers.len,
+                    x->sink_data) != 0)
+            return -1;
+    }
+    int rc = x->sink(STG_BODY_DATA, data, n, x->sink_data);
+    if (rc == STG_BODY_PAUSE && (x->stream & STG_STREAM_PAUSE))
+        return rc;
+    if (rc == 0)
+        x->sink_dirty = x->streamed = true;
+    return rc == 0 ? 0 : -1;
 }
 
 bool stg__xfer_sink_end(stg__xfer *x)
@@ -195,7 +217,10 @@ static size_t on_body(char *data, size_t size, size_t nmemb, void *arg)
     else if (keep > x->max_body - x->received)
         keep = x->max_body - x->received;
     if (keep && body_to_sink(x)) {
-        if (!sink_put(x, data, keep)) {
+        int rc = sink_put(x, data, keep);
+        if (rc == STG_BODY_PAUSE)
+            return CURL_WRITEFUNC_PAUSE; /* the same bytes come again on resume */
+        if (rc != 0) {
             x->sink_failed = true;
             return 0; /* CURLE_WRITE_ERROR aborts the transfer */
         }
@@ -220,6 +245,7 @@ static size_t on_header(char *data, size_t size, size_t nmemb, void *arg)
         buf_clear(&x->headers); /* a new response: forget the previous one */
         stg_hints_init(&x->hints);
         x->to_sink = -1;
+        x->head_sent = false;
     }
     if (!stg__buf_put(&x->headers, data, n)) {
         x->oom = true;

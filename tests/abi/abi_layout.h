@@ -75,7 +75,7 @@
     X(stg_shared_limiter, 8, 112)       \
     X(stg_call_config, 13, 560)         \
     X(stg_engine_config, 14, 976)       \
-    X(stg_request, 4, 136)              \
+    X(stg_request, 4, 176)              \
     X(stg_engine_stats, 8, 168)         \
     X(stg_event_fanout, 2, 88)         \
     X(stg_tls_config, 6, 96)

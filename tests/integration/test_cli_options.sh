@@ -106,7 +106,7 @@ for r in sorted(set(rows)):
 EOF
 }
 
-for cmd in plan serve sim fetch batch "batch report" "batch export"; do
+for cmd in plan serve sim fetch batch proxy "batch report" "batch export"; do
   if ! "$S" help --options "$cmd" > "$T/table.raw" 2>/dev/null; then
     echo "$cmd not built: skipped"
     continue

@@ -1,0 +1,215 @@
+/*
+ * The engine flags of batch and proxy (see engine_opts.h): the handlers,
+ * the table and the builder, in one place.
+ *
+ * Invariants: every handler checks its value's range and says what it
+ * expected; the builder maps "no --rate" to the adaptive rate, "--rate 0"
+ * to no limit, and lets a shared limiter (--limiter) replace the local one.
+ */
+#ifdef STG_HAVE_CURL
+
+#include <stddef.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "cli/engine_opts.h"
+
+static int opt_concurrency(cli_parser *p, const cli_opt *o, void *field, const char *v)
+{
+    (void)o;
+    long long n;
+    if (!cli_parse_int(v, 1, 10000, &n))
+        return cli_opt_bad(p, v, "expected a whole number from 1 to 10000");
+    *(int *)field = (int)n;
+    return 0;
+}
+
+static int opt_rate(cli_parser *p, const cli_opt *o, void *field, const char *v)
+{
+    (void)o;
+    cli_engine_opts *b = field;
+    if (!cli_parse_double(v, 0, 1e6, &b->rate))
+        return cli_opt_bad(p, v, "expected requests per second, 0 for no limit");
+    b->rate_given = true;
+    return 0;
+}
+
+static int opt_burst(cli_parser *p, const cli_opt *o, void *field, const char *v)
+{
+    (void)o;
+    long long n;
+    if (!cli_parse_int(v, 1, 1000000, &n))
+        return cli_opt_bad(p, v, "expected a whole number from 1");
+    *(int64_t *)field = n;
+    return 0;
+}
+
+static int opt_max_rate(cli_parser *p, const cli_opt *o, void *field, const char *v)
+{
+    (void)o;
+    if (!cli_parse_double(v, 0.001, 1e6, field))
+        return cli_opt_bad(p, v, "expected requests per second");
+    return 0;
+}
+
+static int opt_breaker(cli_parser *p, const cli_opt *o, void *field, const char *v)
+{
+    (void)o;
+    long long n;
+    if (!cli_parse_int(v, 0, 1000000, &n))
+        return cli_opt_bad(p, v, "expected a whole number (0: no breaker)");
+    *(int *)field = (int)n;
+    return 0;
+}
+
+static int opt_breaker_open(cli_parser *p, const cli_opt *o, void *field, const char *v)
+{
+    (void)o;
+    int64_t d;
+    if (!cli_parse_duration(v, &d) || d <= 0)
+        return cli_opt_bad(p, v, "expected a positive duration such as 30s");
+    *(int64_t *)field = d;
+    return 0;
+}
+
+static int opt_on_breaker(cli_parser *p, const cli_opt *o, void *field, const char *v)
+{
+    (void)o;
+    if (!strcmp(v, "defer"))
+        *(bool *)field = true;
+    else if (!strcmp(v, "wait"))
+        *(bool *)field = false;
+    else
+        return cli_opt_bad(p, v, "expected defer or wait");
+    return 0;
+}
+
+static int opt_no_budget(cli_parser *p, const cli_opt *o, void *field, const char *v)
+{
+    (void)p, (void)o, (void)v;
+    *(bool *)field = false;
+    return 0;
+}
+
+static int opt_budget_tokens(cli_parser *p, const cli_opt *o, void *field, const char *v)
+{
+    (void)o;
+    if (!cli_parse_double(v, 1, 1e6, field))
+        return cli_opt_bad(p, v, "expected a number from 1");
+    return 0;
+}
+
+static int opt_budget_ratio(cli_parser *p, const cli_opt *o, void *field, const char *v)
+{
+    (void)o;
+    if (!cli_parse_double(v, 0.001, 1e6, field))
+        return cli_opt_bad(p, v, "expected a number from 0.001");
+    return 0;
+}
+
+static int opt_max_body(cli_parser *p, const cli_opt *o, void *field, const char *v)
+{
+    (void)o;
+    long long n;
+    if (!cli_parse_int(v, 1, (long long)1 << 40, &n))
+        return cli_opt_bad(p, v, "expected a number of bytes");
+    *(size_t *)field = (size_t)n;
+    return 0;
+}
+
+#define E(f) offsetof(cli_engine_opts, f)
+const cli_opt cli_engine_opts_table[] = {
+    {CLI_FN, "concurrency", 'j', "N", "requests in flight at once (default 30)", E(concurrency),
+     opt_concurrency, NULL, 0, NULL},
+    {CLI_FN, "rate", 0, "R",
+     "client-side limit, requests/s per host (token bucket);\n0: no limit; not given: adaptive "
+     "rate",
+     0, opt_rate, NULL, 0, NULL},
+    {CLI_FN, "burst", 0, "B", "bucket size for --rate (default max(1, ceil(R)))", E(burst),
+     opt_burst, NULL, 0, NULL},
+    {CLI_FN, "max-rate", 0, "R", "adaptive: never above R requests/s", E(max_rate), opt_max_rate,
+     NULL, 0, NULL},
+    {CLI_FN, "breaker", 0, "N",
+     "consecutive failures that open a host's circuit\nbreaker (default 20; 0: no breaker)",
+     E(breaker_failures), opt_breaker, NULL, 0, NULL},
+    {CLI_FN, "breaker-open", 0, "D", "how long it stays open (default 30s)", E(breaker_open_us),
+     opt_breaker_open, NULL, 0, NULL},
+    {CLI_FN, "on-breaker", 0, "wait|defer",
+     "wait (default: requests wait for an open breaker to\n"
+     "half-open, and a spent retry budget lets one retry\n"
+     "at a time through, within each request's deadline) |\n"
+     "defer (both give up at once: batch defers the host's\n"
+     "jobs to a later run, proxy answers 503)",
+     E(defer_on_breaker), opt_on_breaker, NULL, 0, NULL},
+    {CLI_FN, "no-budget", 0, NULL, "no retry budget (default: gRPC-style budget per host)",
+     E(budget), opt_no_budget, NULL, 0, NULL},
+    {CLI_FN, "budget-tokens", 0, "N", "budget size (default 10)", E(budget_tokens),
+     opt_budget_tokens, NULL, 0, NULL},
+    {CLI_FN, "budget-ratio", 0, "X", "tokens a success gives back (default 0.1)", E(budget_ratio),
+     opt_budget_ratio, NULL, 0, NULL},
+    {CLI_FN, "max-body", 0, "BYTES", "bytes of each response body accepted (default 64 MiB)",
+     E(max_body), opt_max_body, NULL, 0, NULL},
+    {CLI_FLAG, "no-quotas", 0, NULL,
+     "do not pace by the quotas the servers announce\n"
+     "(default: every quota of every dialect is kept)",
+     E(no_quotas), NULL, NULL, 0, NULL},
+    CLI_OPT_END,
+};
+#undef E
+
+void cli_engine_opts_init(cli_engine_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->concurrency = 30;
+    o->breaker_failures = 20;
+    o->breaker_open_us = STG_SEC(30);
+    o->budget = true;
+}
+
+int cli_engine_opts_check(const char *cmd, const cli_engine_opts *o, const cli_limiter *l)
+{
+    if (o->burst && (!o->rate_given || o->rate == 0))
+        return cli_usage_error(cmd, "--burst goes with --rate R (R > 0)");
+    if (o->max_rate && o->rate_given)
+        return cli_usage_error(cmd, "--max-rate is for the adaptive rate (no --rate)");
+    if (l && l->url && o->rate_given && o->rate == 0)
+        return cli_usage_error(cmd, "--limiter with --rate 0 limits nothing: give --rate R "
+                                    "(R > 0), or no --rate to share an adaptive rate");
+    return 0;
+}
+
+int cli_engine_config(const cli_engine_opts *o, const stg_policy *policy, cli_limiter *lim,
+                      stg_engine_config *ec)
+{
+    memset(ec, 0, sizeof *ec);
+    ec->policy = *policy;
+    ec->concurrency = o->concurrency;
+    if (o->rate_given && o->rate > 0) {
+        ec->limiter = STG_LIMITER_FIXED;
+        ec->rate = o->rate;
+        ec->burst = o->burst;
+    } else if (o->rate_given) {
+        ec->limiter = STG_LIMITER_NONE;
+    } else {
+        ec->limiter = STG_LIMITER_ADAPTIVE;
+        ec->adaptive.max_rate = o->max_rate;
+    }
+    ec->breaker = o->breaker_failures > 0;
+    ec->breaker_config.consecutive_failures = o->breaker_failures;
+    ec->breaker_config.open_us = o->breaker_open_us;
+    ec->defer_when_open = o->defer_on_breaker;
+    ec->budget_wait = !o->defer_on_breaker;
+    ec->budget = o->budget;
+    ec->budget_config.max_tokens = o->budget_tokens;
+    ec->budget_config.token_ratio = o->budget_ratio;
+    ec->max_body = o->max_body;
+    ec->quotas = !o->no_quotas; /* the servers' announced quotas, with the limiter */
+    /* The shared limit replaces the local one. */
+    if (lim->url)
+        ec->limiter = STG_LIMITER_NONE;
+    lim->max_rate = o->max_rate;
+    return cli_limiter_open(lim, o->rate_given ? o->rate : 0, o->burst, o->breaker_failures,
+                            o->breaker_open_us, &ec->shared);
+}
+
+#endif

@@ -1,0 +1,92 @@
+/*
+ * The proxy's own endpoints, answered without going upstream:
+ *   GET /__stagger/metrics  Prometheus text: the engine's metrics with the
+ *                           same names as fetch and batch (stg_metrics),
+ *                           and the proxy's connection figures;
+ *   GET /__stagger/health   {"status": "ok" | "draining", "in_flight": N,
+ *                           "requests": N, "client_gone": N}, 200 while
+ *                           serving and 503 while draining.
+ * Anything else under /__stagger/ is a 404: that prefix is never routed.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "proxy/internal.h"
+
+static enum MHD_Result text(struct MHD_Connection *c, unsigned status, const char *type,
+                            char *body, size_t len)
+{
+    struct MHD_Response *resp =
+        MHD_create_response_from_buffer(len, body ? body : (char *)"", MHD_RESPMEM_MUST_COPY);
+    if (!resp)
+        return MHD_NO;
+    MHD_add_response_header(resp, "Content-Type", type);
+    MHD_add_response_header(resp, "Cache-Control", "no-store");
+    enum MHD_Result rc = MHD_queue_response(c, status, resp);
+    MHD_destroy_response(resp);
+    return rc;
+}
+
+static enum MHD_Result metrics(stg_proxy *p, struct MHD_Connection *c)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (!f)
+        return px_answer_error(c, 500, "out of memory", "internal");
+    stg_metrics_print(p->metrics, f);
+    pthread_mutex_lock(&p->mu);
+    int in_flight = p->in_flight;
+    uint64_t requests = p->requests, gone = p->client_gone;
+    pthread_mutex_unlock(&p->mu);
+    const union MHD_DaemonInfo *di =
+        MHD_get_daemon_info(p->mhd, MHD_DAEMON_INFO_CURRENT_CONNECTIONS);
+    fprintf(f,
+            "# HELP stagger_proxy_requests_total Requests the proxy received.\n"
+            "# TYPE stagger_proxy_requests_total counter\n"
+            "stagger_proxy_requests_total %llu\n"
+            "# HELP stagger_proxy_client_gone_total Requests whose client hung up first.\n"
+            "# TYPE stagger_proxy_client_gone_total counter\n"
+            "stagger_proxy_client_gone_total %llu\n"
+            "# HELP stagger_proxy_in_flight Requests in the engine now.\n"
+            "# TYPE stagger_proxy_in_flight gauge\n"
+            "stagger_proxy_in_flight %d\n"
+            "# HELP stagger_proxy_connections Open client connections.\n"
+            "# TYPE stagger_proxy_connections gauge\n"
+            "stagger_proxy_connections %u\n",
+            (unsigned long long)requests, (unsigned long long)gone, in_flight,
+            di ? di->num_connections : 0);
+    fclose(f);
+    enum MHD_Result rc = text(c, 200, "text/plain; version=0.0.4", buf, len);
+    free(buf);
+    return rc;
+}
+
+static enum MHD_Result health(stg_proxy *p, struct MHD_Connection *c)
+{
+    pthread_mutex_lock(&p->mu);
+    bool draining = p->draining;
+    json_t *o = json_pack("{s:s,s:i,s:I,s:I}", "status", draining ? "draining" : "ok",
+                          "in_flight", p->in_flight, "requests", (json_int_t)p->requests,
+                          "client_gone", (json_int_t)p->client_gone);
+    pthread_mutex_unlock(&p->mu);
+    char *body = o ? json_dumps(o, JSON_COMPACT) : NULL;
+    json_decref(o);
+    if (!body)
+        return px_answer_error(c, 500, "out of memory", "internal");
+    enum MHD_Result rc = text(c, draining ? 503 : 200, "application/json", body, strlen(body));
+    free(body);
+    return rc;
+}
+
+enum MHD_Result px_admin(stg_proxy *p, struct MHD_Connection *c, const char *path)
+{
+    size_t n = strcspn(path, "?");
+    if (n == 18 && !strncmp(path, "/__stagger/metrics", n))
+        return metrics(p, c);
+    if (n == 17 && !strncmp(path, "/__stagger/health", n))
+        return health(p, c);
+    return px_answer_error(c, 404, "unknown /__stagger/ endpoint (metrics, health)", "no-route");
+}

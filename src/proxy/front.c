@@ -1,0 +1,480 @@
+/*
+ * The front: libmicrohttpd's callbacks, on MHD's thread.
+ *
+ * A request is read whole first (headers, then the body, buffered up to
+ * max_request_body), then submitted to the engine thread and its
+ * connection suspended. A larger body is submitted at its first byte and
+ * streams (upload_stream): sent once, never retried. It is resumed when there is something to send: a
+ * 2xx head (the answer then streams from a content reader, suspending
+ * whenever the buffer is empty), or the final answer (any other status, or
+ * an error of stagger's own: 502 for a bad or missing upstream answer, 504
+ * for a deadline or timeout, 503 when the breaker is open or the shared
+ * limiter is down, each with a Stagger-Error field naming the reason).
+ *
+ * An upstream 429 or 503 that stagger gives back (attempts exhausted, a
+ * hint beyond --max-server-wait) is the upstream's answer, with its
+ * Retry-After and rate-limit fields unchanged: the program's own logic
+ * still sees them.
+ *
+ * Invariants: the access handler submits a request at most once (r->
+ * submitted) and queues at most one response (r->queued); a client that
+ * is gone gets MHD_NO (MHD closes the connection); the completed callback
+ * cancels a request still in the engine, so a program that hangs up stops
+ * its upstream attempt and every wait of it.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include <jansson.h>
+
+#include "proxy/internal.h"
+
+void *px_uri_cb(void *cls, const char *uri, struct MHD_Connection *c)
+{
+    stg_proxy *p = cls;
+    px_req *r = calloc(1, sizeof *r);
+    if (!r)
+        return NULL;
+    r->p = p;
+    r->refs = 1; /* MHD's, until the completed callback */
+    r->uri = strdup(uri ? uri : "");
+    r->conn = c;
+    r->fd = -1;
+    r->start_us = px_mono_us();
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (ci)
+        r->fd = ci->connect_fd;
+    pthread_mutex_lock(&p->mu);
+    r->serial = ++p->next_serial;
+    p->requests++;
+    pthread_mutex_unlock(&p->mu);
+    if (!r->uri) {
+        free(r);
+        return NULL;
+    }
+    return r;
+}
+
+static enum MHD_Result queue(struct MHD_Connection *c, unsigned status, struct MHD_Response *resp)
+{
+    if (!resp)
+        return MHD_NO;
+    enum MHD_Result rc = MHD_queue_response(c, status, resp);
+    MHD_destroy_response(resp);
+    return rc;
+}
+
+enum MHD_Result px_answer_error(struct MHD_Connection *c, unsigned status, const char *msg,
+                                const char *stagger_error)
+{
+    json_t *o = json_pack("{s:s}", "error", msg);
+    char *body = o ? json_dumps(o, JSON_COMPACT) : NULL;
+    json_decref(o);
+    size_t len = body ? strlen(body) : 0;
+    struct MHD_Response *resp =
+        MHD_create_response_from_buffer(len, body ? body : (char *)"", MHD_RESPMEM_MUST_COPY);
+    free(body);
+    if (!resp)
+        return MHD_NO;
+    MHD_add_response_header(resp, "Content-Type", "application/json");
+    MHD_add_response_header(resp, "Via", "1.1 stagger");
+    if (stagger_error)
+        MHD_add_response_header(resp, "Stagger-Error", stagger_error);
+    return queue(c, status, resp);
+}
+
+/* A random Idempotency-Key for --idempotency-key auto. */
+static void auto_key(char *buf, size_t size)
+{
+    unsigned char b[16];
+    size_t got = 0;
+    while (got < sizeof b) {
+        ssize_t n = getrandom(b + got, sizeof b - got, 0);
+        if (n <= 0)
+            break;
+        got += (size_t)n;
+    }
+    char *o = buf;
+    o += snprintf(o, size, "stagger-");
+    for (size_t i = 0; i < sizeof b && (size_t)(o - buf) + 3 < size; i++)
+        o += snprintf(o, 3, "%02x", b[i]);
+}
+
+/* The first call: the headers are in. Decide where the request goes, or
+ * answer at once. */
+static enum MHD_Result begin(stg_proxy *p, px_req *r, struct MHD_Connection *c,
+                             const char *method)
+{
+    r->begun = true;
+    char msg[512];
+    if (!strcmp(method, "CONNECT")) {
+        r->early = true;
+        return px_answer_error(c, 405,
+                               "stagger proxy does not tunnel (CONNECT): it cannot see inside "
+                               "TLS. Use reverse mode: --upstream https://HOST, and point the "
+                               "program's base URL at http://ADDRESS:PORT of the proxy",
+                               "connect-refused");
+    }
+    if (!strncmp(r->uri, "/__stagger/", 11)) {
+        r->early = true;
+        return px_admin(p, c, r->uri);
+    }
+    pthread_mutex_lock(&p->mu);
+    bool draining = p->draining;
+    pthread_mutex_unlock(&p->mu);
+    if (draining) {
+        r->early = true;
+        return px_answer_error(c, 503, "stagger proxy is shutting down", "draining");
+    }
+    unsigned status = 400;
+    r->url = px_target(p, r->uri, &status, msg, sizeof msg);
+    if (!r->url) {
+        r->early = true;
+        return px_answer_error(c, status, msg, status == 404 ? "no-route" : "bad-target");
+    }
+    if (px_control(r, c, msg, sizeof msg) != 0) {
+        r->early = true;
+        return px_answer_error(c, 400, msg, "bad-control-header");
+    }
+    r->method = strdup(method);
+    if (!r->method || px_request_headers(r, c) != 0) {
+        r->early = true;
+        return px_answer_error(c, 500, "out of memory", "internal");
+    }
+    if (!r->idem_key[0] && p->cfg.idempotency_auto && !strcmp(method, "POST"))
+        auto_key(r->idem_key, sizeof r->idem_key);
+    const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
+    r->body_total = cl ? (int64_t)strtoull(cl, NULL, 10) : -1;
+    if (cl && (uint64_t)r->body_total > p->max_request_body)
+        r->body_stream = true; /* too large to keep for a resend: sent once */
+    return MHD_YES;
+}
+
+static bool body_put(px_req *r, const char *data, size_t n)
+{
+    if (r->body_len + n > r->p->max_request_body) {
+        r->body_too_big = true;
+        return true;
+    }
+    if (r->body_len + n > r->body_cap) {
+        size_t cap = r->body_cap ? r->body_cap : 4096;
+        while (cap < r->body_len + n)
+            cap *= 2;
+        char *b = realloc(r->body, cap);
+        if (!b)
+            return false;
+        r->body = b;
+        r->body_cap = cap;
+    }
+    memcpy(r->body + r->body_len, data, n);
+    r->body_len += n;
+    return true;
+}
+
+/* ---- answers -------------------------------------------------------------- */
+
+static ssize_t reader(void *cls, uint64_t pos, char *buf, size_t max)
+{
+    (void)pos;
+    px_req *r = cls;
+    stg_proxy *p = r->p;
+    ssize_t out;
+    bool wake = false;
+    pthread_mutex_lock(&p->mu);
+    if (r->client_gone) {
+        out = MHD_CONTENT_READER_END_WITH_ERROR;
+    } else if (r->slen > r->soff) {
+        size_t n = r->slen - r->soff;
+        if (n > max)
+            n = max;
+        memcpy(buf, r->sbuf + r->soff, n);
+        r->soff += n;
+        if (r->upstream_paused && r->slen - r->soff < PX_LOW_WATER) {
+            r->upstream_paused = false;
+            wake = px_cmd_push(p, PX_RESUME, r);
+        }
+        out = (ssize_t)n;
+    } else if (r->stream_end) {
+        out = r->stream_ok ? MHD_CONTENT_READER_END_OF_STREAM : MHD_CONTENT_READER_END_WITH_ERROR;
+    } else {
+        px_suspend_locked(r); /* the sink resumes us with the next bytes */
+        out = 0;
+    }
+    pthread_mutex_unlock(&p->mu);
+    if (wake)
+        px_wake(p);
+    return out;
+}
+
+static void reader_free(void *cls)
+{
+    px_req *r = cls;
+    stg_proxy *p = r->p; /* r may be freed by the unref */
+    pthread_mutex_lock(&p->mu);
+    px_unref_locked(r);
+    pthread_mutex_unlock(&p->mu);
+}
+
+/* The 2xx head came: stream the body. p->mu held. */
+static enum MHD_Result answer_stream(px_req *r, struct MHD_Connection *c)
+{
+    int64_t len = px_block_length(r->rhdrs, r->rhdrs_len);
+    bool no_body = !strcmp(r->method, "HEAD") || r->status == 204 || r->status == 304;
+    uint64_t size = no_body ? 0 : len >= 0 ? (uint64_t)len : MHD_SIZE_UNKNOWN;
+    struct MHD_Response *resp = MHD_create_response_from_callback(size, 32 * 1024, reader, r,
+                                                                  reader_free);
+    if (!resp)
+        return MHD_NO;
+    r->refs++; /* the reader's */
+    px_response_headers(resp, r->rhdrs, r->rhdrs_len);
+    r->queued = true;
+    return queue(c, (unsigned)r->status, resp);
+}
+
+static const char *stagger_error(stg_reason reason, stg_net_error err, unsigned *status)
+{
+    *status = 502;
+    if (reason == STG_REASON_DEADLINE || err == STG_NET_TIMEOUT || err == STG_NET_CONNECT_TIMEOUT) {
+        *status = 504;
+        return reason == STG_REASON_DEADLINE ? "deadline" : "upstream-timeout";
+    }
+    if (reason == STG_REASON_BREAKER_OPEN) {
+        *status = 503;
+        return "breaker-open";
+    }
+    if (reason == STG_REASON_LIMITER_UNAVAILABLE) {
+        *status = 503;
+        return "limiter-unavailable";
+    }
+    if (reason == STG_REASON_BUDGET_EXHAUSTED)
+        return "budget-exhausted";
+    switch (err) {
+    case STG_NET_CONNECT_REFUSED:
+        return "upstream-refused";
+    case STG_NET_RESET:
+        return "upstream-reset";
+    case STG_NET_DNS:
+        return "upstream-dns";
+    case STG_NET_TLS:
+        return "upstream-tls";
+    default:
+        return "upstream-error";
+    }
+}
+
+static ssize_t head_reader(void *cls, uint64_t pos, char *buf, size_t max)
+{
+    (void)cls, (void)pos, (void)buf, (void)max;
+    return MHD_CONTENT_READER_END_WITH_ERROR;
+}
+
+/* The done callback's answer. p->mu held. */
+static enum MHD_Result answer_final(px_req *r, struct MHD_Connection *c)
+{
+    r->queued = true;
+    if (r->status > 0 && r->error == STG_NET_NONE) {
+        /* The upstream's own answer (a 2xx with no body, a 4xx, the 429 or
+         * 503 stagger gives back): as it came. */
+        bool head = !strcmp(r->method, "HEAD");
+        int64_t len = head ? px_block_length(r->rhdrs, r->rhdrs_len) : -1;
+        /* HEAD: the upstream's Content-Length, through a reader MHD never
+         * calls for a HEAD (it sends no body). */
+        struct MHD_Response *resp =
+            len >= 0 ? MHD_create_response_from_callback((uint64_t)len, 1024, head_reader, NULL,
+                                                         NULL)
+                     : MHD_create_response_from_buffer(head ? 0 : r->fbody_len,
+                                                       r->fbody ? r->fbody : (char *)"",
+                                                       MHD_RESPMEM_MUST_COPY);
+        if (!resp)
+            return MHD_NO;
+        px_response_headers(resp, r->rhdrs, r->rhdrs_len);
+        px_log_request(r->p, r, r->status);
+        return queue(c, (unsigned)r->status, resp);
+    }
+    unsigned status;
+    const char *why = stagger_error(r->reason, r->error, &status);
+    char msg[400];
+    snprintf(msg, sizeof msg, "%s after %d attempt%s: %s", stg_reason_message(r->reason),
+             r->attempts, r->attempts == 1 ? "" : "s", r->errtext[0] ? r->errtext : why);
+    px_log_request(r->p, r, (int)status);
+    return px_answer_error(c, status, msg, why);
+}
+
+/* Queue r's submission. p->mu held; the caller wakes the engine. */
+static bool submit_locked(stg_proxy *p, px_req *r)
+{
+    r->submitted = true;
+    r->refs++; /* the engine's, until done */
+    p->in_flight++;
+    p->open++;
+    if (px_cmd_push(p, PX_SUBMIT, r))
+        return true;
+    r->refs--;
+    p->in_flight--;
+    p->open--;
+    return false;
+}
+
+/* A piece of a body that streams (over max_request_body): submitted at
+ * its first byte, buffered up to PX_HIGH_WATER, the upload suspended while
+ * the buffer is full (the engine's read resumes it). */
+static enum MHD_Result upload_stream(stg_proxy *p, px_req *r, struct MHD_Connection *c,
+                                     const char *data, size_t *size)
+{
+    enum MHD_Result rc = MHD_YES;
+    bool wake = false;
+    pthread_mutex_lock(&p->mu);
+    if (r->client_gone) {
+        rc = MHD_NO;
+    } else if (r->queued) {
+        *size = 0; /* answered: the rest is dropped */
+    } else if (r->head) {
+        rc = answer_stream(r, c);
+    } else if (r->final) {
+        rc = answer_final(r, c);
+    } else {
+        if (!r->submitted) {
+            if (!submit_locked(p, r)) {
+                pthread_mutex_unlock(&p->mu);
+                return MHD_NO;
+            }
+            wake = true;
+        }
+        if (r->body_off) {
+            memmove(r->body, r->body + r->body_off, r->body_len - r->body_off);
+            r->body_len -= r->body_off;
+            r->body_off = 0;
+        }
+        size_t room = r->body_len < PX_HIGH_WATER ? PX_HIGH_WATER - r->body_len : 0;
+        size_t n = *size < room ? *size : room;
+        if (n && r->body_len + n > r->body_cap) {
+            char *b = realloc(r->body, PX_HIGH_WATER);
+            if (!b) {
+                pthread_mutex_unlock(&p->mu);
+                return MHD_NO;
+            }
+            r->body = b;
+            r->body_cap = PX_HIGH_WATER;
+        }
+        if (n) {
+            memcpy(r->body + r->body_len, data, n);
+            r->body_len += n;
+            *size -= n;
+            if (r->read_paused) {
+                r->read_paused = false;
+                wake |= px_cmd_push(p, PX_RESUME, r);
+            }
+        }
+        if (*size) {
+            r->upload_blocked = true;
+            px_suspend_locked(r);
+        }
+    }
+    pthread_mutex_unlock(&p->mu);
+    if (wake)
+        px_wake(p);
+    return rc;
+}
+
+/* The body is in: submit, or (resumed) answer. */
+static enum MHD_Result end(stg_proxy *p, px_req *r, struct MHD_Connection *c)
+{
+    enum MHD_Result rc = MHD_YES;
+    bool wake = false;
+    pthread_mutex_lock(&p->mu);
+    if (r->body_stream && !r->body_done) {
+        r->body_done = true;
+        if (r->read_paused) {
+            r->read_paused = false;
+            wake |= px_cmd_push(p, PX_RESUME, r);
+        }
+    }
+    if (r->client_gone || r->queued) {
+        rc = r->client_gone ? MHD_NO : MHD_YES;
+    } else if (!r->submitted) {
+        if (p->draining) {
+            pthread_mutex_unlock(&p->mu);
+            return px_answer_error(c, 503, "stagger proxy is shutting down", "draining");
+        }
+        if (!submit_locked(p, r)) {
+            pthread_mutex_unlock(&p->mu);
+            return px_answer_error(c, 500, "out of memory", "internal");
+        }
+        wake = true;
+        px_suspend_locked(r);
+    } else if (r->head) {
+        rc = answer_stream(r, c); /* logged at its end (relay.c) */
+    } else if (r->final) {
+        rc = answer_final(r, c);
+    } else {
+        px_suspend_locked(r); /* resumed with nothing to say yet */
+    }
+    pthread_mutex_unlock(&p->mu);
+    if (wake)
+        px_wake(p);
+    return rc;
+}
+
+enum MHD_Result px_on_request(void *cls, struct MHD_Connection *c, const char *url,
+                              const char *method, const char *version, const char *upload_data,
+                              size_t *upload_data_size, void **req_cls)
+{
+    (void)url, (void)version;
+    stg_proxy *p = cls;
+    px_req *r = *req_cls;
+    if (!r)
+        return MHD_NO; /* out of memory in the URI callback */
+    if (!r->begun)
+        return begin(p, r, c, method);
+    if (r->early) {
+        *upload_data_size = 0; /* already answered: the body is dropped */
+        return MHD_YES;
+    }
+    if (*upload_data_size) {
+        if (r->body_stream)
+            return upload_stream(p, r, c, upload_data, upload_data_size);
+        if (!body_put(r, upload_data, *upload_data_size))
+            return MHD_NO;
+        if (r->body_too_big) { /* a chunked body past the limit: stream from here */
+            r->body_too_big = false;
+            r->body_stream = true;
+            return upload_stream(p, r, c, upload_data, upload_data_size);
+        }
+        *upload_data_size = 0;
+        return MHD_YES;
+    }
+    return end(p, r, c);
+}
+
+void px_on_completed(void *cls, struct MHD_Connection *c, void **req_cls,
+                     enum MHD_RequestTerminationCode toe)
+{
+    (void)c;
+    stg_proxy *p = cls;
+    px_req *r = *req_cls;
+    if (!r)
+        return;
+    *req_cls = NULL;
+    bool wake = false;
+    pthread_mutex_lock(&p->mu);
+    if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK && !r->client_gone) {
+        r->client_gone = true;
+        p->client_gone++;
+    }
+    if (r->submitted && !r->engine_done && r->client_gone)
+        wake = px_cmd_push(p, PX_CANCEL, r);
+    if (r->suspended) { /* cannot happen for a finished request; be safe */
+        r->suspended = false;
+        px_watch_remove_locked(r);
+    }
+    r->conn = NULL;
+    if (r->submitted) {
+        p->open--;
+        pthread_cond_broadcast(&p->cv);
+    }
+    px_unref_locked(r);
+    pthread_mutex_unlock(&p->mu);
+    if (wake)
+        px_wake(p);
+}

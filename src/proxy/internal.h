@@ -1,0 +1,222 @@
+/*
+ * libstagger-proxy internals shared by its files (never installed):
+ *   front.c    libmicrohttpd: the access handler, answers, the body reader;
+ *   relay.c    the engine thread: commands from the front, the body sink,
+ *              the done callback;
+ *   target.c   where a request goes: routes, forward mode, CONNECT;
+ *   headers.c  header rewriting both ways (hop-by-hop, Host, Via);
+ *   control.c  the Stagger-Deadline/-Retries/-Priority request headers;
+ *   watch.c    clients that hang up while their connection is suspended;
+ *   admin.c    /__stagger/metrics and /__stagger/health;
+ *   proxy.c    start, drain, stop, the log.
+ *
+ * Threads and the one lock: MHD's thread (front), the engine thread
+ * (relay) and the watcher meet in p->mu, which guards every px_req field
+ * marked "mu" and the command queue. The engine is touched only by the
+ * engine thread; the front asks it for things through commands. Nobody
+ * calls into the engine or MHD's stop/start with p->mu held; the only MHD
+ * calls made under it are MHD_suspend_connection (from a callback of that
+ * connection) and MHD_resume_connection, which never call back into us.
+ *
+ * Lifetime: a px_req has one reference per holder: the MHD side (from the
+ * URI callback to the completed callback), the engine side (from submit
+ * to done), each queued command, and a streaming response's reader. The
+ * last unref frees it.
+ *
+ * Invariants: a request is submitted at most once, and its done callback
+ * comes exactly once (the engine's contract), after which the engine never
+ * touches it; a connection is resumed only by the side that finds
+ * `suspended` set, which clears it under mu, so it is resumed once per
+ * suspension; a 2xx body is buffered at most PX_HIGH_WATER (+ one libcurl
+ * write) before the upstream transfer is paused.
+ */
+#ifndef STAGGER_PROXY_INTERNAL_H
+#define STAGGER_PROXY_INTERNAL_H
+
+#include <pthread.h>
+#include <stdio.h>
+
+#include <microhttpd.h>
+
+#include "proxy/proxy.h"
+
+#define PX_HIGH_WATER ((size_t)256 << 10) /* buffered 2xx body: pause upstream */
+#define PX_LOW_WATER ((size_t)64 << 10)   /* ... and resume it below this */
+#define PX_DEFAULT_MAX_REQUEST_BODY ((size_t)16 << 20)
+
+typedef struct px_req px_req;
+
+struct px_req {
+    stg_proxy *p;
+    uint64_t serial;   /* unique, for the watcher */
+    int refs;          /* mu */
+    struct MHD_Connection *conn;
+    int fd;            /* the client's socket */
+    char *uri;         /* the raw request target */
+    int64_t start_us;
+
+    /* The upstream request, built by the front before submit, read-only
+     * afterwards (the engine copies it at submit). */
+    char *method;
+    char *url;
+    char **hdrs;       /* "Name: value", NULL-terminated */
+    size_t n_hdrs;
+    char idem_key[64]; /* "" : none */
+    int64_t deadline_us;
+    int max_attempts;
+    int priority;
+    bool begun;        /* the first handler call happened */
+    bool early;        /* answered by the front (admin, error): no upstream */
+    char *body;        /* the request body */
+    size_t body_len, body_cap;
+    bool body_too_big;
+    /* A body over max_request_body streams once (mu while streaming):
+     * body[body_off..body_len) is what the engine has not read yet, at
+     * most PX_HIGH_WATER; body_total its Content-Length, or -1. */
+    bool body_stream;
+    size_t body_off;
+    int64_t body_total;
+    bool body_done;      /* the client's last body byte is in */
+    bool read_paused;    /* the engine's read found nothing: resume it */
+    bool upload_blocked; /* the buffer was full: the upload is suspended */
+
+    /* Shared with the engine thread (mu). */
+    bool submitted;    /* a SUBMIT command was queued */
+    bool engine_done;  /* the done callback ran */
+    bool has_id;
+    uint64_t id;
+    bool suspended;    /* we suspended conn and nobody resumed it yet */
+    bool client_gone;  /* the client hung up: cancel, answer nothing */
+    bool head;         /* a 2xx head arrived: the answer streams */
+    bool queued;       /* an MHD response was queued */
+    int status;
+    char *rhdrs;       /* the answer's raw header block */
+    size_t rhdrs_len;
+    char *sbuf;        /* streamed body bytes not yet given to MHD */
+    size_t slen, soff, scap;
+    bool upstream_paused;
+    bool stream_end, stream_ok;
+    bool final;        /* the done callback's answer (when not streamed) */
+    stg_reason reason;
+    stg_net_error error;
+    char errtext[256];
+    int attempts;
+    char *fbody;       /* the final non-streamed body (<= 64 KiB) */
+    size_t fbody_len;
+    px_req *w_next, *w_prev; /* the watch list, while suspended */
+};
+
+enum px_cmd_kind { PX_SUBMIT = 1, PX_CANCEL = 2, PX_RESUME = 3, PX_REOPEN = 4 };
+
+typedef struct px_cmd {
+    enum px_cmd_kind kind;
+    px_req *r; /* holds a reference; NULL for REOPEN */
+} px_cmd;
+
+typedef struct px_route {
+    char *prefix;   /* without a trailing '/', "" for the default */
+    char *base;     /* the upstream without a trailing '/' */
+} px_route;
+
+struct stg_proxy {
+    stg_proxy_config cfg;
+    px_route *routes;
+    size_t n_routes;
+    size_t max_request_body;
+    struct MHD_Daemon *mhd;
+    unsigned port;
+    stg_engine *engine;
+    pthread_t engine_thread, watch_thread;
+    bool engine_started, watch_started;
+
+    pthread_mutex_t mu;
+    pthread_cond_t cv;   /* signalled when a request finishes (drain) */
+    px_cmd *cmds;        /* mu */
+    size_t n_cmds, cap_cmds;
+    bool stopping;       /* mu: the engine thread cancels all and exits */
+    bool draining;       /* mu: not accepting new requests */
+    int in_flight;       /* mu: submitted, done not yet run */
+    int open;            /* mu: submitted, the client's exchange not yet over */
+    uint64_t next_serial;
+    px_req *watch_head;  /* mu */
+    uint64_t watch_gen;  /* mu: bumped on every change */
+    int watch_fd;        /* eventfd: the watch list changed, or stop */
+    bool watch_stop;     /* mu */
+
+    stg_metrics *metrics;
+    pthread_mutex_t log_mu;
+    FILE *log;
+    stg_logger *logger;
+    uint64_t requests, client_gone; /* mu: counters for health */
+};
+
+/* ---- relay.c ---------------------------------------------------------- */
+void *px_engine_main(void *arg);
+/* Queue a command (takes a reference on r). Call with p->mu held; wake
+ * the engine after unlocking (px_wake). Returns false when out of memory. */
+bool px_cmd_push(stg_proxy *p, enum px_cmd_kind kind, px_req *r);
+void px_wake(stg_proxy *p);
+/* Resume r's connection if we suspended it. p->mu held. */
+void px_resume_locked(px_req *r);
+/* Drop a reference; frees r at the last. p->mu held. */
+void px_unref_locked(px_req *r);
+void px_req_free(px_req *r);
+
+/* ---- front.c ----------------------------------------------------------- */
+void *px_uri_cb(void *cls, const char *uri, struct MHD_Connection *c);
+enum MHD_Result px_on_request(void *cls, struct MHD_Connection *c, const char *url,
+                              const char *method, const char *version, const char *upload_data,
+                              size_t *upload_data_size, void **req_cls);
+void px_on_completed(void *cls, struct MHD_Connection *c, void **req_cls,
+                     enum MHD_RequestTerminationCode toe);
+/* Queue a small answer: status, a JSON body {"error": msg}, Via. */
+enum MHD_Result px_answer_error(struct MHD_Connection *c, unsigned status, const char *msg,
+                                const char *stagger_error);
+
+/* ---- target.c ---------------------------------------------------------- */
+/* The upstream URL of a request target (malloc'd), or NULL with *status and
+ * msg saying why (404 no route, 400 bad target or forward mode off). */
+char *px_target(const stg_proxy *p, const char *uri, unsigned *status, char *msg, size_t msgsize);
+int px_routes_init(stg_proxy *p, char *err, size_t errsize);
+void px_routes_free(stg_proxy *p);
+
+/* ---- headers.c --------------------------------------------------------- */
+/* The request's headers as they go upstream, into r->hdrs (hop-by-hop,
+ * Host, Content-Length, Expect, Proxy-*, Stagger-* and Idempotency-Key
+ * removed; Via added; Accept removed when the client sent none, so
+ * libcurl adds nothing). Idempotency-Key goes to r->idem_key. Returns 0,
+ * or -1 when out of memory. */
+int px_request_headers(px_req *r, struct MHD_Connection *c);
+/* Add the answer's end-to-end headers from a raw block to resp, and Via. */
+void px_response_headers(struct MHD_Response *resp, const char *block, size_t len);
+/* The status code of a raw header block's status line, 0 if none. */
+int px_block_status(const char *block, size_t len);
+/* The Content-Length of a raw header block, or -1. */
+int64_t px_block_length(const char *block, size_t len);
+
+/* ---- control.c --------------------------------------------------------- */
+/* Read and check Stagger-Deadline, -Retries, -Priority into r. Returns 0,
+ * or -1 with msg saying which header is bad. */
+int px_control(px_req *r, struct MHD_Connection *c, char *msg, size_t msgsize);
+/* A duration as the control header takes it: "20s", "500ms", "2m", "1h",
+ * "100us"; a bare number is seconds. > 0. */
+bool px_parse_duration(const char *s, int64_t *us);
+
+/* ---- watch.c ----------------------------------------------------------- */
+void *px_watch_main(void *arg);
+/* Suspend r's connection and watch its socket. p->mu held, from a
+ * callback of r's connection. */
+void px_suspend_locked(px_req *r);
+void px_watch_remove_locked(px_req *r);
+
+/* ---- admin.c ----------------------------------------------------------- */
+/* Answer /__stagger/... ; returns MHD_YES/NO like a handler. */
+enum MHD_Result px_admin(stg_proxy *p, struct MHD_Connection *c, const char *path);
+
+/* ---- proxy.c ----------------------------------------------------------- */
+void px_log_event(const stg_event *ev, void *data);
+/* One "proxy" line for a finished request (redacted). */
+void px_log_request(stg_proxy *p, const px_req *r, int client_status);
+int64_t px_mono_us(void);
+
+#endif

@@ -1,0 +1,324 @@
+/*
+ * The engine thread: it alone touches the stg_engine. It takes the front's
+ * commands (submit, cancel, resume a paused transfer, reopen the log),
+ * runs the engine's passes, and hands answers back through the body sink
+ * (a 2xx head and body bytes, as they arrive) and the done callback (the
+ * final answer, or the end of a stream).
+ *
+ * Streaming (STG_STREAM_HEAD | FINAL | PAUSE): the head of a 2xx answer
+ * resumes the client's connection, which then reads body bytes from the
+ * request's buffer as the sink appends them; once the head went out the
+ * request is never retried (the program already has part of an answer).
+ * A buffer over PX_HIGH_WATER pauses the upstream transfer (the sink
+ * returns STG_BODY_PAUSE and libcurl keeps the bytes); the reader resumes
+ * it once the buffer drains below PX_LOW_WATER, so a slow program reading
+ * a 64 MiB body holds the proxy's memory to about PX_HIGH_WATER.
+ *
+ * Invariants: commands run without p->mu (the engine calls back into the
+ * sink and done, which take it); every SUBMIT ends in exactly one done
+ * callback or, when the submit fails, in a final answer set here; the
+ * engine reference of a request is dropped in its done callback only.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "proxy/internal.h"
+
+bool px_cmd_push(stg_proxy *p, enum px_cmd_kind kind, px_req *r)
+{
+    if (p->n_cmds == p->cap_cmds) {
+        size_t cap = p->cap_cmds ? p->cap_cmds * 2 : 64;
+        px_cmd *c = realloc(p->cmds, cap * sizeof *c);
+        if (!c)
+            return false;
+        p->cmds = c;
+        p->cap_cmds = cap;
+    }
+    p->cmds[p->n_cmds++] = (px_cmd){.kind = kind, .r = r};
+    if (r)
+        r->refs++;
+    return true;
+}
+
+void px_wake(stg_proxy *p)
+{
+    stg_engine_wake(p->engine);
+}
+
+void px_req_free(px_req *r)
+{
+    free(r->uri);
+    free(r->method);
+    free(r->url);
+    for (size_t i = 0; i < r->n_hdrs; i++)
+        free(r->hdrs[i]);
+    free(r->hdrs);
+    free(r->body);
+    free(r->rhdrs);
+    free(r->sbuf);
+    free(r->fbody);
+    free(r);
+}
+
+void px_unref_locked(px_req *r)
+{
+    if (--r->refs == 0)
+        px_req_free(r);
+}
+
+/* ---- the sink and done: engine thread, p->mu taken here ---------------- */
+
+static bool sbuf_put(px_req *r, const void *buf, size_t len)
+{
+    if (r->soff && r->soff == r->slen)
+        r->soff = r->slen = 0;
+    if (r->soff > r->scap / 2) {
+        memmove(r->sbuf, r->sbuf + r->soff, r->slen - r->soff);
+        r->slen -= r->soff;
+        r->soff = 0;
+    }
+    if (r->slen + len > r->scap) {
+        size_t cap = r->scap ? r->scap : 16384;
+        while (cap < r->slen + len)
+            cap *= 2;
+        char *b = realloc(r->sbuf, cap);
+        if (!b)
+            return false;
+        r->sbuf = b;
+        r->scap = cap;
+    }
+    memcpy(r->sbuf + r->slen, buf, len);
+    r->slen += len;
+    return true;
+}
+
+static int sink(stg_body_op op, const void *buf, size_t len, void *data)
+{
+    px_req *r = data;
+    stg_proxy *p = r->p;
+    int rc = 0;
+    pthread_mutex_lock(&p->mu);
+    if (op == STG_BODY_HEAD) {
+        free(r->rhdrs);
+        r->rhdrs = malloc(len + 1);
+        if (r->rhdrs) {
+            memcpy(r->rhdrs, buf, len);
+            r->rhdrs[len] = '\0';
+            r->rhdrs_len = len;
+            r->status = px_block_status(buf, len);
+            r->head = true;
+            /* No resume yet: the first DATA comes in the same libcurl
+             * write, and one wake-up of the front then sends both. */
+        }
+        rc = r->rhdrs ? 0 : -1;
+        pthread_mutex_unlock(&p->mu);
+        return rc;
+    }
+    switch (op) {
+    case STG_BODY_DATA:
+        if (r->client_gone) {
+            rc = -1; /* nobody reads it: stop the transfer */
+        } else if (r->slen - r->soff >= PX_HIGH_WATER) {
+            r->upstream_paused = true;
+            rc = STG_BODY_PAUSE;
+        } else if (!sbuf_put(r, buf, len)) {
+            rc = -1;
+        } else {
+            px_resume_locked(r); /* a reader waiting for bytes */
+        }
+        break;
+    case STG_BODY_RESTART: /* not after a head (STG_STREAM_FINAL) */
+        r->slen = r->soff = 0;
+        break;
+    case STG_BODY_END:
+        break;
+    }
+    pthread_mutex_unlock(&p->mu);
+    return rc;
+}
+
+static void on_done(stg_engine *e, uint64_t id, const stg_result *res, void *data)
+{
+    (void)e, (void)id;
+    px_req *r = data;
+    stg_proxy *p = r->p;
+    pthread_mutex_lock(&p->mu);
+    r->engine_done = true;
+    p->in_flight--;
+    r->reason = res->reason;
+    r->error = res->error;
+    r->attempts = res->attempts;
+    snprintf(r->errtext, sizeof r->errtext, "%s", res->error_text);
+    if (r->head) {
+        r->stream_end = true;
+        r->stream_ok = res->action == STG_ACTION_SUCCESS;
+        px_log_request(p, r, r->stream_ok ? r->status : 0);
+    } else {
+        r->final = true;
+        r->status = res->status;
+        free(r->rhdrs);
+        r->rhdrs = res->headers_len ? strndup(res->headers, res->headers_len) : NULL;
+        r->rhdrs_len = r->rhdrs ? res->headers_len : 0;
+        r->fbody = res->body_len ? malloc(res->body_len) : NULL;
+        if (r->fbody)
+            memcpy(r->fbody, res->body, res->body_len);
+        r->fbody_len = r->fbody ? res->body_len : 0;
+    }
+    px_resume_locked(r);
+    pthread_cond_broadcast(&p->cv);
+    px_unref_locked(r); /* the engine's reference */
+    pthread_mutex_unlock(&p->mu);
+}
+
+/* A body that streams (engine thread): what the front buffered, a pause
+ * when it has nothing yet, the end once the client's last byte is in. */
+static size_t body_read(char *buf, size_t size, void *data)
+{
+    px_req *r = data;
+    stg_proxy *p = r->p;
+    size_t n;
+    pthread_mutex_lock(&p->mu);
+    size_t avail = r->body_len - r->body_off;
+    if (r->client_gone) {
+        n = STG_READ_ABORT;
+    } else if (!avail) {
+        n = r->body_done ? 0 : STG_READ_PAUSE;
+        r->read_paused = !r->body_done;
+    } else {
+        n = avail < size ? avail : size;
+        memcpy(buf, r->body + r->body_off, n);
+        r->body_off += n;
+        if (r->body_off == r->body_len)
+            r->body_off = r->body_len = 0;
+        if (r->upload_blocked) {
+            r->upload_blocked = false;
+            px_resume_locked(r); /* room again: the upload goes on */
+        }
+    }
+    pthread_mutex_unlock(&p->mu);
+    return n;
+}
+
+/* ---- commands ----------------------------------------------------------- */
+
+static void submit(stg_proxy *p, px_req *r)
+{
+    pthread_mutex_lock(&p->mu);
+    bool gone = r->client_gone;
+    pthread_mutex_unlock(&p->mu);
+    int rc = STG_ECANCELED;
+    uint64_t id = 0;
+    if (!gone) {
+        stg_request rq;
+        memset(&rq, 0, sizeof rq);
+        rq.url = r->url;
+        rq.method = r->method;
+        rq.headers = (const char *const *)r->hdrs;
+        rq.body = r->body_len || r->body ? (r->body ? r->body : "") : NULL;
+        rq.body_len = r->body_len;
+        if (!rq.body && (!strcmp(r->method, "POST") || !strcmp(r->method, "PUT") ||
+                         !strcmp(r->method, "PATCH")))
+            rq.body = "";
+        if (r->body_stream) { /* read as it arrives, sent once */
+            rq.body = NULL;
+            rq.read_body = body_read; /* gets body_sink_data: r */
+            rq.body_len = r->body_total >= 0 ? (size_t)r->body_total : (size_t)-1;
+        }
+        rq.idempotency_key = r->idem_key[0] ? r->idem_key : NULL;
+        rq.secret_headers = p->cfg.secret_headers;
+        rq.body_sink = sink;
+        rq.body_sink_data = r;
+        rq.stream = STG_STREAM_HEAD | STG_STREAM_FINAL | STG_STREAM_PAUSE;
+        rq.deadline_us = r->deadline_us;
+        rq.max_attempts = r->max_attempts;
+        rq.priority = r->priority;
+        rc = stg_engine_submit(p->engine, &rq, on_done, r, &id);
+    }
+    pthread_mutex_lock(&p->mu);
+    if (rc == STG_OK) {
+        r->has_id = true;
+        r->id = id;
+    } else {
+        /* No done callback will come: answer here, drop the engine's ref. */
+        r->engine_done = true;
+        p->in_flight--;
+        r->final = true;
+        r->status = 0;
+        r->reason = STG_REASON_ERROR_NOT_RETRYABLE;
+        r->error = STG_NET_OTHER;
+        snprintf(r->errtext, sizeof r->errtext, "the engine refused the request: %s",
+                 stg_strerror(rc));
+        px_resume_locked(r);
+        pthread_cond_broadcast(&p->cv);
+        px_unref_locked(r);
+    }
+    pthread_mutex_unlock(&p->mu);
+}
+
+static void run(stg_proxy *p, const px_cmd *c)
+{
+    px_req *r = c->r;
+    uint64_t id = 0;
+    bool live = false;
+    if (r) {
+        pthread_mutex_lock(&p->mu);
+        live = r->has_id && !r->engine_done;
+        id = r->id;
+        pthread_mutex_unlock(&p->mu);
+    }
+    switch (c->kind) {
+    case PX_SUBMIT:
+        submit(p, r);
+        break;
+    case PX_CANCEL:
+        if (live)
+            stg_engine_cancel(p->engine, id);
+        break;
+    case PX_RESUME:
+        if (live)
+            stg_engine_resume(p->engine, id);
+        break;
+    case PX_REOPEN:
+        break; /* proxy.c reopens under log_mu; nothing for the engine */
+    }
+    if (r) {
+        pthread_mutex_lock(&p->mu);
+        px_unref_locked(r);
+        pthread_mutex_unlock(&p->mu);
+    }
+}
+
+void *px_engine_main(void *arg)
+{
+    stg_proxy *p = arg;
+    px_cmd *batch = NULL;
+    size_t cap = 0;
+    for (;;) {
+        pthread_mutex_lock(&p->mu);
+        size_t n = p->n_cmds;
+        bool stop = p->stopping;
+        if (n > cap) {
+            px_cmd *b = realloc(batch, n * sizeof *b);
+            if (b) {
+                batch = b;
+                cap = n;
+            } else {
+                n = cap;
+            }
+        }
+        if (n) {
+            memcpy(batch, p->cmds, n * sizeof *batch);
+            memmove(p->cmds, p->cmds + n, (p->n_cmds - n) * sizeof *p->cmds);
+            p->n_cmds -= n;
+        }
+        pthread_mutex_unlock(&p->mu);
+        for (size_t i = 0; i < n; i++)
+            run(p, &batch[i]);
+        if (stop && !n)
+            break;
+        stg_engine_run(p->engine, STG_MS(250));
+    }
+    stg_engine_cancel_all(p->engine); /* every done callback runs */
+    free(batch);
+    return NULL;
+}

@@ -1,0 +1,353 @@
+/*
+ * What the engine gained for stagger proxy, tested on the engine itself
+ * against stg_hostile and `stagger serve` on 127.0.0.1:
+ *  - STG_STREAM_HEAD: the sink gets the 2xx response's header block
+ *    (status line first) once, before its first body byte;
+ *  - STG_STREAM_FINAL: a reset after bytes reached the sink is not retried
+ *    (one request at the server), where without it the same GET is;
+ *  - STG_STREAM_PAUSE + stg_engine_resume: a sink that refuses bytes
+ *    pauses the transfer, and after resume the same bytes come again: the
+ *    body arrives whole and in order (byte i is i % 251);
+ *  - per-request max_attempts and deadline_us override the engine's policy;
+ *  - STG_PRIORITY_LOW: with one slot, normal requests go before low ones
+ *    submitted earlier;
+ *  - read_body: a body read as it is sent (with a pause on the way) arrives
+ *    whole, and is never resent, even with an Idempotency-Key.
+ * Needs STAGGER and HOSTILE in the environment.
+ */
+#define _GNU_SOURCE
+#if defined(__has_include) && !__has_include(<curl/curl.h>)
+int main(void);
+int main(void)
+{
+    return 0;
+}
+#else
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cmocka_all.h"
+
+#include <stagger/curl.h>
+
+#include "integration/hostile_helper.h"
+
+static stg_policy fast_policy(int attempts)
+{
+    stg_policy p = {0};
+    p.max_attempts = attempts;
+    p.backoff.base_us = STG_MS(1);
+    p.backoff.cap_us = STG_MS(5);
+    p.deadline_us = STG_SEC(60);
+    p.max_server_wait_us = STG_SEC(60);
+    return p;
+}
+
+typedef struct rec {
+    int heads, data_before_head, ends, pauses, restarts;
+    char head[256];
+    size_t off, bad;
+    size_t pause_every; /* > 0: refuse once each time off crosses a multiple */
+    size_t next_pause;
+    bool want_resume;
+} rec;
+
+static int sink(stg_body_op op, const void *buf, size_t len, void *data)
+{
+    rec *r = data;
+    if (op == STG_BODY_HEAD) {
+        r->heads++;
+        snprintf(r->head, sizeof r->head, "%.*s", (int)(len < 200 ? len : 200), (const char *)buf);
+        return 0;
+    }
+    switch (op) {
+    case STG_BODY_DATA:
+        if (!r->heads)
+            r->data_before_head++;
+        if (r->pause_every && r->off >= r->next_pause && !r->want_resume) {
+            r->next_pause += r->pause_every;
+            r->pauses++;
+            r->want_resume = true;
+            return STG_BODY_PAUSE; /* not taken: it must come again */
+        }
+        for (size_t i = 0; i < len; i++)
+            if ((unsigned char)((const char *)buf)[i] != (r->off + i) % 251)
+                r->bad++;
+        r->off += len;
+        return 0;
+    case STG_BODY_RESTART:
+        r->restarts++;
+        r->off = 0;
+        return 0;
+    case STG_BODY_END:
+        r->ends++;
+        return 0;
+    }
+    return 0;
+}
+
+typedef struct done_rec {
+    int calls;
+    stg_result r;
+    char body[512];
+} done_rec;
+
+static void on_done(stg_engine *e, uint64_t id, const stg_result *r, void *data)
+{
+    (void)e, (void)id;
+    done_rec *d = data;
+    d->calls++;
+    d->r = *r;
+    snprintf(d->body, sizeof d->body, "%.*s", (int)(r->body_len < 500 ? r->body_len : 500),
+             r->body ? r->body : "");
+    d->r.body = d->r.headers = d->r.final_url = NULL;
+}
+
+/* Run e until request id is done, resuming it whenever the sink asks. */
+static void run_until(stg_engine *e, uint64_t id, done_rec *d, rec *s)
+{
+    for (int i = 0; i < 200000 && !d->calls; i++) {
+        stg_engine_run(e, STG_MS(20));
+        if (s && s->want_resume) {
+            s->want_resume = false;
+            stg_engine_resume(e, id);
+        }
+    }
+    assert_int_equal(d->calls, 1);
+}
+
+static void one(const char *url, unsigned stream, rec *s, done_rec *d, int engine_attempts)
+{
+    stg_engine_config cfg = {.policy = fast_policy(engine_attempts)};
+    stg_engine *e = stg_engine_new(&cfg, NULL);
+    assert_non_null(e);
+    stg_request rq = {.url = url, .body_sink = sink, .body_sink_data = s, .stream = stream};
+    uint64_t id = 0;
+    assert_int_equal(stg_engine_submit(e, &rq, on_done, d, &id), STG_OK);
+    run_until(e, id, d, s);
+    stg_engine_free(e);
+}
+
+static void test_head_before_data(void **state)
+{
+    (void)state;
+    server a;
+    const char *args[] = {"--size", "300000", NULL};
+    hostile_start(&a, "pattern-body", args);
+    char url[128];
+    url_of(&a, "/x", url, sizeof url);
+    rec s = {0};
+    done_rec d = {0};
+    one(url, STG_STREAM_HEAD, &s, &d, 3);
+    server_stop(&a);
+    assert_int_equal(d.r.action, STG_ACTION_SUCCESS);
+    assert_int_equal(s.heads, 1);
+    assert_int_equal(s.data_before_head, 0);
+    assert_int_equal(strncmp(s.head, "HTTP/1.1 200", 12), 0);
+    assert_int_equal(s.off, 300000);
+    assert_int_equal(s.bad, 0);
+    assert_int_equal(s.ends, 1);
+    server_cleanup(&a);
+}
+
+static void test_final_no_retry(void **state)
+{
+    (void)state;
+    for (int final = 0; final <= 1; final++) {
+        server a;
+        const char *args[] = {"--size", "400000", NULL};
+        hostile_start(&a, "reset-mid-body", args);
+        char url[128];
+        url_of(&a, "/x", url, sizeof url);
+        rec s = {0};
+        done_rec d = {0};
+        one(url, STG_STREAM_HEAD | (final ? STG_STREAM_FINAL : 0), &s, &d, 3);
+        int reqs = hostile_requests(&a);
+        server_stop(&a);
+        if (final) {
+            assert_int_equal(d.r.action, STG_ACTION_GIVE_UP);
+            assert_int_equal(d.r.reason, STG_REASON_ERROR_NOT_RETRYABLE);
+            assert_int_equal(d.r.attempts, 1);
+            assert_int_equal(reqs, 1);
+        } else {
+            assert_int_equal(d.r.action, STG_ACTION_SUCCESS); /* retried, whole */
+            assert_int_equal(d.r.attempts, 2);
+            assert_int_equal(s.off, 400000);
+        }
+        assert_int_equal(s.bad, 0);
+        server_cleanup(&a);
+    }
+}
+
+static void test_pause_resume(void **state)
+{
+    (void)state;
+    server a;
+    const char *args[] = {"--size", "2000000", NULL};
+    hostile_start(&a, "pattern-body", args);
+    char url[128];
+    url_of(&a, "/x", url, sizeof url);
+    rec s = {.pause_every = 100000, .next_pause = 100000};
+    done_rec d = {0};
+    one(url, STG_STREAM_PAUSE, &s, &d, 3);
+    server_stop(&a);
+    assert_int_equal(d.r.action, STG_ACTION_SUCCESS);
+    assert_true(s.pauses >= 10);
+    assert_int_equal(s.off, 2000000); /* refused bytes came again, none twice */
+    assert_int_equal(s.bad, 0);
+    server_cleanup(&a);
+}
+
+static void test_request_overrides(void **state)
+{
+    (void)state;
+    server a;
+    server_start(&a, NULL);
+    char url[128];
+    stg_engine_config cfg = {.policy = fast_policy(4)};
+    stg_engine *e = stg_engine_new(&cfg, NULL);
+    assert_non_null(e);
+    /* max_attempts 2 instead of the engine's 4 */
+    url_of(&a, "/status/503", url, sizeof url);
+    done_rec d1 = {0};
+    stg_request rq = {.url = url, .max_attempts = 2};
+    uint64_t id;
+    assert_int_equal(stg_engine_submit(e, &rq, on_done, &d1, &id), STG_OK);
+    run_until(e, id, &d1, NULL);
+    assert_int_equal(d1.r.attempts, 2);
+    assert_int_equal(d1.r.reason, STG_REASON_ATTEMPTS_EXHAUSTED);
+    /* a 300 ms deadline cannot hold a 5 s hint: given up after one */
+    url_of(&a, "/status/503?retry_after=5", url, sizeof url);
+    done_rec d2 = {0};
+    stg_request rq2 = {.url = url, .deadline_us = STG_MS(300)};
+    assert_int_equal(stg_engine_submit(e, &rq2, on_done, &d2, &id), STG_OK);
+    run_until(e, id, &d2, NULL);
+    assert_int_equal(d2.r.attempts, 1);
+    /* (the engine's 60 s deadline would have waited the 5 s and resent) */
+    assert_int_equal(d2.r.reason, STG_REASON_SERVER_WAIT_TOO_LONG);
+    /* bad values are refused */
+    stg_request bad = {.url = url, .priority = 7};
+    assert_int_equal(stg_engine_submit(e, &bad, on_done, &d2, NULL), STG_EINVAL);
+    stg_engine_free(e);
+    server_cleanup(&a);
+}
+
+typedef struct order {
+    char seen[16];
+    int n;
+} order;
+
+typedef struct tagged {
+    order *o;
+    char tag;
+} tagged;
+
+static void on_order(stg_engine *e, uint64_t id, const stg_result *r, void *data)
+{
+    (void)e, (void)id, (void)r;
+    tagged *t = data;
+    t->o->seen[t->o->n++] = t->tag;
+}
+
+static void test_priority_low(void **state)
+{
+    (void)state;
+    server a;
+    server_start(&a, NULL);
+    char url[128];
+    url_of(&a, "/p", url, sizeof url);
+    stg_engine_config cfg = {.policy = fast_policy(1), .concurrency = 1};
+    stg_engine *e = stg_engine_new(&cfg, NULL);
+    assert_non_null(e);
+    order o = {0};
+    tagged t[6];
+    for (int i = 0; i < 6; i++) {
+        t[i] = (tagged){.o = &o, .tag = i < 3 ? 'l' : 'n'};
+        stg_request rq = {.url = url, .priority = i < 3 ? STG_PRIORITY_LOW : 0};
+        assert_int_equal(stg_engine_submit(e, &rq, on_order, &t[i], NULL), STG_OK);
+    }
+    assert_int_equal(stg_engine_drain(e), 0);
+    stg_engine_free(e);
+    server_cleanup(&a);
+    assert_string_equal(o.seen, "nnnlll");
+}
+
+typedef struct body_src {
+    size_t total, sent;
+    bool paused_once;
+    bool want_resume;
+} body_src;
+
+static size_t read_cb(char *buf, size_t size, void *data)
+{
+    body_src *b = data;
+    if (b->sent >= b->total)
+        return 0;
+    if (b->sent >= b->total / 2 && !b->paused_once) {
+        b->paused_once = true;
+        b->want_resume = true;
+        return STG_READ_PAUSE;
+    }
+    size_t n = b->total - b->sent < size ? b->total - b->sent : size;
+    memset(buf, 'b', n);
+    b->sent += n;
+    return n;
+}
+
+static void test_read_body(void **state)
+{
+    (void)state;
+    server a;
+    const char *args[] = {"--fail-first", "1", NULL};
+    server_start(&a, args);
+    char url[128];
+    url_of(&a, "/echo", url, sizeof url);
+    stg_engine_config cfg = {.policy = fast_policy(4)};
+    stg_engine *e = stg_engine_new(&cfg, NULL);
+    assert_non_null(e);
+    const char *hdr[] = {"X-Client-Id: rb", NULL};
+    for (int round = 0; round < 2; round++) {
+        body_src b = {.total = 100000};
+        done_rec d = {0};
+        stg_request rq = {.url = url, .method = "POST", .headers = hdr, .read_body = read_cb,
+                          .body_sink_data = &b, .body_len = round ? (size_t)-1 : 100000,
+                          .idempotency_key = "k-rb"};
+        uint64_t id;
+        assert_int_equal(stg_engine_submit(e, &rq, on_done, &d, &id), STG_OK);
+        for (int i = 0; i < 200000 && !d.calls; i++) {
+            stg_engine_run(e, STG_MS(20));
+            if (b.want_resume) {
+                b.want_resume = false;
+                stg_engine_resume(e, id);
+            }
+        }
+        assert_int_equal(d.calls, 1);
+        assert_int_equal(d.r.attempts, 1); /* never resent, key or not */
+        if (round == 0) {
+            assert_int_equal(d.r.status, 429); /* --fail-first: not retried */
+        } else {
+            assert_int_equal(d.r.status, 200);
+            assert_true(b.paused_once);
+            assert_non_null(strstr(d.body, "\"method\":\"POST\""));
+        }
+    }
+    stg_engine_free(e);
+    server_stop(&a);
+    assert_int_equal(log_count(&a, "\"client\":\"rb\""), 2);
+    server_cleanup(&a);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_teardown(test_head_before_data, stop_leftovers),
+        cmocka_unit_test_teardown(test_final_no_retry, stop_leftovers),
+        cmocka_unit_test_teardown(test_pause_resume, stop_leftovers),
+        cmocka_unit_test_teardown(test_request_overrides, stop_leftovers),
+        cmocka_unit_test_teardown(test_priority_low, stop_leftovers),
+        cmocka_unit_test_teardown(test_read_body, stop_leftovers),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
+#endif
