@@ -182,6 +182,10 @@ bool stg_batch_step(stg_batch *b, int64_t timeout_us);
  * loop. */
 void stg_batch_stop(stg_batch *b);
 
+/* Drain: no new claims; what is in flight finishes and is recorded, then
+ * the run ends (cause DRAINED). Same calling rules as stg_batch_stop. */
+void stg_batch_drain(stg_batch *b);
+
 /* The current numbers. Cheap; call it every pass if needed. */
 void stg_batch_progress_get(const stg_batch *b, stg_batch_progress *p);
 

@@ -169,6 +169,12 @@ void stg_batch_stop(stg_batch *b)
         b->cause = STG_BATCH_STOPPED;
 }
 
+void stg_batch_drain(stg_batch *b)
+{
+    if (b)
+        b->drained = true; /* refill claims nothing more; step ends at active == 0 */
+}
+
 bool stg_batch_step(stg_batch *b, int64_t timeout_us)
 {
     if (b->ended)

@@ -68,6 +68,7 @@ static int open_ro(const char *db, int64_t busy_us, stg_store **s)
 
 typedef struct ro_opts {
     const char *db;
+    const char *queue; /* --queue URL: read the work queue instead */
     bool json, bad_lines;
     int64_t busy;
     const char *out_path;
@@ -117,6 +118,8 @@ static const cli_opt report_table[] = {
     {CLI_STRING, "db", 0, "FILE", "the database (default stagger-batch.db)", R(db), NULL, NULL, 0,
      NULL},
     {CLI_FLAG, "json", 0, NULL, "the report as JSON", R(json), NULL, NULL, 0, NULL},
+    {CLI_STRING, "queue", 0, "URL", "report on the work queue at URL instead (see QUEUE)",
+     R(queue), NULL, NULL, 0, NULL},
     {CLI_FLAG, "bad-lines", 0, NULL, "also list the input lines that were skipped", R(bad_lines),
      NULL, NULL, 0, NULL},
     {CLI_FN, "busy-timeout", 0, "D", "wait this long for a locked database (default 0)", R(busy),
@@ -136,6 +139,8 @@ static const cli_opt export_table[] = {
      "only jobs in these states: pending, inflight, done,\nfailed, deferred, review",
      R(eo.state_mask), opt_state, NULL, 0, NULL},
     {CLI_FLAG, "bodies", 0, NULL, "include the response bodies", R(eo.bodies), NULL, NULL, 0, NULL},
+    {CLI_STRING, "queue", 0, "URL", "export the work queue at URL instead (see QUEUE)",
+     R(queue), NULL, NULL, 0, NULL},
     {CLI_FN, "busy-timeout", 0, "D", "wait this long for a locked database (default 0)", R(busy),
      opt_busy_any, NULL, 0, NULL},
     CLI_OPT_HELP_ENTRY,
@@ -172,6 +177,8 @@ static int cmd_report(int argc, char **argv)
     int prc = cli_parse(&parser, argc, argv);
     if (prc >= 0)
         return prc;
+    if (ro.queue)
+        return batch_queue_report(ro.queue, ro.json);
     const char *db = ro.db;
     stg_store *s;
     int ex = open_ro(db, ro.busy, &s);
@@ -203,6 +210,9 @@ static int cmd_export(int argc, char **argv)
     int prc = cli_parse(&parser, argc, argv);
     if (prc >= 0)
         return prc;
+    if (ro.queue)
+        return batch_queue_export(ro.queue, (int)ro.eo.format, ro.eo.state_mask, ro.eo.bodies,
+                                  ro.out_path);
     const char *db = ro.db, *out_path = ro.out_path;
     stg_store *s;
     int ex = open_ro(db, ro.busy, &s);
@@ -546,6 +556,8 @@ static const cli_opt run_table[] = {
     {CLI_FLAG, "share-breaker", 0, NULL,
      "keep the circuit breaker in Redis too, so every\nworker sees an open breaker at once",
      B(limiter.share_breaker), NULL, NULL, 0, NULL},
+    {.kind = CLI_HEADING, .help = "Work queue (many machines, see QUEUE)"},
+    {.kind = CLI_GROUP, .group = cli_batch_queue_opts, .off = B(queue)},
     {.kind = CLI_HEADING, .help = "Retry policy"},
     {.kind = CLI_GROUP, .group = cli_policy_all_opts, .off = B(policy), .man = "stagger-fetch(1)"},
     {.kind = CLI_TEXT, .help = cli_durations_help},
@@ -617,7 +629,7 @@ static int parse_run(int argc, char **argv, run_opts *ro)
     if (o->limiter.url && o->rate_given && o->rate == 0)
         return cli_usage_error(CMD, "--limiter with --rate 0 limits nothing: give --rate R "
                                     "(R > 0), or no --rate to share an adaptive rate");
-    if (!o->input && !db)
+    if (!o->input && !db && !o->queue.url)
         return cli_usage_error(CMD, "no input: give a file of URLs, keys or JSONL requests "
                                     "(or --db FILE to resume)");
     if (!o->input && o->in.url_template)

@@ -334,8 +334,7 @@ int stg_queue_finish(stg_queue *q, const stg_queue_job *j, const stg_queue_outco
                             idle};
     size_t lens[16];
     for (int i = 0; i < 16; i++)
-        lens[i] = strlen(argv[i]);
-    lens[14] = o->body ? o->body_len : 0;
+        lens[i] = i == 14 ? (o->body ? o->body_len : 0) : strlen(argv[i]);
     bool eio;
     redisReply *r = stg__queue_eval(q, STG__Q_FINISH, 16, argv, lens, &eio);
     if (!r)
