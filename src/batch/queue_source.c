@@ -408,17 +408,20 @@ static int lim_acquire(void *ctx, const char *key, int64_t timeout_us, int64_t *
     stg_batch_queue *s = ctx;
     int64_t now = mono_us();
     int64_t held = held_for(s, key, now);
-    if (held > 0) {
+    if (held > timeout_us) {
         *wait_us = held;
         return STG_ETIMEDOUT; /* the engine asks again shortly before */
     }
     if (!s->inner) {
-        *wait_us = 0;
+        *wait_us = held;
         return STG_OK;
     }
-    int rc = s->inner->acquire(s->inner->ctx, key, timeout_us, wait_us, ticket);
+    /* A reservation sent later than its slot keeps the limit: only earlier
+     * would break it. */
+    int rc = s->inner->acquire(s->inner->ctx, key, timeout_us - held, wait_us, ticket);
     if (rc == STG_OK || rc == STG_ETIMEDOUT) {
         s->lim_down_since_us = 0;
+        *wait_us += held;
         return rc;
     }
     if (rc == STG_EUNAVAIL) {
