@@ -174,7 +174,10 @@ static bool setup(stg_queue *q, int argc, const char **argv, const char *what, b
 {
     redisReply *r = raw(q->ctx, argc, argv, NULL);
     bool ok = r && r->type != REDIS_REPLY_ERROR;
-    if (!ok && r && busy_ok && !strncmp(r->str, "BUSYGROUP", 9))
+    /* The group exists already, or there is no stream yet (the first load
+     * creates both: a worker that only looks leaves no key behind). */
+    if (!ok && r && busy_ok &&
+        (!strncmp(r->str, "BUSYGROUP", 9) || strstr(r->str, "requires the key to exist")))
         ok = true;
     if (!ok) {
         if (r)
@@ -239,8 +242,8 @@ static bool connect_now(stg_queue *q)
     if (ok) {
         char stream[sizeof q->base + 8];
         snprintf(stream, sizeof stream, "%sjobs", q->base);
-        const char *a[] = {"XGROUP", "CREATE", stream, STG__Q_GROUP, "0", "MKSTREAM"};
-        ok = setup(q, 6, a, "XGROUP CREATE", true);
+        const char *a[] = {"XGROUP", "CREATE", stream, STG__Q_GROUP, "0"};
+        ok = setup(q, 5, a, "XGROUP CREATE", true);
     }
     if (!ok) {
         drop(q);

@@ -4,7 +4,8 @@
  * See <stagger/redis/queue.h> for the keys and the invariants.
  *
  * Invariant: ctx != NULL implies the scripts were loaded on it (their
- * SHA1s are in sha[]) and the consumer group exists; a NOSCRIPT later
+ * SHA1s are in sha[]) and the consumer group exists if the stream does (a
+ * load creates both); a NOSCRIPT later
  * (SCRIPT FLUSH, a Redis restarted from its AOF) reloads the script on the
  * same connection and runs the command again, once.
  */
