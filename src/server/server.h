@@ -62,6 +62,7 @@ typedef struct stg_srv_config {
     stg_srv_log_format log_format;
     const char *stats_path; /* NULL: no stats file at exit */
     size_t max_body;        /* request bodies above this get 413 */
+    int64_t latency_us;     /* every answer waits this long (latency.c); 0: none */
 } stg_srv_config;
 
 typedef struct stg_srv stg_srv;
