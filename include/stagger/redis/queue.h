@@ -218,6 +218,7 @@ typedef struct stg_queue_worker_row {
     char *name;
     int64_t n[STG_QUEUE_NSTATES]; /* jobs it ended, per state */
     int64_t seen_ms;              /* Unix ms of its last claim */
+    uint64_t stg__reserved[2];    /* room to grow (docs/ABI.md) */
 } stg_queue_worker_row;
 
 typedef struct stg_queue_report {
