@@ -574,6 +574,7 @@ const cli_command cli_batch_command = {
     .usage = "usage: stagger batch [options] INPUT\n"
              "       stagger batch [options] --url TEMPLATE KEYS\n"
              "       stagger batch [options] --db FILE\n"
+             "       stagger batch [options] --queue URL [INPUT]\n"
              "       stagger batch report [--db FILE] [--json] [--bad-lines]\n"
              "       stagger batch export [--db FILE] [--format jsonl|csv] [-o FILE]\n"
              "                            [--state STATE[,STATE...]] [--bodies]\n"

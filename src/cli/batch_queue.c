@@ -580,6 +580,27 @@ static int prepare_out(const char *dir)
     return -1;
 }
 
+/* --claim-idle by default: longer than a job's deadline (and at least
+ * 6 min), so that a slow live worker is not robbed; given shorter, a warning. */
+static void claim_idle_for(batch_opts *o)
+{
+    stg_policy p;
+    int64_t deadline = stg_policy_resolve(&o->policy, &p) == STG_OK ? p.deadline_us : 0;
+    if (!o->queue.claim_idle_us) {
+        int64_t idle = STG_QUEUE_DEFAULT_CLAIM_IDLE_US;
+        if (deadline > 0 && deadline + STG_SEC(60) > idle)
+            idle = deadline + STG_SEC(60);
+        o->queue.claim_idle_us = idle;
+    } else if (deadline > 0 && o->queue.claim_idle_us <= deadline && !o->quiet) {
+        char a[32], d[32];
+        cli_format_duration(o->queue.claim_idle_us, a, sizeof a);
+        cli_format_duration(deadline, d, sizeof d);
+        fprintf(stderr, "stagger batch: warning: --claim-idle %s is not longer than a job's "
+                        "deadline (%s): a slow live worker's jobs may be taken over and sent "
+                        "twice\n", a, d);
+    }
+}
+
 int batch_queue_run(const batch_opts *o_in)
 {
     batch_opts o = *o_in; /* the limiter may be defaulted to the queue's Redis */
@@ -591,6 +612,7 @@ int batch_queue_run(const batch_opts *o_in)
     FILE *log_file = NULL;
     stg_logger *logger = NULL;
     bool limiter_open = false;
+    claim_idle_for(&o);
     stg_queue *q = open_queue(o.queue.url, &o.queue, &ex);
     if (!q)
         return ex;
