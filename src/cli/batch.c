@@ -630,6 +630,12 @@ static int parse_run(int argc, char **argv, run_opts *ro)
     if (o->limiter.url && o->rate_given && o->rate == 0)
         return cli_usage_error(CMD, "--limiter with --rate 0 limits nothing: give --rate R "
                                     "(R > 0), or no --rate to share an adaptive rate");
+    if (o->queue.url && db)
+        return cli_usage_error(CMD, "--queue keeps the jobs in Redis: no --db");
+    if (!o->queue.url && (o->queue.follow || o->queue.drain || o->queue.worker ||
+                          o->queue.claim_idle_us || o->queue.max_deliveries || o->queue.wait_us))
+        return cli_usage_error(CMD, "--follow, --drain, --worker, --claim-idle, "
+                                    "--max-deliveries and --queue-wait go with --queue URL");
     if (!o->input && !db && !o->queue.url)
         return cli_usage_error(CMD, "no input: give a file of URLs, keys or JSONL requests "
                                     "(or --db FILE to resume)");

@@ -612,6 +612,9 @@ int batch_queue_run(const batch_opts *o_in)
     FILE *log_file = NULL;
     stg_logger *logger = NULL;
     bool limiter_open = false;
+    if (o.retry_deferred || o.retry_review)
+        return cli_usage_error(CMD, "--retry-deferred and --retry-review are for a database; a "
+                                    "queue's jobs end once (export them and load a new queue)");
     claim_idle_for(&o);
     stg_queue *q = open_queue(o.queue.url, &o.queue, &ex);
     if (!q)

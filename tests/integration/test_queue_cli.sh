@@ -95,23 +95,38 @@ check "another worker finishes at once (no claim-idle wait): $rc" [ "$rc" = 0 ]
 jcheck "all 100 done" "$("$S" batch report --queue "$R/drain" --json)" 'j["counts"]["done"] == 100'
 serve_stop "$SRV_PID" || true
 
-# ---- --follow: stay for jobs loaded later -------------------------------------------------
-serve_start follow --rate 50 --log "$T/follow.log"
-"$S" batch --queue "$R/follow" --worker f -j 5 --rate 50 --follow --progress none -q \
-  >/dev/null 2>"$T/f.err" &
+# ---- --follow: stay for jobs loaded later; a frozen worker's job is taken over -----
+# The loader l sends at most one job a second (a limiter key of its own) and
+# is frozen (SIGSTOP) once it has loaded: the follower f, waiting on the
+# empty queue, does the rest and takes l's claimed job after --claim-idle.
+# Thawed, l finds its job done by f (nothing recorded twice) and exits 0.
+serve_start follow --log "$T/follow.log"
+"$S" batch --queue "$R/follow" --worker f -j 5 --rate 0 --follow --claim-idle 1s \
+  --progress none -q >/dev/null 2>"$T/f.err" &
 PF=$!
 for i in $(seq 50); do echo "$URL/f/$i"; done >"$T/f.txt"
-rc=0
-"$S" batch --queue "$R/follow" --worker l -j 1 --rate 50 --progress none -q "$T/f.txt" \
-  >/dev/null 2>"$T/l.err" || rc=$?
-check "the loader ends with every job done: $rc" [ "$rc" = 0 ]
+"$S" batch --queue "$R/follow" --worker l -j 1 --limiter "$R/lkey" --rate 1 --burst 1 \
+  --progress none "$T/f.txt" >/dev/null 2>"$T/l.err" &
+PL=$!
+wait_grep "$T/l.err" "jobs loaded into queue"
+kill -STOP "$PL"
+for _ in $(seq 1200); do
+  [ "$(redis-cli -p "$RPORT" HGET 'stagger:q:{follow}:counts' done)" = 50 ] && break
+  sleep 0.05
+done
+kill -CONT "$PL"
+rc=0; wait "$PL" || rc=$?
+check "the thawed loader ends with exit 0: $rc" [ "$rc" = 0 ]
 check "the follower is still there" kill -0 "$PF"
-jcheck "the follower did some of them" "$("$S" batch report --queue "$R/follow" --json)" \
-  'j["counts"]["done"] == 50 and [w for w in j["workers"] if w["name"] == "f"][0]["done"] > 0'
+jcheck "the follower did the jobs loaded after it started, each once" \
+  "$("$S" batch report --queue "$R/follow" --json)" \
+  'j["counts"]["done"] == 50 and sum(w["done"] for w in j["workers"]) == 50 and [w for w in j["workers"] if w["name"] == "f"][0]["done"] >= 45'
 kill -TERM "$PF"
 rc=0; wait "$PF" || rc=$?
 check "SIGTERM ends the follower with 143: $rc" [ "$rc" = 143 ]
 serve_stop "$SRV_PID" || true
+check "the server answered 50 jobs, l's taken one at most twice" \
+  [ "$(grep -c '"/f/' "$T/follow.log")" -le 51 ]
 
 # ---- refusals ------------------------------------------------------------------------------
 echo "http://127.0.0.1:9/x?api_key=hunter2" >"$T/secret.txt"
@@ -135,4 +150,7 @@ expect_exit "Redis unreachable at start: exit 6" 6 \
   "$S" batch --queue "redis://:pw-hunter3@127.0.0.1:$DEAD/q" "$T/d.txt"
 check "the password is in no message" sh -c "! grep -q pw-hunter3 /tmp/stg_err.$$"
 expect_exit "--queue without a NAME is a usage error" 2 "$S" batch --queue "$R"
+expect_exit "--queue with --db is a usage error" 2 "$S" batch --queue "$R/q" --db "$T/x.db"
+expect_exit "--follow without --queue is a usage error" 2 "$S" batch --follow "$T/d.txt"
+expect_exit "--retry-review with --queue is a usage error" 2 "$S" batch --queue "$R/q" --retry-review
 finish
