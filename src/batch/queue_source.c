@@ -42,6 +42,7 @@ typedef struct hold {
 
 struct stg_batch_queue {
     stg_queue *q;
+    const char *out_dir;
     bool follow;
     int64_t outage_us, poll_us, hold_refresh_us;
     stg_batch_source src;
@@ -270,6 +271,9 @@ static int src_finish(void *ctx, const stg_job *j, const stg_job_outcome *o)
     int64_t now = mono_us();
     size_t blen = 0;
     char *body = o->state == STG_JOB_PENDING ? NULL : body_of(o, &blen);
+    char path[4096 + 200] = "";
+    if (o->response_file)
+        snprintf(path, sizeof path, "%s/%s", s->out_dir ? s->out_dir : ".", o->response_file);
     stg_queue_outcome qo = {
         .state = (stg_queue_state)o->state,
         .status = o->status,
@@ -280,7 +284,7 @@ static int src_finish(void *ctx, const stg_job *j, const stg_job_outcome *o)
         .error = o->error,
         .body = body,
         .body_len = blen,
-        .file = o->response_file,
+        .file = o->response_file ? path : NULL,
         .latency_us = now - t.claimed_us,
     };
     stg_queue_job qj;
@@ -488,6 +492,7 @@ stg_batch_queue *stg_batch_queue_new(const stg_batch_queue_config *cfg)
     if (!s)
         return NULL;
     s->q = cfg->queue;
+    s->out_dir = cfg->out_dir;
     s->follow = cfg->follow;
     s->outage_us = cfg->outage_us > 0 ? cfg->outage_us : STG_SEC(30);
     s->poll_us = cfg->poll_us > 0 ? cfg->poll_us : STG_MS(200);

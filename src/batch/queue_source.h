@@ -33,6 +33,8 @@ typedef struct stg_batch_queue_config {
     int64_t outage_us;     /* give up after Redis was away this long; 0: 30 s */
     int64_t poll_us;       /* fewest us between empty claims; 0: 200 ms */
     int64_t hold_refresh_us; /* re-read a host's "not before" this often; 0: 1 s */
+    const char *out_dir;   /* the runner's out_dir: a body's file is recorded as
+                              "out_dir/NAME" (the path on this worker); not copied */
 } stg_batch_queue_config;
 
 typedef struct stg_batch_queue_stats {

@@ -464,10 +464,9 @@ int batch_queue_export(const char *url, int format, unsigned state_mask, bool bo
     if (rc != STG_OK && rc != -1)
         fprintf(stderr, "stagger batch: %s\n", stg_queue_errmsg(q));
     stg_queue_free(q);
-    if (out != stdout && fclose(out) != 0 && rc == STG_OK)
-        rc = -1;
-    if (out == stdout && fflush(out) != 0)
-        rc = -1;
+    bool to_stdout = out == stdout;
+    if (to_stdout ? fflush(out) != 0 : fclose(out) != 0)
+        rc = rc == STG_OK ? -1 : rc;
     if (rc == -1)
         return CLI_EXIT_FAILED;
     return rc == STG_OK ? CLI_EXIT_OK : CLI_EXIT_LIMITER;
@@ -645,7 +644,13 @@ int batch_queue_run(const batch_opts *o_in)
     if ((ex = batch_engine_config(&o, &bc.engine)) != 0)
         goto out;
     ex = -1;
-    stg_batch_queue_config qc = {.queue = q, .follow = o.queue.follow, .outage_us = o.queue.wait_us};
+    char out_abs[4096] = "";
+    if (o.out_dir && !realpath(o.out_dir, out_abs))
+        snprintf(out_abs, sizeof out_abs, "%s", o.out_dir);
+    stg_batch_queue_config qc = {.queue = q,
+                                 .follow = o.queue.follow,
+                                 .outage_us = o.queue.wait_us,
+                                 .out_dir = o.out_dir ? out_abs : NULL};
     if (!(qs = stg_batch_queue_new(&qc))) {
         ex = CLI_EXIT_FAILED;
         goto out;

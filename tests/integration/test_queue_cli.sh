@@ -128,6 +128,24 @@ serve_stop "$SRV_PID" || true
 check "the server answered 50 jobs, l's taken one at most twice" \
   [ "$(grep -c '"/f/' "$T/follow.log")" -le 51 ]
 
+# ---- --out DIR: bodies on the worker, their path in the queue ---------------------
+serve_start out --log "$T/out.log"
+for i in 1 2 3; do echo "$URL/o/$i"; done >"$T/o.txt"
+rc=0
+"$S" batch --queue "$R/out" --worker o -j 2 --rate 0 --out "$T/bodies" --progress none -q \
+  "$T/o.txt" >/dev/null 2>"$T/o.err" || rc=$?
+check "a run with --out ends 0: $rc $(cat "$T/o.err")" [ "$rc" = 0 ]
+"$S" batch export --queue "$R/out" >"$T/o.jsonl"
+check "each body is a file on the worker, its path recorded" python3 - "$T/o.jsonl" "$T/bodies" <<'PY'
+import json, os, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+d = os.path.realpath(sys.argv[2])
+ok = all(r["file"] and os.path.dirname(r["file"]) == d and os.path.getsize(r["file"]) > 0
+         and "body" not in r for r in rows)
+sys.exit(0 if len(rows) == 3 and ok else 1)
+PY
+serve_stop "$SRV_PID" || true
+
 # ---- refusals ------------------------------------------------------------------------------
 echo "http://127.0.0.1:9/x?api_key=hunter2" >"$T/secret.txt"
 expect_exit "a URL with a secret is refused" 5 "$S" batch --queue "$R/sec" "$T/secret.txt"
