@@ -177,6 +177,7 @@ static int src_claim(void *ctx, int max, stg_job *out, int *n, bool *more)
         (*n)++;
     }
     s->stats.claimed += *n;
+    STG_ASSERT(s->n_tr >= (size_t)*n); /* every job handed out is tracked */
     free(qj);
     if (*n == 0) {
         s->next_claim_us = now + s->poll_us;

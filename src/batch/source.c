@@ -20,8 +20,11 @@
 int stg__batch_src_claim(stg_batch *b, int max, stg_job *out, int *n, bool *more)
 {
     *n = 0;
-    if (b->source)
-        return b->source->claim(b->source->ctx, max, out, n, more);
+    if (b->source) {
+        int rc = b->source->claim(b->source->ctx, max, out, n, more);
+        STG_ASSERT(*n >= 0 && *n <= max);
+        return rc;
+    }
     int rc = stg_store_claim(b->store, max, b->run_id, stg_store_now_ms(), out, n);
     /* Nothing becomes pending during a run, except at a stop. */
     *more = rc == STG_OK && *n == max;

@@ -271,6 +271,7 @@ int stg_queue_claim(stg_queue *q, int max, stg_queue_job *out, int *n, int *to_r
             break; /* left delivered: taken again after claim_idle_us */
         (*n)++;
     }
+    STG_ASSERT(*n <= max); /* the script returns at most max (checked above) */
     if (to_review)
         *to_review = (int)rev;
     if (counts)
