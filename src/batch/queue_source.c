@@ -50,6 +50,9 @@ struct stg_batch_queue {
     const stg_shared_limiter *inner;
     tracked *tr;
     size_t n_tr, cap_tr;
+    stg_queue_job *pre;      /* claimed ahead, not yet handed out (FIFO) */
+    size_t n_pre, cap_pre;
+    int prefetch;            /* how many to claim ahead; -1: as many as asked */
     kept *kp;
     size_t n_kp, cap_kp;
     hold *holds;
@@ -138,20 +141,48 @@ static int64_t ended_of(const stg_queue_counts *c)
            c->n[STG_QUEUE_REVIEW];
 }
 
+/* Hand buffered jobs to the runner, oldest first. */
+static bool hand_out(stg_batch_queue *s, int max, stg_job *out, int *n, int64_t now)
+{
+    size_t k = 0;
+    while (*n < max && k < s->n_pre) {
+        if (!track(s, &s->pre[k], now))
+            return false;
+        to_job(&s->pre[k], &out[*n]);
+        stg_queue_job_clear(&s->pre[k]);
+        (*n)++;
+        k++;
+    }
+    if (k) {
+        memmove(s->pre, s->pre + k, (s->n_pre - k) * sizeof *s->pre);
+        s->n_pre -= k;
+    }
+    s->stats.claimed += (int64_t)k;
+    return true;
+}
+
 static int src_claim(void *ctx, int max, stg_job *out, int *n, bool *more)
 {
     stg_batch_queue *s = ctx;
     *n = 0;
     *more = true;
     int64_t now = mono_us();
-    if (s->n_kp || now < s->next_claim_us)
-        return STG_OK; /* reporting first; or an empty poll just now */
-    stg_queue_job *qj = calloc((size_t)max, sizeof *qj);
+    if (s->n_kp)
+        return STG_OK; /* reporting first */
+    if (!s->down_since_us && !hand_out(s, max, out, n, now))
+        return STG_ENOMEM;
+    if (*n == max || now < s->next_claim_us)
+        return STG_OK; /* all from the buffer; or an empty poll just now */
+    if (s->prefetch < 0)
+        s->prefetch = max; /* claim ahead as many as the slots */
+    int room = s->prefetch - (int)s->n_pre;
+    int want = (max - *n) + (room > 0 ? room : 0);
+    stg_queue_job *qj = calloc((size_t)want, sizeof *qj);
     if (!qj)
         return STG_ENOMEM;
     int got = 0, rev = 0;
     stg_queue_counts c;
-    int rc = stg_queue_claim(s->q, max, qj, &got, &rev, &c);
+    int rc = stg_queue_claim(s->q, want, qj, &got, &rev, &c);
     if (rc == STG_EUNAVAIL) {
         went_down(s, now);
         s->next_claim_us = now + s->poll_us;
@@ -166,19 +197,27 @@ static int src_claim(void *ctx, int max, stg_job *out, int *n, bool *more)
     s->down_since_us = 0;
     s->counts = c;
     s->stats.to_review += rev;
-    for (int i = 0; i < got; i++) {
-        if (!track(s, &qj[i], now)) {
-            for (int k = i; k < got; k++)
-                stg_queue_job_clear(&qj[k]);
-            break; /* left delivered: another worker takes them later */
+    /* Into the buffer behind what is there, then out of it in order. */
+    if (s->n_pre + (size_t)got > s->cap_pre) {
+        size_t cap = s->n_pre + (size_t)got + 16;
+        stg_queue_job *p = realloc(s->pre, cap * sizeof *p);
+        if (!p) {
+            for (int i = 0; i < got; i++)
+                stg_queue_job_clear(&qj[i]); /* left delivered: taken later */
+            free(qj);
+            return STG_ENOMEM;
         }
-        to_job(&qj[i], &out[*n]);
-        stg_queue_job_clear(&qj[i]);
-        (*n)++;
+        s->pre = p;
+        s->cap_pre = cap;
     }
-    s->stats.claimed += *n;
-    STG_ASSERT(s->n_tr >= (size_t)*n); /* every job handed out is tracked */
+    if (got) {
+        memcpy(s->pre + s->n_pre, qj, (size_t)got * sizeof *qj);
+        s->n_pre += (size_t)got;
+    }
     free(qj);
+    if (!hand_out(s, max, out, n, now))
+        return STG_ENOMEM;
+    STG_ASSERT(s->n_tr >= (size_t)*n); /* every job handed out is tracked */
     if (*n == 0) {
         s->next_claim_us = now + s->poll_us;
         *more = s->follow || c.total == 0 || ended_of(&c) < c.total;
@@ -498,6 +537,7 @@ stg_batch_queue *stg_batch_queue_new(const stg_batch_queue_config *cfg)
     s->outage_us = cfg->outage_us > 0 ? cfg->outage_us : STG_SEC(30);
     s->poll_us = cfg->poll_us > 0 ? cfg->poll_us : STG_MS(200);
     s->hold_refresh_us = cfg->hold_refresh_us > 0 ? cfg->hold_refresh_us : STG_SEC(1);
+    s->prefetch = cfg->prefetch > 0 ? cfg->prefetch : cfg->prefetch < 0 ? 0 : -1;
     s->src = (stg_batch_source){.ctx = s,
                                 .claim = src_claim,
                                 .mark_sent = src_mark_sent,
@@ -517,6 +557,9 @@ void stg_batch_queue_free(stg_batch_queue *s)
     for (size_t i = 0; i < s->n_kp; i++)
         kept_free(&s->kp[i]);
     free(s->kp);
+    for (size_t i = 0; i < s->n_pre; i++)
+        stg_queue_job_clear(&s->pre[i]);
+    free(s->pre);
     free(s->tr);
     free(s->holds);
     free(s);
@@ -535,6 +578,23 @@ void stg_batch_queue_stats_get(const stg_batch_queue *s, stg_batch_queue_stats *
 void stg_batch_queue_counts(const stg_batch_queue *s, stg_queue_counts *c)
 {
     *c = s->counts;
+}
+
+int stg_batch_queue_release(stg_batch_queue *s)
+{
+    int back = 0;
+    size_t i = 0;
+    for (; i < s->n_pre; i++) {
+        stg_queue_outcome o = {.state = STG_QUEUE_PENDING};
+        bool rec = false;
+        if (stg_queue_finish(s->q, &s->pre[i], &o, &rec) != STG_OK)
+            break; /* Redis away: the rest wait for --claim-idle */
+        back += rec;
+    }
+    for (size_t k = 0; k < s->n_pre; k++)
+        stg_queue_job_clear(&s->pre[k]);
+    s->n_pre = 0;
+    return back;
 }
 
 size_t stg_batch_queue_kept(const stg_batch_queue *s)

@@ -14,6 +14,9 @@
  *    cause LIMITER, exit 6): what was kept is not written, so those jobs
  *    stay unacknowledged in Redis and another worker runs them after
  *    --claim-idle (review if not replay-safe and sent). Nothing is lost.
+ *  - Jobs claimed ahead (prefetch) are never sent before the runner takes
+ *    them; they are handed out only while Redis answers, and given back
+ *    at the end (stg_batch_queue_release).
  *  - The wrapper never admits a send the inner limiter did not: while the
  *    limiter's Redis is away it answers "not yet" (the engine asks again),
  *    and a held host gets "not yet" until its instant.
@@ -33,6 +36,9 @@ typedef struct stg_batch_queue_config {
     int64_t outage_us;     /* give up after Redis was away this long; 0: 30 s */
     int64_t poll_us;       /* fewest us between empty claims; 0: 200 ms */
     int64_t hold_refresh_us; /* re-read a host's "not before" this often; 0: 1 s */
+    int prefetch;          /* jobs claimed ahead of the free slots, so that most
+                              refills cost no round trip; 0: as many as the
+                              slots; < 0: none. Given back by _release */
     const char *out_dir;   /* the runner's out_dir: a body's file is recorded as
                               "out_dir/NAME" (the path on this worker); not copied */
 } stg_batch_queue_config;
@@ -56,6 +62,10 @@ const stg_shared_limiter *stg_batch_queue_limiter(stg_batch_queue *s,
 void stg_batch_queue_stats_get(const stg_batch_queue *s, stg_batch_queue_stats *st);
 /* The counts last read from the queue. */
 void stg_batch_queue_counts(const stg_batch_queue *s, stg_queue_counts *c);
+/* After the run: give the jobs claimed ahead back to the queue (others take
+ * them at once). Returns how many; those left (Redis away) wait for
+ * --claim-idle. */
+int stg_batch_queue_release(stg_batch_queue *s);
 /* Outcomes kept, not yet written (an outage). */
 size_t stg_batch_queue_kept(const stg_batch_queue *s);
 

@@ -693,6 +693,7 @@ int batch_queue_run(const batch_opts *o_in)
     signal(SIGTERM, SIG_DFL);
     stg_batch_summary sum;
     stg_batch_end(b, &sum);
+    stg_batch_queue_release(qs); /* the jobs claimed ahead: back to the queue */
     ex = verdict(&sum, sig, o.quiet);
     stg_batch_free(b, ex);
     b = NULL;
