@@ -1,4 +1,4 @@
-#!/bin/sh
+#!/bin/bash
 # bench_queue.sh BUILD_DIR: the work queue on Redis Streams (docs/queue.md)
 # against a server limited to 200 requests/s whose every answer takes
 # 100 ms (`stagger serve --rate 200 --burst 20 --latency 100ms`), JOBS jobs
@@ -63,7 +63,7 @@ run() { # run NAME WORKERS
   PORT=""
   i=0
   while [ -z "$PORT" ] && [ $i -lt 200 ]; do
-    PORT=$(sed -n 's|^listening on http://127\.0\.0\.1:\([0-9]*\)$|\1|p' "$T/$name.srv")
+    PORT=$(sed -n 's|^listening on http://127\.0\.0\.1:\([0-9]*\)$|\1|p' "$T/$name.srv" 2>/dev/null)
     sleep 0.05; i=$((i + 1))
   done
   seq -f "http://127.0.0.1:$PORT/item/%g" 1 "$N" >"$T/$name.txt"

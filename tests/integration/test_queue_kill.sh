@@ -60,7 +60,7 @@ done
 t1=$(redis_time)
 serve_stop "$SPID" || true
 
-loaded=$(cat "$T/w1.err" "$T/w2.err" | sed -n 's/.*: \([0-9]*\) jobs loaded into queue.*/\1/p' | paste -sd+ | bc)
+loaded=$(cat "$T/w1.err" "$T/w2.err" | sed -n 's/.*: \([0-9]*\) jobs loaded into queue.*/\1/p' | awk '{ s += $1 } END { print s }')
 check "two loaders at once added every job once: $loaded" [ "$loaded" = $N ]
 check "the stream holds each job once" [ "$(redis-cli -p "$RPORT" XLEN 'stagger:q:{kill}:jobs')" = $N ]
 "$S" batch export --queue "$Q" >"$T/export.jsonl"
