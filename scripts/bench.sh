@@ -380,7 +380,7 @@ primitives() {
         fi
     done
     [ "$QUICK" = 1 ] && return 0
-    for s in bench_serve bench_batch bench_redis bench_tls bench_dialects bench_proxy; do
+    for s in bench_serve bench_batch bench_redis bench_tls bench_dialects bench_proxy bench_queue; do
         if [ -f "$ROOT/bench/$s.sh" ]; then
             log "running bench/$s.sh"
             set +e

@@ -24,7 +24,9 @@
  * submit.c (claim and submit), finish.c (the done callback's commit, the
  * sent-mark, stops), outcome.c (state_for: reason -> job state, the error
  * line), body.c (response bodies under out_dir), counts.c (jobs per state,
- * kept in memory beside the store's); internal.h holds the handle.
+ * kept in memory beside the store's), source.c (the job source seam: the
+ * store, or a stg_batch_source), queue_source.c (the Redis work queue as a
+ * source); internal.h holds the handle.
  *
  * Job states and transitions: see store.h. The runner adds:
  *  - claim (pending -> inflight) is committed before the job is handed to
@@ -50,6 +52,34 @@
 
 typedef struct stg_batch stg_batch;
 
+/* Where the jobs come from and their outcomes go, when not the store: the
+ * seam a work queue (queue_source.h) plugs into. The runner calls these on
+ * its thread only. With a source the store is not used at all (no
+ * recovery, no run rows): the source keeps its own durable state.
+ *
+ * Codes: STG_OK; STG_EUNAVAIL (the backend is away: the run stops with
+ * cause LIMITER, nothing it could not record is lost, the source says
+ * why); anything else: a failing backend (cause STORE). */
+typedef struct stg_batch_source {
+    void *ctx;
+    /* Up to max jobs into out[0..*n) (each owned by the runner, cleared
+     * with stg_job_clear). *more: false once nothing more will come. */
+    int (*claim)(void *ctx, int max, stg_job *out, int *n, bool *more);
+    /* A job that is not replay-safe is about to be sent (before it can). */
+    int (*mark_sent)(void *ctx, const stg_job *j);
+    /* The job's end (PENDING: give it back). May keep it to write later
+     * (an outage): STG_OK then too. */
+    int (*finish)(void *ctx, const stg_job *j, const stg_job_outcome *o);
+    /* Jobs per state for the progress (may be cached). */
+    void (*counts)(void *ctx, int64_t n[STG_JOB_NSTATES]);
+    /* Once per step: flush what finish kept; STG_EUNAVAIL once the outage
+     * lasted too long. May be NULL. */
+    int (*tick)(void *ctx);
+    /* Every engine event, after the runner's own handling. May be NULL. */
+    void (*on_event)(void *ctx, const stg_event *ev);
+    const char *(*errmsg)(void *ctx);
+} stg_batch_source;
+
 typedef struct stg_batch_config {
     stg_store *store;          /* open (exclusive), holding the job set; not owned */
     const stg_job_set *set;    /* the parsed input, for jobs whose secrets are not
@@ -74,6 +104,10 @@ typedef struct stg_batch_config {
                                   database; must exist. Not copied */
     bool retry_deferred;       /* at start: deferred -> pending */
     bool retry_review;         /* at start: review -> pending */
+    const stg_batch_source *source; /* NULL: the store; else jobs from and
+                                  outcomes to the source (store may be NULL;
+                                  set, secrets, cursor, retry_* unused).
+                                  Not owned; must outlive the batch */
 } stg_batch_config;
 
 /* What stg_batch_new found and did before the run. */
@@ -147,6 +181,10 @@ bool stg_batch_step(stg_batch *b, int64_t timeout_us);
  * async-signal-safe: from a signal handler set a flag, call this from the
  * loop. */
 void stg_batch_stop(stg_batch *b);
+
+/* Drain: no new claims; what is in flight finishes and is recorded, then
+ * the run ends (cause DRAINED). Same calling rules as stg_batch_stop. */
+void stg_batch_drain(stg_batch *b);
 
 /* The current numbers. Cheap; call it every pass if needed. */
 void stg_batch_progress_get(const stg_batch *b, stg_batch_progress *p);

@@ -35,7 +35,7 @@ void stg__batch_stop_for(stg_batch *b, stg_batch_stop_cause cause, const char *f
 
 void stg__batch_store_failed(stg_batch *b)
 {
-    stg__batch_stop_for(b, STG_BATCH_STORE, "%s", stg_store_errmsg(b->store));
+    stg__batch_stop_for(b, STG_BATCH_STORE, "%s", stg__batch_src_errmsg(b));
 }
 
 void stg__batch_release(stg_batch *b, stg_batch_slot *sl)
@@ -53,12 +53,19 @@ void stg__batch_commit(stg_batch *b, stg_batch_slot *sl, stg_job_outcome *o)
 {
     if (b->store_failed)
         return; /* stays inflight: the next open recovers it */
-    o->run_id = b->run_id;
-    if (stg_store_finish(b->store, sl->job.id, o, stg_store_now_ms()) != STG_OK) {
+    int rc = stg__batch_src_finish(b, &sl->job, o);
+    if (rc == STG_EUNAVAIL) {
+        /* The source is away and kept nothing: the job stays where it is
+         * there (a queue gives it to another worker). */
+        stg__batch_stop_for(b, STG_BATCH_LIMITER, "%s", stg__batch_src_errmsg(b));
+        return;
+    }
+    if (rc != STG_OK) {
         stg__batch_store_failed(b);
         return;
     }
-    stg__batch_counts_move(&b->counts, STG_JOB_INFLIGHT, o->state);
+    if (!b->source)
+        stg__batch_counts_move(&b->counts, STG_JOB_INFLIGHT, o->state);
     if (o->state != STG_JOB_PENDING)
         b->finished++;
 }
@@ -160,16 +167,28 @@ void stg__batch_on_event(const stg_event *ev, void *data)
     if (sl && ev->type == STG_EVENT_ATTEMPT_START) {
         if (!sl->sent && !sl->job.replay_safe && !b->store_failed) {
             /* Committed before the engine goes on to send it. */
-            if (stg_store_mark_sent(b->store, sl->job.id, b->run_id) == STG_OK)
+            int rc = stg__batch_src_mark_sent(b, &sl->job);
+            if (rc == STG_OK && !b->source) {
                 sl->committed = 1;
-            else
+            } else if (rc == STG_EUNAVAIL) {
+                /* Not recorded: the run stops, and the engine sends only
+                 * in a later pass, so the cancel comes first and the job
+                 * was never sent: it goes back, not to review. */
+                stg__batch_stop_for(b, STG_BATCH_LIMITER, "%s", stg__batch_src_errmsg(b));
+                if (b->user_event)
+                    b->user_event(ev, b->user_event_data);
+                return;
+            } else if (rc != STG_OK) {
                 stg__batch_store_failed(b);
+            }
         }
         sl->sent = true;
     } else if (sl && ev->type == STG_EVENT_ATTEMPT_END) {
         sl->n429 += ev->status == 429;
         sl->n503 += ev->status == 503;
     }
+    if (b->source && b->source->on_event)
+        b->source->on_event(b->source->ctx, ev);
     if (b->user_event)
         b->user_event(ev, b->user_event_data);
 }

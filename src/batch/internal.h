@@ -57,6 +57,7 @@ typedef struct stg_batch_slot {
 
 struct stg_batch {
     stg_store *store;
+    const stg_batch_source *source; /* NULL: the store */
     const stg_job_set *set;
     const stg_input_secrets *secrets;
     stg_input_cursor *cursor;
@@ -94,6 +95,14 @@ void stg__batch_release(stg_batch *b, stg_batch_slot *sl);
 /* The engine's callbacks (finish.c). */
 void stg__batch_on_done(stg_engine *e, uint64_t id, const stg_result *res, void *data);
 void stg__batch_on_event(const stg_event *ev, void *data);
+/* The job source seam (source.c): the store, or b->source. The counts
+ * follow a committed move only with the store (a source's counts are the
+ * whole queue's, read back: source_counts). */
+int stg__batch_src_claim(stg_batch *b, int max, stg_job *out, int *n, bool *more);
+int stg__batch_src_finish(stg_batch *b, const stg_job *j, stg_job_outcome *o);
+int stg__batch_src_mark_sent(stg_batch *b, const stg_job *j);
+const char *stg__batch_src_errmsg(stg_batch *b);
+void stg__batch_src_counts(stg_batch *b);
 /* Claim pending jobs for the free slots and submit them (submit.c). */
 void stg__batch_refill(stg_batch *b);
 

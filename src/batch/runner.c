@@ -94,7 +94,7 @@ int stg_batch_new(const stg_batch_config *cfg, stg_batch **out, stg_batch_start 
         *out = NULL;
     if (err && errlen)
         err[0] = '\0';
-    if (!cfg || !cfg->store || !out || (cfg->n_headers && !cfg->headers) ||
+    if (!cfg || (!cfg->store && !cfg->source) || !out || (cfg->n_headers && !cfg->headers) ||
         cfg->engine.concurrency < 0) {
         if (err && errlen)
             snprintf(err, errlen, "bad batch configuration");
@@ -104,6 +104,7 @@ int stg_batch_new(const stg_batch_config *cfg, stg_batch **out, stg_batch_start 
     if (!b)
         return fail_new(NULL, STG_ENOMEM, err, errlen, "out of memory");
     b->store = cfg->store;
+    b->source = cfg->source;
     b->set = cfg->set;
     b->secrets = cfg->secrets;
     b->cursor = cfg->cursor;
@@ -124,7 +125,10 @@ int stg_batch_new(const stg_batch_config *cfg, stg_batch **out, stg_batch_start 
         mask |= 1u << STG_JOB_DEFERRED;
     if (cfg->retry_review)
         mask |= 1u << STG_JOB_REVIEW;
-    if (!cfg->set && !cfg->secrets && !cfg->cursor) {
+    if (b->source) {
+        stg__batch_src_counts(b); /* the queue's: jobs live there */
+        st->total = b->counts.total;
+    } else if (!cfg->set && !cfg->secrets && !cfg->cursor) {
         if (stg_store_count_needs_input(b->store, mask, &st->needs_input) != STG_OK)
             return fail_new(b, STG_EDB, err, errlen, stg_store_errmsg(b->store));
         if (st->needs_input) {
@@ -135,7 +139,7 @@ int stg_batch_new(const stg_batch_config *cfg, stg_batch **out, stg_batch_start 
             return fail_new(b, STG_ESTATE, err, errlen, msg);
         }
     }
-    if (start_store(b, cfg, st) != STG_OK)
+    if (!b->source && start_store(b, cfg, st) != STG_OK)
         return fail_new(b, STG_EDB, err, errlen, stg_store_errmsg(b->store));
 
     stg_engine_config ec = cfg->engine;
@@ -150,7 +154,7 @@ int stg_batch_new(const stg_batch_config *cfg, stg_batch **out, stg_batch_start 
         snprintf(msg, sizeof msg, "cannot start the HTTP engine: %s", stg_strerror(eerr));
         return fail_new(b, eerr == STG_EINVAL ? STG_EINVAL : STG_ENOMEM, err, errlen, msg);
     }
-    if (stg_store_run_begin(b->store, stg_store_now_ms(), &b->run_id) != STG_OK)
+    if (!b->source && stg_store_run_begin(b->store, stg_store_now_ms(), &b->run_id) != STG_OK)
         return fail_new(b, STG_EDB, err, errlen, stg_store_errmsg(b->store));
     *out = b;
     return STG_OK;
@@ -165,6 +169,12 @@ void stg_batch_stop(stg_batch *b)
         b->cause = STG_BATCH_STOPPED;
 }
 
+void stg_batch_drain(stg_batch *b)
+{
+    if (b)
+        b->drained = true; /* refill claims nothing more; step ends at active == 0 */
+}
+
 bool stg_batch_step(stg_batch *b, int64_t timeout_us)
 {
     if (b->ended)
@@ -172,6 +182,12 @@ bool stg_batch_step(stg_batch *b, int64_t timeout_us)
     if (b->stopping && !b->cancelled && b->active > 0) {
         b->cancelled = true;
         stg_engine_cancel_all(b->engine); /* done callbacks put the jobs back */
+    }
+    if (b->source && b->source->tick && !b->stopping) {
+        int trc = b->source->tick(b->source->ctx);
+        if (trc != STG_OK)
+            stg__batch_stop_for(b, trc == STG_EUNAVAIL ? STG_BATCH_LIMITER : STG_BATCH_STORE,
+                                "%s", stg__batch_src_errmsg(b));
     }
     stg__batch_refill(b);
     if (b->stopping && !b->cancelled && b->active > 0) {
@@ -186,7 +202,10 @@ bool stg_batch_step(stg_batch *b, int64_t timeout_us)
     }
     stg_engine_run(b->engine, timeout_us);
     int64_t now = mono_us();
-    if (now >= b->next_save_us && !b->store_failed) {
+    if (now >= b->next_save_us && b->source) {
+        stg__batch_src_counts(b); /* the whole queue, for the progress */
+        b->next_save_us = now + STG_MS(500);
+    } else if (now >= b->next_save_us && !b->store_failed) {
         /* The wall time, so a killed run still has one; the counters are
          * committed with the outcomes. A failure here is not fatal: the
          * next outcome's commit says what is wrong. */
@@ -229,6 +248,11 @@ int stg_batch_end(stg_batch *b, stg_batch_summary *s)
         s->counts = b->counts;
         return STG_EDB;
     }
+    if (b->source) {
+        stg__batch_src_counts(b); /* read back: what the queue holds now */
+        s->counts = b->counts;
+        return STG_OK;
+    }
     /* Every request ended and its outcome is committed: nothing of this run
      * is inflight. A job still so (a bug, or an edit) is put back. */
     int back = 0, review = 0;
@@ -262,7 +286,7 @@ void stg_batch_free(stg_batch *b, int exit_code)
      * with a failed store, leave them inflight for the next open). */
     stg_engine_free(b->engine);
     b->engine = NULL;
-    if (b->run_id > 0) {
+    if (b->run_id > 0 && !b->source) {
         stg_run_stats rs = {.wall_ms = (mono_us() - b->start_us) / 1000, .exit_code = exit_code};
         (void)stg_store_run_update(b->store, b->run_id, &rs); /* the counters are in already */
     }

@@ -162,15 +162,20 @@ void stg__batch_refill(stg_batch *b)
         return;
     }
     int got = 0;
-    if (stg_store_claim(b->store, free_n, b->run_id, stg_store_now_ms(), jobs, &got) != STG_OK) {
-        stg__batch_store_failed(b);
+    bool more = false;
+    int rc = stg__batch_src_claim(b, free_n, jobs, &got, &more);
+    if (rc != STG_OK) {
+        if (rc == STG_EUNAVAIL)
+            stg__batch_stop_for(b, STG_BATCH_LIMITER, "%s", stg__batch_src_errmsg(b));
+        else
+            stg__batch_store_failed(b);
         free(jobs);
         return;
     }
-    STG_ASSERT(got <= free_n && got <= b->counts.n[STG_JOB_PENDING]);
-    if (got < free_n)
-        b->drained = true; /* nothing becomes pending during a run, except at a stop */
-    for (int i = 0; i < got; i++)
+    STG_ASSERT(got <= free_n && (b->source || got <= b->counts.n[STG_JOB_PENDING]));
+    if (!more)
+        b->drained = true;
+    for (int i = 0; i < got && !b->source; i++)
         stg__batch_counts_move(&b->counts, STG_JOB_PENDING, STG_JOB_INFLIGHT);
     int k = 0;
     for (int i = 0; i < b->nslots && k < got; i++) {

@@ -67,6 +67,7 @@ static int open_ro(const char *db, int64_t busy_us, stg_store **s)
 
 typedef struct ro_opts {
     const char *db, *input;
+    const char *queue; /* --queue URL: read the work queue instead */
     bool json, bad_lines;
     int64_t busy;
     const char *out_path;
@@ -139,6 +140,8 @@ static const cli_opt report_table[] = {
      "the database (default INPUT.stagger.db, or\nstagger-batch.db without INPUT)", R(db), NULL,
      NULL, 0, NULL},
     {CLI_FLAG, "json", 0, NULL, "the report as JSON", R(json), NULL, NULL, 0, NULL},
+    {CLI_STRING, "queue", 0, "URL", "report on the work queue at URL instead (see QUEUE)",
+     R(queue), NULL, NULL, 0, NULL},
     {CLI_FLAG, "bad-lines", 0, NULL, "also list the input lines that were skipped", R(bad_lines),
      NULL, NULL, 0, NULL},
     {CLI_FN, "busy-timeout", 0, "D", "wait this long for a locked database (default 0)", R(busy),
@@ -161,6 +164,8 @@ static const cli_opt export_table[] = {
      "only jobs in these states: pending, inflight, done,\nfailed, deferred, review",
      R(eo.state_mask), opt_state, NULL, 0, NULL},
     {CLI_FLAG, "bodies", 0, NULL, "include the response bodies", R(eo.bodies), NULL, NULL, 0, NULL},
+    {CLI_STRING, "queue", 0, "URL", "export the work queue at URL instead (see QUEUE)",
+     R(queue), NULL, NULL, 0, NULL},
     {CLI_FN, "busy-timeout", 0, "D", "wait this long for a locked database (default 0)", R(busy),
      opt_busy_any, NULL, 0, NULL},
     CLI_OPT_HELP_ENTRY,
@@ -198,6 +203,8 @@ static int cmd_report(int argc, char **argv)
     int prc = cli_parse(&parser, argc, argv);
     if (prc >= 0)
         return prc;
+    if (ro.queue)
+        return batch_queue_report(ro.queue, ro.json);
     char *owned;
     if ((prc = ro_db(&ro, &owned)) != 0)
         return prc;
@@ -237,6 +244,9 @@ static int cmd_export(int argc, char **argv)
     int prc = cli_parse(&parser, argc, argv);
     if (prc >= 0)
         return prc;
+    if (ro.queue)
+        return batch_queue_export(ro.queue, (int)ro.eo.format, ro.eo.state_mask, ro.eo.bodies,
+                                  ro.out_path);
     char *owned;
     if ((prc = ro_db(&ro, &owned)) != 0)
         return prc;
@@ -488,6 +498,8 @@ static const cli_opt run_table[] = {
      B(limiter.share_breaker), NULL, NULL, 0, NULL},
     {.kind = CLI_HEADING, .help = "TLS (https://)"},
     {.kind = CLI_GROUP, .group = cli_tls_opts, .off = B(tls), .man = "stagger-fetch(1)"},
+    {.kind = CLI_HEADING, .help = "Work queue (many machines, see QUEUE)"},
+    {.kind = CLI_GROUP, .group = cli_batch_queue_opts, .off = B(queue)},
     {.kind = CLI_HEADING, .help = "Retry policy"},
     {.kind = CLI_GROUP, .group = cli_policy_all_opts, .off = B(policy), .man = "stagger-fetch(1)"},
     {.kind = CLI_TEXT, .help = cli_durations_help},
@@ -505,6 +517,7 @@ const cli_command cli_batch_command = {
              "       stagger batch [options] --url TEMPLATE KEYS\n"
              "       stagger batch [options] --url TEMPLATE [-d TEMPLATE] FILE.csv\n"
              "       stagger batch [options] --db FILE\n"
+             "       stagger batch [options] --queue URL [INPUT]\n"
              "       stagger batch report [--db FILE | INPUT] [--json] [--bad-lines]\n"
              "       stagger batch export [--db FILE | INPUT] [--format json|jsonl|csv] [-o FILE]\n"
              "                            [--state STATE[,STATE...]] [--bodies]\n"
@@ -564,7 +577,13 @@ static int parse_run(int argc, char **argv, run_opts *ro)
     int erc = cli_engine_opts_check(CMD, &o->eng, &o->limiter);
     if (erc)
         return erc;
-    if (!o->input && !db)
+    if (o->queue.url && db)
+        return cli_usage_error(CMD, "--queue keeps the jobs in Redis: no --db");
+    if (!o->queue.url && (o->queue.follow || o->queue.drain || o->queue.worker ||
+                          o->queue.claim_idle_us || o->queue.max_deliveries || o->queue.wait_us))
+        return cli_usage_error(CMD, "--follow, --drain, --worker, --claim-idle, "
+                                    "--max-deliveries and --queue-wait go with --queue URL");
+    if (!o->input && !db && !o->queue.url)
         return cli_usage_error(CMD, "no input: give a file of URLs, keys or JSONL requests "
                                     "(or --db FILE to resume)");
     if (!o->input && o->in.url_template)

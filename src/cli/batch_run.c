@@ -166,7 +166,7 @@ static void restore_signals(void)
 
 /* The engine part of the configuration; connects the shared limiter.
  * Returns 0 or an exit status (after a message). */
-static int engine_config(const batch_opts *o, stg_engine_config *ec)
+int batch_engine_config(const batch_opts *o, stg_engine_config *ec)
 {
     /* opts are const, the limiter handle lives as long as the run (closed
      * by batch_run). */
@@ -504,6 +504,8 @@ static int metrics_done(const batch_opts *o, const stg_metrics *m)
 
 int batch_run(const batch_opts *o)
 {
+    if (o->queue.url)
+        return batch_queue_run(o); /* the work queue: batch_queue.c */
     stg_input_reader *reader = NULL;
     stg_input_cursor *cursor = NULL;
     stg_input_secrets secrets;
@@ -549,7 +551,7 @@ int batch_run(const batch_opts *o)
         .retry_deferred = o->retry_deferred,
         .retry_review = o->retry_review,
     };
-    if ((ex = engine_config(o, &bc.engine)) != 0)
+    if ((ex = batch_engine_config(o, &bc.engine)) != 0)
         goto out;
     if (o->log_path) {
         /* "-": standard output, as in every Unix tool */

@@ -5,6 +5,7 @@
 #ifndef STAGGER_CLI_BATCH_RUN_H
 #define STAGGER_CLI_BATCH_RUN_H
 
+#include "cli/batch_queue.h"
 #include "cli/exit.h"
 #include "cli/engine_opts.h"
 #include "cli/limiter.h"
@@ -55,7 +56,13 @@ typedef struct batch_opts {
     cli_metrics_opts metrics; /* --metrics-interval, --metrics-listen */
     cli_limiter limiter;      /* --limiter: a limit shared through Redis */
     cli_tls tls;              /* --cacert, --capath, -k, --cert, --key */
+    batch_queue_opts queue;   /* --queue: a work queue in Redis (batch_queue.c) */
 } batch_opts;
+
+/* The engine part of a run's configuration, connecting the shared limiter
+ * (batch_run.c; the queue's run uses it too). 0 or an exit status. */
+struct stg_engine_config;
+int batch_engine_config(const batch_opts *o, struct stg_engine_config *ec);
 
 /* Run (or resume) the batch. Returns the exit status. */
 int batch_run(const batch_opts *o);

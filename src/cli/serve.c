@@ -198,6 +198,16 @@ static int opt_slow_ms(cli_parser *p, const cli_opt *o, void *field, const char 
     return rc;
 }
 
+static int opt_latency(cli_parser *p, const cli_opt *o, void *field, const char *val)
+{
+    (void)o;
+    int64_t d;
+    if (!cli_parse_duration(val, &d) || d > STG_SEC(3600))
+        return cli_opt_bad(p, val, "expected a duration up to 1h, such as 100ms");
+    *(int64_t *)field = d;
+    return 0;
+}
+
 static int opt_seed(cli_parser *p, const cli_opt *o, void *field, const char *val)
 {
     (void)o;
@@ -350,6 +360,8 @@ static const cli_opt serve_table[] = {
      0, NULL},
     {CLI_FN, "slow-body-ms", 0, "N", "time a slow body takes, in ms (default 1000)",
      F(slow_body_us), opt_slow_ms, NULL, 0, NULL},
+    {CLI_FN, "latency", 0, "D", "every answer takes at least D after its request\narrives (default 0)",
+     F(latency_us), opt_latency, NULL, 0, NULL},
     {CLI_FN, "seed", 0, "S", "seed of the fault generator (default 1)", F(seed), opt_seed, NULL, 0,
      NULL},
     {.kind = CLI_HEADING, .help = "Output"},

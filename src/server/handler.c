@@ -37,6 +37,7 @@
 #include "server/internal.h"
 #include "server/retry_after.h"
 #include "server/routes.h"
+#include "server/latency.h"
 #include "server/slowbody.h"
 
 typedef struct srv_req {
@@ -46,6 +47,7 @@ typedef struct srv_req {
     bool decided;       /* counted by outcome and logged */
     bool hung;          /* parked forever: close when resumed */
     bool too_big;       /* the body is over --max-body */
+    bool held;          /* --latency waited already (latency.c) */
     char *body;
     size_t len, cap;
     int64_t wall_us;      /* CLOCK_REALTIME, read with arrival_us */
@@ -217,6 +219,8 @@ static enum MHD_Result decide(stg_srv *s, srv_req *r, struct MHD_Connection *c)
 {
     if (r->stats_path)
         return r->metrics_path ? answer_metrics(s, r, c) : answer_stats(s, r, c);
+    if (srv_latency_hold(s, c, &r->held))
+        return MHD_YES; /* called again once the latency has passed */
     int64_t now = srv_mono_us();
     r->arrival_us = now;
     r->wall_us = srv_wall_us();

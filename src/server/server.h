@@ -80,6 +80,7 @@ typedef struct stg_srv_config {
      * tls_client_ca: mutual TLS, a request whose connection presents no
      * client certificate chaining to this CA gets 403. NULL: plain HTTP. */
     const char *tls_cert, *tls_key, *tls_client_ca;
+    int64_t latency_us;     /* every answer waits this long (latency.c); 0: none */
 } stg_srv_config;
 
 typedef struct stg_srv stg_srv;

@@ -40,6 +40,7 @@
 #endif
 #ifdef STG_ABI_REDIS
 #include <stagger/redis.h>
+#include <stagger/redis/queue.h>
 #endif
 
 #ifdef __cplusplus
@@ -84,7 +85,16 @@
     X(stg_redis_url, 2, 920)            \
     X(stg_redis_breaker_config, 4, 64)  \
     X(stg_redis_limiter_config, 16, 448) \
-    X(stg_redis_stats, 8, 112)
+    X(stg_redis_stats, 8, 112)          \
+    X(stg_queue_config, 8, 128)         \
+    X(stg_queue_spec, 4, 112)           \
+    X(stg_queue_counts, 4, 112)         \
+    X(stg_queue_job, 4, 160)            \
+    X(stg_queue_outcome, 6, 120)        \
+    X(stg_queue_worker_row, 2, 80)      \
+    X(stg_queue_report, 8, 304)         \
+    X(stg_queue_row, 4, 144)            \
+    X(stg_queue_stats, 4, 56)
 
 #if UINTPTR_MAX == UINT64_MAX && defined(__linux__)
 #define STG_ABI_PINNED 1

@@ -1,0 +1,748 @@
+/*
+ * `stagger batch --queue URL [INPUT]`: a worker of the work queue on Redis
+ * Streams (src/redis/queue*.c through src/batch/queue_source.c), loading
+ * INPUT into it first when given; `batch report --queue` and `batch export
+ * --queue` read the queue. This file maps options and prints; the runner,
+ * the states and the protocol are the libraries'.
+ *
+ * Invariants:
+ *  - A job whose URL or headers carry a secret is never loaded: the queue
+ *    is a database other machines read. The whole input is refused (exit
+ *    5) and the message says to give secrets with -H on each worker; -H
+ *    values are never written to Redis.
+ *  - The limit is shared by default: without --limiter (and without --rate
+ *    0) the limiter is the queue's Redis, one key per host, so N workers
+ *    together keep one limit.
+ *  - Redis unreachable at start is exit 6; during the run the worker stops
+ *    claiming, keeps its outcomes until Redis is back, or after --queue-wait
+ *    exits 6 with nothing lost (see queue_source.h).
+ *  - The exit status is the whole queue's (0 all done, 1 some failed, 3
+ *    some deferred, in review or left), as `stagger batch` says of a
+ *    database: a worker that ends has seen every job end.
+ */
+#ifdef STG_HAVE_STORE
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "cli/batch_queue.h"
+#include "cli/batch_run.h"
+#include "cli/cli.h"
+
+#ifdef STG_BATCH_HAVE_QUEUE
+#include <stagger/redis.h>
+#endif
+
+#define CMD "batch"
+
+static int opt_queue(cli_parser *p, const cli_opt *o, void *field, const char *v)
+{
+    (void)o;
+#ifdef STG_BATCH_HAVE_QUEUE
+    stg_redis_url u;
+    const char *why = NULL;
+    if (stg_redis_url_parse(v, &u, &why) != STG_OK || !u.key[0])
+        return cli_opt_bad(p, v, why ? why : "expected redis://[:PASSWORD@]HOST[:PORT]/NAME");
+    ((batch_queue_opts *)field)->url = v;
+    return 0;
+#else
+    (void)field, (void)v;
+    return cli_opt_bad(p, "", "--queue needs Redis support (libhiredis-dev at build time)");
+#endif
+}
+
+static int opt_idle(cli_parser *p, const cli_opt *o, void *field, const char *v)
+{
+    (void)o;
+    int64_t d;
+    if (!cli_parse_duration(v, &d) || d < STG_MS(10))
+        return cli_opt_bad(p, v, "expected a duration of at least 10ms, such as 10m");
+    *(int64_t *)field = d;
+    return 0;
+}
+
+static int opt_deliveries(cli_parser *p, const cli_opt *o, void *field, const char *v)
+{
+    (void)o;
+    long long n;
+    if (!cli_parse_int(v, 1, 1000, &n))
+        return cli_opt_bad(p, v, "expected a whole number from 1 to 1000");
+    *(int *)field = (int)n;
+    return 0;
+}
+
+#define Q(x) offsetof(batch_queue_opts, x)
+const cli_opt cli_batch_queue_opts[] = {
+    {CLI_FN, "queue", 0, "redis://[:PASSWORD@]HOST[:PORT]/NAME",
+     "work on the queue NAME in Redis with any number of\n"
+     "workers on any machines; with INPUT, load it first\n"
+     "(idempotent); the limit is shared there by default",
+     0, opt_queue, NULL, 0, NULL},
+    {CLI_FN, "claim-idle", 0, "D",
+     "take a job from a worker silent this long (default\n6m: longer than a job's deadline)",
+     Q(claim_idle_us), opt_idle, NULL, 0, NULL},
+    {CLI_FN, "max-deliveries", 0, "N", "a job delivered more often goes to review (default 5)",
+     Q(max_deliveries), opt_deliveries, NULL, 0, NULL},
+    {CLI_FLAG, "follow", 0, NULL, "stay and wait for jobs loaded later", Q(follow), NULL, NULL, 0,
+     NULL},
+    {CLI_FLAG, "drain", 0, NULL,
+     "on SIGINT or SIGTERM finish the claimed jobs, then\nleave (a second signal stops at once)",
+     Q(drain), NULL, NULL, 0, NULL},
+    {CLI_STRING, "worker", 0, "NAME", "this worker's name in the queue (default HOST:PID)",
+     Q(worker), NULL, NULL, 0, NULL},
+    {CLI_FN, "queue-wait", 0, "D",
+     "Redis unreachable this long: exit 6, nothing lost\n(default 30s)", Q(wait_us), opt_idle,
+     NULL, 0, NULL},
+    CLI_OPT_END,
+};
+#undef Q
+
+#ifdef STG_BATCH_HAVE_QUEUE
+
+#include <stagger/redis/queue.h>
+
+#include "batch/batch.h"
+#include "batch/queue_source.h"
+
+static volatile sig_atomic_t g_sig;
+
+static void on_signal(int sig)
+{
+    g_sig = sig;
+}
+
+static int64_t mono_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/* The URL for messages (password as ***). */
+static void shown(const char *url, char *buf, size_t len)
+{
+    stg_redis_url u;
+    if (stg_redis_url_parse(url, &u, NULL) == STG_OK)
+        stg_redis_url_format(&u, buf, len);
+    else
+        snprintf(buf, len, "(bad URL)");
+    memset(&u, 0, sizeof u);
+}
+
+static stg_queue *open_queue(const char *url, const batch_queue_opts *qo, int *ex)
+{
+    stg_queue_config c = {.url = url};
+    if (qo) {
+        c.worker = qo->worker;
+        c.claim_idle_us = qo->claim_idle_us;
+        c.max_deliveries = qo->max_deliveries;
+    }
+    int err = 0;
+    char why[512] = "";
+    stg_queue *q = stg_queue_new(&c, &err, why, sizeof why);
+    if (!q) {
+        fprintf(stderr, "stagger batch: queue: %s\n", why);
+        *ex = err == STG_EINVAL ? CLI_EXIT_USAGE : CLI_EXIT_LIMITER;
+    }
+    return q;
+}
+
+/* ---- load ---------------------------------------------------------------- */
+
+#define LOAD_CHUNK 200
+
+static int load_input(const batch_opts *o, stg_queue *q, const char *name)
+{
+    stg_job_set set;
+    char err[800];
+    int rc = stg_input_read_path(o->input, &o->in, &set, err, sizeof err);
+    if (rc != STG_OK) {
+        fprintf(stderr, "stagger batch: %s\n", err);
+        return rc == STG_EINVAL ? CLI_EXIT_USAGE : CLI_EXIT_INPUT;
+    }
+    const char *in_name = strcmp(o->input, "-") ? o->input : "stdin";
+    int ex = -1;
+    for (size_t i = 0; i < set.n_bad && i < 20; i++)
+        fprintf(stderr, "stagger batch: %s:%ld: %s\n", in_name, set.bad[i].line,
+                set.bad[i].message);
+    if (set.n_bad > 20)
+        fprintf(stderr, "stagger batch: ... and %zu more bad lines\n", set.n_bad - 20);
+    if (o->strict && set.n_bad) {
+        fprintf(stderr, "stagger batch: refusing to load: %zu bad input lines (--strict)\n",
+                set.n_bad);
+        ex = CLI_EXIT_INPUT;
+    } else if (set.n == 0) {
+        fprintf(stderr, "stagger batch: %s: no jobs in the input\n", in_name);
+        ex = CLI_EXIT_INPUT;
+    }
+    for (size_t i = 0; ex < 0 && i < set.n; i++)
+        if (set.jobs[i].url_secret || set.jobs[i].headers_secret) {
+            fprintf(stderr,
+                    "stagger batch: %s:%ld: job %s carries a secret in its %s; a queue keeps "
+                    "jobs in Redis, where every worker reads them: give secrets to each worker "
+                    "with -H or --secret-header-env instead (nothing was loaded)\n",
+                    in_name, set.jobs[i].line, set.jobs[i].key,
+                    set.jobs[i].url_secret ? "URL" : "headers");
+            ex = CLI_EXIT_INPUT;
+        }
+    int64_t added = 0;
+    stg_queue_spec *specs = ex < 0 ? calloc(LOAD_CHUNK, sizeof *specs) : NULL;
+    if (ex < 0 && !specs)
+        ex = CLI_EXIT_FAILED;
+    for (size_t i = 0; ex < 0 && i < set.n; i += LOAD_CHUNK) {
+        size_t n = set.n - i < LOAD_CHUNK ? set.n - i : LOAD_CHUNK;
+        for (size_t k = 0; k < n; k++) {
+            const stg_job_spec *j = &set.jobs[i + k];
+            specs[k] = (stg_queue_spec){
+                .id = (int64_t)(i + k + 1),
+                .key = j->key,
+                .method = j->method,
+                .url = j->url,
+                .headers = (const char *const *)j->headers,
+                .n_headers = j->n_headers,
+                .body = j->body,
+                .body_len = j->body_len,
+                .idempotency_key = j->idempotency_key,
+                .replay_safe = stg_store_method_idempotent(j->method) || j->idempotency_key,
+            };
+        }
+        int64_t a = 0;
+        rc = stg_queue_load(q, set.fingerprint, (int64_t)set.n, specs, n, &a);
+        added += a;
+        if (rc != STG_OK) {
+            fprintf(stderr, "stagger batch: loading queue %s: %s\n", name, stg_queue_errmsg(q));
+            ex = rc == STG_ESTATE ? CLI_EXIT_DB : rc == STG_EUNAVAIL ? CLI_EXIT_LIMITER : 1;
+        }
+    }
+    if (ex < 0 && !o->quiet)
+        fprintf(stderr, "stagger batch: %lld jobs loaded into queue %s (%lld were there already)\n",
+                (long long)added, name, (long long)set.n - added);
+    free(specs);
+    stg_job_set_free(&set);
+    return ex;
+}
+
+/* ---- report ---------------------------------------------------------------- */
+
+static int64_t ended(const stg_queue_counts *c)
+{
+    return c->n[STG_QUEUE_DONE] + c->n[STG_QUEUE_FAILED] + c->n[STG_QUEUE_DEFERRED] +
+           c->n[STG_QUEUE_REVIEW];
+}
+
+static void report_text(const stg_queue_report *r, const char *url, FILE *out)
+{
+    const stg_queue_counts *c = &r->counts;
+    fprintf(out, "queue %s (job set %.12s...)\n", url, r->fingerprint);
+    fprintf(out, "jobs        %lld (%lld ended)\n", (long long)c->total, (long long)ended(c));
+    for (int s = STG_QUEUE_DONE; s < STG_QUEUE_NSTATES; s++)
+        fprintf(out, "  %-9s %lld\n", stg_queue_state_name((stg_queue_state)s),
+                (long long)c->n[s]);
+    fprintf(out, "  %-9s %lld\n  %-9s %lld\n", "inflight", (long long)c->n[STG_QUEUE_INFLIGHT],
+            "pending", (long long)c->n[STG_QUEUE_PENDING]);
+    fprintf(out, "attempts    %lld (429: %lld = %.2f%%, 503: %lld)\n", (long long)c->attempts,
+            (long long)c->status_429,
+            c->attempts ? 100.0 * (double)c->status_429 / (double)c->attempts : 0.0,
+            (long long)c->status_503);
+    fprintf(out, "latency     p50 %lld ms, p90 %lld ms, p99 %lld ms, max %lld ms (%lld jobs)\n",
+            (long long)r->lat_p50_ms, (long long)r->lat_p90_ms, (long long)r->lat_p99_ms,
+            (long long)r->lat_max_ms, (long long)r->lat_n);
+    fprintf(out, "workers     %zu\n", r->n_workers);
+    for (size_t i = 0; i < r->n_workers; i++) {
+        const stg_queue_worker_row *w = &r->workers[i];
+        fprintf(out, "  %s: done %lld, failed %lld, deferred %lld, review %lld\n", w->name,
+                (long long)w->n[STG_QUEUE_DONE], (long long)w->n[STG_QUEUE_FAILED],
+                (long long)w->n[STG_QUEUE_DEFERRED], (long long)w->n[STG_QUEUE_REVIEW]);
+    }
+}
+
+static int report_json(const stg_queue_report *r, const char *url, FILE *out)
+{
+    const stg_queue_counts *c = &r->counts;
+    json_t *j = json_object(), *counts = json_object(), *ws = json_array();
+    for (int s = 0; s < STG_QUEUE_NSTATES; s++)
+        json_object_set_new(counts, stg_queue_state_name((stg_queue_state)s),
+                            json_integer(c->n[s]));
+    for (size_t i = 0; i < r->n_workers; i++) {
+        const stg_queue_worker_row *w = &r->workers[i];
+        json_t *o = json_object();
+        json_object_set_new(o, "name", json_string(w->name));
+        for (int s = STG_QUEUE_DONE; s < STG_QUEUE_NSTATES; s++)
+            json_object_set_new(o, stg_queue_state_name((stg_queue_state)s), json_integer(w->n[s]));
+        json_object_set_new(o, "seen_ms", json_integer(w->seen_ms));
+        json_array_append_new(ws, o);
+    }
+    json_t *lat = json_pack("{sIsIsIsIsI}", "n", (json_int_t)r->lat_n, "p50", (json_int_t)r->lat_p50_ms,
+                            "p90", (json_int_t)r->lat_p90_ms, "p99", (json_int_t)r->lat_p99_ms, "max",
+                            (json_int_t)r->lat_max_ms);
+    json_object_set_new(j, "queue", json_string(url));
+    json_object_set_new(j, "fingerprint", json_string(r->fingerprint));
+    json_object_set_new(j, "total", json_integer(c->total));
+    json_object_set_new(j, "ended", json_integer(ended(c)));
+    json_object_set_new(j, "counts", counts);
+    json_object_set_new(j, "attempts", json_integer(c->attempts));
+    json_object_set_new(j, "status_429", json_integer(c->status_429));
+    json_object_set_new(j, "status_503", json_integer(c->status_503));
+    json_object_set_new(j, "share_429",
+                        json_real(c->attempts ? (double)c->status_429 / (double)c->attempts : 0));
+    json_object_set_new(j, "latency_ms", lat);
+    json_object_set_new(j, "workers", ws);
+    int rc = json_dumpf(j, out, JSON_COMPACT);
+    fputc('\n', out);
+    json_decref(j);
+    return rc;
+}
+
+static int print_report(stg_queue *q, const char *url, bool json, FILE *out)
+{
+    stg_queue_report r;
+    int rc = stg_queue_report_get(q, &r);
+    if (rc != STG_OK) {
+        fprintf(stderr, "stagger batch: %s\n", stg_queue_errmsg(q));
+        return rc == STG_ENOTFOUND ? CLI_EXIT_USAGE : CLI_EXIT_LIMITER;
+    }
+    char u[800];
+    shown(url, u, sizeof u);
+    if (json)
+        report_json(&r, u, out);
+    else
+        report_text(&r, u, out);
+    stg_queue_report_free(&r);
+    return fflush(out) == 0 ? CLI_EXIT_OK : CLI_EXIT_FAILED;
+}
+
+int batch_queue_report(const char *url, bool json)
+{
+    int ex = 0;
+    stg_queue *q = open_queue(url, NULL, &ex);
+    if (!q)
+        return ex;
+    ex = print_report(q, url, json, stdout);
+    stg_queue_free(q);
+    return ex;
+}
+
+/* ---- export --------------------------------------------------------------- */
+
+typedef struct exporter {
+    FILE *out;
+    int format; /* STG_EXPORT_JSONL, STG_EXPORT_CSV, STG_EXPORT_JSON (one array) */
+    long rows;  /* written so far: the JSON array's separators */
+} exporter;
+
+static void csv_field(FILE *out, const char *s, size_t len, bool last)
+{
+    if (s && strpbrk(s, ",\"\r\n")) {
+        fputc('"', out);
+        for (size_t i = 0; i < len; i++) {
+            if (s[i] == '"')
+                fputc('"', out);
+            fputc(s[i], out);
+        }
+        fputc('"', out);
+    } else if (s) {
+        fwrite(s, 1, len, out);
+    }
+    fputc(last ? '\n' : ',', out);
+}
+
+static void csv_str(FILE *out, const char *s)
+{
+    csv_field(out, s, s ? strlen(s) : 0, false);
+}
+
+static void csv_int(FILE *out, long long v, bool last)
+{
+    fprintf(out, "%lld%c", v, last ? '\n' : ',');
+}
+
+static char *base64(const char *s, size_t len)
+{
+    static const char tab[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    char *o = malloc(4 * ((len + 2) / 3) + 1), *p = o;
+    for (size_t i = 0; o && i < len; i += 3) {
+        unsigned v = (unsigned char)s[i] << 16 | (i + 1 < len ? (unsigned char)s[i + 1] << 8 : 0) |
+                     (i + 2 < len ? (unsigned char)s[i + 2] : 0);
+        *p++ = tab[v >> 18 & 63];
+        *p++ = tab[v >> 12 & 63];
+        *p++ = i + 1 < len ? tab[v >> 6 & 63] : '=';
+        *p++ = i + 2 < len ? tab[v & 63] : '=';
+    }
+    if (p)
+        *p = '\0';
+    return o;
+}
+
+static void set_str(json_t *o, const char *k, const char *v)
+{
+    json_object_set_new(o, k, v ? json_string(v) : json_null());
+}
+
+static int export_row(void *data, const stg_queue_row *r)
+{
+    exporter *e = data;
+    if (e->format == STG_EXPORT_CSV) {
+        csv_str(e->out, r->key);
+        csv_int(e->out, r->id, false);
+        csv_str(e->out, stg_queue_state_name(r->state));
+        csv_int(e->out, r->status, false);
+        csv_int(e->out, r->attempts, false);
+        csv_int(e->out, r->deliveries, false);
+        csv_str(e->out, r->error);
+        csv_str(e->out, r->reason);
+        csv_str(e->out, r->method);
+        csv_str(e->out, r->url);
+        csv_str(e->out, r->file);
+        csv_str(e->out, r->worker);
+        csv_int(e->out, r->latency_ms, false);
+        if (r->body) {
+            csv_int(e->out, r->finished_ms, false);
+            csv_field(e->out, r->body, r->body_len, true);
+        } else {
+            csv_int(e->out, r->finished_ms, true);
+        }
+        return ferror(e->out) ? -1 : 0;
+    }
+    json_t *o = json_object();
+    set_str(o, "id", r->key);
+    json_object_set_new(o, "job", json_integer(r->id));
+    set_str(o, "state", stg_queue_state_name(r->state));
+    json_object_set_new(o, "status", json_integer(r->status));
+    json_object_set_new(o, "attempts", json_integer(r->attempts));
+    json_object_set_new(o, "deliveries", json_integer(r->deliveries));
+    set_str(o, "error", r->error);
+    set_str(o, "reason", r->reason);
+    set_str(o, "method", r->method);
+    set_str(o, "url", r->url);
+    set_str(o, "file", r->file);
+    set_str(o, "worker", r->worker);
+    json_object_set_new(o, "latency_ms", json_integer(r->latency_ms));
+    json_object_set_new(o, "duration_ms", json_integer(r->latency_ms)); /* the store's name */
+    json_object_set_new(o, "finished_at", r->finished_ms ? json_integer(r->finished_ms) : json_null());
+    if (r->body) {
+        json_t *b = json_stringn(r->body, r->body_len);
+        if (b) {
+            json_object_set_new(o, "body", b);
+        } else {
+            char *enc = base64(r->body, r->body_len);
+            set_str(o, "body_base64", enc);
+            free(enc);
+        }
+    }
+    if (e->format == STG_EXPORT_JSON)
+        fputs(e->rows ? ",\n" : "[\n", e->out);
+    int rc = json_dumpf(o, e->out, JSON_COMPACT);
+    if (e->format != STG_EXPORT_JSON)
+        fputc('\n', e->out);
+    e->rows++;
+    json_decref(o);
+    return rc || ferror(e->out) ? -1 : 0;
+}
+
+int batch_queue_export(const char *url, int format, unsigned state_mask, bool bodies,
+                       const char *out_path)
+{
+    int ex = 0;
+    stg_queue *q = open_queue(url, NULL, &ex);
+    if (!q)
+        return ex;
+    FILE *out = stdout;
+    if (out_path && strcmp(out_path, "-") &&
+        !(out = cli_open_private(out_path, CLI_OPEN_TRUNCATE, NULL))) {
+        perror(out_path);
+        stg_queue_free(q);
+        return CLI_EXIT_FAILED;
+    }
+    exporter e = {.out = out, .format = format};
+    if (format == STG_EXPORT_CSV)
+        fprintf(out, "id,job,state,status,attempts,deliveries,error,reason,method,url,file,"
+                     "worker,latency_ms,finished_at%s\n",
+                bodies ? ",body" : "");
+    int rc = stg_queue_export(q, state_mask, bodies, export_row, &e);
+    if (format == STG_EXPORT_JSON)
+        fputs(e.rows ? "\n]\n" : "[]\n", out);
+    if (rc != STG_OK && rc != -1)
+        fprintf(stderr, "stagger batch: %s\n", stg_queue_errmsg(q));
+    stg_queue_free(q);
+    bool to_stdout = out == stdout;
+    if (to_stdout ? fflush(out) != 0 : fclose(out) != 0)
+        rc = rc == STG_OK ? -1 : rc;
+    if (rc == -1)
+        return CLI_EXIT_FAILED;
+    return rc == STG_OK ? CLI_EXIT_OK : CLI_EXIT_LIMITER;
+}
+
+/* ---- a worker ---------------------------------------------------------------- */
+
+/* The queue URL without its NAME: the limiter's, one key per host. */
+static void limiter_url_of(const char *url, char *buf, size_t len)
+{
+    snprintf(buf, len, "%s", url);
+    char *slash = strrchr(buf, '/');
+    if (slash)
+        slash[1] = '\0';
+}
+
+static void progress(const stg_batch_progress *p, const stg_batch_queue *qs, bool bar,
+                     double rps)
+{
+    const int64_t *c = p->counts.n;
+    int64_t e = stg_batch_counts_ended(&p->counts);
+    stg_batch_queue_stats st;
+    stg_batch_queue_stats_get(qs, &st);
+    fprintf(stderr,
+            "%squeue: %lld/%lld ended (done %lld, failed %lld, deferred %lld, review %lld), "
+            "%lld in flight (%d here), %.1f req/s here%s%s",
+            bar ? "\r" : "batch: ", (long long)e, (long long)p->counts.total,
+            (long long)c[STG_JOB_DONE], (long long)c[STG_JOB_FAILED],
+            (long long)c[STG_JOB_DEFERRED], (long long)c[STG_JOB_REVIEW],
+            (long long)c[STG_JOB_INFLIGHT], p->in_flight, rps,
+            stg_batch_queue_kept(qs) ? ", Redis away: outcomes kept" : "",
+            bar ? "\033[K" : "\n");
+    fflush(stderr);
+}
+
+static void run_loop(const batch_opts *o, stg_batch *b, const stg_batch_queue *qs)
+{
+    enum batch_progress mode = o->quiet ? BATCH_PROGRESS_NONE : o->progress;
+    if (mode == BATCH_PROGRESS_AUTO)
+        mode = isatty(STDERR_FILENO) ? BATCH_PROGRESS_BAR : BATCH_PROGRESS_LINES;
+    int64_t interval = mode == BATCH_PROGRESS_BAR ? STG_MS(200)
+                       : o->progress_interval_us ? o->progress_interval_us
+                                                 : STG_SEC(5);
+    int64_t next = mono_us() + interval, t0 = mono_us();
+    bool draining = false, drawn = false;
+    stg_batch_progress p;
+    for (;;) {
+        if (g_sig && o->queue.drain && !draining) {
+            draining = true;
+            stg_batch_drain(b);
+            if (!o->quiet)
+                fprintf(stderr, "%sstagger batch: draining: finishing the claimed jobs, then "
+                                "leaving (a second signal stops at once)\n",
+                        drawn ? "\n" : "");
+            g_sig = 0;
+        } else if (g_sig) {
+            stg_batch_stop(b);
+        }
+        if (!stg_batch_step(b, STG_MS(100)))
+            break;
+        int64_t now = mono_us();
+        if (mode != BATCH_PROGRESS_NONE && now >= next) {
+            stg_batch_progress_get(b, &p);
+            double dt = (double)(now - t0) / 1e6;
+            progress(&p, qs, mode == BATCH_PROGRESS_BAR, dt > 0 ? (double)p.attempts / dt : 0);
+            drawn = true;
+            next = now + interval;
+        }
+    }
+    if (drawn && mode == BATCH_PROGRESS_BAR)
+        fputc('\n', stderr);
+}
+
+static int verdict(const stg_batch_summary *s, int sig, bool quiet)
+{
+    switch (s->cause) {
+    case STG_BATCH_STORE:
+    case STG_BATCH_BODY:
+        fprintf(stderr, "stagger batch: stopped: %s\n", s->message);
+        return CLI_EXIT_DB;
+    case STG_BATCH_LIMITER:
+        fprintf(stderr, "stagger batch: stopped: %s\n", s->message);
+        return CLI_EXIT_LIMITER;
+    default:
+        break;
+    }
+    if (sig) {
+        if (!quiet)
+            fprintf(stderr, "stagger batch: interrupted; the jobs in flight here go back to the "
+                            "queue\n");
+        return sig == SIGINT ? CLI_EXIT_SIGINT : CLI_EXIT_SIGTERM;
+    }
+    const stg_batch_counts *c = &s->counts;
+    if (stg_batch_counts_left(c) || c->n[STG_JOB_DEFERRED] || c->n[STG_JOB_REVIEW])
+        return CLI_EXIT_LEFT;
+    return c->n[STG_JOB_FAILED] ? CLI_EXIT_FAILED : CLI_EXIT_OK;
+}
+
+static int prepare_out(const char *dir)
+{
+    if (!dir)
+        return -1;
+    struct stat st;
+    if ((mkdir(dir, 0700) != 0 && errno != EEXIST) || stat(dir, &st) != 0 ||
+        !S_ISDIR(st.st_mode)) {
+        fprintf(stderr, "stagger batch: --out %s: %s\n", dir,
+                errno ? strerror(errno) : "not a directory");
+        return CLI_EXIT_DB;
+    }
+    return -1;
+}
+
+/* --claim-idle by default: longer than a job's deadline (and at least
+ * 6 min), so that a slow live worker is not robbed; given shorter, a warning. */
+static void claim_idle_for(batch_opts *o)
+{
+    stg_policy p;
+    int64_t deadline = stg_policy_resolve(&o->policy, &p) == STG_OK ? p.deadline_us : 0;
+    if (!o->queue.claim_idle_us) {
+        int64_t idle = STG_QUEUE_DEFAULT_CLAIM_IDLE_US;
+        if (deadline > 0 && deadline + STG_SEC(60) > idle)
+            idle = deadline + STG_SEC(60);
+        o->queue.claim_idle_us = idle;
+    } else if (deadline > 0 && o->queue.claim_idle_us <= deadline && !o->quiet) {
+        char a[32], d[32];
+        cli_format_duration(o->queue.claim_idle_us, a, sizeof a);
+        cli_format_duration(deadline, d, sizeof d);
+        fprintf(stderr, "stagger batch: warning: --claim-idle %s is not longer than a job's "
+                        "deadline (%s): a slow live worker's jobs may be taken over and sent "
+                        "twice\n", a, d);
+    }
+}
+
+int batch_queue_run(const batch_opts *o_in)
+{
+    batch_opts o = *o_in; /* the limiter may be defaulted to the queue's Redis */
+    char name[800], lim_url[2048];
+    shown(o.queue.url, name, sizeof name);
+    int ex = -1;
+    stg_batch_queue *qs = NULL;
+    stg_batch *b = NULL;
+    FILE *log_file = NULL;
+    stg_logger *logger = NULL;
+    bool limiter_open = false;
+    if (o.retry_deferred || o.retry_review)
+        return cli_usage_error(CMD, "--retry-deferred and --retry-review are for a database; a "
+                                    "queue's jobs end once (export them and load a new queue)");
+    claim_idle_for(&o);
+    stg_queue *q = open_queue(o.queue.url, &o.queue, &ex);
+    if (!q)
+        return ex;
+    if (o.input && (ex = load_input(&o, q, name)) >= 0)
+        goto out;
+    stg_queue_counts c;
+    if (stg_queue_counts_get(q, &c) != STG_OK) {
+        fprintf(stderr, "stagger batch: queue %s: %s\n", name, stg_queue_errmsg(q));
+        ex = CLI_EXIT_LIMITER;
+        goto out;
+    }
+    if (c.total == 0 && !o.queue.follow) {
+        fprintf(stderr, "stagger batch: queue %s holds no jobs: load it with an INPUT (or wait "
+                        "with --follow)\n", name);
+        ex = CLI_EXIT_USAGE;
+        goto out;
+    }
+    if (!o.limiter.url && !(o.eng.rate_given && o.eng.rate == 0)) {
+        limiter_url_of(o.queue.url, lim_url, sizeof lim_url);
+        o.limiter.url = lim_url;
+        o.limiter.url_has_key = false;
+    }
+    if ((ex = prepare_out(o.out_dir)) >= 0)
+        goto out;
+    stg_batch_config bc = {.headers = o.headers, .n_headers = o.n_headers, .out_dir = o.out_dir};
+    limiter_open = true;
+    if ((ex = batch_engine_config(&o, &bc.engine)) != 0)
+        goto out;
+    ex = -1;
+    char out_abs[4096] = "";
+    if (o.out_dir && !realpath(o.out_dir, out_abs))
+        snprintf(out_abs, sizeof out_abs, "%s", o.out_dir);
+    stg_batch_queue_config qc = {.queue = q,
+                                 .follow = o.queue.follow,
+                                 .outage_us = o.queue.wait_us,
+                                 .out_dir = o.out_dir ? out_abs : NULL};
+    if (!(qs = stg_batch_queue_new(&qc))) {
+        ex = CLI_EXIT_FAILED;
+        goto out;
+    }
+    bc.engine.shared = stg_batch_queue_limiter(qs, bc.engine.shared);
+    bc.engine.limiter = STG_LIMITER_NONE; /* the shared one (or none, --rate 0) */
+    bc.source = stg_batch_queue_source(qs);
+    if (o.log_path) {
+        log_file = cli_open_private(o.log_path, CLI_OPEN_APPEND, NULL);
+        if (!log_file || !(logger = stg_logger_new(log_file))) {
+            fprintf(stderr, "stagger batch: --log %s: %s\n", o.log_path, strerror(errno));
+            ex = CLI_EXIT_FAILED;
+            goto out;
+        }
+        bc.engine.on_event = stg_log_event;
+        bc.engine.event_data = logger;
+    }
+    char err[800];
+    stg_batch_start st;
+    if (stg_batch_new(&bc, &b, &st, err, sizeof err) != STG_OK) {
+        fprintf(stderr, "stagger batch: %s\n", err);
+        ex = CLI_EXIT_USAGE;
+        goto out;
+    }
+    if (!o.quiet)
+        fprintf(stderr, "stagger batch: worker %s on queue %s: %lld jobs, %lld ended\n",
+                stg_queue_worker(q), name, (long long)c.total, (long long)ended(&c));
+    g_sig = 0;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sa.sa_flags = SA_RESETHAND; /* a second signal kills: the queue gives the jobs to others */
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    run_loop(&o, b, qs);
+    int sig = o.queue.drain ? 0 : g_sig;
+    signal(SIGINT, SIG_DFL);
+    signal(SIGTERM, SIG_DFL);
+    stg_batch_summary sum;
+    stg_batch_end(b, &sum);
+    stg_batch_queue_release(qs); /* the jobs claimed ahead: back to the queue */
+    ex = verdict(&sum, sig, o.quiet);
+    stg_batch_free(b, ex);
+    b = NULL;
+    if ((!o.quiet || o.json) && ex != CLI_EXIT_LIMITER) {
+        int rex = print_report(q, o.queue.url, o.json, stdout);
+        if (rex != CLI_EXIT_OK && ex == CLI_EXIT_OK)
+            ex = rex;
+    }
+out:
+    stg_batch_free(b, ex);
+    if (limiter_open)
+        cli_limiter_close(&o.limiter);
+    stg_batch_queue_free(qs);
+    stg_logger_free(logger);
+    if (log_file)
+        fclose(log_file);
+    stg_queue_free(q);
+    return ex;
+}
+
+#else /* no Redis: --queue is refused by its option */
+int batch_queue_run(const struct batch_opts *o)
+{
+    (void)o;
+    return CLI_EXIT_USAGE;
+}
+int batch_queue_report(const char *url, bool json)
+{
+    (void)url, (void)json;
+    fprintf(stderr, "stagger batch: --queue needs Redis support\n");
+    return CLI_EXIT_USAGE;
+}
+int batch_queue_export(const char *url, int format, unsigned state_mask, bool bodies,
+                       const char *out_path)
+{
+    (void)url, (void)format, (void)state_mask, (void)bodies, (void)out_path;
+    fprintf(stderr, "stagger batch: --queue needs Redis support\n");
+    return CLI_EXIT_USAGE;
+}
+#endif
+
+#else
+typedef int stg__batch_queue_cli_unused;
+#endif

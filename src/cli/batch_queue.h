@@ -1,0 +1,38 @@
+/*
+ * `stagger batch --queue`: the work queue on Redis Streams from the command
+ * line (batch_queue.c): its options (a group of batch's option table), the
+ * run as a worker (loading INPUT first when given), and `report --queue` /
+ * `export --queue`. Private to src/cli.
+ */
+#ifndef STAGGER_CLI_BATCH_QUEUE_H
+#define STAGGER_CLI_BATCH_QUEUE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "cli/opt.h"
+
+typedef struct batch_queue_opts {
+    const char *url;          /* --queue redis://[:PW@]HOST[:PORT]/NAME; NULL: no queue */
+    int64_t claim_idle_us;    /* --claim-idle; 0: 6 min */
+    int max_deliveries;       /* --max-deliveries; 0: 5 */
+    bool follow;              /* --follow: wait for jobs loaded later */
+    bool drain;               /* --drain: a signal finishes the claimed jobs, then leaves */
+    const char *worker;       /* --worker NAME; NULL: HOST:PID */
+    int64_t wait_us;          /* --queue-wait: Redis away this long: exit 6; 0: 30 s */
+} batch_queue_opts;
+
+/* The options above, a group whose field is the batch_queue_opts. */
+extern const cli_opt cli_batch_queue_opts[];
+
+struct batch_opts;
+/* Run as a worker of o->queue.url (o->input: load it first). Exit status. */
+int batch_queue_run(const struct batch_opts *o);
+
+/* report --queue URL [--json] and export --queue URL: exit status. */
+int batch_queue_report(const char *url, bool json);
+int batch_queue_export(const char *url, int format, unsigned state_mask, bool bodies,
+                       const char *out_path);
+
+#endif

@@ -1,0 +1,437 @@
+/*
+ * The work queue's handle and its one Redis connection: connect (AUTH,
+ * SELECT, SCRIPT LOAD, the consumer group), run commands and scripts
+ * (EVALSHA, reloading on NOSCRIPT), and the reconnect pacing.
+ *
+ * States: connected (ctx != NULL) or not. Any I/O error or timeout drops
+ * the connection; the next call reconnects at once if the last attempt is
+ * older than reconnect_interval_us, otherwise it fails with STG_EUNAVAIL
+ * without touching the network. Nothing is retried inside a call: the
+ * caller (the batch runner) decides what an outage means.
+ *
+ * SIGPIPE: every write is wrapped so that a Redis that went away cannot
+ * kill the process (SIGPIPE blocked in this thread, a pending one consumed
+ * before unblocking: the technique libpq uses, as conn.c does).
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <pthread.h>
+#include <unistd.h>
+
+#include "queue_internal.h"
+#include "util/assert.h"
+
+int64_t stg__queue_mono_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+int64_t stg__queue_wall_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int stg__queue_fail(stg_queue *q, int err, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(q->err, sizeof q->err, fmt, ap);
+    va_end(ap);
+    return err;
+}
+
+bool stg__queue_int(const redisReply *r, long long *out)
+{
+    if (!r)
+        return false;
+    if (r->type == REDIS_REPLY_INTEGER) {
+        *out = r->integer;
+        return true;
+    }
+    if (r->type == REDIS_REPLY_STRING && r->len > 0 && r->len < 24) {
+        char buf[24], *end;
+        memcpy(buf, r->str, r->len);
+        buf[r->len] = '\0';
+        errno = 0;
+        long long v = strtoll(buf, &end, 10);
+        if (errno || *end)
+            return false;
+        *out = v;
+        return true;
+    }
+    return false;
+}
+
+bool stg__queue_counts_from(const redisReply *r, stg_queue_counts *c)
+{
+    memset(c, 0, sizeof *c);
+    long long total, pel;
+    if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != 3 ||
+        !stg__queue_int(r->element[0], &total) || !stg__queue_int(r->element[1], &pel) ||
+        r->element[2]->type != REDIS_REPLY_ARRAY)
+        return false;
+    const redisReply *h = r->element[2];
+    int64_t ended = 0;
+    for (size_t i = 0; i + 1 < h->elements; i += 2) {
+        long long v;
+        const char *f = h->element[i]->str;
+        if (h->element[i]->type != REDIS_REPLY_STRING || !stg__queue_int(h->element[i + 1], &v))
+            return false;
+        if (!strcmp(f, "attempts"))
+            c->attempts = v;
+        else if (!strcmp(f, "s429"))
+            c->status_429 = v;
+        else if (!strcmp(f, "s503"))
+            c->status_503 = v;
+        else
+            for (int s = STG_QUEUE_DONE; s < STG_QUEUE_NSTATES; s++)
+                if (!strcmp(f, stg_queue_state_name((stg_queue_state)s))) {
+                    c->n[s] = v;
+                    ended += v;
+                }
+    }
+    c->total = total;
+    c->n[STG_QUEUE_INFLIGHT] = pel;
+    int64_t pending = total - ended - pel;
+    c->n[STG_QUEUE_PENDING] = pending > 0 ? pending : 0;
+    return true;
+}
+
+const char *stg_queue_state_name(stg_queue_state s)
+{
+    static const char *const names[] = {"pending", "inflight", "done",
+                                        "failed",  "deferred", "review"};
+    return (unsigned)s < STG_QUEUE_NSTATES ? names[s] : "unknown";
+}
+
+/* ---- SIGPIPE guard ------------------------------------------------------ */
+
+static void sigpipe_block(sigset_t *old, bool *was_pending)
+{
+    sigset_t set, pending;
+    sigemptyset(&set);
+    sigaddset(&set, SIGPIPE);
+    sigemptyset(&pending);
+    sigpending(&pending);
+    *was_pending = sigismember(&pending, SIGPIPE) == 1;
+    pthread_sigmask(SIG_BLOCK, &set, old);
+}
+
+static void sigpipe_restore(const sigset_t *old, bool was_pending)
+{
+    if (!was_pending) {
+        sigset_t set, pending;
+        sigemptyset(&set);
+        sigaddset(&set, SIGPIPE);
+        sigemptyset(&pending);
+        sigpending(&pending);
+        if (sigismember(&pending, SIGPIPE) == 1) {
+            struct timespec zero = {0, 0};
+            while (sigtimedwait(&set, NULL, &zero) < 0 && errno == EINTR)
+                ;
+        }
+    }
+    pthread_sigmask(SIG_SETMASK, old, NULL);
+}
+
+static redisReply *raw(redisContext *c, int argc, const char **argv, const size_t *lens)
+{
+    sigset_t old;
+    bool was;
+    sigpipe_block(&old, &was);
+    redisReply *r = redisCommandArgv(c, argc, argv, lens);
+    sigpipe_restore(&old, was);
+    return r;
+}
+
+/* ---- connection --------------------------------------------------------- */
+
+static struct timeval tv_of(int64_t us)
+{
+    struct timeval tv = {.tv_sec = (time_t)(us / 1000000), .tv_usec = (suseconds_t)(us % 1000000)};
+    return tv;
+}
+
+static void drop(stg_queue *q)
+{
+    if (q->ctx)
+        redisFree(q->ctx);
+    q->ctx = NULL;
+}
+
+/* One setup command on a fresh connection; false (q->err set) on failure. */
+static bool setup(stg_queue *q, int argc, const char **argv, const char *what, bool busy_ok)
+{
+    redisReply *r = raw(q->ctx, argc, argv, NULL);
+    bool ok = r && r->type != REDIS_REPLY_ERROR;
+    /* The group exists already, or there is no stream yet (the first load
+     * creates both: a worker that only looks leaves no key behind). */
+    if (!ok && r && busy_ok &&
+        (!strncmp(r->str, "BUSYGROUP", 9) || strstr(r->str, "requires the key to exist")))
+        ok = true;
+    if (!ok) {
+        if (r)
+            stg__queue_fail(q, STG_EUNAVAIL, "%s: Redis at %s answered %.*s", what, q->where,
+                            (int)(r->len > 200 ? 200 : r->len), r->str);
+        else
+            stg__queue_fail(q, STG_EUNAVAIL, "%s to Redis at %s failed: %s", what, q->where,
+                            q->ctx->errstr[0] ? q->ctx->errstr : "no answer");
+    }
+    freeReplyObject(r);
+    return ok;
+}
+
+static bool load_scripts(stg_queue *q)
+{
+    for (int i = 0; i < STG__Q_NSCRIPTS; i++) {
+        const char *argv[] = {"SCRIPT", "LOAD", stg__queue_lua[i]};
+        redisReply *r = raw(q->ctx, 3, argv, NULL);
+        if (!r || r->type != REDIS_REPLY_STRING || r->len != 40) {
+            stg__queue_fail(q, STG_EUNAVAIL, "SCRIPT LOAD: Redis at %s %s", q->where,
+                            r && r->type == REDIS_REPLY_ERROR ? r->str : "did not answer");
+            freeReplyObject(r);
+            return false;
+        }
+        memcpy(q->sha[i], r->str, 40);
+        q->sha[i][40] = '\0';
+        freeReplyObject(r);
+    }
+    return true;
+}
+
+/* Connect now. true when connected (scripts loaded, group there). */
+static bool connect_now(stg_queue *q)
+{
+    q->attempted = true;
+    q->last_attempt_us = stg__queue_mono_us();
+    redisContext *c = redisConnectWithTimeout(q->url.host, q->url.port,
+                                              tv_of(q->connect_timeout_us));
+    if (!c || c->err) {
+        stg__queue_fail(q, STG_EUNAVAIL, "cannot connect to Redis at %s: %s", q->where,
+                        c ? c->errstr : "out of memory");
+        if (c)
+            redisFree(c);
+        return false;
+    }
+    redisSetTimeout(c, tv_of(q->command_timeout_us));
+    q->ctx = c;
+    bool ok = true;
+    if (q->url.password[0]) {
+        const char *a1[] = {"AUTH", q->url.password};
+        const char *a2[] = {"AUTH", q->url.user, q->url.password};
+        ok = q->url.user[0] ? setup(q, 3, a2, "AUTH", false) : setup(q, 2, a1, "AUTH", false);
+    }
+    if (ok && q->url.db) {
+        char db[16];
+        snprintf(db, sizeof db, "%d", q->url.db);
+        const char *a[] = {"SELECT", db};
+        ok = setup(q, 2, a, "SELECT", false);
+    }
+    if (ok)
+        ok = load_scripts(q);
+    if (ok) {
+        char stream[sizeof q->base + 8];
+        snprintf(stream, sizeof stream, "%sjobs", q->base);
+        const char *a[] = {"XGROUP", "CREATE", stream, STG__Q_GROUP, "0"};
+        ok = setup(q, 5, a, "XGROUP CREATE", true);
+    }
+    if (!ok) {
+        drop(q);
+        return false;
+    }
+    q->stats.reconnects += q->stats.round_trips > 0;
+    return true;
+}
+
+static bool ready(stg_queue *q)
+{
+    if (q->ctx)
+        return true;
+    if (q->attempted &&
+        stg__queue_mono_us() - q->last_attempt_us < q->reconnect_interval_us) {
+        if (!q->err[0])
+            stg__queue_fail(q, STG_EUNAVAIL, "Redis at %s is unreachable", q->where);
+        return false;
+    }
+    return connect_now(q);
+}
+
+redisReply *stg__queue_cmd(stg_queue *q, int argc, const char **argv, const size_t *lens)
+{
+    if (!ready(q)) {
+        q->stats.failures++;
+        return NULL;
+    }
+    q->stats.round_trips++;
+    errno = 0;
+    redisReply *r = raw(q->ctx, argc, argv, lens);
+    if (!r) {
+        int e = errno;
+        if (q->ctx->err == REDIS_ERR_IO && (e == EAGAIN || e == EWOULDBLOCK || e == ETIMEDOUT))
+            stg__queue_fail(q, STG_EUNAVAIL, "Redis at %s did not answer within %" PRId64 " ms",
+                            q->where, q->command_timeout_us / 1000);
+        else
+            stg__queue_fail(q, STG_EUNAVAIL, "Redis at %s: %s", q->where,
+                            q->ctx->errstr[0] ? q->ctx->errstr : "connection lost");
+        drop(q);
+        q->stats.failures++;
+    }
+    return r;
+}
+
+redisReply *stg__queue_eval(stg_queue *q, int which, int argc, const char **argv,
+                            const size_t *lens, bool *eio)
+{
+    STG_ASSERT(which >= 0 && which < STG__Q_NSCRIPTS && argc <= 4096);
+    *eio = false;
+    const char **av = malloc((size_t)(argc + 3) * sizeof *av);
+    size_t *ln = malloc((size_t)(argc + 3) * sizeof *ln);
+    if (!av || !ln) {
+        free(av);
+        free(ln);
+        *eio = true;
+        stg__queue_fail(q, STG_ENOMEM, "out of memory");
+        return NULL;
+    }
+    redisReply *r = NULL;
+    for (int pass = 0; pass < 2; pass++) {
+        if (!ready(q)) {
+            q->stats.failures++;
+            break;
+        }
+        av[0] = "EVALSHA";
+        ln[0] = 7;
+        av[1] = q->sha[which];
+        ln[1] = 40;
+        av[2] = "0";
+        ln[2] = 1;
+        for (int i = 0; i < argc; i++) {
+            av[i + 3] = argv[i];
+            ln[i + 3] = lens ? lens[i] : strlen(argv[i]);
+        }
+        r = stg__queue_cmd(q, argc + 3, av, ln);
+        if (r && r->type == REDIS_REPLY_ERROR && !strncmp(r->str, "NOSCRIPT", 8) && pass == 0) {
+            freeReplyObject(r);
+            r = NULL;
+            if (!load_scripts(q)) {
+                drop(q);
+                break;
+            }
+            continue;
+        }
+        break;
+    }
+    free(av);
+    free(ln);
+    if (r && r->type == REDIS_REPLY_ERROR) {
+        stg__queue_fail(q, STG_EIO, "a queue script failed: Redis at %s answered %.*s", q->where,
+                        (int)(r->len > 300 ? 300 : r->len), r->str);
+        freeReplyObject(r);
+        *eio = true;
+        return NULL;
+    }
+    return r;
+}
+
+/* ---- lifecycle ---------------------------------------------------------- */
+
+stg_queue *stg_queue_new(const stg_queue_config *cfg, int *err, char *why, size_t why_len)
+{
+    int e = STG_OK;
+    const char *msg = NULL;
+    stg_queue *q = NULL;
+    if (!cfg || !cfg->url || cfg->claim_idle_us < 0 || cfg->max_deliveries < 0 ||
+        cfg->connect_timeout_us < 0 || cfg->command_timeout_us < 0 ||
+        (cfg->worker && (!cfg->worker[0] || strlen(cfg->worker) > 200 ||
+                         strpbrk(cfg->worker, "|\r\n"))) ||
+        (cfg->prefix && strlen(cfg->prefix) > 63)) {
+        e = STG_EINVAL;
+        msg = "bad queue configuration";
+        goto fail;
+    }
+    if (!(q = calloc(1, sizeof *q))) {
+        e = STG_ENOMEM;
+        msg = "out of memory";
+        goto fail;
+    }
+    const char *why_url = NULL;
+    if ((e = stg_redis_url_parse(cfg->url, &q->url, &why_url)) != STG_OK) {
+        msg = why_url ? why_url : "malformed Redis URL";
+        e = STG_EINVAL;
+        goto fail;
+    }
+    if (!q->url.key[0]) {
+        e = STG_EINVAL;
+        msg = "the queue URL names no queue (redis://HOST[:PORT]/NAME)";
+        goto fail;
+    }
+    snprintf(q->where, sizeof q->where, strchr(q->url.host, ':') ? "[%s]:%d" : "%s:%d",
+             q->url.host, q->url.port);
+    snprintf(q->base, sizeof q->base, "%s{%s}:", cfg->prefix ? cfg->prefix : STG_QUEUE_DEFAULT_PREFIX,
+             q->url.key);
+    if (cfg->worker)
+        snprintf(q->worker, sizeof q->worker, "%s", cfg->worker);
+    else {
+        char host[128] = "host";
+        gethostname(host, sizeof host - 1);
+        host[sizeof host - 1] = '\0';
+        snprintf(q->worker, sizeof q->worker, "%s:%ld", host, (long)getpid());
+    }
+    q->connect_timeout_us = cfg->connect_timeout_us ? cfg->connect_timeout_us : STG_SEC(1);
+    q->command_timeout_us = cfg->command_timeout_us ? cfg->command_timeout_us : STG_SEC(5);
+    q->reconnect_interval_us = cfg->reconnect_interval_us ? cfg->reconnect_interval_us : STG_MS(250);
+    q->claim_idle_us = cfg->claim_idle_us ? cfg->claim_idle_us : STG_QUEUE_DEFAULT_CLAIM_IDLE_US;
+    q->max_deliveries = cfg->max_deliveries ? cfg->max_deliveries : STG_QUEUE_DEFAULT_MAX_DELIVERIES;
+    if (!connect_now(q)) {
+        e = STG_EUNAVAIL;
+        msg = q->err;
+        goto fail;
+    }
+    q->err[0] = '\0';
+    if (err)
+        *err = STG_OK;
+    return q;
+fail:
+    if (err)
+        *err = e;
+    if (why && why_len)
+        snprintf(why, why_len, "%s", msg ? msg : stg_strerror(e));
+    stg_queue_free(q);
+    return NULL;
+}
+
+void stg_queue_free(stg_queue *q)
+{
+    if (!q)
+        return;
+    drop(q);
+    memset(q->url.password, 0, sizeof q->url.password);
+    free(q);
+}
+
+const char *stg_queue_errmsg(const stg_queue *q)
+{
+    return q ? q->err : "";
+}
+
+const char *stg_queue_worker(const stg_queue *q)
+{
+    return q ? q->worker : "";
+}
+
+void stg_queue_stats_get(const stg_queue *q, stg_queue_stats *s)
+{
+    memset(s, 0, sizeof *s);
+    if (q)
+        *s = q->stats;
+}

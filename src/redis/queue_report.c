@@ -1,0 +1,297 @@
+/*
+ * The reading side of the work queue: the report (counts, per worker,
+ * latency percentiles, 429s) and the export (one row per job, in load
+ * order). Both only read (HGET, LRANGE, HGETALL, XRANGE, XPENDING): a
+ * report never changes the queue it looks at.
+ *
+ * Invariant: a job's state in a row is its recorded outcome when it has
+ * one, else inflight when its entry is in the group's pending list, else
+ * pending: the same rule as the counts, so an export adds up to a report.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "queue_internal.h"
+
+static int cmp_ll(const void *a, const void *b)
+{
+    long long x = *(const long long *)a, y = *(const long long *)b;
+    return (x > y) - (x < y);
+}
+
+static int64_t pct(const long long *v, size_t n, double p)
+{
+    if (n == 0)
+        return 0;
+    size_t i = (size_t)(p * (double)(n - 1) + 0.5);
+    return v[i < n ? i : n - 1];
+}
+
+static int latencies(stg_queue *q, stg_queue_report *r)
+{
+    char key[sizeof q->base + 8];
+    snprintf(key, sizeof key, "%slat", q->base);
+    const char *argv[] = {"LRANGE", key, "0", "-1"};
+    redisReply *x = stg__queue_cmd(q, 4, argv, NULL);
+    if (!x)
+        return STG_EUNAVAIL;
+    int rc = STG_OK;
+    if (x->type == REDIS_REPLY_ARRAY && x->elements) {
+        long long *v = malloc(x->elements * sizeof *v);
+        if (!v)
+            rc = STG_ENOMEM;
+        size_t n = 0;
+        for (size_t i = 0; v && i < x->elements; i++)
+            if (stg__queue_int(x->element[i], &v[n]))
+                n++;
+        if (v) {
+            qsort(v, n, sizeof *v, cmp_ll);
+            r->lat_n = (int64_t)n;
+            r->lat_p50_ms = pct(v, n, 0.50);
+            r->lat_p90_ms = pct(v, n, 0.90);
+            r->lat_p99_ms = pct(v, n, 0.99);
+            r->lat_max_ms = n ? v[n - 1] : 0;
+        }
+        free(v);
+    }
+    freeReplyObject(x);
+    return rc;
+}
+
+static stg_queue_worker_row *worker_row(stg_queue_report *r, const char *name, size_t len)
+{
+    for (size_t i = 0; i < r->n_workers; i++)
+        if (strlen(r->workers[i].name) == len && !memcmp(r->workers[i].name, name, len))
+            return &r->workers[i];
+    stg_queue_worker_row *w = realloc(r->workers, (r->n_workers + 1) * sizeof *w);
+    if (!w)
+        return NULL;
+    r->workers = w;
+    w = &r->workers[r->n_workers];
+    memset(w, 0, sizeof *w);
+    if (!(w->name = malloc(len + 1)))
+        return NULL;
+    memcpy(w->name, name, len);
+    w->name[len] = '\0';
+    r->n_workers++;
+    return w;
+}
+
+static int workers(stg_queue *q, stg_queue_report *r)
+{
+    char key[sizeof q->base + 8];
+    snprintf(key, sizeof key, "%sworkers", q->base);
+    const char *argv[] = {"HGETALL", key};
+    redisReply *x = stg__queue_cmd(q, 2, argv, NULL);
+    if (!x)
+        return STG_EUNAVAIL;
+    int rc = STG_OK;
+    for (size_t i = 0; x->type == REDIS_REPLY_ARRAY && i + 1 < x->elements; i += 2) {
+        const redisReply *f = x->element[i];
+        long long v;
+        const char *bar = f->type == REDIS_REPLY_STRING ? strrchr(f->str, '|') : NULL;
+        if (!bar || !stg__queue_int(x->element[i + 1], &v))
+            continue;
+        stg_queue_worker_row *w = worker_row(r, f->str, (size_t)(bar - f->str));
+        if (!w) {
+            rc = STG_ENOMEM;
+            break;
+        }
+        if (!strcmp(bar + 1, "seen"))
+            w->seen_ms = v;
+        for (int s = 0; s < STG_QUEUE_NSTATES; s++)
+            if (!strcmp(bar + 1, stg_queue_state_name((stg_queue_state)s)))
+                w->n[s] = v;
+    }
+    freeReplyObject(x);
+    return rc;
+}
+
+int stg_queue_report_get(stg_queue *q, stg_queue_report *r)
+{
+    memset(r, 0, sizeof *r);
+    if (!q)
+        return STG_EINVAL;
+    char key[sizeof q->base + 8];
+    snprintf(key, sizeof key, "%smeta", q->base);
+    const char *argv[] = {"HGET", key, "fp"};
+    redisReply *x = stg__queue_cmd(q, 3, argv, NULL);
+    if (!x)
+        return STG_EUNAVAIL;
+    if (x->type != REDIS_REPLY_STRING) {
+        freeReplyObject(x);
+        return stg__queue_fail(q, STG_ENOTFOUND, "no queue %s at %s (nothing loaded)",
+                               q->url.key, q->where);
+    }
+    snprintf(r->fingerprint, sizeof r->fingerprint, "%s", x->str);
+    freeReplyObject(x);
+    int rc = stg_queue_counts_get(q, &r->counts);
+    if (rc == STG_OK)
+        rc = latencies(q, r);
+    if (rc == STG_OK)
+        rc = workers(q, r);
+    if (rc != STG_OK)
+        stg_queue_report_free(r);
+    return rc;
+}
+
+void stg_queue_report_free(stg_queue_report *r)
+{
+    if (!r)
+        return;
+    for (size_t i = 0; i < r->n_workers; i++)
+        free(r->workers[i].name);
+    free(r->workers);
+    r->workers = NULL;
+    r->n_workers = 0;
+}
+
+/* ---- export ------------------------------------------------------------- */
+
+/* The entry ids in the group's pending list, sorted (inflight jobs). */
+typedef struct pel_set {
+    char **ids;
+    size_t n;
+} pel_set;
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static int pel_load(stg_queue *q, pel_set *p)
+{
+    memset(p, 0, sizeof *p);
+    char key[sizeof q->base + 8];
+    snprintf(key, sizeof key, "%sjobs", q->base);
+    const char *argv[] = {"XPENDING", key, STG__Q_GROUP, "-", "+", "1000000"};
+    redisReply *x = stg__queue_cmd(q, 6, argv, NULL);
+    if (!x)
+        return STG_EUNAVAIL;
+    int rc = STG_OK;
+    if (x->type == REDIS_REPLY_ARRAY && x->elements) {
+        if (!(p->ids = calloc(x->elements, sizeof *p->ids)))
+            rc = STG_ENOMEM;
+        for (size_t i = 0; p->ids && i < x->elements; i++) {
+            const redisReply *e = x->element[i];
+            if (e->type == REDIS_REPLY_ARRAY && e->elements >= 1 &&
+                e->element[0]->type == REDIS_REPLY_STRING && (p->ids[p->n] = strdup(e->element[0]->str)))
+                p->n++;
+        }
+        if (p->ids)
+            qsort(p->ids, p->n, sizeof *p->ids, cmp_str);
+    }
+    freeReplyObject(x);
+    return rc;
+}
+
+static void pel_free(pel_set *p)
+{
+    for (size_t i = 0; i < p->n; i++)
+        free(p->ids[i]);
+    free(p->ids);
+}
+
+static const char *fget(const redisReply *f, const char *name, size_t *len)
+{
+    for (size_t i = 0; f && f->type == REDIS_REPLY_ARRAY && i + 1 < f->elements; i += 2)
+        if (f->element[i]->type == REDIS_REPLY_STRING && !strcmp(f->element[i]->str, name) &&
+            f->element[i + 1]->type == REDIS_REPLY_STRING) {
+            if (len)
+                *len = f->element[i + 1]->len;
+            return f->element[i + 1]->str;
+        }
+    return NULL;
+}
+
+static long long fint(const redisReply *f, const char *name)
+{
+    const char *v = fget(f, name, NULL);
+    return v ? strtoll(v, NULL, 10) : 0;
+}
+
+/* One row: the entry's fields and, when it has one, the job's outcome. */
+static int one_row(stg_queue *q, const redisReply *e, const pel_set *pel, unsigned mask,
+                   bool bodies, int (*fn)(void *, const stg_queue_row *), void *data)
+{
+    const redisReply *f = e->element[1];
+    const char *id = fget(f, "id", NULL);
+    if (!id)
+        return STG_OK;
+    char key[sizeof q->base + 32];
+    snprintf(key, sizeof key, "%sres:%s", q->base, id);
+    const char *argv[] = {"HGETALL", key};
+    redisReply *res = stg__queue_cmd(q, 2, argv, NULL);
+    if (!res)
+        return STG_EUNAVAIL;
+    stg_queue_row row;
+    memset(&row, 0, sizeof row);
+    row.id = strtoll(id, NULL, 10);
+    row.key = fget(f, "key", NULL);
+    row.method = fget(f, "m", NULL);
+    row.url = fget(f, "u", NULL);
+    const char *st = fget(res, "state", NULL);
+    row.state = STG_QUEUE_PENDING;
+    if (st) {
+        for (int s = STG_QUEUE_DONE; s < STG_QUEUE_NSTATES; s++)
+            if (!strcmp(st, stg_queue_state_name((stg_queue_state)s)))
+                row.state = (stg_queue_state)s;
+    } else {
+        const char *eid = e->element[0]->str;
+        if (pel->n && bsearch(&eid, pel->ids, pel->n, sizeof *pel->ids, cmp_str))
+            row.state = STG_QUEUE_INFLIGHT;
+    }
+    row.status = (int)fint(res, "status");
+    row.attempts = (int)fint(res, "attempts");
+    row.deliveries = (int)fint(res, "deliveries");
+    row.reason = fget(res, "reason", NULL);
+    row.error = fget(res, "error", NULL);
+    row.file = fget(res, "file", NULL);
+    row.worker = fget(res, "worker", NULL);
+    row.latency_ms = fint(res, "lat");
+    row.finished_ms = fint(res, "finished");
+    if (bodies)
+        row.body = fget(res, "body", &row.body_len);
+    int rc = STG_OK;
+    if (!mask || (mask & (1u << row.state)))
+        rc = fn(data, &row);
+    freeReplyObject(res);
+    return rc;
+}
+
+int stg_queue_export(stg_queue *q, unsigned state_mask, bool bodies,
+                     int (*fn)(void *data, const stg_queue_row *row), void *data)
+{
+    if (!q || !fn)
+        return STG_EINVAL;
+    pel_set pel;
+    int rc = pel_load(q, &pel);
+    if (rc != STG_OK)
+        return rc;
+    char key[sizeof q->base + 8], start[64] = "-";
+    snprintf(key, sizeof key, "%sjobs", q->base);
+    for (;;) {
+        const char *argv[] = {"XRANGE", key, start, "+", "COUNT", "500"};
+        redisReply *x = stg__queue_cmd(q, 6, argv, NULL);
+        if (!x) {
+            rc = STG_EUNAVAIL;
+            break;
+        }
+        size_t n = x->type == REDIS_REPLY_ARRAY ? x->elements : 0;
+        for (size_t i = 0; i < n && rc == STG_OK; i++) {
+            const redisReply *e = x->element[i];
+            if (e->type != REDIS_REPLY_ARRAY || e->elements != 2 ||
+                e->element[0]->type != REDIS_REPLY_STRING)
+                continue;
+            rc = one_row(q, e, &pel, state_mask, bodies, fn, data);
+            snprintf(start, sizeof start, "(%s", e->element[0]->str);
+        }
+        freeReplyObject(x);
+        if (rc != STG_OK || n < 500)
+            break;
+    }
+    pel_free(&pel);
+    return rc;
+}

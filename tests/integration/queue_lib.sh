@@ -1,0 +1,50 @@
+# Helpers of the work-queue tests (test_queue_*.sh): a redis-server of their
+# own on 127.0.0.1 (started as a job of the test's shell, stopped by it),
+# Redis time, and reading a consumer's pending entries. Source after lib.sh
+# and serve_lib.sh, with T set.
+command -v redis-server >/dev/null && command -v redis-cli >/dev/null ||
+  { echo "redis-server or redis-cli missing: run make deps" >&2; exit 1; }
+
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
+}
+# start_redis [ARGS...]: redis-server on $RPORT (persistence off unless ARGS
+# say otherwise); sets RPID. Waits until it answers (a 10 s hang guard).
+start_redis() {
+  redis-server --port "$RPORT" --bind 127.0.0.1 --save '' --appendonly no --daemonize no \
+    --dir "$T" "$@" >>"$T/redis.out" 2>&1 &
+  RPID=$!
+  for _ in $(seq 1 200); do
+    [ "$(redis-cli -p "$RPORT" ping 2>/dev/null)" = PONG ] && return 0
+    kill -0 "$RPID" 2>/dev/null || break
+    sleep 0.05
+  done
+  echo "redis-server did not start: $(tail -n 5 "$T/redis.out")" >&2; exit 1
+}
+# redis_time: Redis's clock (TIME) in microseconds.
+redis_time() { redis-cli -p "$RPORT" time | tr -d '\r' | { read -r s; read -r u; echo $((s * 1000000 + u)); }; }
+# pending_ids NAME WORKER: the job ids in WORKER's pending list of queue NAME.
+pending_ids() {
+  _pk="stagger:q:{$1}:jobs"
+  redis-cli -p "$RPORT" XPENDING "$_pk" workers - + 100000 "$2" | awk 'NR % 4 == 1' |
+    while read -r _e; do
+      [ -n "$_e" ] && redis-cli -p "$RPORT" XRANGE "$_pk" "$_e" "$_e" | sed -n 3p
+    done
+}
+# wait_lines FILE N: until FILE has at least N lines (a hang guard of 120 s,
+# not a timing bound: the lines come as the run goes).
+wait_lines() {
+  for _ in $(seq 1 1200); do
+    [ "$(wc -l <"$1" 2>/dev/null || echo 0)" -ge "$2" ] && return 0
+    sleep 0.1
+  done
+  echo "FAIL: $1 never reached $2 lines" >&2; return 1
+}
+# wait_grep FILE PATTERN: until FILE holds PATTERN (a 60 s hang guard).
+wait_grep() {
+  for _ in $(seq 1 600); do
+    grep -q "$2" "$1" 2>/dev/null && return 0
+    sleep 0.1
+  done
+  echo "FAIL: '$2' never appeared in $1" >&2; return 1
+}
