@@ -135,7 +135,12 @@ static void report(void *ctx, const stg__attempt *a, const stg_hints *hints)
     req *r = ctx;
     stg_engine *e = r->engine;
     stg__host *h = r->host;
-    if (h->has_adaptive && a->status > 0) {
+    int64_t hold;
+    if (h->has_adaptive && a->status == 503 && stg_hints_server_wait(hints, &hold)) {
+        /* Unavailable until a stated time: a hold, not a congestion cut. */
+        stg_adaptive_on_hold(&h->adaptive, hold, e->now, &e->rng);
+        stg_adaptive_on_hints(&h->adaptive, hints, e->now, &e->rng);
+    } else if (h->has_adaptive && a->status > 0) {
         stg_adaptive_on_response(&h->adaptive, stg__throttled(a->status, hints), e->now);
         stg_adaptive_on_hints(&h->adaptive, hints, e->now, &e->rng);
     }
