@@ -6,8 +6,8 @@
  *    (measured = 0.8 * last bucket + 0.2 * measured).
  *  - Until the first throttled response the limiter is off: everything is
  *    admitted at once.
- *  - On a throttled response (the caller decides: 429, or 503 with
- *    Retry-After): W_max = the current rate (the measured rate on the first
+ *  - On a throttled response (the caller decides: a 429; AWS also counts
+ *    a 503 with Retry-After, see below): W_max = the current rate (the measured rate on the first
  *    throttle, min(measured, fill rate) after it), the throttle time is
  *    remembered, and the fill rate is cut to beta * W_max (beta = 0.7).
  *  - On any other response the fill rate follows the CUBIC curve
@@ -46,6 +46,17 @@
  *    burst is smaller, and it is exactly the clumping this library avoids.
  *  - Server hints can pace the client before any throttle (see
  *    stg_adaptive_on_hints); AWS has no equivalent.
+ *  - An outage is not congestion. A 503 that says when to come back
+ *    (Retry-After, or a spent RateLimit) is reported with
+ *    stg_adaptive_on_hold: the key is held until then and the rate is not
+ *    cut; the model's clock stops for the hold, so afterwards sending
+ *    resumes at the rate found before. AWS cuts on it like on a 429, and
+ *    CUBIC then needs seconds to climb back: a batch around a 5 s outage
+ *    took 1.29x the ideal time that way. A 429 keeps cutting, with or
+ *    without Retry-After: it says "too fast", and a server that answers
+ *    only with Retry-After (no RateLimit fields) gives nothing else to
+ *    find the rate from; its Retry-After is the request's wait
+ *    (stg_decide), not the host's.
  *  - Slow start. A first throttle that comes before any 0.5 s bucket has
  *    closed rests on a guess: 30 workers that start together are refused
  *    within milliseconds, when 30 sends are all there is to measure, and
@@ -188,8 +199,9 @@ STG_API int stg_adaptive_acquire(stg_adaptive *a, int64_t now_us, int64_t timeou
 
 /* Report one finished attempt: exactly once for every send that
  * stg_adaptive_acquire admitted, when its answer (or its transport error)
- * arrives. throttled: the server said "too fast" (429, or 503 with
- * Retry-After); anything else, errors included, is not a throttle. These
+ * arrives. throttled: the server said "too fast" (429); a 503 with a
+ * hint goes to stg_adaptive_on_hold instead; anything else, errors
+ * included, is not a throttle. These
  * reports are what the measured rate counts, and matching them with the
  * admissions is how the recovery rule tells old throttles from new ones;
  * a send admitted but never reported only delays the next cut, by at most
@@ -200,9 +212,10 @@ STG_API int stg_adaptive_on_response(stg_adaptive *a, bool throttled, int64_t no
  * spread; it is drawn from at most once).
  *  - Hold: when a RateLimit/X-RateLimit field says 0 requests remain and
  *    the reset is known, no send is admitted until now + that wait +
- *    spread. (Retry-After alone does not hold the key: it answers one
- *    request, which stg_decide makes wait, and the throttle it came with
- *    already cut the rate.) spread is uniform in
+ *    spread. (Retry-After alone does not hold the key here: on a 429 it
+ *    answers one request, which stg_decide makes wait, and the throttle
+ *    it came with already cut the rate; on a 503 the caller reports
+ *    stg_adaptive_on_hold.) spread is uniform in
  *    [0, max(hold_spread * wait, hold_spread_min_us)] (by default up to
  *    10% of the wait, at least 100 ms): many clients told the same reset
  *    do not all come back in the same millisecond. A hold only ever
@@ -215,6 +228,17 @@ STG_API int stg_adaptive_on_response(stg_adaptive *a, bool throttled, int64_t no
  * the caller's to protect). */
 STG_API int stg_adaptive_on_hints(stg_adaptive *a, const stg_hints *h, int64_t now_us,
                                   stg_rng *rng);
+
+/* Report one finished attempt whose answer holds the host (a 503 with a
+ * Retry-After or a spent RateLimit: wait_us, stg_hints_server_wait),
+ * instead of stg_adaptive_on_response: it counts as the response, holds
+ * every send until now + wait_us + spread (the same spread and the same
+ * only-extends rule as a RateLimit hold, below), never cuts the rate, and
+ * pauses the model for the new part of the hold (see the header). Answers
+ * reported with stg_adaptive_on_response while a hold lasts are counted
+ * but change no rate, unless throttled. rng may be NULL (no spread).
+ * Returns STG_OK or STG_EINVAL (a NULL, wait_us < 0). Thread-safe. */
+STG_API int stg_adaptive_on_hold(stg_adaptive *a, int64_t wait_us, int64_t now_us, stg_rng *rng);
 
 /* The fill rate in requests per second, or 0 while the limiter is off.
  * Thread-safe. */

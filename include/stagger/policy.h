@@ -29,6 +29,14 @@
  *     from GitHub, or a 403/429 flagged STG_HINTS_SECONDARY, with no
  *     Retry-After and no exhausted quota) is a hint of at least
  *     STG_SECONDARY_LIMIT_WAIT_US, as GitHub's documentation asks.
+ *     The backoff's base depends on what
+ *     kind of failure it is (stg_fault_classify, the AWS SDKs' 2026 split):
+ *     a THROTTLE answer (429, 529, a 503 with a hint) backs off from
+ *     throttle_base_us (1 s): the server works and says "slower", so a
+ *     quick retry only collects another refusal. A TRANSIENT fault (500,
+ *     502, 504, 408, a reset, a timeout) backs off from backoff.base_us
+ *     (50 ms): most are one bad connection or one bad instance, and the
+ *     next try usually succeeds at once.
  *  7. a server hint above max_server_wait, or above what the deadline
  *     leaves, or too large to represent (STG_WAIT_MAX_US: a wait that never
  *     ends, whatever the limits), in HONOR/EXACT mode
@@ -140,6 +148,24 @@ typedef enum stg_retry_after_mode {
 STG_API const char *stg_retry_after_mode_name(stg_retry_after_mode m);
 STG_API int stg_retry_after_mode_parse(const char *text, stg_retry_after_mode *m);
 
+/* What kind of failure an answer is. THROTTLE: the server is up and says
+ * "too fast" (429; 529; 503 with a Retry-After or a spent RateLimit).
+ * TRANSIENT: anything else that failed (other 5xx, 408, transport
+ * errors). The retry decision backs off from a different base for each,
+ * and the retry budget charges them differently (budget.h). */
+typedef enum stg_fault_class {
+    STG_FAULT_TRANSIENT = 0,
+    STG_FAULT_THROTTLE = 1
+} stg_fault_class;
+
+/* The class of an answer: status (0 with a transport error), error, and
+ * the parsed hints (may be NULL: then a 503 is TRANSIENT). Pure. */
+STG_API stg_fault_class stg_fault_classify(int status, stg_net_error error, const stg_hints *h);
+/* "transient", "throttle". */
+STG_API const char *stg_fault_class_name(stg_fault_class c);
+
+#define STG_POLICY_DEFAULT_TRANSIENT_BASE_US STG_MS(50)
+#define STG_POLICY_DEFAULT_THROTTLE_BASE_US STG_SEC(1)
 #define STG_POLICY_DEFAULT_MAX_ATTEMPTS 6
 #define STG_POLICY_DEFAULT_DEADLINE_US STG_SEC(60)
 #define STG_POLICY_DEFAULT_MAX_SERVER_WAIT_US STG_SEC(30)
@@ -152,7 +178,9 @@ STG_API int stg_retry_after_mode_parse(const char *text, stg_retry_after_mode *m
 /* A retry policy. Zero fields mean the documented default, so
  * `stg_policy p = {0};` is the project default (preset "default"). */
 typedef struct stg_policy {
-    stg_backoff_config backoff;  /* zero: full jitter, 500 ms, x2, cap 30 s */
+    stg_backoff_config backoff;  /* the shape of every backoff, and the base
+                                    of TRANSIENT faults; zero: full jitter,
+                                    base 50 ms, x2, cap 30 s */
     int max_attempts;            /* attempts in all, first included; 0: 6 */
     int64_t deadline_us;         /* overall, from rs.start_us (the first
                                     attempt; the engine: first admission);
@@ -168,12 +196,17 @@ typedef struct stg_policy {
      * them): connect 0: 5 s; whole attempt 0: 10 s. */
     int64_t connect_timeout_us;
     int64_t attempt_timeout_us;
-    uint64_t stg__reserved[8]; /* room to grow (docs/ABI.md); leave zero */
+    /* Base of the backoff after a THROTTLE answer without a usable hint
+     * (same kind, multiplier and cap as backoff; a base above the cap is
+     * the cap); 0: backoff.base_us when that is set (one base for both, as
+     * before the split), else 1 s. */
+    int64_t throttle_base_us;
+    uint64_t stg__reserved[7]; /* room to grow (docs/ABI.md); leave zero */
 } stg_policy;
 
 /* Copy *in to *out with defaults filled in and check it. Returns STG_OK or
  * STG_EINVAL (bad backoff, max_attempts < 0, honor_spread < 0 or NaN, mode
- * out of range, negative timeouts). stg_decide() resolves on its own; call
+ * out of range, negative timeouts or throttle base). stg_decide() resolves on its own; call
  * this to validate once and to read the effective values. */
 STG_API int stg_policy_resolve(const stg_policy *in, stg_policy *out);
 

@@ -143,8 +143,18 @@ static int write_all(stg__batch_body *f, const char *p, size_t len)
 static int db_write(stg__batch_body *f, const char *p, size_t len)
 {
     if (f->fd < 0 && f->mem_len + len <= BODY_IN_MEMORY) {
-        if (!f->mem && !(f->mem = malloc(BODY_IN_MEMORY)))
-            return body_fail(f);
+        if (f->mem_len + len > f->mem_cap) {
+            /* What the body needs, doubling from 1 KiB: a request in flight
+             * costs its body's size, not 64 KiB up front. */
+            size_t cap = f->mem_cap ? f->mem_cap : 1024;
+            while (cap < f->mem_len + len)
+                cap *= 2;
+            char *m = realloc(f->mem, cap);
+            if (!m)
+                return body_fail(f);
+            f->mem = m;
+            f->mem_cap = cap;
+        }
         memcpy(f->mem + f->mem_len, p, len);
         f->mem_len += len;
         return 0;
@@ -154,7 +164,7 @@ static int db_write(stg__batch_body *f, const char *p, size_t len)
             return body_fail(f);
         free(f->mem);
         f->mem = NULL;
-        f->mem_len = 0;
+        f->mem_len = f->mem_cap = 0;
     }
     return write_all(f, p, len);
 }
@@ -224,7 +234,7 @@ void stg__batch_body_discard(stg__batch_body *f)
     f->exists = false;
     free(f->mem);
     f->mem = NULL;
-    f->mem_len = f->len = 0;
+    f->mem_len = f->mem_cap = f->len = 0;
 }
 
 bool stg__batch_body_to_outcome(stg__batch_body *f, stg_job_outcome *o)

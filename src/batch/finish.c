@@ -1,18 +1,21 @@
 /*
  * How a request's end reaches the store: the engine's done callback
- * (outcome -> state, body, one commit per job), the sent-mark from the
+ * (outcome -> state, body, into the runner's group commit), the sent-mark from the
  * ATTEMPT_START event, and the stops the run takes on its own (store,
  * limiter, body file).
  *
  * Invariants:
- *  - One commit per finished request, then the slot is freed: the slot is
- *    never reused with an outcome uncommitted (unless the store failed,
- *    which stops every write: the next open recovers those jobs).
+ *  - Each finished request's outcome is written (into the runner's group
+ *    transaction, committed when the engine pass ends: runner.c), then the
+ *    slot is freed; the slot's next claim comes in the next step, after
+ *    that commit (unless the store failed, which stops every write: the
+ *    next open recovers those jobs).
  *  - The sent-mark of a job that is not replay-safe is committed from
  *    ATTEMPT_START, which the engine emits before the transfer can leave,
  *    and counts that first attempt: the outcome then adds the others.
  *  - The caller's event callback runs after the batch's own handling, so
- *    what it observes in the store is already committed.
+ *    what it observes in the store is already written (and, for the
+ *    sent-mark, committed).
  */
 #include <errno.h>
 #include <stdio.h>

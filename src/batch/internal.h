@@ -29,6 +29,7 @@ typedef struct stg__batch_body {
     size_t len;       /* bytes in the file */
     char *mem;        /* a small database body; NULL */
     size_t mem_len;
+    size_t mem_cap;   /* bytes allocated at mem: grows by doubling */
 } stg__batch_body;
 
 /* dir NULL: a database body. */

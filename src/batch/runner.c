@@ -3,17 +3,22 @@
  * store (see batch.h for the API and the transitions).
  *
  * Loop (stg_batch_step): claim as many pending jobs as there are free
- * slots (one transaction marks them inflight), submit them (submit.c), run
- * one engine pass. Each completion is written in its own transaction from
- * the engine's done callback (finish.c), before the slot is reused. This
- * file: new, step, stop, progress, end, free.
+ * slots (marks them inflight), submit them (submit.c), commit, run one
+ * engine pass, commit. The store is in group commit (stg_store_group):
+ * the outcomes the pass's done callbacks write (finish.c) share one
+ * transaction, committed when the pass ends: two commits per pass, not one
+ * per job, which is most of what a durable batch costs against curl
+ * --parallel. What a step reports finished is committed when it returns.
+ * This file: new, step, stop, progress, end, free.
  *
  * Invariants (asserted where they can be):
- *  - A job is handed to the engine only after its inflight mark is
- *    committed; its slot is freed only after its outcome is committed (or
- *    the store failed, which stops the run). So at any kill -9 the database
- *    knows every job that may have been sent, and at most `concurrency`
- *    jobs are inflight: a kill re-runs at most that many (at-least-once).
+ *  - A job's request can leave only after its inflight mark is committed
+ *    (the flush before every engine pass); its outcome is committed at the
+ *    end of the pass that wrote it, before any request claimed after it
+ *    can leave. So every committed state has at most `concurrency` jobs
+ *    inflight, and a kill -9 finds every job that may have been sent
+ *    inflight (or, not replay-safe, marked sent): a kill re-runs at most
+ *    that many (at-least-once).
  *  - A job that is not replay-safe has sent = 1 committed (with its first
  *    attempt counted) from the engine's ATTEMPT_START event, which the
  *    engine emits before the transfer can leave: after a kill it goes to
@@ -22,8 +27,9 @@
  *  - The run's counters (calls, retries, 429s, 503s, finished) are added to
  *    its row in the transaction of each outcome and sent-mark: a kill -9
  *    loses only the attempts of the jobs then in flight.
- *  - The in-memory counts move only after the store committed the same
- *    move, so they equal the store's; stg_batch_end checks it.
+ *  - The in-memory counts move only after the store wrote the same move
+ *    (committed by the next flush), so they equal what the store's
+ *    connection reads; stg_batch_end checks it.
  *  - No signal handling, no output: a stop is a call (stg_batch_stop), and
  *    progress is a snapshot (stg_batch_progress_get).
  *  - Secrets: headers of the config and the secret URLs/headers of
@@ -156,6 +162,8 @@ int stg_batch_new(const stg_batch_config *cfg, stg_batch **out, stg_batch_start 
     }
     if (!b->source && stg_store_run_begin(b->store, stg_store_now_ms(), &b->run_id) != STG_OK)
         return fail_new(b, STG_EDB, err, errlen, stg_store_errmsg(b->store));
+    if (!b->source)
+        stg_store_group(b->store, true); /* commits per pass (stg_store_flush) */
     *out = b;
     return STG_OK;
 }
@@ -198,9 +206,21 @@ bool stg_batch_step(stg_batch *b, int64_t timeout_us)
         b->ended = true;
         if (b->cause == STG_BATCH_RUNNING)
             b->cause = STG_BATCH_DRAINED;
+        if (!b->source && !b->store_failed && stg_store_flush(b->store) != STG_OK)
+            stg__batch_store_failed(b);
         return false;
     }
+    /* The claims (and the last pass's outcomes) are durable before any of
+     * their requests can leave. If that fails nothing more may leave. */
+    if (!b->source && !b->store_failed && stg_store_flush(b->store) != STG_OK) {
+        stg__batch_store_failed(b);
+        b->cancelled = true;
+        stg_engine_cancel_all(b->engine);
+    }
     stg_engine_run(b->engine, timeout_us);
+    /* The pass's outcomes: what a step reports finished is committed. */
+    if (!b->source && !b->store_failed && stg_store_flush(b->store) != STG_OK)
+        stg__batch_store_failed(b);
     int64_t now = mono_us();
     if (now >= b->next_save_us && b->source) {
         stg__batch_src_counts(b); /* the whole queue, for the progress */
@@ -241,6 +261,8 @@ int stg_batch_end(stg_batch *b, stg_batch_summary *s)
             ;
     }
     STG_ASSERT(b->active == 0);
+    if (!b->source && !b->store_failed && stg_store_group(b->store, false) != STG_OK)
+        stg__batch_store_failed(b);
     s->cause = b->cause;
     s->finished = b->finished;
     snprintf(s->message, sizeof s->message, "%s", b->msg);
@@ -286,6 +308,10 @@ void stg_batch_free(stg_batch *b, int exit_code)
      * with a failed store, leave them inflight for the next open). */
     stg_engine_free(b->engine);
     b->engine = NULL;
+    /* The outcomes of the cancelled requests (after a failure: nothing is
+     * open, the failure rolled the group back). */
+    if (!b->source && stg_store_group(b->store, false) != STG_OK)
+        b->store_failed = true;
     if (b->run_id > 0 && !b->source) {
         stg_run_stats rs = {.wall_ms = (mono_us() - b->start_us) / 1000, .exit_code = exit_code};
         (void)stg_store_run_update(b->store, b->run_id, &rs); /* the counters are in already */

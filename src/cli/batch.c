@@ -529,8 +529,8 @@ const cli_command cli_batch_command = {
              "asked for a longer wait: kept for --retry-deferred) or review (a non-idempotent\n"
              "request that may have been sent when a run stopped).\n",
     .opts = run_table,
-    .epilogue = "The default policy is the \"batch\" preset (base 1 s, x2, cap 30 s, +-20%\n"
-                "jitter, 6 retries, 429 and 5xx, 5 min per job).\n"
+    .epilogue = "The default policy is the \"batch\" preset (base 50 ms transient / 1 s\n"
+                "throttle, x2, cap 30 s, +-20% jitter, 6 retries, 429 and 5xx, 5 min per job).\n"
                 "\n"
                 "In detail: 1 some jobs failed; 3 some deferred or in review; 4 database\n"
                 "problem (locked, read-only, full, another job set); 5 input unreadable,\n"

@@ -2,12 +2,13 @@
  * `stagger plan`: see what a retry policy does before using it.
  *
  * Schedule mode samples many schedules through stg_decide() itself (not a
- * second implementation), each as if every attempt failed with a retryable
- * 503 and took no time, and prints per retry the min / median / max wait and
- * cumulative time. Decision mode runs stg_decide() once on a response given
- * on the command line and says what follows and why, with every quota the
- * headers announced (stg_hints_feed with a quota set: the same reading the
- * engine does) and the dialect row each came from.
+ * second implementation), each as if every attempt failed and took no time,
+ * once for each class of failure (a transient 503, a throttling 429: they
+ * back off from different bases), and prints per retry the min / median /
+ * max wait and cumulative time. Decision mode runs stg_decide() once on a
+ * response given on the command line and says what follows and why, with
+ * every quota the headers announced (stg_hints_feed with a quota set: the
+ * same reading the engine does) and the dialect row each came from.
  */
 #include <stddef.h>
 #include <stdio.h>
@@ -64,6 +65,7 @@ static json_t *policy_json(const stg_policy *p)
                           p->max_server_wait_us < 0 ? -1.0 : ms(p->max_server_wait_us),
                           "retry_after_mode", stg_retry_after_mode_name(p->retry_after_mode),
                           "honor_spread", p->honor_spread, "retry_on", statuses);
+    json_object_set_new(o, "throttle_base_ms", json_real(ms(p->throttle_base_us)));
     if (p->backoff.kind == STG_BACKOFF_PROPORTIONAL) {
         json_object_set_new(o, "jitter_lo", json_real(p->backoff.jitter_lo));
         json_object_set_new(o, "jitter_hi", json_real(p->backoff.jitter_hi));
@@ -73,44 +75,48 @@ static json_t *policy_json(const stg_policy *p)
 
 static void print_policy(const stg_policy *p)
 {
-    char base[32], cap[32], dl[32];
+    char base[32], tbase[32], cap[32], dl[32];
     cli_format_duration(p->backoff.base_us, base, sizeof base);
+    cli_format_duration(p->throttle_base_us, tbase, sizeof tbase);
     cli_format_duration(p->backoff.cap_us, cap, sizeof cap);
     if (p->deadline_us < 0)
         snprintf(dl, sizeof dl, "none");
     else
         cli_format_duration(p->deadline_us, dl, sizeof dl);
-    printf("policy: %s backoff, base %s, x%g, cap %s", stg_backoff_kind_name(p->backoff.kind), base,
-           p->backoff.multiplier, cap);
+    printf("policy: %s backoff, base %s (transient) / %s (throttle), x%g, cap %s",
+           stg_backoff_kind_name(p->backoff.kind), base, tbase, p->backoff.multiplier, cap);
     if (p->backoff.kind == STG_BACKOFF_PROPORTIONAL)
         printf(" (%+g%%..%+g%%)", p->backoff.jitter_lo * 100, p->backoff.jitter_hi * 100);
     printf("; %d attempts; deadline %s; Retry-After %s\n", p->max_attempts, dl,
            stg_retry_after_mode_name(p->retry_after_mode));
 }
 
-/* Schedule mode. */
-static int run_schedule(const stg_policy *p, long long samples, uint64_t seed, bool json)
+/* One class's schedules: samples runs of stg_decide() where every attempt
+ * answers o and takes no time. Prints the table, or returns its JSON array
+ * when json. */
+static json_t *schedule_table(const stg_policy *p, const stg_outcome *o, long long samples,
+                              uint64_t seed, bool json, bool *oom)
 {
     int retries = p->max_attempts - 1;
     if (retries > 64)
         retries = 64; /* beyond this the table says nothing new */
-    int64_t *waits = calloc((size_t)samples * (size_t)(retries > 0 ? retries : 1), sizeof *waits);
-    int64_t *cums = calloc((size_t)samples * (size_t)(retries > 0 ? retries : 1), sizeof *cums);
-    long long *reached = calloc((size_t)(retries > 0 ? retries : 1), sizeof *reached);
+    size_t rows = (size_t)(retries > 0 ? retries : 1);
+    int64_t *waits = calloc((size_t)samples * rows, sizeof *waits);
+    int64_t *cums = calloc((size_t)samples * rows, sizeof *cums);
+    long long *reached = calloc(rows, sizeof *reached);
     if (!waits || !cums || !reached) {
         free(waits), free(cums), free(reached);
-        fprintf(stderr, "stagger plan: out of memory\n");
-        return 1;
+        *oom = true;
+        return NULL;
     }
     stg_rng rng;
     stg_rng_seed(&rng, seed);
-    stg_outcome o = {.status = 503, .method = STG_METHOD_GET};
     for (long long s = 0; s < samples; s++) {
         stg_retry_state st = {.attempts = 1, .start_us = 0};
         int64_t now = 0;
         for (int r = 0; r < retries; r++) {
             stg_decision d;
-            stg_decide(p, &st, &o, now, &rng, &d);
+            stg_decide(p, &st, o, now, &rng, &d);
             if (d.action != STG_ACTION_RETRY)
                 break;
             now += d.wait_us;
@@ -124,13 +130,9 @@ static int run_schedule(const stg_policy *p, long long samples, uint64_t seed, b
     }
 
     json_t *arr = json ? json_array() : NULL;
-    if (!json) {
-        print_policy(p);
-        printf("%lld schedules, seed %llu; every attempt fails with a retryable 503\n\n", samples,
-               (unsigned long long)seed);
+    if (!json)
         printf("%-6s %12s %12s %12s   %12s %12s %12s %8s\n", "retry", "wait min", "median", "max",
                "total min", "median", "max", "reached");
-    }
     for (int r = 0; r < retries && reached[r] > 0; r++) {
         int64_t *w = waits + (size_t)r * (size_t)samples, *c = cums + (size_t)r * (size_t)samples;
         size_t n = (size_t)reached[r];
@@ -152,17 +154,43 @@ static int run_schedule(const stg_policy *p, long long samples, uint64_t seed, b
                    b[4], b[5], share * 100);
         }
     }
+    if (!json && retries == 0)
+        printf("(no retries: the policy allows 1 attempt)\n");
+    free(waits), free(cums), free(reached);
+    return arr;
+}
+
+/* Schedule mode: both classes of failure (policy.h rule 6), transient
+ * first (a 503 without a hint), then throttle (a 429 without a hint). */
+static int run_schedule(const stg_policy *p, long long samples, uint64_t seed, bool json)
+{
+    stg_outcome transient = {.status = 503, .method = STG_METHOD_GET};
+    stg_outcome throttle = {.status = 429, .method = STG_METHOD_GET};
+    bool oom = false;
+    if (!json) {
+        print_policy(p);
+        printf("%lld schedules, seed %llu; each attempt fails and takes no time\n\n", samples,
+               (unsigned long long)seed);
+        printf("transient faults (every attempt a retryable 503 without a hint):\n");
+    }
+    json_t *a = schedule_table(p, &transient, samples, seed, json, &oom);
+    if (!json && !oom)
+        printf("\nthrottles (every attempt a 429 without a hint):\n");
+    json_t *b = oom ? NULL : schedule_table(p, &throttle, samples, seed, json, &oom);
+    if (oom) {
+        json_decref(a), json_decref(b);
+        fprintf(stderr, "stagger plan: out of memory\n");
+        return 1;
+    }
     if (json) {
-        json_t *root = json_pack("{s:o,s:I,s:I,s:o}", "policy", policy_json(p), "samples",
-                                 (json_int_t)samples, "seed", (json_int_t)seed, "retries", arr);
+        json_t *root = json_pack("{s:o,s:I,s:I,s:o,s:o}", "policy", policy_json(p), "samples",
+                                 (json_int_t)samples, "seed", (json_int_t)seed, "retries", a,
+                                 "throttle_retries", b);
         char *txt = json_dumps(root, JSON_COMPACT | JSON_REAL_PRECISION(12));
         puts(txt);
         free(txt);
         json_decref(root);
-    } else if (retries == 0) {
-        printf("(no retries: the policy allows 1 attempt)\n");
     }
-    free(waits), free(cums), free(reached);
     return 0;
 }
 
@@ -489,17 +517,19 @@ const cli_command cli_plan_command = {
              "                    [--idempotency-key] [--now UNIX_SECONDS] [--seed S] [--json]\n"
              "\n"
              "Without --respond: sample --samples schedules (default 10000) of the policy,\n"
-             "each as if every attempt failed with a retryable 503 and took no time, and\n"
-             "print per retry the min / median / max wait, the cumulative time, and the\n"
-             "share of schedules that get that far (the deadline can cut them short).\n"
+             "each as if every attempt failed and took no time, for a transient fault (a\n"
+             "503) and for a throttle (a 429), and print per retry the min / median / max\n"
+             "wait, the cumulative time, and the share of schedules that get that far\n"
+             "(the deadline can cut them short).\n"
              "\n"
              "With --respond: the decision for that response to attempt --attempt\n"
              "(default 1) and why.\n",
     .opts = plan_opts_table,
     .epilogue = "JSON (--json), schedule mode: one object with \"policy\" (the resolved\n"
-                "policy), \"samples\", \"seed\" and \"retries\", an array of objects with\n"
-                "retry, reached (share), wait_min_ms, wait_median_ms, wait_max_ms,\n"
-                "cum_min_ms, cum_median_ms, cum_max_ms.\n"
+                "policy), \"samples\", \"seed\", \"retries\" (transient faults) and\n"
+                "\"throttle_retries\" (throttles), arrays of objects with retry, reached\n"
+                "(share), wait_min_ms, wait_median_ms, wait_max_ms, cum_min_ms,\n"
+                "cum_median_ms, cum_max_ms.\n"
                 "JSON, decision mode: decision (success|retry|give_up), reason (e.g.\n"
                 "retry_status, status_not_retryable, server_wait_too_long), message,\n"
                 "wait_min_ms, wait_max_ms (range the wait is drawn from), wait_ms (the wait\n"

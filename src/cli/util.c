@@ -130,6 +130,16 @@ static int opt_base(cli_parser *p, const cli_opt *o, void *field, const char *va
     return 0;
 }
 
+static int opt_throttle_base(cli_parser *p, const cli_opt *o, void *field, const char *val)
+{
+    (void)o;
+    int64_t d;
+    if (!cli_parse_duration(val, &d) || d <= 0)
+        return cli_opt_bad(p, val, "expected a positive duration such as 1s");
+    ((stg_policy *)field)->throttle_base_us = d;
+    return 0;
+}
+
 static int opt_cap(cli_parser *p, const cli_opt *o, void *field, const char *val)
 {
     (void)o;
@@ -219,7 +229,10 @@ const cli_opt cli_policy_kind_opts[] = {
 };
 
 const cli_opt cli_policy_opts[] = {
-    {CLI_FN, "base", 0, "D", "first backoff step (default 500ms)", 0, opt_base, NULL, 0, NULL},
+    {CLI_FN, "base", 0, "D", "first backoff step after a transient fault: 500, 502,\n"
+     "504, 408, a reset (default 50ms)", 0, opt_base, NULL, 0, NULL},
+    {CLI_FN, "throttle-base", 0, "D", "first backoff step after a throttle: 429, 529, 503\n"
+     "with a hint (default 1s; --base alone sets both)", 0, opt_throttle_base, NULL, 0, NULL},
     {CLI_FN, "cap", 0, "D", "largest backoff step (default 30s)", 0, opt_cap, NULL, 0, NULL},
     {CLI_FN, "mult", 0, "X", "growth per retry (default 2)", 0, opt_mult, NULL, 0, NULL},
     {CLI_FN, "retries", 0, "N", "retries after the first attempt (default 5)", 0, opt_retries, NULL,

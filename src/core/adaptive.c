@@ -17,6 +17,9 @@
  *  - STG_ADAPTIVE_RATE_MIN <= fill_rate <= STG_BUCKET_RATE_MAX, and the
  *    burst was checked at init, so stg_bucket_set_rate cannot fail.
  *  - hold_until_us only increases.
+ *  - A hold never changes the fill rate: it pauses the curve's clock and
+ *    the measurement instead (on_hold), and answers that land inside it
+ *    are counted but move nothing.
  *  - A throttle cuts unless responses <= recover_seq and it comes within
  *    recovery_us of the last cut.
  */
@@ -251,6 +254,12 @@ int stg_adaptive_on_response(stg_adaptive *pub, bool throttled, int64_t now_us)
     bool enabled = atomic_load_explicit(&a->enabled, memory_order_relaxed);
     double rate;
     a->responses++;
+    if (!throttled && now_us < atomic_load_explicit(&a->hold_until_us, memory_order_relaxed)) {
+        /* Answers that land during a hold were sent before it: the curve
+         * is paused (stg_adaptive_on_hold), so they leave the rate alone. */
+        pthread_mutex_unlock(&a->lock);
+        return STG_OK;
+    }
     if (throttled && a->last_cut_us != INT64_MIN && a->responses <= a->recover_seq &&
         now_us < add_sat(a->last_cut_us, a->cfg.recovery_us)) {
         /* Same congestion event as the last cut: these requests were sent
@@ -304,6 +313,37 @@ static int64_t hold_spread(const state *a, int64_t wait, stg_rng *rng)
     if (frac > (double)max)
         max = frac < (double)INT64_MAX / 2 ? (int64_t)frac : INT64_MAX / 2;
     return max > 0 ? stg_rng_range(rng, 0, max) : 0;
+}
+
+/* Hold the key until now + wait + spread, and pause the model for the part
+ * of the hold not already held: the curve's clock (last throttle, last
+ * cut) and the measurement buckets move forward by it, so that after the
+ * hold the limiter resumes at the rate it had, instead of reading the
+ * silence as an idle client (a measured rate near 0, which the
+ * measure_cap rule would turn into a cut) or as seconds of cubic growth. */
+int stg_adaptive_on_hold(stg_adaptive *pub, int64_t wait_us, int64_t now_us, stg_rng *rng)
+{
+    state *a = stg__adaptive_state(pub);
+    if (!a || wait_us < 0)
+        return STG_EINVAL;
+    pthread_mutex_lock(&a->lock);
+    (void)measure(a, now_us);
+    a->responses++;
+    int64_t end = add_sat(now_us, wait_us);
+    int64_t hold = atomic_load_explicit(&a->hold_until_us, memory_order_relaxed);
+    if (end > hold) {
+        int64_t until = add_sat(end, hold_spread(a, wait_us, rng));
+        int64_t from = hold > now_us ? hold : now_us;
+        int64_t pause = diff_sat(until, from);
+        a->last_throttle_us = add_sat(a->last_throttle_us, pause);
+        if (a->last_cut_us != INT64_MIN)
+            a->last_cut_us = add_sat(a->last_cut_us, pause);
+        a->origin_us = add_sat(a->origin_us, pause);
+        STG_ASSERT(until > hold); /* hold_until_us only increases */
+        atomic_store_explicit(&a->hold_until_us, until, memory_order_relaxed);
+    }
+    pthread_mutex_unlock(&a->lock);
+    return STG_OK;
 }
 
 int stg_adaptive_on_hints(stg_adaptive *pub, const stg_hints *h, int64_t now_us, stg_rng *rng)

@@ -43,11 +43,19 @@ int stg_budget_init(stg_budget *pub, const stg_budget_config *cfg)
                            STG_BUDGET_MAX_MAX_TOKENS);
     int64_t ratio = to_milli(cfg->token_ratio, STG_BUDGET_DEFAULT_TOKEN_RATIO,
                              STG_BUDGET_MAX_MAX_TOKENS);
-    if (max < 0 || ratio < 0 || ratio > max)
+    /* Free below 0; by default half a token, but never above the budget. */
+    int64_t throttle = cfg->throttle_cost < 0.0 && isfinite(cfg->throttle_cost)
+                           ? 0
+                           : to_milli(cfg->throttle_cost, STG_BUDGET_DEFAULT_THROTTLE_COST,
+                                      STG_BUDGET_MAX_MAX_TOKENS);
+    if (cfg->throttle_cost == 0.0 && max > 0 && throttle > max)
+        throttle = max;
+    if (max < 0 || ratio < 0 || ratio > max || throttle < 0 || throttle > max)
         return STG_EINVAL;
     STG_ASSERT(ratio > 0 && ratio <= max);
     b->max_milli = max;
     b->ratio_milli = ratio;
+    b->throttle_milli = throttle;
     atomic_init(&b->milli, max);
     return STG_OK;
 }
@@ -80,6 +88,12 @@ void stg_budget_on_success(stg_budget *b)
 void stg_budget_on_failure(stg_budget *b)
 {
     add_clamped(stg__budget_state(b), -(int64_t)MILLI);
+}
+
+void stg_budget_on_throttle(stg_budget *b)
+{
+    state *s = stg__budget_state(b);
+    add_clamped(s, -s->throttle_milli);
 }
 
 bool stg_budget_allow_retry(const stg_budget *pub)

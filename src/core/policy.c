@@ -8,6 +8,9 @@
  * (HONOR, EXACT), nor against a server's "do not retry"; a verdict "retry"
  * never makes an unsafe method safe; it draws from the RNG at most once and
  * only on RETRY.
+ * The computed backoff of a THROTTLE answer is drawn from the throttle
+ * base, that of a TRANSIENT fault from backoff.base_us; both share the
+ * backoff's kind, multiplier and cap, so the cap bounds either.
  */
 #include <math.h>
 #include <string.h>
@@ -209,6 +212,25 @@ const char *stg_action_name(stg_action a)
     return "unknown";
 }
 
+/* ---- fault classes ---------------------------------------------------- */
+
+stg_fault_class stg_fault_classify(int status, stg_net_error error, const stg_hints *h)
+{
+    if (error != STG_NET_NONE)
+        return STG_FAULT_TRANSIENT;
+    if (status == 429 || status == 529)
+        return STG_FAULT_THROTTLE;
+    int64_t wait;
+    if (status == 503 && h && stg_hints_server_wait(h, &wait))
+        return STG_FAULT_THROTTLE;
+    return STG_FAULT_TRANSIENT;
+}
+
+const char *stg_fault_class_name(stg_fault_class c)
+{
+    return c == STG_FAULT_THROTTLE ? "throttle" : "transient";
+}
+
 /* ---- policy defaults and presets ------------------------------------- */
 
 int stg_policy_resolve(const stg_policy *in, stg_policy *out)
@@ -218,6 +240,15 @@ int stg_policy_resolve(const stg_policy *in, stg_policy *out)
         p = *in;
     else
         memset(&p, 0, sizeof p);
+    if (p.throttle_base_us < 0)
+        return STG_EINVAL;
+    /* A caller that chose one base (before the split existed) keeps it for
+     * both classes; the zero policy gets the split. */
+    if (p.throttle_base_us == 0)
+        p.throttle_base_us =
+            p.backoff.base_us > 0 ? p.backoff.base_us : STG_POLICY_DEFAULT_THROTTLE_BASE_US;
+    if (p.backoff.base_us == 0)
+        p.backoff.base_us = STG_POLICY_DEFAULT_TRANSIENT_BASE_US;
     if (stg_backoff_resolve(&p.backoff, &p.backoff) != STG_OK)
         return STG_EINVAL;
     if (p.max_attempts < 0)
@@ -260,14 +291,16 @@ static const char *const preset_names[] = {"default", "full-jitter", "bounded", 
                                            "decorrelated", NULL};
 
 static const char *const preset_descriptions[] = {
-    "full jitter, base 500 ms, x2, cap 30 s, 6 attempts, 60 s deadline, Retry-After honoured "
-    "with a spread, 30 s max server wait",
-    "full jitter, base 200 ms, x2, cap 30 s, 6 attempts (the herd experiment's client)",
-    "2 retries, base 1 s, cap 8 s, +0..20% jitter, GET/HEAD only, 429/503 only, "
-    "30 s max server wait, 10 s per attempt",
-    "base 1 s, x2, cap 30 s, +-20% jitter, 6 retries, 429 and 5xx, 5 s connect, "
-    "10 s per attempt, 5 min deadline",
-    "decorrelated jitter, base 1 s, cap 60 s, 5 retries, 10 min deadline",
+    "full jitter, base 50 ms after a transient fault and 1 s after a throttle, x2, cap 30 s, "
+    "6 attempts, 60 s deadline, Retry-After honoured with a spread, 30 s max server wait",
+    "full jitter, base 200 ms transient / 1 s throttle, x2, cap 30 s, 6 attempts (the herd "
+    "experiment's client)",
+    "2 retries, base 1 s transient / 1 s throttle, cap 8 s, +0..20% jitter, GET/HEAD only, "
+    "429/503 only, 30 s max server wait, 10 s per attempt",
+    "base 50 ms transient / 1 s throttle, x2, cap 30 s, +-20% jitter, 6 retries, 429 and 5xx, "
+    "5 s connect, 10 s per attempt, 5 min deadline",
+    "decorrelated jitter, base 1 s transient / 1 s throttle, cap 60 s, 5 retries, "
+    "10 min deadline",
 };
 
 const char *const *stg_policy_preset_names(void)
@@ -294,6 +327,7 @@ int stg_policy_preset(stg_policy *p, const char *name)
     } else if (!strcmp(name, "full-jitter")) {
         q.backoff.kind = STG_BACKOFF_FULL;
         q.backoff.base_us = STG_MS(200);
+        q.throttle_base_us = STG_SEC(1);
     } else if (!strcmp(name, "bounded")) {
         q.backoff.kind = STG_BACKOFF_PROPORTIONAL;
         q.backoff.base_us = STG_SEC(1);
@@ -306,9 +340,11 @@ int stg_policy_preset(stg_policy *p, const char *name)
         stg_status_set_add(&q.retry_statuses, 503);
         q.max_server_wait_us = STG_SEC(30);
         q.attempt_timeout_us = STG_SEC(10);
+        q.throttle_base_us = STG_SEC(1);
     } else if (!strcmp(name, "batch")) {
         q.backoff.kind = STG_BACKOFF_PROPORTIONAL;
-        q.backoff.base_us = STG_SEC(1);
+        q.backoff.base_us = STG_MS(50);
+        q.throttle_base_us = STG_SEC(1);
         q.backoff.multiplier = 2.0;
         q.backoff.cap_us = STG_SEC(30);
         q.backoff.jitter_lo = -0.2;
@@ -322,6 +358,7 @@ int stg_policy_preset(stg_policy *p, const char *name)
         q.backoff.kind = STG_BACKOFF_DECORRELATED;
         q.backoff.base_us = STG_SEC(1);
         q.backoff.cap_us = STG_SEC(60);
+        q.throttle_base_us = STG_SEC(1);
         q.max_attempts = 6;
         q.deadline_us = STG_SEC(600);
     } else {
@@ -482,9 +519,17 @@ int stg_decide(const stg_policy *policy, const stg_retry_state *state,
         }
     }
 
+    /* The backoff of this class: the policy's shape from the class's base
+     * (policy.h rule 6), never above the cap. */
+    stg_backoff_config bc = p.backoff;
+    if (stg_fault_classify(outcome->status, outcome->error, outcome->hints) ==
+        STG_FAULT_THROTTLE)
+        bc.base_us = min64(p.throttle_base_us, bc.cap_us);
+    STG_ASSERT(bc.base_us > 0 && bc.base_us <= bc.cap_us);
+
     int n = state->attempts - 1; /* index of the retry being planned */
     int64_t lo, hi;
-    stg_backoff_bounds(&p.backoff, n, state->prev_wait_us, &lo, &hi);
+    stg_backoff_bounds(&bc, n, state->prev_wait_us, &lo, &hi);
     int64_t wait;
     bool draw_in_range = false; /* draw uniformly from [lo, hi] after clamping */
 
@@ -516,7 +561,7 @@ int stg_decide(const stg_policy *policy, const stg_retry_state *state,
             hi = remaining;
             wait = stg_rng_range(rng, lo, hi);
         } else {
-            wait = stg_backoff_delay(&p.backoff, n, state->prev_wait_us, rng);
+            wait = stg_backoff_delay(&bc, n, state->prev_wait_us, rng);
         }
         if (has_hint && p.retry_after_mode == STG_RETRY_AFTER_CAP) {
             out->used_hint = wait > hint;

@@ -43,6 +43,7 @@ struct stg__budget_state {
     _Atomic int64_t milli; /* current tokens * 1000 */
     int64_t max_milli;     /* max_tokens * 1000 */
     int64_t ratio_milli;   /* token_ratio * 1000 */
+    int64_t throttle_milli; /* throttle_cost * 1000, 0..max_milli */
 };
 
 struct stg__adaptive_state {

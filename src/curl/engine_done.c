@@ -167,13 +167,13 @@ void stg__eng_finish(stg_engine *e, req *r, stg_reason reason)
 }
 
 /* Does this outcome cost the retry budget? A failure the policy would
- * retry, except 429, which is a rate signal (the limiter's and
- * Retry-After's business), not a fault. */
+ * retry. What it costs depends on its class (budget.h): a throttle is a
+ * rate signal and costs less than a fault. */
 static bool budget_failure(const stg_policy *p, int status, stg_net_error err)
 {
     if (err != STG_NET_NONE)
         return (unsigned)err < 32 && (p->retry_errors & STG_NET_BIT(err));
-    return status != 429 && status >= 400 && stg_status_set_has(&p->retry_statuses, status);
+    return status >= 400 && stg_status_set_has(&p->retry_statuses, status);
 }
 
 static void count_status(stg_engine *e, int status, stg_net_error err)
@@ -197,7 +197,12 @@ static void report(void *ctx, const stg__attempt *a, const stg_hints *hints)
     req *r = ctx;
     stg_engine *e = r->engine;
     stg__host *h = r->host;
-    if (h->has_adaptive && a->status > 0) {
+    int64_t hold;
+    if (h->has_adaptive && a->status == 503 && stg_hints_server_wait(hints, &hold)) {
+        /* Unavailable until a stated time: a hold, not a congestion cut. */
+        stg_adaptive_on_hold(&h->adaptive, hold, e->now, &e->rng);
+        stg_adaptive_on_hints(&h->adaptive, hints, e->now, &e->rng);
+    } else if (h->has_adaptive && a->status > 0) {
         stg_adaptive_on_response(&h->adaptive, stg__throttled(a->status, hints), e->now);
         stg_adaptive_on_hints(&h->adaptive, hints, e->now, &e->rng);
     }
@@ -220,10 +225,15 @@ static void report(void *ctx, const stg__attempt *a, const stg_hints *hints)
         stg_breaker_classify(&e->cfg.breaker_config, a->status, a->err) == STG_BREAKER_FAILURE)
         stg_breaker_server_wait(&h->breaker, a->hint, e->now);
     if (h->has_budget) {
-        if (budget_failure(&e->pol, a->status, a->err))
+        if (!budget_failure(&e->pol, a->status, a->err)) {
+            if (a->err == STG_NET_NONE && stg_fault_classify(a->status, a->err, hints) !=
+                                              STG_FAULT_THROTTLE)
+                stg_budget_on_success(&h->budget);
+        } else if (stg_fault_classify(a->status, a->err, hints) == STG_FAULT_THROTTLE) {
+            stg_budget_on_throttle(&h->budget);
+        } else {
             stg_budget_on_failure(&h->budget);
-        else if (a->err == STG_NET_NONE && a->status != 429)
-            stg_budget_on_success(&h->budget);
+        }
         stg__eng_budget_release(e, h);
     }
 }

@@ -111,6 +111,7 @@ void sim_opts_default(sim_opts *o, sim_scenario s)
         o->nmodes = 3;
         o->retry_after_us = STG_SEC(5);
         o->peak_after_us = STG_SEC(5);
+        o->policy.backoff.base_us = STG_MS(500); /* one base, as documented */
         break;
     }
     case SIM_STORM: {

@@ -31,6 +31,11 @@ struct stg_store {
     sqlite3_stmt *st_response_del;
     sqlite3_stmt *st_sent;
     sqlite3_stmt *st_run_add;
+    /* Group commit (stg_store_group): while on, begin opens the one
+     * transaction if none is open and commit leaves it open; flush commits
+     * it. */
+    bool group;
+    bool group_open;
 };
 
 /* STG_OK when n job rows is what the job set holds (meta job_count; no job

@@ -1,6 +1,6 @@
 /*
  * Every state change of a job, each in one transaction (see store.h for the
- * transition table). A change that does not apply (a job not in the state
+ * transition table), or, in a group (stg_store_group), in the group's. A change that does not apply (a job not in the state
  * it should be in) writes nothing and returns STG_ESTATE, so a bug in the
  * runner can never move a job twice. The import, the one change that makes
  * jobs, is import.c.
@@ -285,7 +285,7 @@ int stg_store_mark_sent(stg_store *s, int64_t id, int64_t run_id)
     rc = sqlite3_step(s->st_sent);
     sqlite3_reset(s->st_sent);
     if (rc == SQLITE_DONE && sqlite3_changes(s->db) != 1) {
-        stg__store_rollback(s);
+        stg__store_undo_nothing(s);
         return stg__store_error(s, STG_ESTATE, "job %lld is not in flight", (long long)id);
     }
     if (rc == SQLITE_DONE)
@@ -295,7 +295,9 @@ int stg_store_mark_sent(stg_store *s, int64_t id, int64_t run_id)
         stg__store_rollback(s);
         return err;
     }
-    return stg__store_commit(s);
+    /* Durable before the request leaves, in a group too. */
+    err = stg__store_commit(s);
+    return err == STG_OK ? stg_store_flush(s) : err;
 }
 
 /* ---- finish ------------------------------------------------------------------ */
@@ -372,7 +374,7 @@ int stg_store_finish(stg_store *s, int64_t id, const stg_job_outcome *o, int64_t
     sqlite3_reset(st);
     sqlite3_clear_bindings(st);
     if (rc == SQLITE_DONE && sqlite3_changes(s->db) != 1) {
-        stg__store_rollback(s);
+        stg__store_undo_nothing(s);
         return stg__store_error(s, STG_ESTATE, "job %lld is not in flight", (long long)id);
     }
     if (rc == SQLITE_DONE && (o->body || o->body_in_fd)) {

@@ -382,9 +382,27 @@ int stg_store_claim(stg_store *s, int max, int64_t run_id, int64_t now_ms, stg_j
 
 /* The first attempt of an inflight job is about to leave: sent = 1, and
  * that attempt is counted (the job's attempts + 1; the calls of run_id + 1
- * when run_id > 0), so a kill -9 after it loses neither. One transaction.
+ * when run_id > 0), so a kill -9 after it loses neither. One transaction
+ * (in a group: committed with the group, at once).
  * STG_ESTATE when the job is not inflight (nothing written). */
 int stg_store_mark_sent(stg_store *s, int64_t id, int64_t run_id);
+
+/* Group commit. While on, every state change (claim, finish, the run's
+ * counters) joins one transaction, opened by the first of them and
+ * committed by stg_store_flush: one commit (one WAL append of the pages the
+ * changes share) per runner pass instead of one per job. What a kill -9
+ * can lose is what it could lose before: changes not yet committed, whose
+ * jobs are still inflight (or pending) in the database, which the next
+ * open recovers. So the caller flushes where a change must be durable
+ * before something outside happens: the claims before their requests can
+ * leave; stg_store_mark_sent flushes by itself. An error inside the group
+ * rolls the whole group back (the caller stops writing, as after any store
+ * error); a change that does not apply (STG_ESTATE) writes nothing and
+ * leaves the group as it was. Turning it off flushes. */
+int stg_store_group(stg_store *s, bool on);
+/* Commit the group's transaction, if one is open. STG_OK or STG_EDB (then
+ * the group is rolled back). */
+int stg_store_flush(stg_store *s);
 
 /* How a run ended for one job. */
 typedef struct stg_job_outcome {
@@ -535,9 +553,13 @@ int stg__store_fail(stg_store *s, int rc, const char *what);
 /* Record a formatted error; returns err. */
 int stg__store_error(stg_store *s, int err, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-/* BEGIN IMMEDIATE / COMMIT / ROLLBACK. */
+/* BEGIN IMMEDIATE / COMMIT / ROLLBACK; in a group (stg_store_group): open
+ * the group's transaction if needed / nothing / roll the group back. */
 int stg__store_begin(stg_store *s);
 int stg__store_commit(stg_store *s);
 void stg__store_rollback(stg_store *s);
+/* After a change that wrote nothing (STG_ESTATE): ROLLBACK, or nothing in
+ * a group (the group's other changes stay). */
+void stg__store_undo_nothing(stg_store *s);
 
 #endif

@@ -55,10 +55,10 @@
     X(stg_backoff, 2, 112)              \
     X(stg_bucket_config, 6, 64)         \
     X(stg_adaptive_config, 8, 144)      \
-    X(stg_budget_config, 6, 64)         \
+    X(stg_budget_config, 5, 64)         \
     X(stg_breaker_config, 8, 232)       \
     X(stg_breaker, 8, 0)                \
-    X(stg_policy, 8, 296)               \
+    X(stg_policy, 7, 296)               \
     X(stg_outcome, 4, 56)               \
     X(stg_retry_state, 4, 56)           \
     X(stg_decision, 4, 80)              \

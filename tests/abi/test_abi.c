@@ -31,7 +31,8 @@ int main(int argc, char **argv)
     EXPECT(stg_policy_resolve(&zero, &p) == STG_OK);
     EXPECT(p.max_attempts == STG_POLICY_DEFAULT_MAX_ATTEMPTS);
     EXPECT(p.deadline_us == STG_POLICY_DEFAULT_DEADLINE_US);
-    EXPECT(p.backoff.base_us == STG_BACKOFF_DEFAULT_BASE_US);
+    EXPECT(p.backoff.base_us == STG_POLICY_DEFAULT_TRANSIENT_BASE_US);
+    EXPECT(p.throttle_base_us == STG_POLICY_DEFAULT_THROTTLE_BASE_US);
     EXPECT(p.backoff.cap_us == STG_BACKOFF_DEFAULT_CAP_US);
 
     stg_bucket b;

@@ -4,16 +4,22 @@ S=$STAGGER
 
 # Schedule, table form: one row per retry (default 6 attempts = 5 retries).
 out=$($S plan)
-check "table has 5 retry rows" [ "$(echo "$out" | grep -cE '^[1-5] ')" = 5 ]
-check "table names the policy" sh -c "echo '$out' | grep -q 'full backoff, base 500 ms'"
+# Two tables: transient faults, then throttles.
+check "table has 5 retry rows per class" [ "$(echo "$out" | grep -cE '^[1-5] ')" = 10 ]
+check "table names the policy" sh -c "echo '$out' | grep -q 'full backoff, base 50 ms (transient) / 1000 ms (throttle)'"
 
-# Schedule, JSON: bounds of full jitter, base 500 ms, x2.
+# Schedule, JSON: bounds of full jitter, x2, from 50 ms after a transient
+# fault and from 1 s after a throttle.
 j=$($S plan --json --samples 2000)
-jcheck "5 retries" "$j" 'len(j["retries"]) == 5'
-jcheck "full jitter bounds" "$j" 'all(r["wait_min_ms"] >= 0 and r["wait_max_ms"] <= 500 * 2 ** (r["retry"] - 1) for r in j["retries"])'
-jcheck "median near half the window" "$j" 'all(abs(r["wait_median_ms"] - 250 * 2 ** (r["retry"] - 1)) < 0.1 * 250 * 2 ** (r["retry"] - 1) for r in j["retries"])'
+jcheck "5 retries" "$j" 'len(j["retries"]) == 5 and len(j["throttle_retries"]) == 5'
+jcheck "full jitter bounds" "$j" 'all(r["wait_min_ms"] >= 0 and r["wait_max_ms"] <= 50 * 2 ** (r["retry"] - 1) for r in j["retries"])'
+jcheck "median near half the window" "$j" 'all(abs(r["wait_median_ms"] - 25 * 2 ** (r["retry"] - 1)) < 0.1 * 25 * 2 ** (r["retry"] - 1) for r in j["retries"])'
+jcheck "throttle: full jitter from 1 s" "$j" 'all(r["wait_max_ms"] <= 1000 * 2 ** (r["retry"] - 1) for r in j["throttle_retries"]) and abs(j["throttle_retries"][0]["wait_median_ms"] - 500) < 50'
+jcheck "policy shows both bases" "$j" 'j["policy"]["base_ms"] == 50 and j["policy"]["throttle_base_ms"] == 1000'
 jcheck "cumulative grows" "$j" 'all(a["cum_median_ms"] < b["cum_median_ms"] for a, b in zip(j["retries"], j["retries"][1:]))'
 jcheck "policy echoed" "$j" 'j["policy"]["backoff"] == "full" and j["policy"]["max_attempts"] == 6 and j["policy"]["retry_on"] == "408,429,500,502-504,529"'
+j=$($S plan --base 200ms --throttle-base 2s --cap 4s --backoff exponential --json)
+jcheck "--base and --throttle-base" "$j" '[r["wait_max_ms"] for r in j["retries"]][:3] == [200, 400, 800] and [r["wait_max_ms"] for r in j["throttle_retries"]][:3] == [2000, 4000, 4000]'
 
 j=$($S plan --preset bounded --json)
 jcheck "bounded: 2 retries" "$j" 'len(j["retries"]) == 2'
@@ -72,7 +78,7 @@ jcheck "longer window" "$j" 'j["decision"] == "retry" and j["wait_ms"] >= 40000'
 j=$($S plan --respond 429 -H 'Retry-After: 5' --retry-after exact --json)
 jcheck "exact" "$j" 'j["wait_ms"] == 5000 == j["wait_min_ms"] == j["wait_max_ms"]'
 j=$($S plan --respond 429 -H 'Retry-After: 5' --retry-after cap --json)
-jcheck "cap retries early" "$j" 'j["wait_ms"] <= 500'
+jcheck "cap retries early" "$j" 'j["wait_ms"] <= 1000'
 j=$($S plan --respond 429 -H 'X-RateLimit-Remaining: 0' -H 'X-RateLimit-Reset: 3' --retry-after exact --json)
 jcheck "reset as hint" "$j" 'j["wait_ms"] == 3000 and j["hints"]["remaining"] == 0'
 j=$($S plan --respond 503 --attempt 6 --json)

@@ -299,6 +299,54 @@ static void test_concurrent(void **state)
     assert_true(milli(&c) >= 0 && milli(&c) <= 10000);
 }
 
+/* A throttle costs half a token by default (budget.h): a host answering
+ * only 429s shuts retries off after 10 of them, not 5; a limit refusing 1
+ * call in 7 (below 1 in 6) never drains the budget, where faults at that
+ * share do. throttle_cost is configurable, < 0 is free, and the default
+ * never exceeds a small budget. */
+static void test_throttle_cost(void **state)
+{
+    (void)state;
+    stg_budget b = make(0, 0);
+    for (int i = 0; i < 9; i++) {
+        stg_budget_on_throttle(&b);
+        assert_true(stg_budget_allow_retry(&b));
+    }
+    stg_budget_on_throttle(&b);
+    assert_int_equal(milli(&b), 5000);
+    assert_false(stg_budget_allow_retry(&b));
+
+    stg_budget t = make(0, 0), f = make(0, 0);
+    for (int i = 0; i < 700; i++) {
+        if (i % 7 == 0) {
+            stg_budget_on_throttle(&t);
+            stg_budget_on_failure(&f);
+        } else {
+            stg_budget_on_success(&t);
+            stg_budget_on_success(&f);
+        }
+    }
+    assert_true(stg_budget_allow_retry(&t));
+    assert_int_equal(milli(&t), 10000);
+    assert_false(stg_budget_allow_retry(&f));
+
+    stg_budget_config cfg = {.throttle_cost = 2.0};
+    assert_int_equal(stg_budget_init(&b, &cfg), STG_OK);
+    stg_budget_on_throttle(&b);
+    assert_int_equal(milli(&b), 8000);
+    cfg.throttle_cost = -1.0;
+    assert_int_equal(stg_budget_init(&b, &cfg), STG_OK);
+    stg_budget_on_throttle(&b);
+    assert_int_equal(milli(&b), 10000);
+    cfg.throttle_cost = 11.0;
+    assert_int_equal(stg_budget_init(&b, &cfg), STG_EINVAL);
+    cfg.throttle_cost = NAN;
+    assert_int_equal(stg_budget_init(&b, &cfg), STG_EINVAL);
+    stg_budget small = make(0.3, 0.1);
+    stg_budget_on_throttle(&small);
+    assert_int_equal(milli(&small), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -312,6 +360,7 @@ int main(void)
         cmocka_unit_test(test_cap_and_floor),
         cmocka_unit_test(test_fractional),
         cmocka_unit_test(test_concurrent),
+        cmocka_unit_test(test_throttle_cost),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

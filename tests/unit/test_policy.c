@@ -209,14 +209,17 @@ static void test_honor(void **state)
     }
     /* Spread over the whole second, not bunched. */
     assert_true(mn < STG_SEC(5) + STG_MS(20) && mx > STG_SEC(6) - STG_MS(20));
-    /* A short hint still spreads by at least the base. */
+    /* A short hint still spreads by at least the (transient) base. */
     h = retry_after(STG_SEC(1));
     stg_decision d = decide(&p, 1, 0, 429, STG_NET_NONE, STG_METHOD_GET, false, &h);
-    assert_int_equal(d.wait_max_us, STG_SEC(1) + STG_MS(500));
+    assert_int_equal(d.wait_max_us, STG_SEC(1) + STG_MS(200));
+    h = retry_after(STG_MS(100));
+    d = decide(&p, 1, 0, 429, STG_NET_NONE, STG_METHOD_GET, false, &h);
+    assert_int_equal(d.wait_max_us, STG_MS(150));
     /* Retry-After: 0 is "now", spread by the base. */
     h = retry_after(0);
     d = decide(&p, 1, 0, 503, STG_NET_NONE, STG_METHOD_GET, false, &h);
-    assert_in_range_i64(d.wait_us, 0, STG_MS(500));
+    assert_in_range_i64(d.wait_us, 0, STG_MS(50));
 }
 
 static void test_modes(void **state)
@@ -247,6 +250,81 @@ static void test_modes(void **state)
     assert_int_equal(d.wait_us, STG_MS(300));
     assert_false(d.used_hint);
     assert_int_equal(d.server_wait_us, STG_SEC(2));
+}
+
+/* Throttle and transient apart (policy.h rule 6): the zero policy backs a
+ * 429, a 529 and a 503 with a hint off from 1 s, a 500/502/504, a 503
+ * without a hint and a reset from 50 ms; the hint, when honoured, still
+ * decides the wait of a throttle that carries one. */
+static void test_fault_classes(void **state)
+{
+    (void)state;
+    stg_hints ra = retry_after(STG_SEC(2)), none;
+    stg_hints_init(&none);
+    assert_int_equal(stg_fault_classify(429, STG_NET_NONE, NULL), STG_FAULT_THROTTLE);
+    assert_int_equal(stg_fault_classify(529, STG_NET_NONE, &none), STG_FAULT_THROTTLE);
+    assert_int_equal(stg_fault_classify(503, STG_NET_NONE, &ra), STG_FAULT_THROTTLE);
+    assert_int_equal(stg_fault_classify(503, STG_NET_NONE, &none), STG_FAULT_TRANSIENT);
+    assert_int_equal(stg_fault_classify(503, STG_NET_NONE, NULL), STG_FAULT_TRANSIENT);
+    assert_int_equal(stg_fault_classify(500, STG_NET_NONE, &ra), STG_FAULT_TRANSIENT);
+    assert_int_equal(stg_fault_classify(0, STG_NET_RESET, NULL), STG_FAULT_TRANSIENT);
+    assert_string_equal(stg_fault_class_name(STG_FAULT_THROTTLE), "throttle");
+    assert_string_equal(stg_fault_class_name(STG_FAULT_TRANSIENT), "transient");
+
+    stg_policy r, p = {.backoff = {.kind = STG_BACKOFF_EXPONENTIAL}};
+    assert_int_equal(stg_policy_resolve(&p, &r), STG_OK);
+    assert_int_equal(r.backoff.base_us, STG_MS(50));
+    assert_int_equal(r.throttle_base_us, STG_SEC(1));
+    stg_status_set_add(&p.retry_statuses, 529);
+    stg_status_set_add(&p.retry_statuses, 500);
+    stg_status_set_add(&p.retry_statuses, 503);
+    stg_status_set_add(&p.retry_statuses, 429);
+    for (int a = 1; a <= 3; a++) {
+        int64_t k = INT64_C(1) << (a - 1);
+        assert_int_equal(decide(&p, a, 0, 429, STG_NET_NONE, STG_METHOD_GET, false, NULL).wait_us,
+                         STG_SEC(1) * k);
+        assert_int_equal(decide(&p, a, 0, 529, STG_NET_NONE, STG_METHOD_GET, false, NULL).wait_us,
+                         STG_SEC(1) * k);
+        assert_int_equal(decide(&p, a, 0, 500, STG_NET_NONE, STG_METHOD_GET, false, NULL).wait_us,
+                         STG_MS(50) * k);
+        assert_int_equal(decide(&p, a, 0, 503, STG_NET_NONE, STG_METHOD_GET, false, &none).wait_us,
+                         STG_MS(50) * k);
+        assert_int_equal(decide(&p, a, 0, 0, STG_NET_RESET, STG_METHOD_GET, false, NULL).wait_us,
+                         STG_MS(50) * k);
+    }
+    /* A 503 with a hint ignored: a throttle's backoff. */
+    p.retry_after_mode = STG_RETRY_AFTER_IGNORE;
+    assert_int_equal(decide(&p, 1, 0, 503, STG_NET_NONE, STG_METHOD_GET, false, &ra).wait_us,
+                     STG_SEC(1));
+    /* Honoured, the hint decides: exactly 2 s in EXACT mode. */
+    p.retry_after_mode = STG_RETRY_AFTER_EXACT;
+    assert_int_equal(decide(&p, 1, 0, 503, STG_NET_NONE, STG_METHOD_GET, false, &ra).wait_us,
+                     STG_SEC(2));
+    p.retry_after_mode = STG_RETRY_AFTER_HONOR;
+
+    /* Both bases set; the cap bounds the throttle's too. */
+    p.backoff.base_us = STG_MS(10);
+    p.throttle_base_us = STG_SEC(5);
+    p.backoff.cap_us = STG_SEC(3);
+    assert_int_equal(decide(&p, 1, 0, 429, STG_NET_NONE, STG_METHOD_GET, false, NULL).wait_us,
+                     STG_SEC(3));
+    assert_int_equal(decide(&p, 1, 0, 500, STG_NET_NONE, STG_METHOD_GET, false, NULL).wait_us,
+                     STG_MS(10));
+    /* One base set (a caller from before the split): both classes use it. */
+    p.throttle_base_us = 0;
+    assert_int_equal(decide(&p, 2, 0, 429, STG_NET_NONE, STG_METHOD_GET, false, NULL).wait_us,
+                     STG_MS(20));
+    assert_int_equal(stg_policy_resolve(&p, &r), STG_OK);
+    assert_int_equal(r.throttle_base_us, STG_MS(10));
+    p.throttle_base_us = -1;
+    assert_int_equal(stg_policy_resolve(&p, &r), STG_EINVAL);
+    /* Every preset states both. */
+    for (const char *const *n = stg_policy_preset_names(); *n; n++) {
+        assert_int_equal(stg_policy_preset(&p, *n), STG_OK);
+        assert_int_equal(stg_policy_resolve(&p, &r), STG_OK);
+        assert_non_null(strstr(stg_policy_preset_describe(*n), "throttle"));
+        assert_true(r.throttle_base_us >= r.backoff.base_us);
+    }
 }
 
 static void test_server_wait_too_long(void **state)
@@ -446,7 +524,10 @@ static void test_presets(void **state)
     assert_int_equal(stg_policy_resolve(&p, &r), STG_OK);
     assert_int_equal(r.max_attempts, 7);
     assert_true(stg_status_set_has(&r.retry_statuses, 501));
+    /* Transient from 50 ms, throttle from 1 s, both +-20%. */
     stg_decision d = decide(&p, 1, 0, 503, STG_NET_NONE, STG_METHOD_GET, false, NULL);
+    assert_in_range_i64(d.wait_us, STG_MS(40), STG_MS(60));
+    d = decide(&p, 1, 0, 429, STG_NET_NONE, STG_METHOD_GET, false, NULL);
     assert_in_range_i64(d.wait_us, STG_MS(800), STG_MS(1200));
 
     assert_int_equal(stg_policy_preset(&p, "decorrelated"), STG_OK);
@@ -769,6 +850,7 @@ int main(void)
         cmocka_unit_test(test_backoff_wait),
         cmocka_unit_test(test_honor),
         cmocka_unit_test(test_modes),
+        cmocka_unit_test(test_fault_classes),
         cmocka_unit_test(test_server_wait_too_long),
         cmocka_unit_test(test_ratelimit_reset_as_hint),
         cmocka_unit_test(test_deadline),

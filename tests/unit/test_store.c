@@ -6,6 +6,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #define _DEFAULT_SOURCE
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -836,6 +837,104 @@ static void test_created_private(void **state)
     stg_store_close(s);
 }
 
+/* Group commit (stg_store_group): changes join one transaction that
+ * another connection sees only after stg_store_flush; a change that does
+ * not apply (ESTATE) keeps the group; stg_store_mark_sent is durable at
+ * once; turning the group off flushes. */
+static int64_t other_count(const char *name, const char *state_name)
+{
+    sqlite3 *o;
+    assert_int_equal(sqlite3_open(path_of(name), &o), SQLITE_OK);
+    sqlite3_stmt *st;
+    assert_int_equal(sqlite3_prepare_v2(o, "SELECT count(*) FROM jobs WHERE state = ?1", -1, &st,
+                                        NULL),
+                     SQLITE_OK);
+    sqlite3_bind_text(st, 1, state_name, -1, SQLITE_STATIC);
+    assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+    int64_t n = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    sqlite3_close(o);
+    return n;
+}
+
+static void test_group_commit(void **state)
+{
+    (void)state;
+    stg_store *s = open_new("group.db");
+    import_five(s);
+    assert_int_equal(stg_store_group(s, true), STG_OK);
+    stg_job jobs[5];
+    int n = 0;
+    assert_int_equal(stg_store_claim(s, 5, 1, 2000, jobs, &n), STG_OK);
+    assert_int_equal(n, 5);
+    expect_counts(s, 0, 5, 0, 0, 0, 0);         /* this connection sees it */
+    assert_int_equal(other_count("group.db", "inflight"), 0); /* not committed */
+    assert_int_equal(stg_store_flush(s), STG_OK);
+    assert_int_equal(other_count("group.db", "inflight"), 5);
+
+    stg_job_outcome done = {.state = STG_JOB_DONE, .status = 200, .attempts = 1,
+                            .body = "ok", .body_len = 2};
+    assert_int_equal(stg_store_finish(s, 1, &done, 3000), STG_OK);
+    assert_int_equal(stg_store_finish(s, 2, &done, 3000), STG_OK);
+    /* Not in flight any more: refused, and the group keeps the two. */
+    assert_int_equal(stg_store_finish(s, 1, &done, 3000), STG_ESTATE);
+    assert_int_equal(other_count("group.db", "done"), 0);
+    assert_int_equal(stg_store_flush(s), STG_OK);
+    assert_int_equal(other_count("group.db", "done"), 2);
+    assert_int_equal(stg_store_flush(s), STG_OK); /* nothing open: nothing to do */
+
+    /* The sent-mark commits the group at once, with what it holds. */
+    assert_int_equal(stg_store_finish(s, 4, &done, 3000), STG_OK);
+    assert_int_equal(stg_store_mark_sent(s, 3, 1), STG_OK);
+    assert_int_equal(other_count("group.db", "done"), 3);
+    sqlite3 *o;
+    assert_int_equal(sqlite3_open(path_of("group.db"), &o), SQLITE_OK);
+    sqlite3_stmt *st;
+    assert_int_equal(sqlite3_prepare_v2(o, "SELECT sent FROM jobs WHERE id = 3", -1, &st, NULL),
+                     SQLITE_OK);
+    assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+    assert_int_equal(sqlite3_column_int(st, 0), 1);
+    sqlite3_finalize(st);
+    sqlite3_close(o);
+    assert_int_equal(stg_store_mark_sent(s, 1, 1), STG_ESTATE);
+
+    /* Off: flushed. */
+    assert_int_equal(stg_store_finish(s, 5, &done, 3000), STG_OK);
+    assert_int_equal(other_count("group.db", "done"), 3);
+    assert_int_equal(stg_store_group(s, false), STG_OK);
+    assert_int_equal(other_count("group.db", "done"), 4);
+    for (int i = 0; i < n; i++)
+        stg_job_clear(&jobs[i]);
+    stg_store_close(s);
+}
+
+/* A change that fails inside a group rolls the whole group back, so what
+ * the database holds is the last flush: a kill at that moment. */
+static void test_group_rollback(void **state)
+{
+    (void)state;
+    stg_store *s = open_new("grouprb.db");
+    import_five(s);
+    stg_job jobs[5];
+    int n = 0;
+    assert_int_equal(stg_store_claim(s, 5, 1, 2000, jobs, &n), STG_OK);
+    assert_int_equal(stg_store_group(s, true), STG_OK);
+    stg_job_outcome done = {.state = STG_JOB_DONE, .status = 200, .attempts = 1};
+    assert_int_equal(stg_store_finish(s, 1, &done, 3000), STG_OK);
+    /* A body said to be in a file that is shorter than it says. */
+    int fd = open(path_of("grouprb.db"), O_RDONLY);
+    assert_true(fd >= 0);
+    stg_job_outcome bad = {.state = STG_JOB_DONE, .status = 200, .attempts = 1,
+                           .body_in_fd = true, .body_fd = fd, .body_len = (size_t)8 << 20};
+    assert_int_equal(stg_store_finish(s, 2, &bad, 3000), STG_EDB);
+    close(fd);
+    expect_counts(s, 0, 5, 0, 0, 0, 0); /* job 1's outcome went with it */
+    assert_int_equal(stg_store_group(s, false), STG_OK);
+    for (int i = 0; i < n; i++)
+        stg_job_clear(&jobs[i]);
+    stg_store_close(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -843,6 +942,8 @@ int main(void)
         cmocka_unit_test(test_import_idempotent),
         cmocka_unit_test(test_fingerprint_mismatch),
         cmocka_unit_test(test_transitions),
+        cmocka_unit_test(test_group_commit),
+        cmocka_unit_test(test_group_rollback),
         cmocka_unit_test(test_recover),
         cmocka_unit_test(test_cancelled_back_to_pending),
         cmocka_unit_test(test_runner_lock),
