@@ -63,7 +63,9 @@
     X(stg_decision, 4, 80)              \
     X(stg_hints, 2, 80)                 \
     X(stg_quota_obs, 4, 160)            \
-    X(stg_quota_set, 4, 2832)
+    X(stg_quota_set, 4, 2832)          \
+    X(stg_concurrency_config, 6, 96)   \
+    X(stg_concurrency, 4, 200)
 
 #define STG_ABI_CURL_STRUCTS(X)         \
     X(stg_env, 4, 56)                   \
