@@ -402,7 +402,8 @@ void stg__eng_start_ready(stg_engine *e)
         } else {
             break;
         }
-        admit(e, r);
+        if (stg__eng_conc_gate(e, r)) /* else it waits for its host's slot */
+            admit(e, r);
     }
 }
 

@@ -219,6 +219,7 @@ static void attempt_done(stg_engine *e, req *r, CURLcode code)
     r->status = a.status;
     r->server_wait_us = a.hint;
     count_status(e, r->status, r->err);
+    stg__eng_conc_sample(e, r);
 
     stg__host *h = r->host;
     stg_event ev;

@@ -69,13 +69,13 @@
 
 #define STG_ABI_CURL_STRUCTS(X)         \
     X(stg_env, 4, 56)                   \
-    X(stg_event, 5, 184)                \
+    X(stg_event, 4, 184)                \
     X(stg_result, 7, 488)               \
     X(stg_shared_limiter, 8, 112)       \
     X(stg_call_config, 13, 560)         \
-    X(stg_engine_config, 15, 976)       \
+    X(stg_engine_config, 14, 976)       \
     X(stg_request, 6, 136)              \
-    X(stg_engine_stats, 8, 168)         \
+    X(stg_engine_stats, 6, 168)         \
     X(stg_event_fanout, 2, 88)         \
     X(stg_tls_config, 6, 96)
 
