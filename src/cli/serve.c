@@ -197,6 +197,26 @@ static int opt_slow_ms(cli_parser *p, const cli_opt *o, void *field, const char 
     return rc;
 }
 
+static int opt_capacity(cli_parser *p, const cli_opt *o, void *field, const char *val)
+{
+    (void)o;
+    long long n;
+    int rc = int_in(p, val, 0, 100000, "expected 0..100000", &n);
+    if (!rc)
+        *(int *)field = (int)n;
+    return rc;
+}
+
+static int opt_service_time(cli_parser *p, const cli_opt *o, void *field, const char *val)
+{
+    (void)o;
+    int64_t us;
+    if (!cli_parse_duration(val, &us) || us > STG_SEC(3600))
+        return cli_opt_bad(p, val, "expected a duration up to 1h, e.g. 50ms");
+    *(int64_t *)field = us;
+    return 0;
+}
+
 static int opt_seed(cli_parser *p, const cli_opt *o, void *field, const char *val)
 {
     (void)o;
@@ -286,6 +306,11 @@ static const cli_opt serve_table[] = {
      F(slow_body_us), opt_slow_ms, NULL, 0, NULL},
     {CLI_FN, "seed", 0, "S", "seed of the fault generator (default 1)", F(seed), opt_seed, NULL, 0,
      NULL},
+    {CLI_FN, "capacity", 0, "N",
+     "handle N admitted requests at once, queue the rest\n(latency grows with the queue; 0: off)",
+     F(capacity), opt_capacity, NULL, 0, NULL},
+    {CLI_FN, "service-time", 0, "D", "time each request takes with --capacity (default 50ms)",
+     F(service_time_us), opt_service_time, NULL, 0, NULL},
     {.kind = CLI_HEADING, .help = "Output"},
     {CLI_STRING, "log", 0, "FILE",
      "one line per request: arrival us since start, client,\n"
