@@ -503,7 +503,7 @@ static const cli_opt run_table[] = {
      "add header NAME with the value of environment\n"
      "variable VAR (keeps a secret out of argv)",
      0, opt_header_env, NULL, 0, NULL},
-    {CLI_FN, "concurrency", 'j', "N", "requests in flight at once (default 30)", B(concurrency),
+    {CLI_FN, "concurrency", 'j', "N", "a hard cap on requests in flight; without it the\nconcurrency is learned per host (at most 200)", B(concurrency),
      opt_concurrency, NULL, 0, NULL},
     {CLI_FN, "rate", 0, "R",
      "client-side limit, requests/s per host (token bucket);\n0: no limit; not given: adaptive "
@@ -596,7 +596,7 @@ const cli_command cli_batch_command = {
 static int parse_run(int argc, char **argv, run_opts *ro)
 {
     batch_opts *o = &ro->b;
-    o->concurrency = 30;
+    o->concurrency = 0; /* not given: learned (engine_config) */
     o->breaker_failures = 20;
     o->breaker_open_us = STG_SEC(30);
     o->defer_on_breaker = false;

@@ -98,6 +98,9 @@ static void draw(drawer *d, const stg_batch_progress *p, int64_t now, bool last)
     char eta[32];
     fmt_eta(jps > 0 ? (double)left / jps : -1, eta, sizeof eta);
     double p429 = p->attempts ? 100.0 * (double)p->status_429 / (double)p->attempts : 0;
+    char conc[48] = ""; /* a learned concurrency: where it stands */
+    if (p->concurrency_limit > 0)
+        snprintf(conc, sizeof conc, "  concurrency %d", p->concurrency_limit);
     if (d->mode == BATCH_PROGRESS_BAR) {
         char bar[25];
         int fill = total ? (int)(24 * ended / total) : 24;
@@ -106,21 +109,21 @@ static void draw(drawer *d, const stg_batch_progress *p, int64_t now, bool last)
         bar[24] = '\0';
         fprintf(stderr,
                 "\r[%s] %lld/%lld  done %lld  failed %lld  deferred %lld%s  %.1f req/s  "
-                "429 %.1f%%  ETA %s\033[K",
+                "429 %.1f%%%s  ETA %s\033[K",
                 bar, (long long)ended, (long long)total, (long long)c[STG_JOB_DONE],
                 (long long)c[STG_JOB_FAILED], (long long)c[STG_JOB_DEFERRED],
-                c[STG_JOB_REVIEW] ? "  review" : "", d->rps, p429, last ? "0 s" : eta);
+                c[STG_JOB_REVIEW] ? "  review" : "", d->rps, p429, conc, last ? "0 s" : eta);
         d->drawn = true;
         if (last)
             fputc('\n', stderr);
     } else {
         fprintf(stderr,
                 "batch: %lld/%lld ended (done %lld, failed %lld, deferred %lld, review %lld), "
-                "%lld in flight, %.1f req/s, 429 %.1f%%, ETA %s\n",
+                "%lld in flight, %.1f req/s, 429 %.1f%%,%s ETA %s\n",
                 (long long)ended, (long long)total, (long long)c[STG_JOB_DONE],
                 (long long)c[STG_JOB_FAILED], (long long)c[STG_JOB_DEFERRED],
                 (long long)c[STG_JOB_REVIEW], (long long)c[STG_JOB_INFLIGHT], d->rps, p429,
-                last ? "0 s" : eta);
+                conc[0] ? conc + 1 : "", last ? "0 s" : eta);
     }
     fflush(stderr);
 }
@@ -177,6 +180,10 @@ static int engine_config(const batch_opts *o, stg_engine_config *ec)
     memset(ec, 0, sizeof *ec);
     ec->policy = o->policy;
     ec->concurrency = o->concurrency;
+    /* No --concurrency: each host's is learned (concurrency.h), defaults. */
+    static const stg_concurrency_config learn_defaults;
+    if (!o->concurrency)
+        ec->learn = &learn_defaults;
     if (o->rate_given && o->rate > 0) {
         ec->limiter = STG_LIMITER_FIXED;
         ec->rate = o->rate;
