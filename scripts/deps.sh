@@ -10,6 +10,7 @@ set -eu
 PKGS="build-essential cmake ninja-build pkg-config git
       libcmocka-dev libcurl4-openssl-dev libsqlite3-dev libmicrohttpd-dev
       libhiredis-dev libjansson-dev redis-server curl python3 openssl
+      nghttp2-server
       zsh"
 for extra in "$@"; do
   case "$extra" in

@@ -451,7 +451,15 @@ typedef struct stg_engine_config {
      * max_limit). The limit shows in events (concurrency_limit), stats
      * and metrics. NULL: the fixed `concurrency` alone, as before. */
     union { const stg_concurrency_config *learn; uint64_t stg__learn_word; };
-    uint64_t stg__reserved[14]; /* room to grow (docs/ABI.md); leave zero */
+    /* CURLOPT_HTTP_VERSION of every attempt (CURL_HTTP_VERSION_1_1, _2_0,
+     * _2TLS, _2_PRIOR_KNOWLEDGE), set after setup_easy; 0: libcurl's
+     * default (h2 over TLS when the server offers it by ALPN). With h2 the
+     * requests to one origin share a connection (CURLPIPE_MULTIPLEX, and
+     * CURLOPT_PIPEWAIT so a second request waits for the first to learn
+     * whether the server multiplexes), within the server's
+     * SETTINGS_MAX_CONCURRENT_STREAMS. */
+    union { long http_version; uint64_t stg__http_version_word; };
+    uint64_t stg__reserved[13]; /* room to grow (docs/ABI.md); leave zero */
 } stg_engine_config;
 
 typedef struct stg_engine stg_engine;

@@ -323,6 +323,15 @@ static int opt_header_env(cli_parser *p, const cli_opt *o, void *field, const ch
     return add_header(field, line, true);
 }
 
+static int opt_http_version(cli_parser *p, const cli_opt *o, void *field, const char *val)
+{
+    (void)p, (void)val;
+    *(long *)field = !strcmp(o->name, "http1.1")                ? CURL_HTTP_VERSION_1_1
+                     : !strcmp(o->name, "http2-prior-knowledge") ? CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE
+                                                                 : CURL_HTTP_VERSION_2_0;
+    return 0;
+}
+
 static int opt_concurrency(cli_parser *p, const cli_opt *o, void *field, const char *v)
 {
     (void)o;
@@ -505,6 +514,11 @@ static const cli_opt run_table[] = {
      0, opt_header_env, NULL, 0, NULL},
     {CLI_FN, "concurrency", 'j', "N", "a hard cap on requests in flight; without it the\nconcurrency is learned per host (at most 200)", B(concurrency),
      opt_concurrency, NULL, 0, NULL},
+    {CLI_FN, "http1.1", 0, NULL, "use HTTP/1.1", B(http_version), opt_http_version, NULL, 0, NULL},
+    {CLI_FN, "http2", 0, NULL, "use HTTP/2, one connection per host (h2c upgrade\non http://)",
+     B(http_version), opt_http_version, NULL, 0, NULL},
+    {CLI_FN, "http2-prior-knowledge", 0, NULL, "use HTTP/2 without an upgrade on http://",
+     B(http_version), opt_http_version, NULL, 0, NULL},
     {CLI_FN, "rate", 0, "R",
      "client-side limit, requests/s per host (token bucket);\n0: no limit; not given: adaptive "
      "rate",

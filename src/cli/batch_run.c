@@ -180,6 +180,7 @@ static int engine_config(const batch_opts *o, stg_engine_config *ec)
     memset(ec, 0, sizeof *ec);
     ec->policy = o->policy;
     ec->concurrency = o->concurrency;
+    ec->http_version = o->http_version;
     /* No --concurrency: each host's is learned (concurrency.h), defaults. */
     static const stg_concurrency_config learn_defaults;
     if (!o->concurrency)

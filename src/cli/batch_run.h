@@ -61,6 +61,7 @@ typedef struct batch_opts {
     size_t max_body;
     cli_limiter limiter;      /* --limiter: a limit shared through Redis */
     cli_tls tls;              /* --cacert, --capath, -k, --cert, --key */
+    long http_version;  /* --http1.1 --http2 --http2-prior-knowledge; 0: libcurl's */
 } batch_opts;
 
 /* Run (or resume) the batch. Returns the exit status. */

@@ -112,6 +112,9 @@ stg_engine *stg_engine_new(const stg_engine_config *cfg, int *err)
     }
     long maxconn = e->concurrency > 8 ? e->concurrency : 8;
     curl_multi_setopt(e->multi, CURLMOPT_MAXCONNECTS, maxconn);
+    /* HTTP/2: streams share a connection (libcurl keeps within the
+     * server's SETTINGS_MAX_CONCURRENT_STREAMS). */
+    curl_multi_setopt(e->multi, CURLMOPT_PIPELINING, (long)CURLPIPE_MULTIPLEX);
     return e;
 }
 

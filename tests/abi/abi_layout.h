@@ -73,7 +73,7 @@
     X(stg_result, 7, 488)               \
     X(stg_shared_limiter, 8, 112)       \
     X(stg_call_config, 13, 560)         \
-    X(stg_engine_config, 14, 976)       \
+    X(stg_engine_config, 13, 976)       \
     X(stg_request, 6, 136)              \
     X(stg_engine_stats, 6, 168)         \
     X(stg_event_fanout, 2, 88)         \
