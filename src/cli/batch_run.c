@@ -100,7 +100,8 @@ static void draw(drawer *d, const stg_batch_progress *p, int64_t now, bool last)
     double p429 = p->attempts ? 100.0 * (double)p->status_429 / (double)p->attempts : 0;
     char conc[48] = ""; /* a learned concurrency: where it stands */
     if (p->concurrency_limit > 0)
-        snprintf(conc, sizeof conc, "  concurrency %d", p->concurrency_limit);
+        snprintf(conc, sizeof conc, "%s concurrency %d", d->mode == BATCH_PROGRESS_BAR ? " " : ",",
+                 p->concurrency_limit);
     if (d->mode == BATCH_PROGRESS_BAR) {
         char bar[25];
         int fill = total ? (int)(24 * ended / total) : 24;
@@ -109,21 +110,21 @@ static void draw(drawer *d, const stg_batch_progress *p, int64_t now, bool last)
         bar[24] = '\0';
         fprintf(stderr,
                 "\r[%s] %lld/%lld  done %lld  failed %lld  deferred %lld%s  %.1f req/s  "
-                "429 %.1f%%%s  ETA %s\033[K",
+                "429 %.1f%%  ETA %s%s\033[K",
                 bar, (long long)ended, (long long)total, (long long)c[STG_JOB_DONE],
                 (long long)c[STG_JOB_FAILED], (long long)c[STG_JOB_DEFERRED],
-                c[STG_JOB_REVIEW] ? "  review" : "", d->rps, p429, conc, last ? "0 s" : eta);
+                c[STG_JOB_REVIEW] ? "  review" : "", d->rps, p429, last ? "0 s" : eta, conc);
         d->drawn = true;
         if (last)
             fputc('\n', stderr);
     } else {
         fprintf(stderr,
                 "batch: %lld/%lld ended (done %lld, failed %lld, deferred %lld, review %lld), "
-                "%lld in flight, %.1f req/s, 429 %.1f%%,%s ETA %s\n",
+                "%lld in flight, %.1f req/s, 429 %.1f%%, ETA %s%s\n",
                 (long long)ended, (long long)total, (long long)c[STG_JOB_DONE],
                 (long long)c[STG_JOB_FAILED], (long long)c[STG_JOB_DEFERRED],
                 (long long)c[STG_JOB_REVIEW], (long long)c[STG_JOB_INFLIGHT], d->rps, p429,
-                conc[0] ? conc + 1 : "", last ? "0 s" : eta);
+                last ? "0 s" : eta, conc);
     }
     fflush(stderr);
 }
