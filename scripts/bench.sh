@@ -12,6 +12,8 @@
 #     and peak RSS per 1000 in-flight requests.
 #  3. Primitive costs: bench_core, bench_sim, and the bench/bench_*.sh scripts
 #     (bench_tls: plain HTTP beside TLS, handshakes and req/s, vs curl --parallel)
+#     (bench_h2: learned vs fixed-200 concurrency against serve --capacity 20,
+#     HTTP/2 vs HTTP/1.1 connections and wall time)
 #     of the other parts when present.
 # bench/analyze.py turns the logs into tables, docs/BENCHMARKS.md and the SVG
 # charts in docs/bench/ (figures are generated, never typed in).
@@ -381,7 +383,7 @@ primitives() {
         fi
     done
     [ "$QUICK" = 1 ] && return 0
-    for s in bench_serve bench_batch bench_redis bench_tls bench_dialects bench_proxy bench_queue; do
+    for s in bench_serve bench_batch bench_redis bench_tls bench_dialects bench_proxy bench_queue bench_h2; do
         if [ -f "$ROOT/bench/$s.sh" ]; then
             log "running bench/$s.sh"
             set +e

@@ -29,6 +29,7 @@
 #include "budget.h"
 #include "breaker.h"
 #include "adaptive.h"
+#include "concurrency.h"
 #include "redact.h" /* stg_redact_*: the core's, used on every event and log line */
 
 #ifdef __cplusplus
@@ -105,7 +106,11 @@ typedef struct stg_event {
     union { int connects; uint64_t stg__connects_word; };
     union { bool conn_reused; uint64_t stg__conn_reused_word; };
     int64_t tls_handshake_us;
-    uint64_t stg__reserved[5]; /* room to grow (docs/ABI.md); leave zero */
+    /* Every event of a request whose host learns its concurrency
+     * (stg_engine_config.learn): the host's limit when the event was
+     * made; 0 when the concurrency is fixed. */
+    union { int concurrency_limit; uint64_t stg__conc_word; };
+    uint64_t stg__reserved[4]; /* room to grow (docs/ABI.md); leave zero */
 } stg_event;
 
 /* An event sink. It runs on the thread doing the work (the engine's, or
@@ -476,7 +481,24 @@ typedef struct stg_engine_config {
      * pause holding the whole host), before the limiter above. A request's
      * cost is stg_request.cost. false: as before, no quota limiter. */
     bool quotas;
-    uint64_t stg__reserved[14]; /* room to grow (docs/ABI.md); leave zero */
+ /* room to grow (docs/ABI.md); leave zero */
+    /* A concurrency learned per host (concurrency.h): non-NULL turns it on
+     * with this configuration (zeroed: the defaults), copied at
+     * stg_engine_new. Each host then keeps at most its learned limit of
+     * attempts in flight (the others wait, holding nothing), and
+     * `concurrency` stays the hard cap over all hosts (0: the learned
+     * max_limit). The limit shows in events (concurrency_limit), stats
+     * and metrics. NULL: the fixed `concurrency` alone, as before. */
+    union { const stg_concurrency_config *learn; uint64_t stg__learn_word; };
+    /* CURLOPT_HTTP_VERSION of every attempt (CURL_HTTP_VERSION_1_1, _2_0,
+     * _2TLS, _2_PRIOR_KNOWLEDGE), set after setup_easy; 0: libcurl's
+     * default (h2 over TLS when the server offers it by ALPN). With h2 the
+     * requests to one origin share a connection (CURLPIPE_MULTIPLEX, and
+     * CURLOPT_PIPEWAIT so a second request waits for the first to learn
+     * whether the server multiplexes), within the server's
+     * SETTINGS_MAX_CONCURRENT_STREAMS. */
+    union { long http_version; uint64_t stg__http_version_word; };
+    uint64_t stg__reserved[12]; /* room to grow (docs/ABI.md); leave zero */
 } stg_engine_config;
 
 typedef struct stg_engine stg_engine;
@@ -595,7 +617,11 @@ typedef struct stg_engine_stats {
     uint64_t transport_errors;
     int64_t limiter_wait_us; /* summed */
     int in_flight, waiting;
-    uint64_t stg__reserved[8]; /* room to grow (docs/ABI.md); leave zero */
+    /* With a learned concurrency: the sum of the hosts' limits (one host:
+     * its limit), and attempts that waited for their host's limit. */
+    union { int concurrency_limit; uint64_t stg__conc_word; };
+    uint64_t concurrency_waits;
+    uint64_t stg__reserved[6]; /* room to grow (docs/ABI.md); leave zero */
 } stg_engine_stats;
 STG_API void stg_engine_stats_get(const stg_engine *e, stg_engine_stats *out);
 

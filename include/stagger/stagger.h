@@ -14,6 +14,7 @@
 #include "adaptive.h"
 #include "budget.h"
 #include "breaker.h"
+#include "concurrency.h"
 #include "redact.h"
 #include "quota.h"
 

@@ -149,6 +149,7 @@ typedef struct stg_batch_progress {
     int in_flight;             /* slots in use */
     uint64_t attempts, retries, status_429, status_503; /* this run's engine */
     stg_batch_stop_cause cause; /* RUNNING until the run ends */
+    int concurrency_limit;     /* learned: the hosts' limits summed; 0: fixed */
 } stg_batch_progress;
 
 /* The end of a run. */

@@ -118,6 +118,10 @@ int stg_batch_new(const stg_batch_config *cfg, stg_batch **out, stg_batch_start 
     b->n_headers = cfg->n_headers;
     b->out_dir = cfg->out_dir;
     b->nslots = cfg->engine.concurrency ? cfg->engine.concurrency : 30;
+    stg_concurrency_config lr; /* a learned concurrency's ceiling is the slot count */
+    if (!cfg->engine.concurrency && cfg->engine.learn &&
+        stg_concurrency_resolve(cfg->engine.learn, &lr) == STG_OK)
+        b->nslots = lr.max_limit;
     b->start_us = mono_us();
     b->next_save_us = b->start_us + STG_SEC(1);
     if (!(b->slots = calloc((size_t)b->nslots, sizeof *b->slots)))
@@ -249,6 +253,7 @@ void stg_batch_progress_get(const stg_batch *b, stg_batch_progress *p)
     p->retries = es.retries;
     p->status_429 = es.status_429;
     p->status_503 = es.status_503;
+    p->concurrency_limit = es.concurrency_limit;
 }
 
 int stg_batch_end(stg_batch *b, stg_batch_summary *s)

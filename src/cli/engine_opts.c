@@ -14,6 +14,15 @@
 #include "cli/cli.h"
 #include "cli/engine_opts.h"
 
+static int opt_http_version(cli_parser *p, const cli_opt *o, void *field, const char *val)
+{
+    (void)p, (void)val;
+    *(long *)field = !strcmp(o->name, "http1.1")                ? CURL_HTTP_VERSION_1_1
+                     : !strcmp(o->name, "http2-prior-knowledge") ? CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE
+                                                                 : CURL_HTTP_VERSION_2_0;
+    return 0;
+}
+
 static int opt_concurrency(cli_parser *p, const cli_opt *o, void *field, const char *v)
 {
     (void)o;
@@ -119,8 +128,14 @@ static int opt_max_body(cli_parser *p, const cli_opt *o, void *field, const char
 
 #define E(f) offsetof(cli_engine_opts, f)
 const cli_opt cli_engine_opts_table[] = {
-    {CLI_FN, "concurrency", 'j', "N", "requests in flight at once (default 30)", E(concurrency),
-     opt_concurrency, NULL, 0, NULL},
+    {CLI_FN, "concurrency", 'j', "N",
+     "a hard cap on requests in flight; without it the\nconcurrency is learned per host (at most 200)",
+     E(concurrency), opt_concurrency, NULL, 0, NULL},
+    {CLI_FN, "http1.1", 0, NULL, "use HTTP/1.1", E(http_version), opt_http_version, NULL, 0, NULL},
+    {CLI_FN, "http2", 0, NULL, "use HTTP/2, one connection per host (h2c upgrade\non http://)",
+     E(http_version), opt_http_version, NULL, 0, NULL},
+    {CLI_FN, "http2-prior-knowledge", 0, NULL, "use HTTP/2 without an upgrade on http://",
+     E(http_version), opt_http_version, NULL, 0, NULL},
     {CLI_FN, "rate", 0, "R",
      "client-side limit, requests/s per host (token bucket);\n0: no limit; not given: adaptive "
      "rate",
@@ -160,7 +175,7 @@ const cli_opt cli_engine_opts_table[] = {
 void cli_engine_opts_init(cli_engine_opts *o)
 {
     memset(o, 0, sizeof *o);
-    o->concurrency = 30;
+    o->concurrency = 0; /* not given: learned per host (concurrency.h) */
     o->breaker_failures = 20;
     o->breaker_open_us = STG_SEC(30);
     o->budget = true;
@@ -184,6 +199,11 @@ int cli_engine_config(const cli_engine_opts *o, const stg_policy *policy, cli_li
     memset(ec, 0, sizeof *ec);
     ec->policy = *policy;
     ec->concurrency = o->concurrency;
+    ec->http_version = o->http_version;
+    /* No --concurrency: each host's is learned (concurrency.h), defaults. */
+    static const stg_concurrency_config learn_defaults;
+    if (!o->concurrency)
+        ec->learn = &learn_defaults;
     if (o->rate_given && o->rate > 0) {
         ec->limiter = STG_LIMITER_FIXED;
         ec->rate = o->rate;

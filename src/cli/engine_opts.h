@@ -16,7 +16,8 @@
 #include "cli/opt.h"
 
 typedef struct cli_engine_opts {
-    int concurrency;          /* -j */
+    int concurrency;          /* -j; 0: learned per host */
+    long http_version;        /* --http1.1 --http2 --http2-prior-knowledge; 0: libcurl's */
     double rate;              /* 0 with !rate_given: adaptive */
     int64_t burst;
     bool rate_given;
@@ -37,7 +38,7 @@ typedef struct cli_engine_opts {
  * --budget-tokens, --budget-ratio, --max-body, --no-quotas. */
 extern const cli_opt cli_engine_opts_table[];
 
-/* The defaults: 30 at once, adaptive rate, breaker at 20 failures open
+/* The defaults: a concurrency learned per host, adaptive rate, breaker at 20 failures open
  * 30 s, waits for it, budget on. */
 void cli_engine_opts_init(cli_engine_opts *o);
 

@@ -470,7 +470,9 @@ static int opt_user(cli_parser *p, const cli_opt *o, void *field, const char *va
 static int opt_http_version(cli_parser *p, const cli_opt *o, void *field, const char *val)
 {
     (void)p, (void)val;
-    *(long *)field = !strcmp(o->name, "http1.1") ? CURL_HTTP_VERSION_1_1 : CURL_HTTP_VERSION_2_0;
+    *(long *)field = !strcmp(o->name, "http1.1")                ? CURL_HTTP_VERSION_1_1
+                     : !strcmp(o->name, "http2-prior-knowledge") ? CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE
+                                                                 : CURL_HTTP_VERSION_2_0;
     return 0;
 }
 
@@ -635,6 +637,8 @@ static const cli_opt fetch_table[] = {
      NULL},
     {CLI_FN, "http2", 0, NULL, "use HTTP/2 (h2c upgrade on http://)", F(http_version),
      opt_http_version, NULL, 0, NULL},
+    {CLI_FN, "http2-prior-knowledge", 0, NULL, "use HTTP/2 without an upgrade on http://",
+     F(http_version), opt_http_version, NULL, 0, NULL},
     {CLI_STRING, "proxy", 'x', "[PROTOCOL://]HOST[:PORT]",
      "use this proxy (default: $http_proxy, $https_proxy\nand $no_proxy, read by libcurl)",
      F(proxy), NULL, NULL, 0, NULL},

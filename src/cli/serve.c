@@ -208,6 +208,26 @@ static int opt_latency(cli_parser *p, const cli_opt *o, void *field, const char 
     return 0;
 }
 
+static int opt_capacity(cli_parser *p, const cli_opt *o, void *field, const char *val)
+{
+    (void)o;
+    long long n;
+    int rc = int_in(p, val, 0, 100000, "expected 0..100000", &n);
+    if (!rc)
+        *(int *)field = (int)n;
+    return rc;
+}
+
+static int opt_service_time(cli_parser *p, const cli_opt *o, void *field, const char *val)
+{
+    (void)o;
+    int64_t us;
+    if (!cli_parse_duration(val, &us) || us > STG_SEC(3600))
+        return cli_opt_bad(p, val, "expected a duration up to 1h, e.g. 50ms");
+    *(int64_t *)field = us;
+    return 0;
+}
+
 static int opt_seed(cli_parser *p, const cli_opt *o, void *field, const char *val)
 {
     (void)o;
@@ -364,6 +384,11 @@ static const cli_opt serve_table[] = {
      F(latency_us), opt_latency, NULL, 0, NULL},
     {CLI_FN, "seed", 0, "S", "seed of the fault generator (default 1)", F(seed), opt_seed, NULL, 0,
      NULL},
+    {CLI_FN, "capacity", 0, "N",
+     "handle N admitted requests at once, queue the rest\n(latency grows with the queue; 0: off)",
+     F(capacity), opt_capacity, NULL, 0, NULL},
+    {CLI_FN, "service-time", 0, "D", "time each request takes with --capacity (default 50ms)",
+     F(service_time_us), opt_service_time, NULL, 0, NULL},
     {.kind = CLI_HEADING, .help = "Output"},
     {CLI_STRING, "log", 0, "FILE",
      "one line per request: arrival us since start, client,\n"
@@ -431,6 +456,8 @@ int cli_serve_main(int argc, char **argv)
         return cli_usage_error(CMD, "--quota needs --dialect");
     if (cfg.token_cost && !cfg.dialect)
         return cli_usage_error(CMD, "--token-cost needs --dialect");
+    if (cfg.capacity && cfg.dialect) /* a queued answer would lose its persona's fields */
+        return cli_usage_error(CMD, "--capacity and --dialect cannot be combined");
     if (burst_set && cfg.rate <= 0)
         return cli_usage_error(CMD, "--burst needs --rate");
     if (cfg.ratelimit_headers && cfg.rate <= 0)

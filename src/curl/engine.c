@@ -85,6 +85,15 @@ stg_engine *stg_engine_new(const stg_engine_config *cfg, int *err)
     e->cfg = c;
     e->pol = pol;
     e->concurrency = c.concurrency ? c.concurrency : DEFAULT_CONCURRENCY;
+    if (c.learn) { /* copied: the hosts set up from it later */
+        e->learn = *c.learn;
+        e->cfg.learn = &e->learn;
+        if (!c.concurrency) {
+            stg_concurrency_config lr;
+            stg_concurrency_resolve(&e->learn, &lr); /* checked by the hosts */
+            e->concurrency = lr.max_limit;
+        }
+    }
     e->now = now;
     e->wall = stg__wall_us(c.env);
     e->next_id = 1;
@@ -103,6 +112,9 @@ stg_engine *stg_engine_new(const stg_engine_config *cfg, int *err)
     }
     long maxconn = e->concurrency > 8 ? e->concurrency : 8;
     curl_multi_setopt(e->multi, CURLMOPT_MAXCONNECTS, maxconn);
+    /* HTTP/2: streams share a connection (libcurl keeps within the
+     * server's SETTINGS_MAX_CONCURRENT_STREAMS). */
+    curl_multi_setopt(e->multi, CURLMOPT_PIPELINING, (long)CURLPIPE_MULTIPLEX);
     return e;
 }
 
@@ -380,6 +392,7 @@ void stg_engine_stats_get(const stg_engine *e, stg_engine_stats *out)
     *out = e->stats;
     out->in_flight = e->active;
     out->waiting = (int)e->count - e->active;
+    out->concurrency_limit = stg__eng_conc_sum(e);
 }
 
 void stg_engine_free(stg_engine *e)

@@ -7,11 +7,13 @@
  *   engine_admit.c  admission: breaker, limiter, pacing of a learned rate,
  *                   a spent budget's waits, timers, the attempt's start;
  *   engine_done.c   completion: an attempt's end (the attempt step shared
- *                   with stg_curl_perform), redirect hops, finish.
+ *                   with stg_curl_perform), redirect hops, finish;
+ *   engine_conc.c   a learned per-host concurrency: its slots and waiters.
  *
  * Where a request is (req.where) is exactly one place at any time outside
  * the function moving it: the new queue, the retry queue, the timer heap,
- * the multi (ACTIVE), or its host's pace queue (PACE_Q); RQ_NONE only
+ * the multi (ACTIVE), its host's pace queue (PACE_Q), or its host's
+ * concurrency queue (CONC_Q, waiting for a learned slot); RQ_NONE only
  * between leaving one place and entering the next, or while finishing.
  * rq_enter/rq_leave assert each move and stg__eng_check the bookkeeping
  * that goes with a place (heap index, easy handle, reservation). A turn
@@ -38,8 +40,10 @@ typedef enum rq_where {
     RQ_RETRY_Q = 2,
     RQ_TIMER = 3,
     RQ_ACTIVE = 4,
-    RQ_PACE_Q = 5  /* behind its host's pace head (see "pacing"), holding a
+    RQ_PACE_Q = 5, /* behind its host's pace head (see "pacing"), holding a
                       slot */
+    RQ_CONC_Q = 6  /* waiting for its host's learned concurrency
+                      (engine_conc.c), holding nothing */
 } rq_where;
 
 typedef enum rq_wait {
@@ -90,6 +94,7 @@ typedef struct req {
     size_t n_cost;
     stg_quota_ticket qt;
     bool quota_held;
+    bool conc_held;     /* holds one of its host's learned slots */
 
     stg__xfer x;
     stg_retry_state rs;
@@ -126,6 +131,7 @@ typedef struct queue {
 
 struct stg_engine {
     stg_engine_config cfg;
+    stg_concurrency_config learn; /* cfg.learn points here when set */
     stg_policy pol;
     int concurrency;
     CURLM *multi;
@@ -153,10 +159,23 @@ struct stg_engine {
  * W_LIMITER/W_PACE timer, PACE_Q only for a pace FIFO member. */
 void stg__eng_check(const stg_engine *e, const req *r);
 
-static inline void rq_enter(const stg_engine *e, req *r, rq_where w)
+void stg__eng_conc_release(stg_engine *e, req *r);
+
+/* A learned slot is held from admission to the end of the attempt: a
+ * request that goes to wait anywhere else (a backoff, the breaker, the
+ * budget, the retry queue) gives it back. */
+static inline bool conc_keeps(const req *r, rq_where w)
+{
+    return w == RQ_ACTIVE || w == RQ_PACE_Q ||
+           (w == RQ_TIMER && (r->wait == W_LIMITER || r->wait == W_PACE));
+}
+
+static inline void rq_enter(stg_engine *e, req *r, rq_where w)
 {
     STG_ASSERT(r->where == RQ_NONE);
     r->where = w;
+    if (r->conc_held && !conc_keeps(r, w))
+        stg__eng_conc_release(e, r);
     stg__eng_check(e, r);
 }
 
@@ -200,6 +219,18 @@ void stg__eng_schedule(stg_engine *e, req *r, rq_wait kind, int64_t wait_us);
 void stg__eng_budget_release(stg_engine *e, stg__host *h);
 void stg__eng_start_ready(stg_engine *e);
 void stg__eng_fire_timers(stg_engine *e);
+
+/* ---- learned concurrency (engine_conc.c) --------------------------------- */
+
+/* The sum of the hosts' learned limits (stats). */
+int stg__eng_conc_sum(const stg_engine *e);
+/* r leaves a queue to be admitted: true when it may (it then holds a slot
+ * of its host's), false when it waits in its host's CONC_Q. */
+bool stg__eng_conc_gate(stg_engine *e, req *r);
+/* r's attempt ended: a sample for its host's controller. */
+void stg__eng_conc_sample(stg_engine *e, req *r);
+/* Take r off its host's CONC_Q (detach). */
+void stg__eng_conc_unlink(req *r);
 
 /* ---- completion (engine_done.c) ------------------------------------------ */
 

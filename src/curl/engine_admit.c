@@ -284,6 +284,11 @@ static void start_attempt(stg_engine *e, req *r)
     curl_easy_setopt(easy, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
     if (e->cfg.setup_easy)
         e->cfg.setup_easy(easy, e->cfg.setup_data);
+    if (e->cfg.http_version) {
+        curl_easy_setopt(easy, CURLOPT_HTTP_VERSION, e->cfg.http_version);
+        if (e->cfg.http_version >= CURL_HTTP_VERSION_2_0)
+            curl_easy_setopt(easy, CURLOPT_PIPEWAIT, 1L); /* multiplex, not connect */
+    }
     /* Redirects are hops through admission (engine_done.c), never libcurl's. */
     curl_easy_setopt(easy, CURLOPT_FOLLOWLOCATION, 0L);
     curl_easy_setopt(easy, CURLOPT_URL, r->url);
@@ -486,7 +491,8 @@ void stg__eng_start_ready(stg_engine *e)
         } else {
             break;
         }
-        admit(e, r);
+        if (stg__eng_conc_gate(e, r)) /* else it waits for its host's slot */
+            admit(e, r);
     }
 }
 

@@ -292,6 +292,7 @@ static void attempt_done(stg_engine *e, req *r, CURLcode code)
     r->server_wait_us = a.hint;
     count_status(e, r->status, r->err);
     quota_settle(e, r, a.status > 0);
+    stg__eng_conc_sample(e, r);
 
     stg__host *h = r->host;
     stg_event ev;

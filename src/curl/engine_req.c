@@ -24,6 +24,8 @@ void stg__eng_check(const stg_engine *e, const req *r)
     STG_ASSERT(!r->reserved || r->where == RQ_PACE_Q ||
                (r->where == RQ_TIMER && (r->wait == W_LIMITER || r->wait == W_PACE)));
     STG_ASSERT(r->where != RQ_PACE_Q || (r->pacing && r->reserved));
+    STG_ASSERT(r->where != RQ_CONC_Q || (!r->conc_held && !r->reserved));
+    STG_ASSERT(!r->conc_held || r->host->conc_out > 0);
     STG_ASSERT(e->active >= 0 && e->reserved >= 0 &&
                e->active + e->reserved <= e->concurrency);
 }
@@ -75,6 +77,8 @@ void stg__eng_ev_init(stg_engine *e, req *r, stg_event_type type, stg_event *ev)
     ev->final_url = r->final_url;
     ev->host = r->host->key;
     ev->attempt = r->rs.attempts;
+    if (r->host->has_conc)
+        ev->concurrency_limit = stg_concurrency_limit(&r->host->conc);
 }
 
 void stg__eng_emit(stg_engine *e, const stg_event *ev)
@@ -227,6 +231,9 @@ void stg__eng_detach(stg_engine *e, req *r)
         r->easy = NULL;
         e->active--;
         break;
+    case RQ_CONC_Q:
+        stg__eng_conc_unlink(r);
+        break;
     case RQ_PACE_Q:
     case RQ_NONE:
         break;
@@ -237,4 +244,6 @@ void stg__eng_detach(stg_engine *e, req *r)
         e->reserved--;
     }
     r->where = RQ_NONE;
+    if (r->conc_held)
+        stg__eng_conc_release(e, r);
 }

@@ -109,7 +109,7 @@ static int host_setup(stg__host *h, const stg_engine_config *cfg, int64_t now_us
             return rc;
         h->has_breaker = true;
     }
-    return STG_OK;
+    return stg__eng_conc_host_init(h, cfg, now_us);
 }
 
 int stg__hosts_check_config(const stg_engine_config *cfg, int64_t now_us)

@@ -286,6 +286,13 @@ typedef struct stg__host {
     int n_changes;
     stg_breaker_change_fn user_change;
     void *user_data;
+    /* A learned concurrency (engine_conc.c): the controller, the host's
+     * requests holding one of its slots (admitted, up to the end of their
+     * attempt), and the FIFO of those waiting for a slot (struct req). */
+    bool has_conc;
+    stg_concurrency conc;
+    int conc_out;
+    void *conc_head, *conc_tail;
 } stg__host;
 
 typedef struct stg__hosts {
@@ -303,6 +310,8 @@ stg__host *stg__hosts_get(stg__hosts *t, const char *key, const stg_engine_confi
                           int64_t now_us, int *err);
 /* The engine's quota limiter, made on first use (NULL: out of memory). */
 stg_quota *stg__hosts_quota(stg__hosts *t);
+/* Set up h's learned concurrency when cfg->learn is set (engine_conc.c). */
+int stg__eng_conc_host_init(stg__host *h, const stg_engine_config *cfg, int64_t now_us);
 /* Check that cfg's limiter, budget and breaker settings are valid. */
 int stg__hosts_check_config(const stg_engine_config *cfg, int64_t now_us);
 

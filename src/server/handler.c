@@ -46,6 +46,9 @@ typedef struct srv_req {
     bool metrics_path;  /* /metrics: Prometheus text (stats.c) */
     bool decided;       /* counted by outcome and logged */
     bool hung;          /* parked forever: close when resumed */
+    bool in_cap;        /* counted in --capacity's system until completed */
+    bool cap_wait;      /* parked until its --capacity turn: answer when resumed */
+    bool slow;          /* the slow-body draw, kept across that wait */
     bool too_big;       /* the body is over --max-body */
     bool held;          /* --latency waited already (latency.c) */
     char *body;
@@ -215,6 +218,51 @@ static enum MHD_Result answer_metrics(stg_srv *s, srv_req *r, struct MHD_Connect
     return ret;
 }
 
+/* 5. The admitted request's answer (after its turn with --capacity; dc
+ * and dout: the persona's context and the fields its decision made, both
+ * NULL without --dialect). */
+static enum MHD_Result answer(stg_srv *s, srv_req *r, struct MHD_Connection *c, bool slow,
+                              int64_t now, srv_dctx *dc, srv_dout *dout)
+{
+    bool non_idempotent = !strcmp(r->method, "POST") || !strcmp(r->method, "PATCH");
+    srv_answer a = {0};
+    srv_route_req rq = {.conn = c, .method = r->method, .url = r->url, .body = r->body,
+                        .len = r->len, .retry_after_s = -1};
+    if (r->too_big) {
+        a.status = 413;
+        a.body = srv_json_error("request body too large", "limit", (int64_t)s->cfg.max_body,
+                                &a.len);
+    } else if (non_idempotent && r->key) {
+        srv_idem_answer(&s->idem, r->key, r->method, r->url, r->body ? r->body : "", r->len,
+                        produce_route, &rq, &a);
+    } else {
+        srv_route(&rq, &a);
+    }
+    if (a.replayed)
+        srv_stats_count(&s->stats, SRV_C_REPLAYS);
+    bool has_body = a.body && a.len > 0;
+    struct MHD_Response *resp;
+    if (slow && has_body) {
+        srv_stats_count(&s->stats, SRV_C_SLOW);
+        resp = srv_slow_response(&s->park, c, a.body, a.len, s->cfg.slow_body_us, now);
+    } else {
+        resp = buffer_response(a.body, a.len);
+    }
+    if (resp) {
+        if (a.replayed)
+            MHD_add_response_header(resp, "Idempotent-Replayed", "true");
+        if (rq.retry_after_s >= 0)
+            srv_retry_after_add(resp, s->cfg.retry_after, rq.retry_after_s * 1000000,
+                                rq.retry_after_s);
+        if (s->cfg.ratelimit_headers)
+            srv_limit_add_headers(&s->limit, resp, now, false);
+        if (dc) { /* the persona's fields on a success (dialect.h) */
+            srv_dialect_after_route(dc, a.status, dout);
+            srv_dout_apply(dout, resp);
+        }
+    }
+    return finish(s, r, c, a.status, resp, has_body);
+}
 static enum MHD_Result decide(stg_srv *s, srv_req *r, struct MHD_Connection *c)
 {
     if (r->stats_path)
@@ -295,45 +343,20 @@ static enum MHD_Result decide(stg_srv *s, srv_req *r, struct MHD_Connection *c)
         }
     }
 
-    /* 5. Admitted. */
+    /* 5. Admitted: answered now, or when its turn comes (capacity.h). */
     srv_stats_count(&s->stats, SRV_C_ADMITTED);
-    srv_answer a = {0};
-    srv_route_req rq = {.conn = c, .method = r->method, .url = r->url, .body = r->body,
-                        .len = r->len, .retry_after_s = -1};
-    if (r->too_big) {
-        a.status = 413;
-        a.body = srv_json_error("request body too large", "limit", (int64_t)s->cfg.max_body,
-                                &a.len);
-    } else if (non_idempotent && r->key) {
-        srv_idem_answer(&s->idem, r->key, r->method, r->url, r->body ? r->body : "", r->len,
-                        produce_route, &rq, &a);
-    } else {
-        srv_route(&rq, &a);
-    }
-    if (a.replayed)
-        srv_stats_count(&s->stats, SRV_C_REPLAYS);
-    bool has_body = a.body && a.len > 0;
-    struct MHD_Response *resp;
-    if (d.slow && has_body) {
-        srv_stats_count(&s->stats, SRV_C_SLOW);
-        resp = srv_slow_response(&s->park, c, a.body, a.len, s->cfg.slow_body_us, now);
-    } else {
-        resp = buffer_response(a.body, a.len);
-    }
-    if (resp) {
-        if (a.replayed)
-            MHD_add_response_header(resp, "Idempotent-Replayed", "true");
-        if (rq.retry_after_s >= 0)
-            srv_retry_after_add(resp, s->cfg.retry_after, rq.retry_after_s * 1000000,
-                                rq.retry_after_s);
-        if (s->cfg.ratelimit_headers)
-            srv_limit_add_headers(&s->limit, resp, now, false);
-        if (persona) {
-            srv_dialect_after_route(&dc, a.status, &dout);
-            srv_dout_apply(&dout, resp);
+    if (s->cap.n) {
+        r->in_cap = true;
+        int64_t due = srv_capacity_admit(&s->cap, now);
+        if (due > now) {
+            r->cap_wait = true;
+            r->slow = d.slow;
+            if (srv_park_conn(&s->park, c, due))
+                return MHD_YES;
+            r->cap_wait = false; /* shutting down: answer at once */
         }
     }
-    return finish(s, r, c, a.status, resp, has_body);
+    return answer(s, r, c, d.slow, now, persona ? &dc : NULL, persona ? &dout : NULL);
 }
 
 enum MHD_Result srv_on_request(void *cls, struct MHD_Connection *c, const char *url,
@@ -362,6 +385,10 @@ enum MHD_Result srv_on_request(void *cls, struct MHD_Connection *c, const char *
     }
     if (r->hung)
         return MHD_NO; /* resumed: the client left or the server is stopping */
+    if (r->cap_wait) { /* resumed: its --capacity turn has come */
+        r->cap_wait = false;
+        return answer(s, r, c, r->slow, r->arrival_us, NULL, NULL); /* --capacity: no --dialect */
+    }
     if (*upload_size) {
         if (!r->decided)
             body_append(r, upload_data, *upload_size, s->cfg.max_body);
@@ -382,6 +409,8 @@ void srv_on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
     srv_req *r = *con_cls;
     if (!r)
         return;
+    if (r->in_cap)
+        srv_capacity_leave(&s->cap);
     if (!r->decided && !r->stats_path) {
         int64_t rel = srv_mono_us() - s->start_us;
         srv_stats_arrival(&s->stats, rel);

@@ -14,6 +14,7 @@
 #include <microhttpd.h>
 #include <jansson.h>
 
+#include "server/capacity.h"
 #include "server/clients.h"
 #include "server/dialect.h"
 #include "server/early.h"
@@ -43,6 +44,7 @@ struct stg_srv {
     srv_reqlog log;
     srv_park park;
     srv_tls tls;
+    srv_capacity cap;
     _Atomic uint64_t conns_opened; /* connections accepted (/__stats) */
 };
 

@@ -44,6 +44,7 @@ void stg_srv_config_init(stg_srv_config *cfg)
     cfg->retry_after = STG_SRV_RA_SECONDS;
     cfg->fail_retry_after_s = 1;
     cfg->slow_body_us = 1000000;
+    cfg->service_time_us = 50000;
     cfg->seed = 1;
     cfg->log_format = STG_SRV_LOG_JSONL;
     cfg->max_body = 1u << 20;
@@ -52,6 +53,19 @@ void stg_srv_config_init(stg_srv_config *cfg)
 unsigned stg_srv_port(const stg_srv *s)
 {
     return s->port;
+}
+
+/* --capacity in the stats: its settings, in the system now and the peak. */
+static int capacity_stats(stg_srv *s, json_t *doc)
+{
+    if (!s->cap.n)
+        return json_object_set_new(doc, "capacity", json_null());
+    int64_t now = 0, peak = 0;
+    srv_capacity_stats(&s->cap, &now, &peak);
+    return json_object_set_new(doc, "capacity",
+                               json_pack("{s:i,s:I,s:I,s:I}", "n", s->cap.n, "service_us",
+                                         (json_int_t)s->cap.service_us, "in_system",
+                                         (json_int_t)now, "max_in_system", (json_int_t)peak));
 }
 
 json_t *srv_stats_document(stg_srv *s)
@@ -75,7 +89,8 @@ json_t *srv_stats_document(stg_srv *s)
         json_object_set_new(doc, "connections", json_integer(conns)) != 0 ||
         json_object_set_new(doc, "connections_opened", json_integer((json_int_t)opened)) != 0 ||
         json_object_set_new(doc, "tls", json_boolean(s->tls.on)) != 0 ||
-        json_object_set_new(doc, "tls_client_refused", json_integer((json_int_t)refused)) != 0) {
+        json_object_set_new(doc, "tls_client_refused", json_integer((json_int_t)refused)) != 0 ||
+        capacity_stats(s, doc) != 0) {
         json_decref(doc);
         return NULL;
     }
@@ -128,6 +143,7 @@ static void destroy(stg_srv *s, bool stats_ok, bool idem_ok, bool clients_ok, bo
         srv_clients_destroy(&s->clients);
     srv_faults_destroy(&s->faults);
     srv_tls_free(&s->tls);
+    srv_capacity_free(&s->cap);
     if (stats_ok)
         srv_stats_destroy(&s->stats);
     free(s->bind_copy);
@@ -144,6 +160,7 @@ stg_srv *stg_srv_start(const stg_srv_config *cfg, char *err, size_t errlen)
         return NULL;
     }
     s->cfg = *cfg;
+    bool cap_ok = srv_capacity_init(&s->cap, cfg->capacity, cfg->service_time_us) == 0;
     s->bind_copy = dup_or_null(cfg->bind ? cfg->bind : "127.0.0.1");
     s->log_copy = dup_or_null(cfg->log_path);
     s->stats_copy = dup_or_null(cfg->stats_path);
@@ -166,7 +183,7 @@ stg_srv *stg_srv_start(const stg_srv_config *cfg, char *err, size_t errlen)
     bool stats_ok = srv_stats_init(&s->stats) == 0;
     bool clients_ok = stats_ok && srv_clients_init(&s->clients, cfg->fail_first) == 0;
     bool idem_ok = clients_ok && srv_idem_init(&s->idem) == 0;
-    if (!idem_ok || !s->bind_copy) {
+    if (!idem_ok || !s->bind_copy || !cap_ok) {
         snprintf(err, errlen, "out of memory");
         destroy(s, stats_ok, false, clients_ok, false);
         return NULL;

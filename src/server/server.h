@@ -81,6 +81,10 @@ typedef struct stg_srv_config {
      * client certificate chaining to this CA gets 403. NULL: plain HTTP. */
     const char *tls_cert, *tls_key, *tls_client_ca;
     int64_t latency_us;     /* every answer waits this long (latency.c); 0: none */
+    /* capacity.h: N admitted requests at once, each service_time_us, the
+     * rest queued; 0: off. */
+    int capacity;
+    int64_t service_time_us;
 } stg_srv_config;
 
 typedef struct stg_srv stg_srv;

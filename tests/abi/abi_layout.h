@@ -67,17 +67,19 @@
     X(stg_quota_set, 4, 2832)           \
     X(stg_quota_cost, 2, 48)            \
     X(stg_quota_config, 5, 104)         \
-    X(stg_quota_host_info, 4, 56)
+    X(stg_quota_host_info, 4, 56) \
+    X(stg_concurrency_config, 6, 96)   \
+    X(stg_concurrency, 4, 200)
 
 #define STG_ABI_CURL_STRUCTS(X)         \
     X(stg_env, 4, 56)                   \
-    X(stg_event, 5, 184)                \
+    X(stg_event, 4, 184)                \
     X(stg_result, 7, 488)               \
     X(stg_shared_limiter, 8, 112)       \
     X(stg_call_config, 13, 560)         \
-    X(stg_engine_config, 14, 976)       \
+    X(stg_engine_config, 12, 976)       \
     X(stg_request, 4, 176)              \
-    X(stg_engine_stats, 8, 168)         \
+    X(stg_engine_stats, 6, 168)         \
     X(stg_event_fanout, 2, 88)         \
     X(stg_tls_config, 6, 96)
 

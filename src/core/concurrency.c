@@ -1,0 +1,142 @@
+/*
+ * The learned concurrency limit (include/stagger/concurrency.h has the
+ * model and why). Pure: time comes in as now_us, nothing is allocated.
+ *
+ * Invariants (asserted where the limit changes): min_limit <= limit <=
+ * max_limit; base_rtt_us is 0 or > 0 and no window's RTT is below it
+ * (it is their minimum); a window holds its samples only until it closes.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "stagger/concurrency.h"
+#include "util/assert.h"
+
+int stg_concurrency_resolve(const stg_concurrency_config *cfg, stg_concurrency_config *out)
+{
+    stg_concurrency_config c;
+    memset(&c, 0, sizeof c);
+    if (cfg)
+        c = *cfg;
+    if (c.initial < 0 || c.min_limit < 0 || c.max_limit < 0 || c.min_samples < 0 ||
+        c.window_us < 0 || c.tolerance < 0 || c.smoothing < 0 || c.backoff < 0)
+        return STG_EINVAL;
+    if (!c.min_limit)
+        c.min_limit = STG_CONCURRENCY_DEFAULT_MIN;
+    if (!c.max_limit)
+        c.max_limit = c.min_limit > STG_CONCURRENCY_DEFAULT_MAX ? c.min_limit
+                                                                : STG_CONCURRENCY_DEFAULT_MAX;
+    if (!c.initial)
+        c.initial = STG_CONCURRENCY_DEFAULT_INITIAL;
+    if (!c.min_samples)
+        c.min_samples = STG_CONCURRENCY_DEFAULT_MIN_SAMPLES;
+    if (!c.window_us)
+        c.window_us = STG_CONCURRENCY_DEFAULT_WINDOW_US;
+    if (c.tolerance == 0)
+        c.tolerance = STG_CONCURRENCY_DEFAULT_TOLERANCE;
+    if (c.smoothing == 0)
+        c.smoothing = STG_CONCURRENCY_DEFAULT_SMOOTHING;
+    if (c.backoff == 0)
+        c.backoff = STG_CONCURRENCY_DEFAULT_BACKOFF;
+    if (c.max_limit < c.min_limit || !(c.tolerance >= 1) || !(c.smoothing <= 1) ||
+        !(c.backoff < 1) || !isfinite(c.tolerance))
+        return STG_EINVAL;
+    if (c.initial < c.min_limit)
+        c.initial = c.min_limit;
+    if (c.initial > c.max_limit)
+        c.initial = c.max_limit;
+    *out = c;
+    return STG_OK;
+}
+
+int stg_concurrency_init(stg_concurrency *c, const stg_concurrency_config *cfg, int64_t now_us)
+{
+    stg_concurrency_config r;
+    int rc = stg_concurrency_resolve(cfg, &r);
+    if (rc != STG_OK)
+        return rc;
+    memset(c, 0, sizeof *c);
+    c->cfg = r;
+    c->limit = r.initial;
+    c->win_start_us = now_us;
+    return STG_OK;
+}
+
+static double clamp(double v, double lo, double hi)
+{
+    return v < lo ? lo : v > hi ? hi : v;
+}
+
+/* The window closed: move the limit. */
+static void close_window(stg_concurrency *c, int64_t now_us)
+{
+    const stg_concurrency_config *k = &c->cfg;
+    if (c->win_n > 0) { /* a window of overloads alone measures nothing */
+        int64_t rtt = c->win_sum_us / c->win_n;
+        if (rtt < 1)
+            rtt = 1;
+        c->last_rtt_us = rtt;
+        if (!c->base_rtt_us || rtt < c->base_rtt_us)
+            c->base_rtt_us = rtt;
+        STG_ASSERT(c->base_rtt_us > 0 && c->base_rtt_us <= rtt);
+    }
+    double limit = c->limit;
+    if (c->win_overload) {
+        limit *= k->backoff;
+        c->cuts++;
+    } else {
+        double gradient = clamp(
+            k->tolerance * (double)c->base_rtt_us / (double)c->last_rtt_us, 0.5, 1.0);
+        double target = limit * gradient + sqrt(limit);
+        /* An unused limit says nothing: never grow from it. */
+        if (target > limit && 2 * c->win_max_in_flight < limit)
+            target = limit;
+        limit += k->smoothing * (target - limit);
+    }
+    c->limit = clamp(limit, k->min_limit, k->max_limit);
+    STG_ASSERT(c->limit >= k->min_limit && c->limit <= k->max_limit);
+    c->windows++;
+    c->win_start_us = now_us;
+    c->win_sum_us = 0;
+    c->win_n = 0;
+    c->win_max_in_flight = 0;
+    c->win_overload = false;
+}
+
+void stg_concurrency_on_sample(stg_concurrency *c, int64_t rtt_us, stg_concurrency_signal sig,
+                               int in_flight, int64_t now_us)
+{
+    if (sig == STG_CONCURRENCY_IGNORE)
+        return;
+    if (rtt_us < 0)
+        rtt_us = 0;
+    if (c->win_n == 0 && !c->win_overload)
+        c->win_start_us = now_us - rtt_us; /* a window starts with what it measures */
+    if (sig == STG_CONCURRENCY_OVERLOAD) {
+        c->win_overload = true;
+    } else {
+        c->win_sum_us += rtt_us;
+        c->win_n++;
+    }
+    if (in_flight > c->win_max_in_flight)
+        c->win_max_in_flight = in_flight;
+    int64_t span = c->cfg.window_us > c->base_rtt_us ? c->cfg.window_us : c->base_rtt_us;
+    bool enough = c->win_n >= c->cfg.min_samples || c->win_overload;
+    if (now_us - c->win_start_us >= span && enough)
+        close_window(c, now_us);
+}
+
+int stg_concurrency_limit(const stg_concurrency *c)
+{
+    return (int)c->limit;
+}
+
+int64_t stg_concurrency_base_rtt(const stg_concurrency *c)
+{
+    return c->base_rtt_us;
+}
+
+int64_t stg_concurrency_rtt(const stg_concurrency *c)
+{
+    return c->last_rtt_us;
+}

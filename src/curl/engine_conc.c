@@ -1,0 +1,139 @@
+/*
+ * A concurrency learned per host (stg_engine_config.learn, concurrency.h):
+ * the engine's side of it. The controller says how many attempts a host
+ * may have in flight; this file keeps the host to it.
+ *
+ * A request takes one of its host's slots when it leaves the new or retry
+ * queue to be admitted (stg__eng_conc_gate) and holds it through the
+ * limiter's waits and its attempt; it gives it back when it goes to wait
+ * anywhere else or finishes (rq_enter and detach call release). A request
+ * that finds its host full waits in the host's CONC_Q, a FIFO holding no
+ * engine slot, no reservation and no deadline of its own: it is not
+ * admitted yet. A slot given back goes to the FIFO's head at once (taken
+ * for it, then the head joins the retry queue), so the order is kept and
+ * a woken request never meets a full host.
+ *
+ * Why the slot covers the limiter's waits and not only the attempt: a
+ * request admitted by the gate is committed to the host; counting only
+ * attempts would let every request past the gate while the limiter holds
+ * them, and they would then go together.
+ *
+ * Invariants: 0 <= conc_out; conc_out <= limit except just after the limit
+ * was cut (slots held then are not taken back: those requests are already
+ * committed); a request in CONC_Q holds no slot; the FIFO is empty when
+ * conc_out < limit (a freed slot is handed on before anyone may look).
+ */
+#include "curl/engine.h"
+
+int stg__eng_conc_host_init(stg__host *h, const stg_engine_config *cfg, int64_t now_us)
+{
+    if (!cfg->learn)
+        return STG_OK;
+    int rc = stg_concurrency_init(&h->conc, cfg->learn, now_us);
+    if (rc != STG_OK)
+        return rc;
+    h->has_conc = true;
+    return STG_OK;
+}
+
+static int limit_of(const stg__host *h)
+{
+    return stg_concurrency_limit(&h->conc);
+}
+
+static void fifo_push(stg__host *h, req *r)
+{
+    r->q_next = NULL;
+    r->q_prev = h->conc_tail;
+    if (h->conc_tail)
+        ((req *)h->conc_tail)->q_next = r;
+    else
+        h->conc_head = r;
+    h->conc_tail = r;
+}
+
+void stg__eng_conc_unlink(req *r)
+{
+    stg__host *h = r->host;
+    if (r->q_prev)
+        r->q_prev->q_next = r->q_next;
+    else
+        h->conc_head = r->q_next;
+    if (r->q_next)
+        r->q_next->q_prev = r->q_prev;
+    else
+        h->conc_tail = r->q_prev;
+    r->q_next = r->q_prev = NULL;
+}
+
+/* Hand the host's free slots to its waiters, oldest first. */
+static void wake(stg_engine *e, stg__host *h)
+{
+    while (h->conc_head && h->conc_out < limit_of(h)) {
+        req *w = h->conc_head;
+        stg__eng_conc_unlink(w);
+        rq_leave(w, RQ_CONC_Q);
+        w->conc_held = true;
+        h->conc_out++;
+        rq_enter(e, w, RQ_RETRY_Q);
+        stg__eng_q_push(&e->retry_q, w);
+    }
+    STG_ASSERT(!h->conc_head || h->conc_out >= limit_of(h));
+}
+
+bool stg__eng_conc_gate(stg_engine *e, req *r)
+{
+    stg__host *h = r->host;
+    if (!h->has_conc || r->conc_held)
+        return true;
+    if (h->conc_out < limit_of(h)) {
+        r->conc_held = true;
+        h->conc_out++;
+        return true;
+    }
+    fifo_push(h, r);
+    e->stats.concurrency_waits++;
+    rq_enter(e, r, RQ_CONC_Q);
+    return false;
+}
+
+void stg__eng_conc_release(stg_engine *e, req *r)
+{
+    stg__host *h = r->host;
+    STG_ASSERT(r->conc_held && h->conc_out > 0);
+    r->conc_held = false;
+    h->conc_out--;
+    wake(e, h);
+}
+
+/* What an attempt's end says of the server's load. */
+static stg_concurrency_signal signal_of(int status, stg_net_error err)
+{
+    if (status == 429 || status == 503 || err == STG_NET_TIMEOUT)
+        return STG_CONCURRENCY_OVERLOAD;
+    if (status > 0)
+        return STG_CONCURRENCY_OK;
+    return STG_CONCURRENCY_IGNORE; /* refused, reset, DNS, TLS: not load */
+}
+
+void stg__eng_conc_sample(stg_engine *e, req *r)
+{
+    stg__host *h = r->host;
+    if (!h->has_conc)
+        return;
+    int before = limit_of(h);
+    stg_concurrency_on_sample(&h->conc, e->now - r->attempt_start_us,
+                              signal_of(r->status, r->err), h->conc_out, e->now);
+    if (limit_of(h) > before)
+        wake(e, h);
+}
+
+int stg__eng_conc_sum(const stg_engine *e)
+{
+    int sum = 0;
+    for (size_t i = 0; i < e->hosts.cap; i++)
+        for (const stg__host *h = e->hosts.b[i]; h; h = h->next)
+            if (h->has_conc)
+                sum += limit_of(h);
+    return sum;
+}

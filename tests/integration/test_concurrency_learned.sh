@@ -1,0 +1,52 @@
+# The learned concurrency against `stagger serve --capacity`, on 127.0.0.1:
+# a server that handles C requests at once and queues the rest. Without
+# --concurrency the batch learns how many to keep in flight; with it the
+# number is a hard cap. Bounds come from the model (capacity.h,
+# concurrency.h): above C every extra request only waits, the controller
+# settles where L = C + sqrt(L) (14 for C = 10; the default fixed 30 would be 3 C) and stops growing as soon as
+# the latency rises, so the server never sees 2 C at once; it must have
+# seen C to run at its capacity. Every job is answered once.
+. "$(dirname "$0")/lib.sh"
+S=$STAGGER
+T=$(mktemp -d /tmp/stg_conc.XXXXXX)
+SRV_PIDS=""
+cleanup() {
+  in_script || return 0
+  stop_jobs
+  rm -rf "$T"
+}
+trap cleanup EXIT
+SERVE_DIR=$T
+. "$(dirname "$0")/serve_lib.sh"
+stop_server() { kill "$1" 2>/dev/null || true; wait "$1" 2>/dev/null || true; }
+
+C=10
+N=1000
+serve_start learned --capacity $C --service-time 50ms
+for i in $(seq $N); do echo "$URL/job/$i"; done >"$T/urls.txt"
+expect_exit "learned: every job done" 0 "$S" batch -q --db "$T/l.db" --log "$T/l.jsonl" "$T/urls.txt"
+st=$(curl -s "$URL/__stats")
+jcheck "learned: each job admitted once" "$st" "j['admitted'] == $N"
+jcheck "learned: the server saw at least its capacity at once" "$st" \
+  "j['capacity']['max_in_system'] >= $C"
+jcheck "learned: never twice its capacity at once" "$st" \
+  "j['capacity']['max_in_system'] < 2 * $C"
+TESTS_RUN=$((TESTS_RUN + 1))
+python3 - "$T/l.jsonl" "$C" <<'PY' || fail "learned: the log carries the learned limit"
+import json, sys
+ends = [json.loads(l) for l in open(sys.argv[1]) if '"attempt_end"' in l]
+lim = [e.get("concurrency", 0) for e in ends]
+sys.exit(0 if ends and all(x >= 1 for x in lim) and max(lim) >= int(sys.argv[2]) else 1)
+PY
+stop_server "$SRV_PID"
+
+# --concurrency is a hard cap: the server sees what is sent, up to the cap.
+serve_start fixed --capacity $C --service-time 50ms
+for i in $(seq $N); do echo "$URL/job/$i"; done >"$T/urls.txt"
+expect_exit "fixed: every job done" 0 "$S" batch -q -j 60 --db "$T/f.db" "$T/urls.txt"
+st=$(curl -s "$URL/__stats")
+jcheck "fixed: each job admitted once" "$st" "j['admitted'] == $N"
+jcheck "fixed: up to the cap queued at the server" "$st" \
+  "2 * $C <= j['capacity']['max_in_system'] <= 60"
+stop_server "$SRV_PID"
+finish

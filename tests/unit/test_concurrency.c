@@ -1,0 +1,222 @@
+/*
+ * Unit tests of the learned concurrency limit (concurrency.h), in virtual
+ * time. The server model is the one the controller is for: C workers with
+ * a fixed service time S, a FIFO queue for the rest (so latency grows with
+ * what is queued, throughput stays at C / S). The client always has work
+ * and keeps the limit in flight. Bounds come from the model: above C the
+ * RTT is S * L / C, so the limit settles where L = C + sqrt(L).
+ */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include <stagger/concurrency.h>
+
+#define MAXQ 4096
+
+typedef struct model {
+    int capacity;
+    int64_t service_us;
+    int64_t now;
+    int busy;
+    int64_t queue[MAXQ]; /* send times, FIFO */
+    size_t qh, qt;
+    int64_t done_at[MAXQ], sent_at[MAXQ]; /* in service */
+    int n_service;
+    int in_flight;
+    uint64_t completed;
+    int64_t lat[1 << 16];
+    size_t n_lat;
+} model;
+
+static void serve(model *m, int64_t sent)
+{
+    m->done_at[m->n_service] = m->now + m->service_us;
+    m->sent_at[m->n_service] = sent;
+    m->n_service++;
+}
+
+static void send_one(model *m)
+{
+    m->in_flight++;
+    if (m->n_service < m->capacity)
+        serve(m, m->now);
+    else
+        m->queue[m->qt++ % MAXQ] = m->now;
+}
+
+/* Advance to the next completion; returns its RTT. */
+static int64_t next_done(model *m)
+{
+    int k = 0;
+    for (int i = 1; i < m->n_service; i++)
+        if (m->done_at[i] < m->done_at[k])
+            k = i;
+    m->now = m->done_at[k];
+    int64_t rtt = m->now - m->sent_at[k];
+    m->done_at[k] = m->done_at[m->n_service - 1];
+    m->sent_at[k] = m->sent_at[m->n_service - 1];
+    m->n_service--;
+    if (m->qh != m->qt)
+        serve(m, m->queue[m->qh++ % MAXQ]);
+    m->completed++;
+    return rtt;
+}
+
+/* Run until `until`, recording latencies after `from`. */
+static void run(model *m, stg_concurrency *c, int64_t from, int64_t until)
+{
+    while (m->in_flight < stg_concurrency_limit(c))
+        send_one(m);
+    while (m->now < until) {
+        int64_t rtt = next_done(m);
+        stg_concurrency_on_sample(c, rtt, STG_CONCURRENCY_OK, m->in_flight, m->now);
+        m->in_flight--;
+        if (m->now >= from && m->n_lat < sizeof m->lat / sizeof m->lat[0])
+            m->lat[m->n_lat++] = rtt;
+        while (m->in_flight < stg_concurrency_limit(c))
+            send_one(m);
+    }
+}
+
+static int cmp64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+static int64_t p50(model *m)
+{
+    qsort(m->lat, m->n_lat, sizeof m->lat[0], cmp64);
+    return m->lat[m->n_lat / 2];
+}
+
+static void test_defaults_and_invalid(void **state)
+{
+    (void)state;
+    stg_concurrency_config r;
+    assert_int_equal(stg_concurrency_resolve(NULL, &r), STG_OK);
+    assert_int_equal(r.initial, 10);
+    assert_int_equal(r.min_limit, 1);
+    assert_int_equal(r.max_limit, 200);
+    assert_int_equal(r.min_samples, 5);
+    assert_true(r.window_us == STG_MS(100));
+    const stg_concurrency_config bad[] = {
+        {.initial = -1},  {.min_limit = 5, .max_limit = 4}, {.tolerance = 0.5},
+        {.smoothing = 2}, {.backoff = 1},                    {.window_us = -1},
+        {.tolerance = INFINITY},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        assert_int_equal(stg_concurrency_resolve(&bad[i], &r), STG_EINVAL);
+    stg_concurrency c;
+    stg_concurrency_config big = {.initial = 500, .max_limit = 50};
+    assert_int_equal(stg_concurrency_init(&c, &big, 0), STG_OK);
+    assert_int_equal(stg_concurrency_limit(&c), 50); /* initial clamped */
+}
+
+/* C = 20, S = 50 ms: settles near 25, p50 within 1.5 S, full throughput. */
+static void test_slow_server_settles(void **state)
+{
+    (void)state;
+    static model m;
+    memset(&m, 0, sizeof m);
+    m.capacity = 20;
+    m.service_us = STG_MS(50);
+    stg_concurrency c;
+    assert_int_equal(stg_concurrency_init(&c, NULL, 0), STG_OK);
+    run(&m, &c, STG_SEC(10), STG_SEC(30));
+    int l = stg_concurrency_limit(&c);
+    print_message("settled at %d, p50 %lld us, %zu done\n", l, (long long)p50(&m), m.n_lat);
+    /* L = C + sqrt(L) is 25.0; the window lag keeps it within +-3. */
+    assert_true(l >= 20 && l <= 28);
+    assert_true(p50(&m) <= STG_MS(75));
+    assert_true(stg_concurrency_base_rtt(&c) == STG_MS(50));
+    /* Throughput: in 20 s the server can do 8000; never idle above C. */
+    uint64_t done_after = m.n_lat;
+    assert_true(done_after >= 7900);
+}
+
+/* Starting far above capacity (200 at once): it comes down to the same place. */
+static void test_from_above(void **state)
+{
+    (void)state;
+    static model m;
+    memset(&m, 0, sizeof m);
+    m.capacity = 20;
+    m.service_us = STG_MS(50);
+    stg_concurrency c;
+    stg_concurrency_config cfg = {.initial = 200};
+    assert_int_equal(stg_concurrency_init(&c, &cfg, 0), STG_OK);
+    run(&m, &c, STG_SEC(20), STG_SEC(40));
+    int l = stg_concurrency_limit(&c);
+    print_message("settled at %d, p50 %lld us, %zu done\n", l, (long long)p50(&m), m.n_lat);
+    assert_true(l >= 20 && l <= 28);
+    assert_true(p50(&m) <= STG_MS(75));
+}
+
+/* A server that never queues (capacity above the max): grows to the max. */
+static void test_unloaded_grows(void **state)
+{
+    (void)state;
+    static model m;
+    memset(&m, 0, sizeof m);
+    m.capacity = 1000;
+    m.service_us = STG_MS(20);
+    stg_concurrency c;
+    assert_int_equal(stg_concurrency_init(&c, NULL, 0), STG_OK);
+    run(&m, &c, 0, STG_SEC(10));
+    assert_int_equal(stg_concurrency_limit(&c), 200);
+}
+
+/* An overload window cuts by backoff once, however many overloads it holds. */
+static void test_overload_cuts_once_per_window(void **state)
+{
+    (void)state;
+    stg_concurrency c;
+    stg_concurrency_config cfg = {.initial = 100, .min_samples = 1};
+    assert_int_equal(stg_concurrency_init(&c, &cfg, 0), STG_OK);
+    int64_t t = 0;
+    for (int i = 0; i < 50; i++) /* 50 overloads within one window */
+        stg_concurrency_on_sample(&c, STG_MS(10), STG_CONCURRENCY_OVERLOAD, 100, t += 1000);
+    stg_concurrency_on_sample(&c, STG_MS(10), STG_CONCURRENCY_OVERLOAD, 100, STG_MS(200));
+    assert_int_equal(stg_concurrency_limit(&c), 90);
+    /* Ignored signals change nothing. */
+    for (int i = 0; i < 50; i++)
+        stg_concurrency_on_sample(&c, STG_SEC(5), STG_CONCURRENCY_IGNORE, 100, STG_SEC(1 + i));
+    assert_int_equal(stg_concurrency_limit(&c), 90);
+    assert_true(stg_concurrency_base_rtt(&c) == 0); /* overloads measure nothing */
+}
+
+/* A limit nobody uses does not grow. */
+static void test_app_limited(void **state)
+{
+    (void)state;
+    stg_concurrency c;
+    stg_concurrency_config cfg = {.initial = 40, .min_samples = 1};
+    assert_int_equal(stg_concurrency_init(&c, &cfg, 0), STG_OK);
+    for (int i = 1; i <= 100; i++) /* 3 in flight of 40, fast answers */
+        stg_concurrency_on_sample(&c, STG_MS(10), STG_CONCURRENCY_OK, 3, STG_MS(100) * i);
+    assert_int_equal(stg_concurrency_limit(&c), 40);
+    for (int i = 101; i <= 110; i++) /* now used: grows */
+        stg_concurrency_on_sample(&c, STG_MS(10), STG_CONCURRENCY_OK, 40, STG_MS(100) * i);
+    assert_true(stg_concurrency_limit(&c) > 40);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_defaults_and_invalid),
+        cmocka_unit_test(test_slow_server_settles),
+        cmocka_unit_test(test_from_above),
+        cmocka_unit_test(test_unloaded_grows),
+        cmocka_unit_test(test_overload_cuts_once_per_window),
+        cmocka_unit_test(test_app_limited),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
