@@ -116,6 +116,7 @@ static void to_state(const stg_batch_counts *c, const stg_batch_progress *p, pro
         s->attempts = p->attempts;
         s->finished = (uint64_t)p->finished;
         s->status_429 = p->status_429;
+        s->concurrency = p->concurrency_limit;
     }
 }
 

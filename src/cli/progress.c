@@ -124,12 +124,14 @@ static void fmt_eta(double s, char *buf, size_t size)
 static void fmt_text(const progress *p, const progress_state *s, bool final, int level,
                      char *buf, size_t size)
 {
-    char eta[32], tail[48];
+    char eta[32], tail[80], conc[32] = "";
     fmt_eta(progress_eta(p, s), eta, sizeof eta);
+    if (s->concurrency > 0) /* a learned concurrency: where it stands */
+        snprintf(conc, sizeof conc, "conc %d  ", s->concurrency);
     if (final)
-        snprintf(tail, sizeof tail, "finished");
+        snprintf(tail, sizeof tail, "%sfinished", level == 0 ? conc : "");
     else
-        snprintf(tail, sizeof tail, "ETA %s", eta);
+        snprintf(tail, sizeof tail, "%sETA %s", level == 0 ? conc : "", eta);
     double p429 = s->attempts ? 100.0 * (double)s->status_429 / (double)s->attempts : 0;
     double rps = p->rated ? p->attempt_rps : 0;
     switch (level) {
@@ -169,14 +171,17 @@ size_t progress_format(const progress *p, const progress_state *s, bool bar, boo
     if (!bar) { /* the plain lines keep their one format (logs are read by scripts) */
         char eta[32];
         fmt_eta(final ? 0 : progress_eta(p, s), eta, sizeof eta);
+        char conc[40] = "";
+        if (s->concurrency > 0)
+            snprintf(conc, sizeof conc, ", concurrency %d", s->concurrency);
         double p429 = s->attempts ? 100.0 * (double)s->status_429 / (double)s->attempts : 0;
         return (size_t)snprintf(buf, size,
                                 "batch: %lld/%lld ended (done %lld, failed %lld, deferred %lld, "
-                                "review %lld), %lld in flight, %.1f req/s, 429 %.1f%%, ETA %s",
+                                "review %lld), %lld in flight, %.1f req/s, 429 %.1f%%, ETA %s%s",
                                 (long long)s->ended, (long long)s->total, (long long)s->done,
                                 (long long)s->failed, (long long)s->deferred,
                                 (long long)s->review, (long long)s->inflight,
-                                p->rated ? p->attempt_rps : 0, p429, eta);
+                                p->rated ? p->attempt_rps : 0, p429, eta, conc);
     }
     if (width < MIN_WIDTH)
         width = MIN_WIDTH;

@@ -14,6 +14,7 @@
 typedef struct progress_state {
     int64_t total, ended, done, failed, deferred, review, inflight, left;
     uint64_t attempts, finished, status_429;
+    int concurrency;  /* learned: the hosts' limits summed; 0: fixed (not shown) */
 } progress_state;
 
 enum progress_mode { PROGRESS_BAR, PROGRESS_LINES, PROGRESS_NONE };

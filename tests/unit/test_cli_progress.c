@@ -106,6 +106,28 @@ static void test_final(void **st)
     assert_non_null(strstr(buf, "ETA 0 s"));
 }
 
+/* A learned concurrency shows where it stands (bar at full width, and the
+ * plain lines); a fixed one shows nothing; narrow bars drop it first. */
+static void test_concurrency(void **st)
+{
+    (void)st;
+    progress p;
+    progress_init(&p, PROGRESS_NONE, stderr, 10, 0);
+    progress_state s = state(100, 40, 40, 40);
+    char buf[256];
+    progress_format(&p, &s, true, false, 160, buf, sizeof buf);
+    assert_null(strstr(buf, "conc"));
+    s.concurrency = 27;
+    progress_format(&p, &s, true, false, 160, buf, sizeof buf);
+    assert_non_null(strstr(buf, "conc 27  ETA"));
+    progress_format(&p, &s, false, false, 0, buf, sizeof buf);
+    assert_non_null(strstr(buf, ", concurrency 27"));
+    size_t n = progress_format(&p, &s, true, false, 40, buf, sizeof buf);
+    assert_true(n <= 39);
+    assert_null(strstr(buf, "conc"));
+    progress_end(&p);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -113,6 +135,7 @@ int main(void)
         cmocka_unit_test(test_eta_from_limit),
         cmocka_unit_test(test_eta_recent_rate),
         cmocka_unit_test(test_final),
+        cmocka_unit_test(test_concurrency),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
