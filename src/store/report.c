@@ -118,7 +118,7 @@ static int waits(stg_store *s, stg_store_report *r)
 {
     if (!table_exists(s, "run_waits"))
         return SQLITE_OK;
-    int64_t v[3];
+    int64_t v[3] = {0, 0, 0};
     int rc = one_row(s, "SELECT count(*), sum(retry_ms), sum(limiter_ms) FROM run_waits", 3, v);
     r->waits_known = rc == SQLITE_OK && v[0] > 0;
     r->wait_retry_ms = nz(v[1]);
