@@ -117,24 +117,8 @@ int stg__go_duration_parse(const char *s, size_t len, int64_t *us)
 
 static int count(const char *s, size_t len, int64_t *out)
 {
-    int64_t v = 0;
-    bool big = false;
     stg__trim_ows(&s, &len);
-    if (len == 0)
-        return STG_EPARSE;
-    for (size_t i = 0; i < len; i++) {
-        if (!stg__is_digit(s[i]))
-            return STG_EPARSE;
-        int d = s[i] - '0';
-        if (big || v > (INT64_MAX - d) / 10)
-            big = true;
-        else
-            v = v * 10 + d;
-    }
-    if (big)
-        return STG_ERANGE;
-    *out = v;
-    return STG_OK;
+    return stg__parse_digits(s, len, INT64_MAX, out);
 }
 
 int stg__pair_parse(const char *s, size_t len, int64_t *size, int64_t *left)

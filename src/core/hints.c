@@ -52,7 +52,7 @@
 /* All of s[0..len) must be digits (at least one). STG_ERANGE if the value
  * exceeds max; the digits are still all checked first, so garbage is
  * STG_EPARSE however long it is. */
-static int parse_digits(const char *s, size_t len, int64_t max, int64_t *out)
+int stg__parse_digits(const char *s, size_t len, int64_t max, int64_t *out)
 {
     int64_t v = 0;
     bool big = false;
@@ -103,7 +103,7 @@ static int parse_udecimal(const char *s, size_t len, int64_t max, int64_t *ipart
     }
     if (rest)
         *rest = cut;
-    return parse_digits(s, dot, max, ipart);
+    return stg__parse_digits(s, dot, max, ipart);
 }
 
 /* a - b for a wait: negative results become 0; STG_ERANGE when the result
@@ -810,9 +810,9 @@ static int feed_row(stg_hints *h, stg_quota_set *qs, const stg__dialect_match *m
     case STG__M_NOTE:
         stg__trim_ows(&value, &value_len);
         if (value_len > 1 && value[0] == '-' &&
-            parse_digits(value + 1, value_len - 1, INT64_MAX, &v) != STG_EPARSE)
+            stg__parse_digits(value + 1, value_len - 1, INT64_MAX, &v) != STG_EPARSE)
             return STG_OK; /* "-1" (Azure OpenAI): present, unknown */
-        rc = parse_digits(value, value_len, INT64_MAX, &v);
+        rc = stg__parse_digits(value, value_len, INT64_MAX, &v);
         if (rc != STG_OK || row->meaning == STG__M_NOTE)
             return rc;
         if (row->meaning == STG__M_LIMIT)

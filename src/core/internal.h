@@ -49,6 +49,10 @@ static inline char stg__to_lower(char c)
 }
 
 /* Strip leading and trailing spaces and tabs. */
+/* All of s[0..len) must be digits (at least one): STG_EPARSE otherwise,
+ * however long; STG_ERANGE if the value exceeds max (hints.c). */
+int stg__parse_digits(const char *s, size_t len, int64_t max, int64_t *out);
+
 static inline void stg__trim_ows(const char **s, size_t *len)
 {
     while (*len > 0 && stg__is_ows((*s)[0])) {
