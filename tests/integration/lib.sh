@@ -60,9 +60,27 @@ in_script() { [ "$BASHPID" = "$$" ]; }
 # stop_jobs: SIGTERM every background job of this shell still running and
 # reap them all. Only live jobs (jobs -rp): a pid bash reaped long ago may
 # already be someone else's.
+# STOP_SIGNAL=KILL for tests whose jobs need no graceful stop (workers that
+# would otherwise drain first).
 stop_jobs() {
-  for _sj in $(jobs -rp); do kill "$_sj" 2>/dev/null || true; done
+  for _sj in $(jobs -rp); do kill -"${STOP_SIGNAL:-TERM}" "$_sj" 2>/dev/null || true; done
   wait 2>/dev/null || true
+}
+
+# scratch NAME: the test's scratch folder $T (/tmp/stg_NAME.XXXXXX, kept
+# when KEEP is set), serve_lib.sh with SERVE_DIR=$T, and an EXIT trap that,
+# in the script's own shell only (in_script), stops every job this shell
+# started (servers included: serve_start runs them as jobs) and removes $T.
+scratch() {
+  T=$(mktemp -d "/tmp/stg_$1.XXXXXX")
+  SERVE_DIR=$T
+  . "$(dirname "$0")/serve_lib.sh"
+  trap scratch_cleanup EXIT
+}
+scratch_cleanup() {
+  in_script || return 0
+  stop_jobs
+  [ -n "${KEEP:-}" ] || rm -rf "$T"
 }
 
 # hostile NAME MODE ARGS...: start stg_hostile ($HOSTILE) in MODE as a job

@@ -4,16 +4,8 @@
 # report and export, SIGINT and resume.
 . "$(dirname "$0")/lib.sh"
 S=$STAGGER
-T=$(mktemp -d /tmp/stg_batch.XXXXXX)
+scratch batch
 SRV_PIDS=""
-cleanup() {
-  in_script || return 0
-  stop_jobs
-  rm -rf "$T"
-}
-trap cleanup EXIT
-SERVE_DIR=$T
-. "$(dirname "$0")/serve_lib.sh"
 
 # start_server NAME [ARGS...]: sets PORT and SRV_PID; request log in $T/NAME.log.
 start_server() { _n=$1; shift; serve_start "$_n" --log "$T/$_n.log" "$@"; }

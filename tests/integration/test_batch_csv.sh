@@ -6,16 +6,8 @@
 # duration and attempts, the URL as given minus userinfo and secret values.
 . "$(dirname "$0")/lib.sh"
 S=$STAGGER
-T=$(mktemp -d /tmp/stg_batch_csv.XXXXXX)
+scratch batch_csv
 SRV_PIDS=""
-cleanup() {
-  in_script || return 0
-  stop_jobs
-  rm -rf "$T"
-}
-trap cleanup EXIT
-SERVE_DIR=$T
-. "$(dirname "$0")/serve_lib.sh"
 
 serve_start main --log "$T/main.log"
 M=$PORT

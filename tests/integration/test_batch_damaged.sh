@@ -5,15 +5,7 @@
 # none of them prints a count as if nothing happened.
 . "$(dirname "$0")/lib.sh"
 S=$STAGGER
-T=$(mktemp -d /tmp/stg_batch_damaged.XXXXXX)
-cleanup() {
-  in_script || return 0
-  stop_jobs
-  rm -rf "$T"
-}
-trap cleanup EXIT
-SERVE_DIR=$T
-. "$(dirname "$0")/serve_lib.sh"
+scratch batch_damaged
 
 serve_start main
 N=1500

@@ -4,17 +4,9 @@
 # the database as it was.
 . "$(dirname "$0")/lib.sh"
 S=$STAGGER
-T=$(mktemp -d /tmp/stg_batch_db.XXXXXX)
+scratch batch_db
 chmod 755 "$T"
 PIDS=""
-cleanup() {
-  in_script || return 0
-  stop_jobs
-  rm -rf "$T"
-}
-trap cleanup EXIT
-SERVE_DIR=$T
-. "$(dirname "$0")/serve_lib.sh"
 
 # start_server NAME [ARGS...]: sets PORT and SRV_PID (serve_lib.sh).
 start_server() { serve_start "$@"; PIDS="${PIDS:-} $SRV_PID"; }

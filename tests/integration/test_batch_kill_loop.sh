@@ -8,15 +8,7 @@
 # than once. Kill moments come from STG_TEST_SEED (printed) for a replay.
 . "$(dirname "$0")/lib.sh"
 S=$STAGGER
-T=$(mktemp -d /tmp/stg_batch_kill_loop.XXXXXX)
-cleanup() {
-  in_script || return 0
-  stop_jobs
-  rm -rf "$T"
-}
-trap cleanup EXIT
-SERVE_DIR=$T
-. "$(dirname "$0")/serve_lib.sh"
+scratch batch_kill_loop
 
 # Half the answers trickle for 200 ms: kills land with requests out.
 serve_start main --rate 60 --burst 6 --slow-body-prob 0.5 --slow-body-ms 200 --log "$T/srv.log"

@@ -4,16 +4,8 @@
 # ETA from the rate the limiter allows, the last line the true final state.
 . "$(dirname "$0")/lib.sh"
 S=$STAGGER
-T=$(mktemp -d /tmp/stg_batch_pty.XXXXXX)
+scratch batch_pty
 SRV_PIDS=""
-cleanup() {
-  in_script || return 0
-  stop_jobs
-  rm -rf "$T"
-}
-trap cleanup EXIT
-SERVE_DIR=$T
-. "$(dirname "$0")/serve_lib.sh"
 command -v script >/dev/null || { echo "SKIP: no script(1)"; exit 0; }
 
 serve_start main

@@ -9,15 +9,7 @@
 # cost over the announced limit is never sent at all.
 . "$(dirname "$0")/lib.sh"
 S=$STAGGER
-T=$(mktemp -d /tmp/stg_batch_quota.XXXXXX)
-cleanup() {
-  in_script || return 0
-  stop_jobs
-  rm -rf "$T"
-}
-trap cleanup EXIT
-SERVE_DIR=$T
-. "$(dirname "$0")/serve_lib.sh"
+scratch batch_quota
 db_q() { python3 -c 'import sqlite3, sys; print(sqlite3.connect(sys.argv[1]).execute(sys.argv[2]).fetchone()[0])' "$1" "$2"; }
 
 serve_start limited --rate 10 --burst 5 --ratelimit-headers --log "$T/limited.log"

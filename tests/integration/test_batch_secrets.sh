@@ -5,16 +5,8 @@
 # which takes them from the input again.
 . "$(dirname "$0")/lib.sh"
 S=$STAGGER
-T=$(mktemp -d /tmp/stg_batch_sec.XXXXXX)
+scratch batch_sec
 PIDS=""
-cleanup() {
-  in_script || return 0
-  stop_jobs
-  rm -rf "$T"
-}
-trap cleanup EXIT
-SERVE_DIR=$T
-. "$(dirname "$0")/serve_lib.sh"
 mkdir "$T/in" "$T/out" "$T/state"
 
 # start_server NAME [ARGS...]: sets PORT and SRV_PID (serve_lib.sh).

@@ -6,16 +6,8 @@
 # created 0600.
 . "$(dirname "$0")/lib.sh"
 S=$STAGGER
-T=$(mktemp -d /tmp/stg_batch_stops.XXXXXX)
+scratch batch_stops
 PIDS=""
-cleanup() {
-  in_script || return 0
-  stop_jobs
-  rm -rf "$T"
-}
-trap cleanup EXIT
-SERVE_DIR=$T
-. "$(dirname "$0")/serve_lib.sh"
 . "$(dirname "$0")/batch_lib.sh"
 umask 022
 

@@ -7,16 +7,8 @@
 # leaves no database behind.
 . "$(dirname "$0")/lib.sh"
 S=$STAGGER
-T=$(mktemp -d /tmp/stg_batch_stream.XXXXXX)
+scratch batch_stream
 PIDS=""
-cleanup() {
-  in_script || return 0
-  stop_jobs
-  rm -rf "$T"
-}
-trap cleanup EXIT
-SERVE_DIR=$T
-. "$(dirname "$0")/serve_lib.sh"
 start_server() { serve_start "$@"; PIDS="${PIDS:-} $SRV_PID"; }
 . "$(dirname "$0")/batch_lib.sh"
 

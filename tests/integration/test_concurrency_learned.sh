@@ -8,16 +8,8 @@
 # seen C to run at its capacity. Every job is answered once.
 . "$(dirname "$0")/lib.sh"
 S=$STAGGER
-T=$(mktemp -d /tmp/stg_conc.XXXXXX)
+scratch conc
 SRV_PIDS=""
-cleanup() {
-  in_script || return 0
-  stop_jobs
-  rm -rf "$T"
-}
-trap cleanup EXIT
-SERVE_DIR=$T
-. "$(dirname "$0")/serve_lib.sh"
 stop_server() { kill "$1" 2>/dev/null || true; wait "$1" 2>/dev/null || true; }
 
 C=10

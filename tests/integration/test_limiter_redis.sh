@@ -15,7 +15,7 @@
 S=$STAGGER
 command -v redis-server >/dev/null && command -v redis-cli >/dev/null ||
   { echo "redis-server or redis-cli missing: run make deps" >&2; exit 1; }
-T=$(mktemp -d /tmp/stg_limiter.XXXXXX)
+scratch limiter
 # The EXIT trap runs in the script only. bash also runs it in a forked
 # child that gets a fatal signal before its exec (a background job being
 # started): there it removed $T and stopped Redis and the server under the
@@ -24,15 +24,6 @@ T=$(mktemp -d /tmp/stg_limiter.XXXXXX)
 # pids of processes they already reaped run beside this one), so the
 # cleanup also kills only live jobs of this shell (jobs -rp), never a
 # remembered pid that may belong to someone else by now.
-cleanup() {
-  [ "$BASHPID" = "$$" ] || return 0
-  for p in $(jobs -rp); do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  [ -n "${KEEP:-}" ] || rm -rf "$T"
-}
-trap cleanup EXIT
-SERVE_DIR=$T
-. "$(dirname "$0")/serve_lib.sh"
 
 free_port() {
   python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'

@@ -6,16 +6,8 @@
 # names (the stagger_* of src/curl/metrics.c).
 . "$(dirname "$0")/lib.sh"
 S=$STAGGER
-T=$(mktemp -d /tmp/stg_metrics.XXXXXX)
+scratch metrics
 SRV_PIDS=""
-cleanup() {
-  in_script || return 0
-  stop_jobs
-  rm -rf "$T"
-}
-trap cleanup EXIT
-SERVE_DIR=$T
-. "$(dirname "$0")/serve_lib.sh"
 . "$(dirname "$0")/batch_lib.sh"
 PY=/usr/bin/python3
 if ! $PY -c 'import prometheus_client.parser' 2>/dev/null; then

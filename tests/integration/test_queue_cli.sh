@@ -13,16 +13,8 @@
 # and orderings from lines in logs or keys in Redis, never from a sleep.
 . "$(dirname "$0")/lib.sh"
 S=$STAGGER
-T=$(mktemp -d /tmp/stg_qcli.XXXXXX)
-cleanup() {
-  [ "$BASHPID" = "$$" ] || return 0
-  for p in $(jobs -rp); do kill -9 "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  [ -n "${KEEP:-}" ] || rm -rf "$T"
-}
-trap cleanup EXIT
-SERVE_DIR=$T
-. "$(dirname "$0")/serve_lib.sh"
+STOP_SIGNAL=KILL
+scratch qcli
 . "$(dirname "$0")/queue_lib.sh"
 RPORT=$(free_port)
 start_redis

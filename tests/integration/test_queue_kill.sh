@@ -12,16 +12,8 @@
 # for lines in the server's log, never for a sleep.
 . "$(dirname "$0")/lib.sh"
 S=$STAGGER
-T=$(mktemp -d /tmp/stg_qkill.XXXXXX)
-cleanup() {
-  [ "$BASHPID" = "$$" ] || return 0
-  for p in $(jobs -rp); do kill -9 "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  [ -n "${KEEP:-}" ] || rm -rf "$T"
-}
-trap cleanup EXIT
-SERVE_DIR=$T
-. "$(dirname "$0")/serve_lib.sh"
+STOP_SIGNAL=KILL
+scratch qkill
 . "$(dirname "$0")/queue_lib.sh"
 
 RPORT=$(free_port)

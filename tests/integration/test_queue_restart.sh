@@ -10,16 +10,8 @@
 # outage itself, whose length no assertion depends on.
 . "$(dirname "$0")/lib.sh"
 S=$STAGGER
-T=$(mktemp -d /tmp/stg_qrestart.XXXXXX)
-cleanup() {
-  [ "$BASHPID" = "$$" ] || return 0
-  for p in $(jobs -rp); do kill -9 "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  [ -n "${KEEP:-}" ] || rm -rf "$T"
-}
-trap cleanup EXIT
-SERVE_DIR=$T
-. "$(dirname "$0")/serve_lib.sh"
+STOP_SIGNAL=KILL
+scratch qrestart
 . "$(dirname "$0")/queue_lib.sh"
 
 RPORT=$(free_port)

@@ -3,15 +3,7 @@
 # sleeps). Only the lower bound is asserted: it is the option's promise; how
 # much later a busy machine answers is not.
 . "$(dirname "$0")/lib.sh"
-T=$(mktemp -d /tmp/stg_latency.XXXXXX)
-cleanup() {
-  [ "$BASHPID" = "$$" ] || return 0
-  stop_jobs
-  rm -rf "$T"
-}
-trap cleanup EXIT
-SERVE_DIR=$T
-. "$(dirname "$0")/serve_lib.sh"
+scratch latency
 serve_start lat --latency 150ms --threads 2 --log "$T/lat.log"
 for i in $(seq 20); do
   curl -s -o /dev/null -w "%{http_code} %{time_total}\n" "$URL/x/$i" >"$T/c$i.out" &

@@ -14,16 +14,7 @@ if ! "$S" fetch --help >/dev/null 2>&1 || ! "$S" serve --help >/dev/null 2>&1; t
   exit 0
 fi
 command -v openssl >/dev/null || { echo "openssl not installed: skipped"; exit 0; }
-T=$(mktemp -d /tmp/stg_tls.XXXXXX)
-SERVE_DIR=$T
-. "$(dirname "$0")/serve_lib.sh"
-cleanup() {
-  in_script || return 0
-  for p in ${SRV_PIDS:-}; do serve_stop "$p" || true; done
-  stop_jobs
-  rm -rf "$T"
-}
-trap cleanup EXIT
+scratch tls
 
 # The CA settings of this machine's environment would decide the tests
 # below: each test sets what it means.

@@ -13,16 +13,7 @@ if ! "$S" batch --help >/dev/null 2>&1 || ! "$S" serve --help >/dev/null 2>&1; t
   exit 0
 fi
 command -v openssl >/dev/null || { echo "openssl not installed: skipped"; exit 0; }
-T=$(mktemp -d /tmp/stg_tlsb.XXXXXX)
-SERVE_DIR=$T
-. "$(dirname "$0")/serve_lib.sh"
-cleanup() {
-  in_script || return 0
-  for p in ${SRV_PIDS:-}; do serve_stop "$p" || true; done
-  stop_jobs
-  rm -rf "$T"
-}
-trap cleanup EXIT
+scratch tlsb
 unset CURL_CA_BUNDLE SSL_CERT_FILE SSL_CERT_DIR
 PKI=$T/pki
 sh "$(dirname "$0")/tls_certs.sh" "$PKI"
