@@ -42,6 +42,7 @@ int main(void)
 typedef struct recorder {
     _Atomic int64_t wait_at;  /* when the WAIT event came, 0 before */
     _Atomic int64_t start_at; /* when an ATTEMPT_START came */
+    _Atomic int64_t wait_us;  /* the last WAIT's planned length */
     atomic_int waits, limiter_waits, attempts;
 } recorder;
 
@@ -50,6 +51,7 @@ static void record(const stg_event *ev, void *data)
     recorder *r = data;
     if (ev->type == STG_EVENT_WAIT) {
         atomic_store(&r->wait_at, now_us());
+        atomic_store(&r->wait_us, ev->wait_us);
         atomic_fetch_add(&r->waits, 1);
     } else if (ev->type == STG_EVENT_ATTEMPT_START) {
         atomic_store(&r->start_at, now_us());
@@ -117,7 +119,10 @@ static void test_cancel_during_retry_after(void **state)
     int64_t returned = now_us();
     pthread_join(th, NULL);
     int64_t lag = returned - f.fired_at;
-    if (lag > STG_MS(50))
+    /* The wait was 30 s: a cancel that ends it at once returns in
+     * microseconds; 1 s leaves a busy machine room and still tells "at once"
+     * from "at the next poll". */
+    if (lag > STG_SEC(1))
         fail_msg("cancel took %lld us to end the wait", (long long)lag);
     assert_int_equal(r.reason, STG_REASON_CANCELLED);
     assert_int_equal(r.action, STG_ACTION_GIVE_UP);
@@ -153,7 +158,7 @@ static void test_cancel_during_attempt(void **state)
     int64_t returned = now_us();
     pthread_join(th, NULL);
     int64_t lag = returned - f.fired_at;
-    if (lag > STG_MS(50))
+    if (lag > STG_SEC(1)) /* the attempt hangs for ever: as above */
         fail_msg("cancel took %lld us to end the attempt", (long long)lag);
     assert_int_equal(r.reason, STG_REASON_CANCELLED);
     assert_int_equal(r.status, 0);
@@ -174,7 +179,8 @@ static void test_discarded_body_never_leaks(void **state)
     url_of(&s, "/echo?k=v", url, sizeof url);
     struct curl_slist *h = curl_slist_append(NULL, "X-Client-Id: leak");
     CURL *e = easy_for(url, h);
-    stg_call_config cfg = {.seed = 1};
+    recorder rec = {0};
+    stg_call_config cfg = {.seed = 1, .on_event = record, .event_data = &rec};
     cfg.policy.backoff.base_us = STG_MS(50);
     stg_result r;
     int64_t t0 = now_us();
@@ -189,9 +195,13 @@ static void test_discarded_body_never_leaks(void **state)
     assert_non_null(strstr(r.headers, "HTTP/1.1 200"));
     assert_null(strstr(r.headers, "429"));
     assert_null(strstr(r.headers, "Retry-After"));
-    /* Retry-After: 1 honoured: >= 1 s, at most 1 s + spread (max(0.2 s,
-     * base)) + slack. */
-    assert_in_range_i64(took, STG_SEC(1), STG_MS(1200) + STG_MS(300));
+    /* Retry-After: 1 honoured: the one wait planned is 1 s plus at most
+     * the spread (max(0.2 s, base)), and the call took at least the hint.
+     * The upper side is the decision, not the wall clock: a busy machine
+     * only makes the call longer. */
+    assert_int_equal(atomic_load(&rec.waits), 1);
+    assert_in_range_i64(atomic_load(&rec.wait_us), STG_SEC(1), STG_MS(1200));
+    assert_true(took >= STG_SEC(1));
     assert_in_range_i64(r.elapsed_us, STG_SEC(1), took);
     assert_non_null(strstr(r.final_url, "/echo?k=REDACTED"));
     stg_result_free(&r);
@@ -208,7 +218,8 @@ static void test_last_429_is_returned(void **state)
     char url[128];
     url_of(&s, "/status/429?retry_after=1", url, sizeof url);
     CURL *e = easy_for(url, NULL);
-    stg_call_config cfg = {0};
+    recorder rec = {0};
+    stg_call_config cfg = {.on_event = record, .event_data = &rec};
     cfg.policy.max_attempts = 2;
     stg_result r;
     assert_int_equal(stg_curl_perform(e, &cfg, &r), STG_OK);
@@ -224,9 +235,9 @@ static void test_last_429_is_returned(void **state)
     url_of(&s, "/status/429?retry_after=100", url, sizeof url);
     curl_easy_setopt(e, CURLOPT_URL, url);
     cfg.policy.max_server_wait_us = STG_SEC(5);
-    int64_t t0 = now_us();
+    atomic_store(&rec.waits, 0);
     assert_int_equal(stg_curl_perform(e, &cfg, &r), STG_OK);
-    assert_true(now_us() - t0 < STG_MS(500));
+    assert_int_equal(atomic_load(&rec.waits), 0); /* no wait at all */
     assert_int_equal(r.reason, STG_REASON_SERVER_WAIT_TOO_LONG);
     assert_int_equal(r.attempts, 1);
     assert_int_equal(r.status, 429);
@@ -359,7 +370,10 @@ static void test_refused_and_deadline(void **state)
     assert_int_equal(r.reason, STG_REASON_DEADLINE);
     assert_int_equal(r.error, STG_NET_TIMEOUT);
     assert_true(r.attempts >= 2);
-    assert_in_range_i64(took, STG_MS(600), STG_MS(1150));
+    /* A deadline not kept takes 30 s here (100 attempts of 300 ms); the
+     * second above it is room for a busy machine, not a tuned figure. */
+    assert_in_range_i64(took, STG_MS(600), STG_SEC(2));
+    assert_true(r.elapsed_us <= took);
     stg_result_free(&r);
     curl_easy_cleanup(e);
     server_cleanup(&s);
@@ -400,7 +414,9 @@ static void test_bucket_paces_attempts(void **state)
         stg_result_free(&r);
     }
     int64_t took = now_us() - t0;
-    assert_in_range_i64(took, STG_MS(390), STG_MS(900)); /* 2 waits of 200 ms */
+    /* burst 1 at 5/s: the 2nd and 3rd sends wait 200 ms each (the
+     * bucket's bound; being later on a busy machine is allowed). */
+    assert_true(took >= STG_MS(390));
     assert_int_equal(atomic_load(&rec.limiter_waits), 2);
     curl_easy_cleanup(e);
     server_cleanup(&s);
