@@ -68,7 +68,7 @@ expect_exit "retry-after seconds: success" 0 "$S" fetch -s -H 'X-Client-Id: ra-s
 stop_server
 # spread = max(0.2 * 1000 ms, base 100 ms) = 200 ms; 150 ms of slack at the server.
 evcheck "retry-after seconds: parsed and honoured" "$T/ra.jsonl" wait \
-  'j["retry_after_ms"] == 1000 and 1000 <= j["wait_ms"] <= 1200 and j["status"] == 429 and j["reason"] == "retry_status" and len(g) == 1 and 1000 <= g[0] <= 1350' ra-s
+  'j["retry_after_ms"] == 1000 and 1000 <= j["wait_ms"] <= 1200 and j["status"] == 429 and j["reason"] == "retry_status" and len(g) == 1 and 1000 <= g[0] <= j["wait_ms"] + 1000' ra-s
 evcheck "retry-after seconds: 429 logged as quota" "$T/ra.jsonl" attempt_end \
   'j["status_class"] == "quota" and j["method"] == "GET"'
 
@@ -80,7 +80,7 @@ stop_server
 # A whole-second date of now + 1 s: the hint is 1-2 s; the wait lies in
 # [hint, hint + max(0.2 * hint, base)], and so does the server's gap (slack).
 evcheck "retry-after date: parsed and honoured" "$T/rd.jsonl" wait \
-  '900 <= j["retry_after_ms"] <= 2000 and j["retry_after_ms"] <= j["wait_ms"] <= j["retry_after_ms"] + max(0.2 * j["retry_after_ms"], 100) + 1 and len(g) == 1 and j["retry_after_ms"] - 5 <= g[0] <= j["retry_after_ms"] * 1.2 + 150' ra-d
+  '900 <= j["retry_after_ms"] <= 2000 and j["retry_after_ms"] <= j["wait_ms"] <= j["retry_after_ms"] + max(0.2 * j["retry_after_ms"], 100) + 1 and len(g) == 1 and j["retry_after_ms"] - 5 <= g[0] <= j["wait_ms"] + 1000' ra-d
 
 # ---- a server wait above the window: the 429 comes back at once --------------
 start_server
@@ -88,7 +88,10 @@ t0=$(now_ms)
 expect_exit "long server wait: exit 3" 3 "$S" fetch -s --max-server-wait 5s -o "$T/long.out" \
   "$BASE/status/429?retry_after=100"
 took=$(( $(now_ms) - t0 ))
-check "long server wait: handed back at once ($took ms)" [ "$took" -lt 1500 ]
+# Upper bounds on wall time below tell the behaviour from its failure (a
+# 100 s hint, a hang, a 10 s attempt, a 20 s wait): the gap leaves a busy
+# machine room to start an ASan binary; the lower bounds are the protocol.
+check "long server wait: handed back at once ($took ms)" [ "$took" -lt 5000 ]
 check "long server wait: -o has the 429 body" grep -q '"status":429' "$T/long.out"
 
 # ---- 404 and 401 are never retried ---------------------------------------------
@@ -142,7 +145,7 @@ t0=$(now_ms)
 expect_exit "hang: timed out and retried" 0 "$S" fetch -v -o /dev/null --base 50ms --max-time 300ms "$BASE/hang"
 took=$(( $(now_ms) - t0 ))
 check "hang: -v shows the timeout" grep -q 'attempt 1: timeout' /tmp/stg_err.$$
-check "hang: took the attempt timeout ($took ms)" [ "$took" -ge 300 -a "$took" -lt 2500 ]
+check "hang: took the attempt timeout ($took ms)" [ "$took" -ge 300 -a "$took" -lt 5000 ]
 stop_server
 check "hang: two requests" [ "$(lines_for '"/hang"')" = 2 ]
 
@@ -151,7 +154,7 @@ start_server --hang-every 1
 t0=$(now_ms)
 expect_exit "bare --max-time is seconds (exit 7)" 7 "$S" fetch -s -o /dev/null --retries 0 --max-time 1 "$BASE/x"
 took=$(( $(now_ms) - t0 ))
-check "bare --max-time 1 waited a second ($took ms)" [ "$took" -ge 900 -a "$took" -lt 2500 ]
+check "bare --max-time 1 waited a second ($took ms)" [ "$took" -ge 900 -a "$took" -lt 5000 ]
 stop_server
 
 # ---- the deadline holds ---------------------------------------------------------------
@@ -159,14 +162,14 @@ start_server --hang-every 1
 t0=$(now_ms)
 expect_exit "deadline with hanging server: exit 8" 8 "$S" fetch -s --deadline 1s --max-time 10s "$BASE/x"
 took=$(( $(now_ms) - t0 ))
-check "deadline: ended at 1 s ($took ms)" [ "$took" -ge 900 -a "$took" -lt 1500 ]
+check "deadline: ended at 1 s ($took ms)" [ "$took" -ge 900 -a "$took" -lt 5000 ]
 stop_server
 start_server
 t0=$(now_ms)
 expect_exit "deadline with 503s: exit 8" 8 "$S" fetch -s --deadline 1500ms --base 200ms --retries 100 \
   -o /dev/null "$BASE/status/503"
 took=$(( $(now_ms) - t0 ))
-check "deadline: 1.5 s held ($took ms)" [ "$took" -lt 2000 ]
+check "deadline: 1.5 s held ($took ms)" [ "$took" -lt 5000 ]
 
 # ---- SIGINT cancels a long wait: exit 130 -------------------------------------------------
 "$S" fetch -s --max-server-wait 60s -o /dev/null "$BASE/status/503?retry_after=20" &
@@ -181,7 +184,7 @@ kill -INT $fp
 set +e; wait $fp; got=$?; set -e
 took=$(( $(now_ms) - t0 ))
 check "SIGINT: exit 130 (got $got)" [ "$got" = 130 ]
-check "SIGINT: prompt ($took ms)" [ "$took" -lt 1000 ]
+check "SIGINT: prompt ($took ms)" [ "$took" -lt 5000 ]
 
 # ---- redaction: planted secrets never reach -v, the log or the metrics ------------------------
 stop_server
@@ -237,7 +240,7 @@ kill -TERM $fp
 set +e; wait $fp; got=$?; set -e
 took=$(( $(now_ms) - t0 ))
 check "SIGTERM: exit 143 (got $got)" [ "$got" = 143 ]
-check "SIGTERM: prompt ($took ms)" [ "$took" -lt 1000 ]
+check "SIGTERM: prompt ($took ms)" [ "$took" -lt 5000 ]
 check "SIGTERM: a message says so" grep -q 'terminated' "$T/term.err"
 check "SIGTERM: metrics written (one 503 attempt)" \
   grep -q 'stagger_attempts_total{class="outage"} 1' "$T/term.prom"
