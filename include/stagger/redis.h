@@ -223,10 +223,11 @@ typedef struct stg_redis_stats {
     int64_t reconnects;       /* connections re-established */
     /* Added with token leases: */
     int64_t leases;           /* leases of more than one token taken */
+    int64_t leased;           /* tokens in them */
     int64_t lease_admissions; /* acquires answered from a lease, no round trip */
     int64_t lease_expired;    /* leased tokens that lapsed unspent */
     int64_t lease_returned;   /* unspent leased tokens given back to Redis */
-    uint64_t stg__reserved[4]; /* room to grow (docs/ABI.md); leave zero */
+    uint64_t stg__reserved[3]; /* room to grow (docs/ABI.md); leave zero */
 } stg_redis_stats;
 
 typedef struct stg_redis_limiter stg_redis_limiter;

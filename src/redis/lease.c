@@ -78,8 +78,10 @@ void stg__lease_grant(stg_redis_limiter *l, stg__lease *ls, int64_t k, int64_t t
     ls->interval_ns = l->interval_ns;
     ls->base = base;
     ls->tat = tat;
-    if (k > 1)
+    if (k > 1) {
         l->stats.leases++;
+        l->stats.leased += k;
+    }
 }
 
 /* Give ls's unspent tokens back: one script call, which does it only when

@@ -22,10 +22,11 @@
 #include <stdint.h>
 
 /* The admission meter: counts in windows of STG__LEASE_WINDOW_US, the last
- * closed ones smoothed (half weight each), the open one read as count /
- * elapsed once it has run STG__LEASE_MIN_SPAN_US with 2 admissions or more
- * (so a process that starts fast leases within milliseconds, not after a
- * whole window). Zeroed = nothing measured; start it with stg__lease_meter_init. */
+ * closed ones smoothed (half weight each), the open one read as (count - 1)
+ * / elapsed once it has run STG__LEASE_MIN_SPAN_US with 3 admissions or
+ * more (so a process that starts fast leases within milliseconds, not after
+ * a whole window); the higher of the two. Start it with
+ * stg__lease_meter_init. */
 #define STG__LEASE_WINDOW_US INT64_C(100000)
 #define STG__LEASE_MIN_SPAN_US INT64_C(5000)
 

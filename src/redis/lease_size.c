@@ -55,9 +55,12 @@ double stg__lease_meter_rate(const stg__lease_meter *m, int64_t now_us)
     stg__lease_meter c = *m;
     roll(&c, now_us);
     int64_t span = now_us - c.since_us;
+    /* count - 1 intervals: the first admission may be at the window's
+     * start (a fresh meter), and n admissions there span n - 1 gaps;
+     * this errs low, towards smaller leases. */
     double open = 0.0;
-    if (c.count >= 2 && span >= STG__LEASE_MIN_SPAN_US)
-        open = (double)c.count * 1e6 / (double)span;
+    if (c.count >= 3 && span >= STG__LEASE_MIN_SPAN_US)
+        open = (double)(c.count - 1) * 1e6 / (double)span;
     if (!c.closed)
         return open;
     /* A rise shows in the open window before the next one closes. */

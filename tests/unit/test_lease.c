@@ -121,8 +121,16 @@ static void test_meter_start(void **state)
     assert_true(stg__lease_meter_rate(&m, 1004 * MS) == 0.0);
     for (int64_t t = 6; t <= 10; t += 2)
         stg__lease_meter_add(&m, 1000 * MS + t * MS, 1);
-    /* 5 in 10 ms */
-    assert_true(fabs(stg__lease_meter_rate(&m, 1010 * MS) - 500.0) < 1e-9);
+    /* 5 in 10 ms: 4 gaps of 2 ms (at most 5 ms measured: counts as 10) */
+    assert_true(fabs(stg__lease_meter_rate(&m, 1010 * MS) - 400.0) < 1e-9);
+    /* two admissions say nothing yet */
+    stg__lease_meter m2;
+    stg__lease_meter_init(&m2, 0);
+    stg__lease_meter_add(&m2, 0, 1);
+    stg__lease_meter_add(&m2, 25 * MS, 1);
+    assert_true(stg__lease_meter_rate(&m2, 25 * MS) == 0.0);
+    stg__lease_meter_add(&m2, 50 * MS, 1);
+    assert_true(fabs(stg__lease_meter_rate(&m2, 50 * MS) - 40.0) < 1e-9);
 }
 
 static void test_meter_windows(void **state)
@@ -139,9 +147,9 @@ static void test_meter_windows(void **state)
     /* idle: the window [100, 200) closes empty (245), then [200, 300)
      * halves again */
     assert_true(fabs(stg__lease_meter_rate(&m, 350 * MS) - 122.5) < 1e-9);
-    /* a rise shows in the open window before it closes: 20 in 10 ms */
+    /* a rise shows in the open window before it closes: 21 in 10 ms */
     stg__lease_meter_add(&m, 300 * MS, 0);
-    for (int i = 0; i < 20; i++)
+    for (int i = 0; i < 21; i++)
         stg__lease_meter_add(&m, 305 * MS, 1);
     assert_true(fabs(stg__lease_meter_rate(&m, 310 * MS) - 2000.0) < 1e-9);
     /* long idle: gone */
