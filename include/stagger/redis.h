@@ -397,11 +397,15 @@ STG_API int stg_redis_adaptive_acquire(stg_redis_limiter *l, const char *key, in
                                        int64_t *wait_us, int64_t *ticket);
 
 /* Report the answer to a send admitted with ticket. throttled: the server
- * said "too fast" (429, or 503 with Retry-After). hold_us > 0: no process
- * may send to key for that long (the server said its quota is spent until
- * a reset). Only a throttle or a hold costs a round trip; other answers
- * only feed the local fallback. Returns STG_OK, STG_EINVAL, STG_EUNAVAIL.
- * Thread-safe. */
+ * said "too fast" (a 429): the key's rate is cut (recovery rule above).
+ * hold_us > 0: no process may send to key for that long (the server said
+ * its quota is spent until a reset, or, a 503 with Retry-After, when it is
+ * back: report that one with throttled false, as libstagger-curl
+ * does). A hold never cuts: like stg_adaptive_on_hold it pauses the
+ * learned curve and the measurement for its length, so sending resumes at
+ * the rate found before. Only a throttle or a hold costs a round trip;
+ * other answers only feed the local fallback. Returns STG_OK, STG_EINVAL,
+ * STG_EUNAVAIL. Thread-safe. */
 STG_API int stg_redis_adaptive_response(stg_redis_limiter *l, const char *key, int64_t ticket,
                                         bool throttled, int64_t hold_us);
 
