@@ -5,7 +5,8 @@
  * hiredis connection, script loading and the reconnect/fallback state
  * machine; gcra.c is the limiter script and its API; breaker.c the shared
  * breaker script and its API; fallback.c the process-local buckets and
- * breakers used while Redis is unreachable.
+ * breakers used while Redis is unreachable; lease.c the token leases
+ * handed out locally (lease_size.c: their pure sizing rule and meter).
  *
  * Locking: every field below mu is guarded by mu. Public calls take mu,
  * collect at most one log note, release mu, then emit the note, so the log

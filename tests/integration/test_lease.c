@@ -234,6 +234,11 @@ static void test_four_processes(void **state)
         assert_int_equal(sh->errors[i], 0);
         assert_true(sh->n[i] > 0); /* every process took part */
         assert_true(sh->stats[i].leases > 0);
+        /* each process: at most one round trip per 10 admissions (its
+         * script calls, and the give-back at exit) */
+        if ((sh->stats[i].redis_decisions + 1) * 10 > sh->n[i])
+            fail_msg("process %d: %lld script calls for %d admissions", i,
+                     (long long)sh->stats[i].redis_decisions, sh->n[i]);
         memcpy(all + total, sh->ts[i], (size_t)sh->n[i] * sizeof all[0]);
         total += sh->n[i];
     }
