@@ -334,7 +334,13 @@ STG_API int stg_redis_limiter_set_rate(stg_redis_limiter *l, double rate);
  * of the key since; the tokens of a process that dies lapse with their
  * window, at most burst / rate after they were leased.
  * Only acquire and try of weight 1 use leases; acquire_many and weights
- * above 1 take from Redis as without them. */
+ * above 1 take from Redis as without them. A lease whose reply comes back
+ * after its window closed (a round trip far longer than the last one) is
+ * not used and is asked for again; after three such the acquire answers
+ * STG_ETIMEDOUT (STG_EAGAIN for try) with the tokens spent, the side of
+ * sending less, as for a command that timed out. The counters of
+ * stg_redis_stats (leases, leased, lease_admissions, lease_expired,
+ * lease_returned) show what leases did. */
 
 /* ---- the shared breaker ----------------------------------------------- */
 
