@@ -18,6 +18,9 @@
 # learned rate against `stagger serve --rate 40 --burst 5` (the share of
 # 429s and the busiest 2 s after the start). Those two were assertions of
 # the integration tests once; they depend on how busy the machine is.
+# Then token leases: `bench_redis URL lease 0|40000 3` (round trips per
+# admission, the global rate against burst + rate * t), per request beside
+# 40 ms leases.
 # Asserts nothing about speed: exit status 0 unless something failed to run.
 set -eu
 
@@ -63,6 +66,16 @@ redis-cli -h 127.0.0.1 -p "$PORT" info commandstats | tr -d '\r' |
   sed -n 's/^cmdstat_\(evalsha\|incr\):.*usec_per_call=\([0-9.]*\).*/server_us_\1 \2/p' >>"$OUT"
 
 timeout 60 "$BIN" "redis://127.0.0.1:$PORT/learn" learn 9 >>"$OUT"
+
+# Token leases (issue 19, goal 5): 4 processes x 1000/s through one 2000/s
+# key, one round trip per acquire (lease 0, the baseline) and 40 ms leases;
+# Redis's own EVALSHA count around each run (give-backs at exit included).
+for L in 0 40000; do
+  redis-cli -h 127.0.0.1 -p "$PORT" config resetstat >/dev/null
+  timeout 60 "$BIN" "redis://127.0.0.1:$PORT/lease$L" lease $L 3 >>"$OUT"
+  redis-cli -h 127.0.0.1 -p "$PORT" info commandstats | tr -d '\r' |
+    sed -n "s/^cmdstat_evalsha:calls=\([0-9]*\).*/lease${L}_evalsha \1/p" >>"$OUT"
+done
 
 # 4 batch processes, no --rate: one rate learned in Redis, against 40/s.
 CLI=$BUILD/src/cli/stagger
@@ -119,6 +132,16 @@ awk -v pipe="$PIPE" '
       printf "ratio pipelined/sequential limiter: %.1f\n", v["limiter_pipelined"] / v["limiter_sequential"]
     }
     printf "shared adaptive rate, 4 processes, 9 s, against %s/s: last 3 s %s sends/s, %s%% throttled (first 6 s: %s sends, %s throttled)\n", v["learn_limit"], v["learn_late_rate"], v["learn_late_throttled_pct"], v["learn_early_sends"], v["learn_early_throttled"]
+    if ("lease40000_admitted" in v && v["lease0_admitted"] > 0 && v["lease40000_admitted"] > 0) {
+      printf "shared limit at scale: 4 processes x 1000/s, one key of 2000/s (burst 100), 3 s\n"
+      printf "%-42s %12s %12s\n", "", "per request", "40 ms leases"
+      rt0 = v["lease0_evalsha"] / v["lease0_admitted"]; rt1 = v["lease40000_evalsha"] / v["lease40000_admitted"]
+      printf "%-42s %12.3f %12.3f\n", "Redis round trips per admission", rt0, rt1
+      printf "%-42s %12.0f %12.0f\n", "achieved global rate (/s)", v["lease0_rate"], v["lease40000_rate"]
+      printf "%-42s %12.0f %12.0f\n", "bound (burst + rate * t) / t (/s)", v["lease0_bound"], v["lease40000_bound"]
+      printf "%-42s %12.0f %12.0f\n", "worst window - (burst + rate * t)", v["lease0_excess"], v["lease40000_excess"]
+      printf "ratio round trips leases/per request: %.3f; rate leases/per request: %.3f\n", rt1 / rt0, v["lease40000_rate"] / v["lease0_rate"]
+    }
     if ("batch_calls" in v)
       printf "stagger batch x4, shared adaptive rate, against 40/s: %s calls, %s%% answered 429, busiest 2 s after the first 3 s: %s/s\n", v["batch_calls"], v["batch_429_pct"], v["batch_busiest"]
   }' "$OUT"

@@ -26,8 +26,23 @@
  * the first, unmeasured cut). These were assertions of the integration
  * test once (60%..115% of the limit, under 5% throttled); they depend on
  * how busy the machine is, so they are figures.
+ *
+ *   bench_redis URL lease LEASE_US [SECONDS]
+ *
+ * "lease" measures token leases (issue 19, goal 5): 4 processes each
+ * offering 1000 acquires/s (one every 1 ms) through one fixed-rate key of
+ * 2000/s, burst 100, for SECONDS (default 3), with cfg.lease_us = LEASE_US
+ * (0: one round trip per acquire, the baseline). It prints the admissions,
+ * the script calls the limiters made (their redis_decisions), the achieved
+ * global rate and the protocol's bound over the run (burst + rate * t) / t,
+ * and the largest excess of any window over burst + rate * t (at most 0
+ * when the bound holds). bench_redis.sh also reads Redis's own EVALSHA
+ * count around each run.
  */
+#define _DEFAULT_SOURCE /* MAP_ANONYMOUS */
+#include <math.h>
 #include <stdbool.h>
+#include <sys/mman.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -132,8 +147,135 @@ static int learn(const char *url, double seconds)
     return status;
 }
 
+#define LEASE_PROCS 4
+#define LEASE_RATE 2000.0
+#define LEASE_BURST 100
+#define LEASE_MAX 20000
+
+typedef struct lease_shared {
+    int64_t ts[LEASE_PROCS][LEASE_MAX]; /* promised send instants */
+    int n[LEASE_PROCS];
+    int64_t calls[LEASE_PROCS];
+    int64_t expired[LEASE_PROCS];
+    int failed[LEASE_PROCS];
+} lease_shared;
+
+static int64_t real_us(void *data)
+{
+    (void)data;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts); /* Redis's TIME on this machine */
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+static void lease_child(lease_shared *sh, int idx, const char *url, int64_t lease_us,
+                        int64_t start, int64_t end)
+{
+    stg_redis_limiter_config c = {.url = url, .rate = LEASE_RATE, .burst = LEASE_BURST,
+                                  .lease_us = lease_us, .clock = real_us, .log = log_cb};
+    stg_redis_limiter *l = stg_redis_limiter_new(&c, NULL, NULL, 0);
+    if (!l) {
+        sh->failed[idx] = 1;
+        return;
+    }
+    sleep_us(start - real_us(NULL));
+    int64_t next = start;
+    while (real_us(NULL) < end && sh->n[idx] < LEASE_MAX) {
+        int64_t w;
+        if (stg_redis_limiter_acquire(l, NULL, 1, STG_SEC(1), &w) != STG_OK) {
+            sh->failed[idx] = 1;
+            break;
+        }
+        int64_t t = real_us(NULL);
+        if (t + w < end)
+            sh->ts[idx][sh->n[idx]++] = t + w;
+        sleep_us(w);
+        next += 1000;
+        if (next < real_us(NULL) - 1000)
+            next = real_us(NULL);
+        sleep_us(next - real_us(NULL));
+    }
+    stg_redis_stats st;
+    stg_redis_limiter_stats(l, &st);
+    sh->calls[idx] = st.redis_decisions;
+    sh->expired[idx] = st.lease_expired;
+    stg_redis_limiter_free(l);
+}
+
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static int lease_run(const char *url, int64_t lease_us, double seconds)
+{
+    lease_shared *sh = mmap(NULL, sizeof *sh, PROT_READ | PROT_WRITE,
+                            MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (sh == MAP_FAILED) {
+        perror("bench_redis");
+        return 1;
+    }
+    memset(sh, 0, sizeof *sh);
+    int64_t start = real_us(NULL) + 300000, end = start + (int64_t)(seconds * 1e6);
+    pid_t pids[LEASE_PROCS];
+    for (int i = 0; i < LEASE_PROCS; i++) {
+        if ((pids[i] = fork()) < 0) {
+            perror("bench_redis");
+            return 1;
+        }
+        if (pids[i] == 0) {
+            lease_child(sh, i, url, lease_us, start, end);
+            _exit(0);
+        }
+    }
+    int status = 0;
+    for (int i = 0; i < LEASE_PROCS; i++) {
+        int st;
+        if (waitpid(pids[i], &st, 0) != pids[i] || !WIFEXITED(st) || WEXITSTATUS(st) != 0 ||
+            sh->failed[i])
+            status = 1;
+    }
+    static int64_t all[LEASE_PROCS * LEASE_MAX];
+    int n = 0;
+    int64_t calls = 0, expired = 0;
+    for (int i = 0; i < LEASE_PROCS; i++) {
+        expired += sh->expired[i];
+        memcpy(all + n, sh->ts[i], (size_t)sh->n[i] * sizeof all[0]);
+        n += sh->n[i];
+        calls += sh->calls[i];
+    }
+    qsort(all, (size_t)n, sizeof all[0], cmp_i64);
+    double excess = -LEASE_BURST;
+    for (int i = 0; i < n; i++)
+        for (int j = i + LEASE_BURST - 1; j < n; j++) {
+            double e = (double)(j - i + 1) -
+                       (LEASE_BURST + floor((double)(all[j] - all[i] + 2) * LEASE_RATE / 1e6));
+            if (e > excess)
+                excess = e;
+        }
+    double t = seconds;
+    printf("lease%lld_admitted %d\n", (long long)lease_us, n);
+    printf("lease%lld_calls %lld\n", (long long)lease_us, (long long)calls);
+    printf("lease%lld_rate %.0f\n", (long long)lease_us, (double)n / t);
+    printf("lease%lld_bound %.0f\n", (long long)lease_us, (LEASE_BURST + LEASE_RATE * t) / t);
+    printf("lease%lld_excess %.0f\n", (long long)lease_us, excess);
+    printf("lease%lld_lapsed %lld\n", (long long)lease_us, (long long)expired);
+    munmap(sh, sizeof *sh);
+    return status;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc >= 4 && argc <= 5 && strcmp(argv[2], "lease") == 0) {
+        long long lease_us = atoll(argv[3]);
+        double seconds = argc > 4 ? atof(argv[4]) : 3.0;
+        if (lease_us < 0 || !(seconds > 0 && seconds <= 60)) {
+            fprintf(stderr, "bench_redis: LEASE_US >= 0, SECONDS in (0, 60]\n");
+            return 2;
+        }
+        return lease_run(argv[1], lease_us, seconds);
+    }
     if (argc >= 3 && argc <= 4 && strcmp(argv[2], "learn") == 0) {
         double seconds = argc > 3 ? atof(argv[3]) : 9.0;
         if (!(seconds > 0 && seconds <= 600)) {

@@ -266,10 +266,13 @@ typedef struct stg_shared_limiter {
     int (*breaker_allow)(void *ctx, const char *key, int64_t *retry_in_us);
     void (*breaker_record)(void *ctx, const char *key, stg_breaker_verdict verdict);
     /* Optional, for a limiter that learns (an adaptive rate): the answer to
-     * every send acquire admitted, with its ticket. throttled: 429, or 503
-     * with Retry-After; hold_us > 0: the server said its quota is spent for
-     * that long (X-RateLimit-Remaining: 0 and a reset), else 0. Transport
-     * errors are not reported. */
+     * every send acquire admitted, with its ticket. throttled: the server
+     * said "too fast" (a 429, with or without Retry-After; a 529);
+     * hold_us > 0: no send for that long, because the server said its
+     * quota is spent (X-RateLimit-Remaining: 0 and a reset) or, a 503 with
+     * Retry-After, when it is back: that 503 is a hold, not a throttle
+     * (as stg_adaptive_on_hold), so it comes with throttled false. Else 0.
+     * Transport errors are not reported. */
     void (*on_response)(void *ctx, const char *key, int64_t ticket, bool throttled,
                         int64_t hold_us);
     /* How far ahead acquire may reserve. 0: up to the request's deadline

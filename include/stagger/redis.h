@@ -204,7 +204,13 @@ typedef struct stg_redis_limiter_config {
     stg_adaptive_config adaptive_config; /* as stg_adaptive; zero fields
                                    take its defaults; hold_spread and
                                    hold_spread_min_us are not used */
-    uint64_t stg__reserved[16]; /* room to grow (docs/ABI.md); leave zero */
+    /* Added with token leases (see "Token leases" below): */
+    int64_t lease_us;           /* 0: one round trip per acquire (no
+                                   leases); > 0: how long a lease should
+                                   last at this limiter's own recent
+                                   admission rate (40 ms is a good value).
+                                   Fixed rate only; ignored when adaptive */
+    uint64_t stg__reserved[15]; /* room to grow (docs/ABI.md); leave zero */
 } stg_redis_limiter_config;
 
 /* Counters, for status lines and tests. */
@@ -215,7 +221,13 @@ typedef struct stg_redis_stats {
     int64_t script_loads;     /* SCRIPT LOADs after the first (NOSCRIPT) */
     int64_t disconnects;      /* connections dropped after an error */
     int64_t reconnects;       /* connections re-established */
-    uint64_t stg__reserved[8]; /* room to grow (docs/ABI.md); leave zero */
+    /* Added with token leases: */
+    int64_t leases;           /* leases of more than one token taken */
+    int64_t leased;           /* tokens in them */
+    int64_t lease_admissions; /* acquires answered from a lease, no round trip */
+    int64_t lease_expired;    /* leased tokens that lapsed unspent */
+    int64_t lease_returned;   /* unspent leased tokens given back to Redis */
+    uint64_t stg__reserved[3]; /* room to grow (docs/ABI.md); leave zero */
 } stg_redis_stats;
 
 typedef struct stg_redis_limiter stg_redis_limiter;
@@ -294,6 +306,42 @@ STG_API int stg_redis_limiter_acquire_many(stg_redis_limiter *l, const char *key
  * STG_EINVAL (the rate is refused as by new). Thread-safe. */
 STG_API int stg_redis_limiter_set_rate(stg_redis_limiter *l, double rate);
 
+/* ---- token leases (cfg.lease_us > 0) -----------------------------------
+ *
+ * At a high rate one round trip per acquire is most of the cost (and most
+ * of Redis's load: N processes at R/s make N * R script calls). With
+ * lease_us set, a fixed-rate limiter takes k tokens of a key in one script
+ * call and hands them out locally, k sized from its own recent admission
+ * rate so that a lease lasts about lease_us; at a low rate (fewer than 2
+ * tokens per lease_us) k = 1 and every acquire is one round trip, as
+ * without leases.
+ *
+ * Why the bound burst + rate * t still holds at the server: a lease is a
+ * take of weight k (the leased tokens count as spent in Redis when they
+ * are leased), and its tokens may only be used inside a window that the
+ * script hands back with them: from when all k conform (TAT + k * T -
+ * burst * T) to when the first of them would have been due (the TAT before
+ * the lease). Any send inside that window is a send the GCRA would have
+ * admitted at that instant, so unspent tokens can neither pile up nor be
+ * spent late; they lapse at the window's end. The script places a lease
+ * at least as far ahead as it should last (the bucket's slots in between
+ * are skipped, erring on the side of sending less), and k is capped so
+ * that the window is long enough to spend it: k / own_rate + k * T <=
+ * burst * T. So a lease can only be useful when burst / rate is longer
+ * than lease_us; otherwise k is 1.
+ * A lease is given back (its unspent tokens returned to the key, one round
+ * trip) by stg_redis_limiter_free, when no other process has taken tokens
+ * of the key since; the tokens of a process that dies lapse with their
+ * window, at most burst / rate after they were leased.
+ * Only acquire and try of weight 1 use leases; acquire_many and weights
+ * above 1 take from Redis as without them. A lease whose reply comes back
+ * after its window closed (a round trip far longer than the last one) is
+ * not used and is asked for again; after three such the acquire answers
+ * STG_ETIMEDOUT (STG_EAGAIN for try) with the tokens spent, the side of
+ * sending less, as for a command that timed out. The counters of
+ * stg_redis_stats (leases, leased, lease_admissions, lease_expired,
+ * lease_returned) show what leases did. */
+
 /* ---- the shared breaker ----------------------------------------------- */
 
 /* May a request to key go now? (key NULL: the URL's key.)
@@ -355,11 +403,15 @@ STG_API int stg_redis_adaptive_acquire(stg_redis_limiter *l, const char *key, in
                                        int64_t *wait_us, int64_t *ticket);
 
 /* Report the answer to a send admitted with ticket. throttled: the server
- * said "too fast" (429, or 503 with Retry-After). hold_us > 0: no process
- * may send to key for that long (the server said its quota is spent until
- * a reset). Only a throttle or a hold costs a round trip; other answers
- * only feed the local fallback. Returns STG_OK, STG_EINVAL, STG_EUNAVAIL.
- * Thread-safe. */
+ * said "too fast" (a 429): the key's rate is cut (recovery rule above).
+ * hold_us > 0: no process may send to key for that long (the server said
+ * its quota is spent until a reset, or, a 503 with Retry-After, when it is
+ * back: report that one with throttled false, as libstagger-curl
+ * does). A hold never cuts: like stg_adaptive_on_hold it pauses the
+ * learned curve and the measurement for its length, so sending resumes at
+ * the rate found before. Only a throttle or a hold costs a round trip;
+ * other answers only feed the local fallback. Returns STG_OK, STG_EINVAL,
+ * STG_EUNAVAIL. Thread-safe. */
 STG_API int stg_redis_adaptive_response(stg_redis_limiter *l, const char *key, int64_t ticket,
                                         bool throttled, int64_t hold_us);
 

@@ -56,6 +56,20 @@ static int opt_fallback(cli_parser *p, const cli_opt *o, void *field, const char
 #endif
 }
 
+static int opt_lease(cli_parser *p, const cli_opt *o, void *field, const char *val)
+{
+    (void)o;
+    cli_limiter *l = field;
+    l->cmd = cli_cmd_name(p);
+    int64_t d;
+    if (!cli_parse_duration(val, &d) || d > STG_SEC(10))
+        return cli_usage_error(l->cmd, "bad value '%s' for --limiter-lease: expected a duration "
+                                       "such as 40ms (at most 10s; 0: no leases)",
+                               val);
+    l->lease_us = d;
+    return 0;
+}
+
 const cli_opt cli_limiter_opts[] = {
     {CLI_FN, "limiter", 0, "redis://[:PASSWORD@]HOST[:PORT][/[DB/]KEY]",
      "keep the rate limit (--rate, --burst) in Redis,\n"
@@ -69,6 +83,13 @@ const cli_opt cli_limiter_opts[] = {
      "rate capped at SHARE of the rate last learned)\n"
      "(default none: a clear error)",
      0, opt_fallback, NULL, 0, NULL},
+    {CLI_FN, "limiter-lease", 0, "DURATION",
+     "with --rate: take the shared limit in leases of\n"
+     "tokens lasting about DURATION (40ms) at this\n"
+     "process's own rate: one Redis round trip per many\n"
+     "requests, the limit still held (default 0: one\n"
+     "round trip per request)",
+     0, opt_lease, NULL, 0, NULL},
     CLI_OPT_END,
 };
 
@@ -140,6 +161,7 @@ int cli_limiter_open(cli_limiter *l, double rate, int64_t burst, int failures, i
         c.burst = burst;
     }
     c.fallback_share = l->fallback_share;
+    c.lease_us = adaptive ? 0 : l->lease_us;
     c.breaker.consecutive_failures = failures > 0 ? failures : 0;
     c.breaker.open_us = open_us;
     c.log = on_log;

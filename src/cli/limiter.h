@@ -16,6 +16,7 @@ typedef struct cli_limiter {
     const char *cmd;
     const char *url;       /* --limiter; NULL: none */
     double fallback_share; /* --limiter-fallback local:SHARE; 0: none */
+    int64_t lease_us;      /* --limiter-lease; 0: one round trip per request */
     bool share_breaker;    /* --share-breaker */
     bool url_has_key;      /* the URL names the key: every host shares it */
     double max_rate;       /* shared adaptive rate: ceiling (0: none) */

@@ -168,5 +168,12 @@ void stg__shared_report(const stg_shared_limiter *sh, const char *key, int64_t t
     if (!sh || !sh->acquire || !sh->on_response || status <= 0)
         return;
     int64_t hold = h->remaining == 0 && h->reset_us > 0 ? h->reset_us : 0;
+    int64_t wait;
+    if (status == 503 && stg_hints_server_wait(h, &wait)) {
+        /* Unavailable until a stated time: a hold, not a congestion cut,
+         * as for the engine's own limiter (stg_adaptive_on_hold). */
+        sh->on_response(sh->ctx, key, ticket, false, wait > hold ? wait : hold);
+        return;
+    }
     sh->on_response(sh->ctx, key, ticket, stg__throttled(status, h), hold);
 }

@@ -26,6 +26,17 @@
  * The key expires after 10 min without a call: a missing key is a limiter
  * that has learned nothing, which is what an idle key should be.
  *
+ * A hold (a 503 that says when the server is back, or a quota spent until
+ * a reset) is not congestion: it never cuts, and as stg_adaptive_on_hold
+ * it pauses the model for the part of it not already held: the curve's
+ * origin (lt), the last cut (lc) and the measurement's slots (o) move
+ * forward by it, and while it lasts the curve is read at its end (where
+ * its clock stands still), so that afterwards the key resumes at the rate it had
+ * instead of reading the silence as an idle client (a measured rate near
+ * 0, which the measure cap turns into a rate near the floor) or as
+ * seconds of cubic growth. A throttle that comes with a hold (a 429 with
+ * a spent quota) still cuts.
+ *
  * Differences from the in-process limiter, all because the script sees
  * every process's admissions but no response it is not told about: the
  * measured rate counts admissions, the curve is evaluated when a process
@@ -96,10 +107,12 @@ const char stg__redis_adaptive_lua[] =
     "  return r\n"
     "end\n"
     "local function fill()\n"
-    "  local t = (now - s.lt) / 1e9 - s.k\n"
+    "  local tn = now\n"
+    "  if s.hu and s.hu > tn then tn = s.hu end\n"
+    "  local t = (tn - s.lt) / 1e9 - s.k\n"
     "  local r = C * t * t * t + s.wm\n"
     "  if s.pr == 1 then\n"
-    "    local d = (now - s.lt) / dbl\n"
+    "    local d = (tn - s.lt) / dbl\n"
     "    if d > 60 then d = 60 end\n"
     "    local slow = s.pb * 2 ^ d\n"
     "    if slow > r then r = slow end\n"
@@ -139,7 +152,14 @@ const char stg__redis_adaptive_lua[] =
     "    res = {1, math.ceil(wait / 1000), s.n}\n"
     "  end\n"
     "else\n"
-    "  if y > 0 and (s.hu == nil or now + y > s.hu) then s.hu = now + y end\n"
+    "  if y > 0 and (s.hu == nil or now + y > s.hu) then\n"
+    "    local from = now\n"
+    "    if s.hu and s.hu > now then from = s.hu end\n"
+    "    local p = now + y - from\n"
+    "    s.lt, s.o = s.lt + p, s.o + p\n"
+    "    if s.lc then s.lc = s.lc + p end\n"
+    "    s.hu = now + y\n"
+    "  end\n"
     "  local cut = 0\n"
     "  if thr == 1 and not (s.lc and x <= s.rs and now < s.lc + recov) then\n"
     "    local cur = sending()\n"

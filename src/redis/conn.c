@@ -597,7 +597,8 @@ stg_redis_limiter *stg_redis_limiter_new(const stg_redis_limiter_config *cfg, in
     if (!bad && !(cfg->fallback_share >= 0.0 && cfg->fallback_share <= 1.0))
         bad = "fallback share must be in [0, 1]";
     if (!bad && (cfg->connect_timeout_us < 0 || cfg->command_timeout_us < 0 ||
-                 cfg->reconnect_interval_us < 0 || cfg->breaker_idle_ttl_us < 0))
+                 cfg->reconnect_interval_us < 0 || cfg->breaker_idle_ttl_us < 0 ||
+                 cfg->lease_us < 0))
         bad = "timeouts and intervals must not be negative";
     if (!bad && cfg->prefix && strlen(cfg->prefix) >= sizeof l->prefix)
         bad = "key prefix too long (at most 63 bytes)";
@@ -627,6 +628,7 @@ stg_redis_limiter *stg_redis_limiter_new(const stg_redis_limiter_config *cfg, in
     l->burst = burst;
     l->interval_ns = interval;
     l->share = cfg->fallback_share;
+    l->lease_us = l->adaptive ? 0 : cfg->lease_us;
     if (l->share > 0 && !l->adaptive) {
         double lb = floor(l->share * (double)burst);
         l->local_burst = lb < 1.0 ? 1 : (int64_t)lb;
@@ -685,6 +687,7 @@ void stg_redis_limiter_free(stg_redis_limiter *l)
 {
     if (!l)
         return;
+    stg__lease_close(l); /* unspent leased tokens back to Redis */
     if (l->ctx)
         redisFree(l->ctx);
     stg__local_free_all(l);

@@ -23,6 +23,18 @@
  * is refused: what the fallback admitted while Redis was away counts
  * against the shared bucket from the first shared decision on.
  *
+ * Leases (lease.c, lease_size.c; stagger/redis.h says why the bound holds):
+ * a call with lead_ns > 0 is a lease of up to `weight` tokens. Its TAT
+ * before the take, tat0, is first moved to at least now + lead (the slots
+ * skipped are lost, erring on the side of sending less), then as many
+ * tokens as conform within the timeout are taken (k, at most weight), and
+ * the reply says where the window of the lease ends (tat0 - now, rounded
+ * down) and where the lease left the key (b and the new TAT), for the
+ * give-back. The give-back (weight < 0) moves the TAT back by the unspent
+ * tokens only when the key is still exactly there (same b, TAT and T):
+ * nobody took since, so the lease becomes a smaller one; otherwise the
+ * tokens lapse with their window.
+ *
  * The clock is TIME inside the script. Redis before 5 replicates scripts
  * verbatim and refuses a write after TIME unless the script first asks for
  * effects replication, hence the guarded redis.replicate_commands().
@@ -37,16 +49,28 @@
 
 const char stg__redis_gcra_lua[] =
     "-- stagger GCRA. KEYS[1] bucket hash; ARGV interval_ns, burst, weight, timeout_ns,\n"
-    "-- carry_ns. Returns {admitted 1|0, wait_us, debt_us}.\n"
+    "-- carry_ns, lead_ns, base, tat. Returns {admitted 1|0, wait_us, debt_us}; a\n"
+    "-- lease (lead_ns > 0, weight = tokens wanted) that is granted returns\n"
+    "-- {1, wait_us, debt_us, k, end_us, base, tat}. weight < 0 gives -weight\n"
+    "-- leased tokens back if the TAT is still base/tat: {1|0, 0, 0}.\n"
     "if redis.replicate_commands then redis.replicate_commands() end\n"
     "local T = tonumber(ARGV[1])\n"
     "local burst = tonumber(ARGV[2])\n"
     "local w = tonumber(ARGV[3])\n"
     "local timeout = tonumber(ARGV[4])\n"
     "local carry = tonumber(ARGV[5]) or 0\n"
+    "local lead = tonumber(ARGV[6]) or 0\n"
+    "local st = redis.call('HMGET', KEYS[1], 'b', 't', 'i')\n"
+    "if w < 0 then\n"
+    "  if tonumber(st[1]) == tonumber(ARGV[7]) and tonumber(st[2]) == tonumber(ARGV[8])\n"
+    "      and tonumber(st[3]) == T then\n"
+    "    redis.call('HSET', KEYS[1], 't', string.format('%.0f', tonumber(st[2]) + w * T))\n"
+    "    return {1, 0, 0}\n"
+    "  end\n"
+    "  return {0, 0, 0}\n"
+    "end\n"
     "local now_t = redis.call('TIME')\n"
     "local sec = tonumber(now_t[1])\n"
-    "local st = redis.call('HMGET', KEYS[1], 'b', 't', 'i')\n"
     "local base, tat, oldT = tonumber(st[1]), tonumber(st[2]), tonumber(st[3])\n"
     "if base == nil or tat == nil then base = sec; tat = nil end\n"
     "if sec - base > 86400 then\n"
@@ -65,6 +89,21 @@ const char stg__redis_gcra_lua[] =
     "  redis.call('HSET', KEYS[1], 'b', string.format('%.0f', base),\n"
     "    't', string.format('%.0f', v), 'i', string.format('%.0f', T))\n"
     "  redis.call('PEXPIRE', KEYS[1], math.ceil((v - now) / 1000000) + 1000)\n"
+    "end\n"
+    "if lead > 0 then\n"
+    "  local tat0 = tat\n"
+    "  if tat0 < now + lead then tat0 = now + lead end\n"
+    "  local k = math.floor((now + timeout + burst * T - tat0) / T)\n"
+    "  if k > w then k = w end\n"
+    "  if k >= 1 then\n"
+    "    local lt = tat0 + k * T\n"
+    "    local lw = lt - burst * T - now\n"
+    "    if lw < 0 then lw = 0 end\n"
+    "    put(lt)\n"
+    "    return {1, math.ceil(lw / 1000), math.ceil((lt - now) / 1000), k,\n"
+    "      math.floor((tat0 - now) / 1000), base, lt}\n"
+    "  end\n"
+    "  w = 1\n"
     "end\n"
     "local new_tat = tat + w * T\n"
     "local wait = new_tat - burst * T - now\n"
@@ -119,6 +158,20 @@ static int local_takes(stg_redis_limiter *l, const char *name, size_t n, int64_t
     return STG_OK;
 }
 
+/* What a lease reply adds to the first three elements. */
+typedef struct lease_reply {
+    bool lease; /* the reply was a lease's (else a plain take's) */
+    long long k, end_us, base, tat;
+} lease_reply;
+
+static void parse_lease(const redisReply *r, lease_reply *lr)
+{
+    lr->lease = r && r->type == REDIS_REPLY_ARRAY && r->elements >= 7 &&
+                stg__reply_int(r, 3, &lr->k) && lr->k >= 1 &&
+                stg__reply_int(r, 4, &lr->end_us) && stg__reply_int(r, 5, &lr->base) &&
+                stg__reply_int(r, 6, &lr->tat);
+}
+
 /* Under mu, connected: n takes decided by the script. With a fallback, the
  * first carries the local debt when the key was last decided before a
  * (re)connection (fallback.c), alone in its round trip when n > 1 so that
@@ -128,7 +181,7 @@ static int local_takes(stg_redis_limiter *l, const char *name, size_t n, int64_t
 static int shared_takes(stg_redis_limiter *l, const char *name, const char *rkey,
                         const char *const *args, size_t n, int64_t weight, int64_t timeout_us,
                         bool is_try, int *rcs, int64_t *waits, redisReply **replies,
-                        stg__note *note)
+                        stg__note *note, lease_reply *lr)
 {
     stg__local *loc = NULL;
     if (l->share > 0) {
@@ -137,7 +190,7 @@ static int shared_takes(stg_redis_limiter *l, const char *name, const char *rkey
             return STG_ENOMEM;
     }
     char a_carry[24];
-    const char *argv[5] = {args[0], args[1], args[2], args[3], a_carry};
+    const char *argv[6] = {args[0], args[1], args[2], args[3], a_carry, args[4]};
     size_t done = 0;
     int rc = STG_OK;
     int64_t debt = 0;
@@ -147,7 +200,7 @@ static int shared_takes(stg_redis_limiter *l, const char *name, const char *rkey
                                                    : 0;
         snprintf(a_carry, sizeof a_carry, "%" PRId64, carry);
         size_t m = carry > 0 ? 1 : n - done;
-        int erc = stg__redis_eval_fresh(l, STG__SCRIPT_GCRA, rkey, 5, argv, m, replies + done,
+        int erc = stg__redis_eval_fresh(l, STG__SCRIPT_GCRA, rkey, 6, argv, m, replies + done,
                                         note);
         if (erc == STG_EAGAIN) {
             fresh = true; /* a new connection: nothing ran, carry first */
@@ -159,6 +212,8 @@ static int shared_takes(stg_redis_limiter *l, const char *name, const char *rkey
             int r = answer(replies[i], is_try, &waits[i], &debt);
             if (r == STG_EIO)
                 rc = STG_EIO;
+            if (lr && i == 0)
+                parse_lease(replies[i], lr);
             rcs[i] = r;
             freeReplyObject(replies[i]);
         }
@@ -179,6 +234,60 @@ static int shared_takes(stg_redis_limiter *l, const char *name, const char *rkey
             rc = lrc;
     }
     return rc;
+}
+
+/* Under mu: one acquire (or try) of weight 1 with leases on: from the
+ * key's lease if it holds a token usable in time, else a new lease (or a
+ * single token) from the script, sized by lease_size.c. A grant whose
+ * window closed before its reply arrived (a round trip longer than the
+ * margin it was sized with) is not used: its tokens lapse, and the call
+ * asks again, with the margin of the round trip just seen; after three
+ * such, the acquire is refused (tokens spent, nothing admitted: the side
+ * of sending less). */
+static int lease_decide(stg_redis_limiter *l, const char *name, const char *rkey,
+                        const char *a_int, const char *a_burst, int64_t timeout_us, bool is_try,
+                        int *rcs, int64_t *waits, redisReply **replies, stg__note *note)
+{
+    stg__lease *ls = stg__lease_get(l, name);
+    if (!ls)
+        return STG_ENOMEM;
+    if (stg__lease_draw(l, ls, stg__redis_now(l), is_try ? -1 : timeout_us, rcs, waits))
+        return STG_OK;
+    if (!stg__redis_ready(l, note))
+        return STG_EUNAVAIL;
+    for (int attempt = 0; attempt < 3; attempt++) {
+        int64_t t0 = stg__redis_now(l);
+        stg__lease_plan p = stg__lease_size(stg__lease_meter_rate(&ls->meter, t0), l->interval_ns,
+                                            l->burst, l->lease_us, l->rtt_us);
+        char a_weight[24], a_timeout[24], a_lead[24];
+        snprintf(a_weight, sizeof a_weight, "%" PRId64, p.k);
+        snprintf(a_timeout, sizeof a_timeout, "%" PRId64, is_try ? 0 : timeout_ns_of(timeout_us));
+        snprintf(a_lead, sizeof a_lead, "%" PRId64, p.lead_ns);
+        const char *args[] = {a_int, a_burst, a_weight, a_timeout, a_lead};
+        lease_reply lr = {0};
+        int rc = shared_takes(l, name, rkey, args, 1, 1, timeout_us, is_try, rcs, waits,
+                              replies, note, &lr);
+        int64_t t1 = stg__redis_now(l);
+        if (rc != STG_OK)
+            return rc;
+        l->rtt_us = t1 - t0;
+        if (rcs[0] != STG_OK)
+            return STG_OK; /* refused: nothing taken */
+        if (!lr.lease) {
+            /* a plain take (leases off for this key, or burst 1) */
+            stg__lease_meter_add(&ls->meter, t1, 1);
+            return STG_OK;
+        }
+        if (t1 + waits[0] <= t0 + lr.end_us) {
+            stg__lease_grant(l, ls, lr.k, t0, t1, waits[0], lr.end_us, lr.base, lr.tat);
+            stg__lease_meter_add(&ls->meter, t1, 1);
+            return STG_OK;
+        }
+        l->stats.lease_expired += lr.k;
+    }
+    rcs[0] = is_try ? STG_EAGAIN : STG_ETIMEDOUT;
+    waits[0] = l->rtt_us;
+    return STG_OK;
 }
 
 /* The common path of try, acquire and acquire_many. On STG_OK, rcs[] and
@@ -212,11 +321,16 @@ static int decide(stg_redis_limiter *l, const char *key, size_t n, int64_t weigh
     snprintf(a_burst, sizeof a_burst, "%" PRId64, l->burst);
     snprintf(a_weight, sizeof a_weight, "%" PRId64, weight);
     snprintf(a_timeout, sizeof a_timeout, "%" PRId64, is_try ? 0 : timeout_ns_of(timeout_us));
-    const char *args[] = {a_int, a_burst, a_weight, a_timeout};
+    const char *args[] = {a_int, a_burst, a_weight, a_timeout, "0"};
 
-    rc = stg__redis_ready(l, &note) ? shared_takes(l, name, rkey, args, n, weight, timeout_us,
-                                                   is_try, rcs, waits, replies, &note)
-                                    : STG_EUNAVAIL;
+    if (l->lease_us > 0 && n == 1 && weight == 1)
+        rc = lease_decide(l, name, rkey, a_int, a_burst, timeout_us, is_try, rcs, waits, replies,
+                          &note);
+    else
+        rc = stg__redis_ready(l, &note) ? shared_takes(l, name, rkey, args, n, weight,
+                                                       timeout_us, is_try, rcs, waits, replies,
+                                                       &note, NULL)
+                                        : STG_EUNAVAIL;
     if (rc == STG_EUNAVAIL && l->share > 0) {
         rc = local_takes(l, name, n, weight, timeout_us, is_try, rcs, waits);
     } else if (rc == STG_EUNAVAIL) {

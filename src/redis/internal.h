@@ -5,7 +5,8 @@
  * hiredis connection, script loading and the reconnect/fallback state
  * machine; gcra.c is the limiter script and its API; breaker.c the shared
  * breaker script and its API; fallback.c the process-local buckets and
- * breakers used while Redis is unreachable.
+ * breakers used while Redis is unreachable; lease.c the token leases
+ * handed out locally (lease_size.c: their pure sizing rule and meter).
  *
  * Locking: every field below mu is guarded by mu. Public calls take mu,
  * collect at most one log note, release mu, then emit the note, so the log
@@ -22,6 +23,8 @@
 #include <stagger/bucket.h>
 #include <stagger/breaker.h>
 #include <stagger/redis.h>
+
+#include "redis/lease.h"
 
 /* The scripts, by index into stg_redis_limiter.sha. */
 enum {
@@ -103,6 +106,11 @@ struct stg_redis_limiter {
     int64_t last_attempt_us;      /* clock() of the last connection attempt */
     stg__local *locals;
     stg_redis_stats stats;
+    /* Token leases (lease.c): lease_us immutable after new, the rest
+     * guarded by mu. */
+    int64_t lease_us;             /* 0: no leases */
+    int64_t rtt_us;               /* the last script call's round trip */
+    struct stg__lease *leases;
 };
 
 /* ---- url.c ---- */
@@ -173,5 +181,40 @@ void stg__local_mirror(const stg_redis_limiter *l, stg__local *loc, int64_t now_
  * (ceiling share * learned_rate when one is known). NULL when it cannot be
  * made (no mutex). */
 stg_adaptive *stg__local_adaptive(stg_redis_limiter *l, stg__local *loc);
+
+/* ---- lease.c ---- */
+/* One key's lease and admission meter (made on first use, kept for the
+ * life of the limiter, like the fallback's stand-ins). Times are the
+ * limiter's clock. The unspent tokens may be used from start_us to end_us:
+ * the window the script gave, narrowed by the round trip (start measured
+ * from after the call, end from before it), so it holds on Redis's clock. */
+typedef struct stg__lease {
+    struct stg__lease *next;
+    stg__lease_meter meter;
+    int64_t left;        /* unspent tokens */
+    int64_t start_us;    /* usable from */
+    int64_t end_us;      /* ... to (lapse after) */
+    int64_t interval_ns; /* T when leased; base/tat where it left the key */
+    long long base, tat;
+    char name[];
+} stg__lease;
+
+/* Under mu: the lease state of name (created on first use), NULL when
+ * out of memory. */
+stg__lease *stg__lease_get(stg_redis_limiter *l, const char *name);
+/* Under mu: answer one acquire (timeout_us; < 0 for try) from ls at
+ * now_us if it holds a token usable then: true with *rc (STG_OK,
+ * STG_ETIMEDOUT or STG_EAGAIN) and *wait_us. false: a new lease (or a
+ * plain take) is needed; unspent tokens that lapsed are counted. */
+bool stg__lease_draw(stg_redis_limiter *l, stg__lease *ls, int64_t now_us, int64_t timeout_us,
+                     int *rc, int64_t *wait_us);
+/* Under mu: record a lease of k tokens (one of them is the current
+ * acquire's) granted by a call made at t0_us and answered at t1_us. */
+void stg__lease_grant(stg_redis_limiter *l, stg__lease *ls, int64_t k, int64_t t0_us,
+                      int64_t t1_us, int64_t wait_us, int64_t end_us, long long base,
+                      long long tat);
+/* Give every unspent, unexpired lease back to Redis (one round trip per
+ * key) and free the lease states. No other call may be in progress. */
+void stg__lease_close(stg_redis_limiter *l);
 
 #endif

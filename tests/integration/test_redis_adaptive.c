@@ -219,6 +219,55 @@ static void test_hold(void **state)
     stg_redis_limiter_free(b);
 }
 
+/* A 503 with Retry-After reaches the limiter as a hold (throttled false,
+ * hold_us, as libstagger-curl reports it): it does not cut, and the
+ * learned curve and the measurement pause for it, so after the outage the
+ * key resumes at the rate it had. Without the pause the curve would have
+ * run on through the hold, and the measurement would have read the
+ * silence as an idle client; here the rate after the hold is bounded by
+ * the curve (or slow start) at the time that ran outside the hold. */
+static void test_outage_is_a_hold(void **state)
+{
+    (void)state;
+    stg_redis_limiter *l = make_adaptive(g_port, "outage", 0, NULL);
+    int64_t last = admit_n(l, 40);
+    int64_t cut_before = now_us();
+    assert_int_equal(stg_redis_adaptive_response(l, NULL, last, true, 0), STG_OK); /* a 429 */
+    bool en;
+    double r0 = rate_of(l, &en);
+    assert_true(en);
+    long long rs = last_cut_rs("outage");
+    int64_t w, t;
+    assert_int_equal(stg_redis_adaptive_acquire(l, NULL, STG_SEC(5), &w, &t), STG_OK);
+    int64_t hold_at = now_us();
+    const int64_t hold = STG_MS(1200);
+    /* its answer: 503, Retry-After 1.2 s; a newer ticket than the cut's,
+     * so a throttle here would cut again */
+    assert_int_equal(stg_redis_adaptive_response(l, NULL, t, false, hold), STG_OK);
+    assert_int_equal(last_cut_rs("outage"), rs);
+    double r1 = rate_of(l, &en);
+    assert_true(en);
+    assert_true(r1 >= r0 - 0.001);
+    /* nobody sends during the hold */
+    assert_int_equal(stg_redis_adaptive_acquire(l, NULL, 0, &w, NULL), STG_ETIMEDOUT);
+    assert_in_range_i64(w, hold - (now_us() - hold_at), hold);
+    sleep_us(hold_at + hold + STG_MS(100) - now_us());
+    double r2 = rate_of(l, &en);
+    int64_t q = now_us();
+    /* The model's clock ran at most (q - cut_before) - hold since the cut.
+     * r0 = beta * W_max (read just after the cut: at least that); the rate
+     * is then at most max(C (t - K)^3 + W_max, slow start r0 * 2^(t / 2 s)). */
+    double tm = (double)(q - cut_before - hold) / 1e6;
+    double wm = r0 / 0.7, k = cbrt(wm * 0.3 / 0.4);
+    double curve = 0.4 * pow(tm - k, 3) + wm, slow = r0 * pow(2.0, tm / 2.0);
+    double bound = curve > slow ? curve : slow;
+    printf("# before the hold %.2f/s, after %.2f/s (at most %.2f)\n", r0, r2, bound);
+    assert_true(r2 >= r0 - 0.001);
+    assert_true(r2 <= bound + 0.002);
+    assert_int_equal(last_cut_rs("outage"), rs);
+    stg_redis_limiter_free(l);
+}
+
 static void test_api_misuse(void **state)
 {
     (void)state;
@@ -401,6 +450,7 @@ int main(void)
         cmocka_unit_test(test_cut_and_recovery),
         cmocka_unit_test(test_pacing_is_shared),
         cmocka_unit_test(test_hold),
+        cmocka_unit_test(test_outage_is_a_hold),
         cmocka_unit_test(test_api_misuse),
         cmocka_unit_test(test_fallback),
         cmocka_unit_test(test_processes_share_one_rate),

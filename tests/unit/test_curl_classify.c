@@ -168,6 +168,77 @@ static void test_tls_classes(void **state)
     assert_false(STG_NET_DEFAULT_RETRY & STG_NET_BIT(STG_NET_TLS));
 }
 
+/* What a shared limiter hears of an answer (stg__shared_report): a 503
+ * that says when to come back is a hold, not a throttle (the engine's own
+ * adaptive limiter holds on it too); a 429 stays a throttle with or without
+ * Retry-After, and a spent quota adds its reset as a hold. */
+typedef struct heard {
+    int n;
+    bool throttled;
+    int64_t hold_us;
+} heard;
+
+static int fake_acquire(void *ctx, const char *key, int64_t timeout_us, int64_t *wait_us,
+                        int64_t *ticket)
+{
+    (void)ctx, (void)key, (void)timeout_us, (void)wait_us, (void)ticket;
+    return STG_OK;
+}
+
+static void fake_on_response(void *ctx, const char *key, int64_t ticket, bool throttled,
+                             int64_t hold_us)
+{
+    heard *h = ctx;
+    assert_string_equal(key, "k");
+    assert_int_equal(ticket, 7);
+    h->n++;
+    h->throttled = throttled;
+    h->hold_us = hold_us;
+}
+
+static heard report_of(int status, int64_t retry_after_us, int64_t remaining, int64_t reset_us)
+{
+    heard h = {0};
+    stg_shared_limiter sh = {.ctx = &h, .acquire = fake_acquire, .on_response = fake_on_response};
+    stg_hints hints;
+    stg_hints_init(&hints);
+    hints.retry_after_us = retry_after_us;
+    hints.remaining = remaining;
+    hints.reset_us = reset_us;
+    stg__shared_report(&sh, "k", 7, status, &hints);
+    assert_int_equal(h.n, 1);
+    return h;
+}
+
+static void test_shared_report(void **state)
+{
+    (void)state;
+    heard h = report_of(503, 2000000, STG_UNKNOWN, STG_UNKNOWN);
+    assert_false(h.throttled);
+    assert_int_equal(h.hold_us, 2000000);
+    /* a spent quota's longer reset wins */
+    h = report_of(503, 2000000, 0, 5000000);
+    assert_false(h.throttled);
+    assert_int_equal(h.hold_us, 5000000);
+    /* a 503 without a hint is a fault, neither throttle nor hold */
+    h = report_of(503, STG_UNKNOWN, STG_UNKNOWN, STG_UNKNOWN);
+    assert_false(h.throttled);
+    assert_int_equal(h.hold_us, 0);
+    /* 429: a throttle, with or without Retry-After (not a hold) */
+    h = report_of(429, 2000000, STG_UNKNOWN, STG_UNKNOWN);
+    assert_true(h.throttled);
+    assert_int_equal(h.hold_us, 0);
+    h = report_of(429, STG_UNKNOWN, STG_UNKNOWN, STG_UNKNOWN);
+    assert_true(h.throttled);
+    /* 429 with a spent quota: a throttle and a hold */
+    h = report_of(429, STG_UNKNOWN, 0, 3000000);
+    assert_true(h.throttled);
+    assert_int_equal(h.hold_us, 3000000);
+    h = report_of(200, STG_UNKNOWN, STG_UNKNOWN, STG_UNKNOWN);
+    assert_false(h.throttled);
+    assert_int_equal(h.hold_us, 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -176,6 +247,7 @@ int main(void)
         cmocka_unit_test(test_tls_classes),
         cmocka_unit_test(test_every_code_has_one_class),
         cmocka_unit_test(test_attempt_timeouts),
+        cmocka_unit_test(test_shared_report),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
