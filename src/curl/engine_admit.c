@@ -317,8 +317,8 @@ static void start_attempt(stg_engine *e, req *r)
     r->rs.attempts++;
     r->attempt_start_us = e->now;
     e->stats.attempts++;
-    if (r->rs.attempts - r->hops > 1)
-        e->stats.retries++; /* a redirect hop is an attempt, not a retry */
+    if (r->rs.attempts - r->hops - r->refused > 1)
+        e->stats.retries++; /* a redirect hop or a never-processed resend is not a retry */
     stg_event ev;
     stg__eng_ev_init(e, r, STG_EVENT_ATTEMPT_START, &ev);
     stg__eng_emit(e, &ev);
