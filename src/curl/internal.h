@@ -232,6 +232,11 @@ struct curl_slist *stg__headers_without_secrets(const struct curl_slist *headers
  * transport fault). *note (never NULL) is "" or what the message should
  * say first, for people: "TLS: the server's certificate did not verify
  * (not retried)". */
+/* CURLOPT_HTTP_VERSION (0: libcurl's), with PIPEWAIT for HTTP/2 so that
+ * requests multiplex rather than connect; h2c prior knowledge on a libcurl
+ * that breaks it on reuse gets a connection per request (xfer.c). */
+void stg__http_version_apply(CURL *easy, long version);
+
 /* The server never processed the request (an HTTP/2 stream refused, or
  * above a GOAWAY's last-stream-id): classify.c says how libcurl shows it. */
 bool stg__never_processed(CURLcode code, long http, bool sent_h2, bool refused_stream,

@@ -344,6 +344,33 @@ void stg__tls_apply(CURL *easy, const stg_tls_config *t)
     }
 }
 
+/* libcurl 7.88.0 and 7.88.1 break h2c with prior knowledge on a kept
+ * connection: every request after the first on it ends in CURLE_HTTP2
+ * "Error in the HTTP2 framing layer" (Curl_http2_may_switch switched a
+ * second HTTP/2 filter in on reuse; curl issue #10634, fixed in 8.0.0 by
+ * cbe9d82c22 "http2: fix for http2-prior-knowledge when reusing
+ * connections"; 7.87 had no such code). The curl tool fails the same way.
+ * There stagger gives each request its own connection: correct answers,
+ * no multiplexing (a later libcurl multiplexes). */
+static bool h2c_reuse_broken(void)
+{
+    unsigned v = curl_version_info(CURLVERSION_NOW)->version_num;
+    return v >= 0x075800 && v < 0x080000;
+}
+
+void stg__http_version_apply(CURL *easy, long version)
+{
+    if (!version)
+        return;
+    curl_easy_setopt(easy, CURLOPT_HTTP_VERSION, version);
+    if (version == CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE && h2c_reuse_broken()) {
+        curl_easy_setopt(easy, CURLOPT_FORBID_REUSE, 1L);
+        return;
+    }
+    if (version >= CURL_HTTP_VERSION_2_0)
+        curl_easy_setopt(easy, CURLOPT_PIPEWAIT, 1L); /* multiplex, not connect */
+}
+
 void stg__xfer_conn(CURL *easy, stg__conn *out)
 {
     memset(out, 0, sizeof *out);

@@ -5,6 +5,10 @@
 # with the server's SETTINGS_MAX_CONCURRENT_STREAMS at 8 the streams never
 # exceed it: 200 jobs with at most 8 streams per connection need at least
 # one connection per 8 in flight, never one per job.
+# Then h2c (cleartext, --http2-prior-knowledge) against nghttpd --no-tls:
+# every job answered; libcurl 7.88.x breaks prior knowledge on a kept
+# connection (curl #10634, fixed in 8.0.0: see xfer.c), so there each job
+# has its own connection, and a later libcurl multiplexes them.
 . "$(dirname "$0")/lib.sh"
 S=$STAGGER
 command -v nghttpd >/dev/null || [ -x /usr/sbin/nghttpd ] ||
@@ -27,9 +31,15 @@ N=200
 for i in $(seq $N); do echo "body $i" >"$T/www/f$i"; done
 
 # ng_start [ARGS]: nghttpd on a free loopback port; sets NG_PID and PORT.
+# NG_TLS=no: cleartext (h2c prior knowledge only).
 ng_start() {
   PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-  "$NGHTTPD" -a 127.0.0.1 -d "$T/www" "$@" "$PORT" "$T/k.pem" "$T/c.pem" >"$T/ng.out" 2>&1 &
+  if [ "${NG_TLS:-yes}" = no ]; then
+    set -- --no-tls "$@" "$PORT"
+  else
+    set -- "$@" "$PORT" "$T/k.pem" "$T/c.pem"
+  fi
+  "$NGHTTPD" -a 127.0.0.1 -d "$T/www" "$@" >"$T/ng.out" 2>&1 &
   NG_PID=$!
   for _ in $(seq 200); do # a hang guard, not a timing bound
     (exec 3<>"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null && return 0
@@ -69,5 +79,21 @@ check "h2 streams 8: each job sent once ($att attempts)" [ "$att" = $N ]
 check "h2 streams 8: no failed attempt ($errs)" [ "$errs" = 0 ]
 # 50 in flight over streams of 8: more than one connection, far fewer than jobs.
 check "h2 streams 8: connections within 2..50 ($conn)" [ "$conn" -ge 2 -a "$conn" -le 50 ]
+ng_stop
+
+NG_TLS=no ng_start
+M=40
+for i in $(seq $M); do echo "http://127.0.0.1:$PORT/f$i"; done >"$T/urls.txt"
+expect_exit "h2c: every job done" 0 "$S" batch -q --http2-prior-knowledge -j 8 \
+  --db "$T/c.db" --log "$T/c.jsonl" "$T/urls.txt"
+read -r att conn errs <<<"$(count "$T/c.jsonl")"
+check "h2c: each job sent once ($att attempts)" [ "$att" = $M ]
+check "h2c: no failed attempt ($errs)" [ "$errs" = 0 ]
+vernum=$(curl-config --vernum 2>/dev/null || echo 0)
+if [ $((16#${vernum:-0})) -ge $((16#075800)) ] && [ $((16#${vernum:-0})) -lt $((16#080000)) ]; then
+  check "h2c on libcurl 7.88: a connection per job ($conn)" [ "$conn" = $M ]
+else
+  check "h2c: multiplexed ($conn connections)" [ "$conn" -lt $M ]
+fi
 ng_stop
 finish
