@@ -364,6 +364,9 @@ void stg__http_version_apply(CURL *easy, long version)
         return;
     curl_easy_setopt(easy, CURLOPT_HTTP_VERSION, version);
     if (version == CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE && h2c_reuse_broken()) {
+        /* Neither reuse one nor leave one for reuse: a transfer added
+         * while another's connection is up would multiplex onto it. */
+        curl_easy_setopt(easy, CURLOPT_FRESH_CONNECT, 1L);
         curl_easy_setopt(easy, CURLOPT_FORBID_REUSE, 1L);
         return;
     }

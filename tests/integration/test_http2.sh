@@ -82,9 +82,9 @@ check "h2 streams 8: connections within 2..50 ($conn)" [ "$conn" -ge 2 -a "$conn
 ng_stop
 
 NG_TLS=no ng_start
-M=40
+M=200
 for i in $(seq $M); do echo "http://127.0.0.1:$PORT/f$i"; done >"$T/urls.txt"
-expect_exit "h2c: every job done" 0 "$S" batch -q --http2-prior-knowledge -j 8 \
+expect_exit "h2c: every job done" 0 "$S" batch -q --http2-prior-knowledge -j 50 \
   --db "$T/c.db" --log "$T/c.jsonl" "$T/urls.txt"
 read -r att conn errs <<<"$(count "$T/c.jsonl")"
 check "h2c: each job sent once ($att attempts)" [ "$att" = $M ]
