@@ -82,8 +82,8 @@ check "h2 streams 8: connections within 2..50 ($conn)" [ "$conn" -ge 2 -a "$conn
 ng_stop
 
 NG_TLS=no ng_start
-M=200
-for i in $(seq $M); do echo "http://127.0.0.1:$PORT/f$i"; done >"$T/urls.txt"
+M=1000 # 5 times each file: enough that requests start while others' connections are up
+for i in $(seq $M); do echo "http://127.0.0.1:$PORT/f$((i % N + 1))"; done >"$T/urls.txt"
 expect_exit "h2c: every job done" 0 "$S" batch -q --http2-prior-knowledge -j 50 \
   --db "$T/c.db" --log "$T/c.jsonl" "$T/urls.txt"
 read -r att conn errs <<<"$(count "$T/c.jsonl")"
