@@ -113,6 +113,8 @@ check "goaway: each job processed once ($answered answers, $once distinct)" \
 check "goaway: sends = processed + never processed ($att = $answered + $np)" \
   [ "$att" = $((answered + np)) ]
 check "goaway: streams were cut ($np never processed)" [ "$np" -ge 1 ]
+check "goaway: no retry scheduled (no wait: a resend is not a retry, costs no budget)" \
+  [ "$(grep -c '"event":"wait"' "$T/g.jsonl")" = 0 ]
 check "goaway: no job left undone" \
   [ "$(sqlite3 "$T/g.db" "select count(*) from jobs where state != 'done'")" = 0 ]
 finish
