@@ -3,12 +3,14 @@
 # ALPN) that refuses streams (RST_STREAM REFUSED_STREAM) or ends a
 # connection with GOAWAY on demand, started here and stopped by PID.
 # - a refused keyless POST is sent again at once and done once, even with
-#   --retries 0 (the resend is outside the attempt count);
+#   --retries 0 (the resend is outside the attempt count), through the
+#   client's limiter again (--rate);
 # - a server that refuses every stream gets 1 + 3 sends, no more (the cap);
 # - a GOAWAY after every 10th stream of a connection, mid-batch: every job
 #   is processed exactly once, and the sends the log shows are what the
 #   server processed plus the never-processed ones it logged.
-# The bounds are counts from the protocol; nothing here measures time.
+# The bounds are counts from the protocol, and one lower bound from the
+# client's token bucket.
 . "$(dirname "$0")/lib.sh"
 S=$STAGGER
 [ -n "$H2SRV" ] && [ -x "$H2SRV" ] ||
@@ -70,6 +72,22 @@ check "refused: the server refused once" [ "$(grep -c '^REFUSE /p1$' "$T/refuse.
 check "refused: processed exactly once" [ "$(grep -c '^ANSWER /p1$' "$T/refuse.log")" = 1 ]
 check "refused: the job is done" \
   [ "$(sqlite3 "$T/r.db" "select state from jobs where id = 1")" = done ]
+
+# The resend passes the limiter again: with --rate 5 --burst 1 the second
+# send starts at least 200ms (one token) after the first (a lower bound
+# from the bucket: a busy machine only makes it later).
+h2 rate --refuse 1
+expect_exit "rate: the POST is done" 0 "$S" batch -q --http2 --rate 5 --burst 1 -X POST -d x \
+  --url "https://127.0.0.1:$H2PORT/p{id}" --cacert "$T/c.pem" --db "$T/rt.db" \
+  --log "$T/rt.jsonl" "$T/one.csv"
+h2_stop
+gap=$(python3 - "$T/rt.jsonl" <<'PY'
+import json, sys
+t = [json.loads(l)["t_us"] for l in open(sys.argv[1]) if '"attempt_start"' in l]
+print(t[1] - t[0] if len(t) == 2 else -1)
+PY
+)
+check "rate: the resend waited for a token (${gap}us >= 200ms)" [ "$gap" -ge 199000 ]
 
 # The blocking call (fetch) resends it too.
 h2 fetch --refuse 1
