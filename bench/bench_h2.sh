@@ -10,6 +10,11 @@
 #  2. HTTP/2 vs HTTP/1.1 over TLS: nghttpd (h2 only) with --http2, and
 #     `stagger serve --tls-cert` with --http1.1 (nghttpd speaks no 1.1), 2000
 #     files, -j 50: connections opened (the attempt_end events) and wall time.
+#     Then h2c (nghttpd --no-tls, --http2-prior-knowledge; libcurl 7.88.x
+#     gets a connection per request, see src/curl/xfer.c), and a GOAWAY
+#     after every 100th stream (tests/h2srv, when built): the sends the
+#     server never processed and stagger resent (never_processed).
+#  3. The slow server in virtual time: `stagger sim slow-server`.
 # Prints figures, asserts nothing. Only 127.0.0.1 is contacted.
 set -eu
 B=${1:?usage: bench/bench_h2.sh BUILD_DIR}
@@ -39,10 +44,12 @@ label, log, wall, st = sys.argv[1], sys.argv[2], float(sys.argv[3]), json.loads(
 e = [json.loads(l) for l in open(log) if '"attempt_end"' in l]
 d = sorted(x["duration_ms"] for x in e)
 conc = [x.get("concurrency", 0) for x in e[-200:]]
+never = sum(bool(x.get("never_processed")) for x in e)
 cap = st.get("capacity") or {}
 print(f"{label:<22} {wall:7.2f} s {len(e)/wall:8.1f} req/s  p50 {d[len(d)//2]:6.1f} ms"
       f"  p99 {d[int(len(d)*0.99)]:7.1f} ms  settled {sum(conc)/len(conc) if conc else 0:5.1f}"
-      f"  server max at once {cap.get('max_in_system', '-')}  connections {sum(x.get('connects',0) for x in e)}")
+      f"  server max at once {cap.get('max_in_system', '-')}  connections {sum(x.get('connects',0) for x in e)}"
+      + (f"  never processed {never}" if never else ""))
 PY
 }
 
@@ -82,6 +89,27 @@ if [ -x "$NGHTTPD" ] && command -v openssl >/dev/null; then
   for i in $(seq 2000); do echo "$URL/track/h1$i"; done >"$T/h1.txt"
   run h1 "$T/h1.txt" --http1.1 -j 50 --cacert "$T/c.pem"
   summary "http/1.1 serve" "$T/r.jsonl" "$WALL" '{}'
+  P=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  "$NGHTTPD" --no-tls -a 127.0.0.1 -d "$T/www" "$P" >/dev/null 2>&1 &
+  PIDS="$PIDS $!"
+  sleep 0.5
+  for i in $(seq 2000); do echo "http://127.0.0.1:$P/f$i"; done >"$T/h2c.txt"
+  run h2c "$T/h2c.txt" --http2-prior-knowledge -j 50
+  summary "h2c nghttpd" "$T/r.jsonl" "$WALL" '{}'
+  H2SRV=$B/tests/integration/stg_h2srv
+  if [ -x "$H2SRV" ]; then
+    "$H2SRV" --cert "$T/c.pem" --key "$T/k.pem" --log /dev/null --goaway-after 100 \
+      >"$T/h2srv.out" 2>&1 &
+    PIDS="$PIDS $!"
+    for _ in $(seq 200); do [ -s "$T/h2srv.out" ] && break; sleep 0.05; done
+    URL=$(head -n1 "$T/h2srv.out" | sed 's/^listening on //')
+    for i in $(seq 2000); do echo "$URL/g$i"; done >"$T/g.txt"
+    run goaway "$T/g.txt" --http2 -j 50 --cacert "$T/c.pem"
+    summary "h2 GOAWAY every 100" "$T/r.jsonl" "$WALL" '{}'
+  fi
 else
   echo "nghttpd or openssl missing: HTTP/2 rows skipped"
 fi
+
+echo "== the slow server in virtual time (stagger sim slow-server) =="
+"$S" sim slow-server

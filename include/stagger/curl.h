@@ -110,7 +110,12 @@ typedef struct stg_event {
      * (stg_engine_config.learn): the host's limit when the event was
      * made; 0 when the concurrency is fixed. */
     union { int concurrency_limit; uint64_t stg__conc_word; };
-    uint64_t stg__reserved[4]; /* room to grow (docs/ABI.md); leave zero */
+    /* ATTEMPT_END: the server never processed the request (HTTP/2
+     * REFUSED_STREAM, or a stream above a GOAWAY's last-stream-id; RFC 9113
+     * §8.7). The engine sends it again at once, outside max_attempts and
+     * the retry budget, at most 3 times a request. */
+    union { bool never_processed; uint64_t stg__never_word; };
+    uint64_t stg__reserved[3]; /* room to grow (docs/ABI.md); leave zero */
 } stg_event;
 
 /* An event sink. It runs on the thread doing the work (the engine's, or

@@ -456,8 +456,6 @@ int cli_serve_main(int argc, char **argv)
         return cli_usage_error(CMD, "--quota needs --dialect");
     if (cfg.token_cost && !cfg.dialect)
         return cli_usage_error(CMD, "--token-cost needs --dialect");
-    if (cfg.capacity && cfg.dialect) /* a queued answer would lose its persona's fields */
-        return cli_usage_error(CMD, "--capacity and --dialect cannot be combined");
     if (burst_set && cfg.rate <= 0)
         return cli_usage_error(CMD, "--burst needs --rate");
     if (cfg.ratelimit_headers && cfg.rate <= 0)

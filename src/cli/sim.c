@@ -343,7 +343,7 @@ static const cli_opt sim_table[] = {
      "5ms:0.5ms; quota, storm, load 1ms:0.2ms; contention\n10ms:2ms)",
      F(delay), opt_delay, NULL, 0, NULL},
     {CLI_FN, "server-time", 0, "D",
-     "server time per request (herd 1ms; quota, storm, load\n3ms; contention 0)", F(server_us),
+     "server time per request (herd 1ms; quota, storm, load\n3ms; contention 0; slow-server 50ms)", F(server_us),
      opt_duration, NULL, 0, NULL},
     {CLI_FN, "window", 0, "D",
      "herd: window of max-in-window (10ms); others: window of\nthe peak rate (100ms)", F(window_us),
@@ -359,12 +359,14 @@ static const cli_opt sim_table[] = {
      NULL, 0, NULL},
     {CLI_FN, "burst", 0, "N", "server burst (quota, load 100; storm 20)", F(burst), opt_burst, NULL,
      0, NULL},
+    {CLI_FN, "capacity", 0, "N", "slow-server: requests it handles at once (20)", F(capacity),
+     opt_requests, NULL, 0, NULL},
     {CLI_FN, "server-retry-after", 0, "D",
      "Retry-After sent with each 429, 0 = none (quota 5s;\nstorm and load none)", F(retry_after_us),
      opt_duration, NULL, 0, NULL},
     {CLI_FN, "errors", 0, "P", "share of arrivals answered 503 (a fault; default 0)", F(error_rate),
      opt_errors, NULL, 0, NULL},
-    {CLI_FN, "requests", 0, "N", "quota: requests per client (10); storm: jobs (2000)", F(requests),
+    {CLI_FN, "requests", 0, "N", "quota: requests per client (10); storm: jobs (2000);\nslow-server: jobs (5000)", F(requests),
      opt_requests, NULL, 0, NULL},
     {CLI_FN, "jobs", 0, "N", "same as --requests", F(requests), opt_requests, NULL, 0, NULL},
     {CLI_FN, "client-share", 0, "X", "bucket: client rate as a share of --limit (0.8)",
@@ -438,13 +440,19 @@ const cli_command cli_sim_command = {
              "              clients (10..150:10) each make one optimistic-concurrency write to\n"
              "              one row; legs |N(10 ms, 2 ms)|; base 5 ms, cap 2 s; none,\n"
              "              exponential, full, equal, decorrelated; 100 trials per point.\n"
-             "              Mean calls (writes) and completion time per strategy and N.\n",
+             "              Mean calls (writes) and completion time per strategy and N.\n"
+             "  slow-server 5000 jobs (--jobs) against a server that handles 20 at once\n"
+             "              (--capacity), 50 ms each (--server-time), and queues the rest:\n"
+             "              fixed 200 in flight (--clients) vs the learned concurrency\n"
+             "              (adaptive, at most --clients). p50 and p99 latency, req/s, the\n"
+             "              limit and where it settled, most requests at the server.\n",
     .opts = sim_table,
     .epilogue = "JSON fields: scenario, strategy, retry_after (quota), clients, trials, seed,\n"
                 "window_ms, then the scenario's figures: calls, total_ms, failed, and\n"
                 "max_in_window + round_spans_ms (herd), peak_rps, throttled, early (quota),\n"
                 "peak_rps, ratio, throttled (storm), mean_ms, p99_ms, success_rate, throttled\n"
-                "(load); with --trials > 1 each figure KEY also has KEY_sd.\n"
+                "(load), p50_ms, p99_ms, throughput_rps, limit, limit_mean, max_at_server\n"
+                "(slow-server); with --trials > 1 each figure KEY also has KEY_sd.\n"
                 "1 means a file could not be written.\n",
     .exits = sim_exits,
 };
@@ -452,7 +460,7 @@ const cli_command cli_sim_command = {
 int cli_sim_main(int argc, char **argv)
 {
     if (argc < 2) {
-        return cli_usage_error(CMD, "missing scenario: herd, quota, storm, load or contention "
+        return cli_usage_error(CMD, "missing scenario: herd, quota, storm, load, contention or slow-server "
                                     "(see stagger sim --help)");
     }
     if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
@@ -466,8 +474,8 @@ int cli_sim_main(int argc, char **argv)
     int sc = sim_scenario_parse(argv[1]);
     if (sc < 0)
         return cli_usage_error(CMD,
-                               "unknown scenario '%s': expected herd, quota, storm, load "
-                               "or contention",
+                               "unknown scenario '%s': expected herd, quota, storm, load, "
+                               "contention or slow-server",
                                argv[1]);
     sim_cli c;
     memset(&c, 0, sizeof c);

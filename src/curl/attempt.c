@@ -15,6 +15,14 @@
  *  - a resend libcurl tried on its own (xfer.c) is what it replaced: the
  *    first send got no answer, a RESET, so stg_decide retries it only when
  *    the method may repeat, through the limiter like any retry;
+ *  - except a stream the server never processed (RFC 9113 §8.7: HTTP/2
+ *    REFUSED_STREAM, or above a GOAWAY's last-stream-id; xfer.c tells it
+ *    apart): the server says it did nothing, so it is resent at once, even
+ *    a POST without a key, outside the policy's attempts (like a hop), the
+ *    retry budget and the breaker (report sees a->resend), at most
+ *    STG__NEVER_PROCESSED_MAX times a request; past that cap, and for a
+ *    caller that does not resend (step.refused NULL), it is the RESET it
+ *    looks like, and stg_decide has it;
  *  - every string that leaves here (errtext, final_url) is redacted; the
  *    redirect target is not (it is sent) and never goes to an event;
  *  - a redirect hop is a send (rs->attempts counts it) but not a retry:
@@ -89,6 +97,13 @@ void stg__attempt_end(CURL *easy, CURLcode code, const stg__xfer *x, const char 
         snprintf(a->errtext, sizeof a->errtext,
                  "response body larger than max_body (%zu bytes): transfer stopped",
                  x->max_body);
+    } else if (stg__never_processed(code, http, x->sent_h2, x->resend_blocked && x->refused_stream,
+                                    x->errbuf)) {
+        a->err = STG_NET_RESET;
+        a->status = 0;
+        a->never_processed = true;
+        snprintf(a->errtext, sizeof a->errtext,
+                 "never processed by the server (HTTP/2 REFUSED_STREAM or GOAWAY)");
     } else if (x->resend_blocked && http > 0) {
         /* An answer came and libcurl wanted to send again on its own (HTTP
          * authentication negotiation, a 417 to Expect): refused, and
@@ -136,12 +151,22 @@ void stg__attempt_end(CURL *easy, CURLcode code, const stg__xfer *x, const char 
 void stg__attempt_step(const stg__step *s, stg__attempt *a, const stg_hints *h,
                        stg_decision *d)
 {
+    a->resend = a->never_processed && s->refused && *s->refused < STG__NEVER_PROCESSED_MAX;
+    if (a->never_processed && !a->resend && s->refused) {
+        size_t n = strlen(a->errtext);
+        snprintf(a->errtext + n, sizeof a->errtext - n, ", resent %d times already: a reset",
+                 *s->refused);
+    }
     if (s->report)
         s->report(s->report_ctx, a, h);
 
     memset(d, 0, sizeof *d);
     d->server_wait_us = STG_UNKNOWN;
-    if (a->deterministic) {
+    if (a->resend) {
+        (*s->refused)++;
+        d->action = STG_ACTION_RETRY;
+        d->reason = STG_REASON_SUCCESS; /* not a failure: never processed */
+    } else if (a->deterministic) {
         d->action = STG_ACTION_GIVE_UP;
         d->reason = STG_REASON_ERROR_NOT_RETRYABLE;
     } else if (s->follow && a->redirect_url[0]) {
@@ -168,7 +193,7 @@ void stg__attempt_step(const stg__step *s, stg__attempt *a, const stg_hints *h,
         }
     } else {
         stg_retry_state st = *s->rs;
-        st.attempts -= s->hops;
+        st.attempts -= s->hops + (s->refused ? *s->refused : 0);
         if (st.attempts < 1)
             st.attempts = 1;
         stg_outcome o = {.status = a->status,
@@ -191,6 +216,7 @@ void stg__attempt_step(const stg__step *s, stg__attempt *a, const stg_hints *h,
         s->ev->connects = a->conn.connects;
         s->ev->conn_reused = a->conn.reused;
         s->ev->tls_handshake_us = a->conn.tls_handshake_us;
+        s->ev->never_processed = a->never_processed;
         if (s->on_event)
             s->on_event(s->ev, s->event_data);
     }

@@ -22,6 +22,22 @@
  * arrives on the first read, CURLE_RECV_ERROR) are the same on every
  * attempt: TLS and deterministic, so no policy retries them, and the note
  * says which it was. Reset wins over alert: a reset carries no alert.
+ *
+ * Never processed (stg__never_processed, RFC 9113 §8.7): an HTTP/2 stream
+ * the server refused (RST_STREAM REFUSED_STREAM) or left above a GOAWAY's
+ * last-stream-id (nghttp2 closes those as REFUSED_STREAM). libcurl 7.88
+ * (lib/http2.c) shows it in one of two ways, both without an answer byte
+ * and without an error message (it calls no failf on them): its own
+ * resend (http2_handle_stream_close -> Curl_retry_request), which xfer.c
+ * refuses and marks refused_stream; or, when the refusal ends the
+ * session (a GOAWAY with nothing left to do), CURLE_HTTP2 from
+ * h2_process_pending_input or http2_send (should_close_session with the
+ * stream's error set). Every other CURLE_HTTP2 comes with a message
+ * (nghttp2_session_mem_recv failed, ...), and a stream reset with another
+ * code is CURLE_HTTP2_STREAM "not closed cleanly: <error>": those may have
+ * been processed and keep their class. The one case libcurl does not let
+ * us tell apart: a RST_STREAM with another error code that arrives just
+ * as the session ends is reported the same way.
  */
 #include <string.h>
 
@@ -155,6 +171,16 @@ stg_net_error stg__classify_text(CURLcode code, int64_t connect_time_us, const c
         return t;
     }
     return e;
+}
+
+bool stg__never_processed(CURLcode code, long http, bool sent_h2, bool refused_stream,
+                          const char *errbuf)
+{
+    if (http > 0 || !sent_h2)
+        return false;
+    if (refused_stream)
+        return true;
+    return code == CURLE_HTTP2 && !(errbuf && *errbuf);
 }
 
 bool stg__throttled(int status, const stg_hints *h)

@@ -109,6 +109,7 @@ typedef struct req {
     /* Redirects (engine_done.c): followed as hops through admission. */
     bool follow;
     int max_redirects, hops;
+    int refused;                /* never-processed resends (attempt.c): sends, not retries */
     char *origin;               /* the submitted URL: secrets go to its origin only */
     char **secret;              /* extra secret header names, NULL-terminated; may be NULL */
     struct curl_slist *stripped; /* headers without secrets, built on the first

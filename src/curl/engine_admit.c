@@ -284,11 +284,7 @@ static void start_attempt(stg_engine *e, req *r)
     curl_easy_setopt(easy, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
     if (e->cfg.setup_easy)
         e->cfg.setup_easy(easy, e->cfg.setup_data);
-    if (e->cfg.http_version) {
-        curl_easy_setopt(easy, CURLOPT_HTTP_VERSION, e->cfg.http_version);
-        if (e->cfg.http_version >= CURL_HTTP_VERSION_2_0)
-            curl_easy_setopt(easy, CURLOPT_PIPEWAIT, 1L); /* multiplex, not connect */
-    }
+    stg__http_version_apply(easy, e->cfg.http_version); /* PIPEWAIT with h2 */
     /* Redirects are hops through admission (engine_done.c), never libcurl's. */
     curl_easy_setopt(easy, CURLOPT_FOLLOWLOCATION, 0L);
     curl_easy_setopt(easy, CURLOPT_URL, r->url);
@@ -317,8 +313,8 @@ static void start_attempt(stg_engine *e, req *r)
     r->rs.attempts++;
     r->attempt_start_us = e->now;
     e->stats.attempts++;
-    if (r->rs.attempts - r->hops > 1)
-        e->stats.retries++; /* a redirect hop is an attempt, not a retry */
+    if (r->rs.attempts - r->hops - r->refused > 1)
+        e->stats.retries++; /* a redirect hop or a never-processed resend is not a retry */
     stg_event ev;
     stg__eng_ev_init(e, r, STG_EVENT_ATTEMPT_START, &ev);
     stg__eng_emit(e, &ev);

@@ -11,6 +11,11 @@
  *    on_neutral in finish when the attempt is abandoned;
  *  - a redirect hop goes back through admission (the limiter) like a
  *    retry; a secret header reaches another origin never;
+ *  - so does a request the server never processed (HTTP/2 REFUSED_STREAM
+ *    or GOAWAY, attempt.c), at once and on a new connection (libcurl
+ *    closed the refusing one, and one that sent GOAWAY takes no stream):
+ *    it tells the adaptive limiter, budget and breaker nothing (a breaker
+ *    probe it held is answered neutral), since the server did nothing;
  *  - a request's body sink gets its END in finish, right before done, and
  *    is never called again (stg__xfer_sink_end forgets it);
  *  - a quota reservation (cfg.quotas) is settled exactly once: with the
@@ -197,6 +202,20 @@ static void report(void *ctx, const stg__attempt *a, const stg_hints *hints)
     req *r = ctx;
     stg_engine *e = r->engine;
     stg__host *h = r->host;
+    if (a->resend) {
+        /* Never processed: no answer to learn from. */
+        if (r->shared_probe) {
+            r->shared_probe = false;
+            if (e->cfg.shared->breaker_record)
+                e->cfg.shared->breaker_record(e->cfg.shared->ctx, h->key, STG_BREAKER_NEUTRAL);
+        }
+        if (h->has_breaker && r->probe_claimed) {
+            r->probe_claimed = false;
+            stg_breaker_on_neutral(&h->breaker, e->now);
+            stg__eng_flush_breaker(e, h);
+        }
+        return;
+    }
     int64_t hold;
     if (h->has_adaptive && a->status == 503 && stg_hints_server_wait(hints, &hold)) {
         /* Unavailable until a stated time: a hold, not a congestion cut. */
@@ -300,6 +319,7 @@ static void attempt_done(stg_engine *e, req *r, CURLcode code)
     stg__step st = {.pol = &r->pol,
                     .rs = &r->rs,
                     .hops = r->hops,
+                    .refused = &r->refused,
                     .rng = &e->rng,
                     .now_us = e->now,
                     .method = r->method,
@@ -327,6 +347,12 @@ static void attempt_done(stg_engine *e, req *r, CURLcode code)
     if ((r->x.stream & STG_STREAM_FINAL) && r->x.streamed) {
         /* Its sink already passed part of an answer on: never resent. */
         stg__eng_finish(e, r, STG_REASON_ERROR_NOT_RETRYABLE);
+        return;
+    }
+    if (a.resend) {
+        /* Never processed: again at once, through admission (limiter). */
+        rq_enter(e, r, RQ_RETRY_Q);
+        stg__eng_q_push(&e->retry_q, r);
         return;
     }
     if (a.redirect) {

@@ -62,6 +62,11 @@ typedef struct stg__xfer {
     bool oom;           /* an append failed: the transfer was aborted */
     int sends;          /* requests libcurl was about to send this attempt */
     bool resend_blocked; /* libcurl tried to resend on its own: refused */
+    bool sent_h2;        /* the request went out as HTTP/2 (its header block) */
+    /* The resend refused was for an HTTP/2 stream the server never
+     * processed (RST_STREAM REFUSED_STREAM, or above a GOAWAY's
+     * last-stream-id): stagger resends it itself (xfer.c, engine_done.c). */
+    bool refused_stream;
     int64_t wall_now_us; /* set by the loop once per pass */
     char errbuf[CURL_ERROR_SIZE];
     /* A body sink (NULL: none, or END already called). 2xx bodies go to it,
@@ -144,7 +149,16 @@ typedef struct stg__attempt {
     char redirect_url[2048];
     stg_method redirect_method;
     bool redirect_cross_origin;
+    /* The server never processed it (RFC 9113 §8.7: REFUSED_STREAM or a
+     * GOAWAY above its stream); resend: the step resends it at once,
+     * outside the policy, the budget and the breaker (stg__step.refused). */
+    bool never_processed;
+    bool resend;
 } stg__attempt;
+
+/* Never-processed resends of one request, at most (a server that refuses
+ * every stream must not loop it); past it the attempt is a RESET. */
+#define STG__NEVER_PROCESSED_MAX 3
 
 /* What the step needs from its caller. */
 typedef struct stg__step {
@@ -152,6 +166,10 @@ typedef struct stg__step {
     stg_retry_state *rs;     /* rs->attempts counts every send */
     int hops;                /* redirects followed so far (sends that are
                                 not retries: not counted by the policy) */
+    /* Never-processed resends so far (not counted by the policy either),
+     * bumped by the step when it resends one; NULL: the caller does not
+     * resend them, and such an attempt is the RESET it looks like. */
+    int *refused;
     stg_rng *rng;
     int64_t now_us;
     stg_method method;       /* of this attempt */
@@ -214,6 +232,15 @@ struct curl_slist *stg__headers_without_secrets(const struct curl_slist *headers
  * transport fault). *note (never NULL) is "" or what the message should
  * say first, for people: "TLS: the server's certificate did not verify
  * (not retried)". */
+/* CURLOPT_HTTP_VERSION (0: libcurl's), with PIPEWAIT for HTTP/2 so that
+ * requests multiplex rather than connect; h2c prior knowledge on a libcurl
+ * that breaks it on reuse gets a connection per request (xfer.c). */
+void stg__http_version_apply(CURL *easy, long version);
+
+/* The server never processed the request (an HTTP/2 stream refused, or
+ * above a GOAWAY's last-stream-id): classify.c says how libcurl shows it. */
+bool stg__never_processed(CURLcode code, long http, bool sent_h2, bool refused_stream,
+                          const char *errbuf);
 stg_net_error stg__classify_text(CURLcode code, int64_t connect_time_us, const char *errbuf,
                                  bool *deterministic, const char **note);
 

@@ -9,7 +9,9 @@
  * hint), wait_ms, duration_ms, reason, outcome, breaker_from/breaker_to;
  * attempt_end also: connects (connections the attempt opened), conn_reused
  * (sent on a kept connection), tls_handshake_ms (when it made one),
- * concurrency (the host's learned limit, when it learns one).
+ * concurrency (the host's learned limit, when it learns one),
+ * never_processed (true when the server refused the stream or sent GOAWAY
+ * above it: the engine sends it again itself).
  * Keys that do not apply to an event are left out.
  *
  * Invariants: only what the event carries is written, and events carry
@@ -133,6 +135,8 @@ static json_t *event_json(const stg_event *ev)
                 set_ms(o, "tls_handshake_ms", ev->tls_handshake_us);
             if (ev->concurrency_limit > 0) /* a learned concurrency's limit */
                 set_int(o, "concurrency", ev->concurrency_limit);
+            if (ev->never_processed)
+                json_object_set_new(o, "never_processed", json_true());
         } else {
             set_str(o, "reason", stg_reason_name(ev->reason));
             set_str(o, "outcome", ev->type == STG_EVENT_SUCCESS ? "success" : "give_up");

@@ -19,6 +19,12 @@
  *   stagger_connections_reused_total       attempts sent on a kept connection
  *   stagger_tls_handshakes_total           TLS handshakes made
  *   stagger_tls_handshake_seconds          histogram of their durations
+ *   stagger_concurrency_limit{host}        the host's learned concurrency
+ *                                          limit, as its latest event had it
+ *                                          (hosts that learn one only)
+ *   stagger_never_processed_total          attempts the server never
+ *                                          processed (HTTP/2 REFUSED_STREAM,
+ *                                          GOAWAY), sent again by stagger
  * With keep-alive, connections_opened stays at the concurrency while the
  * attempts grow: one handshake per connection, not per request.
  * stg_metrics_write() follows the node_exporter textfile convention: write
@@ -58,8 +64,10 @@ typedef struct histo {
 
 typedef struct breaker_host {
     char *host;
+    bool breaker;   /* a breaker event named it */
     int state;
     uint64_t to[3];
+    int conc_limit; /* > 0: it learns its concurrency; the latest limit */
 } breaker_host;
 
 struct stg_metrics {
@@ -70,7 +78,7 @@ struct stg_metrics {
     uint64_t retries_other[N_REASONS];
     uint64_t give_ups[N_REASONS];
     uint64_t successes;
-    uint64_t connects, reused, handshakes;
+    uint64_t connects, reused, handshakes, never_processed;
     histo wait, limiter, duration, handshake;
     breaker_host *hosts;
     size_t n_hosts, cap_hosts;
@@ -150,9 +158,15 @@ void stg_metrics_event(const stg_event *ev, void *metrics)
     if (!m || !ev)
         return;
     pthread_mutex_lock(&m->mu);
+    if (ev->concurrency_limit > 0 && ev->type != STG_EVENT_BREAKER) {
+        breaker_host *h = host_slot(m, ev->host);
+        if (h)
+            h->conc_limit = ev->concurrency_limit;
+    }
     switch (ev->type) {
     case STG_EVENT_ATTEMPT_END:
         m->attempts[class_index(ev->status, ev->error)]++;
+        m->never_processed += ev->never_processed;
         observe(&m->duration, ev->duration_us);
         m->connects += ev->connects > 0 ? (uint64_t)ev->connects : 0;
         m->reused += ev->conn_reused;
@@ -184,6 +198,7 @@ void stg_metrics_event(const stg_event *ev, void *metrics)
     case STG_EVENT_BREAKER: {
         breaker_host *b = host_slot(m, ev->host);
         if (b && (unsigned)ev->breaker_to < 3) {
+            b->breaker = true;
             b->state = (int)ev->breaker_to;
             b->to[ev->breaker_to]++;
         }
@@ -283,6 +298,8 @@ static void print_all(const stg_metrics *m, FILE *f)
           "2 half-open).\n# TYPE stagger_breaker_state gauge\n",
           f);
     for (size_t i = 0; i < m->n_hosts; i++) {
+        if (!m->hosts[i].breaker)
+            continue;
         fputs("stagger_breaker_state{host=", f);
         label(f, m->hosts[i].host);
         fprintf(f, "} %d\n", m->hosts[i].state);
@@ -291,12 +308,28 @@ static void print_all(const stg_metrics *m, FILE *f)
           "state.\n# TYPE stagger_breaker_transitions_total counter\n",
           f);
     for (size_t i = 0; i < m->n_hosts; i++)
-        for (int s = 0; s < 3; s++) {
+        for (int s = 0; s < 3 && m->hosts[i].breaker; s++) {
             fputs("stagger_breaker_transitions_total{host=", f);
             label(f, m->hosts[i].host);
             fprintf(f, ",to=\"%s\"} %llu\n", stg_breaker_state_name((stg_breaker_state)s),
                     (unsigned long long)m->hosts[i].to[s]);
         }
+    fputs("# HELP stagger_concurrency_limit The concurrency limit each host learned "
+          "(requests at once).\n# TYPE stagger_concurrency_limit gauge\n",
+          f);
+    for (size_t i = 0; i < m->n_hosts; i++) {
+        if (m->hosts[i].conc_limit <= 0)
+            continue;
+        fputs("stagger_concurrency_limit{host=", f);
+        label(f, m->hosts[i].host);
+        fprintf(f, "} %d\n", m->hosts[i].conc_limit);
+    }
+    fprintf(f,
+            "# HELP stagger_never_processed_total Attempts the server never processed "
+            "(HTTP/2 REFUSED_STREAM or GOAWAY), sent again.\n"
+            "# TYPE stagger_never_processed_total counter\n"
+            "stagger_never_processed_total %llu\n",
+            (unsigned long long)m->never_processed);
 }
 
 int stg_metrics_print(const stg_metrics *m, FILE *out)

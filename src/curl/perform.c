@@ -54,6 +54,7 @@ typedef struct call {
     stg_decision d;       /* and what was decided */
     stg_retry_state rs;
     int hops;             /* redirects followed */
+    int refused;          /* never-processed resends (attempt.c) */
     bool body_dropped;    /* a redirect turned the request into a GET */
     bool left_origin;     /* a hop went to another origin */
     struct curl_slist *stripped; /* cfg.headers without the secret ones */
@@ -371,6 +372,7 @@ static bool one_attempt(call *c, stg_method *method, bool *hop, stg_reason *reas
     stg__step st = {.pol = &c->pol,
                     .rs = rs,
                     .hops = c->hops,
+                    .refused = &c->refused,
                     .rng = &c->rng,
                     .now_us = c->now,
                     .method = *method,
@@ -388,6 +390,10 @@ static bool one_attempt(call *c, stg_method *method, bool *hop, stg_reason *reas
     if (c->d.action != STG_ACTION_RETRY) {
         *reason = c->d.reason;
         return false;
+    }
+    if (a->resend) {
+        *hop = true; /* never processed: again at once, no wait */
+        return true;
     }
     if (a->redirect) {
         c->hops++;

@@ -26,6 +26,21 @@
  * credentials) and a 417 to Expect: 100-continue; Basic and bearer
  * credentials go with the first send and are not affected.
  *
+ * One of libcurl's resends is of a request the server never processed:
+ * an HTTP/2 stream it refused (RST_STREAM REFUSED_STREAM; nghttp2 closes
+ * the streams above a GOAWAY's last-stream-id the same way), which
+ * libcurl 7.88 retries on a fresh connection (lib/http2.c
+ * http2_handle_stream_close sets state.refused_stream and returns
+ * CURLE_RECV_ERROR, then Curl_retry_request) without telling its caller.
+ * It is told apart from a dead connection's resend by two things libcurl
+ * does show: the request went out as HTTP/2 (its header block, seen by
+ * the debug callback, which is why every transfer is VERBOSE into a
+ * callback that keeps nothing and prints nothing), and no error message
+ * was written (a socket that failed writes "Failed receiving HTTP2 data"
+ * or a Recv failure; a refusal writes none). That resend is refused here
+ * too (refused_stream), and the engine sends it again itself: through the
+ * limiter, counted, logged (engine_done.c).
+ *
  * A body longer than max_body ends the transfer (truncated): the kept
  * prefix is never passed off as the whole answer.
  *
@@ -131,6 +146,8 @@ void stg__xfer_reset(stg__xfer *x)
     x->oom = false;
     x->sends = 0;
     x->resend_blocked = false;
+    x->sent_h2 = false;
+    x->refused_stream = false;
     x->head_sent = false;
     x->errbuf[0] = '\0';
 }
@@ -266,9 +283,28 @@ static int on_prereq(void *arg, char *conn_primary_ip, char *conn_local_ip, int 
     stg__xfer *x = arg;
     if (x->sends++ > 0) {
         x->resend_blocked = true; /* libcurl's own resend: not ours to send */
+        /* No answer byte (else libcurl would not resend), HTTP/2, and no
+         * error written: the stream was refused, never processed. */
+        x->refused_stream = x->sent_h2 && !x->errbuf[0];
         return CURL_PREREQFUNC_ABORT;
     }
     return CURL_PREREQFUNC_OK;
+}
+
+/* libcurl's trace, read only for the request line of the header block it
+ * sends ("GET /p HTTP/2"): nothing is kept or written (secrets pass here). */
+static int on_debug(CURL *easy, curl_infotype type, char *data, size_t size, void *arg)
+{
+    (void)easy;
+    stg__xfer *x = arg;
+    if (type != CURLINFO_HEADER_OUT)
+        return 0;
+    const char *nl = memchr(data, '\n', size);
+    size_t n = nl ? (size_t)(nl - data) : size;
+    if (n && data[n - 1] == '\r')
+        n--;
+    x->sent_h2 = n >= 7 && memcmp(data + n - 7, " HTTP/2", 7) == 0;
+    return 0;
 }
 
 /* curl's getenv: an empty variable is unset. */
@@ -308,6 +344,36 @@ void stg__tls_apply(CURL *easy, const stg_tls_config *t)
     }
 }
 
+/* libcurl 7.88.0 and 7.88.1 break h2c with prior knowledge on a kept
+ * connection: every request after the first on it ends in CURLE_HTTP2
+ * "Error in the HTTP2 framing layer" (Curl_http2_may_switch switched a
+ * second HTTP/2 filter in on reuse; curl issue #10634, fixed in 8.0.0 by
+ * cbe9d82c22 "http2: fix for http2-prior-knowledge when reusing
+ * connections"; 7.87 had no such code). The curl tool fails the same way.
+ * There stagger gives each request its own connection: correct answers,
+ * no multiplexing (a later libcurl multiplexes). */
+static bool h2c_reuse_broken(void)
+{
+    unsigned v = curl_version_info(CURLVERSION_NOW)->version_num;
+    return v >= 0x075800 && v < 0x080000;
+}
+
+void stg__http_version_apply(CURL *easy, long version)
+{
+    if (!version)
+        return;
+    curl_easy_setopt(easy, CURLOPT_HTTP_VERSION, version);
+    if (version == CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE && h2c_reuse_broken()) {
+        /* Neither reuse one nor leave one for reuse: a transfer added
+         * while another's connection is up would multiplex onto it. */
+        curl_easy_setopt(easy, CURLOPT_FRESH_CONNECT, 1L);
+        curl_easy_setopt(easy, CURLOPT_FORBID_REUSE, 1L);
+        return;
+    }
+    if (version >= CURL_HTTP_VERSION_2_0)
+        curl_easy_setopt(easy, CURLOPT_PIPEWAIT, 1L); /* multiplex, not connect */
+}
+
 void stg__xfer_conn(CURL *easy, stg__conn *out)
 {
     memset(out, 0, sizeof *out);
@@ -330,6 +396,9 @@ void stg__xfer_attach(CURL *easy, stg__xfer *x)
     x->easy = easy;
     curl_easy_setopt(easy, CURLOPT_PREREQFUNCTION, on_prereq);
     curl_easy_setopt(easy, CURLOPT_PREREQDATA, x);
+    curl_easy_setopt(easy, CURLOPT_DEBUGFUNCTION, on_debug);
+    curl_easy_setopt(easy, CURLOPT_DEBUGDATA, x);
+    curl_easy_setopt(easy, CURLOPT_VERBOSE, 1L);
     curl_easy_setopt(easy, CURLOPT_WRITEFUNCTION, on_body);
     curl_easy_setopt(easy, CURLOPT_WRITEDATA, x);
     curl_easy_setopt(easy, CURLOPT_HEADERFUNCTION, on_header);
@@ -342,6 +411,9 @@ void stg__xfer_detach(CURL *easy)
 {
     curl_easy_setopt(easy, CURLOPT_PREREQFUNCTION, (curl_prereq_callback)NULL);
     curl_easy_setopt(easy, CURLOPT_PREREQDATA, (void *)NULL);
+    curl_easy_setopt(easy, CURLOPT_VERBOSE, 0L);
+    curl_easy_setopt(easy, CURLOPT_DEBUGFUNCTION, (curl_debug_callback)NULL);
+    curl_easy_setopt(easy, CURLOPT_DEBUGDATA, (void *)NULL);
     curl_easy_setopt(easy, CURLOPT_WRITEFUNCTION, (curl_write_callback)NULL);
     curl_easy_setopt(easy, CURLOPT_WRITEDATA, (void *)stdout);
     curl_easy_setopt(easy, CURLOPT_HEADERFUNCTION, (curl_write_callback)NULL);

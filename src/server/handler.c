@@ -40,6 +40,11 @@
 #include "server/latency.h"
 #include "server/slowbody.h"
 
+struct kept_persona {
+    srv_dctx dc;
+    srv_dout dout;
+};
+
 typedef struct srv_req {
     int64_t arrival_us; /* CLOCK_MONOTONIC, read once, at decision */
     bool stats_path;    /* /__stats or /metrics: not client traffic */
@@ -51,6 +56,9 @@ typedef struct srv_req {
     bool slow;          /* the slow-body draw, kept across that wait */
     bool too_big;       /* the body is over --max-body */
     bool held;          /* --latency waited already (latency.c) */
+    /* --capacity with --dialect: the persona's context and fields, decided
+     * at admission, kept for the answer at its turn (NULL: none). */
+    struct kept_persona *kept;
     char *body;
     size_t len, cap;
     int64_t wall_us;      /* CLOCK_REALTIME, read with arrival_us */
@@ -88,6 +96,7 @@ static srv_req *req_new(stg_srv *s, struct MHD_Connection *c, const char *method
 
 static void req_free(srv_req *r)
 {
+    free(r->kept);
     free(r->body);
     free(r);
 }
@@ -349,6 +358,12 @@ static enum MHD_Result decide(stg_srv *s, srv_req *r, struct MHD_Connection *c)
         r->in_cap = true;
         int64_t due = srv_capacity_admit(&s->cap, now);
         if (due > now) {
+            if (persona && !(r->kept = malloc(sizeof *r->kept)))
+                return MHD_NO; /* out of memory: close */
+            if (persona) {
+                r->kept->dc = dc; /* its pointers: the persona's, and r's own strings */
+                r->kept->dout = dout;
+            }
             r->cap_wait = true;
             r->slow = d.slow;
             if (srv_park_conn(&s->park, c, due))
@@ -387,7 +402,8 @@ enum MHD_Result srv_on_request(void *cls, struct MHD_Connection *c, const char *
         return MHD_NO; /* resumed: the client left or the server is stopping */
     if (r->cap_wait) { /* resumed: its --capacity turn has come */
         r->cap_wait = false;
-        return answer(s, r, c, r->slow, r->arrival_us, NULL, NULL); /* --capacity: no --dialect */
+        struct kept_persona *k = r->kept;
+        return answer(s, r, c, r->slow, r->arrival_us, k ? &k->dc : NULL, k ? &k->dout : NULL);
     }
     if (*upload_size) {
         if (!r->decided)

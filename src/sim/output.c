@@ -31,6 +31,11 @@ static const metric_desc descs[] = {
     {"mean_ms", "mean ms", 0, 1},
     {"p99_ms", "p99 ms", 0, 1},
     {"success_rate", "success %", 1, 100},
+    {"p50_ms", "p50 ms", 1, 1},
+    {"throughput_rps", "req/s", 0, 1},
+    {"limit", "limit", 0, 1},
+    {"limit_mean", "settled", 1, 1},
+    {"max_at_server", "at server", 0, 1},
 };
 
 static const metric_desc *desc_of(const char *key)
@@ -121,12 +126,19 @@ static void print_header(FILE *f, const sim_results *r)
                 (double)o->policy.deadline_us / 1e6, o->policy.max_attempts - 1,
                 ms(o->policy.backoff.base_us), (double)o->policy.backoff.cap_us / 1e6, legs);
         break;
+    case SIM_SLOW:
+        fprintf(f, "%d jobs against a server handling %d at once, %g ms each (%g/s), the rest "
+                   "queued;\n  fixed: %s in flight; adaptive: the learned concurrency, at most "
+                   "that; %s\n",
+                o->requests, o->capacity, ms(o->server_us),
+                o->capacity * 1e6 / (double)o->server_us, who, legs);
+        break;
     default:
         fprintf(f, "one OCC write per client to one row; base %g ms, cap %g ms; %s\n",
                 ms(o->policy.backoff.base_us), ms(o->policy.backoff.cap_us), legs);
         break;
     }
-    if (o->scenario != SIM_HERD && o->scenario != SIM_CONTENTION) {
+    if (o->scenario != SIM_HERD && o->scenario != SIM_CONTENTION && o->scenario != SIM_SLOW) {
         fprintf(f, "  peak/s = most arrivals in any %g ms window, per second", ms(o->window_us));
         if (o->peak_after_us > 0)
             fprintf(f, ", from t = %g s", (double)o->peak_after_us / 1e6);

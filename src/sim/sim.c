@@ -10,7 +10,7 @@
 #include "scenario.h"
 
 static const char *const scenario_names[SIM_N_SCENARIOS] = {"herd", "quota", "storm", "load",
-                                                             "contention"};
+                                                             "contention", "slow-server"};
 
 static const char *const scenario_summaries[SIM_N_SCENARIOS] = {
     "N clients start together, each refused K times: do retries stay in lockstep?",
@@ -18,6 +18,8 @@ static const char *const scenario_summaries[SIM_N_SCENARIOS] = {
     "a 2000-job batch by 50 or 30 workers against 100/s: fixed sleep vs jitter vs pacing",
     "1000 concurrent requests with a deadline against a limited server: latency, success",
     "AWS 2015 blog model: N clients, one optimistic-concurrency write each (sweep N)",
+    "5000 jobs against a server that handles 20 at once and queues the rest: fixed vs learned "
+    "concurrency",
 };
 
 static const char *const strategy_names[SIM_N_STRATEGIES] = {
@@ -143,6 +145,18 @@ void sim_opts_default(sim_opts *o, sim_scenario s)
         o->policy.deadline_us = STG_SEC(10);
         break;
     }
+    case SIM_SLOW: {
+        /* The issue's benchmark: capacity 20, 50 ms each (400/s), 5000
+         * jobs; fixed 200 in flight against the learned concurrency
+         * (adaptive) with 200 as its ceiling. */
+        static const sim_strategy d[] = {SIM_FIXED, SIM_ADAPTIVE};
+        set_strategies(o, d, 2);
+        o->clients[0] = 200;
+        o->requests = 5000;
+        o->capacity = 20;
+        o->server_us = STG_MS(50);
+        break;
+    }
     case SIM_CONTENTION:
     default: {
         static const sim_strategy d[] = {SIM_NONE, SIM_EXPONENTIAL, SIM_FULL, SIM_EQUAL,
@@ -188,6 +202,8 @@ const char *sim_opts_check(const sim_opts *o)
         if ((s == SIM_BUCKET || s == SIM_ADAPTIVE) &&
             (o->scenario == SIM_HERD || o->scenario == SIM_CONTENTION))
             return "bucket and adaptive need a rate-limited server (quota, storm, load)";
+        if (o->scenario == SIM_SLOW && s != SIM_FIXED && s != SIM_ADAPTIVE)
+            return "slow-server compares fixed and adaptive (the learned concurrency)";
         stg_policy p;
         if (sim_strategy_policy(o, s, -1, &p) != STG_OK)
             return "the retry policy is invalid (check --base, --cap, --mult)";
@@ -219,6 +235,12 @@ const char *sim_opts_check(const sim_opts *o)
         return "client burst must be 0..1000000";
     if (o->retry_after_us < 0)
         return "retry-after must not be negative";
+    if (o->scenario == SIM_SLOW && (o->capacity < 1 || o->capacity > 100000))
+        return "capacity must be 1..100000";
+    if (o->scenario == SIM_SLOW && o->requests > (1 << 24) - 1)
+        return "slow-server jobs must be 1..16777215";
+    if (o->scenario == SIM_SLOW && o->server_us <= 0)
+        return "slow-server needs a positive server time";
     return NULL;
 }
 
@@ -229,6 +251,7 @@ static sim_trial_fn trial_fn(sim_scenario s)
     case SIM_QUOTA: return sim_quota_trial;
     case SIM_STORM: return sim_storm_trial;
     case SIM_LOAD: return sim_load_trial;
+    case SIM_SLOW: return sim_slow_trial;
     default: return sim_contention_trial;
     }
 }

@@ -18,7 +18,7 @@
  *   client.c/.h     client model: strategy -> stg_policy, pacing, the
  *                   decision step around stg_decide
  *   reqsim.c/.h     engine shared by quota, storm and load
- *   herd.c quota.c storm.c load.c contention.c   one file per scenario
+ *   herd.c quota.c storm.c load.c contention.c slow.c   one file per scenario
  *   metrics.c/.h    accumulators, sliding windows, percentiles
  *   output.c        table, CSV and JSON (jansson)
  *   svg.c           charts
@@ -53,6 +53,7 @@ typedef enum sim_scenario {
     SIM_STORM = 2,
     SIM_LOAD = 3,
     SIM_CONTENTION = 4,
+    SIM_SLOW = 5, /* "slow-server": a server that queues (slow.c) */
     SIM_N_SCENARIOS
 } sim_scenario;
 
@@ -94,7 +95,8 @@ typedef struct sim_opts {
     int64_t burst;
     int64_t retry_after_us;      /* sent with every 429; 0: none */
     double error_rate;           /* share of arrivals answered 503 (a fault) */
-    int requests;                /* quota: per client; storm: jobs */
+    int requests;                /* quota: per client; storm, slow-server: jobs */
+    int capacity;                /* slow-server: requests the server handles at once */
     double client_share;         /* bucket strategy: rate = share * limit */
     int64_t client_burst;        /* bucket strategy: burst */
     bool use_budget;

@@ -237,11 +237,34 @@ static void test_shared_report(void **state)
     h = report_of(200, STG_UNKNOWN, STG_UNKNOWN, STG_UNKNOWN);
     assert_false(h.throttled);
     assert_int_equal(h.hold_us, 0);
+/* RFC 9113 §8.7 as libcurl 7.88 shows it (classify.c): only an HTTP/2
+ * request with no answer and no error message of libcurl's. */
+static void test_never_processed(void **state)
+{
+    (void)state;
+    /* libcurl's own resend after REFUSED_STREAM (xfer.c marks it). */
+    assert_true(stg__never_processed(CURLE_ABORTED_BY_CALLBACK, 0, true, true, ""));
+    /* The refusal that ended the session (GOAWAY): CURLE_HTTP2, no text. */
+    assert_true(stg__never_processed(CURLE_HTTP2, 0, true, false, ""));
+    /* CURLE_HTTP2 with a message is a framing failure: it keeps its class. */
+    assert_false(stg__never_processed(CURLE_HTTP2, 0, true, false,
+                                      "nghttp2_session_mem_recv() returned -505"));
+    /* A stream reset with another code, a cut connection: maybe processed. */
+    assert_false(stg__never_processed(CURLE_HTTP2_STREAM, 0, true, false,
+                                      "HTTP/2 stream 3 was not closed cleanly: "
+                                      "INTERNAL_ERROR (err 2)"));
+    assert_false(stg__never_processed(CURLE_PARTIAL_FILE, 0, true, false, ""));
+    /* HTTP/1.1: a resend is a dead keep-alive connection, not a refusal. */
+    assert_false(stg__never_processed(CURLE_ABORTED_BY_CALLBACK, 0, false, false, ""));
+    assert_false(stg__never_processed(CURLE_HTTP2, 0, false, false, ""));
+    /* An answer came: processed. */
+    assert_false(stg__never_processed(CURLE_ABORTED_BY_CALLBACK, 401, true, true, ""));
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_never_processed),
         cmocka_unit_test(test_classes),
         cmocka_unit_test(test_text_classes),
         cmocka_unit_test(test_tls_classes),

@@ -230,11 +230,54 @@ static void test_fanout(void **state)
     assert_string_equal(stg_event_type_name((stg_event_type)99), "unknown");
 }
 
+/* The learned concurrency per host: the latest limit an event of the host
+ * carried; hosts without one have no line; never-processed attempts count. */
+static void test_metrics_concurrency(void **state)
+{
+    (void)state;
+    stg_metrics *m = stg_metrics_new();
+    assert_non_null(m);
+    stg_event e = ev_of(STG_EVENT_ATTEMPT_END);
+    e.status = 200;
+    e.host = "api.a";
+    e.concurrency_limit = 12;
+    stg_metrics_event(&e, m);
+    e.concurrency_limit = 9; /* cut: the gauge follows */
+    stg_metrics_event(&e, m);
+    stg_event st = ev_of(STG_EVENT_ATTEMPT_START);
+    st.host = "api.a";
+    st.concurrency_limit = 7; /* any event of the host carries it */
+    stg_metrics_event(&st, m);
+    e.host = "api.b";
+    e.concurrency_limit = 0; /* fixed concurrency */
+    e.status = 0;
+    e.error = STG_NET_RESET;
+    e.never_processed = true;
+    stg_metrics_event(&e, m);
+    e.never_processed = false;
+    stg_metrics_event(&e, m);
+
+    FILE *f = tmpfile();
+    assert_int_equal(stg_metrics_print(m, f), STG_OK);
+    char *t = slurp(f);
+    fclose(f);
+    if (!strstr(t, "# TYPE stagger_concurrency_limit gauge\n"
+                   "stagger_concurrency_limit{host=\"api.a\"} 7\n"))
+        fail_msg("no gauge for api.a at 7 in:\n%s", t);
+    assert_null(strstr(t, "stagger_concurrency_limit{host=\"api.b\"}"));
+    assert_non_null(strstr(t, "stagger_never_processed_total 1\n"));
+    /* No breaker event named api.a: no breaker line for it. */
+    assert_null(strstr(t, "stagger_breaker_state{host=\"api.a\"}"));
+    free(t);
+    stg_metrics_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_logger_lines),
         cmocka_unit_test(test_metrics),
+        cmocka_unit_test(test_metrics_concurrency),
         cmocka_unit_test(test_fanout),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -6,6 +6,7 @@
  * checks and the output formats. Sizes are small: the whole file runs in a
  * few seconds under ASan. */
 #define _POSIX_C_SOURCE 200809L
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -441,6 +442,55 @@ static void test_outputs(void **state)
     sim_results_free(&r);
 }
 
+/* slow-server (slow.c): the issue's benchmark in virtual time. Bounds
+ * from the model: C = 20 workers of D = 50 ms (C / D = 400/s); at a limit
+ * L >= C the latency is about L / C * D, and the learned limit settles
+ * where L = C + sqrt(L), 25, never below C (it would lose throughput) nor
+ * far above (every extra request only waits). */
+static void test_slow_server_settles(void **state)
+{
+    (void)state;
+    sim_opts o;
+    sim_opts_default(&o, SIM_SLOW);
+    assert_null(sim_opts_check(&o));
+    const double C = o.capacity, D_ms = (double)o.server_us / 1e3;
+    const double cap_rps = C / (D_ms / 1e3);
+    sim_results r = run(&o);
+    assert_int_equal(r.nrows, 2);
+    size_t fixed = r.rows[0].strategy == SIM_FIXED ? 0 : 1, learned = 1 - fixed;
+    assert_int_equal(r.rows[learned].strategy, SIM_ADAPTIVE);
+
+    /* The learned concurrency: the goals. */
+    assert_true(metric(&r, learned, "p50_ms") <= 1.5 * D_ms);
+    assert_true(metric(&r, learned, "throughput_rps") >= 0.9 * cap_rps);
+    double settled = metric(&r, learned, "limit_mean");
+    assert_true(settled >= C);                  /* the server kept busy */
+    assert_true(settled <= C + 2 * sqrt(2 * C)); /* L = C + sqrt(L), with room */
+    assert_true(metric(&r, learned, "max_at_server") <= metric(&r, learned, "limit") + C);
+
+    /* Fixed 200: the same throughput, and every request waits its turn
+     * behind the 180 queued: latency about 200 / C * D. */
+    double want = (double)o.clients[0] / C * D_ms;
+    assert_true(metric(&r, fixed, "throughput_rps") >= 0.9 * cap_rps);
+    assert_true(metric(&r, fixed, "p50_ms") >= 0.9 * want);
+    assert_true(metric(&r, fixed, "max_at_server") == o.clients[0]);
+    sim_results_free(&r);
+
+    /* Another capacity: the settled limit follows it (C = 10: 13.7). */
+    o.capacity = 10;
+    o.requests = 2000;
+    one_strategy(&o, SIM_ADAPTIVE);
+    sim_results s = run(&o);
+    assert_true(metric(&s, 0, "limit_mean") >= 10);
+    assert_true(metric(&s, 0, "limit_mean") <= 10 + 2 * sqrt(20));
+    assert_true(metric(&s, 0, "throughput_rps") >= 0.9 * 10 / (D_ms / 1e3));
+    sim_results_free(&s);
+
+    /* Only fixed and adaptive mean something here. */
+    one_strategy(&o, SIM_FULL);
+    assert_non_null(sim_opts_check(&o));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -454,6 +504,7 @@ int main(void)
         cmocka_unit_test(test_same_seed_same_output),
         cmocka_unit_test(test_storm_polite_loses_nothing),
         cmocka_unit_test(test_load_deadline),
+        cmocka_unit_test(test_slow_server_settles),
         cmocka_unit_test(test_budget_and_breaker),
         cmocka_unit_test(test_options),
         cmocka_unit_test(test_outputs),
