@@ -237,6 +237,8 @@ static void test_shared_report(void **state)
     h = report_of(200, STG_UNKNOWN, STG_UNKNOWN, STG_UNKNOWN);
     assert_false(h.throttled);
     assert_int_equal(h.hold_us, 0);
+}
+
 /* RFC 9113 §8.7 as libcurl 7.88 shows it (classify.c): only an HTTP/2
  * request with no answer and no error message of libcurl's. */
 static void test_never_processed(void **state)
