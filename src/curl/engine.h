@@ -63,8 +63,9 @@ typedef enum rq_wait {
 typedef struct req {
     uint64_t id;
     stg__host *host;
-    char *url;
-    char *url_red;
+    char *url;       /* the current hop's; origin's string until a hop */
+    char *url_red;   /* the submitted URL redacted; origin's string when
+                        the same */
     char *final_url; /* redacted, of the last attempt */
     stg_method method;
     struct curl_slist *headers;
@@ -116,10 +117,13 @@ typedef struct req {
     bool off_origin;            /* the current hop is on another origin */
     struct stg_engine *engine;  /* for the attempt step's report */
 
-    /* Per-request overrides (stg_request): the engine's policy with the
-     * request's deadline and attempts; low priority (RQ_NEW_Q then means
-     * the engine's low_q); a body read as it is sent (never retried). */
-    stg_policy pol;
+    /* Per-request overrides (stg_request): the engine's policy, or its
+     * own copy (own_pol, freed with r) with the request's deadline and
+     * attempts (a pointer: most requests share the engine's 300 bytes);
+     * low priority (RQ_NEW_Q then means the engine's low_q); a body read
+     * as it is sent (never retried). */
+    const stg_policy *pol;
+    stg_policy *own_pol;
     bool low;
     stg_read_fn read_body;
     void *read_data;

@@ -302,7 +302,7 @@ static void start_attempt(stg_engine *e, req *r)
     r->x.wall_now_us = e->wall;
     stg__xfer_attach(easy, &r->x);
     long connect_ms, total_ms;
-    stg__attempt_timeouts(&r->pol, stg__eng_remaining(e, r), &connect_ms, &total_ms);
+    stg__attempt_timeouts(r->pol, stg__eng_remaining(e, r), &connect_ms, &total_ms);
     curl_easy_setopt(easy, CURLOPT_CONNECTTIMEOUT_MS, connect_ms);
     curl_easy_setopt(easy, CURLOPT_TIMEOUT_MS, total_ms);
     if (curl_multi_add_handle(e->multi, easy) != CURLM_OK) {

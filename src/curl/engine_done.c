@@ -247,7 +247,8 @@ static bool take_hop(req *r, const stg__attempt *a)
     char *url = strdup(a->redirect_url);
     if (!url)
         return false;
-    free(r->url);
+    if (r->url != r->origin) /* the first hop's is the origin's string */
+        free(r->url);
     r->url = url;
     if (a->redirect_method != r->method && a->redirect_method == STG_METHOD_GET) {
         free(r->body);
@@ -297,7 +298,7 @@ static void attempt_done(stg_engine *e, req *r, CURLcode code)
     stg__host *h = r->host;
     stg_event ev;
     stg__eng_ev_init(e, r, STG_EVENT_ATTEMPT_END, &ev);
-    stg__step st = {.pol = &r->pol,
+    stg__step st = {.pol = r->pol,
                     .rs = &r->rs,
                     .hops = r->hops,
                     .rng = &e->rng,

@@ -150,8 +150,10 @@ void stg__eng_pool_put(stg_engine *e, CURL *easy)
 
 void stg__eng_req_free(req *r)
 {
-    free(r->url);
-    free(r->url_red);
+    if (r->url != r->origin)
+        free(r->url);
+    if (r->url_red != r->origin)
+        free(r->url_red);
     free(r->final_url);
     free(r->body);
     curl_slist_free_all(r->headers);
@@ -161,6 +163,7 @@ void stg__eng_req_free(req *r)
         free(r->secret[i]);
     free(r->secret);
     free(r->cost);
+    free(r->own_pol);
     stg__xfer_free(&r->x);
     free(r);
 }
@@ -204,9 +207,9 @@ bool stg__eng_cost_copy(req *r, const stg_request *rq)
 
 int64_t stg__eng_remaining(const stg_engine *e, const req *r)
 {
-    if (!r->started || r->pol.deadline_us <= 0)
+    if (!r->started || r->pol->deadline_us <= 0)
         return INT64_MAX;
-    return r->rs.start_us + r->pol.deadline_us - e->now;
+    return r->rs.start_us + r->pol->deadline_us - e->now;
 }
 
 /* Take r out of whatever holds it (queue, heap, multi, slot counts). */
