@@ -36,7 +36,7 @@ static void quota_settle(stg_engine *e, req *r, bool answered)
     if (!q)
         return;
     if (!answered) {
-        stg_quota_settle(q, r->host->key, NULL, &r->qt, NULL, e->now);
+        stg_quota_settle(q, r->host->key, NULL, r->qt, NULL, e->now);
         return;
     }
     stg_hints hh;
@@ -73,7 +73,7 @@ static void quota_settle(stg_engine *e, req *r, bool answered)
     }
     char route[512];
     stg__eng_route(r, route, sizeof route);
-    stg_quota_settle(q, r->host->key, route, &r->qt, &qs, e->now);
+    stg_quota_settle(q, r->host->key, route, r->qt, &qs, e->now);
 }
 
 /* Finish r: leave every structure, report, call done once, free. */
@@ -85,7 +85,7 @@ void stg__eng_finish(stg_engine *e, req *r, stg_reason reason)
         quota_settle(e, r, false); /* abandoned mid-send: it may count */
     } else if (r->quota_held) {
         r->quota_held = false; /* it never left: the reservation returns */
-        stg_quota_cancel(e->hosts.quota, r->host->key, &r->qt);
+        stg_quota_cancel(e->hosts.quota, r->host->key, r->qt);
     }
     if (was_active) {
         /* Abandoned mid-attempt: its partial answer is not an answer. */

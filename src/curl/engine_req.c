@@ -163,9 +163,24 @@ void stg__eng_req_free(req *r)
         free(r->secret[i]);
     free(r->secret);
     free(r->cost);
+    free(r->qt);
     free(r->own_pol);
     stg__xfer_free(&r->x);
     free(r);
+}
+
+bool stg__eng_ticket_keep(req *r, const stg_quota_ticket *t)
+{
+    static const stg_quota_ticket nothing; /* zeroed: holds nothing (quota.h) */
+    if (!memcmp(t, &nothing, sizeof *t)) {
+        free(r->qt);
+        r->qt = NULL;
+        return true;
+    }
+    if (!r->qt && !(r->qt = malloc(sizeof *r->qt)))
+        return false;
+    *r->qt = *t;
+    return true;
 }
 
 /* The path of the URL (after the authority, before '?' or '#'). Not the
