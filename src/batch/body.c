@@ -14,6 +14,11 @@
  * incremental blob I/O in the outcome's transaction (stg_job_outcome
  * body_in_fd). So no body is ever whole in memory in either mode.
  *
+ * A slot's body state is its file name until the first byte: the temp
+ * file's path is built when it is opened, renamed or removed, so a job in
+ * flight does not carry a 4 KiB path buffer (at 10 000 in flight that was
+ * most of the batch's memory).
+ *
  * Invariants:
  *  - A body file is complete or absent: written to a temp file, then
  *    renamed, so a kill never leaves half a body under the job's name; a

@@ -36,7 +36,10 @@
  *  - no attempt starts at or after a request's deadline; waits never end
  *    past it (stg_decide clamps; limiter waits are bounded by it);
  *  - a connection is reused through the multi's connection cache; easy
- *    handles are reset and pooled (at most `concurrency` kept);
+ *    handles are reset and pooled (at most `concurrency` kept), and a
+ *    request holds one only while its attempt is on the wire: accepted
+ *    requests waiting anywhere else cost their struct, URL and headers,
+ *    about 1.3 KB (docs/ARCHITECTURE.md, "Memory");
  *  - no global state: two engines never share anything but libcurl's
  *    process-wide init.
  */

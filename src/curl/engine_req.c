@@ -7,6 +7,12 @@
  * heap entry, no easy handle and out of its host's pace FIFO; a pooled
  * easy handle has been curl_easy_reset (no callback or pointer of the
  * request that used it), and at most `concurrency` are kept.
+ *
+ * Memory (docs/ARCHITECTURE.md): a request holds an easy handle only on
+ * the wire (ACTIVE), so one waiting costs its struct, URL and headers; it
+ * points at the engine's policy unless it has its own, and has a quota
+ * ticket allocated only while one holds something (never in a wait
+ * entered without one). Asserted with the places in stg__eng_check.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +32,8 @@ void stg__eng_check(const stg_engine *e, const req *r)
     STG_ASSERT(r->where != RQ_PACE_Q || (r->pacing && r->reserved));
     STG_ASSERT(r->where != RQ_CONC_Q || (!r->conc_held && !r->reserved));
     STG_ASSERT(!r->conc_held || r->host->conc_out > 0);
+    STG_ASSERT(!r->qt || r->quota_held);
+    STG_ASSERT(r->pol == &e->pol || r->pol == r->own_pol);
     STG_ASSERT(e->active >= 0 && e->reserved >= 0 &&
                e->active + e->reserved <= e->concurrency);
 }

@@ -52,6 +52,12 @@
  * opened, so 0 with bytes sent means a kept connection carried it; a TLS
  * handshake happened when a new connection has an APPCONNECT time.
  *
+ * libcurl's download buffer (CURLOPT_BUFFERSIZE) is left at its 16 KiB
+ * default: libcurl allocates it per transfer and frees it at the end, and
+ * for a small answer only its first page is ever resident, so 4 KiB saved
+ * nothing; 1 KiB saved about 3 KB per transfer on the wire but made a
+ * 200 MB body 1.7 times slower (bench/bench_mem.sh, docs/ARCHITECTURE.md).
+ *
  * With STG_STREAM_HEAD the sink sees a 2xx response's header block before
  * its first body byte (once per response); with STG_STREAM_PAUSE a DATA it
  * did not take pauses the transfer (CURL_WRITEFUNC_PAUSE: libcurl keeps
