@@ -133,8 +133,9 @@ part_waiting() {
       wire=$(sed 's/.*max_on_wire=\([0-9]*\).*/\1/' "$T/eN")
       what="engine, $1 slots"
       [ "$2" != 0 ] && what="engine, $1 slots, limiter $2/s"
-      row "$what" "$N" "$a" "$b" "$(per $((a - a0)) $((b - b0)) 0 "$N")" \
-        "peak - idle engine; at most $wire on the wire"
+      v=$(per $((a - a0)) $((b - b0)) 0 "$N")
+      if [ "$2" = 0 ]; then G_ENG_Q=$v; else G_ENG_L=$v; fi
+      row "$what" "$N" "$a" "$b" "$v" "peak - idle engine; at most $wire on the wire"
     done
   else
     echo "  (no $EB: the engine rows need the bench target built)"
@@ -143,8 +144,9 @@ part_waiting() {
     a=$(batch_hold "$bin" 10 --rate 50)
     b=$(batch_hold "$bin" "$N" --rate 50)
     label="stagger batch -j N --rate 50"
-    [ "$bin" != "$S" ] && label="other: batch -j N --rate 50"
-    row "$label" "$N" "$a" "$b" "$(per "$a" "$b" 10 "$N")" "claimed jobs waiting for the limiter"
+    v=$(per "$a" "$b" 10 "$N")
+    if [ "$bin" = "$S" ]; then G_BATCH_W=$v; else label="other: batch -j N --rate 50" G_OTHER_W=$v; fi
+    row "$label" "$N" "$a" "$b" "$v" "claimed jobs waiting for the limiter"
   done
   stop_server
 }
@@ -178,7 +180,9 @@ wire_pair() {
   # The peers print ok=N failed=N: all N answered means all were in flight.
   ok=$(grep -o 'ok=[0-9]*' "$T/out" | tail -1 || true)
   set -- $r
-  row "$label" "$nmax" "$1" "$2" "$(per "$1" "$2" 10 "$nmax")" "$note${ok:+; $ok}"
+  WP=$(per "$1" "$2" 10 "$nmax")
+  [ -n "$ok" ] && note="${note:+$note; }$ok"
+  row "$label" "$nmax" "$1" "$2" "$WP" "$note"
 }
 
 part_wire() {
@@ -191,7 +195,8 @@ part_wire() {
     "$EB" "http://127.0.0.1:$PORT" "$N" "$N" >"$T/eN"
     a=$(sed 's/.*peak_kib=\([0-9]*\).*/\1/' "$T/e10")
     b=$(sed 's/.*peak_kib=\([0-9]*\).*/\1/' "$T/eN")
-    row "engine, N slots" "$N" "$a" "$b" "$(per "$a" "$b" 10 "$N")" \
+    G_ENG_WIRE=$(per "$a" "$b" 10 "$N")
+    row "engine, N slots" "$N" "$a" "$b" "$G_ENG_WIRE" \
       "$(sed 's/.*\(max_on_wire=[0-9]*\).*\(ok=[0-9]*\).*/\1 \2/' "$T/eN")"
   fi
   for bin in "$S" $OTHER; do
@@ -199,6 +204,7 @@ part_wire() {
     [ "$bin" != "$S" ] && label="other: batch -j N --rate 0"
     wire_pair "$label" "$N" "bodies in the database" \
       "$bin batch --url $U{} @KEYS@ --db $T/w.db -j @N@ --rate 0 --progress none"
+    if [ "$bin" = "$S" ]; then G_BATCH_WIRE=$WP; else G_OTHER_WIRE=$WP; fi
   done
   if command -v curl >/dev/null 2>&1; then
     for n in 10 300; do
@@ -206,21 +212,25 @@ part_wire() {
     done
     wire_pair "curl --parallel --parallel-max N" 300 "curl 7.88 allows at most 300" \
       "curl -s --parallel --parallel-max @N@ -K $T/curl@N@.cfg"
+    G_CURL=$WP
   fi
   if gopeer; then
     wire_pair "Go go-retryablehttp" "$N" "one goroutine each" "$GOPEER $U @KEYS@ @N@"
+    G_GO=$WP
   else
     echo "  Go go-retryablehttp: not available (go build failed or no go)"
   fi
   ND=${BENCH_MEM_NODE_DIR:-$ROOT/bench/peers/node}
   if command -v node >/dev/null 2>&1 && [ -f "$ND/node_modules/got/package.json" ]; then
     wire_pair "Node got" "$N" "" "node $ND/peer.mjs $U @KEYS@ @N@"
+    G_NODE=$WP
   else
     echo "  Node got: not available (node, or npm ci in bench/peers/node)"
   fi
   if [ -x "$PY" ] && "$PY" -c 'import requests' 2>/dev/null; then
     wire_pair "Python requests + urllib3 Retry" "$PY_N" "one thread each" \
       "$PY $ROOT/bench/peers/python/peer.py $U @KEYS@ @N@"
+    G_PY=$WP
   else
     echo "  Python requests: not available"
   fi
@@ -273,6 +283,8 @@ part_body() {
     d=$(awk -v a="$a" -v b="$b" 'BEGIN { printf "%.1f MiB", (b - a) / 1024 }')
     what="--out DIR"
     [ "$mode" = db ] && what="into the database"
+    v=$(awk -v a="$a" -v b="$b" 'BEGIN { printf "%.1f", (b - a) / 1024 }')
+    if [ "$mode" = out ]; then G_BODY_OUT=$v; else G_BODY_DB=$v; fi
     row "stagger batch -j 30, $what" "30" "$a" "$b" "$d" "$ga, $gb (goal: within 64 MB)"
   done
 }
@@ -313,4 +325,12 @@ has waiting && part_waiting
 has wire && part_wire
 has body && part_body
 has import && part_import
+# One line for bench/analyze.py (issue #19 goal 2 row): bytes per request
+# (waiting, on the wire, the peers on the wire), the body runs' growth in MiB;
+# "-" where not measured.
+echo "goal2: n=$N engine_queued=${G_ENG_Q:--} engine_limiter=${G_ENG_L:--}" \
+  "batch_waiting=${G_BATCH_W:--} other_batch_waiting=${G_OTHER_W:--}" \
+  "engine_wire=${G_ENG_WIRE:--} batch_wire=${G_BATCH_WIRE:--} other_batch_wire=${G_OTHER_WIRE:--}" \
+  "curl_wire=${G_CURL:--} go_wire=${G_GO:--} node_wire=${G_NODE:--} python_wire=${G_PY:--}" \
+  "body_out_mib=${G_BODY_OUT:--} body_db_mib=${G_BODY_DB:--} big=$BIG small=$SMALL"
 exit 0
