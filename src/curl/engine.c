@@ -39,7 +39,7 @@
  *    handles are reset and pooled (at most `concurrency` kept), and a
  *    request holds one only while its attempt is on the wire: accepted
  *    requests waiting anywhere else cost their struct, URL and headers,
- *    about 1.3 KB (docs/ARCHITECTURE.md, "Memory");
+ *    about 1 KB (docs/ARCHITECTURE.md, "Memory");
  *  - no global state: two engines never share anything but libcurl's
  *    process-wide init.
  */

@@ -114,6 +114,7 @@ void stg__xfer_init(stg__xfer *x, size_t max_body)
 {
     memset(x, 0, sizeof *x);
     x->max_body = max_body ? max_body : DEFAULT_MAX_BODY;
+    x->errbuf = x->errnone;
     stg_hints_init(&x->hints);
 }
 
@@ -145,6 +146,9 @@ void stg__xfer_free(stg__xfer *x)
 {
     stg__buf_free(&x->body);
     stg__buf_free(&x->headers);
+    if (x->errbuf != x->errnone)
+        free(x->errbuf);
+    x->errbuf = x->errnone;
 }
 
 /* Does this response's body go to the sink? Decided at its first byte:
@@ -340,7 +344,15 @@ void stg__xfer_attach(CURL *easy, stg__xfer *x)
     curl_easy_setopt(easy, CURLOPT_WRITEDATA, x);
     curl_easy_setopt(easy, CURLOPT_HEADERFUNCTION, on_header);
     curl_easy_setopt(easy, CURLOPT_HEADERDATA, x);
-    curl_easy_setopt(easy, CURLOPT_ERRORBUFFER, x->errbuf);
+    if (x->errbuf == x->errnone) { /* the first send: its error buffer */
+        char *p = malloc(CURL_ERROR_SIZE);
+        if (p) {
+            p[0] = '\0';
+            x->errbuf = p;
+        }
+    }
+    /* Without memory for it: no text, libcurl's code still classifies. */
+    curl_easy_setopt(easy, CURLOPT_ERRORBUFFER, x->errbuf != x->errnone ? x->errbuf : NULL);
     curl_easy_setopt(easy, CURLOPT_NOSIGNAL, 1L);
 }
 
