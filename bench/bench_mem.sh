@@ -298,11 +298,15 @@ part_import() {
     for (i = 1; i <= n; i++)
       printf "{\"id\":\"job-%07d\",\"url\":\"http://127.0.0.1:%d/track/%07d\",\"headers\":{\"X-Trace\":\"trace-%07d\"}}\n", i, port, i, i
   }' >"$T/in.jsonl"
+  row "run" "lines" "" "peak KiB" "" ""
   for bin in "$S" $OTHER; do
     db=$T/imp$(printf '%s' "$bin" | cksum | cut -d' ' -f1).db
+    tag=this
+    [ "$bin" != "$S" ] && tag=other
     for step in import check "db only"; do
       input="$T/in.jsonl"
       [ "$step" = "db only" ] && input=""
+      : >"$T/ierr" # before the start: the wait below must not see the last run's line
       # shellcheck disable=SC2086
       "$bin" batch --db "$db" --rate 1 --burst 1 --progress none $input >/dev/null 2>"$T/ierr" &
       RUN_PID=$!
@@ -314,7 +318,7 @@ part_import() {
       kill -TERM "$RUN_PID" 2>/dev/null || true
       wait "$RUN_PID" 2>/dev/null || true
       RUN_PID=""
-      row "$(basename "$(dirname "$(dirname "$(dirname "$bin")")")"): $step" "$L" "" "${k:-?}" "" ""
+      row "$tag: $step" "$L" "" "${k:-?}" "" ""
     done
   done
   stop_server
