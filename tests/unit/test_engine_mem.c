@@ -90,6 +90,14 @@ static void on_done(stg_engine *e, uint64_t id, const stg_result *r, void *data)
     ((tally *)data)->done++;
 }
 
+/* setup_easy runs on the easy handle of each attempt that starts: the
+ * handles taken, since a request gets one only when it goes out. */
+static void count_handle(CURL *easy, void *data)
+{
+    (void)easy;
+    ++*(int *)data;
+}
+
 static void frozen_limited(stg_engine_config *c, stg_env *env, int64_t *clock)
 {
     *clock = STG_SEC(1000);
@@ -106,7 +114,7 @@ static void frozen_limited(stg_engine_config *c, stg_env *env, int64_t *clock)
 }
 
 /* N requests accepted by one engine, all but one waiting for the limiter:
- * each costs well under the goal, and only the one sent holds a handle. */
+ * each costs well under the goal, and only the one sent took a handle. */
 static void test_engine_waiting_requests(void **state)
 {
     (void)state;
@@ -118,6 +126,9 @@ static void test_engine_waiting_requests(void **state)
     int64_t clock;
     frozen_limited(&c, &env, &clock);
     c.concurrency = N;
+    int handles = 0;
+    c.setup_easy = count_handle;
+    c.setup_data = &handles;
     int err = 0;
     stg_engine *e = stg_engine_new(&c, &err);
     assert_non_null(e);
@@ -142,6 +153,7 @@ static void test_engine_waiting_requests(void **state)
     assert_int_equal(t.done, 0);
     assert_int_equal(st.in_flight, 1);
     assert_int_equal(st.waiting, N - 1);
+    assert_int_equal(handles, 1); /* the waiting ones hold no easy handle */
     double per_new = (double)(submitted - before) / N, per_waiting = (double)(admitted - before) / N;
     print_message("engine: %.0f bytes per request queued, %.0f waiting for the limiter "
                   "(%d in flight, 1 on the wire)\n", per_new, per_waiting, N);
