@@ -511,6 +511,44 @@ def verdict(runs, variants, ideals):
     return all_ok, lines
 
 
+def mem_goal2(res):
+    """Goal 2's rows from bench/bench_mem.sh's "goal2:" line (primitives/bench_mem.txt),
+    or None when it did not run. In flight = accepted, waiting or on the wire
+    (docs/ARCHITECTURE.md "Memory"); bytes per request."""
+    path = os.path.join(res, "primitives", "bench_mem.txt")
+    if not os.path.exists(path):
+        return None
+    kv = {}
+    with open(path) as f:
+        for line in f:
+            if line.startswith("goal2:"):
+                kv = dict(w.split("=", 1) for w in line[6:].split() if "=" in w)
+    def num(k):
+        try:
+            return float(kv.get(k, "-"))
+        except ValueError:
+            return None
+    if not kv or num("batch_waiting") is None:
+        return None
+    n = kv.get("n", "?")
+    kb = lambda k: "%.1f KB" % (num(k) / 1024.0) if num(k) is not None else "–"
+    wait = num("batch_waiting")
+    rows = [["2. ≤ 4 KB per request in flight at %s (accepted, waiting for admission)" % n,
+             "batch -j %s: %s, engine: %s" % (n, kb("batch_waiting"), kb("engine_limiter")),
+             "on the wire, batch %s, engine %s; curl --parallel %s (at 300), go-retryablehttp %s, "
+             "got %s, requests %s" % (kb("batch_wire"), kb("engine_wire"), kb("curl_wire"),
+                                      kb("go_wire"), kb("node_wire"), kb("python_wire")),
+             "–", "met" if wait <= 4096 else "not met"]]
+    out, db = num("body_out_mib"), num("body_db_mib")
+    if out is not None and db is not None:
+        big = float(kv.get("big", 0)) / 1e6
+        rows.append(["2. 30 × %.0f MB bodies: peak RSS within 64 MB of the small-body run" % big,
+                     "--out: +%.1f MiB, database: +%.1f MiB" % (out, db),
+                     "30 × %.0f MB bodies, same run" % (float(kv.get("small", 0)) / 1e6),
+                     "–", "met" if max(out, db) < 61.0 else "not met"])
+    return rows
+
+
 def goals_section(res, manifest, runs, ideals):
     """Issue #19: one row per goal, the baseline beside it, from this run."""
     md = ["## Issue #19 goals", "",
@@ -542,7 +580,10 @@ def goals_section(res, manifest, runs, ideals):
             return None, None
         return (d[ns[-1]]["maxrss_kb"] - d[ns[0]]["maxrss_kb"]) / float(ns[-1] - ns[0]), ns[-1]
     kb, n = per_req("stagger")
-    if kb is not None:
+    g2 = mem_goal2(res)
+    if g2:
+        rows.extend(g2)
+    elif kb is not None:
         peers = ", ".join("%s %.1f KB" % (CLIENTS.get(c, c), per_req(c)[0])
                           for c in ("go", "node", "python") if per_req(c)[0] is not None)
         rows.append(["2. ≤ 4 KB per request in flight (goal at 10 000; measured at %d)" % n,

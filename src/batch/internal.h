@@ -21,8 +21,9 @@
  * beyond that in an anonymous temp file the store copies from. */
 typedef struct stg__batch_body {
     const char *dir;  /* out_dir; NULL: the body goes to the database */
-    char name[160];   /* the job's file name under dir */
-    char tmp[4096];   /* dir/.name.tmp */
+    char name[160];   /* the job's file name under dir (its temp file is
+                         dir/.name.tmp, built when needed: not 4 KiB kept
+                         per slot) */
     int fd;           /* the open temp file; -1 */
     bool exists;      /* the named temp file exists (open, or closed at END) */
     int err;          /* errno of the first failure; 0: none */

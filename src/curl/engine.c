@@ -36,7 +36,10 @@
  *  - no attempt starts at or after a request's deadline; waits never end
  *    past it (stg_decide clamps; limiter waits are bounded by it);
  *  - a connection is reused through the multi's connection cache; easy
- *    handles are reset and pooled (at most `concurrency` kept);
+ *    handles are reset and pooled (at most `concurrency` kept), and a
+ *    request holds one only while its attempt is on the wire: accepted
+ *    requests waiting anywhere else cost their struct, URL and headers,
+ *    about 1 KB (docs/ARCHITECTURE.md, "Memory");
  *  - no global state: two engines never share anything but libcurl's
  *    process-wide init.
  */
@@ -169,24 +172,36 @@ int stg_engine_submit(stg_engine *e, const stg_request *rq, stg_done_fn done, vo
     stg__xfer_set_sink(&r->x, rq->body_sink, rq->body_sink_data);
     r->x.tls = e->cfg.tls; /* applied at each attempt's attach */
     r->x.stream = rq->stream;
-    r->pol = e->pol;
-    if (rq->deadline_us)
-        r->pol.deadline_us = rq->deadline_us;
-    if (rq->max_attempts)
-        r->pol.max_attempts = rq->max_attempts;
+    r->pol = &e->pol;
+    bool ok = true;
+    if (rq->deadline_us || rq->max_attempts || rq->read_body) {
+        ok = (r->own_pol = malloc(sizeof *r->own_pol)) != NULL;
+        if (ok) {
+            *r->own_pol = e->pol;
+            if (rq->deadline_us)
+                r->own_pol->deadline_us = rq->deadline_us;
+            if (rq->max_attempts)
+                r->own_pol->max_attempts = rq->max_attempts;
+            if (rq->read_body) /* a body read as it is sent cannot be sent again */
+                r->own_pol->max_attempts = 1;
+            r->pol = r->own_pol;
+        }
+    }
     r->low = rq->priority == STG_PRIORITY_LOW;
     if (rq->read_body) {
         r->read_body = rq->read_body;
         r->read_data = rq->body_sink_data;
         r->body_len = rq->body_len;
-        r->pol.max_attempts = 1; /* a body read as it is sent cannot be sent again */
     }
     char red[2048];
     stg_redact_url(rq->url, red, sizeof red);
-    r->url = strdup(rq->url);
-    r->url_red = strdup(red);
+    /* One copy of the URL while nothing differs: the first hop's is the
+     * origin, and the redacted one is the same text when there was
+     * nothing to redact (engine.h: url, url_red). */
     r->origin = strdup(rq->url);
-    bool ok = r->url && r->url_red && r->origin;
+    r->url = r->origin;
+    r->url_red = r->origin && strcmp(red, rq->url) ? strdup(red) : r->origin;
+    ok = ok && r->origin && r->url_red;
     r->follow = rq->follow_redirects;
     r->max_redirects = rq->max_redirects > 0 ? rq->max_redirects : 20;
     size_t ns = 0;

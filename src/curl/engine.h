@@ -63,8 +63,9 @@ typedef enum rq_wait {
 typedef struct req {
     uint64_t id;
     stg__host *host;
-    char *url;
-    char *url_red;
+    char *url;       /* the current hop's; origin's string until a hop */
+    char *url_red;   /* the submitted URL redacted; origin's string when
+                        the same */
     char *final_url; /* redacted, of the last attempt */
     stg_method method;
     struct curl_slist *headers;
@@ -89,10 +90,14 @@ typedef struct req {
                                     the FIFO and the retry queue at once */
     int64_t ticket;     /* the shared limiter's, for on_response */
     /* Server quotas (cfg.quotas): the cost copied at submit, and what the
-     * current send reserved (held from admission to its answer). */
+     * current send reserved (held from admission to its answer): qt is
+     * allocated only for a ticket that holds something (NULL holds
+     * nothing, which settle and cancel accept), and freed when r goes to
+     * wait without one (rq_enter): 528 bytes a waiting request need not
+     * carry. */
     stg_quota_cost *cost;
     size_t n_cost;
-    stg_quota_ticket qt;
+    stg_quota_ticket *qt;
     bool quota_held;
     bool conc_held;     /* holds one of its host's learned slots */
 
@@ -117,10 +122,13 @@ typedef struct req {
     bool off_origin;            /* the current hop is on another origin */
     struct stg_engine *engine;  /* for the attempt step's report */
 
-    /* Per-request overrides (stg_request): the engine's policy with the
-     * request's deadline and attempts; low priority (RQ_NEW_Q then means
-     * the engine's low_q); a body read as it is sent (never retried). */
-    stg_policy pol;
+    /* Per-request overrides (stg_request): the engine's policy, or its
+     * own copy (own_pol, freed with r) with the request's deadline and
+     * attempts (a pointer: most requests share the engine's 300 bytes);
+     * low priority (RQ_NEW_Q then means the engine's low_q); a body read
+     * as it is sent (never retried). */
+    const stg_policy *pol;
+    stg_policy *own_pol;
     bool low;
     stg_read_fn read_body;
     void *read_data;
@@ -177,6 +185,10 @@ static inline void rq_enter(stg_engine *e, req *r, rq_where w)
     r->where = w;
     if (r->conc_held && !conc_keeps(r, w))
         stg__eng_conc_release(e, r);
+    if (r->qt && !r->quota_held) { /* settled: nothing held until the next send */
+        free(r->qt);
+        r->qt = NULL;
+    }
     stg__eng_check(e, r);
 }
 
@@ -196,6 +208,9 @@ void stg__eng_flush_breaker(stg_engine *e, stg__host *h);
 CURL *stg__eng_pool_get(stg_engine *e);
 void stg__eng_pool_put(stg_engine *e, CURL *easy);
 void stg__eng_req_free(req *r);
+/* Keep the ticket t an admission reserved as r's (r->qt; NULL when t holds
+ * nothing). False when out of memory (t is then still the caller's). */
+bool stg__eng_ticket_keep(req *r, const stg_quota_ticket *t);
 /* rq's cost: valid (STG_EINVAL otherwise), and copied into r (false when
  * out of memory). */
 int stg__eng_cost_check(const stg_request *rq);

@@ -298,7 +298,7 @@ static void start_attempt(stg_engine *e, req *r)
     r->x.wall_now_us = e->wall;
     stg__xfer_attach(easy, &r->x);
     long connect_ms, total_ms;
-    stg__attempt_timeouts(&r->pol, stg__eng_remaining(e, r), &connect_ms, &total_ms);
+    stg__attempt_timeouts(r->pol, stg__eng_remaining(e, r), &connect_ms, &total_ms);
     curl_easy_setopt(easy, CURLOPT_CONNECTTIMEOUT_MS, connect_ms);
     curl_easy_setopt(easy, CURLOPT_TIMEOUT_MS, total_ms);
     if (curl_multi_add_handle(e->multi, easy) != CURLM_OK) {
@@ -347,7 +347,13 @@ static bool quota_gate(stg_engine *e, req *r, int64_t left)
     char route[512];
     stg__eng_route(r, route, sizeof route);
     int64_t wait = 0;
-    int rc = stg_quota_acquire(q, r->host->key, route, r->cost, r->n_cost, e->now, &r->qt, &wait);
+    stg_quota_ticket t;
+    memset(&t, 0, sizeof t);
+    int rc = stg_quota_acquire(q, r->host->key, route, r->cost, r->n_cost, e->now, &t, &wait);
+    if (rc == STG_OK && !stg__eng_ticket_keep(r, &t)) {
+        stg_quota_cancel(q, r->host->key, &t);
+        rc = STG_ENOMEM;
+    }
     if (rc == STG_OK) {
         r->quota_held = true;
         return true;

@@ -41,7 +41,7 @@ static void quota_settle(stg_engine *e, req *r, bool answered)
     if (!q)
         return;
     if (!answered) {
-        stg_quota_settle(q, r->host->key, NULL, &r->qt, NULL, e->now);
+        stg_quota_settle(q, r->host->key, NULL, r->qt, NULL, e->now);
         return;
     }
     stg_hints hh;
@@ -78,7 +78,7 @@ static void quota_settle(stg_engine *e, req *r, bool answered)
     }
     char route[512];
     stg__eng_route(r, route, sizeof route);
-    stg_quota_settle(q, r->host->key, route, &r->qt, &qs, e->now);
+    stg_quota_settle(q, r->host->key, route, r->qt, &qs, e->now);
 }
 
 /* Finish r: leave every structure, report, call done once, free. */
@@ -90,7 +90,7 @@ void stg__eng_finish(stg_engine *e, req *r, stg_reason reason)
         quota_settle(e, r, false); /* abandoned mid-send: it may count */
     } else if (r->quota_held) {
         r->quota_held = false; /* it never left: the reservation returns */
-        stg_quota_cancel(e->hosts.quota, r->host->key, &r->qt);
+        stg_quota_cancel(e->hosts.quota, r->host->key, r->qt);
     }
     if (was_active) {
         /* Abandoned mid-attempt: its partial answer is not an answer. */
@@ -266,7 +266,8 @@ static bool take_hop(req *r, const stg__attempt *a)
     char *url = strdup(a->redirect_url);
     if (!url)
         return false;
-    free(r->url);
+    if (r->url != r->origin) /* the first hop's is the origin's string */
+        free(r->url);
     r->url = url;
     if (a->redirect_method != r->method && a->redirect_method == STG_METHOD_GET) {
         free(r->body);
@@ -316,7 +317,7 @@ static void attempt_done(stg_engine *e, req *r, CURLcode code)
     stg__host *h = r->host;
     stg_event ev;
     stg__eng_ev_init(e, r, STG_EVENT_ATTEMPT_END, &ev);
-    stg__step st = {.pol = &r->pol,
+    stg__step st = {.pol = r->pol,
                     .rs = &r->rs,
                     .hops = r->hops,
                     .refused = &r->refused,

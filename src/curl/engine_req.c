@@ -7,6 +7,12 @@
  * heap entry, no easy handle and out of its host's pace FIFO; a pooled
  * easy handle has been curl_easy_reset (no callback or pointer of the
  * request that used it), and at most `concurrency` are kept.
+ *
+ * Memory (docs/ARCHITECTURE.md): a request holds an easy handle only on
+ * the wire (ACTIVE), so one waiting costs its struct, URL and headers; it
+ * points at the engine's policy unless it has its own, and has a quota
+ * ticket allocated only while one holds something (never in a wait
+ * entered without one). Asserted with the places in stg__eng_check.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +32,8 @@ void stg__eng_check(const stg_engine *e, const req *r)
     STG_ASSERT(r->where != RQ_PACE_Q || (r->pacing && r->reserved));
     STG_ASSERT(r->where != RQ_CONC_Q || (!r->conc_held && !r->reserved));
     STG_ASSERT(!r->conc_held || r->host->conc_out > 0);
+    STG_ASSERT(!r->qt || r->quota_held);
+    STG_ASSERT(r->pol == &e->pol || r->pol == r->own_pol);
     STG_ASSERT(e->active >= 0 && e->reserved >= 0 &&
                e->active + e->reserved <= e->concurrency);
 }
@@ -150,8 +158,10 @@ void stg__eng_pool_put(stg_engine *e, CURL *easy)
 
 void stg__eng_req_free(req *r)
 {
-    free(r->url);
-    free(r->url_red);
+    if (r->url != r->origin)
+        free(r->url);
+    if (r->url_red != r->origin)
+        free(r->url_red);
     free(r->final_url);
     free(r->body);
     curl_slist_free_all(r->headers);
@@ -161,8 +171,24 @@ void stg__eng_req_free(req *r)
         free(r->secret[i]);
     free(r->secret);
     free(r->cost);
+    free(r->qt);
+    free(r->own_pol);
     stg__xfer_free(&r->x);
     free(r);
+}
+
+bool stg__eng_ticket_keep(req *r, const stg_quota_ticket *t)
+{
+    static const stg_quota_ticket nothing; /* zeroed: holds nothing (quota.h) */
+    if (!memcmp(t, &nothing, sizeof *t)) {
+        free(r->qt);
+        r->qt = NULL;
+        return true;
+    }
+    if (!r->qt && !(r->qt = malloc(sizeof *r->qt)))
+        return false;
+    *r->qt = *t;
+    return true;
 }
 
 /* The path of the URL (after the authority, before '?' or '#'). Not the
@@ -204,9 +230,9 @@ bool stg__eng_cost_copy(req *r, const stg_request *rq)
 
 int64_t stg__eng_remaining(const stg_engine *e, const req *r)
 {
-    if (!r->started || r->pol.deadline_us <= 0)
+    if (!r->started || r->pol->deadline_us <= 0)
         return INT64_MAX;
-    return r->rs.start_us + r->pol.deadline_us - e->now;
+    return r->rs.start_us + r->pol->deadline_us - e->now;
 }
 
 /* Take r out of whatever holds it (queue, heap, multi, slot counts). */

@@ -68,7 +68,12 @@ typedef struct stg__xfer {
      * last-stream-id): stagger resends it itself (xfer.c, engine_done.c). */
     bool refused_stream;
     int64_t wall_now_us; /* set by the loop once per pass */
-    char errbuf[CURL_ERROR_SIZE];
+    /* libcurl's error text: CURL_ERROR_SIZE bytes allocated at the first
+     * attach (a request that never went out carries none), until then,
+     * or without memory, errnone (always ""). Never NULL after init; x
+     * must not move (it points into itself). */
+    char *errbuf;
+    char errnone[1];
     /* A body sink (NULL: none, or END already called). 2xx bodies go to it,
      * any other body to `body`, at most STG__SINK_OTHER_BODY_MAX bytes. */
     stg_body_fn sink;

@@ -67,6 +67,12 @@
  * opened, so 0 with bytes sent means a kept connection carried it; a TLS
  * handshake happened when a new connection has an APPCONNECT time.
  *
+ * libcurl's download buffer (CURLOPT_BUFFERSIZE) is left at its 16 KiB
+ * default: libcurl allocates it per transfer and frees it at the end, and
+ * for a small answer only its first page is ever resident, so 4 KiB saved
+ * nothing; 1 KiB saved about 3 KB per transfer on the wire but made a
+ * 200 MB body 1.7 times slower (bench/bench_mem.sh, docs/ARCHITECTURE.md).
+ *
  * With STG_STREAM_HEAD the sink sees a 2xx response's header block before
  * its first body byte (once per response); with STG_STREAM_PAUSE a DATA it
  * did not take pauses the transfer (CURL_WRITEFUNC_PAUSE: libcurl keeps
@@ -123,6 +129,7 @@ void stg__xfer_init(stg__xfer *x, size_t max_body)
 {
     memset(x, 0, sizeof *x);
     x->max_body = max_body ? max_body : DEFAULT_MAX_BODY;
+    x->errbuf = x->errnone;
     stg_hints_init(&x->hints);
 }
 
@@ -156,6 +163,9 @@ void stg__xfer_free(stg__xfer *x)
 {
     stg__buf_free(&x->body);
     stg__buf_free(&x->headers);
+    if (x->errbuf != x->errnone)
+        free(x->errbuf);
+    x->errbuf = x->errnone;
 }
 
 /* Does this response's body go to the sink? Decided at its first byte:
@@ -403,7 +413,15 @@ void stg__xfer_attach(CURL *easy, stg__xfer *x)
     curl_easy_setopt(easy, CURLOPT_WRITEDATA, x);
     curl_easy_setopt(easy, CURLOPT_HEADERFUNCTION, on_header);
     curl_easy_setopt(easy, CURLOPT_HEADERDATA, x);
-    curl_easy_setopt(easy, CURLOPT_ERRORBUFFER, x->errbuf);
+    if (x->errbuf == x->errnone) { /* the first send: its error buffer */
+        char *p = malloc(CURL_ERROR_SIZE);
+        if (p) {
+            p[0] = '\0';
+            x->errbuf = p;
+        }
+    }
+    /* Without memory for it: no text, libcurl's code still classifies. */
+    curl_easy_setopt(easy, CURLOPT_ERRORBUFFER, x->errbuf != x->errnone ? x->errbuf : NULL);
     curl_easy_setopt(easy, CURLOPT_NOSIGNAL, 1L);
 }
 
