@@ -16,27 +16,10 @@ T=$(mktemp -d /tmp/stg_proxy.XXXXXX)
 SERVE_DIR=$T
 . "$(dirname "$0")/serve_lib.sh"
 trap 'in_script && { stop_jobs; rm -rf "$T"; }' EXIT
+. "$(dirname "$0")/proxy_lib.sh"
 PY=/usr/bin/python3
 [ -x "$PY" ] || PY=python3
 
-# proxy_start NAME ARGS...: start `stagger proxy --listen 127.0.0.1:0 ARGS`
-# as a job of this shell; sets PXPID, PXPORT, PX (its base URL).
-proxy_start() {
-  _pn=$1; shift
-  : > "$T/$_pn.out"
-  "$S" proxy --listen 127.0.0.1:0 "$@" > "$T/$_pn.out" 2> "$T/$_pn.err" &
-  PXPID=$!
-  PXPORT=$(listen_port "$T/$_pn.out" "$PXPID")
-  [ -n "$PXPORT" ] || { echo "proxy $_pn did not start: $(cat "$T/$_pn.err")" >&2; exit 1; }
-  PX="http://127.0.0.1:$PXPORT"
-}
-# proxy_stop: SIGTERM; the proxy must exit 0 (hang guard 30 s).
-proxy_stop() {
-  kill -TERM "$PXPID"
-  _rc=0
-  wait "$PXPID" || _rc=$?
-  check "proxy exits 0 after SIGTERM (got $_rc)" [ "$_rc" = 0 ]
-}
 stats() { curl -s "$1/__stats"; }
 
 # ---- what goes upstream --------------------------------------------------------

@@ -14,30 +14,11 @@ T=$(mktemp -d /tmp/stg_pxs.XXXXXX)
 SERVE_DIR=$T
 . "$(dirname "$0")/serve_lib.sh"
 trap 'in_script && { stop_jobs; rm -rf "$T"; }' EXIT
+. "$(dirname "$0")/proxy_lib.sh"
 PY=/usr/bin/python3
 [ -x "$PY" ] || PY=python3
 HERE=$(cd "$(dirname "$0")" && pwd)
 
-proxy_start() {
-  _pn=$1; shift
-  : > "$T/$_pn.out"
-  "$S" proxy --listen 127.0.0.1:0 "$@" > "$T/$_pn.out" 2> "$T/$_pn.err" &
-  PXPID=$!
-  PXPORT=$(listen_port "$T/$_pn.out" "$PXPID")
-  [ -n "$PXPORT" ] || { echo "proxy $_pn did not start: $(cat "$T/$_pn.err")" >&2; exit 1; }
-  PX="http://127.0.0.1:$PXPORT"
-}
-proxy_stop() {
-  kill -TERM "$PXPID"
-  _rc=0
-  wait "$PXPID" || _rc=$?
-  check "proxy exits 0 after SIGTERM (got $_rc)" [ "$_rc" = 0 ]
-}
-# wait_for CMD...: until CMD succeeds (a 30 s hang guard).
-wait_for() {
-  for _ in $(seq 600); do "$@" && return 0; sleep 0.05; done
-  return 1
-}
 
 : > "$T/up.out"
 $PY "$HERE/test_proxy_upstream.py" > "$T/up.out" 2>"$T/up.err" &
