@@ -143,6 +143,14 @@ typedef enum stg_body_op {
  * for the three ops above still covers every op it can get. */
 #define STG_BODY_HEAD ((stg_body_op)4)
 
+/* Only with STG_STREAM_OTHER: buf, len: the next bytes of a body that is
+ * not 2xx (a 429 or 503 before a retry, a redirect, a final 404), which
+ * the library also keeps in stg_result.body up to its 64 KiB. Such bytes
+ * do not make a request final (a retry may follow: RESTART comes first,
+ * as for any attempt's bytes); the last attempt's are the result's body,
+ * whole. No HEAD before them: the result has their header block. */
+#define STG_BODY_OTHER ((stg_body_op)5)
+
 /* What a sink may return from DATA when its request has STG_STREAM_PAUSE:
  * "I did not take these bytes; pause the transfer". The same bytes come
  * again after stg_engine_resume(). Without that flag it is a failure like
@@ -156,6 +164,7 @@ typedef enum stg_body_op {
                                is never retried: a failure after that gives
                                up (ERROR_NOT_RETRYABLE) */
 #define STG_STREAM_PAUSE 4u /* the sink may return STG_BODY_PAUSE */
+#define STG_STREAM_OTHER 8u /* the sink gets non-2xx bodies too (STG_BODY_OTHER) */
 
 /* A request body read as it is sent (stg_request.read_body): copy up to
  * size bytes into buf and return how many; 0 is the end of the body;

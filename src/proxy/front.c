@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <unistd.h>
 
 #include <jansson.h>
 
@@ -108,6 +109,11 @@ static enum MHD_Result begin(stg_proxy *p, px_req *r, struct MHD_Connection *c,
 {
     r->begun = true;
     char msg[512];
+    const char *host = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Host");
+    if (host && !(r->host = strdup(host))) {
+        r->early = true;
+        return px_answer_error(c, 500, "out of memory", "internal");
+    }
     if (!strcmp(method, "CONNECT")) {
         r->early = true;
         return px_answer_error(c, 405,
@@ -227,7 +233,7 @@ static enum MHD_Result answer_stream(px_req *r, struct MHD_Connection *c)
     if (!resp)
         return MHD_NO;
     r->refs++; /* the reader's */
-    px_response_headers(resp, r->rhdrs, r->rhdrs_len);
+    px_response_headers(resp, r, r->rhdrs, r->rhdrs_len);
     r->queued = true;
     return queue(c, (unsigned)r->status, resp);
 }
@@ -269,6 +275,23 @@ static ssize_t head_reader(void *cls, uint64_t pos, char *buf, size_t max)
     return MHD_CONTENT_READER_END_WITH_ERROR;
 }
 
+/* A spooled non-2xx body (relay.c). After done nothing writes the spool,
+ * so it is read without p->mu. */
+static ssize_t spool_reader(void *cls, uint64_t pos, char *buf, size_t max)
+{
+    px_req *r = cls;
+    if (pos >= r->ototal)
+        return MHD_CONTENT_READER_END_OF_STREAM;
+    if (max > r->ototal - pos)
+        max = (size_t)(r->ototal - pos);
+    if (!r->ofile) {
+        memcpy(buf, r->obuf + pos, max);
+        return (ssize_t)max;
+    }
+    ssize_t n = pread(fileno(r->ofile), buf, max, (off_t)pos);
+    return n > 0 ? n : MHD_CONTENT_READER_END_WITH_ERROR;
+}
+
 /* The done callback's answer. p->mu held. */
 static enum MHD_Result answer_final(px_req *r, struct MHD_Connection *c)
 {
@@ -280,15 +303,22 @@ static enum MHD_Result answer_final(px_req *r, struct MHD_Connection *c)
         int64_t len = head ? px_block_length(r->rhdrs, r->rhdrs_len) : -1;
         /* HEAD: the upstream's Content-Length, through a reader MHD never
          * calls for a HEAD (it sends no body). */
-        struct MHD_Response *resp =
-            len >= 0 ? MHD_create_response_from_callback((uint64_t)len, 1024, head_reader, NULL,
-                                                         NULL)
-                     : MHD_create_response_from_buffer(head ? 0 : r->fbody_len,
-                                                       r->fbody ? r->fbody : (char *)"",
-                                                       MHD_RESPMEM_MUST_COPY);
+        struct MHD_Response *resp;
+        if (len >= 0) {
+            resp = MHD_create_response_from_callback((uint64_t)len, 1024, head_reader, NULL, NULL);
+        } else if (r->ototal) { /* the whole body, from the spool */
+            resp = MHD_create_response_from_callback(r->ototal, 32 * 1024, spool_reader, r,
+                                                     reader_free);
+            if (resp)
+                r->refs++; /* the reader's */
+        } else {
+            resp = MHD_create_response_from_buffer(head ? 0 : r->fbody_len,
+                                                   r->fbody ? r->fbody : (char *)"",
+                                                   MHD_RESPMEM_MUST_COPY);
+        }
         if (!resp)
             return MHD_NO;
-        px_response_headers(resp, r->rhdrs, r->rhdrs_len);
+        px_response_headers(resp, r, r->rhdrs, r->rhdrs_len);
         px_log_request(r->p, r, r->status);
         return queue(c, (unsigned)r->status, resp);
     }

@@ -14,6 +14,12 @@
  * it once the buffer drains below PX_LOW_WATER, so a slow program reading
  * a 64 MiB body holds the proxy's memory to about PX_HIGH_WATER.
  *
+ * Any other answer's body (STG_STREAM_OTHER) is spooled whole, in memory
+ * and then a temporary file, because whether it is the answer is known
+ * only at done: a 429 whose retry succeeds is dropped (RESTART), one
+ * given back reaches the program byte for byte, however large (up to the
+ * engine's max_body).
+ *
  * Invariants: commands run without p->mu (the engine calls back into the
  * sink and done, which take it); every SUBMIT ends in exactly one done
  * callback or, when the submit fails, in a final answer set here; the
@@ -48,6 +54,7 @@ void px_wake(stg_proxy *p)
 void px_req_free(px_req *r)
 {
     free(r->uri);
+    free(r->host);
     free(r->method);
     free(r->url);
     for (size_t i = 0; i < r->n_hdrs; i++)
@@ -57,6 +64,9 @@ void px_req_free(px_req *r)
     free(r->rhdrs);
     free(r->sbuf);
     free(r->fbody);
+    free(r->obuf);
+    if (r->ofile)
+        fclose(r->ofile);
     free(r);
 }
 
@@ -92,11 +102,57 @@ static bool sbuf_put(px_req *r, const void *buf, size_t len)
     return true;
 }
 
+/* A non-2xx body, kept whole (engine thread; the spool is the engine
+ * thread's until done). Returns false when it cannot be kept: the engine
+ * then fails the request (a 502), so no body is ever cut silently. */
+static bool spool_put(px_req *r, const void *buf, size_t len)
+{
+    if (!r->ofile && r->olen + len <= PX_SPOOL_MEM) {
+        if (!r->obuf && !(r->obuf = malloc(PX_SPOOL_MEM)))
+            return false;
+        memcpy(r->obuf + r->olen, buf, len);
+        r->olen += len;
+        r->ototal += len;
+        return true;
+    }
+    if (!r->ofile) { /* over PX_SPOOL_MEM: everything to an unlinked file */
+        r->ofile = tmpfile();
+        if (!r->ofile || (r->olen && fwrite(r->obuf, 1, r->olen, r->ofile) != r->olen))
+            return false;
+        free(r->obuf);
+        r->obuf = NULL;
+        r->olen = 0;
+    }
+    if (fwrite(buf, 1, len, r->ofile) != len)
+        return false;
+    r->ototal += len;
+    return true;
+}
+
+static void spool_reset(px_req *r)
+{
+    r->olen = 0;
+    r->ototal = 0;
+    if (r->ofile) {
+        fclose(r->ofile);
+        r->ofile = NULL;
+    }
+}
+
 static int sink(stg_body_op op, const void *buf, size_t len, void *data)
 {
     px_req *r = data;
     stg_proxy *p = r->p;
     int rc = 0;
+    if (op == STG_BODY_OTHER || op == STG_BODY_RESTART) {
+        pthread_mutex_lock(&p->mu);
+        bool gone = r->client_gone;
+        pthread_mutex_unlock(&p->mu);
+        if (op == STG_BODY_RESTART)
+            spool_reset(r); /* and the 2xx buffer, below */
+        else
+            return gone || !spool_put(r, buf, len) ? -1 : 0;
+    }
     pthread_mutex_lock(&p->mu);
     if (op == STG_BODY_HEAD) {
         free(r->rhdrs);
@@ -159,7 +215,12 @@ static void on_done(stg_engine *e, uint64_t id, const stg_result *res, void *dat
         free(r->rhdrs);
         r->rhdrs = res->headers_len ? strndup(res->headers, res->headers_len) : NULL;
         r->rhdrs_len = r->rhdrs ? res->headers_len : 0;
-        r->fbody = res->body_len ? malloc(res->body_len) : NULL;
+        if (r->ofile && fflush(r->ofile) != 0) {
+            r->error = STG_NET_OTHER; /* the spool lost bytes: never cut silently */
+            snprintf(r->errtext, sizeof r->errtext, "cannot keep the answer's body");
+        }
+        /* A spooled body is the whole one; res->body only its first 64 KiB. */
+        r->fbody = res->body_len && !r->ototal ? malloc(res->body_len) : NULL;
         if (r->fbody)
             memcpy(r->fbody, res->body, res->body_len);
         r->fbody_len = r->fbody ? res->body_len : 0;
@@ -228,7 +289,7 @@ static void submit(stg_proxy *p, px_req *r)
         rq.secret_headers = p->cfg.secret_headers;
         rq.body_sink = sink;
         rq.body_sink_data = r;
-        rq.stream = STG_STREAM_HEAD | STG_STREAM_FINAL | STG_STREAM_PAUSE;
+        rq.stream = STG_STREAM_HEAD | STG_STREAM_FINAL | STG_STREAM_PAUSE | STG_STREAM_OTHER;
         rq.deadline_us = r->deadline_us;
         rq.max_attempts = r->max_attempts;
         rq.priority = r->priority;
