@@ -607,6 +607,12 @@ STG_API void stg_engine_cancel_all(stg_engine *e);
  * clock (at most timeout_us, and 0 when work is ready). */
 STG_API int stg_engine_run(stg_engine *e, int64_t timeout_us);
 
+/* stg_engine_run whose wait also ends when fd is readable (-1: none), so
+ * one thread can drive another event source with the engine (the proxy
+ * runs libmicrohttpd's epoll descriptor this way: no second thread, no
+ * hand-off per request). The engine never reads fd. */
+STG_API int stg_engine_run_fd(stg_engine *e, int64_t timeout_us, int fd);
+
 /* Run until every request has finished, or until stg_engine_stop() is called
  * (then returns the number left). Returns 0 when all finished. From inside
  * a callback: does nothing, returns the count. */

@@ -186,7 +186,6 @@ static ssize_t reader(void *cls, uint64_t pos, char *buf, size_t max)
     px_req *r = cls;
     stg_proxy *p = r->p;
     ssize_t out;
-    bool wake = false;
     pthread_mutex_lock(&p->mu);
     if (r->client_gone) {
         out = MHD_CONTENT_READER_END_WITH_ERROR;
@@ -198,7 +197,7 @@ static ssize_t reader(void *cls, uint64_t pos, char *buf, size_t max)
         r->soff += n;
         if (r->upstream_paused && r->slen - r->soff < PX_LOW_WATER) {
             r->upstream_paused = false;
-            wake = px_cmd_push(p, PX_RESUME, r);
+            (void)px_cmd_push(p, PX_RESUME, r);
         }
         out = (ssize_t)n;
     } else if (r->stream_end) {
@@ -208,8 +207,6 @@ static ssize_t reader(void *cls, uint64_t pos, char *buf, size_t max)
         out = 0;
     }
     pthread_mutex_unlock(&p->mu);
-    if (wake)
-        px_wake(p);
     return out;
 }
 
@@ -331,7 +328,8 @@ static enum MHD_Result answer_final(px_req *r, struct MHD_Connection *c)
     return px_answer_error(c, status, msg, why);
 }
 
-/* Queue r's submission. p->mu held; the caller wakes the engine. */
+/* Queue r's submission. p->mu held; no wake-up: the loop runs the
+ * commands right after MHD_run returns (relay.c). */
 static bool submit_locked(stg_proxy *p, px_req *r)
 {
     r->submitted = true;
@@ -353,7 +351,6 @@ static enum MHD_Result upload_stream(stg_proxy *p, px_req *r, struct MHD_Connect
                                      const char *data, size_t *size)
 {
     enum MHD_Result rc = MHD_YES;
-    bool wake = false;
     pthread_mutex_lock(&p->mu);
     if (r->client_gone) {
         rc = MHD_NO;
@@ -369,7 +366,6 @@ static enum MHD_Result upload_stream(stg_proxy *p, px_req *r, struct MHD_Connect
                 pthread_mutex_unlock(&p->mu);
                 return MHD_NO;
             }
-            wake = true;
         }
         if (r->body_off) {
             memmove(r->body, r->body + r->body_off, r->body_len - r->body_off);
@@ -393,7 +389,7 @@ static enum MHD_Result upload_stream(stg_proxy *p, px_req *r, struct MHD_Connect
             *size -= n;
             if (r->read_paused) {
                 r->read_paused = false;
-                wake |= px_cmd_push(p, PX_RESUME, r);
+                (void)px_cmd_push(p, PX_RESUME, r);
             }
         }
         if (*size) {
@@ -402,8 +398,6 @@ static enum MHD_Result upload_stream(stg_proxy *p, px_req *r, struct MHD_Connect
         }
     }
     pthread_mutex_unlock(&p->mu);
-    if (wake)
-        px_wake(p);
     return rc;
 }
 
@@ -411,13 +405,12 @@ static enum MHD_Result upload_stream(stg_proxy *p, px_req *r, struct MHD_Connect
 static enum MHD_Result end(stg_proxy *p, px_req *r, struct MHD_Connection *c)
 {
     enum MHD_Result rc = MHD_YES;
-    bool wake = false;
     pthread_mutex_lock(&p->mu);
     if (r->body_stream && !r->body_done) {
         r->body_done = true;
         if (r->read_paused) {
             r->read_paused = false;
-            wake |= px_cmd_push(p, PX_RESUME, r);
+            (void)px_cmd_push(p, PX_RESUME, r);
         }
     }
     if (r->client_gone || r->queued) {
@@ -431,7 +424,6 @@ static enum MHD_Result end(stg_proxy *p, px_req *r, struct MHD_Connection *c)
             pthread_mutex_unlock(&p->mu);
             return px_answer_error(c, 500, "out of memory", "internal");
         }
-        wake = true;
         px_suspend_locked(r);
     } else if (r->head) {
         rc = answer_stream(r, c); /* logged at its end (relay.c) */
@@ -441,8 +433,6 @@ static enum MHD_Result end(stg_proxy *p, px_req *r, struct MHD_Connection *c)
         px_suspend_locked(r); /* resumed with nothing to say yet */
     }
     pthread_mutex_unlock(&p->mu);
-    if (wake)
-        px_wake(p);
     return rc;
 }
 
@@ -486,14 +476,13 @@ void px_on_completed(void *cls, struct MHD_Connection *c, void **req_cls,
     if (!r)
         return;
     *req_cls = NULL;
-    bool wake = false;
     pthread_mutex_lock(&p->mu);
     if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK && !r->client_gone) {
         r->client_gone = true;
         p->client_gone++;
     }
     if (r->submitted && !r->engine_done && r->client_gone)
-        wake = px_cmd_push(p, PX_CANCEL, r);
+        (void)px_cmd_push(p, PX_CANCEL, r);
     if (r->suspended) { /* cannot happen for a finished request; be safe */
         r->suspended = false;
         px_watch_remove_locked(r);
@@ -505,6 +494,4 @@ void px_on_completed(void *cls, struct MHD_Connection *c, void **req_cls,
     }
     px_unref_locked(r);
     pthread_mutex_unlock(&p->mu);
-    if (wake)
-        px_wake(p);
 }

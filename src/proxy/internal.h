@@ -10,13 +10,17 @@
  *   admin.c    /__stagger/metrics and /__stagger/health;
  *   proxy.c    start, drain, stop, the log.
  *
- * Threads and the one lock: MHD's thread (front), the engine thread
- * (relay) and the watcher meet in p->mu, which guards every px_req field
- * marked "mu" and the command queue. The engine is touched only by the
- * engine thread; the front asks it for things through commands. Nobody
- * calls into the engine or MHD's stop/start with p->mu held; the only MHD
- * calls made under it are MHD_suspend_connection (from a callback of that
- * connection) and MHD_resume_connection, which never call back into us.
+ * Threads and the one lock: the loop thread (relay.c: MHD in external
+ * epoll mode, the front's callbacks, the engine), the watcher and the
+ * controlling thread meet in p->mu, which guards every px_req field marked
+ * "mu" and the command queue. The engine and MHD (but for
+ * MHD_resume_connection, which is thread-safe, and MHD_stop_daemon once
+ * the loop has ended) are touched only by the loop thread; the front asks
+ * the engine for things through commands, which the loop runs after each
+ * MHD_run. Nobody calls into the engine or MHD's stop/start with p->mu
+ * held; the only MHD calls made under it are MHD_suspend_connection (from
+ * a callback of that connection) and MHD_resume_connection, which never
+ * call back into us.
  *
  * Lifetime: a px_req has one reference per holder: the MHD side (from the
  * URI callback to the completed callback), the engine side (from submit
@@ -140,6 +144,7 @@ struct stg_proxy {
     size_t n_routes;
     size_t max_request_body;
     struct MHD_Daemon *mhd;
+    int mhd_fd;          /* MHD's epoll descriptor: the loop waits on it */
     unsigned port;
     stg_engine *engine;
     pthread_t engine_thread, watch_thread;
@@ -151,6 +156,7 @@ struct stg_proxy {
     size_t n_cmds, cap_cmds;
     bool stopping;       /* mu: the engine thread cancels all and exits */
     bool draining;       /* mu: not accepting new requests */
+    bool quiesce, quiesced; /* mu: a drain asked the loop to stop listening; done */
     int in_flight;       /* mu: submitted, done not yet run */
     int open;            /* mu: submitted, the client's exchange not yet over */
     uint64_t next_serial;
@@ -167,6 +173,7 @@ struct stg_proxy {
 };
 
 /* ---- relay.c ---------------------------------------------------------- */
+/* The loop thread: MHD, the commands, the engine. */
 void *px_engine_main(void *arg);
 /* Queue a command (takes a reference on r). Call with p->mu held; wake
  * the engine after unlocking (px_wake). Returns false when out of memory. */

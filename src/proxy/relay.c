@@ -1,9 +1,17 @@
 /*
- * The engine thread: it alone touches the stg_engine. It takes the front's
- * commands (submit, cancel, resume a paused transfer, reopen the log),
- * runs the engine's passes, and hands answers back through the body sink
- * (a 2xx head and body bytes, as they arrive) and the done callback (the
- * final answer, or the end of a stream).
+ * The loop thread: it alone touches the stg_engine and drives
+ * libmicrohttpd (external epoll mode), so a request never changes thread
+ * on its way through: MHD_run reads it and the front queues a command
+ * (submit, cancel, resume a paused transfer), which runs right after
+ * MHD_run returns; the engine's pass sends it and hands the answer back
+ * through the body sink (a 2xx head and body bytes, as they arrive) and
+ * the done callback (the final answer, or the end of a stream), which
+ * resume the connection for the next MHD_run. The engine's wait also ends
+ * when MHD's epoll descriptor is readable (stg_engine_run_fd). Two threads
+ * per request (MHD's and the engine's, a wake-up and a context switch each
+ * way) cost four times the CPU of the rest of the proxy on loopback.
+ * The watcher and the controlling thread still queue commands, and wake
+ * the engine's wait (px_wake).
  *
  * Streaming (STG_STREAM_HEAD | FINAL | PAUSE): the head of a 2xx answer
  * resumes the client's connection, which then reads body bytes from the
@@ -27,6 +35,7 @@
  */
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "proxy/internal.h"
 
@@ -349,37 +358,78 @@ static void run(stg_proxy *p, const px_cmd *c)
     }
 }
 
+/* Commands queued since the last call, run in order. Returns how many. */
+static size_t run_commands(stg_proxy *p, px_cmd **batch, size_t *cap)
+{
+    pthread_mutex_lock(&p->mu);
+    size_t n = p->n_cmds;
+    if (n > *cap) {
+        px_cmd *b = realloc(*batch, n * sizeof *b);
+        if (b) {
+            *batch = b;
+            *cap = n;
+        } else {
+            n = *cap;
+        }
+    }
+    if (n) {
+        memcpy(*batch, p->cmds, n * sizeof **batch);
+        memmove(p->cmds, p->cmds + n, (p->n_cmds - n) * sizeof *p->cmds);
+        p->n_cmds -= n;
+    }
+    pthread_mutex_unlock(&p->mu);
+    for (size_t i = 0; i < n; i++)
+        run(p, &(*batch)[i]);
+    return n;
+}
+
+/* How long the engine's wait may last: MHD's next connection timeout,
+ * at most 250 ms (a stop or drain is seen within that anyway: both wake
+ * the engine). */
+static int64_t wait_us(stg_proxy *p)
+{
+    MHD_UNSIGNED_LONG_LONG ms = 0;
+    if (MHD_get_timeout(p->mhd, &ms) == MHD_YES && ms < 250)
+        return (int64_t)ms * 1000;
+    return STG_MS(250);
+}
+
+/* A drain asked to stop accepting: MHD is ours (this thread's) to call. */
+static void quiesce(stg_proxy *p)
+{
+    pthread_mutex_lock(&p->mu);
+    bool want = p->quiesce && !p->quiesced;
+    pthread_mutex_unlock(&p->mu);
+    if (!want)
+        return;
+    MHD_socket s = MHD_quiesce_daemon(p->mhd);
+    if (s != MHD_INVALID_SOCKET)
+        close(s);
+    pthread_mutex_lock(&p->mu);
+    p->quiesced = true;
+    pthread_cond_broadcast(&p->cv);
+    pthread_mutex_unlock(&p->mu);
+}
+
 void *px_engine_main(void *arg)
 {
     stg_proxy *p = arg;
     px_cmd *batch = NULL;
     size_t cap = 0;
     for (;;) {
+        MHD_run(p->mhd); /* never blocks: what is ready, and the resumed */
+        quiesce(p);
+        size_t n = run_commands(p, &batch, &cap);
         pthread_mutex_lock(&p->mu);
-        size_t n = p->n_cmds;
         bool stop = p->stopping;
-        if (n > cap) {
-            px_cmd *b = realloc(batch, n * sizeof *b);
-            if (b) {
-                batch = b;
-                cap = n;
-            } else {
-                n = cap;
-            }
-        }
-        if (n) {
-            memcpy(batch, p->cmds, n * sizeof *batch);
-            memmove(p->cmds, p->cmds + n, (p->n_cmds - n) * sizeof *p->cmds);
-            p->n_cmds -= n;
-        }
         pthread_mutex_unlock(&p->mu);
-        for (size_t i = 0; i < n; i++)
-            run(p, &batch[i]);
         if (stop && !n)
             break;
-        stg_engine_run(p->engine, STG_MS(250));
+        stg_engine_run_fd(p->engine, wait_us(p), p->mhd_fd);
     }
     stg_engine_cancel_all(p->engine); /* every done callback runs */
+    MHD_run(p->mhd);                  /* the connections that resumed */
+    run_commands(p, &batch, &cap);
     free(batch);
     return NULL;
 }
