@@ -1,5 +1,6 @@
 /*
- * The front: libmicrohttpd's callbacks, on MHD's thread.
+ * The front: libmicrohttpd's callbacks, on the loop thread (relay.c),
+ * which runs the commands they queue as soon as MHD_run returns.
  *
  * A request is read whole first (headers, then the body, buffered up to
  * max_request_body), then submitted to the engine thread and its

@@ -49,7 +49,13 @@
 #define PX_HIGH_WATER ((size_t)256 << 10) /* buffered 2xx body: pause upstream */
 #define PX_LOW_WATER ((size_t)64 << 10)   /* ... and resume it below this */
 #define PX_DEFAULT_MAX_REQUEST_BODY ((size_t)16 << 20)
+/* A connection's libmicrohttpd pool: its request head must fit (a larger
+ * one gets 431; 16 KiB heads, Node's limit, fit), and MHD zeroes the whole
+ * pool after each request, so it is what a kept-alive idle connection
+ * costs. */
+#define PX_CONN_POOL ((size_t)32 << 10)
 #define PX_SPOOL_MEM ((size_t)64 << 10) /* a non-2xx body beyond: to a file */
+#define PX_SPOOL_MAX ((uint64_t)1 << 30) /* ... and beyond this a 502, not a cut */
 
 typedef struct px_req px_req;
 
@@ -119,6 +125,7 @@ struct px_req {
     size_t olen;
     FILE *ofile;
     uint64_t ototal;
+    bool ofull;        /* it passed PX_SPOOL_MAX (or the disk is full) */
     px_req *w_next, *w_prev; /* the watch list, while suspended */
 };
 

@@ -208,9 +208,7 @@ stg_proxy *stg_proxy_new(const stg_proxy_config *cfg, char *err, size_t errsize)
         {MHD_OPTION_SOCK_ADDR, 0, &ss},
         {MHD_OPTION_LISTEN_BACKLOG_SIZE, 4096, NULL},
         {MHD_OPTION_CONNECTION_LIMIT, conn_limit(cfg->max_connections), NULL},
-        /* Request line + headers must fit (a larger head gets 431); also
-         * what an idle connection costs at most. */
-        {MHD_OPTION_CONNECTION_MEMORY_LIMIT, 64 * 1024, NULL},
+        {MHD_OPTION_CONNECTION_MEMORY_LIMIT, PX_CONN_POOL, NULL},
         {MHD_OPTION_CONNECTION_TIMEOUT, idle_s ? idle_s : 1, NULL},
         {MHD_OPTION_URI_LOG_CALLBACK, (intptr_t)px_uri_cb, p},
         {MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)px_on_completed, p},

@@ -116,6 +116,8 @@ static bool sbuf_put(px_req *r, const void *buf, size_t len)
  * then fails the request (a 502), so no body is ever cut silently. */
 static bool spool_put(px_req *r, const void *buf, size_t len)
 {
+    if (r->ototal + len > PX_SPOOL_MAX)
+        return !(r->ofull = true);
     if (!r->ofile && r->olen + len <= PX_SPOOL_MEM) {
         if (!r->obuf && !(r->obuf = malloc(PX_SPOOL_MEM)))
             return false;
@@ -127,13 +129,13 @@ static bool spool_put(px_req *r, const void *buf, size_t len)
     if (!r->ofile) { /* over PX_SPOOL_MEM: everything to an unlinked file */
         r->ofile = tmpfile();
         if (!r->ofile || (r->olen && fwrite(r->obuf, 1, r->olen, r->ofile) != r->olen))
-            return false;
+            return !(r->ofull = true);
         free(r->obuf);
         r->obuf = NULL;
         r->olen = 0;
     }
     if (fwrite(buf, 1, len, r->ofile) != len)
-        return false;
+        return !(r->ofull = true);
     r->ototal += len;
     return true;
 }
@@ -142,6 +144,7 @@ static void spool_reset(px_req *r)
 {
     r->olen = 0;
     r->ototal = 0;
+    r->ofull = false;
     if (r->ofile) {
         fclose(r->ofile);
         r->ofile = NULL;
@@ -224,9 +227,11 @@ static void on_done(stg_engine *e, uint64_t id, const stg_result *res, void *dat
         free(r->rhdrs);
         r->rhdrs = res->headers_len ? strndup(res->headers, res->headers_len) : NULL;
         r->rhdrs_len = r->rhdrs ? res->headers_len : 0;
-        if (r->ofile && fflush(r->ofile) != 0) {
+        if (r->ofull || (r->ofile && fflush(r->ofile) != 0)) {
             r->error = STG_NET_OTHER; /* the spool lost bytes: never cut silently */
-            snprintf(r->errtext, sizeof r->errtext, "cannot keep the answer's body");
+            snprintf(r->errtext, sizeof r->errtext,
+                     "the upstream's %d answer has a body the proxy cannot keep whole "
+                     "(over 1 GiB, or the temporary directory is full)", res->status);
         }
         /* A spooled body is the whole one; res->body only its first 64 KiB. */
         r->fbody = res->body_len && !r->ototal ? malloc(res->body_len) : NULL;
