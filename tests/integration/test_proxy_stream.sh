@@ -74,6 +74,15 @@ body_check "final 500" 500 "$PX/status?code=500&n=$MIB" -H 'Stagger-Retries: 0'
 body_check "final 500, chunked" 500 "$PX/status?code=500&n=$MIB&chunked=1" -H 'Stagger-Retries: 0'
 body_check "500 after a retried 503" 500 "$PX/flaky?key=a&n=$MIB" -H 'Stagger-Retries: 1'
 
+# Past the engine's body limit (--max-body) a 500 is a 502 that says so,
+# never a cut 500.
+proxy_stop
+proxy_start mb --upstream "$UP" --max-body 524288
+code=$(curl -s -m 60 -D "$T/mb.h" -o "$T/mb.b" -w '%{http_code}' -H 'Stagger-Retries: 0' \
+  "$PX/status?code=500&n=$MIB" || true)
+check "over --max-body: 502, not a cut 500 (got $code)" [ "$code" = 502 ]
+check "  with a Stagger-Error" grep -qi '^Stagger-Error: ' "$T/mb.h"
+
 # ---- redirects come back through the proxy ---------------------------------------------
 # A Location on a routed upstream names the proxy and the route's prefix
 # (an absolute one, and a relative one resolved against the upstream URL);
