@@ -14,7 +14,8 @@
 #     queueing behind 29 others); and without -j (the concurrency
 #     learned per host, the default), with the limit it learned.
 #  3. Memory per open client connection: a fresh proxy's RSS with 0, 1000
-#     and 2000 idle keep-alive connections (each had one answer).
+#     and 2000 idle keep-alive connections, each of which had one answer
+#     from upstream (MHD zeroes a connection's whole pool after a request).
 # Prints figures, asserts nothing. Only 127.0.0.1 is contacted.
 set -eu
 B=${1:?usage: bench/bench_proxy.sh BUILD_DIR}
@@ -133,7 +134,7 @@ out, socks = [rss()], []
 for step in range(2):
     for _ in range(1000):
         s = socket.create_connection(("127.0.0.1", port))
-        s.sendall(b"GET /__stagger/health HTTP/1.1\r\nHost: x\r\n\r\n")  # one answer, then idle
+        s.sendall(b"GET /track/idle HTTP/1.1\r\nHost: x\r\n\r\n")  # one answer, then idle
         socks.append(s)
     for s in socks[-1000:]:
         s.recv(4096)

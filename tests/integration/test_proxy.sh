@@ -51,6 +51,13 @@ before=$(stats "$UP" | $PY -c 'import json,sys; print(json.load(sys.stdin)["tota
 m=$(curl -s "$PX/__stagger/metrics")
 check "metrics: the engine's names" grep -q '^stagger_attempts_total{class="2xx"} [1-9]' <<<"$m"
 check "metrics: the proxy's own" grep -q '^stagger_proxy_requests_total [1-9]' <<<"$m"
+# The requests above went one after another: one upstream connection
+# carried them all (libcurl's cache, through the one loop thread).
+opened=$(sed -n 's/^stagger_connections_opened_total //p' <<<"$m")
+reused=$(sed -n 's/^stagger_connections_reused_total //p' <<<"$m")
+sent=$(sed -n 's/^stagger_attempts_total{class="2xx"} //p' <<<"$m")
+check "one upstream connection opened ($opened)" [ "$opened" = 1 ]
+check "  and reused by every later request ($reused of $sent)" [ "$reused" = $((sent - 1)) ]
 h=$(curl -s "$PX/__stagger/health")
 jcheck "health" "$h" 'j["status"] == "ok" and j["in_flight"] == 0'
 after=$(stats "$UP" | $PY -c 'import json,sys; print(json.load(sys.stdin)["total"])')
