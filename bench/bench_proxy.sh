@@ -11,9 +11,11 @@
 #     direct and through the proxy (--rate 0) against an unlimited server:
 #     req/s and p50 latency; goals: >= 0.5x direct, added p50 <= 200 us;
 #     and with one connection, where p50 is the added latency itself (no
-#     queueing behind 29 others).
-#  3. Memory per open client connection: the proxy's RSS before and after
-#     2000 idle keep-alive connections.
+#     queueing behind 29 others); and without -j (the concurrency
+#     learned per host, the default), with the limit it learned.
+#  3. Memory per open client connection: a fresh proxy's RSS with 0, 1000
+#     and 2000 idle keep-alive connections, each of which had one answer
+#     from upstream (MHD zeroes a connection's whole pool after a request).
 # Prints figures, asserts nothing. Only 127.0.0.1 is contacted.
 set -eu
 B=${1:?usage: bench/bench_proxy.sh BUILD_DIR}
@@ -114,25 +116,40 @@ if command -v wrk > /dev/null 2>&1; then
   start_proxy over --upstream "http://127.0.0.1:$PORT" --rate 0 -j 100
   wrk_run proxy "http://127.0.0.1:$PXPORT/track/w"
   wrk_run proxy1 "http://127.0.0.1:$PXPORT/track/w" 1
-  # ---- 3. memory per open client connection (same proxy, idle now)
-  rss() { sed -n 's/^VmRSS:[[:space:]]*\([0-9]*\) kB/\1/p' "/proc/$PX_PID/status"; }
-  before=$(rss)
-  after=$("$PY" - "$PXPORT" "$PX_PID" <<'PY'
+  stop "$PX_PID"; PX_PID=""
+  # ---- 3. memory per open client connection: a fresh proxy (a loaded one
+  # would reuse the heap wrk left, and hide the cost), its RSS with 0, 1000
+  # and 2000 idle keep-alive connections that each had one answer.
+  start_proxy mem --upstream "http://127.0.0.1:$PORT" --rate 0 -j 100
+  curl -s -o /dev/null "http://127.0.0.1:$PXPORT/track/warm"
+  mem=$("$PY" - "$PXPORT" "$PX_PID" <<'PY'
 import socket, sys, time
 port, pid = int(sys.argv[1]), sys.argv[2]
-socks = []
-for _ in range(2000):
-    s = socket.create_connection(("127.0.0.1", port))
-    s.sendall(b"GET /__stagger/health HTTP/1.1\r\nHost: x\r\n\r\n")  # one answer, then idle
-    socks.append(s)
-for s in socks:
-    s.recv(4096)
-time.sleep(0.5)
-for l in open("/proc/%s/status" % pid):
-    if l.startswith("VmRSS:"):
-        print(l.split()[1])
+def rss():
+    time.sleep(0.3)
+    for l in open("/proc/%s/status" % pid):
+        if l.startswith("VmRSS:"):
+            return int(l.split()[1])
+out, socks = [rss()], []
+for step in range(2):
+    for _ in range(1000):
+        s = socket.create_connection(("127.0.0.1", port))
+        s.sendall(b"GET /track/idle HTTP/1.1\r\nHost: x\r\n\r\n")  # one answer, then idle
+        socks.append(s)
+    for s in socks[-1000:]:
+        s.recv(4096)
+    out.append(rss())
+print(*out)
 PY
 )
+  set -- $mem
+  rss0=$1 rss1=$2 rss2=$3
+  stop "$PX_PID"; PX_PID=""
+  # The default: no -j, the concurrency learned per host.
+  start_proxy learned --upstream "http://127.0.0.1:$PORT" --rate 0
+  wrk_run proxyL "http://127.0.0.1:$PXPORT/track/w"
+  climit=$(curl -s "http://127.0.0.1:$PXPORT/__stagger/health" |
+    "$PY" -c 'import json,sys; print(json.load(sys.stdin)["concurrency_limit"])' || echo '?')
   stop "$PX_PID"; PX_PID=""
   stop "$SRV_PID"; SRV_PID=""
 else
@@ -157,11 +174,14 @@ print("%-54s %10.0f %10s" % ("wrk direct", float(d[1]), d[2]))
 print("%-54s %10.0f %10s" % ("wrk through stagger proxy --rate 0", float(p[1]), p[2]))
 print("%-54s %9.2fx %+9.0fus" % ("proxy / direct, added p50", float(p[1]) / max(float(d[1]), 1),
                                   us(p[2]) - us(d[2])))
+l = rows["proxyL"]
+print("%-54s %10.0f %10s" % ("wrk through stagger proxy, learned concurrency (no -j)", float(l[1]), l[2]))
 d1, p1 = rows["direct1"], rows["proxy1"]
 print("%-54s %10.0f %10s" % ("wrk -c1 direct (no queueing)", float(d1[1]), d1[2]))
 print("%-54s %10.0f %10s" % ("wrk -c1 through stagger proxy", float(p1[1]), p1[2]))
 print("%-54s %10s %+9.0fus" % ("added p50, one connection", "", us(p1[2]) - us(d1[2])))
 PY
   echo
-  echo "memory per open client connection: $(( (after - before) * 1024 / 2000 )) bytes (RSS $before kB -> $after kB, 2000 idle keep-alive connections)"
+  echo "learned concurrency limit after that run: $climit (30 clients)"
+  echo "memory per open client connection: $(( (rss2 - rss0) * 1024 / 2000 )) bytes (proxy RSS $rss0 kB idle, $rss1 kB with 1000 idle keep-alive connections, $rss2 kB with 2000)"
 fi

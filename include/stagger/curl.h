@@ -148,6 +148,14 @@ typedef enum stg_body_op {
  * for the three ops above still covers every op it can get. */
 #define STG_BODY_HEAD ((stg_body_op)4)
 
+/* Only with STG_STREAM_OTHER: buf, len: the next bytes of a body that is
+ * not 2xx (a 429 or 503 before a retry, a redirect, a final 404), which
+ * the library also keeps in stg_result.body up to its 64 KiB. Such bytes
+ * do not make a request final (a retry may follow: RESTART comes first,
+ * as for any attempt's bytes); the last attempt's are the result's body,
+ * whole. No HEAD before them: the result has their header block. */
+#define STG_BODY_OTHER ((stg_body_op)5)
+
 /* What a sink may return from DATA when its request has STG_STREAM_PAUSE:
  * "I did not take these bytes; pause the transfer". The same bytes come
  * again after stg_engine_resume(). Without that flag it is a failure like
@@ -161,6 +169,7 @@ typedef enum stg_body_op {
                                is never retried: a failure after that gives
                                up (ERROR_NOT_RETRYABLE) */
 #define STG_STREAM_PAUSE 4u /* the sink may return STG_BODY_PAUSE */
+#define STG_STREAM_OTHER 8u /* the sink gets non-2xx bodies too (STG_BODY_OTHER) */
 
 /* A request body read as it is sent (stg_request.read_body): copy up to
  * size bytes into buf and return how many; 0 is the end of the body;
@@ -605,6 +614,12 @@ STG_API void stg_engine_cancel_all(stg_engine *e);
  * pass, after the wait; the wait is computed from the previous pass's
  * clock (at most timeout_us, and 0 when work is ready). */
 STG_API int stg_engine_run(stg_engine *e, int64_t timeout_us);
+
+/* stg_engine_run whose wait also ends when fd is readable (-1: none), so
+ * one thread can drive another event source with the engine (the proxy
+ * runs libmicrohttpd's epoll descriptor this way: no second thread, no
+ * hand-off per request). The engine never reads fd. */
+STG_API int stg_engine_run_fd(stg_engine *e, int64_t timeout_us, int fd);
 
 /* Run until every request has finished, or until stg_engine_stop() is called
  * (then returns the number left). Returns 0 when all finished. From inside

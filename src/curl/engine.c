@@ -312,6 +312,11 @@ static int64_t poll_timeout_us(const stg_engine *e, int64_t timeout_us)
 
 int stg_engine_run(stg_engine *e, int64_t timeout_us)
 {
+    return stg_engine_run_fd(e, timeout_us, -1);
+}
+
+int stg_engine_run_fd(stg_engine *e, int64_t timeout_us, int fd)
+{
     if (!e)
         return 0;
     if (e->in_pass)
@@ -322,9 +327,11 @@ int stg_engine_run(stg_engine *e, int64_t timeout_us)
     int64_t ms = (t + 999) / 1000;
     if (ms > INT_MAX)
         ms = INT_MAX;
-    struct curl_waitfd wfd = {.fd = e->wake_fd, .events = CURL_WAIT_POLLIN};
-    curl_multi_poll(e->multi, &wfd, 1, (int)ms, NULL);
-    if (wfd.revents) {
+    /* The caller's fd only ends the wait: reading it is the caller's. */
+    struct curl_waitfd wfd[2] = {{.fd = e->wake_fd, .events = CURL_WAIT_POLLIN},
+                                 {.fd = fd, .events = CURL_WAIT_POLLIN}};
+    curl_multi_poll(e->multi, wfd, fd >= 0 ? 2 : 1, (int)ms, NULL);
+    if (wfd[0].revents) {
         uint64_t v;
         ssize_t rd = read(e->wake_fd, &v, sizeof v);
         (void)rd;

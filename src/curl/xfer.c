@@ -78,7 +78,9 @@
  * did not take pauses the transfer (CURL_WRITEFUNC_PAUSE: libcurl keeps
  * the bytes and delivers them again on resume), and is not counted.
  * `streamed` records that the sink got a HEAD or a byte: with
- * STG_STREAM_FINAL that request is never retried (engine_done.c).
+ * STG_STREAM_FINAL that request is never retried (engine_done.c). With
+ * STG_STREAM_OTHER the sink also gets the bytes of other bodies (the proxy
+ * gives a final 429 or 500 back whole); they leave `streamed` alone.
  */
 #include <limits.h>
 #include <stdlib.h>
@@ -223,6 +225,20 @@ bool stg__xfer_sink_end(stg__xfer *x)
     return ok;
 }
 
+/* STG_STREAM_OTHER: a body that is not 2xx goes to the sink too (it is
+ * also kept, capped, for hints and logs). 0, or the sink failed. */
+static int other_put(stg__xfer *x, const char *data, size_t n)
+{
+    if (!x->sink || !(x->stream & STG_STREAM_OTHER))
+        return 0;
+    if (x->sink_restart && !sink_restart(x))
+        return -1;
+    if (x->sink(STG_BODY_OTHER, data, n, x->sink_data) != 0)
+        return -1;
+    x->sink_dirty = true; /* not `streamed`: a retry may still follow */
+    return 0;
+}
+
 /* Keep up to n bytes in memory: up to max_body without a sink, else the
  * capped prefix of a body that is not the sink's. */
 static bool keep_in_memory(stg__xfer *x, const char *data, size_t n)
@@ -251,6 +267,9 @@ static size_t on_body(char *data, size_t size, size_t nmemb, void *arg)
             x->sink_failed = true;
             return 0; /* CURLE_WRITE_ERROR aborts the transfer */
         }
+    } else if (keep && other_put(x, data, keep) != 0) {
+        x->sink_failed = true;
+        return 0;
     } else if (keep && !keep_in_memory(x, data, keep)) {
         x->oom = true;
         return 0; /* CURLE_WRITE_ERROR aborts the transfer */

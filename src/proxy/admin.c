@@ -4,8 +4,11 @@
  *                           same names as fetch and batch (stg_metrics),
  *                           and the proxy's connection figures;
  *   GET /__stagger/health   {"status": "ok" | "draining", "in_flight": N,
- *                           "requests": N, "client_gone": N}, 200 while
- *                           serving and 503 while draining.
+ *                           "requests": N, "client_gone": N,
+ *                           "concurrency_limit": N (the learned limit, the
+ *                           hosts' sum; 0 with a fixed -j),
+ *                           "concurrency_waits": N}, 200 while serving and
+ *                           503 while draining.
  * Anything else under /__stagger/ is a 404: that prefix is never routed.
  */
 #include <stdlib.h>
@@ -66,11 +69,16 @@ static enum MHD_Result metrics(stg_proxy *p, struct MHD_Connection *c)
 
 static enum MHD_Result health(stg_proxy *p, struct MHD_Connection *c)
 {
+    /* The loop thread runs MHD's callbacks: the engine is ours to ask. */
+    stg_engine_stats st;
+    stg_engine_stats_get(p->engine, &st);
     pthread_mutex_lock(&p->mu);
     bool draining = p->draining;
-    json_t *o = json_pack("{s:s,s:i,s:I,s:I}", "status", draining ? "draining" : "ok",
+    json_t *o = json_pack("{s:s,s:i,s:I,s:I,s:i,s:I}", "status", draining ? "draining" : "ok",
                           "in_flight", p->in_flight, "requests", (json_int_t)p->requests,
-                          "client_gone", (json_int_t)p->client_gone);
+                          "client_gone", (json_int_t)p->client_gone, "concurrency_limit",
+                          st.concurrency_limit, "concurrency_waits",
+                          (json_int_t)st.concurrency_waits);
     pthread_mutex_unlock(&p->mu);
     char *body = o ? json_dumps(o, JSON_COMPACT) : NULL;
     json_decref(o);

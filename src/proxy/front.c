@@ -1,5 +1,6 @@
 /*
- * The front: libmicrohttpd's callbacks, on MHD's thread.
+ * The front: libmicrohttpd's callbacks, on the loop thread (relay.c),
+ * which runs the commands they queue as soon as MHD_run returns.
  *
  * A request is read whole first (headers, then the body, buffered up to
  * max_request_body), then submitted to the engine thread and its
@@ -25,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <unistd.h>
 
 #include <jansson.h>
 
@@ -108,6 +110,11 @@ static enum MHD_Result begin(stg_proxy *p, px_req *r, struct MHD_Connection *c,
 {
     r->begun = true;
     char msg[512];
+    const char *host = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Host");
+    if (host && !(r->host = strdup(host))) {
+        r->early = true;
+        return px_answer_error(c, 500, "out of memory", "internal");
+    }
     if (!strcmp(method, "CONNECT")) {
         r->early = true;
         return px_answer_error(c, 405,
@@ -180,7 +187,6 @@ static ssize_t reader(void *cls, uint64_t pos, char *buf, size_t max)
     px_req *r = cls;
     stg_proxy *p = r->p;
     ssize_t out;
-    bool wake = false;
     pthread_mutex_lock(&p->mu);
     if (r->client_gone) {
         out = MHD_CONTENT_READER_END_WITH_ERROR;
@@ -192,7 +198,7 @@ static ssize_t reader(void *cls, uint64_t pos, char *buf, size_t max)
         r->soff += n;
         if (r->upstream_paused && r->slen - r->soff < PX_LOW_WATER) {
             r->upstream_paused = false;
-            wake = px_cmd_push(p, PX_RESUME, r);
+            (void)px_cmd_push(p, PX_RESUME, r);
         }
         out = (ssize_t)n;
     } else if (r->stream_end) {
@@ -202,8 +208,6 @@ static ssize_t reader(void *cls, uint64_t pos, char *buf, size_t max)
         out = 0;
     }
     pthread_mutex_unlock(&p->mu);
-    if (wake)
-        px_wake(p);
     return out;
 }
 
@@ -222,12 +226,15 @@ static enum MHD_Result answer_stream(px_req *r, struct MHD_Connection *c)
     int64_t len = px_block_length(r->rhdrs, r->rhdrs_len);
     bool no_body = !strcmp(r->method, "HEAD") || r->status == 204 || r->status == 304;
     uint64_t size = no_body ? 0 : len >= 0 ? (uint64_t)len : MHD_SIZE_UNKNOWN;
-    struct MHD_Response *resp = MHD_create_response_from_callback(size, 32 * 1024, reader, r,
+    /* MHD callocs the block with the response: sized to the body, as a
+     * 32 KiB one per small answer was a tenth of the proxy's CPU. */
+    size_t block = len < 0 ? 8192 : len < 1024 ? 1024 : len < 32768 ? (size_t)len : 32768;
+    struct MHD_Response *resp = MHD_create_response_from_callback(size, block, reader, r,
                                                                   reader_free);
     if (!resp)
         return MHD_NO;
     r->refs++; /* the reader's */
-    px_response_headers(resp, r->rhdrs, r->rhdrs_len);
+    px_response_headers(resp, r, r->rhdrs, r->rhdrs_len);
     r->queued = true;
     return queue(c, (unsigned)r->status, resp);
 }
@@ -269,6 +276,23 @@ static ssize_t head_reader(void *cls, uint64_t pos, char *buf, size_t max)
     return MHD_CONTENT_READER_END_WITH_ERROR;
 }
 
+/* A spooled non-2xx body (relay.c). After done nothing writes the spool,
+ * so it is read without p->mu. */
+static ssize_t spool_reader(void *cls, uint64_t pos, char *buf, size_t max)
+{
+    px_req *r = cls;
+    if (pos >= r->ototal)
+        return MHD_CONTENT_READER_END_OF_STREAM;
+    if (max > r->ototal - pos)
+        max = (size_t)(r->ototal - pos);
+    if (!r->ofile) {
+        memcpy(buf, r->obuf + pos, max);
+        return (ssize_t)max;
+    }
+    ssize_t n = pread(fileno(r->ofile), buf, max, (off_t)pos);
+    return n > 0 ? n : MHD_CONTENT_READER_END_WITH_ERROR;
+}
+
 /* The done callback's answer. p->mu held. */
 static enum MHD_Result answer_final(px_req *r, struct MHD_Connection *c)
 {
@@ -280,15 +304,22 @@ static enum MHD_Result answer_final(px_req *r, struct MHD_Connection *c)
         int64_t len = head ? px_block_length(r->rhdrs, r->rhdrs_len) : -1;
         /* HEAD: the upstream's Content-Length, through a reader MHD never
          * calls for a HEAD (it sends no body). */
-        struct MHD_Response *resp =
-            len >= 0 ? MHD_create_response_from_callback((uint64_t)len, 1024, head_reader, NULL,
-                                                         NULL)
-                     : MHD_create_response_from_buffer(head ? 0 : r->fbody_len,
-                                                       r->fbody ? r->fbody : (char *)"",
-                                                       MHD_RESPMEM_MUST_COPY);
+        struct MHD_Response *resp;
+        if (len >= 0) {
+            resp = MHD_create_response_from_callback((uint64_t)len, 1024, head_reader, NULL, NULL);
+        } else if (r->ototal) { /* the whole body, from the spool */
+            resp = MHD_create_response_from_callback(r->ototal, 32 * 1024, spool_reader, r,
+                                                     reader_free);
+            if (resp)
+                r->refs++; /* the reader's */
+        } else {
+            resp = MHD_create_response_from_buffer(head ? 0 : r->fbody_len,
+                                                   r->fbody ? r->fbody : (char *)"",
+                                                   MHD_RESPMEM_MUST_COPY);
+        }
         if (!resp)
             return MHD_NO;
-        px_response_headers(resp, r->rhdrs, r->rhdrs_len);
+        px_response_headers(resp, r, r->rhdrs, r->rhdrs_len);
         px_log_request(r->p, r, r->status);
         return queue(c, (unsigned)r->status, resp);
     }
@@ -301,7 +332,8 @@ static enum MHD_Result answer_final(px_req *r, struct MHD_Connection *c)
     return px_answer_error(c, status, msg, why);
 }
 
-/* Queue r's submission. p->mu held; the caller wakes the engine. */
+/* Queue r's submission. p->mu held; no wake-up: the loop runs the
+ * commands right after MHD_run returns (relay.c). */
 static bool submit_locked(stg_proxy *p, px_req *r)
 {
     r->submitted = true;
@@ -323,7 +355,6 @@ static enum MHD_Result upload_stream(stg_proxy *p, px_req *r, struct MHD_Connect
                                      const char *data, size_t *size)
 {
     enum MHD_Result rc = MHD_YES;
-    bool wake = false;
     pthread_mutex_lock(&p->mu);
     if (r->client_gone) {
         rc = MHD_NO;
@@ -339,7 +370,6 @@ static enum MHD_Result upload_stream(stg_proxy *p, px_req *r, struct MHD_Connect
                 pthread_mutex_unlock(&p->mu);
                 return MHD_NO;
             }
-            wake = true;
         }
         if (r->body_off) {
             memmove(r->body, r->body + r->body_off, r->body_len - r->body_off);
@@ -363,7 +393,7 @@ static enum MHD_Result upload_stream(stg_proxy *p, px_req *r, struct MHD_Connect
             *size -= n;
             if (r->read_paused) {
                 r->read_paused = false;
-                wake |= px_cmd_push(p, PX_RESUME, r);
+                (void)px_cmd_push(p, PX_RESUME, r);
             }
         }
         if (*size) {
@@ -372,8 +402,6 @@ static enum MHD_Result upload_stream(stg_proxy *p, px_req *r, struct MHD_Connect
         }
     }
     pthread_mutex_unlock(&p->mu);
-    if (wake)
-        px_wake(p);
     return rc;
 }
 
@@ -381,13 +409,12 @@ static enum MHD_Result upload_stream(stg_proxy *p, px_req *r, struct MHD_Connect
 static enum MHD_Result end(stg_proxy *p, px_req *r, struct MHD_Connection *c)
 {
     enum MHD_Result rc = MHD_YES;
-    bool wake = false;
     pthread_mutex_lock(&p->mu);
     if (r->body_stream && !r->body_done) {
         r->body_done = true;
         if (r->read_paused) {
             r->read_paused = false;
-            wake |= px_cmd_push(p, PX_RESUME, r);
+            (void)px_cmd_push(p, PX_RESUME, r);
         }
     }
     if (r->client_gone || r->queued) {
@@ -401,7 +428,6 @@ static enum MHD_Result end(stg_proxy *p, px_req *r, struct MHD_Connection *c)
             pthread_mutex_unlock(&p->mu);
             return px_answer_error(c, 500, "out of memory", "internal");
         }
-        wake = true;
         px_suspend_locked(r);
     } else if (r->head) {
         rc = answer_stream(r, c); /* logged at its end (relay.c) */
@@ -411,8 +437,6 @@ static enum MHD_Result end(stg_proxy *p, px_req *r, struct MHD_Connection *c)
         px_suspend_locked(r); /* resumed with nothing to say yet */
     }
     pthread_mutex_unlock(&p->mu);
-    if (wake)
-        px_wake(p);
     return rc;
 }
 
@@ -456,14 +480,13 @@ void px_on_completed(void *cls, struct MHD_Connection *c, void **req_cls,
     if (!r)
         return;
     *req_cls = NULL;
-    bool wake = false;
     pthread_mutex_lock(&p->mu);
     if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK && !r->client_gone) {
         r->client_gone = true;
         p->client_gone++;
     }
     if (r->submitted && !r->engine_done && r->client_gone)
-        wake = px_cmd_push(p, PX_CANCEL, r);
+        (void)px_cmd_push(p, PX_CANCEL, r);
     if (r->suspended) { /* cannot happen for a finished request; be safe */
         r->suspended = false;
         px_watch_remove_locked(r);
@@ -475,6 +498,4 @@ void px_on_completed(void *cls, struct MHD_Connection *c, void **req_cls,
     }
     px_unref_locked(r);
     pthread_mutex_unlock(&p->mu);
-    if (wake)
-        px_wake(p);
 }

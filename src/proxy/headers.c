@@ -17,7 +17,8 @@
  *
  * Downstream: the answer's end-to-end fields go to the program unchanged
  * (Retry-After, RateLimit-*, X-RateLimit-*, Set-Cookie...), so its own
- * logic still works; Content-Length and Transfer-Encoding are MHD's to
+ * logic still works, except a Location back onto a routed upstream, which
+ * is rewritten to point at the proxy (target.c); Content-Length and Transfer-Encoding are MHD's to
  * set from the body it sends.
  */
 #include <stdlib.h>
@@ -184,6 +185,7 @@ static void each_field(const char *block, size_t len,
 
 typedef struct resp_ctx {
     struct MHD_Response *resp;
+    const px_req *r;
     char conn[256];
 } resp_ctx;
 
@@ -206,13 +208,16 @@ static void add_field(void *ctx, const char *name, size_t n, const char *value, 
     char *vb = strndup(value, m);
     if (!vb)
         return;
-    MHD_add_response_header(k->resp, nb, vb);
+    char *loc = n == 8 && !strncasecmp(name, "location", 8) ? px_location(k->r->p, k->r, vb) : NULL;
+    MHD_add_response_header(k->resp, nb, loc ? loc : vb);
+    free(loc);
     free(vb);
 }
 
-void px_response_headers(struct MHD_Response *resp, const char *block, size_t len)
+void px_response_headers(struct MHD_Response *resp, const px_req *r, const char *block,
+                         size_t len)
 {
-    resp_ctx k = {.resp = resp};
+    resp_ctx k = {.resp = resp, .r = r};
     if (block) {
         each_field(block, len, find_connection, &k);
         each_field(block, len, add_field, &k);

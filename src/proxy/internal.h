@@ -10,13 +10,17 @@
  *   admin.c    /__stagger/metrics and /__stagger/health;
  *   proxy.c    start, drain, stop, the log.
  *
- * Threads and the one lock: MHD's thread (front), the engine thread
- * (relay) and the watcher meet in p->mu, which guards every px_req field
- * marked "mu" and the command queue. The engine is touched only by the
- * engine thread; the front asks it for things through commands. Nobody
- * calls into the engine or MHD's stop/start with p->mu held; the only MHD
- * calls made under it are MHD_suspend_connection (from a callback of that
- * connection) and MHD_resume_connection, which never call back into us.
+ * Threads and the one lock: the loop thread (relay.c: MHD in external
+ * epoll mode, the front's callbacks, the engine), the watcher and the
+ * controlling thread meet in p->mu, which guards every px_req field marked
+ * "mu" and the command queue. The engine and MHD (but for
+ * MHD_resume_connection, which is thread-safe, and MHD_stop_daemon once
+ * the loop has ended) are touched only by the loop thread; the front asks
+ * the engine for things through commands, which the loop runs after each
+ * MHD_run. Nobody calls into the engine or MHD's stop/start with p->mu
+ * held; the only MHD calls made under it are MHD_suspend_connection (from
+ * a callback of that connection) and MHD_resume_connection, which never
+ * call back into us.
  *
  * Lifetime: a px_req has one reference per holder: the MHD side (from the
  * URI callback to the completed callback), the engine side (from submit
@@ -28,7 +32,9 @@
  * touches it; a connection is resumed only by the side that finds
  * `suspended` set, which clears it under mu, so it is resumed once per
  * suspension; a 2xx body is buffered at most PX_HIGH_WATER (+ one libcurl
- * write) before the upstream transfer is paused.
+ * write) before the upstream transfer is paused; a non-2xx body is held
+ * in memory up to PX_SPOOL_MEM, the rest on disk (a retry may follow, so
+ * it can neither be sent yet nor be dropped), never cut.
  */
 #ifndef STAGGER_PROXY_INTERNAL_H
 #define STAGGER_PROXY_INTERNAL_H
@@ -43,6 +49,13 @@
 #define PX_HIGH_WATER ((size_t)256 << 10) /* buffered 2xx body: pause upstream */
 #define PX_LOW_WATER ((size_t)64 << 10)   /* ... and resume it below this */
 #define PX_DEFAULT_MAX_REQUEST_BODY ((size_t)16 << 20)
+/* A connection's libmicrohttpd pool: its request head must fit (a larger
+ * one gets 431; 16 KiB heads, Node's limit, fit), and MHD zeroes the whole
+ * pool after each request, so it is what a kept-alive idle connection
+ * costs. */
+#define PX_CONN_POOL ((size_t)32 << 10)
+#define PX_SPOOL_MEM ((size_t)64 << 10) /* a non-2xx body beyond: to a file */
+#define PX_SPOOL_MAX ((uint64_t)1 << 30) /* ... and beyond this a 502, not a cut */
 
 typedef struct px_req px_req;
 
@@ -53,6 +66,7 @@ struct px_req {
     struct MHD_Connection *conn;
     int fd;            /* the client's socket */
     char *uri;         /* the raw request target */
+    char *host;        /* the client's Host field (what it calls us), or NULL */
     int64_t start_us;
 
     /* The upstream request, built by the front before submit, read-only
@@ -101,8 +115,17 @@ struct px_req {
     stg_net_error error;
     char errtext[256];
     int attempts;
-    char *fbody;       /* the final non-streamed body (<= 64 KiB) */
+    char *fbody;       /* the final body when none was spooled */
     size_t fbody_len;
+    /* The body of a non-2xx answer (STG_BODY_OTHER), kept whole until the
+     * engine says whether it is the final answer: PX_SPOOL_MEM bytes in
+     * memory, then all of it in an unlinked temporary file. Written by
+     * the engine thread until done, read by the front's reader after. */
+    char *obuf;
+    size_t olen;
+    FILE *ofile;
+    uint64_t ototal;
+    bool ofull;        /* it passed PX_SPOOL_MAX (or the disk is full) */
     px_req *w_next, *w_prev; /* the watch list, while suspended */
 };
 
@@ -116,6 +139,10 @@ typedef struct px_cmd {
 typedef struct px_route {
     char *prefix;   /* without a trailing '/', "" for the default */
     char *base;     /* the upstream without a trailing '/' */
+    /* base's parts, to recognise a Location on it (px_location): scheme
+     * and host lower-cased, the port explicit, the path without a
+     * trailing '/' ("" for the root). */
+    char *scheme, *host, *port, *path;
 } px_route;
 
 struct stg_proxy {
@@ -124,6 +151,7 @@ struct stg_proxy {
     size_t n_routes;
     size_t max_request_body;
     struct MHD_Daemon *mhd;
+    int mhd_fd;          /* MHD's epoll descriptor: the loop waits on it */
     unsigned port;
     stg_engine *engine;
     pthread_t engine_thread, watch_thread;
@@ -135,6 +163,7 @@ struct stg_proxy {
     size_t n_cmds, cap_cmds;
     bool stopping;       /* mu: the engine thread cancels all and exits */
     bool draining;       /* mu: not accepting new requests */
+    bool quiesce, quiesced; /* mu: a drain asked the loop to stop listening; done */
     int in_flight;       /* mu: submitted, done not yet run */
     int open;            /* mu: submitted, the client's exchange not yet over */
     uint64_t next_serial;
@@ -151,6 +180,7 @@ struct stg_proxy {
 };
 
 /* ---- relay.c ---------------------------------------------------------- */
+/* The loop thread: MHD, the commands, the engine. */
 void *px_engine_main(void *arg);
 /* Queue a command (takes a reference on r). Call with p->mu held; wake
  * the engine after unlocking (px_wake). Returns false when out of memory. */
@@ -178,6 +208,9 @@ enum MHD_Result px_answer_error(struct MHD_Connection *c, unsigned status, const
  * msg saying why (404 no route, 400 bad target or forward mode off). */
 char *px_target(const stg_proxy *p, const char *uri, unsigned *status, char *msg, size_t msgsize);
 int px_routes_init(stg_proxy *p, char *err, size_t errsize);
+/* The Location an upstream answer to r's request should carry to the
+ * client (malloc'd), or NULL to pass loc unchanged. */
+char *px_location(const stg_proxy *p, const px_req *r, const char *loc);
 void px_routes_free(stg_proxy *p);
 
 /* ---- headers.c --------------------------------------------------------- */
@@ -187,8 +220,10 @@ void px_routes_free(stg_proxy *p);
  * libcurl adds nothing). Idempotency-Key goes to r->idem_key. Returns 0,
  * or -1 when out of memory. */
 int px_request_headers(px_req *r, struct MHD_Connection *c);
-/* Add the answer's end-to-end headers from a raw block to resp, and Via. */
-void px_response_headers(struct MHD_Response *resp, const char *block, size_t len);
+/* Add the answer's end-to-end headers from a raw block to resp (a
+ * Location on a routed upstream rewritten by px_location), and Via. */
+void px_response_headers(struct MHD_Response *resp, const px_req *r, const char *block,
+                         size_t len);
 /* The status code of a raw header block's status line, 0 if none. */
 int px_block_status(const char *block, size_t len);
 /* The Content-Length of a raw header block, or -1. */

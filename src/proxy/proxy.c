@@ -5,9 +5,12 @@
  *
  * Invariants: the listening address is loopback unless the caller chose
  * another (the CLI warns); shutdown resumes every suspended connection
- * before MHD_stop_daemon (MHD must not be stopped with one suspended), and
- * stops the engine thread only after MHD, whose completed callbacks queue
- * the last cancels; log lines never hold a header, a query value or URL
+ * while the loop still runs MHD (MHD must not be stopped with one
+ * suspended), then ends the loop (its last pass cancels what is left in
+ * the engine and lets MHD see the resumed connections), and only then
+ * calls MHD_stop_daemon, from this thread, once no other one runs MHD;
+ * MHD_quiesce_daemon (a drain) is the loop's to call, like every MHD call
+ * but MHD_resume_connection; log lines never hold a header, a query value or URL
  * userinfo (stg_redact_url, and the engine's events are redacted).
  */
 #include <arpa/inet.h>
@@ -154,6 +157,7 @@ stg_proxy *stg_proxy_new(const stg_proxy_config *cfg, char *err, size_t errsize)
     }
     p->cfg = *cfg;
     p->watch_fd = -1;
+    p->mhd_fd = -1;
     p->max_request_body = cfg->max_request_body ? cfg->max_request_body
                                                 : PX_DEFAULT_MAX_REQUEST_BODY;
     pthread_mutex_init(&p->mu, NULL);
@@ -188,20 +192,11 @@ stg_proxy *stg_proxy_new(const stg_proxy_config *cfg, char *err, size_t errsize)
         snprintf(err, errsize, "cannot create the engine: %s", stg_strerror(erc));
         goto fail;
     }
-    if (pthread_create(&p->engine_thread, NULL, px_engine_main, p) != 0) {
-        snprintf(err, errsize, "cannot start a thread");
-        goto fail;
-    }
-    p->engine_started = true;
-    if (pthread_create(&p->watch_thread, NULL, px_watch_main, p) != 0) {
-        snprintf(err, errsize, "cannot start a thread");
-        goto fail;
-    }
-    p->watch_started = true;
 
     struct sockaddr_storage ss;
-    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME |
-                     MHD_USE_ITC | MHD_USE_SUPPRESS_DATE_NO_CLOCK;
+    /* External epoll mode: the loop thread (relay.c) runs MHD. */
+    unsigned flags = MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ITC |
+                     MHD_USE_SUPPRESS_DATE_NO_CLOCK;
     const char *addr = cfg->listen_addr ? cfg->listen_addr : "127.0.0.1";
     if (listen_addr(addr, cfg->port, &ss, &flags) != 0) {
         snprintf(err, errsize, "--listen needs a numeric IPv4 or IPv6 address, not '%s'", addr);
@@ -213,9 +208,7 @@ stg_proxy *stg_proxy_new(const stg_proxy_config *cfg, char *err, size_t errsize)
         {MHD_OPTION_SOCK_ADDR, 0, &ss},
         {MHD_OPTION_LISTEN_BACKLOG_SIZE, 4096, NULL},
         {MHD_OPTION_CONNECTION_LIMIT, conn_limit(cfg->max_connections), NULL},
-        /* Request line + headers must fit (a larger head gets 431); also
-         * what an idle connection costs at most. */
-        {MHD_OPTION_CONNECTION_MEMORY_LIMIT, 64 * 1024, NULL},
+        {MHD_OPTION_CONNECTION_MEMORY_LIMIT, PX_CONN_POOL, NULL},
         {MHD_OPTION_CONNECTION_TIMEOUT, idle_s ? idle_s : 1, NULL},
         {MHD_OPTION_URI_LOG_CALLBACK, (intptr_t)px_uri_cb, p},
         {MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)px_on_completed, p},
@@ -232,6 +225,22 @@ stg_proxy *stg_proxy_new(const stg_proxy_config *cfg, char *err, size_t errsize)
     }
     const union MHD_DaemonInfo *di = MHD_get_daemon_info(p->mhd, MHD_DAEMON_INFO_BIND_PORT);
     p->port = di ? di->port : cfg->port;
+    const union MHD_DaemonInfo *ei = MHD_get_daemon_info(p->mhd, MHD_DAEMON_INFO_EPOLL_FD);
+    p->mhd_fd = ei ? ei->epoll_fd : -1;
+    if (p->mhd_fd < 0) {
+        snprintf(err, errsize, "libmicrohttpd has no epoll descriptor");
+        goto fail;
+    }
+    if (pthread_create(&p->engine_thread, NULL, px_engine_main, p) != 0) {
+        snprintf(err, errsize, "cannot start a thread");
+        goto fail;
+    }
+    p->engine_started = true;
+    if (pthread_create(&p->watch_thread, NULL, px_watch_main, p) != 0) {
+        snprintf(err, errsize, "cannot start a thread");
+        goto fail;
+    }
+    p->watch_started = true;
     return p;
 fail:
     stg_proxy_free(p);
@@ -256,6 +265,19 @@ static int cancel_all_locked(stg_proxy *p)
     return n;
 }
 
+/* Wait on p->cv for at most ms. p->mu held. */
+static void timed_wait(stg_proxy *p, long ms)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_nsec += ms * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    pthread_cond_timedwait(&p->cv, &p->mu, &ts);
+}
+
 int stg_proxy_drain(stg_proxy *p, int64_t drain_us)
 {
     if (!p)
@@ -263,23 +285,16 @@ int stg_proxy_drain(stg_proxy *p, int64_t drain_us)
     pthread_mutex_lock(&p->mu);
     p->draining = true;
     pthread_mutex_unlock(&p->mu);
-    if (p->mhd) {
-        MHD_socket s = MHD_quiesce_daemon(p->mhd); /* no new connections */
-        if (s != MHD_INVALID_SOCKET)
-            close(s);
-    }
     int64_t until = px_mono_us() + (drain_us > 0 ? drain_us : 0);
     pthread_mutex_lock(&p->mu);
-    while (p->open > 0 && px_mono_us() < until) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += 50 * 1000000L;
-        if (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
-        }
-        pthread_cond_timedwait(&p->cv, &p->mu, &ts);
-    }
+    p->quiesce = true; /* no new connections: the loop thread owns MHD */
+    pthread_mutex_unlock(&p->mu);
+    px_wake(p);
+    pthread_mutex_lock(&p->mu);
+    while (p->engine_started && !p->quiesced) /* within one pass: woken */
+        timed_wait(p, 50);
+    while (p->open > 0 && px_mono_us() < until)
+        timed_wait(p, 50);
     int left = p->open > 0 ? cancel_all_locked(p) : 0;
     pthread_mutex_unlock(&p->mu);
     px_wake(p);
@@ -307,8 +322,6 @@ void stg_proxy_free(stg_proxy *p)
         }
         pthread_mutex_unlock(&p->mu);
     }
-    if (p->mhd)
-        MHD_stop_daemon(p->mhd);
     if (p->engine_started) {
         pthread_mutex_lock(&p->mu);
         p->stopping = true;
@@ -316,6 +329,8 @@ void stg_proxy_free(stg_proxy *p)
         px_wake(p);
         pthread_join(p->engine_thread, NULL);
     }
+    if (p->mhd) /* the loop has ended: nobody else runs MHD now */
+        MHD_stop_daemon(p->mhd);
     if (p->watch_started) {
         pthread_mutex_lock(&p->mu);
         p->watch_stop = true;

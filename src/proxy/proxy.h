@@ -4,10 +4,11 @@
  * stagger's pacing, retries and shared limits by pointing its base URL at
  * it. Internal to the project (not installed); `stagger proxy` is its CLI.
  *
- * Shape: libmicrohttpd's epoll thread reads requests and writes answers;
- * one engine thread owns the stg_engine (which is not thread-safe) and runs
- * every upstream request; a watcher thread notices clients that hang up
- * while their request waits. The threads meet in one mutex (relay.c).
+ * Shape: one loop thread runs libmicrohttpd (external epoll mode: it
+ * reads requests and writes answers) and the stg_engine (which is not
+ * thread-safe: every upstream request), so a request never changes
+ * thread; a watcher thread notices clients that hang up while their
+ * request waits. The threads meet in one mutex (relay.c).
  *
  * Ownership: stg_proxy_new copies nothing it does not say it copies: the
  * route strings and cfg->engine.shared must outlive the proxy.

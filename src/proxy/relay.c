@@ -1,9 +1,17 @@
 /*
- * The engine thread: it alone touches the stg_engine. It takes the front's
- * commands (submit, cancel, resume a paused transfer, reopen the log),
- * runs the engine's passes, and hands answers back through the body sink
- * (a 2xx head and body bytes, as they arrive) and the done callback (the
- * final answer, or the end of a stream).
+ * The loop thread: it alone touches the stg_engine and drives
+ * libmicrohttpd (external epoll mode), so a request never changes thread
+ * on its way through: MHD_run reads it and the front queues a command
+ * (submit, cancel, resume a paused transfer), which runs right after
+ * MHD_run returns; the engine's pass sends it and hands the answer back
+ * through the body sink (a 2xx head and body bytes, as they arrive) and
+ * the done callback (the final answer, or the end of a stream), which
+ * resume the connection for the next MHD_run. The engine's wait also ends
+ * when MHD's epoll descriptor is readable (stg_engine_run_fd). Two threads
+ * per request (MHD's and the engine's, a wake-up and a context switch each
+ * way) cost four times the CPU of the rest of the proxy on loopback.
+ * The watcher and the controlling thread still queue commands, and wake
+ * the engine's wait (px_wake).
  *
  * Streaming (STG_STREAM_HEAD | FINAL | PAUSE): the head of a 2xx answer
  * resumes the client's connection, which then reads body bytes from the
@@ -14,6 +22,12 @@
  * it once the buffer drains below PX_LOW_WATER, so a slow program reading
  * a 64 MiB body holds the proxy's memory to about PX_HIGH_WATER.
  *
+ * Any other answer's body (STG_STREAM_OTHER) is spooled whole, in memory
+ * and then a temporary file, because whether it is the answer is known
+ * only at done: a 429 whose retry succeeds is dropped (RESTART), one
+ * given back reaches the program byte for byte, however large (up to the
+ * engine's max_body).
+ *
  * Invariants: commands run without p->mu (the engine calls back into the
  * sink and done, which take it); every SUBMIT ends in exactly one done
  * callback or, when the submit fails, in a final answer set here; the
@@ -21,6 +35,7 @@
  */
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "proxy/internal.h"
 
@@ -48,6 +63,7 @@ void px_wake(stg_proxy *p)
 void px_req_free(px_req *r)
 {
     free(r->uri);
+    free(r->host);
     free(r->method);
     free(r->url);
     for (size_t i = 0; i < r->n_hdrs; i++)
@@ -57,6 +73,9 @@ void px_req_free(px_req *r)
     free(r->rhdrs);
     free(r->sbuf);
     free(r->fbody);
+    free(r->obuf);
+    if (r->ofile)
+        fclose(r->ofile);
     free(r);
 }
 
@@ -92,11 +111,60 @@ static bool sbuf_put(px_req *r, const void *buf, size_t len)
     return true;
 }
 
+/* A non-2xx body, kept whole (engine thread; the spool is the engine
+ * thread's until done). Returns false when it cannot be kept: the engine
+ * then fails the request (a 502), so no body is ever cut silently. */
+static bool spool_put(px_req *r, const void *buf, size_t len)
+{
+    if (r->ototal + len > PX_SPOOL_MAX)
+        return !(r->ofull = true);
+    if (!r->ofile && r->olen + len <= PX_SPOOL_MEM) {
+        if (!r->obuf && !(r->obuf = malloc(PX_SPOOL_MEM)))
+            return false;
+        memcpy(r->obuf + r->olen, buf, len);
+        r->olen += len;
+        r->ototal += len;
+        return true;
+    }
+    if (!r->ofile) { /* over PX_SPOOL_MEM: everything to an unlinked file */
+        r->ofile = tmpfile();
+        if (!r->ofile || (r->olen && fwrite(r->obuf, 1, r->olen, r->ofile) != r->olen))
+            return !(r->ofull = true);
+        free(r->obuf);
+        r->obuf = NULL;
+        r->olen = 0;
+    }
+    if (fwrite(buf, 1, len, r->ofile) != len)
+        return !(r->ofull = true);
+    r->ototal += len;
+    return true;
+}
+
+static void spool_reset(px_req *r)
+{
+    r->olen = 0;
+    r->ototal = 0;
+    r->ofull = false;
+    if (r->ofile) {
+        fclose(r->ofile);
+        r->ofile = NULL;
+    }
+}
+
 static int sink(stg_body_op op, const void *buf, size_t len, void *data)
 {
     px_req *r = data;
     stg_proxy *p = r->p;
     int rc = 0;
+    if (op == STG_BODY_OTHER || op == STG_BODY_RESTART) {
+        pthread_mutex_lock(&p->mu);
+        bool gone = r->client_gone;
+        pthread_mutex_unlock(&p->mu);
+        if (op == STG_BODY_RESTART)
+            spool_reset(r); /* and the 2xx buffer, below */
+        else
+            return gone || !spool_put(r, buf, len) ? -1 : 0;
+    }
     pthread_mutex_lock(&p->mu);
     if (op == STG_BODY_HEAD) {
         free(r->rhdrs);
@@ -159,7 +227,14 @@ static void on_done(stg_engine *e, uint64_t id, const stg_result *res, void *dat
         free(r->rhdrs);
         r->rhdrs = res->headers_len ? strndup(res->headers, res->headers_len) : NULL;
         r->rhdrs_len = r->rhdrs ? res->headers_len : 0;
-        r->fbody = res->body_len ? malloc(res->body_len) : NULL;
+        if (r->ofull || (r->ofile && fflush(r->ofile) != 0)) {
+            r->error = STG_NET_OTHER; /* the spool lost bytes: never cut silently */
+            snprintf(r->errtext, sizeof r->errtext,
+                     "the upstream's %d answer has a body the proxy cannot keep whole "
+                     "(over 1 GiB, or the temporary directory is full)", res->status);
+        }
+        /* A spooled body is the whole one; res->body only its first 64 KiB. */
+        r->fbody = res->body_len && !r->ototal ? malloc(res->body_len) : NULL;
         if (r->fbody)
             memcpy(r->fbody, res->body, res->body_len);
         r->fbody_len = r->fbody ? res->body_len : 0;
@@ -228,7 +303,7 @@ static void submit(stg_proxy *p, px_req *r)
         rq.secret_headers = p->cfg.secret_headers;
         rq.body_sink = sink;
         rq.body_sink_data = r;
-        rq.stream = STG_STREAM_HEAD | STG_STREAM_FINAL | STG_STREAM_PAUSE;
+        rq.stream = STG_STREAM_HEAD | STG_STREAM_FINAL | STG_STREAM_PAUSE | STG_STREAM_OTHER;
         rq.deadline_us = r->deadline_us;
         rq.max_attempts = r->max_attempts;
         rq.priority = r->priority;
@@ -288,37 +363,78 @@ static void run(stg_proxy *p, const px_cmd *c)
     }
 }
 
+/* Commands queued since the last call, run in order. Returns how many. */
+static size_t run_commands(stg_proxy *p, px_cmd **batch, size_t *cap)
+{
+    pthread_mutex_lock(&p->mu);
+    size_t n = p->n_cmds;
+    if (n > *cap) {
+        px_cmd *b = realloc(*batch, n * sizeof *b);
+        if (b) {
+            *batch = b;
+            *cap = n;
+        } else {
+            n = *cap;
+        }
+    }
+    if (n) {
+        memcpy(*batch, p->cmds, n * sizeof **batch);
+        memmove(p->cmds, p->cmds + n, (p->n_cmds - n) * sizeof *p->cmds);
+        p->n_cmds -= n;
+    }
+    pthread_mutex_unlock(&p->mu);
+    for (size_t i = 0; i < n; i++)
+        run(p, &(*batch)[i]);
+    return n;
+}
+
+/* How long the engine's wait may last: MHD's next connection timeout,
+ * at most 250 ms (a stop or drain is seen within that anyway: both wake
+ * the engine). */
+static int64_t wait_us(stg_proxy *p)
+{
+    MHD_UNSIGNED_LONG_LONG ms = 0;
+    if (MHD_get_timeout(p->mhd, &ms) == MHD_YES && ms < 250)
+        return (int64_t)ms * 1000;
+    return STG_MS(250);
+}
+
+/* A drain asked to stop accepting: MHD is ours (this thread's) to call. */
+static void quiesce(stg_proxy *p)
+{
+    pthread_mutex_lock(&p->mu);
+    bool want = p->quiesce && !p->quiesced;
+    pthread_mutex_unlock(&p->mu);
+    if (!want)
+        return;
+    MHD_socket s = MHD_quiesce_daemon(p->mhd);
+    if (s != MHD_INVALID_SOCKET)
+        close(s);
+    pthread_mutex_lock(&p->mu);
+    p->quiesced = true;
+    pthread_cond_broadcast(&p->cv);
+    pthread_mutex_unlock(&p->mu);
+}
+
 void *px_engine_main(void *arg)
 {
     stg_proxy *p = arg;
     px_cmd *batch = NULL;
     size_t cap = 0;
     for (;;) {
+        MHD_run(p->mhd); /* never blocks: what is ready, and the resumed */
+        quiesce(p);
+        size_t n = run_commands(p, &batch, &cap);
         pthread_mutex_lock(&p->mu);
-        size_t n = p->n_cmds;
         bool stop = p->stopping;
-        if (n > cap) {
-            px_cmd *b = realloc(batch, n * sizeof *b);
-            if (b) {
-                batch = b;
-                cap = n;
-            } else {
-                n = cap;
-            }
-        }
-        if (n) {
-            memcpy(batch, p->cmds, n * sizeof *batch);
-            memmove(p->cmds, p->cmds + n, (p->n_cmds - n) * sizeof *p->cmds);
-            p->n_cmds -= n;
-        }
         pthread_mutex_unlock(&p->mu);
-        for (size_t i = 0; i < n; i++)
-            run(p, &batch[i]);
         if (stop && !n)
             break;
-        stg_engine_run(p->engine, STG_MS(250));
+        stg_engine_run_fd(p->engine, wait_us(p), p->mhd_fd);
     }
     stg_engine_cancel_all(p->engine); /* every done callback runs */
+    MHD_run(p->mhd);                  /* the connections that resumed */
+    run_commands(p, &batch, &cap);
     free(batch);
     return NULL;
 }

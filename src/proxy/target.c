@@ -8,15 +8,29 @@
  * whose tunnel stagger cannot see into): such a target and CONNECT get a
  * 4xx that says to use reverse mode.
  *
+ * Redirects go back through the proxy: a Location that names a routed
+ * upstream (its origin, under the route's base path) is rewritten to the
+ * proxy's own address (the Host the client used) and that route's prefix,
+ * so a program that follows it comes back here and its next hop is paced
+ * and retried too. A Location on any other origin is passed unchanged (it
+ * is not ours to proxy); a relative one is resolved against the upstream
+ * URL first (RFC 9110 §10.2.2), because the client would resolve it
+ * against the proxy's URL, where the path means something else. URLs are
+ * parsed by libcurl's URL API, never by hand.
+ *
  * Invariants: a URL built here starts with http:// or https:// and holds
  * no CR, LF, space or other control byte (the engine refuses those, and a
  * target with them is a 400 here).
  */
+#include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
+#include <curl/curl.h>
+
 #include "proxy/internal.h"
+#include "util/assert.h"
 
 static bool clean(const char *s)
 {
@@ -37,6 +51,65 @@ static char *trim_slash(const char *s)
     while (n && s[n - 1] == '/')
         n--;
     return strndup(s, n);
+}
+
+/* scheme, host (lower-cased), port (explicit) and path of an absolute
+ * http(s) URL, each malloc'd; path without its trailing '/' when strip. */
+typedef struct url_parts {
+    char *scheme, *host, *port, *path, *query, *fragment;
+} url_parts;
+
+static void parts_free(url_parts *u)
+{
+    curl_free(u->scheme);
+    curl_free(u->host);
+    curl_free(u->port);
+    curl_free(u->path);
+    curl_free(u->query);
+    curl_free(u->fragment);
+    memset(u, 0, sizeof *u);
+}
+
+static bool parts_of(CURLU *h, url_parts *u, bool strip)
+{
+    memset(u, 0, sizeof *u);
+    if (curl_url_get(h, CURLUPART_SCHEME, &u->scheme, 0) != CURLUE_OK ||
+        curl_url_get(h, CURLUPART_HOST, &u->host, 0) != CURLUE_OK ||
+        curl_url_get(h, CURLUPART_PORT, &u->port, CURLU_DEFAULT_PORT) != CURLUE_OK ||
+        curl_url_get(h, CURLUPART_PATH, &u->path, 0) != CURLUE_OK) {
+        parts_free(u);
+        return false;
+    }
+    curl_url_get(h, CURLUPART_QUERY, &u->query, 0);
+    curl_url_get(h, CURLUPART_FRAGMENT, &u->fragment, 0);
+    for (char *c = u->scheme; *c; c++)
+        *c = (char)tolower((unsigned char)*c);
+    for (char *c = u->host; *c; c++)
+        *c = (char)tolower((unsigned char)*c);
+    if (strip) {
+        size_t n = strlen(u->path);
+        while (n && u->path[n - 1] == '/')
+            u->path[--n] = '\0';
+    }
+    return true;
+}
+
+/* The parts of a route's base, kept as plain strings in the route. */
+static bool route_parts(px_route *r)
+{
+    CURLU *h = curl_url();
+    url_parts u;
+    bool ok = h && curl_url_set(h, CURLUPART_URL, r->base, 0) == CURLUE_OK &&
+              parts_of(h, &u, true);
+    curl_url_cleanup(h);
+    if (!ok)
+        return false;
+    r->scheme = strdup(u.scheme);
+    r->host = strdup(u.host);
+    r->port = strdup(u.port);
+    r->path = strdup(u.path);
+    parts_free(&u);
+    return r->scheme && r->host && r->port && r->path;
 }
 
 int px_routes_init(stg_proxy *p, char *err, size_t errsize)
@@ -65,6 +138,10 @@ int px_routes_init(stg_proxy *p, char *err, size_t errsize)
             snprintf(err, errsize, "out of memory");
             return -1;
         }
+        if (!route_parts(r)) {
+            snprintf(err, errsize, "upstream '%s' is not a URL libcurl can parse", rt->upstream);
+            return -1;
+        }
         for (size_t j = 0; j + 1 < p->n_routes; j++)
             if (!strcmp(p->routes[j].prefix, r->prefix)) {
                 snprintf(err, errsize, "route prefix '%s' given twice", pre);
@@ -79,6 +156,10 @@ void px_routes_free(stg_proxy *p)
     for (size_t i = 0; i < p->n_routes; i++) {
         free(p->routes[i].prefix);
         free(p->routes[i].base);
+        free(p->routes[i].scheme);
+        free(p->routes[i].host);
+        free(p->routes[i].port);
+        free(p->routes[i].path);
     }
     free(p->routes);
     p->routes = NULL;
@@ -143,4 +224,75 @@ char *px_target(const stg_proxy *p, const char *uri, unsigned *status, char *msg
     /* "/v1?q" with prefix "/v1": base + "/?q" keeps a path for the query. */
     snprintf(url, n, "%s%s%s", best->base, *rest == '?' ? "/" : "", rest);
     return url;
+}
+
+/* The route whose upstream holds the URL u (same scheme, host and port,
+ * path under the route's base path on a segment boundary; the longest
+ * base path wins), or NULL. */
+static const px_route *route_of(const stg_proxy *p, const url_parts *u)
+{
+    const px_route *best = NULL;
+    for (size_t i = 0; i < p->n_routes; i++) {
+        const px_route *r = &p->routes[i];
+        size_t n = strlen(r->path);
+        if (strcmp(r->scheme, u->scheme) || strcmp(r->host, u->host) || strcmp(r->port, u->port) ||
+            strncmp(r->path, u->path, n) || (u->path[n] && u->path[n] != '/'))
+            continue;
+        if (!best || n > strlen(best->path))
+            best = r;
+    }
+    return best;
+}
+
+/* "http://" + the proxy's address as the client named it + prefix + the
+ * path below the route's base, query and fragment kept. */
+static char *via_proxy(const stg_proxy *p, const px_req *r, const px_route *rt, const url_parts *u)
+{
+    char self[128];
+    const char *host = r->host;
+    if (!host || !*host || !clean(host)) {
+        const char *a = p->cfg.listen_addr ? p->cfg.listen_addr : "127.0.0.1";
+        snprintf(self, sizeof self, strchr(a, ':') ? "[%s]:%u" : "%s:%u", a, p->port);
+        host = self;
+    }
+    const char *rest = u->path + strlen(rt->path);
+    size_t n = strlen(host) + strlen(rt->prefix) + strlen(rest) + 16 +
+               (u->query ? strlen(u->query) + 1 : 0) + (u->fragment ? strlen(u->fragment) + 1 : 0);
+    char *out = malloc(n);
+    if (!out)
+        return NULL;
+    snprintf(out, n, "http://%s%s%s%s%s%s%s", host, rt->prefix,
+             !*rt->prefix && !*rest ? "/" : rest, u->query ? "?" : "", u->query ? u->query : "",
+             u->fragment ? "#" : "", u->fragment ? u->fragment : "");
+    STG_ASSERT(!strncmp(out, "http://", 7));
+    return out;
+}
+
+char *px_location(const stg_proxy *p, const px_req *r, const char *loc)
+{
+    if (!r->url || !r->uri || r->uri[0] != '/' || !loc || !*loc)
+        return NULL; /* forward mode: the client resolves against its own target */
+    CURLU *h = curl_url();
+    if (!h)
+        return NULL;
+    char *out = NULL;
+    url_parts u;
+    bool absolute = http_url(loc);
+    if (curl_url_set(h, CURLUPART_URL, r->url, 0) == CURLUE_OK &&
+        curl_url_set(h, CURLUPART_URL, loc, 0) == CURLUE_OK && parts_of(h, &u, false)) {
+        const px_route *rt = route_of(p, &u);
+        if (rt) {
+            out = via_proxy(p, r, rt, &u);
+        } else if (!absolute) {
+            /* On the upstream, outside every route: the client must get
+             * there itself, so it gets the absolute URL. */
+            char *abs = NULL;
+            if (curl_url_get(h, CURLUPART_URL, &abs, 0) == CURLUE_OK && abs)
+                out = strdup(abs);
+            curl_free(abs);
+        }
+        parts_free(&u);
+    }
+    curl_url_cleanup(h);
+    return out;
 }

@@ -13,24 +13,10 @@ T=$(mktemp -d /tmp/stg_pxc.XXXXXX)
 SERVE_DIR=$T
 . "$(dirname "$0")/serve_lib.sh"
 trap 'in_script && { stop_jobs; rm -rf "$T"; }' EXIT
+. "$(dirname "$0")/proxy_lib.sh"
 # requests lives in the pyenv python; urllib in any.
 PY=python3
 
-proxy_start() {
-  _pn=$1; shift
-  : > "$T/$_pn.out"
-  "$S" proxy --listen 127.0.0.1:0 "$@" > "$T/$_pn.out" 2> "$T/$_pn.err" &
-  PXPID=$!
-  PXPORT=$(listen_port "$T/$_pn.out" "$PXPID")
-  [ -n "$PXPORT" ] || { echo "proxy $_pn did not start: $(cat "$T/$_pn.err")" >&2; exit 1; }
-  PX="http://127.0.0.1:$PXPORT"
-}
-proxy_stop() {
-  kill -TERM "$PXPID"
-  _rc=0
-  wait "$PXPID" || _rc=$?
-  check "proxy exits 0 after SIGTERM (got $_rc)" [ "$_rc" = 0 ]
-}
 
 RATE=5
 BURST=5

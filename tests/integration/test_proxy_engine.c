@@ -12,7 +12,9 @@
  *  - STG_PRIORITY_LOW: with one slot, normal requests go before low ones
  *    submitted earlier;
  *  - read_body: a body read as it is sent (with a pause on the way) arrives
- *    whole, and is never resent, even with an Idempotency-Key.
+ *    whole, and is never resent, even with an Idempotency-Key;
+ *  - STG_STREAM_OTHER: non-2xx bodies reach the sink, a retry still follows;
+ *  - stg_engine_run_fd: the wait ends on the caller's descriptor.
  * Needs STAGGER and HOSTILE in the environment.
  */
 #define _GNU_SOURCE
@@ -26,6 +28,8 @@ int main(void)
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "cmocka_all.h"
 
@@ -46,6 +50,8 @@ static stg_policy fast_policy(int attempts)
 
 typedef struct rec {
     int heads, data_before_head, ends, pauses, restarts;
+    size_t other;       /* STG_BODY_OTHER bytes since the last RESTART */
+    char other_buf[512];
     char head[256];
     size_t off, bad;
     size_t pause_every; /* > 0: refuse once each time off crosses a multiple */
@@ -59,6 +65,12 @@ static int sink(stg_body_op op, const void *buf, size_t len, void *data)
     if (op == STG_BODY_HEAD) {
         r->heads++;
         snprintf(r->head, sizeof r->head, "%.*s", (int)(len < 200 ? len : 200), (const char *)buf);
+        return 0;
+    }
+    if (op == STG_BODY_OTHER) {
+        for (size_t i = 0; i < len && r->other + i < sizeof r->other_buf - 1; i++)
+            r->other_buf[r->other + i] = ((const char *)buf)[i];
+        r->other += len;
         return 0;
     }
     switch (op) {
@@ -79,6 +91,8 @@ static int sink(stg_body_op op, const void *buf, size_t len, void *data)
     case STG_BODY_RESTART:
         r->restarts++;
         r->off = 0;
+        r->other = 0;
+        memset(r->other_buf, 0, sizeof r->other_buf);
         return 0;
     case STG_BODY_END:
         r->ends++;
@@ -338,6 +352,83 @@ static void test_read_body(void **state)
     server_cleanup(&a);
 }
 
+/* STG_STREAM_OTHER: a non-2xx body reaches the sink too (the proxy gives
+ * it back whole), without making the request final: a 429 whose retry
+ * gets a 200 is discarded by a RESTART, and the 200 streams as before; a
+ * final 404's bytes are those of the result. Without the flag the sink
+ * sees none of them. */
+static void test_stream_other(void **state)
+{
+    (void)state;
+    server a;
+    const char *args[] = {"--fail-first", "1", "--fail-retry-after", "1", NULL};
+    server_start(&a, args);
+    char url[128];
+    url_of(&a, "/echo", url, sizeof url);
+    stg_engine_config cfg = {.policy = fast_policy(3)};
+    stg_engine *e = stg_engine_new(&cfg, NULL);
+    assert_non_null(e);
+    const char *hdr[] = {"X-Client-Id: other", NULL};
+    unsigned flags = STG_STREAM_HEAD | STG_STREAM_FINAL | STG_STREAM_OTHER;
+    rec s = {0};
+    done_rec d = {0};
+    stg_request rq = {.url = url, .headers = hdr, .body_sink = sink, .body_sink_data = &s,
+                      .stream = flags};
+    uint64_t id;
+    assert_int_equal(stg_engine_submit(e, &rq, on_done, &d, &id), STG_OK);
+    run_until(e, id, &d, &s);
+    assert_int_equal(d.r.action, STG_ACTION_SUCCESS);
+    assert_int_equal(d.r.attempts, 2); /* the 429's bytes did not make it final */
+    assert_true(s.restarts >= 1);      /* ... and were discarded */
+    assert_int_equal(s.other, 0);
+    assert_int_equal(s.heads, 1);
+    assert_true(s.off > 0);            /* the 200 streamed */
+    for (int with = 0; with <= 1; with++) {
+        url_of(&a, "/status/404", url, sizeof url);
+        rec s2 = {0};
+        done_rec d2 = {0};
+        stg_request r2 = {.url = url, .headers = hdr, .body_sink = sink, .body_sink_data = &s2,
+                          .stream = with ? flags : STG_STREAM_HEAD | STG_STREAM_FINAL};
+        assert_int_equal(stg_engine_submit(e, &r2, on_done, &d2, &id), STG_OK);
+        run_until(e, id, &d2, &s2);
+        assert_int_equal(d2.r.status, 404);
+        assert_true(d2.r.body_len > 0);
+        assert_int_equal(s2.heads, 0);
+        if (with) {
+            assert_int_equal(s2.other, d2.r.body_len);
+            assert_string_equal(s2.other_buf, d2.body);
+        } else {
+            assert_int_equal(s2.other, 0);
+        }
+    }
+    stg_engine_free(e);
+    server_cleanup(&a);
+}
+
+/* stg_engine_run_fd: the wait ends when the caller's descriptor is
+ * readable, long before its timeout; stg_engine_run waits it out. */
+static void test_run_fd(void **state)
+{
+    (void)state;
+    stg_engine_config cfg = {.policy = fast_policy(1)};
+    stg_engine *e = stg_engine_new(&cfg, NULL);
+    assert_non_null(e);
+    int fds[2];
+    assert_int_equal(pipe(fds), 0);
+    assert_int_equal(write(fds[1], "x", 1), 1);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    stg_engine_run_fd(e, STG_SEC(20), fds[0]); /* readable already: returns at once */
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double s = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+    assert_true(s < 10.0); /* a hang guard: without the fd it would be 20 s */
+    char c;
+    assert_int_equal(read(fds[0], &c, 1), 1); /* the engine left it unread */
+    close(fds[0]);
+    close(fds[1]);
+    stg_engine_free(e);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -347,6 +438,8 @@ int main(void)
         cmocka_unit_test_teardown(test_request_overrides, stop_leftovers),
         cmocka_unit_test_teardown(test_priority_low, stop_leftovers),
         cmocka_unit_test_teardown(test_read_body, stop_leftovers),
+        cmocka_unit_test_teardown(test_stream_other, stop_leftovers),
+        cmocka_unit_test_teardown(test_run_fd, stop_leftovers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

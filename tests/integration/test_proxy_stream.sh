@@ -14,30 +14,11 @@ T=$(mktemp -d /tmp/stg_pxs.XXXXXX)
 SERVE_DIR=$T
 . "$(dirname "$0")/serve_lib.sh"
 trap 'in_script && { stop_jobs; rm -rf "$T"; }' EXIT
+. "$(dirname "$0")/proxy_lib.sh"
 PY=/usr/bin/python3
 [ -x "$PY" ] || PY=python3
 HERE=$(cd "$(dirname "$0")" && pwd)
 
-proxy_start() {
-  _pn=$1; shift
-  : > "$T/$_pn.out"
-  "$S" proxy --listen 127.0.0.1:0 "$@" > "$T/$_pn.out" 2> "$T/$_pn.err" &
-  PXPID=$!
-  PXPORT=$(listen_port "$T/$_pn.out" "$PXPID")
-  [ -n "$PXPORT" ] || { echo "proxy $_pn did not start: $(cat "$T/$_pn.err")" >&2; exit 1; }
-  PX="http://127.0.0.1:$PXPORT"
-}
-proxy_stop() {
-  kill -TERM "$PXPID"
-  _rc=0
-  wait "$PXPID" || _rc=$?
-  check "proxy exits 0 after SIGTERM (got $_rc)" [ "$_rc" = 0 ]
-}
-# wait_for CMD...: until CMD succeeds (a 30 s hang guard).
-wait_for() {
-  for _ in $(seq 600); do "$@" && return 0; sleep 0.05; done
-  return 1
-}
 
 : > "$T/up.out"
 $PY "$HERE/test_proxy_upstream.py" > "$T/up.out" 2>"$T/up.err" &
@@ -72,6 +53,66 @@ curl -s -D "$T/ch.h" -o "$T/ch.b" "$PX/chunked"
 check "chunked kept" grep -qi '^Transfer-Encoding: chunked' "$T/ch.h"
 check "chunked body" [ "$(cat "$T/ch.b")" = "alpha beta gamma" ]
 
+# ---- non-2xx bodies reach the client whole ------------------------------------------
+# 1 MiB, byte i being i % 251, as the upstream sent it: a 429 given back at
+# once (its Retry-After is beyond --max-server-wait: it arrived while a
+# retry was still possible), a final 500 (no retry left), chunked or not,
+# and a 500 that replaced a 503 whose retry followed (nothing of the 503's
+# "xxx" body spliced in).
+MIB=$((1 << 20))
+$PY -c 'import sys; n=int(sys.argv[1]); sys.stdout.buffer.write((bytes(range(251)) * (n // 251 + 1))[:n])' \
+  $MIB > "$T/want.1m"
+body_check() { # NAME WANT_CODE URL [CURL ARGS...]
+  _bn=$1 _bc=$2 _bu=$3; shift 3
+  code=$(curl -s -m 60 -D "$T/$_bn.h" -o "$T/$_bn.b" -w '%{http_code}' "$@" "$_bu" || true)
+  check "$_bn: status $_bc (got $code)" [ "$code" = "$_bc" ]
+  check "$_bn: the 1 MiB body byte for byte ($(wc -c < "$T/$_bn.b") bytes)" cmp -s "$T/want.1m" "$T/$_bn.b"
+}
+body_check "429 given back" 429 "$PX/status?code=429&n=$MIB&retry_after=3600"
+check "  its Retry-After unchanged" grep -qi '^Retry-After: 3600' "$T/429 given back.h"
+body_check "final 500" 500 "$PX/status?code=500&n=$MIB" -H 'Stagger-Retries: 0'
+body_check "final 500, chunked" 500 "$PX/status?code=500&n=$MIB&chunked=1" -H 'Stagger-Retries: 0'
+body_check "500 after a retried 503" 500 "$PX/flaky?key=a&n=$MIB" -H 'Stagger-Retries: 1'
+
+# Past the engine's body limit (--max-body) a 500 is a 502 that says so,
+# never a cut 500.
+proxy_stop
+proxy_start mb --upstream "$UP" --max-body 524288
+code=$(curl -s -m 60 -D "$T/mb.h" -o "$T/mb.b" -w '%{http_code}' -H 'Stagger-Retries: 0' \
+  "$PX/status?code=500&n=$MIB" || true)
+check "over --max-body: 502, not a cut 500 (got $code)" [ "$code" = 502 ]
+check "  with a Stagger-Error" grep -qi '^Stagger-Error: ' "$T/mb.h"
+
+# ---- redirects come back through the proxy ---------------------------------------------
+# A Location on a routed upstream names the proxy and the route's prefix
+# (an absolute one, and a relative one resolved against the upstream URL);
+# one on another origin is passed unchanged. curl -L then lands through
+# the proxy.
+proxy_stop
+proxy_start r --upstream "$UP" --route "/api=$UP/v2"
+loc() { curl -s -o /dev/null -w '%{redirect_url}' -G --data-urlencode "to=$2" "$PX$1"; }
+rawloc() { curl -s -D - -o /dev/null -G --data-urlencode "to=$2" "$PX$1" | tr -d '\r' | sed -n 's/^Location: //Ip'; }
+got=$(rawloc /redirect '{self}/landed?x=1')
+check "Location on the upstream: to the proxy ($got)" [ "$got" = "$PX/landed?x=1" ]
+got=$(rawloc /api/redirect '{self}/v2/landed')
+check "Location under a route's base: its prefix ($got)" [ "$got" = "$PX/api/landed" ]
+got=$(rawloc /api/redirect 'landed#top')
+check "relative Location: resolved on the upstream, then to the proxy ($got)" [ "$got" = "$PX/api/landed#top" ]
+got=$(rawloc /api/redirect '/elsewhere')
+check "relative Location under the default route ($got)" [ "$got" = "$PX/elsewhere" ]
+got=$(rawloc /redirect "http://localhost:$UPPORT/landed")
+check "Location on another origin: unchanged ($got)" [ "$got" = "http://localhost:$UPPORT/landed" ]
+got=$(rawloc /redirect 'https://example.com/x')
+check "Location elsewhere: unchanged ($got)" [ "$got" = "https://example.com/x" ]
+out=$(curl -s -L -G --data-urlencode 'to={self}/v2/landed' "$PX/api/redirect")
+check "curl -L follows it through the proxy ($out)" [ "$out" = landed ]
+proxy_stop
+proxy_start r2 --route "/api=$UP/v2"
+got=$(rawloc /api/redirect '/elsewhere')
+check "relative Location outside every route: the upstream's absolute URL ($got)" [ "$got" = "$UP/elsewhere" ]
+proxy_stop
+ASAN_OPTIONS="${ASAN_OPTIONS:-}:quarantine_size_mb=16" proxy_start s --upstream "$UP"
+
 # ---- 64 MiB read slowly: bounded proxy memory ---------------------------------------
 N=$((64 << 20))
 hwm() { sed -n 's/^VmHWM:[[:space:]]*\([0-9]*\) kB/\1/p' "/proc/$PXPID/status"; }
@@ -99,6 +140,17 @@ peak=$(hwm)
 check "64 MiB: every byte, in order ($res)" [ "$res" = "$N True $N" ]
 grow=$(( (peak - base) / 1024 ))
 check "64 MiB: proxy peak memory grew by $grow MiB (< 32, the body is 64)" [ "$grow" -lt 32 ]
+# A 32 MiB 500 is kept whole until it is known to be the answer, on disk
+# past the first 64 KiB: every byte reaches the client, memory stays flat.
+base=$(hwm)
+res=$(curl -s -H 'Stagger-Retries: 0' -o "$T/big500.b" -w '%{http_code} %{size_download}' \
+  "$PX/status?code=500&n=$((32 << 20))")
+check "32 MiB 500: every byte ($res)" [ "$res" = "500 $((32 << 20))" ]
+check "32 MiB 500: in order" $PY -c 'import sys
+d = open(sys.argv[1], "rb").read()
+sys.exit(0 if d == (bytes(range(251)) * (len(d) // 251 + 1))[:len(d)] else 1)' "$T/big500.b"
+grow=$(( ($(hwm) - base) / 1024 ))
+check "32 MiB 500: proxy peak memory grew by $grow MiB (< 16)" [ "$grow" -lt 16 ]
 proxy_stop
 
 # ---- a client that leaves cancels the attempt in flight -----------------------------
