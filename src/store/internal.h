@@ -45,11 +45,22 @@ struct stg_store {
      * it. */
     bool group;
     bool group_open;
+    /* The WAL hook (walsync.c): its write-back helper (NULL: none yet, or
+     * none to be had: wal_fd_failed), and the WAL size, in frames, at the
+     * last write-back asked for. */
+    struct stg__walsync *walsync;
+    bool wal_fd_failed;
+    int wal_kicked;
 };
 
 /* STG_OK when n job rows is what the job set holds (meta job_count; no job
  * set yet: 0), else STG_EDB saying the database is damaged. */
 int stg__store_check_total(stg_store *s, int64_t n);
+
+/* The writer's WAL hook (walsync.c): autocheckpoint and early write-back;
+ * close after sqlite3_close. */
+void stg__store_walsync_install(stg_store *s);
+void stg__store_walsync_close(stg_store *s);
 
 /* Prepare *st once (returns SQLITE_OK or an error code). */
 int stg__store_prepare(stg_store *s, sqlite3_stmt **st, const char *sql);

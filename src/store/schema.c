@@ -20,7 +20,8 @@
  *    (NORMAL in WAL mode syncs at checkpoints only: a power cut may lose
  *    the last commits, a killed process none.) The autocheckpoint is
  *    raised to 4000 pages (16 MB of WAL): each checkpoint syncs the WAL
- *    and the database, and a batch writes a page or more per job.
+ *    and the database, and a batch writes a page or more per job. It is
+ *    walsync.c's WAL hook, which also starts the WAL's write-back early.
  *  - Group commit (stg_store_group): while a group is open, begin and
  *    commit join its one transaction; flush commits it, and any failure
  *    inside it rolls all of it back. The run counters a transaction adds
@@ -554,8 +555,9 @@ int stg_store_open(const char *path, const stg_store_options *opt, stg_store **o
         /* WAL first: the schema is then created in WAL mode. */
         rc = sqlite3_exec(s->db, "PRAGMA journal_mode=WAL", NULL, NULL, NULL);
         if (rc == SQLITE_OK)
-            rc = sqlite3_exec(s->db, "PRAGMA synchronous=NORMAL; PRAGMA wal_autocheckpoint=4000",
-                              NULL, NULL, NULL);
+            rc = sqlite3_exec(s->db, "PRAGMA synchronous=NORMAL", NULL, NULL, NULL);
+        if (rc == SQLITE_OK)
+            stg__store_walsync_install(s); /* the autocheckpoint, 4000 pages */
         if (rc != SQLITE_OK) {
             result = stg__store_fail(s, rc, "cannot set up the database");
             goto fail;
@@ -600,6 +602,7 @@ void stg_store_close(stg_store *s)
     }
     if (s->db)
         sqlite3_close(s->db);
+    stg__store_walsync_close(s);
     if (s->lock_fd >= 0)
         close(s->lock_fd); /* after sqlite3_close: see the top of the file */
     free(s->path);
