@@ -121,7 +121,7 @@ unl_run() {
   PORT=""
   i=0
   while [ $i -lt 100 ]; do
-    PORT=$(sed -n 's|^listening on http://127\.0\.0\.1:\([0-9]*\)$|\1|p' "$T/unl.srv" 2>/dev/null)
+    PORT=$(sed -n 's|^listening on http://127\.0\.0\.1:\([0-9]*\)$|\1|p' "$T/unl.srv" 2>/dev/null || true)
     [ -n "$PORT" ] && break
     sleep 0.05
     i=$((i + 1))
