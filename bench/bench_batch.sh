@@ -23,7 +23,8 @@
 # to exit, CPU = user + system of the client (its rusage), load = start to
 # stagger's "jobs imported" line (parse, import, commit of the input);
 # "x curl" = curl's wall (CPU) over the client's: 1.00 or more is as fast
-# as curl. Takes about a minute.
+# as curl. BENCH_BASE_STAGGER=PATH adds another build's stagger (-j 30) in
+# the same turns, for a before/after. Takes about a minute.
 #
 # Prints figures, asserts nothing. Only 127.0.0.1 is contacted.
 set -eu
@@ -139,6 +140,9 @@ unl_run() {
     j30)
       set -- "$S" batch --progress lines --db "$T/unl.db" --rate 0 --concurrency 30 \
         --url "http://127.0.0.1:$PORT/track/{}" "$T/keys$n.txt" ;;
+    base)
+      set -- "$BENCH_BASE_STAGGER" batch --progress lines --db "$T/unl.db" --rate 0 \
+        --concurrency 30 --url "http://127.0.0.1:$PORT/track/{}" "$T/keys$n.txt" ;;
   esac
   python3 - "$c" "$n" "$S" "$T/unl.db" "$@" >>"$T/unl" <<'PY'
 import json, os, subprocess, sys, time
@@ -191,7 +195,7 @@ unlimited() {
     echo "bench_batch: unlimited, $n keys, $reps runs of each client" >&2
     r=0
     while [ $r -lt "$reps" ]; do
-      for c in curl learned j30; do unl_run "$c" "$n"; done
+      for c in curl learned j30 ${BENCH_BASE_STAGGER:+base}; do unl_run "$c" "$n"; done
       r=$((r + 1))
     done
   done
@@ -204,12 +208,13 @@ for line in open(sys.argv[1]):
     runs[(int(n), c)].append((float(wall), float(cpu), None if load == "-" else float(load), int(done)))
 label = {"curl": "curl --parallel --parallel-max 30",
          "learned": "stagger batch --rate 0 (learned -j)",
-         "j30": "stagger batch --rate 0 -j 30"}
+         "j30": "stagger batch --rate 0 -j 30",
+         "base": "BENCH_BASE_STAGGER, -j 30"}
 print("%-36s %7s %7s %8s %8s %8s %8s %8s" % ("unlimited serve, 30 at a time", "keys", "done",
       "wall s", "CPU s", "load s", "wall x", "CPU x"))
 for n in sorted({k[0] for k in runs}):
     med = {}
-    for c in ("curl", "learned", "j30"):
+    for c in ("curl", "learned", "j30", "base"):
         rs = runs.get((n, c))
         if not rs:
             continue
