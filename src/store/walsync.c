@@ -25,6 +25,8 @@
  *    the helper has been joined.
  *  - Without sync_file_range (not Linux), or when the thread or the
  *    descriptor cannot be had, the hook only checkpoints.
+ *  - Like the SQLite connection itself, a store must not be used across a
+ *    fork(): the child has no helper thread to join.
  */
 #define _GNU_SOURCE
 #include <fcntl.h>
