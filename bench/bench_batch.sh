@@ -1,19 +1,37 @@
 #!/bin/sh
-# bench_batch.sh BUILD_DIR: the batch incident (background.md section 2) on
-# loopback. 2000 lookups against `stagger serve --rate 100 --burst 20`
-# (Retry-After: 1 on refusals), by:
+# bench_batch.sh BUILD_DIR: two parts, each printing rows (BENCH_PARTS picks:
+# "incident unlimited", the default, or either one).
+#
+# incident: the batch incident (background.md section 2) on loopback. 2000
+# lookups against `stagger serve --rate 100 --burst 20` (Retry-After: 1 on
+# refusals), by:
 #   stagger (rate given)  stagger batch --rate 100 --burst 20 --concurrency 30
 #   stagger (adaptive)    stagger batch --concurrency 30 (no rate given)
 #   naive fixed sleep     50 workers, 1 s sleep on 429 (python3, keep-alive)
 # and prints, per client, the completion time over the ideal (2000 / 100 s =
 # 20 s) and the share of calls answered 429, counted in the server's own
-# request log. A fresh server per client. Takes about 1.5 minutes; prints
-# figures, asserts nothing (goals: <= 1.05 with the rate given; <= 1.10 and
-# under 2% 429s adaptive). Only 127.0.0.1 is contacted.
+# request log. A fresh server per client. Takes about 1.5 minutes; goals:
+# <= 1.05 with the rate given; <= 1.10 and under 2% 429s adaptive.
+#
+# unlimited (issue #19, goal 1): the durable batch against curl --parallel
+# on `stagger serve` without a limit, 5000 and 50 000 keys (BENCH_SIZES),
+# 30 at a time: curl --parallel --parallel-max 30 (output /dev/null), then
+# stagger batch --rate 0 twice, once with its learned concurrency (no -j)
+# and once with -j 30 (the baseline's 30 at once). Each row is the median
+# of BENCH_REPEAT runs (default 3; the clients take turns, so a busy
+# machine slows them alike), a fresh server per run; wall = process start
+# to exit, CPU = user + system of the client (its rusage), load = start to
+# stagger's "jobs imported" line (parse, import, commit of the input);
+# "x curl" = curl's wall (CPU) over the client's: 1.00 or more is as fast
+# as curl. BENCH_BASE_STAGGER=PATH adds another build's stagger (-j 30) in
+# the same turns, for a before/after. Takes about a minute.
+#
+# Prints figures, asserts nothing. Only 127.0.0.1 is contacted.
 set -eu
 B=${1:?usage: bench/bench_batch.sh BUILD_DIR}
 S=$B/src/cli/stagger
 [ -x "$S" ] || { echo "no $S: build first" >&2; exit 2; }
+PARTS=${BENCH_PARTS:-incident unlimited}
 N=${BENCH_JOBS:-2000}
 RATE=100
 BURST=20
@@ -84,10 +102,138 @@ print("%-38s %8.1f s %7.2fx %7d %7.1f%% %6d/%d" % (label, t1 - t0, (t1 - t0) / i
 PY
 }
 
-echo "bench_batch: $N jobs, server --rate $RATE --burst $BURST, ideal $((N / RATE)) s" >&2
-for c in rate adaptive naive; do
-  echo "  running: $c" >&2
-  run_case "$c"
+incident() {
+  echo "bench_batch: $N jobs, server --rate $RATE --burst $BURST, ideal $((N / RATE)) s" >&2
+  for c in rate adaptive naive; do
+    echo "  running: $c" >&2
+    run_case "$c"
+  done
+  printf '%-38s %10s %8s %7s %8s %8s\n' "client" "time" "/ideal" "calls" "429s" "done"
+  cat "$T/rows"
+}
+
+# unlimited: one run of client $1 over $2 keys against a fresh unlimited
+# server; appends "client keys done wall cpu load" to $T/unl.
+unl_run() {
+  c=$1 n=$2
+  rm -f "$T/unl.srv" # not the last server's port, read before this one writes
+  "$S" serve --port 0 >"$T/unl.srv" 2>&1 &
+  SRV_PID=$!
+  PORT=""
+  i=0
+  while [ $i -lt 100 ]; do
+    PORT=$(sed -n 's|^listening on http://127\.0\.0\.1:\([0-9]*\)$|\1|p' "$T/unl.srv" 2>/dev/null || true)
+    [ -n "$PORT" ] && break
+    sleep 0.05
+    i=$((i + 1))
+  done
+  [ -n "$PORT" ] || { echo "server did not start" >&2; exit 1; }
+  rm -f "$T/unl.db" "$T/unl.db-wal" "$T/unl.db-shm"
+  case $c in
+    curl)
+      sed "s|.*|url = \"http://127.0.0.1:$PORT/track/&\"\noutput = \"/dev/null\"|" \
+        "$T/keys$n.txt" >"$T/curl.cfg"
+      set -- curl -s --parallel --parallel-max 30 -K "$T/curl.cfg" -w '%{http_code}\n' ;;
+    learned)
+      set -- "$S" batch --progress lines --db "$T/unl.db" --rate 0 \
+        --url "http://127.0.0.1:$PORT/track/{}" "$T/keys$n.txt" ;;
+    j30)
+      set -- "$S" batch --progress lines --db "$T/unl.db" --rate 0 --concurrency 30 \
+        --url "http://127.0.0.1:$PORT/track/{}" "$T/keys$n.txt" ;;
+    base)
+      set -- "$BENCH_BASE_STAGGER" batch --progress lines --db "$T/unl.db" --rate 0 \
+        --concurrency 30 --url "http://127.0.0.1:$PORT/track/{}" "$T/keys$n.txt" ;;
+  esac
+  python3 - "$c" "$n" "$S" "$T/unl.db" "$@" >>"$T/unl" <<'PY'
+import json, os, subprocess, sys, time
+c, n, stagger, db, argv = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5:]
+t0 = time.monotonic()
+p = subprocess.Popen(argv, stdout=subprocess.PIPE if c == "curl" else subprocess.DEVNULL,
+                     stderr=subprocess.PIPE, text=True)
+load = None
+out = []
+if c == "curl":
+    out = p.stdout.read().split()
+    p.stderr.read()
+else:
+    for line in p.stderr:
+        if load is None and "jobs imported into" in line:
+            load = time.monotonic() - t0
+_, status, ru = os.wait4(p.pid, 0)
+wall = time.monotonic() - t0
+cpu = ru.ru_utime + ru.ru_stime
+if c == "curl":
+    done = sum(1 for s in out if s == "200")
+else:
+    rep = json.loads(subprocess.run([stagger, "batch", "report", "--db", db, "--json"],
+                                    capture_output=True, text=True).stdout)
+    done = rep["states"]["done"]
+print(c, n, done, "%.4f" % wall, "%.4f" % cpu, "%.4f" % load if load is not None else "-")
+PY
+  stop_unl
+}
+
+# The server by its PID: TERM, then KILL if it is still there after 5 s (a
+# bench must not hang on a server that does not stop).
+stop_unl() {
+  kill "$SRV_PID" 2>/dev/null || true
+  i=0
+  while kill -0 "$SRV_PID" 2>/dev/null && [ $i -lt 100 ]; do
+    sleep 0.05
+    i=$((i + 1))
+  done
+  kill -9 "$SRV_PID" 2>/dev/null || true
+  wait "$SRV_PID" 2>/dev/null || true
+  SRV_PID=""
+}
+
+unlimited() {
+  reps=${BENCH_REPEAT:-3}
+  : >"$T/unl"
+  for n in ${BENCH_SIZES:-5000 50000}; do
+    seq -f 'u%06g' 1 "$n" >"$T/keys$n.txt"
+    echo "bench_batch: unlimited, $n keys, $reps runs of each client" >&2
+    r=0
+    while [ $r -lt "$reps" ]; do
+      for c in curl learned j30 ${BENCH_BASE_STAGGER:+base}; do unl_run "$c" "$n"; done
+      r=$((r + 1))
+    done
+  done
+  python3 - "$T/unl" <<'PY'
+import statistics, sys
+from collections import defaultdict
+runs = defaultdict(list)
+for line in open(sys.argv[1]):
+    c, n, done, wall, cpu, load = line.split()
+    runs[(int(n), c)].append((float(wall), float(cpu), None if load == "-" else float(load), int(done)))
+label = {"curl": "curl --parallel --parallel-max 30",
+         "learned": "stagger batch --rate 0 (learned -j)",
+         "j30": "stagger batch --rate 0 -j 30",
+         "base": "BENCH_BASE_STAGGER, -j 30"}
+print("%-36s %7s %7s %8s %8s %8s %8s %8s" % ("unlimited serve, 30 at a time", "keys", "done",
+      "wall s", "CPU s", "load s", "wall x", "CPU x"))
+for n in sorted({k[0] for k in runs}):
+    med = {}
+    for c in ("curl", "learned", "j30", "base"):
+        rs = runs.get((n, c))
+        if not rs:
+            continue
+        loads = [r[2] for r in rs if r[2] is not None]
+        med[c] = (statistics.median(r[0] for r in rs), statistics.median(r[1] for r in rs),
+                  statistics.median(loads) if loads else None, min(r[3] for r in rs))
+    base = med.get("curl")
+    for c, (wall, cpu, load, done) in med.items():
+        wx = "%.2fx" % (base[0] / wall) if base and wall > 0 else "-"
+        cx = "%.2fx" % (base[1] / cpu) if base and cpu > 0 else "-"
+        print("%-36s %7d %7d %8.3f %8.3f %8s %8s %8s" % (label[c], n, done, wall, cpu,
+              "%.3f" % load if load is not None else "-", wx, cx))
+PY
+}
+
+for part in $PARTS; do
+  case $part in
+    incident) incident ;;
+    unlimited) unlimited ;;
+    *) echo "bench_batch: unknown part $part" >&2; exit 2 ;;
+  esac
 done
-printf '%-38s %10s %8s %7s %8s %8s\n' "client" "time" "/ideal" "calls" "429s" "done"
-cat "$T/rows"

@@ -29,6 +29,35 @@
 #include "curl/engine.h"
 
 
+/* The host's first answer settled its cold probe (stg_quota: a host's
+ * first send goes alone): the sends waiting behind it poll every 20 ms
+ * (W_QUOTA timers), so they are made due now, for this pass's timers,
+ * instead of at their next poll. Once per host: a scan of the heap. */
+static void quota_wake(stg_engine *e, stg__host *h)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < e->timers.n; i++) {
+        const req *w = e->timers.v[i].item;
+        n += w->wait == W_QUOTA && w->host == h && e->timers.v[i].due_us > e->now;
+    }
+    req **v = n ? malloc(n * sizeof *v) : NULL;
+    if (!v)
+        return; /* none, or no memory: they poll as before */
+    size_t k = 0;
+    for (size_t i = 0; i < e->timers.n && k < n; i++) {
+        req *w = e->timers.v[i].item;
+        if (w->wait == W_QUOTA && w->host == h && e->timers.v[i].due_us > e->now)
+            v[k++] = w;
+    }
+    for (size_t i = 0; i < k; i++) {
+        stg__heap_remove(&e->timers, v[i]->heap_index);
+        bool ok = stg__heap_push(&e->timers, e->now, v[i], &v[i]->heap_index);
+        STG_ASSERT(ok); /* the removal left the room */
+        (void)ok;
+    }
+    free(v);
+}
+
 /* The quotas an answer announced (the latest response's header block,
  * through every dialect stg_hints_feed reads) settle r's reservation; with
  * no answer (answered false) the reservation stays spent. */
@@ -79,6 +108,10 @@ static void quota_settle(stg_engine *e, req *r, bool answered)
     char route[512];
     stg__eng_route(r, route, sizeof route);
     stg_quota_settle(q, r->host->key, route, r->qt, &qs, e->now);
+    if (!r->host->quota_answered) {
+        r->host->quota_answered = true;
+        quota_wake(e, r->host);
+    }
 }
 
 /* Finish r: leave every structure, report, call done once, free. */
@@ -217,8 +250,12 @@ static void report(void *ctx, const stg__attempt *a, const stg_hints *hints)
         return;
     }
     int64_t hold;
-    if (h->has_adaptive && a->status == 503 && stg_hints_server_wait(hints, &hold)) {
-        /* Unavailable until a stated time: a hold, not a congestion cut. */
+    if (h->has_adaptive && a->status == 503 && stg_hints_server_wait(hints, &hold) &&
+        (r->pol->max_server_wait_us < 0 || hold <= r->pol->max_server_wait_us)) {
+        /* Unavailable until a stated time: a hold, not a congestion cut.
+         * Not past the longest server wait honoured: such a request gives
+         * up at once (SERVER_WAIT_TOO_LONG), and so must the others, not
+         * sit out the hint in the limiter. */
         stg_adaptive_on_hold(&h->adaptive, hold, e->now, &e->rng);
         stg_adaptive_on_hints(&h->adaptive, hints, e->now, &e->rng);
     } else if (h->has_adaptive && a->status > 0) {

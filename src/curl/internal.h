@@ -325,6 +325,9 @@ typedef struct stg__host {
     stg_concurrency conc;
     int conc_out;
     void *conc_head, *conc_tail;
+    /* The quota limiter has had an answer from this host (engine_done.c:
+     * the first one wakes the sends waiting behind the cold probe). */
+    bool quota_answered;
 } stg__host;
 
 typedef struct stg__hosts {

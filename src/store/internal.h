@@ -31,18 +31,43 @@ struct stg_store {
     sqlite3_stmt *st_response_del;
     sqlite3_stmt *st_sent;
     sqlite3_stmt *st_run_add;
+    sqlite3_stmt *st_begin, *st_commit, *st_rollback;
+    /* The run counters the open transaction has added (add_run_counts):
+     * written to run_id's row once, just before that transaction commits
+     * (so in it, as if each change had written its own), dropped by a
+     * rollback. One UPDATE per commit instead of one per job. */
+    struct {
+        int64_t run_id; /* 0: nothing pending */
+        int64_t calls, retries, n429, n503, finished;
+    } run_add;
     /* Group commit (stg_store_group): while on, begin opens the one
      * transaction if none is open and commit leaves it open; flush commits
      * it. */
     bool group;
     bool group_open;
+    /* The WAL hook (walsync.c): its write-back helper (NULL: none yet, or
+     * none to be had: wal_fd_failed), and the WAL size, in frames, at the
+     * last write-back asked for. */
+    struct stg__walsync *walsync;
+    bool wal_fd_failed;
+    int wal_kicked;
 };
 
 /* STG_OK when n job rows is what the job set holds (meta job_count; no job
  * set yet: 0), else STG_EDB saying the database is damaged. */
 int stg__store_check_total(stg_store *s, int64_t n);
 
+/* The writer's WAL hook (walsync.c): autocheckpoint and early write-back;
+ * close after sqlite3_close. */
+void stg__store_walsync_install(stg_store *s);
+void stg__store_walsync_close(stg_store *s);
+
 /* Prepare *st once (returns SQLITE_OK or an error code). */
 int stg__store_prepare(stg_store *s, sqlite3_stmt **st, const char *sql);
+
+/* Add to run run_id's counters in the open transaction (written when it
+ * commits). SQLITE_DONE, or an error code. */
+int stg__store_run_add(stg_store *s, int64_t run_id, int calls, int retries, int n429,
+                       int n503, int finished);
 
 #endif

@@ -247,28 +247,12 @@ int stg_store_claim(stg_store *s, int max, int64_t run_id, int64_t now_ms, stg_j
     return err;
 }
 
-/* Add to run run_id's counters (inside the caller's transaction). */
+/* Add to run run_id's counters (inside the caller's transaction: written
+ * when it commits, schema.c). */
 static int add_run_counts(stg_store *s, int64_t run_id, int calls, int retries, int n429,
                           int n503, int finished)
 {
-    if (run_id <= 0)
-        return SQLITE_DONE;
-    int rc = stg__store_prepare(s, &s->st_run_add,
-                                "UPDATE runs SET calls = calls + ?2, retries = retries + ?3, "
-                                "status_429 = status_429 + ?4, status_503 = status_503 + ?5, "
-                                "finished = finished + ?6 WHERE id = ?1");
-    if (rc != SQLITE_OK)
-        return rc;
-    sqlite3_stmt *st = s->st_run_add;
-    sqlite3_bind_int64(st, 1, run_id);
-    sqlite3_bind_int(st, 2, calls);
-    sqlite3_bind_int(st, 3, retries);
-    sqlite3_bind_int(st, 4, n429);
-    sqlite3_bind_int(st, 5, n503);
-    sqlite3_bind_int(st, 6, finished);
-    rc = sqlite3_step(st);
-    sqlite3_reset(st);
-    return rc;
+    return stg__store_run_add(s, run_id, calls, retries, n429, n503, finished);
 }
 
 int stg_store_mark_sent(stg_store *s, int64_t id, int64_t run_id)

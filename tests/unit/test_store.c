@@ -935,6 +935,116 @@ static void test_group_rollback(void **state)
     stg_store_close(s);
 }
 
+/* One value of SQL q read by another connection (what a kill leaves). */
+static int64_t other_int(const char *name, const char *q)
+{
+    sqlite3 *o;
+    assert_int_equal(sqlite3_open(path_of(name), &o), SQLITE_OK);
+    sqlite3_stmt *st;
+    assert_int_equal(sqlite3_prepare_v2(o, q, -1, &st, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+    int64_t n = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    sqlite3_close(o);
+    return n;
+}
+
+/* The run counters an outcome adds are written with it: committed by the
+ * same flush, rolled back by the same failure, never on their own. */
+static void test_run_counters_in_transaction(void **state)
+{
+    (void)state;
+    stg_store *s = open_new("runadd.db");
+    import_five(s);
+    int64_t run = 0;
+    assert_int_equal(stg_store_run_begin(s, 1000, &run), STG_OK);
+    stg_job jobs[5];
+    int n = 0;
+    assert_int_equal(stg_store_claim(s, 5, run, 2000, jobs, &n), STG_OK);
+    assert_int_equal(stg_store_group(s, true), STG_OK);
+    stg_job_outcome done = {.state = STG_JOB_DONE, .status = 200, .attempts = 2,
+                            .retries = 1, .status_429 = 1, .run_id = run};
+    assert_int_equal(stg_store_finish(s, 1, &done, 3000), STG_OK);
+    assert_int_equal(stg_store_finish(s, 2, &done, 3000), STG_OK);
+    assert_int_equal(other_int("runadd.db", "SELECT calls FROM runs"), 0);
+    assert_int_equal(stg_store_flush(s), STG_OK);
+    assert_int_equal(other_int("runadd.db", "SELECT calls FROM runs"), 4);
+    assert_int_equal(other_int("runadd.db", "SELECT retries FROM runs"), 2);
+    assert_int_equal(other_int("runadd.db", "SELECT status_429 FROM runs"), 2);
+    assert_int_equal(other_int("runadd.db", "SELECT finished FROM runs"), 2);
+    /* the sent-mark's attempt, committed at once */
+    assert_int_equal(stg_store_mark_sent(s, 3, run), STG_OK);
+    assert_int_equal(other_int("runadd.db", "SELECT calls FROM runs"), 5);
+    /* a failure inside the group takes the counters of its outcomes too */
+    assert_int_equal(stg_store_finish(s, 4, &done, 3000), STG_OK);
+    int fd = open(path_of("runadd.db"), O_RDONLY);
+    assert_true(fd >= 0);
+    stg_job_outcome bad = {.state = STG_JOB_DONE, .status = 200, .attempts = 1, .run_id = run,
+                           .body_in_fd = true, .body_fd = fd, .body_len = (size_t)8 << 20};
+    assert_int_equal(stg_store_finish(s, 5, &bad, 3000), STG_EDB);
+    close(fd);
+    assert_int_equal(stg_store_group(s, false), STG_OK);
+    assert_int_equal(other_int("runadd.db", "SELECT calls FROM runs"), 5);
+    assert_int_equal(other_int("runadd.db", "SELECT finished FROM runs"), 2);
+    /* and the next transaction starts from nothing pending */
+    stg_job_outcome one = {.state = STG_JOB_DONE, .status = 200, .attempts = 1, .run_id = run};
+    assert_int_equal(stg_store_finish(s, 4, &one, 4000), STG_OK);
+    assert_int_equal(other_int("runadd.db", "SELECT calls FROM runs"), 6);
+    assert_int_equal(other_int("runadd.db", "SELECT finished FROM runs"), 3);
+    for (int i = 0; i < n; i++)
+        stg_job_clear(&jobs[i]);
+    stg_store_close(s);
+}
+
+/* A database made with the index of before (jobs_by_state, every state)
+ * gets the pending-only index at a writer's open, and claims as before; a
+ * reader leaves it alone. */
+static void test_old_index_migrated(void **state)
+{
+    (void)state;
+    stg_store *s = open_new("oldidx.db");
+    import_five(s);
+    stg_store_close(s);
+    sqlite3 *o;
+    assert_int_equal(sqlite3_open(path_of("oldidx.db"), &o), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(o,
+                                  "DROP INDEX jobs_pending; "
+                                  "CREATE INDEX jobs_by_state ON jobs(state, id)",
+                                  NULL, NULL, NULL),
+                     SQLITE_OK);
+    sqlite3_close(o);
+    const char *q_old = "SELECT count(*) FROM sqlite_master WHERE name = 'jobs_by_state'";
+    const char *q_new = "SELECT count(*) FROM sqlite_master WHERE name = 'jobs_pending'";
+    stg_store_options ro = {.readonly = true};
+    char err[640];
+    assert_int_equal(stg_store_open(path_of("oldidx.db"), &ro, &s, err, sizeof err), STG_OK);
+    expect_counts(s, 5, 0, 0, 0, 0, 0);
+    stg_store_close(s);
+    assert_int_equal(other_int("oldidx.db", q_old), 1);
+    s = reopen("oldidx.db");
+    assert_int_equal(other_int("oldidx.db", q_old), 0);
+    assert_int_equal(other_int("oldidx.db", q_new), 1);
+    stg_job jobs[5];
+    int n = 0;
+    assert_int_equal(stg_store_claim(s, 2, 1, 2000, jobs, &n), STG_OK);
+    assert_int_equal(n, 2);
+    assert_int_equal(jobs[0].id, 1);
+    assert_int_equal(jobs[1].id, 2);
+    stg_job_outcome back = {.state = STG_JOB_PENDING};
+    assert_int_equal(stg_store_finish(s, 1, &back, 3000), STG_OK);
+    for (int i = 0; i < n; i++)
+        stg_job_clear(&jobs[i]);
+    /* the lowest pending id first, a job put back included */
+    assert_int_equal(stg_store_claim(s, 5, 1, 4000, jobs, &n), STG_OK);
+    assert_int_equal(n, 4);
+    assert_int_equal(jobs[0].id, 1);
+    assert_int_equal(jobs[1].id, 3);
+    for (int i = 0; i < n; i++)
+        stg_job_clear(&jobs[i]);
+    expect_counts(s, 0, 5, 0, 0, 0, 0);
+    stg_store_close(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -944,6 +1054,8 @@ int main(void)
         cmocka_unit_test(test_transitions),
         cmocka_unit_test(test_group_commit),
         cmocka_unit_test(test_group_rollback),
+        cmocka_unit_test(test_run_counters_in_transaction),
+        cmocka_unit_test(test_old_index_migrated),
         cmocka_unit_test(test_recover),
         cmocka_unit_test(test_cancelled_back_to_pending),
         cmocka_unit_test(test_runner_lock),
