@@ -233,7 +233,11 @@ bool stg_batch_step(stg_batch *b, int64_t timeout_us)
         /* The wall time, so a killed run still has one; the counters are
          * committed with the outcomes. A failure here is not fatal: the
          * next outcome's commit says what is wrong. */
-        stg_run_stats rs = {.wall_ms = (now - b->start_us) / 1000, .exit_code = -1};
+        stg_engine_stats es;
+        stg_engine_stats_get(b->engine, &es);
+        stg_run_stats rs = {.wall_ms = (now - b->start_us) / 1000,
+                            .exit_code = -1,
+                            .concurrency = es.concurrency_limit};
         (void)stg_store_run_update(b->store, b->run_id, &rs);
         b->next_save_us = now + STG_SEC(1);
     }
@@ -309,6 +313,10 @@ void stg_batch_free(stg_batch *b, int exit_code)
 {
     if (!b)
         return;
+    /* Where a learned concurrency ended, for the run's row (report). */
+    stg_engine_stats es = {0};
+    if (b->engine)
+        stg_engine_stats_get(b->engine, &es);
     /* Cancels what is left: the done callbacks put those jobs back (or,
      * with a failed store, leave them inflight for the next open). */
     stg_engine_free(b->engine);
@@ -318,7 +326,9 @@ void stg_batch_free(stg_batch *b, int exit_code)
     if (!b->source && stg_store_group(b->store, false) != STG_OK)
         b->store_failed = true;
     if (b->run_id > 0 && !b->source) {
-        stg_run_stats rs = {.wall_ms = (mono_us() - b->start_us) / 1000, .exit_code = exit_code};
+        stg_run_stats rs = {.wall_ms = (mono_us() - b->start_us) / 1000,
+                            .exit_code = exit_code,
+                            .concurrency = es.concurrency_limit};
         (void)stg_store_run_update(b->store, b->run_id, &rs); /* the counters are in already */
     }
     for (int i = 0; b->slots && i < b->nslots; i++)

@@ -497,6 +497,18 @@ int stg_store_run_update(stg_store *s, int64_t run_id, const stg_run_stats *r)
         rc = sqlite3_step(st);
     }
     sqlite3_finalize(st);
+    if (rc == SQLITE_DONE && r->concurrency > 0) {
+        st = NULL;
+        rc = sqlite3_prepare_v2(s->db,
+                                "INSERT OR REPLACE INTO meta(key, value) "
+                                "VALUES('learned_concurrency', ?1)",
+                                -1, &st, NULL);
+        if (rc == SQLITE_OK) {
+            sqlite3_bind_int(st, 1, r->concurrency);
+            rc = sqlite3_step(st);
+        }
+        sqlite3_finalize(st);
+    }
     if (rc != SQLITE_DONE)
         return stg__store_fail(s, rc, "cannot record the run");
     return STG_OK;

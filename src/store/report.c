@@ -226,6 +226,13 @@ int stg_store_report_get(stg_store *s, stg_store_report *r)
         stg_store_report_free(r);
         return err;
     }
+    char *conc = NULL;
+    if ((err = stg_store_meta_get(s, "learned_concurrency", &conc))) {
+        stg_store_report_free(r);
+        return err;
+    }
+    r->learned_concurrency = conc ? atoi(conc) : 0;
+    free(conc);
     return STG_OK;
 }
 
@@ -290,6 +297,8 @@ void stg_store_report_print(const stg_store_report *r, const char *db_path, FILE
         fmt_wall(r->last.wall_ms, last, sizeof last);
         fprintf(out, " (last run %s)", last);
     }
+    if (r->learned_concurrency > 0)
+        fprintf(out, "; learned concurrency %d", r->learned_concurrency);
     fputc('\n', out);
     fprintf(out, "calls %lld: 429 x %lld (%.1f%%), 503 x %lld (%.1f%%); retries %lld\n",
             (long long)r->calls, (long long)r->status_429,
@@ -406,6 +415,9 @@ int stg_store_report_json(const stg_store_report *r, const char *db_path, FILE *
         per_s(r->calls, r->wall_ms), "bad_lines", (json_int_t)r->bad_lines, "needs_input",
         (json_int_t)r->needs_input, "last_run", last);
     if (o) {
+        json_object_set_new(o, "learned_concurrency", r->learned_concurrency > 0
+                                                          ? json_integer(r->learned_concurrency)
+                                                          : json_null());
         json_object_set_new(o, "attempts_histogram", ahist);
         json_object_set_new(o, "status_codes", codes);
         json_object_set_new(o, "duration_ms", dur);

@@ -459,12 +459,15 @@ typedef struct stg_run_stats {
     int64_t status_429, status_503;
     int64_t finished;   /* jobs that reached a final state in this run */
     int exit_code;      /* -1 while running */
+    int concurrency;    /* a learned concurrency's limit (the engine's sum
+                           over hosts) when last saved; 0: fixed, or none */
 } stg_run_stats;
 
 /* Start a run row. */
 int stg_store_run_begin(stg_store *s, int64_t now_ms, int64_t *run_id);
 /* Record the run's wall time and exit code (exit_code -1: still running),
- * called periodically and at the end. The counters of st are NOT written:
+ * called periodically and at the end; a learned concurrency (st->concurrency
+ * > 0) is kept as the meta value learned_concurrency, the latest run's. The counters of st are NOT written:
  * calls, retries, 429s, 503s and finished are added by stg_store_finish and
  * stg_store_mark_sent in the transaction of each job's change, so they
  * survive a kill -9 with the outcomes they count. */
@@ -501,6 +504,9 @@ typedef struct stg_store_report {
      * the client-side limiter. waits_known false: no run recorded any. */
     bool waits_known;
     int64_t wait_retry_ms, wait_limiter_ms;
+    /* Where a learned concurrency stood when the latest run that learned
+     * one was last saved; 0: every run had a fixed --concurrency. */
+    int learned_concurrency;
 } stg_store_report;
 
 int stg_store_report_get(stg_store *s, stg_store_report *r);

@@ -30,6 +30,12 @@ ends = [json.loads(l) for l in open(sys.argv[1]) if '"attempt_end"' in l]
 lim = [e.get("concurrency", 0) for e in ends]
 sys.exit(0 if ends and all(x >= 1 for x in lim) and max(lim) >= int(sys.argv[2]) else 1)
 PY
+# report: where the limit stood at the run's end (the controller's bound:
+# at least 1, below twice the capacity, as the server saw).
+rep=$("$S" batch report --json --db "$T/l.db")
+jcheck "learned: report --json says where the limit settled" "$rep" \
+  "j['learned_concurrency'] is not None and 1 <= j['learned_concurrency'] < 2 * $C"
+check "learned: report says it" sh -c "'$S' batch report --db '$T/l.db' | grep -q 'learned concurrency [0-9]'"
 stop_server "$SRV_PID"
 
 # --concurrency is a hard cap: the server sees what is sent, up to the cap.
@@ -40,5 +46,7 @@ st=$(curl -s "$URL/__stats")
 jcheck "fixed: each job admitted once" "$st" "j['admitted'] == $N"
 jcheck "fixed: up to the cap queued at the server" "$st" \
   "2 * $C <= j['capacity']['max_in_system'] <= 60"
+jcheck "fixed: report shows no learned concurrency" "$("$S" batch report --json --db "$T/f.db")" \
+  "j['learned_concurrency'] is None"
 stop_server "$SRV_PID"
 finish
