@@ -382,23 +382,6 @@ static bool quota_gate(stg_engine *e, req *r, int64_t left)
     return false;
 }
 
-/* A 503 said the host is unavailable for longer than r may wait for a
- * server (max_server_wait): r is handed back now, unsent, as the request
- * that got the 503 was, rather than sent before the time the server asked
- * or held until then. A shorter hold is the limiter's (the adaptive rate's
- * hold). True when r has ended. */
-static bool unavailable(stg_engine *e, req *r)
-{
-    int64_t until = r->host->unavailable_until;
-    int64_t max = r->pol->max_server_wait_us;
-    if (until <= e->now || max < 0 || until - e->now <= max ||
-        r->pol->retry_after_mode == STG_RETRY_AFTER_IGNORE)
-        return false;
-    r->server_wait_us = until - e->now;
-    stg__eng_finish(e, r, STG_REASON_SERVER_WAIT_TOO_LONG);
-    return true;
-}
-
 /* A slot is free for r: breaker check, quotas, limiter, then the attempt. */
 static void admit(stg_engine *e, req *r)
 {
@@ -429,8 +412,6 @@ static void admit(stg_engine *e, req *r)
             return;
         }
     }
-    if (unavailable(e, r))
-        return;
     if (!quota_gate(e, r, left))
         return;
     if (paced(e, h) && h->pace_head && !r->pacing) {

@@ -250,16 +250,12 @@ static void report(void *ctx, const stg__attempt *a, const stg_hints *hints)
         return;
     }
     int64_t hold;
-    bool unavailable = a->status == 503 && stg_hints_server_wait(hints, &hold);
-    if (unavailable && e->now + hold > h->unavailable_until)
-        h->unavailable_until = e->now + hold;
-    if (h->has_adaptive && unavailable &&
+    if (h->has_adaptive && a->status == 503 && stg_hints_server_wait(hints, &hold) &&
         (r->pol->max_server_wait_us < 0 || hold <= r->pol->max_server_wait_us)) {
         /* Unavailable until a stated time: a hold, not a congestion cut.
-         * Past the longest server wait honoured, no hold: this request
-         * gives up at once (SERVER_WAIT_TOO_LONG), and the others are
-         * handed back at admission (unavailable_until), none sits out the
-         * hint in the limiter. */
+         * Not past the longest server wait honoured: such a request gives
+         * up at once (SERVER_WAIT_TOO_LONG), and so must the others, not
+         * sit out the hint in the limiter. */
         stg_adaptive_on_hold(&h->adaptive, hold, e->now, &e->rng);
         stg_adaptive_on_hints(&h->adaptive, hints, e->now, &e->rng);
     } else if (h->has_adaptive && a->status > 0) {

@@ -328,11 +328,6 @@ typedef struct stg__host {
     /* The quota limiter has had an answer from this host (engine_done.c:
      * the first one wakes the sends waiting behind the cold probe). */
     bool quota_answered;
-    /* Until when a 503 said the host is unavailable (its Retry-After, any
-     * length; 0 when none): a request that would wait longer than its
-     * max_server_wait is handed back at admission instead of being sent
-     * before the time the server asked (engine_admit.c). */
-    int64_t unavailable_until;
 } stg__host;
 
 typedef struct stg__hosts {

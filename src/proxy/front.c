@@ -67,21 +67,8 @@ static enum MHD_Result queue(struct MHD_Connection *c, unsigned status, struct M
     return rc;
 }
 
-/* An error answer of the proxy's own; retry_after_us >= 0 adds a
- * Retry-After (seconds, rounded up) so the program's own logic waits. */
-static enum MHD_Result answer_error_after(struct MHD_Connection *c, unsigned status,
-                                          const char *msg, const char *stagger_error,
-                                          int64_t retry_after_us);
-
 enum MHD_Result px_answer_error(struct MHD_Connection *c, unsigned status, const char *msg,
                                 const char *stagger_error)
-{
-    return answer_error_after(c, status, msg, stagger_error, -1);
-}
-
-static enum MHD_Result answer_error_after(struct MHD_Connection *c, unsigned status,
-                                          const char *msg, const char *stagger_error,
-                                          int64_t retry_after_us)
 {
     json_t *o = json_pack("{s:s}", "error", msg);
     char *body = o ? json_dumps(o, JSON_COMPACT) : NULL;
@@ -96,11 +83,6 @@ static enum MHD_Result answer_error_after(struct MHD_Connection *c, unsigned sta
     MHD_add_response_header(resp, "Via", "1.1 stagger");
     if (stagger_error)
         MHD_add_response_header(resp, "Stagger-Error", stagger_error);
-    if (retry_after_us >= 0) {
-        char ra[24];
-        snprintf(ra, sizeof ra, "%lld", (long long)((retry_after_us + 999999) / 1000000));
-        MHD_add_response_header(resp, "Retry-After", ra);
-    }
     return queue(c, status, resp);
 }
 
@@ -274,13 +256,6 @@ static const char *stagger_error(stg_reason reason, stg_net_error err, unsigned 
     }
     if (reason == STG_REASON_BUDGET_EXHAUSTED)
         return "budget-exhausted";
-    if (reason == STG_REASON_SERVER_WAIT_TOO_LONG) {
-        /* Unsent: a 503 told stagger the host is away for longer than
-         * --max-server-wait (the answer itself went to the program that
-         * asked first). */
-        *status = 503;
-        return "server-unavailable";
-    }
     switch (err) {
     case STG_NET_CONNECT_REFUSED:
         return "upstream-refused";
@@ -354,10 +329,7 @@ static enum MHD_Result answer_final(px_req *r, struct MHD_Connection *c)
     snprintf(msg, sizeof msg, "%s after %d attempt%s: %s", stg_reason_message(r->reason),
              r->attempts, r->attempts == 1 ? "" : "s", r->errtext[0] ? r->errtext : why);
     px_log_request(r->p, r, (int)status);
-    int64_t after = r->reason == STG_REASON_SERVER_WAIT_TOO_LONG && r->server_wait_us > 0
-                        ? r->server_wait_us
-                        : -1;
-    return answer_error_after(c, status, msg, why, after);
+    return px_answer_error(c, status, msg, why);
 }
 
 /* Queue r's submission. p->mu held; no wake-up: the loop runs the

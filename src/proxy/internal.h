@@ -115,7 +115,6 @@ struct px_req {
     stg_net_error error;
     char errtext[256];
     int attempts;
-    int64_t server_wait_us; /* the result's last server hint, or STG_UNKNOWN */
     char *fbody;       /* the final body when none was spooled */
     size_t fbody_len;
     /* The body of a non-2xx answer (STG_BODY_OTHER), kept whole until the

@@ -216,7 +216,6 @@ static void on_done(stg_engine *e, uint64_t id, const stg_result *res, void *dat
     r->reason = res->reason;
     r->error = res->error;
     r->attempts = res->attempts;
-    r->server_wait_us = res->server_wait_us;
     snprintf(r->errtext, sizeof r->errtext, "%s", res->error_text);
     if (r->head) {
         r->stream_end = true;

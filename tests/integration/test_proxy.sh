@@ -129,22 +129,6 @@ check "  and its body" grep -q 'rate limited' "$T/429.b"
 proxy_stop
 serve_stop "$SRV_PID" || true
 
-# ---- a host away for longer than --max-server-wait: the next request unsent ----
-# The 503's Retry-After (120 s) says the whole upstream is away: the first
-# program gets that answer as it came; the next is not sent before the time
-# the server asked but answered by the proxy: 503, Retry-After, Stagger-Error.
-serve_start away --log "$T/away.log"
-proxy_start away --upstream "$URL" -j 1 --max-server-wait 1s
-code=$(curl -s -o /dev/null -w '%{http_code}' "$PX/status/503?retry_after=120")
-check "the upstream's 503 given back (got $code)" [ "$code" = 503 ]
-curl -s -D "$T/away.h" -o /dev/null "$PX/later"
-check "the next request answered 503 unsent" grep -q '^HTTP/1.1 503' "$T/away.h"
-check "  with Stagger-Error: server-unavailable" grep -qi '^Stagger-Error: server-unavailable' "$T/away.h"
-check "  and the time left as Retry-After" grep -qiE '^Retry-After: (11[0-9]|120)' "$T/away.h"
-check "  the upstream never saw it" [ "$(grep -c '/later' "$T/away.log" || true)" = 0 ]
-proxy_stop
-serve_stop "$SRV_PID" || true
-
 # ---- retries only when safe ----------------------------------------------------
 # --fail-first 1: each client's first request gets a 429.
 serve_start idem --fail-first 1 --fail-retry-after 1 --log "$T/idem.log"
