@@ -330,8 +330,21 @@ static int64_t cost_for(const qent *e, const stg_quota_cost *c, size_t n)
     return 1;
 }
 
-/* How long until e admits cost c (0: now). */
-static int64_t need(const stg_quota *q, const qent *e, int64_t c, int64_t now)
+/* Does e pace a request of cost c when `demand` requests (this one
+ * included; <= 0: unknown) wait for it? Only when what waits is more than
+ * its remaining count: what fits in the count goes now (spreading it would
+ * only make the last window's few requests wait for nothing), and what
+ * does not fit is spread, so that the count is not spent at once to meet
+ * the wall. An unknown demand paces (the behaviour of stg_quota_acquire). */
+static bool pacing(const qent *e, int64_t c, int64_t demand)
+{
+    if (e->dormant || e->est == UNKNOWN || demand <= 0)
+        return true;
+    return c > 0 && demand > e->est / c;
+}
+
+/* How long until e admits cost c (0: now), with `demand` waiting. */
+static int64_t need(const stg_quota *q, const qent *e, int64_t c, int64_t demand, int64_t now)
 {
     int64_t w = 0;
     if (e->dormant) {
@@ -346,22 +359,31 @@ static int64_t need(const stg_quota *q, const qent *e, int64_t c, int64_t now)
         else
             w = e->inflight > 0 ? q->probe_wait_us : 0; /* one probe at a time */
     }
-    /* Pacing (GCRA): the pace may run ahead of now by a share of the time
-     * to the reset (the burst), no further. */
-    if (!e->dormant && e->tat != NEVER && e->tat > now) {
-        int64_t tau = 0;
-        if (e->reset_at != NEVER && e->reset_at > now)
-            tau = (int64_t)((double)(e->reset_at - now) * q->burst);
-        if (e->tat - now - tau > w)
-            w = e->tat - now - tau;
+    /* Pacing (GCRA): the pace may run ahead of an instant x by a share b of
+     * the time left to the reset R (the burst), no further: admitted at the
+     * first x with tat - x <= b * (R - x), that is x - now =
+     * (d - b * r) / (1 - b) for d = tat - now, r = R - now. Solved here
+     * rather than asked again at now + d - b * r, which the shrinking
+     * burst would refuse again and again. */
+    if (!e->dormant && e->tat != NEVER && e->tat > now && pacing(e, c, demand)) {
+        double d = (double)(e->tat - now), p = d;
+        if (e->reset_at != NEVER && e->reset_at > now) {
+            double r = (double)(e->reset_at - now);
+            p = q->burst >= 1.0 ? 0.0 : (d - q->burst * r) / (1.0 - q->burst);
+        }
+        int64_t pw = p <= 0 ? 0 : p >= (double)TIME_MAX ? TIME_MAX : (int64_t)ceil(p);
+        if (pw > w)
+            w = pw;
     }
     return w;
 }
 
-/* Reserve c units of e at now, and move its pace on by c units at the pace
- * that spreads the remaining count over the time to the reset (with the
- * margin): c * t * (1 + margin) / r. */
-static void charge(const stg_quota *q, qent *e, int64_t c, int64_t now)
+/* Reserve c units of e at now, and (paced) move its pace on by c units at
+ * the pace that spreads the remaining count over the time to the reset
+ * (with the margin): c * t * (1 + margin) / r. A send that fits in the
+ * count (not paced) leaves the pace where it was: the count it spent
+ * already slows the next paced step (r is smaller). */
+static void charge(const stg_quota *q, qent *e, int64_t c, bool paced, int64_t now)
 {
     int64_t before = e->est;
     if (!e->dormant && before != UNKNOWN) /* a probe leaves it unknown */
@@ -369,13 +391,17 @@ static void charge(const stg_quota *q, qent *e, int64_t c, int64_t now)
     e->inflight += c;
     /* A refilling bucket paces itself (its refill): no spreading over its
      * reset, which is when it is full, not when more comes. */
-    if (!e->dormant && before > 0 && e->reset_at != NEVER && e->reset_at > now &&
+    if (paced && !e->dormant && before > 0 && e->reset_at != NEVER && e->reset_at > now &&
         e->refill_us <= 0) {
         double step = (double)(e->reset_at - now) * (1.0 + q->margin) * (double)c / (double)before;
         int64_t s = step >= (double)TIME_MAX ? TIME_MAX : (int64_t)ceil(step);
         int64_t base = e->tat != NEVER && e->tat > now ? e->tat : now;
         int64_t at = sat_add(base, s);
-        e->tat = at < e->reset_at ? at : e->reset_at; /* the reset resets the pace */
+        /* The reset resets the pace; a pace that would pass it stops just
+         * short of it, so that what the count still holds is all sent
+         * before the reset rather than carried into the next window
+         * (where it would take a unit of that window's count). */
+        e->tat = at < e->reset_at - 1 ? at : e->reset_at - 1;
     }
     STG_ASSERT(e->est >= 0 || e->est == UNKNOWN);
     STG_ASSERT(e->inflight >= 0);
@@ -384,6 +410,14 @@ static void charge(const stg_quota *q, qent *e, int64_t c, int64_t now)
 int stg_quota_acquire(stg_quota *q, const char *hostname, const char *route_name,
                       const stg_quota_cost *costs, size_t n_costs, int64_t now_us,
                       stg_quota_ticket *t, int64_t *wait_us)
+{
+    return stg_quota_acquire_demand(q, hostname, route_name, costs, n_costs, 0, now_us, t,
+                                    wait_us);
+}
+
+int stg_quota_acquire_demand(stg_quota *q, const char *hostname, const char *route_name,
+                             const stg_quota_cost *costs, size_t n_costs, int64_t demand,
+                             int64_t now_us, stg_quota_ticket *t, int64_t *wait_us)
 {
     if (!q || !hostname || !t || (n_costs && !costs))
         return STG_EINVAL;
@@ -423,6 +457,7 @@ int stg_quota_acquire(stg_quota *q, const char *hostname, const char *route_name
     if (r)
         r->tick = q->tick;
     int64_t idx[STG_QUOTA_TICKET_MAX], amt[STG_QUOTA_TICKET_MAX];
+    bool paced[STG_QUOTA_TICKET_MAX];
     int n = 0;
     for (int64_t i = 0; i < q->max_keys; i++) {
         qent *e = &h->q[i];
@@ -438,10 +473,11 @@ int stg_quota_acquire(stg_quota *q, const char *hostname, const char *route_name
             rc = STG_ETOOBIG;
             goto out;
         }
-        int64_t w = need(q, e, c, now_us);
+        int64_t w = need(q, e, c, demand, now_us);
         if (w > wait)
             wait = w;
         STG_ASSERT(n < STG_QUOTA_TICKET_MAX);
+        paced[n] = pacing(e, c, demand);
         idx[n] = i;
         amt[n++] = c;
     }
@@ -451,7 +487,7 @@ int stg_quota_acquire(stg_quota *q, const char *hostname, const char *route_name
     }
     for (int i = 0; i < n; i++) {
         qent *e = &h->q[idx[i]];
-        charge(q, e, amt[i], now_us);
+        charge(q, e, amt[i], paced[i], now_us);
         e->tick = q->tick;
         v.e[v.n].uid = (int64_t)e->uid;
         v.e[v.n++].amount = amt[i];

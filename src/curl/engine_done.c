@@ -32,6 +32,7 @@ static void quota_settle(stg_engine *e, req *r, bool answered)
     if (!r->quota_held)
         return;
     r->quota_held = false;
+    r->host->q_held--;
     stg_quota *q = e->hosts.quota;
     if (!q)
         return;
@@ -85,8 +86,11 @@ void stg__eng_finish(stg_engine *e, req *r, stg_reason reason)
         quota_settle(e, r, false); /* abandoned mid-send: it may count */
     } else if (r->quota_held) {
         r->quota_held = false; /* it never left: the reservation returns */
+        r->host->q_held--;
         stg_quota_cancel(e->hosts.quota, r->host->key, &r->qt);
     }
+    r->host->q_alive--;
+    STG_ASSERT(r->host->q_alive >= r->host->q_held && r->host->q_held >= 0);
     if (was_active) {
         /* Abandoned mid-attempt: its partial answer is not an answer. */
         stg__xfer_reset(&r->x);

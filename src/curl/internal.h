@@ -293,6 +293,10 @@ typedef struct stg__host {
     stg_concurrency conc;
     int conc_out;
     void *conc_head, *conc_tail;
+    /* The servers' quotas (cfg.quotas): the host's requests submitted and
+     * not finished, and those of them holding a quota reservation; the
+     * difference is the demand that waits for its quotas. */
+    int64_t q_alive, q_held;
 } stg__host;
 
 typedef struct stg__hosts {
