@@ -35,7 +35,7 @@ T=$(mktemp -d /tmp/stg_bench_dialects.XXXXXX)
 SRV_PID=""
 cleanup() {
     if [ -n "$SRV_PID" ]; then kill "$SRV_PID" 2>/dev/null || true; wait "$SRV_PID" 2>/dev/null || true; fi
-    rm -rf "$T"
+    [ -n "${BENCH_KEEP:-}" ] || rm -rf "$T"
 }
 trap cleanup EXIT INT TERM
 

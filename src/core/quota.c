@@ -397,11 +397,14 @@ static void charge(const stg_quota *q, qent *e, int64_t c, bool paced, int64_t n
         int64_t s = step >= (double)TIME_MAX ? TIME_MAX : (int64_t)ceil(step);
         int64_t base = e->tat != NEVER && e->tat > now ? e->tat : now;
         int64_t at = sat_add(base, s);
-        /* The reset resets the pace; a pace that would pass it stops just
-         * short of it, so that what the count still holds is all sent
-         * before the reset rather than carried into the next window
-         * (where it would take a unit of that window's count). */
-        e->tat = at < e->reset_at - 1 ? at : e->reset_at - 1;
+        /* The reset resets the pace; a pace that would pass it stops short
+         * of it, by the margin's share of the time left (at least 1 us),
+         * so that what the count still holds is all sent, and arrives,
+         * before the reset rather than after it, in the next window (where
+         * it would take a unit of that window's count). */
+        int64_t slack = (int64_t)((double)(e->reset_at - now) * q->margin);
+        int64_t cap = e->reset_at - (slack > 1 ? slack : 1);
+        e->tat = at < cap ? at : cap;
     }
     STG_ASSERT(e->est >= 0 || e->est == UNKNOWN);
     STG_ASSERT(e->inflight >= 0);

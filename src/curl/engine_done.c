@@ -202,13 +202,21 @@ static void report(void *ctx, const stg__attempt *a, const stg_hints *hints)
     stg_engine *e = r->engine;
     stg__host *h = r->host;
     int64_t hold;
+    /* With cfg.quotas the announced quotas are the quota limiter's, kept
+     * per key with their windows' resets: the adaptive rate learns from
+     * throttles only, not a limit / window rate of its own (which spreads
+     * a fixed window's count evenly and so never sends a window's count
+     * at its start). */
+    bool learn_hints = !e->cfg.quotas;
     if (h->has_adaptive && a->status == 503 && stg_hints_server_wait(hints, &hold)) {
         /* Unavailable until a stated time: a hold, not a congestion cut. */
         stg_adaptive_on_hold(&h->adaptive, hold, e->now, &e->rng);
-        stg_adaptive_on_hints(&h->adaptive, hints, e->now, &e->rng);
+        if (learn_hints)
+            stg_adaptive_on_hints(&h->adaptive, hints, e->now, &e->rng);
     } else if (h->has_adaptive && a->status > 0) {
         stg_adaptive_on_response(&h->adaptive, stg__throttled(a->status, hints), e->now);
-        stg_adaptive_on_hints(&h->adaptive, hints, e->now, &e->rng);
+        if (learn_hints)
+            stg_adaptive_on_hints(&h->adaptive, hints, e->now, &e->rng);
     }
     stg__shared_report(e->cfg.shared, h->key, r->ticket, a->status, hints);
     if (r->shared_probe) {
