@@ -56,6 +56,8 @@ typedef struct qent {
     int64_t refill_us;   /* a bucket whose reset is "until full" (OpenAI,
                             Anthropic): time per unit refilled; 0: none */
     int64_t refilled_at; /* refill credited up to this instant */
+    int64_t told_rem;    /* the remaining count last announced; UNKNOWN */
+    int64_t told_at;     /* when the current reset was first told */
     uint64_t tick;    /* last use, for LRU */
 } qent;
 
@@ -287,6 +289,7 @@ static qent *quota_get(stg_quota *q, host *h, const stg_quota_obs *o)
     e->dormant = true; /* until a remaining count arrives */
     e->reset_at = NEVER;
     e->tat = NEVER;
+    e->told_rem = UNKNOWN;
     return e;
 }
 
@@ -398,11 +401,13 @@ static void charge(const stg_quota *q, qent *e, int64_t c, bool paced, int64_t n
         int64_t base = e->tat != NEVER && e->tat > now ? e->tat : now;
         int64_t at = sat_add(base, s);
         /* The reset resets the pace; a pace that would pass it stops short
-         * of it, by the margin's share of the time left (at least 1 us),
-         * so that what the count still holds is all sent, and arrives,
-         * before the reset rather than after it, in the next window (where
-         * it would take a unit of that window's count). */
-        int64_t slack = (int64_t)((double)(e->reset_at - now) * q->margin);
+         * of it, by the margin's share of the time from when the reset was
+         * told (at least 1 us), so that what the count still holds is all
+         * sent, and arrives, before the reset rather than after it, in the
+         * next window (where it would take a unit of that window's count;
+         * the reset told is known only to the server's rounding). */
+        int64_t from = e->told_at < now ? e->told_at : now;
+        int64_t slack = (int64_t)((double)(e->reset_at - from) * q->margin);
         int64_t cap = e->reset_at - (slack > 1 ? slack : 1);
         e->tat = at < cap ? at : cap;
     }
@@ -522,14 +527,29 @@ static void update(const stg_quota *q, qent *e, const stg_quota_obs *o, int64_t 
         e->est = o->remaining > e->inflight ? o->remaining - e->inflight : 0;
         e->dormant = false;
     }
-    if (o->reset_us >= 0)
-        e->reset_at = sat_add(now, o->reset_us);
-    else if (o->remaining == 0)
+    if (o->reset_us >= 0) {
+        /* The same window told again, a little later: its count did not
+         * grow and the new reset is less than a second after the one
+         * held. A reset said in whole seconds is rounded up, so each
+         * answer bounds the instant from above, and the earliest bound
+         * holds (the pace then ends, and a spent count probes, when the
+         * window really turns, not up to a second after). */
+        int64_t at = sat_add(now, o->reset_us);
+        bool same = e->reset_at != NEVER && e->reset_at > now && at > e->reset_at &&
+                    at - e->reset_at < STG_SEC(1) && o->remaining >= 0 &&
+                    e->told_rem != UNKNOWN && o->remaining <= e->told_rem;
+        if (!same) {
+            e->reset_at = at;
+            e->told_at = now;
+        }
+    } else if (o->remaining == 0)
         /* Spent, and no word of when more comes (a leaky bucket's
          * used/size): probe again after a while, not at once. */
         e->reset_at = sat_add(now, q->empty_wait_us);
     else if (e->reset_at != NEVER && e->reset_at <= now)
         e->reset_at = NEVER;
+    if (o->remaining >= 0)
+        e->told_rem = o->remaining;
     /* Until full in t with limit - remaining missing: one unit per
      * t / (limit - remaining), rounded up (a reset rounded up to the
      * second only makes it slower). */

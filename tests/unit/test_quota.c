@@ -273,6 +273,77 @@ static void test_pacing_demand(void **state)
     stg_quota_free(q);
 }
 
+/* Admitted now, with a demand of one (what fits is not paced). */
+static void go_now(stg_quota *q, int64_t now)
+{
+    stg_quota_ticket t;
+    int64_t w = -1;
+    assert_int_equal(stg_quota_acquire_demand(q, H, "GET /", NULL, 0, 1, now, &t, &w), STG_OK);
+    assert_int_equal(w, 0);
+}
+
+/* A reset said in whole seconds is rounded up: each answer of the same
+ * window bounds the instant from above, and the earliest bound holds. An
+ * answer whose count grew is a new window: its reset replaces the old. */
+static void test_reset_earliest_bound(void **state)
+{
+    (void)state;
+    stg_quota *q = make(-1);
+    learn(q, NULL, obs("", "requests", 10, 3, STG_SEC(4)), 0); /* by 4 s */
+    /* 600 ms later the same window says "4" again (3.4 s rounded up). */
+    learn(q, NULL, obs("", "requests", 10, 2, STG_SEC(4)), STG_MS(600));
+    go_now(q, STG_MS(600));
+    go_now(q, STG_MS(600));
+    assert_int_equal(expect_wait(q, "GET /", STG_MS(600)), STG_SEC(4) - STG_MS(600));
+    stg_quota_free(q);
+
+    /* The count grew: a new window, whose reset is taken as told. */
+    q = make(-1);
+    learn(q, NULL, obs("", "requests", 10, 1, STG_SEC(4)), 0);
+    learn(q, NULL, obs("", "requests", 10, 2, STG_SEC(4)), STG_MS(600));
+    go_now(q, STG_MS(600));
+    go_now(q, STG_MS(600));
+    assert_int_equal(expect_wait(q, "GET /", STG_MS(600)), STG_SEC(4));
+    stg_quota_free(q);
+
+    /* A second or more later is another window too. */
+    q = make(-1);
+    learn(q, NULL, obs("", "requests", 10, 2, STG_SEC(4)), 0);
+    learn(q, NULL, obs("", "requests", 10, 1, STG_SEC(4)), STG_SEC(1));
+    go_now(q, STG_SEC(1));
+    assert_int_equal(expect_wait(q, "GET /", STG_SEC(1)), STG_SEC(4));
+    stg_quota_free(q);
+}
+
+/* The pace ends before the reset by the margin's share of the time from
+ * when the reset was told: 10 over 10 s with a 10 % margin are all sent
+ * by 9 s, none in the last second (where the window may already have
+ * turned: the reset is known only to the server's rounding). */
+static void test_pace_ends_before_reset(void **state)
+{
+    (void)state;
+    stg_quota *q = make(0.1);
+    learn(q, NULL, obs("", "requests", 10, 10, STG_SEC(10)), 0);
+    int64_t now = 0, last = 0;
+    stg_quota_ticket t;
+    int sent = 0;
+    while (sent < 10) {
+        int64_t w = 0;
+        int rc = stg_quota_acquire_demand(q, H, "GET /", NULL, 0, 100, now, &t, &w);
+        if (rc == STG_OK) {
+            sent++;
+            last = now;
+        } else {
+            assert_int_equal(rc, STG_EAGAIN);
+            now += w;
+        }
+        assert_true(now < STG_SEC(10));
+    }
+    assert_true(last <= STG_SEC(9));
+    assert_true(last > STG_SEC(8)); /* spread, not burst */
+    stg_quota_free(q);
+}
+
 /* A batch against fixed windows (LIMIT 40 per 4 s, aligned at 0, as
  * GitHub's, X's or an IETF policy's), in virtual time: 120 jobs, 30 in the
  * engine at once, answers after RTT, each telling the window's remaining
@@ -717,6 +788,8 @@ int main(void)
         cmocka_unit_test(test_pacing_burst),
         cmocka_unit_test(test_pacing_demand),
         cmocka_unit_test(test_pacing_last_window),
+        cmocka_unit_test(test_reset_earliest_bound),
+        cmocka_unit_test(test_pace_ends_before_reset),
         cmocka_unit_test(test_refilling_bucket),
         cmocka_unit_test(test_spent_without_reset),
         cmocka_unit_test(test_reserve_settle),
