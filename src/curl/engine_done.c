@@ -40,38 +40,8 @@ static void quota_settle(stg_engine *e, req *r, bool answered)
         stg_quota_settle(q, r->host->key, NULL, &r->qt, NULL, e->now);
         return;
     }
-    stg_hints hh;
     stg_quota_set qs;
-    stg_hints_init(&hh);
-    stg_quota_set_init(&qs);
-    const char *p = r->x.headers.p, *end = p ? p + r->x.headers.len : NULL;
-    while (p && p < end) {
-        const char *nl = memchr(p, '\n', (size_t)(end - p));
-        const char *stop = nl ? nl : end;
-        stg_hints_feed_line(&hh, &qs, p, (size_t)(stop - p), e->wall);
-        p = nl ? nl + 1 : end;
-    }
-    /* A refusal's wait (Retry-After) is when a quota it shows spent, with
-     * no reset of its own (Shopify's used/size), comes back. */
-    int64_t wait = 0;
-    if (stg__throttled(r->status, &hh) && stg_hints_server_wait(&hh, &wait))
-        for (size_t i = 0; i < qs.n; i++)
-            if (qs.q[i].remaining == 0 && qs.q[i].reset_us < 0)
-                qs.q[i].reset_us = wait;
-    /* A global wait (Discord X-RateLimit-Global) read as a flag rather
-     * than as a quota: it holds the whole host. */
-    wait = 0;
-    bool has_global = false;
-    for (size_t i = 0; i < qs.n; i++)
-        has_global |= qs.q[i].global;
-    if ((hh.flags & STG_HINTS_GLOBAL) && !has_global && qs.n < STG_QUOTAS_MAX &&
-        stg_hints_server_wait(&hh, &wait)) {
-        stg_quota_obs *o = &qs.q[qs.n++];
-        memset(o, 0, sizeof *o);
-        o->limit = o->remaining = o->window_us = STG_UNKNOWN;
-        o->reset_us = wait;
-        o->global = true;
-    }
+    stg__quota_answer(&r->x, r->status, e->wall, &qs);
     char route[512];
     stg__eng_route(r, route, sizeof route);
     stg_quota_settle(q, r->host->key, route, &r->qt, &qs, e->now);

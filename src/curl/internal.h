@@ -171,6 +171,15 @@ typedef struct stg__step {
     void *event_data;
 } stg__step;
 
+/* ---- quota_answer.c: the servers' quotas, transport side ---------------- */
+
+/* The route of a request to url for the quota limiter: "METHOD /path",
+ * never the query. */
+void stg__quota_route(stg_method method, const char *url, char *buf, size_t size);
+/* The quotas the answer in x (its header block, status) announced, into
+ * qs, with a global pause for a Discord global or GitHub secondary limit. */
+void stg__quota_answer(const stg__xfer *x, int status, int64_t wall_us, stg_quota_set *qs);
+
 /* Classify and redact what easy's attempt produced (code, x); url is the
  * attempt's URL, for when libcurl has no effective URL. Pure apart from
  * reading easy's info. */
