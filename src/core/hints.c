@@ -954,3 +954,29 @@ bool stg_hints_server_wait(const stg_hints *h, int64_t *wait_us)
         *wait_us = w;
     return true;
 }
+
+/* ---- What a body said: GitHub's secondary rate limit ------------------ */
+
+/* Does msg[0..len) contain lit (lowercase ASCII), without regard to case? */
+static bool contains_nocase(const char *msg, size_t len, const char *lit)
+{
+    size_t n = strlen(lit);
+    for (size_t i = 0; n <= len && i <= len - n; i++)
+        if (stg__eq_nocase(msg + i, n, lit))
+            return true;
+    return false;
+}
+
+bool stg_hints_message(stg_hints *h, int status, const char *msg, size_t len)
+{
+    if (!h || (!msg && len) || (status != 403 && status != 429))
+        return false;
+    /* GitHub's words (docs.github.com, "Rate limits for the REST API");
+     * the older one is what its secondary limits said before 2022. */
+    if (!contains_nocase(msg, len, "secondary rate limit") &&
+        !contains_nocase(msg, len, "abuse detection mechanism"))
+        return false;
+    h->flags |= STG_HINTS_SECONDARY;
+    h->dialects |= 1u << STG_DIALECT_GITHUB;
+    return true;
+}

@@ -254,6 +254,7 @@ static void attempt_done(stg_engine *e, req *r, CURLcode code)
     CURL *easy = r->easy;
     stg__attempt a;
     stg__attempt_end(easy, code, &r->x, r->url, &a);
+    stg__body_hints(&r->x, a.status); /* a GitHub secondary limit, before the quotas */
     char *fu = strdup(a.final_url);
     if (fu) {
         free(r->final_url);

@@ -171,6 +171,17 @@ typedef struct stg__step {
     void *event_data;
 } stg__step;
 
+/* ---- body_hints.c: what a refusal's body says -------------------------- */
+
+/* Largest body read for a hint (a GitHub secondary limit's JSON). */
+#define STG__BODY_HINTS_MAX 8192
+/* A 403 or 429 body (JSON, at most STG__BODY_HINTS_MAX bytes) whose
+ * "message" is a GitHub secondary rate limit's: STG_HINTS_SECONDARY into
+ * h (stg_hints_message). Returns true when set. */
+bool stg__body_hints_read(int status, const char *body, size_t len, stg_hints *h);
+/* The same for an attempt's kept body, into x->hints. */
+void stg__body_hints(stg__xfer *x, int status);
+
 /* ---- quota_answer.c: the servers' quotas, transport side ---------------- */
 
 /* The route of a request to url for the quota limiter: "METHOD /path",

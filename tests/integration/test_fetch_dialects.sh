@@ -7,6 +7,9 @@
 # retries and one refusal. A spent quota whose reset is beyond
 # --max-server-wait gives the 429 back at once, as a long Retry-After does,
 # and --no-quotas turns the limiter off (then the early retries show).
+# GitHub's secondary limit (a 403 whose JSON body says so, no Retry-After,
+# remaining > 0) is a throttle of at least 60 s, not an auth failure: over
+# --max-server-wait the 403 comes back as SERVER_WAIT_TOO_LONG, unretried.
 # Only 127.0.0.1 is contacted.
 . "$(dirname "$0")/serve_test_lib.sh"
 
@@ -85,3 +88,26 @@ read -r early refused < <(stats "$TMP/xw.stats")
 [ "$early" -eq 0 ] || fail "max-server-wait: $early early retries"
 [ "$refused" -eq 2 ] || fail "max-server-wait: $refused refusals, not one per fetch"
 ok "a spent quota beyond --max-server-wait gives the 429 back at once (exit $(cat "$TMP/w.honor.rc"))"
+
+# --- GitHub's secondary limit, read from the 403's body ---------------------------
+serve_start gh --dialect github --quota secondary=1/1h --client-by-addr --stats "$TMP/gh.stats"
+curl -s -o /dev/null "$URL/repos/a/b"
+rc=0
+"$STAGGER" fetch -s -o "$TMP/gh.body" --max-server-wait 2s --retries 5 --log "$TMP/gh.log" \
+    "$URL/repos/a/b" 2>/dev/null || rc=$?
+serve_stop "$SRV_PID" TERM || fail "server exit"
+SRV_PID=""
+[ "$rc" -ne 0 ] || fail "a secondary limit's 403 exited 0"
+grep -q "secondary rate limit" "$TMP/gh.body" || fail "the 403's body was not given back"
+"$PYTHON" - "$TMP/gh.log" "$TMP/gh.stats" <<'PY' || fail "see above"
+import json, sys
+ev = [json.loads(l) for l in open(sys.argv[1])]
+st = json.load(open(sys.argv[2]))
+end = [e for e in ev if e["event"] in ("give_up", "success")]
+assert len(end) == 1 and end[0]["event"] == "give_up", end
+assert end[0]["reason"] == "server_wait_too_long", end[0]
+assert end[0]["retry_after_ms"] == 60000, end[0]
+assert sum(1 for e in ev if e["event"] == "attempt_start") == 1, "retried"
+assert st["early_retries"]["total"] == 0, st["early_retries"]
+PY
+ok "a GitHub secondary limit (403 body) is a 60 s wait: over --max-server-wait, given back unretried"
