@@ -36,7 +36,13 @@
  *    the host (stg_quota_acquire_demand) paces only when they do not fit:
  *    d waiting requests of cost c with d * c <= r all go now (the last
  *    window's few requests are not spread over its reset), neither paced
- *    nor moving the pace;
+ *    nor moving the pace; the pace ends before the reset by the margin's
+ *    share of the time since the reset was told, so that the count is all
+ *    sent, and arrives, before the window turns;
+ *  - a reset said in whole seconds is rounded up: an answer of the same
+ *    window (its count did not grow, its reset less than a second after
+ *    the one held) bounds the instant from above, and the earliest bound
+ *    is kept;
  *  - at the reset the full quota is NOT assumed back (the IETF draft: t
  *    says when *more* quota comes, not that all of it does): the estimate
  *    keeps what it held (a reset never takes quota away), and a spent one
