@@ -14,6 +14,10 @@
  *    announced (in-flight included); a quota without a count (UNKNOWN,
  *    after its reset) or spent with no reset known admits one probe at a
  *    time, while nothing else of it is in flight;
+ *  - an answer sets a quota's estimate only when it answers an admission
+ *    no older than the one whose answer set it last (tickets carry their
+ *    admission's sequence number): a late answer's count is older, and
+ *    would let more in than the server has left;
  *  - uids are never reused (one counter per limiter), so a ticket naming
  *    a forgotten quota can never settle another one;
  *  - a host holds at most max_keys quotas and max_routes routes, and the
@@ -58,6 +62,8 @@ typedef struct qent {
     int64_t refilled_at; /* refill credited up to this instant */
     int64_t told_rem;    /* the remaining count last announced; UNKNOWN */
     int64_t told_at;     /* when the current reset was first told */
+    int64_t est_seq;     /* the admission whose answer set est (0: none) */
+    int64_t est_rem;     /* and the remaining count it told */
     uint64_t tick;    /* last use, for LRU */
 } qent;
 
@@ -87,12 +93,14 @@ struct stg_quota {
     bool no_cold_probe;
     host *h; /* max_hosts slots */
     uint64_t tick, next_uid;
+    int64_t next_seq; /* admissions, in order (a ticket's sequence number) */
 };
 
 /* The ticket's private words. */
 typedef struct tview {
     int64_t n;
-    int64_t cold; /* the host's first send, before any answer */
+    int64_t cold; /* bit 0: the host's first send, before any answer;
+                     the rest: the admission's sequence number (0: none) */
     struct {
         int64_t uid, amount;
     } e[STG_QUOTA_TICKET_MAX];
@@ -437,6 +445,7 @@ int stg_quota_acquire_demand(stg_quota *q, const char *hostname, const char *rou
     int64_t wait = 0;
     int rc = STG_OK;
     pthread_mutex_lock(&q->lock);
+    v.cold = ++q->next_seq * 2; /* bit 0 is the cold flag */
     host *h = host_find(q, hostname);
     if (!h && !q->no_cold_probe && !(h = host_add(q, hostname)))
         goto out; /* out of memory: nothing known, nothing to keep */
@@ -452,7 +461,7 @@ int stg_quota_acquire_demand(stg_quota *q, const char *hostname, const char *rou
             rc = STG_EAGAIN;
         } else {
             h->cold_inflight++;
-            v.cold = 1;
+            v.cold |= 1;
         }
         goto out;
     }
@@ -519,13 +528,25 @@ static bool refills(int dialect)
 }
 
 /* What an answer says of one quota. */
-static void update(const stg_quota *q, qent *e, const stg_quota_obs *o, int64_t now)
+static void update(const stg_quota *q, qent *e, const stg_quota_obs *o, int64_t seq, int64_t now)
 {
     if (o->limit >= 0)
         e->limit = o->limit;
+    /* Answers come back out of order. One to a request admitted before the
+     * one whose answer set the estimate (older) tells a count at least as
+     * high when the server counted it first: that count is not taken (it
+     * would let more in than the server has left), but the newer count is
+     * read again with what is in flight now, the older request no longer
+     * among it (the newer count had it, and the estimate took it off a
+     * second time as in flight). A lower count is the newer one. */
+    bool older = seq != 0 && seq < e->est_seq && e->est != UNKNOWN && !e->dormant;
     if (o->remaining >= 0) {
-        e->est = o->remaining > e->inflight ? o->remaining - e->inflight : 0;
+        int64_t rem = older && o->remaining >= e->est_rem ? e->est_rem : o->remaining;
+        e->est = rem > e->inflight ? rem - e->inflight : 0;
+        e->est_rem = rem;
         e->dormant = false;
+        if (!older)
+            e->est_seq = seq;
     }
     if (o->reset_us >= 0) {
         /* The same window told again, a little later: its count did not
@@ -615,7 +636,7 @@ int stg_quota_settle(stg_quota *q, const char *hostname, const char *route_name,
     if (!h)
         goto out;
     h->tick = ++q->tick;
-    if (v.cold && h->cold_inflight > 0)
+    if ((v.cold & 1) && h->cold_inflight > 0)
         h->cold_inflight--;
     if (qs)
         h->answered = true;
@@ -640,7 +661,7 @@ int stg_quota_settle(stg_quota *q, const char *hostname, const char *route_name,
             continue;
         }
         qent *e = quota_get(q, h, o);
-        update(q, e, o, now_us);
+        update(q, e, o, v.cold >> 1, now_us);
         e->tick = q->tick;
         if (n_seen < STG_QUOTA_TICKET_MAX)
             seen[n_seen++] = e->uid;
@@ -699,7 +720,7 @@ int stg_quota_cancel(stg_quota *q, const char *hostname, stg_quota_ticket *t)
         return STG_OK;
     pthread_mutex_lock(&q->lock);
     host *h = host_find(q, hostname);
-    if (h && v.cold && h->cold_inflight > 0)
+    if (h && (v.cold & 1) && h->cold_inflight > 0)
         h->cold_inflight--;
     for (int64_t i = 0; h && i < v.n; i++) {
         qent *e = by_uid(q, h, v.e[i].uid);

@@ -315,6 +315,46 @@ static void test_reset_earliest_bound(void **state)
     stg_quota_free(q);
 }
 
+/* Answers out of order: B (admitted after A) answers first with the
+ * server's newer count, then A's older one arrives; A's must not raise
+ * the estimate (the server has 8 left, not 9). */
+static void test_late_answer_is_older(void **state)
+{
+    (void)state;
+    stg_quota *q = make(-1);
+    learn(q, NULL, obs("", "requests", 20, 10, STG_SEC(10)), 0);
+    stg_quota_ticket a, b;
+    int64_t w = -1;
+    assert_int_equal(stg_quota_acquire_demand(q, H, "GET /", NULL, 0, 1, 0, &a, &w), STG_OK);
+    assert_int_equal(stg_quota_acquire_demand(q, H, "GET /", NULL, 0, 1, 0, &b, &w), STG_OK);
+    stg_quota_set qs;
+    set1(&qs, obs("", "requests", 20, 8, STG_SEC(10)));
+    assert_int_equal(stg_quota_settle(q, H, "GET /", &b, &qs, STG_MS(1)), STG_OK);
+    set1(&qs, obs("", "requests", 20, 9, STG_SEC(10)));
+    assert_int_equal(stg_quota_settle(q, H, "GET /", &a, &qs, STG_MS(2)), STG_OK);
+    int n = 0;
+    stg_quota_ticket t;
+    while (stg_quota_acquire_demand(q, H, "GET /", NULL, 0, 1, STG_MS(2), &t, &w) == STG_OK)
+        n++;
+    assert_int_equal(n, 8);
+    stg_quota_free(q);
+
+    /* In order, each answer is taken: A says 9 then B says 8. */
+    q = make(-1);
+    learn(q, NULL, obs("", "requests", 20, 10, STG_SEC(10)), 0);
+    assert_int_equal(stg_quota_acquire_demand(q, H, "GET /", NULL, 0, 1, 0, &a, &w), STG_OK);
+    assert_int_equal(stg_quota_acquire_demand(q, H, "GET /", NULL, 0, 1, 0, &b, &w), STG_OK);
+    set1(&qs, obs("", "requests", 20, 9, STG_SEC(10)));
+    assert_int_equal(stg_quota_settle(q, H, "GET /", &a, &qs, STG_MS(1)), STG_OK);
+    set1(&qs, obs("", "requests", 20, 8, STG_SEC(10)));
+    assert_int_equal(stg_quota_settle(q, H, "GET /", &b, &qs, STG_MS(2)), STG_OK);
+    n = 0;
+    while (stg_quota_acquire_demand(q, H, "GET /", NULL, 0, 1, STG_MS(2), &t, &w) == STG_OK)
+        n++;
+    assert_int_equal(n, 8);
+    stg_quota_free(q);
+}
+
 /* The pace ends before the reset by the margin's share of the time from
  * when the reset was told: 10 over 10 s with a 10 % margin are all sent
  * by 9 s, none in the last second (where the window may already have
@@ -790,6 +830,7 @@ int main(void)
         cmocka_unit_test(test_pacing_last_window),
         cmocka_unit_test(test_reset_earliest_bound),
         cmocka_unit_test(test_pace_ends_before_reset),
+        cmocka_unit_test(test_late_answer_is_older),
         cmocka_unit_test(test_refilling_bucket),
         cmocka_unit_test(test_spent_without_reset),
         cmocka_unit_test(test_reserve_settle),
