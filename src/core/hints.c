@@ -413,9 +413,18 @@ static void summarize(stg_hints *h, const stg_quota_set *qs)
         const stg_quota_obs *q = i < qs->n ? &qs->q[i] : &qs->stg__rest;
         if (q->limit != STG_UNKNOWN)
             merge_policy(h, q->limit, q->window_us != STG_UNKNOWN ? q->window_us : STG_UNKNOWN);
-        if (q->remaining != STG_UNKNOWN)
-            merge_pair(&h->remaining, &h->reset_us, q->remaining, q->reset_us);
-        else if (q->reset_us > lone_reset)
+        if (q->remaining != STG_UNKNOWN) {
+            /* Its own reset, even an unknown one: merge_pair would keep
+             * another quota's reset for a lower count without one (right
+             * for two fields of one quota, not for two quotas), and the
+             * wait then depended on the order of the quotas (fuzz_feed). */
+            if (h->remaining == STG_UNKNOWN || q->remaining < h->remaining) {
+                h->remaining = q->remaining;
+                h->reset_us = q->reset_us;
+            } else if (q->remaining == h->remaining && q->reset_us > h->reset_us) {
+                h->reset_us = q->reset_us;
+            }
+        } else if (q->reset_us > lone_reset)
             lone_reset = q->reset_us;
     }
     if (h->remaining == STG_UNKNOWN)

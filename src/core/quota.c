@@ -549,19 +549,20 @@ static void update(const stg_quota *q, qent *e, const stg_quota_obs *o, int64_t 
             e->est_seq = seq;
     }
     if (o->reset_us >= 0) {
-        /* The same window told again, a little later: its count did not
-         * grow and the new reset, in whole seconds, is less than a second
-         * after the one held (a bucket's "until full" is no window: it
-         * moves on as the bucket is spent). A reset said in whole seconds
-         * is rounded up, so each
-         * answer bounds the instant from above, and the earliest bound
-         * holds (the pace then ends, and a spent count probes, when the
-         * window really turns, not up to a second after). */
+        /* The same window told again, a little later: its count went
+         * down (an equal count may be the next window's first answer: a
+         * limit of 1 always says 0) and the new reset, in whole seconds,
+         * is less than a second after the one held (a bucket's "until
+         * full" is no window: it moves on as the bucket is spent). A reset
+         * said in whole seconds is rounded up, so each answer bounds the
+         * instant from above, and the earliest bound holds (the pace then
+         * ends, and a spent count probes, when the window really turns,
+         * not up to a second after). */
         int64_t at = sat_add(now, o->reset_us);
         bool same = o->reset_us % STG_SEC(1) == 0 && !refills(o->dialect) &&
                     e->reset_at != NEVER && e->reset_at > now && at > e->reset_at &&
                     at - e->reset_at < STG_SEC(1) && o->remaining >= 0 &&
-                    e->told_rem != UNKNOWN && o->remaining <= e->told_rem;
+                    e->told_rem != UNKNOWN && o->remaining < e->told_rem;
         if (!same) {
             e->reset_at = at;
             e->told_at = now;

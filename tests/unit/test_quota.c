@@ -306,6 +306,14 @@ static void test_reset_earliest_bound(void **state)
     assert_int_equal(expect_wait(q, "GET /", STG_MS(600)), STG_SEC(4));
     stg_quota_free(q);
 
+    /* An equal count may be the next window's first answer (a limit of 1
+     * always says 0): its reset is taken, and nothing goes before it. */
+    q = make(-1);
+    learn(q, NULL, obs("", "requests", 1, 0, STG_SEC(1)), 0);
+    learn(q, NULL, obs("", "requests", 1, 0, STG_SEC(1)), STG_MS(900));
+    assert_int_equal(expect_wait(q, "GET /", STG_SEC(1)), STG_MS(900));
+    stg_quota_free(q);
+
     /* A second or more later is another window too. */
     q = make(-1);
     learn(q, NULL, obs("", "requests", 10, 2, STG_SEC(4)), 0);
