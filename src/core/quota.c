@@ -570,6 +570,10 @@ static void update(const stg_quota *q, qent *e, const stg_quota_obs *o, int64_t 
                     e->reset_at != NEVER && e->reset_at > now && at > e->reset_at &&
                     at - e->reset_at < STG_SEC(1) && o->remaining >= 0 &&
                     e->told_rem != UNKNOWN && o->remaining < e->told_rem;
+        /* A late answer's reset is older news too: it may bring the bound
+         * earlier, never later. */
+        if (older && !refills(o->dialect) && e->reset_at != NEVER && at > e->reset_at)
+            same = true;
         if (!same) {
             e->reset_at = at;
             e->told_at = now;
@@ -580,7 +584,7 @@ static void update(const stg_quota *q, qent *e, const stg_quota_obs *o, int64_t 
         e->reset_at = sat_add(now, q->empty_wait_us);
     else if (e->reset_at != NEVER && e->reset_at <= now)
         e->reset_at = NEVER;
-    if (o->remaining >= 0)
+    if (o->remaining >= 0 && !older)
         e->told_rem = o->remaining;
     /* Until full in t with limit - remaining missing: one unit per
      * t / (limit - remaining), rounded up (a reset rounded up to the
