@@ -19,7 +19,8 @@
 # timeout(1) (BENCH_DIALECT_TIMEOUT, default 60 s).
 #
 # Environment: BENCH_DIALECT_JOBS (120), BENCH_DIALECTS (subset of personas),
-# BENCH_DIALECT_CLIENTS (subset of: stagger curl naive).
+# BENCH_DIALECT_CLIENTS (subset of: stagger curl naive), BENCH_KEEP (keep the
+# servers' logs and stats in the scratch folder, to look at a run's windows).
 set -eu
 B=${1:?usage: bench/bench_dialects.sh BUILD_DIR}
 case "$B" in /*) ;; *) B=$(pwd)/$B ;; esac
@@ -35,7 +36,7 @@ T=$(mktemp -d /tmp/stg_bench_dialects.XXXXXX)
 SRV_PID=""
 cleanup() {
     if [ -n "$SRV_PID" ]; then kill "$SRV_PID" 2>/dev/null || true; wait "$SRV_PID" 2>/dev/null || true; fi
-    rm -rf "$T"
+    [ -n "${BENCH_KEEP:-}" ] || rm -rf "$T"
 }
 trap cleanup EXIT INT TERM
 

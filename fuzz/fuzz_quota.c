@@ -7,12 +7,13 @@
  * report); checked: only the documented codes; on success 1..max items,
  * each unit NUL-terminated, 1..23 characters, amounts 0..10^15, and the
  * value formatted back parses to the same items. Limiter: the rest is a
- * program of 4-byte steps (acquire, settle with a synthetic answer,
+ * program of 4-byte steps (acquire with a demand, settle with a synthetic answer,
  * settle without one, cancel, move the clock) over 3 hosts, 4 routes and
  * a few tickets; checked: only documented codes, a wait is > 0 exactly
  * when not admitted, and the core's own invariants (STG_ASSERT, on in
  * this build) hold.
  */
+#define _POSIX_C_SOURCE 200809L /* strnlen */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -90,7 +91,10 @@ static void fuzz_limiter(const uint8_t *data, size_t size)
                 stg_quota_settle(q, owner[k], NULL, &t[k], NULL, now);
                 owner[k] = NULL;
             }
-            int rc = stg_quota_acquire(q, h, r, &cost, c & 4 ? 1 : 0, now, &t[k], &w);
+            /* The demand (0: unknown, always paced; else what waits). */
+            int64_t demand = op >> 3;
+            int rc = stg_quota_acquire_demand(q, h, r, &cost, c & 4 ? 1 : 0, demand, now, &t[k],
+                                              &w);
             CHECK(rc == STG_OK || rc == STG_EAGAIN || rc == STG_ETOOBIG);
             if (rc == STG_OK) {
                 CHECK(w == 0);

@@ -396,7 +396,17 @@ typedef struct stg_call_config {
      * copied: must live until the call returns. NULL: libcurl's defaults,
      * or what the caller set on easy itself. */
     union { const stg_tls_config *tls; uint64_t stg__tls_word; };
-    uint64_t stg__reserved[13]; /* room to grow (docs/ABI.md); leave zero */
+    /* Respect the quotas the servers announce (include/stagger/quota.h),
+     * as the engine does with stg_engine_config.quotas: every attempt,
+     * retries and redirect hops included, first waits until every quota
+     * of its key (limiter_key, or the URL's host[:port]) allows it, and
+     * its answer settles what it reserved. A wait longer than the
+     * policy's max_server_wait gives the last answer back
+     * (SERVER_WAIT_TOO_LONG), as a long Retry-After does; one past the
+     * deadline ends the call (DEADLINE). Not copied, may be shared by
+     * calls and threads; NULL: no quota limiter. */
+    union { stg_quota *quotas; uint64_t stg__quotas_word; };
+    uint64_t stg__reserved[12]; /* room to grow (docs/ABI.md); leave zero */
 } stg_call_config;
 
 /* Perform `easy` (already set up by the caller: URL, method, headers, body

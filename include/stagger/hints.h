@@ -79,8 +79,8 @@ STG_API const char *stg_dialect_name(int dialect);
                                  X-RateLimit-Global / Scope: global) */
 #define STG_HINTS_SHARED 0x2u /* Discord Scope: shared (the limit is not yours) */
 #define STG_HINTS_SECONDARY 0x4u /* a GitHub secondary rate limit: never set by the
-                                    header parser (only the body says so); a
-                                    caller that reads the body may set it */
+                                    header parser (only the body says so):
+                                    stg_hints_message sets it */
 
 /* What one response said. Each numeric field is STG_UNKNOWN when absent. */
 typedef struct stg_hints {
@@ -249,6 +249,20 @@ STG_API int stg_hints_header_line(stg_hints *h, const char *line, size_t len,
  * remaining. STG_WAIT_MAX_US means "longer than can be said": never retry
  * early. Returns true and sets *wait_us, or returns false. */
 STG_API bool stg_hints_server_wait(const stg_hints *h, int64_t *wait_us);
+
+/* What an answer's body said, for the one hint no header carries: a
+ * GitHub secondary rate limit answers 403 or 429 with a JSON body whose
+ * "message" says "You have exceeded a secondary rate limit" (before 2022:
+ * "... abuse detection mechanism"). The transport reads the body (core
+ * parses no JSON) and passes the message (msg[0..len), untrusted, not
+ * NUL-terminated; matched without regard to case); for such a message
+ * with status 403 or 429 this sets STG_HINTS_SECONDARY (and the GitHub
+ * dialect bit) in h->flags and returns true: stg_decide then treats the
+ * answer as a throttle, waiting its Retry-After, else a spent quota's
+ * reset, else at least STG_SECONDARY_LIMIT_WAIT_US, and a quota limiter
+ * pauses the whole host as long. Any other status or message: false, h
+ * unchanged. Not thread-safe for the same h. */
+STG_API bool stg_hints_message(stg_hints *h, int status, const char *msg, size_t len);
 
 #ifdef __cplusplus
 }

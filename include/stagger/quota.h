@@ -30,9 +30,19 @@
  *  - pace, don't burst: with r and the reset t known, a request of cost c
  *    moves the quota's pace on by c * t * (1 + margin) / r (a GCRA whose
  *    rate spreads the r units over t), and the pace may run ahead of now
- *    by at most burst * t: a small batch goes at once (about 38% of r with
- *    the default burst), a large one is spread instead of spending r at
- *    once and meeting the wall;
+ *    by at most burst * t (about 38% of r at once with the default burst),
+ *    so that a large demand is spread instead of spending r at once and
+ *    meeting the wall. The caller that knows how many requests wait for
+ *    the host (stg_quota_acquire_demand) paces only when they do not fit:
+ *    d waiting requests of cost c with d * c <= r all go now (the last
+ *    window's few requests are not spread over its reset), neither paced
+ *    nor moving the pace; the pace ends before the reset by the margin's
+ *    share of the time since the reset was told, so that the count is all
+ *    sent, and arrives, before the window turns;
+ *  - a reset said in whole seconds is rounded up: an answer of the same
+ *    window (its count did not grow, its reset less than a second after
+ *    the one held) bounds the instant from above, and the earliest bound
+ *    is kept;
  *  - at the reset the full quota is NOT assumed back (the IETF draft: t
  *    says when *more* quota comes, not that all of it does): the estimate
  *    keeps what it held (a reset never takes quota away), and a spent one
@@ -157,6 +167,16 @@ STG_API void stg_quota_free(stg_quota *q);
 STG_API int stg_quota_acquire(stg_quota *q, const char *host, const char *route,
                               const stg_quota_cost *costs, size_t n_costs, int64_t now_us,
                               stg_quota_ticket *t, int64_t *wait_us);
+
+/* stg_quota_acquire, knowing the demand: demand requests (this one
+ * included) wait for host's quotas. A quota whose remaining count holds
+ * them all (demand * cost <= remaining) admits without pacing; one that
+ * does not paces as stg_quota_acquire does (demand <= 0: unknown, always
+ * paced). The count itself is never passed either way. Thread-safe. */
+STG_API int stg_quota_acquire_demand(stg_quota *q, const char *host, const char *route,
+                                     const stg_quota_cost *costs, size_t n_costs,
+                                     int64_t demand, int64_t now_us, stg_quota_ticket *t,
+                                     int64_t *wait_us);
 
 /* Settle t (from stg_quota_acquire; may be NULL or empty) with the answer's
  * quotas qs (NULL: no answer came, e.g. a transport error; then what t

@@ -90,6 +90,7 @@ typedef struct fetch_opts {
     double rate;
     int64_t burst;
     bool has_rate, has_burst;
+    bool no_quotas; /* --no-quotas: no quota limiter (default: one per call) */
     const char *log_path, *metrics_path;
     cli_metrics_opts live; /* --metrics-interval, --metrics-listen (metrics_live.c) */
     const char *secret[MAX_SECRET_HEADERS + 1];
@@ -659,6 +660,10 @@ static const cli_opt fetch_table[] = {
      NULL, 0, NULL},
     {CLI_FN, "burst", 0, "B", "bucket capacity (default max(1, ceil(R)))", 0, opt_burst, NULL, 0,
      NULL},
+    {CLI_FLAG, "no-quotas", 0, NULL,
+     "do not hold retries for the quotas the server announces\n"
+     "(default: a retry waits for a spent quota's reset)",
+     F(no_quotas), NULL, NULL, 0, NULL},
     {.kind = CLI_HEADING, .help = "Output"},
     {CLI_STRING, "output", 'o', "FILE",
      "write the final body to FILE (also a final 429/503;\ncreated 0600; - is stdout)",
@@ -1165,6 +1170,7 @@ static int run(fetch_opts *o)
     cli_metrics_live *live = NULL;
     stg_cancel *cancel = NULL;
     CURL *easy = NULL;
+    stg_quota *quotas = NULL;
     stg_bucket bucket;
     int status = EXIT_LOCAL;
     bool ran = false; /* the call ran: -w has a result to print */
@@ -1296,6 +1302,16 @@ static int run(fetch_opts *o)
         cfg.bucket = &bucket;
     }
 
+    if (!o->no_quotas) {
+        /* The announced quotas hold every retry and hop, as batch's do. */
+        int qerr = STG_OK;
+        if (!(quotas = stg_quota_new(NULL, &qerr))) {
+            fprintf(stderr, "stagger %s: %s\n", CMD, stg_strerror(qerr));
+            goto out;
+        }
+        cfg.quotas = quotas;
+    }
+
     if (o->verbose)
         print_request(o, method);
 
@@ -1418,6 +1434,7 @@ out:
     }
     stg_result_free(&res);
     cli_limiter_close(&o->limiter);
+    stg_quota_free(quotas);
     if (easy)
         curl_easy_cleanup(easy);
     curl_mime_free(mime); /* after the handle that used it */

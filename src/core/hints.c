@@ -413,9 +413,18 @@ static void summarize(stg_hints *h, const stg_quota_set *qs)
         const stg_quota_obs *q = i < qs->n ? &qs->q[i] : &qs->stg__rest;
         if (q->limit != STG_UNKNOWN)
             merge_policy(h, q->limit, q->window_us != STG_UNKNOWN ? q->window_us : STG_UNKNOWN);
-        if (q->remaining != STG_UNKNOWN)
-            merge_pair(&h->remaining, &h->reset_us, q->remaining, q->reset_us);
-        else if (q->reset_us > lone_reset)
+        if (q->remaining != STG_UNKNOWN) {
+            /* Its own reset, even an unknown one: merge_pair would keep
+             * another quota's reset for a lower count without one (right
+             * for two fields of one quota, not for two quotas), and the
+             * wait then depended on the order of the quotas (fuzz_feed). */
+            if (h->remaining == STG_UNKNOWN || q->remaining < h->remaining) {
+                h->remaining = q->remaining;
+                h->reset_us = q->reset_us;
+            } else if (q->remaining == h->remaining && q->reset_us > h->reset_us) {
+                h->reset_us = q->reset_us;
+            }
+        } else if (q->reset_us > lone_reset)
             lone_reset = q->reset_us;
     }
     if (h->remaining == STG_UNKNOWN)
@@ -952,5 +961,31 @@ bool stg_hints_server_wait(const stg_hints *h, int64_t *wait_us)
     STG_ASSERT(w >= 0 && w <= STG_WAIT_MAX_US);
     if (wait_us)
         *wait_us = w;
+    return true;
+}
+
+/* ---- What a body said: GitHub's secondary rate limit ------------------ */
+
+/* Does msg[0..len) contain lit (lowercase ASCII), without regard to case? */
+static bool contains_nocase(const char *msg, size_t len, const char *lit)
+{
+    size_t n = strlen(lit);
+    for (size_t i = 0; n <= len && i <= len - n; i++)
+        if (stg__eq_nocase(msg + i, n, lit))
+            return true;
+    return false;
+}
+
+bool stg_hints_message(stg_hints *h, int status, const char *msg, size_t len)
+{
+    if (!h || (!msg && len) || (status != 403 && status != 429))
+        return false;
+    /* GitHub's words (docs.github.com, "Rate limits for the REST API");
+     * the older one is what its secondary limits said before 2022. */
+    if (!contains_nocase(msg, len, "secondary rate limit") &&
+        !contains_nocase(msg, len, "abuse detection mechanism"))
+        return false;
+    h->flags |= STG_HINTS_SECONDARY;
+    h->dialects |= 1u << STG_DIALECT_GITHUB;
     return true;
 }

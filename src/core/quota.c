@@ -14,6 +14,10 @@
  *    announced (in-flight included); a quota without a count (UNKNOWN,
  *    after its reset) or spent with no reset known admits one probe at a
  *    time, while nothing else of it is in flight;
+ *  - an answer sets a quota's estimate only when it answers an admission
+ *    no older than the one whose answer set it last (tickets carry their
+ *    admission's sequence number): a late answer's count is older, and
+ *    would let more in than the server has left;
  *  - uids are never reused (one counter per limiter), so a ticket naming
  *    a forgotten quota can never settle another one;
  *  - a host holds at most max_keys quotas and max_routes routes, and the
@@ -56,6 +60,10 @@ typedef struct qent {
     int64_t refill_us;   /* a bucket whose reset is "until full" (OpenAI,
                             Anthropic): time per unit refilled; 0: none */
     int64_t refilled_at; /* refill credited up to this instant */
+    int64_t told_rem;    /* the remaining count last announced; UNKNOWN */
+    int64_t told_at;     /* when the current reset was first told */
+    int64_t est_seq;     /* the admission whose answer set est (0: none) */
+    int64_t est_rem;     /* and the remaining count it told */
     uint64_t tick;    /* last use, for LRU */
 } qent;
 
@@ -85,12 +93,14 @@ struct stg_quota {
     bool no_cold_probe;
     host *h; /* max_hosts slots */
     uint64_t tick, next_uid;
+    int64_t next_seq; /* admissions, in order (a ticket's sequence number) */
 };
 
 /* The ticket's private words. */
 typedef struct tview {
     int64_t n;
-    int64_t cold; /* the host's first send, before any answer */
+    int64_t cold; /* bit 0: the host's first send, before any answer;
+                     the rest: the admission's sequence number (0: none) */
     struct {
         int64_t uid, amount;
     } e[STG_QUOTA_TICKET_MAX];
@@ -287,6 +297,7 @@ static qent *quota_get(stg_quota *q, host *h, const stg_quota_obs *o)
     e->dormant = true; /* until a remaining count arrives */
     e->reset_at = NEVER;
     e->tat = NEVER;
+    e->told_rem = UNKNOWN;
     return e;
 }
 
@@ -330,8 +341,21 @@ static int64_t cost_for(const qent *e, const stg_quota_cost *c, size_t n)
     return 1;
 }
 
-/* How long until e admits cost c (0: now). */
-static int64_t need(const stg_quota *q, const qent *e, int64_t c, int64_t now)
+/* Does e pace a request of cost c when `demand` requests (this one
+ * included; <= 0: unknown) wait for it? Only when what waits is more than
+ * its remaining count: what fits in the count goes now (spreading it would
+ * only make the last window's few requests wait for nothing), and what
+ * does not fit is spread, so that the count is not spent at once to meet
+ * the wall. An unknown demand paces (the behaviour of stg_quota_acquire). */
+static bool pacing(const qent *e, int64_t c, int64_t demand)
+{
+    if (e->dormant || e->est == UNKNOWN || demand <= 0)
+        return true;
+    return c > 0 && demand > e->est / c;
+}
+
+/* How long until e admits cost c (0: now), with `demand` waiting. */
+static int64_t need(const stg_quota *q, const qent *e, int64_t c, int64_t demand, int64_t now)
 {
     int64_t w = 0;
     if (e->dormant) {
@@ -346,22 +370,31 @@ static int64_t need(const stg_quota *q, const qent *e, int64_t c, int64_t now)
         else
             w = e->inflight > 0 ? q->probe_wait_us : 0; /* one probe at a time */
     }
-    /* Pacing (GCRA): the pace may run ahead of now by a share of the time
-     * to the reset (the burst), no further. */
-    if (!e->dormant && e->tat != NEVER && e->tat > now) {
-        int64_t tau = 0;
-        if (e->reset_at != NEVER && e->reset_at > now)
-            tau = (int64_t)((double)(e->reset_at - now) * q->burst);
-        if (e->tat - now - tau > w)
-            w = e->tat - now - tau;
+    /* Pacing (GCRA): the pace may run ahead of an instant x by a share b of
+     * the time left to the reset R (the burst), no further: admitted at the
+     * first x with tat - x <= b * (R - x), that is x - now =
+     * (d - b * r) / (1 - b) for d = tat - now, r = R - now. Solved here
+     * rather than asked again at now + d - b * r, which the shrinking
+     * burst would refuse again and again. */
+    if (!e->dormant && e->tat != NEVER && e->tat > now && pacing(e, c, demand)) {
+        double d = (double)(e->tat - now), p = d;
+        if (e->reset_at != NEVER && e->reset_at > now) {
+            double r = (double)(e->reset_at - now);
+            p = q->burst >= 1.0 ? 0.0 : (d - q->burst * r) / (1.0 - q->burst);
+        }
+        int64_t pw = p <= 0 ? 0 : p >= (double)TIME_MAX ? TIME_MAX : (int64_t)ceil(p);
+        if (pw > w)
+            w = pw;
     }
     return w;
 }
 
-/* Reserve c units of e at now, and move its pace on by c units at the pace
- * that spreads the remaining count over the time to the reset (with the
- * margin): c * t * (1 + margin) / r. */
-static void charge(const stg_quota *q, qent *e, int64_t c, int64_t now)
+/* Reserve c units of e at now, and (paced) move its pace on by c units at
+ * the pace that spreads the remaining count over the time to the reset
+ * (with the margin): c * t * (1 + margin) / r. A send that fits in the
+ * count (not paced) leaves the pace where it was: the count it spent
+ * already slows the next paced step (r is smaller). */
+static void charge(const stg_quota *q, qent *e, int64_t c, bool paced, int64_t now)
 {
     int64_t before = e->est;
     if (!e->dormant && before != UNKNOWN) /* a probe leaves it unknown */
@@ -369,13 +402,22 @@ static void charge(const stg_quota *q, qent *e, int64_t c, int64_t now)
     e->inflight += c;
     /* A refilling bucket paces itself (its refill): no spreading over its
      * reset, which is when it is full, not when more comes. */
-    if (!e->dormant && before > 0 && e->reset_at != NEVER && e->reset_at > now &&
+    if (paced && !e->dormant && before > 0 && e->reset_at != NEVER && e->reset_at > now &&
         e->refill_us <= 0) {
         double step = (double)(e->reset_at - now) * (1.0 + q->margin) * (double)c / (double)before;
         int64_t s = step >= (double)TIME_MAX ? TIME_MAX : (int64_t)ceil(step);
         int64_t base = e->tat != NEVER && e->tat > now ? e->tat : now;
         int64_t at = sat_add(base, s);
-        e->tat = at < e->reset_at ? at : e->reset_at; /* the reset resets the pace */
+        /* The reset resets the pace; a pace that would pass it stops short
+         * of it, by the margin's share of the time from when the reset was
+         * told (at least 1 us), so that what the count still holds is all
+         * sent, and arrives, before the reset rather than after it, in the
+         * next window (where it would take a unit of that window's count;
+         * the reset told is known only to the server's rounding). */
+        int64_t from = e->told_at < now ? e->told_at : now;
+        int64_t slack = (int64_t)((double)(e->reset_at - from) * q->margin);
+        int64_t cap = e->reset_at - (slack > 1 ? slack : 1);
+        e->tat = at < cap ? at : cap;
     }
     STG_ASSERT(e->est >= 0 || e->est == UNKNOWN);
     STG_ASSERT(e->inflight >= 0);
@@ -384,6 +426,14 @@ static void charge(const stg_quota *q, qent *e, int64_t c, int64_t now)
 int stg_quota_acquire(stg_quota *q, const char *hostname, const char *route_name,
                       const stg_quota_cost *costs, size_t n_costs, int64_t now_us,
                       stg_quota_ticket *t, int64_t *wait_us)
+{
+    return stg_quota_acquire_demand(q, hostname, route_name, costs, n_costs, 0, now_us, t,
+                                    wait_us);
+}
+
+int stg_quota_acquire_demand(stg_quota *q, const char *hostname, const char *route_name,
+                             const stg_quota_cost *costs, size_t n_costs, int64_t demand,
+                             int64_t now_us, stg_quota_ticket *t, int64_t *wait_us)
 {
     if (!q || !hostname || !t || (n_costs && !costs))
         return STG_EINVAL;
@@ -395,6 +445,7 @@ int stg_quota_acquire(stg_quota *q, const char *hostname, const char *route_name
     int64_t wait = 0;
     int rc = STG_OK;
     pthread_mutex_lock(&q->lock);
+    v.cold = ++q->next_seq * 2; /* bit 0 is the cold flag */
     host *h = host_find(q, hostname);
     if (!h && !q->no_cold_probe && !(h = host_add(q, hostname)))
         goto out; /* out of memory: nothing known, nothing to keep */
@@ -410,7 +461,7 @@ int stg_quota_acquire(stg_quota *q, const char *hostname, const char *route_name
             rc = STG_EAGAIN;
         } else {
             h->cold_inflight++;
-            v.cold = 1;
+            v.cold |= 1;
         }
         goto out;
     }
@@ -423,6 +474,7 @@ int stg_quota_acquire(stg_quota *q, const char *hostname, const char *route_name
     if (r)
         r->tick = q->tick;
     int64_t idx[STG_QUOTA_TICKET_MAX], amt[STG_QUOTA_TICKET_MAX];
+    bool paced[STG_QUOTA_TICKET_MAX];
     int n = 0;
     for (int64_t i = 0; i < q->max_keys; i++) {
         qent *e = &h->q[i];
@@ -438,10 +490,11 @@ int stg_quota_acquire(stg_quota *q, const char *hostname, const char *route_name
             rc = STG_ETOOBIG;
             goto out;
         }
-        int64_t w = need(q, e, c, now_us);
+        int64_t w = need(q, e, c, demand, now_us);
         if (w > wait)
             wait = w;
         STG_ASSERT(n < STG_QUOTA_TICKET_MAX);
+        paced[n] = pacing(e, c, demand);
         idx[n] = i;
         amt[n++] = c;
     }
@@ -451,7 +504,7 @@ int stg_quota_acquire(stg_quota *q, const char *hostname, const char *route_name
     }
     for (int i = 0; i < n; i++) {
         qent *e = &h->q[idx[i]];
-        charge(q, e, amt[i], now_us);
+        charge(q, e, amt[i], paced[i], now_us);
         e->tick = q->tick;
         v.e[v.n].uid = (int64_t)e->uid;
         v.e[v.n++].amount = amt[i];
@@ -475,22 +528,64 @@ static bool refills(int dialect)
 }
 
 /* What an answer says of one quota. */
-static void update(const stg_quota *q, qent *e, const stg_quota_obs *o, int64_t now)
+static void update(const stg_quota *q, qent *e, const stg_quota_obs *o, int64_t seq, int64_t amount,
+                   int64_t now)
 {
     if (o->limit >= 0)
         e->limit = o->limit;
-    if (o->remaining >= 0) {
+    /* Answers come back out of order. One to a request admitted before the
+     * one whose answer set the estimate (older) tells a count at least as
+     * high when the server counted it first: that count is not taken (it
+     * would let more in than the server has left); only the older
+     * request's own amount comes back (the newer count had it, and the
+     * estimate took it off a second time, as in flight), never more than
+     * the newer count less what is in flight now. A lower count is the
+     * newer one. */
+    bool older = seq != 0 && seq < e->est_seq && e->est != UNKNOWN && !e->dormant;
+    if (o->remaining >= 0 && older && o->remaining >= e->est_rem) {
+        int64_t back = e->est_rem > e->inflight ? e->est_rem - e->inflight : 0;
+        int64_t est = e->est + amount;
+        e->est = est < back ? est : back;
+        if (e->est < 0)
+            e->est = 0;
+    } else if (o->remaining >= 0) {
         e->est = o->remaining > e->inflight ? o->remaining - e->inflight : 0;
+        e->est_rem = o->remaining;
         e->dormant = false;
+        if (!older)
+            e->est_seq = seq;
     }
-    if (o->reset_us >= 0)
-        e->reset_at = sat_add(now, o->reset_us);
-    else if (o->remaining == 0)
+    if (o->reset_us >= 0) {
+        /* The same window told again, a little later: its count went
+         * down (an equal count may be the next window's first answer: a
+         * limit of 1 always says 0) and the new reset, in whole seconds,
+         * is less than a second after the one held (a bucket's "until
+         * full" is no window: it moves on as the bucket is spent). A reset
+         * said in whole seconds is rounded up, so each answer bounds the
+         * instant from above, and the earliest bound holds (the pace then
+         * ends, and a spent count probes, when the window really turns,
+         * not up to a second after). */
+        int64_t at = sat_add(now, o->reset_us);
+        bool same = o->reset_us % STG_SEC(1) == 0 && !refills(o->dialect) &&
+                    e->reset_at != NEVER && e->reset_at > now && at > e->reset_at &&
+                    at - e->reset_at < STG_SEC(1) && o->remaining >= 0 &&
+                    e->told_rem != UNKNOWN && o->remaining < e->told_rem;
+        /* A late answer's reset is older news too: it may bring the bound
+         * earlier, never later. */
+        if (older && !refills(o->dialect) && e->reset_at != NEVER && at > e->reset_at)
+            same = true;
+        if (!same) {
+            e->reset_at = at;
+            e->told_at = now;
+        }
+    } else if (o->remaining == 0)
         /* Spent, and no word of when more comes (a leaky bucket's
          * used/size): probe again after a while, not at once. */
         e->reset_at = sat_add(now, q->empty_wait_us);
     else if (e->reset_at != NEVER && e->reset_at <= now)
         e->reset_at = NEVER;
+    if (o->remaining >= 0 && !older)
+        e->told_rem = o->remaining;
     /* Until full in t with limit - remaining missing: one unit per
      * t / (limit - remaining), rounded up (a reset rounded up to the
      * second only makes it slower). */
@@ -553,7 +648,7 @@ int stg_quota_settle(stg_quota *q, const char *hostname, const char *route_name,
     if (!h)
         goto out;
     h->tick = ++q->tick;
-    if (v.cold && h->cold_inflight > 0)
+    if ((v.cold & 1) && h->cold_inflight > 0)
         h->cold_inflight--;
     if (qs)
         h->answered = true;
@@ -578,7 +673,11 @@ int stg_quota_settle(stg_quota *q, const char *hostname, const char *route_name,
             continue;
         }
         qent *e = quota_get(q, h, o);
-        update(q, e, o, now_us);
+        int64_t amount = 0; /* what the ticket charged this quota */
+        for (int64_t j = 0; j < v.n; j++)
+            if (v.e[j].uid == (int64_t)e->uid)
+                amount += v.e[j].amount;
+        update(q, e, o, v.cold >> 1, amount, now_us);
         e->tick = q->tick;
         if (n_seen < STG_QUOTA_TICKET_MAX)
             seen[n_seen++] = e->uid;
@@ -637,7 +736,7 @@ int stg_quota_cancel(stg_quota *q, const char *hostname, stg_quota_ticket *t)
         return STG_OK;
     pthread_mutex_lock(&q->lock);
     host *h = host_find(q, hostname);
-    if (h && v.cold && h->cold_inflight > 0)
+    if (h && (v.cold & 1) && h->cold_inflight > 0)
         h->cold_inflight--;
     for (int64_t i = 0; h && i < v.n; i++) {
         qent *e = by_uid(q, h, v.e[i].uid);

@@ -249,6 +249,7 @@ int stg_engine_submit(stg_engine *e, const stg_request *rq, stg_done_fn done, vo
     }
     rq_enter(e, r, RQ_NEW_Q);
     stg__eng_q_push(r->low ? &e->low_q : &e->new_q, r);
+    h->q_alive++; /* the quotas' demand (engine_admit.c), until finish */
     e->stats.submitted++;
     if (id)
         *id = r->id;

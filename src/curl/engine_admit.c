@@ -346,16 +346,24 @@ static bool quota_gate(stg_engine *e, req *r, int64_t left)
     }
     char route[512];
     stg__eng_route(r, route, sizeof route);
+    /* The demand: the host's requests that wait for its quotas, r among
+     * them. What fits in a quota's remaining count goes now; only more
+     * than that is paced over its reset. */
+    stg__host *h = r->host;
+    int64_t demand = h->q_alive - h->q_held;
+    STG_ASSERT(demand >= 1);
     int64_t wait = 0;
     stg_quota_ticket t;
     memset(&t, 0, sizeof t);
-    int rc = stg_quota_acquire(q, r->host->key, route, r->cost, r->n_cost, e->now, &t, &wait);
+    int rc = stg_quota_acquire_demand(q, h->key, route, r->cost, r->n_cost, demand, e->now, &t,
+                                      &wait);
     if (rc == STG_OK && !stg__eng_ticket_keep(r, &t)) {
-        stg_quota_cancel(q, r->host->key, &t);
+        stg_quota_cancel(q, h->key, &t);
         rc = STG_ENOMEM;
     }
     if (rc == STG_OK) {
         r->quota_held = true;
+        h->q_held++;
         return true;
     }
     stg__eng_pace_leave(e, r);

@@ -66,6 +66,7 @@ static void quota_settle(stg_engine *e, req *r, bool answered)
     if (!r->quota_held)
         return;
     r->quota_held = false;
+    r->host->q_held--;
     stg_quota *q = e->hosts.quota;
     if (!q)
         return;
@@ -73,38 +74,8 @@ static void quota_settle(stg_engine *e, req *r, bool answered)
         stg_quota_settle(q, r->host->key, NULL, r->qt, NULL, e->now);
         return;
     }
-    stg_hints hh;
     stg_quota_set qs;
-    stg_hints_init(&hh);
-    stg_quota_set_init(&qs);
-    const char *p = r->x.headers.p, *end = p ? p + r->x.headers.len : NULL;
-    while (p && p < end) {
-        const char *nl = memchr(p, '\n', (size_t)(end - p));
-        const char *stop = nl ? nl : end;
-        stg_hints_feed_line(&hh, &qs, p, (size_t)(stop - p), e->wall);
-        p = nl ? nl + 1 : end;
-    }
-    /* A refusal's wait (Retry-After) is when a quota it shows spent, with
-     * no reset of its own (Shopify's used/size), comes back. */
-    int64_t wait = 0;
-    if (stg__throttled(r->status, &hh) && stg_hints_server_wait(&hh, &wait))
-        for (size_t i = 0; i < qs.n; i++)
-            if (qs.q[i].remaining == 0 && qs.q[i].reset_us < 0)
-                qs.q[i].reset_us = wait;
-    /* A global wait (Discord X-RateLimit-Global) read as a flag rather
-     * than as a quota: it holds the whole host. */
-    wait = 0;
-    bool has_global = false;
-    for (size_t i = 0; i < qs.n; i++)
-        has_global |= qs.q[i].global;
-    if ((hh.flags & STG_HINTS_GLOBAL) && !has_global && qs.n < STG_QUOTAS_MAX &&
-        stg_hints_server_wait(&hh, &wait)) {
-        stg_quota_obs *o = &qs.q[qs.n++];
-        memset(o, 0, sizeof *o);
-        o->limit = o->remaining = o->window_us = STG_UNKNOWN;
-        o->reset_us = wait;
-        o->global = true;
-    }
+    stg__quota_answer(&r->x, r->status, e->wall, &qs);
     char route[512];
     stg__eng_route(r, route, sizeof route);
     stg_quota_settle(q, r->host->key, route, r->qt, &qs, e->now);
@@ -123,8 +94,11 @@ void stg__eng_finish(stg_engine *e, req *r, stg_reason reason)
         quota_settle(e, r, false); /* abandoned mid-send: it may count */
     } else if (r->quota_held) {
         r->quota_held = false; /* it never left: the reservation returns */
+        r->host->q_held--;
         stg_quota_cancel(e->hosts.quota, r->host->key, r->qt);
     }
+    r->host->q_alive--;
+    STG_ASSERT(r->host->q_alive >= r->host->q_held && r->host->q_held >= 0);
     if (was_active) {
         /* Abandoned mid-attempt: its partial answer is not an answer. */
         stg__xfer_reset(&r->x);
@@ -250,6 +224,12 @@ static void report(void *ctx, const stg__attempt *a, const stg_hints *hints)
         return;
     }
     int64_t hold;
+    /* With cfg.quotas the announced quotas are the quota limiter's, kept
+     * per key with their windows' resets: the adaptive rate learns from
+     * throttles only, not a limit / window rate of its own (which spreads
+     * a fixed window's count evenly and so never sends a window's count
+     * at its start). */
+    bool learn_hints = !e->cfg.quotas;
     if (h->has_adaptive && a->status == 503 && stg_hints_server_wait(hints, &hold) &&
         (r->pol->max_server_wait_us < 0 || hold <= r->pol->max_server_wait_us)) {
         /* Unavailable until a stated time: a hold, not a congestion cut.
@@ -257,10 +237,12 @@ static void report(void *ctx, const stg__attempt *a, const stg_hints *hints)
          * up at once (SERVER_WAIT_TOO_LONG), and so must the others, not
          * sit out the hint in the limiter. */
         stg_adaptive_on_hold(&h->adaptive, hold, e->now, &e->rng);
-        stg_adaptive_on_hints(&h->adaptive, hints, e->now, &e->rng);
+        if (learn_hints)
+            stg_adaptive_on_hints(&h->adaptive, hints, e->now, &e->rng);
     } else if (h->has_adaptive && a->status > 0) {
         stg_adaptive_on_response(&h->adaptive, stg__throttled(a->status, hints), e->now);
-        stg_adaptive_on_hints(&h->adaptive, hints, e->now, &e->rng);
+        if (learn_hints)
+            stg_adaptive_on_hints(&h->adaptive, hints, e->now, &e->rng);
     }
     stg__shared_report(e->cfg.shared, h->key, r->ticket, a->status, hints);
     if (r->shared_probe) {
@@ -329,6 +311,7 @@ static void attempt_done(stg_engine *e, req *r, CURLcode code)
     CURL *easy = r->easy;
     stg__attempt a;
     stg__attempt_end(easy, code, &r->x, r->url, &a);
+    stg__body_hints(&r->x, a.status); /* a GitHub secondary limit, before the quotas */
     char *fu = strdup(a.final_url);
     if (fu) {
         free(r->final_url);

@@ -196,14 +196,7 @@ bool stg__eng_ticket_keep(req *r, const stg_quota_ticket *t)
  * libstagger-curl may use only its public symbols. */
 void stg__eng_route(const req *r, char *buf, size_t size)
 {
-    const char *u = r->url, *s = strstr(u, "://");
-    const char *p = s ? s + 3 : u;
-    p += strcspn(p, "/?#");
-    size_t len = *p == '/' ? strcspn(p, "?#") : 0;
-    if (len > 400)
-        len = 400;
-    snprintf(buf, size, "%s %.*s", stg_method_name(r->method), len ? (int)len : 1,
-             len ? p : "/");
+    stg__quota_route(r->method, r->url, buf, size);
 }
 
 int stg__eng_cost_check(const stg_request *rq)

@@ -194,6 +194,26 @@ typedef struct stg__step {
     void *event_data;
 } stg__step;
 
+/* ---- body_hints.c: what a refusal's body says -------------------------- */
+
+/* Largest body read for a hint (a GitHub secondary limit's JSON). */
+#define STG__BODY_HINTS_MAX 8192
+/* A 403 or 429 body (JSON, at most STG__BODY_HINTS_MAX bytes) whose
+ * "message" is a GitHub secondary rate limit's: STG_HINTS_SECONDARY into
+ * h (stg_hints_message). Returns true when set. */
+bool stg__body_hints_read(int status, const char *body, size_t len, stg_hints *h);
+/* The same for an attempt's kept body, into x->hints. */
+void stg__body_hints(stg__xfer *x, int status);
+
+/* ---- quota_answer.c: the servers' quotas, transport side ---------------- */
+
+/* The route of a request to url for the quota limiter: "METHOD /path",
+ * never the query. */
+void stg__quota_route(stg_method method, const char *url, char *buf, size_t size);
+/* The quotas the answer in x (its header block, status) announced, into
+ * qs, with a global pause for a Discord global or GitHub secondary limit. */
+void stg__quota_answer(const stg__xfer *x, int status, int64_t wall_us, stg_quota_set *qs);
+
 /* Classify and redact what easy's attempt produced (code, x); url is the
  * attempt's URL, for when libcurl has no effective URL. Pure apart from
  * reading easy's info. */
@@ -328,6 +348,10 @@ typedef struct stg__host {
     /* The quota limiter has had an answer from this host (engine_done.c:
      * the first one wakes the sends waiting behind the cold probe). */
     bool quota_answered;
+    /* The servers' quotas (cfg.quotas): the host's requests submitted and
+     * not finished, and those of them holding a quota reservation; the
+     * difference is the demand that waits for its quotas. */
+    int64_t q_alive, q_held;
 } stg__host;
 
 typedef struct stg__hosts {

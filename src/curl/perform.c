@@ -16,6 +16,9 @@
  *  - every request sent passed the limiter first: retries and redirect
  *    hops alike, and libcurl neither resends (xfer.c) nor follows a
  *    redirect by itself (CURLOPT_FOLLOWLOCATION is turned off);
+ *  - with cfg.quotas, every send holds a quota reservation from its
+ *    admission to its answer (settled with the answer's quotas), or is
+ *    given back when it never left; none is held when the call returns;
  *  - each attempt's timeouts are the policy's, bounded by what the
  *    deadline leaves, and no attempt starts at or after the deadline;
  *  - the response buffers are reset when an attempt starts, so the result
@@ -34,6 +37,7 @@
 #include <string.h>
 
 #include "curl/internal.h"
+#include "util/assert.h"
 
 typedef struct call {
     CURL *easy;
@@ -58,6 +62,13 @@ typedef struct call {
     bool body_dropped;    /* a redirect turned the request into a GET */
     bool left_origin;     /* a hop went to another origin */
     struct curl_slist *stripped; /* cfg.headers without the secret ones */
+    /* The servers' quotas (cfg.quotas): the URL the next send goes to (the
+     * caller's, or a hop's copy), its route, and what it reserved. */
+    const char *qurl;
+    char hop_url[2048];
+    char route[512];
+    stg_quota_ticket qt;
+    bool quota_held;
 } call;
 
 static void tick(call *c)
@@ -197,6 +208,89 @@ static int limiter_gate(call *c, int64_t start_us, int attempt, stg_reason *reas
     return STG_OK;
 }
 
+/* ---- the servers' quotas (cfg.quotas) -------------------------------------
+ *
+ * As the engine's quota_gate (engine_admit.c): before the limiter, so that
+ * a send a quota refuses spends no token of the caller's bucket; the demand
+ * is this one request, which fits in any count that holds it, so it is
+ * never paced, only held while a quota it needs is spent or paused. */
+
+/* Waits this short are the limiter's probe polls: not an event each. */
+#define QUOTA_POLL_US STG_MS(20)
+
+/* Reserve the next send's place in every quota of its key, waiting while
+ * they say not yet. Returns STG_OK (c->quota_held), else sets *reason. */
+static int quota_gate(call *c, stg_method method, int attempt, stg_reason *reason)
+{
+    stg_quota *q = c->cfg.quotas;
+    if (!q)
+        return STG_OK;
+    STG_ASSERT(!c->quota_held);
+    stg__quota_route(method != STG_METHOD_UNKNOWN ? method : STG_METHOD_GET, c->qurl, c->route,
+                     sizeof c->route);
+    for (;;) {
+        int64_t wait = 0;
+        int rc = stg_quota_acquire_demand(q, c->limit_key, c->route, NULL, 0, 1, c->now, &c->qt,
+                                          &wait);
+        if (rc == STG_OK) {
+            c->quota_held = true;
+            return STG_OK;
+        }
+        if (rc != STG_EAGAIN) {
+            snprintf(c->errtext, sizeof c->errtext, "quota limiter: %s", stg_strerror(rc));
+            *reason = STG_REASON_ERROR_NOT_RETRYABLE;
+            return rc;
+        }
+        /* A spent quota's reset is the server's word: beyond what the
+         * caller accepts, the answer goes back, as a long Retry-After's. */
+        if (c->pol.max_server_wait_us >= 0 && wait > c->pol.max_server_wait_us) {
+            c->d.server_wait_us = wait;
+            *reason = STG_REASON_SERVER_WAIT_TOO_LONG;
+            return STG_ETIMEDOUT;
+        }
+        if (wait >= remaining_us(c, c->rs.start_us)) {
+            *reason = STG_REASON_DEADLINE;
+            return STG_ETIMEDOUT;
+        }
+        if (wait > QUOTA_POLL_US) {
+            stg_event ev;
+            event(c, STG_EVENT_LIMITER_WAIT, &ev);
+            ev.attempt = attempt;
+            ev.wait_us = wait;
+            emit(c, &ev);
+        }
+        if (!wait_for(c, wait)) {
+            *reason = STG_REASON_CANCELLED;
+            return STG_ECANCELED;
+        }
+    }
+}
+
+/* Settle the send's reservation: with the answer's quotas when one came
+ * (status > 0), as spent when none did (it may have reached the server). */
+static void quota_settle(call *c, int status)
+{
+    if (!c->quota_held)
+        return;
+    c->quota_held = false;
+    if (status <= 0) {
+        stg_quota_settle(c->cfg.quotas, c->limit_key, NULL, &c->qt, NULL, c->now);
+        return;
+    }
+    stg_quota_set qs;
+    stg__quota_answer(&c->x, status, c->wall, &qs);
+    stg_quota_settle(c->cfg.quotas, c->limit_key, c->route, &c->qt, &qs, c->now);
+}
+
+/* The send never left: what it reserved returns. */
+static void quota_cancel(call *c)
+{
+    if (!c->quota_held)
+        return;
+    c->quota_held = false;
+    stg_quota_cancel(c->cfg.quotas, c->limit_key, &c->qt);
+}
+
 static void report(void *ctx, const stg__attempt *a, const stg_hints *h)
 {
     call *c = ctx;
@@ -210,6 +304,8 @@ static bool take_hop(call *c, const stg__attempt *a, stg_method *method)
 {
     CURL *easy = c->easy;
     curl_easy_setopt(easy, CURLOPT_URL, a->redirect_url);
+    snprintf(c->hop_url, sizeof c->hop_url, "%s", a->redirect_url);
+    c->qurl = c->hop_url;
     if (a->redirect_method != *method) {
         if (a->redirect_method == STG_METHOD_GET) {
             curl_easy_setopt(easy, CURLOPT_CUSTOMREQUEST, (char *)NULL);
@@ -270,6 +366,7 @@ static int call_open(call *c, CURL *easy, const stg_call_config *cfg)
         stg_redact_url(c->cfg.url, c->url, sizeof c->url);
         snprintf(c->origin, sizeof c->origin, "%s", c->cfg.url);
     }
+    c->qurl = c->cfg.url; /* NULL: the route is "METHOD /" */
     snprintf(c->limit_key, sizeof c->limit_key, "default");
     if (c->cfg.limiter_key)
         snprintf(c->limit_key, sizeof c->limit_key, "%s", c->cfg.limiter_key);
@@ -323,10 +420,15 @@ static bool one_attempt(call *c, stg_method *method, bool *hop, stg_reason *reas
         *reason = STG_REASON_DEADLINE;
         return false;
     }
-    if (limiter_gate(c, rs->start_us, rs->attempts + 1, reason) != STG_OK)
+    if (quota_gate(c, *method, rs->attempts + 1, reason) != STG_OK)
         return false;
+    if (limiter_gate(c, rs->start_us, rs->attempts + 1, reason) != STG_OK) {
+        quota_cancel(c);
+        return false;
+    }
     if (rs->attempts > 0 && !c->body_dropped && c->cfg.rewind_body &&
         c->cfg.rewind_body(c->cfg.rewind_data) != 0) {
+        quota_cancel(c);
         *reason = STG_REASON_ERROR_NOT_RETRYABLE; /* cannot resend the body */
         return false;
     }
@@ -352,12 +454,15 @@ static bool one_attempt(call *c, stg_method *method, bool *hop, stg_reason *reas
         c->method_name = stg_method_name(*method);
     }
     if (cancelled) {
+        quota_settle(c, 0); /* abandoned mid-send: it may count */
         attempt_cancelled(c, rs->attempts, started);
         *reason = STG_REASON_CANCELLED;
         return false;
     }
     stg__attempt *a = &c->a;
     stg__attempt_end(c->easy, code, &c->x, c->cfg.url, a);
+    stg__body_hints(&c->x, a->status); /* a GitHub secondary limit */
+    quota_settle(c, a->status);
     snprintf(c->final_url, sizeof c->final_url, "%s", a->final_url);
     if (!c->url[0])
         snprintf(c->url, sizeof c->url, "%s", a->final_url);

@@ -76,7 +76,7 @@
     X(stg_event, 3, 184)                \
     X(stg_result, 7, 488)               \
     X(stg_shared_limiter, 8, 112)       \
-    X(stg_call_config, 13, 560)         \
+    X(stg_call_config, 12, 560)         \
     X(stg_engine_config, 12, 976)       \
     X(stg_request, 4, 176)              \
     X(stg_engine_stats, 6, 168)         \

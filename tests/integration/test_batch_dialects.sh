@@ -126,3 +126,32 @@ run kong second=10/1s minute=1200/1m hour=72000/1h
 run stripe requests=10/1s
 [ -z "$BAD" ] || fail "personas that failed:$BAD"
 ok "stagger batch against every persona: every job done, 0 early retries, within the quotas"
+
+# GitHub's secondary limit (a 403 whose JSON body says so, no Retry-After)
+# pauses the whole host for the 60 s GitHub asks: after 3 admitted, the
+# refused job gives its 403 back (60 s is over --max-server-wait) and the
+# jobs behind it are not sent at all (the pause is past their 2 s deadline)
+# instead of each meeting the same 403 as an auth failure. At most one
+# refusal per request in flight (-j 2).
+if [ -z "${STG_DIALECTS:-}" ] || [[ " $STG_DIALECTS " == *" github "* ]]; then
+    serve_start gh2 --dialect github --quota secondary=3/1h --client-by-addr \
+        --stats "$TMP/gh2.stats" --log "$TMP/gh2.log"
+    for i in $(seq 8); do echo "{\"id\":\"s$i\",\"url\":\"$URL/repos/o/r$i\"}"; done >"$TMP/gh2.jsonl"
+    rc=0
+    timeout -k 5 60 "$STAGGER" batch -q -j 2 --deadline 2s --db "$TMP/gh2.db" "$TMP/gh2.jsonl" \
+        >/dev/null 2>"$TMP/gh2.err" || rc=$?
+    stop_server
+    [ "$rc" -ne 0 ] || fail "secondary: the batch exited 0 with refused jobs"
+    "$PYTHON" - "$TMP/gh2.stats" "$TMP/gh2.log" <<'EOF' || fail "secondary: see above"
+import json, sys
+st = json.load(open(sys.argv[1]))
+log = [json.loads(l) for l in open(sys.argv[2])]
+ok = sum(1 for r in log if r["status"] == 200)
+refused = sum(1 for r in log if r["status"] == 403)
+assert ok == 3, "admitted %d, not the secondary limit's 3" % ok
+assert 1 <= refused <= 2, "%d refusals: the pause did not hold the host" % refused
+assert st["early_retries"]["total"] == 0, st["early_retries"]
+print("  secondary: 3 admitted, %d refused, %d never sent, 0 early" % (refused, 8 - ok - refused))
+EOF
+    ok "a GitHub secondary limit (403 body) pauses the whole host"
+fi

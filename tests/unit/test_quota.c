@@ -230,6 +230,267 @@ static void test_pacing_burst(void **state)
     stg_quota_free(q);
 }
 
+/* Pace only what does not fit: with the demand known, d waiting requests
+ * that fit in the remaining count go now, unpaced, and leave the pace
+ * where it was; a demand larger than the count is paced as before. */
+static void test_pacing_demand(void **state)
+{
+    (void)state;
+    stg_quota *q = make(-1);
+    learn(q, NULL, obs("", "requests", 10, 10, STG_SEC(10)), 0);
+    stg_quota_ticket t;
+    int64_t w = -1;
+    /* 4 waiting of 10 remaining: all 4 at once, each seeing the demand
+     * that is left (4, 3, 2, 1). */
+    for (int64_t d = 4; d >= 1; d--) {
+        assert_int_equal(stg_quota_acquire_demand(q, H, "GET /", NULL, 0, d, 0, &t, &w), STG_OK);
+        assert_int_equal(w, 0);
+    }
+    /* Then 100 waiting of 6 remaining: paced over the reset, from the 6
+     * left (the unpaced ones did not move the pace): one now, the next
+     * 10 s / 6 later. */
+    assert_int_equal(stg_quota_acquire_demand(q, H, "GET /", NULL, 0, 100, 0, &t, &w), STG_OK);
+    assert_int_equal(stg_quota_acquire_demand(q, H, "GET /", NULL, 0, 99, 0, &t, &w), STG_EAGAIN);
+    assert_int_equal(w, (STG_SEC(10) + 5) / 6);
+    /* The count still bounds it: 5 left, 5 waiting go at once, a 6th
+     * waits for the reset. */
+    for (int i = 0; i < 5; i++)
+        assert_int_equal(stg_quota_acquire_demand(q, H, "GET /", NULL, 0, 5 - i, 0, &t, &w),
+                         STG_OK);
+    assert_int_equal(stg_quota_acquire_demand(q, H, "GET /", NULL, 0, 1, 0, &t, &w), STG_EAGAIN);
+    assert_int_equal(w, STG_SEC(10));
+    stg_quota_free(q);
+
+    /* A cost counts: 3 waiting of 50 tokens each is 150, over 120 left:
+     * paced; 2 of them (100) fit: not paced. */
+    q = make(-1);
+    learn(q, NULL, obs("", "tokens", 1000, 120, STG_SEC(10)), 0);
+    stg_quota_cost c = {.unit = "tokens", .amount = 50};
+    assert_int_equal(stg_quota_acquire_demand(q, H, "GET /", &c, 1, 3, 0, &t, &w), STG_OK);
+    assert_int_equal(stg_quota_acquire_demand(q, H, "GET /", &c, 1, 3, 0, &t, &w), STG_EAGAIN);
+    assert_int_equal(stg_quota_acquire_demand(q, H, "GET /", &c, 1, 1, 0, &t, &w), STG_OK);
+    assert_int_equal(w, 0);
+    stg_quota_free(q);
+}
+
+/* Admitted now, with a demand of one (what fits is not paced). */
+static void go_now(stg_quota *q, int64_t now)
+{
+    stg_quota_ticket t;
+    int64_t w = -1;
+    assert_int_equal(stg_quota_acquire_demand(q, H, "GET /", NULL, 0, 1, now, &t, &w), STG_OK);
+    assert_int_equal(w, 0);
+}
+
+/* A reset said in whole seconds is rounded up: each answer of the same
+ * window bounds the instant from above, and the earliest bound holds. An
+ * answer whose count grew is a new window: its reset replaces the old. */
+static void test_reset_earliest_bound(void **state)
+{
+    (void)state;
+    stg_quota *q = make(-1);
+    learn(q, NULL, obs("", "requests", 10, 3, STG_SEC(4)), 0); /* by 4 s */
+    /* 600 ms later the same window says "4" again (3.4 s rounded up). */
+    learn(q, NULL, obs("", "requests", 10, 2, STG_SEC(4)), STG_MS(600));
+    go_now(q, STG_MS(600));
+    go_now(q, STG_MS(600));
+    assert_int_equal(expect_wait(q, "GET /", STG_MS(600)), STG_SEC(4) - STG_MS(600));
+    stg_quota_free(q);
+
+    /* The count grew: a new window, whose reset is taken as told. */
+    q = make(-1);
+    learn(q, NULL, obs("", "requests", 10, 1, STG_SEC(4)), 0);
+    learn(q, NULL, obs("", "requests", 10, 2, STG_SEC(4)), STG_MS(600));
+    go_now(q, STG_MS(600));
+    go_now(q, STG_MS(600));
+    assert_int_equal(expect_wait(q, "GET /", STG_MS(600)), STG_SEC(4));
+    stg_quota_free(q);
+
+    /* An equal count may be the next window's first answer (a limit of 1
+     * always says 0): its reset is taken, and nothing goes before it. */
+    q = make(-1);
+    learn(q, NULL, obs("", "requests", 1, 0, STG_SEC(1)), 0);
+    learn(q, NULL, obs("", "requests", 1, 0, STG_SEC(1)), STG_MS(900));
+    assert_int_equal(expect_wait(q, "GET /", STG_SEC(1)), STG_MS(900));
+    stg_quota_free(q);
+
+    /* A second or more later is another window too. */
+    q = make(-1);
+    learn(q, NULL, obs("", "requests", 10, 2, STG_SEC(4)), 0);
+    learn(q, NULL, obs("", "requests", 10, 1, STG_SEC(4)), STG_SEC(1));
+    go_now(q, STG_SEC(1));
+    assert_int_equal(expect_wait(q, "GET /", STG_SEC(1)), STG_SEC(4));
+    stg_quota_free(q);
+}
+
+/* Answers out of order: B (admitted after A) answers first with the
+ * server's newer count, then A's older one arrives; A's must not raise
+ * the estimate (the server has 8 left, not 9). */
+static void test_late_answer_is_older(void **state)
+{
+    (void)state;
+    stg_quota *q = make(-1);
+    learn(q, NULL, obs("", "requests", 20, 10, STG_SEC(10)), 0);
+    stg_quota_ticket a, b;
+    int64_t w = -1;
+    assert_int_equal(stg_quota_acquire_demand(q, H, "GET /", NULL, 0, 1, 0, &a, &w), STG_OK);
+    assert_int_equal(stg_quota_acquire_demand(q, H, "GET /", NULL, 0, 1, 0, &b, &w), STG_OK);
+    stg_quota_set qs;
+    set1(&qs, obs("", "requests", 20, 8, STG_SEC(10)));
+    assert_int_equal(stg_quota_settle(q, H, "GET /", &b, &qs, STG_MS(1)), STG_OK);
+    set1(&qs, obs("", "requests", 20, 9, STG_SEC(10)));
+    assert_int_equal(stg_quota_settle(q, H, "GET /", &a, &qs, STG_MS(2)), STG_OK);
+    int n = 0;
+    stg_quota_ticket t;
+    while (stg_quota_acquire_demand(q, H, "GET /", NULL, 0, 1, STG_MS(2), &t, &w) == STG_OK)
+        n++;
+    assert_int_equal(n, 8);
+    stg_quota_free(q);
+
+    /* In order, each answer is taken: A says 9 then B says 8. */
+    q = make(-1);
+    learn(q, NULL, obs("", "requests", 20, 10, STG_SEC(10)), 0);
+    assert_int_equal(stg_quota_acquire_demand(q, H, "GET /", NULL, 0, 1, 0, &a, &w), STG_OK);
+    assert_int_equal(stg_quota_acquire_demand(q, H, "GET /", NULL, 0, 1, 0, &b, &w), STG_OK);
+    set1(&qs, obs("", "requests", 20, 9, STG_SEC(10)));
+    assert_int_equal(stg_quota_settle(q, H, "GET /", &a, &qs, STG_MS(1)), STG_OK);
+    set1(&qs, obs("", "requests", 20, 8, STG_SEC(10)));
+    assert_int_equal(stg_quota_settle(q, H, "GET /", &b, &qs, STG_MS(2)), STG_OK);
+    n = 0;
+    while (stg_quota_acquire_demand(q, H, "GET /", NULL, 0, 1, STG_MS(2), &t, &w) == STG_OK)
+        n++;
+    assert_int_equal(n, 8);
+    stg_quota_free(q);
+}
+
+/* The pace ends before the reset by the margin's share of the time from
+ * when the reset was told: 10 over 10 s with a 10 % margin are all sent
+ * by 9 s, none in the last second (where the window may already have
+ * turned: the reset is known only to the server's rounding). */
+static void test_pace_ends_before_reset(void **state)
+{
+    (void)state;
+    stg_quota *q = make(0.1);
+    learn(q, NULL, obs("", "requests", 10, 10, STG_SEC(10)), 0);
+    int64_t now = 0, last = 0;
+    stg_quota_ticket t;
+    int sent = 0;
+    while (sent < 10) {
+        int64_t w = 0;
+        int rc = stg_quota_acquire_demand(q, H, "GET /", NULL, 0, 100, now, &t, &w);
+        if (rc == STG_OK) {
+            sent++;
+            last = now;
+        } else {
+            assert_int_equal(rc, STG_EAGAIN);
+            now += w;
+        }
+        assert_true(now < STG_SEC(10));
+    }
+    assert_true(last <= STG_SEC(9));
+    assert_true(last > STG_SEC(8)); /* spread, not burst */
+    stg_quota_free(q);
+}
+
+/* A batch against fixed windows (LIMIT 40 per 4 s, aligned at 0, as
+ * GitHub's, X's or an IETF policy's), in virtual time: 120 jobs, 30 in the
+ * engine at once, answers after RTT, each telling the window's remaining
+ * count and its reset. The ideal sends 40 in each of three windows, the
+ * last at 8 s; with the demand known the last window's jobs go at its
+ * start (after the probe the reset asks for: three round trips); without
+ * it they are spread over the window. Never a
+ * refusal either way: the count bounds both. Returns the last send. */
+#define W_US STG_SEC(4)
+#define W_LIMIT 40
+#define RTT_US STG_MS(10)
+static int64_t windows_run(bool with_demand)
+{
+    stg_quota *q = stg_quota_new(NULL, NULL); /* the defaults: margin, burst, cold probe */
+    assert_non_null(q);
+    enum { JOBS = 120, SLOTS = 30 };
+    enum { ASKING, FLYING, DONE } st[JOBS];
+    int64_t due[JOBS], sent_at[JOBS];
+    stg_quota_ticket tk[JOBS];
+    int count[8] = {0};
+    int done = 0, refused = 0;
+    int64_t now = 0, last = 0;
+    for (int i = 0; i < JOBS; i++)
+        st[i] = ASKING;
+    while (done < JOBS) {
+        /* The answers due now: the server counts at arrival (RTT/2 is
+         * not modelled: at the send) and answers its window's count. */
+        for (int i = 0; i < JOBS; i++) {
+            if (st[i] != FLYING || due[i] > now)
+                continue;
+            int64_t k = sent_at[i] / W_US;
+            assert_true(k < 8);
+            bool ok = count[k] < W_LIMIT;
+            count[k] += ok;
+            stg_quota_set qs;
+            int64_t reset = (k + 1) * W_US - now; /* a reset passed reads as 0 */
+            set1(&qs, obs("", "requests", W_LIMIT, W_LIMIT - count[k], reset > 0 ? reset : 0));
+            assert_int_equal(stg_quota_settle(q, H, "GET /", &tk[i], &qs, now), STG_OK);
+            st[i] = ok ? DONE : ASKING;
+            done += ok;
+            refused += !ok;
+            if (ok && sent_at[i] > last)
+                last = sent_at[i];
+        }
+        /* The engine holds SLOTS jobs (as a batch submits them): those that
+         * hold no reservation ask, in order, until one is told to wait. */
+        int in_engine = 0, asking = 0;
+        for (int i = 0; i < JOBS && in_engine < SLOTS; i++)
+            if (st[i] != DONE) {
+                in_engine++;
+                asking += st[i] == ASKING;
+            }
+        int64_t wake = INT64_MAX;
+        in_engine = 0;
+        for (int i = 0; i < JOBS && in_engine < SLOTS; i++) {
+            if (st[i] == DONE)
+                continue;
+            in_engine++;
+            if (st[i] != ASKING)
+                continue;
+            int64_t w = 0;
+            int rc = stg_quota_acquire_demand(q, H, "GET /", NULL, 0, with_demand ? asking : 0,
+                                              now, &tk[i], &w);
+            if (rc == STG_EAGAIN) {
+                wake = now + w;
+                break;
+            }
+            assert_int_equal(rc, STG_OK);
+            asking--;
+            st[i] = FLYING;
+            sent_at[i] = now;
+            due[i] = now + RTT_US;
+        }
+        for (int i = 0; i < JOBS; i++)
+            if (st[i] == FLYING && due[i] < wake)
+                wake = due[i];
+        if (done == JOBS)
+            break;
+        assert_true(wake != INT64_MAX && wake > now);
+        now = wake;
+    }
+    assert_int_equal(refused, 0);
+    stg_quota_free(q);
+    return last;
+}
+
+static void test_pacing_last_window(void **state)
+{
+    (void)state;
+    int64_t fast = windows_run(true);
+    assert_true(fast >= 2 * W_US); /* never before the third window */
+    /* After the reset: the answer to the send just before it, the probe's
+     * answer, then one slot turnover (30 slots, 40 jobs left). */
+    assert_true(fast <= 2 * W_US + 3 * RTT_US);
+    /* The demand unknown: paced as before, the last window spread. */
+    int64_t paced = windows_run(false);
+    assert_true(paced > 2 * W_US + W_US / 4);
+}
+
 /* A bucket whose reset is "until full" (OpenAI, Anthropic) refills one
  * unit per t / (limit - remaining): 50 a minute, 0 left and full in 60 s
  * is one request every 1.2 s, not a wait of a minute. */
@@ -573,6 +834,11 @@ int main(void)
         cmocka_unit_test(test_never_more_than_remaining),
         cmocka_unit_test(test_pacing_spreads),
         cmocka_unit_test(test_pacing_burst),
+        cmocka_unit_test(test_pacing_demand),
+        cmocka_unit_test(test_pacing_last_window),
+        cmocka_unit_test(test_reset_earliest_bound),
+        cmocka_unit_test(test_pace_ends_before_reset),
+        cmocka_unit_test(test_late_answer_is_older),
         cmocka_unit_test(test_refilling_bucket),
         cmocka_unit_test(test_spent_without_reset),
         cmocka_unit_test(test_reserve_settle),
