@@ -29,35 +29,6 @@
 #include "curl/engine.h"
 
 
-/* The host's first answer settled its cold probe (stg_quota: a host's
- * first send goes alone): the sends waiting behind it poll every 20 ms
- * (W_QUOTA timers), so they are made due now, for this pass's timers,
- * instead of at their next poll. Once per host: a scan of the heap. */
-static void quota_wake(stg_engine *e, stg__host *h)
-{
-    size_t n = 0;
-    for (size_t i = 0; i < e->timers.n; i++) {
-        const req *w = e->timers.v[i].item;
-        n += w->wait == W_QUOTA && w->host == h && e->timers.v[i].due_us > e->now;
-    }
-    req **v = n ? malloc(n * sizeof *v) : NULL;
-    if (!v)
-        return; /* none, or no memory: they poll as before */
-    size_t k = 0;
-    for (size_t i = 0; i < e->timers.n && k < n; i++) {
-        req *w = e->timers.v[i].item;
-        if (w->wait == W_QUOTA && w->host == h && e->timers.v[i].due_us > e->now)
-            v[k++] = w;
-    }
-    for (size_t i = 0; i < k; i++) {
-        stg__heap_remove(&e->timers, v[i]->heap_index);
-        bool ok = stg__heap_push(&e->timers, e->now, v[i], &v[i]->heap_index);
-        STG_ASSERT(ok); /* the removal left the room */
-        (void)ok;
-    }
-    free(v);
-}
-
 /* The quotas an answer announced (the latest response's header block,
  * through every dialect stg_hints_feed reads) settle r's reservation; with
  * no answer (answered false) the reservation stays spent. */
@@ -79,10 +50,6 @@ static void quota_settle(stg_engine *e, req *r, bool answered)
     char route[512];
     stg__eng_route(r, route, sizeof route);
     stg_quota_settle(q, r->host->key, route, r->qt, &qs, e->now);
-    if (!r->host->quota_answered) {
-        r->host->quota_answered = true;
-        quota_wake(e, r->host);
-    }
 }
 
 /* Finish r: leave every structure, report, call done once, free. */

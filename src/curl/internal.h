@@ -345,9 +345,6 @@ typedef struct stg__host {
     stg_concurrency conc;
     int conc_out;
     void *conc_head, *conc_tail;
-    /* The quota limiter has had an answer from this host (engine_done.c:
-     * the first one wakes the sends waiting behind the cold probe). */
-    bool quota_answered;
     /* The servers' quotas (cfg.quotas): the host's requests submitted and
      * not finished, and those of them holding a quota reservation; the
      * difference is the demand that waits for its quotas. */

@@ -103,53 +103,6 @@ static void quota_run(const char *const *args, const char *const *paths, int n_p
     server_cleanup(&s);
 }
 
-/* The cold probe: a fresh host's first send goes alone, and the others
- * start when its answer is in, in the pass that reads it (the same pass
- * clock, ev.now_us), not at the quota's next poll (20 ms later). */
-typedef struct probe_ev {
-    int n_end, n_start;
-    int64_t first_end_us, second_start_us;
-} probe_ev;
-
-static void on_probe_event(const stg_event *ev, void *data)
-{
-    probe_ev *p = data;
-    if (ev->type == STG_EVENT_ATTEMPT_END && p->n_end++ == 0)
-        p->first_end_us = ev->now_us;
-    if (ev->type == STG_EVENT_ATTEMPT_START && p->n_start++ == 1)
-        p->second_start_us = ev->now_us;
-}
-
-static void test_cold_probe_answer_wakes_the_others(void **state)
-{
-    (void)state;
-    server s;
-    server_start(&s, NULL);
-    probe_ev p = {0};
-    stg_engine_config cfg = {.concurrency = 4, .quotas = true, .on_event = on_probe_event,
-                             .event_data = &p};
-    stg_engine *e = stg_engine_new(&cfg, NULL);
-    assert_non_null(e);
-    ctx c = {0};
-    for (int i = 0; i < 4; i++) {
-        char url[128], path[32];
-        snprintf(path, sizeof path, "/probe/%d", i);
-        url_of(&s, path, url, sizeof url);
-        stg_request rq = {.url = url};
-        assert_int_equal(stg_engine_submit(e, &rq, on_done, &c, NULL), STG_OK);
-    }
-    assert_int_equal(stg_engine_drain(e), 0);
-    stg_engine_free(e);
-    server_stop(&s);
-    assert_int_equal(c.ok, 4);
-    assert_true(p.n_start >= 2);
-    /* the probe went alone: the second send only after its answer ... */
-    assert_true(p.second_start_us >= p.first_end_us);
-    /* ... in the pass that read it */
-    assert_int_equal(p.second_start_us, p.first_end_us);
-    server_cleanup(&s);
-}
-
 static void test_engine_keeps_to_announced_quota(void **state)
 {
     (void)state;
@@ -225,7 +178,6 @@ int main(void)
     signal(SIGPIPE, SIG_IGN);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(test_engine_keeps_to_announced_quota, stop_leftovers),
-        cmocka_unit_test_teardown(test_cold_probe_answer_wakes_the_others, stop_leftovers),
         cmocka_unit_test_teardown(test_cost_over_limit_never_sent, stop_leftovers),
         cmocka_unit_test_teardown(test_persona_discord_bucket, stop_leftovers),
         cmocka_unit_test_teardown(test_persona_github_resources, stop_leftovers),
