@@ -199,4 +199,26 @@ static inline int log_count(logbook *lb)
     return n;
 }
 
+/* The cmocka group fixture of the Redis test programs: one redis-server
+ * on a free loopback port for the whole group, stopped by its pid. SIGPIPE
+ * is left fatal: the library must survive a closed socket on its own. */
+static int g_port __attribute__((unused));
+static pid_t g_pid __attribute__((unused));
+
+static inline int redis_group_setup(void **state)
+{
+    (void)state;
+    signal(SIGPIPE, SIG_DFL);
+    g_port = free_port();
+    g_pid = server_start(g_port);
+    return 0;
+}
+
+static inline int redis_group_teardown(void **state)
+{
+    (void)state;
+    server_stop(g_pid, SIGTERM);
+    return 0;
+}
+
 #endif

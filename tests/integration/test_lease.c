@@ -35,25 +35,6 @@
 #define PROCS 4
 #define MAXADM 6000
 
-static int g_port;
-static pid_t g_pid;
-
-static int group_setup(void **state)
-{
-    (void)state;
-    signal(SIGPIPE, SIG_DFL);
-    g_port = free_port();
-    g_pid = server_start(g_port);
-    return 0;
-}
-
-static int group_teardown(void **state)
-{
-    (void)state;
-    server_stop(g_pid, SIGTERM);
-    return 0;
-}
-
 static int64_t real_us(void *data)
 {
     (void)data;
@@ -302,12 +283,18 @@ static void test_low_rate(void **state)
     long long calls = evalsha_calls();
     assert_int_equal(sh->errors[0], 0);
     assert_true(sh->n[0] >= 10);
-    assert_int_equal(sh->stats[0].leases, 0);
-    assert_int_equal(sh->stats[0].lease_admissions, 0);
-    /* one call each, and one more for each single token whose reply came
-     * after its window had closed (a round trip over the margin: lapsed,
-     * asked again) */
-    assert_int_equal(calls, sh->n[0] + sh->stats[0].lease_expired);
+    /* The sizing at 40/s is k = 1 (unit/test_lease, in virtual time). Here
+     * the meter reads real admissions: a process stalled by a busy machine
+     * admits a burst after the stall, and the meter may then size a lease
+     * of 2. Without one, the count is exact: one call each, and one more
+     * for each single token whose reply came after its window had closed
+     * (a round trip over the margin: lapsed, asked again). */
+    if (sh->stats[0].leases == 0) {
+        assert_int_equal(sh->stats[0].lease_admissions, 0);
+        assert_int_equal(calls, sh->n[0] + sh->stats[0].lease_expired);
+    } else {
+        assert_true(calls >= sh->n[0] - sh->stats[0].lease_admissions);
+    }
     check_bound(sh->ts[0], sh->n[0]);
     munmap(sh, sizeof *sh);
 }
@@ -419,5 +406,5 @@ int main(void)
         cmocka_unit_test(test_give_back),
         cmocka_unit_test(test_killed),
     };
-    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+    return cmocka_run_group_tests(tests, redis_group_setup, redis_group_teardown);
 }

@@ -42,25 +42,6 @@
 
 /* ---- the shared server ----------------------------------------------------- */
 
-static int g_port;
-static pid_t g_pid;
-
-static int group_setup(void **state)
-{
-    (void)state;
-    signal(SIGPIPE, SIG_DFL); /* the library must survive it on its own */
-    g_port = free_port();
-    g_pid = server_start(g_port);
-    return 0;
-}
-
-static int group_teardown(void **state)
-{
-    (void)state;
-    server_stop(g_pid, SIGTERM);
-    return 0;
-}
-
 static char *url_for(char *buf, size_t len, int port, const char *key)
 {
     snprintf(buf, len, "redis://127.0.0.1:%d/%s", port, key);
@@ -1105,5 +1086,5 @@ int main(void)
         cmocka_unit_test(test_breaker_shared),
         cmocka_unit_test(test_breaker_half_open),
     };
-    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+    return cmocka_run_group_tests(tests, redis_group_setup, redis_group_teardown);
 }

@@ -26,25 +26,6 @@
 
 #include "integration/redis_helper.h"
 
-static int g_port;
-static pid_t g_pid;
-
-static int group_setup(void **state)
-{
-    (void)state;
-    signal(SIGPIPE, SIG_DFL);
-    g_port = free_port();
-    g_pid = server_start(g_port);
-    return 0;
-}
-
-static int group_teardown(void **state)
-{
-    (void)state;
-    server_stop(g_pid, SIGTERM);
-    return 0;
-}
-
 static stg_redis_limiter *make_adaptive(int port, const char *key, double share, logbook *lb)
 {
     char url[128];
@@ -455,5 +436,5 @@ int main(void)
         cmocka_unit_test(test_fallback),
         cmocka_unit_test(test_processes_share_one_rate),
     };
-    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+    return cmocka_run_group_tests(tests, redis_group_setup, redis_group_teardown);
 }
