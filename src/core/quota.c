@@ -528,24 +528,26 @@ static bool refills(int dialect)
 }
 
 /* What an answer says of one quota. */
-static void update(const stg_quota *q, qent *e, const stg_quota_obs *o, int64_t seq, int64_t now)
+static void update(const stg_quota *q, qent *e, const stg_quota_obs *o, int64_t seq, int64_t amount,
+                   int64_t now)
 {
     if (o->limit >= 0)
         e->limit = o->limit;
     /* Answers come back out of order. One to a request admitted before the
      * one whose answer set the estimate (older) tells a count at least as
      * high when the server counted it first: that count is not taken (it
-     * would let more in than the server has left). A lower count is the
+     * would let more in than the server has left); only the older
+     * request's own amount comes back (the newer count had it, and the
+     * estimate took it off a second time, as in flight), never more than
+     * the newer count less what is in flight now. A lower count is the
      * newer one. */
     bool older = seq != 0 && seq < e->est_seq && e->est != UNKNOWN && !e->dormant;
     if (o->remaining >= 0 && older && o->remaining >= e->est_rem) {
-        /* Nothing comes back. Giving the older request's amount back
-         * assumes the server counted it before the newer one, which holds
-         * only while counts fall monotonically: a leaky bucket (Shopify's
-         * used/size leaks) or a window that turned between the two makes
-         * a higher count the later one, and the refund sent one request
-         * too many (test_batch_quota: a 429 for shopify and github). An
-         * estimate one low until the next answer costs a round trip. */
+        int64_t back = e->est_rem > e->inflight ? e->est_rem - e->inflight : 0;
+        int64_t est = e->est + amount;
+        e->est = est < back ? est : back;
+        if (e->est < 0)
+            e->est = 0;
     } else if (o->remaining >= 0) {
         e->est = o->remaining > e->inflight ? o->remaining - e->inflight : 0;
         e->est_rem = o->remaining;
@@ -671,7 +673,11 @@ int stg_quota_settle(stg_quota *q, const char *hostname, const char *route_name,
             continue;
         }
         qent *e = quota_get(q, h, o);
-        update(q, e, o, v.cold >> 1, now_us);
+        int64_t amount = 0; /* what the ticket charged this quota */
+        for (int64_t j = 0; j < v.n; j++)
+            if (v.e[j].uid == (int64_t)e->uid)
+                amount += v.e[j].amount;
+        update(q, e, o, v.cold >> 1, amount, now_us);
         e->tick = q->tick;
         if (n_seen < STG_QUOTA_TICKET_MAX)
             seen[n_seen++] = e->uid;
