@@ -12,10 +12,7 @@
 # from how fast the machine is.
 . "$(dirname "$0")/lib.sh"
 S=$STAGGER
-T=$(mktemp -d /tmp/stg_proxy.XXXXXX)
-SERVE_DIR=$T
-. "$(dirname "$0")/serve_lib.sh"
-trap 'in_script && { stop_jobs; rm -rf "$T"; }' EXIT
+scratch proxy
 . "$(dirname "$0")/proxy_lib.sh"
 PY=/usr/bin/python3
 [ -x "$PY" ] || PY=python3

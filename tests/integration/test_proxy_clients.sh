@@ -9,10 +9,7 @@
 # the server, whose bucket is the proxy's plus a margin, refused none.
 . "$(dirname "$0")/lib.sh"
 S=$STAGGER
-T=$(mktemp -d /tmp/stg_pxc.XXXXXX)
-SERVE_DIR=$T
-. "$(dirname "$0")/serve_lib.sh"
-trap 'in_script && { stop_jobs; rm -rf "$T"; }' EXIT
+scratch pxc
 . "$(dirname "$0")/proxy_lib.sh"
 # requests lives in the pyenv python; urllib in any.
 PY=python3

@@ -16,10 +16,7 @@
 # each request, so that is the realistic idle cost).
 . "$(dirname "$0")/lib.sh"
 S=$STAGGER
-T=$(mktemp -d /tmp/stg_pxh.XXXXXX)
-SERVE_DIR=$T
-. "$(dirname "$0")/serve_lib.sh"
-trap 'in_script && { stop_jobs; rm -rf "$T"; }' EXIT
+scratch pxh
 . "$(dirname "$0")/proxy_lib.sh"
 PY=/usr/bin/python3
 [ -x "$PY" ] || PY=python3

@@ -10,10 +10,7 @@
 # All on 127.0.0.1; every wait is a hang guard that ends at the event.
 . "$(dirname "$0")/lib.sh"
 S=$STAGGER
-T=$(mktemp -d /tmp/stg_pxs.XXXXXX)
-SERVE_DIR=$T
-. "$(dirname "$0")/serve_lib.sh"
-trap 'in_script && { stop_jobs; rm -rf "$T"; }' EXIT
+scratch pxs
 . "$(dirname "$0")/proxy_lib.sh"
 PY=/usr/bin/python3
 [ -x "$PY" ] || PY=python3
