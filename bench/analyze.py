@@ -511,6 +511,29 @@ def verdict(runs, variants, ideals):
     return all_ok, lines
 
 
+def kv_line(res, name, prefix):
+    """The KEY=NUMBER words of the last line of primitives/NAME that starts with
+    PREFIX (the scripts' machine-readable summary), as floats (None when a value
+    is not a number); None when the file or the line is missing."""
+    path = os.path.join(res, "primitives", name)
+    if not os.path.exists(path):
+        return None
+    kv = None
+    with open(path, errors="replace") as f:
+        for line in f:
+            if line.startswith(prefix):
+                kv = dict(w.split("=", 1) for w in line[len(prefix):].split() if "=" in w)
+    if kv is None:
+        return None
+    out = {}
+    for k, v in kv.items():
+        try:
+            out[k] = float(v)
+        except ValueError:
+            out[k] = None
+    return out
+
+
 def mem_goal2(res):
     """Goal 2's rows from bench/bench_mem.sh's "goal2:" line (primitives/bench_mem.txt),
     or None when it did not run. In flight = accepted, waiting or on the wire
@@ -547,6 +570,113 @@ def mem_goal2(res):
                      "30 × %.0f MB bodies, same run" % (float(kv.get("small", 0)) / 1e6),
                      "–", "met" if max(out, db) < 61.0 else "not met"])
     return rows
+
+
+def read_primitive(res, name):
+    path = os.path.join(res, "primitives", name)
+    if not os.path.exists(path):
+        return None
+    with open(path, errors="replace") as f:
+        return f.read().splitlines()
+
+
+def dialects_section(res):
+    """Issue #15: per persona of bench/bench_dialects.sh, stagger batch's completion
+    over the ideal its quotas allow (goal <= 1.10), its early retries (goal 0) and
+    jobs not completed (goal 0), beside the peers of the same run."""
+    lines = read_primitive(res, "bench_dialects.txt")
+    if lines is None:
+        return []
+    table = {}
+    for l in lines:
+        cells = [c.strip() for c in l.strip().strip("|").split("|")]
+        if len(cells) != 9 or cells[0] in ("persona", "") or cells[0].startswith("-"):
+            continue
+        table.setdefault(cells[0], {})[cells[1]] = cells
+    md = ["## Issue #15 goals: every dialect, paced to its quotas", "",
+          "From bench/bench_dialects.sh in this run (its whole table is in section 3): per persona of "
+          "`stagger serve --dialect NAME`, stagger batch's completion over the ideal the persona's quotas "
+          "allow (goal ≤ 1.10×), its early retries (requests before the time the server's last answer "
+          "told that client to wait: goal 0) and jobs not completed (goal 0); the peers of the same run beside it.", ""]
+    rows, all_ok = [], True
+    for persona, by in table.items():
+        st = by.get("stagger batch")
+        if not st:
+            continue
+        try:
+            ratio, early, lost = float(st[4]), int(st[7]), int(st[8])
+        except ValueError:
+            continue
+        timed = "timed out" in st[2]
+        ok = ratio <= 1.10 and early == 0 and lost == 0 and not timed
+        all_ok = all_ok and ok
+        peers = "; ".join("%s %s× (%s early, %s not completed)" % (c, v[4], v[7], v[8])
+                          for c, v in by.items() if c != "stagger batch")
+        rows.append([persona, "%.2f× (%s, ideal %s s)" % (ratio, st[2].replace(" (timed out)", " s, timed out")
+                                                          if timed else st[2] + " s", st[3]), str(early), str(lost),
+                     peers or "–", "met" if ok else "not met"])
+    if not rows:
+        return []
+    md.append(md_table(["persona", "stagger ÷ ideal", "early retries", "jobs not completed",
+                        "peers (same run)", "verdict"], rows))
+    md.append("")
+    md.append("All personas: **%s**." % ("met" if all_ok else "not met"))
+    md.append("")
+    return md
+
+
+def proxy_section(res):
+    """Issue #16's benchmark goals from bench/bench_proxy.sh's rows in this run."""
+    lines = read_primitive(res, "bench_proxy.txt")
+    if lines is None:
+        return []
+    def row(label):
+        for l in lines:
+            if l.startswith(label):
+                return l[len(label):].split()
+        return None
+    def num(v):
+        m = re.match(r"[+-]?[0-9.]+", v or "")
+        return float(m.group(0)) if m else None
+    md = ["## Issue #16 goals: stagger proxy", "",
+          "From bench/bench_proxy.sh in this run (its whole output is in section 3): bench/peers/naive "
+          "(50 workers, fixed 1 s sleep on a 429), unchanged, direct and through the proxy, 2000 jobs "
+          "against `stagger serve --rate 100 --burst 20`; then wrk against an unlimited server.", ""]
+    rows = []
+    direct = row("naive client, direct")
+    for label in ("naive client via stagger proxy (adaptive)",
+                  "naive client via stagger proxy --rate 100 --burst 20"):
+        r = row(label)
+        if not r or len(r) < 6:
+            continue
+        ratio, r429, lost = num(r[2]), num(r[4]), num(r[5])
+        base = ("direct: %s× ideal, %s 429s, %s lost" % (direct[2].rstrip("x"), direct[4], direct[5])
+                if direct and len(direct) >= 6 else "–")
+        ok = ratio is not None and ratio <= 1.10 and r429 is not None and r429 < 2.0 and lost == 0
+        rows.append(["goodput, " + label.replace("naive client via ", ""),
+                     "%s× ideal, %s 429s at the server, %d lost" % (r[2].rstrip("x"), r[4], lost or 0),
+                     base, "≤ 1.10×, < 2%, 0", "met" if ok else "not met"])
+    d, p = row("wrk direct"), row("wrk through stagger proxy --rate 0")
+    ratio = row("proxy / direct, added p50")
+    if d and p and ratio:
+        rv = num(ratio[0])
+        rows.append(["overhead: wrk -t2 -c30 req/s through the proxy ÷ direct",
+                     "%s req/s (p50 %s)" % (p[0], p[1]), "direct %s req/s (p50 %s)" % (d[0], d[1]),
+                     "≥ 0.5×", "%.2f×: %s" % (rv, "met" if rv is not None and rv >= 0.5 else "not met")])
+    a1 = row("added p50, one connection")
+    if a1:
+        us = num(a1[0])
+        rows.append(["added p50 latency, wrk -c1 (no queueing)", "%+.0f µs" % us,
+                     "wrk -c1 direct", "≤ 200 µs", "met" if us is not None and us <= 200 else "not met"])
+    for l in lines:
+        if l.startswith("memory per open client connection:"):
+            rows.append(["memory per open client connection", l.split(":", 1)[1].strip(), "–",
+                         "reported", "reported"])
+    if not rows:
+        return []
+    md.append(md_table(["goal", "through the proxy", "baseline (same run)", "goal", "verdict"], rows))
+    md.append("")
+    return md
 
 
 def goals_section(res, manifest, runs, ideals):
@@ -623,8 +753,22 @@ def goals_section(res, manifest, runs, ideals):
                          first(b, "retries"), first(b, "throttle_retries")),
                      "%.0f× apart" % (first(d, "throttle_retries") / max(first(d, "retries"), 1e-9)),
                      "met" if ok else "not met"])
-    rows.append(["5. shared limit at scale: ≤ 1 Redis round trip per 10 admissions (token leases)",
-                 "not built in this round", "–", "–", "not met"])
+    g5 = kv_line(res, "bench_redis.txt", "goal5:")
+    if g5 and g5.get("rt_lease") is not None:
+        held = g5.get("excess_lease") is not None and g5["excess_lease"] <= 0
+        ok = g5["rt_lease"] <= 0.10 and held
+        rows.append(["5. shared limit at scale: ≤ 1 Redis round trip per 10 admissions (token leases), "
+                     "4 processes × 1000/s through one 2000/s key",
+                     "40 ms leases: %.3f round trips per admission, %.0f/s against a bound of %.0f/s "
+                     "(worst window %+.0f over burst + rate·t)" % (
+                         g5["rt_lease"], g5.get("rate_lease") or 0, g5.get("bound_lease") or 0,
+                         g5.get("excess_lease") or 0),
+                     "one round trip per request: %.3f per admission, %.0f/s" % (
+                         g5.get("rt_per_request") or 0, g5.get("rate_per_request") or 0),
+                     "%.3f" % g5["rt_lease"], "met" if ok else "not met"])
+    else:
+        rows.append(["5. shared limit at scale: ≤ 1 Redis round trip per 10 admissions (token leases)",
+                     "bench/bench_redis.sh gave no lease figures in this run", "–", "–", "not measured"])
     md.append(md_table(["goal", "stagger", "baseline (same run)", "ratio", "verdict"], rows))
     md.append("")
     return md
@@ -683,6 +827,8 @@ def main():
     md.append("**Versions**: " + "; ".join("%s: `%s`" % (k, v) for k, v in versions.items()))
     md.append("")
     md.extend(goals_section(res, manifest, runs, ideals))
+    md.extend(dialects_section(res))
+    md.extend(proxy_section(res))
 
     md.append("## 1. Goodput under a limit")
     md.append("")

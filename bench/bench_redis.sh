@@ -141,6 +141,7 @@ awk -v pipe="$PIPE" '
       printf "%-42s %12.0f %12.0f\n", "bound (burst + rate * t) / t (/s)", v["lease0_bound"], v["lease40000_bound"]
       printf "%-42s %12.0f %12.0f\n", "worst window - (burst + rate * t)", v["lease0_excess"], v["lease40000_excess"]
       printf "ratio round trips leases/per request: %.3f; rate leases/per request: %.3f\n", rt1 / rt0, v["lease40000_rate"] / v["lease0_rate"]
+      printf "goal5: rt_per_request=%.4f rt_lease=%.4f rate_per_request=%.0f rate_lease=%.0f bound_lease=%.0f excess_lease=%.0f\n", rt0, rt1, v["lease0_rate"], v["lease40000_rate"], v["lease40000_bound"], v["lease40000_excess"]
     }
     if ("batch_calls" in v)
       printf "stagger batch x4, shared adaptive rate, against 40/s: %s calls, %s%% answered 429, busiest 2 s after the first 3 s: %s/s\n", v["batch_calls"], v["batch_429_pct"], v["batch_busiest"]
