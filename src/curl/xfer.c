@@ -67,11 +67,26 @@
  * opened, so 0 with bytes sent means a kept connection carried it; a TLS
  * handshake happened when a new connection has an APPCONNECT time.
  *
- * libcurl's download buffer (CURLOPT_BUFFERSIZE) is left at its 16 KiB
- * default: libcurl allocates it per transfer and frees it at the end, and
- * for a small answer only its first page is ever resident, so 4 KiB saved
- * nothing; 1 KiB saved about 3 KB per transfer on the wire but made a
- * 200 MB body 1.7 times slower (bench/bench_mem.sh, docs/ARCHITECTURE.md).
+ * libcurl's download buffer (CURLOPT_BUFFERSIZE) is allocated per
+ * transfer when it starts (Curl_preconnect) and freed when it ends
+ * (multi_done), and it is the largest thing libcurl holds for a transfer
+ * on the wire (16 KiB of the ~27 KiB of heap bench_curl_floor counts; the
+ * easy handle is 5.3 KiB, the connection's structs ~4 KiB). Its size is
+ * chosen by how many transfers are on the wire when this one starts
+ * (stg__xfer_buffer_size): the 16 KiB default while the buffers of all of
+ * them stay within STG__XFER_BUF_BUDGET (4 MiB: up to 256 on the wire),
+ * then 8 KiB up to 512, 4 KiB up to 1024, 2 KiB up to 2048 and libcurl's
+ * minimum, 1 KiB, beyond. Why by the
+ * number on the wire and not a fixed small size: one 200 MB body through
+ * a 1 KiB buffer takes about 4 times as long as through 16 KiB (8 KiB is
+ * as fast; 4 KiB 1.5 times, 2 KiB twice: bench_curl_floor against
+ * stg_hostile big-body), so the few-at-a-time case keeps libcurl's
+ * speed; thousands at once share the CPU anyway, and there each 1 KiB
+ * buffer saves ~3.5 KB of RSS (4 KiB and 8 KiB save heap but next to no
+ * RSS: a 16 KiB buffer's untouched pages are never resident). The
+ * blocking call (one transfer) keeps the default. A handle's size is set
+ * before it is added (libcurl reads it at Curl_preconnect), and every
+ * attach sets it again, since pooled handles are curl_easy_reset.
  *
  * With STG_STREAM_HEAD the sink sees a 2xx response's header block before
  * its first body byte (once per response); with STG_STREAM_PAUSE a DATA it
@@ -334,6 +349,16 @@ static int on_debug(CURL *easy, curl_infotype type, char *data, size_t size, voi
         n--;
     x->sent_h2 = n >= 7 && memcmp(data + n - 7, " HTTP/2", 7) == 0;
     return 0;
+}
+
+long stg__xfer_buffer_size(int on_wire)
+{
+    long n = on_wire > 1 ? on_wire : 1;
+    long size = STG__XFER_BUF_MAX;
+    while (size > STG__XFER_BUF_MIN && size > STG__XFER_BUF_BUDGET / n)
+        size /= 2;
+    STG_ASSERT(size >= STG__XFER_BUF_MIN && size <= STG__XFER_BUF_MAX);
+    return size;
 }
 
 /* curl's getenv: an empty variable is unset. */
