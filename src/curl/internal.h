@@ -109,10 +109,10 @@ void stg__xfer_free(stg__xfer *x);
  * x->tls (stg__tls_apply). */
 void stg__xfer_attach(CURL *easy, stg__xfer *x);
 /* libcurl's download buffer (CURLOPT_BUFFERSIZE) for a transfer that
- * goes on the wire as the on_wire-th at once: libcurl's 16 KiB default
- * while 16 KiB * on_wire fits STG__XFER_BUF_BUDGET, else halved until it
- * fits, never under 1 KiB (libcurl's minimum). See xfer.c. */
-#define STG__XFER_BUF_BUDGET ((long)4 << 20)
+ * goes on the wire as the on_wire-th at once: libcurl's 16 KiB default up
+ * to STG__XFER_BUF_MANY on the wire, libcurl's minimum, 1 KiB, beyond.
+ * See xfer.c. */
+#define STG__XFER_BUF_MANY 256
 #define STG__XFER_BUF_MAX 16384L /* CURL_MAX_WRITE_SIZE, libcurl's default */
 #define STG__XFER_BUF_MIN 1024L  /* libcurl's READBUFFER_MIN */
 long stg__xfer_buffer_size(int on_wire);

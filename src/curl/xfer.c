@@ -71,22 +71,22 @@
  * transfer when it starts (Curl_preconnect) and freed when it ends
  * (multi_done), and it is the largest thing libcurl holds for a transfer
  * on the wire (16 KiB of the ~27 KiB of heap bench_curl_floor counts; the
- * easy handle is 5.3 KiB, the connection's structs ~4 KiB). Its size is
- * chosen by how many transfers are on the wire when this one starts
- * (stg__xfer_buffer_size): the 16 KiB default while the buffers of all of
- * them stay within STG__XFER_BUF_BUDGET (4 MiB: up to 256 on the wire),
- * then 8 KiB up to 512, 4 KiB up to 1024, 2 KiB up to 2048 and libcurl's
- * minimum, 1 KiB, beyond. Why by the
- * number on the wire and not a fixed small size: one 200 MB body through
- * a 1 KiB buffer takes about 4 times as long as through 16 KiB (8 KiB is
- * as fast; 4 KiB 1.5 times, 2 KiB twice: bench_curl_floor against
- * stg_hostile big-body), so the few-at-a-time case keeps libcurl's
- * speed; thousands at once share the CPU anyway, and there each 1 KiB
- * buffer saves ~3.5 KB of RSS (4 KiB and 8 KiB save heap but next to no
- * RSS: a 16 KiB buffer's untouched pages are never resident). The
- * blocking call (one transfer) keeps the default. A handle's size is set
- * before it is added (libcurl reads it at Curl_preconnect), and every
- * attach sets it again, since pooled handles are curl_easy_reset.
+ * easy handle is 5.3 KiB, the connection's structs ~4 KiB). It keeps its
+ * 16 KiB default while at most STG__XFER_BUF_MANY (256) transfers are on
+ * the wire, and a transfer that starts with more out gets libcurl's
+ * minimum, 1 KiB (stg__xfer_buffer_size). Measured (bench_curl_floor, one
+ * 200 MB body from stg_hostile big-body, and 1000 at once against serve
+ * --latency 3s): 1 KiB saves ~3.5 KB of RSS per transfer; 2 KiB 2.4 KB;
+ * 4 and 8 KiB save heap but no RSS (a 16 KiB buffer's untouched middle
+ * pages were never resident, a smaller one's pages are shared with its
+ * neighbours), so there is no step between. Speed: one body through
+ * 1 KiB takes ~4 times as long (8 KiB is as fast as 16), which is why
+ * the few-at-a-time case keeps the default; past 256 at once the
+ * transfers share the CPU and the link, and 1 KiB still reads ~600 MB/s
+ * per transfer on loopback. The blocking call (one transfer) keeps the
+ * default. The size is set before the handle is added (libcurl reads it
+ * at Curl_preconnect), at every attach, since pooled handles are
+ * curl_easy_reset.
  *
  * With STG_STREAM_HEAD the sink sees a 2xx response's header block before
  * its first body byte (once per response); with STG_STREAM_PAUSE a DATA it
@@ -353,12 +353,7 @@ static int on_debug(CURL *easy, curl_infotype type, char *data, size_t size, voi
 
 long stg__xfer_buffer_size(int on_wire)
 {
-    long n = on_wire > 1 ? on_wire : 1;
-    long size = STG__XFER_BUF_MAX;
-    while (size > STG__XFER_BUF_MIN && size > STG__XFER_BUF_BUDGET / n)
-        size /= 2;
-    STG_ASSERT(size >= STG__XFER_BUF_MIN && size <= STG__XFER_BUF_MAX);
-    return size;
+    return on_wire <= STG__XFER_BUF_MANY ? STG__XFER_BUF_MAX : STG__XFER_BUF_MIN;
 }
 
 /* curl's getenv: an empty variable is unset. */

@@ -15,7 +15,7 @@
  * On the wire, libcurl's download buffer is the largest thing a transfer
  * holds; its size follows the number on the wire (stg__xfer_buffer_size,
  * xfer.c). The policy is checked as a function, and in an engine with
- * more on the wire than the budget allows 16 KiB each: libcurl's
+ * more on the wire than may have 16 KiB each: libcurl's
  * allocations are counted through curl_global_init_mem (installed in
  * main, before any engine initialises libcurl), so the test sees how many
  * 16 KiB buffers libcurl really holds.
@@ -285,36 +285,31 @@ static void test_batch_claimed_jobs(void **state)
     close(lfd);
 }
 
-/* The buffer size by the number on the wire: libcurl's default while the
- * buffers fit the budget, halved per doubling, never under libcurl's
- * minimum, never growing as more go out. */
+/* The buffer size by the number on the wire: libcurl's default up to 256
+ * at once, its minimum beyond, never growing as more go out. */
 static void test_buffer_size_policy(void **state)
 {
     (void)state;
     assert_int_equal(stg__xfer_buffer_size(0), STG__XFER_BUF_MAX);
-    assert_int_equal(stg__xfer_buffer_size(1), STG__XFER_BUF_MAX);
+    assert_int_equal(stg__xfer_buffer_size(1), 16384);
     assert_int_equal(stg__xfer_buffer_size(256), 16384);
-    assert_int_equal(stg__xfer_buffer_size(257), 8192);
-    assert_int_equal(stg__xfer_buffer_size(512), 8192);
-    assert_int_equal(stg__xfer_buffer_size(1000), 4096);
-    assert_int_equal(stg__xfer_buffer_size(2048), 2048);
-    assert_int_equal(stg__xfer_buffer_size(2049), 1024);
+    assert_int_equal(stg__xfer_buffer_size(257), 1024);
     assert_int_equal(stg__xfer_buffer_size(10000), STG__XFER_BUF_MIN);
     assert_int_equal(stg__xfer_buffer_size(1 << 30), STG__XFER_BUF_MIN);
-    long prev = STG__XFER_BUF_MAX;
+    long prev = STG__XFER_BUF_MAX, big = 0;
     for (int n = 1; n <= 20000; n++) {
         long b = stg__xfer_buffer_size(n);
         assert_true(b <= prev);
-        assert_true(b == (b & -b)); /* a power of two */
-        if (b > STG__XFER_BUF_MIN)
-            assert_true(b * n <= STG__XFER_BUF_BUDGET); /* within the budget */
+        assert_true(b == STG__XFER_BUF_MAX || b == STG__XFER_BUF_MIN);
+        big += b == STG__XFER_BUF_MAX;
         prev = b;
     }
+    assert_int_equal(big, STG__XFER_BUF_MANY);
 }
 
 /* WIRE transfers on the wire at once (to a listener that never answers):
- * libcurl holds a 16 KiB buffer only for the ones that went out while the
- * budget allowed it, not one per transfer. */
+ * libcurl holds a 16 KiB buffer only for the first 256 that went out, not
+ * one per transfer. */
 #define WIRE 600
 static void test_engine_wire_buffers(void **state)
 {
@@ -363,7 +358,7 @@ static void test_engine_wire_buffers(void **state)
     long big = curl_big_live - big0;
     print_message("engine: %d on the wire, %ld libcurl buffers of 16 KiB (policy: %ld)\n", WIRE,
                   big, want);
-    assert_int_equal(want, STG__XFER_BUF_BUDGET / STG__XFER_BUF_MAX);
+    assert_int_equal(want, STG__XFER_BUF_MANY);
     assert_int_equal(big, want); /* one per transfer (600) with the default */
     stg_engine_free(e);
     assert_int_equal(t.done, WIRE);
