@@ -15,6 +15,7 @@
  *   floor N=.. rss0_kib=.. peak_kib=.. heap_peak=.. heap_per_xfer=..
  *         easy_bytes=.. allocs_per_xfer=.. ok=.. max_running=.. wall_ms=..
  *   floor classes (...): SIZExCOUNT ...
+ *   floor cached connections live (...): SIZExCOUNT ...
  *
  * rss0 is VmRSS with libcurl initialised and the multi made, peak is VmHWM
  * at the end (bench_mem.sh takes the difference of the runs at 10 and at
@@ -24,7 +25,10 @@
  * the heap one bare curl_easy_init takes, allocs the allocations libcurl
  * made per transfer (curl_global_init_mem's hooks), and the second line
  * the size classes that held most of libcurl's heap at its peak
- * (bench/curl_alloc_count.h). wall_ms (the transfers' time) is for one
+ * (bench/curl_alloc_count.h); the third what libcurl still holds once
+ * the easy handles are cleaned up: the connections in its cache, so the
+ * classes that are per connection (shared by HTTP/2 streams, kept
+ * between requests) stand apart from those per transfer. wall_ms (the transfers' time) is for one
  * big body against stg_hostile big-body: the buffer size's cost in speed.
  * Only 127.0.0.1 should
  * be given as URL (the script does).
@@ -151,6 +155,7 @@ int main(int argc, char **argv)
         curl_easy_cleanup(easy[i]);
     }
     free(easy);
+    print_live("floor cached connections", n);
     curl_multi_cleanup(m);
     curl_global_cleanup();
     return 0;

@@ -95,16 +95,33 @@ static int by_bytes(const void *a, const void *b)
     return bx < by ? 1 : bx > by ? -1 : 0;
 }
 
+static void print_top(size_class *tab, long n)
+{
+    qsort(tab, CLASSES, sizeof tab[0], by_bytes);
+    for (int i = 0; i < 10 && tab[i].live > 0; i++)
+        printf(" %zux%.2f", tab[i].size, (double)tab[i].live / (double)n);
+    printf("\n");
+}
+
+/* What libcurl still holds now, per transfer: after the easy handles are
+ * gone, that is the connections its cache keeps (what is per connection,
+ * not per transfer). */
+__attribute__((unused)) static void print_live(const char *tag, long n)
+{
+    static size_class tab[CLASSES];
+    memcpy(tab, live_tab, sizeof tab);
+    printf("%s live (usable bytes x live per transfer, %zu B = %.0f B/xfer):", tag, curl_live,
+           (double)curl_live / (double)n);
+    print_top(tab, n);
+}
+
 /* The classes holding most of the peak, as "size x count" per transfer. */
 static void print_classes(const char *tag, long n)
 {
-    qsort(peak_tab, CLASSES, sizeof peak_tab[0], by_bytes);
     printf("%s classes (usable bytes x live per transfer, at libcurl's heap peak %zu B = %.0f "
            "B/xfer):",
            tag, curl_peak, (double)curl_peak / (double)n);
-    for (int i = 0; i < 10 && peak_tab[i].live > 0; i++)
-        printf(" %zux%.2f", peak_tab[i].size, (double)peak_tab[i].live / (double)n);
-    printf("\n");
+    print_top(peak_tab, n);
 }
 
 static CURLcode ac_install(void)
