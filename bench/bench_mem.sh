@@ -10,8 +10,9 @@
 # the wire. Only a request on the wire holds a curl easy handle, a
 # connection and libcurl's buffers; a waiting one costs its own struct, URL
 # and headers. So the goal (<= 4 KB per request at 10 000 in flight) is
-# measured where the requests wait, and the cost on the wire, libcurl's
-# floor, is shown beside the peers, which have nothing but the wire:
+# measured where the requests wait; on the wire, libcurl's own floor
+# (libcurl alone, the same run) is measured beside stagger and the peers,
+# which have nothing but the wire, and stagger's share above it is shown:
 #
 #  1. waiting: N (BENCH_MEM_N, default 10000) accepted, a few on the wire
 #     (engine: 100 slots, or N slots behind a 50/s limiter; batch: -j N
