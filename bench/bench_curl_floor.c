@@ -28,9 +28,9 @@
  * (bench/curl_alloc_count.h); the third what libcurl still holds once
  * the easy handles are cleaned up: the connections in its cache, so the
  * classes that are per connection (shared by HTTP/2 streams, kept
- * between requests) stand apart from those per transfer. wall_ms (the transfers' time) is for one
- * big body against stg_hostile big-body: the buffer size's cost in speed.
- * Only 127.0.0.1 should
+ * between requests) stand apart from those per transfer. wall_ms is the
+ * transfers' time: run with N = 1 (or a few hundred) against stg_hostile
+ * big-body, it is the buffer size's cost in speed. Only 127.0.0.1 should
  * be given as URL (the script does).
  */
 #define _GNU_SOURCE
