@@ -138,11 +138,11 @@ part_waiting() {
       set -- $mode
       "$EB" "http://127.0.0.1:$PORT" 10 "$1" "$2" "$HOLD" >"$T/e10"
       "$EB" "http://127.0.0.1:$PORT" "$N" "$1" "$2" "$HOLD" >"$T/eN"
-      a=$(sed 's/.*peak_kib=\([0-9]*\).*/\1/' "$T/e10")
-      a0=$(sed 's/.*rss0_kib=\([0-9]*\).*/\1/' "$T/e10")
-      b=$(sed 's/.*peak_kib=\([0-9]*\).*/\1/' "$T/eN")
-      b0=$(sed 's/.*rss0_kib=\([0-9]*\).*/\1/' "$T/eN")
-      wire=$(sed 's/.*max_on_wire=\([0-9]*\).*/\1/' "$T/eN")
+      a=$(sed -n '1s/.*peak_kib=\([0-9]*\).*/\1/p' "$T/e10")
+      a0=$(sed -n '1s/.*rss0_kib=\([0-9]*\).*/\1/p' "$T/e10")
+      b=$(sed -n '1s/.*peak_kib=\([0-9]*\).*/\1/p' "$T/eN")
+      b0=$(sed -n '1s/.*rss0_kib=\([0-9]*\).*/\1/p' "$T/eN")
+      wire=$(sed -n '1s/.*max_on_wire=\([0-9]*\).*/\1/p' "$T/eN")
       what="engine, $1 slots"
       [ "$2" != 0 ] && what="engine, $1 slots, limiter $2/s"
       v=$(per $((a - a0)) $((b - b0)) 0 "$N")
