@@ -82,7 +82,8 @@ start_server() {
   PORT=""
   i=0
   while [ $i -lt 100 ]; do
-    PORT=$(sed -n 's|^listening on http://127\.0\.0\.1:\([0-9]*\)$|\1|p' "$T/srv")
+    # (the file may not be there yet: the server's shell opens it)
+    PORT=$(sed -n 's|^listening on http://127\.0\.0\.1:\([0-9]*\)$|\1|p' "$T/srv" 2>/dev/null || true)
     [ -n "$PORT" ] && return 0
     sleep 0.05
     i=$((i + 1))
