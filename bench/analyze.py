@@ -558,8 +558,10 @@ def mem_goal2(res):
     wait = num("batch_waiting")
     rows = [["2. ≤ 4 KB per request in flight at %s (accepted, waiting for admission)" % n,
              "batch -j %s: %s, engine: %s" % (n, kb("batch_waiting"), kb("engine_limiter")),
-             "on the wire, batch %s, engine %s; curl --parallel %s (at 300), go-retryablehttp %s, "
-             "got %s, requests %s" % (kb("batch_wire"), kb("engine_wire"), kb("curl_wire"),
+             "on the wire, batch %s, engine %s (stagger's own heap %s); libcurl alone %s "
+             "(1 KiB buffer: %s); curl --parallel %s (at 300), go-retryablehttp %s, "
+             "got %s, requests %s" % (kb("batch_wire"), kb("engine_wire"), kb("engine_own_heap"),
+                                      kb("floor_wire"), kb("floor_1k_wire"), kb("curl_wire"),
                                       kb("go_wire"), kb("node_wire"), kb("python_wire")),
              "–", "met" if wait <= 4096 else "not met"]]
     out, db = num("body_out_mib"), num("body_db_mib")

@@ -12,7 +12,9 @@
  * line:
  *
  *   engine N=.. conc=.. rate=.. rss0_kib=.. peak_kib=.. bytes_per_req=..
- *          max_on_wire=.. max_waiting=.. done=.. ok=..
+ *          max_on_wire=.. max_waiting=.. done=.. ok=.. heap_per_req=..
+ *          curl_heap_per_req=..
+ *   engine classes (...): SIZExCOUNT ...
  *
  * "In flight" is the engine's own meaning (docs/ARCHITECTURE.md): accepted
  * by stg_engine_submit and not yet done, whether waiting (queue, timer,
@@ -20,7 +22,12 @@
  * after the engine's first idle pass (libcurl and the multi set up), peak
  * is VmHWM at the end; bytes_per_req = (peak - rss0) / N. max_on_wire and
  * max_waiting (engine stats, sampled every pass) say where the requests
- * were. Only 127.0.0.1 should be given as URL (the script does).
+ * were. heap_per_req is the most heap in use at once above rss0's moment
+ * (mallinfo2: stagger's and libcurl's bytes) over N, curl_heap_per_req
+ * libcurl's part of it (its allocations counted through
+ * curl_global_init_mem, bench/curl_alloc_count.h), so their difference is
+ * stagger's own; the second line lists libcurl's biggest size classes at
+ * its peak, as bench_curl_floor does for bare libcurl. Only 127.0.0.1 should be given as URL (the script does).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,6 +35,15 @@
 #include <time.h>
 
 #include <stagger/curl.h>
+
+#include "curl_alloc_count.h"
+
+/* Every byte in use on the heap: stagger's and libcurl's. */
+static size_t heap_in_use(void)
+{
+    struct mallinfo2 mi = mallinfo2();
+    return mi.uordblks + mi.hblkhd;
+}
 
 static long status_kib(const char *field)
 {
@@ -74,6 +90,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "bench_engine_mem: N and CONCURRENCY must be > 0\n");
         return 2;
     }
+    if (ac_install() != CURLE_OK) /* before the engine's curl_global_init */
+        return 1;
     stg_engine_config cfg;
     memset(&cfg, 0, sizeof cfg);
     cfg.concurrency = conc;
@@ -92,6 +110,7 @@ int main(int argc, char **argv)
     }
     stg_engine_run(e, 0);
     long rss0 = status_kib("VmRSS:");
+    size_t h0 = heap_in_use(), heap_peak = 0, curl0 = curl_live;
     tally t = {0, 0};
     char url[512];
     for (long i = 0; i < n; i++) {
@@ -117,12 +136,18 @@ int main(int argc, char **argv)
             max_wire = st.in_flight;
         if (st.waiting > max_wait)
             max_wait = st.waiting;
+        size_t h = heap_in_use() - h0;
+        if (h > heap_peak)
+            heap_peak = h;
+        note_peak();
     }
     long peak = status_kib("VmHWM:");
     printf("engine N=%ld conc=%d rate=%g rss0_kib=%ld peak_kib=%ld bytes_per_req=%.0f "
-           "max_on_wire=%d max_waiting=%d done=%ld ok=%ld\n",
+           "max_on_wire=%d max_waiting=%d done=%ld ok=%ld heap_per_req=%.0f curl_heap_per_req=%.0f\n",
            n, conc, rate, rss0, peak, (double)(peak - rss0) * 1024.0 / (double)n, max_wire,
-           max_wait, t.done, t.ok);
+           max_wait, t.done, t.ok, (double)heap_peak / (double)n,
+           (double)(curl_peak - curl0) / (double)n);
+    print_classes("engine", n);
     stg_engine_free(e);
     return 0;
 }

@@ -10,16 +10,24 @@
 # the wire. Only a request on the wire holds a curl easy handle, a
 # connection and libcurl's buffers; a waiting one costs its own struct, URL
 # and headers. So the goal (<= 4 KB per request at 10 000 in flight) is
-# measured where the requests wait, and the cost on the wire, libcurl's
-# floor, is shown beside the peers, which have nothing but the wire:
+# measured where the requests wait; on the wire, libcurl's own floor
+# (libcurl alone, the same run) is measured beside stagger and the peers,
+# which have nothing but the wire, and stagger's share above it is shown:
 #
 #  1. waiting: N (BENCH_MEM_N, default 10000) accepted, a few on the wire
 #     (engine: 100 slots, or N slots behind a 50/s limiter; batch: -j N
 #     --rate 50, the jobs claimed and waiting for the limiter), against
 #     `stagger serve --latency 3s`; held HOLD (4 s), then stopped.
 #  2. on the wire: N transfers at once against `serve --latency 3s` (each
-#     answer takes 3 s, so all of them are open together): the engine, stagger
-#     batch -j N --rate 0, curl --parallel (its --parallel-max is at most
+#     answer takes 3 s, so all of them are open together): libcurl alone
+#     (BUILD_DIR/bench/bench_curl_floor: one curl_multi, URL, a write
+#     callback that discards, HTTP/1.1; the floor under stagger, with
+#     libcurl's 16 KiB buffer and with CURLOPT_BUFFERSIZE 1 KiB, its
+#     minimum, and its heap by size class), the engine (with its heap per
+#     request and libcurl's part of it, so "engine - floor" and stagger's
+#     own heap are shown; floor and engine at each of BENCH_MEM_WIRE_NS,
+#     default "1000 N"), stagger batch -j N --rate 0 (and batch - floor),
+#     curl --parallel (its --parallel-max is at most
 #     300 in curl 7.88: measured there), Go go-retryablehttp, Node got,
 #     Python requests (the peers of make bench, those present; Python at
 #     BENCH_MEM_PY_N, default 2000: one OS thread per request; Node from
@@ -42,11 +50,15 @@ case "$B" in /*) ;; *) B=$(pwd)/$B ;; esac
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 S=$B/src/cli/stagger
 EB=$B/bench/bench_engine_mem
+FB=$B/bench/bench_curl_floor
 OTHER=${2:-}
 [ -x "$S" ] || { echo "no $S: build first" >&2; exit 2; }
 [ -x /usr/bin/time ] || { echo "needs /usr/bin/time (Debian package time)" >&2; exit 2; }
 N=${BENCH_MEM_N:-10000}
 PY_N=${BENCH_MEM_PY_N:-2000}
+WIRE_NS="1000 $N"
+[ "$N" -le 1000 ] && WIRE_NS=$N
+WIRE_NS=${BENCH_MEM_WIRE_NS:-$WIRE_NS}
 HOLD=${BENCH_MEM_HOLD:-4}
 BIG=${BENCH_MEM_BIG:-200000000}
 SMALL=${BENCH_MEM_SMALL:-1000000}
@@ -70,7 +82,8 @@ start_server() {
   PORT=""
   i=0
   while [ $i -lt 100 ]; do
-    PORT=$(sed -n 's|^listening on http://127\.0\.0\.1:\([0-9]*\)$|\1|p' "$T/srv")
+    # (the file may not be there yet: the server's shell opens it)
+    PORT=$(sed -n 's|^listening on http://127\.0\.0\.1:\([0-9]*\)$|\1|p' "$T/srv" 2>/dev/null || true)
     [ -n "$PORT" ] && return 0
     sleep 0.05
     i=$((i + 1))
@@ -126,11 +139,11 @@ part_waiting() {
       set -- $mode
       "$EB" "http://127.0.0.1:$PORT" 10 "$1" "$2" "$HOLD" >"$T/e10"
       "$EB" "http://127.0.0.1:$PORT" "$N" "$1" "$2" "$HOLD" >"$T/eN"
-      a=$(sed 's/.*peak_kib=\([0-9]*\).*/\1/' "$T/e10")
-      a0=$(sed 's/.*rss0_kib=\([0-9]*\).*/\1/' "$T/e10")
-      b=$(sed 's/.*peak_kib=\([0-9]*\).*/\1/' "$T/eN")
-      b0=$(sed 's/.*rss0_kib=\([0-9]*\).*/\1/' "$T/eN")
-      wire=$(sed 's/.*max_on_wire=\([0-9]*\).*/\1/' "$T/eN")
+      a=$(sed -n '1s/.*peak_kib=\([0-9]*\).*/\1/p' "$T/e10")
+      a0=$(sed -n '1s/.*rss0_kib=\([0-9]*\).*/\1/p' "$T/e10")
+      b=$(sed -n '1s/.*peak_kib=\([0-9]*\).*/\1/p' "$T/eN")
+      b0=$(sed -n '1s/.*rss0_kib=\([0-9]*\).*/\1/p' "$T/eN")
+      wire=$(sed -n '1s/.*max_on_wire=\([0-9]*\).*/\1/p' "$T/eN")
       what="engine, $1 slots"
       [ "$2" != 0 ] && what="engine, $1 slots, limiter $2/s"
       v=$(per $((a - a0)) $((b - b0)) 0 "$N")
@@ -190,14 +203,47 @@ part_wire() {
   start_server "$S" serve --port 0 --latency 3s
   U="http://127.0.0.1:$PORT/track/"
   head_row
+  if [ -x "$FB" ]; then
+    for bs in 0 1024; do
+      "$FB" "http://127.0.0.1:$PORT" 10 "$bs" >"$T/f10"
+      for n in $WIRE_NS; do
+        "$FB" "http://127.0.0.1:$PORT" "$n" "$bs" >"$T/fN"
+        a=$(sed -n '1s/.*peak_kib=\([0-9]*\).*/\1/p' "$T/f10")
+        b=$(sed -n '1s/.*peak_kib=\([0-9]*\).*/\1/p' "$T/fN")
+        v=$(per "$a" "$b" 10 "$n")
+        hp=$(sed -n '1s/.*heap_per_xfer=\([0-9]*\).*/\1/p' "$T/fN")
+        if [ "$bs" = 0 ]; then
+          label="libcurl alone (floor), 16 KiB buffer"
+          eval "G_FLOOR_$n=\$v"
+          [ "$n" = "$N" ] && G_FLOOR=$v
+        else
+          label="libcurl alone, CURLOPT_BUFFERSIZE 1 KiB"
+          eval "G_FLOOR1K_$n=\$v"
+          [ "$n" = "$N" ] && G_FLOOR_1K=$v
+        fi
+        row "$label" "$n" "$a" "$b" "$v" "heap ${hp} B/xfer; $(sed -n '1s/.*\(ok=[0-9]*\).*/\1/p' "$T/fN")"
+      done
+      [ "$bs" = 0 ] && sed -n '2s/^floor classes/  libcurl heap by size/p' "$T/fN"
+    done
+  fi
   if [ -x "$EB" ]; then
     "$EB" "http://127.0.0.1:$PORT" 10 10 >"$T/e10"
-    "$EB" "http://127.0.0.1:$PORT" "$N" "$N" >"$T/eN"
-    a=$(sed 's/.*peak_kib=\([0-9]*\).*/\1/' "$T/e10")
-    b=$(sed 's/.*peak_kib=\([0-9]*\).*/\1/' "$T/eN")
-    G_ENG_WIRE=$(per "$a" "$b" 10 "$N")
-    row "engine, N slots" "$N" "$a" "$b" "$G_ENG_WIRE" \
-      "$(sed 's/.*\(max_on_wire=[0-9]*\).*\(ok=[0-9]*\).*/\1 \2/' "$T/eN")"
+    for n in $WIRE_NS; do
+      "$EB" "http://127.0.0.1:$PORT" "$n" "$n" >"$T/eN"
+      a=$(sed 's/.*peak_kib=\([0-9]*\).*/\1/;q' "$T/e10")
+      b=$(sed 's/.*peak_kib=\([0-9]*\).*/\1/;q' "$T/eN")
+      v=$(per "$a" "$b" 10 "$n")
+      hp=$(sed -n '1s/.* heap_per_req=\([0-9]*\).*/\1/p' "$T/eN")
+      ch=$(sed -n '1s/.*curl_heap_per_req=\([0-9]*\).*/\1/p' "$T/eN")
+      [ "$n" = "$N" ] && G_ENG_WIRE=$v G_ENG_OWN_HEAP=$((hp - ch))
+      f=$(eval "echo \${G_FLOOR_$n:-}")
+      f1=$(eval "echo \${G_FLOOR1K_$n:-}")
+      row "engine, N slots" "$n" "$a" "$b" "$v" \
+        "$(sed -n '1s/.*\(max_on_wire=[0-9]*\).*\(ok=[0-9]*\).*/\1 \2/p' "$T/eN"); heap ${hp} B/req, libcurl's ${ch}"
+      [ -n "$f" ] && row "  engine - floor" "$n" "" "" "$((v - f))" \
+        "$((v - f1)) above the 1 KiB floor; stagger's own heap $((hp - ch)) B/req"
+    done
+    sed -n '2s/^engine classes/  libcurl heap by size in the engine/p' "$T/eN"
   fi
   for bin in "$S" $OTHER; do
     label="stagger batch -j N --rate 0"
@@ -205,6 +251,8 @@ part_wire() {
     wire_pair "$label" "$N" "bodies in the database" \
       "$bin batch --url $U{} @KEYS@ --db $T/w.db -j @N@ --rate 0 --progress none"
     if [ "$bin" = "$S" ]; then G_BATCH_WIRE=$WP; else G_OTHER_WIRE=$WP; fi
+    [ -n "${G_FLOOR:-}" ] && row "  batch - floor" "$N" "" "" "$((WP - G_FLOOR))" \
+      "$((WP - G_FLOOR_1K)) above the 1 KiB floor"
   done
   if command -v curl >/dev/null 2>&1; then
     for n in 10 300; do
@@ -335,6 +383,7 @@ has import && part_import
 echo "goal2: n=$N engine_queued=${G_ENG_Q:--} engine_limiter=${G_ENG_L:--}" \
   "batch_waiting=${G_BATCH_W:--} other_batch_waiting=${G_OTHER_W:--}" \
   "engine_wire=${G_ENG_WIRE:--} batch_wire=${G_BATCH_WIRE:--} other_batch_wire=${G_OTHER_WIRE:--}" \
-  "curl_wire=${G_CURL:--} go_wire=${G_GO:--} node_wire=${G_NODE:--} python_wire=${G_PY:--}" \
+  "curl_wire=${G_CURL:--} floor_wire=${G_FLOOR:--} floor_1k_wire=${G_FLOOR_1K:--}" \
+  "engine_own_heap=${G_ENG_OWN_HEAP:--} go_wire=${G_GO:--} node_wire=${G_NODE:--} python_wire=${G_PY:--}" \
   "body_out_mib=${G_BODY_OUT:--} body_db_mib=${G_BODY_DB:--} big=$BIG small=$SMALL"
 exit 0

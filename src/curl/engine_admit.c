@@ -282,6 +282,8 @@ static void start_attempt(stg_engine *e, req *r)
     }
     curl_easy_setopt(easy, CURLOPT_PROTOCOLS_STR, "http,https");
     curl_easy_setopt(easy, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+    /* Small when thousands are on the wire (xfer.c); setup_easy may override. */
+    curl_easy_setopt(easy, CURLOPT_BUFFERSIZE, stg__xfer_buffer_size(e->active + 1));
     if (e->cfg.setup_easy)
         e->cfg.setup_easy(easy, e->cfg.setup_data);
     stg__http_version_apply(easy, e->cfg.http_version); /* PIPEWAIT with h2 */

@@ -108,6 +108,14 @@ void stg__xfer_free(stg__xfer *x);
 /* Point easy's write/header callbacks and error buffer at x, and apply
  * x->tls (stg__tls_apply). */
 void stg__xfer_attach(CURL *easy, stg__xfer *x);
+/* libcurl's download buffer (CURLOPT_BUFFERSIZE) for a transfer that
+ * goes on the wire as the on_wire-th at once: libcurl's 16 KiB default up
+ * to STG__XFER_BUF_MANY on the wire, libcurl's minimum, 1 KiB, beyond.
+ * See xfer.c. */
+#define STG__XFER_BUF_MANY 256
+#define STG__XFER_BUF_MAX 16384L /* CURL_MAX_WRITE_SIZE, libcurl's default */
+#define STG__XFER_BUF_MIN 1024L  /* libcurl's READBUFFER_MIN */
+long stg__xfer_buffer_size(int on_wire);
 /* Set t's TLS options on easy (NULL: nothing), CA settings from the
  * environment as the curl tool reads them when t->ca_from_env asks. */
 void stg__tls_apply(CURL *easy, const stg_tls_config *t);

@@ -67,11 +67,29 @@
  * opened, so 0 with bytes sent means a kept connection carried it; a TLS
  * handshake happened when a new connection has an APPCONNECT time.
  *
- * libcurl's download buffer (CURLOPT_BUFFERSIZE) is left at its 16 KiB
- * default: libcurl allocates it per transfer and frees it at the end, and
- * for a small answer only its first page is ever resident, so 4 KiB saved
- * nothing; 1 KiB saved about 3 KB per transfer on the wire but made a
- * 200 MB body 1.7 times slower (bench/bench_mem.sh, docs/ARCHITECTURE.md).
+ * libcurl's download buffer (CURLOPT_BUFFERSIZE) is allocated per
+ * transfer when it starts (Curl_preconnect) and freed when it ends
+ * (multi_done), and it is the largest thing libcurl holds for a transfer
+ * on the wire (16 KiB of the ~27 KiB of heap bench_curl_floor counts; the
+ * easy handle is 5.3 KiB, the transfer's other structs ~3.5 KiB, the
+ * connection ~2.3 KiB). It keeps its
+ * 16 KiB default while at most STG__XFER_BUF_MANY (256) transfers are on
+ * the wire, and a transfer that starts with more out gets libcurl's
+ * minimum, 1 KiB (stg__xfer_buffer_size). Measured (bench_curl_floor, one
+ * 200 MB body from stg_hostile big-body, and 1000 at once against serve
+ * --latency 3s): 1 KiB saves ~3.5 KB of RSS per transfer; 2 KiB 2.4 KB;
+ * 4 and 8 KiB save heap but no RSS (a 16 KiB buffer's untouched middle
+ * pages were never resident, a smaller one's pages are shared with its
+ * neighbours), so there is no step between. Speed: one body through
+ * 1 KiB takes ~4 times as long (8 KiB is as fast as 16), which is why
+ * the few-at-a-time case keeps the default; past 256 at once the
+ * transfers share the CPU and the link, and 1 KiB still reads ~600 MB/s
+ * per transfer on loopback (bulk bodies all at once cost ~3 times the
+ * CPU: 300 of 2 MB, 0.65 s against 0.22 s; small answers cost nothing
+ * more). The blocking call (one transfer) keeps the
+ * default. The size is set before the handle is added (libcurl reads it
+ * at Curl_preconnect), at every attach, since pooled handles are
+ * curl_easy_reset.
  *
  * With STG_STREAM_HEAD the sink sees a 2xx response's header block before
  * its first body byte (once per response); with STG_STREAM_PAUSE a DATA it
@@ -334,6 +352,11 @@ static int on_debug(CURL *easy, curl_infotype type, char *data, size_t size, voi
         n--;
     x->sent_h2 = n >= 7 && memcmp(data + n - 7, " HTTP/2", 7) == 0;
     return 0;
+}
+
+long stg__xfer_buffer_size(int on_wire)
+{
+    return on_wire <= STG__XFER_BUF_MANY ? STG__XFER_BUF_MAX : STG__XFER_BUF_MIN;
 }
 
 /* curl's getenv: an empty variable is unset. */

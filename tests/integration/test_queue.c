@@ -6,6 +6,10 @@
  * sent, and after --max-deliveries), giving a job back, the per-host "not
  * before", the report and export, and an outage.
  *
+ * The group fixture is redis_helper.h's (one redis-server for the
+ * program, SIGPIPE left fatal: the outage test's closed sockets must not
+ * need the test to ignore it).
+ *
  * Times: claim_idle is 100 ms and the tests wait longer than that before
  * claiming from a "dead" worker: a busy machine only makes entries idler.
  */
@@ -16,27 +20,10 @@
 
 #include <stagger/redis/queue.h>
 
-static int g_port;
-static pid_t g_pid;
-static int g_seq;
+static int g_seq; /* g_port, g_pid: redis_helper.h's group fixture */
 
 #define FP1 "1111111111111111111111111111111111111111111111111111111111111111"
 #define FP2 "2222222222222222222222222222222222222222222222222222222222222222"
-
-static int group_setup(void **state)
-{
-    (void)state;
-    g_port = free_port();
-    g_pid = server_start(g_port);
-    return 0;
-}
-
-static int group_teardown(void **state)
-{
-    (void)state;
-    server_stop(g_pid, SIGTERM);
-    return 0;
-}
 
 /* A queue of its own per test. */
 static void queue_url(char *buf, size_t n)
@@ -403,5 +390,5 @@ int main(void)
         cmocka_unit_test(test_hold_export_outage),
         cmocka_unit_test(test_misuse),
     };
-    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+    return cmocka_run_group_tests(tests, redis_group_setup, redis_group_teardown);
 }

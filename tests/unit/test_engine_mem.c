@@ -11,6 +11,14 @@
  * frozen: one goes to the wire (to a socket on 127.0.0.1 that listens and
  * never answers), every other one holds a limiter reservation in the timer
  * heap. Only loopback is ever contacted.
+ *
+ * On the wire, libcurl's download buffer is the largest thing a transfer
+ * holds; its size follows the number on the wire (stg__xfer_buffer_size,
+ * xfer.c). The policy is checked as a function, and in an engine with
+ * more on the wire than may have 16 KiB each: libcurl's
+ * allocations are counted through curl_global_init_mem (installed in
+ * main, before any engine initialises libcurl), so the test sees how many
+ * 16 KiB buffers libcurl really holds.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -27,6 +35,7 @@
 #include <stagger/curl.h>
 
 #include "batch/batch.h"
+#include "curl/internal.h"
 #include "store/store.h"
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -53,6 +62,48 @@ static size_t heap_in_use(void)
     struct mallinfo2 mi = mallinfo2();
     return mi.uordblks + mi.hblkhd;
 #endif
+}
+
+/* libcurl's live allocations of at least a default download buffer
+ * (16 KiB + 1): counted at malloc and free by the same pointer's usable
+ * size, so the two always agree. */
+static long curl_big_live;
+#define BIG_ALLOC ((size_t)STG__XFER_BUF_MAX + 1)
+
+static void big_account(void *p, long sign)
+{
+    if (p && malloc_usable_size(p) >= BIG_ALLOC)
+        curl_big_live += sign;
+}
+static void *c_malloc(size_t n)
+{
+    void *p = malloc(n);
+    big_account(p, 1);
+    return p;
+}
+static void c_free(void *p)
+{
+    big_account(p, -1);
+    free(p);
+}
+static void *c_realloc(void *p, size_t n)
+{
+    big_account(p, -1);
+    void *q = realloc(p, n);
+    big_account(q ? q : p, 1);
+    return q;
+}
+static char *c_strdup(const char *s)
+{
+    char *p = strdup(s);
+    big_account(p, 1);
+    return p;
+}
+static void *c_calloc(size_t a, size_t b)
+{
+    void *p = calloc(a, b);
+    big_account(p, 1);
+    return p;
 }
 
 static int64_t frozen_us(void *ctx)
@@ -234,9 +285,96 @@ static void test_batch_claimed_jobs(void **state)
     close(lfd);
 }
 
+/* The buffer size by the number on the wire: libcurl's default up to 256
+ * at once, its minimum beyond, never growing as more go out. */
+static void test_buffer_size_policy(void **state)
+{
+    (void)state;
+    assert_int_equal(stg__xfer_buffer_size(0), STG__XFER_BUF_MAX);
+    assert_int_equal(stg__xfer_buffer_size(1), 16384);
+    assert_int_equal(stg__xfer_buffer_size(256), 16384);
+    assert_int_equal(stg__xfer_buffer_size(257), 1024);
+    assert_int_equal(stg__xfer_buffer_size(10000), STG__XFER_BUF_MIN);
+    assert_int_equal(stg__xfer_buffer_size(1 << 30), STG__XFER_BUF_MIN);
+    long prev = STG__XFER_BUF_MAX, big = 0;
+    for (int n = 1; n <= 20000; n++) {
+        long b = stg__xfer_buffer_size(n);
+        assert_true(b <= prev);
+        assert_true(b == STG__XFER_BUF_MAX || b == STG__XFER_BUF_MIN);
+        big += b == STG__XFER_BUF_MAX;
+        prev = b;
+    }
+    assert_int_equal(big, STG__XFER_BUF_MANY);
+}
+
+/* WIRE transfers on the wire at once (to a listener that never answers):
+ * libcurl holds a 16 KiB buffer only for the first 256 that went out, not
+ * one per transfer. */
+#define WIRE 600
+static void test_engine_wire_buffers(void **state)
+{
+    (void)state;
+    int port;
+    int lfd = silent_listener(&port);
+    stg_engine_config c;
+    memset(&c, 0, sizeof c);
+    stg_env env;
+    int64_t clock = STG_SEC(1000);
+    memset(&env, 0, sizeof env);
+    env.ctx = &clock;
+    env.mono_us = frozen_us;
+    env.wall_us = frozen_us;
+    c.env = &env;
+    c.seed = 1;
+    c.concurrency = WIRE;
+    c.policy.deadline_us = STG_SEC(1000000);
+    int err = 0;
+    stg_engine *e = stg_engine_new(&c, &err);
+    assert_non_null(e);
+    stg_engine_run(e, 0);
+    long big0 = curl_big_live;
+    tally t = {0};
+    char url[128];
+    for (int i = 0; i < WIRE; i++) {
+        snprintf(url, sizeof url, "http://127.0.0.1:%d/wire/%d", port, i);
+        stg_request rq;
+        memset(&rq, 0, sizeof rq);
+        rq.url = url;
+        assert_int_equal(stg_engine_submit(e, &rq, on_done, &t, NULL), STG_OK);
+    }
+    stg_engine_run(e, 0); /* all of them out: connecting or sent */
+    /* libcurl allocates a buffer when it starts the transfer (its first
+     * perform after the add): a few passes, bounded, since the sockets
+     * connect to a listener that never answers. */
+    for (int pass = 0; pass < 20 && curl_big_live - big0 < WIRE; pass++)
+        stg_engine_run(e, STG_MS(10));
+    stg_engine_stats st;
+    stg_engine_stats_get(e, &st);
+    assert_int_equal(st.in_flight, WIRE);
+    assert_int_equal(t.done, 0);
+    long want = 0;
+    for (int i = 1; i <= WIRE; i++)
+        want += stg__xfer_buffer_size(i) >= STG__XFER_BUF_MAX;
+    long big = curl_big_live - big0;
+    print_message("engine: %d on the wire, %ld libcurl buffers of 16 KiB (policy: %ld)\n", WIRE,
+                  big, want);
+    assert_int_equal(want, STG__XFER_BUF_MANY);
+    assert_int_equal(big, want); /* one per transfer (600) with the default */
+    stg_engine_free(e);
+    assert_int_equal(t.done, WIRE);
+    assert_true(curl_big_live <= big0); /* every buffer freed (and the multi's own) */
+    close(lfd);
+}
+
 int main(void)
 {
+    /* Before any engine: libcurl allocates through the counting hooks. */
+    if (curl_global_init_mem(CURL_GLOBAL_DEFAULT, c_malloc, c_free, c_realloc, c_strdup,
+                             c_calloc) != CURLE_OK)
+        return 1;
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_buffer_size_policy),
+        cmocka_unit_test(test_engine_wire_buffers),
         cmocka_unit_test(test_engine_waiting_requests),
         cmocka_unit_test(test_batch_claimed_jobs),
     };
