@@ -51,10 +51,12 @@
  *    request holds one only while its attempt is on the wire: accepted
  *    requests waiting anywhere else cost their struct, URL and headers,
  *    about 1 KB (docs/ARCHITECTURE.md, "Memory");
- *  - the epoll set holds exactly the sockets libcurl watches (with the
- *    events it asked for), the wake fd, and the caller's fd of the
- *    current stg_engine_run_fd (ext_fd); libcurl is never called back
- *    into from sock_cb or timer_cb (they only record);
+ *  - the epoll set holds the sockets libcurl watches (with the events it
+ *    asked for), the wake fd, and the caller's fd of the current
+ *    stg_engine_run_fd (ext_fd), and may hold sockets libcurl stopped
+ *    watching (sock_cb): those are never handed to libcurl, and leave
+ *    the set when they fire or close; libcurl is never called back into
+ *    from sock_cb or timer_cb (they only record);
  *  - no global state: two engines never share anything but libcurl's
  *    process-wide init.
  */
@@ -70,16 +72,51 @@
 
 /* ---- libcurl's multi_socket callbacks ------------------------------------- */
 
-/* libcurl wants s watched for `what` (or no more). socketp is non-NULL
- * once s is in the set (curl_multi_assign), so a change is one MOD; the
- * fallbacks cover a socket libcurl closed (the kernel dropped it from the
- * set) whose number came back. */
+/* What the set holds of a socket libcurl had (e->fds, by descriptor). */
+#define FD_IN_SET 0x1u /* in ep, with the events below */
+#define FD_WANT 0x2u   /* libcurl watches it (no REMOVE since) */
+#define FD_EVIN 0x4u
+#define FD_EVOUT 0x8u
+
+static bool fds_room(stg_engine *e, curl_socket_t s)
+{
+    if ((size_t)s < e->fds_cap)
+        return true;
+    size_t cap = e->fds_cap ? e->fds_cap : 64;
+    while (cap <= (size_t)s)
+        cap *= 2;
+    uint8_t *f = realloc(e->fds, cap);
+    if (!f)
+        return false;
+    memset(f + e->fds_cap, 0, cap - e->fds_cap);
+    e->fds = f;
+    e->fds_cap = cap;
+    return true;
+}
+
+/* libcurl wants s watched for `what`, or no more (REMOVE). A REMOVE
+ * leaves s in the set (a kept-alive connection comes back for the next
+ * request: DEL then ADD was two of the ~10 syscalls a proxied request
+ * cost); if it fires while unwanted, the pass takes it out then. A
+ * socket libcurl (re)announces (socketp NULL) is always told to the
+ * kernel: its number may be a closed socket's, which the kernel already
+ * dropped from the set (MOD then fails with ENOENT: ADD). */
 static int sock_cb(CURL *easy, curl_socket_t s, int what, void *userp, void *socketp)
 {
     (void)easy;
     stg_engine *e = userp;
+    bool room = fds_room(e, s);
+    uint8_t *st = room ? &e->fds[s] : NULL;
     if (what == CURL_POLL_REMOVE) {
-        epoll_ctl(e->ep, EPOLL_CTL_DEL, s, NULL);
+        if (st)
+            *st &= (uint8_t)~FD_WANT;
+        else
+            epoll_ctl(e->ep, EPOLL_CTL_DEL, s, NULL);
+        return 0;
+    }
+    uint8_t ev8 = (uint8_t)((what & CURL_POLL_IN ? FD_EVIN : 0) | (what & CURL_POLL_OUT ? FD_EVOUT : 0));
+    if (st && socketp && (*st & FD_IN_SET) && (*st & (FD_EVIN | FD_EVOUT)) == ev8) {
+        *st |= FD_WANT;
         return 0;
     }
     struct epoll_event ev = {.events = 0, .data.fd = s};
@@ -87,25 +124,43 @@ static int sock_cb(CURL *easy, curl_socket_t s, int what, void *userp, void *soc
         ev.events |= EPOLLIN;
     if (what & CURL_POLL_OUT)
         ev.events |= EPOLLOUT;
-    int op = socketp ? EPOLL_CTL_MOD : EPOLL_CTL_ADD;
-    if (epoll_ctl(e->ep, op, s, &ev) != 0) {
-        if (errno == EEXIST)
-            epoll_ctl(e->ep, EPOLL_CTL_MOD, s, &ev);
-        else if (errno == ENOENT)
-            epoll_ctl(e->ep, EPOLL_CTL_ADD, s, &ev);
-    }
+    int op = st && !(*st & FD_IN_SET) ? EPOLL_CTL_ADD : EPOLL_CTL_MOD;
+    int rc = epoll_ctl(e->ep, op, s, &ev);
+    if (rc != 0 && errno == EEXIST)
+        rc = epoll_ctl(e->ep, EPOLL_CTL_MOD, s, &ev);
+    else if (rc != 0 && errno == ENOENT)
+        rc = epoll_ctl(e->ep, EPOLL_CTL_ADD, s, &ev);
+    if (st)
+        *st = rc == 0 ? (uint8_t)(FD_IN_SET | FD_WANT | ev8) : 0;
     if (!socketp)
         curl_multi_assign(e->multi, s, e);
     return 0;
 }
 
-/* libcurl's one timer: due in ms (0: at once), or none (-1). */
+/* s fired: false when libcurl no longer watches it (taken out of the set
+ * here: see sock_cb). */
+static bool fd_wanted(stg_engine *e, int s)
+{
+    if (s < 0 || (size_t)s >= e->fds_cap || (e->fds[s] & FD_WANT))
+        return true;
+    epoll_ctl(e->ep, EPOLL_CTL_DEL, s, NULL);
+    e->fds[s] = 0;
+    return false;
+}
+
+/* libcurl's one timer: due in ms, or none (-1); 0 (at once) is kept as 0,
+ * which curl_due_now() answers without a clock read. */
 static int timer_cb(CURLM *multi, long ms, void *userp)
 {
     (void)multi;
     stg_engine *e = userp;
-    e->curl_due = ms < 0 ? -1 : stg__mono_us(NULL) + (int64_t)ms * 1000;
+    e->curl_due = ms < 0 ? -1 : ms == 0 ? 0 : stg__mono_us(NULL) + (int64_t)ms * 1000;
     return 0;
+}
+
+static bool curl_due_now(const stg_engine *e)
+{
+    return e->curl_due >= 0 && (e->curl_due == 0 || e->curl_due <= stg__mono_us(NULL));
 }
 
 /* The caller's fd of this pass: the previous one leaves the set. A
@@ -435,7 +490,7 @@ int stg_engine_run_fd(stg_engine *e, int64_t timeout_us, int fd)
             uint64_t v;
             ssize_t rd = read(e->wake_fd, &v, sizeof v);
             (void)rd;
-        } else if (s != e->ext_fd) { /* the caller's fd only ends the wait */
+        } else if (s != e->ext_fd && fd_wanted(e, s)) { /* the caller's fd only ends the wait */
             /* An error or hang-up goes to libcurl as readable (and
              * writable): its recv/send then reports what happened, as
              * with poll/perform, rather than a bare "select error". */
@@ -447,15 +502,21 @@ int stg_engine_run_fd(stg_engine *e, int64_t timeout_us, int fd)
             curl_multi_socket_action(e->multi, s, bits, &running);
         }
     }
-    if (e->curl_due >= 0 && e->curl_due <= stg__mono_us(NULL)) {
-        e->curl_due = -1; /* timer_cb may set it again from within */
-        curl_multi_socket_action(e->multi, CURL_SOCKET_TIMEOUT, 0, &running);
+    /* Handles just added set libcurl's timer to 0 (timer_cb): they are
+     * run in this pass (a few rounds at most), so a new request's send
+     * costs no extra pass, no extra wait and no extra turn of the
+     * caller's loop (the proxy's MHD_run). */
+    for (int round = 0; round < 4; round++) {
+        if (round > 0 && !curl_due_now(e))
+            break;
+        if (curl_due_now(e)) {
+            e->curl_due = -1; /* timer_cb may set it again from within */
+            curl_multi_socket_action(e->multi, CURL_SOCKET_TIMEOUT, 0, &running);
+        }
+        stg__eng_process_done(e);
+        stg__eng_fire_timers(e);
+        stg__eng_start_ready(e);
     }
-    stg__eng_process_done(e);
-    stg__eng_fire_timers(e);
-    stg__eng_start_ready(e);
-    /* Handles just added set libcurl's timer to 0 (timer_cb), so the
-     * next pass waits for nothing. */
     e->in_pass = false;
     return (int)e->count;
 }
@@ -546,5 +607,6 @@ void stg_engine_free(stg_engine *e)
         close(e->wake_fd);
     if (e->ep >= 0) /* after the multi: its cleanup calls sock_cb */
         close(e->ep);
+    free(e->fds);
     free(e);
 }
