@@ -18,6 +18,10 @@
  *    in libcurl: it ends, inside its deadline (no byte is left to make
  *    its socket fire: only libcurl's timer, set by curl_easy_pause, runs
  *    it again on multi_socket);
+ *  - sockets libcurl closed while the engine's epoll set still held them
+ *    (close-reused: every kept-alive connection is closed at its second
+ *    request), their numbers taken by the next connections: every request
+ *    still ends with its answer;
  *  - stg_engine_run_fd: the wait ends on the caller's descriptor, only
  *    on the current one (a previous call's leaves the engine's epoll set),
  *    and on one epoll cannot watch (a regular file: always ready, as
@@ -252,6 +256,30 @@ static void test_resume_small(void **state)
     assert_int_equal(d.r.action, STG_ACTION_SUCCESS);
     assert_int_equal(s.off, 1000);
     assert_int_equal(s.bad, 0);
+    server_cleanup(&a);
+}
+
+static void test_reused_fd_numbers(void **state)
+{
+    (void)state;
+    server a;
+    hostile_start(&a, "close-reused", NULL);
+    char url[128];
+    url_of(&a, "/x", url, sizeof url);
+    stg_engine_config cfg = {.policy = fast_policy(3), .concurrency = 1};
+    stg_engine *e = stg_engine_new(&cfg, NULL);
+    assert_non_null(e);
+    for (int i = 0; i < 8; i++) {
+        done_rec d = {0};
+        stg_request rq = {.url = url};
+        uint64_t id = 0;
+        assert_int_equal(stg_engine_submit(e, &rq, on_done, &d, &id), STG_OK);
+        run_until(e, id, &d, NULL);
+        assert_int_equal(d.r.action, STG_ACTION_SUCCESS);
+        assert_int_equal(d.r.status, 200);
+    }
+    stg_engine_free(e);
+    server_stop(&a);
     server_cleanup(&a);
 }
 
@@ -544,6 +572,7 @@ int main(void)
         cmocka_unit_test_teardown(test_run_fd_switch, stop_leftovers),
         cmocka_unit_test_teardown(test_run_fd_file, stop_leftovers),
         cmocka_unit_test_teardown(test_resume_small, stop_leftovers),
+        cmocka_unit_test_teardown(test_reused_fd_numbers, stop_leftovers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
