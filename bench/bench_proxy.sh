@@ -16,6 +16,7 @@
 #  3. Memory per open client connection: a fresh proxy's RSS with 0, 1000
 #     and 2000 idle keep-alive connections, each of which had one answer
 #     from upstream (MHD zeroes a connection's whole pool after a request).
+# BENCH_PROXY_GOODPUT=0 skips part 1 (the overhead alone, for profiling).
 # Prints figures, asserts nothing. Only 127.0.0.1 is contacted.
 set -eu
 B=${1:?usage: bench/bench_proxy.sh BUILD_DIR}
@@ -94,10 +95,12 @@ print("%-54s %7.1f s %6.2fx %6d %6.1f%% %5d" % (label, t1 - t0, (t1 - t0) / (n /
                                                  100.0 * r429 / max(calls, 1), n - ok))
 PY
 }
-echo "bench_proxy: goodput, $N jobs" >&2
-goodput direct
-goodput adaptive
-goodput rate --rate $RATE --burst $BURST
+if [ "${BENCH_PROXY_GOODPUT:-1}" != 0 ]; then
+  echo "bench_proxy: goodput, $N jobs" >&2
+  goodput direct
+  goodput adaptive
+  goodput rate --rate $RATE --burst $BURST
+fi
 
 # ---- 2. overhead: wrk direct and through the proxy -----------------------------------
 wrk_run() { # NAME URL [CONNECTIONS]
@@ -156,8 +159,10 @@ else
   echo "wrk missing: overhead not measured" >&2
 fi
 
-printf '%-54s %9s %7s %6s %7s %5s\n' "goodput (ideal $((N / RATE)) s)" "time" "/ideal" "calls" "429s" "lost"
-cat "$T/goodput"
+if [ -s "$T/goodput" ]; then
+  printf '%-54s %9s %7s %6s %7s %5s\n' "goodput (ideal $((N / RATE)) s)" "time" "/ideal" "calls" "429s" "lost"
+  cat "$T/goodput"
+fi
 if [ -s "$T/wrk" ]; then
   echo
   "$PY" - "$T/wrk" <<'PY'

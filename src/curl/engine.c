@@ -1,19 +1,30 @@
 /*
  * stg_engine: many requests driven by one thread on one curl_multi.
  *
- * The loop (one stg_engine_run() call is one pass):
- *   1. curl_multi_poll() on the transfers plus the engine's wake fd, for at
- *      most the caller's timeout, the time to the earliest timer, or 0 when
- *      a request is ready to start;
- *   2. read the clock (monotonic and wall) ONCE; every decision of the pass
- *      uses that instant;
- *   3. curl_multi_perform() and handle finished attempts: classify, feed the
- *      host's adaptive limiter, breaker and budget, ask stg_decide(), and
- *      either finish the request or put a backoff timer in the heap;
+ * The loop (one stg_engine_run() call is one pass), on libcurl's
+ * multi_socket interface, so a pass touches only the sockets that fired
+ * and never walks the idle transfers (curl_multi_perform does, every
+ * call: with hundreds of streams in flight that walk was most of a pass):
+ *   1. epoll_wait() on the engine's own epoll set: the sockets libcurl
+ *      asked for (sock_cb), the engine's wake fd and the caller's fd of
+ *      stg_engine_run_fd; for at most the caller's timeout, the time to
+ *      the earliest timer or to libcurl's own (timer_cb), or 0 when a
+ *      request is ready to start;
+ *   2. read the clock (monotonic and wall) ONCE; every decision of the
+ *      pass uses that instant;
+ *   3. curl_multi_socket_action() for each socket that fired, and for
+ *      libcurl's timer when it is due; handle finished attempts:
+ *      classify, feed the host's adaptive limiter, breaker and budget, ask
+ *      stg_decide(), and either finish the request or put a backoff timer
+ *      in the heap;
  *   4. fire due timers (backoff, limiter, breaker waits);
  *   5. start ready requests while a concurrency slot is free: breaker check,
  *      limiter reservation (a wait becomes a timer that keeps the slot),
  *      then the attempt on a pooled easy handle.
+ *
+ * libcurl's timer is kept on the real monotonic clock (stg__mono_us(NULL)),
+ * not the injected one: libcurl measures its own timeouts in real time,
+ * and a test's frozen virtual clock must not stall a transfer.
  *
  * A request is in exactly one place (engine.h): the new queue, the retry
  * queue (a request that already made an attempt; served first), the timer
@@ -40,17 +51,135 @@
  *    request holds one only while its attempt is on the wire: accepted
  *    requests waiting anywhere else cost their struct, URL and headers,
  *    about 1 KB (docs/ARCHITECTURE.md, "Memory");
+ *  - the epoll set holds the sockets libcurl watches (with the events it
+ *    asked for), the wake fd, and the caller's fd of the current
+ *    stg_engine_run_fd (ext_fd), and may hold sockets libcurl stopped
+ *    watching (sock_cb): those are never handed to libcurl, and leave
+ *    the set when they fire or close; libcurl is never called back into
+ *    from sock_cb or timer_cb (they only record);
  *  - no global state: two engines never share anything but libcurl's
  *    process-wide init.
  */
+#include <errno.h>
 #include <limits.h>
-#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
 #include "curl/engine.h"
+
+/* ---- libcurl's multi_socket callbacks ------------------------------------- */
+
+/* What the set holds of a socket libcurl had (e->fds, by descriptor). */
+#define FD_IN_SET 0x1u /* in ep, with the events below */
+#define FD_WANT 0x2u   /* libcurl watches it (no REMOVE since) */
+#define FD_EVIN 0x4u
+#define FD_EVOUT 0x8u
+
+static bool fds_room(stg_engine *e, curl_socket_t s)
+{
+    if ((size_t)s < e->fds_cap)
+        return true;
+    size_t cap = e->fds_cap ? e->fds_cap : 64;
+    while (cap <= (size_t)s)
+        cap *= 2;
+    uint8_t *f = realloc(e->fds, cap);
+    if (!f)
+        return false;
+    memset(f + e->fds_cap, 0, cap - e->fds_cap);
+    e->fds = f;
+    e->fds_cap = cap;
+    return true;
+}
+
+/* libcurl wants s watched for `what`, or no more (REMOVE). A REMOVE
+ * leaves s in the set (a kept-alive connection comes back for the next
+ * request: DEL then ADD was two of the ~10 syscalls a proxied request
+ * cost); if it fires while unwanted, the pass takes it out then. A
+ * socket libcurl (re)announces (socketp NULL) is always told to the
+ * kernel: its number may be a closed socket's, which the kernel already
+ * dropped from the set (MOD then fails with ENOENT: ADD). */
+static int sock_cb(CURL *easy, curl_socket_t s, int what, void *userp, void *socketp)
+{
+    (void)easy;
+    stg_engine *e = userp;
+    bool room = fds_room(e, s);
+    uint8_t *st = room ? &e->fds[s] : NULL;
+    if (what == CURL_POLL_REMOVE) {
+        if (st)
+            *st &= (uint8_t)~FD_WANT;
+        else
+            epoll_ctl(e->ep, EPOLL_CTL_DEL, s, NULL);
+        return 0;
+    }
+    uint8_t ev8 = (uint8_t)((what & CURL_POLL_IN ? FD_EVIN : 0) | (what & CURL_POLL_OUT ? FD_EVOUT : 0));
+    if (st && socketp && (*st & FD_IN_SET) && (*st & (FD_EVIN | FD_EVOUT)) == ev8) {
+        *st |= FD_WANT;
+        return 0;
+    }
+    struct epoll_event ev = {.events = 0, .data.fd = s};
+    if (what & CURL_POLL_IN)
+        ev.events |= EPOLLIN;
+    if (what & CURL_POLL_OUT)
+        ev.events |= EPOLLOUT;
+    int op = st && !(*st & FD_IN_SET) ? EPOLL_CTL_ADD : EPOLL_CTL_MOD;
+    int rc = epoll_ctl(e->ep, op, s, &ev);
+    if (rc != 0 && errno == EEXIST)
+        rc = epoll_ctl(e->ep, EPOLL_CTL_MOD, s, &ev);
+    else if (rc != 0 && errno == ENOENT)
+        rc = epoll_ctl(e->ep, EPOLL_CTL_ADD, s, &ev);
+    if (st)
+        *st = rc == 0 ? (uint8_t)(FD_IN_SET | FD_WANT | ev8) : 0;
+    if (!socketp)
+        curl_multi_assign(e->multi, s, e);
+    return 0;
+}
+
+/* s fired: false when libcurl no longer watches it (taken out of the set
+ * here: see sock_cb). */
+static bool fd_wanted(stg_engine *e, int s)
+{
+    if (s < 0 || (size_t)s >= e->fds_cap || (e->fds[s] & FD_WANT))
+        return true;
+    epoll_ctl(e->ep, EPOLL_CTL_DEL, s, NULL);
+    e->fds[s] = 0;
+    return false;
+}
+
+/* libcurl's one timer: due in ms, or none (-1); 0 (at once) is kept as 0,
+ * which curl_due_now() answers without a clock read. */
+static int timer_cb(CURLM *multi, long ms, void *userp)
+{
+    (void)multi;
+    stg_engine *e = userp;
+    e->curl_due = ms < 0 ? -1 : ms == 0 ? 0 : stg__mono_us(NULL) + (int64_t)ms * 1000;
+    return 0;
+}
+
+static bool curl_due_now(const stg_engine *e)
+{
+    return e->curl_due >= 0 && (e->curl_due == 0 || e->curl_due <= stg__mono_us(NULL));
+}
+
+/* The caller's fd of this pass: the previous one leaves the set. A
+ * descriptor epoll cannot watch (a regular file) is always ready, as
+ * poll() says of it. */
+static void ext_set(stg_engine *e, int fd)
+{
+    if (fd == e->ext_fd)
+        return;
+    if (e->ext_fd >= 0 && !e->ext_always)
+        epoll_ctl(e->ep, EPOLL_CTL_DEL, e->ext_fd, NULL);
+    e->ext_fd = fd;
+    e->ext_always = false;
+    if (fd >= 0) {
+        struct epoll_event ev = {.events = EPOLLIN, .data.fd = fd};
+        if (epoll_ctl(e->ep, EPOLL_CTL_ADD, fd, &ev) != 0 && errno != EEXIST)
+            e->ext_always = true;
+    }
+}
 
 /* ---- public API ----------------------------------------------------------- */
 
@@ -101,6 +230,9 @@ stg_engine *stg_engine_new(const stg_engine_config *cfg, int *err)
     e->wall = stg__wall_us(c.env);
     e->next_id = 1;
     e->wake_fd = -1;
+    e->ep = -1;
+    e->ext_fd = -1;
+    e->curl_due = -1;
     atomic_init(&e->stop, false);
     stg__heap_init(&e->timers);
     stg__hosts_init(&e->hosts);
@@ -108,11 +240,18 @@ stg_engine *stg_engine_new(const stg_engine_config *cfg, int *err)
     e->pool = calloc((size_t)e->concurrency, sizeof *e->pool);
     e->multi = curl_multi_init();
     e->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    if (!e->pool || !e->multi || e->wake_fd < 0) {
+    e->ep = epoll_create1(EPOLL_CLOEXEC);
+    struct epoll_event wev = {.events = EPOLLIN, .data.fd = e->wake_fd};
+    if (!e->pool || !e->multi || e->wake_fd < 0 || e->ep < 0 ||
+        epoll_ctl(e->ep, EPOLL_CTL_ADD, e->wake_fd, &wev) != 0) {
         *err = STG_ENOMEM;
         stg_engine_free(e);
         return NULL;
     }
+    curl_multi_setopt(e->multi, CURLMOPT_SOCKETFUNCTION, sock_cb);
+    curl_multi_setopt(e->multi, CURLMOPT_SOCKETDATA, e);
+    curl_multi_setopt(e->multi, CURLMOPT_TIMERFUNCTION, timer_cb);
+    curl_multi_setopt(e->multi, CURLMOPT_TIMERDATA, e);
     long maxconn = e->concurrency > 8 ? e->concurrency : 8;
     curl_multi_setopt(e->multi, CURLMOPT_MAXCONNECTS, maxconn);
     /* HTTP/2: streams share a connection (libcurl keeps within the
@@ -302,6 +441,13 @@ static int64_t poll_timeout_us(const stg_engine *e, int64_t timeout_us)
     if ((e->retry_q.head || e->new_q.head || e->low_q.head) &&
         e->active + e->reserved < e->concurrency)
         return 0;
+    if (e->ext_always)
+        return 0;
+    if (e->curl_due >= 0) {
+        int64_t until = e->curl_due - stg__mono_us(NULL);
+        if (until < t)
+            t = until < 0 ? 0 : until;
+    }
     const stg__timer *top = stg__heap_top(&e->timers);
     if (top) {
         int64_t until = top->due_us - e->now;
@@ -324,32 +470,53 @@ int stg_engine_run_fd(stg_engine *e, int64_t timeout_us, int fd)
         return (int)e->count;
     e->in_pass = true;
 
+    ext_set(e, fd);
     int64_t t = poll_timeout_us(e, timeout_us);
     int64_t ms = (t + 999) / 1000;
     if (ms > INT_MAX)
         ms = INT_MAX;
-    /* The caller's fd only ends the wait: reading it is the caller's. */
-    struct curl_waitfd wfd[2] = {{.fd = e->wake_fd, .events = CURL_WAIT_POLLIN},
-                                 {.fd = fd, .events = CURL_WAIT_POLLIN}};
-    curl_multi_poll(e->multi, wfd, fd >= 0 ? 2 : 1, (int)ms, NULL);
-    if (wfd[0].revents) {
-        uint64_t v;
-        ssize_t rd = read(e->wake_fd, &v, sizeof v);
-        (void)rd;
-    }
+    struct epoll_event ev[64];
+    int n = epoll_wait(e->ep, ev, 64, (int)ms);
 
     /* The one clock read of this pass. */
     e->now = stg__mono_us(e->cfg.env);
     e->wall = stg__wall_us(e->cfg.env);
 
     int running = 0;
-    curl_multi_perform(e->multi, &running);
-    stg__eng_process_done(e);
-    stg__eng_fire_timers(e);
-    stg__eng_start_ready(e);
-    /* No curl_multi_perform here: a transfer it finished would sit in the
-     * message queue while the next poll sleeps. Handles just added make
-     * libcurl's own timeout 0, so the next poll returns at once. */
+    for (int i = 0; i < n; i++) {
+        int s = ev[i].data.fd;
+        uint32_t got = ev[i].events;
+        if (s == e->wake_fd) {
+            uint64_t v;
+            ssize_t rd = read(e->wake_fd, &v, sizeof v);
+            (void)rd;
+        } else if (s != e->ext_fd && fd_wanted(e, s)) { /* the caller's fd only ends the wait */
+            /* An error or hang-up goes to libcurl as readable (and
+             * writable): its recv/send then reports what happened, as
+             * with poll/perform, rather than a bare "select error". */
+            int bits = 0;
+            if (got & (EPOLLIN | EPOLLERR | EPOLLHUP))
+                bits |= CURL_CSELECT_IN;
+            if (got & (EPOLLOUT | EPOLLERR | EPOLLHUP))
+                bits |= CURL_CSELECT_OUT;
+            curl_multi_socket_action(e->multi, s, bits, &running);
+        }
+    }
+    /* Handles just added set libcurl's timer to 0 (timer_cb): they are
+     * run in this pass (a few rounds at most), so a new request's send
+     * costs no extra pass, no extra wait and no extra turn of the
+     * caller's loop (the proxy's MHD_run). */
+    for (int round = 0; round < 4; round++) {
+        if (round > 0 && !curl_due_now(e))
+            break;
+        if (curl_due_now(e)) {
+            e->curl_due = -1; /* timer_cb may set it again from within */
+            curl_multi_socket_action(e->multi, CURL_SOCKET_TIMEOUT, 0, &running);
+        }
+        stg__eng_process_done(e);
+        stg__eng_fire_timers(e);
+        stg__eng_start_ready(e);
+    }
     e->in_pass = false;
     return (int)e->count;
 }
@@ -379,8 +546,11 @@ int stg_engine_resume(stg_engine *e, uint64_t id)
     if (i == SIZE_MAX)
         return STG_ENOTFOUND;
     req *r = e->slots[i];
-    if (r->where == RQ_ACTIVE && r->easy)
+    if (r->where == RQ_ACTIVE && r->easy) {
+        /* libcurl calls timer_cb from here (due now): the next pass
+         * runs the transfer, with its paused bytes, at once. */
         curl_easy_pause(r->easy, CURLPAUSE_CONT);
+    }
     return STG_OK;
 }
 
@@ -435,5 +605,8 @@ void stg_engine_free(stg_engine *e)
     free(e->slots);
     if (e->wake_fd >= 0)
         close(e->wake_fd);
+    if (e->ep >= 0) /* after the multi: its cleanup calls sock_cb */
+        close(e->ep);
+    free(e->fds);
     free(e);
 }

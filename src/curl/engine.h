@@ -154,6 +154,12 @@ struct stg_engine {
     CURL **pool;
     size_t pool_n;
     int wake_fd;
+    int ep;           /* epoll: libcurl's sockets, wake_fd, ext_fd (engine.c) */
+    int ext_fd;       /* the caller's fd of stg_engine_run_fd, in ep; -1 none */
+    bool ext_always;  /* ext_fd is one epoll cannot watch: always ready */
+    int64_t curl_due; /* libcurl's timer, real monotonic us; 0 now, -1 none */
+    uint8_t *fds;     /* by descriptor: what ep holds of libcurl's sockets */
+    size_t fds_cap;
     atomic_bool stop;
     int active, reserved;
     uint64_t next_id;

@@ -1,8 +1,8 @@
 /*
  * The engine's timers: a binary min-heap of wake times. Every wait of the
  * engine (backoff, Retry-After, limiter, breaker) is one entry; the loop
- * sleeps in curl_multi_poll until the earliest one, so no thread ever sleeps
- * per request.
+ * sleeps in epoll_wait (engine.c) until the earliest one, so no thread ever
+ * sleeps per request.
  *
  * Invariants: v[0..n) is a heap ordered by (due_us, seq); every entry's
  * *index equals its position; seq is unique and increasing, so entries with

@@ -14,7 +14,18 @@
  *  - read_body: a body read as it is sent (with a pause on the way) arrives
  *    whole, and is never resent, even with an Idempotency-Key;
  *  - STG_STREAM_OTHER: non-2xx bodies reach the sink, a retry still follows;
- *  - stg_engine_run_fd: the wait ends on the caller's descriptor.
+ *  - stg_engine_resume of a transfer whose whole (small) body sat paused
+ *    in libcurl: it ends, inside its deadline (no byte is left to make
+ *    its socket fire: only libcurl's timer, set by curl_easy_pause, runs
+ *    it again on multi_socket);
+ *  - sockets libcurl closed while the engine's epoll set still held them
+ *    (close-reused: every kept-alive connection is closed at its second
+ *    request), their numbers taken by the next connections: every request
+ *    still ends with its answer;
+ *  - stg_engine_run_fd: the wait ends on the caller's descriptor, only
+ *    on the current one (a previous call's leaves the engine's epoll set),
+ *    and on one epoll cannot watch (a regular file: always ready, as
+ *    poll() has it).
  * Needs STAGGER and HOSTILE in the environment.
  */
 #define _GNU_SOURCE
@@ -210,6 +221,65 @@ static void test_pause_resume(void **state)
     assert_true(s.pauses >= 10);
     assert_int_equal(s.off, 2000000); /* refused bytes came again, none twice */
     assert_int_equal(s.bad, 0);
+    server_cleanup(&a);
+}
+
+/* The whole body arrives in the first read and the sink refuses it: once
+ * resumed, nothing is left on the socket to fire, and only libcurl's
+ * timer (timer_cb, called from curl_easy_pause) finishes it. The deadline
+ * (5 s, one attempt) is the bound: a resume the loop missed ends there,
+ * as a timeout. */
+static void test_resume_small(void **state)
+{
+    (void)state;
+    server a;
+    const char *args[] = {"--size", "1000", NULL};
+    hostile_start(&a, "pattern-body", args);
+    char url[128];
+    url_of(&a, "/x", url, sizeof url);
+    rec s = {.pause_every = 1000000, .next_pause = 0};
+    done_rec d = {0};
+    stg_engine_config cfg = {.policy = fast_policy(1)};
+    stg_engine *e = stg_engine_new(&cfg, NULL);
+    assert_non_null(e);
+    stg_request rq = {.url = url,
+                      .body_sink = sink,
+                      .body_sink_data = &s,
+                      .stream = STG_STREAM_PAUSE,
+                      .deadline_us = STG_SEC(5)};
+    uint64_t id = 0;
+    assert_int_equal(stg_engine_submit(e, &rq, on_done, &d, &id), STG_OK);
+    run_until(e, id, &d, &s);
+    stg_engine_free(e);
+    server_stop(&a);
+    assert_int_equal(s.pauses, 1);
+    assert_int_equal(d.r.action, STG_ACTION_SUCCESS);
+    assert_int_equal(s.off, 1000);
+    assert_int_equal(s.bad, 0);
+    server_cleanup(&a);
+}
+
+static void test_reused_fd_numbers(void **state)
+{
+    (void)state;
+    server a;
+    hostile_start(&a, "close-reused", NULL);
+    char url[128];
+    url_of(&a, "/x", url, sizeof url);
+    stg_engine_config cfg = {.policy = fast_policy(3), .concurrency = 1};
+    stg_engine *e = stg_engine_new(&cfg, NULL);
+    assert_non_null(e);
+    for (int i = 0; i < 8; i++) {
+        done_rec d = {0};
+        stg_request rq = {.url = url};
+        uint64_t id = 0;
+        assert_int_equal(stg_engine_submit(e, &rq, on_done, &d, &id), STG_OK);
+        run_until(e, id, &d, NULL);
+        assert_int_equal(d.r.action, STG_ACTION_SUCCESS);
+        assert_int_equal(d.r.status, 200);
+    }
+    stg_engine_free(e);
+    server_stop(&a);
     server_cleanup(&a);
 }
 
@@ -429,6 +499,65 @@ static void test_run_fd(void **state)
     stg_engine_free(e);
 }
 
+static double since(const struct timespec *t0)
+{
+    struct timespec t1;
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    return (double)(t1.tv_sec - t0->tv_sec) + (double)(t1.tv_nsec - t0->tv_nsec) / 1e9;
+}
+
+/* The caller's fd is the current call's only: a readable fd of a previous
+ * call no longer ends the wait, which then lasts its whole timeout (the
+ * lower bound is the timeout itself, which a slow machine only lengthens). */
+static void test_run_fd_switch(void **state)
+{
+    (void)state;
+    stg_engine_config cfg = {.policy = fast_policy(1)};
+    stg_engine *e = stg_engine_new(&cfg, NULL);
+    assert_non_null(e);
+    int a[2], b[2];
+    assert_int_equal(pipe(a), 0);
+    assert_int_equal(pipe(b), 0);
+    assert_int_equal(write(a[1], "x", 1), 1);
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    stg_engine_run_fd(e, STG_SEC(20), a[0]);
+    assert_true(since(&t0) < 10.0); /* a hang guard, as in test_run_fd */
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    stg_engine_run_fd(e, STG_MS(200), b[0]); /* a is readable, b is not */
+    assert_true(since(&t0) >= 0.2);
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    stg_engine_run(e, STG_MS(200)); /* no fd at all */
+    assert_true(since(&t0) >= 0.2);
+    assert_int_equal(write(b[1], "y", 1), 1);
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    stg_engine_run_fd(e, STG_SEC(20), b[0]);
+    assert_true(since(&t0) < 10.0);
+    for (int i = 0; i < 2; i++) {
+        close(a[i]);
+        close(b[i]);
+    }
+    stg_engine_free(e);
+}
+
+/* A regular file: epoll refuses it, poll() calls it always ready; the
+ * engine does as poll() did. */
+static void test_run_fd_file(void **state)
+{
+    (void)state;
+    stg_engine_config cfg = {.policy = fast_policy(1)};
+    stg_engine *e = stg_engine_new(&cfg, NULL);
+    assert_non_null(e);
+    FILE *f = tmpfile();
+    assert_non_null(f);
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    stg_engine_run_fd(e, STG_SEC(20), fileno(f));
+    assert_true(since(&t0) < 10.0); /* a hang guard: without it 20 s */
+    fclose(f);
+    stg_engine_free(e);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -440,6 +569,10 @@ int main(void)
         cmocka_unit_test_teardown(test_read_body, stop_leftovers),
         cmocka_unit_test_teardown(test_stream_other, stop_leftovers),
         cmocka_unit_test_teardown(test_run_fd, stop_leftovers),
+        cmocka_unit_test_teardown(test_run_fd_switch, stop_leftovers),
+        cmocka_unit_test_teardown(test_run_fd_file, stop_leftovers),
+        cmocka_unit_test_teardown(test_resume_small, stop_leftovers),
+        cmocka_unit_test_teardown(test_reused_fd_numbers, stop_leftovers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
