@@ -45,6 +45,7 @@ struct stg_store {
      * it. */
     bool group;
     bool group_open;
+    int64_t commits; /* COMMITs that succeeded (stg_store_commits) */
     /* The WAL hook (walsync.c): its write-back helper (NULL: none yet, or
      * none to be had: wal_fd_failed), and the WAL size, in frames, at the
      * last write-back asked for. */

@@ -271,7 +271,13 @@ static int commit_now(stg_store *s)
         stg__store_rollback(s);
         return err;
     }
+    s->commits++;
     return STG_OK;
+}
+
+int64_t stg_store_commits(const stg_store *s)
+{
+    return s ? s->commits : 0;
 }
 
 int stg__store_commit(stg_store *s)

@@ -403,6 +403,10 @@ int stg_store_group(stg_store *s, bool on);
 /* Commit the group's transaction, if one is open. STG_OK or STG_EDB (then
  * the group is rolled back). */
 int stg_store_flush(stg_store *s);
+/* How many transactions (BEGIN ... COMMIT) this handle has committed, a
+ * statement run on its own (stg_store_requeue, stg_store_run_update) not
+ * counted: what a run's commit policy costs, for tests and benchmarks. */
+int64_t stg_store_commits(const stg_store *s);
 
 /* How a run ended for one job. */
 typedef struct stg_job_outcome {
