@@ -24,8 +24,7 @@ struct stg_store {
     char err[640];
     /* Prepared statements of the hot paths, prepared on first use and
      * finalized at close. */
-    sqlite3_stmt *st_claim_select;
-    sqlite3_stmt *st_claim_update;
+    sqlite3_stmt *st_claim;
     sqlite3_stmt *st_finish;
     sqlite3_stmt *st_response_put;
     sqlite3_stmt *st_response_del;

@@ -598,10 +598,9 @@ void stg_store_close(stg_store *s)
 {
     if (!s)
         return;
-    sqlite3_stmt **sts[] = {&s->st_claim_select, &s->st_claim_update, &s->st_finish,
-                            &s->st_response_put, &s->st_response_del, &s->st_sent,
-                            &s->st_run_add,       &s->st_begin,        &s->st_commit,
-                            &s->st_rollback};
+    sqlite3_stmt **sts[] = {&s->st_claim,        &s->st_finish,       &s->st_response_put,
+                            &s->st_response_del, &s->st_sent,         &s->st_run_add,
+                            &s->st_begin,        &s->st_commit,       &s->st_rollback};
     for (size_t i = 0; i < sizeof sts / sizeof sts[0]; i++) {
         sqlite3_finalize(*sts[i]);
         *sts[i] = NULL;
