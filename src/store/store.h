@@ -395,7 +395,8 @@ int stg_store_mark_sent(stg_store *s, int64_t id, int64_t run_id);
  * jobs are still inflight (or pending) in the database, which the next
  * open recovers. So the caller flushes where a change must be durable
  * before something outside happens: the claims before their requests can
- * leave; stg_store_mark_sent flushes by itself. An error inside the group
+ * leave (the batch runner: at each attempt's start), the outcomes before
+ * they are reported; stg_store_mark_sent flushes by itself. An error inside the group
  * rolls the whole group back (the caller stops writing, as after any store
  * error); a change that does not apply (STG_ESTATE) writes nothing and
  * leaves the group as it was. Turning it off flushes. */
