@@ -837,6 +837,36 @@ static void test_created_private(void **state)
     stg_store_close(s);
 }
 
+/* A new file is set up without syncs (schema.c), but what the caller gets
+ * is under synchronous=NORMAL in WAL mode, new or reopened, and the setup
+ * is whole on reopen. */
+static int64_t pragma_of(stg_store *s, const char *sql)
+{
+    sqlite3_stmt *st = NULL;
+    assert_int_equal(sqlite3_prepare_v2(stg__store_db(s), sql, -1, &st, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+    int64_t v = sqlite3_column_type(st, 0) == SQLITE_TEXT
+                    ? (int64_t)!strcmp((const char *)sqlite3_column_text(st, 0), "wal")
+                    : sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    return v;
+}
+
+static void test_new_file_normal_sync(void **state)
+{
+    (void)state;
+    stg_store *s = open_new("sync.db");
+    assert_int_equal(pragma_of(s, "PRAGMA synchronous"), 1); /* NORMAL */
+    assert_int_equal(pragma_of(s, "PRAGMA journal_mode"), 1); /* wal */
+    import_five(s);
+    stg_store_close(s);
+    s = reopen("sync.db");
+    assert_int_equal(pragma_of(s, "PRAGMA synchronous"), 1);
+    assert_int_equal(pragma_of(s, "PRAGMA journal_mode"), 1);
+    expect_counts(s, 5, 0, 0, 0, 0, 0);
+    stg_store_close(s);
+}
+
 /* Group commit (stg_store_group): changes join one transaction that
  * another connection sees only after stg_store_flush; a change that does
  * not apply (ESTATE) keeps the group; stg_store_mark_sent is durable at
@@ -1070,6 +1100,7 @@ int main(void)
         cmocka_unit_test(test_damaged_truncated),
         cmocka_unit_test(test_damaged_state),
         cmocka_unit_test(test_created_private),
+        cmocka_unit_test(test_new_file_normal_sync),
     };
     return cmocka_run_group_tests(tests, setup_dir, teardown_dir);
 }
