@@ -32,12 +32,12 @@
  *
  * Invariants (asserted where they can be):
  *  - A job's request can leave only after its inflight mark is committed
- *    (the commit at its ATTEMPT_START); its outcome is committed in the pass
- *    that wrote it (at the pass's first start, or at the step's end),
- *    before any request claimed after it can leave. So every committed state has at most `concurrency` jobs
- *    inflight, and a kill -9 finds every job that may have been sent
- *    inflight (or, not replay-safe, marked sent): a kill re-runs at most
- *    that many (at-least-once).
+ *    (the commit at its ATTEMPT_START); its outcome is committed in the
+ *    pass that wrote it (at the pass's first start, or at the step's end),
+ *    before any request claimed after it can leave. So every committed
+ *    state has at most `concurrency` jobs inflight, and a kill -9 finds
+ *    every job that may have been sent inflight (or, not replay-safe,
+ *    marked sent): a kill re-runs at most that many (at-least-once).
  *  - A job that is not replay-safe has sent = 1 committed (with its first
  *    attempt counted) from the engine's ATTEMPT_START event, which the
  *    engine emits before the transfer can leave: after a kill it goes to
