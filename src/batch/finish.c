@@ -6,10 +6,13 @@
  *
  * Invariants:
  *  - Each finished request's outcome is written (into the runner's group
- *    transaction, committed when the engine pass ends: runner.c), then the
- *    slot is freed; the slot's next claim comes in the next step, after
- *    that commit (unless the store failed, which stops every write: the
- *    next open recovers those jobs).
+ *    transaction: committed at the pass's next ATTEMPT_START or when the
+ *    step ends, runner.c), then the slot is freed; the slot's next claim
+ *    comes in the next step, after that commit (unless the store failed,
+ *    which stops every write: the next open recovers those jobs).
+ *  - Every ATTEMPT_START commits the group before the engine goes on (the
+ *    sent-mark's commit, or a flush): a request never leaves while its
+ *    claim, or any write before it, is uncommitted.
  *  - The sent-mark of a job that is not replay-safe is committed from
  *    ATTEMPT_START, which the engine emits before the transfer can leave,
  *    and counts that first attempt: the outcome then adds the others.
@@ -168,7 +171,14 @@ void stg__batch_on_event(const stg_event *ev, void *data)
     if (ev->type == STG_EVENT_ATTEMPT_START || ev->type == STG_EVENT_ATTEMPT_END)
         sl = slot_of(b, ev->request_id);
     if (sl && ev->type == STG_EVENT_ATTEMPT_START) {
-        if (!sl->sent && !sl->job.replay_safe && !b->store_failed) {
+        /* The claims (and the outcomes before them in this pass) are
+         * durable before the request can leave: the sent-mark's commit
+         * takes them along, else this flush. A failure stops the run, and
+         * the step cancels the started requests before a pass sends them. */
+        bool marks = !sl->sent && !sl->job.replay_safe && !b->store_failed;
+        if (!marks && !b->source && !b->store_failed && stg_store_flush(b->store) != STG_OK)
+            stg__batch_store_failed(b);
+        if (marks) {
             /* Committed before the engine goes on to send it. */
             int rc = stg__batch_src_mark_sent(b, &sl->job);
             if (rc == STG_OK && !b->source) {

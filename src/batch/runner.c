@@ -3,22 +3,41 @@
  * store (see batch.h for the API and the transitions).
  *
  * Loop (stg_batch_step): claim as many pending jobs as there are free
- * slots (marks them inflight), submit them (submit.c), commit, run one
- * engine pass, commit. The store is in group commit (stg_store_group):
- * the outcomes the pass's done callbacks write (finish.c) share one
- * transaction, committed when the pass ends: two commits per pass, not one
- * per job, which is most of what a durable batch costs against curl
- * --parallel. What a step reports finished is committed when it returns.
+ * slots (marks them inflight, uncommitted), submit them (submit.c), run one
+ * engine pass, commit what is still open. The store is in group commit
+ * (stg_store_group): the pass's done callbacks write the outcomes (finish.c)
+ * into the same transaction as the step's claims, and the pass's first
+ * ATTEMPT_START commits it (finish.c): the engine handles the finished
+ * attempts of a pass before it starts any, and starts an attempt only
+ * after its ATTEMPT_START; a transfer leaves in a later curl pass. So a
+ * busy pass costs one commit (it was two: the claims before the pass, the
+ * outcomes after it), which is most of what a durable batch costs against
+ * curl --parallel. A pass that starts nothing (or writes after its last
+ * start: a request refused at once) is committed when the step ends, so
+ * what a step reports finished is committed when it returns, and a step
+ * never returns with a claim of its own uncommitted.
+ *
+ * Why that is as safe as a commit before the pass: what a kill -9 must
+ * find is every job whose request may have left inflight (or marked sent),
+ * and every outcome the caller was told of (progress, finished, the run's
+ * counters) committed. A request leaves only after its ATTEMPT_START, whose
+ * handler commits first; the caller hears of an outcome only between steps,
+ * after the step's commit. Outcomes written in a pass but not yet committed
+ * belong to requests that are then still inflight on disk: a kill re-runs
+ * them, as it would a request killed just before its answer. A claim that
+ * is written but not committed is pending on disk, and its request has not
+ * left.
+ *
  * This file: new, step, stop, progress, end, free.
  *
  * Invariants (asserted where they can be):
  *  - A job's request can leave only after its inflight mark is committed
- *    (the flush before every engine pass); its outcome is committed at the
- *    end of the pass that wrote it, before any request claimed after it
- *    can leave. So every committed state has at most `concurrency` jobs
- *    inflight, and a kill -9 finds every job that may have been sent
- *    inflight (or, not replay-safe, marked sent): a kill re-runs at most
- *    that many (at-least-once).
+ *    (the commit at its ATTEMPT_START); its outcome is committed in the
+ *    pass that wrote it (at the pass's first start, or at the step's end),
+ *    before any request claimed after it can leave. So every committed
+ *    state has at most `concurrency` jobs inflight, and a kill -9 finds
+ *    every job that may have been sent inflight (or, not replay-safe,
+ *    marked sent): a kill re-runs at most that many (at-least-once).
  *  - A job that is not replay-safe has sent = 1 committed (with its first
  *    attempt counted) from the engine's ATTEMPT_START event, which the
  *    engine emits before the transfer can leave: after a kill it goes to
@@ -214,17 +233,20 @@ bool stg_batch_step(stg_batch *b, int64_t timeout_us)
             stg__batch_store_failed(b);
         return false;
     }
-    /* The claims (and the last pass's outcomes) are durable before any of
-     * their requests can leave. If that fails nothing more may leave. */
-    if (!b->source && !b->store_failed && stg_store_flush(b->store) != STG_OK) {
+    /* The claims just written are committed by the pass's first
+     * ATTEMPT_START (finish.c), together with the outcomes the pass wrote
+     * before it: one commit per pass. */
+    stg_engine_run(b->engine, timeout_us);
+    /* What the pass wrote after its last start (or in a pass that started
+     * nothing): what a step reports finished is committed. */
+    if (!b->source && !b->store_failed && stg_store_flush(b->store) != STG_OK)
         stg__batch_store_failed(b);
+    if (b->stopping && !b->cancelled && b->active > 0) {
+        /* A store that failed in the pass (the claims' commit at a start):
+         * the requests started are still unsent, and go back unsent. */
         b->cancelled = true;
         stg_engine_cancel_all(b->engine);
     }
-    stg_engine_run(b->engine, timeout_us);
-    /* The pass's outcomes: what a step reports finished is committed. */
-    if (!b->source && !b->store_failed && stg_store_flush(b->store) != STG_OK)
-        stg__batch_store_failed(b);
     int64_t now = mono_us();
     if (now >= b->next_save_us && b->source) {
         stg__batch_src_counts(b); /* the whole queue, for the progress */

@@ -24,8 +24,7 @@ struct stg_store {
     char err[640];
     /* Prepared statements of the hot paths, prepared on first use and
      * finalized at close. */
-    sqlite3_stmt *st_claim_select;
-    sqlite3_stmt *st_claim_update;
+    sqlite3_stmt *st_claim;
     sqlite3_stmt *st_finish;
     sqlite3_stmt *st_response_put;
     sqlite3_stmt *st_response_del;
@@ -45,6 +44,7 @@ struct stg_store {
      * it. */
     bool group;
     bool group_open;
+    int64_t commits; /* COMMITs that succeeded (stg_store_commits) */
     /* The WAL hook (walsync.c): its write-back helper (NULL: none yet, or
      * none to be had: wal_fd_failed), and the WAL size, in frames, at the
      * last write-back asked for. */

@@ -167,6 +167,15 @@ static char **parse_headers(const char *text, bool *nomem)
     return hs;
 }
 
+static int by_id(const void *a, const void *b)
+{
+    int64_t x = ((const stg_job *)a)->id, y = ((const stg_job *)b)->id;
+    return (x > y) - (x < y);
+}
+
+/* One statement marks the lowest pending ids inflight and returns them
+ * (RETURNING: the rows come in no set order, so they are sorted after): a
+ * claim of n jobs was a SELECT and n UPDATEs, each its own VDBE run. */
 int stg_store_claim(stg_store *s, int max, int64_t run_id, int64_t now_ms, stg_job *out,
                     int *n)
 {
@@ -174,25 +183,28 @@ int stg_store_claim(stg_store *s, int max, int64_t run_id, int64_t now_ms, stg_j
     if (max <= 0)
         return STG_OK;
     int rc = stg__store_prepare(
-        s, &s->st_claim_select,
-        "SELECT id, key, line, method, url, url_redacted, headers, body, idempotency_key, "
-        "needs_input, replay_safe, attempts FROM jobs WHERE state = 'pending' "
-        "ORDER BY id LIMIT ?1");
-    if (rc == SQLITE_OK)
-        rc = stg__store_prepare(s, &s->st_claim_update,
-                                "UPDATE jobs SET state = 'inflight', sent = 0, runs = runs + 1, "
-                                "run_id = ?2, started_at = ?3, updated_at = ?3 "
-                                "WHERE id = ?1 AND state = 'pending'");
+        s, &s->st_claim,
+        "UPDATE jobs SET state = 'inflight', sent = 0, runs = runs + 1, run_id = ?2, "
+        "started_at = ?3, updated_at = ?3 "
+        "WHERE id IN (SELECT id FROM jobs WHERE state = 'pending' ORDER BY id LIMIT ?1) "
+        "RETURNING id, key, line, method, url, url_redacted, headers, body, idempotency_key, "
+        "needs_input, replay_safe, attempts");
     if (rc != SQLITE_OK)
         return stg__store_fail(s, rc, "cannot prepare the claim");
     int err = stg__store_begin(s);
     if (err)
         return err;
-    sqlite3_stmt *sel = s->st_claim_select, *upd = s->st_claim_update;
+    sqlite3_stmt *sel = s->st_claim;
     bool nomem = false;
     int got = 0;
     sqlite3_bind_int(sel, 1, max);
+    sqlite3_bind_int64(sel, 2, run_id);
+    sqlite3_bind_int64(sel, 3, now_ms);
     while ((rc = sqlite3_step(sel)) == SQLITE_ROW) {
+        if (got >= max) {
+            rc = SQLITE_INTERNAL; /* the LIMIT holds: cannot happen */
+            break;
+        }
         stg_job *j = &out[got++];
         memset(j, 0, sizeof *j);
         j->id = sqlite3_column_int64(sel, 0);
@@ -223,18 +235,10 @@ int stg_store_claim(stg_store *s, int max, int64_t run_id, int64_t now_ms, stg_j
     sqlite3_reset(sel);
     if (rc == SQLITE_DONE)
         rc = SQLITE_OK;
-    for (int i = 0; rc == SQLITE_OK && i < got; i++) {
-        sqlite3_bind_int64(upd, 1, out[i].id);
-        sqlite3_bind_int64(upd, 2, run_id);
-        sqlite3_bind_int64(upd, 3, now_ms);
-        rc = sqlite3_step(upd);
-        sqlite3_reset(upd);
-        if (rc == SQLITE_DONE)
-            rc = SQLITE_OK;
-    }
     if (rc == SQLITE_OK && nomem)
         rc = SQLITE_NOMEM;
     if (rc == SQLITE_OK && (err = stg__store_commit(s)) == STG_OK) {
+        qsort(out, (size_t)got, sizeof *out, by_id);
         *n = got;
         return STG_OK;
     }

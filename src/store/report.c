@@ -46,56 +46,89 @@ static int64_t nz(int64_t v)
 #define DURATION "max(0, finished_at - started_at)"
 
 /* Nearest-rank percentiles of the finished jobs' durations: the k-th
- * smallest, k = ceil(p * n), read by the database's own sort. */
+ * smallest, k = ceil(p * n), read off the database's own sort in one
+ * pass (it was one sort per percentile: four sorts of every finished job
+ * at the end of each run). r->duration.n is set (job_scan). */
 static int durations(stg_store *s, stg_store_report *r)
 {
-    int64_t v[1];
-    int rc = one_row(s,
-                     "SELECT count(*) FROM jobs WHERE " FINISHED
-                     " AND finished_at IS NOT NULL AND started_at IS NOT NULL",
-                     1, v);
-    r->duration.n = nz(v[0]);
-    if (rc != SQLITE_OK || r->duration.n == 0)
-        return rc;
-    sqlite3_stmt *st = NULL;
-    rc = sqlite3_prepare_v2(s->db,
-                            "SELECT " DURATION " AS d FROM jobs WHERE " FINISHED
-                            " AND finished_at IS NOT NULL AND started_at IS NOT NULL "
-                            "ORDER BY d LIMIT 1 OFFSET ?1",
-                            -1, &st, NULL);
+    if (r->duration.n == 0)
+        return SQLITE_OK;
     static const double ps[4] = {0.50, 0.90, 0.99, 1.0};
     int64_t *out[4] = {&r->duration.p50, &r->duration.p90, &r->duration.p99, &r->duration.max};
-    for (int i = 0; rc == SQLITE_OK && i < 4; i++) {
-        int64_t k = (int64_t)((double)r->duration.n * ps[i] + 0.999999999);
-        if (k < 1)
-            k = 1;
-        sqlite3_bind_int64(st, 1, k - 1);
-        rc = sqlite3_step(st);
-        if (rc == SQLITE_ROW) {
-            *out[i] = sqlite3_column_int64(st, 0);
-            rc = SQLITE_OK;
-        }
-        sqlite3_reset(st);
+    int64_t rank[4];
+    for (int i = 0; i < 4; i++) {
+        rank[i] = (int64_t)((double)r->duration.n * ps[i] + 0.999999999);
+        if (rank[i] < 1)
+            rank[i] = 1;
     }
-    sqlite3_finalize(st);
-    return rc;
-}
-
-static int statuses(stg_store *s, stg_store_report *r)
-{
     sqlite3_stmt *st = NULL;
     int rc = sqlite3_prepare_v2(s->db,
-                                "SELECT coalesce(last_status, 0) AS c, count(*) FROM jobs "
-                                "WHERE " FINISHED " GROUP BY c ORDER BY c",
+                                "SELECT " DURATION " AS d FROM jobs WHERE " FINISHED
+                                " AND finished_at IS NOT NULL AND started_at IS NOT NULL "
+                                "ORDER BY d LIMIT ?1",
                                 -1, &st, NULL);
-    while (rc == SQLITE_OK && (rc = sqlite3_step(st)) == SQLITE_ROW) {
-        if (r->n_statuses < STG_REPORT_STATUSES) {
-            r->statuses[r->n_statuses].status = sqlite3_column_int(st, 0);
-            r->statuses[r->n_statuses++].n = sqlite3_column_int64(st, 1);
-        } else {
-            r->statuses_other += sqlite3_column_int64(st, 1);
-        }
+    if (rc == SQLITE_OK)
+        sqlite3_bind_int64(st, 1, rank[3]);
+    int64_t k = 0;
+    int next = 0;
+    while (rc == SQLITE_OK && next < 4 && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+        k++;
+        int64_t d = sqlite3_column_int64(st, 0);
+        while (next < 4 && rank[next] == k)
+            *out[next++] = d;
         rc = SQLITE_OK;
+    }
+    sqlite3_finalize(st);
+    return rc == SQLITE_DONE || rc == SQLITE_OK ? SQLITE_OK : rc;
+}
+
+/* One scan of the jobs for what the report counts besides the states:
+ * jobs needing the input, finished jobs by attempts (the histogram) and by
+ * last status (in status order), and how many finished jobs have both
+ * times (the durations' n). It was five scans. */
+static int job_scan(stg_store *s, stg_store_report *r)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = sqlite3_prepare_v2(
+        s->db,
+        "SELECT " FINISHED " AS fin, needs_input = 1, attempts, coalesce(last_status, 0) AS c, "
+        "count(*), sum(finished_at IS NOT NULL AND started_at IS NOT NULL) FROM jobs "
+        "GROUP BY fin, needs_input = 1, attempts, c ORDER BY c",
+        -1, &st, NULL);
+    bool have_last = false, in_other = false;
+    int last_c = 0;
+    while (rc == SQLITE_OK && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+        rc = SQLITE_OK;
+        bool fin = sqlite3_column_int(st, 0) != 0;
+        int64_t n = sqlite3_column_int64(st, 4);
+        if (sqlite3_column_int(st, 1))
+            r->needs_input += n;
+        if (!fin)
+            continue;
+        int64_t attempts = sqlite3_column_int64(st, 2);
+        if (attempts > 0) {
+            int64_t retries = attempts - 1;
+            if (retries >= STG_REPORT_HIST - 1)
+                retries = STG_REPORT_HIST - 1;
+            r->hist[retries] += n;
+        }
+        r->duration.n += sqlite3_column_int64(st, 5);
+        int c = sqlite3_column_int(st, 3);
+        if (have_last && c == last_c) {
+            /* the same status as the row before (rows come in status order) */
+            if (in_other)
+                r->statuses_other += n;
+            else
+                r->statuses[r->n_statuses - 1].n += n;
+        } else if (r->n_statuses < STG_REPORT_STATUSES) {
+            r->statuses[r->n_statuses].status = c;
+            r->statuses[r->n_statuses++].n = n;
+        } else {
+            in_other = true;
+            r->statuses_other += n;
+        }
+        have_last = true;
+        last_c = c;
     }
     sqlite3_finalize(st);
     return rc == SQLITE_DONE ? SQLITE_OK : rc;
@@ -161,7 +194,7 @@ int stg_store_report_get(stg_store *s, stg_store_report *r)
         return err;
     for (int i = 0; i < STG_JOB_NSTATES; i++)
         r->total += r->counts[i];
-    int64_t v[8];
+    int64_t v[8] = {0};
     int rc = one_row(s, "SELECT count(*) FROM bad_lines", 1, v);
     if (rc == SQLITE_OK) {
         r->bad_lines = nz(v[0]);
@@ -191,31 +224,10 @@ int stg_store_report_get(stg_store *s, stg_store_report *r)
         r->last.status_503 = nz(v[5]);
         r->last.finished = nz(v[6]);
         r->last.exit_code = r->runs ? (int)v[7] : -1;
-        rc = one_row(s, "SELECT count(*) FROM jobs WHERE needs_input = 1", 1, v);
-    }
-    if (rc == SQLITE_OK) {
-        r->needs_input = nz(v[0]);
-        sqlite3_stmt *st = NULL;
-        rc = sqlite3_prepare_v2(s->db,
-                                "SELECT attempts, count(*) FROM jobs WHERE attempts > 0 AND "
-                                "state IN ('done', 'failed', 'deferred', 'review') "
-                                "GROUP BY attempts",
-                                -1, &st, NULL);
-        while (rc == SQLITE_OK && (rc = sqlite3_step(st)) == SQLITE_ROW) {
-            int64_t retries = sqlite3_column_int64(st, 0) - 1;
-            if (retries >= STG_REPORT_HIST - 1)
-                retries = STG_REPORT_HIST - 1;
-            r->hist[retries] += sqlite3_column_int64(st, 1);
-            rc = SQLITE_OK;
-        }
-        sqlite3_finalize(st);
-        if (rc == SQLITE_DONE)
-            rc = SQLITE_OK;
+        rc = job_scan(s, r);
     }
     if (rc == SQLITE_OK)
         rc = durations(s, r);
-    if (rc == SQLITE_OK)
-        rc = statuses(s, r);
     if (rc == SQLITE_OK)
         rc = waits(s, r);
     if (rc != SQLITE_OK)

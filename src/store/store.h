@@ -395,7 +395,8 @@ int stg_store_mark_sent(stg_store *s, int64_t id, int64_t run_id);
  * jobs are still inflight (or pending) in the database, which the next
  * open recovers. So the caller flushes where a change must be durable
  * before something outside happens: the claims before their requests can
- * leave; stg_store_mark_sent flushes by itself. An error inside the group
+ * leave (the batch runner: at each attempt's start), the outcomes before
+ * they are reported; stg_store_mark_sent flushes by itself. An error inside the group
  * rolls the whole group back (the caller stops writing, as after any store
  * error); a change that does not apply (STG_ESTATE) writes nothing and
  * leaves the group as it was. Turning it off flushes. */
@@ -403,6 +404,10 @@ int stg_store_group(stg_store *s, bool on);
 /* Commit the group's transaction, if one is open. STG_OK or STG_EDB (then
  * the group is rolled back). */
 int stg_store_flush(stg_store *s);
+/* How many transactions (BEGIN ... COMMIT) this handle has committed, a
+ * statement run on its own (stg_store_requeue, stg_store_run_update) not
+ * counted: what a run's commit policy costs, for tests and benchmarks. */
+int64_t stg_store_commits(const stg_store *s);
 
 /* How a run ended for one job. */
 typedef struct stg_job_outcome {

@@ -13,7 +13,9 @@
  *    library): after the claim (request not yet out), after the sent-mark,
  *    after the response and before the outcome commit, after the commit.
  *    The parent then checks every job is in exactly one state, reruns, and
- *    checks the server saw a job twice only if it was in flight at the kill.
+ *    checks the server saw a job twice only if it was in flight at the kill;
+ *  - one commit per engine pass: every claim committed before its request
+ *    starts, and between steps the database agrees with the progress.
  *
  * Needs STAGGER (the stagger binary). Only loopback traffic.
  */
@@ -404,6 +406,83 @@ static void test_sent_mark_committed_first(void **state)
     cleanup(&srv);
 }
 
+/* ---- commit points ----------------------------------------------------------------- */
+
+/* Every ATTEMPT_START: the job is inflight for another connection. */
+typedef struct start_probe {
+    int starts, not_inflight;
+} start_probe;
+
+static void probe_start(const stg_event *ev, void *data)
+{
+    start_probe *p = data;
+    const char *k = ev->url ? strstr(ev->url, "/track/") : NULL;
+    if (ev->type != STG_EVENT_ATTEMPT_START || !k)
+        return;
+    p->starts++;
+    p->not_inflight += strcmp(state_of(k + strlen("/track/")), "inflight") != 0;
+}
+
+/* One commit per engine pass, and no less durable: each request's claim is
+ * committed before it can leave (read at its ATTEMPT_START by another
+ * connection), and between steps the database says what the progress says
+ * (every outcome reported is committed, no claim is pending in memory). A
+ * busy pass used to commit twice (the claims before it, the outcomes after
+ * it): here every step is at most one commit. */
+static void test_one_commit_per_pass(void **state)
+{
+    (void)state;
+    server srv;
+    server_start(&srv, NULL);
+    enum { N = 48 };
+    jobdef jobs[N];
+    char ids[N][8], paths[N][24];
+    for (int i = 0; i < N; i++) {
+        snprintf(ids[i], sizeof ids[i], "j%02d", i);
+        snprintf(paths[i], sizeof paths[i], "/track/%s", ids[i]);
+        jobs[i] = (jobdef){ids[i], "GET", paths[i], NULL};
+    }
+    import_jobs(&srv, jobs, N);
+    stg_store *s = open_db();
+    stg_batch_config c;
+    base_config(&c, s, 6);
+    start_probe probe = {0};
+    c.engine.on_event = probe_start;
+    c.engine.event_data = &probe;
+    stg_batch *b = NULL;
+    char err[800];
+    if (stg_batch_new(&c, &b, NULL, err, sizeof err) != STG_OK)
+        fail_msg("stg_batch_new: %s", err);
+    int64_t commits0 = stg_store_commits(s);
+    int steps = 0;
+    stg_batch_progress p;
+    while (stg_batch_step(b, STG_MS(50))) {
+        steps++;
+        stg_batch_progress_get(b, &p);
+        assert_int_equal(q_int("SELECT count(*) FROM jobs WHERE state = 'done'"),
+                         p.counts.n[STG_JOB_DONE]);
+        assert_int_equal(q_int("SELECT count(*) FROM jobs WHERE state = 'inflight'"),
+                         p.counts.n[STG_JOB_INFLIGHT]);
+        assert_int_equal(q_int("SELECT finished FROM runs ORDER BY id DESC LIMIT 1"),
+                         p.finished);
+    }
+    steps++; /* the last one, which ended the run */
+    int64_t commits = stg_store_commits(s) - commits0;
+    stg_batch_summary sum;
+    assert_int_equal(stg_batch_end(b, &sum), STG_OK);
+    stg_batch_free(b, 0);
+    assert_int_equal(sum.counts.n[STG_JOB_DONE], N);
+    assert_int_equal(probe.starts, N);
+    assert_int_equal(probe.not_inflight, 0);
+    if (commits > steps)
+        fail_msg("%lld commits in %d steps: more than one a pass", (long long)commits, steps);
+    stg_store_close(s);
+    server_stop(&srv);
+    for (int i = 0; i < N; i++)
+        assert_int_equal(server_saw(&srv, ids[i]), 1);
+    cleanup(&srv);
+}
+
 /* ---- kill points ------------------------------------------------------------------- */
 
 typedef enum kill_at {
@@ -622,6 +701,7 @@ int main(void)
         cmocka_unit_test_teardown(test_stop, stop_leftovers),
         cmocka_unit_test_teardown(test_limiter_lost, stop_leftovers),
         cmocka_unit_test_teardown(test_sent_mark_committed_first, stop_leftovers),
+        cmocka_unit_test_teardown(test_one_commit_per_pass, stop_leftovers),
         cmocka_unit_test_teardown(test_kill_after_claim, stop_leftovers),
         cmocka_unit_test_teardown(test_kill_after_sent_mark, stop_leftovers),
         cmocka_unit_test_teardown(test_kill_before_outcome_commit, stop_leftovers),

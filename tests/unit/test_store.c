@@ -837,6 +837,123 @@ static void test_created_private(void **state)
     stg_store_close(s);
 }
 
+/* The report's counts come from one scan and its percentiles from one
+ * sort (report.c): they must be what one query per figure says, on a set
+ * with every state, more statuses than the report lists, attempts past
+ * the histogram's end, jobs without times and needing the input. */
+static int64_t q1(sqlite3 *db, const char *sql)
+{
+    sqlite3_stmt *st = NULL;
+    assert_int_equal(sqlite3_prepare_v2(db, sql, -1, &st, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+    int64_t v = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    return v;
+}
+
+#define FIN "state IN ('done', 'failed', 'deferred', 'review')"
+#define TIMED FIN " AND finished_at IS NOT NULL AND started_at IS NOT NULL"
+
+static void test_report_one_scan(void **state)
+{
+    (void)state;
+    stg_store *s = open_new("scan.db");
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    for (int i = 0; i < 997; i++)
+        fprintf(f, "http://127.0.0.1:1/j%d\n", i);
+    fclose(f);
+    stg_job_set set;
+    make_set(text, &set);
+    free(text);
+    bool imported;
+    assert_int_equal(stg_store_import(s, &set, "/scan.txt", 1000, &imported), STG_OK);
+    stg_job_set_free(&set);
+    sqlite3 *db = stg__store_db(s);
+    assert_int_equal(
+        sqlite3_exec(db,
+                     "UPDATE jobs SET last_status = CASE WHEN id % 11 = 0 THEN NULL "
+                     "ELSE 200 + (id * 7) % 41 END, attempts = (id * 5) % 23, "
+                     "state = CASE id % 7 WHEN 0 THEN 'failed' WHEN 1 THEN 'deferred' "
+                     "WHEN 2 THEN 'review' WHEN 3 THEN 'pending' ELSE 'done' END, "
+                     "needs_input = id % 3 = 0, started_at = CASE WHEN id % 17 = 0 THEN NULL "
+                     "ELSE 5000 END, finished_at = 5000 + (id * 37) % 1009",
+                     NULL, NULL, NULL),
+        SQLITE_OK);
+    stg_store_report r;
+    assert_int_equal(stg_store_report_get(s, &r), STG_OK);
+    assert_int_equal(r.needs_input, q1(db, "SELECT count(*) FROM jobs WHERE needs_input = 1"));
+    for (int k = 0; k < STG_REPORT_HIST; k++) {
+        char sql[200];
+        snprintf(sql, sizeof sql,
+                 "SELECT count(*) FROM jobs WHERE " FIN " AND attempts %s %d",
+                 k == STG_REPORT_HIST - 1 ? ">=" : "=", k + 1);
+        assert_int_equal(r.hist[k], q1(db, sql));
+    }
+    int64_t n = q1(db, "SELECT count(*) FROM jobs WHERE " TIMED);
+    assert_int_equal(r.duration.n, n);
+    const double ps[4] = {0.50, 0.90, 0.99, 1.0};
+    const int64_t got[4] = {r.duration.p50, r.duration.p90, r.duration.p99, r.duration.max};
+    for (int i = 0; i < 4; i++) {
+        char sql[300];
+        int64_t k = (int64_t)((double)n * ps[i] + 0.999999999);
+        snprintf(sql, sizeof sql,
+                 "SELECT max(0, finished_at - started_at) AS d FROM jobs WHERE " TIMED
+                 " ORDER BY d LIMIT 1 OFFSET %lld",
+                 (long long)(k - 1));
+        assert_int_equal(got[i], q1(db, sql));
+    }
+    /* statuses: the lowest STG_REPORT_STATUSES codes listed, the rest summed */
+    assert_int_equal(r.n_statuses, STG_REPORT_STATUSES);
+    int64_t listed = 0;
+    for (int i = 0; i < r.n_statuses; i++) {
+        char sql[200];
+        snprintf(sql, sizeof sql,
+                 "SELECT count(*) FROM jobs WHERE " FIN " AND coalesce(last_status, 0) = %d",
+                 r.statuses[i].status);
+        assert_int_equal(r.statuses[i].n, q1(db, sql));
+        if (i > 0)
+            assert_true(r.statuses[i].status > r.statuses[i - 1].status);
+        listed += r.statuses[i].n;
+    }
+    assert_int_equal(r.statuses[0].status, 0);
+    assert_true(r.statuses_other > 0);
+    assert_int_equal(listed + r.statuses_other, q1(db, "SELECT count(*) FROM jobs WHERE " FIN));
+    stg_store_report_free(&r);
+    stg_store_close(s);
+}
+
+/* A new file is set up without syncs (schema.c), but what the caller gets
+ * is under synchronous=NORMAL in WAL mode, new or reopened, and the setup
+ * is whole on reopen. */
+static int64_t pragma_of(stg_store *s, const char *sql)
+{
+    sqlite3_stmt *st = NULL;
+    assert_int_equal(sqlite3_prepare_v2(stg__store_db(s), sql, -1, &st, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+    int64_t v = sqlite3_column_type(st, 0) == SQLITE_TEXT
+                    ? (int64_t)!strcmp((const char *)sqlite3_column_text(st, 0), "wal")
+                    : sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    return v;
+}
+
+static void test_new_file_normal_sync(void **state)
+{
+    (void)state;
+    stg_store *s = open_new("sync.db");
+    assert_int_equal(pragma_of(s, "PRAGMA synchronous"), 1); /* NORMAL */
+    assert_int_equal(pragma_of(s, "PRAGMA journal_mode"), 1); /* wal */
+    import_five(s);
+    stg_store_close(s);
+    s = reopen("sync.db");
+    assert_int_equal(pragma_of(s, "PRAGMA synchronous"), 1);
+    assert_int_equal(pragma_of(s, "PRAGMA journal_mode"), 1);
+    expect_counts(s, 5, 0, 0, 0, 0, 0);
+    stg_store_close(s);
+}
+
 /* Group commit (stg_store_group): changes join one transaction that
  * another connection sees only after stg_store_flush; a change that does
  * not apply (ESTATE) keeps the group; stg_store_mark_sent is durable at
@@ -1070,6 +1187,8 @@ int main(void)
         cmocka_unit_test(test_damaged_truncated),
         cmocka_unit_test(test_damaged_state),
         cmocka_unit_test(test_created_private),
+        cmocka_unit_test(test_new_file_normal_sync),
+        cmocka_unit_test(test_report_one_scan),
     };
     return cmocka_run_group_tests(tests, setup_dir, teardown_dir);
 }
