@@ -8,8 +8,10 @@
  * (stg_store_group): the pass's done callbacks write the outcomes (finish.c)
  * into the same transaction as the step's claims, and the pass's first
  * ATTEMPT_START commits it (finish.c): the engine handles the finished
- * attempts of a pass before it starts any, and starts an attempt only
- * after its ATTEMPT_START; a transfer leaves in a later curl pass. So a
+ * attempts of a pass before it starts any, and emits an attempt's
+ * ATTEMPT_START after adding its handle (curl_multi_add_handle does no
+ * I/O, it only sets libcurl's timer) and before the pass drives libcurl
+ * (curl_multi_socket_action), which is where a transfer leaves. So a
  * busy pass costs one commit (it was two: the claims before the pass, the
  * outcomes after it), which is most of what a durable batch costs against
  * curl --parallel. A pass that starts nothing (or writes after its last
