@@ -441,7 +441,7 @@ static int64_t poll_timeout_us(const stg_engine *e, int64_t timeout_us)
     if ((e->retry_q.head || e->new_q.head || e->low_q.head) &&
         e->active + e->reserved < e->concurrency)
         return 0;
-    if (e->ext_always)
+    if (e->ext_always || e->done_unread)
         return 0;
     if (e->curl_due >= 0) {
         int64_t until = e->curl_due - stg__mono_us(NULL);
@@ -505,7 +505,12 @@ int stg_engine_run_fd(stg_engine *e, int64_t timeout_us, int fd)
     /* Handles just added set libcurl's timer to 0 (timer_cb): they are
      * run in this pass (a few rounds at most), so a new request's send
      * costs no extra pass, no extra wait and no extra turn of the
-     * caller's loop (the proxy's MHD_run). */
+     * caller's loop (the proxy's MHD_run). A transfer that finishes in
+     * such a later round is read in the next pass, which then does not
+     * wait (done_unread): a pass hands over its finished attempts before
+     * it starts any, so a caller that writes outcomes and claims in one
+     * transaction (the batch runner's one commit per pass) sees them in
+     * that order. */
     for (int round = 0; round < 4; round++) {
         if (round > 0 && !curl_due_now(e))
             break;
@@ -513,6 +518,12 @@ int stg_engine_run_fd(stg_engine *e, int64_t timeout_us, int fd)
             e->curl_due = -1; /* timer_cb may set it again from within */
             curl_multi_socket_action(e->multi, CURL_SOCKET_TIMEOUT, 0, &running);
         }
+        if (round > 0) {
+            if (running < (int)e->active)
+                e->done_unread = true;
+            continue;
+        }
+        e->done_unread = false;
         stg__eng_process_done(e);
         stg__eng_fire_timers(e);
         stg__eng_start_ready(e);

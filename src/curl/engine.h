@@ -164,6 +164,7 @@ struct stg_engine {
     int active, reserved;
     uint64_t next_id;
     bool in_pass, closing;
+    bool done_unread; /* a pass's later round finished a transfer: the next pass reads it at once */
     stg_engine_stats stats;
 };
 
