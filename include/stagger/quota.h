@@ -50,7 +50,10 @@
  *    the count. A quota the probe's answer does not mention again goes
  *    dormant (no count) until the server announces it again;
  *  - a quota spent with no reset announced (Shopify's used/size) probes
- *    again after empty_wait (1 s), not at once;
+ *    again after empty_wait (1 s), not at once; so does one left spent
+ *    with nothing in flight and no reset known, however it got there (an
+ *    answer that did not mention it, a send that got no answer): one
+ *    probe after empty_wait, never a wait for an answer that is not coming;
  *  - OpenAI's and Anthropic's resets are the instant the bucket is full:
  *    such a quota refills one unit per t / (limit - remaining) and is not
  *    spread over t (the bucket paces itself);

@@ -14,6 +14,9 @@
  *    announced (in-flight included); a quota without a count (UNKNOWN,
  *    after its reset) or spent with no reset known admits one probe at a
  *    time, while nothing else of it is in flight;
+ *  - a quota never waits for an answer that is not coming: one spent
+ *    (0 left) with nothing in flight and no reset known gets a reset at
+ *    empty_wait (idle_spent), after which one probe goes;
  *  - an answer sets a quota's estimate only when it answers an admission
  *    no older than the one whose answer set it last (tickets carry their
  *    admission's sequence number): a late answer's count is older, and
@@ -316,6 +319,24 @@ static void renew(qent *e, int64_t now)
     }
 }
 
+/* Spent (a count of 0), nothing of it in flight, and no reset known: no
+ * answer is on its way to say more, and none will come unless something
+ * is sent. One probe goes after empty_wait (the rule of a count spent with
+ * no reset said, as Shopify's used/size): its reset becomes now +
+ * empty_wait, at which renew() makes the count unknown, and one request
+ * at a time probes until an answer gives it. Without this, an estimate
+ * left at 0 by answers that did not restore it (an older answer's count,
+ * an answer without this quota, a send that got no answer) either went
+ * out at once into a spent quota or, with nothing in flight, waited for
+ * an answer that never came. A reset said (even one that passed) is the
+ * server's own word and is kept. A refilling bucket refills on its own. */
+static void idle_spent(const stg_quota *q, qent *e, int64_t now)
+{
+    if (!e->dormant && e->est == 0 && e->inflight == 0 && e->reset_at == NEVER &&
+        e->refill_us <= 0)
+        e->reset_at = sat_add(now, q->empty_wait_us);
+}
+
 /* A refilling bucket: credit the units refilled since the last credit, up
  * to its limit (less what is in flight). */
 static void refill(qent *e, int64_t now)
@@ -367,8 +388,11 @@ static int64_t need(const stg_quota *q, const qent *e, int64_t c, int64_t demand
                 w = e->reset_at - now;
         } else if (e->est != UNKNOWN && e->reset_at != NEVER)
             w = e->reset_at - now; /* > 0: renew() ran */
-        else
+        else {
+            /* idle_spent() gave a spent idle quota a reset. */
+            STG_ASSERT(e->est == UNKNOWN || e->est > 0 || e->inflight > 0);
             w = e->inflight > 0 ? q->probe_wait_us : 0; /* one probe at a time */
+        }
     }
     /* Pacing (GCRA): the pace may run ahead of an instant x by a share b of
      * the time left to the reset R (the burst), no further: admitted at the
@@ -483,6 +507,7 @@ int stg_quota_acquire_demand(stg_quota *q, const char *hostname, const char *rou
             continue;
         renew(e, now_us);
         refill(e, now_us);
+        idle_spent(q, e, now_us);
         int64_t c = cost_for(e, costs, n_costs);
         if (c == 0)
             continue;
@@ -627,6 +652,16 @@ static void route_map(stg_quota *q, host *h, const char *name, const uint64_t *u
     r->tick = q->tick;
 }
 
+/* idle_spent() for every quota a settled ticket charged. */
+static void ticket_idle(const stg_quota *q, host *h, const tview *v, int64_t now)
+{
+    for (int64_t i = 0; i < v->n; i++) {
+        qent *e = by_uid(q, h, v->e[i].uid);
+        if (e)
+            idle_spent(q, e, now);
+    }
+}
+
 int stg_quota_settle(stg_quota *q, const char *hostname, const char *route_name,
                      stg_quota_ticket *t, const stg_quota_set *qs, int64_t now_us)
 {
@@ -657,8 +692,10 @@ int stg_quota_settle(stg_quota *q, const char *hostname, const char *route_name,
         if (e)
             e->inflight = e->inflight > v.e[i].amount ? e->inflight - v.e[i].amount : 0;
     }
-    if (!qs)
+    if (!qs) {
+        ticket_idle(q, h, &v, now_us); /* no answer: nothing more will come */
         goto out;
+    }
     uint64_t named[STG_QUOTA_TICKET_MAX], seen[STG_QUOTA_TICKET_MAX];
     int n_named = 0, n_seen = 0;
     size_t nq = qs->n < STG_QUOTAS_MAX ? qs->n : STG_QUOTAS_MAX;
@@ -717,6 +754,13 @@ int stg_quota_settle(stg_quota *q, const char *hostname, const char *route_name,
         } else if (e->est == UNKNOWN && !e->dormant) {
             e->dormant = true;
         }
+    }
+    /* What this settle left spent and idle probes after empty_wait. */
+    ticket_idle(q, h, &v, now_us);
+    for (int j = 0; j < n_seen; j++) {
+        qent *e = by_uid(q, h, (int64_t)seen[j]);
+        if (e)
+            idle_spent(q, e, now_us);
     }
 out:
     pthread_mutex_unlock(&q->lock);

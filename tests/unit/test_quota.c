@@ -530,6 +530,53 @@ static void test_spent_without_reset(void **state)
     stg_quota_free(q);
 }
 
+/* Spent by our own sends with no reset known, then nothing in flight and
+ * no answer that restores the count (a send that got no answer, an answer
+ * without this quota): no answer is coming, so after empty_wait exactly
+ * one probe goes (a second waits while it is in flight), and its answer
+ * re-learns the estimate. Never a stall, and never at once into a quota
+ * the last count said was spent. */
+static void test_spent_idle_probes(void **state)
+{
+    (void)state;
+    for (int how = 0; how < 2; how++) {
+        stg_quota_config c = {.margin = -1, .burst = -1, .empty_wait_us = STG_MS(500)};
+        stg_quota *q = stg_quota_new(&c, NULL);
+        assert_non_null(q);
+        learn(q, NULL, obs("", "requests", 10, 2, -1), 0);
+        stg_quota_ticket a, b;
+        int64_t w = -1;
+        assert_int_equal(stg_quota_acquire(q, H, "GET /", NULL, 0, 0, &a, &w), STG_OK);
+        assert_int_equal(stg_quota_acquire(q, H, "GET /", NULL, 0, 0, &b, &w), STG_OK);
+        expect_wait(q, "GET /", 0); /* 2 in flight: the count is spent */
+        stg_quota_set none;
+        memset(&none, 0, sizeof none);
+        /* how 0: both sends got no answer; 1: answers without the quota. */
+        const stg_quota_set *qs = how ? &none : NULL;
+        assert_int_equal(stg_quota_settle(q, H, "GET /", &a, qs, STG_MS(10)), STG_OK);
+        assert_int_equal(stg_quota_settle(q, H, "GET /", &b, qs, STG_MS(20)), STG_OK);
+        /* Estimate 0, nothing in flight: the probe waits empty_wait from
+         * when the quota went idle (20 ms), no more, no less. */
+        assert_int_equal(expect_wait(q, "GET /", STG_MS(20)), STG_MS(500));
+        assert_int_equal(expect_wait(q, "GET /", STG_MS(519)), STG_MS(1));
+        stg_quota_ticket p;
+        assert_int_equal(stg_quota_acquire(q, H, "GET /", NULL, 0, STG_MS(520), &p, &w), STG_OK);
+        assert_int_equal(w, 0);
+        /* Exactly one: a second waits while the probe is in flight, and
+         * keeps waiting however long it takes to answer. */
+        expect_wait(q, "GET /", STG_MS(520));
+        expect_wait(q, "GET /", STG_SEC(30));
+        /* Its answer re-learns the estimate: 3 left, 3 go, the 4th waits. */
+        stg_quota_set qs3;
+        set1(&qs3, obs("", "requests", 10, 3, -1));
+        assert_int_equal(stg_quota_settle(q, H, "GET /", &p, &qs3, STG_SEC(30)), STG_OK);
+        for (int i = 0; i < 3; i++)
+            expect_ok(q, "GET /", STG_SEC(30));
+        expect_wait(q, "GET /", STG_SEC(30));
+        stg_quota_free(q);
+    }
+}
+
 /* Weighted requests: reserve the declared tokens, and let the answer's
  * remaining count (less what is still in flight) settle the estimate. */
 static void test_reserve_settle(void **state)
@@ -841,6 +888,7 @@ int main(void)
         cmocka_unit_test(test_late_answer_is_older),
         cmocka_unit_test(test_refilling_bucket),
         cmocka_unit_test(test_spent_without_reset),
+        cmocka_unit_test(test_spent_idle_probes),
         cmocka_unit_test(test_reserve_settle),
         cmocka_unit_test(test_two_units),
         cmocka_unit_test(test_keys_and_fallback),
