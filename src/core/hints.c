@@ -325,13 +325,22 @@ static bool keyed_by_scope(int dialect)
            dialect == STG_DIALECT_DISCORD;
 }
 
-/* Same quota: same key; the same unit and window where both say one. */
+/* Same quota: same key; the same unit and window where both say one.
+ * Without a key, a unit not said is the default one, "requests" (the
+ * IETF qu default): a host's unkeyed count (RateLimit: remaining=0) is not
+ * another row's unkeyed tokens quota, whose reset it would take
+ * (fuzz_feed: a 6 min tokens reset became the wait of a request count
+ * that said none). A named quota's unit may be said by one field only
+ * (an IETF policy's qu), so there an unsaid unit still matches. */
 static bool quota_same(const stg_quota_obs *q, const char *key, const char *unit,
                        int64_t window_us)
 {
     if (strcmp(q->key, key) != 0)
         return false;
     if (unit && q->stg__unit_stated && strcmp(q->unit, unit) != 0)
+        return false;
+    if (!key[0] && (unit != NULL) != q->stg__unit_stated &&
+        strcmp(unit ? unit : q->unit, "requests") != 0)
         return false;
     return window_us == STG_UNKNOWN || q->window_us == STG_UNKNOWN || q->window_us == window_us;
 }

@@ -1005,6 +1005,51 @@ static void feed_lines(stg_hints *h, stg_quota_set *qs, const char *const *lines
     }
 }
 
+/* fuzz_feed's finding: an unkeyed count without a unit (IETF -07
+ * "remaining=0", no reset) was merged into OpenAI's unkeyed tokens quota,
+ * and took its 6 min reset as the server's wait: longer than the wait
+ * read without a set. It is a quota of its own (requests), in either
+ * order of the fields, and the set's wait is never longer. */
+static void test_quota_set_unit_unsaid(void **state)
+{
+    (void)state;
+    static const char *const a[] = {"x-ratelimit-reset-tokens: 6m0s",
+                                     "RateLimit: \"day\";r=1;t=36",
+                                     "RateLimit: limit=100, remaining=0"};
+    static const char *const b[] = {"RateLimit: limit=100, remaining=0",
+                                    "RateLimit: \"day\";r=1;t=36",
+                                    "x-ratelimit-reset-tokens: 6m0s"};
+    const char *const *orders[] = {a, b};
+    for (int k = 0; k < 2; k++) {
+        stg_hints h, plain;
+        stg_quota_set qs;
+        stg_hints_init(&h);
+        stg_hints_init(&plain);
+        stg_quota_set_init(&qs);
+        feed_lines(&h, &qs, orders[k], 3, NOW_US);
+        feed_lines(&plain, NULL, orders[k], 3, NOW_US);
+        assert_int_equal(qs.n, 3);
+        int tokens = 0, requests = 0;
+        for (size_t i = 0; i < qs.n; i++) {
+            if (!qs.q[i].key[0] && !strcmp(qs.q[i].unit, "tokens")) {
+                tokens++;
+                assert_int_equal(qs.q[i].remaining, STG_UNKNOWN);
+                assert_int_equal(qs.q[i].reset_us, STG_SEC(360));
+            }
+            if (!qs.q[i].key[0] && !strcmp(qs.q[i].unit, "requests")) {
+                requests++;
+                assert_int_equal(qs.q[i].remaining, 0);
+                assert_int_equal(qs.q[i].reset_us, STG_UNKNOWN);
+            }
+        }
+        assert_int_equal(tokens, 1);
+        assert_int_equal(requests, 1);
+        int64_t ws = -1, wp = -1;
+        bool hs = stg_hints_server_wait(&h, &ws), hp = stg_hints_server_wait(&plain, &wp);
+        assert_true(!hs || (hp && wp >= ws));
+    }
+}
+
 static void test_quota_set_x_ratelimit(void **state)
 {
     static const char *const lines[] = {"X-RateLimit-Limit: 60", "X-RateLimit-Remaining: 0",
@@ -1187,6 +1232,7 @@ int main(void)
         cmocka_unit_test(test_no_overread),
         cmocka_unit_test(test_parameter_letters),
         cmocka_unit_test(test_quota_set_x_ratelimit),
+        cmocka_unit_test(test_quota_set_unit_unsaid),
         cmocka_unit_test(test_vendor_values),
         cmocka_unit_test(test_dialect_names),
         cmocka_unit_test(test_quota_set_full),
