@@ -575,6 +575,15 @@ static bool refills(int dialect)
     return dialect == STG_DIALECT_OPENAI || dialect == STG_DIALECT_ANTHROPIC;
 }
 
+/* The dialects whose reset is an epoch in whole seconds (GitHub's and
+ * X's x-*-reset), rounded up as a delta in seconds is: the instant it
+ * names can be up to a second after the window turns, though the delta
+ * to it is no whole number of seconds. */
+static bool epoch_reset(int dialect)
+{
+    return dialect == STG_DIALECT_GITHUB || dialect == STG_DIALECT_X;
+}
+
 /* What an answer says of one quota. */
 static void update(const stg_quota *q, qent *e, const stg_quota_obs *o, int64_t seq, int64_t amount,
                    int64_t now)
@@ -644,8 +653,8 @@ static void update(const stg_quota *q, qent *e, const stg_quota_obs *o, int64_t 
         /* Whole seconds (and at least one): the window may turn up to a
          * second before; each such answer bounds the instant from below
          * too, and the latest lower bound holds. */
-        bool whole = o->reset_us % STG_SEC(1) == 0 && o->reset_us >= STG_SEC(1) &&
-                     !refills(o->dialect);
+        bool whole = (o->reset_us % STG_SEC(1) == 0 || epoch_reset(o->dialect)) &&
+                     o->reset_us >= STG_SEC(1) && !refills(o->dialect);
         int64_t lo = whole ? at - STG_SEC(1) : at;
         if (!same) {
             e->reset_at = at;

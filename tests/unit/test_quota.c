@@ -320,6 +320,15 @@ static void test_pace_ends_at_earliest_reset(void **state)
     expect_ok(q, "GET /", 0);
     assert_int_equal(expect_wait(q, "GET /", 0), STG_MS(150));
     stg_quota_free(q);
+    /* GitHub's epoch reset is whole seconds too, though the delta to it
+     * is not: 1.5 s may be 0.5 s, so 10 go one per 50 ms. */
+    q = make(-1);
+    stg_quota_obs gh = obs("core", "requests", 40, 10, STG_MS(1500));
+    gh.dialect = STG_DIALECT_GITHUB;
+    learn(q, NULL, gh, 0);
+    expect_ok(q, "GET /", 0);
+    assert_int_equal(expect_wait(q, "GET /", 0), STG_MS(50));
+    stg_quota_free(q);
 }
 
 /* The server counts in the order requests arrive, not the order they
