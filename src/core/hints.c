@@ -258,8 +258,15 @@ static void merge_pair(int64_t *h_remaining, int64_t *h_reset_us, int64_t remain
         if (reset_us > *h_reset_us)
             *h_reset_us = reset_us;
     } else if (*h_remaining == STG_UNKNOWN || remaining < *h_remaining) {
+        /* A reset held with no count yet (a reset field first) pairs with
+         * the count that comes, the longest of the two resets: a shorter
+         * one of the count's own item must not drop it (fuzz_feed: a
+         * 62-day x-rate-limit-reset gave way to a policy's t=1, and a
+         * later remaining=0 then waited 1 s; "least remaining, longest
+         * reset" never errs early). */
+        bool lone = *h_remaining == STG_UNKNOWN;
         *h_remaining = remaining;
-        if (reset_us != STG_UNKNOWN)
+        if (reset_us != STG_UNKNOWN && (!lone || reset_us > *h_reset_us))
             *h_reset_us = reset_us;
     } else if (remaining == *h_remaining && reset_us > *h_reset_us) {
         *h_reset_us = reset_us;

@@ -1050,6 +1050,31 @@ static void test_quota_set_unit_unsaid(void **state)
     }
 }
 
+/* fuzz_feed's second finding: read without a set, a reset field with no
+ * count (X's epoch, 62 days) gave way to a later policy's shorter t, and a
+ * remaining=0 after it then waited 1 s where the set's reading waits the
+ * 62 days: "least remaining, longest reset" keeps the longer reset. */
+static void test_plain_keeps_lone_reset(void **state)
+{
+    (void)state;
+    static const char *const lines[] = {"x-rate-limit-reset: 1705420800",
+                                        "RateLimit: \"sliding\";q=12;r=6;t=1",
+                                        "X-RateLimit-Remaining: 0"};
+    stg_hints h, plain;
+    stg_quota_set qs;
+    stg_hints_init(&h);
+    stg_hints_init(&plain);
+    stg_quota_set_init(&qs);
+    feed_lines(&h, &qs, lines, N_ELEMS(lines), STG_SEC(1700000000));
+    feed_lines(&plain, NULL, lines, N_ELEMS(lines), STG_SEC(1700000000));
+    int64_t ws = -1, wp = -1;
+    assert_true(stg_hints_server_wait(&plain, &wp));
+    assert_int_equal(plain.remaining, 0);
+    assert_int_equal(wp, STG_SEC(1705420800 - 1700000000));
+    bool hs = stg_hints_server_wait(&h, &ws);
+    assert_true(!hs || wp >= ws);
+}
+
 static void test_quota_set_x_ratelimit(void **state)
 {
     static const char *const lines[] = {"X-RateLimit-Limit: 60", "X-RateLimit-Remaining: 0",
@@ -1233,6 +1258,7 @@ int main(void)
         cmocka_unit_test(test_parameter_letters),
         cmocka_unit_test(test_quota_set_x_ratelimit),
         cmocka_unit_test(test_quota_set_unit_unsaid),
+        cmocka_unit_test(test_plain_keeps_lone_reset),
         cmocka_unit_test(test_vendor_values),
         cmocka_unit_test(test_dialect_names),
         cmocka_unit_test(test_quota_set_full),
