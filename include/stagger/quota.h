@@ -42,7 +42,13 @@
  *  - a reset said in whole seconds is rounded up: an answer of the same
  *    window (its count did not grow, its reset less than a second after
  *    the one held) bounds the instant from above, and the earliest bound
- *    is kept;
+ *    is kept; the window may turn up to a second before it (GitHub's and
+ *    X's epoch resets too), so the pace ends at that earliest instant,
+ *    and the count all goes in its window whatever the window's phase;
+ *  - the server counts in the order requests arrive, not in the order
+ *    they were admitted: a higher count of the window held is older news,
+ *    whichever request's answer it is (only that request's unit comes
+ *    back);
  *  - at the reset the full quota is NOT assumed back (the IETF draft: t
  *    says when *more* quota comes, not that all of it does): the estimate
  *    keeps what it held (a reset never takes quota away), and a spent one
