@@ -258,15 +258,8 @@ static void merge_pair(int64_t *h_remaining, int64_t *h_reset_us, int64_t remain
         if (reset_us > *h_reset_us)
             *h_reset_us = reset_us;
     } else if (*h_remaining == STG_UNKNOWN || remaining < *h_remaining) {
-        /* A reset held with no count yet (a reset field first) pairs with
-         * the count that comes, the longest of the two resets: a shorter
-         * one of the count's own item must not drop it (fuzz_feed: a
-         * 62-day x-rate-limit-reset gave way to a policy's t=1, and a
-         * later remaining=0 then waited 1 s; "least remaining, longest
-         * reset" never errs early). */
-        bool lone = *h_remaining == STG_UNKNOWN;
         *h_remaining = remaining;
-        if (reset_us != STG_UNKNOWN && (!lone || reset_us > *h_reset_us))
+        if (reset_us != STG_UNKNOWN)
             *h_reset_us = reset_us;
     } else if (remaining == *h_remaining && reset_us > *h_reset_us) {
         *h_reset_us = reset_us;
@@ -464,8 +457,18 @@ static void apply(stg_hints *h, stg_quota_set *qs, const stg__dialect_match *m, 
     }
     if (o->limit != STG_UNKNOWN)
         merge_policy(h, o->limit, o->window_us);
+    /* Without a set, a reset held with no count yet (a reset field
+     * first) pairs with the count that comes as the longer of the two
+     * resets: a shorter one of the count's own item must not drop it
+     * (fuzz_feed: a 62-day x-rate-limit-reset gave way to a policy's t=1,
+     * and a later remaining=0 then waited 1 s; "least remaining, longest
+     * reset" never errs early). Not in a set's quota, whose own fields
+     * pair as they come (a lone reset there is another item's). */
+    int64_t lone = h->remaining == STG_UNKNOWN ? h->reset_us : STG_UNKNOWN;
     if (o->remaining != STG_UNKNOWN || o->reset_us != STG_UNKNOWN)
         merge_pair(&h->remaining, &h->reset_us, o->remaining, o->reset_us);
+    if (lone > h->reset_us && o->remaining != STG_UNKNOWN)
+        h->reset_us = lone;
 }
 
 /* ---- Structured fields (IETF) ---------------------------------------- */

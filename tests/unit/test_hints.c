@@ -1073,6 +1073,21 @@ static void test_plain_keeps_lone_reset(void **state)
     assert_int_equal(wp, STG_SEC(1705420800 - 1700000000));
     bool hs = stg_hints_server_wait(&h, &ws);
     assert_true(!hs || wp >= ws);
+
+    /* In a set, a quota's own fields pair as they come: a reset another
+     * list item left on the unkeyed quota (t=3400) does not outlast the
+     * count's own reset (fuzz_feed's third input: 3400 s against 4 s). */
+    static const char *const l2[] = {"RateLimit: \"day\";r=10,0;t=3400",
+                                     "RateLimit: limit=100, remaining=0, reset=4"};
+    stg_hints_init(&h);
+    stg_hints_init(&plain);
+    stg_quota_set_init(&qs);
+    feed_lines(&h, &qs, l2, N_ELEMS(l2), STG_SEC(1700000000));
+    feed_lines(&plain, NULL, l2, N_ELEMS(l2), STG_SEC(1700000000));
+    assert_true(stg_hints_server_wait(&h, &ws));
+    assert_true(stg_hints_server_wait(&plain, &wp));
+    assert_int_equal(ws, STG_SEC(4));
+    assert_true(wp >= ws);
 }
 
 static void test_quota_set_x_ratelimit(void **state)
