@@ -42,7 +42,13 @@
  *  - a reset said in whole seconds is rounded up: an answer of the same
  *    window (its count did not grow, its reset less than a second after
  *    the one held) bounds the instant from above, and the earliest bound
- *    is kept;
+ *    is kept; the window may turn up to a second before it (GitHub's and
+ *    X's epoch resets too), so the pace ends at that earliest instant,
+ *    and the count all goes in its window whatever the window's phase;
+ *  - the server counts in the order requests arrive, not in the order
+ *    they were admitted: a higher count of the window held is older news,
+ *    whichever request's answer it is (only that request's unit comes
+ *    back);
  *  - at the reset the full quota is NOT assumed back (the IETF draft: t
  *    says when *more* quota comes, not that all of it does): the estimate
  *    keeps what it held (a reset never takes quota away), and a spent one
@@ -50,7 +56,10 @@
  *    the count. A quota the probe's answer does not mention again goes
  *    dormant (no count) until the server announces it again;
  *  - a quota spent with no reset announced (Shopify's used/size) probes
- *    again after empty_wait (1 s), not at once;
+ *    again after empty_wait (1 s), not at once; so does one left spent
+ *    with nothing in flight and no reset known, however it got there (an
+ *    answer that did not mention it, a send that got no answer): one
+ *    probe after empty_wait, never a wait for an answer that is not coming;
  *  - OpenAI's and Anthropic's resets are the instant the bucket is full:
  *    such a quota refills one unit per t / (limit - remaining) and is not
  *    spread over t (the bucket paces itself);

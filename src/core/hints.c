@@ -325,13 +325,22 @@ static bool keyed_by_scope(int dialect)
            dialect == STG_DIALECT_DISCORD;
 }
 
-/* Same quota: same key; the same unit and window where both say one. */
+/* Same quota: same key; the same unit and window where both say one.
+ * Without a key, a unit not said is the default one, "requests" (the
+ * IETF qu default): a host's unkeyed count (RateLimit: remaining=0) is not
+ * another row's unkeyed tokens quota, whose reset it would take
+ * (fuzz_feed: a 6 min tokens reset became the wait of a request count
+ * that said none). A named quota's unit may be said by one field only
+ * (an IETF policy's qu), so there an unsaid unit still matches. */
 static bool quota_same(const stg_quota_obs *q, const char *key, const char *unit,
                        int64_t window_us)
 {
     if (strcmp(q->key, key) != 0)
         return false;
     if (unit && q->stg__unit_stated && strcmp(q->unit, unit) != 0)
+        return false;
+    if (!key[0] && (unit != NULL) != q->stg__unit_stated &&
+        strcmp(unit ? unit : q->unit, "requests") != 0)
         return false;
     return window_us == STG_UNKNOWN || q->window_us == STG_UNKNOWN || q->window_us == window_us;
 }
@@ -448,8 +457,18 @@ static void apply(stg_hints *h, stg_quota_set *qs, const stg__dialect_match *m, 
     }
     if (o->limit != STG_UNKNOWN)
         merge_policy(h, o->limit, o->window_us);
+    /* Without a set, a reset held with no count yet (a reset field
+     * first) pairs with the count that comes as the longer of the two
+     * resets: a shorter one of the count's own item must not drop it
+     * (fuzz_feed: a 62-day x-rate-limit-reset gave way to a policy's t=1,
+     * and a later remaining=0 then waited 1 s; "least remaining, longest
+     * reset" never errs early). Not in a set's quota, whose own fields
+     * pair as they come (a lone reset there is another item's). */
+    int64_t lone = h->remaining == STG_UNKNOWN ? h->reset_us : STG_UNKNOWN;
     if (o->remaining != STG_UNKNOWN || o->reset_us != STG_UNKNOWN)
         merge_pair(&h->remaining, &h->reset_us, o->remaining, o->reset_us);
+    if (lone > h->reset_us && o->remaining != STG_UNKNOWN)
+        h->reset_us = lone;
 }
 
 /* ---- Structured fields (IETF) ---------------------------------------- */

@@ -14,6 +14,9 @@
  *    announced (in-flight included); a quota without a count (UNKNOWN,
  *    after its reset) or spent with no reset known admits one probe at a
  *    time, while nothing else of it is in flight;
+ *  - a quota never waits for an answer that is not coming: one spent
+ *    (0 left) with nothing in flight and no reset known gets a reset at
+ *    empty_wait (idle_spent), after which one probe goes;
  *  - an answer sets a quota's estimate only when it answers an admission
  *    no older than the one whose answer set it last (tickets carry their
  *    admission's sequence number): a late answer's count is older, and
@@ -55,6 +58,8 @@ typedef struct qent {
     bool dormant;     /* no count known and none to wait for: no gate */
     int64_t inflight; /* units reserved by tickets not settled yet */
     int64_t reset_at; /* monotonic instant of the announced reset; NEVER */
+    int64_t reset_lo; /* the earliest it can be (a reset said in whole
+                         seconds is rounded up: up to 1 s earlier); NEVER */
     int64_t tat;      /* pacing: theoretical arrival time (GCRA) of the
                          next unit at the current pace; NEVER: none */
     int64_t refill_us;   /* a bucket whose reset is "until full" (OpenAI,
@@ -296,6 +301,7 @@ static qent *quota_get(stg_quota *q, host *h, const stg_quota_obs *o)
     e->est = UNKNOWN;
     e->dormant = true; /* until a remaining count arrives */
     e->reset_at = NEVER;
+    e->reset_lo = NEVER;
     e->tat = NEVER;
     e->told_rem = UNKNOWN;
     return e;
@@ -313,6 +319,26 @@ static void renew(qent *e, int64_t now)
         e->reset_at = NEVER;
         if (!e->dormant && e->est == 0)
             e->est = UNKNOWN;
+    }
+}
+
+/* Spent (a count of 0), nothing of it in flight, and no reset known: no
+ * answer is on its way to say more, and none will come unless something
+ * is sent. One probe goes after empty_wait (the rule of a count spent with
+ * no reset said, as Shopify's used/size): its reset becomes now +
+ * empty_wait, at which renew() makes the count unknown, and one request
+ * at a time probes until an answer gives it. Without this, an estimate
+ * left at 0 by answers that did not restore it (an older answer's count,
+ * an answer without this quota, a send that got no answer) either went
+ * out at once into a spent quota or, with nothing in flight, waited for
+ * an answer that never came. A reset said (even one that passed) is the
+ * server's own word and is kept. A refilling bucket refills on its own. */
+static void idle_spent(const stg_quota *q, qent *e, int64_t now)
+{
+    if (!e->dormant && e->est == 0 && e->inflight == 0 && e->reset_at == NEVER &&
+        e->refill_us <= 0) {
+        e->reset_at = sat_add(now, q->empty_wait_us);
+        e->reset_lo = e->reset_at;
     }
 }
 
@@ -354,6 +380,22 @@ static bool pacing(const qent *e, int64_t c, int64_t demand)
     return c > 0 && demand > e->est / c;
 }
 
+/* Where the pace of e ends: the earliest instant its reset can be. A
+ * reset said in whole seconds (IETF t, Kong's RateLimit-Reset) is rounded
+ * up, so the window may turn up to a second before the instant held, and
+ * a count spread up to that instant loses what was not sent when it
+ * turns: with t = 1 and the window turning 0.5 s later, half of it (the
+ * first window of bench_dialects, whose phase is anything). Spreading the
+ * count up to the earliest instant spends it all in the window, whatever
+ * the phase; the count comes back at the latest instant (reset_at), as
+ * before. Never more than the count either way: only the spread moves. */
+static int64_t pace_end(const qent *e)
+{
+    if (e->reset_lo != NEVER && e->reset_lo < e->reset_at)
+        return e->reset_lo;
+    return e->reset_at;
+}
+
 /* How long until e admits cost c (0: now), with `demand` waiting. */
 static int64_t need(const stg_quota *q, const qent *e, int64_t c, int64_t demand, int64_t now)
 {
@@ -367,8 +409,11 @@ static int64_t need(const stg_quota *q, const qent *e, int64_t c, int64_t demand
                 w = e->reset_at - now;
         } else if (e->est != UNKNOWN && e->reset_at != NEVER)
             w = e->reset_at - now; /* > 0: renew() ran */
-        else
+        else {
+            /* idle_spent() gave a spent idle quota a reset. */
+            STG_ASSERT(e->est == UNKNOWN || e->est > 0 || e->inflight > 0);
             w = e->inflight > 0 ? q->probe_wait_us : 0; /* one probe at a time */
+        }
     }
     /* Pacing (GCRA): the pace may run ahead of an instant x by a share b of
      * the time left to the reset R (the burst), no further: admitted at the
@@ -378,8 +423,9 @@ static int64_t need(const stg_quota *q, const qent *e, int64_t c, int64_t demand
      * burst would refuse again and again. */
     if (!e->dormant && e->tat != NEVER && e->tat > now && pacing(e, c, demand)) {
         double d = (double)(e->tat - now), p = d;
-        if (e->reset_at != NEVER && e->reset_at > now) {
-            double r = (double)(e->reset_at - now);
+        int64_t end = pace_end(e);
+        if (e->reset_at != NEVER && end > now) {
+            double r = (double)(end - now);
             p = q->burst >= 1.0 ? 0.0 : (d - q->burst * r) / (1.0 - q->burst);
         }
         int64_t pw = p <= 0 ? 0 : p >= (double)TIME_MAX ? TIME_MAX : (int64_t)ceil(p);
@@ -402,9 +448,10 @@ static void charge(const stg_quota *q, qent *e, int64_t c, bool paced, int64_t n
     e->inflight += c;
     /* A refilling bucket paces itself (its refill): no spreading over its
      * reset, which is when it is full, not when more comes. */
-    if (paced && !e->dormant && before > 0 && e->reset_at != NEVER && e->reset_at > now &&
+    int64_t end = e->reset_at != NEVER ? pace_end(e) : NEVER;
+    if (paced && !e->dormant && before > 0 && e->reset_at != NEVER && end > now &&
         e->refill_us <= 0) {
-        double step = (double)(e->reset_at - now) * (1.0 + q->margin) * (double)c / (double)before;
+        double step = (double)(end - now) * (1.0 + q->margin) * (double)c / (double)before;
         int64_t s = step >= (double)TIME_MAX ? TIME_MAX : (int64_t)ceil(step);
         int64_t base = e->tat != NEVER && e->tat > now ? e->tat : now;
         int64_t at = sat_add(base, s);
@@ -415,8 +462,8 @@ static void charge(const stg_quota *q, qent *e, int64_t c, bool paced, int64_t n
          * next window (where it would take a unit of that window's count;
          * the reset told is known only to the server's rounding). */
         int64_t from = e->told_at < now ? e->told_at : now;
-        int64_t slack = (int64_t)((double)(e->reset_at - from) * q->margin);
-        int64_t cap = e->reset_at - (slack > 1 ? slack : 1);
+        int64_t slack = (int64_t)((double)(end - from) * q->margin);
+        int64_t cap = end - (slack > 1 ? slack : 1);
         e->tat = at < cap ? at : cap;
     }
     STG_ASSERT(e->est >= 0 || e->est == UNKNOWN);
@@ -483,6 +530,7 @@ int stg_quota_acquire_demand(stg_quota *q, const char *hostname, const char *rou
             continue;
         renew(e, now_us);
         refill(e, now_us);
+        idle_spent(q, e, now_us);
         int64_t c = cost_for(e, costs, n_costs);
         if (c == 0)
             continue;
@@ -527,6 +575,15 @@ static bool refills(int dialect)
     return dialect == STG_DIALECT_OPENAI || dialect == STG_DIALECT_ANTHROPIC;
 }
 
+/* The dialects whose reset is an epoch in whole seconds (GitHub's and
+ * X's x-*-reset), rounded up as a delta in seconds is: the instant it
+ * names can be up to a second after the window turns, though the delta
+ * to it is no whole number of seconds. */
+static bool epoch_reset(int dialect)
+{
+    return dialect == STG_DIALECT_GITHUB || dialect == STG_DIALECT_X;
+}
+
 /* What an answer says of one quota. */
 static void update(const stg_quota *q, qent *e, const stg_quota_obs *o, int64_t seq, int64_t amount,
                    int64_t now)
@@ -542,6 +599,25 @@ static void update(const stg_quota *q, qent *e, const stg_quota_obs *o, int64_t 
      * the newer count less what is in flight now. A lower count is the
      * newer one. */
     bool older = seq != 0 && seq < e->est_seq && e->est != UNKNOWN && !e->dormant;
+    /* Nor is the order of admission the order in which the server
+     * counted: a request admitted later may arrive first, and its answer,
+     * coming after one with a lower count, tells an older count too (the
+     * server had counted fewer then). Within one window a count never
+     * grows, so a higher count of the same window is older news, whatever
+     * the ticket's number: taken, it let one more in than the window had
+     * left (bench_dialects' ietf, 41 of 40). Same window, as far as can be
+     * told: the reset held has not passed, and the answer's is within the
+     * second of rounding of it. A window of 1 s cannot be told from the
+     * next one that way; then the higher count waits for the reset held
+     * (renew() makes a spent count unknown, and the next answer's count
+     * is taken), which costs at most that second of rounding, where
+     * taking a stale count costs a refusal. */
+    if (!older && seq != 0 && e->est != UNKNOWN && !e->dormant && o->remaining >= 0 &&
+        o->remaining > e->est_rem && o->reset_us >= 0 && !refills(o->dialect) &&
+        e->reset_at != NEVER && e->reset_at > now) {
+        int64_t at = sat_add(now, o->reset_us), d = at - e->reset_at;
+        older = d > -STG_SEC(1) && d < STG_SEC(1);
+    }
     if (o->remaining >= 0 && older && o->remaining >= e->est_rem) {
         int64_t back = e->est_rem > e->inflight ? e->est_rem - e->inflight : 0;
         int64_t est = e->est + amount;
@@ -574,15 +650,25 @@ static void update(const stg_quota *q, qent *e, const stg_quota_obs *o, int64_t 
          * earlier, never later. */
         if (older && !refills(o->dialect) && e->reset_at != NEVER && at > e->reset_at)
             same = true;
+        /* Whole seconds (and at least one): the window may turn up to a
+         * second before; each such answer bounds the instant from below
+         * too, and the latest lower bound holds. */
+        bool whole = (o->reset_us % STG_SEC(1) == 0 || epoch_reset(o->dialect)) &&
+                     o->reset_us >= STG_SEC(1) && !refills(o->dialect);
+        int64_t lo = whole ? at - STG_SEC(1) : at;
         if (!same) {
             e->reset_at = at;
+            e->reset_lo = lo;
             e->told_at = now;
+        } else if (!older && (e->reset_lo == NEVER || lo > e->reset_lo)) {
+            e->reset_lo = lo < e->reset_at ? lo : e->reset_at;
         }
-    } else if (o->remaining == 0)
+    } else if (o->remaining == 0) {
         /* Spent, and no word of when more comes (a leaky bucket's
          * used/size): probe again after a while, not at once. */
         e->reset_at = sat_add(now, q->empty_wait_us);
-    else if (e->reset_at != NEVER && e->reset_at <= now)
+        e->reset_lo = e->reset_at;
+    } else if (e->reset_at != NEVER && e->reset_at <= now)
         e->reset_at = NEVER;
     if (o->remaining >= 0 && !older)
         e->told_rem = o->remaining;
@@ -627,6 +713,16 @@ static void route_map(stg_quota *q, host *h, const char *name, const uint64_t *u
     r->tick = q->tick;
 }
 
+/* idle_spent() for every quota a settled ticket charged. */
+static void ticket_idle(const stg_quota *q, host *h, const tview *v, int64_t now)
+{
+    for (int64_t i = 0; i < v->n; i++) {
+        qent *e = by_uid(q, h, v->e[i].uid);
+        if (e)
+            idle_spent(q, e, now);
+    }
+}
+
 int stg_quota_settle(stg_quota *q, const char *hostname, const char *route_name,
                      stg_quota_ticket *t, const stg_quota_set *qs, int64_t now_us)
 {
@@ -657,8 +753,10 @@ int stg_quota_settle(stg_quota *q, const char *hostname, const char *route_name,
         if (e)
             e->inflight = e->inflight > v.e[i].amount ? e->inflight - v.e[i].amount : 0;
     }
-    if (!qs)
+    if (!qs) {
+        ticket_idle(q, h, &v, now_us); /* no answer: nothing more will come */
         goto out;
+    }
     uint64_t named[STG_QUOTA_TICKET_MAX], seen[STG_QUOTA_TICKET_MAX];
     int n_named = 0, n_seen = 0;
     size_t nq = qs->n < STG_QUOTAS_MAX ? qs->n : STG_QUOTAS_MAX;
@@ -717,6 +815,13 @@ int stg_quota_settle(stg_quota *q, const char *hostname, const char *route_name,
         } else if (e->est == UNKNOWN && !e->dormant) {
             e->dormant = true;
         }
+    }
+    /* What this settle left spent and idle probes after empty_wait. */
+    ticket_idle(q, h, &v, now_us);
+    for (int j = 0; j < n_seen; j++) {
+        qent *e = by_uid(q, h, (int64_t)seen[j]);
+        if (e)
+            idle_spent(q, e, now_us);
     }
 out:
     pthread_mutex_unlock(&q->lock);

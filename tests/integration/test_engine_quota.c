@@ -173,6 +173,47 @@ static void test_persona_openai_tokens(void **state)
     quota_run(args, paths, 1, 10, "X-Token-Cost: 300", &cost, "\"status\":429");
 }
 
+/* Azure's persona announces only remaining counts, never a reset, and
+ * every 3rd request loses its connection before any answer (counted by the
+ * server, told to nobody). A count the engine spent on sends that got no
+ * answer is left at 0 with nothing in flight and no reset known: no
+ * answer is coming to restore it. The rule: one probe after empty_wait
+ * (1 s, no less than the persona's 1 s window, so the probe finds the
+ * window turned), never a stall, never a send at once into the count the
+ * server last said was spent. Every job completes; the server refuses
+ * none. */
+static void test_spent_idle_quota_probes(void **state)
+{
+    (void)state;
+    static const char *const args[] = {"--dialect", "azure", "--quota", "requests=3/1s",
+                                       "--reset-every", "3", NULL};
+    server s;
+    server_start(&s, args);
+    stg_engine_config cfg = {.concurrency = 4, .quotas = true};
+    stg_engine *e = stg_engine_new(&cfg, NULL);
+    assert_non_null(e);
+    ctx c = {0};
+    const int n = 8;
+    for (int i = 0; i < n; i++) {
+        char url[128], path[32];
+        snprintf(path, sizeof path, "/openai/deployments/d/chat/%d", i);
+        url_of(&s, path, url, sizeof url);
+        stg_request rq = {.url = url};
+        assert_int_equal(stg_engine_submit(e, &rq, on_done, &c, NULL), STG_OK);
+    }
+    assert_int_equal(stg_engine_drain(e), 0);
+    stg_engine_stats st;
+    stg_engine_stats_get(e, &st);
+    stg_engine_free(e);
+    server_stop(&s);
+    assert_int_equal(c.done, n);
+    assert_int_equal(c.ok, n);
+    assert_true(log_count(&s, "reset") >= 1); /* the fault did happen */
+    assert_int_equal((int)st.status_429, 0);
+    assert_int_equal(log_count(&s, "\"status\":429"), 0);
+    server_cleanup(&s);
+}
+
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
@@ -182,6 +223,7 @@ int main(void)
         cmocka_unit_test_teardown(test_persona_discord_bucket, stop_leftovers),
         cmocka_unit_test_teardown(test_persona_github_resources, stop_leftovers),
         cmocka_unit_test_teardown(test_persona_openai_tokens, stop_leftovers),
+        cmocka_unit_test_teardown(test_spent_idle_quota_probes, stop_leftovers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

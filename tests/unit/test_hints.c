@@ -1005,6 +1005,91 @@ static void feed_lines(stg_hints *h, stg_quota_set *qs, const char *const *lines
     }
 }
 
+/* fuzz_feed's finding: an unkeyed count without a unit (IETF -07
+ * "remaining=0", no reset) was merged into OpenAI's unkeyed tokens quota,
+ * and took its 6 min reset as the server's wait: longer than the wait
+ * read without a set. It is a quota of its own (requests), in either
+ * order of the fields, and the set's wait is never longer. */
+static void test_quota_set_unit_unsaid(void **state)
+{
+    (void)state;
+    static const char *const a[] = {"x-ratelimit-reset-tokens: 6m0s",
+                                     "RateLimit: \"day\";r=1;t=36",
+                                     "RateLimit: limit=100, remaining=0"};
+    static const char *const b[] = {"RateLimit: limit=100, remaining=0",
+                                    "RateLimit: \"day\";r=1;t=36",
+                                    "x-ratelimit-reset-tokens: 6m0s"};
+    const char *const *orders[] = {a, b};
+    for (int k = 0; k < 2; k++) {
+        stg_hints h, plain;
+        stg_quota_set qs;
+        stg_hints_init(&h);
+        stg_hints_init(&plain);
+        stg_quota_set_init(&qs);
+        feed_lines(&h, &qs, orders[k], 3, NOW_US);
+        feed_lines(&plain, NULL, orders[k], 3, NOW_US);
+        assert_int_equal(qs.n, 3);
+        int tokens = 0, requests = 0;
+        for (size_t i = 0; i < qs.n; i++) {
+            if (!qs.q[i].key[0] && !strcmp(qs.q[i].unit, "tokens")) {
+                tokens++;
+                assert_int_equal(qs.q[i].remaining, STG_UNKNOWN);
+                assert_int_equal(qs.q[i].reset_us, STG_SEC(360));
+            }
+            if (!qs.q[i].key[0] && !strcmp(qs.q[i].unit, "requests")) {
+                requests++;
+                assert_int_equal(qs.q[i].remaining, 0);
+                assert_int_equal(qs.q[i].reset_us, STG_UNKNOWN);
+            }
+        }
+        assert_int_equal(tokens, 1);
+        assert_int_equal(requests, 1);
+        int64_t ws = -1, wp = -1;
+        bool hs = stg_hints_server_wait(&h, &ws), hp = stg_hints_server_wait(&plain, &wp);
+        assert_true(!hs || (hp && wp >= ws));
+    }
+}
+
+/* fuzz_feed's second finding: read without a set, a reset field with no
+ * count (X's epoch, 62 days) gave way to a later policy's shorter t, and a
+ * remaining=0 after it then waited 1 s where the set's reading waits the
+ * 62 days: "least remaining, longest reset" keeps the longer reset. */
+static void test_plain_keeps_lone_reset(void **state)
+{
+    (void)state;
+    static const char *const lines[] = {"x-rate-limit-reset: 1705420800",
+                                        "RateLimit: \"sliding\";q=12;r=6;t=1",
+                                        "X-RateLimit-Remaining: 0"};
+    stg_hints h, plain;
+    stg_quota_set qs;
+    stg_hints_init(&h);
+    stg_hints_init(&plain);
+    stg_quota_set_init(&qs);
+    feed_lines(&h, &qs, lines, N_ELEMS(lines), STG_SEC(1700000000));
+    feed_lines(&plain, NULL, lines, N_ELEMS(lines), STG_SEC(1700000000));
+    int64_t ws = -1, wp = -1;
+    assert_true(stg_hints_server_wait(&plain, &wp));
+    assert_int_equal(plain.remaining, 0);
+    assert_int_equal(wp, STG_SEC(1705420800 - 1700000000));
+    bool hs = stg_hints_server_wait(&h, &ws);
+    assert_true(!hs || wp >= ws);
+
+    /* In a set, a quota's own fields pair as they come: a reset another
+     * list item left on the unkeyed quota (t=3400) does not outlast the
+     * count's own reset (fuzz_feed's third input: 3400 s against 4 s). */
+    static const char *const l2[] = {"RateLimit: \"day\";r=10,0;t=3400",
+                                     "RateLimit: limit=100, remaining=0, reset=4"};
+    stg_hints_init(&h);
+    stg_hints_init(&plain);
+    stg_quota_set_init(&qs);
+    feed_lines(&h, &qs, l2, N_ELEMS(l2), STG_SEC(1700000000));
+    feed_lines(&plain, NULL, l2, N_ELEMS(l2), STG_SEC(1700000000));
+    assert_true(stg_hints_server_wait(&h, &ws));
+    assert_true(stg_hints_server_wait(&plain, &wp));
+    assert_int_equal(ws, STG_SEC(4));
+    assert_true(wp >= ws);
+}
+
 static void test_quota_set_x_ratelimit(void **state)
 {
     static const char *const lines[] = {"X-RateLimit-Limit: 60", "X-RateLimit-Remaining: 0",
@@ -1187,6 +1272,8 @@ int main(void)
         cmocka_unit_test(test_no_overread),
         cmocka_unit_test(test_parameter_letters),
         cmocka_unit_test(test_quota_set_x_ratelimit),
+        cmocka_unit_test(test_quota_set_unit_unsaid),
+        cmocka_unit_test(test_plain_keeps_lone_reset),
         cmocka_unit_test(test_vendor_values),
         cmocka_unit_test(test_dialect_names),
         cmocka_unit_test(test_quota_set_full),

@@ -165,8 +165,10 @@ static void test_never_more_than_remaining(void **state)
     stg_quota_free(q);
 }
 
-/* Pace, don't burst: 10 remaining over 10 s without margin go out one per
- * second, exactly; with a 50 % margin the first gap is 1.5 s. */
+/* Pace, don't burst: 10 remaining over a reset said as 10 s (whole
+ * seconds, rounded up: the window may turn as early as 9 s) without
+ * margin go out one per 0.9 s, exactly, all before the earliest turn;
+ * with a 50 % margin the first gap is 1.35 s. */
 static void test_pacing_spreads(void **state)
 {
     (void)state;
@@ -175,10 +177,10 @@ static void test_pacing_spreads(void **state)
     int64_t now = 0;
     for (int i = 0; i < 10; i++) {
         expect_ok(q, "GET /", now);
-        assert_int_equal(now, STG_SEC(i));
+        assert_int_equal(now, i * STG_MS(900));
         if (i < 9) {
             int64_t w = expect_wait(q, "GET /", now);
-            assert_int_equal(w, STG_SEC(1));
+            assert_int_equal(w, STG_MS(900));
             now += w;
         }
     }
@@ -189,7 +191,7 @@ static void test_pacing_spreads(void **state)
     q = make(0.5);
     learn(q, NULL, obs("", "requests", 10, 10, STG_SEC(10)), 0);
     expect_ok(q, "GET /", 0);
-    assert_int_equal(expect_wait(q, "GET /", 0), STG_MS(1500));
+    assert_int_equal(expect_wait(q, "GET /", 0), STG_MS(1350));
     stg_quota_free(q);
 
     /* No reset known: nothing to spread over, so no pacing. */
@@ -248,10 +250,10 @@ static void test_pacing_demand(void **state)
     }
     /* Then 100 waiting of 6 remaining: paced over the reset, from the 6
      * left (the unpaced ones did not move the pace): one now, the next
-     * 10 s / 6 later. */
+     * 9 s / 6 later (the reset said as 10 s may come at 9 s). */
     assert_int_equal(stg_quota_acquire_demand(q, H, "GET /", NULL, 0, 100, 0, &t, &w), STG_OK);
     assert_int_equal(stg_quota_acquire_demand(q, H, "GET /", NULL, 0, 99, 0, &t, &w), STG_EAGAIN);
-    assert_int_equal(w, (STG_SEC(10) + 5) / 6);
+    assert_int_equal(w, STG_SEC(9) / 6);
     /* The count still bounds it: 5 left, 5 waiting go at once, a 6th
      * waits for the reset. */
     for (int i = 0; i < 5; i++)
@@ -270,6 +272,104 @@ static void test_pacing_demand(void **state)
     assert_int_equal(stg_quota_acquire_demand(q, H, "GET /", &c, 1, 3, 0, &t, &w), STG_EAGAIN);
     assert_int_equal(stg_quota_acquire_demand(q, H, "GET /", &c, 1, 1, 0, &t, &w), STG_OK);
     assert_int_equal(w, 0);
+    stg_quota_free(q);
+}
+
+/* The window's phase is known only to the reset's rounding: t = 1 s said
+ * when the window turns anywhere in the next second. A count spread up
+ * to the instant held (now + 1 s) loses what was not sent when the window
+ * turned early (bench_dialects' first window: 28 of 40 with the window
+ * turning 0.5 s later); spread up to the earliest instant, all of it is
+ * sent in the window, and the count comes back at the latest instant. */
+static void test_pace_ends_at_earliest_reset(void **state)
+{
+    (void)state;
+    stg_quota *q = make(-1);
+    learn(q, NULL, obs("", "requests", 40, 39, STG_SEC(1)), 0);
+    stg_quota_ticket t;
+    int64_t w = -1;
+    for (int i = 0; i < 39; i++) /* the window may turn now: no spread */
+        assert_int_equal(stg_quota_acquire_demand(q, H, "GET /", NULL, 0, 100, 0, &t, &w), STG_OK);
+    assert_int_equal(stg_quota_acquire_demand(q, H, "GET /", NULL, 0, 100, 0, &t, &w), STG_EAGAIN);
+    assert_int_equal(w, STG_SEC(1));
+    stg_quota_free(q);
+
+    /* t = 4 s: 39 spread over the 3 s before the earliest turn, none
+     * after it; the 40th waits for the latest (4 s). */
+    q = make(-1);
+    learn(q, NULL, obs("", "requests", 40, 39, STG_SEC(4)), 0);
+    int64_t now = 0, last = 0;
+    int n = 0;
+    while (n < 39) {
+        if (stg_quota_acquire_demand(q, H, "GET /", NULL, 0, 100, now, &t, &w) == STG_OK) {
+            n++;
+            last = now;
+        } else {
+            now += w;
+        }
+    }
+    assert_true(last < STG_SEC(3));
+    assert_true(last > STG_MS(2500)); /* spread, not spent at once */
+    assert_int_equal(stg_quota_acquire_demand(q, H, "GET /", NULL, 0, 100, last, &t, &w),
+                     STG_EAGAIN);
+    assert_int_equal(last + w, STG_SEC(4));
+    /* A reset said in milliseconds is exact: spread up to it. */
+    stg_quota_free(q);
+    q = make(-1);
+    learn(q, NULL, obs("", "requests", 40, 10, STG_MS(1500)), 0);
+    expect_ok(q, "GET /", 0);
+    assert_int_equal(expect_wait(q, "GET /", 0), STG_MS(150));
+    stg_quota_free(q);
+    /* GitHub's epoch reset is whole seconds too, though the delta to it
+     * is not: 1.5 s may be 0.5 s, so 10 go one per 50 ms. */
+    q = make(-1);
+    stg_quota_obs gh = obs("core", "requests", 40, 10, STG_MS(1500));
+    gh.dialect = STG_DIALECT_GITHUB;
+    learn(q, NULL, gh, 0);
+    expect_ok(q, "GET /", 0);
+    assert_int_equal(expect_wait(q, "GET /", 0), STG_MS(50));
+    stg_quota_free(q);
+}
+
+/* The server counts in the order requests arrive, not the order they
+ * were admitted: A, B, C admitted in that order, C counted first (8 left),
+ * then A (7), then B (6). A's answer (7) comes first, then C's (8): C was
+ * admitted last, but its count is older than A's, and a window's count
+ * never grows: taking it would let 7 in where the server has 6 left (B is
+ * counted already). Only C's unit comes back: 6, then B's answer says 6. */
+static void test_arrival_order_is_not_admission_order(void **state)
+{
+    (void)state;
+    stg_quota *q = make(-1);
+    learn(q, NULL, obs("", "requests", 10, 9, STG_SEC(4)), 0);
+    stg_quota_ticket a, b, c, t;
+    int64_t w;
+    assert_int_equal(stg_quota_acquire_demand(q, H, "GET /", NULL, 0, 1, 0, &a, &w), STG_OK);
+    assert_int_equal(stg_quota_acquire_demand(q, H, "GET /", NULL, 0, 1, 0, &b, &w), STG_OK);
+    assert_int_equal(stg_quota_acquire_demand(q, H, "GET /", NULL, 0, 1, 0, &c, &w), STG_OK);
+    stg_quota_set qs;
+    set1(&qs, obs("", "requests", 10, 7, STG_SEC(4)));
+    assert_int_equal(stg_quota_settle(q, H, "GET /", &a, &qs, STG_MS(2)), STG_OK);
+    set1(&qs, obs("", "requests", 10, 8, STG_SEC(4)));
+    assert_int_equal(stg_quota_settle(q, H, "GET /", &c, &qs, STG_MS(3)), STG_OK);
+    int n = 0;
+    while (stg_quota_acquire_demand(q, H, "GET /", NULL, 0, 1, STG_MS(3), &t, &w) == STG_OK)
+        n++;
+    assert_int_equal(n, 6);
+    stg_quota_free(q);
+
+    /* The next window's count is taken: its reset is a window later. */
+    q = make(-1);
+    learn(q, NULL, obs("", "requests", 10, 1, STG_SEC(4)), 0);
+    assert_int_equal(stg_quota_acquire_demand(q, H, "GET /", NULL, 0, 1, 0, &a, &w), STG_OK);
+    assert_int_equal(stg_quota_acquire_demand(q, H, "GET /", NULL, 0, 1, 0, &b, &w), STG_EAGAIN);
+    assert_int_equal(w, STG_SEC(4));
+    set1(&qs, obs("", "requests", 10, 9, STG_SEC(4)));
+    assert_int_equal(stg_quota_settle(q, H, "GET /", &a, &qs, STG_SEC(4)), STG_OK);
+    n = 0;
+    while (stg_quota_acquire_demand(q, H, "GET /", NULL, 0, 1, STG_SEC(4), &t, &w) == STG_OK)
+        n++;
+    assert_int_equal(n, 9);
     stg_quota_free(q);
 }
 
@@ -528,6 +628,53 @@ static void test_spent_without_reset(void **state)
     expect_ok(q, "GET /", STG_SEC(1));
     expect_wait(q, "GET /", STG_SEC(1));
     stg_quota_free(q);
+}
+
+/* Spent by our own sends with no reset known, then nothing in flight and
+ * no answer that restores the count (a send that got no answer, an answer
+ * without this quota): no answer is coming, so after empty_wait exactly
+ * one probe goes (a second waits while it is in flight), and its answer
+ * re-learns the estimate. Never a stall, and never at once into a quota
+ * the last count said was spent. */
+static void test_spent_idle_probes(void **state)
+{
+    (void)state;
+    for (int how = 0; how < 2; how++) {
+        stg_quota_config c = {.margin = -1, .burst = -1, .empty_wait_us = STG_MS(500)};
+        stg_quota *q = stg_quota_new(&c, NULL);
+        assert_non_null(q);
+        learn(q, NULL, obs("", "requests", 10, 2, -1), 0);
+        stg_quota_ticket a, b;
+        int64_t w = -1;
+        assert_int_equal(stg_quota_acquire(q, H, "GET /", NULL, 0, 0, &a, &w), STG_OK);
+        assert_int_equal(stg_quota_acquire(q, H, "GET /", NULL, 0, 0, &b, &w), STG_OK);
+        expect_wait(q, "GET /", 0); /* 2 in flight: the count is spent */
+        stg_quota_set none;
+        memset(&none, 0, sizeof none);
+        /* how 0: both sends got no answer; 1: answers without the quota. */
+        const stg_quota_set *qs = how ? &none : NULL;
+        assert_int_equal(stg_quota_settle(q, H, "GET /", &a, qs, STG_MS(10)), STG_OK);
+        assert_int_equal(stg_quota_settle(q, H, "GET /", &b, qs, STG_MS(20)), STG_OK);
+        /* Estimate 0, nothing in flight: the probe waits empty_wait from
+         * when the quota went idle (20 ms), no more, no less. */
+        assert_int_equal(expect_wait(q, "GET /", STG_MS(20)), STG_MS(500));
+        assert_int_equal(expect_wait(q, "GET /", STG_MS(519)), STG_MS(1));
+        stg_quota_ticket p;
+        assert_int_equal(stg_quota_acquire(q, H, "GET /", NULL, 0, STG_MS(520), &p, &w), STG_OK);
+        assert_int_equal(w, 0);
+        /* Exactly one: a second waits while the probe is in flight, and
+         * keeps waiting however long it takes to answer. */
+        expect_wait(q, "GET /", STG_MS(520));
+        expect_wait(q, "GET /", STG_SEC(30));
+        /* Its answer re-learns the estimate: 3 left, 3 go, the 4th waits. */
+        stg_quota_set qs3;
+        set1(&qs3, obs("", "requests", 10, 3, -1));
+        assert_int_equal(stg_quota_settle(q, H, "GET /", &p, &qs3, STG_SEC(30)), STG_OK);
+        for (int i = 0; i < 3; i++)
+            expect_ok(q, "GET /", STG_SEC(30));
+        expect_wait(q, "GET /", STG_SEC(30));
+        stg_quota_free(q);
+    }
 }
 
 /* Weighted requests: reserve the declared tokens, and let the answer's
@@ -835,12 +982,15 @@ int main(void)
         cmocka_unit_test(test_pacing_spreads),
         cmocka_unit_test(test_pacing_burst),
         cmocka_unit_test(test_pacing_demand),
+        cmocka_unit_test(test_pace_ends_at_earliest_reset),
         cmocka_unit_test(test_pacing_last_window),
         cmocka_unit_test(test_reset_earliest_bound),
         cmocka_unit_test(test_pace_ends_before_reset),
         cmocka_unit_test(test_late_answer_is_older),
+        cmocka_unit_test(test_arrival_order_is_not_admission_order),
         cmocka_unit_test(test_refilling_bucket),
         cmocka_unit_test(test_spent_without_reset),
+        cmocka_unit_test(test_spent_idle_probes),
         cmocka_unit_test(test_reserve_settle),
         cmocka_unit_test(test_two_units),
         cmocka_unit_test(test_keys_and_fallback),
