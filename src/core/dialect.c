@@ -147,7 +147,15 @@ static bool row_match(const stg__dialect_row *r, const char *name, size_t len,
 
 bool stg__dialect_lookup(const char *name, size_t len, stg__dialect_match *m)
 {
+    /* Every response header comes here: the first letter (every pattern
+     * starts with one, never a '*') turns most of them away at once
+     * (Content-Type, Date...), where a full match of each row cost about 3%
+     * of a batch's CPU per response. */
+    char first = len ? stg__to_lower(name[0]) : '\0';
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        STG_ASSERT(rows[i].pattern[0] && rows[i].pattern[0] != '*');
+        if (rows[i].pattern[0] != first)
+            continue;
         m->unit = rows[i].unit;
         m->window_us = STG_UNKNOWN;
         if (row_match(&rows[i], name, len, m)) {

@@ -644,9 +644,11 @@ static int on_policy(void *ctx, const stg__sf_member *m)
     obs *o = acc_next(a, dialect);
     memcpy(o->key, key, sizeof key);
     if (qu) {
+        /* qu="" names no unit: the default's (a quota's unit is never empty). */
         copy_text(o->unit_buf, sizeof o->unit_buf, 0, qu->text, qu->text_len,
                   qu->type == STG__SF_STR);
-        o->unit = o->unit_buf;
+        if (o->unit_buf[0])
+            o->unit = o->unit_buf;
     }
     if (o->limit == STG_UNKNOWN || q < o->limit)
         o->limit = q;

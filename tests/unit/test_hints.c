@@ -1050,6 +1050,27 @@ static void test_quota_set_unit_unsaid(void **state)
     }
 }
 
+/* fuzz_feed's fourth finding: a draft-10 policy with qu="" made a quota
+ * whose unit was the empty string. An empty unit names none: the quota is
+ * in the default unit, requests, like one without qu. */
+static void test_quota_set_empty_unit(void **state)
+{
+    (void)state;
+    static const char *const lines[] = {"RateLimit-Policy: \"user\";q=100;qu=\"\";w=60",
+                                        "RateLimit: \"user\";r=0;t=30"};
+    stg_hints h;
+    stg_quota_set qs;
+    stg_hints_init(&h);
+    stg_quota_set_init(&qs);
+    feed_lines(&h, &qs, lines, N_ELEMS(lines), NOW_US);
+    assert_int_equal(qs.n, 1);
+    assert_string_equal(qs.q[0].key, "user");
+    assert_string_equal(qs.q[0].unit, "requests");
+    assert_int_equal(qs.q[0].limit, 100);
+    assert_int_equal(qs.q[0].remaining, 0);
+    assert_int_equal(qs.q[0].reset_us, STG_SEC(30));
+}
+
 /* fuzz_feed's second finding: read without a set, a reset field with no
  * count (X's epoch, 62 days) gave way to a later policy's shorter t, and a
  * remaining=0 after it then waited 1 s where the set's reading waits the
@@ -1273,6 +1294,7 @@ int main(void)
         cmocka_unit_test(test_parameter_letters),
         cmocka_unit_test(test_quota_set_x_ratelimit),
         cmocka_unit_test(test_quota_set_unit_unsaid),
+        cmocka_unit_test(test_quota_set_empty_unit),
         cmocka_unit_test(test_plain_keeps_lone_reset),
         cmocka_unit_test(test_vendor_values),
         cmocka_unit_test(test_dialect_names),
