@@ -179,10 +179,16 @@ void stg__eng_conc_release(stg_engine *e, req *r);
 
 /* A learned slot is held from admission to the end of the attempt: a
  * request that goes to wait anywhere else (a backoff, the breaker, the
- * budget, the retry queue) gives it back. */
+ * budget, the retry queue) gives it back. Except the host's pace head
+ * handed on from the pace FIFO to the retry queue (stg__eng_pace_leave):
+ * it was admitted, and the followers behind it hold the other slots while
+ * they wait for it, so giving its slot back could leave it waiting for a
+ * slot that only its own send frees (the demo's batch stopped with 200 in
+ * flight, 10 reserved behind a head in the host's CONC_Q). */
 static inline bool conc_keeps(const req *r, rq_where w)
 {
     return w == RQ_ACTIVE || w == RQ_PACE_Q ||
+           (w == RQ_RETRY_Q && r->pacing && r->host->pace_head == r) ||
            (w == RQ_TIMER && (r->wait == W_LIMITER || r->wait == W_PACE));
 }
 

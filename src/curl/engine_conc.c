@@ -20,7 +20,7 @@
  *
  * Invariants: 0 <= conc_out; conc_out <= limit except just after the limit
  * was cut (slots held then are not taken back: those requests are already
- * committed); a request in CONC_Q holds no slot; the FIFO is empty when
+ * committed) and by the one slot a pace head back from a quota wait takes; a request in CONC_Q holds no slot; the FIFO is empty when
  * conc_out < limit (a freed slot is handed on before anyone may look).
  */
 #include "curl/engine.h"
@@ -86,7 +86,9 @@ bool stg__eng_conc_gate(stg_engine *e, req *r)
     stg__host *h = r->host;
     if (!h->has_conc || r->conc_held)
         return true;
-    if (h->conc_out < limit_of(h)) {
+    /* The pace head never waits for a slot: the followers holding the
+     * slots wait for it (a head back from a quota wait has none). */
+    if (h->conc_out < limit_of(h) || (r->pacing && h->pace_head == r)) {
         r->conc_held = true;
         h->conc_out++;
         return true;
