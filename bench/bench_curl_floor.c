@@ -44,29 +44,6 @@
 
 #include "curl_alloc_count.h"
 
-static long status_kib(const char *field)
-{
-    FILE *f = fopen("/proc/self/status", "r");
-    if (!f)
-        return -1;
-    char line[256];
-    long v = -1;
-    size_t n = strlen(field);
-    while (fgets(line, sizeof line, f))
-        if (!strncmp(line, field, n)) {
-            v = atol(line + n);
-            break;
-        }
-    fclose(f);
-    return v;
-}
-
-static size_t heap_in_use(void)
-{
-    struct mallinfo2 mi = mallinfo2();
-    return mi.uordblks + mi.hblkhd;
-}
-
 static size_t discard(char *data, size_t size, size_t nmemb, void *arg)
 {
     (void)data;

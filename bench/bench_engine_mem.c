@@ -38,30 +38,6 @@
 
 #include "curl_alloc_count.h"
 
-/* Every byte in use on the heap: stagger's and libcurl's. */
-static size_t heap_in_use(void)
-{
-    struct mallinfo2 mi = mallinfo2();
-    return mi.uordblks + mi.hblkhd;
-}
-
-static long status_kib(const char *field)
-{
-    FILE *f = fopen("/proc/self/status", "r");
-    if (!f)
-        return -1;
-    char line[256];
-    long v = -1;
-    size_t n = strlen(field);
-    while (fgets(line, sizeof line, f))
-        if (!strncmp(line, field, n)) {
-            v = atol(line + n);
-            break;
-        }
-    fclose(f);
-    return v;
-}
-
 typedef struct tally {
     long done, ok;
 } tally;

@@ -129,3 +129,29 @@ static CURLcode ac_install(void)
     return curl_global_init_mem(CURL_GLOBAL_DEFAULT, cnt_malloc, cnt_free, cnt_realloc,
                                 cnt_strdup, cnt_calloc);
 }
+
+/* The process's own readings both benchmarks take beside the table: a
+ * field of /proc/self/status in KiB (VmRSS:, VmHWM:), -1 when absent, and
+ * every byte in use on the heap (the caller's and libcurl's). */
+static long status_kib(const char *field)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    if (!f)
+        return -1;
+    char line[256];
+    long v = -1;
+    size_t n = strlen(field);
+    while (fgets(line, sizeof line, f))
+        if (!strncmp(line, field, n)) {
+            v = atol(line + n);
+            break;
+        }
+    fclose(f);
+    return v;
+}
+
+static size_t heap_in_use(void)
+{
+    struct mallinfo2 mi = mallinfo2();
+    return mi.uordblks + mi.hblkhd;
+}
