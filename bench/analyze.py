@@ -515,18 +515,15 @@ def kv_line(res, name, prefix):
     """The KEY=NUMBER words of the last line of primitives/NAME that starts with
     PREFIX (the scripts' machine-readable summary), as floats (None when a value
     is not a number); None when the file or the line is missing."""
-    path = os.path.join(res, "primitives", name)
-    if not os.path.exists(path):
-        return None
-    kv = None
-    with open(path, errors="replace") as f:
-        for line in f:
-            if line.startswith(prefix):
-                kv = dict(w.split("=", 1) for w in line[len(prefix):].split() if "=" in w)
-    if kv is None:
+    lines = read_primitive(res, name)
+    found = [l for l in lines or () if l.startswith(prefix)]
+    if not found:
         return None
     out = {}
-    for k, v in kv.items():
+    for w in found[-1][len(prefix):].split():
+        if "=" not in w:
+            continue
+        k, v = w.split("=", 1)
         try:
             out[k] = float(v)
         except ValueError:
@@ -534,26 +531,23 @@ def kv_line(res, name, prefix):
     return out
 
 
+def read_primitive(res, name):
+    path = os.path.join(res, "primitives", name)
+    if not os.path.exists(path):
+        return None
+    with open(path, errors="replace") as f:
+        return f.read().splitlines()
+
+
 def mem_goal2(res):
     """Goal 2's rows from bench/bench_mem.sh's "goal2:" line (primitives/bench_mem.txt),
     or None when it did not run. In flight = accepted, waiting or on the wire
     (docs/ARCHITECTURE.md "Memory"); bytes per request."""
-    path = os.path.join(res, "primitives", "bench_mem.txt")
-    if not os.path.exists(path):
-        return None
-    kv = {}
-    with open(path) as f:
-        for line in f:
-            if line.startswith("goal2:"):
-                kv = dict(w.split("=", 1) for w in line[6:].split() if "=" in w)
-    def num(k):
-        try:
-            return float(kv.get(k, "-"))
-        except ValueError:
-            return None
+    kv = kv_line(res, "bench_mem.txt", "goal2:")
+    num = kv.get
     if not kv or num("batch_waiting") is None:
         return None
-    n = kv.get("n", "?")
+    n = "%d" % kv["n"] if kv.get("n") is not None else "?"
     kb = lambda k: "%.1f KB" % (num(k) / 1024.0) if num(k) is not None else "–"
     wait = num("batch_waiting")
     rows = [["2. ≤ 4 KB per request in flight at %s (accepted, waiting for admission)" % n,
@@ -566,20 +560,12 @@ def mem_goal2(res):
              "–", "met" if wait <= 4096 else "not met"]]
     out, db = num("body_out_mib"), num("body_db_mib")
     if out is not None and db is not None:
-        big = float(kv.get("big", 0)) / 1e6
+        big = (kv.get("big") or 0) / 1e6
         rows.append(["2. 30 × %.0f MB bodies: peak RSS within 64 MB of the small-body run" % big,
                      "--out: +%.1f MiB, database: +%.1f MiB" % (out, db),
-                     "30 × %.0f MB bodies, same run" % (float(kv.get("small", 0)) / 1e6),
+                     "30 × %.0f MB bodies, same run" % ((kv.get("small") or 0) / 1e6),
                      "–", "met" if max(out, db) < 61.0 else "not met"])
     return rows
-
-
-def read_primitive(res, name):
-    path = os.path.join(res, "primitives", name)
-    if not os.path.exists(path):
-        return None
-    with open(path, errors="replace") as f:
-        return f.read().splitlines()
 
 
 def dialects_section(res):
