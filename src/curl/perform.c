@@ -92,6 +92,16 @@ static void emit(call *c, const stg_event *ev)
         c->cfg.on_event(ev, c->cfg.event_data);
 }
 
+/* Attempt `attempt` waits wait_us for the limiter or a quota. */
+static void emit_limiter_wait(call *c, int attempt, int64_t wait_us)
+{
+    stg_event ev;
+    event(c, STG_EVENT_LIMITER_WAIT, &ev);
+    ev.attempt = attempt;
+    ev.wait_us = wait_us;
+    emit(c, &ev);
+}
+
 /* Sleep wait_us unless the token fires. Returns false when cancelled. The
  * loop ends at the latest when poll times out after the whole remaining
  * wait, even with a clock that does not move. */
@@ -191,11 +201,7 @@ static int limiter_gate(call *c, int64_t start_us, int attempt, stg_reason *reas
         return brc;
     }
     if (brc == STG_OK && w > 0) {
-        stg_event ev;
-        event(c, STG_EVENT_LIMITER_WAIT, &ev);
-        ev.attempt = attempt;
-        ev.wait_us = w;
-        emit(c, &ev);
+        emit_limiter_wait(c, attempt, w);
         if (!wait_for(c, w)) {
             *reason = STG_REASON_CANCELLED;
             return STG_ECANCELED;
@@ -252,13 +258,8 @@ static int quota_gate(call *c, stg_method method, int attempt, stg_reason *reaso
             *reason = STG_REASON_DEADLINE;
             return STG_ETIMEDOUT;
         }
-        if (wait > QUOTA_POLL_US) {
-            stg_event ev;
-            event(c, STG_EVENT_LIMITER_WAIT, &ev);
-            ev.attempt = attempt;
-            ev.wait_us = wait;
-            emit(c, &ev);
-        }
+        if (wait > QUOTA_POLL_US)
+            emit_limiter_wait(c, attempt, wait);
         if (!wait_for(c, wait)) {
             *reason = STG_REASON_CANCELLED;
             return STG_ECANCELED;
