@@ -152,7 +152,9 @@ static void count_handle(CURL *easy, void *data)
     ++*(int *)data;
 }
 
-static void frozen_limited(stg_engine_config *c, stg_env *env, int64_t *clock)
+/* An engine config on a clock that never moves, with a deadline no wait
+ * reaches. */
+static void frozen(stg_engine_config *c, stg_env *env, int64_t *clock)
 {
     *clock = STG_SEC(1000);
     memset(env, 0, sizeof *env);
@@ -160,11 +162,16 @@ static void frozen_limited(stg_engine_config *c, stg_env *env, int64_t *clock)
     env->mono_us = frozen_us;
     env->wall_us = frozen_us;
     c->env = env;
+    c->seed = 1;
+    c->policy.deadline_us = STG_SEC(1000000); /* every reservation within it */
+}
+
+static void frozen_limited(stg_engine_config *c, stg_env *env, int64_t *clock)
+{
+    frozen(c, env, clock);
     c->limiter = STG_LIMITER_FIXED;
     c->rate = 1;
     c->burst = 1;
-    c->seed = 1;
-    c->policy.deadline_us = STG_SEC(1000000); /* every reservation within it */
 }
 
 /* N requests accepted by one engine, all but one waiting for the limiter:
@@ -322,15 +329,9 @@ static void test_engine_wire_buffers(void **state)
     stg_engine_config c;
     memset(&c, 0, sizeof c);
     stg_env env;
-    int64_t clock = STG_SEC(1000);
-    memset(&env, 0, sizeof env);
-    env.ctx = &clock;
-    env.mono_us = frozen_us;
-    env.wall_us = frozen_us;
-    c.env = &env;
-    c.seed = 1;
+    int64_t clock;
+    frozen(&c, &env, &clock);
     c.concurrency = WIRE;
-    c.policy.deadline_us = STG_SEC(1000000);
     int err = 0;
     stg_engine *e = stg_engine_new(&c, &err);
     assert_non_null(e);
