@@ -185,10 +185,14 @@ void stg__eng_conc_release(stg_engine *e, req *r);
  * they wait for it, so giving its slot back could leave it waiting for a
  * slot that only its own send frees (the demo's batch stopped with 200 in
  * flight, 10 reserved behind a head in the host's CONC_Q). */
+static inline bool is_pace_head(const req *r)
+{
+    return r->pacing && r->host->pace_head == r;
+}
+
 static inline bool conc_keeps(const req *r, rq_where w)
 {
-    return w == RQ_ACTIVE || w == RQ_PACE_Q ||
-           (w == RQ_RETRY_Q && r->pacing && r->host->pace_head == r) ||
+    return w == RQ_ACTIVE || w == RQ_PACE_Q || (w == RQ_RETRY_Q && is_pace_head(r)) ||
            (w == RQ_TIMER && (r->wait == W_LIMITER || r->wait == W_PACE));
 }
 

@@ -88,7 +88,7 @@ bool stg__eng_conc_gate(stg_engine *e, req *r)
         return true;
     /* The pace head never waits for a slot: the followers holding the
      * slots wait for it (a head back from a quota wait has none). */
-    if (h->conc_out < limit_of(h) || (r->pacing && h->pace_head == r)) {
+    if (h->conc_out < limit_of(h) || is_pace_head(r)) {
         r->conc_held = true;
         h->conc_out++;
         return true;
