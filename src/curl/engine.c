@@ -502,31 +502,28 @@ int stg_engine_run_fd(stg_engine *e, int64_t timeout_us, int fd)
             curl_multi_socket_action(e->multi, s, bits, &running);
         }
     }
+    if (curl_due_now(e)) {
+        e->curl_due = -1; /* timer_cb may set it again from within */
+        curl_multi_socket_action(e->multi, CURL_SOCKET_TIMEOUT, 0, &running);
+    }
+    e->done_unread = false;
+    stg__eng_process_done(e);
+    stg__eng_fire_timers(e);
+    stg__eng_start_ready(e);
     /* Handles just added set libcurl's timer to 0 (timer_cb): they are
      * run in this pass (a few rounds at most), so a new request's send
      * costs no extra pass, no extra wait and no extra turn of the
      * caller's loop (the proxy's MHD_run). A transfer that finishes in
-     * such a later round is read in the next pass, which then does not
-     * wait (done_unread): a pass hands over its finished attempts before
-     * it starts any, so a caller that writes outcomes and claims in one
+     * such a round is read in the next pass, which then does not wait
+     * (done_unread): a pass hands over its finished attempts before it
+     * starts any, so a caller that writes outcomes and claims in one
      * transaction (the batch runner's one commit per pass) sees them in
      * that order. */
-    for (int round = 0; round < 4; round++) {
-        if (round > 0 && !curl_due_now(e))
-            break;
-        if (curl_due_now(e)) {
-            e->curl_due = -1; /* timer_cb may set it again from within */
-            curl_multi_socket_action(e->multi, CURL_SOCKET_TIMEOUT, 0, &running);
-        }
-        if (round > 0) {
-            if (running < (int)e->active)
-                e->done_unread = true;
-            continue;
-        }
-        e->done_unread = false;
-        stg__eng_process_done(e);
-        stg__eng_fire_timers(e);
-        stg__eng_start_ready(e);
+    for (int round = 0; round < 3 && curl_due_now(e); round++) {
+        e->curl_due = -1;
+        curl_multi_socket_action(e->multi, CURL_SOCKET_TIMEOUT, 0, &running);
+        if (running < (int)e->active)
+            e->done_unread = true;
     }
     e->in_pass = false;
     return (int)e->count;
