@@ -38,6 +38,7 @@ int main(void)
 
 #include <stagger/curl.h>
 
+#include "integration/engine_helper.h"
 #include "integration/hostile_helper.h"
 
 /* ---- a sink that checks the pattern ----------------------------------- */
@@ -72,26 +73,13 @@ static int sink_fn(stg_body_op op, const void *buf, size_t len, void *data)
     }
     if (s->fail_after && s->total + len > s->fail_after)
         return -1; /* the disk is full */
-    const unsigned char *p = buf;
-    for (size_t i = 0; i < len; i++) {
-        if (s->pattern && p[i] != (unsigned char)((s->off + i) % 251))
-            s->bad++;
-        if (!s->pattern && s->off + i < sizeof s->text - 1)
-            s->text[s->off + i] = (char)p[i];
-    }
+    if (s->pattern)
+        s->bad += pattern_bad(s->off, buf, len);
+    for (size_t i = 0; !s->pattern && i < len && s->off + i < sizeof s->text - 1; i++)
+        s->text[s->off + i] = ((const char *)buf)[i];
     s->off += len;
     s->total += len;
     return 0;
-}
-
-static stg_policy fast_policy(int attempts)
-{
-    stg_policy p = {0};
-    p.max_attempts = attempts;
-    p.backoff.base_us = STG_MS(1);
-    p.backoff.cap_us = STG_MS(5);
-    p.deadline_us = STG_SEC(60);
-    return p;
 }
 
 static void hostile_sized(server *a, const char *mode, const char *size)

@@ -46,6 +46,7 @@ int main(void)
 
 #include <stagger/curl.h>
 
+#include "integration/engine_helper.h"
 #include "integration/serve_helper.h"
 
 /* ---- 10 000 requests ------------------------------------------------------ */
@@ -236,29 +237,6 @@ static void test_ten_thousand(void **state)
 
 /* ---- Retry-After waits are timers ------------------------------------------ */
 
-typedef struct simple_ctx {
-    int done, ok, cancelled, breaker_open, budget, deadline;
-    int64_t last_done_us;
-    stg_reason last_reason;
-    int last_attempts;
-} simple_ctx;
-
-static void simple_done(stg_engine *e, uint64_t id, const stg_result *r, void *data)
-{
-    (void)e;
-    (void)id;
-    simple_ctx *c = data;
-    c->done++;
-    c->ok += r->action == STG_ACTION_SUCCESS;
-    c->cancelled += r->reason == STG_REASON_CANCELLED;
-    c->breaker_open += r->reason == STG_REASON_BREAKER_OPEN;
-    c->budget += r->reason == STG_REASON_BUDGET_EXHAUSTED;
-    c->deadline += r->reason == STG_REASON_DEADLINE;
-    c->last_done_us = now_us();
-    c->last_reason = r->reason;
-    c->last_attempts = r->attempts;
-}
-
 static void test_waits_are_timers(void **state)
 {
     (void)state;
@@ -271,13 +249,13 @@ static void test_waits_are_timers(void **state)
     cfg.policy.backoff.base_us = STG_MS(50);
     stg_engine *e = stg_engine_new(&cfg, NULL);
     assert_non_null(e);
-    simple_ctx c = {0};
+    done_tally c = {0};
     char hdr[20][40];
     for (int i = 0; i < 20; i++) {
         snprintf(hdr[i], sizeof hdr[i], "X-Client-Id: timer-%d", i);
         const char *headers[] = {hdr[i], NULL};
         stg_request rq = {.url = url, .headers = headers};
-        assert_int_equal(stg_engine_submit(e, &rq, simple_done, &c, NULL), STG_OK);
+        assert_int_equal(stg_engine_submit(e, &rq, tally_done, &c, NULL), STG_OK);
     }
     int64_t t0 = now_us();
     assert_int_equal(stg_engine_drain(e), 0);
@@ -316,10 +294,10 @@ static void test_fixed_limiter_bound(void **state)
                              .burst = burst};
     stg_engine *e = stg_engine_new(&cfg, NULL);
     assert_non_null(e);
-    simple_ctx c = {0};
+    done_tally c = {0};
     for (int i = 0; i < n; i++) {
         stg_request rq = {.url = url};
-        assert_int_equal(stg_engine_submit(e, &rq, simple_done, &c, NULL), STG_OK);
+        assert_int_equal(stg_engine_submit(e, &rq, tally_done, &c, NULL), STG_OK);
     }
     int64_t t0 = now_us();
     assert_int_equal(stg_engine_drain(e), 0);
@@ -401,10 +379,10 @@ static void test_breaker_defers(void **state)
     cfg.policy.max_attempts = 1;
     stg_engine *e = stg_engine_new(&cfg, NULL);
     assert_non_null(e);
-    simple_ctx c = {0};
+    done_tally c = {0};
     for (int i = 0; i < 10; i++) {
         stg_request rq = {.url = url};
-        assert_int_equal(stg_engine_submit(e, &rq, simple_done, &c, NULL), STG_OK);
+        assert_int_equal(stg_engine_submit(e, &rq, tally_done, &c, NULL), STG_OK);
     }
     int64_t t0 = now_us();
     assert_int_equal(stg_engine_drain(e), 0);
@@ -436,27 +414,27 @@ static void test_breaker_half_open_shared_key(void **state)
     cfg.policy.max_attempts = 1;
     stg_engine *e = stg_engine_new(&cfg, NULL);
     assert_non_null(e);
-    simple_ctx c = {0};
+    done_tally c = {0};
     stg_request rb = {.url = bad, .limit_key = "svc"};
-    assert_int_equal(stg_engine_submit(e, &rb, simple_done, &c, NULL), STG_OK);
-    assert_int_equal(stg_engine_submit(e, &rb, simple_done, &c, NULL), STG_OK);
+    assert_int_equal(stg_engine_submit(e, &rb, tally_done, &c, NULL), STG_OK);
+    assert_int_equal(stg_engine_submit(e, &rb, tally_done, &c, NULL), STG_OK);
     assert_int_equal(stg_engine_drain(e), 0);
     assert_int_equal(bl.opened, 1);
     /* A different key is not affected by that breaker: it goes at once. */
-    simple_ctx o = {0};
+    done_tally o = {0};
     stg_request ro = {.url = good, .limit_key = "other"};
     int64_t t_other = now_us();
-    assert_int_equal(stg_engine_submit(e, &ro, simple_done, &o, NULL), STG_OK);
+    assert_int_equal(stg_engine_submit(e, &ro, tally_done, &o, NULL), STG_OK);
     assert_int_equal(stg_engine_drain(e), 0);
     assert_int_equal(o.ok, 1);
     assert_true(now_us() - t_other < STG_MS(200));
     assert_int_equal(bl.half_opened, 0);
     /* Another URL, same key: waits for half-open, probes, closes. */
-    simple_ctx g = {0};
+    done_tally g = {0};
     stg_request rg = {.url = good, .limit_key = "svc"};
     int64_t t0 = now_us();
-    assert_int_equal(stg_engine_submit(e, &rg, simple_done, &g, NULL), STG_OK);
-    assert_int_equal(stg_engine_submit(e, &rg, simple_done, &g, NULL), STG_OK);
+    assert_int_equal(stg_engine_submit(e, &rg, tally_done, &g, NULL), STG_OK);
+    assert_int_equal(stg_engine_submit(e, &rg, tally_done, &g, NULL), STG_OK);
     assert_int_equal(stg_engine_drain(e), 0);
     int64_t took = now_us() - t0;
     assert_int_equal(g.ok, 2);
@@ -482,9 +460,9 @@ static void test_budget_exhausted(void **state)
     cfg.policy.backoff.base_us = STG_MS(5);
     stg_engine *e = stg_engine_new(&cfg, NULL);
     assert_non_null(e);
-    simple_ctx c = {0};
+    done_tally c = {0};
     stg_request rq = {.url = url};
-    assert_int_equal(stg_engine_submit(e, &rq, simple_done, &c, NULL), STG_OK);
+    assert_int_equal(stg_engine_submit(e, &rq, tally_done, &c, NULL), STG_OK);
     assert_int_equal(stg_engine_drain(e), 0);
     assert_int_equal(c.budget, 1);
     assert_int_equal(c.last_attempts, 2); /* 4 -> 3 (retry), 3 -> 2 (no) */
@@ -497,7 +475,7 @@ static void test_budget_exhausted(void **state)
  * request at a time retries through the outage, so every request ends
  * done and the server sees a few dozen 503s, where retrying everything
  * would send ~20 per backoff step. Without it they give up. */
-static void budget_outage(bool wait, simple_ctx *c, int *n503)
+static void budget_outage(bool wait, done_tally *c, int *n503)
 {
     const char *args[] = {"--outage", "0s+1s", "--retry-after", "none", NULL};
     server s;
@@ -514,7 +492,7 @@ static void budget_outage(bool wait, simple_ctx *c, int *n503)
     assert_non_null(e);
     for (int i = 0; i < 20; i++) {
         stg_request rq = {.url = url};
-        assert_int_equal(stg_engine_submit(e, &rq, simple_done, c, NULL), STG_OK);
+        assert_int_equal(stg_engine_submit(e, &rq, tally_done, c, NULL), STG_OK);
     }
     assert_int_equal(stg_engine_drain(e), 0);
     stg_engine_free(e);
@@ -526,7 +504,7 @@ static void budget_outage(bool wait, simple_ctx *c, int *n503)
 static void test_budget_wait(void **state)
 {
     (void)state;
-    simple_ctx c = {0};
+    done_tally c = {0};
     int n503 = 0;
     budget_outage(true, &c, &n503);
     print_message("budget_wait: %d 503s, all %d done\n", n503, c.ok);
@@ -537,7 +515,7 @@ static void test_budget_wait(void **state)
      * retry per backoff (20 ms doubling to 200 ms) for the rest of 1 s. */
     assert_in_range(n503, 20, 45);
 
-    simple_ctx d = {0};
+    done_tally d = {0};
     budget_outage(false, &d, &n503);
     print_message("no budget_wait: %d 503s, %d gave up\n", n503, d.budget);
     assert_int_equal(d.done, 20);
@@ -573,14 +551,14 @@ static void test_cancel_stop_free(void **state)
     cfg.policy.max_server_wait_us = STG_SEC(60);
     stg_engine *e = stg_engine_new(&cfg, NULL);
     assert_non_null(e);
-    simple_ctx c = {0};
+    done_tally c = {0};
     uint64_t ids[6];
     char hdr[6][40];
     for (int i = 0; i < 6; i++) {
         snprintf(hdr[i], sizeof hdr[i], "X-Client-Id: cancel-%d", i);
         const char *headers[] = {hdr[i], NULL};
         stg_request rq = {.url = url, .headers = headers};
-        assert_int_equal(stg_engine_submit(e, &rq, simple_done, &c, &ids[i]), STG_OK);
+        assert_int_equal(stg_engine_submit(e, &rq, tally_done, &c, &ids[i]), STG_OK);
     }
     /* Run until all six wait on their 30 s Retry-After timers. */
     stg_engine_stats st;
@@ -629,14 +607,14 @@ static void test_submit_errors(void **state)
     assert_int_equal(err, STG_EINVAL);
     stg_engine *e = stg_engine_new(NULL, &err);
     assert_non_null(e);
-    simple_ctx c = {0};
+    done_tally c = {0};
     stg_request none = {0};
-    assert_int_equal(stg_engine_submit(e, &none, simple_done, &c, NULL), STG_EINVAL);
+    assert_int_equal(stg_engine_submit(e, &none, tally_done, &c, NULL), STG_EINVAL);
     stg_request weird = {.url = "http://127.0.0.1:1/", .method = "FETCH"};
-    assert_int_equal(stg_engine_submit(e, &weird, simple_done, &c, NULL), STG_EINVAL);
+    assert_int_equal(stg_engine_submit(e, &weird, tally_done, &c, NULL), STG_EINVAL);
     const char *inject[] = {"X-A: 1\r\nX-B: 2", NULL};
     stg_request inj = {.url = "http://127.0.0.1:1/", .headers = inject};
-    assert_int_equal(stg_engine_submit(e, &inj, simple_done, &c, NULL), STG_EINVAL);
+    assert_int_equal(stg_engine_submit(e, &inj, tally_done, &c, NULL), STG_EINVAL);
     assert_int_equal(c.done, 0); /* a failed submit never calls back */
     assert_int_equal(stg_engine_drain(e), 0);
     stg_engine_free(e);
@@ -658,10 +636,10 @@ static void test_adaptive_smoke(void **state)
     cfg.policy.max_attempts = 20;
     stg_engine *e = stg_engine_new(&cfg, NULL);
     assert_non_null(e);
-    simple_ctx c = {0};
+    done_tally c = {0};
     for (int i = 0; i < 60; i++) {
         stg_request rq = {.url = url};
-        assert_int_equal(stg_engine_submit(e, &rq, simple_done, &c, NULL), STG_OK);
+        assert_int_equal(stg_engine_submit(e, &rq, tally_done, &c, NULL), STG_OK);
     }
     assert_int_equal(stg_engine_drain(e), 0);
     assert_int_equal(c.ok, 60);
@@ -723,10 +701,10 @@ static void test_adaptive_pacing_is_fair(void **state)
     cfg.policy.max_attempts = 30;
     stg_engine *e = stg_engine_new(&cfg, NULL);
     assert_non_null(e);
-    simple_ctx c = {0};
+    done_tally c = {0};
     for (int i = 0; i < FAIR_N; i++) {
         stg_request rq = {.url = url};
-        assert_int_equal(stg_engine_submit(e, &rq, simple_done, &c, NULL), STG_OK);
+        assert_int_equal(stg_engine_submit(e, &rq, tally_done, &c, NULL), STG_OK);
     }
     assert_int_equal(stg_engine_drain(e), 0);
     assert_int_equal(c.ok, FAIR_N);

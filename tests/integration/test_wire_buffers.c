@@ -28,6 +28,7 @@ int main(void)
 #include <stagger/curl.h>
 
 #include "curl/internal.h"
+#include "integration/engine_helper.h"
 #include "integration/hostile_helper.h"
 
 #define WIRE 320
@@ -52,26 +53,11 @@ static int sink_fn(stg_body_op op, const void *buf, size_t len, void *data)
     }
     if (op != STG_BODY_DATA)
         return 0;
-    const unsigned char *p = buf;
-    for (size_t i = 0; i < len; i++)
-        s->bad += p[i] != (unsigned char)((s->off + i) % 251);
+    s->bad += pattern_bad(s->off, buf, len);
     s->off += len;
     if (len > s->max_piece)
         s->max_piece = len;
     return 0;
-}
-
-typedef struct tally {
-    int done, ok;
-} tally;
-
-static void on_done(stg_engine *e, uint64_t id, const stg_result *r, void *data)
-{
-    (void)e;
-    (void)id;
-    tally *t = data;
-    t->done++;
-    t->ok += r->action == STG_ACTION_SUCCESS && r->status == 200;
 }
 
 static void test_many_on_the_wire(void **state)
@@ -92,7 +78,7 @@ static void test_many_on_the_wire(void **state)
     assert_non_null(e);
     static sink sinks[WIRE];
     memset(sinks, 0, sizeof sinks);
-    tally t = {0, 0};
+    done_tally t = {0};
     char url[128];
     for (int i = 0; i < WIRE; i++) {
         snprintf(url, sizeof url, "http://127.0.0.1:%d/w/%d", a.port, i);
@@ -101,13 +87,13 @@ static void test_many_on_the_wire(void **state)
         rq.url = url;
         rq.body_sink = sink_fn;
         rq.body_sink_data = &sinks[i];
-        assert_int_equal(stg_engine_submit(e, &rq, on_done, &t, NULL), STG_OK);
+        assert_int_equal(stg_engine_submit(e, &rq, tally_done, &t, NULL), STG_OK);
     }
     assert_int_equal(stg_engine_drain(e), 0);
     stg_engine_free(e);
     server_stop(&a);
     assert_int_equal(t.done, WIRE);
-    assert_int_equal(t.ok, WIRE);
+    assert_int_equal(t.ok_200, WIRE);
     int large = 0;
     for (int i = 0; i < WIRE; i++) {
         assert_int_equal(sinks[i].off, BODY);
