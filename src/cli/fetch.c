@@ -477,17 +477,6 @@ static int opt_http_version(cli_parser *p, const cli_opt *o, void *field, const 
     return 0;
 }
 
-/* --retry N: curl's spelling of --retries. */
-static int opt_retry(cli_parser *p, const cli_opt *o, void *field, const char *val)
-{
-    (void)o;
-    long long n;
-    if (!cli_parse_int(val, 0, 1000000, &n))
-        return cli_opt_bad(p, val, "expected a whole number from 0");
-    ((stg_policy *)field)->max_attempts = (int)n + 1;
-    return 0;
-}
-
 /* -w FORMAT, or @FILE (@- stdin) holding it, as curl reads it. */
 static int opt_write_out(cli_parser *p, const cli_opt *o, void *field, const char *val)
 {
@@ -654,8 +643,8 @@ static const cli_opt fetch_table[] = {
      "whole attempt (default 10s); both bounded by the\n"
      "deadline",
      F(policy.attempt_timeout_us), opt_timeout, NULL, 0, NULL},
-    {CLI_FN, "retry", 0, "N", "same as --retries (curl's name)", F(policy), opt_retry, NULL, 0,
-     NULL},
+    {CLI_FN, "retry", 0, "N", "same as --retries (curl's name)", F(policy), cli_opt_retries, NULL,
+     0, NULL},
     {CLI_FN, "rate", 0, "R[/s|/m|/h]", "client-side limit on attempts (token bucket)", 0, opt_rate,
      NULL, 0, NULL},
     {CLI_FN, "burst", 0, "B", "bucket capacity (default max(1, ceil(R)))", 0, opt_burst, NULL, 0,

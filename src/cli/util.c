@@ -160,7 +160,7 @@ static int opt_mult(cli_parser *p, const cli_opt *o, void *field, const char *va
     return 0;
 }
 
-static int opt_retries(cli_parser *p, const cli_opt *o, void *field, const char *val)
+int cli_opt_retries(cli_parser *p, const cli_opt *o, void *field, const char *val)
 {
     (void)o;
     long long n;
@@ -235,8 +235,8 @@ const cli_opt cli_policy_opts[] = {
      "with a hint (default 1s; --base alone sets both)", 0, opt_throttle_base, NULL, 0, NULL},
     {CLI_FN, "cap", 0, "D", "largest backoff step (default 30s)", 0, opt_cap, NULL, 0, NULL},
     {CLI_FN, "mult", 0, "X", "growth per retry (default 2)", 0, opt_mult, NULL, 0, NULL},
-    {CLI_FN, "retries", 0, "N", "retries after the first attempt (default 5)", 0, opt_retries, NULL,
-     0, NULL},
+    {CLI_FN, "retries", 0, "N", "retries after the first attempt (default 5)", 0, cli_opt_retries,
+     NULL, 0, NULL},
     {CLI_FN, "deadline", 0, "D", "overall time limit, 0 = none (default 60s)", 0, opt_deadline,
      NULL, 0, NULL},
     {CLI_FN, "max-server-wait", 0, "D",
