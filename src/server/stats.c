@@ -10,6 +10,7 @@
  * address and no header (labels are status codes, fault kinds and window
  * lengths).
  */
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -74,6 +75,24 @@ static int cmp_i64(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+/* A sorted copy of the arrival times, taken under the lock so that the
+ * reports never sort while the request threads append. false: no memory
+ * (with n > 0); an empty log gives *a = NULL, *n = 0. */
+static bool arrivals_sorted(srv_stats *st, int64_t **a, size_t *n)
+{
+    pthread_mutex_lock(&st->mu);
+    *n = st->n;
+    *a = *n ? malloc(*n * sizeof **a) : NULL;
+    if (*a)
+        memcpy(*a, st->arr, *n * sizeof **a);
+    pthread_mutex_unlock(&st->mu);
+    if (*n && !*a)
+        return false;
+    if (*n)
+        qsort(*a, *n, sizeof **a, cmp_i64);
+    return true;
+}
+
 static size_t busiest(const int64_t *a, size_t n, int64_t window_us)
 {
     size_t best = 0, i = 0;
@@ -93,16 +112,10 @@ static int set_u64(json_t *o, const char *key, uint64_t v)
 
 json_t *srv_stats_json(srv_stats *st, int64_t uptime_us)
 {
-    pthread_mutex_lock(&st->mu);
-    size_t n = st->n;
-    int64_t *a = n ? malloc(n * sizeof *a) : NULL;
-    if (a)
-        memcpy(a, st->arr, n * sizeof *a);
-    pthread_mutex_unlock(&st->mu);
-    if (n && !a)
+    size_t n;
+    int64_t *a;
+    if (!arrivals_sorted(st, &a, &n))
         return NULL;
-    if (n)
-        qsort(a, n, sizeof *a, cmp_i64);
 
     json_t *o = json_object();
     json_t *status = json_object();
@@ -174,16 +187,10 @@ static void family(FILE *f, const char *name, const char *type, const char *help
 
 char *srv_stats_prometheus(srv_stats *st, int64_t uptime_us, size_t *len)
 {
-    pthread_mutex_lock(&st->mu);
-    size_t n = st->n;
-    int64_t *a = n ? malloc(n * sizeof *a) : NULL;
-    if (a)
-        memcpy(a, st->arr, n * sizeof *a);
-    pthread_mutex_unlock(&st->mu);
-    if (n && !a)
+    size_t n;
+    int64_t *a;
+    if (!arrivals_sorted(st, &a, &n))
         return NULL;
-    if (n)
-        qsort(a, n, sizeof *a, cmp_i64);
     uint64_t c[SRV_C__COUNT];
     for (int i = 0; i < SRV_C__COUNT; i++)
         c[i] = srv_stats_get(st, (enum srv_counter)i);
