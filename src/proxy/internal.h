@@ -106,6 +106,7 @@ struct px_req {
     int status;
     char *rhdrs;       /* the answer's raw header block */
     size_t rhdrs_len;
+    int64_t rlen;      /* the 2xx head's Content-Length, or -1 */
     char *sbuf;        /* streamed body bytes not yet given to MHD */
     size_t slen, soff, scap;
     bool upstream_paused;
