@@ -419,6 +419,30 @@ static enum MHD_Result upload_stream(stg_proxy *p, px_req *r, struct MHD_Connect
     return rc;
 }
 
+/* Nothing to answer yet: wait. For its first PX_PARK_RUNS calls a
+ * request waits unsuspended: MHD keeps the connection in its ready list
+ * and calls the handler again at its next run (MHD_get_timeout is then 0,
+ * so the loop does not block meanwhile); after that, or once it has been
+ * suspended, it is suspended (and watched for a hang-up). p->mu held. */
+static void park(px_req *r)
+{
+    if (r->park_runs > 0 && !r->suspended) {
+        r->park_runs--;
+        return;
+    }
+    px_suspend_locked(r);
+}
+
+/* The whole 2xx body is in but its done has not come yet (it comes in
+ * the engine's next pass, which does not wait): waited for, so that
+ * answer_stream hands head and body to MHD as one buffer (relay.c's sink
+ * does not resume for it either). p->mu held. */
+static bool whole_unfinished(const px_req *r)
+{
+    return r->head && !r->stream_end && r->soff == 0 && r->rlen > 0 &&
+           r->slen == (size_t)r->rlen;
+}
+
 /* The body is in: submit, or (resumed) answer. */
 static enum MHD_Result end(stg_proxy *p, px_req *r, struct MHD_Connection *c)
 {
@@ -442,13 +466,14 @@ static enum MHD_Result end(stg_proxy *p, px_req *r, struct MHD_Connection *c)
             pthread_mutex_unlock(&p->mu);
             return px_answer_error(c, 500, "out of memory", "internal");
         }
-        px_suspend_locked(r);
-    } else if (r->head) {
+        r->park_runs = PX_PARK_RUNS;
+        park(r);
+    } else if (r->head && !whole_unfinished(r)) {
         rc = answer_stream(r, c); /* logged at its end (relay.c) */
     } else if (r->final) {
         rc = answer_final(r, c);
     } else {
-        px_suspend_locked(r); /* resumed with nothing to say yet */
+        park(r); /* parked, or resumed, with nothing to say yet */
     }
     pthread_mutex_unlock(&p->mu);
     return rc;
