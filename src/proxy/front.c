@@ -3,8 +3,12 @@
  * which runs the commands they queue as soon as MHD_run returns.
  *
  * A request is read whole first (headers, then the body, buffered up to
- * max_request_body), then submitted to the engine thread and its
- * connection suspended. A larger body is submitted at its first byte and
+ * max_request_body), then submitted to the engine thread, and waits for
+ * its answer: for its first PX_PARK_RUNS MHD runs unsuspended (park: MHD
+ * calls the handler again at each run; on a loaded proxy most answers
+ * come within them, and a suspension costs MHD an epoll_ctl DEL, an ADD
+ * and a recv that finds nothing at the resume), then with its connection
+ * suspended (and watched for a hang-up, watch.c). A larger body is submitted at its first byte and
  * streams (upload_stream): sent once, never retried. It is resumed when there is something to send: a
  * 2xx head (the answer then streams from a content reader, suspending
  * whenever the buffer is empty), or the final answer (any other status, or
