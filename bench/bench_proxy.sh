@@ -42,7 +42,8 @@ now() { date +%s.%N; }
 port_of() { # FILE PID
   i=0
   while [ $i -lt 200 ]; do
-    p=$(sed -n 's|^listening on http://127\.0\.0\.1:\([0-9]*\)$|\1|p' "$1")
+    # The file may not be there yet (the shell opens it in the child).
+    p=$(sed -n 's|^listening on http://127\.0\.0\.1:\([0-9]*\)$|\1|p' "$1" 2>/dev/null || true)
     [ -n "$p" ] && { echo "$p"; return 0; }
     kill -0 "$2" 2>/dev/null || break
     sleep 0.05

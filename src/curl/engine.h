@@ -100,6 +100,8 @@ typedef struct req {
     stg_quota_ticket *qt;
     bool quota_held;
     bool conc_held;     /* holds one of its host's learned slots */
+    bool conc_woken;    /* handed a slot from its host's CONC_Q: keeps it
+                           through the retry queue (engine_conc.c, wake) */
 
     stg__xfer x;
     stg_retry_state rs;
@@ -192,7 +194,8 @@ static inline bool is_pace_head(const req *r)
 
 static inline bool conc_keeps(const req *r, rq_where w)
 {
-    return w == RQ_ACTIVE || w == RQ_PACE_Q || (w == RQ_RETRY_Q && is_pace_head(r)) ||
+    return w == RQ_ACTIVE || w == RQ_PACE_Q ||
+           (w == RQ_RETRY_Q && (is_pace_head(r) || r->conc_woken)) ||
            (w == RQ_TIMER && (r->wait == W_LIMITER || r->wait == W_PACE));
 }
 

@@ -10,8 +10,12 @@
  * that finds its host full waits in the host's CONC_Q, a FIFO holding no
  * engine slot, no reservation and no deadline of its own: it is not
  * admitted yet. A slot given back goes to the FIFO's head at once (taken
- * for it, then the head joins the retry queue), so the order is kept and
- * a woken request never meets a full host.
+ * for it, then the head joins the retry queue keeping it: conc_woken,
+ * until the gate sees it), so the order is kept and a woken request never
+ * meets a full host. (Without conc_woken rq_enter gave the slot straight
+ * back, which woke the next waiter the same way: one freed slot emptied
+ * the FIFO into the retry queue, all but one queued again at its tail,
+ * and behind the proxy some requests waited 8 s for their turn.)
  *
  * Why the slot covers the limiter's waits and not only the attempt: a
  * request admitted by the gate is committed to the host; counting only
@@ -74,6 +78,7 @@ static void wake(stg_engine *e, stg__host *h)
         stg__eng_conc_unlink(w);
         rq_leave(w, RQ_CONC_Q);
         w->conc_held = true;
+        w->conc_woken = true; /* else rq_enter gave the slot straight back */
         h->conc_out++;
         rq_enter(e, w, RQ_RETRY_Q);
         stg__eng_q_push(&e->retry_q, w);
@@ -84,6 +89,7 @@ static void wake(stg_engine *e, stg__host *h)
 bool stg__eng_conc_gate(stg_engine *e, req *r)
 {
     stg__host *h = r->host;
+    r->conc_woken = false;
     if (!h->has_conc || r->conc_held)
         return true;
     /* The pace head never waits for a slot: the followers holding the

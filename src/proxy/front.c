@@ -3,8 +3,12 @@
  * which runs the commands they queue as soon as MHD_run returns.
  *
  * A request is read whole first (headers, then the body, buffered up to
- * max_request_body), then submitted to the engine thread and its
- * connection suspended. A larger body is submitted at its first byte and
+ * max_request_body), then submitted to the engine thread, and waits for
+ * its answer: for its first PX_PARK_RUNS MHD runs unsuspended (park: MHD
+ * calls the handler again at each run; on a loaded proxy most answers
+ * come within them, and a suspension costs MHD an epoll_ctl DEL, an ADD
+ * and a recv that finds nothing at the resume), then with its connection
+ * suspended (and watched for a hang-up, watch.c). A larger body is submitted at its first byte and
  * streams (upload_stream): sent once, never retried. It is resumed when there is something to send: a
  * 2xx head (the answer then streams from a content reader, suspending
  * whenever the buffer is empty), or the final answer (any other status, or
@@ -419,6 +423,30 @@ static enum MHD_Result upload_stream(stg_proxy *p, px_req *r, struct MHD_Connect
     return rc;
 }
 
+/* Nothing to answer yet: wait. For its first PX_PARK_RUNS calls a
+ * request waits unsuspended: MHD keeps the connection in its ready list
+ * and calls the handler again at its next run (MHD_get_timeout is then 0,
+ * so the loop does not block meanwhile); after that, or once it has been
+ * suspended, it is suspended (and watched for a hang-up). p->mu held. */
+static void park(px_req *r)
+{
+    if (r->park_runs > 0 && !r->suspended) {
+        r->park_runs--;
+        return;
+    }
+    px_suspend_locked(r);
+}
+
+/* The whole 2xx body is in but its done has not come yet (it comes in
+ * the engine's next pass, which does not wait): waited for, so that
+ * answer_stream hands head and body to MHD as one buffer (relay.c's sink
+ * does not resume for it either). p->mu held. */
+static bool whole_unfinished(const px_req *r)
+{
+    return r->head && !r->stream_end && r->soff == 0 && r->rlen > 0 &&
+           r->slen == (size_t)r->rlen;
+}
+
 /* The body is in: submit, or (resumed) answer. */
 static enum MHD_Result end(stg_proxy *p, px_req *r, struct MHD_Connection *c)
 {
@@ -442,13 +470,14 @@ static enum MHD_Result end(stg_proxy *p, px_req *r, struct MHD_Connection *c)
             pthread_mutex_unlock(&p->mu);
             return px_answer_error(c, 500, "out of memory", "internal");
         }
-        px_suspend_locked(r);
-    } else if (r->head) {
+        r->park_runs = PX_PARK_RUNS;
+        park(r);
+    } else if (r->head && !whole_unfinished(r)) {
         rc = answer_stream(r, c); /* logged at its end (relay.c) */
     } else if (r->final) {
         rc = answer_final(r, c);
     } else {
-        px_suspend_locked(r); /* resumed with nothing to say yet */
+        park(r); /* parked, or resumed, with nothing to say yet */
     }
     pthread_mutex_unlock(&p->mu);
     return rc;

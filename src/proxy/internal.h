@@ -54,6 +54,11 @@
  * pool after each request, so it is what a kept-alive idle connection
  * costs. */
 #define PX_CONN_POOL ((size_t)32 << 10)
+/* A submitted request first waits unsuspended for this many MHD_run calls
+ * (front.c, park): most answers come within them on a loaded proxy, and a
+ * suspension costs MHD an epoll_ctl DEL, an ADD and a recv that finds
+ * nothing at its resume. */
+#define PX_PARK_RUNS 2
 #define PX_SPOOL_MEM ((size_t)64 << 10) /* a non-2xx body beyond: to a file */
 #define PX_SPOOL_MAX ((uint64_t)1 << 30) /* ... and beyond this a 502, not a cut */
 
@@ -100,12 +105,14 @@ struct px_req {
     bool has_id;
     uint64_t id;
     bool suspended;    /* we suspended conn and nobody resumed it yet */
+    int park_runs;     /* MHD runs left before a waiting request suspends */
     bool client_gone;  /* the client hung up: cancel, answer nothing */
     bool head;         /* a 2xx head arrived: the answer streams */
     bool queued;       /* an MHD response was queued */
     int status;
     char *rhdrs;       /* the answer's raw header block */
     size_t rhdrs_len;
+    int64_t rlen;      /* the 2xx head's Content-Length, or -1 */
     char *sbuf;        /* streamed body bytes not yet given to MHD */
     size_t slen, soff, scap;
     bool upstream_paused;

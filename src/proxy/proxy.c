@@ -52,6 +52,8 @@ void px_log_event(const stg_event *ev, void *data)
 {
     stg_proxy *p = data;
     stg_metrics_event(ev, p->metrics);
+    if (!p->cfg.log_path)
+        return; /* no --log: no logger, ever (a reopen needs a path) */
     pthread_mutex_lock(&p->log_mu);
     if (p->logger)
         stg_log_event(ev, p->logger);

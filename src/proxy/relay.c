@@ -174,6 +174,7 @@ static int sink(stg_body_op op, const void *buf, size_t len, void *data)
             r->rhdrs[len] = '\0';
             r->rhdrs_len = len;
             r->status = px_block_status(buf, len);
+            r->rlen = px_block_length(buf, len);
             r->head = true;
             /* No resume yet: the first DATA comes in the same libcurl
              * write, and one wake-up of the front then sends both. */
@@ -191,6 +192,13 @@ static int sink(stg_body_op op, const void *buf, size_t len, void *data)
             rc = STG_BODY_PAUSE;
         } else if (!sbuf_put(r, buf, len)) {
             rc = -1;
+        } else if (r->soff == 0 && r->rlen >= 0 && r->slen == (size_t)r->rlen) {
+            /* The whole body, by its length, and nothing of it sent yet:
+             * the done callback, which comes with it (the transfer is
+             * complete), resumes the connection, and the front hands head
+             * and body to MHD as one buffer, one send (front.c). Resumed
+             * here, MHD sent the head first and the body on the next run:
+             * a send and a wake-up of the client more per answer. */
         } else {
             px_resume_locked(r); /* a reader waiting for bytes */
         }

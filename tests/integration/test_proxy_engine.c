@@ -11,6 +11,8 @@
  *  - per-request max_attempts and deadline_us override the engine's policy;
  *  - STG_PRIORITY_LOW: with one slot, normal requests go before low ones
  *    submitted earlier;
+ *  - a learned slot freed goes to the host's oldest waiter and stays its
+ *    own: each request waits for a slot at most once;
  *  - read_body: a body read as it is sent (with a pause on the way) arrives
  *    whole, and is never resent, even with an Idempotency-Key;
  *  - STG_STREAM_OTHER: non-2xx bodies reach the sink, a retry still follows;
@@ -318,7 +320,7 @@ static void test_request_overrides(void **state)
 }
 
 typedef struct order {
-    char seen[16];
+    char seen[64]; /* room for test_learned_slot_handoff, NUL-terminated */
     int n;
 } order;
 
@@ -355,6 +357,46 @@ static void test_priority_low(void **state)
     stg_engine_free(e);
     server_cleanup(&a);
     assert_string_equal(o.seen, "nnnlll");
+}
+
+/* A slot of a learned concurrency, freed, goes to the head of the host's
+ * CONC_Q and stays that request's (engine_conc.c). It was given straight
+ * back when the woken request entered the retry queue, and the next
+ * waiter woken the same way, so one freed slot emptied the whole FIFO
+ * into the retry queue, where all but one met a full host and queued
+ * again at the tail: behind the proxy (its default, learned concurrency)
+ * some requests waited 8 s and more, and their clients timed out. Bound:
+ * one attempt each, so each request waits for a slot at most once. */
+#define HANDOFF_N 40
+
+static void test_learned_slot_handoff(void **state)
+{
+    (void)state;
+    server a;
+    server_start(&a, NULL);
+    char url[128];
+    url_of(&a, "/h", url, sizeof url);
+    stg_concurrency_config learn = {.initial = 2, .min_limit = 2, .max_limit = 2};
+    stg_engine_config cfg = {.policy = fast_policy(1), .concurrency = 10, .learn = &learn};
+    stg_engine *e = stg_engine_new(&cfg, NULL);
+    assert_non_null(e);
+    order o = {0};
+    tagged t[HANDOFF_N];
+    for (int i = 0; i < HANDOFF_N; i++) {
+        t[i] = (tagged){.o = &o, .tag = 'a' + i % 26};
+        stg_request rq = {.url = url};
+        assert_int_equal(stg_engine_submit(e, &rq, on_order, &t[i], NULL), STG_OK);
+    }
+    assert_int_equal(stg_engine_drain(e), 0);
+    stg_engine_stats st;
+    stg_engine_stats_get(e, &st);
+    stg_engine_free(e);
+    server_cleanup(&a);
+    print_message("learned slots: %llu waits for %d requests\n",
+                  (unsigned long long)st.concurrency_waits, HANDOFF_N);
+    assert_int_equal(o.n, HANDOFF_N);
+    assert_true(st.concurrency_waits >= 1);
+    assert_true(st.concurrency_waits <= HANDOFF_N - 2);
 }
 
 typedef struct body_src {
@@ -566,6 +608,7 @@ int main(void)
         cmocka_unit_test_teardown(test_pause_resume, stop_leftovers),
         cmocka_unit_test_teardown(test_request_overrides, stop_leftovers),
         cmocka_unit_test_teardown(test_priority_low, stop_leftovers),
+        cmocka_unit_test_teardown(test_learned_slot_handoff, stop_leftovers),
         cmocka_unit_test_teardown(test_read_body, stop_leftovers),
         cmocka_unit_test_teardown(test_stream_other, stop_leftovers),
         cmocka_unit_test_teardown(test_run_fd, stop_leftovers),
