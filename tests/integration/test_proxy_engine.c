@@ -48,18 +48,8 @@ int main(void)
 
 #include <stagger/curl.h>
 
+#include "integration/engine_helper.h"
 #include "integration/hostile_helper.h"
-
-static stg_policy fast_policy(int attempts)
-{
-    stg_policy p = {0};
-    p.max_attempts = attempts;
-    p.backoff.base_us = STG_MS(1);
-    p.backoff.cap_us = STG_MS(5);
-    p.deadline_us = STG_SEC(60);
-    p.max_server_wait_us = STG_SEC(60);
-    return p;
-}
 
 typedef struct rec {
     int heads, data_before_head, ends, pauses, restarts;
@@ -96,9 +86,7 @@ static int sink(stg_body_op op, const void *buf, size_t len, void *data)
             r->want_resume = true;
             return STG_BODY_PAUSE; /* not taken: it must come again */
         }
-        for (size_t i = 0; i < len; i++)
-            if ((unsigned char)((const char *)buf)[i] != (r->off + i) % 251)
-                r->bad++;
+        r->bad += pattern_bad(r->off, buf, len);
         r->off += len;
         return 0;
     case STG_BODY_RESTART:
