@@ -179,7 +179,8 @@ static int job_scan(stg_store *s, stg_store_report *r)
         }
         if (!add_status(&a, sqlite3_column_int(st, 3)))
             nomem = true;
-        if (sqlite3_column_type(st, 4) != SQLITE_NULL && sqlite3_column_type(st, 5) != SQLITE_NULL) {
+        if (sqlite3_column_type(st, 4) != SQLITE_NULL &&
+            sqlite3_column_type(st, 5) != SQLITE_NULL) {
             int64_t d = sqlite3_column_int64(st, 5) - sqlite3_column_int64(st, 4);
             if (!grow((void **)&a.d, &a.capd, a.nd + 1, sizeof *a.d))
                 nomem = true;
