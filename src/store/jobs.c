@@ -4,6 +4,14 @@
  * it should be in) writes nothing and returns STG_ESTATE, so a bug in the
  * runner can never move a job twice. The import, the one change that makes
  * jobs, is import.c.
+ *
+ * Recovery (stg_store_recover) is one UPDATE: the jobs a kill left inflight
+ * go to review (not replay-safe and marked sent) or back to pending, in one
+ * statement and one transaction, as the two UPDATEs of before did in one
+ * transaction: a kill during it leaves all of them inflight, to be
+ * recovered by the next open, never some moved twice. The counts by state
+ * are read, never written, so how they are counted (in C, from one read of
+ * the state column) changes nothing on disk.
  */
 #include <errno.h>
 #include <limits.h>
