@@ -60,6 +60,9 @@ extern "C" {
 #define STG_CONCURRENCY_DEFAULT_TOLERANCE 1.0
 #define STG_CONCURRENCY_DEFAULT_SMOOTHING 0.5
 #define STG_CONCURRENCY_DEFAULT_BACKOFF 0.9
+/* The least rise of the RTT above the base that the controller takes for
+ * a queue: below it, latency neither holds nor shrinks the limit. */
+#define STG_CONCURRENCY_QUEUE_FLOOR_US STG_MS(1)
 
 /* Zero in a field means its default. */
 typedef struct stg_concurrency_config {

@@ -2,6 +2,21 @@
  * The learned concurrency limit (include/stagger/concurrency.h has the
  * model and why). Pure: time comes in as now_us, nothing is allocated.
  *
+ * The queue floor (STG_CONCURRENCY_QUEUE_FLOOR_US, 1 ms) is added to the
+ * base before the gradient is taken. Why: the RTT is measured by the
+ * engine, from the pass that starts an attempt to the pass that reads its
+ * answer, so it carries the client's own time: each pass reads every
+ * answer that came in, so the more in flight the longer a pass, and a
+ * shared machine adds its scheduling. Against a fast server (loopback,
+ * 300 us) those rises are all there is, and the base is the lowest
+ * window average of that noise: with the gradient taken against the bare
+ * base, every window's rise held the limit, which settled at 11-16 on an
+ * unlimited `stagger serve` that never queued (the batch is then slower
+ * than at 30: each pass commits fewer answers). A server that queues still
+ * raises the RTT by its queue: past the floor the rule is the old one
+ * (L = C + sqrt(L) for a slow server; a 1 ms server with 20 workers is
+ * held near 47, about 1 ms of queue), and overload answers cut as before.
+ *
  * Invariants (asserted where the limit changes): min_limit <= limit <=
  * max_limit; base_rtt_us is 0 or > 0 and no window's RTT is below it
  * (it is their minimum); a window holds its samples only until it closes.
@@ -85,8 +100,12 @@ static void close_window(stg_concurrency *c, int64_t now_us)
         limit *= k->backoff;
         c->cuts++;
     } else {
-        double gradient = clamp(
-            k->tolerance * (double)c->base_rtt_us / (double)c->last_rtt_us, 0.5, 1.0);
+        /* The base plus the floor: a rise smaller than that is the
+         * client's own pass time and scheduling, not a server's queue. */
+        double gradient = clamp(k->tolerance *
+                                    (double)(c->base_rtt_us + STG_CONCURRENCY_QUEUE_FLOOR_US) /
+                                    (double)c->last_rtt_us,
+                                0.5, 1.0);
         double target = limit * gradient + sqrt(limit);
         /* An unused limit says nothing: never grow from it. */
         if (target > limit && 2 * c->win_max_in_flight < limit)

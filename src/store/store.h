@@ -249,10 +249,15 @@ bool stg_store_method_idempotent(const char *method);
 /* ---- fingerprint ---------------------------------------------------- */
 
 typedef struct stg_sha256 {
-    uint32_t h[8];
-    uint64_t len;
-    unsigned char buf[64];
-    size_t used;
+    union {
+        struct {
+            uint32_t h[8];
+            uint64_t len;
+            unsigned char buf[64];
+            size_t used;
+        } p;              /* the portable code's */
+        uint64_t ctx[16]; /* libcrypto's SHA256_CTX, when built with it */
+    } u;
 } stg_sha256;
 
 void stg_sha256_init(stg_sha256 *c);

@@ -279,6 +279,34 @@ static void test_recover(void **state)
     assert_int_equal(st, STG_JOB_REVIEW);
     assert_int_equal(stg_store_job_state(s, 4, &st), STG_OK);
     assert_int_equal(st, STG_JOB_PENDING);
+    {
+        /* the one UPDATE's CASEs: the review job gets the reason, the text
+         * and its finish time; the pending ones keep theirs (none); every
+         * recovered job is unsent */
+        sqlite3_stmt *q;
+        assert_int_equal(
+            sqlite3_prepare_v2(stg__store_db(s),
+                               "SELECT id, reason, last_error, finished_at, sent, updated_at "
+                               "FROM jobs WHERE id != 2 ORDER BY id",
+                               -1, &q, NULL),
+            SQLITE_OK);
+        while (sqlite3_step(q) == SQLITE_ROW) {
+            int id = sqlite3_column_int(q, 0);
+            assert_int_equal(sqlite3_column_int(q, 4), 0);
+            assert_int_equal(sqlite3_column_int64(q, 5), 3000);
+            if (id == 3) {
+                assert_string_equal((const char *)sqlite3_column_text(q, 1), "interrupted");
+                assert_non_null(strstr((const char *)sqlite3_column_text(q, 2),
+                                       "may have been sent"));
+                assert_int_equal(sqlite3_column_int64(q, 3), 3000);
+            } else {
+                assert_int_equal(sqlite3_column_type(q, 1), SQLITE_NULL);
+                assert_int_equal(sqlite3_column_type(q, 2), SQLITE_NULL);
+                assert_int_equal(sqlite3_column_type(q, 3), SQLITE_NULL);
+            }
+        }
+        sqlite3_finalize(q);
+    }
     /* recovering again changes nothing */
     assert_int_equal(stg_store_recover(s, 3500, &to_pending, &to_review), STG_OK);
     assert_int_equal(to_pending + to_review, 0);
