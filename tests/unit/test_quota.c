@@ -373,6 +373,44 @@ static void test_arrival_order_is_not_admission_order(void **state)
     stg_quota_free(q);
 }
 
+/* The same without a reset (Azure: x-ratelimit-remaining-requests only,
+ * no reset): A, B and C in flight, the server counts C (8 left), then A
+ * (7), and A's answer comes first. C's 8 is older news than A's 7: taken,
+ * it let 7 go where the server had 6 (B still to count). A request
+ * admitted after A's answer came is counted after it: its higher count (a
+ * refill) is taken. */
+static void test_arrival_order_no_reset(void **state)
+{
+    (void)state;
+    stg_quota *q = make(-1);
+    learn(q, NULL, obs("", "requests", -1, 9, -1), 0);
+    stg_quota_ticket a, b, c, d, t;
+    int64_t w;
+    assert_int_equal(stg_quota_acquire_demand(q, H, "GET /", NULL, 0, 1, 0, &a, &w), STG_OK);
+    assert_int_equal(stg_quota_acquire_demand(q, H, "GET /", NULL, 0, 1, 0, &b, &w), STG_OK);
+    assert_int_equal(stg_quota_acquire_demand(q, H, "GET /", NULL, 0, 1, 0, &c, &w), STG_OK);
+    stg_quota_set qs;
+    set1(&qs, obs("", "requests", -1, 7, -1));
+    assert_int_equal(stg_quota_settle(q, H, "GET /", &a, &qs, STG_MS(2)), STG_OK);
+    set1(&qs, obs("", "requests", -1, 8, -1));
+    assert_int_equal(stg_quota_settle(q, H, "GET /", &c, &qs, STG_MS(3)), STG_OK);
+    assert_int_equal(stg_quota_acquire_demand(q, H, "GET /", NULL, 0, 1, STG_MS(3), &d, &w),
+                     STG_OK);
+    int n = 1;
+    while (stg_quota_acquire_demand(q, H, "GET /", NULL, 0, 1, STG_MS(3), &t, &w) == STG_OK)
+        n++;
+    assert_int_equal(n, 6);
+    /* D, admitted after A's answer, comes back with a refill: taken. B is
+     * still in flight, D's own unit is counted. */
+    set1(&qs, obs("", "requests", -1, 9, -1));
+    assert_int_equal(stg_quota_settle(q, H, "GET /", &d, &qs, STG_MS(500)), STG_OK);
+    n = 0;
+    while (stg_quota_acquire_demand(q, H, "GET /", NULL, 0, 1, STG_MS(500), &t, &w) == STG_OK)
+        n++;
+    assert_int_equal(n, 9 - 6); /* B and the 5 after D are in flight */
+    stg_quota_free(q);
+}
+
 /* Admitted now, with a demand of one (what fits is not paced). */
 static void go_now(stg_quota *q, int64_t now)
 {
@@ -1035,6 +1073,7 @@ int main(void)
         cmocka_unit_test(test_pace_ends_before_reset),
         cmocka_unit_test(test_late_answer_is_older),
         cmocka_unit_test(test_arrival_order_is_not_admission_order),
+        cmocka_unit_test(test_arrival_order_no_reset),
         cmocka_unit_test(test_refilling_bucket),
         cmocka_unit_test(test_spent_without_reset),
         cmocka_unit_test(test_spent_idle_probes),
