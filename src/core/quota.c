@@ -677,9 +677,11 @@ static void update(const stg_quota *q, qent *e, const stg_quota_obs *o, int64_t 
          * it was told) shrank with every answer, and a window's last sends
          * went ever closer to its end, the last one landing in the next
          * window (bench_dialects' x, 3.6 s into its window: a fourth
-         * window for the last job). */
+         * window for the last job). A count that grew is a new window's,
+         * told now. */
         bool again = !refills(o->dialect) && e->reset_at != NEVER && e->reset_at > now &&
-                     at - e->reset_at > -STG_SEC(1) && at - e->reset_at < STG_SEC(1);
+                     at - e->reset_at > -STG_SEC(1) && at - e->reset_at < STG_SEC(1) &&
+                     (o->remaining < 0 || e->told_rem == UNKNOWN || o->remaining <= e->told_rem);
         if (!same) {
             e->reset_at = at;
             e->reset_lo = lo;
