@@ -20,7 +20,9 @@
 #
 # Environment: BENCH_DIALECT_JOBS (120), BENCH_DIALECTS (subset of personas),
 # BENCH_DIALECT_CLIENTS (subset of: stagger curl naive), BENCH_KEEP (keep the
-# servers' logs and stats in the scratch folder, to look at a run's windows).
+# servers' logs and stats in the scratch folder, to look at a run's windows),
+# BENCH_DIALECT_PHASE (a client starts this far into a 4 s window, e.g. 3.6:
+# its first request then lands with less than 1 s of the window left).
 set -eu
 B=${1:?usage: bench/bench_dialects.sh BUILD_DIR}
 case "$B" in /*) ;; *) B=$(pwd)/$B ;; esac
@@ -90,6 +92,10 @@ for d in $DIALECTS; do
         echo "  running: $d $c" >&2
         start_server "$name" "$d"
         base="http://127.0.0.1:$PORT/track/"
+        if [ -n "${BENCH_DIALECT_PHASE:-}" ]; then
+            python3 -c 'import sys, time; p = float(sys.argv[1]); time.sleep((p - time.time() % 4.0) % 4.0)' \
+                "$BENCH_DIALECT_PHASE"
+        fi
         set +e
         case $c in
             stagger)

@@ -373,6 +373,44 @@ static void test_arrival_order_is_not_admission_order(void **state)
     stg_quota_free(q);
 }
 
+/* The same without a reset (Azure: x-ratelimit-remaining-requests only,
+ * no reset): A, B and C in flight, the server counts C (8 left), then A
+ * (7), and A's answer comes first. C's 8 is older news than A's 7: taken,
+ * it let 7 go where the server had 6 (B still to count). A request
+ * admitted after A's answer came is counted after it: its higher count (a
+ * refill) is taken. */
+static void test_arrival_order_no_reset(void **state)
+{
+    (void)state;
+    stg_quota *q = make(-1);
+    learn(q, NULL, obs("", "requests", -1, 9, -1), 0);
+    stg_quota_ticket a, b, c, d, t;
+    int64_t w;
+    assert_int_equal(stg_quota_acquire_demand(q, H, "GET /", NULL, 0, 1, 0, &a, &w), STG_OK);
+    assert_int_equal(stg_quota_acquire_demand(q, H, "GET /", NULL, 0, 1, 0, &b, &w), STG_OK);
+    assert_int_equal(stg_quota_acquire_demand(q, H, "GET /", NULL, 0, 1, 0, &c, &w), STG_OK);
+    stg_quota_set qs;
+    set1(&qs, obs("", "requests", -1, 7, -1));
+    assert_int_equal(stg_quota_settle(q, H, "GET /", &a, &qs, STG_MS(2)), STG_OK);
+    set1(&qs, obs("", "requests", -1, 8, -1));
+    assert_int_equal(stg_quota_settle(q, H, "GET /", &c, &qs, STG_MS(3)), STG_OK);
+    assert_int_equal(stg_quota_acquire_demand(q, H, "GET /", NULL, 0, 1, STG_MS(3), &d, &w),
+                     STG_OK);
+    int n = 1;
+    while (stg_quota_acquire_demand(q, H, "GET /", NULL, 0, 1, STG_MS(3), &t, &w) == STG_OK)
+        n++;
+    assert_int_equal(n, 6);
+    /* D, admitted after A's answer, comes back with a refill: taken. B is
+     * still in flight, D's own unit is counted. */
+    set1(&qs, obs("", "requests", -1, 9, -1));
+    assert_int_equal(stg_quota_settle(q, H, "GET /", &d, &qs, STG_MS(500)), STG_OK);
+    n = 0;
+    while (stg_quota_acquire_demand(q, H, "GET /", NULL, 0, 1, STG_MS(500), &t, &w) == STG_OK)
+        n++;
+    assert_int_equal(n, 9 - 6); /* B and the 5 after D are in flight */
+    stg_quota_free(q);
+}
+
 /* Admitted now, with a demand of one (what fits is not paced). */
 static void go_now(stg_quota *q, int64_t now)
 {
@@ -499,11 +537,22 @@ static void test_pace_ends_before_reset(void **state)
  * last at 8 s; with the demand known the last window's jobs go at its
  * start (after the probe the reset asks for: three round trips); without
  * it they are spread over the window. Never a
- * refusal either way: the count bounds both. Returns the last send. */
+ * refusal either way: the count bounds both. Returns the last send.
+ *
+ * The run starts `phase` into window 0 and may model the way there: the
+ * server counts a send `arrive` after it leaves (the window it lands in,
+ * not the one it left in), and the reset told may be an epoch in whole
+ * seconds (dialect X: the same instant in every answer of a window). */
 #define W_US STG_SEC(4)
 #define W_LIMIT 40
 #define RTT_US STG_MS(10)
-static int64_t windows_run(bool with_demand)
+typedef struct wrun {
+    bool with_demand;
+    int64_t phase, arrive;
+    int dialect;
+    int first_window; /* out: sends the server counted in window 0 */
+} wrun;
+static int64_t windows_run_ex(wrun *p)
 {
     stg_quota *q = stg_quota_new(NULL, NULL); /* the defaults: margin, burst, cold probe */
     assert_non_null(q);
@@ -513,22 +562,24 @@ static int64_t windows_run(bool with_demand)
     stg_quota_ticket tk[JOBS];
     int count[8] = {0};
     int done = 0, refused = 0;
-    int64_t now = 0, last = 0;
+    int64_t now = p->phase, last = 0;
     for (int i = 0; i < JOBS; i++)
         st[i] = ASKING;
     while (done < JOBS) {
-        /* The answers due now: the server counts at arrival (RTT/2 is
-         * not modelled: at the send) and answers its window's count. */
+        /* The answers due now: the server counts at arrival and answers
+         * its window's count. */
         for (int i = 0; i < JOBS; i++) {
             if (st[i] != FLYING || due[i] > now)
                 continue;
-            int64_t k = sent_at[i] / W_US;
+            int64_t k = (sent_at[i] + p->arrive) / W_US;
             assert_true(k < 8);
             bool ok = count[k] < W_LIMIT;
             count[k] += ok;
             stg_quota_set qs;
             int64_t reset = (k + 1) * W_US - now; /* a reset passed reads as 0 */
-            set1(&qs, obs("", "requests", W_LIMIT, W_LIMIT - count[k], reset > 0 ? reset : 0));
+            stg_quota_obs o = obs("", "requests", W_LIMIT, W_LIMIT - count[k], reset > 0 ? reset : 0);
+            o.dialect = p->dialect;
+            set1(&qs, o);
             assert_int_equal(stg_quota_settle(q, H, "GET /", &tk[i], &qs, now), STG_OK);
             st[i] = ok ? DONE : ASKING;
             done += ok;
@@ -553,7 +604,7 @@ static int64_t windows_run(bool with_demand)
             if (st[i] != ASKING)
                 continue;
             int64_t w = 0;
-            int rc = stg_quota_acquire_demand(q, H, "GET /", NULL, 0, with_demand ? asking : 0,
+            int rc = stg_quota_acquire_demand(q, H, "GET /", NULL, 0, p->with_demand ? asking : 0,
                                               now, &tk[i], &w);
             if (rc == STG_EAGAIN) {
                 wake = now + w;
@@ -574,8 +625,15 @@ static int64_t windows_run(bool with_demand)
         now = wake;
     }
     assert_int_equal(refused, 0);
+    p->first_window = count[0];
     stg_quota_free(q);
     return last;
+}
+
+static int64_t windows_run(bool with_demand)
+{
+    wrun p = {.with_demand = with_demand};
+    return windows_run_ex(&p);
 }
 
 static void test_pacing_last_window(void **state)
@@ -589,6 +647,32 @@ static void test_pacing_last_window(void **state)
     /* The demand unknown: paced as before, the last window spread. */
     int64_t paced = windows_run(false);
     assert_true(paced > 2 * W_US + W_US / 4);
+}
+
+/* bench_dialects' x at 1.91x: the first request landed 3.6 s into a 4 s
+ * window. With 0.4 s of it left and 39 remaining, the client spends them
+ * there and then paces on the next windows: 40 + 40 + 40, the last send at
+ * the third window's start. An epoch reset tells the same instant in every
+ * answer, and each answer took it for a new reset told then, so the
+ * pace's stop short of it (a share of the time since it was told) shrank
+ * to nothing: the last sends of the window went ever closer to its end,
+ * and the 40th, half a round trip on its way, landed in the next window,
+ * whose count it took; the batch then needed a fourth window for its
+ * last job. */
+static void test_pacing_late_phase(void **state)
+{
+    (void)state;
+    static const int dialects[] = {STG_DIALECT_X, STG_DIALECT_GITHUB, STG_DIALECT_NONE};
+    static const int64_t phases[] = {STG_MS(3600), STG_MS(3300), STG_MS(3850)};
+    for (size_t d = 0; d < sizeof dialects / sizeof *dialects; d++)
+        for (size_t i = 0; i < sizeof phases / sizeof *phases; i++) {
+            wrun p = {.with_demand = true, .phase = phases[i], .arrive = RTT_US / 2,
+                      .dialect = dialects[d]};
+            int64_t last = windows_run_ex(&p);
+            assert_int_equal(p.first_window, W_LIMIT);
+            assert_true(last >= 2 * W_US);
+            assert_true(last < 3 * W_US);
+        }
 }
 
 /* A bucket whose reset is "until full" (OpenAI, Anthropic) refills one
@@ -984,10 +1068,12 @@ int main(void)
         cmocka_unit_test(test_pacing_demand),
         cmocka_unit_test(test_pace_ends_at_earliest_reset),
         cmocka_unit_test(test_pacing_last_window),
+        cmocka_unit_test(test_pacing_late_phase),
         cmocka_unit_test(test_reset_earliest_bound),
         cmocka_unit_test(test_pace_ends_before_reset),
         cmocka_unit_test(test_late_answer_is_older),
         cmocka_unit_test(test_arrival_order_is_not_admission_order),
+        cmocka_unit_test(test_arrival_order_no_reset),
         cmocka_unit_test(test_refilling_bucket),
         cmocka_unit_test(test_spent_without_reset),
         cmocka_unit_test(test_spent_idle_probes),
