@@ -43,25 +43,8 @@ int main(void)
 
 #include <stagger/curl.h>
 
+#include "integration/engine_helper.h"
 #include "integration/serve_helper.h"
-
-typedef struct ctx {
-    int done, ok, first_try;
-    stg_reason last_reason;
-    int last_attempts;
-} ctx;
-
-static void on_done(stg_engine *e, uint64_t id, const stg_result *r, void *data)
-{
-    (void)e;
-    (void)id;
-    ctx *c = data;
-    c->done++;
-    c->ok += r->action == STG_ACTION_SUCCESS && r->status == 200;
-    c->first_try += r->attempts == 1;
-    c->last_reason = r->reason;
-    c->last_attempts = r->attempts;
-}
 
 static const char *const LIMITED[] = {"--rate", "10", "--burst", "5", "--ratelimit-headers",
                                       NULL};
@@ -79,7 +62,7 @@ static void quota_run(const char *const *args, const char *const *paths, int n_p
     stg_engine_config cfg = {.concurrency = 4, .quotas = true};
     stg_engine *e = stg_engine_new(&cfg, NULL);
     assert_non_null(e);
-    ctx c = {0};
+    done_tally c = {0};
     const char *hdrs[2] = {header, NULL};
     for (int i = 0; i < n; i++) {
         char url[128], path[32];
@@ -87,7 +70,7 @@ static void quota_run(const char *const *args, const char *const *paths, int n_p
         url_of(&s, paths ? paths[i % n_paths] : path, url, sizeof url);
         stg_request rq = {.url = url, .headers = header ? hdrs : NULL,
                           .cost = cost, .n_cost = cost ? 1 : 0};
-        assert_int_equal(stg_engine_submit(e, &rq, on_done, &c, NULL), STG_OK);
+        assert_int_equal(stg_engine_submit(e, &rq, tally_done, &c, NULL), STG_OK);
     }
     assert_int_equal(stg_engine_drain(e), 0);
     stg_engine_stats st;
@@ -95,7 +78,7 @@ static void quota_run(const char *const *args, const char *const *paths, int n_p
     stg_engine_free(e);
     server_stop(&s);
     assert_int_equal(c.done, n);
-    assert_int_equal(c.ok, n);
+    assert_int_equal(c.ok_200, n);
     assert_int_equal(c.first_try, n);
     assert_int_equal((int)st.status_429, 0);
     assert_int_equal(log_count(&s, refusal), 0);
@@ -119,25 +102,25 @@ static void test_cost_over_limit_never_sent(void **state)
     stg_engine_config cfg = {.quotas = true};
     stg_engine *e = stg_engine_new(&cfg, NULL);
     assert_non_null(e);
-    ctx c = {0};
+    done_tally c = {0};
     stg_request rq = {.url = url};
-    assert_int_equal(stg_engine_submit(e, &rq, on_done, &c, NULL), STG_OK);
+    assert_int_equal(stg_engine_submit(e, &rq, tally_done, &c, NULL), STG_OK);
     assert_int_equal(stg_engine_drain(e), 0);
-    assert_int_equal(c.ok, 1);
+    assert_int_equal(c.ok_200, 1);
     /* The server announces at most 10 requests a window (its
      * RateLimit-Policy q=10;w=1 at 10/s): a request that says it costs 11
      * can never fit. */
     stg_quota_cost cost = {.unit = "requests", .amount = 11};
     url_of(&s, "/second", url, sizeof url);
     stg_request big = {.url = url, .cost = &cost, .n_cost = 1};
-    assert_int_equal(stg_engine_submit(e, &big, on_done, &c, NULL), STG_OK);
+    assert_int_equal(stg_engine_submit(e, &big, tally_done, &c, NULL), STG_OK);
     assert_int_equal(stg_engine_drain(e), 0);
     assert_int_equal(c.done, 2);
     assert_int_equal(c.last_reason, STG_REASON_ERROR_NOT_RETRYABLE);
     assert_int_equal(c.last_attempts, 0);
     /* A negative cost is refused at submit. */
     cost.amount = -1;
-    assert_int_equal(stg_engine_submit(e, &big, on_done, &c, NULL), STG_EINVAL);
+    assert_int_equal(stg_engine_submit(e, &big, tally_done, &c, NULL), STG_EINVAL);
     stg_engine_free(e);
     server_stop(&s);
     assert_int_equal(log_count(&s, "/second"), 0);
@@ -192,14 +175,14 @@ static void test_spent_idle_quota_probes(void **state)
     stg_engine_config cfg = {.concurrency = 4, .quotas = true};
     stg_engine *e = stg_engine_new(&cfg, NULL);
     assert_non_null(e);
-    ctx c = {0};
+    done_tally c = {0};
     const int n = 8;
     for (int i = 0; i < n; i++) {
         char url[128], path[32];
         snprintf(path, sizeof path, "/openai/deployments/d/chat/%d", i);
         url_of(&s, path, url, sizeof url);
         stg_request rq = {.url = url};
-        assert_int_equal(stg_engine_submit(e, &rq, on_done, &c, NULL), STG_OK);
+        assert_int_equal(stg_engine_submit(e, &rq, tally_done, &c, NULL), STG_OK);
     }
     assert_int_equal(stg_engine_drain(e), 0);
     stg_engine_stats st;
@@ -207,7 +190,7 @@ static void test_spent_idle_quota_probes(void **state)
     stg_engine_free(e);
     server_stop(&s);
     assert_int_equal(c.done, n);
-    assert_int_equal(c.ok, n);
+    assert_int_equal(c.ok_200, n);
     assert_true(log_count(&s, "reset") >= 1); /* the fault did happen */
     assert_int_equal((int)st.status_429, 0);
     assert_int_equal(log_count(&s, "\"status\":429"), 0);
