@@ -146,19 +146,6 @@ static json_t *json_int_or_null(sqlite3_stmt *st, int col)
                : json_integer(sqlite3_column_int64(st, col));
 }
 
-static bool has_table(stg_store *s, const char *name)
-{
-    sqlite3_stmt *st = NULL;
-    bool yes = false;
-    if (sqlite3_prepare_v2(s->db, "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?1",
-                           -1, &st, NULL) == SQLITE_OK) {
-        sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
-        yes = sqlite3_step(st) == SQLITE_ROW;
-    }
-    sqlite3_finalize(st);
-    return yes;
-}
-
 /* The url column's text (see the top): into buf, or NULL. */
 static const char *shown_url(sqlite3_stmt *st, char *buf, size_t size)
 {
@@ -177,7 +164,7 @@ int stg_store_export(stg_store *s, const stg_export_options *opt, FILE *out)
     stg_export_options o = {0};
     if (opt)
         o = *opt;
-    bool urls = has_table(s, "job_urls");
+    bool urls = stg__store_has_table(s, "job_urls");
     char sql[768];
     snprintf(sql, sizeof sql,
              "SELECT j.id, j.key, j.line, j.state, j.last_status, j.attempts, j.last_error, "

@@ -64,6 +64,30 @@ int stg__store_check_total(stg_store *s, int64_t n)
     return STG_OK;
 }
 
+int stg__store_check_rows(stg_store *s, int64_t n, bool unknown_state)
+{
+    if (unknown_state)
+        return stg__store_error(s, STG_EDB,
+                                "%s: the database is damaged: a job row holds no known state; "
+                                "nothing was changed (restore it from a copy, or delete it "
+                                "to start over)",
+                                s->path);
+    return stg__store_check_total(s, n);
+}
+
+bool stg__store_has_table(stg_store *s, const char *name)
+{
+    sqlite3_stmt *st = NULL;
+    bool yes = false;
+    if (sqlite3_prepare_v2(s->db, "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?1",
+                           -1, &st, NULL) == SQLITE_OK) {
+        sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+        yes = sqlite3_step(st) == SQLITE_ROW;
+    }
+    sqlite3_finalize(st);
+    return yes;
+}
+
 static int quick_check(stg_store *s)
 {
     sqlite3_stmt *st = NULL;

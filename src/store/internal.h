@@ -56,6 +56,13 @@ struct stg_store {
 /* STG_OK when n job rows is what the job set holds (meta job_count; no job
  * set yet: 0), else STG_EDB saying the database is damaged. */
 int stg__store_check_total(stg_store *s, int64_t n);
+/* The end of a full read of the jobs' states: n rows, unknown_state when
+ * one of them held a state no name matches. STG_OK, or STG_EDB saying
+ * which damage (an unknown state first, then a wrong total). */
+int stg__store_check_rows(stg_store *s, int64_t n, bool unknown_state);
+/* Whether the database has table name (older databases lack the later
+ * ones; a failed read says no). */
+bool stg__store_has_table(stg_store *s, const char *name);
 
 /* The writer's WAL hook (walsync.c): autocheckpoint and early write-back;
  * close after sqlite3_close. */

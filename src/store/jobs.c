@@ -442,13 +442,7 @@ int stg_store_counts(stg_store *s, int64_t counts[STG_JOB_NSTATES])
     sqlite3_finalize(st);
     if (rc != SQLITE_DONE)
         return stg__store_fail(s, rc, "cannot count the jobs");
-    if (unknown)
-        return stg__store_error(s, STG_EDB,
-                                "%s: the database is damaged: a job row holds no known state; "
-                                "nothing was changed (restore it from a copy, or delete it "
-                                "to start over)",
-                                s->path);
-    return stg__store_check_total(s, sum);
+    return stg__store_check_rows(s, sum, unknown);
 }
 
 int stg_store_count_needs_input(stg_store *s, unsigned state_mask, int64_t *n)

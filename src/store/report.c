@@ -206,31 +206,12 @@ static int job_scan(stg_store *s, stg_store_report *r)
     free(a.d);
     if (rc != SQLITE_DONE)
         return stg__store_fail(s, rc, "cannot read the report");
-    if (unknown)
-        return stg__store_error(s, STG_EDB,
-                                "%s: the database is damaged: a job row holds no known state; "
-                                "nothing was changed (restore it from a copy, or delete it "
-                                "to start over)",
-                                s->path);
-    return stg__store_check_total(s, sum);
-}
-
-static bool table_exists(stg_store *s, const char *name)
-{
-    sqlite3_stmt *st = NULL;
-    bool yes = false;
-    if (sqlite3_prepare_v2(s->db, "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?1",
-                           -1, &st, NULL) == SQLITE_OK) {
-        sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
-        yes = sqlite3_step(st) == SQLITE_ROW;
-    }
-    sqlite3_finalize(st);
-    return yes;
+    return stg__store_check_rows(s, sum, unknown);
 }
 
 static int waits(stg_store *s, stg_store_report *r)
 {
-    if (!table_exists(s, "run_waits"))
+    if (!stg__store_has_table(s, "run_waits"))
         return SQLITE_OK;
     int64_t v[3] = {0, 0, 0};
     int rc = one_row(s, "SELECT count(*), sum(retry_ms), sum(limiter_ms) FROM run_waits", 3, v);
