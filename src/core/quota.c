@@ -586,6 +586,16 @@ static bool epoch_reset(int dialect)
     return dialect == STG_DIALECT_GITHUB || dialect == STG_DIALECT_X;
 }
 
+/* Whether a reset at `at` is, as far as can be told, the one held: that
+ * has not passed, and `at` is within the second of rounding of it. */
+static bool held_window(const qent *e, int64_t at, int64_t now)
+{
+    if (e->reset_at == NEVER || e->reset_at <= now)
+        return false;
+    int64_t d = at - e->reset_at;
+    return d > -STG_SEC(1) && d < STG_SEC(1);
+}
+
 /* What an answer says of one quota. */
 static void update(const stg_quota *q, qent *e, const stg_quota_obs *o, int64_t seq, int64_t amount,
                    int64_t now)
@@ -615,11 +625,8 @@ static void update(const stg_quota *q, qent *e, const stg_quota_obs *o, int64_t 
      * is taken), which costs at most that second of rounding, where
      * taking a stale count costs a refusal. */
     if (!older && seq != 0 && e->est != UNKNOWN && !e->dormant && o->remaining >= 0 &&
-        o->remaining > e->est_rem && o->reset_us >= 0 && !refills(o->dialect) &&
-        e->reset_at != NEVER && e->reset_at > now) {
-        int64_t at = sat_add(now, o->reset_us), d = at - e->reset_at;
-        older = d > -STG_SEC(1) && d < STG_SEC(1);
-    }
+        o->remaining > e->est_rem && o->reset_us >= 0 && !refills(o->dialect))
+        older = held_window(e, sat_add(now, o->reset_us), now);
     /* Without a reset (Azure's x-ratelimit-remaining-*, a bucket), the
      * window cannot tell a stale count from a refill; but a request that
      * was in flight when the estimate's answer came may have been counted
@@ -679,8 +686,7 @@ static void update(const stg_quota *q, qent *e, const stg_quota_obs *o, int64_t 
          * window (bench_dialects' x, 3.6 s into its window: a fourth
          * window for the last job). A count that grew is a new window's,
          * told now. */
-        bool again = !refills(o->dialect) && e->reset_at != NEVER && e->reset_at > now &&
-                     at - e->reset_at > -STG_SEC(1) && at - e->reset_at < STG_SEC(1) &&
+        bool again = !refills(o->dialect) && held_window(e, at, now) &&
                      (o->remaining < 0 || e->told_rem == UNKNOWN || o->remaining <= e->told_rem);
         if (!same) {
             e->reset_at = at;
