@@ -40,6 +40,15 @@ typedef struct model {
     uint64_t lcg;
 } model;
 
+/* A model of a server that serves capacity requests at once, each in
+ * service_us, the rest in a FIFO; nothing sent yet, no client share. */
+static void model_reset(model *m, int capacity, int64_t service_us)
+{
+    memset(m, 0, sizeof *m);
+    m->capacity = capacity;
+    m->service_us = service_us;
+}
+
 static int64_t client_share(model *m)
 {
     int64_t d = m->client_us_per_in_flight * m->in_flight;
@@ -141,9 +150,7 @@ static void test_slow_server_settles(void **state)
 {
     (void)state;
     static model m;
-    memset(&m, 0, sizeof m);
-    m.capacity = 20;
-    m.service_us = STG_MS(50);
+    model_reset(&m, 20, STG_MS(50));
     stg_concurrency c;
     assert_int_equal(stg_concurrency_init(&c, NULL, 0), STG_OK);
     run(&m, &c, STG_SEC(10), STG_SEC(30));
@@ -163,9 +170,7 @@ static void test_from_above(void **state)
 {
     (void)state;
     static model m;
-    memset(&m, 0, sizeof m);
-    m.capacity = 20;
-    m.service_us = STG_MS(50);
+    model_reset(&m, 20, STG_MS(50));
     stg_concurrency c;
     stg_concurrency_config cfg = {.initial = 200};
     assert_int_equal(stg_concurrency_init(&c, &cfg, 0), STG_OK);
@@ -181,9 +186,7 @@ static void test_unloaded_grows(void **state)
 {
     (void)state;
     static model m;
-    memset(&m, 0, sizeof m);
-    m.capacity = 1000;
-    m.service_us = STG_MS(20);
+    model_reset(&m, 1000, STG_MS(20));
     stg_concurrency c;
     assert_int_equal(stg_concurrency_init(&c, NULL, 0), STG_OK);
     run(&m, &c, 0, STG_SEC(10));
@@ -201,9 +204,7 @@ static void test_fast_server_noisy_client_grows(void **state)
 {
     (void)state;
     static model m;
-    memset(&m, 0, sizeof m);
-    m.capacity = 1000;
-    m.service_us = 300;
+    model_reset(&m, 1000, 300);
     m.client_us_per_in_flight = 12;
     m.jitter_us = 200;
     m.lcg = 1;
@@ -225,9 +226,7 @@ static void test_fast_server_queue_held(void **state)
 {
     (void)state;
     static model m;
-    memset(&m, 0, sizeof m);
-    m.capacity = 20;
-    m.service_us = STG_MS(1);
+    model_reset(&m, 20, STG_MS(1));
     stg_concurrency c;
     assert_int_equal(stg_concurrency_init(&c, NULL, 0), STG_OK);
     run(&m, &c, STG_SEC(10), STG_SEC(20));
