@@ -5,7 +5,11 @@
  */
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 
 #include "cli/cli.h"
 
@@ -96,8 +100,27 @@ static int help(int argc, char **argv)
     return CLI_EXIT_OK;
 }
 
+/* Keep 4 MiB above the top of glibc's heap instead of giving it back to the
+ * kernel at every free that leaves 128 KiB there (its default). Why: SQLite
+ * frees and takes back about that much at each of a batch's transactions,
+ * and each time the pages came back from the kernel as new page faults:
+ * 11 000 to 16 000 faults in a 5000-job run against curl's 1300, a fifth of
+ * its CPU. With the pad: 1400 faults, the same peak RSS (untouched pad pages
+ * are not resident). A process-wide setting, so the tool's (libraries must
+ * not make it for their embedders); a GLIBC_TUNABLES malloc setting given by
+ * the user wins. */
+static void tune_malloc(void)
+{
+#ifdef __GLIBC__
+    const char *t = getenv("GLIBC_TUNABLES");
+    if (!t || !strstr(t, "glibc.malloc."))
+        mallopt(M_TOP_PAD, 4 << 20);
+#endif
+}
+
 int main(int argc, char **argv)
 {
+    tune_malloc();
     if (argc < 2) {
         usage(stderr);
         return CLI_EXIT_USAGE;
