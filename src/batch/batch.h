@@ -150,6 +150,8 @@ typedef struct stg_batch_progress {
     uint64_t attempts, retries, status_429, status_503; /* this run's engine */
     stg_batch_stop_cause cause; /* RUNNING until the run ends */
     int concurrency_limit;     /* learned: the hosts' limits summed; 0: fixed */
+    int64_t claims;            /* claim statements of this run (each claims up to
+                                  the free slots and a quarter of the slots more) */
 } stg_batch_progress;
 
 /* The end of a run. */

@@ -72,6 +72,8 @@ void stg__batch_commit(stg_batch *b, stg_batch_slot *sl, stg_job_outcome *o)
     }
     if (!b->source)
         stg__batch_counts_move(&b->counts, STG_JOB_INFLIGHT, o->state);
+    if (!b->source && !sl->job.replay_safe)
+        b->unsafe_open = true; /* a kill would send it to review: the step commits it */
     if (o->state != STG_JOB_PENDING)
         b->finished++;
 }
@@ -171,16 +173,21 @@ void stg__batch_on_event(const stg_event *ev, void *data)
     if (ev->type == STG_EVENT_ATTEMPT_START || ev->type == STG_EVENT_ATTEMPT_END)
         sl = slot_of(b, ev->request_id);
     if (sl && ev->type == STG_EVENT_ATTEMPT_START) {
-        /* The claims (and the outcomes before them in this pass) are
-         * durable before the request can leave: the sent-mark's commit
-         * takes them along, else this flush. A failure stops the run, and
-         * the step cancels the started requests before a pass sends them. */
+        /* The job's claim is durable before its request can leave: the
+         * sent-mark's commit takes it along (and every write before it),
+         * else a flush, only when a claim is still uncommitted (a job
+         * claimed ahead was committed with an earlier start; outcomes of
+         * replay-safe jobs need no commit before a request leaves: a kill
+         * re-runs them). A failure stops the run, and the step cancels the
+         * started requests before a pass sends them. */
         bool marks = !sl->sent && !sl->job.replay_safe && !b->store_failed;
-        if (!marks && !b->source && !b->store_failed && stg_store_flush(b->store) != STG_OK)
-            stg__batch_store_failed(b);
+        if (!marks && !b->source && !b->store_failed && b->claim_open)
+            stg__batch_flush(b);
         if (marks) {
             /* Committed before the engine goes on to send it. */
             int rc = stg__batch_src_mark_sent(b, &sl->job);
+            if (rc == STG_OK && !b->source)
+                stg__batch_committed(b); /* the mark committed the group */
             if (rc == STG_OK && !b->source) {
                 sl->committed = 1;
             } else if (rc == STG_EUNAVAIL) {

@@ -74,7 +74,22 @@ struct stg_batch {
     int64_t run_id;
     stg_batch_counts counts;
     int64_t finished;
-    bool drained;        /* no pending job left to claim */
+    /* Claimed ahead (inflight on disk, sent = 0), not yet submitted, in id
+     * order: ahead[0..n_ahead). At most nslots + ahead_max jobs are ever
+     * claimed and not finished (active + n_ahead). */
+    stg_job *ahead;
+    int n_ahead, ahead_max;
+    int64_t claims;      /* claim statements of this run */
+    /* What the caller is told: the counts and finished as of the last
+     * commit (the store: written moves reach these only once committed). */
+    stg_batch_counts shown;
+    int64_t shown_finished;
+    bool claim_open;     /* a claim written and not yet committed */
+    bool unsafe_open;    /* an outcome of a job that is not replay-safe, not
+                            yet committed (committed in its step) */
+    int64_t commit_us;   /* the last commit (mono) */
+    bool exhausted;      /* a claim found fewer than asked: none pending */
+    bool drained;        /* stg_batch_drain: no more claims or submits */
     bool stopping;       /* stop or a fatal cause: no new claims */
     bool cancelled;      /* cancel_all done */
     bool store_failed;   /* no more writes: the next open recovers */
@@ -107,5 +122,15 @@ const char *stg__batch_src_errmsg(stg_batch *b);
 void stg__batch_src_counts(stg_batch *b);
 /* Claim pending jobs for the free slots and submit them (submit.c). */
 void stg__batch_refill(stg_batch *b);
+/* Give the claimed-ahead jobs back to the store (pending, as if never
+ * claimed), at a stop or the end; skipped once the store failed (the next
+ * open recovers them: inflight, unsent, to pending). */
+void stg__batch_unclaim_ahead(stg_batch *b);
+/* Commit the store's group (if open), then what the caller is told
+ * follows. A failure stops the run (STORE). */
+void stg__batch_flush(stg_batch *b);
+/* The group was committed (by a flush or a sent-mark): the shown counts
+ * catch up with the written ones. */
+void stg__batch_committed(stg_batch *b);
 
 #endif

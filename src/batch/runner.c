@@ -73,6 +73,31 @@ static int64_t mono_us(void)
     return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
+/* Outcomes of replay-safe jobs are committed at most this long after the
+ * last commit when nothing else commits them (a start that needs its
+ * claim committed, a sent-mark, an unsafe outcome, the end). */
+#define FLUSH_EVERY_US STG_MS(5)
+/* Claimed ahead: a quarter of the slots (none below 4), at most 64. */
+#define AHEAD_MAX 64
+
+void stg__batch_committed(stg_batch *b)
+{
+    b->shown = b->counts;
+    b->shown_finished = b->finished;
+    b->claim_open = b->unsafe_open = false;
+    b->commit_us = mono_us();
+}
+
+void stg__batch_flush(stg_batch *b)
+{
+    if (b->source || b->store_failed)
+        return;
+    if (stg_store_flush(b->store) != STG_OK)
+        stg__batch_store_failed(b);
+    else
+        stg__batch_committed(b);
+}
+
 const char *stg_batch_cause_name(stg_batch_stop_cause c)
 {
     static const char *const names[] = {"running", "drained", "stopped",
@@ -147,6 +172,9 @@ int stg_batch_new(const stg_batch_config *cfg, stg_batch **out, stg_batch_start 
     b->next_save_us = b->start_us + STG_SEC(1);
     if (!(b->slots = calloc((size_t)b->nslots, sizeof *b->slots)))
         return fail_new(b, STG_ENOMEM, err, errlen, "out of memory");
+    b->ahead_max = cfg->source ? 0 : b->nslots / 4 < AHEAD_MAX ? b->nslots / 4 : AHEAD_MAX;
+    if (!(b->ahead = calloc((size_t)(b->nslots + b->ahead_max), sizeof *b->ahead)))
+        return fail_new(b, STG_ENOMEM, err, errlen, "out of memory");
     for (int i = 0; i < b->nslots; i++)
         b->slots[i].b = b;
 
@@ -188,7 +216,8 @@ int stg_batch_new(const stg_batch_config *cfg, stg_batch **out, stg_batch_start 
     if (!b->source && stg_store_run_begin(b->store, stg_store_now_ms(), &b->run_id) != STG_OK)
         return fail_new(b, STG_EDB, err, errlen, stg_store_errmsg(b->store));
     if (!b->source)
-        stg_store_group(b->store, true); /* commits per pass (stg_store_flush) */
+        stg_store_group(b->store, true); /* commits when needed (stg__batch_flush) */
+    stg__batch_committed(b); /* what start_store read is what the file holds */
     *out = b;
     return STG_OK;
 }
@@ -227,22 +256,22 @@ bool stg_batch_step(stg_batch *b, int64_t timeout_us)
         b->cancelled = true; /* a stop raised while submitting */
         stg_engine_cancel_all(b->engine);
     }
-    if (b->active == 0 && (b->drained || b->stopping)) {
+    if (b->active == 0 && (b->drained || b->stopping || (b->exhausted && b->n_ahead == 0))) {
         b->ended = true;
         if (b->cause == STG_BATCH_RUNNING)
             b->cause = STG_BATCH_DRAINED;
-        if (!b->source && !b->store_failed && stg_store_flush(b->store) != STG_OK)
-            stg__batch_store_failed(b);
+        stg__batch_unclaim_ahead(b); /* never sent: pending again */
+        stg__batch_flush(b);
         return false;
     }
-    /* The claims just written are committed by the pass's first
-     * ATTEMPT_START (finish.c), together with the outcomes the pass wrote
-     * before it: one commit per pass. */
+    /* The claims just written are committed by the first ATTEMPT_START
+     * of one of them (finish.c), with every write before it. */
     stg_engine_run(b->engine, timeout_us);
-    /* What the pass wrote after its last start (or in a pass that started
-     * nothing): what a step reports finished is committed. */
-    if (!b->source && !b->store_failed && stg_store_flush(b->store) != STG_OK)
-        stg__batch_store_failed(b);
+    /* Outcomes of jobs that are not replay-safe are committed in their
+     * step (a kill would send them to review); the others within
+     * FLUSH_EVERY_US. The caller is told only what is committed. */
+    if (b->unsafe_open || b->stopping || b->drained || mono_us() - b->commit_us >= FLUSH_EVERY_US)
+        stg__batch_flush(b);
     if (b->stopping && !b->cancelled && b->active > 0) {
         /* A store that failed in the pass (the claims' commit at a start):
          * the requests started are still unsent, and go back unsent. */
@@ -271,8 +300,10 @@ bool stg_batch_step(stg_batch *b, int64_t timeout_us)
 void stg_batch_progress_get(const stg_batch *b, stg_batch_progress *p)
 {
     memset(p, 0, sizeof *p);
-    p->counts = b->counts;
-    p->finished = b->finished;
+    /* The store: as of the last commit, what a kill -9 would leave. */
+    p->counts = b->source ? b->counts : b->shown;
+    p->finished = b->source ? b->finished : b->shown_finished;
+    p->claims = b->claims;
     p->in_flight = b->active;
     p->cause = b->ended ? b->cause : STG_BATCH_RUNNING;
     stg_engine_stats es;
@@ -296,11 +327,13 @@ int stg_batch_end(stg_batch *b, stg_batch_summary *s)
     STG_ASSERT(b->active == 0);
     if (!b->source && !b->store_failed && stg_store_group(b->store, false) != STG_OK)
         stg__batch_store_failed(b);
+    if (!b->source && !b->store_failed)
+        stg__batch_committed(b);
     s->cause = b->cause;
-    s->finished = b->finished;
+    s->finished = b->source ? b->finished : b->shown_finished;
     snprintf(s->message, sizeof s->message, "%s", b->msg);
     if (b->store_failed) {
-        s->counts = b->counts;
+        s->counts = b->shown; /* what the last commit holds */
         return STG_EDB;
     }
     if (b->source) {
@@ -345,6 +378,8 @@ void stg_batch_free(stg_batch *b, int exit_code)
      * with a failed store, leave them inflight for the next open). */
     stg_engine_free(b->engine);
     b->engine = NULL;
+    if (b->ahead)
+        stg__batch_unclaim_ahead(b); /* freed without an end: never sent, back */
     /* The outcomes of the cancelled requests (after a failure: nothing is
      * open, the failure rolled the group back). */
     if (!b->source && stg_store_group(b->store, false) != STG_OK)
@@ -358,5 +393,6 @@ void stg_batch_free(stg_batch *b, int exit_code)
     for (int i = 0; b->slots && i < b->nslots; i++)
         stg_job_clear(&b->slots[i].job);
     free(b->slots);
+    free(b->ahead);
     free(b);
 }

@@ -148,7 +148,34 @@ static void submit(stg_batch *b, stg_batch_slot *sl)
     stg__batch_release(b, sl);
 }
 
-/* Claim pending jobs for the free slots and submit them. */
+/* Claim want more jobs onto the tail of the ahead list (one statement). */
+static void claim_more(stg_batch *b, int want)
+{
+    STG_ASSERT(want > 0 && b->n_ahead + want <= b->nslots + b->ahead_max);
+    int got = 0;
+    bool more = false;
+    int rc = stg__batch_src_claim(b, want, b->ahead + b->n_ahead, &got, &more);
+    b->claims++;
+    if (rc != STG_OK) {
+        if (rc == STG_EUNAVAIL)
+            stg__batch_stop_for(b, STG_BATCH_LIMITER, "%s", stg__batch_src_errmsg(b));
+        else
+            stg__batch_store_failed(b);
+        return;
+    }
+    STG_ASSERT(got <= want && (b->source || got <= b->counts.n[STG_JOB_PENDING]));
+    if (!more)
+        b->exhausted = true;
+    if (got > 0 && !b->source)
+        b->claim_open = true; /* committed at the first start that needs it */
+    for (int i = 0; i < got && !b->source; i++)
+        stg__batch_counts_move(&b->counts, STG_JOB_PENDING, STG_JOB_INFLIGHT);
+    b->n_ahead += got;
+}
+
+/* Claim pending jobs for the free slots (and ahead_max more, when the list
+ * of claimed ones runs short: one claim statement per ahead_max + 1 jobs
+ * or more instead of one per pass), and submit them from the list. */
 void stg__batch_refill(stg_batch *b)
 {
     if (b->stopping || b->drained)
@@ -156,34 +183,43 @@ void stg__batch_refill(stg_batch *b)
     int free_n = b->nslots - b->active;
     if (free_n <= 0)
         return;
-    stg_job *jobs = calloc((size_t)free_n, sizeof *jobs);
-    if (!jobs) {
-        stg__batch_stop_for(b, STG_BATCH_STORE, "%s", "out of memory");
-        return;
-    }
-    int got = 0;
-    bool more = false;
-    int rc = stg__batch_src_claim(b, free_n, jobs, &got, &more);
-    if (rc != STG_OK) {
-        if (rc == STG_EUNAVAIL)
-            stg__batch_stop_for(b, STG_BATCH_LIMITER, "%s", stg__batch_src_errmsg(b));
-        else
-            stg__batch_store_failed(b);
-        free(jobs);
-        return;
-    }
-    STG_ASSERT(got <= free_n && (b->source || got <= b->counts.n[STG_JOB_PENDING]));
-    if (!more)
-        b->drained = true;
-    for (int i = 0; i < got && !b->source; i++)
-        stg__batch_counts_move(&b->counts, STG_JOB_PENDING, STG_JOB_INFLIGHT);
+    if (b->n_ahead < free_n && !b->exhausted)
+        claim_more(b, free_n - b->n_ahead + b->ahead_max);
+    if (b->stopping)
+        return; /* the claim failed: what is claimed goes back at the end */
+    int take = b->n_ahead < free_n ? b->n_ahead : free_n;
     int k = 0;
-    for (int i = 0; i < b->nslots && k < got; i++) {
+    for (int i = 0; i < b->nslots && k < take; i++) {
         if (b->slots[i].used)
             continue;
-        b->slots[i].job = jobs[k++];
+        b->slots[i].job = b->ahead[k++];
         submit(b, &b->slots[i]);
     }
-    STG_ASSERT(k == got && b->active <= b->nslots);
-    free(jobs);
+    STG_ASSERT(k == take && b->active <= b->nslots);
+    b->n_ahead -= take;
+    memmove(b->ahead, b->ahead + take, (size_t)b->n_ahead * sizeof *b->ahead);
+    memset(b->ahead + b->n_ahead, 0, (size_t)take * sizeof *b->ahead); /* moved out */
+    STG_ASSERT(b->source || b->store_failed ||
+               b->counts.n[STG_JOB_INFLIGHT] == b->active + b->n_ahead);
+}
+
+/* The claimed-ahead jobs back to pending, in one statement. */
+void stg__batch_unclaim_ahead(stg_batch *b)
+{
+    if (b->n_ahead == 0)
+        return;
+    STG_ASSERT(!b->source); /* a source claims none ahead */
+    if (!b->store_failed) {
+        int moved = 0;
+        if (stg_store_unclaim(b->store, b->ahead, b->n_ahead, b->run_id, stg_store_now_ms(),
+                              &moved) == STG_OK) {
+            for (int i = 0; i < moved; i++)
+                stg__batch_counts_move(&b->counts, STG_JOB_INFLIGHT, STG_JOB_PENDING);
+        } else {
+            stg__batch_store_failed(b); /* they stay inflight, unsent: recovered */
+        }
+    }
+    for (int i = 0; i < b->n_ahead; i++)
+        stg_job_clear(&b->ahead[i]);
+    b->n_ahead = 0;
 }

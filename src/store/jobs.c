@@ -276,6 +276,71 @@ int stg_store_claim(stg_store *s, int max, int64_t run_id, int64_t now_ms, stg_j
     return err;
 }
 
+/* One statement: the ids as a JSON array (json_each), so a stop that
+ * gives back what the runner claimed ahead is one UPDATE and one
+ * transaction, like the claim. runs goes back down; run_id and started_at
+ * go back to NULL when the claim was the job's first (RETURNING gives the
+ * new row only, so an older run's values are not known here: they are read
+ * for finished jobs only, and the next claim overwrites them). Only a job
+ * of this run, inflight and never sent, moves. */
+int stg_store_unclaim(stg_store *s, const stg_job *jobs, int n, int64_t run_id, int64_t now_ms,
+                      int *moved)
+{
+    if (moved)
+        *moved = 0;
+    if (n <= 0)
+        return STG_OK;
+    size_t cap = (size_t)n * 21 + 3, len = 0;
+    char *ids = malloc(cap);
+    if (!ids)
+        return stg__store_error(s, STG_ENOMEM, "out of memory");
+    ids[len++] = '[';
+    for (int i = 0; i < n; i++)
+        len += (size_t)snprintf(ids + len, cap - len, "%s%lld", i ? "," : "",
+                                (long long)jobs[i].id);
+    ids[len++] = ']';
+    ids[len] = '\0';
+    int err = stg__store_begin(s);
+    if (err) {
+        free(ids);
+        return err;
+    }
+    sqlite3_stmt *st = NULL;
+    int rc = sqlite3_prepare_v2(
+        s->db,
+        "UPDATE jobs SET state = 'pending', runs = runs - 1, "
+        "run_id = CASE WHEN runs = 1 THEN NULL ELSE run_id END, "
+        "started_at = CASE WHEN runs = 1 THEN NULL ELSE started_at END, updated_at = ?1 "
+        "WHERE id IN (SELECT value FROM json_each(?2)) AND state = 'inflight' AND sent = 0 "
+        "AND run_id = ?3",
+        -1, &st, NULL);
+    int changes = 0;
+    if (rc == SQLITE_OK) {
+        sqlite3_bind_int64(st, 1, now_ms);
+        sqlite3_bind_text(st, 2, ids, (int)len, SQLITE_STATIC);
+        sqlite3_bind_int64(st, 3, run_id);
+        rc = sqlite3_step(st);
+        changes = sqlite3_changes(s->db);
+    }
+    sqlite3_finalize(st);
+    free(ids);
+    if (rc != SQLITE_DONE) {
+        err = stg__store_fail(s, rc, "cannot give claimed jobs back");
+        stg__store_rollback(s);
+        return err;
+    }
+    if (changes != n) {
+        stg__store_rollback(s); /* none moved: the caller's counts stay right */
+        return stg__store_error(s, STG_ESTATE, "%d of %d claimed jobs are not inflight",
+                                n - changes, n);
+    }
+    if ((err = stg__store_commit(s)) != STG_OK)
+        return err;
+    if (moved)
+        *moved = changes;
+    return STG_OK;
+}
+
 /* Add to run run_id's counters (inside the caller's transaction: written
  * when it commits, schema.c). */
 static int add_run_counts(stg_store *s, int64_t run_id, int calls, int retries, int n429,

@@ -385,6 +385,16 @@ void stg_job_clear(stg_job *j);
 int stg_store_claim(stg_store *s, int max, int64_t run_id, int64_t now_ms, stg_job *out,
                     int *n);
 
+/* Give back claimed jobs whose requests never left (the runner's claimed
+ * ahead, at a stop or the end): inflight, sent = 0, of run_id -> pending,
+ * runs - 1 (run_id, started_at NULL again when it was the job's first
+ * claim), in one statement and one transaction (in a group: the group's).
+ * *moved (may be NULL) gets n. STG_ESTATE when any of them is not such a
+ * job: nothing moves (in a group, the group is rolled back: the caller
+ * stops writing). */
+int stg_store_unclaim(stg_store *s, const stg_job *jobs, int n, int64_t run_id, int64_t now_ms,
+                      int *moved);
+
 /* The first attempt of an inflight job is about to leave: sent = 1, and
  * that attempt is counted (the job's attempts + 1; the calls of run_id + 1
  * when run_id > 0), so a kill -9 after it loses neither. One transaction
