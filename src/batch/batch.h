@@ -29,8 +29,15 @@
  * source); internal.h holds the handle.
  *
  * Job states and transitions: see store.h. The runner adds:
- *  - claim (pending -> inflight) is committed before the job is handed to
- *    the engine; its slot is reused only after its outcome is committed;
+ *  - claim (pending -> inflight) is committed before the job's request can
+ *    leave; with 4 slots or more a claim also takes up to as many jobs
+ *    ahead (at most 64), so a kill -9 leaves at most 2 x the slots
+ *    inflight (the claimed ahead unsent: recovered to pending), and a
+ *    clean end gives them back;
+ *  - progress, finished and the summary say only what is committed (what
+ *    the file holds after a kill): outcomes of replay-safe jobs are
+ *    committed in groups (every 20 ms or with the next claim), those of
+ *    other jobs in their step;
  *  - for a job that is not replay-safe, the first ATTEMPT_START commits
  *    sent = 1 before the request can leave (the engine sends it only in a
  *    later pass), so after a kill it goes to review, not pending;

@@ -6,13 +6,15 @@
  *
  * Invariants:
  *  - Each finished request's outcome is written (into the runner's group
- *    transaction: committed at the pass's next ATTEMPT_START or when the
- *    step ends, runner.c), then the slot is freed; the slot's next claim
- *    comes in the next step, after that commit (unless the store failed,
- *    which stops every write: the next open recovers those jobs).
- *  - Every ATTEMPT_START commits the group before the engine goes on (the
- *    sent-mark's commit, or a flush): a request never leaves while its
- *    claim, or any write before it, is uncommitted.
+ *    transaction: committed with the next commit, runner.c), then the slot
+ *    is freed (a failed store stops every write: the next open recovers
+ *    those jobs). An outcome of a job that is not replay-safe marks the
+ *    group (unsafe_open) so that its step commits it.
+ *  - An ATTEMPT_START commits the group before the engine goes on when a
+ *    claim is uncommitted (claim_open) or the job needs its sent-mark: a
+ *    request never leaves while its claim is uncommitted. Outcomes of
+ *    replay-safe jobs written before it may stay uncommitted: their jobs
+ *    are inflight on disk, and a kill re-runs them.
  *  - The sent-mark of a job that is not replay-safe is committed from
  *    ATTEMPT_START, which the engine emits before the transfer can leave,
  *    and counts that first attempt: the outcome then adds the others.

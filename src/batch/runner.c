@@ -2,44 +2,53 @@
  * The batch runner: jobs from the store, through the engine, back into the
  * store (see batch.h for the API and the transitions).
  *
- * Loop (stg_batch_step): claim as many pending jobs as there are free
- * slots (marks them inflight, uncommitted), submit them (submit.c), run one
- * engine pass, commit what is still open. The store is in group commit
- * (stg_store_group): the pass's done callbacks write the outcomes (finish.c)
- * into the same transaction as the step's claims, and the pass's first
- * ATTEMPT_START commits it (finish.c): the engine handles the finished
- * attempts of a pass before it starts any, and emits an attempt's
- * ATTEMPT_START after adding its handle (curl_multi_add_handle does no
- * I/O, it only sets libcurl's timer) and before the pass drives libcurl
- * (curl_multi_socket_action), which is where a transfer leaves. So a
- * busy pass costs one commit (it was two: the claims before the pass, the
- * outcomes after it), which is most of what a durable batch costs against
- * curl --parallel. A pass that starts nothing (or writes after its last
- * start: a request refused at once) is committed when the step ends, so
- * what a step reports finished is committed when it returns, and a step
- * never returns with a claim of its own uncommitted.
+ * Loop (stg_batch_step): submit claimed jobs into the free slots, claiming
+ * more first when those claimed ahead run short (submit.c: one claim takes
+ * the free slots and ahead_max more, marked inflight, uncommitted), run
+ * one engine pass, commit when due. The store is in group commit
+ * (stg_store_group): claims, outcomes (finish.c) and the run's counters
+ * join one transaction, committed only where something outside needs it:
+ *  - at an ATTEMPT_START whose job's claim is not yet committed (finish.c):
+ *    the engine emits it after adding the handle (curl_multi_add_handle
+ *    does no I/O) and before the pass drives libcurl, which is where a
+ *    transfer leaves. A job claimed ahead was committed with the first
+ *    start after its claim, so most starts commit nothing;
+ *  - at the sent-mark of a job that is not replay-safe (it commits the
+ *    whole group), and at the end of a step that wrote an outcome of such
+ *    a job (a kill would send it to review);
+ *  - at a step's end once FLUSH_EVERY_US passed since the last commit, and
+ *    at the run's end or stop.
+ * So a busy run commits about once per claim (a claim of ~2 x the slots)
+ * instead of once per pass (about once per job against a fast server).
  *
- * Why that is as safe as a commit before the pass: what a kill -9 must
- * find is every job whose request may have left inflight (or marked sent),
- * and every outcome the caller was told of (progress, finished, the run's
- * counters) committed. A request leaves only after its ATTEMPT_START, whose
- * handler commits first; the caller hears of an outcome only between steps,
- * after the step's commit. Outcomes written in a pass but not yet committed
- * belong to requests that are then still inflight on disk: a kill re-runs
- * them, as it would a request killed just before its answer. A claim that
- * is written but not committed is pending on disk, and its request has not
- * left.
+ * Why that is as safe as a commit before each pass: what a kill -9 must
+ * find is every job whose request may have left inflight (or marked
+ * sent), and every outcome the caller was told of committed. A request
+ * leaves only after its claim's commit; the caller is told only what is
+ * committed (progress_get, the summary and the counts read b->shown, a
+ * copy taken at each commit). An outcome written but not committed
+ * belongs to a job still inflight on disk: a kill re-runs it (replay-safe:
+ * as one killed just before its answer), and no claim becomes durable
+ * without committing every outcome written before it. A claim written
+ * but not committed is pending on disk, and its request has not left.
  *
  * This file: new, step, stop, progress, end, free.
  *
  * Invariants (asserted where they can be):
  *  - A job's request can leave only after its inflight mark is committed
- *    (the commit at its ATTEMPT_START); its outcome is committed in the
- *    pass that wrote it (at the pass's first start, or at the step's end),
- *    before any request claimed after it can leave. So every committed
- *    state has at most `concurrency` jobs inflight, and a kill -9 finds
- *    every job that may have been sent inflight (or, not replay-safe,
- *    marked sent): a kill re-runs at most that many (at-least-once).
+ *    (at its ATTEMPT_START, if no earlier commit took it); an outcome is
+ *    committed before any claim written after it. The claimed and not
+ *    finished are at most active + n_ahead <= concurrency + ahead_max
+ *    (ahead_max: the slots, at most 64; 0 below 4 slots or with a
+ *    source), and between two commits no claim becomes durable, so every
+ *    committed state has at most that many jobs inflight, and a kill -9
+ *    finds every job that may have been sent inflight (or, not
+ *    replay-safe, marked sent): a kill re-runs at most that many
+ *    (at-least-once); those claimed ahead were never sent and recover to
+ *    pending, never to review.
+ *  - At a clean end (drained, stop, store or limiter stop, stg_batch_free
+ *    without an end) the claimed-unsent go back to pending in one
+ *    statement (stg_store_unclaim), so no job of the run is left inflight.
  *  - A job that is not replay-safe has sent = 1 committed (with its first
  *    attempt counted) from the engine's ATTEMPT_START event, which the
  *    engine emits before the transfer can leave: after a kill it goes to
@@ -48,9 +57,11 @@
  *  - The run's counters (calls, retries, 429s, 503s, finished) are added to
  *    its row in the transaction of each outcome and sent-mark: a kill -9
  *    loses only the attempts of the jobs then in flight.
- *  - The in-memory counts move only after the store wrote the same move
- *    (committed by the next flush), so they equal what the store's
- *    connection reads; stg_batch_end checks it.
+ *  - The in-memory counts move only after the store wrote the same move,
+ *    so they equal what the store's connection reads; stg_batch_end checks
+ *    it. What the caller is told (b->shown, shown_finished) is their copy
+ *    at the last commit: what another connection, or the file after a
+ *    kill, holds.
  *  - No signal handling, no output: a stop is a call (stg_batch_stop), and
  *    progress is a snapshot (stg_batch_progress_get).
  *  - Secrets: headers of the config and the secret URLs/headers of
@@ -74,11 +85,20 @@ static int64_t mono_us(void)
 }
 
 /* Outcomes of replay-safe jobs are committed at most this long after the
- * last commit when nothing else commits them (a start that needs its
- * claim committed, a sent-mark, an unsafe outcome, the end). */
-#define FLUSH_EVERY_US STG_MS(5)
-/* Claimed ahead: a quarter of the slots (none below 4), at most 64. */
+ * last commit when nothing else commits them first (a start whose claim is
+ * uncommitted, a sent-mark, an unsafe outcome, the end): what the caller
+ * is told (the committed) lags the wire by that much at most. */
+#define FLUSH_EVERY_US STG_MS(20)
+/* Claimed ahead: as many as the slots, at most 64; none below 4 slots. */
+#define AHEAD_MIN_SLOTS 4
 #define AHEAD_MAX 64
+
+static int ahead_for(const stg_batch_config *cfg, int nslots)
+{
+    if (cfg->source || nslots < AHEAD_MIN_SLOTS)
+        return 0;
+    return nslots < AHEAD_MAX ? nslots : AHEAD_MAX;
+}
 
 void stg__batch_committed(stg_batch *b)
 {
@@ -172,7 +192,7 @@ int stg_batch_new(const stg_batch_config *cfg, stg_batch **out, stg_batch_start 
     b->next_save_us = b->start_us + STG_SEC(1);
     if (!(b->slots = calloc((size_t)b->nslots, sizeof *b->slots)))
         return fail_new(b, STG_ENOMEM, err, errlen, "out of memory");
-    b->ahead_max = cfg->source ? 0 : b->nslots / 4 < AHEAD_MAX ? b->nslots / 4 : AHEAD_MAX;
+    b->ahead_max = ahead_for(cfg, b->nslots);
     if (!(b->ahead = calloc((size_t)(b->nslots + b->ahead_max), sizeof *b->ahead)))
         return fail_new(b, STG_ENOMEM, err, errlen, "out of memory");
     for (int i = 0; i < b->nslots; i++)

@@ -4,8 +4,15 @@
  * are not stored, from the caller's input).
  *
  * Invariants:
- *  - A job reaches the engine only after its claim (pending -> inflight)
- *    is committed, and never more jobs than free slots.
+ *  - A job is claimed (pending -> inflight, written in the group) before
+ *    it reaches the engine, and its request leaves only once that claim is
+ *    committed (finish.c); never more jobs than free slots are submitted.
+ *  - A claim takes the free slots and ahead_max more when the claimed
+ *    ahead (in id order) are fewer than the free slots, so claimed and not
+ *    finished stay <= nslots + ahead_max (asserted: the inflight count is
+ *    active + n_ahead). The claimed ahead go back with stg_store_unclaim
+ *    at the end; a kill leaves them inflight and unsent (recovered to
+ *    pending).
  *  - Headers of the configuration replace a job's own of the same name,
  *    and are never stored; a needs_input job takes its URL and headers from
  *    the input (the whole set, the secrets kept of it, or the file read

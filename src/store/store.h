@@ -25,6 +25,7 @@
  *   pending  -> inflight             stg_store_claim (before submit)
  *   inflight -> done|failed|deferred|review|pending   stg_store_finish
  *   inflight -> pending | review     stg_store_recover (after a crash/kill)
+ *   inflight -> pending              stg_store_unclaim (claimed, never sent)
  *   deferred -> pending              stg_store_requeue (--retry-deferred)
  *   review   -> pending              stg_store_requeue (--retry-review)
  *
@@ -33,8 +34,10 @@
  *    SQLite transaction (WAL, synchronous=NORMAL: a committed change
  *    survives kill -9; a power cut may lose the last commits, never tear
  *    one).
- *  - A job is marked inflight (committed) before it is handed to the
- *    engine, so after a crash nothing sent is unaccounted for: inflight
+ *  - A job is marked inflight (committed) before its request can leave
+ *    (the runner may claim some ahead of their requests: inflight, sent =
+ *    0, which a recovery or an unclaim puts back to pending), so after a
+ *    crash nothing sent is unaccounted for: inflight
  *    jobs are run again (at-least-once), except non-idempotent ones
  *    (replay_safe = 0) whose request may have left (sent = 1): those go to
  *    review and are resent only on request.

@@ -353,6 +353,73 @@ static void test_cancelled_back_to_pending(void **state)
     stg_store_close(s);
 }
 
+/* One column of job id, read by another connection (what is committed). */
+static long long job_col(const char *name, int64_t id, const char *col)
+{
+    sqlite3 *db = NULL;
+    sqlite3_stmt *st = NULL;
+    char sql[128];
+    snprintf(sql, sizeof sql, "SELECT coalesce(%s, -1) FROM jobs WHERE id = %lld", col,
+             (long long)id);
+    long long v = -2;
+    if (sqlite3_open_v2(path_of(name), &db, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK &&
+        sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
+        v = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+    return v;
+}
+
+/* Claimed and never sent: back to pending as if never claimed (runs,
+ * run_id, started_at), one statement; a sent one, or one of another run,
+ * moves nothing at all. */
+static void test_unclaim(void **state)
+{
+    (void)state;
+    stg_store *s = open_new("unclaim.db");
+    import_five(s);
+    stg_job jobs[5];
+    int n = 0, moved = -1;
+    assert_int_equal(stg_store_claim(s, 4, 1, 2000, jobs, &n), STG_OK);
+    assert_int_equal(n, 4);
+    assert_int_equal(job_col("unclaim.db", 3, "runs"), 1);
+    assert_int_equal(job_col("unclaim.db", 3, "started_at"), 2000);
+    assert_int_equal(stg_store_mark_sent(s, jobs[2].id, 1), STG_OK); /* id 3: sent */
+    /* the sent one among them: refused, nothing moved */
+    assert_int_equal(stg_store_unclaim(s, &jobs[1], 3, 1, 2500, &moved), STG_ESTATE);
+    assert_int_equal(moved, 0);
+    expect_counts(s, 1, 4, 0, 0, 0, 0);
+    /* another run's: refused */
+    assert_int_equal(stg_store_unclaim(s, &jobs[3], 1, 9, 2500, &moved), STG_ESTATE);
+    expect_counts(s, 1, 4, 0, 0, 0, 0);
+    /* the unsent ones: back */
+    stg_job back[2] = {jobs[1], jobs[3]};
+    assert_int_equal(stg_store_unclaim(s, back, 2, 1, 2500, &moved), STG_OK);
+    assert_int_equal(moved, 2);
+    expect_counts(s, 3, 2, 0, 0, 0, 0);
+    assert_int_equal(job_col("unclaim.db", 2, "runs"), 0);
+    assert_int_equal(job_col("unclaim.db", 2, "started_at"), -1);
+    assert_int_equal(job_col("unclaim.db", 2, "run_id"), -1);
+    assert_int_equal(job_col("unclaim.db", 2, "sent"), 0);
+    assert_int_equal(job_col("unclaim.db", 3, "sent"), 1); /* untouched */
+    /* claimed again in a later run: its first run is that one */
+    for (int i = 0; i < n; i++)
+        stg_job_clear(&jobs[i]);
+    int rp = 0, rr = 0;
+    assert_int_equal(stg_store_recover(s, 2600, &rp, &rr), STG_OK);
+    assert_int_equal(rp, 1); /* id 1, unsent */
+    assert_int_equal(rr, 1); /* id 3, sent */
+    assert_int_equal(stg_store_claim(s, 1, 2, 3000, jobs, &n), STG_OK);
+    assert_int_equal(jobs[0].id, 1);
+    stg_job_clear(&jobs[0]);
+    assert_int_equal(stg_store_claim(s, 1, 2, 3000, jobs, &n), STG_OK);
+    assert_int_equal(jobs[0].id, 2);
+    assert_int_equal(job_col("unclaim.db", 2, "runs"), 1);
+    assert_int_equal(job_col("unclaim.db", 2, "run_id"), 2);
+    stg_job_clear(&jobs[0]);
+    stg_store_close(s);
+}
+
 static void test_runner_lock(void **state)
 {
     (void)state;
@@ -1203,6 +1270,7 @@ int main(void)
         cmocka_unit_test(test_old_index_migrated),
         cmocka_unit_test(test_recover),
         cmocka_unit_test(test_cancelled_back_to_pending),
+        cmocka_unit_test(test_unclaim),
         cmocka_unit_test(test_runner_lock),
         cmocka_unit_test(test_sqlite_locked),
         cmocka_unit_test(test_disk_full),
