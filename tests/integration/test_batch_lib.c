@@ -693,6 +693,175 @@ static void test_kill_after_commit(void **state)
     cleanup(&srv);
 }
 
+/* ---- claimed ahead ------------------------------------------------------------------ */
+
+/* n jobs jNN on /track/jNN (or /h/jNN); POST without key where post(i). */
+static void make_jobs(jobdef *jobs, char (*ids)[8], char (*paths)[24], int n, const char *dir,
+                      int post_a, int post_b)
+{
+    for (int i = 0; i < n; i++) {
+        snprintf(ids[i], sizeof ids[i], "j%02d", (unsigned char)i);
+        snprintf(paths[i], sizeof paths[i], "/%s/%s", dir, ids[i]);
+        jobs[i] = (jobdef){ids[i], i == post_a || i == post_b ? "POST" : "GET", paths[i], NULL};
+    }
+}
+
+/* At -j 4 a claim takes 4 more ahead: a kill at the third start leaves 8
+ * inflight (the bound: concurrency + ahead), the ahead ones unsent; the
+ * rerun puts them back to pending, none to review (j05, a POST without
+ * key among them, is sent once), and the server sees every job once. */
+static void test_kill_claimed_ahead(void **state)
+{
+    (void)state;
+    server srv;
+    server_start(&srv, NULL);
+    enum { N = 16 };
+    jobdef jobs[N];
+    char ids[N][8], paths[N][24];
+    make_jobs(jobs, ids, paths, N, "track", 0, 5);
+    import_jobs(&srv, jobs, N);
+    kill_plan k = {KILL_AT_START, "/track/j02", 0};
+    run_killed(&k, 4);
+    expect_whole(N);
+    assert_int_equal(q_int("SELECT count(*) FROM jobs WHERE state = 'inflight'"), 8);
+    assert_int_equal(q_int("SELECT count(*) FROM jobs WHERE state = 'pending'"), 8);
+    assert_int_equal(q_int("SELECT count(*) FROM jobs WHERE state = 'inflight' AND sent = 0 "
+                           "AND key IN ('j04', 'j05', 'j06', 'j07')"),
+                     4);
+    long long sent = q_int("SELECT count(*) FROM jobs WHERE sent = 1");
+    assert_true(sent <= 1); /* j00, if it started before j02 */
+    assert_int_equal(job_int("j05", "sent"), 0);
+    stg_batch_start st;
+    stg_batch_summary sum;
+    rerun(&st, &sum);
+    assert_int_equal(st.recovered_pending + st.recovered_review, 8);
+    assert_int_equal(st.recovered_review, sent);
+    assert_state("j05", "done");
+    assert_int_equal(sum.counts.n[STG_JOB_DONE], N - sent);
+    server_stop(&srv);
+    assert_int_equal(server_saw(&srv, "j00"), sent ? 0 : 1);
+    for (int i = 1; i < N; i++)
+        assert_int_equal(server_saw(&srv, ids[i]), 1);
+    cleanup(&srv);
+}
+
+/* At -j 30 one claim serves 8 jobs or more (each takes the free slots and
+ * 30 more when those run short, so whatever the timing); between steps the progress is what
+ * another connection reads (never more: it is the last commit's), and no
+ * committed state holds more than 30 + 30 inflight. */
+static void test_claims_ahead_committed(void **state)
+{
+    (void)state;
+    server srv;
+    server_start(&srv, NULL);
+    enum { N = 240, J = 30 };
+    jobdef jobs[N];
+    char ids[N][8], paths[N][24];
+    make_jobs(jobs, ids, paths, N, "track", -1, -1);
+    import_jobs(&srv, jobs, N);
+    stg_store *s = open_db();
+    stg_batch_config c;
+    base_config(&c, s, J);
+    /* Paced starts (one at a time, 500/s): slots come free one or two a
+     * pass, the case where a claim per pass is a claim per job. */
+    c.engine.limiter = STG_LIMITER_FIXED;
+    c.engine.rate = 500;
+    c.engine.burst = 1;
+    start_probe probe = {0};
+    c.engine.on_event = probe_start;
+    c.engine.event_data = &probe;
+    stg_batch *b = NULL;
+    char err[800];
+    if (stg_batch_new(&c, &b, NULL, err, sizeof err) != STG_OK)
+        fail_msg("stg_batch_new: %s", err);
+    stg_batch_progress p;
+    long long max_inflight = 0;
+    while (stg_batch_step(b, STG_MS(50))) {
+        stg_batch_progress_get(b, &p);
+        long long inflight = q_int("SELECT count(*) FROM jobs WHERE state = 'inflight'");
+        assert_int_equal(q_int("SELECT count(*) FROM jobs WHERE state = 'done'"),
+                         p.counts.n[STG_JOB_DONE]);
+        assert_int_equal(inflight, p.counts.n[STG_JOB_INFLIGHT]);
+        assert_int_equal(q_int("SELECT count(*) FROM jobs WHERE state = 'pending'"),
+                         p.counts.n[STG_JOB_PENDING]);
+        assert_int_equal(q_int("SELECT finished FROM runs ORDER BY id DESC LIMIT 1"),
+                         p.finished);
+        if (inflight > max_inflight)
+            max_inflight = inflight;
+    }
+    stg_batch_progress_get(b, &p);
+    stg_batch_summary sum;
+    assert_int_equal(stg_batch_end(b, &sum), STG_OK);
+    stg_batch_free(b, 0);
+    assert_int_equal(sum.counts.n[STG_JOB_DONE], N);
+    assert_int_equal(sum.finished, N);
+    assert_int_equal(probe.starts, N);
+    assert_int_equal(probe.not_inflight, 0); /* every claim committed before its start */
+    assert_true(max_inflight <= 2 * J);
+    if (p.claims * 8 > N)
+        fail_msg("%lld claims for %d jobs: more than one per 8", (long long)p.claims, N);
+    stg_store_close(s);
+    server_stop(&srv);
+    for (int i = 0; i < N; i++)
+        assert_int_equal(server_saw(&srv, ids[i]), 1);
+    cleanup(&srv);
+}
+
+/* A stop gives the claimed ahead back as if never claimed (runs 0, no
+ * started_at): only the four sent stay counted as run. */
+static void test_stop_gives_back_ahead(void **state)
+{
+    (void)state;
+    const char *args[] = {"--hang-prob", "1", NULL};
+    server srv;
+    server_start(&srv, args);
+    enum { N = 12 };
+    jobdef jobs[N];
+    char ids[N][8], paths[N][24];
+    make_jobs(jobs, ids, paths, N, "h", 6, -1);
+    import_jobs(&srv, jobs, N);
+    stg_store *s = open_db();
+    stg_batch_config c;
+    base_config(&c, s, 4);
+    started seen = {0};
+    c.engine.on_event = count_starts;
+    c.engine.event_data = &seen;
+    stg_batch *b = NULL;
+    char err[800];
+    assert_int_equal(stg_batch_new(&c, &b, NULL, err, sizeof err), STG_OK);
+    int64_t until = now_us() + STG_SEC(20);
+    while (seen.n < 4 && now_us() < until)
+        assert_true(stg_batch_step(b, STG_MS(50)));
+    assert_int_equal(seen.n, 4);
+    stg_batch_progress p;
+    stg_batch_progress_get(b, &p);
+    assert_int_equal(p.in_flight, 4);
+    assert_int_equal(p.counts.n[STG_JOB_INFLIGHT], 8);
+    assert_int_equal(q_int("SELECT count(*) FROM jobs WHERE state = 'inflight'"), 8);
+    stg_batch_stop(b);
+    while (stg_batch_step(b, STG_MS(50)))
+        ;
+    stg_batch_summary sum;
+    assert_int_equal(stg_batch_end(b, &sum), STG_OK);
+    stg_batch_free(b, 130);
+    assert_int_equal(sum.cause, STG_BATCH_STOPPED);
+    assert_int_equal(sum.requeued, 0);
+    assert_int_equal(sum.counts.n[STG_JOB_PENDING], N);
+    assert_int_equal(q_int("SELECT count(*) FROM jobs WHERE state = 'pending'"), N);
+    assert_int_equal(q_int("SELECT count(*) FROM jobs WHERE runs = 1 AND key IN "
+                           "('j00', 'j01', 'j02', 'j03')"),
+                     4);
+    assert_int_equal(q_int("SELECT count(*) FROM jobs WHERE runs = 0 AND started_at IS NULL "
+                           "AND run_id IS NULL AND key NOT IN ('j00', 'j01', 'j02', 'j03')"),
+                     N - 4);
+    assert_state("j06", "pending"); /* a POST claimed ahead: never sent, not review */
+    stg_store_close(s);
+    server_stop(&srv);
+    for (int i = 4; i < N; i++)
+        assert_int_equal(server_saw(&srv, ids[i]), 0);
+    cleanup(&srv);
+}
+
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
@@ -706,6 +875,9 @@ int main(void)
         cmocka_unit_test_teardown(test_kill_after_sent_mark, stop_leftovers),
         cmocka_unit_test_teardown(test_kill_before_outcome_commit, stop_leftovers),
         cmocka_unit_test_teardown(test_kill_after_commit, stop_leftovers),
+        cmocka_unit_test_teardown(test_kill_claimed_ahead, stop_leftovers),
+        cmocka_unit_test_teardown(test_claims_ahead_committed, stop_leftovers),
+        cmocka_unit_test_teardown(test_stop_gives_back_ahead, stop_leftovers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
