@@ -5,9 +5,11 @@
  * includes this.
  *
  * Invariants: a slot is used from the submit of its claimed job until the
- * done callback of its request has committed (or skipped, with a failed
+ * done callback of its request has written (or skipped, with a failed
  * store) the job's outcome; active counts the used slots; sent, committed,
- * n429 and n503 describe the current request of a used slot only.
+ * n429 and n503 describe the current request of a used slot only. Jobs
+ * claimed and not yet submitted wait in ahead[] (inflight on disk, never
+ * sent), owned by the handle until submitted or given back.
  */
 #ifndef STAGGER_BATCH_INTERNAL_H
 #define STAGGER_BATCH_INTERNAL_H
