@@ -36,7 +36,9 @@
  *    controller believes a queue is there), the limit reads half of
  *    itself (at least min_limit) for one window made only of the answers
  *    to requests sent after the probe began, and the limit is then what
- *    it was. Those requests went out with fewer than half the limit in
+ *    it was; the window after it skips the answers to requests sent
+ *    during it (they met no queue, and would grow the limit past where
+ *    it stood). Those requests went out with fewer than half the limit in
  *    flight, below the server's capacity when the limit is near C +
  *    sqrt(L), so they meet no queue; the base takes that window's RTT if
  *    it is lower. The gap between probes doubles (in held windows) up to
@@ -125,7 +127,7 @@ typedef struct stg_concurrency {
     int win_n, win_max_in_flight;
     bool win_overload;
     uint64_t windows, cuts;
-    int64_t probe_start_us;       /* when the running probe began */
+    int64_t skip_before_us;       /* answers to requests sent before: not measured */
     int32_t probing, probe_held;  /* a probe runs; held windows since the last */
     uint64_t probes;              /* probes completed */
     uint64_t stg__reserved[1];

@@ -21,8 +21,10 @@
  * leaves c->limit alone and the getter reads half of it while probing, so
  * the learned limit is back the moment the probe window closes and the
  * engine wakes its waiters as for any rise. The probe's window skips the
- * answers to requests sent before it began (now - rtt < probe_start):
- * those were sent under the full limit and measure the queue it drains.
+ * answers to requests sent before it began (now - rtt < skip_before_us):
+ * those were sent under the full limit and measure the queue it drains;
+ * the window after it skips those sent before it ended, under the half.
+ * Overload answers are never skipped: the server told us.
  *
  * Invariants (asserted where the limit changes): min_limit <= limit <=
  * max_limit; base_rtt_us is 0 or > 0 and no window's RTT is below it
@@ -82,6 +84,7 @@ int stg_concurrency_init(stg_concurrency *c, const stg_concurrency_config *cfg, 
     c->cfg = r;
     c->limit = r.initial;
     c->win_start_us = now_us;
+    c->skip_before_us = INT64_MIN; /* no probe yet: every answer counts */
     return STG_OK;
 }
 
@@ -124,7 +127,7 @@ static void count_held(stg_concurrency *c, int64_t now_us)
     STG_ASSERT(c->base_rtt_us > 0);
     c->probe_held = 0;
     c->probing = 1;
-    c->probe_start_us = now_us;
+    c->skip_before_us = now_us;
 }
 
 /* The probe's window closed: its RTT may lower the base; the limit is the
@@ -134,6 +137,7 @@ static void close_probe(stg_concurrency *c, int64_t now_us)
     measure(c);
     c->probing = 0;
     c->probes++;
+    c->skip_before_us = now_us;
     reset_window(c, now_us);
 }
 
@@ -174,12 +178,10 @@ void stg_concurrency_on_sample(stg_concurrency *c, int64_t rtt_us, stg_concurren
         return;
     if (rtt_us < 0)
         rtt_us = 0;
-    if (c->probing) {
-        if (sig == STG_CONCURRENCY_OVERLOAD)
-            c->probing = 0; /* the server spoke: this window cuts as any */
-        else if (now_us - rtt_us < c->probe_start_us)
-            return; /* sent under the full limit: it measured the queue */
-    }
+    if (sig == STG_CONCURRENCY_OVERLOAD)
+        c->probing = 0; /* the server spoke: this window cuts as any */
+    else if (now_us - rtt_us < c->skip_before_us)
+        return; /* sent under another limit than the one this window measures */
     if (c->win_n == 0 && !c->win_overload)
         c->win_start_us = now_us - rtt_us; /* a window starts with what it measures */
     if (sig == STG_CONCURRENCY_OVERLOAD) {
