@@ -31,19 +31,19 @@
  *    says nothing about the server.
  *  - The limit stays within [min_limit, max_limit].
  *  - A probe re-measures the base (Envoy's adaptive concurrency filter
- *    does the same, at a fixed interval): after PROBE_FIRST windows in
- *    which the latency held the limit (RTT above base + floor: the
- *    controller believes a queue is there), the limit reads half of
- *    itself (at least min_limit) for one window made only of the answers
- *    to requests sent after the probe began, and the limit is then what
- *    it was; the window after it skips the answers to requests sent
- *    during it (they met no queue, and would grow the limit past where
- *    it stood). Those requests went out with fewer than half the limit in
- *    flight, below the server's capacity when the limit is near C +
- *    sqrt(L), so they meet no queue; the base takes that window's RTT if
- *    it is lower. The gap between probes doubles (in held windows) up to
- *    PROBE_FIRST << PROBE_MAX_SHIFT. An overload answer ends a probe:
- *    the window it starts cuts as above.
+ *    does the same, at a fixed interval). After PROBE_FIRST windows in
+ *    which the latency held the limit (RTT above tolerance * (base +
+ *    floor): the controller believes a queue is there), the limit reads
+ *    half of itself (at least min_limit) for one window made only of the
+ *    answers to requests sent after the probe began; then the limit is
+ *    what it was, and the next window skips the answers to requests sent
+ *    during the probe (they met no queue and would grow the limit past
+ *    where it stood). The probe's requests went out with fewer than half
+ *    the limit in flight, below the server's capacity when the limit is
+ *    near C + sqrt(L), so they meet no queue; the base takes that
+ *    window's RTT if it is lower. The gap between probes doubles (in held
+ *    windows) up to PROBE_FIRST << PROBE_MAX_SHIFT. An overload answer
+ *    ends a probe: the window it starts cuts as above.
  * Why windows and not every sample: the samples of one window answer
  * requests sent under the previous limit; updating on each would pile up
  * the same evidence and overshoot.
