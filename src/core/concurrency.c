@@ -120,8 +120,9 @@ static void measure(stg_concurrency *c)
 /* A window the latency held (it saw a queue) brings the next probe nearer. */
 static void count_held(stg_concurrency *c, int64_t now_us)
 {
-    int shift = c->probes < STG_CONCURRENCY_PROBE_MAX_SHIFT ? (int)c->probes
-                                                             : STG_CONCURRENCY_PROBE_MAX_SHIFT;
+    int shift = c->probes < STG_CONCURRENCY_PROBE_MAX_SHIFT / 2
+                    ? 2 * (int)c->probes
+                    : STG_CONCURRENCY_PROBE_MAX_SHIFT;
     if (++c->probe_held < STG_CONCURRENCY_PROBE_FIRST << shift)
         return;
     STG_ASSERT(c->base_rtt_us > 0);

@@ -253,7 +253,7 @@ static void test_fast_server_queue_held(void **state)
  * only ever lowered by a window never dropped to 50 ms: without the probe
  * the limit stayed at 19, near 2 C, for good, with p50 100 ms (2 S; the
  * integration test once saw 21 at once). With the base re-measured it
- * returns to where L = C + sqrt(L) (13.7): 13, base 50 ms, p50 50 ms. */
+ * returns to where L = C + sqrt(L) (13.7): 14, base 50 ms, p50 50 ms. */
 static void test_busy_start_base_relearned(void **state)
 {
     (void)state;
@@ -334,9 +334,9 @@ static void test_probe_halves_then_restores(void **state)
     stg_concurrency_on_sample(&c, STG_MS(12), STG_CONCURRENCY_OK, 5, t);
     assert_int_equal(c.win_n, 0); /* sent after the probe: measured, closed */
     assert_true(stg_concurrency_rtt(&c) == STG_MS(12));
-    /* The next probe comes after twice as many held windows (that one was
-     * the first). */
-    for (int i = 1; i < 2 * STG_CONCURRENCY_PROBE_FIRST; i++) {
+    /* The next probe comes after four times as many held windows (that
+     * one was the first). */
+    for (int i = 1; i < 4 * STG_CONCURRENCY_PROBE_FIRST; i++) {
         assert_int_equal(c.probing, 0);
         t += STG_MS(12);
         stg_concurrency_on_sample(&c, STG_MS(12), STG_CONCURRENCY_OK, stg_concurrency_limit(&c),
