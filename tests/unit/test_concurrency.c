@@ -272,6 +272,10 @@ static void test_busy_start_base_relearned(void **state)
     /* L = C + sqrt(L) is 13.7; the window lag as in the settle test. */
     assert_true(l >= 10 && l <= 17);
     assert_true(p50(&m) <= STG_MS(75));
+    /* In 20 s the server can do 4000; a probe idles some of its workers for
+     * about a window (a few dozen answers), and the probes are far apart. */
+    print_message("busy start: %zu done in the last 20 s\n", m.n_lat);
+    assert_true(m.n_lat >= 3950);
 }
 
 /* Windows of one sample each (span = the 10 ms base): a base of 10 ms,
