@@ -30,18 +30,56 @@
  *    were in flight (the caller had no more to send): a limit nobody used
  *    says nothing about the server.
  *  - The limit stays within [min_limit, max_limit].
+ *  - A probe re-measures the base (Envoy's adaptive concurrency filter
+ *    does the same, at a fixed interval). After PROBE_FIRST windows in
+ *    which the latency held the limit (RTT above tolerance * (base +
+ *    floor): the controller believes a queue is there), the limit reads
+ *    half of itself (at least min_limit) for one window made only of the
+ *    answers to requests sent after the probe began; then the limit is
+ *    what it was, and the next window skips the answers to requests sent
+ *    during the probe (they met no queue and would grow the limit past
+ *    where it stood). The probe's requests went out with fewer than half
+ *    the limit in flight, below the server's capacity when the limit is
+ *    near C + sqrt(L), so they meet no queue; the base takes that
+ *    window's RTT if it is lower. The gap between probes grows fourfold
+ *    (in held windows) up to PROBE_FIRST << PROBE_MAX_SHIFT. An overload answer
+ *    ends a probe: the window it starts cuts as above.
  * Why windows and not every sample: the samples of one window answer
  * requests sent under the previous limit; updating on each would pile up
  * the same evidence and overshoot.
- * Why the base RTT is never raised: a server that slows for good makes
- * the controller keep a lower limit than it could, the safe side.
+ * Why probes: the base is set in the first windows, and a start on a busy
+ * machine inflates them (the RTT carries the client's own scheduling).
+ * A base B above the server's true S lets the limit settle where the RTT
+ * is above B, that is, with a queue of (B / S - 1) C at the server, and
+ * every window after then measures that queue, so no window can lower
+ * the base again: 40 ms of client delay for 2 s held a C = 10, 50 ms
+ * server at 19 in flight, 2 C, for good (test_concurrency.c,
+ * test_busy_start_base_relearned). Only a window with fewer in flight
+ * sees the unqueued RTT; the probe makes one. Why half, not min_limit: at
+ * L = C + sqrt(L) half is below C for any C >= 2, and a base still too
+ * high is halved toward S at each probe, at a smaller cost in throughput.
+ * Why only after held windows: a limit the latency does not hold (a
+ * server that never queues) has nothing to gain from a lower base. Why
+ * the gap grows: a probe costs throughput (the server has fewer than C
+ * for about a window: 40-60 ms of its work each against C = 20, 50 ms),
+ * and a start's inflated base is best caught early; fourfold, 3 probes
+ * in `stagger sim slow-server`'s 12.7 s (391 req/s of 400; 395 without
+ * probes, 389 with a gap that doubles).
+ * (Gradient2 instead lets a long-term average RTT drift: with a queue
+ * held, every average carries the queue, so the base drifts up with it.
+ * A minimum over the last K windows would too, for the same reason.)
+ * Why the base RTT is never raised, by a probe either: a server that
+ * slows for good makes the controller keep a lower limit than it could,
+ * the safe side; and a probe on a busy machine measures the busy client.
  *
  * Time is a parameter (now_us, monotonic microseconds); nothing here reads
  * a clock, allocates or keeps global state. Not thread-safe: one owner
  * (the engine's loop thread) feeds it.
  *
- * Invariants: min_limit <= limit <= max_limit at all times; the base RTT
- * is 0 (none yet) or > 0 and never above any window RTT seen.
+ * Invariants: min_limit <= limit <= max_limit at all times (a probe's
+ * half as well); the base RTT is 0 (none yet) or > 0 and never above any
+ * window RTT seen, a probe's included; a probe runs only once a base is
+ * known.
  */
 #ifndef STAGGER_CONCURRENCY_H
 #define STAGGER_CONCURRENCY_H
@@ -63,6 +101,11 @@ extern "C" {
 /* The least rise of the RTT above the base that the controller takes for
  * a queue: below it, latency neither holds nor shrinks the limit. */
 #define STG_CONCURRENCY_QUEUE_FLOOR_US STG_MS(1)
+/* Windows held by latency before the first probe of the base; the gap to
+ * the next grows fourfold up to FIRST << MAX_SHIFT: 10, 40, 160, 640
+ * windows (each >= 100 ms: the last >= 64 s, Envoy's 60 s interval). */
+#define STG_CONCURRENCY_PROBE_FIRST 10
+#define STG_CONCURRENCY_PROBE_MAX_SHIFT 6
 
 /* Zero in a field means its default. */
 typedef struct stg_concurrency_config {
@@ -93,7 +136,10 @@ typedef struct stg_concurrency {
     int win_n, win_max_in_flight;
     bool win_overload;
     uint64_t windows, cuts;
-    uint64_t stg__reserved[4];
+    int64_t skip_before_us;       /* answers to requests sent before: not measured */
+    int32_t probing, probe_held;  /* a probe runs; held windows since the last */
+    uint64_t probes;              /* probes completed */
+    uint64_t stg__reserved[1];
 } stg_concurrency;
 
 /* Fill out with cfg's values and the defaults for its zeros. STG_EINVAL
@@ -108,7 +154,8 @@ STG_API int stg_concurrency_init(stg_concurrency *c, const stg_concurrency_confi
 STG_API void stg_concurrency_on_sample(stg_concurrency *c, int64_t rtt_us,
                                        stg_concurrency_signal sig, int in_flight,
                                        int64_t now_us);
-/* The limit now: attempts the owner may have in flight, >= 1. */
+/* The limit now: attempts the owner may have in flight, >= 1 (during a
+ * probe of the base, half the learned one). */
 STG_API int stg_concurrency_limit(const stg_concurrency *c);
 /* The base RTT (0 before the first window) and the last window's RTT. */
 STG_API int64_t stg_concurrency_base_rtt(const stg_concurrency *c);

@@ -17,9 +17,19 @@
  * (L = C + sqrt(L) for a slow server; a 1 ms server with 20 workers is
  * held near 47, about 1 ms of queue), and overload answers cut as before.
  *
+ * The probe of the base (the header has why) lives beside the windows: it
+ * leaves c->limit alone and the getter reads half of it while probing, so
+ * the learned limit is back the moment the probe window closes and the
+ * engine wakes its waiters as for any rise. The probe's window skips the
+ * answers to requests sent before it began (now - rtt < skip_before_us):
+ * those were sent under the full limit and measure the queue it drains;
+ * the window after it skips those sent before it ended, under the half.
+ * Overload answers are never skipped: the server told us.
+ *
  * Invariants (asserted where the limit changes): min_limit <= limit <=
  * max_limit; base_rtt_us is 0 or > 0 and no window's RTT is below it
- * (it is their minimum); a window holds its samples only until it closes.
+ * (it is their minimum, a probe's window included); a probe runs only with
+ * a base; a window holds its samples only until it closes.
  */
 #include <math.h>
 #include <string.h>
@@ -74,6 +84,7 @@ int stg_concurrency_init(stg_concurrency *c, const stg_concurrency_config *cfg, 
     c->cfg = r;
     c->limit = r.initial;
     c->win_start_us = now_us;
+    c->skip_before_us = INT64_MIN; /* no probe yet: every answer counts */
     return STG_OK;
 }
 
@@ -82,30 +93,72 @@ static double clamp(double v, double lo, double hi)
     return v < lo ? lo : v > hi ? hi : v;
 }
 
+static void reset_window(stg_concurrency *c, int64_t now_us)
+{
+    c->windows++;
+    c->win_start_us = now_us;
+    c->win_sum_us = 0;
+    c->win_n = 0;
+    c->win_max_in_flight = 0;
+    c->win_overload = false;
+}
+
+/* The window's RTT becomes the last one and, if lower, the base. */
+static void measure(stg_concurrency *c)
+{
+    if (c->win_n == 0) /* a window of overloads alone measures nothing */
+        return;
+    int64_t rtt = c->win_sum_us / c->win_n;
+    if (rtt < 1)
+        rtt = 1;
+    c->last_rtt_us = rtt;
+    if (!c->base_rtt_us || rtt < c->base_rtt_us)
+        c->base_rtt_us = rtt;
+    STG_ASSERT(c->base_rtt_us > 0 && c->base_rtt_us <= rtt);
+}
+
+/* A window the latency held (it saw a queue) brings the next probe nearer. */
+static void count_held(stg_concurrency *c, int64_t now_us)
+{
+    int shift = c->probes < STG_CONCURRENCY_PROBE_MAX_SHIFT / 2
+                    ? 2 * (int)c->probes
+                    : STG_CONCURRENCY_PROBE_MAX_SHIFT;
+    if (++c->probe_held < STG_CONCURRENCY_PROBE_FIRST << shift)
+        return;
+    STG_ASSERT(c->base_rtt_us > 0);
+    c->probe_held = 0;
+    c->probing = 1;
+    c->skip_before_us = now_us;
+}
+
+/* The probe's window closed: its RTT may lower the base; the limit is the
+ * learned one again (it never changed, only the getter's reading). */
+static void close_probe(stg_concurrency *c, int64_t now_us)
+{
+    measure(c);
+    c->probing = 0;
+    c->probes++;
+    c->skip_before_us = now_us;
+    reset_window(c, now_us);
+}
+
 /* The window closed: move the limit. */
 static void close_window(stg_concurrency *c, int64_t now_us)
 {
     const stg_concurrency_config *k = &c->cfg;
-    if (c->win_n > 0) { /* a window of overloads alone measures nothing */
-        int64_t rtt = c->win_sum_us / c->win_n;
-        if (rtt < 1)
-            rtt = 1;
-        c->last_rtt_us = rtt;
-        if (!c->base_rtt_us || rtt < c->base_rtt_us)
-            c->base_rtt_us = rtt;
-        STG_ASSERT(c->base_rtt_us > 0 && c->base_rtt_us <= rtt);
-    }
+    measure(c);
     double limit = c->limit;
+    bool held = false;
     if (c->win_overload) {
         limit *= k->backoff;
         c->cuts++;
     } else {
         /* The base plus the floor: a rise smaller than that is the
          * client's own pass time and scheduling, not a server's queue. */
-        double gradient = clamp(k->tolerance *
-                                    (double)(c->base_rtt_us + STG_CONCURRENCY_QUEUE_FLOOR_US) /
-                                    (double)c->last_rtt_us,
-                                0.5, 1.0);
+        double g = k->tolerance * (double)(c->base_rtt_us + STG_CONCURRENCY_QUEUE_FLOOR_US) /
+                   (double)c->last_rtt_us;
+        held = g < 1;
+        double gradient = clamp(g, 0.5, 1.0);
         double target = limit * gradient + sqrt(limit);
         /* An unused limit says nothing: never grow from it. */
         if (target > limit && 2 * c->win_max_in_flight < limit)
@@ -114,12 +167,9 @@ static void close_window(stg_concurrency *c, int64_t now_us)
     }
     c->limit = clamp(limit, k->min_limit, k->max_limit);
     STG_ASSERT(c->limit >= k->min_limit && c->limit <= k->max_limit);
-    c->windows++;
-    c->win_start_us = now_us;
-    c->win_sum_us = 0;
-    c->win_n = 0;
-    c->win_max_in_flight = 0;
-    c->win_overload = false;
+    reset_window(c, now_us);
+    if (held)
+        count_held(c, now_us);
 }
 
 void stg_concurrency_on_sample(stg_concurrency *c, int64_t rtt_us, stg_concurrency_signal sig,
@@ -129,6 +179,10 @@ void stg_concurrency_on_sample(stg_concurrency *c, int64_t rtt_us, stg_concurren
         return;
     if (rtt_us < 0)
         rtt_us = 0;
+    if (sig == STG_CONCURRENCY_OVERLOAD)
+        c->probing = 0; /* the server spoke: this window cuts as any */
+    else if (now_us - rtt_us < c->skip_before_us)
+        return; /* sent under another limit than the one this window measures */
     if (c->win_n == 0 && !c->win_overload)
         c->win_start_us = now_us - rtt_us; /* a window starts with what it measures */
     if (sig == STG_CONCURRENCY_OVERLOAD) {
@@ -141,12 +195,20 @@ void stg_concurrency_on_sample(stg_concurrency *c, int64_t rtt_us, stg_concurren
         c->win_max_in_flight = in_flight;
     int64_t span = c->cfg.window_us > c->base_rtt_us ? c->cfg.window_us : c->base_rtt_us;
     bool enough = c->win_n >= c->cfg.min_samples || c->win_overload;
-    if (now_us - c->win_start_us >= span && enough)
-        close_window(c, now_us);
+    if (now_us - c->win_start_us >= span && enough) {
+        if (c->probing)
+            close_probe(c, now_us);
+        else
+            close_window(c, now_us);
+    }
 }
 
 int stg_concurrency_limit(const stg_concurrency *c)
 {
+    if (c->probing) {
+        int half = (int)(c->limit / 2);
+        return half > c->cfg.min_limit ? half : c->cfg.min_limit;
+    }
     return (int)c->limit;
 }
 

@@ -69,7 +69,7 @@
     X(stg_quota_config, 5, 104)         \
     X(stg_quota_host_info, 4, 56) \
     X(stg_concurrency_config, 6, 96)   \
-    X(stg_concurrency, 4, 200)
+    X(stg_concurrency, 1, 200)
 
 #define STG_ABI_CURL_STRUCTS(X)         \
     X(stg_env, 4, 56)                   \

@@ -38,6 +38,9 @@ typedef struct model {
      * jitter_us (a shared machine's scheduling), from a fixed LCG. */
     int64_t client_us_per_in_flight, jitter_us;
     uint64_t lcg;
+    /* A busy client (a start under load): busy_us more on every RTT it
+     * measures until busy_until_us. */
+    int64_t busy_us, busy_until_us;
 } model;
 
 /* A model of a server that serves capacity requests at once, each in
@@ -52,6 +55,8 @@ static void model_reset(model *m, int capacity, int64_t service_us)
 static int64_t client_share(model *m)
 {
     int64_t d = m->client_us_per_in_flight * m->in_flight;
+    if (m->now < m->busy_until_us)
+        d += m->busy_us;
     if (m->jitter_us) {
         m->lcg = m->lcg * 6364136223846793005ull + 1442695040888963407ull;
         d += (int64_t)((m->lcg >> 33) % (uint64_t)m->jitter_us);
@@ -160,7 +165,9 @@ static void test_slow_server_settles(void **state)
     assert_true(l >= 20 && l <= 28);
     assert_true(p50(&m) <= STG_MS(75));
     assert_true(stg_concurrency_base_rtt(&c) == STG_MS(50));
-    /* Throughput: in 20 s the server can do 8000; never idle above C. */
+    assert_true(c.probes >= 1); /* probed, and the base it found is the same */
+    /* Throughput: in 20 s the server can do 8000; never idle above C (the
+     * probe idles some workers for about a window, once in these 20 s). */
     uint64_t done_after = m.n_lat;
     assert_true(done_after >= 7900);
 }
@@ -191,6 +198,7 @@ static void test_unloaded_grows(void **state)
     assert_int_equal(stg_concurrency_init(&c, NULL, 0), STG_OK);
     run(&m, &c, 0, STG_SEC(10));
     assert_int_equal(stg_concurrency_limit(&c), 200);
+    assert_int_equal(c.probes + (uint64_t)c.probing, 0); /* no queue held it: no probe */
 }
 
 /* The unlimited loopback server of bench_batch.sh: it never queues and
@@ -235,6 +243,128 @@ static void test_fast_server_queue_held(void **state)
     /* (base + floor) / rtt * L + sqrt(L) = L with rtt = base * L / C: 47 */
     assert_true(l >= 20 && l <= 60);
     assert_true(p50(&m) <= STG_MS(1) + 2 * STG_CONCURRENCY_QUEUE_FLOOR_US);
+}
+
+/* The integration test's server (C = 10, S = 50 ms) met by a client that
+ * starts busy: 40 ms of its own on every RTT for the first 2 s (a loaded
+ * machine's scheduling), then none. The base learned then was the first
+ * unbusy window's, 80 ms (16 in flight, a queue already), and the queue
+ * that base tolerates kept every later window's RTT above it, so a base
+ * only ever lowered by a window never dropped to 50 ms: without the probe
+ * the limit stayed at 19, near 2 C, for good, with p50 100 ms (2 S; the
+ * integration test once saw 21 at once). With the base re-measured it
+ * returns to where L = C + sqrt(L) (13.7): 14, base 50 ms, p50 50 ms. */
+static void test_busy_start_base_relearned(void **state)
+{
+    (void)state;
+    static model m;
+    model_reset(&m, 10, STG_MS(50));
+    m.busy_us = STG_MS(40);
+    m.busy_until_us = STG_SEC(2);
+    stg_concurrency c;
+    assert_int_equal(stg_concurrency_init(&c, NULL, 0), STG_OK);
+    run(&m, &c, STG_SEC(10), STG_SEC(30));
+    int l = stg_concurrency_limit(&c);
+    print_message("busy start: settled at %d, base %lld us, p50 %lld us, %llu probes\n", l,
+                  (long long)stg_concurrency_base_rtt(&c), (long long)p50(&m),
+                  (unsigned long long)c.probes);
+    assert_true(stg_concurrency_base_rtt(&c) == STG_MS(50));
+    /* L = C + sqrt(L) is 13.7; the window lag as in the settle test. */
+    assert_true(l >= 10 && l <= 17);
+    assert_true(p50(&m) <= STG_MS(75));
+    /* In 20 s the server can do 4000; a probe idles some of its workers for
+     * about a window (a few dozen answers), and the probes are far apart. */
+    print_message("busy start: %zu done in the last 20 s\n", m.n_lat);
+    assert_true(m.n_lat >= 3950);
+}
+
+/* Windows of one sample each (span = the 10 ms base): a base of 10 ms,
+ * then PROBE_FIRST windows at 12 ms, above base + floor, each held by the
+ * latency; the last of them starts a probe at *t. */
+static void held_until_probe(stg_concurrency *c, int64_t *t)
+{
+    stg_concurrency_config cfg = {.initial = 20, .min_samples = 1, .window_us = 1000};
+    assert_int_equal(stg_concurrency_init(c, &cfg, 0), STG_OK);
+    *t = STG_MS(10);
+    stg_concurrency_on_sample(c, STG_MS(10), STG_CONCURRENCY_OK, 20, *t);
+    assert_true(stg_concurrency_base_rtt(c) == STG_MS(10));
+    for (int i = 0; i < STG_CONCURRENCY_PROBE_FIRST; i++) {
+        assert_int_equal(c->probing, 0);
+        *t += STG_MS(12);
+        stg_concurrency_on_sample(c, STG_MS(12), STG_CONCURRENCY_OK, stg_concurrency_limit(c),
+                                  *t);
+    }
+    assert_int_equal(c->probing, 1);
+}
+
+/* A probe reads half the limit, skips the answers to requests sent before
+ * it, takes the base from those sent after, and gives the limit back. */
+static void test_probe_halves_then_restores(void **state)
+{
+    (void)state;
+    stg_concurrency c;
+    int64_t t;
+    held_until_probe(&c, &t);
+    double learned = c.limit;
+    assert_true(learned >= 4);
+    assert_int_equal(stg_concurrency_limit(&c), (int)(learned / 2));
+    int64_t start = t, last = stg_concurrency_rtt(&c);
+    /* sent 100 ms ago, under the full limit: not the probe's */
+    stg_concurrency_on_sample(&c, STG_MS(100), STG_CONCURRENCY_OK, 10, t += STG_MS(1));
+    assert_int_equal(c.probing, 1);
+    assert_true(stg_concurrency_base_rtt(&c) == STG_MS(10));
+    assert_true(stg_concurrency_rtt(&c) == last);
+    /* sent after it began: 8 ms with nothing queued, over the 10 ms span */
+    t = start + STG_MS(9);
+    stg_concurrency_on_sample(&c, STG_MS(8), STG_CONCURRENCY_OK, 5, t);
+    assert_int_equal(c.probing, 1); /* 8 ms of window, the span is 10 */
+    t += STG_MS(4);
+    stg_concurrency_on_sample(&c, STG_MS(8), STG_CONCURRENCY_OK, 5, t);
+    assert_int_equal(c.probing, 0);
+    assert_true(stg_concurrency_base_rtt(&c) == STG_MS(8));
+    assert_true(c.limit == learned);
+    assert_int_equal(stg_concurrency_limit(&c), (int)learned);
+    assert_int_equal(c.probes, 1);
+    /* An answer to a request sent during the probe met no queue: it says
+     * nothing of the full limit (counted, it grew the limit past where it
+     * stood: 14 to 17 against C = 10 in test_concurrency_learned). */
+    int64_t end = t;
+    uint64_t windows = c.windows;
+    stg_concurrency_on_sample(&c, STG_MS(8), STG_CONCURRENCY_OK, 5, end + STG_MS(2));
+    assert_int_equal(c.win_n, 0);
+    assert_int_equal(c.windows, windows);
+    assert_true(c.limit == learned);
+    t = end + STG_MS(12);
+    stg_concurrency_on_sample(&c, STG_MS(12), STG_CONCURRENCY_OK, 5, t);
+    assert_int_equal(c.win_n, 0); /* sent after the probe: measured, closed */
+    assert_true(stg_concurrency_rtt(&c) == STG_MS(12));
+    /* The next probe comes after four times as many held windows (that
+     * one was the first). */
+    for (int i = 1; i < 4 * STG_CONCURRENCY_PROBE_FIRST; i++) {
+        assert_int_equal(c.probing, 0);
+        t += STG_MS(12);
+        stg_concurrency_on_sample(&c, STG_MS(12), STG_CONCURRENCY_OK, stg_concurrency_limit(&c),
+                                  t);
+    }
+    assert_int_equal(c.probing, 1);
+}
+
+/* An overload answer during a probe ends it, and its window cuts the
+ * learned limit (not the probe's half) by backoff. */
+static void test_probe_overload_cuts(void **state)
+{
+    (void)state;
+    stg_concurrency c;
+    int64_t t;
+    held_until_probe(&c, &t);
+    double learned = c.limit;
+    t += STG_MS(20);
+    stg_concurrency_on_sample(&c, STG_MS(20), STG_CONCURRENCY_OVERLOAD, 10, t);
+    assert_int_equal(c.probing, 0);
+    assert_int_equal(c.probes, 0);
+    assert_int_equal(c.cuts, 1);
+    assert_true(fabs(c.limit - learned * STG_CONCURRENCY_DEFAULT_BACKOFF) < 1e-9);
+    assert_true(stg_concurrency_base_rtt(&c) == STG_MS(10));
 }
 
 /* An overload window cuts by backoff once, however many overloads it holds. */
@@ -282,6 +412,9 @@ int main(void)
         cmocka_unit_test(test_app_limited),
         cmocka_unit_test(test_fast_server_noisy_client_grows),
         cmocka_unit_test(test_fast_server_queue_held),
+        cmocka_unit_test(test_busy_start_base_relearned),
+        cmocka_unit_test(test_probe_halves_then_restores),
+        cmocka_unit_test(test_probe_overload_cuts),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
