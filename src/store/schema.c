@@ -620,6 +620,7 @@ void stg_store_close(stg_store *s)
         sqlite3_finalize(*sts[i]);
         *sts[i] = NULL;
     }
+    stg__store_walsync_stop(s); /* its connection first: ours is the last */
     if (s->db)
         sqlite3_close(s->db);
     stg__store_walsync_close(s);
