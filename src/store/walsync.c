@@ -43,6 +43,12 @@
  *    descriptor cannot be had, the hook only checkpoints, on the
  *    connection's thread, as before; a helper connection that cannot be
  *    opened only leaves the checkpoints there.
+ *  - After its checkpoint the helper starts the write-back of the database
+ *    file too, through the store's runner-lock descriptor (schema.c): a
+ *    descriptor the store holds anyway and closes only after sqlite3_close
+ *    and the join, so no descriptor of the database is ever closed under
+ *    SQLite's POSIX locks. A store without it (no exclusive lock) skips
+ *    that; the close's sync then writes those pages itself.
  *  - Like the SQLite connection itself, a store must not be used across a
  *    fork(): the child has no helper thread to join.
  */
@@ -65,6 +71,8 @@ struct stg__walsync {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     int fd;
+    int db_fd;   /* the store's runner lock, a descriptor of the database
+                    file (-1: none); the store's, closed after the join */
     char *path;  /* the database, for the helper's connection */
     sqlite3 *db; /* the helper's connection (its thread only) */
     bool db_failed;
@@ -99,6 +107,11 @@ static void helper_checkpoint(struct stg__walsync *w)
      * runner's own checkpoints are still there, as before */
     if (db && sqlite3_wal_checkpoint_v2(db, "main", SQLITE_CHECKPOINT_PASSIVE, NULL, NULL) ==
                   SQLITE_OK) {
+#if defined(__linux__) && defined(SYNC_FILE_RANGE_WRITE)
+        /* the pages it copied: their write-back started, as the WAL's */
+        if (w->db_fd >= 0)
+            (void)sync_file_range(w->db_fd, 0, 0, SYNC_FILE_RANGE_WRITE);
+#endif
         pthread_mutex_lock(&w->mu);
         w->ckpts++;
         pthread_mutex_unlock(&w->mu);
@@ -144,6 +157,7 @@ static struct stg__walsync *helper_get(stg_store *s)
     struct stg__walsync *w = calloc(1, sizeof *w);
     if (!w)
         return NULL;
+    w->db_fd = s->lock_fd;
     if (!(w->path = strdup(s->path))) {
         free(w);
         return NULL;
