@@ -71,6 +71,9 @@ bool stg__store_has_table(stg_store *s, const char *name);
 void stg__store_walsync_install(stg_store *s);
 void stg__store_walsync_stop(stg_store *s);
 void stg__store_walsync_close(stg_store *s);
+/* Ask the helper for a checkpoint now (the writer is done writing: the
+ * close that follows then has nothing left to copy or sync). */
+void stg__store_walsync_catch_up(stg_store *s);
 /* Checkpoints the helper has completed (for tests). */
 int64_t stg__store_walsync_ahead(stg_store *s);
 

@@ -18,7 +18,11 @@
  *    connection of its own: it syncs the WAL, copies the frames committed
  *    so far into the database and syncs that. The checkpoint the runner's
  *    thread still does (at 4000 frames, and at close) then has only the
- *    frames since the last one to sync and copy.
+ *    frames since the last one to sync and copy;
+ *  - when the writer's work is over (stg__store_walsync_catch_up: the
+ *    final report of a run, report.c), it checkpoints everything
+ *    committed while the report reads, so the close finds the WAL copied
+ *    and synced already and only removes it.
  *
  * Invariants:
  *  - Durability is SQLite's, unchanged: the helper only syncs earlier and
@@ -219,6 +223,17 @@ static int wal_hook(void *arg, sqlite3 *db, const char *name, int nframe)
 void stg__store_walsync_install(stg_store *s)
 {
     sqlite3_wal_hook(s->db, wal_hook, s); /* replaces the autocheckpoint's hook */
+}
+
+void stg__store_walsync_catch_up(stg_store *s)
+{
+    struct stg__walsync *w = helper_get(s);
+    if (!w)
+        return;
+    pthread_mutex_lock(&w->mu);
+    w->want_ckpt = true;
+    pthread_cond_signal(&w->cv);
+    pthread_mutex_unlock(&w->mu);
 }
 
 int64_t stg__store_walsync_ahead(stg_store *s)

@@ -4,7 +4,8 @@
  * checkpoints on its own connection while the store stays open (the
  * database file takes the committed pages before close), and the store's
  * close is still the last connection: it checkpoints the rest and removes
- * the -wal and -shm files, and every commit is there on reopen.
+ * the -wal and -shm files, and every commit is there on reopen. A
+ * writer's report (the end of a run) has the helper catch up at once.
  */
 #define _POSIX_C_SOURCE 200809L
 #define _DEFAULT_SOURCE
@@ -161,11 +162,38 @@ static void test_small_store_untouched(void **state)
     stg_store_close(s);
 }
 
+/* A writer's report is the end of its run: the helper checkpoints what is
+ * committed while the report reads, so the file holds it before close. */
+static void test_report_catches_up(void **state)
+{
+    (void)state;
+    const char *db = path_of("report.db");
+    char wal[600];
+    snprintf(wal, sizeof wal, "%s-wal", db);
+    stg_store *s = open_store("report.db", true);
+    int64_t before = size_of(db);
+    commit_rows(s, 1, 4); /* about 260 frames: no checkpoint ahead yet */
+    stg_store_report r;
+    assert_int_equal(stg_store_report_get(s, &r), STG_OK);
+    assert_int_equal(r.bad_lines, 4);
+    stg_store_report_free(&r);
+    if (!wait_size(db, before + 4 * 262144))
+        fail_msg("the database file stayed at %lld bytes (%lld before)",
+                 (long long)size_of(db), (long long)before);
+    commit_rows(s, 5, 1); /* written after it: the close checkpoints that */
+    stg_store_close(s);
+    assert_int_equal(size_of(wal), -1);
+    s = open_store("report.db", false);
+    assert_int_equal(rows_in(s), 5);
+    stg_store_close(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_checkpoint_ahead),
         cmocka_unit_test(test_small_store_untouched),
+        cmocka_unit_test(test_report_catches_up),
     };
     return cmocka_run_group_tests(tests, setup_dir, teardown_dir);
 }
