@@ -39,6 +39,8 @@
 static char *stored_headers(const stg_job_spec *j, bool *nomem)
 {
     *nomem = false;
+    if (j->n_headers == 0)
+        return NULL; /* the common case: no JSON built for nothing */
     json_t *a = json_array();
     if (!a) {
         *nomem = true;

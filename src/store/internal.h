@@ -51,6 +51,7 @@ struct stg_store {
     struct stg__walsync *walsync;
     bool wal_fd_failed;
     int wal_kicked;
+    int wal_ahead; /* the WAL size at the last checkpoint asked of the helper */
 };
 
 /* STG_OK when n job rows is what the job set holds (meta job_count; no job
@@ -64,10 +65,17 @@ int stg__store_check_rows(stg_store *s, int64_t n, bool unknown_state);
  * ones; a failed read says no). */
 bool stg__store_has_table(stg_store *s, const char *name);
 
-/* The writer's WAL hook (walsync.c): autocheckpoint and early write-back;
- * close after sqlite3_close. */
+/* The writer's WAL hook (walsync.c): autocheckpoint, early write-back and
+ * checkpoints ahead on the helper's own connection. stop (joins the
+ * helper, closing its connection) before sqlite3_close, close after. */
 void stg__store_walsync_install(stg_store *s);
+void stg__store_walsync_stop(stg_store *s);
 void stg__store_walsync_close(stg_store *s);
+/* Ask the helper for a checkpoint now (the writer is done writing: the
+ * close that follows then has nothing left to copy or sync). */
+void stg__store_walsync_catch_up(stg_store *s);
+/* Checkpoints the helper has completed (for tests). */
+int64_t stg__store_walsync_ahead(stg_store *s);
 
 /* Prepare *st once (returns SQLITE_OK or an error code). */
 int stg__store_prepare(stg_store *s, sqlite3_stmt **st, const char *sql);

@@ -21,7 +21,10 @@
  *    the last commits, a killed process none.) The autocheckpoint is
  *    raised to 4000 pages (16 MB of WAL): each checkpoint syncs the WAL
  *    and the database, and a batch writes a page or more per job. It is
- *    walsync.c's WAL hook, which also starts the WAL's write-back early.
+ *    walsync.c's WAL hook, which also starts the WAL's write-back early
+ *    and has a helper thread checkpoint ahead on its own connection (so
+ *    the close, still the last connection, has only the last frames to
+ *    sync and copy).
  *    A database this open creates is set up (WAL mode, schema) with
  *    synchronous=OFF, then NORMAL: the switch to WAL is a rollback-journal
  *    transaction of its own, and with the WAL's first header that made
@@ -620,6 +623,7 @@ void stg_store_close(stg_store *s)
         sqlite3_finalize(*sts[i]);
         *sts[i] = NULL;
     }
+    stg__store_walsync_stop(s); /* its connection first: ours is the last */
     if (s->db)
         sqlite3_close(s->db);
     stg__store_walsync_close(s);
