@@ -19,31 +19,8 @@
 
 #include "store/store.h"
 
-static char g_dir[256];
-
-static const char *path_of(const char *name)
-{
-    static char buf[4][512];
-    static int k;
-    k = (k + 1) % 4;
-    snprintf(buf[k], sizeof buf[k], "%s/%s", g_dir, name);
-    return buf[k];
-}
-
-static int setup_dir(void **state)
-{
-    (void)state;
-    snprintf(g_dir, sizeof g_dir, "/tmp/stg_test_store.XXXXXX");
-    return mkdtemp(g_dir) ? 0 : -1;
-}
-
-static int teardown_dir(void **state)
-{
-    (void)state;
-    char cmd[600];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
-    return system(cmd) == 0 ? 0 : -1;
-}
+#define STORE_SCRATCH_PREFIX "stg_test_store"
+#include "store_scratch.h"
 
 static void make_set(const char *text, stg_job_set *set)
 {
