@@ -252,6 +252,24 @@ static void count_starts(const stg_event *ev, void *data)
         s->n++;
 }
 
+/* A run of store s at concurrency conc, stepped until `want` attempts have
+ * started (against a server that hangs: none ends), within 20 s. */
+static stg_batch *run_until_started(stg_store *s, int conc, started *seen, int want)
+{
+    stg_batch_config c;
+    base_config(&c, s, conc);
+    c.engine.on_event = count_starts;
+    c.engine.event_data = seen;
+    stg_batch *b = NULL;
+    char err[800];
+    assert_int_equal(stg_batch_new(&c, &b, NULL, err, sizeof err), STG_OK);
+    int64_t until = now_us() + STG_SEC(20);
+    while (seen->n < want && now_us() < until)
+        assert_true(stg_batch_step(b, STG_MS(50)));
+    assert_int_equal(seen->n, want);
+    return b;
+}
+
 static void test_stop(void **state)
 {
     (void)state;
@@ -265,18 +283,8 @@ static void test_stop(void **state)
     };
     import_jobs(&srv, jobs, 5);
     stg_store *s = open_db();
-    stg_batch_config c;
-    base_config(&c, s, 3);
     started seen = {0};
-    c.engine.on_event = count_starts;
-    c.engine.event_data = &seen;
-    stg_batch *b = NULL;
-    char err[800];
-    assert_int_equal(stg_batch_new(&c, &b, NULL, err, sizeof err), STG_OK);
-    int64_t until = now_us() + STG_SEC(20);
-    while (seen.n < 3 && now_us() < until)
-        assert_true(stg_batch_step(b, STG_MS(50)));
-    assert_int_equal(seen.n, 3);
+    stg_batch *b = run_until_started(s, 3, &seen, 3);
     stg_batch_progress p;
     stg_batch_progress_get(b, &p);
     assert_int_equal(p.counts.n[STG_JOB_INFLIGHT], 3);
@@ -821,18 +829,8 @@ static void test_stop_gives_back_ahead(void **state)
     make_jobs(jobs, ids, paths, N, "h", 6, -1);
     import_jobs(&srv, jobs, N);
     stg_store *s = open_db();
-    stg_batch_config c;
-    base_config(&c, s, 4);
     started seen = {0};
-    c.engine.on_event = count_starts;
-    c.engine.event_data = &seen;
-    stg_batch *b = NULL;
-    char err[800];
-    assert_int_equal(stg_batch_new(&c, &b, NULL, err, sizeof err), STG_OK);
-    int64_t until = now_us() + STG_SEC(20);
-    while (seen.n < 4 && now_us() < until)
-        assert_true(stg_batch_step(b, STG_MS(50)));
-    assert_int_equal(seen.n, 4);
+    stg_batch *b = run_until_started(s, 4, &seen, 4);
     stg_batch_progress p;
     stg_batch_progress_get(b, &p);
     assert_int_equal(p.in_flight, 4);
