@@ -157,6 +157,9 @@ STG_API void stg_concurrency_on_sample(stg_concurrency *c, int64_t rtt_us,
 /* The limit now: attempts the owner may have in flight, >= 1 (during a
  * probe of the base, half the learned one). */
 STG_API int stg_concurrency_limit(const stg_concurrency *c);
+/* The learned limit, also during a probe (when stg_concurrency_limit reads
+ * its half): what a report or a metric says the host settled at. */
+STG_API int stg_concurrency_learned(const stg_concurrency *c);
 /* The base RTT (0 before the first window) and the last window's RTT. */
 STG_API int64_t stg_concurrency_base_rtt(const stg_concurrency *c);
 STG_API int64_t stg_concurrency_rtt(const stg_concurrency *c);

@@ -212,6 +212,11 @@ int stg_concurrency_limit(const stg_concurrency *c)
     return (int)c->limit;
 }
 
+int stg_concurrency_learned(const stg_concurrency *c)
+{
+    return (int)c->limit;
+}
+
 int64_t stg_concurrency_base_rtt(const stg_concurrency *c)
 {
     return c->base_rtt_us;

@@ -142,6 +142,6 @@ int stg__eng_conc_sum(const stg_engine *e)
     for (size_t i = 0; i < e->hosts.cap; i++)
         for (const stg__host *h = e->hosts.b[i]; h; h = h->next)
             if (h->has_conc)
-                sum += limit_of(h);
+                sum += stg_concurrency_learned(&h->conc); /* a probe's half is not news */
     return sum;
 }

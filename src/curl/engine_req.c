@@ -86,7 +86,7 @@ void stg__eng_ev_init(stg_engine *e, req *r, stg_event_type type, stg_event *ev)
     ev->host = r->host->key;
     ev->attempt = r->rs.attempts;
     if (r->host->has_conc)
-        ev->concurrency_limit = stg_concurrency_limit(&r->host->conc);
+        ev->concurrency_limit = stg_concurrency_learned(&r->host->conc);
 }
 
 void stg__eng_emit(stg_engine *e, const stg_event *ev)

@@ -308,6 +308,8 @@ static void test_probe_halves_then_restores(void **state)
     double learned = c.limit;
     assert_true(learned >= 4);
     assert_int_equal(stg_concurrency_limit(&c), (int)(learned / 2));
+    /* what a report shows is the learned limit, not the probe's half */
+    assert_int_equal(stg_concurrency_learned(&c), (int)learned);
     int64_t start = t, last = stg_concurrency_rtt(&c);
     /* sent 100 ms ago, under the full limit: not the probe's */
     stg_concurrency_on_sample(&c, STG_MS(100), STG_CONCURRENCY_OK, 10, t += STG_MS(1));
