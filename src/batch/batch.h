@@ -158,7 +158,8 @@ typedef struct stg_batch_progress {
     stg_batch_stop_cause cause; /* RUNNING until the run ends */
     int concurrency_limit;     /* learned: the hosts' limits summed; 0: fixed */
     int64_t claims;            /* claim statements of this run (each claims up to
-                                  the free slots and a quarter of the slots more) */
+                                  the free slots and as many again, at most 64
+                                  more; none ahead below 4 slots) */
 } stg_batch_progress;
 
 /* The end of a run. */
