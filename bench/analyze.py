@@ -648,8 +648,12 @@ def proxy_section(res):
     ratio = row("proxy / direct, added p50")
     if d and p and ratio:
         rv = num(ratio[0])
+        ngx, ngx_ratio = row("wrk through nginx proxy_pass (peer, 1 worker)"), row("nginx / direct")
+        peer = ("; nginx proxy_pass, a peer through the same two cores: %s req/s, %s direct"
+                % (ngx[0], ngx_ratio[0]) if ngx and ngx_ratio else "")
         rows.append(["overhead: wrk -t2 -c30 req/s through the proxy ÷ direct",
-                     "%s req/s (p50 %s)" % (p[0], p[1]), "direct %s req/s (p50 %s)" % (d[0], d[1]),
+                     "%s req/s (p50 %s)" % (p[0], p[1]),
+                     "direct %s req/s (p50 %s)%s" % (d[0], d[1], peer),
                      "≥ 0.5×", "%.2f×: %s" % (rv, "met" if rv is not None and rv >= 0.5 else "not met")])
     a1 = row("added p50, one connection")
     if a1:

@@ -12,7 +12,11 @@
 #     req/s and p50 latency; goals: >= 0.5x direct, added p50 <= 200 us;
 #     and with one connection, where p50 is the added latency itself (no
 #     queueing behind 29 others); and without -j (the concurrency
-#     learned per host, the default), with the limit it learned.
+#     learned per host, the default), with the limit it learned. A peer
+#     beside it: nginx as a reverse proxy (proxy_pass to the same server,
+#     HTTP/1.1 keep-alive upstream, one worker like stagger proxy's one
+#     loop), when nginx is installed: what a mature C proxy gets from the
+#     same two cores.
 #  3. Memory per open client connection: a fresh proxy's RSS with 0, 1000
 #     and 2000 idle keep-alive connections, each of which had one answer
 #     from upstream (MHD zeroes a connection's whole pool after a request).
@@ -32,10 +36,11 @@ PY=/usr/bin/python3
 T=$(mktemp -d /tmp/stg_bench_proxy.XXXXXX)
 SRV_PID="" PX_PID=""
 cleanup() {
-  for p in $PX_PID $SRV_PID; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
+  for p in $NGX_PID $PX_PID $SRV_PID; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
   rm -rf "$T"
 }
 trap cleanup EXIT INT TERM
+NGX_PID=""
 ulimit -n 20000 2>/dev/null || ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 now() { date +%s.%N; }
 
@@ -112,6 +117,47 @@ wrk_run() { # NAME URL [CONNECTIONS]
   p50=$(awk '$1 == "50%" {print $2}' "$T/$1.wrk")
   echo "$1 ${rps:-0} ${p50:-?}" >> "$T/wrk"
 }
+# nginx as a reverse proxy to 127.0.0.1:$1 on a free loopback port (sets
+# NGX_PID, NGXPORT); false when nginx is missing or does not answer.
+nginx_proxy() {
+  ngx=$(command -v nginx || echo /usr/sbin/nginx)
+  [ -x "$ngx" ] || return 1
+  NGXPORT=$("$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  mkdir -p "$T/ngx"
+  cat > "$T/ngx/nginx.conf" <<EOF
+worker_processes 1;
+daemon off;
+pid $T/ngx/nginx.pid;
+error_log $T/ngx/error.log;
+events { worker_connections 4096; }
+http {
+    access_log off;
+    keepalive_requests 100000000;
+    client_body_temp_path $T/ngx/body;
+    proxy_temp_path $T/ngx/proxy;
+    fastcgi_temp_path $T/ngx/fastcgi;
+    uwsgi_temp_path $T/ngx/uwsgi;
+    scgi_temp_path $T/ngx/scgi;
+    upstream up { server 127.0.0.1:$1; keepalive 64; keepalive_requests 100000000; }
+    server {
+        listen 127.0.0.1:$NGXPORT;
+        location / {
+            proxy_pass http://up;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+            proxy_buffering off;
+        }
+    }
+}
+EOF
+  "$ngx" -p "$T/ngx" -c "$T/ngx/nginx.conf" -e "$T/ngx/error.log" 2> "$T/ngx/stderr" &
+  NGX_PID=$!
+  for _ in $(seq 100); do
+    curl -s -o /dev/null "http://127.0.0.1:$NGXPORT/track/w" && return 0
+    sleep 0.05
+  done
+  return 1
+}
 if command -v wrk > /dev/null 2>&1; then
   echo "bench_proxy: overhead (wrk)" >&2
   start_server over
@@ -121,6 +167,8 @@ if command -v wrk > /dev/null 2>&1; then
   wrk_run proxy "http://127.0.0.1:$PXPORT/track/w"
   wrk_run proxy1 "http://127.0.0.1:$PXPORT/track/w" 1
   stop "$PX_PID"; PX_PID=""
+  if nginx_proxy "$PORT"; then wrk_run nginx "http://127.0.0.1:$NGXPORT/track/w"; fi
+  stop "$NGX_PID"; NGX_PID=""
   # ---- 3. memory per open client connection: a fresh proxy (a loaded one
   # would reuse the heap wrk left, and hide the cost), its RSS with 0, 1000
   # and 2000 idle keep-alive connections that each had one answer.
@@ -180,6 +228,10 @@ print("%-54s %10.0f %10s" % ("wrk direct", float(d[1]), d[2]))
 print("%-54s %10.0f %10s" % ("wrk through stagger proxy --rate 0", float(p[1]), p[2]))
 print("%-54s %9.2fx %+9.0fus" % ("proxy / direct, added p50", float(p[1]) / max(float(d[1]), 1),
                                   us(p[2]) - us(d[2])))
+if "nginx" in rows:
+    n = rows["nginx"]
+    print("%-54s %10.0f %10s" % ("wrk through nginx proxy_pass (peer, 1 worker)", float(n[1]), n[2]))
+    print("%-54s %9.2fx" % ("nginx / direct", float(n[1]) / max(float(d[1]), 1)))
 l = rows["proxyL"]
 print("%-54s %10.0f %10s" % ("wrk through stagger proxy, learned concurrency (no -j)", float(l[1]), l[2]))
 d1, p1 = rows["direct1"], rows["proxy1"]
