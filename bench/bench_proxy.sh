@@ -26,6 +26,7 @@ set -eu
 B=${1:?usage: bench/bench_proxy.sh BUILD_DIR}
 S=$B/src/cli/stagger
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
+. "$ROOT/bench/nginx_lib.sh"
 [ -x "$S" ] || { echo "no $S: build first" >&2; exit 2; }
 "$S" proxy --help > /dev/null 2>&1 || { echo "stagger proxy not built" >&2; exit 2; }
 N=${BENCH_JOBS:-2000}
@@ -120,24 +121,8 @@ wrk_run() { # NAME URL [CONNECTIONS]
 # nginx as a reverse proxy to 127.0.0.1:$1 on a free loopback port (sets
 # NGX_PID, NGXPORT); false when nginx is missing or does not answer.
 nginx_proxy() {
-  ngx=$(command -v nginx || echo /usr/sbin/nginx)
-  [ -x "$ngx" ] || return 1
   NGXPORT=$("$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-  mkdir -p "$T/ngx"
-  cat > "$T/ngx/nginx.conf" <<EOF
-worker_processes 1;
-daemon off;
-pid $T/ngx/nginx.pid;
-error_log $T/ngx/error.log;
-events { worker_connections 4096; }
-http {
-    access_log off;
-    keepalive_requests 100000000;
-    client_body_temp_path $T/ngx/body;
-    proxy_temp_path $T/ngx/proxy;
-    fastcgi_temp_path $T/ngx/fastcgi;
-    uwsgi_temp_path $T/ngx/uwsgi;
-    scgi_temp_path $T/ngx/scgi;
+  nginx_run "$T/ngx" 1 "$NGXPORT" /track/w <<EOF
     upstream up { server 127.0.0.1:$1; keepalive 64; keepalive_requests 100000000; }
     server {
         listen 127.0.0.1:$NGXPORT;
@@ -148,15 +133,7 @@ http {
             proxy_buffering off;
         }
     }
-}
 EOF
-  "$ngx" -p "$T/ngx" -c "$T/ngx/nginx.conf" -e "$T/ngx/error.log" 2> "$T/ngx/stderr" &
-  NGX_PID=$!
-  for _ in $(seq 100); do
-    curl -s -o /dev/null "http://127.0.0.1:$NGXPORT/track/w" && return 0
-    sleep 0.05
-  done
-  return 1
 }
 if command -v wrk > /dev/null 2>&1; then
   echo "bench_proxy: overhead (wrk)" >&2

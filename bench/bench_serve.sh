@@ -16,6 +16,7 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${1:-build/release}
 case "$BUILD" in /*) ;; *) BUILD="$ROOT/$BUILD" ;; esac
 STAGGER="$BUILD/src/cli/stagger"
+. "$ROOT/bench/nginx_lib.sh"
 [ -x "$STAGGER" ] || { echo "bench_serve: no $STAGGER (run make build)" >&2; exit 2; }
 
 sh "$ROOT/scripts/deps.sh" bench
@@ -62,35 +63,14 @@ SRV_PID=""
 
 # --- nginx on a free loopback port, a small static file --------------------------
 NPORT=$("$PYTHON" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-mkdir -p "$TMP/www/track" "$TMP/ngx"
+mkdir -p "$TMP/www/track"
 printf '{"path":"%s","ok":true}' "$PATH_URL" >"$TMP/www/track/ABC123"
-cat >"$TMP/nginx.conf" <<EOF
-worker_processes $WORKERS;
-daemon off;
-pid $TMP/ngx/nginx.pid;
-error_log $TMP/ngx/error.log;
-events { worker_connections 4096; }
-http {
-    access_log off;
-    keepalive_requests 100000000;
-    client_body_temp_path $TMP/ngx/body;
-    proxy_temp_path $TMP/ngx/proxy;
-    fastcgi_temp_path $TMP/ngx/fastcgi;
-    uwsgi_temp_path $TMP/ngx/uwsgi;
-    scgi_temp_path $TMP/ngx/scgi;
-    default_type application/json;
+nginx_run "$TMP/ngx" "$WORKERS" "$NPORT" "$PATH_URL" <<EOF || true
     server {
         listen 127.0.0.1:$NPORT;
         root $TMP/www;
     }
-}
 EOF
-"$NGINX" -p "$TMP/ngx" -c "$TMP/nginx.conf" -e "$TMP/ngx/error.log" 2>"$TMP/ngx/stderr" &
-NGX_PID=$!
-for _ in $(seq 100); do
-    curl -s -o /dev/null "http://127.0.0.1:$NPORT$PATH_URL" && break
-    sleep 0.05
-done
 NGX_RPS=$(rps "http://127.0.0.1:$NPORT$PATH_URL")
 
 "$PYTHON" - "$STG_RPS" "$NGX_RPS" "$WORKERS" <<'EOF'
