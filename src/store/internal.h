@@ -74,8 +74,6 @@ void stg__store_walsync_close(stg_store *s);
 /* Ask the helper for a checkpoint now (the writer is done writing: the
  * close that follows then has nothing left to copy or sync). */
 void stg__store_walsync_catch_up(stg_store *s);
-/* Checkpoints the helper has completed (for tests). */
-int64_t stg__store_walsync_ahead(stg_store *s);
 
 /* Prepare *st once (returns SQLITE_OK or an error code). */
 int stg__store_prepare(stg_store *s, sqlite3_stmt **st, const char *sql);

@@ -81,7 +81,6 @@ struct stg__walsync {
     sqlite3 *db; /* the helper's connection (its thread only) */
     bool db_failed;
     bool want, want_ckpt, stop;
-    int64_t ckpts; /* checkpoints the helper completed */
 };
 
 /* The helper's connection: opened on first use, NULL when it cannot be. */
@@ -109,17 +108,14 @@ static void helper_checkpoint(struct stg__walsync *w)
     sqlite3 *db = helper_db(w);
     /* BUSY (the runner's thread is checkpointing) or a failure: the
      * runner's own checkpoints are still there, as before */
-    if (db && sqlite3_wal_checkpoint_v2(db, "main", SQLITE_CHECKPOINT_PASSIVE, NULL, NULL) ==
-                  SQLITE_OK) {
+    if (!db ||
+        sqlite3_wal_checkpoint_v2(db, "main", SQLITE_CHECKPOINT_PASSIVE, NULL, NULL) != SQLITE_OK)
+        return;
 #if defined(__linux__) && defined(SYNC_FILE_RANGE_WRITE)
-        /* the pages it copied: their write-back started, as the WAL's */
-        if (w->db_fd >= 0)
-            (void)sync_file_range(w->db_fd, 0, 0, SYNC_FILE_RANGE_WRITE);
+    /* the pages it copied: their write-back started, as the WAL's */
+    if (w->db_fd >= 0)
+        (void)sync_file_range(w->db_fd, 0, 0, SYNC_FILE_RANGE_WRITE);
 #endif
-        pthread_mutex_lock(&w->mu);
-        w->ckpts++;
-        pthread_mutex_unlock(&w->mu);
-    }
 }
 
 static void *helper(void *arg)
@@ -234,17 +230,6 @@ void stg__store_walsync_catch_up(stg_store *s)
     w->want_ckpt = true;
     pthread_cond_signal(&w->cv);
     pthread_mutex_unlock(&w->mu);
-}
-
-int64_t stg__store_walsync_ahead(stg_store *s)
-{
-    struct stg__walsync *w = s->walsync;
-    if (!w)
-        return 0;
-    pthread_mutex_lock(&w->mu);
-    int64_t n = w->ckpts;
-    pthread_mutex_unlock(&w->mu);
-    return n;
 }
 
 void stg__store_walsync_stop(stg_store *s)
