@@ -431,6 +431,17 @@ static void probe_start(const stg_event *ev, void *data)
     p->not_inflight += strcmp(state_of(k + strlen("/track/")), "inflight") != 0;
 }
 
+/* n jobs jNN on /track/jNN (or /h/jNN); POST without key where post(i). */
+static void make_jobs(jobdef *jobs, char (*ids)[8], char (*paths)[24], int n, const char *dir,
+                      int post_a, int post_b)
+{
+    for (int i = 0; i < n; i++) {
+        snprintf(ids[i], sizeof ids[i], "j%02d", (unsigned char)i);
+        snprintf(paths[i], sizeof paths[i], "/%s/%s", dir, ids[i]);
+        jobs[i] = (jobdef){ids[i], i == post_a || i == post_b ? "POST" : "GET", paths[i], NULL};
+    }
+}
+
 /* One commit per engine pass, and no less durable: each request's claim is
  * committed before it can leave (read at its ATTEMPT_START by another
  * connection), and between steps the database says what the progress says
@@ -445,11 +456,7 @@ static void test_one_commit_per_pass(void **state)
     enum { N = 48 };
     jobdef jobs[N];
     char ids[N][8], paths[N][24];
-    for (int i = 0; i < N; i++) {
-        snprintf(ids[i], sizeof ids[i], "j%02d", i);
-        snprintf(paths[i], sizeof paths[i], "/track/%s", ids[i]);
-        jobs[i] = (jobdef){ids[i], "GET", paths[i], NULL};
-    }
+    make_jobs(jobs, ids, paths, N, "track", -1, -1);
     import_jobs(&srv, jobs, N);
     stg_store *s = open_db();
     stg_batch_config c;
@@ -702,17 +709,6 @@ static void test_kill_after_commit(void **state)
 }
 
 /* ---- claimed ahead ------------------------------------------------------------------ */
-
-/* n jobs jNN on /track/jNN (or /h/jNN); POST without key where post(i). */
-static void make_jobs(jobdef *jobs, char (*ids)[8], char (*paths)[24], int n, const char *dir,
-                      int post_a, int post_b)
-{
-    for (int i = 0; i < n; i++) {
-        snprintf(ids[i], sizeof ids[i], "j%02d", (unsigned char)i);
-        snprintf(paths[i], sizeof paths[i], "/%s/%s", dir, ids[i]);
-        jobs[i] = (jobdef){ids[i], i == post_a || i == post_b ? "POST" : "GET", paths[i], NULL};
-    }
-}
 
 /* At -j 4 a claim takes 4 more ahead: a kill at the third start leaves 8
  * inflight (the bound: concurrency + ahead), the ahead ones unsent; the

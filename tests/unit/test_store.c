@@ -330,21 +330,28 @@ static void test_cancelled_back_to_pending(void **state)
     stg_store_close(s);
 }
 
-/* One column of job id, read by another connection (what is committed). */
-static long long job_col(const char *name, int64_t id, const char *col)
+/* One value of SQL q read by another connection (what is committed: what
+ * a kill leaves). */
+static int64_t other_int(const char *name, const char *q)
 {
-    sqlite3 *db = NULL;
-    sqlite3_stmt *st = NULL;
+    sqlite3 *o;
+    assert_int_equal(sqlite3_open(path_of(name), &o), SQLITE_OK);
+    sqlite3_stmt *st;
+    assert_int_equal(sqlite3_prepare_v2(o, q, -1, &st, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+    int64_t n = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    sqlite3_close(o);
+    return n;
+}
+
+/* One column of job id (NULL: -1), as another connection reads it. */
+static int64_t job_col(const char *name, int64_t id, const char *col)
+{
     char sql[128];
     snprintf(sql, sizeof sql, "SELECT coalesce(%s, -1) FROM jobs WHERE id = %lld", col,
              (long long)id);
-    long long v = -2;
-    if (sqlite3_open_v2(path_of(name), &db, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK &&
-        sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
-        v = sqlite3_column_int64(st, 0);
-    sqlite3_finalize(st);
-    sqlite3_close(db);
-    return v;
+    return other_int(name, sql);
 }
 
 /* Claimed and never sent: back to pending as if never claimed (runs,
@@ -1032,18 +1039,9 @@ static void test_new_file_normal_sync(void **state)
  * once; turning the group off flushes. */
 static int64_t other_count(const char *name, const char *state_name)
 {
-    sqlite3 *o;
-    assert_int_equal(sqlite3_open(path_of(name), &o), SQLITE_OK);
-    sqlite3_stmt *st;
-    assert_int_equal(sqlite3_prepare_v2(o, "SELECT count(*) FROM jobs WHERE state = ?1", -1, &st,
-                                        NULL),
-                     SQLITE_OK);
-    sqlite3_bind_text(st, 1, state_name, -1, SQLITE_STATIC);
-    assert_int_equal(sqlite3_step(st), SQLITE_ROW);
-    int64_t n = sqlite3_column_int64(st, 0);
-    sqlite3_finalize(st);
-    sqlite3_close(o);
-    return n;
+    char sql[128];
+    snprintf(sql, sizeof sql, "SELECT count(*) FROM jobs WHERE state = '%s'", state_name);
+    return other_int(name, sql);
 }
 
 static void test_group_commit(void **state)
@@ -1076,15 +1074,7 @@ static void test_group_commit(void **state)
     assert_int_equal(stg_store_finish(s, 4, &done, 3000), STG_OK);
     assert_int_equal(stg_store_mark_sent(s, 3, 1), STG_OK);
     assert_int_equal(other_count("group.db", "done"), 3);
-    sqlite3 *o;
-    assert_int_equal(sqlite3_open(path_of("group.db"), &o), SQLITE_OK);
-    sqlite3_stmt *st;
-    assert_int_equal(sqlite3_prepare_v2(o, "SELECT sent FROM jobs WHERE id = 3", -1, &st, NULL),
-                     SQLITE_OK);
-    assert_int_equal(sqlite3_step(st), SQLITE_ROW);
-    assert_int_equal(sqlite3_column_int(st, 0), 1);
-    sqlite3_finalize(st);
-    sqlite3_close(o);
+    assert_int_equal(job_col("group.db", 3, "sent"), 1);
     assert_int_equal(stg_store_mark_sent(s, 1, 1), STG_ESTATE);
 
     /* Off: flushed. */
@@ -1122,20 +1112,6 @@ static void test_group_rollback(void **state)
     for (int i = 0; i < n; i++)
         stg_job_clear(&jobs[i]);
     stg_store_close(s);
-}
-
-/* One value of SQL q read by another connection (what a kill leaves). */
-static int64_t other_int(const char *name, const char *q)
-{
-    sqlite3 *o;
-    assert_int_equal(sqlite3_open(path_of(name), &o), SQLITE_OK);
-    sqlite3_stmt *st;
-    assert_int_equal(sqlite3_prepare_v2(o, q, -1, &st, NULL), SQLITE_OK);
-    assert_int_equal(sqlite3_step(st), SQLITE_ROW);
-    int64_t n = sqlite3_column_int64(st, 0);
-    sqlite3_finalize(st);
-    sqlite3_close(o);
-    return n;
 }
 
 /* The run counters an outcome adds are written with it: committed by the

@@ -72,6 +72,22 @@ static int64_t rows_in(stg_store *s)
     return n;
 }
 
+/* Close s: the store's close is the last connection, so it checkpoints
+ * what is left and removes the -wal and -shm files; reopened, the file
+ * holds every committed row. */
+static void close_whole(stg_store *s, const char *name, int64_t rows)
+{
+    char wal[600], shm[600];
+    snprintf(wal, sizeof wal, "%s-wal", path_of(name));
+    snprintf(shm, sizeof shm, "%s-shm", path_of(name));
+    stg_store_close(s);
+    assert_int_equal(size_of(wal), -1);
+    assert_int_equal(size_of(shm), -1);
+    s = open_store(name, false);
+    assert_int_equal(rows_in(s), rows);
+    stg_store_close(s);
+}
+
 /* Wait (a hang guard, not a timing bound: the helper is asynchronous) for
  * the database file to pass min bytes. */
 static bool wait_size(const char *path, int64_t min)
@@ -89,9 +105,8 @@ static void test_checkpoint_ahead(void **state)
 {
     (void)state;
     const char *db = path_of("ahead.db");
-    char wal[600], shm[600];
+    char wal[600];
     snprintf(wal, sizeof wal, "%s-wal", db);
-    snprintf(shm, sizeof shm, "%s-shm", db);
     stg_store *s = open_store("ahead.db", true);
     int64_t before = size_of(db);
     /* 24 commits of 64+ frames: past 1024 frames, short of the 4000 of the
@@ -106,15 +121,8 @@ static void test_checkpoint_ahead(void **state)
     assert_int_equal(size_of(wal) > 0, 1); /* still open: the WAL is there */
     commit_rows(s, 25, 8); /* and the store goes on writing */
     assert_int_equal(rows_in(s), 32);
-    stg_store_close(s);
-    /* the store's close was the last connection: it checkpointed the rest
-     * and removed the WAL (a clean close leaves the file whole) */
-    assert_int_equal(size_of(wal), -1);
-    assert_int_equal(size_of(shm), -1);
+    close_whole(s, "ahead.db", 32); /* a clean close leaves the file whole */
     assert_true(size_of(db) >= 32 * 262144);
-    s = open_store("ahead.db", false);
-    assert_int_equal(rows_in(s), 32);
-    stg_store_close(s);
 }
 
 /* A small store never wakes the checkpoint: nothing reaches the file
@@ -124,19 +132,13 @@ static void test_small_store_untouched(void **state)
 {
     (void)state;
     const char *db = path_of("small.db");
-    char wal[600];
-    snprintf(wal, sizeof wal, "%s-wal", db);
     stg_store *s = open_store("small.db", true);
     int64_t before = size_of(db);
     commit_rows(s, 1, 4); /* about 260 frames */
     struct timespec ts = {0, 50 * 1000 * 1000};
     nanosleep(&ts, NULL);
     assert_int_equal(size_of(db), before);
-    stg_store_close(s);
-    assert_int_equal(size_of(wal), -1);
-    s = open_store("small.db", false);
-    assert_int_equal(rows_in(s), 4);
-    stg_store_close(s);
+    close_whole(s, "small.db", 4);
 }
 
 /* A writer's report is the end of its run: the helper checkpoints what is
@@ -145,8 +147,6 @@ static void test_report_catches_up(void **state)
 {
     (void)state;
     const char *db = path_of("report.db");
-    char wal[600];
-    snprintf(wal, sizeof wal, "%s-wal", db);
     stg_store *s = open_store("report.db", true);
     int64_t before = size_of(db);
     commit_rows(s, 1, 4); /* about 260 frames: no checkpoint ahead yet */
@@ -158,11 +158,7 @@ static void test_report_catches_up(void **state)
         fail_msg("the database file stayed at %lld bytes (%lld before)",
                  (long long)size_of(db), (long long)before);
     commit_rows(s, 5, 1); /* written after it: the close checkpoints that */
-    stg_store_close(s);
-    assert_int_equal(size_of(wal), -1);
-    s = open_store("report.db", false);
-    assert_int_equal(rows_in(s), 5);
-    stg_store_close(s);
+    close_whole(s, "report.db", 5);
 }
 
 int main(void)
