@@ -18,12 +18,14 @@
 # 30 at a time: curl --parallel --parallel-max 30 (output /dev/null), then
 # stagger batch --rate 0 twice, once with its learned concurrency (no -j)
 # and once with -j 30 (the baseline's 30 at once). Each row is the median
-# of BENCH_REPEAT runs (default 3; the clients take turns, so a busy
-# machine slows them alike), a fresh server per run; wall = process start
+# of BENCH_REPEAT runs (default 5; the clients take turns, so a busy
+# machine slows them alike; one run of a 0.3 s client moves by 15% here),
+# a fresh server per run; wall = process start
 # to exit, CPU = user + system of the client (its rusage), load = start to
 # stagger's "jobs imported" line (parse, import, commit of the input);
 # "x curl" = curl's wall (CPU) over the client's: 1.00 or more is as fast
-# as curl. BENCH_BASE_STAGGER=PATH adds another build's stagger (-j 30) in
+# as curl. A "goal1_N:" line per size repeats the medians as KEY=VALUE
+# words for bench/analyze.py (issue #19 goal 1's rows). BENCH_BASE_STAGGER=PATH adds another build's stagger (-j 30) in
 # the same turns, for a before/after. Takes about a minute.
 #
 # Prints figures, asserts nothing. Only 127.0.0.1 is contacted.
@@ -188,7 +190,7 @@ stop_unl() {
 }
 
 unlimited() {
-  reps=${BENCH_REPEAT:-3}
+  reps=${BENCH_REPEAT:-5}
   : >"$T/unl"
   for n in ${BENCH_SIZES:-5000 50000}; do
     seq -f 'u%06g' 1 "$n" >"$T/keys$n.txt"
@@ -212,6 +214,7 @@ label = {"curl": "curl --parallel --parallel-max 30",
          "base": "BENCH_BASE_STAGGER, -j 30"}
 print("%-36s %7s %7s %8s %8s %8s %8s %8s" % ("unlimited serve, 30 at a time", "keys", "done",
       "wall s", "CPU s", "load s", "wall x", "CPU x"))
+summary = {}
 for n in sorted({k[0] for k in runs}):
     med = {}
     for c in ("curl", "learned", "j30", "base"):
@@ -227,6 +230,14 @@ for n in sorted({k[0] for k in runs}):
         cx = "%.2fx" % (base[1] / cpu) if base and cpu > 0 else "-"
         print("%-36s %7d %7d %8.3f %8.3f %8s %8s %8s" % (label[c], n, done, wall, cpu,
               "%.3f" % load if load is not None else "-", wx, cx))
+    # goal 1's row in docs/BENCHMARKS.md (bench/analyze.py): the medians,
+    # the turns they come from, and the least done of any run.
+    summary["goal1_%d:" % n] = " ".join(
+        "%s_%s=%s" % (c, k, v) for c, (wall, cpu, load, done) in med.items()
+        for k, v in (("wall", "%.4f" % wall), ("cpu", "%.4f" % cpu), ("done", done))) + \
+        " runs=%d" % min(len(runs[(n, c)]) for c in med)
+for prefix, words in summary.items():
+    print(prefix, words)
 PY
 }
 
