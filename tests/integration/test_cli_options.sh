@@ -135,14 +135,21 @@ for cmd in plan serve sim fetch batch proxy "batch report" "batch export"; do
 $(cat "$T/diff")"
   fi
   # Each option of the table is one its parser knows ("unknown option"
-  # would mean the table and the parser were two lists).
+  # would mean the table and the parser were two lists). The parser reads
+  # in order, so a flag followed by --help is parsed and then the help is
+  # printed: `serve --client-by-addr` alone would start a server that runs
+  # until the timeout. An option with a value is given none (its error is
+  # "needs a value", not "unknown"), never --help as its value.
   while IFS=$(printf '\t') read -r name letter arg ref; do
     [ "$name" = - ] && continue
     set +e
     # shellcheck disable=SC2086
     probe=$cmd
     [ "$cmd" = sim ] && probe="sim herd" # sim's first argument is the scenario
-    timeout 20 "$S" $probe "--$name" > /dev/null 2> "$T/err" < /dev/null
+    after=
+    [ "$arg" = - ] && after=--help
+    # shellcheck disable=SC2086
+    timeout 20 "$S" $probe "--$name" $after > /dev/null 2> "$T/err" < /dev/null
     set -e
     check "$cmd --$name is parsed" sh -c "! grep -q 'unknown \(option\|scenario\)' '$T/err'"
   done < "$T/table"
