@@ -11,7 +11,7 @@
 S=$STAGGER
 scratch pxc
 . "$(dirname "$0")/proxy_lib.sh"
-# requests lives in the pyenv python; urllib in any.
+# requests from Debian's python3-requests (scripts/deps.sh); urllib in any.
 PY=python3
 
 
