@@ -172,12 +172,18 @@ took=$(( $(now_ms) - t0 ))
 check "deadline: 1.5 s held ($took ms)" [ "$took" -lt 5000 ]
 
 # ---- SIGINT cancels a long wait: exit 130 -------------------------------------------------
-"$S" fetch -s --max-server-wait 60s -o /dev/null "$BASE/status/503?retry_after=20" &
+# The client's own log says when it begins its wait (the server's log is
+# complete only after stop_server); 30 s is a hang guard, not a bound.
+wait_logged() {
+  for _ in $(seq 1 600); do
+    grep -q '"event":"wait"' "$1" 2>/dev/null && return 0
+    sleep 0.05
+  done
+}
+"$S" fetch -s --max-server-wait 60s --log-json "$T/int.jsonl" -o /dev/null \
+  "$BASE/status/503?retry_after=20" &
 fp=$!
-for _ in $(seq 1 100); do
-  [ -s "$SRV_LOG" ] && grep -q 'retry_after' "$SRV_LOG" 2>/dev/null && break
-  sleep 0.05
-done
+wait_logged "$T/int.jsonl"
 sleep 0.3
 t0=$(now_ms)
 kill -INT $fp
@@ -227,13 +233,10 @@ stop_server
 
 # ---- SIGTERM is handled as SIGINT: message, metrics written, exit 143 --------------
 start_server
-"$S" fetch --max-server-wait 60s --metrics "$T/term.prom" -o /dev/null \
-  "$BASE/status/503?retry_after=20" 2> "$T/term.err" &
+"$S" fetch --max-server-wait 60s --metrics "$T/term.prom" --log-json "$T/term.jsonl" \
+  -o /dev/null "$BASE/status/503?retry_after=20" 2> "$T/term.err" &
 fp=$!
-for _ in $(seq 1 100); do
-  grep -q 'retry_after' "$SRV_LOG" 2>/dev/null && break
-  sleep 0.05
-done
+wait_logged "$T/term.jsonl"
 sleep 0.3
 t0=$(now_ms)
 kill -TERM $fp

@@ -1,4 +1,4 @@
-# The work queue survives workers that die: 4 workers on 3000 jobs against
+# The work queue survives workers that die: 4 workers on 2000 jobs against
 # `stagger serve --rate 100`, two of them killed with SIGKILL mid-run, a
 # fifth started later. Every job ends in exactly one state (done); a job
 # answered twice at the server was in flight in a killed worker (its
@@ -20,7 +20,7 @@ RPORT=$(free_port)
 start_redis
 serve_start srv --rate 100 --log "$T/srv.log"
 SPID=$SRV_PID
-N=3000; RATE=100; BURST=10
+N=2000; RATE=100; BURST=10
 for i in $(seq $N); do echo "$URL/item/$i"; done >"$T/in.txt"
 Q="redis://127.0.0.1:$RPORT/kill"
 work() { # work NAME [INPUT]: a worker in the background, its pid in WPID
@@ -37,13 +37,13 @@ wait_grep "$T/w2.err" "jobs loaded into queue"
 work w3; P3=$WPID
 work w4; P4=$WPID
 
-wait_lines "$T/srv.log" 600
+wait_lines "$T/srv.log" 400
 kill -9 "$P2"; wait "$P2" 2>/dev/null || true
 pending_ids kill w2 >"$T/killed.ids"
-wait_lines "$T/srv.log" 1200
+wait_lines "$T/srv.log" 800
 kill -9 "$P3"; wait "$P3" 2>/dev/null || true
 pending_ids kill w3 >>"$T/killed.ids"
-wait_lines "$T/srv.log" 1500
+wait_lines "$T/srv.log" 1000
 work w5; P5=$WPID
 for p in $P1 $P4 $P5; do
   rc=0; wait "$p" || rc=$?
@@ -65,8 +65,8 @@ print(f"  {len(rows)} rows, {len(set(ids))} jobs, not done: {bad[:3]}")
 sys.exit(0 if len(rows) == int(sys.argv[2]) and len(set(ids)) == len(rows) and not bad else 1)
 PY
 "$S" batch report --queue "$Q" --json >"$T/report.json"
-jcheck "the report counts 3000 done, nothing left" "$(cat "$T/report.json")" \
-  'j["counts"]["done"] == 3000 and j["ended"] == 3000 and j["counts"]["pending"] == 0 and j["counts"]["inflight"] == 0'
+jcheck "the report counts $N done, nothing left" "$(cat "$T/report.json")" \
+  "j['counts']['done'] == $N and j['ended'] == $N and j['counts']['pending'] == 0 and j['counts']['inflight'] == 0"
 jcheck "the report names the five workers" "$(cat "$T/report.json")" \
   'sorted(w["name"] for w in j["workers"]) == ["w1", "w2", "w3", "w4", "w5"]'
 check "duplicates at the server only for jobs in flight in a killed worker" \
