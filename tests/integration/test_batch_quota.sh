@@ -53,21 +53,21 @@ check "the server saw /too-big once: from the --no-quotas run" \
 # reset: a spent bucket must not be probed at every round trip (it was, with
 # a 429 each time, before a spent quota without reset waited).
 early() { python3 -c 'import json,sys,urllib.request; print(json.load(urllib.request.urlopen(sys.argv[1]))["early_retries"]["total"])' "$1/__stats"; }
-persona() {
-  pn=$1; shift
+persona() { # persona NAME JOBS ARGS...: JOBS span at least three windows
+  pn=$1 nj=$2; shift 2
   serve_start "p_$pn" --dialect "$pn" "$@" --log "$T/p_$pn.log"
-  for i in $(seq 1 20); do echo "$URL/v1/items/$i"; done >"$T/p_$pn.txt"
-  expect_exit "$pn: 20 jobs" 0 "$S" batch -q --rate 0 -j 4 --db "$T/p_$pn.db" "$T/p_$pn.txt"
+  for i in $(seq 1 "$nj"); do echo "$URL/v1/items/$i"; done >"$T/p_$pn.txt"
+  expect_exit "$pn: $nj jobs" 0 "$S" batch -q --rate 0 -j 4 --db "$T/p_$pn.db" "$T/p_$pn.txt"
   check "$pn: all done on the first attempt" \
-    [ "$(db_q "$T/p_$pn.db" "SELECT count(*) || ' ' || sum(attempts) FROM jobs WHERE state = 'done'")" = "20 20" ]
+    [ "$(db_q "$T/p_$pn.db" "SELECT count(*) || ' ' || sum(attempts) FROM jobs WHERE state = 'done'")" = "$nj $nj" ]
   check "$pn: no early retry" [ "$(early "$URL")" = 0 ]
   serve_stop "$SRV_PID"
   check "$pn: the server refused none" [ "$(grep -vc '"status":200' "$T/p_$pn.log" || true)" = 0 ]
 }
-persona shopify --quota calls=6/2s
-persona anthropic --quota requests=6/2s
-persona ietf --quota short=5/1s --quota long=12/4s
-persona discord --quota bucket=5/1s
-persona github --quota core=6/2s
+persona shopify 14 --quota calls=6/2s
+persona anthropic 14 --quota requests=6/2s
+persona ietf 20 --quota short=5/1s --quota long=12/4s
+persona discord 20 --quota bucket=5/1s
+persona github 14 --quota core=6/2s
 
 finish

@@ -388,7 +388,7 @@ static void test_reader_open_errors(void **state)
 /* ---- the memory bound -------------------------------------------------------------- */
 
 #define SMALL_N 20000
-#define LARGE_N 200000
+#define LARGE_N 100000
 
 /* n JSONL lines; with secrets, every job's URL carries an api_key. */
 static void write_input(const char *path, int n, bool secrets)
