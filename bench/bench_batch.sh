@@ -25,8 +25,9 @@
 # stagger's "jobs imported" line (parse, import, commit of the input);
 # "x curl" = curl's wall (CPU) over the client's: 1.00 or more is as fast
 # as curl. A "goal1_N:" line per size repeats the medians as KEY=VALUE
-# words for bench/analyze.py (issue #19 goal 1's rows). BENCH_BASE_STAGGER=PATH adds another build's stagger (-j 30) in
-# the same turns, for a before/after. Takes about a minute.
+# words for bench/analyze.py (issue #19 goal 1's rows).
+# BENCH_BASE_STAGGER=PATH adds another build's stagger (-j 30) in the same
+# turns, for a before/after. Takes about a minute and a half.
 #
 # Prints figures, asserts nothing. Only 127.0.0.1 is contacted.
 set -eu
