@@ -517,10 +517,13 @@ def kv_line(res, name, prefix):
     is not a number); None when the file or the line is missing."""
     lines = read_primitive(res, name)
     found = [l for l in lines or () if l.startswith(prefix)]
-    if not found:
-        return None
+    return kv_words(found[-1][len(prefix):]) if found else None
+
+
+def kv_words(text):
+    """The KEY=NUMBER words of text as floats (None when a value is not a number)."""
     out = {}
-    for w in found[-1][len(prefix):].split():
+    for w in text.split():
         if "=" not in w:
             continue
         k, v = w.split("=", 1)
@@ -548,7 +551,7 @@ def batch_goal1(res):
     for l in read_primitive(res, "bench_batch.txt") or ():
         m = re.match(r"goal1_(\d+):", l)
         if m:
-            out.append((int(m.group(1)), kv_line(res, "bench_batch.txt", m.group(0))))
+            out.append((int(m.group(1)), kv_words(l[m.end():])))
     return sorted(out)
 
 
