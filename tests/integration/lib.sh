@@ -52,6 +52,16 @@ listen_port() {
   sed -n '1s|^listening on http://127.0.0.1:\([0-9]*\)$|\1|p' "$1" 2>/dev/null
 }
 
+# wait_grep FILE PATTERN: until FILE holds PATTERN (a 60 s hang guard, not
+# a timing bound: the loop ends at the line).
+wait_grep() {
+  for _ in $(seq 1 600); do
+    grep -q "$2" "$1" 2>/dev/null && return 0
+    sleep 0.1
+  done
+  echo "FAIL: '$2' never appeared in $1" >&2; return 1
+}
+
 # in_script: true in the script's own shell. bash runs the EXIT trap in a
 # forked child too when a signal reaches it before its exec, and a cleanup
 # run there would remove the script's files and stop its servers under it.

@@ -40,11 +40,3 @@ wait_lines() {
   done
   echo "FAIL: $1 never reached $2 lines" >&2; return 1
 }
-# wait_grep FILE PATTERN: until FILE holds PATTERN (a 60 s hang guard).
-wait_grep() {
-  for _ in $(seq 1 600); do
-    grep -q "$2" "$1" 2>/dev/null && return 0
-    sleep 0.1
-  done
-  echo "FAIL: '$2' never appeared in $1" >&2; return 1
-}

@@ -47,15 +47,6 @@ stop() {
 }
 # redis_time: Redis's clock (TIME) in microseconds.
 redis_time() { redis-cli -p "$RPORT" time | tr -d '\r' | { read -r s; read -r u; echo $((s * 1000000 + u)); }; }
-# wait_for FILE PATTERN: until FILE holds a line matching PATTERN (a hang
-# guard of 60 s, not a timing bound: the events it waits for come first).
-wait_for() {
-  for _ in $(seq 1 1200); do
-    grep -q "$2" "$1" 2>/dev/null && return 0
-    sleep 0.05
-  done
-  return 1
-}
 
 # run4 TAG ARGS...: 4 batch processes of 60 jobs each (keys TAG<n>-NNN in
 # $T/TAGkeys<n>.txt, databases $T/TAG<n>.db), 8 workers each, against
@@ -177,7 +168,7 @@ seq -f "n%03g" 1 150 >"$T/keysn.txt"
 BP=$!
 # Kill Redis once the first request arrived: 150 jobs at 50/s (burst 50)
 # take at least 2 s, so the run is still going.
-check "no fallback: the run started" wait_for "$T/nofb.log" '/track/'
+check "no fallback: the run started" wait_grep "$T/nofb.log" '/track/'
 stop "$RPID"
 set +e; wait "$BP"; rc=$?; set -e
 check "no fallback: stops with exit 6 (got $rc)" [ "$rc" = 6 ]
@@ -214,7 +205,7 @@ start_server fetchdie
   --limiter "redis://127.0.0.1:$RPORT/fdie" "http://127.0.0.1:$PORT/status/503?retry_after=1" \
   >"$T/fdie.out" 2>"$T/fdie.err" &
 FP=$!
-check "fetch: the first attempt reached the server" wait_for "$T/fetchdie.log" /status/503
+check "fetch: the first attempt reached the server" wait_grep "$T/fetchdie.log" /status/503
 stop "$RPID"
 set +e; wait "$FP"; rc=$?; set -e
 stop "$SPID"
@@ -232,9 +223,9 @@ BP=$!
 # Kill Redis once requests arrive, bring it back once the run says it fell
 # back: 400 jobs at 60/s (30/s while local) take more than 6 s, so both
 # hand-overs happen mid-run.
-check "fallback: the run started" wait_for "$T/fb.log" '/track/'
+check "fallback: the run started" wait_grep "$T/fb.log" '/track/'
 stop "$RPID"
-check "fallback: the run fell back" wait_for "$T/f.err" "falling back to local bucket"
+check "fallback: the run fell back" wait_grep "$T/f.err" "falling back to local bucket"
 start_redis
 set +e; wait "$BP"; rc=$?; set -e
 stop "$SPID"
