@@ -6,7 +6,7 @@
 S=$STAGGER
 scratch batch_pty
 SRV_PIDS=""
-command -v script >/dev/null || { echo "SKIP: no script(1)"; exit 0; }
+command -v script >/dev/null || skip "no script(1): skipped"
 
 serve_start main
 M=$PORT

@@ -6,7 +6,6 @@
 # it by PID.
 . "$(dirname "$0")/lib.sh"
 if ! "$STAGGER" fetch --help >/dev/null 2>&1 || ! "$STAGGER" serve --help >/dev/null 2>&1; then
-  echo "stagger fetch or serve not built: skipped"
-  exit 0
+  skip "stagger fetch or serve not built: skipped"
 fi
 exec python3 "$STG_SOURCE_DIR/tests/cli/run.py" --stagger "$STAGGER" "$STG_SOURCE_DIR"/tests/cli/*.case

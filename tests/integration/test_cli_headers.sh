@@ -5,8 +5,7 @@
 . "$(dirname "$0")/lib.sh"
 S=$STAGGER
 if ! "$S" fetch --help >/dev/null 2>&1 || ! "$S" batch --help >/dev/null 2>&1; then
-  echo "fetch or batch not built: skipped"
-  exit 0
+  skip "fetch or batch not built: skipped"
 fi
 T=$(mktemp -d /tmp/stg_hdr.XXXXXX)
 trap 'in_script && rm -rf "$T"' EXIT

@@ -7,8 +7,7 @@
 . "$(dirname "$0")/lib.sh"
 S=$STAGGER
 if ! "$S" fetch --help >/dev/null 2>&1; then
-  echo "stagger fetch not built (no libcurl): skipped"
-  exit 0
+  skip "stagger fetch not built (no libcurl): skipped"
 fi
 T=$(mktemp -d /tmp/stg_fetch.XXXXXX)
 SRV_PID=

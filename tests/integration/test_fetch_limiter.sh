@@ -6,8 +6,7 @@
 . "$(dirname "$0")/lib.sh"
 S=$STAGGER
 if ! "$S" fetch --help >/dev/null 2>&1; then
-  echo "stagger fetch not built: skipped"
-  exit 0
+  skip "stagger fetch not built: skipped"
 fi
 command -v redis-server >/dev/null ||
   { echo "redis-server missing: run make deps" >&2; exit 1; }

@@ -9,8 +9,7 @@
 : "${HOSTILE:?set HOSTILE to the stg_hostile binary}"
 S=$STAGGER
 if ! "$S" fetch --help >/dev/null 2>&1; then
-  echo "stagger fetch not built (no libcurl): skipped"
-  exit 0
+  skip "stagger fetch not built (no libcurl): skipped"
 fi
 T=$(mktemp -d /tmp/stg_fetchL.XXXXXX)
 cleanup() {

@@ -16,8 +16,8 @@
 . "$(dirname "$0")/lib.sh"
 S=$STAGGER
 command -v nghttpd >/dev/null || [ -x /usr/sbin/nghttpd ] ||
-  { echo "nghttpd not installed (apt-get install nghttp2-server): skipped"; exit 0; }
-command -v openssl >/dev/null || { echo "openssl not installed: skipped"; exit 0; }
+  skip "nghttpd not installed (apt-get install nghttp2-server): skipped"
+command -v openssl >/dev/null || skip "openssl not installed: skipped"
 NGHTTPD=$(command -v nghttpd || echo /usr/sbin/nghttpd)
 T=$(mktemp -d /tmp/stg_h2.XXXXXX)
 NG_PID=""

@@ -14,8 +14,8 @@
 . "$(dirname "$0")/lib.sh"
 S=$STAGGER
 [ -n "$H2SRV" ] && [ -x "$H2SRV" ] ||
-  { echo "stg_h2srv not built (libnghttp2-dev or libssl-dev missing): skipped"; exit 0; }
-command -v openssl >/dev/null || { echo "openssl not installed: skipped"; exit 0; }
+  skip "stg_h2srv not built (libnghttp2-dev or libssl-dev missing): skipped"
+command -v openssl >/dev/null || skip "openssl not installed: skipped"
 T=$(mktemp -d /tmp/stg_h2n.XXXXXX)
 cleanup() {
   in_script || return 0

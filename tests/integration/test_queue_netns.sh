@@ -11,8 +11,7 @@
 . "$(dirname "$0")/lib.sh"
 S=$STAGGER
 if [ "$(id -u)" != 0 ] || ! command -v ip >/dev/null; then
-  echo "skipped: network namespaces need root and ip(8) (run as root to test workers on separate machines)"
-  exit 0
+  skip "skipped: network namespaces need root and ip(8) (run as root to test workers on separate machines)"
 fi
 ID=$$
 NA="stgqa$ID"; NB="stgqb$ID"

@@ -10,10 +10,9 @@
 . "$(dirname "$0")/lib.sh"
 S=$STAGGER
 if ! "$S" fetch --help >/dev/null 2>&1 || ! "$S" serve --help >/dev/null 2>&1; then
-  echo "stagger fetch or serve not built: skipped"
-  exit 0
+  skip "stagger fetch or serve not built: skipped"
 fi
-command -v openssl >/dev/null || { echo "openssl not installed: skipped"; exit 0; }
+command -v openssl >/dev/null || skip "openssl not installed: skipped"
 scratch tls
 
 # The CA settings of this machine's environment would decide the tests

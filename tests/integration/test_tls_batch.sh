@@ -9,10 +9,9 @@
 . "$(dirname "$0")/lib.sh"
 S=$STAGGER
 if ! "$S" batch --help >/dev/null 2>&1 || ! "$S" serve --help >/dev/null 2>&1; then
-  echo "stagger batch or serve not built: skipped"
-  exit 0
+  skip "stagger batch or serve not built: skipped"
 fi
-command -v openssl >/dev/null || { echo "openssl not installed: skipped"; exit 0; }
+command -v openssl >/dev/null || skip "openssl not installed: skipped"
 scratch tlsb
 unset CURL_CA_BUNDLE SSL_CERT_FILE SSL_CERT_DIR
 PKI=$T/pki
