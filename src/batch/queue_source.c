@@ -575,11 +575,6 @@ void stg_batch_queue_stats_get(const stg_batch_queue *s, stg_batch_queue_stats *
     *st = s->stats;
 }
 
-void stg_batch_queue_counts(const stg_batch_queue *s, stg_queue_counts *c)
-{
-    *c = s->counts;
-}
-
 int stg_batch_queue_release(stg_batch_queue *s)
 {
     int back = 0;

@@ -60,8 +60,6 @@ const stg_shared_limiter *stg_batch_queue_limiter(stg_batch_queue *s,
                                                   const stg_shared_limiter *inner);
 
 void stg_batch_queue_stats_get(const stg_batch_queue *s, stg_batch_queue_stats *st);
-/* The counts last read from the queue. */
-void stg_batch_queue_counts(const stg_batch_queue *s, stg_queue_counts *c);
 /* After the run: give the jobs claimed ahead back to the queue (others take
  * them at once). Returns how many; those left (Redis away) wait for
  * --claim-idle. */

@@ -31,13 +31,6 @@ int cli_opt_bad(const cli_parser *p, const char *val, const char *what)
                            p->spelled ? p->spelled : "?", what);
 }
 
-int cli_set_true(cli_parser *p, const cli_opt *o, void *field, const char *val)
-{
-    (void)p, (void)o, (void)val;
-    *(bool *)field = true;
-    return 0;
-}
-
 static bool is_option(const cli_opt *o)
 {
     return o->kind == CLI_FLAG || o->kind == CLI_STRING || o->kind == CLI_FN ||

@@ -128,7 +128,4 @@ void cli_dump_options(const cli_command *c, FILE *out);
  * NULL when none is close enough to be a likely typo: for "did you mean". */
 const char *cli_closest_option(const cli_command *c, const char *name, size_t n);
 
-/* Generic handlers for the common value kinds. */
-int cli_set_true(cli_parser *p, const cli_opt *o, void *field, const char *val);
-
 #endif

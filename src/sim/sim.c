@@ -12,16 +12,6 @@
 static const char *const scenario_names[SIM_N_SCENARIOS] = {"herd", "quota", "storm", "load",
                                                              "contention", "slow-server"};
 
-static const char *const scenario_summaries[SIM_N_SCENARIOS] = {
-    "N clients start together, each refused K times: do retries stay in lockstep?",
-    "100 clients share a 100/s quota and are told Retry-After: 5: do they return together?",
-    "a 2000-job batch by 50 or 30 workers against 100/s: fixed sleep vs jitter vs pacing",
-    "1000 concurrent requests with a deadline against a limited server: latency, success",
-    "AWS 2015 blog model: N clients, one optimistic-concurrency write each (sweep N)",
-    "5000 jobs against a server that handles 20 at once and queues the rest: fixed vs learned "
-    "concurrency",
-};
-
 static const char *const strategy_names[SIM_N_STRATEGIES] = {
     "none", "fixed", "exponential", "full", "equal", "decorrelated", "pct", "additive",
     "bucket", "adaptive",
@@ -30,11 +20,6 @@ static const char *const strategy_names[SIM_N_STRATEGIES] = {
 const char *sim_scenario_name(sim_scenario s)
 {
     return (unsigned)s < SIM_N_SCENARIOS ? scenario_names[s] : "unknown";
-}
-
-const char *sim_scenario_summary(sim_scenario s)
-{
-    return (unsigned)s < SIM_N_SCENARIOS ? scenario_summaries[s] : "";
 }
 
 int sim_scenario_parse(const char *name)

@@ -145,8 +145,6 @@ typedef struct sim_results {
 /* Scenario names ("herd", ...), parse; -1 for an unknown name. */
 const char *sim_scenario_name(sim_scenario s);
 int sim_scenario_parse(const char *name);
-/* One-line summary of a scenario (for --help). Static. */
-const char *sim_scenario_summary(sim_scenario s);
 
 /* Strategy names as in JSON ("none", "fixed", ..., "bucket", "adaptive"). */
 const char *sim_strategy_name(sim_strategy s);

@@ -101,11 +101,6 @@ stg_input_format stg_input_format_for_path(const char *path, stg_input_format f)
 
 /* ---- small helpers ------------------------------------------------------ */
 
-bool stg_store_query_key_is_secret(const char *name, size_t len)
-{
-    return stg_redact_name_is_secret(name, len);
-}
-
 bool stg__store_header_is_secret(const char *name, size_t len)
 {
     return stg_redact_header_is_secret(name, len, NULL);

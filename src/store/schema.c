@@ -139,11 +139,6 @@ const char *stg_store_errmsg(const stg_store *s)
     return s ? s->err : "";
 }
 
-const char *stg_store_path(const stg_store *s)
-{
-    return s ? s->path : "";
-}
-
 int stg__store_error(stg_store *s, int err, const char *fmt, ...)
 {
     va_list ap;

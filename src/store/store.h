@@ -224,9 +224,6 @@ int stg_input_cursor_open(const char *path, const stg_input_options *opt,
 const stg_job_spec *stg_input_cursor_find(stg_input_cursor *c, int64_t id, const char *key);
 void stg_input_cursor_free(stg_input_cursor *c); /* accepts NULL */
 
-/* True if a query key (not NUL-terminated) looks like it carries a secret:
- * stg_redact_name_is_secret() of the core (one list for every use). */
-bool stg_store_query_key_is_secret(const char *name, size_t len);
 /* True if url has userinfo, a fragment or a secret-looking query key
  * (stg_redact_url_has_secret()). */
 bool stg_store_url_is_secret(const char *url);
@@ -303,8 +300,6 @@ int stg_store_open(const char *path, const stg_store_options *opt, stg_store **o
 void stg_store_close(stg_store *s);
 /* The last error, one line; "" if none. Owned by the store. */
 const char *stg_store_errmsg(const stg_store *s);
-/* The open path. Owned by the store. */
-const char *stg_store_path(const stg_store *s);
 
 /* Meta values (strings); *out is malloc'd (caller frees) or NULL when
  * absent. Returns STG_OK or STG_EDB. */

@@ -345,6 +345,12 @@ static void test_hold_export_outage(void **state)
     assert_int_equal(per[STG_QUEUE_DONE], 1);
     assert_int_equal(per[STG_QUEUE_INFLIGHT], 1);
     assert_int_equal(per[STG_QUEUE_PENDING], 2);
+    /* The counters say what the calls did: round trips, no failure yet. */
+    stg_queue_stats st;
+    stg_queue_stats_get(q, &st);
+    assert_true(st.round_trips >= 5); /* two holds, a load, a claim, a finish... */
+    assert_int_equal(st.failures, 0);
+    int64_t trips = st.round_trips;
     /* Redis goes away: calls fail, nothing hangs; it comes back. */
     server_stop(g_pid, SIGKILL);
     assert_int_equal(stg_queue_finish(q, &j[1], &(stg_queue_outcome){.state = STG_QUEUE_DONE},
@@ -356,6 +362,12 @@ static void test_hold_export_outage(void **state)
     stg_queue_counts c;
     assert_int_equal(stg_queue_counts_get(q, &c), STG_OK);
     assert_int_equal(c.total, 0); /* persistence off: that Redis forgot */
+    stg_queue_stats_get(q, &st);
+    assert_true(st.failures >= 2); /* the finish and the claim while it was away */
+    assert_true(st.reconnects >= 1);
+    assert_true(st.round_trips > trips);
+    stg_queue_stats_get(NULL, &st); /* no queue: zeroes */
+    assert_int_equal(st.round_trips, 0);
     for (int i = 0; i < 2; i++)
         stg_queue_job_clear(&j[i]);
     stg_queue_free(q);
