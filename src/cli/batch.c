@@ -58,7 +58,7 @@ static int open_ro(const char *db, int64_t busy_us, stg_store **s)
     int rc = stg_store_open(db, &so, s, err, sizeof err);
     if (rc != STG_OK) {
         fprintf(stderr, "stagger batch: %s\n", err);
-        return rc == STG_ENOTFOUND ? CLI_EXIT_USAGE : BATCH_EXIT_DB;
+        return rc == STG_ENOTFOUND ? CLI_EXIT_USAGE : CLI_EXIT_DB;
     }
     return 0;
 }

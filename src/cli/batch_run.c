@@ -9,10 +9,10 @@
  *    stg_batch_stop() (cancelled jobs go back to pending, review if
  *    non-idempotent and sent), the run row is closed, exit 130/143. A
  *    second signal kills at once (SA_RESETHAND; the next run recovers).
- *  - Every store read failure is exit 4 (BATCH_EXIT_DB) with the store's
+ *  - Every store read failure is exit 4 (CLI_EXIT_DB) with the store's
  *    message: the final counts and the report are read back, never assumed.
  *  - A shared limiter unreachable at start, or lost during the run, is exit
- *    6 (BATCH_EXIT_LIMITER), never 1 (1 means "some jobs failed").
+ *    6 (CLI_EXIT_LIMITER), never 1 (1 means "some jobs failed").
  *  - The input is streamed into the store (or checked against the set it
  *    holds) a line at a time, and never held whole. The jobs whose secrets
  *    are not stored get them from the input again: a regular file is read
@@ -149,10 +149,10 @@ static void print_bad_line(void *data, long line, const char *message)
 static int exit_for_counts(const stg_batch_counts *c)
 {
     if (stg_batch_counts_left(c) || c->n[STG_JOB_DEFERRED] || c->n[STG_JOB_REVIEW])
-        return BATCH_EXIT_LEFT;
+        return CLI_EXIT_LEFT;
     if (c->n[STG_JOB_FAILED])
-        return BATCH_EXIT_FAILED;
-    return BATCH_EXIT_DONE;
+        return CLI_EXIT_FAILED;
+    return CLI_EXIT_OK;
 }
 
 static void setup_signals(void)
@@ -195,7 +195,7 @@ static int open_input(const batch_opts *o, stg_input_reader **r)
     int rc = stg_input_reader_open(o->input, &o->in, r, err, sizeof err);
     if (rc != STG_OK) {
         fprintf(stderr, "stagger batch: %s\n", err);
-        return rc == STG_EINVAL ? BATCH_EXIT_USAGE : BATCH_EXIT_INPUT;
+        return rc == STG_EINVAL ? CLI_EXIT_USAGE : CLI_EXIT_INPUT;
     }
     return -1;
 }
@@ -227,26 +227,26 @@ static int import_input(const batch_opts *o, stg_store *s, stg_input_reader *r,
     *input_refused = rc == STG_EIO || rc == STG_ENOMEM || res.refused;
     if (rc == STG_EIO || rc == STG_ENOMEM) {
         fprintf(stderr, "stagger batch: %s\n", stg_store_errmsg(s));
-        return BATCH_EXIT_INPUT;
+        return CLI_EXIT_INPUT;
     }
     if (rc == STG_EINVAL) { /* a CSV header, read late, that the templates do not fit */
         *input_refused = true;
         fprintf(stderr, "stagger batch: %s\n", stg_store_errmsg(s));
-        return BATCH_EXIT_USAGE;
+        return CLI_EXIT_USAGE;
     }
     if (rc != STG_OK) {
         fprintf(stderr, "stagger batch: %s\n", stg_store_errmsg(s));
-        return BATCH_EXIT_DB;
+        return CLI_EXIT_DB;
     }
     if (res.refused && o->strict && res.bad) {
         fprintf(stderr, "stagger batch: refusing to run: %zu bad input line%s (--strict); "
                         "nothing was written\n",
                 res.bad, res.bad == 1 ? "" : "s");
-        return BATCH_EXIT_INPUT;
+        return CLI_EXIT_INPUT;
     }
     if (res.refused) {
         fprintf(stderr, "stagger batch: %s: no jobs in the input\n", name);
-        return BATCH_EXIT_INPUT;
+        return CLI_EXIT_INPUT;
     }
     return -1;
 }
@@ -288,7 +288,7 @@ static int dry_run(const batch_opts *o, stg_input_reader *r)
     }
     if (rc != STG_OK) {
         fprintf(stderr, "stagger batch: %s\n", stg_input_reader_error(r));
-        return BATCH_EXIT_INPUT;
+        return CLI_EXIT_INPUT;
     }
     if (jobs > DRY_RUN_SHOWN)
         printf("... and %zu more\n", jobs - DRY_RUN_SHOWN);
@@ -297,8 +297,8 @@ static int dry_run(const batch_opts *o, stg_input_reader *r)
            jobs, jobs == 1 ? "" : "s", bad, bad == 1 ? "" : "s", name,
            stg_input_format_name(stg_input_reader_format(r)));
     if (fflush(stdout) != 0)
-        return BATCH_EXIT_FAILED;
-    return jobs ? BATCH_EXIT_DONE : BATCH_EXIT_INPUT;
+        return CLI_EXIT_FAILED;
+    return jobs ? CLI_EXIT_OK : CLI_EXIT_INPUT;
 }
 
 /* Open the database (*created: the file did not exist before) and import
@@ -316,18 +316,18 @@ static int open_db(const batch_opts *o, stg_input_reader *r, stg_input_secrets *
     int rc = stg_store_open(o->db, &so, s, err, sizeof err);
     if (rc != STG_OK) {
         fprintf(stderr, "stagger batch: %s\n", err);
-        return rc == STG_ENOTFOUND && !o->input ? BATCH_EXIT_USAGE : BATCH_EXIT_DB;
+        return rc == STG_ENOTFOUND && !o->input ? CLI_EXIT_USAGE : CLI_EXIT_DB;
     }
     if (r)
         return import_input(o, *s, r, secrets, imported, input_refused);
     bool has = false;
     if ((rc = stg_store_has_jobs(*s, &has)) == STG_OK && !has) {
         fprintf(stderr, "stagger batch: the database holds no jobs: give an input\n");
-        return BATCH_EXIT_USAGE;
+        return CLI_EXIT_USAGE;
     }
     if (rc != STG_OK) {
         fprintf(stderr, "stagger batch: %s\n", stg_store_errmsg(*s));
-        return BATCH_EXIT_DB;
+        return CLI_EXIT_DB;
     }
     return -1;
 }
@@ -340,7 +340,7 @@ static int open_cursor(const batch_opts *o, stg_input_cursor **c)
     int rc = stg_input_cursor_open(o->input, &o->in, c, err, sizeof err);
     if (rc != STG_OK) {
         fprintf(stderr, "stagger batch: %s\n", err);
-        return BATCH_EXIT_INPUT;
+        return CLI_EXIT_INPUT;
     }
     return -1;
 }
@@ -363,12 +363,12 @@ static int prepare_out(const batch_opts *o)
         return -1;
     if (mkdir(o->out_dir, 0700) != 0 && errno != EEXIST) {
         fprintf(stderr, "stagger batch: --out %s: %s\n", o->out_dir, strerror(errno));
-        return BATCH_EXIT_DB;
+        return CLI_EXIT_DB;
     }
     struct stat st;
     if (stat(o->out_dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
         fprintf(stderr, "stagger batch: --out %s: not a directory\n", o->out_dir);
-        return BATCH_EXIT_DB;
+        return CLI_EXIT_DB;
     }
     return -1;
 }
@@ -409,13 +409,13 @@ static int verdict(const stg_batch_summary *s, int sig, bool quiet)
     case STG_BATCH_STORE:
     case STG_BATCH_BODY:
         fprintf(stderr, "stagger batch: stopped: %s\n", s->message);
-        return BATCH_EXIT_DB;
+        return CLI_EXIT_DB;
     case STG_BATCH_LIMITER:
         fprintf(stderr, "stagger batch: stopped: %s\n", s->message);
-        return BATCH_EXIT_LIMITER;
+        return CLI_EXIT_LIMITER;
     case STG_BATCH_NEEDS_INPUT:
         fprintf(stderr, "stagger batch: stopped: %s\n", s->message);
-        return BATCH_EXIT_USAGE;
+        return CLI_EXIT_USAGE;
     default:
         break;
     }
@@ -424,7 +424,7 @@ static int verdict(const stg_batch_summary *s, int sig, bool quiet)
             fprintf(stderr, "stagger batch: interrupted; %lld jobs left, run the same command "
                             "again to resume\n",
                     (long long)stg_batch_counts_left(&s->counts));
-        return sig == SIGINT ? BATCH_EXIT_SIGINT : BATCH_EXIT_SIGTERM;
+        return sig == SIGINT ? CLI_EXIT_SIGINT : CLI_EXIT_SIGTERM;
     }
     return exit_for_counts(&s->counts);
 }
@@ -438,7 +438,7 @@ static int final_report(const batch_opts *o, stg_store *s, int ex)
     if (stg_store_report_get(s, &rep) != STG_OK) {
         fprintf(stderr, "stagger batch: cannot read the final report: %s\n",
                 stg_store_errmsg(s));
-        return BATCH_EXIT_DB;
+        return CLI_EXIT_DB;
     }
     if (o->json)
         stg_store_report_json(&rep, o->db, stdout);
@@ -446,7 +446,7 @@ static int final_report(const batch_opts *o, stg_store *s, int ex)
         stg_store_report_print(&rep, o->db, stdout);
     stg_store_report_free(&rep);
     if (fflush(stdout) != 0)
-        return ex == BATCH_EXIT_DONE ? BATCH_EXIT_FAILED : ex;
+        return ex == CLI_EXIT_OK ? CLI_EXIT_FAILED : ex;
     return ex;
 }
 
@@ -615,10 +615,10 @@ int batch_run(const batch_opts *o)
                             "database; give their input file again (%s)\n",
                     (long long)st.needs_input, input ? input : "?");
             free(input);
-            ex = BATCH_EXIT_USAGE;
+            ex = CLI_EXIT_USAGE;
         } else {
             fprintf(stderr, "stagger batch: %s\n", err);
-            ex = rc == STG_EDB ? BATCH_EXIT_DB : rc == STG_EINVAL ? BATCH_EXIT_USAGE : 1;
+            ex = rc == STG_EDB ? CLI_EXIT_DB : rc == STG_EINVAL ? CLI_EXIT_USAGE : 1;
         }
         goto out;
     }
@@ -653,8 +653,8 @@ out:
     wait_sum_free(&waits);
     cli_metrics_live_stop(live);
     stg_batch_free(b, ex);
-    if (metrics && metrics_done(o, metrics) != 0 && ex == BATCH_EXIT_DONE)
-        ex = BATCH_EXIT_FAILED;
+    if (metrics && metrics_done(o, metrics) != 0 && ex == CLI_EXIT_OK)
+        ex = CLI_EXIT_FAILED;
     stg_metrics_free(metrics);
     cli_limiter_close((cli_limiter *)&o->limiter);
     stg_logger_free(logger);

@@ -19,17 +19,8 @@
 
 #include "store/store.h"
 
-/* Exit statuses of `stagger batch`: the CLI's one table (cli/exit.h,
- * documented in stagger(1) and stagger-batch(1)). */
-#define BATCH_EXIT_DONE CLI_EXIT_OK         /* every job done */
-#define BATCH_EXIT_FAILED CLI_EXIT_FAILED   /* finished; some jobs failed (non-retryable) */
-#define BATCH_EXIT_USAGE CLI_EXIT_USAGE     /* bad usage */
-#define BATCH_EXIT_LEFT CLI_EXIT_LEFT       /* finished; some jobs deferred or in review */
-#define BATCH_EXIT_DB CLI_EXIT_DB           /* database problem: locked, read-only, full, ... */
-#define BATCH_EXIT_INPUT CLI_EXIT_INPUT     /* input unreadable, no jobs, bad lines (--strict) */
-#define BATCH_EXIT_LIMITER CLI_EXIT_LIMITER /* the shared limiter became unavailable */
-#define BATCH_EXIT_SIGINT CLI_EXIT_SIGINT   /* interrupted by SIGINT; run again to resume */
-#define BATCH_EXIT_SIGTERM CLI_EXIT_SIGTERM /* interrupted by SIGTERM; run again to resume */
+/* Exit statuses: CLI_EXIT_* of the CLI's one table, cli/exit.h
+ * (documented in stagger(1) and stagger-batch(1)). */
 
 enum batch_progress { BATCH_PROGRESS_AUTO, BATCH_PROGRESS_BAR, BATCH_PROGRESS_LINES,
                       BATCH_PROGRESS_NONE };
