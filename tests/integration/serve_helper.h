@@ -63,26 +63,15 @@ static inline int64_t now_us(void)
     return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
-/* Start `stagger serve --port 0 --log DIR/log ARGS...`; read the port from
- * its first stdout line (written to a file, so the server never blocks on
- * a pipe). */
-static inline void server_start(server *s, const char *const *args)
+/* The one way a test starts a server: fork and exec argv (argv[0] the
+ * binary) with stdout to s->dir/out (a file, so the server never blocks
+ * on a pipe), and read the port from its first line, "listening on
+ * http(s)://127.0.0.1:PORT" (up to 10 s; a hang guard). s->dir and s->log
+ * are set by the caller; what names the server goes in the failure. */
+static inline void proc_start(server *s, const char *const *argv, const char *what)
 {
-    memset(s, 0, sizeof *s);
-    const char *bin = getenv("STAGGER");
-    if (!bin)
-        fail_msg("STAGGER is not set");
-    snprintf(s->dir, sizeof s->dir, "/tmp/stg_it_XXXXXX");
-    assert_non_null(mkdtemp(s->dir));
-    snprintf(s->log, sizeof s->log, "%s/log", s->dir);
     char out[96];
     snprintf(out, sizeof out, "%s/out", s->dir);
-    const char *argv[40] = {bin, "serve", "--bind", "127.0.0.1", "--port", "0", "--threads", "2",
-                            "--log", s->log};
-    int n = 10;
-    for (int i = 0; args && args[i] && n < 38; i++)
-        argv[n++] = args[i];
-    argv[n] = NULL;
     s->pid = fork();
     assert_true(s->pid >= 0);
     if (s->pid == 0) {
@@ -90,11 +79,11 @@ static inline void server_start(server *s, const char *const *args)
         if (fd < 0)
             _exit(126);
         dup2(fd, 1);
-        execv(bin, (char *const *)argv);
+        execv(argv[0], (char *const *)argv);
         _exit(127);
     }
     live_add(s->pid);
-    for (int i = 0; i < 500 && !s->port; i++) { /* up to 10 s */
+    for (int i = 0; i < 500 && !s->port; i++) {
         FILE *f = fopen(out, "r");
         char line[128] = "";
         if (f) {
@@ -107,7 +96,33 @@ static inline void server_start(server *s, const char *const *args)
             usleep(20000);
     }
     if (!s->port)
-        fail_msg("stagger serve did not start");
+        fail_msg("%s did not start", what);
+}
+
+/* A scratch directory from template (/tmp/stg_xx_XXXXXX) for s, its log
+ * file in it. */
+static inline void proc_dir(server *s, const char *template)
+{
+    memset(s, 0, sizeof *s);
+    snprintf(s->dir, sizeof s->dir, "%s", template);
+    assert_non_null(mkdtemp(s->dir));
+    snprintf(s->log, sizeof s->log, "%s/log", s->dir);
+}
+
+/* Start `stagger serve --port 0 --log DIR/log ARGS...`. */
+static inline void server_start(server *s, const char *const *args)
+{
+    const char *bin = getenv("STAGGER");
+    if (!bin)
+        fail_msg("STAGGER is not set");
+    proc_dir(s, "/tmp/stg_it_XXXXXX");
+    const char *argv[40] = {bin, "serve", "--bind", "127.0.0.1", "--port", "0", "--threads", "2",
+                            "--log", s->log};
+    int n = 10;
+    for (int i = 0; args && args[i] && n < 38; i++)
+        argv[n++] = args[i];
+    argv[n] = NULL;
+    proc_start(s, argv, "stagger serve");
 }
 
 /* Stop the server; its log is complete afterwards. */
