@@ -21,6 +21,7 @@
 
 #include "batch/queue_source.h"
 #include "util/assert.h"
+#include "util/clock.h"
 
 typedef struct tracked {
     int64_t id;
@@ -64,13 +65,6 @@ struct stg_batch_queue {
     stg_batch_queue_stats stats;
     char msg[640];
 };
-
-static int64_t mono_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
 
 static void went_down(stg_batch_queue *s, int64_t now)
 {
@@ -166,7 +160,7 @@ static int src_claim(void *ctx, int max, stg_job *out, int *n, bool *more)
     stg_batch_queue *s = ctx;
     *n = 0;
     *more = true;
-    int64_t now = mono_us();
+    int64_t now = stg__clock_mono_us();
     if (s->n_kp)
         return STG_OK; /* reporting first */
     if (!s->down_since_us && !hand_out(s, max, out, n, now))
@@ -308,7 +302,7 @@ static int src_finish(void *ctx, const stg_job *j, const stg_job_outcome *o)
         snprintf(s->msg, sizeof s->msg, "job %s was not claimed from the queue", j->key);
         return STG_EIO;
     }
-    int64_t now = mono_us();
+    int64_t now = stg__clock_mono_us();
     size_t blen = 0;
     char *body = o->state == STG_JOB_PENDING ? NULL : body_of(o, &blen);
     char path[4096 + 200] = "";
@@ -365,7 +359,7 @@ static void src_counts(void *ctx, int64_t n[STG_JOB_NSTATES])
 static int src_tick(void *ctx)
 {
     stg_batch_queue *s = ctx;
-    int64_t now = mono_us();
+    int64_t now = stg__clock_mono_us();
     size_t done = 0;
     while (done < s->n_kp) {
         kept *k = &s->kp[done];
@@ -423,7 +417,7 @@ static void src_on_event(void *ctx, const stg_event *ev)
         (ev->status != 429 && ev->status != 503) || ev->retry_after_us <= 0)
         return;
     hold *h = hold_of(s, ev->host);
-    int64_t now = mono_us();
+    int64_t now = stg__clock_mono_us();
     if (h && now + ev->retry_after_us > h->until_us)
         h->until_us = now + ev->retry_after_us;
     if (stg_queue_hold(s->q, ev->host, ev->retry_after_us) == STG_OK)
@@ -450,7 +444,7 @@ static int lim_acquire(void *ctx, const char *key, int64_t timeout_us, int64_t *
                        int64_t *ticket)
 {
     stg_batch_queue *s = ctx;
-    int64_t now = mono_us();
+    int64_t now = stg__clock_mono_us();
     int64_t held = held_for(s, key, now);
     if (held > timeout_us) {
         *wait_us = held;

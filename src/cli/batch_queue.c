@@ -111,19 +111,13 @@ const cli_opt cli_batch_queue_opts[] = {
 
 #include "batch/batch.h"
 #include "batch/queue_source.h"
+#include "util/clock.h"
 
 static volatile sig_atomic_t g_sig;
 
 static void on_signal(int sig)
 {
     g_sig = sig;
-}
-
-static int64_t mono_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
 /* The URL for messages (password as ***). */
@@ -518,7 +512,7 @@ static void run_loop(const batch_opts *o, stg_batch *b, const stg_batch_queue *q
     int64_t interval = mode == BATCH_PROGRESS_BAR ? STG_MS(200)
                        : o->progress_interval_us ? o->progress_interval_us
                                                  : STG_SEC(5);
-    int64_t next = mono_us() + interval, t0 = mono_us();
+    int64_t next = stg__clock_mono_us() + interval, t0 = stg__clock_mono_us();
     bool draining = false, drawn = false;
     stg_batch_progress p;
     for (;;) {
@@ -535,7 +529,7 @@ static void run_loop(const batch_opts *o, stg_batch *b, const stg_batch_queue *q
         }
         if (!stg_batch_step(b, STG_MS(100)))
             break;
-        int64_t now = mono_us();
+        int64_t now = stg__clock_mono_us();
         if (mode != BATCH_PROGRESS_NONE && now >= next) {
             stg_batch_progress_get(b, &p);
             double dt = (double)(now - t0) / 1e6;

@@ -50,19 +50,13 @@
 #include "cli/batch_run.h"
 #include "cli/cli.h"
 #include "cli/progress.h"
+#include "util/clock.h"
 
 static volatile sig_atomic_t g_signal;
 
 static void on_signal(int sig)
 {
     g_signal = sig;
-}
-
-static int64_t mono_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
 /* ---- the run's events: waits, for the report ----------------------------------- */
@@ -463,7 +457,7 @@ static void run_loop(const batch_opts *o, stg_batch *b, progress *pg, const wait
     int64_t interval = mode == PROGRESS_BAR
                            ? STG_MS(200)
                            : (o->progress_interval_us ? o->progress_interval_us : STG_SEC(5));
-    int64_t now = mono_us();
+    int64_t now = stg__clock_mono_us();
     double per_host = o->eng.rate_given && !o->limiter.url ? o->eng.rate : 0;
     progress_init(pg, mode, stderr, per_host, now);
     int64_t next = now + (mode == PROGRESS_BAR ? 0 : interval);
@@ -474,7 +468,7 @@ static void run_loop(const batch_opts *o, stg_batch *b, progress *pg, const wait
             stg_batch_stop(b);
         if (!stg_batch_step(b, STG_MS(100)))
             break;
-        now = mono_us();
+        now = stg__clock_mono_us();
         if (mode != PROGRESS_NONE && now >= next) {
             stg_batch_progress_get(b, &p);
             to_state(&p.counts, &p, &ps);
@@ -494,7 +488,7 @@ static void run_final(progress *pg, stg_batch *b, const stg_batch_summary *sum, 
     if (!trouble && !stopped) {
         progress_state ps;
         to_state(&sum->counts, &p, &ps);
-        progress_final(pg, &ps, mono_us());
+        progress_final(pg, &ps, stg__clock_mono_us());
     }
     progress_end(pg);
 }

@@ -57,6 +57,7 @@
 #include "cli/tls.h"
 #include "cli/writeout.h"
 #include "util/assert.h"
+#include "util/clock.h"
 
 #define CMD "fetch"
 
@@ -1125,13 +1126,6 @@ static curl_mime *build_mime(const fetch_opts *o, CURL *easy)
     return mime;
 }
 
-static int64_t mono_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
 static int run(fetch_opts *o)
 {
     bool has_body = o->has_data || o->n_forms;
@@ -1284,7 +1278,7 @@ static int run(fetch_opts *o)
         }
     } else if (o->has_rate) {
         stg_bucket_config bc = {.rate = o->rate, .burst = o->has_burst ? o->burst : 0};
-        if (stg_bucket_init(&bucket, &bc, mono_now()) != STG_OK) {
+        if (stg_bucket_init(&bucket, &bc, stg__clock_mono_us()) != STG_OK) {
             status = cli_usage_error(CMD, "bad --rate/--burst combination");
             goto out;
         }

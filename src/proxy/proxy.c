@@ -27,12 +27,11 @@
 #include <jansson.h>
 
 #include "proxy/internal.h"
+#include "util/clock.h"
 
 int64_t px_mono_us(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+    return stg__clock_mono_us();
 }
 
 static FILE *open_log(const char *path)

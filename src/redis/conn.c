@@ -32,13 +32,12 @@
 #include <time.h>
 
 #include "internal.h"
+#include "util/clock.h"
 
-static int64_t mono_us(void *data)
+static int64_t mono_us(void *data) /* the default stg_redis_clock_fn */
 {
     (void)data;
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+    return stg__clock_mono_us();
 }
 
 int64_t stg__redis_now(stg_redis_limiter *l)

@@ -26,12 +26,11 @@
 
 #include "queue_internal.h"
 #include "util/assert.h"
+#include "util/clock.h"
 
 int64_t stg__queue_mono_us(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+    return stg__clock_mono_us();
 }
 
 int64_t stg__queue_wall_ms(void)

@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "server/park.h"
+#include "util/clock.h"
 
 #define HANG_CHECK_US 100000 /* how often hung clients are checked for EOF */
 
@@ -23,9 +24,7 @@ struct srv_parked {
 
 int64_t srv_mono_us(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+    return stg__clock_mono_us();
 }
 
 /* The client of a hung connection has closed or reset it. */
