@@ -10,6 +10,9 @@
  *                           "concurrency_waits": N}, 200 while serving and
  *                           503 while draining.
  * Anything else under /__stagger/ is a 404: that prefix is never routed.
+ * They answer GET and HEAD only (a 405 with Allow: GET, HEAD otherwise):
+ * they change nothing, so a POST or DELETE there is a mistake or a probe.
+ * The front logs each answer (front.c).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -19,8 +22,9 @@
 #include "proxy/internal.h"
 
 static enum MHD_Result text(struct MHD_Connection *c, unsigned status, const char *type,
-                            char *body, size_t len)
+                            char *body, size_t len, unsigned *out)
 {
+    *out = status;
     struct MHD_Response *resp =
         MHD_create_response_from_buffer(len, body ? body : (char *)"", MHD_RESPMEM_MUST_COPY);
     if (!resp)
@@ -32,13 +36,15 @@ static enum MHD_Result text(struct MHD_Connection *c, unsigned status, const cha
     return rc;
 }
 
-static enum MHD_Result metrics(stg_proxy *p, struct MHD_Connection *c)
+static enum MHD_Result metrics(stg_proxy *p, struct MHD_Connection *c, unsigned *status)
 {
     char *buf = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
-    if (!f)
+    if (!f) {
+        *status = 500;
         return px_answer_error(c, 500, "out of memory", "internal");
+    }
     stg_metrics_print(p->metrics, f);
     pthread_mutex_lock(&p->mu);
     int in_flight = p->in_flight;
@@ -62,12 +68,12 @@ static enum MHD_Result metrics(stg_proxy *p, struct MHD_Connection *c)
             (unsigned long long)requests, (unsigned long long)gone, in_flight,
             di ? di->num_connections : 0);
     fclose(f);
-    enum MHD_Result rc = text(c, 200, "text/plain; version=0.0.4", buf, len);
+    enum MHD_Result rc = text(c, 200, "text/plain; version=0.0.4", buf, len, status);
     free(buf);
     return rc;
 }
 
-static enum MHD_Result health(stg_proxy *p, struct MHD_Connection *c)
+static enum MHD_Result health(stg_proxy *p, struct MHD_Connection *c, unsigned *status)
 {
     /* The loop thread runs MHD's callbacks: the engine is ours to ask. */
     stg_engine_stats st;
@@ -82,19 +88,31 @@ static enum MHD_Result health(stg_proxy *p, struct MHD_Connection *c)
     pthread_mutex_unlock(&p->mu);
     char *body = o ? json_dumps(o, JSON_COMPACT) : NULL;
     json_decref(o);
-    if (!body)
+    if (!body) {
+        *status = 500;
         return px_answer_error(c, 500, "out of memory", "internal");
-    enum MHD_Result rc = text(c, draining ? 503 : 200, "application/json", body, strlen(body));
+    }
+    enum MHD_Result rc =
+        text(c, draining ? 503 : 200, "application/json", body, strlen(body), status);
     free(body);
     return rc;
 }
 
-enum MHD_Result px_admin(stg_proxy *p, struct MHD_Connection *c, const char *path)
+enum MHD_Result px_admin(stg_proxy *p, struct MHD_Connection *c, const char *path,
+                         const char *method, unsigned *status)
 {
     size_t n = strcspn(path, "?");
-    if (n == 18 && !strncmp(path, "/__stagger/metrics", n))
-        return metrics(p, c);
-    if (n == 17 && !strncmp(path, "/__stagger/health", n))
-        return health(p, c);
-    return px_answer_error(c, 404, "unknown /__stagger/ endpoint (metrics, health)", "no-route");
+    bool metrics_path = n == 18 && !strncmp(path, "/__stagger/metrics", n);
+    bool health_path = n == 17 && !strncmp(path, "/__stagger/health", n);
+    if (!metrics_path && !health_path) {
+        *status = 404;
+        return px_answer_error(c, 404, "unknown /__stagger/ endpoint (metrics, health)",
+                               "no-route");
+    }
+    if (strcmp(method, "GET") && strcmp(method, "HEAD")) {
+        *status = 405;
+        return px_answer_error2(c, 405, "the /__stagger/ endpoints answer GET and HEAD only",
+                                "method-not-allowed", "GET, HEAD", false);
+    }
+    return metrics_path ? metrics(p, c, status) : health(p, c, status);
 }

@@ -71,8 +71,8 @@ static enum MHD_Result queue(struct MHD_Connection *c, unsigned status, struct M
     return rc;
 }
 
-enum MHD_Result px_answer_error(struct MHD_Connection *c, unsigned status, const char *msg,
-                                const char *stagger_error)
+enum MHD_Result px_answer_error2(struct MHD_Connection *c, unsigned status, const char *msg,
+                                 const char *stagger_error, const char *allow, bool close)
 {
     json_t *o = json_pack("{s:s}", "error", msg);
     char *body = o ? json_dumps(o, JSON_COMPACT) : NULL;
@@ -87,7 +87,17 @@ enum MHD_Result px_answer_error(struct MHD_Connection *c, unsigned status, const
     MHD_add_response_header(resp, "Via", "1.1 stagger");
     if (stagger_error)
         MHD_add_response_header(resp, "Stagger-Error", stagger_error);
+    if (allow)
+        MHD_add_response_header(resp, "Allow", allow);
+    if (close) /* MHD closes after it, and reads nothing more */
+        MHD_add_response_header(resp, "Connection", "close");
     return queue(c, status, resp);
+}
+
+enum MHD_Result px_answer_error(struct MHD_Connection *c, unsigned status, const char *msg,
+                                const char *stagger_error)
+{
+    return px_answer_error2(c, status, msg, stagger_error, NULL, false);
 }
 
 /* A random Idempotency-Key for --idempotency-key auto. */
@@ -107,52 +117,97 @@ static void auto_key(char *buf, size_t size)
         o += snprintf(o, 3, "%02x", b[i]);
 }
 
-/* The first call: the headers are in. Decide where the request goes, or
- * answer at once. */
+/* Answer r from the front, at its first call: nothing goes upstream; the
+ * answer is logged with why (it is also the Stagger-Error). */
+static enum MHD_Result early(stg_proxy *p, px_req *r, struct MHD_Connection *c, unsigned status,
+                             const char *msg, const char *why, const char *allow, bool close)
+{
+    r->early = true;
+    r->why = why;
+    px_log_request(p, r, (int)status);
+    return px_answer_error2(c, status, msg, why, allow, close);
+}
+
+/* The head against head_check.c's rules; NULL when it may go on, else
+ * the answer (queued). f: MHD's fields. */
+static bool head_refused(stg_proxy *p, px_req *r, struct MHD_Connection *c, const char *method,
+                         const char *version, const px_field *f, size_t nf, enum MHD_Result *rc)
+{
+    px_head h = {.method = method, .method_len = strlen(method),
+                 .version = version ? version : "", .version_len = version ? strlen(version) : 0,
+                 .target = r->uri, .target_len = strlen(r->uri), .fields = f, .n_fields = nf};
+    px_verdict v;
+    if (px_head_check(&h, &v))
+        return false;
+    *rc = early(p, r, c, v.status, v.msg, v.reason, NULL, true);
+    return true;
+}
+
+/* The first call: the headers are in. Check them; decide where the
+ * request goes, or answer at once. */
 static enum MHD_Result begin(stg_proxy *p, px_req *r, struct MHD_Connection *c,
-                             const char *method)
+                             const char *method, const char *version)
 {
     r->begun = true;
     char msg[512];
+    size_t nf = 0, mlen = strlen(method);
+    enum MHD_Result rc;
+    if (px_token(method, mlen) && mlen <= PX_METHOD_MAX && !(r->method = strdup(method)))
+        return early(p, r, c, 500, "out of memory", "internal", NULL, true);
+    px_field *f = px_request_fields(c, &nf);
+    if (!f)
+        return early(p, r, c, 500, "out of memory", "internal", NULL, true);
+    if (head_refused(p, r, c, method, version, f, nf, &rc)) {
+        free(f);
+        return rc;
+    }
     const char *host = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Host");
     if (host && !(r->host = strdup(host))) {
-        r->early = true;
-        return px_answer_error(c, 500, "out of memory", "internal");
+        free(f);
+        return early(p, r, c, 500, "out of memory", "internal", NULL, true);
     }
-    if (!strcmp(method, "CONNECT")) {
-        r->early = true;
-        return px_answer_error(c, 405,
-                               "stagger proxy does not tunnel (CONNECT): it cannot see inside "
-                               "TLS. Use reverse mode: --upstream https://HOST, and point the "
-                               "program's base URL at http://ADDRESS:PORT of the proxy",
-                               "connect-refused");
+    if (!strcmp(method, "CONNECT") || !strcmp(method, "TRACE")) {
+        free(f);
+        if (method[0] == 'T') /* it would echo Authorization back */
+            return early(p, r, c, 405, "stagger proxy does not forward TRACE", "trace-refused",
+                         NULL, false);
+        return early(p, r, c, 405,
+                     "stagger proxy does not tunnel (CONNECT): it cannot see inside "
+                     "TLS. Use reverse mode: --upstream https://HOST, and point the "
+                     "program's base URL at http://ADDRESS:PORT of the proxy",
+                     "connect-refused", NULL, false);
     }
     if (!strncmp(r->uri, "/__stagger/", 11)) {
+        free(f);
+        unsigned status = 500;
         r->early = true;
-        return px_admin(p, c, r->uri);
+        rc = px_admin(p, c, r->uri, method, &status);
+        r->why = status == 405 ? "method-not-allowed" : status == 404 ? "no-route" : "admin";
+        px_log_request(p, r, (int)status);
+        return rc;
     }
     pthread_mutex_lock(&p->mu);
     bool draining = p->draining;
     pthread_mutex_unlock(&p->mu);
     if (draining) {
-        r->early = true;
-        return px_answer_error(c, 503, "stagger proxy is shutting down", "draining");
+        free(f);
+        return early(p, r, c, 503, "stagger proxy is shutting down", "draining", NULL, false);
     }
     unsigned status = 400;
     r->url = px_target(p, r->uri, &status, msg, sizeof msg);
     if (!r->url) {
-        r->early = true;
-        return px_answer_error(c, status, msg, status == 404 ? "no-route" : "bad-target");
+        free(f);
+        return early(p, r, c, status, msg, status == 404 ? "no-route" : "bad-target", NULL,
+                     false);
     }
     if (px_control(r, c, msg, sizeof msg) != 0) {
-        r->early = true;
-        return px_answer_error(c, 400, msg, "bad-control-header");
+        free(f);
+        return early(p, r, c, 400, msg, "bad-control-header", NULL, false);
     }
-    r->method = strdup(method);
-    if (!r->method || px_request_headers(r, c) != 0) {
-        r->early = true;
-        return px_answer_error(c, 500, "out of memory", "internal");
-    }
+    int hrc = px_request_headers(r, f, nf);
+    free(f);
+    if (hrc != 0)
+        return early(p, r, c, 500, "out of memory", "internal", NULL, true);
     if (!r->idem_key[0] && p->cfg.idempotency_auto && !strcmp(method, "POST"))
         auto_key(r->idem_key, sizeof r->idem_key);
     const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
@@ -224,9 +279,55 @@ static void reader_free(void *cls)
     pthread_mutex_unlock(&p->mu);
 }
 
+static enum MHD_Result record_count(void *cls, enum MHD_ValueKind kind, const char *key,
+                                    const char *value)
+{
+    (void)kind, (void)key, (void)value;
+    ++*(size_t *)cls;
+    return MHD_YES;
+}
+
+/* Could MHD send an answer head whose fields take `fields` bytes on c?
+ * It builds the head in the connection's pool (PX_CONN_POOL), which
+ * still holds the request's head, a record per field, argument and
+ * cookie (the Cookie value copied once more), and what the client sent
+ * after this request; a head that does not fit was an empty reply. The
+ * slack covers MHD's own lines (status, Content-Length or
+ * Transfer-Encoding, Connection) and the pool's alignment. */
+static bool head_fits(struct MHD_Connection *c, size_t fields)
+{
+    const size_t record = 64, slack = 2048;
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_REQUEST_HEADER_SIZE);
+    size_t used = ci ? ci->header_size : PX_CONN_POOL / 2, n = 0;
+    MHD_get_connection_values(c, MHD_HEADER_KIND | MHD_GET_ARGUMENT_KIND | MHD_COOKIE_KIND,
+                              record_count, &n);
+    const char *cookie = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Cookie");
+    used += n * record + (cookie ? strlen(cookie) : 0) + slack;
+    return used < PX_CONN_POOL && fields <= PX_CONN_POOL - used;
+}
+
+/* The upstream's head is too large for the client's connection: a 502
+ * instead of an empty reply, logged as such; the upstream transfer, if
+ * it still runs, is cancelled. p->mu held. */
+static enum MHD_Result head_too_large(px_req *r, struct MHD_Connection *c)
+{
+    r->queued = true;
+    r->head = false; /* nothing streams: the done callback only records */
+    r->why = "upstream-head-too-large";
+    if (r->submitted && !r->engine_done)
+        (void)px_cmd_push(r->p, PX_CANCEL, r);
+    px_log_request(r->p, r, 502);
+    return px_answer_error2(c, 502,
+                            "the upstream's answer head is too large for the proxy to pass on",
+                            r->why, NULL, true);
+}
+
 /* The 2xx head came: stream the body. p->mu held. */
 static enum MHD_Result answer_stream(px_req *r, struct MHD_Connection *c)
 {
+    if (!head_fits(c, px_response_head_size(r, r->rhdrs, r->rhdrs_len)))
+        return head_too_large(r, c);
     int64_t len = px_block_length(r->rhdrs, r->rhdrs_len);
     bool no_body = !strcmp(r->method, "HEAD") || r->status == 204 || r->status == 304;
     uint64_t size = no_body ? 0 : len >= 0 ? (uint64_t)len : MHD_SIZE_UNKNOWN;
@@ -254,6 +355,8 @@ static enum MHD_Result answer_stream(px_req *r, struct MHD_Connection *c)
     }
     px_response_headers(resp, r, r->rhdrs, r->rhdrs_len);
     r->queued = true;
+    if (r->stream_end) /* the done came first and left the line to us */
+        px_log_request(r->p, r, r->stream_ok ? r->status : 0);
     return queue(c, (unsigned)r->status, resp);
 }
 
@@ -318,6 +421,8 @@ static enum MHD_Result answer_final(px_req *r, struct MHD_Connection *c)
     if (r->status > 0 && r->error == STG_NET_NONE) {
         /* The upstream's own answer (a 2xx with no body, a 4xx, the 429 or
          * 503 stagger gives back): as it came. */
+        if (!head_fits(c, px_response_head_size(r, r->rhdrs, r->rhdrs_len)))
+            return head_too_large(r, c);
         bool head = !strcmp(r->method, "HEAD");
         int64_t len = head ? px_block_length(r->rhdrs, r->rhdrs_len) : -1;
         /* HEAD: the upstream's Content-Length, through a reader MHD never
@@ -473,7 +578,7 @@ static enum MHD_Result end(stg_proxy *p, px_req *r, struct MHD_Connection *c)
         r->park_runs = PX_PARK_RUNS;
         park(r);
     } else if (r->head && !whole_unfinished(r)) {
-        rc = answer_stream(r, c); /* logged at its end (relay.c) */
+        rc = answer_stream(r, c); /* logged at its end (relay.c), or there */
     } else if (r->final) {
         rc = answer_final(r, c);
     } else {
@@ -487,13 +592,13 @@ enum MHD_Result px_on_request(void *cls, struct MHD_Connection *c, const char *u
                               const char *method, const char *version, const char *upload_data,
                               size_t *upload_data_size, void **req_cls)
 {
-    (void)url, (void)version;
+    (void)url;
     stg_proxy *p = cls;
     px_req *r = *req_cls;
     if (!r)
         return MHD_NO; /* out of memory in the URI callback */
     if (!r->begun)
-        return begin(p, r, c, method);
+        return begin(p, r, c, method, version);
     if (r->early) {
         *upload_data_size = 0; /* already answered: the body is dropped */
         return MHD_YES;
@@ -517,14 +622,22 @@ enum MHD_Result px_on_request(void *cls, struct MHD_Connection *c, const char *u
 void px_on_completed(void *cls, struct MHD_Connection *c, void **req_cls,
                      enum MHD_RequestTerminationCode toe)
 {
-    (void)c;
     stg_proxy *p = cls;
     px_req *r = *req_cls;
     if (!r)
         return;
     *req_cls = NULL;
+    if (!r->begun) {
+        /* libmicrohttpd refused the head itself, before our handler (a
+         * line without a colon, a bad Content-Length, a head over the
+         * pool: head_check.c), or the client left mid-head: logged. */
+        const union MHD_ConnectionInfo *ci =
+            MHD_get_connection_info(c, MHD_CONNECTION_INFO_HTTP_STATUS);
+        r->why = ci ? "malformed-request" : "incomplete-request";
+        px_log_request(p, r, ci ? (int)ci->http_status : 0);
+    }
     pthread_mutex_lock(&p->mu);
-    if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK && !r->client_gone) {
+    if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK && !r->client_gone && r->begun) {
         r->client_gone = true;
         p->client_gone++;
     }

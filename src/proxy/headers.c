@@ -2,12 +2,16 @@
  * Header rewriting, both ways (RFC 9110 §7.6.1: a proxy removes the
  * hop-by-hop fields, those Connection names, and adds Via).
  *
- * Upstream: everything end-to-end the client sent goes on unchanged,
+ * Upstream: what goes is built from the fields libmicrohttpd parsed and
+ * head_check.c accepted (tokens for names, no CTL but HTAB in values: a
+ * line can hold no NUL, CR or LF), never from raw bytes; everything
+ * end-to-end the client sent goes on unchanged,
  * Authorization and API keys included (they are the program's; they are
  * never logged: the engine's events are redacted and the proxy's own log
  * line has no header in it). Removed: hop-by-hop fields and the names
- * Connection lists, Host (libcurl sets the upstream's), Content-Length
- * (libcurl sets it from the body), Expect (libcurl must not wait for a
+ * listed by EVERY Connection field (whatever their length), Host (libcurl
+ * sets the upstream's), Content-Length and Transfer-Encoding (libcurl
+ * frames the body it sends itself), Expect (libcurl must not wait for a
  * 100), Proxy-Authorization (meant for a proxy, and no upstream's
  * business), Stagger-* (ours: control.c) and Idempotency-Key (given to
  * the engine, which sends it and knows the request may be retried).
@@ -18,13 +22,20 @@
  * Downstream: the answer's end-to-end fields go to the program unchanged
  * (Retry-After, RateLimit-*, X-RateLimit-*, Set-Cookie...), so its own
  * logic still works, except a Location back onto a routed upstream, which
- * is rewritten to point at the proxy (target.c); Content-Length and Transfer-Encoding are MHD's to
- * set from the body it sends.
+ * is rewritten to point at the proxy (target.c); removed: hop-by-hop
+ * fields and the names every Connection field of the answer lists, and a
+ * field whose name is not a token or whose value holds a CTL (MHD would
+ * refuse a CR or LF, and no client should get one: response splitting);
+ * Content-Length and Transfer-Encoding are MHD's to set from the body it
+ * sends. No field is cut or dropped for its size: the front measures the
+ * whole head (px_response_head_size) and answers 502 when MHD could not
+ * send it (front.c).
  */
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
+#include "proxy/head_check.h"
 #include "proxy/internal.h"
 
 static const char *const hop[] = {"connection", "keep-alive", "proxy-connection", "te",
@@ -39,117 +50,179 @@ static bool in_list(const char *name, size_t n, const char *const *list)
     return false;
 }
 
-/* Is name one of the tokens of a Connection value? */
-static bool named_by(const char *conn, const char *name)
+static bool is_name(const char *name, size_t n, const char *lower)
 {
-    size_t n = strlen(name);
-    for (const char *s = conn; s && *s;) {
-        s += strspn(s, " \t,");
-        size_t k = strcspn(s, " \t,");
-        if (k == n && !strncasecmp(s, name, n))
-            return true;
-        s += k;
-    }
-    return false;
+    return strlen(lower) == n && !strncasecmp(name, lower, n);
 }
 
-static bool hop_by_hop(const char *name, size_t n, const char *conn)
+/* Every Connection field's value, joined by commas (one list, RFC 9110
+ * §5.3). */
+typedef struct conn_list {
+    char *s;
+    size_t len, cap;
+    bool oom;
+} conn_list;
+
+static void conn_add(conn_list *k, const char *value, size_t m)
 {
-    if (in_list(name, n, hop))
-        return true;
-    if (!conn)
-        return false;
-    char tmp[128];
-    if (n >= sizeof tmp)
-        return false;
-    memcpy(tmp, name, n);
-    tmp[n] = '\0';
-    return named_by(conn, tmp);
+    if (k->oom)
+        return;
+    if (k->len + m + 2 > k->cap) {
+        size_t cap = k->cap ? k->cap : 64;
+        while (cap < k->len + m + 2)
+            cap *= 2;
+        char *s = realloc(k->s, cap);
+        if (!s) {
+            k->oom = true;
+            return;
+        }
+        k->s = s;
+        k->cap = cap;
+    }
+    if (k->len)
+        k->s[k->len++] = ',';
+    memcpy(k->s + k->len, value, m);
+    k->len += m;
+    k->s[k->len] = '\0';
+}
+
+static bool hop_by_hop(const char *name, size_t n, const conn_list *conn)
+{
+    return in_list(name, n, hop) || (conn->len && px_conn_lists(conn->s, conn->len, name, n));
 }
 
 typedef struct collect {
-    px_req *r;
-    const char *conn;
+    char **lines;
+    size_t n, cap;
     bool accept, oom;
-    size_t cap;
 } collect;
 
-static bool push(collect *k, char *line)
+static void push(collect *k, char *line)
 {
-    px_req *r = k->r;
-    if (!line)
-        return false;
-    if (r->n_hdrs + 2 > k->cap) {
+    if (!line) {
+        k->oom = true;
+        return;
+    }
+    if (k->n + 2 > k->cap) {
         size_t cap = k->cap ? k->cap * 2 : 16;
-        char **h = realloc(r->hdrs, cap * sizeof *h);
+        char **h = realloc(k->lines, cap * sizeof *h);
         if (!h) {
             free(line);
-            return false;
+            k->oom = true;
+            return;
         }
-        r->hdrs = h;
+        k->lines = h;
         k->cap = cap;
     }
-    r->hdrs[r->n_hdrs++] = line;
-    r->hdrs[r->n_hdrs] = NULL;
-    return true;
+    k->lines[k->n++] = line;
+    k->lines[k->n] = NULL;
 }
 
-static char *join(const char *name, const char *value)
+/* "Name: value", or "Name;" (libcurl's way to send an empty value). */
+static char *line_of(const px_field *f)
 {
-    size_t n = strlen(name) + strlen(value) + 3;
-    char *s = malloc(n);
-    if (s)
-        snprintf(s, n, "%s: %s", name, value);
+    size_t size = f->name_len + f->value_len + 3;
+    char *s = malloc(size);
+    if (!s)
+        return NULL;
+    if (f->value_len)
+        snprintf(s, size, "%.*s: %.*s", (int)f->name_len, f->name, (int)f->value_len, f->value);
+    else
+        snprintf(s, size, "%.*s;", (int)f->name_len, f->name);
     return s;
 }
 
-static enum MHD_Result one(void *cls, enum MHD_ValueKind kind, const char *name, const char *value)
+int px_forward_fields(const px_field *f, size_t n, char ***lines, size_t *n_lines, char *idem,
+                      size_t idem_size)
+{
+    conn_list conn = {0};
+    collect k = {0};
+    if (idem_size)
+        idem[0] = '\0';
+    for (size_t i = 0; i < n; i++)
+        if (is_name(f[i].name, f[i].name_len, "connection"))
+            conn_add(&conn, f[i].value, f[i].value_len);
+    k.oom = conn.oom;
+    for (size_t i = 0; i < n && !k.oom; i++) {
+        const char *name = f[i].name;
+        size_t nl = f[i].name_len;
+        if (hop_by_hop(name, nl, &conn) || is_name(name, nl, "host") ||
+            is_name(name, nl, "content-length") || is_name(name, nl, "expect") ||
+            (nl >= 8 && !strncasecmp(name, "stagger-", 8)))
+            continue;
+        if (is_name(name, nl, "idempotency-key") && f[i].value_len &&
+            f[i].value_len < idem_size && !idem[0]) {
+            snprintf(idem, idem_size, "%.*s", (int)f[i].value_len, f[i].value);
+            continue; /* a longer one (too long for us), or a second: as is */
+        }
+        if (is_name(name, nl, "accept"))
+            k.accept = true;
+        push(&k, line_of(&f[i]));
+    }
+    if (!k.oom && !k.accept)
+        push(&k, strdup("Accept:"));
+    if (!k.oom)
+        push(&k, strdup("Expect:"));
+    if (!k.oom)
+        push(&k, strdup("Via: 1.1 stagger"));
+    free(conn.s);
+    if (k.oom) {
+        for (size_t i = 0; i < k.n; i++)
+            free(k.lines[i]);
+        free(k.lines);
+        return -1;
+    }
+    *lines = k.lines;
+    *n_lines = k.n;
+    return 0;
+}
+
+/* ---- the request's fields, from MHD ---------------------------------------- */
+
+typedef struct fields {
+    px_field *f;
+    size_t n, cap;
+    bool oom;
+} fields;
+
+static enum MHD_Result gather(void *cls, enum MHD_ValueKind kind, const char *key, size_t key_size,
+                              const char *value, size_t value_size)
 {
     (void)kind;
-    collect *k = cls;
-    size_t n = strlen(name);
-    if (!value)
-        value = "";
-    if (strpbrk(value, "\r\n"))
-        return MHD_YES; /* MHD never gives one; the engine would refuse it */
-    if (hop_by_hop(name, n, k->conn) || !strcasecmp(name, "host") ||
-        !strcasecmp(name, "content-length") || !strcasecmp(name, "expect") ||
-        !strncasecmp(name, "stagger-", 8))
-        return MHD_YES;
-    if (!strcasecmp(name, "idempotency-key")) {
-        if (*value && strlen(value) < sizeof k->r->idem_key)
-            snprintf(k->r->idem_key, sizeof k->r->idem_key, "%s", value);
-        else if (*value && !push(k, join(name, value))) /* too long for us: as is */
+    fields *k = cls;
+    if (k->n == k->cap) {
+        size_t cap = k->cap ? k->cap * 2 : 32;
+        px_field *f = realloc(k->f, cap * sizeof *f);
+        if (!f) {
             k->oom = true;
-        return MHD_YES;
+            return MHD_NO;
+        }
+        k->f = f;
+        k->cap = cap;
     }
-    if (!strcasecmp(name, "accept"))
-        k->accept = true;
-    /* "Name;" is libcurl's way to send a header with an empty value. */
-    char *line = *value ? join(name, value) : NULL;
-    if (!*value && (line = malloc(n + 2)))
-        snprintf(line, n + 2, "%s;", name);
-    if (!push(k, line))
-        k->oom = true;
+    k->f[k->n++] = (px_field){.name = key ? key : "",
+                              .name_len = key ? key_size : 0,
+                              .value = value ? value : "",
+                              .value_len = value ? value_size : 0};
     return MHD_YES;
 }
 
-int px_request_headers(px_req *r, struct MHD_Connection *c)
+px_field *px_request_fields(struct MHD_Connection *c, size_t *n)
 {
-    collect k = {.r = r};
-    k.conn = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Connection");
-    MHD_get_connection_values(c, MHD_HEADER_KIND, one, &k);
-    if (!k.oom && !k.accept)
-        k.oom = !push(&k, strdup("Accept:"));
-    if (!k.oom)
-        k.oom = !push(&k, strdup("Expect:"));
-    if (!k.oom)
-        k.oom = !push(&k, strdup("Via: 1.1 stagger"));
-    if (!r->hdrs && !k.oom) {
-        r->hdrs = calloc(1, sizeof *r->hdrs);
-        k.oom = !r->hdrs;
+    fields k = {0};
+    MHD_get_connection_values_n(c, MHD_HEADER_KIND, gather, &k);
+    if (k.oom || !k.f) {
+        free(k.f);
+        k.f = k.oom ? NULL : calloc(1, sizeof *k.f);
+        k.n = 0;
     }
-    return k.oom ? -1 : 0;
+    *n = k.n;
+    return k.f;
+}
+
+int px_request_headers(px_req *r, const px_field *f, size_t n)
+{
+    return px_forward_fields(f, n, &r->hdrs, &r->n_hdrs, r->idem_key, sizeof r->idem_key);
 }
 
 /* Walk the lines of a raw header block: fn(name, n, value, m) per field. */
@@ -184,45 +257,64 @@ static void each_field(const char *block, size_t len,
 }
 
 typedef struct resp_ctx {
-    struct MHD_Response *resp;
+    struct MHD_Response *resp; /* NULL: measure only */
     const px_req *r;
-    char conn[256];
+    conn_list conn;
+    size_t bytes;              /* the head's fields on the wire */
 } resp_ctx;
 
 static void find_connection(void *ctx, const char *name, size_t n, const char *value, size_t m)
 {
     resp_ctx *k = ctx;
-    if (n == 10 && !strncasecmp(name, "connection", 10) && m < sizeof k->conn)
-        snprintf(k->conn, sizeof k->conn, "%.*s", (int)m, value);
+    if (is_name(name, n, "connection"))
+        conn_add(&k->conn, value, m);
 }
 
 static void add_field(void *ctx, const char *name, size_t n, const char *value, size_t m)
 {
     resp_ctx *k = ctx;
-    if (hop_by_hop(name, n, k->conn[0] ? k->conn : NULL) ||
-        (n == 14 && !strncasecmp(name, "content-length", 14)) || n >= 256 || m >= 16384)
+    /* Out of memory for the Connection list: nothing rather than a field
+     * it may have named. */
+    if (k->conn.oom || hop_by_hop(name, n, &k->conn) || is_name(name, n, "content-length") ||
+        !px_token(name, n) || !px_value_ok(value, m))
         return;
-    char nb[256];
-    memcpy(nb, name, n);
-    nb[n] = '\0';
-    char *vb = strndup(value, m);
-    if (!vb)
-        return;
-    char *loc = n == 8 && !strncasecmp(name, "location", 8) ? px_location(k->r->p, k->r, vb) : NULL;
-    MHD_add_response_header(k->resp, nb, loc ? loc : vb);
+    char *nb = strndup(name, n), *vb = strndup(value, m);
+    char *loc = nb && vb && is_name(name, n, "location") ? px_location(k->r->p, k->r, vb) : NULL;
+    if (nb && vb) {
+        const char *val = loc ? loc : vb;
+        k->bytes += n + strlen(val) + 4; /* ": " and CRLF */
+        if (k->resp)
+            MHD_add_response_header(k->resp, nb, val);
+    }
     free(loc);
     free(vb);
+    free(nb);
+}
+
+static size_t walk(resp_ctx *k, const char *block, size_t len)
+{
+    if (block) {
+        each_field(block, len, find_connection, k);
+        each_field(block, len, add_field, k);
+    }
+    free(k->conn.s);
+    k->bytes += sizeof "Via: 1.1 stagger\r\n" - 1;
+    if (k->resp)
+        MHD_add_response_header(k->resp, "Via", "1.1 stagger");
+    return k->bytes;
+}
+
+size_t px_response_head_size(const px_req *r, const char *block, size_t len)
+{
+    resp_ctx k = {.r = r};
+    return walk(&k, block, len);
 }
 
 void px_response_headers(struct MHD_Response *resp, const px_req *r, const char *block,
                          size_t len)
 {
     resp_ctx k = {.resp = resp, .r = r};
-    if (block) {
-        each_field(block, len, find_connection, &k);
-        each_field(block, len, add_field, &k);
-    }
-    MHD_add_response_header(resp, "Via", "1.1 stagger");
+    walk(&k, block, len);
 }
 
 int px_block_status(const char *block, size_t len)

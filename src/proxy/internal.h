@@ -4,6 +4,7 @@
  *   relay.c    the engine thread: commands from the front, the body sink,
  *              the done callback;
  *   target.c   where a request goes: routes, forward mode, CONNECT;
+ *   head_check.c  the request-head rules (pure: what is refused, why);
  *   headers.c  header rewriting both ways (hop-by-hop, Host, Via);
  *   control.c  the Stagger-Deadline/-Retries/-Priority request headers;
  *   watch.c    clients that hang up while their connection is suspended;
@@ -44,6 +45,7 @@
 
 #include <microhttpd.h>
 
+#include "proxy/head_check.h"
 #include "proxy/proxy.h"
 
 #define PX_HIGH_WATER ((size_t)256 << 10) /* buffered 2xx body: pause upstream */
@@ -86,6 +88,9 @@ struct px_req {
     int priority;
     bool begun;        /* the first handler call happened */
     bool early;        /* answered by the front (admin, error): no upstream */
+    const char *why;   /* the front's own reason for its answer (a static
+                        * token: "bad-field-name", "no-route"...), for the
+                        * log; NULL: the engine's reason */
     char *body;        /* the request body */
     size_t body_len, body_cap;
     bool body_too_big;
@@ -209,6 +214,11 @@ void px_on_completed(void *cls, struct MHD_Connection *c, void **req_cls,
 /* Queue a small answer: status, a JSON body {"error": msg}, Via. */
 enum MHD_Result px_answer_error(struct MHD_Connection *c, unsigned status, const char *msg,
                                 const char *stagger_error);
+/* The same with an Allow field (allow may be NULL) and, when close is
+ * set, Connection: close (MHD then closes the connection after it and
+ * reads nothing more from it). */
+enum MHD_Result px_answer_error2(struct MHD_Connection *c, unsigned status, const char *msg,
+                                 const char *stagger_error, const char *allow, bool close);
 
 /* ---- target.c ---------------------------------------------------------- */
 /* The upstream URL of a request target (malloc'd), or NULL with *status and
@@ -221,12 +231,25 @@ char *px_location(const stg_proxy *p, const px_req *r, const char *loc);
 void px_routes_free(stg_proxy *p);
 
 /* ---- headers.c --------------------------------------------------------- */
-/* The request's headers as they go upstream, into r->hdrs (hop-by-hop,
- * Host, Content-Length, Expect, Proxy-*, Stagger-* and Idempotency-Key
- * removed; Via added; Accept removed when the client sent none, so
- * libcurl adds nothing). Idempotency-Key goes to r->idem_key. Returns 0,
- * or -1 when out of memory. */
-int px_request_headers(px_req *r, struct MHD_Connection *c);
+/* The request's header fields as MHD parsed them (pointers into MHD's
+ * pool: valid until the request ends), in a malloc'd array (free it; never
+ * NULL but when out of memory), *n of them. */
+px_field *px_request_fields(struct MHD_Connection *c, size_t *n);
+/* The lines that go upstream for the fields f[0..n) (px_head_check
+ * accepted them): "Name: value", malloc'd, in a malloc'd NULL-terminated
+ * array *lines (*n_lines of them); hop-by-hop fields and the names any
+ * Connection field lists, Host, Content-Length, Expect, Stagger-* and
+ * the first Idempotency-Key removed (that one copied into idem when it
+ * fits); Via added; "Accept:" when the client sent no Accept (so libcurl
+ * adds none). Pure but for malloc. Returns 0, or -1 when out of memory
+ * (nothing allocated). */
+int px_forward_fields(const px_field *f, size_t n, char ***lines, size_t *n_lines, char *idem,
+                      size_t idem_size);
+/* px_forward_fields into r->hdrs, r->n_hdrs and r->idem_key. */
+int px_request_headers(px_req *r, const px_field *f, size_t n);
+/* The bytes the answer's fields take in the head the front sends for
+ * block (what px_response_headers adds, Via included). */
+size_t px_response_head_size(const px_req *r, const char *block, size_t len);
 /* Add the answer's end-to-end headers from a raw block to resp (a
  * Location on a routed upstream rewritten by px_location), and Via. */
 void px_response_headers(struct MHD_Response *resp, const px_req *r, const char *block,
@@ -252,8 +275,10 @@ void px_suspend_locked(px_req *r);
 void px_watch_remove_locked(px_req *r);
 
 /* ---- admin.c ----------------------------------------------------------- */
-/* Answer /__stagger/... ; returns MHD_YES/NO like a handler. */
-enum MHD_Result px_admin(stg_proxy *p, struct MHD_Connection *c, const char *path);
+/* Answer /__stagger/... (GET and HEAD only: 405 with Allow otherwise);
+ * *status gets the status queued. Returns MHD_YES/NO like a handler. */
+enum MHD_Result px_admin(stg_proxy *p, struct MHD_Connection *c, const char *path,
+                         const char *method, unsigned *status);
 
 /* ---- proxy.c ----------------------------------------------------------- */
 void px_log_event(const stg_event *ev, void *data);

@@ -75,7 +75,8 @@ void px_log_request(stg_proxy *p, const px_req *r, int client_status)
     json_t *o = json_pack("{s:s,s:s,s:s,s:s,s:i,s:i,s:s,s:f}", "ts", iso, "event", "proxy",
                           "method",
                           r->method ? r->method : "", "url", url, "status", client_status,
-                          "attempts", r->attempts, "reason", stg_reason_name(r->reason),
+                          "attempts", r->attempts, "reason",
+                          r->why ? r->why : stg_reason_name(r->reason), /* the front's own */
                           "duration_ms", (double)(px_mono_us() - r->start_us) / 1000.0);
     char *line = o ? json_dumps(o, JSON_COMPACT) : NULL;
     json_decref(o);

@@ -228,7 +228,8 @@ static void on_done(stg_engine *e, uint64_t id, const stg_result *res, void *dat
     if (r->head) {
         r->stream_end = true;
         r->stream_ok = res->action == STG_ACTION_SUCCESS;
-        px_log_request(p, r, r->stream_ok ? r->status : 0);
+        if (r->queued || r->client_gone) /* else the front logs its answer */
+            px_log_request(p, r, r->stream_ok ? r->status : 0);
     } else {
         r->final = true;
         r->status = res->status;
