@@ -21,12 +21,9 @@
  *     "chunked": chunked; any other value: until the connection closes)
  *     or else the FIRST Content-Length (1*DIGIT, else 400; too large 413),
  *     ignoring every later one;
- *   - with MHD_OPTION_STRICT_FOR_CLIENT at 1 (proxy.c): refused an
- *     HTTP/1.1 request without Host and a space in the request-target
- *     (0.9.75 checks nothing else at 1; at -1 it would refuse whitespace
- *     before a colon instead, which the token rule below refuses too; a
- *     newer libmicrohttpd checks more at 1).
- * None of that is an error to MHD; so here, on its parsed view (the method,
+ *   - kept a space inside the request-target (it looks for the version
+ *     from the end of the line).
+ * Most of that is no error to MHD; so here, on its parsed view (the method,
  * the version, the raw target from the URI callback and every field with
  * its length, from MHD_get_connection_values_n), px_head_check refuses:
  *   400 a method that is not a token; 501 one longer than PX_METHOD_MAX;
@@ -44,6 +41,14 @@
  *       chunked, holds chunked twice or is not a list of tokens;
  *   501 a list that ends in chunked but holds another coding (gzip, ...):
  *       only chunked is implemented.
+ * MHD_OPTION_STRICT_FOR_CLIENT stays at 0: in 0.9.75, 1 refuses only an
+ * HTTP/1.1 request without Host and a space in the target, and -1 only
+ * whitespace before a colon (1 and -1 exclude each other); we refuse all
+ * three here, with an answer and a reason in the log, where MHD would
+ * refuse the space in the target by closing without an answer, and both
+ * before our handler, where the log cannot say why. (A newer
+ * libmicrohttpd's MHD_OPTION_CLIENT_DISCIPLINE_LVL checks raw bytes we
+ * cannot see: worth turning on with it.)
  * The front answers a refusal with Connection: close (MHD then drops the
  * rest of the connection's bytes, the body and anything after it), logs
  * it, and forwards nothing.
@@ -51,12 +56,15 @@
  * What is left, because we never see the raw bytes: an obs-fold whose
  * continuation is only whitespace, or only token characters, leaves a
  * valid name (`X-A: v` + `\tB` reaches us as "X-AB" = "v"), and a NUL cuts
- * a value ("a\0b" reaches us as "a"). Neither can reach the upstream as a
- * framing difference: what goes upstream is built from these parsed,
- * checked strings (headers.c), never from raw bytes, they cannot hold a
- * NUL, CR or LF, and the upstream's framing is libcurl's own
- * (Content-Length from the body MHD read, or chunked), never the client's.
- * A bare LF ending a line is accepted, as RFC 9112 §2.2 allows.
+ * a value ("a\0b" reaches us as "a"; RFC 9110 §5.5 wants the message
+ * refused or the NUL replaced by SP, but MHD cuts before we see it).
+ * Neither can become a framing difference: MHD frames the body by the
+ * same parsed fields we check (so MHD and we agree on where the request
+ * ends), what goes upstream is built from these parsed, checked strings
+ * (headers.c), never from raw bytes, so it holds no NUL, CR or LF, and
+ * the upstream's framing is libcurl's own (Content-Length from the body
+ * MHD read), never the client's. A bare LF ending a line is accepted, as
+ * RFC 9112 §2.2 allows.
  *
  * Invariants: pure (no I/O, no allocation, no global state); reads only
  * the bytes h points at, within the lengths given; a reason is one of the

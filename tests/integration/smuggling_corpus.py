@@ -9,9 +9,10 @@ so the upstream's raw log shows whether anything of it was forwarded).
           "proxy" line with `reason` (head_check.c's reason token). Every
           one of these was forwarded, or not answered at all, by the proxy
           before the fix (checked against the old build).
-  GUARD   refused by libmicrohttpd itself already before the fix: kept as
-          regression guards (same assertions; the log reason is
-          "malformed-request", MHD's refusal before our handler).
+  GUARD   refused already before the fix (by libmicrohttpd itself, or by
+          the target check) but not logged: kept as regression guards
+          (same assertions; the log reason of MHD's own refusal, before
+          our handler, is "malformed-request").
   ACCEPT  well-formed, if unusual, framing (RFC 9112 allows it): it must be
           answered 200 and reach the upstream as exactly one request,
           reframed by libcurl (Content-Length, no Transfer-Encoding), so a
@@ -101,7 +102,12 @@ VECTORS = [
      b"G(T /smuggle/{M} HTTP/1.1\r\nHost: proxy.test\r\n\r\n"),
     ("method-too-long", "REFUSE", 501, "method-too-long", "[RFC9112] 3",
      b"A" * 5000 + b" /smuggle/{M} HTTP/1.1\r\nHost: proxy.test\r\n\r\n"),
-    # Refused by libmicrohttpd 0.9.75 before our handler (also before the fix).
+    # Refused already before the fix (but not logged): by libmicrohttpd 0.9.75
+    # before our handler, or (the targets) by libcurl's URL parser there.
+    ("space-in-target", "GUARD", 400, "bad-target", "[RFC9112] 3.2 (request-target has no SP)",
+     b"GET /smuggle/{M} HTTP/1.1 HTTP/1.1\r\nHost: proxy.test\r\n\r\n"),
+    ("bare-cr-in-target", "GUARD", 400, "bad-target", "[RFC9112] 2.2",
+     b"GET /smuggle/{M}\rX HTTP/1.1\r\nHost: proxy.test\r\n\r\n"),
     ("te-newline-colon", "GUARD", 400, "malformed-request", "[ACADEMY]",
      post(b"Transfer-Encoding\n: chunked\r\n" + cl(CHUNKED_HIDING), CHUNKED_HIDING)),
     ("cl-sign-alone", "GUARD", 400, "malformed-request", "[RFC9110] 8.6",
