@@ -128,19 +128,27 @@ static enum MHD_Result early(stg_proxy *p, px_req *r, struct MHD_Connection *c, 
     return px_answer_error2(c, status, msg, why, allow, close);
 }
 
-/* The head against head_check.c's rules; NULL when it may go on, else
- * the answer (queued). f: MHD's fields. */
-static bool head_refused(stg_proxy *p, px_req *r, struct MHD_Connection *c, const char *method,
-                         const char *version, const px_field *f, size_t nf, enum MHD_Result *rc)
+/* Check the head against head_check.c's rules and build what goes
+ * upstream from MHD's parsed fields (never from raw bytes): true, or
+ * false with the refusal queued in *rc. */
+static bool head_ok(stg_proxy *p, px_req *r, struct MHD_Connection *c, const char *method,
+                    const char *version, enum MHD_Result *rc)
 {
+    size_t nf = 0;
+    px_field *f = px_request_fields(c, &nf);
+    if (!f) {
+        *rc = early(p, r, c, 500, "out of memory", "internal", NULL, true);
+        return false;
+    }
     px_head h = {.method = method, .method_len = strlen(method),
                  .version = version ? version : "", .version_len = version ? strlen(version) : 0,
                  .target = r->uri, .target_len = strlen(r->uri), .fields = f, .n_fields = nf};
-    px_verdict v;
-    if (px_head_check(&h, &v))
-        return false;
-    *rc = early(p, r, c, v.status, v.msg, v.reason, NULL, true);
-    return true;
+    px_verdict v = {.status = 500, .reason = "internal", .msg = "out of memory"};
+    bool ok = px_head_check(&h, &v) && px_request_headers(r, f, nf) == 0;
+    free(f);
+    if (!ok)
+        *rc = early(p, r, c, v.status, v.msg, v.reason, NULL, true);
+    return ok;
 }
 
 /* The first call: the headers are in. Check them; decide where the
@@ -150,35 +158,25 @@ static enum MHD_Result begin(stg_proxy *p, px_req *r, struct MHD_Connection *c,
 {
     r->begun = true;
     char msg[512];
-    size_t nf = 0, mlen = strlen(method);
+    size_t mlen = strlen(method);
     enum MHD_Result rc;
     if (px_token(method, mlen) && mlen <= PX_METHOD_MAX && !(r->method = strdup(method)))
         return early(p, r, c, 500, "out of memory", "internal", NULL, true);
-    px_field *f = px_request_fields(c, &nf);
-    if (!f)
-        return early(p, r, c, 500, "out of memory", "internal", NULL, true);
-    if (head_refused(p, r, c, method, version, f, nf, &rc)) {
-        free(f);
+    if (!head_ok(p, r, c, method, version, &rc))
         return rc;
-    }
     const char *host = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Host");
-    if (host && !(r->host = strdup(host))) {
-        free(f);
+    if (host && !(r->host = strdup(host)))
         return early(p, r, c, 500, "out of memory", "internal", NULL, true);
-    }
-    if (!strcmp(method, "CONNECT") || !strcmp(method, "TRACE")) {
-        free(f);
-        if (method[0] == 'T') /* it would echo Authorization back */
-            return early(p, r, c, 405, "stagger proxy does not forward TRACE", "trace-refused",
-                         NULL, false);
+    if (!strcmp(method, "TRACE")) /* it would echo Authorization back */
+        return early(p, r, c, 405, "stagger proxy does not forward TRACE", "trace-refused", NULL,
+                     false);
+    if (!strcmp(method, "CONNECT"))
         return early(p, r, c, 405,
                      "stagger proxy does not tunnel (CONNECT): it cannot see inside "
                      "TLS. Use reverse mode: --upstream https://HOST, and point the "
                      "program's base URL at http://ADDRESS:PORT of the proxy",
                      "connect-refused", NULL, false);
-    }
     if (!strncmp(r->uri, "/__stagger/", 11)) {
-        free(f);
         unsigned status = 500;
         r->early = true;
         rc = px_admin(p, c, r->uri, method, &status);
@@ -189,25 +187,15 @@ static enum MHD_Result begin(stg_proxy *p, px_req *r, struct MHD_Connection *c,
     pthread_mutex_lock(&p->mu);
     bool draining = p->draining;
     pthread_mutex_unlock(&p->mu);
-    if (draining) {
-        free(f);
+    if (draining)
         return early(p, r, c, 503, "stagger proxy is shutting down", "draining", NULL, false);
-    }
     unsigned status = 400;
     r->url = px_target(p, r->uri, &status, msg, sizeof msg);
-    if (!r->url) {
-        free(f);
+    if (!r->url)
         return early(p, r, c, status, msg, status == 404 ? "no-route" : "bad-target", NULL,
                      false);
-    }
-    if (px_control(r, c, msg, sizeof msg) != 0) {
-        free(f);
+    if (px_control(r, c, msg, sizeof msg) != 0)
         return early(p, r, c, 400, msg, "bad-control-header", NULL, false);
-    }
-    int hrc = px_request_headers(r, f, nf);
-    free(f);
-    if (hrc != 0)
-        return early(p, r, c, 500, "out of memory", "internal", NULL, true);
     if (!r->idem_key[0] && p->cfg.idempotency_auto && !strcmp(method, "POST"))
         auto_key(r->idem_key, sizeof r->idem_key);
     const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");

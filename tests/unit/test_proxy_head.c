@@ -161,6 +161,27 @@ static void test_forward(void **state)
     free(lines);
 }
 
+/* The answer's fields: every Connection field's names, Content-Length,
+ * a non-token name and a CTL in a value are left out of the head (and of
+ * its size); nothing is cut for its length. */
+static void test_answer_head(void **state)
+{
+    (void)state;
+    px_req r = {0};
+    const char block[] = "HTTP/1.1 200 OK\r\nConnection: X-A\r\nX-A: 1\r\nConnection: X-B\r\n"
+                         "X-B: 2\r\nX-Keep: 3\r\nContent-Length: 5\r\nBad Name: x\r\n"
+                         "X-Ctl: a\x01b\r\n\r\n";
+    size_t via = sizeof "Via: 1.1 stagger\r\n" - 1;
+    assert_int_equal(px_response_head_size(&r, block, sizeof block - 1),
+                     sizeof "X-Keep: 3\r\n" - 1 + via);
+    char big[40100];
+    int n = snprintf(big, sizeof big, "HTTP/1.1 200 OK\r\nX-Big: ");
+    memset(big + n, 'b', 40000);
+    memcpy(big + n + 40000, "\r\n\r\n", 5);
+    assert_int_equal(px_response_head_size(&r, big, (size_t)n + 40004),
+                     sizeof "X-Big: \r\n" - 1 + 40000 + via);
+}
+
 static void test_conn_lists(void **state)
 {
     (void)state;
@@ -175,7 +196,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_accepted), cmocka_unit_test(test_refused),
         cmocka_unit_test(test_target),   cmocka_unit_test(test_forward),
-        cmocka_unit_test(test_conn_lists),
+        cmocka_unit_test(test_answer_head), cmocka_unit_test(test_conn_lists),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
