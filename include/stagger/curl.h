@@ -115,7 +115,12 @@ typedef struct stg_event {
      * §8.7). The engine sends it again at once, outside max_attempts and
      * the retry budget, at most 3 times a request. */
     union { bool never_processed; uint64_t stg__never_word; };
-    uint64_t stg__reserved[3]; /* room to grow (docs/ABI.md); leave zero */
+    /* ATTEMPT_END: the answer was a 2xx event stream held for its first
+     * event (STG_STREAM_SSE_HOLD), and that event was an error of this
+     * type ("overloaded_error"; "" when of no known type): status is the
+     * one it stands for. NULL otherwise. */
+    union { const char *stream_error; uint64_t stg__stream_error_word; };
+    uint64_t stg__reserved[2]; /* room to grow (docs/ABI.md); leave zero */
 } stg_event;
 
 /* An event sink. It runs on the thread doing the work (the engine's, or
@@ -170,6 +175,17 @@ typedef enum stg_body_op {
                                up (ERROR_NOT_RETRYABLE) */
 #define STG_STREAM_PAUSE 4u /* the sink may return STG_BODY_PAUSE */
 #define STG_STREAM_OTHER 8u /* the sink gets non-2xx bodies too (STG_BODY_OTHER) */
+/* A 2xx text/event-stream body is held until its first event (at most 64
+ * KiB, and 10 s from its first byte, checked as bytes arrive): an event
+ * that is an error (Anthropic's `event: error`, OpenAI's `data: {"error":
+ * ...}`) stops the transfer, and the attempt ends as the status the same
+ * error has outside a stream (overloaded_error 529, rate_limit_error 429,
+ * api_error 500, ...; 502 for an unknown kind), with the event's data as
+ * its body and the head's fields but Content-Type application/json: it is
+ * retried, or given back, as that answer would be. Any other first event
+ * (or the bound) passes the held bytes on, and the head with them: the sink
+ * gets nothing of a held stream until then. */
+#define STG_STREAM_SSE_HOLD 16u
 
 /* A request body read as it is sent (stg_request.read_body): copy up to
  * size bytes into buf and return how many; 0 is the end of the body;

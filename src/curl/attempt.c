@@ -80,6 +80,19 @@ void stg__attempt_end(CURL *easy, CURLcode code, const stg__xfer *x, const char 
         a->status = 0;
         a->deterministic = true;
         snprintf(a->errtext, sizeof a->errtext, "out of memory for the response");
+    } else if (x->stream_error) {
+        /* A held event stream's first event was an error (xfer.c, sse.c):
+         * nothing of it reached the caller, and it is the answer the same
+         * error has outside a stream, retried or given back as that. */
+        a->err = STG_NET_NONE;
+        a->status = x->stream_error;
+        a->deterministic = false;
+        a->stream_error = true;
+        snprintf(a->stream_error_type, sizeof a->stream_error_type, "%s", x->stream_error_type);
+        snprintf(a->errtext, sizeof a->errtext,
+                 "the stream's first event was an error (%s): taken as HTTP %d",
+                 x->stream_error_type[0] ? x->stream_error_type : "of no known type",
+                 x->stream_error);
     } else if (x->sink_failed) {
         /* The destination refused the bytes (disk full, ...): the answer
          * came, but it did not reach where it belongs. */
@@ -217,6 +230,7 @@ void stg__attempt_step(const stg__step *s, stg__attempt *a, const stg_hints *h,
         s->ev->conn_reused = a->conn.reused;
         s->ev->tls_handshake_us = a->conn.tls_handshake_us;
         s->ev->never_processed = a->never_processed;
+        s->ev->stream_error = a->stream_error ? a->stream_error_type : NULL;
         if (s->on_event)
             s->on_event(s->ev, s->event_data);
     }

@@ -89,7 +89,39 @@ typedef struct stg__xfer {
     unsigned stream;     /* STG_STREAM_* of the request */
     bool head_sent;      /* this response's HEAD went to the sink */
     bool streamed;       /* the sink got a HEAD or a byte (any attempt) */
+    /* STG_STREAM_SSE_HOLD (sse.c): this response's body, -1 not decided,
+     * 0 not held, 1 held until its first event, 2 passed on. */
+    int sse;
+    stg__buf held;         /* the bytes held (sse == 1) */
+    int64_t held_since_us; /* wall_now_us at the first byte held */
+    /* The held first event was an error: the status it stands for (the
+     * transfer was stopped, headers and body replaced by the error's), and
+     * its type ("overloaded_error"). 0: none. */
+    int stream_error;
+    char stream_error_type[48];
 } stg__xfer;
+
+/* The hold of STG_STREAM_SSE_HOLD: at most this many bytes, and (checked
+ * as bytes arrive) this long after the first, before the body is passed on
+ * without a first event. */
+#define STG__SSE_HOLD_MAX ((size_t)64 << 10)
+#define STG__SSE_HOLD_US INT64_C(10000000)
+
+/* ---- sse.c: the first event of an event stream ---------------------------- */
+
+/* Read buf[0..len) (untrusted, not NUL-terminated) up to its first
+ * dispatched event: 1 and the event's type in name (truncated to
+ * name_size - 1; "" when none) and its data in data (NUL-terminated);
+ * 0 when no event is complete yet; -1 out of memory. */
+int stg__sse_first_event(const char *buf, size_t len, char *name, size_t name_size,
+                         stg__buf *data);
+/* The status an event of type name with data[0..len) stands for when it is
+ * an error (type "error", or a JSON object with an "error" member): 529
+ * overloaded, 429 rate limit, 500, 400... as the vendors answer the same
+ * error outside a stream, 502 for an error of an unknown kind; 0 when it
+ * is not an error. type gets the error's type or code when it is a word. */
+int stg__sse_error_status(const char *name, const char *data, size_t len, char *type,
+                          size_t type_size);
 
 /* With a sink, what is kept of a body that is not 2xx (for hints, logs). */
 #define STG__SINK_OTHER_BODY_MAX ((size_t)64 << 10)
@@ -166,6 +198,10 @@ typedef struct stg__attempt {
      * GOAWAY above its stream); resend: the step resends it at once,
      * outside the policy, the budget and the breaker (stg__step.refused). */
     bool never_processed;
+    /* The status came from a held stream's first event (xfer.c): with
+     * stream_error_type its type, "" when of no known type. */
+    bool stream_error;
+    char stream_error_type[48];
     bool resend;
 } stg__attempt;
 

@@ -11,7 +11,8 @@
  * (sent on a kept connection), tls_handshake_ms (when it made one),
  * concurrency (the host's learned limit, when it learns one),
  * never_processed (true when the server refused the stream or sent GOAWAY
- * above it: the engine sends it again itself).
+ * above it: the engine sends it again itself), stream_error (the error
+ * type of a held event stream's first event, which the status stands for).
  * Keys that do not apply to an event are left out.
  *
  * Invariants: only what the event carries is written, and events carry
@@ -137,6 +138,8 @@ static json_t *event_json(const stg_event *ev)
                 set_int(o, "concurrency", ev->concurrency_limit);
             if (ev->never_processed)
                 json_object_set_new(o, "never_processed", json_true());
+            if (ev->stream_error) /* a word (sse.c), or "" */
+                set_str(o, "stream_error", *ev->stream_error ? ev->stream_error : "unknown");
         } else {
             set_str(o, "reason", stg_reason_name(ev->reason));
             set_str(o, "outcome", ev->type == STG_EVENT_SUCCESS ? "success" : "give_up");

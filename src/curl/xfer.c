@@ -103,6 +103,7 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "curl/internal.h"
 #include "util/assert.h"
@@ -176,6 +177,10 @@ void stg__xfer_reset(stg__xfer *x)
     x->sent_h2 = false;
     x->refused_stream = false;
     x->head_sent = false;
+    x->sse = -1;
+    stg__buf_free(&x->held);
+    x->stream_error = 0;
+    x->stream_error_type[0] = '\0';
     x->errbuf[0] = '\0';
 }
 
@@ -183,6 +188,7 @@ void stg__xfer_free(stg__xfer *x)
 {
     stg__buf_free(&x->body);
     stg__buf_free(&x->headers);
+    stg__buf_free(&x->held);
     if (x->errbuf != x->errnone)
         free(x->errbuf);
     x->errbuf = x->errnone;
@@ -199,6 +205,11 @@ static bool body_to_sink(stg__xfer *x)
         if (x->easy)
             curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &http);
         x->to_sink = http >= 200 && http <= 299;
+        const char *ct = NULL;
+        if (x->easy)
+            curl_easy_getinfo(x->easy, CURLINFO_CONTENT_TYPE, &ct);
+        x->sse = x->to_sink && (x->stream & STG_STREAM_SSE_HOLD) && ct &&
+                 !strncasecmp(ct, "text/event-stream", 17);
     }
     return x->to_sink == 1;
 }
@@ -257,6 +268,102 @@ static int other_put(stg__xfer *x, const char *data, size_t n)
     return 0;
 }
 
+/* The held stream's first event was an error standing for `status`: the
+ * attempt's header block becomes the head's fields with that status and
+ * Content-Type application/json, its body the event's data (to the sink
+ * too, with STG_STREAM_OTHER, as any non-2xx body), and the transfer
+ * stops. False when out of memory. */
+static bool stream_stop(stg__xfer *x, int status, const stg__buf *ev)
+{
+    stg__buf h = {0};
+    char line[64];
+    int n = snprintf(line, sizeof line, "HTTP/1.1 %d \r\n", status);
+    bool ok = stg__buf_put(&h, line, (size_t)n);
+    const char *p = x->headers.p, *end = p ? p + x->headers.len : NULL;
+    bool first = true;
+    while (ok && p && p < end) {
+        const char *eol = memchr(p, '\n', (size_t)(end - p));
+        const char *next = eol ? eol + 1 : end;
+        size_t len = (size_t)(next - p);
+        bool blank = len <= 2 && (*p == '\r' || *p == '\n');
+        bool drop = first || blank || !strncasecmp(p, "content-type:", 13) ||
+                    !strncasecmp(p, "content-length:", 15) ||
+                    !strncasecmp(p, "transfer-encoding:", 18);
+        if (!drop)
+            ok = stg__buf_put(&h, p, len);
+        first = false;
+        p = next;
+    }
+    static const char json_type[] = "Content-Type: application/json\r\n\r\n";
+    ok = ok && stg__buf_put(&h, json_type, sizeof json_type - 1);
+    if (!ok) {
+        stg__buf_free(&h);
+        return false;
+    }
+    stg__buf_free(&x->headers);
+    x->headers = h;
+    buf_clear(&x->body);
+    size_t keep = ev->len < STG__SINK_OTHER_BODY_MAX ? ev->len : STG__SINK_OTHER_BODY_MAX;
+    if (keep && !stg__buf_put(&x->body, ev->p, keep))
+        return false;
+    x->stream_error = status;
+    if (x->sink && (x->stream & STG_STREAM_OTHER) && keep) {
+        if (x->sink_restart && !sink_restart(x))
+            return true; /* the error stands; the sink's copy is best effort */
+        if (x->sink(STG_BODY_OTHER, x->body.p, keep, x->sink_data) == 0)
+            x->sink_dirty = true;
+    }
+    return true;
+}
+
+enum { SSE_TAKEN = 0, SSE_FAILED = -1, SSE_STOP = -2, SSE_OOM = -3 };
+
+/* A byte run of a held event stream (x->sse == 1): held until the first
+ * event is complete, then judged: an error stops the transfer
+ * (stream_stop); anything else, or the hold's bound, passes every held
+ * byte on to the sink at once, its HEAD first. When the sink pauses that
+ * delivery, this run is taken back out of the hold (libcurl delivers it
+ * again on resume) and the hold stays. */
+static int sse_hold(stg__xfer *x, const char *data, size_t n)
+{
+    if (!x->held.len)
+        x->held_since_us = x->wall_now_us;
+    if (!stg__buf_put(&x->held, data, n))
+        return SSE_OOM;
+    stg__buf ev = {0};
+    char name[32];
+    int got = stg__sse_first_event(x->held.p, x->held.len, name, sizeof name, &ev);
+    if (got < 0) {
+        stg__buf_free(&ev);
+        return SSE_OOM;
+    }
+    if (got == 1) {
+        int st = stg__sse_error_status(name, ev.p, ev.len, x->stream_error_type,
+                                       sizeof x->stream_error_type);
+        if (st) {
+            bool ok = stream_stop(x, st, &ev);
+            stg__buf_free(&ev);
+            stg__buf_free(&x->held);
+            return ok ? SSE_STOP : SSE_OOM;
+        }
+    }
+    stg__buf_free(&ev);
+    if (got != 1 && x->held.len < STG__SSE_HOLD_MAX &&
+        x->wall_now_us - x->held_since_us < STG__SSE_HOLD_US)
+        return SSE_TAKEN;
+    int rc = sink_put(x, x->held.p, x->held.len);
+    if (rc == STG_BODY_PAUSE) {
+        x->held.len -= n;
+        x->held.p[x->held.len] = '\0';
+        return rc;
+    }
+    if (rc != 0)
+        return SSE_FAILED;
+    x->sse = 2;
+    stg__buf_free(&x->held);
+    return SSE_TAKEN;
+}
+
 /* Keep up to n bytes in memory: up to max_body without a sink, else the
  * capped prefix of a body that is not the sink's. */
 static bool keep_in_memory(stg__xfer *x, const char *data, size_t n)
@@ -278,9 +385,15 @@ static size_t on_body(char *data, size_t size, size_t nmemb, void *arg)
     else if (keep > x->max_body - x->received)
         keep = x->max_body - x->received;
     if (keep && body_to_sink(x)) {
-        int rc = sink_put(x, data, keep);
+        int rc = x->sse == 1 ? sse_hold(x, data, keep) : sink_put(x, data, keep);
         if (rc == STG_BODY_PAUSE)
             return CURL_WRITEFUNC_PAUSE; /* the same bytes come again on resume */
+        if (rc == SSE_STOP)
+            return 0; /* the first event was an error: stop (attempt.c) */
+        if (rc == SSE_OOM) {
+            x->oom = true;
+            return 0;
+        }
         if (rc != 0) {
             x->sink_failed = true;
             return 0; /* CURLE_WRITE_ERROR aborts the transfer */
@@ -310,6 +423,8 @@ static size_t on_header(char *data, size_t size, size_t nmemb, void *arg)
         stg_hints_init(&x->hints);
         x->to_sink = -1;
         x->head_sent = false;
+        x->sse = -1;
+        stg__buf_free(&x->held);
     }
     if (!stg__buf_put(&x->headers, data, n)) {
         x->oom = true;

@@ -22,6 +22,13 @@
  * it once the buffer drains below PX_LOW_WATER, so a slow program reading
  * a 64 MiB body holds the proxy's memory to about PX_HIGH_WATER.
  *
+ * An event stream (STG_STREAM_SSE_HOLD) is held by the engine until its
+ * first event: an LLM API that is overloaded after it accepted a stream
+ * answers 200 and then an error event, and since nothing has reached the
+ * program, that event is taken as the refusal it stands for (a 529, a 429)
+ * and retried like one, invisibly; given back, it reaches the program as
+ * that status with the error as a JSON body. Once the head went out, never.
+ *
  * Any other answer's body (STG_STREAM_OTHER) is spooled whole, in memory
  * and then a temporary file, because whether it is the answer is known
  * only at done: a 429 whose retry succeeds is dropped (RESTART), one
@@ -312,7 +319,8 @@ static void submit(stg_proxy *p, px_req *r)
         rq.secret_headers = p->cfg.secret_headers;
         rq.body_sink = sink;
         rq.body_sink_data = r;
-        rq.stream = STG_STREAM_HEAD | STG_STREAM_FINAL | STG_STREAM_PAUSE | STG_STREAM_OTHER;
+        rq.stream = STG_STREAM_HEAD | STG_STREAM_FINAL | STG_STREAM_PAUSE | STG_STREAM_OTHER |
+                    STG_STREAM_SSE_HOLD;
         rq.deadline_us = r->deadline_us;
         rq.max_attempts = r->max_attempts;
         rq.priority = r->priority;
