@@ -39,6 +39,9 @@ extern "C" {
 #define STG_HINT_VERDICT 0x10u       /* x-should-retry, Stripe-Should-Retry */
 #define STG_HINT_SCOPE 0x20u         /* a quota's key or scope: x-ratelimit-resource,
                                         X-RateLimit-Bucket, -Global, -Scope */
+#define STG_HINT_BODY 0x40u          /* a fact of the answer's body (stg_hints_body):
+                                        Google's RetryInfo wait, a vendor's error
+                                        type or code, a quota violation */
 
 /* The dialects stagger reads: one family of header fields each (the rows of
  * the table in src/core/dialect.c). Bit (1u << d) of stg_hints.dialects.
@@ -62,9 +65,11 @@ typedef enum stg_dialect {
     STG_DIALECT_IETF = 15,           /* RateLimit / RateLimit-Policy, draft -08..-10 */
     STG_DIALECT_IETF_07 = 16,        /* the same fields as draft-07 dictionaries */
     STG_DIALECT_IETF_06 = 17,        /* RateLimit-Limit/-Remaining/-Reset, drafts <= -06 */
-    STG_DIALECT_RETRY_AFTER_X = 18   /* X-RateLimit-Retry-After (Symfony, MailerLite) */
+    STG_DIALECT_RETRY_AFTER_X = 18,  /* X-RateLimit-Retry-After (Symfony, MailerLite) */
+    STG_DIALECT_GOOGLE = 19          /* google.rpc error details in the body (Gemini
+                                        API, Vertex AI): RetryInfo, QuotaFailure */
 } stg_dialect;
-#define STG_DIALECT_COUNT 19
+#define STG_DIALECT_COUNT 20
 
 /* "retry-after", "github", "openai", ...; "unknown" out of range. Static. */
 STG_API const char *stg_dialect_name(int dialect);
@@ -81,6 +86,16 @@ STG_API const char *stg_dialect_name(int dialect);
 #define STG_HINTS_SECONDARY 0x4u /* a GitHub secondary rate limit: never set by the
                                     header parser (only the body says so):
                                     stg_hints_message sets it */
+#define STG_HINTS_HARD_STOP 0x8u /* the body says no retry can cure the refusal
+                                    (OpenAI insufficient_quota, a Google per-day
+                                    quota, Anthropic billing): stg_decide gives
+                                    the answer back at once (HARD_STOP). Set only
+                                    by stg_hints_body */
+#define STG_HINTS_THROTTLE 0x10u /* the body names a refusal for load or rate
+                                    (Anthropic overloaded_error or rate_limit_error,
+                                    Google RESOURCE_EXHAUSTED) on a 429 or 5xx: a
+                                    throttle-class fault, like a 429 or 529. Set
+                                    only by stg_hints_body */
 
 /* What one response said. Each numeric field is STG_UNKNOWN when absent. */
 typedef struct stg_hints {
@@ -98,7 +113,8 @@ typedef struct stg_hints {
                                (RFC 9111 1.2.2), so the field holds
                                STG_WAIT_MAX_US, and stg_decide() gives up */
     unsigned dialects;      /* bit (1u << stg_dialect) of every dialect seen */
-    unsigned flags;         /* STG_HINTS_GLOBAL, STG_HINTS_SHARED */
+    unsigned flags;         /* STG_HINTS_GLOBAL, _SHARED, _SECONDARY, _HARD_STOP,
+                               _THROTTLE */
     uint64_t stg__reserved[2]; /* room to grow (docs/ABI.md); leave zero */
 } stg_hints;
 
@@ -263,6 +279,53 @@ STG_API bool stg_hints_server_wait(const stg_hints *h, int64_t *wait_us);
  * pauses the whole host as long. Any other status or message: false, h
  * unchanged. Not thread-safe for the same h. */
 STG_API bool stg_hints_message(stg_hints *h, int status, const char *msg, size_t len);
+
+/* What stg_hints_body is told: one fact the transport read from a refusal's
+ * JSON body (core parses no JSON; libstagger-curl reads the body with
+ * jansson, src/curl/body_hints.c). Numbers are never reused. */
+typedef enum stg_body_field {
+    STG_BODY_ERROR_TYPE = 1,   /* OpenAI and Anthropic error.type
+                                  ("insufficient_quota", "overloaded_error") */
+    STG_BODY_ERROR_CODE = 2,   /* OpenAI error.code ("insufficient_quota",
+                                  "rate_limit_exceeded"); Anthropic
+                                  error.details.error_code */
+    STG_BODY_ERROR_STATUS = 3, /* Google error.status ("RESOURCE_EXHAUSTED") */
+    STG_BODY_RETRY_DELAY = 4,  /* Google google.rpc.RetryInfo retryDelay: a
+                                  protobuf Duration in JSON ("37s", "0.250s") */
+    STG_BODY_QUOTA_ID = 5      /* Google google.rpc.QuotaFailure violation's
+                                  quotaId or quotaMetric */
+} stg_body_field;
+
+/* Apply one fact of a refusal's body (status >= 400; value[0..len),
+ * untrusted, not NUL-terminated) to h, as the vendor's documentation
+ * means it; dialect is STG_DIALECT_OPENAI, _ANTHROPIC or _GOOGLE, which
+ * says whose words value is in (its bit is set in h->dialects when the
+ * fact meant something). The rules (src/core/hints_body.c has the table
+ * and the sources):
+ *  - RETRY_DELAY (Google): a server wait, merged like a second Retry-After
+ *    (the longer wait wins): h->retry_after_us, so stg_hints_server_wait
+ *    and stg_decide honour it. Rounded up to whole microseconds; negative or
+ *    garbage is STG_EPARSE (h->malformed gets STG_HINT_BODY); more than
+ *    STG_DELTA_SECONDS_MAX seconds is held as STG_WAIT_MAX_US (h->oversized,
+ *    STG_ERANGE).
+ *  - QUOTA_ID (Google): a name saying "per day" (PerDay, per_day) is a
+ *    quota whose reset is hours away, past any max server wait:
+ *    STG_HINTS_HARD_STOP. Per minute (or a name without a window): no
+ *    change, the refusal is the throttle its status says.
+ *  - ERROR_TYPE / ERROR_CODE: OpenAI insufficient_quota and the billing
+ *    codes (credit_balance_exhausted, organization_spend_limit_exceeded,
+ *    project_spend_limit_exceeded, organization_usage_limit_exceeded),
+ *    Anthropic billing_error and enforced_spend_limit_reached:
+ *    STG_HINTS_HARD_STOP. Anthropic overloaded_error and rate_limit_error,
+ *    OpenAI rate_limit_exceeded, Google RESOURCE_EXHAUSTED (ERROR_STATUS):
+ *    on a 429 or 5xx, STG_HINTS_THROTTLE.
+ * Every fact that meant something sets STG_HINT_BODY in h->seen. Words are
+ * matched exactly (case-sensitive, as the vendors write them); an unknown
+ * word or dialect, or a status below 400, changes nothing and returns
+ * STG_OK. Returns STG_EINVAL if h is NULL or value is NULL with len > 0.
+ * Not thread-safe for the same h. */
+STG_API int stg_hints_body(stg_hints *h, int status, int dialect, stg_body_field field,
+                           const char *value, size_t len);
 
 #ifdef __cplusplus
 }

@@ -12,9 +12,16 @@
  *  2. status 1xx/2xx/3xx                          -> success
  *  3. the server's verdict (x-should-retry, Stripe-Should-Retry) "false"
  *                                                 -> give up (SERVER_VERDICT)
+ *     a body that says no retry can cure the refusal (STG_HINTS_HARD_STOP,
+ *     from stg_hints_body: OpenAI insufficient_quota and its billing codes,
+ *     a Google per-day quota, Anthropic billing_error or a spent monthly
+ *     limit), even with a verdict "true": the body is the more specific
+ *                                                 -> give up (HARD_STOP)
  *     status not in retry_statuses, unless the verdict is "true" or it is
  *     a 403 that is a rate limit (below)          -> give up (STATUS_NOT_RETRYABLE)
  *     transport error not in retry_errors         -> give up (ERROR_NOT_RETRYABLE)
+ *     A wait the body gives (Google's RetryInfo, stg_hints_body) is a
+ *     server hint like Retry-After in rules 6 and 7.
  *     A 403 is a rate limit, retried as a 429 is (when 429 is in
  *     retry_statuses), when it carries a Retry-After or a quota with 0
  *     remaining (GitHub's primary limit), or STG_HINTS_SECONDARY; a plain
@@ -149,7 +156,8 @@ STG_API const char *stg_retry_after_mode_name(stg_retry_after_mode m);
 STG_API int stg_retry_after_mode_parse(const char *text, stg_retry_after_mode *m);
 
 /* What kind of failure an answer is. THROTTLE: the server is up and says
- * "too fast" (429; 529; 503 with a Retry-After or a spent RateLimit).
+ * "too fast" (429; 529; 503 with a Retry-After, a spent RateLimit or a
+ * body's wait; a 5xx whose body names an overload, STG_HINTS_THROTTLE).
  * TRANSIENT: anything else that failed (other 5xx, 408, transport
  * errors). The retry decision backs off from a different base for each,
  * and the retry budget charges them differently (budget.h). */
@@ -262,7 +270,9 @@ typedef enum stg_action {
     X(BUDGET_EXHAUSTED, 17, "budget_exhausted", "retry budget exhausted")                 \
     X(BREAKER_OPEN, 18, "breaker_open", "circuit breaker open")                           \
     X(LIMITER_UNAVAILABLE, 19, "limiter_unavailable", "shared rate limiter unavailable")   \
-    X(SERVER_VERDICT, 20, "server_verdict", "the server said not to retry")
+    X(SERVER_VERDICT, 20, "server_verdict", "the server said not to retry")                 \
+    X(HARD_STOP, 21, "hard_stop",                                                           \
+      "the answer's body says no retry can cure it (billing, a per-day quota)")
 
 typedef enum stg_reason {
 #define STG__REASON_ENUM(name, num, snake, msg) STG_REASON_##name = num,
@@ -291,7 +301,8 @@ typedef struct stg_decision {
  * (then *out is a GIVE_UP with reason ATTEMPTS_EXHAUSTED). Thread-safe as
  * long as rng is not shared. */
 /* Is this response the server shedding load (throttle-class), rather than
- * failing? 429; 529 (overloaded); 503 with a Retry-After; a 403 that is a
+ * failing? 429; 529 (overloaded); 503 with a Retry-After or a body's wait;
+ * a 5xx whose body names an overload (STG_HINTS_THROTTLE); a 403 that is a
  * rate limit (see rule 3). h may be NULL. For the adaptive rate and shared
  * limiters. Thread-safe. */
 STG_API bool stg_status_throttled(int status, const stg_hints *h);

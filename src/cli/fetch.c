@@ -996,6 +996,7 @@ static int exit_status(const stg_result *r)
     case STG_REASON_LIMITER_UNAVAILABLE: /* even after an HTTP answer */
         return EXIT_LIMITER;
     case STG_REASON_STATUS_NOT_RETRYABLE:
+    case STG_REASON_HARD_STOP: /* the body said no retry can cure it */
         return EXIT_HTTP_NOT_RETRIED;
     case STG_REASON_METHOD_NOT_IDEMPOTENT:
         return r->status > 0 ? EXIT_HTTP_NOT_RETRIED : EXIT_TRANSPORT;

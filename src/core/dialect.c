@@ -109,7 +109,8 @@ static const char *const dialect_names[STG_DIALECT_COUNT] = {
     "none",        "retry-after", "retry-after-ms", "azure",        "aws",
     "x-ratelimit", "github",      "discord",        "openai",       "anthropic",
     "x",           "shopify",     "kong",           "should-retry", "stripe",
-    "ietf",        "ietf-07",     "ietf-06",        "x-ratelimit-retry-after"};
+    "ietf",        "ietf-07",     "ietf-06",        "x-ratelimit-retry-after",
+    "google"};
 
 const char *stg_dialect_name(int dialect)
 {

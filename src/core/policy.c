@@ -220,6 +220,8 @@ stg_fault_class stg_fault_classify(int status, stg_net_error error, const stg_hi
         return STG_FAULT_TRANSIENT;
     if (status == 429 || status == 529)
         return STG_FAULT_THROTTLE;
+    if (status >= 500 && h && (h->flags & STG_HINTS_THROTTLE))
+        return STG_FAULT_THROTTLE; /* Anthropic overloaded_error on a 5xx */
     int64_t wait;
     if (status == 503 && h && stg_hints_server_wait(h, &wait))
         return STG_FAULT_THROTTLE;
@@ -421,8 +423,11 @@ bool stg_status_throttled(int status, const stg_hints *h)
 {
     if (status == 429 || status == 529)
         return true;
+    if (status >= 500 && h && (h->flags & STG_HINTS_THROTTLE))
+        return true;
     if (status == 503)
-        return h && (h->seen & STG_HINT_RETRY_AFTER);
+        return h && ((h->seen & STG_HINT_RETRY_AFTER) ||
+                     ((h->seen & STG_HINT_BODY) && h->retry_after_us >= 0));
     return status == 403 && forbidden_throttle(h);
 }
 
@@ -458,6 +463,10 @@ static bool classify(const stg_policy *p, const stg_retry_state *st, const stg_o
         int as = o->status == 403 && forbidden_throttle(o->hints) ? 429 : o->status;
         if (verdict == STG_VERDICT_STOP) {
             give_up(out, STG_REASON_SERVER_VERDICT);
+            return false;
+        }
+        if (o->hints && (o->hints->flags & STG_HINTS_HARD_STOP)) {
+            give_up(out, STG_REASON_HARD_STOP); /* billing, a per-day quota: no wait cures it */
             return false;
         }
         if (verdict != STG_VERDICT_RETRY && !stg_status_set_has(&p->retry_statuses, as)) {

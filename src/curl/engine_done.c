@@ -278,7 +278,7 @@ static void attempt_done(stg_engine *e, req *r, CURLcode code)
     CURL *easy = r->easy;
     stg__attempt a;
     stg__attempt_end(easy, code, &r->x, r->url, &a);
-    stg__body_hints(&r->x, a.status); /* a GitHub secondary limit, before the quotas */
+    stg__body_hints(&r->x, &a); /* what the refusal's body says, before the quotas */
     char *fu = strdup(a.final_url);
     if (fu) {
         free(r->final_url);

@@ -240,14 +240,16 @@ typedef struct stg__step {
 
 /* ---- body_hints.c: what a refusal's body says -------------------------- */
 
-/* Largest body read for a hint (a GitHub secondary limit's JSON). */
+/* Largest body read for a hint (a GitHub, Google, OpenAI or Anthropic
+ * error's JSON). */
 #define STG__BODY_HINTS_MAX 8192
-/* A 403 or 429 body (JSON, at most STG__BODY_HINTS_MAX bytes) whose
- * "message" is a GitHub secondary rate limit's: STG_HINTS_SECONDARY into
- * h (stg_hints_message). Returns true when set. */
+/* A 403, 429 or 5xx body (JSON, at most STG__BODY_HINTS_MAX bytes): a
+ * GitHub secondary limit's "message" (stg_hints_message), the vendors'
+ * error objects (stg_hints_body), added to h. Returns true when h changed. */
 bool stg__body_hints_read(int status, const char *body, size_t len, stg_hints *h);
-/* The same for an attempt's kept body, into x->hints. */
-void stg__body_hints(stg__xfer *x, int status);
+/* The same for an attempt's kept body, into x->hints, for an attempt that
+ * got an HTTP answer; a wait the body gave becomes a->hint. */
+void stg__body_hints(stg__xfer *x, stg__attempt *a);
 
 /* ---- quota_answer.c: the servers' quotas, transport side ---------------- */
 

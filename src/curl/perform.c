@@ -462,7 +462,7 @@ static bool one_attempt(call *c, stg_method *method, bool *hop, stg_reason *reas
     }
     stg__attempt *a = &c->a;
     stg__attempt_end(c->easy, code, &c->x, c->cfg.url, a);
-    stg__body_hints(&c->x, a->status); /* a GitHub secondary limit */
+    stg__body_hints(&c->x, a); /* what the refusal's body says */
     quota_settle(c, a->status);
     snprintf(c->final_url, sizeof c->final_url, "%s", a->final_url);
     if (!c->url[0])

@@ -1268,6 +1268,113 @@ static void test_quota_set_full(void **state)
     assert_int_equal(w, STG_SEC(10 + STG_QUOTAS_MAX + 1));
 }
 
+/* stg_hints_body: Google's RetryInfo durations (each value an exact-length
+ * copy), the per-day quota names, the vendors' words, and what is left
+ * alone. */
+static int body(stg_hints *h, int status, int dialect, stg_body_field f, const char *v)
+{
+    char *p = dup_exact(v, strlen(v));
+    int rc = stg_hints_body(h, status, dialect, f, p, strlen(v));
+    free(p);
+    return rc;
+}
+
+static void test_hints_body(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *v;
+        int rc;
+        int64_t us;
+    } delays[] = {
+        {"37s", STG_OK, STG_SEC(37)},
+        {"0s", STG_OK, 0},
+        {"1.5s", STG_OK, STG_MS(1500)},
+        {"0.250s", STG_OK, STG_MS(250)},
+        {"0.000000001s", STG_OK, 1}, /* rounded up, never down */
+        {"3.000001999s", STG_OK, STG_SEC(3) + 2},
+        {"2147483647s", STG_OK, INT64_C(2147483647) * 1000000},
+        {"2147483648s", STG_ERANGE, STG_WAIT_MAX_US},
+        {"315576000000.999999999s", STG_ERANGE, STG_WAIT_MAX_US},
+        {"-1s", STG_EPARSE, STG_UNKNOWN},
+        {"37", STG_EPARSE, STG_UNKNOWN},
+        {"s", STG_EPARSE, STG_UNKNOWN},
+        {"", STG_EPARSE, STG_UNKNOWN},
+        {".5s", STG_EPARSE, STG_UNKNOWN},
+        {"1.s", STG_EPARSE, STG_UNKNOWN},
+        {"1.0000000001s", STG_EPARSE, STG_UNKNOWN}, /* 10 fraction digits */
+        {"1e3s", STG_EPARSE, STG_UNKNOWN},
+        {" 1s", STG_EPARSE, STG_UNKNOWN},
+        {"1s ", STG_EPARSE, STG_UNKNOWN},
+        {"1m", STG_EPARSE, STG_UNKNOWN},
+    };
+    for (size_t i = 0; i < N_ELEMS(delays); i++) {
+        stg_hints h;
+        stg_hints_init(&h);
+        assert_int_equal(body(&h, 429, STG_DIALECT_GOOGLE, STG_BODY_RETRY_DELAY, delays[i].v),
+                         delays[i].rc);
+        assert_int_equal(h.retry_after_us, delays[i].us);
+        assert_int_equal((h.malformed & STG_HINT_BODY) != 0, delays[i].rc == STG_EPARSE);
+        assert_int_equal((h.oversized & STG_HINT_BODY) != 0, delays[i].rc == STG_ERANGE);
+        assert_int_equal((h.seen & STG_HINT_BODY) != 0, delays[i].rc != STG_EPARSE);
+    }
+    /* Merged like a second Retry-After: the longer wait. */
+    stg_hints h;
+    stg_hints_init(&h);
+    assert_int_equal(stg_hints_header_line(&h, "Retry-After: 9", 14, 0), STG_OK);
+    assert_int_equal(body(&h, 429, STG_DIALECT_GOOGLE, STG_BODY_RETRY_DELAY, "3s"), STG_OK);
+    assert_int_equal(h.retry_after_us, STG_SEC(9));
+    assert_int_equal(body(&h, 429, STG_DIALECT_GOOGLE, STG_BODY_RETRY_DELAY, "12.5s"), STG_OK);
+    assert_int_equal(h.retry_after_us, STG_MS(12500));
+    assert_true(h.dialects & (1u << STG_DIALECT_GOOGLE));
+
+    /* Per-day quota names: a hard stop; per minute: none. */
+    static const char *const per_day[] = {"GenerateRequestsPerDayPerProjectPerModel-FreeTier",
+                                          "aiplatform.googleapis.com/requests_per_day",
+                                          "generate-content-per-day", "PERDAY"};
+    static const char *const not_day[] = {"GenerateContentInputTokensPerModelPerMinute-FreeTier",
+                                          "generate_content_requests_per_minute_per_project",
+                                          "PerDa", "dayPer", "Per Day", ""};
+    for (size_t i = 0; i < N_ELEMS(per_day); i++) {
+        stg_hints_init(&h);
+        assert_int_equal(body(&h, 429, STG_DIALECT_GOOGLE, STG_BODY_QUOTA_ID, per_day[i]), STG_OK);
+        assert_true(h.flags & STG_HINTS_HARD_STOP);
+    }
+    for (size_t i = 0; i < N_ELEMS(not_day); i++) {
+        stg_hints_init(&h);
+        assert_int_equal(body(&h, 429, STG_DIALECT_GOOGLE, STG_BODY_QUOTA_ID, not_day[i]), STG_OK);
+        assert_int_equal(h.flags, 0);
+    }
+
+    /* The vendors' words, each in its own dialect and field only. */
+    stg_hints_init(&h);
+    body(&h, 429, STG_DIALECT_OPENAI, STG_BODY_ERROR_CODE, "insufficient_quota");
+    assert_int_equal(h.flags, STG_HINTS_HARD_STOP);
+    assert_true(h.seen & STG_HINT_BODY);
+    stg_hints_init(&h);
+    body(&h, 429, STG_DIALECT_ANTHROPIC, STG_BODY_ERROR_CODE, "insufficient_quota");
+    body(&h, 429, STG_DIALECT_OPENAI, STG_BODY_ERROR_STATUS, "insufficient_quota");
+    body(&h, 429, STG_DIALECT_OPENAI, STG_BODY_ERROR_TYPE, "Insufficient_quota");
+    body(&h, 429, STG_DIALECT_OPENAI, STG_BODY_ERROR_TYPE, "insufficient_quota_x");
+    body(&h, 429, STG_DIALECT_GOOGLE, STG_BODY_ERROR_TYPE, "RESOURCE_EXHAUSTED");
+    body(&h, 429, STG_DIALECT_X, STG_BODY_ERROR_TYPE, "insufficient_quota");
+    body(&h, 200, STG_DIALECT_OPENAI, STG_BODY_ERROR_TYPE, "insufficient_quota");
+    assert_int_equal(h.flags, 0);
+    assert_int_equal(h.seen, 0);
+    body(&h, 529, STG_DIALECT_ANTHROPIC, STG_BODY_ERROR_TYPE, "overloaded_error");
+    assert_int_equal(h.flags, STG_HINTS_THROTTLE);
+    /* A throttle's words on a 400 are not a refusal to wait out. */
+    stg_hints_init(&h);
+    body(&h, 400, STG_DIALECT_ANTHROPIC, STG_BODY_ERROR_TYPE, "overloaded_error");
+    assert_int_equal(h.flags, 0);
+    body(&h, 402, STG_DIALECT_ANTHROPIC, STG_BODY_ERROR_TYPE, "billing_error");
+    assert_int_equal(h.flags, STG_HINTS_HARD_STOP);
+    assert_int_equal(stg_hints_body(NULL, 429, STG_DIALECT_OPENAI, STG_BODY_ERROR_TYPE, "x", 1),
+                     STG_EINVAL);
+    assert_int_equal(stg_hints_body(&h, 429, STG_DIALECT_OPENAI, STG_BODY_ERROR_TYPE, NULL, 1),
+                     STG_EINVAL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1299,6 +1406,7 @@ int main(void)
         cmocka_unit_test(test_vendor_values),
         cmocka_unit_test(test_dialect_names),
         cmocka_unit_test(test_quota_set_full),
+        cmocka_unit_test(test_hints_body),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

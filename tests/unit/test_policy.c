@@ -840,10 +840,59 @@ static void test_spent_quota_waits(void **state)
     assert_true(d.wait_us >= STG_SEC(1));
 }
 
+/* What a body says (stg_hints_body): a hard stop gives the answer back at
+ * once, before any other rule and whatever the verdict or the key; the
+ * body's wait is a hint like Retry-After; an overload named on a 5xx is a
+ * throttle. */
+static void test_body_facts(void **state)
+{
+    (void)state;
+    stg_policy p = {0};
+    static const char *const yes[] = {"x-should-retry: true", "Retry-After: 1", NULL};
+    stg_hints h = hints_of(NULL, yes);
+    assert_int_equal(stg_hints_body(&h, 429, STG_DIALECT_OPENAI, STG_BODY_ERROR_CODE,
+                                    "insufficient_quota", 18),
+                     STG_OK);
+    stg_decision d = decide(&p, 1, 0, 429, STG_NET_NONE, STG_METHOD_GET, false, &h);
+    assert_int_equal(d.action, STG_ACTION_GIVE_UP);
+    assert_int_equal(d.reason, STG_REASON_HARD_STOP);
+    assert_string_equal(stg_reason_name(d.reason), "hard_stop");
+    d = decide(&p, 1, 0, 429, STG_NET_NONE, STG_METHOD_POST, true, &h);
+    assert_int_equal(d.reason, STG_REASON_HARD_STOP);
+    d = decide(&p, 1, 0, 200, STG_NET_NONE, STG_METHOD_GET, false, &h);
+    assert_int_equal(d.action, STG_ACTION_SUCCESS);
+
+    /* Google's wait on a 503: a throttle, waited out. */
+    stg_hints_init(&h);
+    assert_false(stg_status_throttled(503, &h));
+    assert_int_equal(stg_hints_body(&h, 503, STG_DIALECT_GOOGLE, STG_BODY_RETRY_DELAY, "4s", 2),
+                     STG_OK);
+    assert_true(stg_status_throttled(503, &h));
+    assert_int_equal(stg_fault_classify(503, STG_NET_NONE, &h), STG_FAULT_THROTTLE);
+    d = decide(&p, 1, 0, 503, STG_NET_NONE, STG_METHOD_GET, false, &h);
+    assert_int_equal(d.action, STG_ACTION_RETRY);
+    assert_true(d.used_hint);
+    assert_true(d.wait_us >= STG_SEC(4));
+
+    /* Anthropic's overloaded_error on a 500: a throttle, backed off from
+     * the throttle base (1 s), not the transient one (50 ms). */
+    stg_hints_init(&h);
+    assert_int_equal(stg_fault_classify(500, STG_NET_NONE, &h), STG_FAULT_TRANSIENT);
+    assert_int_equal(stg_hints_body(&h, 500, STG_DIALECT_ANTHROPIC, STG_BODY_ERROR_TYPE,
+                                    "overloaded_error", 16),
+                     STG_OK);
+    assert_int_equal(stg_fault_classify(500, STG_NET_NONE, &h), STG_FAULT_THROTTLE);
+    assert_true(stg_status_throttled(500, &h));
+    d = decide(&p, 1, 0, 500, STG_NET_NONE, STG_METHOD_GET, false, &h);
+    assert_int_equal(d.action, STG_ACTION_RETRY);
+    assert_int_equal(d.wait_max_us, STG_SEC(1));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_statuses),
+        cmocka_unit_test(test_body_facts),
         cmocka_unit_test(test_transport_errors),
         cmocka_unit_test(test_methods),
         cmocka_unit_test(test_attempts),

@@ -7,6 +7,11 @@
  *
  * The directory is found from this file's own path (CMake compiles it by
  * its full path), or from $STG_VECTORS_DIR.
+ *
+ * Compiled with STG_VECTORS_BODIES (test_curl_body_vectors.c), the same
+ * runner reads tests/vectors/bodies/: each case also has an answer's
+ * status and body, read by libstagger-curl's body reader
+ * (stg__body_hints_read, jansson) before the checks.
  */
 #define _POSIX_C_SOURCE 200809L
 #include "cmocka_all.h"
@@ -19,6 +24,11 @@
 #include <stagger/hints.h>
 #include <stagger/policy.h>
 #include <stagger/rng.h>
+
+#ifdef STG_VECTORS_BODIES
+#include "curl/internal.h"
+#define BODY_MAX (STG__BODY_HINTS_MAX + 1)
+#endif
 
 #define MAX_LINES 64
 #define LINE_MAX_LEN 1024
@@ -35,6 +45,11 @@ typedef struct vcase {
     stg_quota_set qs;
     int failures;
     int checks;
+#ifdef STG_VECTORS_BODIES
+    int status;          /* of the answer whose body is read (default 429) */
+    char body[BODY_MAX]; /* the "b" lines, each with its newline */
+    size_t blen;
+#endif
 } vcase;
 
 static char vec_dir[4096];
@@ -53,6 +68,9 @@ static void find_dir(void)
     else
         snprintf(vec_dir, sizeof vec_dir, ".");
     strncat(vec_dir, "/../vectors", sizeof vec_dir - strlen(vec_dir) - 1);
+#ifdef STG_VECTORS_BODIES
+    strncat(vec_dir, "/bodies", sizeof vec_dir - strlen(vec_dir) - 1);
+#endif
 }
 
 #define VFAIL(c, ...)                                                  \
@@ -125,6 +143,10 @@ static void feed(vcase *c)
     for (int i = 0; i < c->nheaders; i++)
         (void)stg_hints_header_line(&plain, c->headers[i], strlen(c->headers[i]),
                                     STG_SEC(c->now_s));
+#ifdef STG_VECTORS_BODIES
+    (void)stg__body_hints_read(c->status, c->body, c->blen, &c->h);
+    (void)stg__body_hints_read(c->status, c->body, c->blen, &plain);
+#endif
     bool a = stg_hints_server_wait(&c->h, &w1), b = stg_hints_server_wait(&plain, &w2);
     if (a && (!b || w2 < w1))
         VFAIL(c, "without a quota set the wait is %lld (%d), with one %lld (%d)", (long long)w2,
@@ -276,6 +298,14 @@ static void check_line(vcase *c, const char *kw, char *rest)
         bool g = (c->h.flags & STG_HINTS_SHARED) != 0;
         if (g != !strcmp(rest, "yes"))
             VFAIL(c, "shared: got %d, want %s", g, rest);
+    } else if (!strcmp(kw, "hard_stop") || !strcmp(kw, "throttle") ||
+               !strcmp(kw, "secondary")) {
+        unsigned bit = !strcmp(kw, "hard_stop")  ? STG_HINTS_HARD_STOP
+                       : !strcmp(kw, "throttle") ? STG_HINTS_THROTTLE
+                                                 : STG_HINTS_SECONDARY;
+        bool g = (c->h.flags & bit) != 0;
+        if (g != !strcmp(rest, "yes"))
+            VFAIL(c, "%s: got %d, want %s", kw, g, rest);
     } else if (!strcmp(kw, "malformed")) {
         if ((c->h.malformed != 0) != !strcmp(rest, "yes"))
             VFAIL(c, "malformed: got %#x, want %s", c->h.malformed, rest);
@@ -324,6 +354,9 @@ static void run_file(const char *path, const char *file, int *cases, int *checks
             c->file = file;
             c->line = lineno;
             c->now_s = INT64_C(1700000000);
+#ifdef STG_VECTORS_BODIES
+            c->status = 429;
+#endif
             snprintf(c->name, sizeof c->name, "%.*s", (int)(n > 2 ? n - 2 : 0), line + 1);
             c->checks = 0;
             *checks += chk;
@@ -347,6 +380,25 @@ static void run_file(const char *path, const char *file, int *cases, int *checks
                 VFAIL(c, "too many headers");
             else
                 snprintf(c->headers[c->nheaders++], LINE_MAX_LEN, "%s", rest);
+#ifdef STG_VECTORS_BODIES
+        } else if (!strcmp(line, "b")) {
+            size_t rl = strlen(rest);
+            if (c->fed)
+                VFAIL(c, "body after a check");
+            else if (c->blen + rl + 1 >= sizeof c->body)
+                VFAIL(c, "body too long");
+            else {
+                memcpy(c->body + c->blen, rest, rl);
+                c->blen += rl;
+                c->body[c->blen++] = '\n';
+            }
+        } else if (!strcmp(line, "status")) {
+            int64_t st;
+            if (c->fed || !parse_int(rest, &st) || st < 100 || st > 599)
+                VFAIL(c, "bad status '%s' (or after a check)", rest);
+            else
+                c->status = (int)st;
+#endif
         } else if (!strcmp(line, "now")) {
             if (!parse_int(rest, &c->now_s))
                 VFAIL(c, "bad now '%s'", rest);
@@ -399,7 +451,11 @@ static void test_all_vectors(void **state)
         free(names[i]);
     }
     print_message("  %d files, %d cases, %d checks, %d failures\n", n, cases, checks, failures);
+#ifdef STG_VECTORS_BODIES
+    assert_true(n >= 3);
+#else
     assert_true(n >= 10);
+#endif
     assert_true(checks > cases);
     assert_int_equal(failures, 0);
 }
