@@ -308,6 +308,28 @@ static int opt_token_cost(cli_parser *p, const cli_opt *o, void *field, const ch
     return rc;
 }
 
+static int opt_ai_count(cli_parser *p, const cli_opt *o, void *field, const char *val)
+{
+    (void)o;
+    if (!strcmp(val, "sum"))
+        *(bool *)field = false;
+    else if (!strcmp(val, "max"))
+        *(bool *)field = true;
+    else
+        return cli_opt_bad(p, val, "expected sum or max");
+    return 0;
+}
+
+static int opt_tokens(cli_parser *p, const cli_opt *o, void *field, const char *val)
+{
+    (void)o;
+    long long n;
+    int rc = int_in(p, val, 0, 100000000, "expected 0..100000000 tokens", &n);
+    if (!rc)
+        *(int64_t *)field = n;
+    return rc;
+}
+
 #define F(x) offsetof(serve_opts, cfg.x)
 static const cli_opt serve_table[] = {
     {.kind = CLI_HEADING, .help = "Listening"},
@@ -360,6 +382,32 @@ static const cli_opt serve_table[] = {
      "tokens each request costs on token quotas, unless it\n"
      "sends X-Token-Cost: N (default 0)",
      F(token_cost), opt_token_cost, NULL, 0, NULL},
+    {.kind = CLI_HEADING,
+     .help = "LLM APIs (--dialect openai|anthropic: POST .../chat/completions,\n"
+             "POST .../v1/messages; see stagger-serve(1), LLM APIS)"},
+    {CLI_FN, "ai-count", 0, "sum|max",
+     "OpenAI's tokens charged at arrival: prompt estimate\n"
+     "plus max_tokens x n (default sum), or the larger",
+     F(ai_count_max), opt_ai_count, NULL, 0, NULL},
+    {CLI_FN, "ai-default-max-tokens", 0, "N",
+     "max_tokens of an OpenAI request that sends none\n(default 1024)",
+     F(ai_default_max_tokens), opt_tokens, NULL, 0, NULL},
+    {CLI_FN, "ai-output-tokens", 0, "N",
+     "output tokens of each answer (per choice), at most its\nmax_tokens (default 16)",
+     F(ai_output_tokens), opt_tokens, NULL, 0, NULL},
+    {CLI_FN, "overload-prob", 0, "P",
+     "answer an API request 529 overloaded_error (anthropic)\n"
+     "or 503 overloaded (openai), before its quotas",
+     F(overload_prob), opt_prob, NULL, 0, NULL},
+    {CLI_FN, "stream-error-prob", 0, "P",
+     "fail an admitted stream at its first event: 200, then\n"
+     "event: error overloaded_error / data: {\"error\": ...}",
+     F(stream_error_prob), opt_prob, NULL, 0, NULL},
+    {CLI_FN, "insufficient-quota-after", 0, "N",
+     "after N answered API requests, refuse every one: 429\n"
+     "insufficient_quota (openai), 400 credit balance too\n"
+     "low (anthropic); 0: off (default)",
+     F(insufficient_quota_after), opt_fail_first, NULL, 0, NULL},
     {.kind = CLI_HEADING, .help = "Faults (deterministic for a given --seed and request order)"},
     {CLI_FN, "outage", 0, "START+DUR",
      "503 + Retry-After (rest of the outage) from START to\n"
@@ -456,6 +504,11 @@ int cli_serve_main(int argc, char **argv)
         return cli_usage_error(CMD, "--quota needs --dialect");
     if (cfg.token_cost && !cfg.dialect)
         return cli_usage_error(CMD, "--token-cost needs --dialect");
+    bool ai = cfg.dialect && (!strcmp(cfg.dialect, "openai") || !strcmp(cfg.dialect, "anthropic"));
+    if (!ai && (cfg.ai_count_max || cfg.ai_default_max_tokens != 1024 ||
+                cfg.ai_output_tokens != 16 || cfg.overload_prob > 0 ||
+                cfg.stream_error_prob > 0 || cfg.insufficient_quota_after))
+        return cli_usage_error(CMD, "the LLM API options need --dialect openai or anthropic");
     if (burst_set && cfg.rate <= 0)
         return cli_usage_error(CMD, "--burst needs --rate");
     if (cfg.ratelimit_headers && cfg.rate <= 0)

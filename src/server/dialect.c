@@ -135,9 +135,14 @@ static void refresh(const srv_dq_spec *q, srv_dq_state *st, int64_t now_us, int6
     STG_ASSERT(q->kind != SRV_DQ_BUCKET || (st->level >= 0 && st->level <= q->limit * MICRO));
 }
 
-static int64_t cost_of(const srv_dq_spec *q, int64_t tokens)
+static int64_t cost_of(const srv_dq_spec *q, const srv_dctx *c)
 {
-    return q->unit == SRV_DQ_TOKENS ? tokens : 1;
+    switch (q->unit) {
+    case SRV_DQ_TOKENS: return c->cost;
+    case SRV_DQ_INPUT: return c->cost_in;
+    case SRV_DQ_OUTPUT: return c->cost_out;
+    default: return 1;
+    }
 }
 
 static bool fits(const srv_dq_spec *q, const srv_dq_state *st, int64_t cost)
@@ -195,8 +200,26 @@ static int64_t parse_cost(const char *h, int64_t dflt)
     return n;
 }
 
+/* The scope keys of a request: per client and route, per client, server. */
+typedef struct scope_keys {
+    char k[3][512];
+    int len[3];
+} scope_keys;
+
+static void keys_of(const srv_dctx *c, scope_keys *sk)
+{
+    sk->len[SRV_DQ_ROUTE] =
+        snprintf(sk->k[SRV_DQ_ROUTE], sizeof sk->k[0], "r\x1f%s\x1f%s", c->client, c->route);
+    sk->len[SRV_DQ_CLIENT] = snprintf(sk->k[SRV_DQ_CLIENT], sizeof sk->k[0], "c\x1f%s", c->client);
+    sk->len[SRV_DQ_SERVER] = snprintf(sk->k[SRV_DQ_SERVER], sizeof sk->k[0], "s");
+    for (int i = 0; i < 3; i++)
+        if (sk->len[i] < 0 || (size_t)sk->len[i] >= sizeof sk->k[0])
+            sk->len[i] = (int)sizeof sk->k[0] - 1;
+}
+
 void srv_dialect_decide(srv_dialect *d, srv_dctx *c, srv_dout *o, const char *client,
-                        const char *url, const char *token_hdr, int64_t now_us, int64_t wall_us)
+                        const char *url, const char *token_hdr, const srv_dcost *cost,
+                        int64_t now_us, int64_t wall_us)
 {
     memset(c, 0, sizeof *c);
     memset(o, 0, sizeof *o);
@@ -206,23 +229,18 @@ void srv_dialect_decide(srv_dialect *d, srv_dctx *c, srv_dout *o, const char *cl
     c->url = url;
     c->now_us = now_us;
     c->wall_us = wall_us;
-    c->cost = parse_cost(token_hdr, d->token_cost);
+    if (cost) {
+        c->cost = cost->total;
+        c->cost_in = cost->in;
+        c->cost_out = cost->out;
+    } else {
+        c->cost = c->cost_in = c->cost_out = parse_cost(token_hdr, d->token_cost);
+    }
     if (d->p->route)
         d->p->route(url, c->route, sizeof c->route);
 
-    char key[512];
-    int klen[3];
-    const char *keys[3];
-    char route_key[512], client_key[512];
-    klen[SRV_DQ_ROUTE] = snprintf(route_key, sizeof route_key, "r\x1f%s\x1f%s", client, c->route);
-    klen[SRV_DQ_CLIENT] = snprintf(client_key, sizeof client_key, "c\x1f%s", client);
-    klen[SRV_DQ_SERVER] = snprintf(key, sizeof key, "s");
-    keys[SRV_DQ_ROUTE] = route_key;
-    keys[SRV_DQ_CLIENT] = client_key;
-    keys[SRV_DQ_SERVER] = key;
-    for (int i = 0; i < 3; i++)
-        if (klen[i] < 0 || (size_t)klen[i] >= sizeof key)
-            klen[i] = (int)sizeof key - 1;
+    scope_keys sk;
+    keys_of(c, &sk);
 
     srv_dq_state *st[SRV_DQ_MAX] = {0};
     bool all = true;
@@ -231,14 +249,14 @@ void srv_dialect_decide(srv_dialect *d, srv_dctx *c, srv_dout *o, const char *cl
         const srv_dq_spec *q = &d->q[i];
         if (q->limit <= 0 || (q->only_route && strcmp(q->only_route, c->route)))
             continue;
-        srv_dq_state *arr = states_of(d, keys[q->scope], (size_t)klen[q->scope]);
+        srv_dq_state *arr = states_of(d, sk.k[q->scope], (size_t)sk.len[q->scope]);
         if (!arr)
             continue; /* out of memory: this quota lets it through */
         srv_dq_state *s = &arr[i]; /* a key's array holds one state per quota */
         st[i] = s;
         c->v[i].applies = true;
         refresh(q, s, now_us, wall_us);
-        if (!fits(q, s, cost_of(q, c->cost))) {
+        if (!fits(q, s, cost_of(q, c))) {
             c->v[i].refused = true;
             all = false;
         }
@@ -247,8 +265,8 @@ void srv_dialect_decide(srv_dialect *d, srv_dctx *c, srv_dout *o, const char *cl
         if (!st[i])
             continue;
         if (all)
-            charge(&d->q[i], st[i], cost_of(&d->q[i], c->cost));
-        view(&d->q[i], st[i], cost_of(&d->q[i], c->cost), wall_us, &c->v[i]);
+            charge(&d->q[i], st[i], cost_of(&d->q[i], c));
+        view(&d->q[i], st[i], cost_of(&d->q[i], c), wall_us, &c->v[i]);
     }
     pthread_mutex_unlock(&d->mu);
 
@@ -262,6 +280,29 @@ void srv_dialect_decide(srv_dialect *d, srv_dctx *c, srv_dout *o, const char *cl
             atomic_fetch_add_explicit(&d->refused[i], 1, memory_order_relaxed);
     d->p->refuse(c, o);
     STG_ASSERT(o->status >= 400);
+}
+
+void srv_dialect_refund(srv_dialect *d, const srv_dctx *c, int64_t tokens)
+{
+    if (!d->p || tokens <= 0)
+        return;
+    scope_keys sk;
+    keys_of(c, &sk);
+    pthread_mutex_lock(&d->mu);
+    for (size_t i = 0; i < d->p->nq; i++) {
+        const srv_dq_spec *q = &d->q[i];
+        if (!c->v[i].applies || q->kind != SRV_DQ_BUCKET ||
+            (q->unit != SRV_DQ_OUTPUT && q->unit != SRV_DQ_TOKENS))
+            continue;
+        srv_dq_state *arr = states_of(d, sk.k[q->scope], (size_t)sk.len[q->scope]);
+        if (!arr)
+            continue;
+        srv_dq_state *st = &arr[i];
+        int64_t cap = q->limit * MICRO, add = tokens * MICRO;
+        st->level = add >= cap - st->level ? cap : st->level + add;
+        STG_ASSERT(st->level >= 0 && st->level <= cap);
+    }
+    pthread_mutex_unlock(&d->mu);
 }
 
 void srv_dialect_after_route(const srv_dctx *c, unsigned status, srv_dout *o)
@@ -285,7 +326,7 @@ json_t *srv_dialect_json(srv_dialect *d)
         json_t *o = json_pack(
             "{s:s,s:s,s:s,s:I,s:f,s:I}", "name", q->name, "kind",
             q->kind == SRV_DQ_WINDOW ? "window" : "bucket", "unit",
-            q->unit == SRV_DQ_TOKENS ? "tokens" : "requests", "limit", (json_int_t)q->limit,
+            q->unit == SRV_DQ_REQUESTS ? "requests" : "tokens", "limit", (json_int_t)q->limit,
             "window_s", (double)q->window_us / 1e6, "refused",
             (json_int_t)atomic_load_explicit(&d->refused[i], memory_order_relaxed));
         if (!o || json_array_append_new(qs, o) != 0) {

@@ -55,7 +55,10 @@
 #define SRV_HDR_MAX 28 /* header fields one answer may carry */
 
 typedef enum srv_dq_kind { SRV_DQ_WINDOW, SRV_DQ_BUCKET } srv_dq_kind;
-typedef enum srv_dq_unit { SRV_DQ_REQUESTS, SRV_DQ_TOKENS } srv_dq_unit;
+/* TOKENS is charged a request's total tokens, INPUT its input tokens and
+ * OUTPUT its output tokens (the AI personas' counts, ai.h); a request
+ * costed by X-Token-Cost or --token-cost charges each of them that cost. */
+typedef enum srv_dq_unit { SRV_DQ_REQUESTS, SRV_DQ_TOKENS, SRV_DQ_INPUT, SRV_DQ_OUTPUT } srv_dq_unit;
 typedef enum srv_dq_scope { SRV_DQ_ROUTE, SRV_DQ_CLIENT, SRV_DQ_SERVER } srv_dq_scope;
 
 typedef struct srv_dq_spec {
@@ -107,7 +110,9 @@ typedef struct srv_dctx {
     char route[64];        /* the persona's route key ("" when it has none) */
     int64_t now_us;        /* CLOCK_MONOTONIC */
     int64_t wall_us;       /* CLOCK_REALTIME, read with now_us */
-    int64_t cost;          /* tokens of this request */
+    int64_t cost;          /* tokens of this request (TOKENS quotas) */
+    int64_t cost_in;       /* its input tokens (INPUT quotas) */
+    int64_t cost_out;      /* its output tokens (OUTPUT quotas) */
     unsigned route_status; /* admitted: the route's status (0 while deciding) */
     srv_dq_view v[SRV_DQ_MAX];
 } srv_dctx;
@@ -133,7 +138,13 @@ typedef struct srv_dialect {
     srv_map states;     /* scope key -> srv_dq_state[SRV_DQ_MAX] */
     _Atomic uint64_t refused[SRV_DQ_MAX];
     _Atomic uint64_t admitted;
+    _Atomic uint64_t ai_answered; /* API requests answered (--insufficient-quota-after) */
 } srv_dialect;
+
+/* A request's tokens by unit (the AI personas', ai.h). */
+typedef struct srv_dcost {
+    int64_t total, in, out;
+} srv_dcost;
 
 /* The personas, NULL-terminated (dialect_table.c). */
 extern const srv_persona *const srv_personas[];
@@ -144,11 +155,18 @@ const srv_persona *srv_persona_find(const char *name);
 int srv_dialect_init(srv_dialect *d, const stg_srv_config *cfg, char *err, size_t errlen);
 void srv_dialect_destroy(srv_dialect *d);
 
-/* Decide one request (client: the early-retry client id; token_hdr: the
- * X-Token-Cost value or NULL). On return c holds the views; o->status is 0
- * when admitted, and o holds the fields to add either way. Thread-safe. */
+/* Decide one request (client: the early-retry client id; cost: its tokens
+ * by unit, or NULL: token_hdr, the X-Token-Cost value, else --token-cost,
+ * for every unit). On return c holds the views; o->status is 0 when
+ * admitted, and o holds the fields to add either way. Thread-safe. */
 void srv_dialect_decide(srv_dialect *d, srv_dctx *c, srv_dout *o, const char *client,
-                        const char *url, const char *token_hdr, int64_t now_us, int64_t wall_us);
+                        const char *url, const char *token_hdr, const srv_dcost *cost,
+                        int64_t now_us, int64_t wall_us);
+
+/* Give back `tokens` output tokens an admitted request (c, decided by
+ * srv_dialect_decide) was charged and did not use, to its OUTPUT and
+ * TOKENS bucket quotas (never above their capacity). Thread-safe. */
+void srv_dialect_refund(srv_dialect *d, const srv_dctx *c, int64_t tokens);
 
 /* An admitted answer's fields that depend on its status (Stripe's verdict). */
 void srv_dialect_after_route(const srv_dctx *c, unsigned status, srv_dout *o);

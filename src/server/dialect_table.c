@@ -155,12 +155,13 @@ static void openai_refuse(const srv_dctx *c, srv_dout *o)
     char d[64];
     srv_fmt_go_duration(w, d, sizeof d);
     srv_dout_body(o, "application/json",
-                  "{\"error\":{\"message\":\"Rate limit reached for %s on requests per min: "
-                  "Limit %" PRId64 ", Used %" PRId64 ", Requested %" PRId64
+                  "{\"error\":{\"message\":\"Rate limit reached in organization org-stagger "
+                  "on %s per min (%s): Limit %" PRId64 ", Used %" PRId64 ", Requested %" PRId64
                   ". Please try again in %s.\",\"type\":\"%s\",\"param\":null,"
                   "\"code\":\"rate_limit_exceeded\"}}",
-                  c->q[which].name, v->limit, v->limit - v->remaining,
-                  c->q[which].unit == SRV_DQ_TOKENS ? c->cost : 1, d, c->q[which].name);
+                  c->q[which].name, c->q[which].unit == SRV_DQ_REQUESTS ? "RPM" : "TPM", v->limit,
+                  v->limit - v->remaining, c->q[which].unit == SRV_DQ_REQUESTS ? 1 : c->cost, d,
+                  c->q[which].name);
     o->told_wall_us = c->wall_us + ms * 1000; /* the shorter of the two */
 }
 
@@ -501,8 +502,8 @@ static const srv_persona anthropic = {
     "anthropic", "Anthropic: requests/tokens/input/output tokens, RFC 3339 resets, 529",
     {{"requests", B, RQ, SRV_DQ_CLIENT, 50, MIN_US, NULL},
      {"tokens", B, TK, SRV_DQ_CLIENT, 50000, MIN_US, NULL},
-     {"input-tokens", B, TK, SRV_DQ_CLIENT, 40000, MIN_US, NULL},
-     {"output-tokens", B, TK, SRV_DQ_CLIENT, 10000, MIN_US, NULL},
+     {"input-tokens", B, SRV_DQ_INPUT, SRV_DQ_CLIENT, 40000, MIN_US, NULL},
+     {"output-tokens", B, SRV_DQ_OUTPUT, SRV_DQ_CLIENT, 10000, MIN_US, NULL},
      {"overload", W, RQ, SRV_DQ_SERVER, 0, S_US, NULL}},
     5, NULL, anthropic_fields, anthropic_refuse};
 

@@ -18,6 +18,8 @@ void srv_faults_init(srv_faults *f, const stg_srv_config *cfg)
     f->reset_every = cfg->reset_every;
     f->hang_every = cfg->hang_every;
     f->slow_every = cfg->slow_every;
+    f->overload_p = cfg->overload_prob;
+    f->stream_error_p = cfg->stream_error_prob;
     f->outages = cfg->outages;
     f->n_outages = cfg->n_outages;
 }
@@ -37,15 +39,17 @@ static bool pick(stg_rng *rng, uint64_t n, double p, int64_t every)
 
 srv_fault_draw srv_faults_draw(srv_faults *f)
 {
-    srv_fault_draw d = {false, false, false};
+    srv_fault_draw d = {false, false, false, false, false};
     if (f->reset_p <= 0 && f->hang_p <= 0 && f->slow_p <= 0 && f->reset_every <= 0 &&
-        f->hang_every <= 0 && f->slow_every <= 0)
+        f->hang_every <= 0 && f->slow_every <= 0 && f->overload_p <= 0 && f->stream_error_p <= 0)
         return d;
     pthread_mutex_lock(&f->mu);
     uint64_t n = ++f->n;
     d.reset = pick(&f->rng, n, f->reset_p, f->reset_every);
     d.hang = pick(&f->rng, n, f->hang_p, f->hang_every);
     d.slow = pick(&f->rng, n, f->slow_p, f->slow_every);
+    d.overload = pick(&f->rng, n, f->overload_p, 0);
+    d.stream_error = pick(&f->rng, n, f->stream_error_p, 0);
     pthread_mutex_unlock(&f->mu);
     if (d.reset)
         d.hang = d.slow = false;

@@ -7,10 +7,17 @@
  *   2. faults (seeded draw) -> reset (close, no answer) / hang (park)
  *   3. --fail-first         -> 429 for the client's first K requests
  *   4. global limiter       -> 429/503 + Retry-After (+ rate-limit headers)
- *   4b. --dialect persona   -> that provider's refusal (dialect.h)
+ *   4b. --dialect persona   -> that provider's refusal (dialect.h); on the
+ *                              AI personas' API routes (ai.h) first a 400
+ *                              for a body not of the API's shape, the drawn
+ *                              overload (529 / 503), the billing stop, and
+ *                              the quotas charged the body's tokens
  *   5. admitted             -> 413 if the body was too big, else the route's
  *                              answer (replayed for a known Idempotency-Key),
- *                              trickled when the slow-body fault was drawn
+ *                              trickled when the slow-body fault was drawn;
+ *                              an API route's completion or stream (failed
+ *                              at its first event when that was drawn), the
+ *                              unused output given back (Anthropic)
  * /__stats bypasses all of it and is not counted.
  *
  * Invariants: the monotonic clock is read once per request, when it has
@@ -34,6 +41,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
+#include "server/ai.h"
 #include "server/internal.h"
 #include "server/retry_after.h"
 #include "server/routes.h"
@@ -59,6 +67,9 @@ typedef struct srv_req {
     /* --capacity with --dialect: the persona's context and fields, decided
      * at admission, kept for the answer at its turn (NULL: none). */
     struct kept_persona *kept;
+    srv_ai_req ai;         /* an AI persona's API request (ai.api NONE: not one) */
+    srv_reqlog_ai ailog;   /* its tokens, for the log */
+    bool stream_error;     /* the drawn stream error, kept for the answer */
     char *body;
     size_t len, cap;
     int64_t wall_us;      /* CLOCK_REALTIME, read with arrival_us */
@@ -138,22 +149,56 @@ static struct MHD_Response *buffer_response(char *body, size_t len)
     return resp;
 }
 
-/* Count, log and queue a decided answer; takes resp. */
-static enum MHD_Result finish(stg_srv *s, srv_req *r, struct MHD_Connection *c, unsigned status,
-                              struct MHD_Response *resp, bool has_body)
+/* Count, log and queue a decided answer; takes resp. A body's type is
+ * ctype, or JSON when NULL. */
+static enum MHD_Result finish_as(stg_srv *s, srv_req *r, struct MHD_Connection *c,
+                                 unsigned status, struct MHD_Response *resp, bool has_body,
+                                 const char *ctype)
 {
     r->decided = true;
     srv_early_answer(&s->early, r->who, r->method, r->url, r->told_wall_us);
     srv_stats_status(&s->stats, status);
     srv_reqlog_write(&s->log, r->arrival_us - s->start_us, r->client, r->method, r->url, status,
-                     NULL, r->key);
+                     NULL, r->key, r->ai.api ? &r->ailog : NULL);
     if (!resp)
         return MHD_NO;
     if (has_body)
-        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE,
+                                ctype ? ctype : "application/json");
     enum MHD_Result ret = MHD_queue_response(c, status, resp);
     MHD_destroy_response(resp);
     return ret;
+}
+
+static enum MHD_Result finish(stg_srv *s, srv_req *r, struct MHD_Connection *c, unsigned status,
+                              struct MHD_Response *resp, bool has_body)
+{
+    return finish_as(s, r, c, status, resp, has_body, NULL);
+}
+
+/* An AI persona's refusal before its quotas (ai.h): nothing was charged,
+ * and no wait is told (the vendors send none with these). */
+static enum MHD_Result ai_refuse(stg_srv *s, srv_req *r, struct MHD_Connection *c,
+                                 srv_ai_error kind, const char *what)
+{
+    srv_answer a;
+    srv_ai_refusal(r->ai.api, kind, r->ai.error, &a);
+    r->ailog.ai = what;
+    struct MHD_Response *resp = buffer_response(a.body, a.len);
+    return finish(s, r, c, a.status, resp, a.len > 0);
+}
+
+typedef struct ai_produce_arg {
+    const srv_req *r;
+    bool stream_error;
+} ai_produce_arg;
+
+static void produce_ai(void *arg, srv_answer *out)
+{
+    const ai_produce_arg *pa = arg;
+    const char *ctype;
+    srv_ai_answer(&pa->r->ai, pa->stream_error, (uint64_t)pa->r->arrival_us,
+                  pa->r->wall_us / 1000000, out, &ctype);
 }
 
 /* A refusal: status, {"error":...,"retry_after_s":N} and Retry-After. */
@@ -237,10 +282,32 @@ static enum MHD_Result answer(stg_srv *s, srv_req *r, struct MHD_Connection *c, 
     srv_answer a = {0};
     srv_route_req rq = {.conn = c, .method = r->method, .url = r->url, .body = r->body,
                         .len = r->len, .retry_after_s = -1};
+    bool api = r->ai.api && r->ai.valid && !r->too_big;
+    ai_produce_arg pa = {r, r->stream_error && r->ai.stream};
+    const char *ctype = NULL;
     if (r->too_big) {
         a.status = 413;
         a.body = srv_json_error("request body too large", "limit", (int64_t)s->cfg.max_body,
                                 &a.len);
+    } else if (api) {
+        if (r->key)
+            srv_idem_answer(&s->idem, r->key, r->method, r->url, r->body ? r->body : "", r->len,
+                            produce_ai, &pa, &a);
+        else
+            produce_ai(&pa, &a);
+        if (a.status == 200 && r->ai.stream)
+            ctype = "text/event-stream";
+        /* What it produced, and (Anthropic) the output it did not use. */
+        bool failed = a.status != 200 || pa.stream_error;
+        r->ailog.ai = failed ? (pa.stream_error ? "stream_error" : "error")
+                             : r->ai.stream ? "stream" : "ok";
+        r->ailog.tokens_out = failed ? 0 : r->ai.out;
+        if (r->ai.api == SRV_AI_ANTHROPIC && dc) {
+            r->ailog.tokens_refunded = r->ai.max_out - r->ailog.tokens_out;
+            srv_dialect_refund(&s->dialect, dc, r->ailog.tokens_refunded);
+        }
+        if (!failed)
+            atomic_fetch_add_explicit(&s->dialect.ai_answered, 1, memory_order_relaxed);
     } else if (non_idempotent && r->key) {
         srv_idem_answer(&s->idem, r->key, r->method, r->url, r->body ? r->body : "", r->len,
                         produce_route, &rq, &a);
@@ -270,7 +337,7 @@ static enum MHD_Result answer(stg_srv *s, srv_req *r, struct MHD_Connection *c, 
             srv_dout_apply(dout, resp);
         }
     }
-    return finish(s, r, c, a.status, resp, has_body);
+    return finish_as(s, r, c, a.status, resp, has_body, ctype);
 }
 static enum MHD_Result decide(stg_srv *s, srv_req *r, struct MHD_Connection *c)
 {
@@ -301,7 +368,7 @@ static enum MHD_Result decide(stg_srv *s, srv_req *r, struct MHD_Connection *c)
         r->decided = true;
         srv_stats_count(&s->stats, SRV_C_HANGS);
         srv_reqlog_write(&s->log, now - s->start_us, r->client, r->method, r->url, 0, "hang",
-                         r->key);
+                         r->key, NULL);
         r->hung = true; /* when resumed: close */
         if (srv_park_conn(&s->park, c, SRV_PARK_FOREVER))
             return MHD_YES;
@@ -311,7 +378,7 @@ static enum MHD_Result decide(stg_srv *s, srv_req *r, struct MHD_Connection *c)
         r->decided = true;
         srv_stats_count(&s->stats, SRV_C_RESETS);
         srv_reqlog_write(&s->log, now - s->start_us, r->client, r->method, r->url, 0, "reset",
-                         r->key);
+                         r->key, NULL);
         set_linger0(c);
         return MHD_NO; /* MHD closes the connection without an answer */
     }
@@ -335,10 +402,31 @@ static enum MHD_Result decide(stg_srv *s, srv_req *r, struct MHD_Connection *c)
     srv_dctx dc;
     srv_dout dout;
     bool persona = s->dialect.p != NULL;
+    srv_ai_api api = persona && !r->too_big ? srv_ai_route(s->dialect.p->name, r->method, r->url)
+                                            : SRV_AI_NONE;
+    srv_dcost cost = {0, 0, 0};
+    if (api) {
+        /* An AI persona's API request: its body says what it costs. */
+        srv_ai_parse(api, r->body, r->len, &s->cfg, &r->ai);
+        r->ailog = (srv_reqlog_ai){.ai = "refused", .tokens_in = r->ai.in,
+                                   .tokens_max_out = r->ai.max_out};
+        r->stream_error = d.stream_error;
+        if (!r->ai.valid)
+            return ai_refuse(s, r, c, SRV_AI_INVALID, "invalid");
+        if (d.overload)
+            return ai_refuse(s, r, c, SRV_AI_OVERLOADED, "overloaded");
+        if (s->cfg.insufficient_quota_after > 0 &&
+            atomic_load_explicit(&s->dialect.ai_answered, memory_order_relaxed) >=
+                (uint64_t)s->cfg.insufficient_quota_after)
+            return ai_refuse(s, r, c, SRV_AI_BILLING, "insufficient_quota");
+        cost = (srv_dcost){srv_ai_total(&r->ai, &s->cfg), r->ai.in, r->ai.max_out};
+    }
     if (persona) {
         srv_dialect_decide(&s->dialect, &dc, &dout, r->who, r->url,
-                           MHD_lookup_connection_value(c, MHD_HEADER_KIND, "X-Token-Cost"), now,
-                           r->wall_us);
+                           MHD_lookup_connection_value(c, MHD_HEADER_KIND, "X-Token-Cost"),
+                           api ? &cost : NULL, now, r->wall_us);
+        if (api && !dout.status)
+            r->ailog.tokens_charged = cost.total;
         if (dout.status) {
             srv_stats_count(&s->stats, SRV_C_LIMITED);
             r->told_wall_us = dout.told_wall_us;
@@ -432,7 +520,7 @@ void srv_on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
         srv_stats_arrival(&s->stats, rel);
         srv_stats_count(&s->stats, SRV_C_ABORTED);
         srv_reqlog_write(&s->log, rel, r->client, r->method, r->url, 0,
-                         "aborted", r->key);
+                         "aborted", r->key, NULL);
     }
     req_free(r);
     *con_cls = NULL;

@@ -11,11 +11,14 @@
 #include "server/buf.h"
 #include "server/reqlog.h"
 
-int srv_reqlog_open(srv_reqlog *l, const char *path, stg_srv_log_format fmt, char *err,
+#define AI_COLUMNS "ai,tokens_in,tokens_max_out,tokens_charged,tokens_out,tokens_refunded"
+
+int srv_reqlog_open(srv_reqlog *l, const char *path, stg_srv_log_format fmt, bool ai, char *err,
                     size_t errlen)
 {
     l->f = NULL;
     l->fmt = fmt;
+    l->ai = ai;
     pthread_mutex_init(&l->mu, NULL);
     if (!path)
         return 0;
@@ -26,12 +29,15 @@ int srv_reqlog_open(srv_reqlog *l, const char *path, stg_srv_log_format fmt, cha
     }
     setvbuf(l->f, NULL, _IOFBF, 1 << 16);
     if (fmt == STG_SRV_LOG_CSV)
-        fputs("arrival_us,client,method,path,status,idempotency_key\n", l->f);
+        fputs(ai ? "arrival_us,client,method,path,status,idempotency_key," AI_COLUMNS "\n"
+                 : "arrival_us,client,method,path,status,idempotency_key\n",
+              l->f);
     return 0;
 }
 
 void srv_reqlog_write(srv_reqlog *l, int64_t rel_us, const char *client, const char *method,
-                      const char *path, unsigned status, const char *outcome, const char *key)
+                      const char *path, unsigned status, const char *outcome, const char *key,
+                      const srv_reqlog_ai *ai)
 {
     if (!l->f)
         return;
@@ -51,6 +57,12 @@ void srv_reqlog_write(srv_reqlog *l, int64_t rel_us, const char *client, const c
         srv_buf_put(&b, ",", 1);
         if (key)
             srv_buf_csv_field(&b, key, strlen(key));
+        if (l->ai && ai)
+            srv_buf_printf(&b, ",%s,%" PRId64 ",%" PRId64 ",%" PRId64 ",%" PRId64 ",%" PRId64,
+                           ai->ai, ai->tokens_in, ai->tokens_max_out, ai->tokens_charged,
+                           ai->tokens_out, ai->tokens_refunded);
+        else if (l->ai)
+            srv_buf_puts(&b, ",,,,,,");
     } else {
         srv_buf_printf(&b, "{\"t_us\":%" PRId64 ",\"client\":", rel_us);
         srv_buf_json_str(&b, client, strlen(client));
@@ -68,6 +80,12 @@ void srv_reqlog_write(srv_reqlog *l, int64_t rel_us, const char *client, const c
             srv_buf_json_str(&b, key, strlen(key));
         else
             srv_buf_puts(&b, "null");
+        if (ai)
+            srv_buf_printf(&b, ",\"ai\":\"%s\",\"tokens_in\":%" PRId64 ",\"tokens_max_out\":%" PRId64
+                               ",\"tokens_charged\":%" PRId64 ",\"tokens_out\":%" PRId64
+                               ",\"tokens_refunded\":%" PRId64,
+                           ai->ai, ai->tokens_in, ai->tokens_max_out, ai->tokens_charged,
+                           ai->tokens_out, ai->tokens_refunded);
         srv_buf_puts(&b, "}");
     }
     srv_buf_put(&b, "\n", 1);

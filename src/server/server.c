@@ -48,6 +48,8 @@ void stg_srv_config_init(stg_srv_config *cfg)
     cfg->seed = 1;
     cfg->log_format = STG_SRV_LOG_JSONL;
     cfg->max_body = 1u << 20;
+    cfg->ai_default_max_tokens = 1024;
+    cfg->ai_output_tokens = 16;
 }
 
 unsigned stg_srv_port(const stg_srv *s)
@@ -197,7 +199,8 @@ stg_srv *stg_srv_start(const stg_srv_config *cfg, char *err, size_t errlen)
         destroy(s, true, true, true, false);
         return NULL;
     }
-    if (srv_reqlog_open(&s->log, s->cfg.log_path, cfg->log_format, err, errlen) != 0) {
+    bool ai = cfg->dialect && (!strcmp(cfg->dialect, "openai") || !strcmp(cfg->dialect, "anthropic"));
+    if (srv_reqlog_open(&s->log, s->cfg.log_path, cfg->log_format, ai, err, errlen) != 0) {
         destroy(s, true, true, true, true);
         return NULL;
     }

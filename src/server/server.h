@@ -85,13 +85,24 @@ typedef struct stg_srv_config {
      * rest queued; 0: off. */
     int capacity;
     int64_t service_time_us;
+    /* The AI personas (--dialect openai|anthropic, ai.h): how a request's
+     * tokens are counted at arrival, what an answer produces, and the
+     * faults these APIs show. */
+    bool ai_count_max;         /* OpenAI: max(prompt, max_tokens), not the sum */
+    int64_t ai_default_max_tokens; /* a request without max_tokens (OpenAI) */
+    int64_t ai_output_tokens;  /* output tokens of an answer, at most max_tokens */
+    double overload_prob;      /* 529 overloaded_error / 503 overloaded */
+    double stream_error_prob;  /* an admitted stream fails at its first event */
+    int64_t insufficient_quota_after; /* billing stop after N answered; 0: off */
 } stg_srv_config;
 
 typedef struct stg_srv stg_srv;
 
 /* Fill cfg with the defaults: 127.0.0.1, port 0, threads = CPUs (max 16),
  * no limit, 429, Retry-After in seconds, fail-first off with Retry-After 1,
- * no faults, slow bodies over 1 s, seed 1, JSONL log off, 1 MiB bodies. */
+ * no faults, slow bodies over 1 s, seed 1, JSONL log off, 1 MiB bodies;
+ * AI personas: the sum rule, 1024 tokens without max_tokens, 16 output
+ * tokens, no overloads, stream errors or billing stop. */
 void stg_srv_config_init(stg_srv_config *cfg);
 
 /* Start the server: binds, starts the worker threads and returns. The

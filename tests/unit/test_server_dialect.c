@@ -46,7 +46,7 @@ static unsigned ask(srv_dialect *d, const char *url, int64_t at, int64_t *told)
 {
     srv_dctx c;
     srv_dout o;
-    srv_dialect_decide(d, &c, &o, "c1", url, NULL, MONO0 + at, WALL0 + at);
+    srv_dialect_decide(d, &c, &o, "c1", url, NULL, NULL, MONO0 + at, WALL0 + at);
     if (told)
         *told = o.told_wall_us ? o.told_wall_us - WALL0 : 0;
     free(o.body);
@@ -156,15 +156,15 @@ static void test_all_or_nothing(void **state)
     init(&d, "openai", q, 60);
     srv_dctx c;
     srv_dout o;
-    srv_dialect_decide(&d, &c, &o, "c1", "/d", NULL, MONO0, WALL0);
+    srv_dialect_decide(&d, &c, &o, "c1", "/d", NULL, NULL, MONO0, WALL0);
     assert_int_equal(o.status, 0);
     free(o.body);
-    srv_dialect_decide(&d, &c, &o, "c1", "/d", NULL, MONO0, WALL0);
+    srv_dialect_decide(&d, &c, &o, "c1", "/d", NULL, NULL, MONO0, WALL0);
     assert_int_equal(o.status, 429);
     assert_true(c.v[1].refused && !c.v[0].refused);
     assert_int_equal(c.v[0].remaining, 1);
     free(o.body);
-    srv_dialect_decide(&d, &c, &o, "c1", "/d", "10", MONO0, WALL0); /* X-Token-Cost: 10 */
+    srv_dialect_decide(&d, &c, &o, "c1", "/d", "10", NULL, MONO0, WALL0); /* X-Token-Cost: 10 */
     assert_int_equal(o.status, 0);
     assert_int_equal(c.v[0].remaining, 0);
     assert_int_equal(c.v[1].remaining, 30);
