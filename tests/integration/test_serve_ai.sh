@@ -403,3 +403,25 @@ stop_server
 [ "$(sort -u "$TMP/pxov.codes")" = 200 ] || fail "proxy through overloads: $(cat "$TMP/pxov.codes")"
 grep -q '"status":529' "$TMP/pxov.jsonl" || fail "seed 2 drew no 529 at all"
 ok "proxy: insufficient_quota given back after one send, 529 overloaded_error retried unseen"
+
+# --- and through stagger batch (the engine again, with its store) -------------
+serve_start btiq --dialect openai --insufficient-quota-after 1 --log "$TMP/btiq.jsonl"
+"$PYTHON" - "$URL" "$BODY" >"$TMP/btiq.in" <<'EOF'
+import json, sys
+for i in range(4):
+    print(json.dumps({"id": "j%d" % i, "url": sys.argv[1] + "/v1/chat/completions",
+                      "method": "POST", "body": sys.argv[2], "idempotency_key": "bk-%d" % i}))
+EOF
+rc=0
+timeout -k 5 120 "$STAGGER" batch -q -j 1 --db "$TMP/bt.db" "$TMP/btiq.in" >"$TMP/bt.out" \
+    2>"$TMP/bt.err" || rc=$?
+stop_server
+"$PYTHON" - "$TMP/btiq.jsonl" <<'EOF' || fail "batch: insufficient_quota (batch exit $rc: $(tail -2 "$TMP/bt.err"))"
+import collections, json, sys
+L = [json.loads(l) for l in open(sys.argv[1])]
+sends = collections.Counter(l["key"] for l in L)
+st = [l["status"] for l in L]
+if st.count(200) != 1 or st.count(429) != 3 or max(sends.values()) != 1:
+    raise SystemExit("FAIL: want one answer and three refusals each sent once: %r %r" % (st, sends))
+EOF
+ok "batch: insufficient_quota jobs sent once each, none retried"
