@@ -22,7 +22,11 @@
  * 529, Google's 503 UNAVAILABLE with a RetryInfo, an overload on a 500):
  * every status a vendor refuses with and a retry policy may retry. A 2xx,
  * 3xx or other 4xx body is never read (it is the program's, and no rule
- * of these vendors turns it into a retry).
+ * of these vendors turns it into a retry). Google's RESOURCE_EXHAUSTED is
+ * always a 429 (google.rpc.Code's HTTP mapping; cloud.google.com/apis/
+ * design/errors), so no 400 carries one; OpenAI's and Anthropic's billing
+ * answers on other 4xx (Anthropic's 402 billing_error, a 400 "credit
+ * balance is too low") are not retried anyway.
  *
  * Invariants: only a body of at most STG__BODY_HINTS_MAX bytes is read (a
  * refusal's body is a few sentences; a larger one is not a rate limiter's,
