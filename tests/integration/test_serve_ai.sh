@@ -13,6 +13,10 @@
 # bodies: stagger fetch gives an insufficient_quota back at once
 # (hard_stop) and retries a 529 overloaded_error. Python http.client, 127.0.0.1.
 . "$(dirname "$0")/serve_test_lib.sh"
+PXPID=""
+# The proxies this test starts are stopped by their pid too, when it fails.
+trap 'if [ "$BASHPID" = "$$" ] && [ -n "$PXPID" ] && serve_running "$PXPID"; then
+          kill -TERM "$PXPID"; wait "$PXPID" 2>/dev/null || true; fi; cleanup' EXIT
 
 stop_server() {
     local rc=0
@@ -378,6 +382,7 @@ proxy_up() { # UPSTREAM_URL: sets PXPID, PX
 proxy_down() {
     local rc=0
     serve_stop "$PXPID" TERM || rc=$?
+    PXPID=""
     [ "$rc" -eq 0 ] || fail "proxy exited $rc after SIGTERM"
 }
 serve_start pxiq --dialect openai --insufficient-quota-after 1 --log "$TMP/pxiq.jsonl"
