@@ -429,4 +429,11 @@ st = [l["status"] for l in L]
 if st.count(200) != 1 or st.count(429) != 3 or max(sends.values()) != 1:
     raise SystemExit("FAIL: want one answer and three refusals each sent once: %r %r" % (st, sends))
 EOF
-ok "batch: insufficient_quota jobs sent once each, none retried"
+"$STAGGER" batch report --db "$TMP/bt.db" --json >"$TMP/bt.report"
+"$PYTHON" - "$TMP/bt.report" <<'EOF' || fail "batch: the refused jobs are kept for a later run"
+import json, sys
+st = json.load(open(sys.argv[1]))["states"]
+if st.get("done") != 1 or st.get("deferred") != 3:
+    raise SystemExit("FAIL: states %r" % st)
+EOF
+ok "batch: insufficient_quota jobs sent once each, none retried, deferred"
