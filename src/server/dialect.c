@@ -316,6 +316,42 @@ void srv_dialect_after_route(const srv_dctx *c, unsigned status, srv_dout *o)
         srv_dout_add(o, "Stripe-Should-Retry", "false");
 }
 
+const char *const srv_ai_out_names[8] = {"ok",         "stream",             "stream_error",
+                                          "refused",    "overloaded",         "insufficient_quota",
+                                          "invalid",    "error"};
+
+void srv_dialect_ai_count(srv_dialect *d, const char *outcome, int64_t charged, int64_t out,
+                          int64_t refunded)
+{
+    for (size_t i = 0; i < 8; i++)
+        if (!strcmp(outcome, srv_ai_out_names[i]))
+            atomic_fetch_add_explicit(&d->ai_out[i], 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&d->ai_tokens_charged, charged, memory_order_relaxed);
+    atomic_fetch_add_explicit(&d->ai_tokens_out, out, memory_order_relaxed);
+    atomic_fetch_add_explicit(&d->ai_tokens_refunded, refunded, memory_order_relaxed);
+}
+
+/* {"requests": {outcome: n}, "tokens_charged", "tokens_out", "tokens_refunded"} */
+static json_t *ai_json(srv_dialect *d)
+{
+    json_t *by = json_object();
+    for (size_t i = 0; by && i < 8; i++)
+        if (json_object_set_new(by, srv_ai_out_names[i],
+                                json_integer((json_int_t)atomic_load_explicit(
+                                    &d->ai_out[i], memory_order_relaxed))) != 0) {
+            json_decref(by);
+            return NULL;
+        }
+    if (!by)
+        return NULL;
+    return json_pack(
+        "{s:o,s:I,s:I,s:I}", "requests", by, "tokens_charged",
+        (json_int_t)atomic_load_explicit(&d->ai_tokens_charged, memory_order_relaxed),
+        "tokens_out", (json_int_t)atomic_load_explicit(&d->ai_tokens_out, memory_order_relaxed),
+        "tokens_refunded",
+        (json_int_t)atomic_load_explicit(&d->ai_tokens_refunded, memory_order_relaxed));
+}
+
 json_t *srv_dialect_json(srv_dialect *d)
 {
     if (!d->p)
@@ -336,7 +372,15 @@ json_t *srv_dialect_json(srv_dialect *d)
     }
     if (!qs)
         return NULL;
-    return json_pack("{s:s,s:o,s:I,s:I}", "name", d->p->name, "quotas", qs, "admitted",
-                     (json_int_t)atomic_load_explicit(&d->admitted, memory_order_relaxed),
-                     "token_cost", (json_int_t)d->token_cost);
+    json_t *doc = json_pack("{s:s,s:o,s:I,s:I}", "name", d->p->name, "quotas", qs, "admitted",
+                            (json_int_t)atomic_load_explicit(&d->admitted, memory_order_relaxed),
+                            "token_cost", (json_int_t)d->token_cost);
+    if (doc && (!strcmp(d->p->name, "openai") || !strcmp(d->p->name, "anthropic"))) {
+        json_t *ai = ai_json(d);
+        if (!ai || json_object_set_new(doc, "ai", ai) != 0) {
+            json_decref(doc);
+            return NULL;
+        }
+    }
+    return doc;
 }

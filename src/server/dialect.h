@@ -139,7 +139,22 @@ typedef struct srv_dialect {
     _Atomic uint64_t refused[SRV_DQ_MAX];
     _Atomic uint64_t admitted;
     _Atomic uint64_t ai_answered; /* API requests answered (--insufficient-quota-after) */
+    /* The AI personas' API requests by outcome (SRV_AI_OUT_*) and their
+     * tokens, for /__stats ("ai"). */
+    _Atomic uint64_t ai_out[8];
+    _Atomic int64_t ai_tokens_charged, ai_tokens_refunded, ai_tokens_out;
 } srv_dialect;
+
+/* Outcomes of an AI persona's API request, as /__stats and the log name them. */
+enum { SRV_AI_OUT_OK, SRV_AI_OUT_STREAM, SRV_AI_OUT_STREAM_ERROR, SRV_AI_OUT_REFUSED,
+       SRV_AI_OUT_OVERLOADED, SRV_AI_OUT_INSUFFICIENT_QUOTA, SRV_AI_OUT_INVALID,
+       SRV_AI_OUT_ERROR };
+extern const char *const srv_ai_out_names[8];
+
+/* Count one API request's outcome (its name, one of srv_ai_out_names) and
+ * tokens. Thread-safe. */
+void srv_dialect_ai_count(srv_dialect *d, const char *outcome, int64_t charged, int64_t out,
+                          int64_t refunded);
 
 /* A request's tokens by unit (the AI personas', ai.h). */
 typedef struct srv_dcost {

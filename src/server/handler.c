@@ -160,6 +160,9 @@ static enum MHD_Result finish_as(stg_srv *s, srv_req *r, struct MHD_Connection *
     srv_stats_status(&s->stats, status);
     srv_reqlog_write(&s->log, r->arrival_us - s->start_us, r->client, r->method, r->url, status,
                      NULL, r->key, r->ai.api ? &r->ailog : NULL);
+    if (r->ai.api)
+        srv_dialect_ai_count(&s->dialect, r->ailog.ai, r->ailog.tokens_charged,
+                             r->ailog.tokens_out, r->ailog.tokens_refunded);
     if (!resp)
         return MHD_NO;
     if (has_body)

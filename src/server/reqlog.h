@@ -34,7 +34,9 @@ typedef struct srv_reqlog {
 typedef struct srv_reqlog_ai {
     const char *ai;          /* what became of it: "ok", "stream", "stream_error",
                                 "refused" (a quota), "overloaded",
-                                "insufficient_quota", "invalid" */
+                                "insufficient_quota", "invalid", "error" (admitted,
+                                but not answered by the API: an
+                                Idempotency-Key reused, 422) */
     int64_t tokens_in;       /* input tokens estimated from the prompt */
     int64_t tokens_max_out;  /* output tokens asked for at most */
     int64_t tokens_charged;  /* charged at arrival to the "tokens" quota (0 when

@@ -67,7 +67,7 @@ export AI_PY="$TMP/ai.py"
 
 # --- openai: shape, usage, headers, the sum rule ------------------------------
 serve_start oa --dialect openai --quota requests=1000/1m --quota tokens=100000/1000h \
-    --ai-output-tokens 5 --log "$TMP/oa.jsonl"
+    --ai-output-tokens 5 --log "$TMP/oa.jsonl" --stats "$TMP/oa.stats"
 "$PYTHON" - "$PORT" <<'EOF' || fail "openai answers"
 import json, os
 exec(open(os.environ["AI_PY"]).read())
@@ -122,7 +122,7 @@ st, h, b = post("/v1/embeddings", {"x": 1})
 need(st == 200 and json.loads(b)["ok"] is True, "other path %d %s" % (st, b))
 EOF
 stop_server
-"$PYTHON" - "$TMP/oa.jsonl" <<'EOF' || fail "openai log"
+"$PYTHON" - "$TMP/oa.jsonl" "$TMP/oa.stats" <<'EOF' || fail "openai log"
 import json, sys
 L = [json.loads(l) for l in open(sys.argv[1])]
 api = [l for l in L if l["path"] == "/v1/chat/completions"]
@@ -136,6 +136,11 @@ need(api[3]["ai"] == "stream", "stream line %r" % api[3])
 need(all(l["ai"] == "invalid" and l["tokens_charged"] == 0 for l in api[5:11]), "invalid lines")
 other = [l for l in L if l["path"] != "/v1/chat/completions"]
 need(other and all("ai" not in l for l in other), "no token fields on other paths")
+ai = json.load(open(sys.argv[2]))["dialect"]["ai"]
+for k, n in ai["requests"].items():
+    need(n == sum(1 for l in api if l["ai"] == k), "stats %s: %d" % (k, n))
+for k in ("tokens_charged", "tokens_out", "tokens_refunded"):
+    need(ai[k] == sum(l[k] for l in api), "stats %s: %d" % (k, ai[k]))
 EOF
 ok "openai: the API's body, usage, SSE chunks, [DONE]; prompt + max_tokens x n counted at arrival"
 
