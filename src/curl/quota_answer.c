@@ -42,9 +42,10 @@ void stg__quota_answer(const stg__xfer *x, int status, int64_t wall_us, stg_quot
         stg_hints_feed_line(&hh, qs, p, (size_t)(stop - p), wall_us);
         p = nl ? nl + 1 : end;
     }
-    /* What the body said (body_hints.c): a GitHub secondary limit, and a
-     * wait (Google's RetryInfo), which counts as a Retry-After would. */
-    hh.flags |= x->hints.flags & STG_HINTS_SECONDARY;
+    /* What the body said (body_hints.c): a GitHub secondary limit, an
+     * overload named on a 5xx (a throttle), and a wait (Google's
+     * RetryInfo), which counts as a Retry-After would. */
+    hh.flags |= x->hints.flags & (STG_HINTS_SECONDARY | STG_HINTS_THROTTLE);
     if ((x->hints.seen & STG_HINT_BODY) && x->hints.retry_after_us > hh.retry_after_us)
         hh.retry_after_us = x->hints.retry_after_us;
     /* A refusal's wait (Retry-After) is when a quota it shows spent, with
