@@ -3,8 +3,8 @@
  * openai and anthropic personas (src/server/ai.c) and the answers written
  * for them: the body is a client's, so untrusted.
  *
- * Input: the first byte picks the API, the stream error draw and the
- * configuration's rule; the rest is the body, in a buffer of exactly its
+ * Input: the first byte picks the API (of five), the second the stream
+ * error draw and the configuration's rule; the rest is the body, in a buffer of exactly its
  * length (an over-read is an ASan report). Checked: a body that is not a
  * request leaves every count 0 and says why; a request's counts are
  * consistent (0 <= out <= max_out, n in 1..128, the total of either rule
@@ -57,20 +57,20 @@ static void check_body(const srv_answer *a, const char *ctype)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    if (size < 1)
+    if (size < 2)
         return 0;
-    srv_ai_api api = (data[0] & 1) ? SRV_AI_ANTHROPIC : SRV_AI_OPENAI;
-    bool stream_error = (data[0] & 2) != 0;
+    srv_ai_api api = (srv_ai_api)(1 + data[0] % 5);
+    bool stream_error = (data[1] & 2) != 0;
     stg_srv_config cfg;
     stg_srv_config_init(&cfg);
-    cfg.ai_count_max = (data[0] & 4) != 0;
-    cfg.ai_output_tokens = (data[0] >> 3) & 7; /* small: the answers stay small */
-    size_t len = size - 1;
+    cfg.ai_count_max = (data[1] & 4) != 0;
+    cfg.ai_output_tokens = (data[1] >> 3) & 7; /* small: the answers stay small */
+    size_t len = size - 2;
     char *body = malloc(len ? len : 1);
     if (!body)
         return 0;
     if (len)
-        memcpy(body, data + 1, len);
+        memcpy(body, data + 2, len);
 
     srv_ai_req r;
     srv_ai_parse(api, body, len, &cfg, &r);
@@ -83,8 +83,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         check_body(&a, "application/json");
         free(a.body);
     } else {
-        CHECK(r.n >= 1 && r.n <= 128 && r.in >= 0);
-        CHECK(r.out >= 0 && r.out <= r.max_out && r.max_out >= r.n);
+        CHECK(r.n >= 1 && (r.n <= 128 || api == SRV_AI_OPENAI_EMBEDDINGS) && r.in >= 0);
+        CHECK(r.out >= 0 && r.out <= r.max_out);
+        CHECK(api == SRV_AI_OPENAI_EMBEDDINGS ? r.max_out == 0 : r.max_out >= r.n);
         int64_t t = srv_ai_total(&r, &cfg);
         CHECK(t >= r.in && t >= r.max_out);
         if (r.max_out <= 4096) { /* the answer's size grows with the output */

@@ -384,7 +384,8 @@ static const cli_opt serve_table[] = {
      F(token_cost), opt_token_cost, NULL, 0, NULL},
     {.kind = CLI_HEADING,
      .help = "LLM APIs (--dialect openai|anthropic: POST .../chat/completions,\n"
-             "POST .../v1/messages; see stagger-serve(1), LLM APIS)"},
+             ".../responses, .../completions, .../embeddings, .../v1/messages;\n"
+             "see stagger-serve(1), LLM APIS)"},
     {CLI_FN, "ai-count", 0, "sum|max",
      "OpenAI's tokens charged at arrival: prompt estimate\n"
      "plus max_tokens x n (default sum), or the larger",

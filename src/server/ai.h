@@ -7,19 +7,23 @@
  * overloads. The quotas themselves are the persona engine's (dialect.h);
  * this file only says what a request costs and what is answered.
  *
- * Routes: POST .../chat/completions (openai: Chat Completions) and POST
- * .../v1/messages (anthropic: Messages); every other path of these
- * personas is answered as before.
+ * Routes: POST .../chat/completions, .../responses, .../completions and
+ * .../embeddings (openai: Chat Completions, Responses, the legacy
+ * Completions, Embeddings) and POST .../v1/messages (anthropic:
+ * Messages); every other path of these personas is answered as before.
  *
  * Counting (what the sources say each vendor meters; docs/stagger-serve.1):
  *  - input tokens: ceil(characters / 4) of the prompt's text (the messages'
- *    string contents and text parts, and Anthropic's system prompt),
- *    characters being Unicode code points: OpenAI's documented rule of
- *    thumb, since neither API tokenizes before it admits;
- *  - OpenAI: max_completion_tokens, else max_tokens, else
- *    --ai-default-max-tokens, times n; the tokens quota is charged the
- *    prompt estimate plus that at arrival (or the larger of the two with
- *    --ai-count max), and nothing is given back;
+ *    string contents and text parts, Anthropic's system prompt, the
+ *    Responses input and instructions, a Completions prompt, the
+ *    Embeddings input), characters being Unicode code points: OpenAI's
+ *    documented rule of thumb, since neither API tokenizes before it
+ *    admits;
+ *  - OpenAI: max_completion_tokens, else max_tokens (Responses:
+ *    max_output_tokens), else --ai-default-max-tokens (Completions: 16,
+ *    its documented default), times n (Embeddings: no output); the tokens
+ *    quota is charged the prompt estimate plus that at arrival (or the
+ *    larger of the two with --ai-count max), and nothing is given back;
  *  - Anthropic: input-tokens is charged the prompt estimate, output-tokens
  *    max_tokens (required), tokens both, at arrival; when the answer is
  *    made, the output it did not use is given back to output-tokens and
@@ -41,7 +45,15 @@
 #include "server/idem.h"
 #include "server/server.h"
 
-typedef enum srv_ai_api { SRV_AI_NONE = 0, SRV_AI_OPENAI = 1, SRV_AI_ANTHROPIC = 2 } srv_ai_api;
+/* The API endpoint a request is for. */
+typedef enum srv_ai_api {
+    SRV_AI_NONE = 0,
+    SRV_AI_OPENAI = 1,             /* Chat Completions */
+    SRV_AI_ANTHROPIC = 2,          /* Messages */
+    SRV_AI_OPENAI_RESPONSES = 3,   /* Responses */
+    SRV_AI_OPENAI_COMPLETIONS = 4, /* (legacy) Completions */
+    SRV_AI_OPENAI_EMBEDDINGS = 5   /* Embeddings: no output */
+} srv_ai_api;
 
 /* What one API request asks for, as its body says. */
 typedef struct srv_ai_req {

@@ -118,7 +118,7 @@ for raw in ["{", "[]", json.dumps({"messages": M}), json.dumps({"model": "m", "m
     need(st == 400 and json.loads(b)["error"]["type"] == "invalid_request_error",
          "400 for %s: %d %s" % (raw, st, b))
 # other paths answer as before
-st, h, b = post("/v1/embeddings", {"x": 1})
+st, h, b = post("/v1/models", {"x": 1})
 need(st == 200 and json.loads(b)["ok"] is True, "other path %d %s" % (st, b))
 EOF
 stop_server
@@ -143,6 +143,45 @@ for k in ("tokens_charged", "tokens_out", "tokens_refunded"):
     need(ai[k] == sum(l[k] for l in api), "stats %s: %d" % (k, ai[k]))
 EOF
 ok "openai: the API's body, usage, SSE chunks, [DONE]; prompt + max_tokens x n counted at arrival"
+
+# --- openai: Responses, the legacy Completions, Embeddings -----------------------
+serve_start oar --dialect openai --quota tokens=100000/1000h --ai-output-tokens 3
+"$PYTHON" - "$PORT" <<'EOF' || fail "openai responses, completions, embeddings"
+import json, os
+exec(open(os.environ["AI_PY"]).read())
+def spent(h, before):
+    return before - int(h["x-ratelimit-remaining-tokens"])
+left = 100000
+st, h, b = post("/v1/responses", {"model": "gpt-5", "instructions": "1234", "max_output_tokens": 9,
+                                  "input": [{"role": "user", "content": [{"type": "input_text",
+                                                                          "text": "12345678"}]}]})
+j = json.loads(b)
+need(st == 200 and j["object"] == "response" and j["status"] == "completed", "responses %s" % b)
+need(j["usage"] == {"input_tokens": 3, "output_tokens": 3, "total_tokens": 6}, "usage %r" % j)
+need(j["output"][0]["content"][0]["text"] == "tok tok tok", "text %r" % j)
+need(spent(h, left) == 12, "charged 3 + 9: %r" % h); left -= 12
+st, h, b = post("/v1/responses", {"model": "gpt-5", "input": "1234", "max_output_tokens": 2,
+                                  "stream": True})
+ev = sse(b)
+types = [json.loads(d)["type"] for _, d in ev]
+need(all(e == t for (e, _), t in zip(ev, types)), "event names are the types")
+need(types[0] == "response.created" and types.count("response.output_text.delta") == 2 and
+     types[-1] == "response.incomplete", "events %r" % types)
+need(json.loads(ev[-1][1])["response"]["usage"]["output_tokens"] == 2, "usage at the end")
+left -= 3
+st, h, b = post("/v1/completions", {"model": "davinci", "prompt": ["1234", "1234"], "n": 2})
+j = json.loads(b)
+need(j["object"] == "text_completion" and len(j["choices"]) == 2, "completions %s" % b)
+need(j["usage"]["prompt_tokens"] == 2 and j["usage"]["completion_tokens"] == 6, "usage %r" % j)
+need(spent(h, left) == 2 + 32, "prompt + 16 (the default) x 2: %r" % h); left -= 34
+st, h, b = post("/v1/embeddings", {"model": "text-embedding-3-small", "input": ["1234", "12345678"]})
+j = json.loads(b)
+need(j["object"] == "list" and len(j["data"]) == 2 and j["usage"] == {"prompt_tokens": 3,
+                                                                       "total_tokens": 3}, b)
+need(spent(h, left) == 3, "embeddings charge their input only: %r" % h)
+EOF
+stop_server
+ok "openai: Responses (JSON and events), legacy Completions, Embeddings, each counted"
 
 # --- --ai-count max ----------------------------------------------------------
 serve_start oamax --dialect openai --quota tokens=1000/1000h --ai-count max

@@ -76,6 +76,37 @@ static void test_counting(void **state)
     assert_int_equal(r.max_out, 5);
     assert_int_equal(r.out, 5);
     assert_int_equal(srv_ai_total(&r, &cfg), 8);
+    /* Responses: input items and instructions; max_output_tokens. */
+    r = parse(SRV_AI_OPENAI_RESPONSES,
+              "{\"model\":\"m\",\"instructions\":\"1234\",\"input\":[{\"role\":\"user\","
+              "\"content\":[{\"type\":\"input_text\",\"text\":\"12345\"}]},{\"role\":"
+              "\"user\",\"content\":\"123\"}],\"max_output_tokens\":4}",
+              &cfg);
+    assert_true(r.valid);
+    assert_int_equal(r.in, 3);
+    assert_int_equal(r.max_out, 4);
+    assert_int_equal(r.out, 4);
+    r = parse(SRV_AI_OPENAI_RESPONSES, "{\"model\":\"m\",\"input\":\"12345678\"}", &cfg);
+    assert_int_equal(r.in, 2);
+    assert_int_equal(r.max_out, 1024);
+    /* Completions: a prompt string or strings; 16 by default; n. */
+    r = parse(SRV_AI_OPENAI_COMPLETIONS,
+              "{\"model\":\"m\",\"prompt\":[\"1234\",\"12345\"],\"n\":2}", &cfg);
+    assert_true(r.valid);
+    assert_int_equal(r.in, 3);
+    assert_int_equal(r.max_out, 32);
+    /* Embeddings: input only, no output, one vector per input. */
+    r = parse(SRV_AI_OPENAI_EMBEDDINGS, "{\"model\":\"m\",\"input\":[\"1234\",\"5\"]}", &cfg);
+    assert_true(r.valid);
+    assert_int_equal(r.in, 2);
+    assert_int_equal(r.max_out + r.out, 0);
+    assert_int_equal(r.n, 2);
+    cfg.ai_count_max = true;
+    assert_int_equal(srv_ai_total(&r, &cfg), 2);
+    r = parse(SRV_AI_OPENAI_EMBEDDINGS, "{\"model\":\"m\",\"input\":[]}", &cfg);
+    assert_false(r.valid);
+    r = parse(SRV_AI_OPENAI_COMPLETIONS, "{\"model\":\"m\",\"input\":\"x\"}", &cfg);
+    assert_false(r.valid);
 }
 
 static void test_not_requests(void **state)
@@ -114,6 +145,11 @@ static void test_not_requests(void **state)
                      SRV_AI_OPENAI);
     assert_int_equal(srv_ai_route("openai", "GET", "/v1/chat/completions"), SRV_AI_NONE);
     assert_int_equal(srv_ai_route("openai", "POST", "/v1/messages"), SRV_AI_NONE);
+    assert_int_equal(srv_ai_route("openai", "POST", "/v1/responses"), SRV_AI_OPENAI_RESPONSES);
+    assert_int_equal(srv_ai_route("openai", "POST", "/v1/completions"),
+                     SRV_AI_OPENAI_COMPLETIONS);
+    assert_int_equal(srv_ai_route("openai", "POST", "/v1/embeddings"), SRV_AI_OPENAI_EMBEDDINGS);
+    assert_int_equal(srv_ai_route("anthropic", "POST", "/v1/responses"), SRV_AI_NONE);
     assert_int_equal(srv_ai_route("anthropic", "POST", "/v1/messages"), SRV_AI_ANTHROPIC);
     assert_int_equal(srv_ai_route("github", "POST", "/v1/messages"), SRV_AI_NONE);
     assert_int_equal(srv_ai_route(NULL, "POST", "/v1/messages"), SRV_AI_NONE);
