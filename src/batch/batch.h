@@ -105,10 +105,15 @@ typedef struct stg_batch_config {
                                   concurrency is the batch's slot count (0: 30) */
     const char *const *headers; /* "Name: value" added to every request, replacing
                                   a job's header of the same name; never stored.
+                                  A field batch input may not set (framing,
+                                  connection, Host, Proxy-*: util/http_field.h)
+                                  or an invalid line is STG_EINVAL at new.
                                   Not copied: must outlive the batch */
     size_t n_headers;
     const char *out_dir;       /* write bodies to out_dir/<id> (0600) instead of the
-                                  database; must exist. Not copied */
+                                  database; must exist and be a directory, not a
+                                  symbolic link to one (STG_EINVAL at new).
+                                  Not copied */
     bool retry_deferred;       /* at start: deferred -> pending */
     bool retry_review;         /* at start: review -> pending */
     const stg_batch_source *source; /* NULL: the store; else jobs from and

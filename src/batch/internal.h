@@ -122,6 +122,10 @@ int stg__batch_src_finish(stg_batch *b, const stg_job *j, stg_job_outcome *o);
 int stg__batch_src_mark_sent(stg_batch *b, const stg_job *j);
 const char *stg__batch_src_errmsg(stg_batch *b);
 void stg__batch_src_counts(stg_batch *b);
+/* Why the header line h may not be sent for a batch job (a line the engine
+ * would refuse, or a field batch input may not set: util/http_field.h), or
+ * NULL (submit.c). */
+const char *stg__batch_header_refused(const char *h);
 /* Claim pending jobs for the free slots and submit them (submit.c). */
 void stg__batch_refill(stg_batch *b);
 /* Give the claimed-ahead jobs back to the store (pending, as if never

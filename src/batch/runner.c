@@ -172,6 +172,14 @@ int stg_batch_new(const stg_batch_config *cfg, stg_batch **out, stg_batch_start 
             snprintf(err, errlen, "bad batch configuration");
         return STG_EINVAL;
     }
+    for (size_t i = 0; i < cfg->n_headers; i++) {
+        const char *why = cfg->headers[i] ? stg__batch_header_refused(cfg->headers[i]) : "";
+        if (why) {
+            if (err && errlen)
+                snprintf(err, errlen, "bad batch configuration: header %zu %s", i + 1, why);
+            return STG_EINVAL;
+        }
+    }
     stg_batch *b = calloc(1, sizeof *b);
     if (!b)
         return fail_new(NULL, STG_ENOMEM, err, errlen, "out of memory");
