@@ -227,9 +227,15 @@ stg_job_state stg__batch_state_for(const stg_result *res, bool replay_safe, bool
 void stg__batch_describe(const stg_result *res, char *buf, size_t size);
 /* File name of a job's body under out_dir. */
 void stg__batch_body_name(const stg_job *j, char *buf, size_t size);
-/* Write body to dir/name atomically (temp file, 0600, rename). 0 or -1
- * with errno. */
-int stg__batch_write_body(const char *dir, const char *name, const void *body, size_t len);
+/* Open out_dir for the bodies: O_DIRECTORY|O_NOFOLLOW (a symbolic link at
+ * dir is refused: ELOOP or ENOTDIR). The descriptor, or -1 with errno. */
+int stg__batch_out_open(const char *dir);
+/* Write body to name under the directory dirfd atomically (temp file
+ * .name.tmp created O_EXCL|O_NOFOLLOW, 0600, then renamed; see body.c). 0
+ * or -1 with errno; *in_way is set when something not ours (a link, a
+ * directory, another user's file) sits at the temp file's name. */
+int stg__batch_write_body(int dirfd, const char *name, const void *body, size_t len,
+                          bool *in_way);
 /* Move one job from -> to in c (asserting from had one). */
 void stg__batch_counts_move(stg_batch_counts *c, stg_job_state from, stg_job_state to);
 /* Set c from the store's counts. */

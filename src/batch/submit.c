@@ -154,7 +154,7 @@ static void submit(stg_batch *b, stg_batch_slot *sl)
         .n_cost = cost_ok ? n_cost : 0,
     };
     /* The body streams into out_dir, or towards the database (body.c). */
-    stg__batch_body_init(&sl->body, b->out_dir, j);
+    stg__batch_body_init(&sl->body, b->out_dir, b->out_fd, j);
     req.body_sink = stg__batch_body_sink;
     req.body_sink_data = &sl->body;
     /* A malformed cost (a configuration header: stored ones were checked at
