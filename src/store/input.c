@@ -25,7 +25,10 @@
  *          idempotency_key field marks the request safe to resend; a CR, LF,
  *          NUL or other control character in a header value or in
  *          idempotency_key is a bad line (it would split or cut the header
- *          it is sent in); cost an object {"unit": amount} (at most
+ *          it is sent in), and so is a name that is not an RFC 9110 token
+ *          or a field batch input may not set (util/http_field.h: framing,
+ *          connection-level, Host, Proxy-*: one job could otherwise smuggle
+ *          a request onto the connection the next job uses); cost an object {"unit": amount} (at most
  *          STG_QUOTA_COSTS_MAX units, amounts integers 0..10^15), kept as
  *          the job's Stagger-Cost header (quota.h: stored with the headers,
  *          so a resumed batch still has it; the batch takes it out before
