@@ -1,9 +1,10 @@
 /*
  * The RFC 9110 field rules, written once (header-only, no I/O, no state) for
  * every edge that accepts a request header: the engine's stg_engine_submit,
- * the CLI's -H, the batch's input (JSONL headers) and the batch runner's
- * last check before a stored or queued job is sent. The SFV parser's token
- * builds on the same character class.
+ * the proxy's request-head check (proxy/head_check.c), the CLI's -H, the
+ * batch's input (JSONL headers) and the batch runner's last check before a
+ * stored or queued job is sent. The SFV parser's token builds on the same
+ * character class.
  *
  * - A field name is a token (RFC 9110 §5.1, §5.6.2: tchar, ASCII only,
  *   whatever the locale); nothing may sit between it and its colon.
