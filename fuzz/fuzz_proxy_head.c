@@ -98,7 +98,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     size_t hosts = 0, cls = 0, tes = 0;
     for (size_t k = 0; k < nf; k++) {
-        if (!px_token(f[k].name, f[k].name_len) || !px_value_ok(f[k].value, f[k].value_len))
+        if (!stg__http_token(f[k].name, f[k].name_len) || !stg__http_value_ok(f[k].value, f[k].value_len))
             abort();
         hosts += f[k].name_len == 4 && !strncasecmp(f[k].name, "host", 4);
         cls += f[k].name_len == 14 && !strncasecmp(f[k].name, "content-length", 14);

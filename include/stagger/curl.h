@@ -551,7 +551,19 @@ typedef struct stg_engine stg_engine;
 typedef struct stg_request {
     const char *url;
     const char *method;           /* NULL: GET (or POST when body != NULL) */
-    const char *const *headers;   /* "Name: value" strings, NULL-terminated; may be NULL */
+    /* "Name: value" strings, NULL-terminated; may be NULL. Also libcurl's
+     * "Name:" (do not send libcurl's own Name) and "Name;" (send Name
+     * empty). Name must be an RFC 9110 token right before the ':' or ';',
+     * and the value hold no control character but HTAB. Refused at submit
+     * (STG_EINVAL), in any form: the fields the transport owns, because
+     * libcurl sets them from the request and a caller's value could end a
+     * message early and leave the rest of its body to be read as the next
+     * request on a shared connection (someone else's): Content-Length,
+     * Transfer-Encoding, Connection, Keep-Alive, Proxy-Connection, TE,
+     * Trailer, Upgrade. Host (a virtual host, as curl -H takes it) and
+     * Proxy-Authorization (for a proxy set in setup_easy) are the caller's
+     * and allowed; `stagger batch` refuses those too in its input. */
+    const char *const *headers;
     const void *body;             /* may be NULL */
     size_t body_len;
     const char *idempotency_key;  /* sent as Idempotency-Key; NULL: none */
@@ -611,8 +623,9 @@ STG_API void stg_engine_free(stg_engine *e);
 
 /* Queue a request. On STG_OK, done(e, id, result, data) will be called
  * exactly once, from inside stg_engine_run/drain/cancel/free; *id (may be
- * NULL) identifies it. On error (STG_EINVAL: no URL, unknown method;
- * STG_ENOMEM) done is never called. Not thread-safe: call from the thread
+ * NULL) identifies it. On error (STG_EINVAL: no URL, unknown method, a
+ * header stg_request.headers says is refused, a control character in
+ * idempotency_key; STG_ENOMEM) done is never called. Not thread-safe: call from the thread
  * that runs the engine. */
 STG_API int stg_engine_submit(stg_engine *e, const stg_request *req, stg_done_fn done,
                               void *data, uint64_t *id);

@@ -105,10 +105,15 @@ typedef struct stg_batch_config {
                                   concurrency is the batch's slot count (0: 30) */
     const char *const *headers; /* "Name: value" added to every request, replacing
                                   a job's header of the same name; never stored.
+                                  A field batch input may not set (framing,
+                                  connection, Host, Proxy-*: util/http_field.h)
+                                  or an invalid line is STG_EINVAL at new.
                                   Not copied: must outlive the batch */
     size_t n_headers;
     const char *out_dir;       /* write bodies to out_dir/<id> (0600) instead of the
-                                  database; must exist. Not copied */
+                                  database; must exist and be a directory, not a
+                                  symbolic link to one (STG_EINVAL at new).
+                                  Not copied */
     bool retry_deferred;       /* at start: deferred -> pending */
     bool retry_review;         /* at start: review -> pending */
     const stg_batch_source *source; /* NULL: the store; else jobs from and
@@ -222,9 +227,15 @@ stg_job_state stg__batch_state_for(const stg_result *res, bool replay_safe, bool
 void stg__batch_describe(const stg_result *res, char *buf, size_t size);
 /* File name of a job's body under out_dir. */
 void stg__batch_body_name(const stg_job *j, char *buf, size_t size);
-/* Write body to dir/name atomically (temp file, 0600, rename). 0 or -1
- * with errno. */
-int stg__batch_write_body(const char *dir, const char *name, const void *body, size_t len);
+/* Open out_dir for the bodies: O_DIRECTORY|O_NOFOLLOW (a symbolic link at
+ * dir is refused: ELOOP or ENOTDIR). The descriptor, or -1 with errno. */
+int stg__batch_out_open(const char *dir);
+/* Write body to name under the directory dirfd atomically (temp file
+ * .name.tmp created O_EXCL|O_NOFOLLOW, 0600, then renamed; see body.c). 0
+ * or -1 with errno; *in_way is set when something not ours (a link, a
+ * directory, another user's file) sits at the temp file's name. */
+int stg__batch_write_body(int dirfd, const char *name, const void *body, size_t len,
+                          bool *in_way);
 /* Move one job from -> to in c (asserting from had one). */
 void stg__batch_counts_move(stg_batch_counts *c, stg_job_state from, stg_job_state to);
 /* Set c from the store's counts. */

@@ -27,6 +27,15 @@
  *  - Names cannot collide or escape the directory: a plain id (letters,
  *    digits, then also . _ -; at most 128) is used as is, anything else
  *    becomes "_job-N", and plain names never start with '_' or '.'.
+ *  - Nothing is written through a link: out_dir is opened once
+ *    (O_DIRECTORY|O_NOFOLLOW: itself no symbolic link, and a rename of its
+ *    path during the run changes nothing) and every file is created or
+ *    renamed relative to that descriptor; a temp file is created with
+ *    O_CREAT|O_EXCL|O_NOFOLLOW, so an entry planted at .NAME.tmp (a link to
+ *    a file elsewhere) is never opened. A stale temp file of a killed run
+ *    (a regular file of this user) is removed, never followed, and created
+ *    again; anything else in the way is an error (tmp_in_way) and the run
+ *    stops. rename replaces a link at the final name, never its target.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* O_TMPFILE, mkostemp */
@@ -36,6 +45,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "batch/internal.h"
@@ -55,12 +65,45 @@ void stg__batch_body_name(const stg_job *j, char *buf, size_t size)
         snprintf(buf, size, "_job-%lld", (long long)j->id);
 }
 
-int stg__batch_write_body(const char *dir, const char *name, const void *body, size_t len)
+int stg__batch_out_open(const char *dir)
 {
-    char tmp[4096], path[4096];
-    snprintf(tmp, sizeof tmp, "%s/.%s.tmp", dir, name);
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    return open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+}
+
+/* Create dirfd/tmp for writing (0600), never through what is there: a
+ * stale regular file of ours (a killed run's) is removed and the create
+ * tried once more; anything else there (a link, a directory, another
+ * user's file) leaves *in_way set and -1 with errno EEXIST. */
+static int tmp_create(int dirfd, const char *tmp, bool *in_way)
+{
+    *in_way = false;
+    for (int tries = 0;; tries++) {
+        int fd = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        if (fd >= 0 || errno != EEXIST)
+            return fd;
+        struct stat st;
+        if (fstatat(dirfd, tmp, &st, AT_SYMLINK_NOFOLLOW) != 0) {
+            if (errno == ENOENT && tries < 2)
+                continue; /* gone meanwhile */
+            return -1;
+        }
+        if (tries >= 2 || !S_ISREG(st.st_mode) || st.st_uid != geteuid()) {
+            *in_way = true;
+            errno = EEXIST;
+            return -1;
+        }
+        /* unlinkat removes the entry itself, whatever it became since. */
+        if (unlinkat(dirfd, tmp, 0) != 0 && errno != ENOENT)
+            return -1;
+    }
+}
+
+int stg__batch_write_body(int dirfd, const char *name, const void *body, size_t len,
+                          bool *in_way)
+{
+    char tmp[256];
+    snprintf(tmp, sizeof tmp, ".%s.tmp", name);
+    int fd = tmp_create(dirfd, tmp, in_way);
     if (fd < 0)
         return -1;
     const char *p = body;
@@ -72,15 +115,15 @@ int stg__batch_write_body(const char *dir, const char *name, const void *body, s
         if (w <= 0) {
             int e = errno;
             close(fd);
-            unlink(tmp);
+            unlinkat(dirfd, tmp, 0);
             errno = e ? e : EIO;
             return -1;
         }
         off += (size_t)w;
     }
-    if (close(fd) != 0 || rename(tmp, path) != 0) {
+    if (close(fd) != 0 || renameat(dirfd, tmp, dirfd, name) != 0) {
         int e = errno;
-        unlink(tmp);
+        unlinkat(dirfd, tmp, 0);
         errno = e;
         return -1;
     }
@@ -91,18 +134,20 @@ int stg__batch_write_body(const char *dir, const char *name, const void *body, s
 
 #define BODY_IN_MEMORY ((size_t)64 << 10)
 
-void stg__batch_body_init(stg__batch_body *f, const char *dir, const stg_job *j)
+void stg__batch_body_init(stg__batch_body *f, const char *dir, int dirfd, const stg_job *j)
 {
     memset(f, 0, sizeof *f);
     f->dir = dir;
+    f->dirfd = dirfd;
     f->fd = -1;
     stg__batch_body_name(j, f->name, sizeof f->name);
 }
 
-/* dir/.name.tmp: built when used, so a slot does not keep a path buffer. */
+/* .name.tmp (relative to dirfd): built when used, so a slot does not keep
+ * a path buffer. */
 static void tmp_path(const stg__batch_body *f, char *buf, size_t size)
 {
-    snprintf(buf, size, "%s/.%s.tmp", f->dir, f->name);
+    snprintf(buf, size, ".%s.tmp", f->name);
 }
 
 /* An anonymous temp file for a database body: O_TMPFILE, or a named one
@@ -183,9 +228,9 @@ static int body_write(stg__batch_body *f, const char *p, size_t len)
     if (!f->dir)
         return db_write(f, p, len);
     if (f->fd < 0) {
-        char tmp[4096];
+        char tmp[256];
         tmp_path(f, tmp, sizeof tmp);
-        f->fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        f->fd = tmp_create(f->dirfd, tmp, &f->tmp_in_way);
         if (f->fd < 0)
             return body_fail(f);
         f->exists = true;
@@ -222,10 +267,9 @@ int stg__batch_body_commit(stg__batch_body *f)
         close(f->fd);
         f->fd = -1;
     }
-    char tmp[4096], path[4096];
+    char tmp[256];
     tmp_path(f, tmp, sizeof tmp);
-    snprintf(path, sizeof path, "%s/%s", f->dir, f->name);
-    if (rename(tmp, path) != 0) {
+    if (renameat(f->dirfd, tmp, f->dirfd, f->name) != 0) {
         int e = errno;
         stg__batch_body_discard(f);
         errno = e;
@@ -242,9 +286,9 @@ void stg__batch_body_discard(stg__batch_body *f)
         f->fd = -1;
     }
     if (f->exists) {
-        char tmp[4096];
+        char tmp[256];
         tmp_path(f, tmp, sizeof tmp);
-        unlink(tmp);
+        unlinkat(f->dirfd, tmp, 0);
     }
     f->exists = false;
     free(f->mem);

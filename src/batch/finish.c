@@ -85,10 +85,15 @@ void stg__batch_commit(stg_batch *b, stg_batch_slot *sl, stg_job_outcome *o)
 /* A body under out_dir could not be written: the run stops and the job is
  * put back (review when it may have had an effect and is not replay-safe). */
 static void body_not_written(stg_batch *b, stg_batch_slot *sl, stg_job_outcome *o,
-                             const char *fname, int err)
+                             const char *fname, int err, bool in_way)
 {
     char what[512];
-    if (b->out_dir)
+    if (b->out_dir && in_way)
+        snprintf(what, sizeof what,
+                 "%s/.%s.tmp is in the way: not a regular file of this user (a symbolic "
+                 "link?), and stagger never writes through one; remove it",
+                 b->out_dir, fname);
+    else if (b->out_dir)
         snprintf(what, sizeof what, "%s/%s: %s", b->out_dir, fname, strerror(err));
     else
         snprintf(what, sizeof what, "a temporary file for %s: %s", fname, strerror(err));
@@ -107,13 +112,15 @@ static void body_to_file(stg_batch *b, stg_batch_slot *sl, const stg_result *res
                          stg_job_outcome *o, char *fname, size_t fsize)
 {
     snprintf(fname, fsize, "%s", sl->body.name);
+    bool in_way = false;
     int rc = sl->body.exists ? stg__batch_body_commit(&sl->body)
-                             : stg__batch_write_body(b->out_dir, fname,
-                                                     res->body ? res->body : "", res->body_len);
+                             : stg__batch_write_body(b->out_fd, fname,
+                                                     res->body ? res->body : "", res->body_len,
+                                                     &in_way);
     if (rc == 0)
         o->response_file = fname;
     else
-        body_not_written(b, sl, o, fname, errno);
+        body_not_written(b, sl, o, fname, errno, in_way);
 }
 
 void stg__batch_on_done(stg_engine *e, uint64_t id, const stg_result *res, void *data)
@@ -146,7 +153,8 @@ void stg__batch_on_done(stg_engine *e, uint64_t id, const stg_result *res, void 
     bool keep_body = res->status > 0 && st != STG_JOB_PENDING;
     if (res->body_sink_failed) {
         /* The body's file failed (disk full): not an answer about the job. */
-        body_not_written(b, sl, &out, sl->body.name, sl->body.err ? sl->body.err : EIO);
+        body_not_written(b, sl, &out, sl->body.name, sl->body.err ? sl->body.err : EIO,
+                         sl->body.tmp_in_way);
     } else if (keep_body && b->out_dir && !b->store_failed) {
         body_to_file(b, sl, res, &out, fname, sizeof fname);
     } else if (keep_body && !stg__batch_body_to_outcome(&sl->body, &out)) {

@@ -23,11 +23,14 @@
  * beyond that in an anonymous temp file the store copies from. */
 typedef struct stg__batch_body {
     const char *dir;  /* out_dir; NULL: the body goes to the database */
+    int dirfd;        /* out_dir opened (stg__batch_out_open): every name is
+                         relative to it; the batch's, not closed here */
     char name[160];   /* the job's file name under dir (its temp file is
                          dir/.name.tmp, built when needed: not 4 KiB kept
                          per slot) */
     int fd;           /* the open temp file; -1 */
     bool exists;      /* the named temp file exists (open, or closed at END) */
+    bool tmp_in_way;  /* something not ours is at .name.tmp (body.c) */
     int err;          /* errno of the first failure; 0: none */
     size_t len;       /* bytes in the file */
     char *mem;        /* a small database body; NULL */
@@ -35,8 +38,8 @@ typedef struct stg__batch_body {
     size_t mem_cap;   /* bytes allocated at mem: grows by doubling */
 } stg__batch_body;
 
-/* dir NULL: a database body. */
-void stg__batch_body_init(stg__batch_body *f, const char *dir, const stg_job *j);
+/* dir NULL: a database body; else dirfd is dir opened. */
+void stg__batch_body_init(stg__batch_body *f, const char *dir, int dirfd, const stg_job *j);
 /* A database body into o (body, or body_in_fd); false when f holds none
  * (then the body, if any, is the engine's, in the result). */
 bool stg__batch_body_to_outcome(stg__batch_body *f, stg_job_outcome *o);
@@ -68,6 +71,7 @@ struct stg_batch {
     const char *const *headers;
     size_t n_headers;
     const char *out_dir;
+    int out_fd;          /* out_dir opened (stg__batch_out_open); -1: none */
     stg_event_fn user_event;
     void *user_event_data;
     stg_engine *engine;
@@ -122,6 +126,10 @@ int stg__batch_src_finish(stg_batch *b, const stg_job *j, stg_job_outcome *o);
 int stg__batch_src_mark_sent(stg_batch *b, const stg_job *j);
 const char *stg__batch_src_errmsg(stg_batch *b);
 void stg__batch_src_counts(stg_batch *b);
+/* Why the header line h may not be sent for a batch job (a line the engine
+ * would refuse, or a field batch input may not set: util/http_field.h), or
+ * NULL (submit.c). */
+const char *stg__batch_header_refused(const char *h);
 /* Claim pending jobs for the free slots and submit them (submit.c). */
 void stg__batch_refill(stg_batch *b);
 /* Give the claimed-ahead jobs back to the store (pending, as if never

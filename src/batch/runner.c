@@ -69,10 +69,12 @@
  *    memory and in the request; what is stored is the outcome. The engine's events and error
  *    texts are already redacted.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "batch/internal.h"
 #include "util/assert.h"
@@ -172,6 +174,14 @@ int stg_batch_new(const stg_batch_config *cfg, stg_batch **out, stg_batch_start 
             snprintf(err, errlen, "bad batch configuration");
         return STG_EINVAL;
     }
+    for (size_t i = 0; i < cfg->n_headers; i++) {
+        const char *why = cfg->headers[i] ? stg__batch_header_refused(cfg->headers[i]) : "";
+        if (why) {
+            if (err && errlen)
+                snprintf(err, errlen, "bad batch configuration: header %zu %s", i + 1, why);
+            return STG_EINVAL;
+        }
+    }
     stg_batch *b = calloc(1, sizeof *b);
     if (!b)
         return fail_new(NULL, STG_ENOMEM, err, errlen, "out of memory");
@@ -183,11 +193,21 @@ int stg_batch_new(const stg_batch_config *cfg, stg_batch **out, stg_batch_start 
     b->headers = cfg->headers;
     b->n_headers = cfg->n_headers;
     b->out_dir = cfg->out_dir;
+    b->out_fd = -1;
     b->nslots = cfg->engine.concurrency ? cfg->engine.concurrency : 30;
     stg_concurrency_config lr; /* a learned concurrency's ceiling is the slot count */
     if (!cfg->engine.concurrency && cfg->engine.learn &&
         stg_concurrency_resolve(cfg->engine.learn, &lr) == STG_OK)
         b->nslots = lr.max_limit;
+    if (b->out_dir && (b->out_fd = stg__batch_out_open(b->out_dir)) < 0) {
+        char msg[600];
+        int e = errno;
+        snprintf(msg, sizeof msg, "%s: %s", b->out_dir,
+                 e == ELOOP || e == ENOTDIR ? "not a directory (a symbolic link is refused: "
+                                              "give the directory it points to)"
+                                            : strerror(e));
+        return fail_new(b, STG_EINVAL, err, errlen, msg);
+    }
     b->start_us = mono_us();
     b->next_save_us = b->start_us + STG_SEC(1);
     if (!(b->slots = calloc((size_t)b->nslots, sizeof *b->slots)))
@@ -414,5 +434,7 @@ void stg_batch_free(stg_batch *b, int exit_code)
         stg_job_clear(&b->slots[i].job);
     free(b->slots);
     free(b->ahead);
+    if (b->out_fd >= 0)
+        close(b->out_fd);
     free(b);
 }

@@ -23,6 +23,11 @@
  *  - A Stagger-Cost header (a JSONL job's "cost", stored with its headers,
  *    or one of the configuration's) is never sent: it becomes the
  *    request's cost for the servers' quotas (the configuration's wins).
+ *  - No job sets a field batch input may not set (framing, connection,
+ *    Host, Proxy-*: util/http_field.h). The input's parser makes such a
+ *    line a bad line and the configuration's headers are checked at
+ *    stg_batch_new; a job that still has one (a database written by an
+ *    older stagger, a queue another program loaded) fails here, unsent.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,6 +36,7 @@
 
 #include "batch/internal.h"
 #include "util/assert.h"
+#include "util/http_field.h"
 
 #define MAX_REQ_HEADERS 128
 
@@ -42,6 +48,17 @@ static bool header_named(const char *h, const char *name_of)
     size_t n1 = c1 ? (size_t)(c1 - h) : strlen(h);
     size_t n2 = c2 ? (size_t)(c2 - name_of) : strlen(name_of);
     return n1 == n2 && !strncasecmp(h, name_of, n1);
+}
+
+/* Why the header line h may not be sent for a batch job, or NULL
+ * (util/http_field.h): one of the engine's line forms, and a field batch
+ * input may set. */
+const char *stg__batch_header_refused(const char *h)
+{
+    size_t n = stg__http_line_name(h);
+    if (n == 0)
+        return "line is not valid (a name that is not a token, or a control character)";
+    return stg__http_batch_refused(h, n);
 }
 
 /* h is a Stagger-Cost header: its value as the request's cost. Returns
@@ -105,7 +122,10 @@ static void submit(stg_batch *b, stg_batch_slot *sl)
     const char *const *own = own_from_spec ? (const char *const *)spec->headers
                                            : (const char *const *)j->headers;
     size_t n_own = own_from_spec ? spec->n_headers : SIZE_MAX;
+    const char *refused = NULL, *refused_line = NULL;
     for (size_t i = 0; own && i < n_own && own[i] && nh < MAX_REQ_HEADERS; i++) {
+        if (!refused && (refused = stg__batch_header_refused(own[i])))
+            refused_line = own[i];
         bool overridden = false;
         for (size_t k = 0; k < b->n_headers && !overridden; k++)
             overridden = header_named(own[i], b->headers[k]);
@@ -134,18 +154,25 @@ static void submit(stg_batch *b, stg_batch_slot *sl)
         .n_cost = cost_ok ? n_cost : 0,
     };
     /* The body streams into out_dir, or towards the database (body.c). */
-    stg__batch_body_init(&sl->body, b->out_dir, j);
+    stg__batch_body_init(&sl->body, b->out_dir, b->out_fd, j);
     req.body_sink = stg__batch_body_sink;
     req.body_sink_data = &sl->body;
     /* A malformed cost (a configuration header: stored ones were checked at
      * import) is refused like any invalid request. */
-    int rc = cost_ok ? stg_engine_submit(b->engine, &req, stg__batch_on_done, sl, &sl->req_id)
-                     : STG_EINVAL;
+    int rc = cost_ok && !refused
+                 ? stg_engine_submit(b->engine, &req, stg__batch_on_done, sl, &sl->req_id)
+                 : STG_EINVAL;
     if (rc == STG_OK)
         return;
     /* Never sent: a final answer about this request, not about the server. */
-    char msg[160];
-    snprintf(msg, sizeof msg, "the request was refused before sending: %s", stg_strerror(rc));
+    char msg[240];
+    size_t rn = refused ? stg__http_line_name(refused_line) : 0; /* a token: no value shown */
+    if (refused)
+        snprintf(msg, sizeof msg, "the request was refused before sending: header %.*s %s",
+                 (int)(rn > 64 ? 64 : rn), refused_line, refused);
+    else
+        snprintf(msg, sizeof msg, "the request was refused before sending: %s",
+                 stg_strerror(rc));
     stg_job_outcome out = {.state = rc == STG_ENOMEM ? STG_JOB_PENDING : STG_JOB_FAILED,
                            .reason = "invalid_request",
                            .error = msg};

@@ -17,6 +17,7 @@
 
 #include "cli/batch_run.h"
 #include "cli/cli.h"
+#include "util/http_field.h"
 
 #define CMD "batch"
 
@@ -357,12 +358,14 @@ static int add_header(void *ctx, const char *line, bool secret)
     return 0;
 }
 
-/* -H: the same lines fetch takes (cli_header_arg), @FILE included. */
+/* -H: the same lines fetch takes (cli_header_arg), @FILE included, except
+ * the fields batch input may not set (stg__http_batch_refused): a usage
+ * error. */
 static int opt_header(cli_parser *p, const cli_opt *o, void *field, const char *v)
 {
     (void)p, (void)o;
     char *buf = NULL;
-    int rc = cli_header_arg(CMD, v, add_header, field, &buf);
+    int rc = cli_header_arg(CMD, v, stg__http_batch_refused, add_header, field, &buf);
     if (buf && !keep(field, buf) && !rc)
         rc = cli_usage_error(CMD, "out of memory");
     return rc;
@@ -372,7 +375,7 @@ static int opt_header_env(cli_parser *p, const cli_opt *o, void *field, const ch
 {
     (void)p, (void)o;
     char *line = NULL;
-    int rc = cli_header_env(CMD, v, &line);
+    int rc = cli_header_env(CMD, v, stg__http_batch_refused, &line);
     if (rc)
         return rc;
     if (!keep(field, line))
@@ -464,7 +467,10 @@ static const cli_opt run_table[] = {
     {CLI_FN, "header", 'H', "'Name: value'",
      "add a header to every request; never stored (put\n"
      "secrets such as Authorization here); @FILE reads\n"
-     "headers from FILE, one a line, as fetch -H",
+     "headers from FILE, one a line, as fetch -H. Not\n"
+     "Content-Length, Transfer-Encoding, Connection,\n"
+     "Keep-Alive, Upgrade, TE, Trailer, Host or Proxy-*\n"
+     "(nor in JSONL headers: a bad line there)",
      0, opt_header, NULL, 0, NULL},
     {CLI_FN, "secret-header-env", 0, "NAME=VAR",
      "add header NAME with the value of environment\n"

@@ -567,20 +567,6 @@ static int verdict(const stg_batch_summary *s, int sig, bool quiet)
     return c->n[STG_JOB_FAILED] ? CLI_EXIT_FAILED : CLI_EXIT_OK;
 }
 
-static int prepare_out(const char *dir)
-{
-    if (!dir)
-        return -1;
-    struct stat st;
-    if ((mkdir(dir, 0700) != 0 && errno != EEXIST) || stat(dir, &st) != 0 ||
-        !S_ISDIR(st.st_mode)) {
-        fprintf(stderr, "stagger batch: --out %s: %s\n", dir,
-                errno ? strerror(errno) : "not a directory");
-        return CLI_EXIT_DB;
-    }
-    return -1;
-}
-
 /* --claim-idle by default: longer than a job's deadline (and at least
  * 6 min), so that a slow live worker is not robbed; given shorter, a warning. */
 static void claim_idle_for(batch_opts *o)
@@ -639,7 +625,7 @@ int batch_queue_run(const batch_opts *o_in)
         o.limiter.url = lim_url;
         o.limiter.url_has_key = false;
     }
-    if ((ex = prepare_out(o.out_dir)) >= 0)
+    if ((ex = batch_prepare_out(o.out_dir)) >= 0)
         goto out;
     stg_batch_config bc = {.headers = o.headers, .n_headers = o.n_headers, .out_dir = o.out_dir};
     limiter_open = true;

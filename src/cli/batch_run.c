@@ -351,17 +351,23 @@ static void remove_created(const char *db)
     }
 }
 
-static int prepare_out(const batch_opts *o)
+int batch_prepare_out(const char *dir)
 {
-    if (!o->out_dir)
+    if (!dir)
         return -1;
-    if (mkdir(o->out_dir, 0700) != 0 && errno != EEXIST) {
-        fprintf(stderr, "stagger batch: --out %s: %s\n", o->out_dir, strerror(errno));
+    if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
+        fprintf(stderr, "stagger batch: --out %s: %s\n", dir, strerror(errno));
         return CLI_EXIT_DB;
     }
     struct stat st;
-    if (stat(o->out_dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
-        fprintf(stderr, "stagger batch: --out %s: not a directory\n", o->out_dir);
+    if (lstat(dir, &st) == 0 && S_ISLNK(st.st_mode)) {
+        fprintf(stderr, "stagger batch: --out %s is a symbolic link: give the directory it "
+                        "points to (bodies are written only into a directory that is no link)\n",
+                dir);
+        return CLI_EXIT_DB;
+    }
+    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+        fprintf(stderr, "stagger batch: --out %s: not a directory\n", dir);
         return CLI_EXIT_DB;
     }
     return -1;
@@ -546,7 +552,7 @@ int batch_run(const batch_opts *o)
     if ((ex = open_input(o, &reader)) >= 0 ||
         (ex = open_db(o, reader, rereadable ? NULL : &secrets, &store, &imported, &created,
                       &input_refused)) >= 0 ||
-        (ex = prepare_out(o)) >= 0)
+        (ex = batch_prepare_out(o->out_dir)) >= 0)
         goto out;
     stg_input_reader_free(reader);
     reader = NULL;

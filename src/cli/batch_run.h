@@ -55,6 +55,12 @@ typedef struct batch_opts {
 struct stg_engine_config;
 int batch_engine_config(const batch_opts *o, struct stg_engine_config *ec);
 
+/* --out DIR: created (0700) when missing; it must be a directory and not
+ * a symbolic link (the runner writes only into a directory it opened with
+ * O_NOFOLLOW: src/batch/body.c). -1 when fine (or no --out), else the exit
+ * status after one line on stderr. */
+int batch_prepare_out(const char *dir);
+
 /* Run (or resume) the batch. Returns the exit status. */
 int batch_run(const batch_opts *o);
 

@@ -69,8 +69,9 @@ extern const char cli_durations_help[];
 
 /* A request header as fetch and batch take it on the command line: "Name:
  * value", "Name:" (remove a header curl would send) or "Name;" (send it
- * empty); Name is an RFC 9110 token and no CR or LF appears, so no value can
- * hide where the redaction (which keys on the name) would miss it. */
+ * empty); Name is an RFC 9110 token and the value holds no control
+ * character but HTAB, so no value can hide where the redaction (which keys
+ * on the name) would miss it (util/http_field.h). */
 bool cli_header_ok(const char *h);
 
 /* Open path for writing, created with mode 0600 (it will hold bodies, a
@@ -84,19 +85,22 @@ FILE *cli_open_private(const char *path, enum cli_open how, bool *created);
 
 /* A -H value as fetch and batch take it: "Name: value" (checked with
  * cli_header_ok), or @FILE ("@-": stdin) holding one header a line (CR LF or
- * LF, blank lines skipped), as curl reads it. Calls add(ctx, line, secret)
- * per header, secret being true for lines from a file. *owned is the file's
- * buffer, which the lines point into: the caller frees it after the last
- * use of a line (also after an error). Returns 0, add's nonzero result, or
+ * LF, blank lines skipped), as curl reads it. A line whose name refused
+ * (may be NULL: none) gives a reason for is a usage error too (batch:
+ * stg__http_batch_refused). Calls add(ctx, line, secret) per header,
+ * secret being true for lines from a file. *owned is the file's buffer,
+ * which the lines point into: the caller frees it after the last use of a
+ * line (also after an error). Returns 0, add's nonzero result, or
  * CLI_EXIT_USAGE after one line on stderr that echoes no header value. */
-int cli_header_arg(const char *cmd, const char *val,
+int cli_header_arg(const char *cmd, const char *val, const char *(*refused)(const char *, size_t),
                    int (*add)(void *ctx, const char *line, bool secret), void *ctx, char **owned);
 
 /* --secret-header-env NAME=VAR: *line becomes "NAME: <value of $VAR>"
- * (malloc'ed, the caller's). An unset or empty VAR, or a line
- * cli_header_ok refuses, is a usage error that does not echo the value.
- * Returns 0 or CLI_EXIT_USAGE. */
-int cli_header_env(const char *cmd, const char *spec, char **line);
+ * (malloc'ed, the caller's). An unset or empty VAR, a line cli_header_ok
+ * refuses, or a NAME refused (may be NULL) gives a reason for, is a usage
+ * error that does not echo the value. Returns 0 or CLI_EXIT_USAGE. */
+int cli_header_env(const char *cmd, const char *spec, const char *(*refused)(const char *, size_t),
+                   char **line);
 
 /* The whole file ("-": stdin), NUL-terminated (*len excludes the NUL).
  * Returns NULL with errno set. The caller frees it. */

@@ -58,6 +58,7 @@
 #include "cli/writeout.h"
 #include "util/assert.h"
 #include "util/clock.h"
+#include "util/http_field.h"
 
 #define CMD "fetch"
 
@@ -326,11 +327,7 @@ static bool method_token_ok(const char *m)
 {
     if (!m || !*m || strlen(m) > 32)
         return false;
-    for (const char *p = m; *p; p++)
-        if (!((*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') ||
-              strchr("!#$%&'*+-.^_`|~", *p)))
-            return false;
-    return true;
+    return stg__http_token(m, strlen(m));
 }
 
 static bool url_scheme_ok(const char *url)
@@ -348,7 +345,7 @@ static int opt_header(cli_parser *p, const cli_opt *o, void *field, const char *
 {
     (void)p, (void)o;
     char *buf = NULL;
-    int rc = cli_header_arg(CMD, val, add_header_cb, field, &buf);
+    int rc = cli_header_arg(CMD, val, NULL, add_header_cb, field, &buf);
     if (buf && !keep(field, buf) && !rc)
         rc = cli_usage_error(CMD, "out of memory");
     return rc;
@@ -358,7 +355,7 @@ static int opt_header_env(cli_parser *p, const cli_opt *o, void *field, const ch
 {
     (void)p, (void)o;
     char *line = NULL;
-    int rc = cli_header_env(CMD, val, &line);
+    int rc = cli_header_env(CMD, val, NULL, &line);
     if (rc)
         return rc;
     if (!keep(field, line))

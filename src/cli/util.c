@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "util/http_field.h"
 
 int cli_usage_error(const char *cmd, const char *fmt, ...)
 {
@@ -269,17 +270,28 @@ int cli_missing_value(const char *cmd, const char *opt)
 
 /* "Name: value", "Name:" (remove) or "Name;" (send empty), as curl takes
  * them; the name must be a token, so no value can hide where -v would
- * print it unredacted. */
+ * print it unredacted, and the value holds no CTL but HTAB (the one rule:
+ * util/http_field.h). */
 bool cli_header_ok(const char *h)
 {
-    size_t n = strcspn(h, ":;");
-    if (n == 0 || strpbrk(h, "\r\n"))
-        return false;
-    for (size_t i = 0; i < n; i++)
-        if (!((h[i] >= 'A' && h[i] <= 'Z') || (h[i] >= 'a' && h[i] <= 'z') ||
-              (h[i] >= '0' && h[i] <= '9') || strchr("!#$%&'*+-.^_`|~", h[i])))
-            return false;
-    return h[n] == ':' || (h[n] == ';' && h[n + 1] == '\0');
+    return stg__http_line_name(h) > 0;
+}
+
+/* A line cli_header_ok took, refused by the caller's rule: the usage error
+ * names the field (a token, never a value) and says why. */
+static int header_refused(const char *cmd, const char *h, const char *(*refused)(const char *,
+                                                                                  size_t),
+                          const char *where, int line_no)
+{
+    size_t n = stg__http_line_name(h);
+    const char *why = refused ? refused(h, n) : NULL;
+    if (!why)
+        return 0;
+    if (where)
+        return cli_usage_error(cmd, "bad header in %s (line %d): %.*s %s; %s may not set it",
+                               where, line_no, (int)(n > 64 ? 64 : n), h, why, cmd);
+    return cli_usage_error(cmd, "bad header: %.*s %s; %s may not set it",
+                           (int)(n > 64 ? 64 : n), h, why, cmd);
 }
 
 char *cli_read_file(const char *path, size_t *len)
@@ -318,14 +330,16 @@ char *cli_read_file(const char *path, size_t *len)
     return buf;
 }
 
-int cli_header_arg(const char *cmd, const char *val,
+int cli_header_arg(const char *cmd, const char *val, const char *(*refused)(const char *, size_t),
                    int (*add)(void *ctx, const char *line, bool secret), void *ctx, char **owned)
 {
     *owned = NULL;
     if (val[0] != '@') {
         if (!cli_header_ok(val))
-            return cli_usage_error(cmd, "bad header: expected 'Name: value'");
-        return add(ctx, val, false);
+            return cli_usage_error(cmd, "bad header: expected 'Name: value' (Name a token, "
+                                        "no control character in the value)");
+        int rc = header_refused(cmd, val, refused, NULL, 0);
+        return rc ? rc : add(ctx, val, false);
     }
     const char *path = val + 1;
     size_t len;
@@ -350,14 +364,17 @@ int cli_header_arg(const char *cmd, const char *val,
         if (!cli_header_ok(line))
             return cli_usage_error(cmd, "bad header in %s (line %d): expected 'Name: value'", path,
                                    line_no);
-        int rc = add(ctx, line, true);
+        int rc = header_refused(cmd, line, refused, path, line_no);
+        if (!rc)
+            rc = add(ctx, line, true);
         if (rc)
             return rc;
     }
     return 0;
 }
 
-int cli_header_env(const char *cmd, const char *spec, char **line)
+int cli_header_env(const char *cmd, const char *spec, const char *(*refused)(const char *, size_t),
+                   char **line)
 {
     *line = NULL;
     const char *eq = strchr(spec, '=');
@@ -376,6 +393,11 @@ int cli_header_env(const char *cmd, const char *spec, char **line)
         free(l);
         return cli_usage_error(cmd, "bad --secret-header-env: NAME must be a header name and "
                                     "the value one line");
+    }
+    int rc = header_refused(cmd, l, refused, NULL, 0);
+    if (rc) {
+        free(l);
+        return rc;
     }
     *line = l;
     return 0;

@@ -17,6 +17,7 @@
  * (a bad item, a trailing comma, an empty value) fails as a whole.
  */
 #include "core/internal.h"
+#include "util/http_field.h"
 
 static bool sf_is_key_start(char c)
 {
@@ -28,18 +29,11 @@ static bool sf_is_key_char(char c)
     return stg__is_alpha(c) || stg__is_digit(c) || c == '_' || c == '-' || c == '.' || c == '*';
 }
 
+/* sf-token's later characters: an RFC 9110 tchar, ':' or '/' (RFC 8941
+ * §3.3.4). */
 static bool sf_is_tchar(char c)
 {
-    if (stg__is_alpha(c) || stg__is_digit(c))
-        return true;
-    switch (c) {
-    case '!': case '#': case '$': case '%': case '&': case '\'': case '*':
-    case '+': case '-': case '.': case '^': case '_': case '`': case '|':
-    case '~': case ':': case '/':
-        return true;
-    default:
-        return false;
-    }
+    return stg__http_tchar((unsigned char)c) || c == ':' || c == '/';
 }
 
 static bool sf_is_b64(char c)

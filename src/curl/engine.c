@@ -58,7 +58,14 @@
  *    the set when they fire or close; libcurl is never called back into
  *    from sock_cb or timer_cb (they only record);
  *  - no global state: two engines never share anything but libcurl's
- *    process-wide init.
+ *    process-wide init;
+ *  - what goes on the wire is framed by libcurl alone: a submitted header
+ *    that is not a valid line (token name, no CTL but HTAB in the value)
+ *    or that names a field the transport owns (Content-Length,
+ *    Transfer-Encoding, Connection, Keep-Alive, Proxy-Connection, TE,
+ *    Trailer, Upgrade: util/http_field.h) is refused at submit, so no
+ *    request can end early and leave bytes read as another's on a shared
+ *    connection.
  */
 #include <errno.h>
 #include <limits.h>
@@ -69,6 +76,7 @@
 #include <unistd.h>
 
 #include "curl/engine.h"
+#include "util/http_field.h"
 
 /* ---- libcurl's multi_socket callbacks ------------------------------------- */
 
@@ -265,6 +273,15 @@ static bool header_ok(const char *s)
     return s && !strpbrk(s, "\r\n");
 }
 
+/* A request header the engine sends (curl.h, stg_request.headers): one of
+ * libcurl's line forms with a token name and a clean value, and not a
+ * field the transport owns (util/http_field.h). */
+static bool request_header_ok(const char *h)
+{
+    size_t n = h ? stg__http_line_name(h) : 0;
+    return n > 0 && !stg__http_transport_field(h, n);
+}
+
 int stg_engine_submit(stg_engine *e, const stg_request *rq, stg_done_fn done, void *data,
                       uint64_t *id)
 {
@@ -279,10 +296,12 @@ int stg_engine_submit(stg_engine *e, const stg_request *rq, stg_done_fn done, vo
     if (rq->max_redirects < 0 || rq->max_attempts < 0 ||
         (rq->priority != 0 && rq->priority != STG_PRIORITY_LOW) || (rq->read_body && rq->body))
         return STG_EINVAL;
-    if (rq->idempotency_key && (!*rq->idempotency_key || !header_ok(rq->idempotency_key)))
+    if (rq->idempotency_key &&
+        (!*rq->idempotency_key ||
+         !stg__http_value_ok(rq->idempotency_key, strlen(rq->idempotency_key))))
         return STG_EINVAL;
     for (size_t i = 0; rq->headers && rq->headers[i]; i++)
-        if (!header_ok(rq->headers[i]))
+        if (!request_header_ok(rq->headers[i]))
             return STG_EINVAL;
     if (stg__eng_cost_check(rq) != STG_OK)
         return STG_EINVAL;

@@ -160,7 +160,7 @@ static enum MHD_Result begin(stg_proxy *p, px_req *r, struct MHD_Connection *c,
     char msg[512];
     size_t mlen = strlen(method);
     enum MHD_Result rc;
-    if (px_token(method, mlen) && mlen <= PX_METHOD_MAX && !(r->method = strdup(method)))
+    if (stg__http_token(method, mlen) && mlen <= PX_METHOD_MAX && !(r->method = strdup(method)))
         return early(p, r, c, 500, "out of memory", "internal", NULL, true);
     if (!head_ok(p, r, c, method, version, &rc))
         return rc;

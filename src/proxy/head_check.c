@@ -75,25 +75,6 @@
 #include <string.h>
 #include <strings.h>
 
-bool px_tchar(unsigned char c)
-{
-    /* tchar = "!" / "#" / "$" / "%" / "&" / "'" / "*" / "+" / "-" / "." /
-     *         "^" / "_" / "`" / "|" / "~" / DIGIT / ALPHA */
-    if ((c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'))
-        return true;
-    return c && strchr("!#$%&'*+-.^_`|~", c) != NULL;
-}
-
-bool px_token(const char *s, size_t n)
-{
-    if (!n)
-        return false;
-    for (size_t i = 0; i < n; i++)
-        if (!px_tchar((unsigned char)s[i]))
-            return false;
-    return true;
-}
-
 static bool refuse(px_verdict *v, unsigned status, const char *reason, const char *msg)
 {
     if (v) {
@@ -148,16 +129,6 @@ static bool name_is(const px_field *f, const char *lower)
 
 /* field-value: no CTL but HTAB (RFC 9110 §5.5: field-vchar, SP, HTAB,
  * obs-text). */
-bool px_value_ok(const char *s, size_t n)
-{
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if ((c < 0x20 && c != '\t') || c == 0x7f)
-            return false;
-    }
-    return true;
-}
-
 /* Host = uri-host [ ":" port ] (RFC 3986 reg-name, IP-literal, IPv4):
  * unreserved, pct-encoded, sub-delims, ':' and the brackets. Empty is
  * allowed (RFC 9112 §3.2: a target without authority). */
@@ -203,7 +174,7 @@ static bool coding_check(const px_head *h, px_verdict *v)
             size_t len = b - a;
             /* transfer-coding = token *( OWS ";" OWS transfer-parameter ) */
             size_t tok = 0;
-            while (tok < len && px_tchar((unsigned char)m[tok]))
+            while (tok < len && stg__http_tchar((unsigned char)m[tok]))
                 tok++;
             if (!tok || (tok < len && !is_ws(m[tok]) && m[tok] != ';'))
                 return refuse(v, 400, "bad-transfer-encoding",
@@ -227,7 +198,7 @@ static bool coding_check(const px_head *h, px_verdict *v)
 
 bool px_head_check(const px_head *h, px_verdict *v)
 {
-    if (!px_token(h->method, h->method_len))
+    if (!stg__http_token(h->method, h->method_len))
         return refuse(v, 400, "bad-method", "the method is not a token (RFC 9110 5.6.2)");
     if (h->method_len > PX_METHOD_MAX)
         return refuse(v, 501, "method-too-long", "no method that long is implemented");
@@ -248,11 +219,11 @@ bool px_head_check(const px_head *h, px_verdict *v)
     size_t len_nd = 0;
     for (size_t k = 0; k < h->n_fields; k++) {
         const px_field *f = &h->fields[k];
-        if (!px_token(f->name, f->name_len))
+        if (!stg__http_token(f->name, f->name_len))
             return refuse(v, 400, "bad-field-name",
                           "a field name is not a token (RFC 9110 5.1): whitespace before the "
                           "colon, a folded line (obs-fold) or a byte outside the token set");
-        if (!px_value_ok(f->value, f->value_len))
+        if (!stg__http_value_ok(f->value, f->value_len))
             return refuse(v, 400, "bad-field-value",
                           "a field value holds a control character (RFC 9110 5.5)");
         if (name_is(f, "host")) {

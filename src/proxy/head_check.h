@@ -10,6 +10,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "util/http_field.h"
+
 /* One header field as the front parsed it: name and value are not
  * NUL-terminated (lengths given); value has no leading whitespace. */
 typedef struct px_field {
@@ -51,12 +53,9 @@ typedef struct px_verdict {
  * Pure, thread-safe; reads only the memory h points at. */
 bool px_head_check(const px_head *h, px_verdict *v);
 
-/* RFC 9110 §5.6.2: is c a tchar? is s[0..n) a token (1*tchar)? */
-bool px_tchar(unsigned char c);
-bool px_token(const char *s, size_t n);
-
-/* RFC 9110 §5.5: does the field value s[0..n) hold no CTL but HTAB? */
-bool px_value_ok(const char *s, size_t n);
+/* The token (RFC 9110 §5.6.2) and field-value (§5.5) rules are
+ * util/http_field.h's, the one home of the rule for every edge that takes
+ * a header: stg__http_tchar, stg__http_token, stg__http_value_ok. */
 
 /* Does the Connection field value conn[0..m) list the token name[0..n)
  * (case-insensitive, any length)? */

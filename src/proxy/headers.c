@@ -276,7 +276,7 @@ static void add_field(void *ctx, const char *name, size_t n, const char *value, 
     /* Out of memory for the Connection list: nothing rather than a field
      * it may have named. */
     if (k->conn.oom || hop_by_hop(name, n, &k->conn) || is_name(name, n, "content-length") ||
-        !px_token(name, n) || !px_value_ok(value, m))
+        !stg__http_token(name, n) || !stg__http_value_ok(value, m))
         return;
     char *nb = strndup(name, n), *vb = strndup(value, m);
     char *loc = nb && vb && is_name(name, n, "location") ? px_location(k->r->p, k->r, vb) : NULL;

@@ -25,7 +25,10 @@
  *          idempotency_key field marks the request safe to resend; a CR, LF,
  *          NUL or other control character in a header value or in
  *          idempotency_key is a bad line (it would split or cut the header
- *          it is sent in); cost an object {"unit": amount} (at most
+ *          it is sent in), and so is a name that is not an RFC 9110 token
+ *          or a field batch input may not set (util/http_field.h: framing,
+ *          connection-level, Host, Proxy-*: one job could otherwise smuggle
+ *          a request onto the connection the next job uses); cost an object {"unit": amount} (at most
  *          STG_QUOTA_COSTS_MAX units, amounts integers 0..10^15), kept as
  *          the job's Stagger-Cost header (quota.h: stored with the headers,
  *          so a resumed batch still has it; the batch takes it out before
@@ -68,6 +71,7 @@
 #include "store/csv.h"
 #include "store/store.h"
 #include "util/assert.h"
+#include "util/http_field.h"
 
 const char *stg_input_format_name(stg_input_format f)
 {
@@ -357,37 +361,28 @@ static bool ascii_alnum(int c)
     return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
 }
 
-/* An RFC 9110 token character (ASCII only, whatever the locale). */
-static bool tchar(int c)
-{
-    return ascii_alnum(c) || (c != '\0' && strchr("!#$%&'*+-.^_`|~", c));
-}
-
-/* A header value may hold tabs but no other control character: CR or LF
- * would split the header in two, NUL would cut it short. */
+/* A header value, an id, a key: tabs but no other control character (CR or
+ * LF would split the header or the report line in two, NUL would cut it
+ * short). The one rule, util/http_field.h. */
 static bool value_ok(const char *v, size_t len)
 {
-    for (size_t i = 0; i < len; i++) {
-        unsigned char c = (unsigned char)v[i];
-        if ((c < 0x20 && c != '\t') || c == 0x7f)
-            return false;
-    }
-    return true;
+    return stg__http_value_ok(v, len);
 }
 
-/* Validate "Name: value"; returns false on a bad name or CR/LF in value. */
-static bool header_ok(const char *h)
+/* A JSONL header, name[0..n) and its value: NULL when it may be a job's
+ * header, else the bad line's message in buf. */
+static const char *header_bad(const char *name, size_t n, const char *val, size_t vlen,
+                              char *buf, size_t size)
 {
-    const char *colon = strchr(h, ':');
-    if (!colon || colon == h)
-        return false;
-    for (const char *p = h; p < colon; p++)
-        if (!tchar((unsigned char)*p))
-            return false;
-    for (const char *p = colon + 1; *p; p++)
-        if ((unsigned char)*p < 0x20 && *p != '\t')
-            return false;
-    return true;
+    if (!stg__http_token(name, n))
+        return "bad header: invalid name (an RFC 9110 token, nothing before the colon)";
+    if (!stg__http_value_ok(val, vlen))
+        return "bad header: CR, LF, NUL or another control character in a value";
+    const char *why = stg__http_batch_refused(name, n);
+    if (!why)
+        return NULL;
+    snprintf(buf, size, "bad header: %.*s %s; batch input may not set it", (int)n, name, why);
+    return buf;
 }
 
 static int add_header(stg_job_spec *j, const char *name, size_t name_len, const char *value)
@@ -625,7 +620,7 @@ static int parse_json_line(stg_job_set *set, keytab *t, char *line, size_t len, 
     int rc = STG_OK;
     stg_job_spec j = {0};
     j.line = n;
-    char numkey[32];
+    char numkey[32], why[200];
 #define BAD(...)                                                                               \
     do {                                                                                       \
         rc = add_bad(set, n, __VA_ARGS__);                                                     \
@@ -683,8 +678,7 @@ static int parse_json_line(stg_job_set *set, keytab *t, char *line, size_t len, 
             BAD("method CONNECT is not supported");
         if (!m || stg_method_parse(m) == STG_METHOD_UNKNOWN) {
             bool printable = m && strlen(m) <= 16;
-            for (const char *p = m; printable && *p; p++)
-                printable = tchar((unsigned char)*p);
+            printable = printable && stg__http_token(m, strlen(m));
             if (printable)
                 BAD("unknown method '%s' (methods are case-sensitive: GET, POST, ...)", m);
             BAD("unknown method");
@@ -703,14 +697,11 @@ static int parse_json_line(stg_job_set *set, keytab *t, char *line, size_t len, 
             if (!json_is_string(v))
                 BAD("header values must be strings");
             size_t nlen = strlen(name);
-            bool ok = nlen > 0;
-            for (size_t i = 0; ok && i < nlen; i++)
-                ok = tchar((unsigned char)name[i]);
             const char *val = json_string_value(v);
-            if (!ok)
-                BAD("bad header: invalid name");
-            if (!value_ok(val, json_string_length(v)))
-                BAD("bad header: CR, LF, NUL or another control character in a value");
+            const char *bad = header_bad(name, nlen, val, json_string_length(v), why,
+                                         sizeof why);
+            if (bad)
+                BAD("%s", bad);
             if (nlen == 15 && !strncasecmp(name, "Idempotency-Key", 15)) {
                 free(j.idempotency_key);
                 if (!(j.idempotency_key = strdup(val)))
@@ -726,12 +717,14 @@ static int parse_json_line(stg_job_set *set, keytab *t, char *line, size_t len, 
         json_array_foreach(hdrs, i, v)
         {
             const char *h = json_is_string(v) ? json_string_value(v) : NULL;
-            if (h && !value_ok(h, json_string_length(v)))
-                BAD("bad header: CR, LF, NUL or another control character in a value");
-            if (!h || !header_ok(h))
+            const char *colon = h ? strchr(h, ':') : NULL;
+            if (!colon || colon == h)
                 BAD("bad header: expected \"Name: value\" strings");
-            const char *colon = strchr(h, ':');
             size_t nlen = (size_t)(colon - h);
+            const char *bad = header_bad(h, nlen, colon + 1,
+                                         json_string_length(v) - nlen - 1, why, sizeof why);
+            if (bad)
+                BAD("%s", bad);
             if (nlen == 15 && !strncasecmp(h, "Idempotency-Key", 15)) {
                 const char *val = colon + 1;
                 while (*val == ' ' || *val == '\t')

@@ -10,11 +10,16 @@
  *    LIMITER and the source's message;
  *  - stg_batch_drain claims nothing more and ends when in flight is empty;
  *  - a sent-mark the source cannot record stops the run before the request
- *    leaves: the job goes back (PENDING), not to review.
+ *    leaves: the job goes back (PENDING), not to review;
+ *  - a job whose headers set a field batch input may not set (a queue
+ *    loaded by another program: framing, connection, Host, Proxy-*) fails
+ *    unsent (invalid_request, the field named, no sent-mark), the jobs
+ *    beside it run; such a configuration header is refused at new.
  */
 #define _GNU_SOURCE
 #include "cmocka_all.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "batch/batch.h"
@@ -29,6 +34,8 @@ typedef struct fake {
     int fail_tick_after;   /* tick answers EUNAVAIL from this call on; 0: never */
     bool fail_mark;
     int finishes, ticks, marks;
+    const char *header;    /* the odd jobs carry this header line; NULL: none */
+    char reason[64], error[256]; /* the last failed outcome's */
 } fake;
 
 static char *dup(const char *s)
@@ -57,6 +64,11 @@ static int f_claim(void *ctx, int max, stg_job *out, int *n, bool *more)
         j->url = dup("http://127.0.0.1:1/x");
         j->url_redacted = dup(j->url);
         j->replay_safe = !f->post;
+        if (f->header && j->id % 2) {
+            j->headers = calloc(3, sizeof *j->headers);
+            j->headers[0] = dup("X-Ok: 1");
+            j->headers[1] = dup(f->header);
+        }
     }
     *more = f->next < f->total;
     return STG_OK;
@@ -80,6 +92,10 @@ static int f_finish(void *ctx, const stg_job *j, const stg_job_outcome *o)
     assert_int_not_equal(o->state, STG_JOB_INFLIGHT);
     f->finished[j->id]++;
     f->state[j->id] = o->state;
+    if (o->state == STG_JOB_FAILED) {
+        snprintf(f->reason, sizeof f->reason, "%s", o->reason ? o->reason : "");
+        snprintf(f->error, sizeof f->error, "%s", o->error ? o->error : "");
+    }
     return STG_OK;
 }
 
@@ -188,6 +204,44 @@ static void test_mark_unrecorded_not_sent(void **state)
     assert_int_equal(g.state[1], STG_JOB_DEFERRED); /* recorded, then refused: ran its course */
 }
 
+static void test_refused_headers_unsent(void **state)
+{
+    (void)state;
+    static const char *const refused[] = {"Content-Length: 1", "transfer-encoding: chunked",
+                                          "Connection: close", "Host: admin.internal",
+                                          "Proxy-Authorization: Basic eA==", "Upgrade;",
+                                          "Bad Name: x"};
+    for (size_t i = 0; i < sizeof refused / sizeof *refused; i++) {
+        fake f = {.total = 1, .post = true, .header = refused[i]};
+        stg_batch_summary s = run(&f, 1, false);
+        assert_int_equal(s.cause, STG_BATCH_DRAINED);
+        assert_int_equal(f.finished[1], 1);
+        assert_int_equal(f.state[1], STG_JOB_FAILED);
+        assert_string_equal(f.reason, "invalid_request");
+        if (!strstr(f.error, "refused before sending: header"))
+            fail_msg("%s: error '%s'", refused[i], f.error);
+        assert_int_equal(f.marks, 0); /* no attempt started: not a byte sent */
+    }
+    fake f = {.total = 4, .header = "Content-Length: 1"};
+    stg_batch_summary s = run(&f, 2, false);
+    assert_int_equal(s.cause, STG_BATCH_DRAINED);
+    if (!strstr(f.error, "header Content-Length frames the message"))
+        fail_msg("error '%s'", f.error);
+    for (int i = 1; i <= 4; i++)
+        assert_int_equal(f.state[i], i % 2 ? STG_JOB_FAILED : STG_JOB_DEFERRED);
+    /* The configuration's headers (-H): refused at new, with the reason. */
+    stg_batch_source src = {.ctx = &f, .claim = f_claim, .mark_sent = f_mark,
+                            .finish = f_finish, .counts = f_counts, .tick = f_tick,
+                            .errmsg = f_err};
+    const char *cfg_headers[] = {"Authorization: Bearer t", "Keep-Alive: 5"};
+    stg_batch_config bc = {.source = &src, .headers = cfg_headers, .n_headers = 2};
+    stg_batch *b = NULL;
+    char err[256];
+    assert_int_equal(stg_batch_new(&bc, &b, NULL, err, sizeof err), STG_EINVAL);
+    assert_null(b);
+    assert_non_null(strstr(err, "header 2 is connection-level"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -195,6 +249,7 @@ int main(void)
         cmocka_unit_test(test_source_away),
         cmocka_unit_test(test_drain),
         cmocka_unit_test(test_mark_unrecorded_not_sent),
+        cmocka_unit_test(test_refused_headers_unsent),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -617,6 +617,41 @@ static void test_submit_errors(void **state)
     const char *inject[] = {"X-A: 1\r\nX-B: 2", NULL};
     stg_request inj = {.url = "http://127.0.0.1:1/", .headers = inject};
     assert_int_equal(stg_engine_submit(e, &inj, tally_done, &c, NULL), STG_EINVAL);
+    /* The fields the transport owns, in every libcurl form and any case, a
+     * name that is not a token (a space before the colon would hide
+     * Transfer-Encoding from a name check and not from every server), a
+     * control character in a value: refused at submit (curl.h). */
+    static const char *const refused[] = {
+        "Content-Length: 1", "content-length:", "Transfer-Encoding: chunked",
+        "TRANSFER-ENCODING;", "Connection: close", "Keep-Alive: 5", "Proxy-Connection: x",
+        "TE: trailers", "Trailer: X", "Upgrade: h2c", "Transfer-Encoding : chunked",
+        "Transfer-Encoding\t: chunked", " X-Fold: a", "X-A", "X-A;x", "", ": v",
+        "X-A: a\x01" "b", "X-A: a\x7f", "X\xff: v", "X-A: a\rb",
+    };
+    for (size_t i = 0; i < sizeof refused / sizeof *refused; i++) {
+        const char *h[] = {"X-Ok: 1", refused[i], NULL};
+        stg_request rq = {.url = "http://127.0.0.1:1/", .headers = h};
+        if (stg_engine_submit(e, &rq, tally_done, &c, NULL) != STG_EINVAL)
+            fail_msg("header '%s' was accepted", refused[i]);
+    }
+    stg_request ik = {.url = "http://127.0.0.1:1/", .idempotency_key = "k\x01"};
+    assert_int_equal(stg_engine_submit(e, &ik, tally_done, &c, NULL), STG_EINVAL);
+    /* The caller's own fields, as curl -H takes them: accepted (and cancelled
+     * before any attempt: nothing listens on port 1 anyway). */
+    static const char *const allowed[] = {
+        "Host: api.example", "Proxy-Authorization: Basic eA==", "Accept:", "X-Empty;",
+        "X-Tab: a\tb", "X-Obs: caf\xc3\xa9", "Expect:", "Content-Type: text/plain",
+    };
+    for (size_t i = 0; i < sizeof allowed / sizeof *allowed; i++) {
+        const char *h[] = {allowed[i], NULL};
+        stg_request rq = {.url = "http://127.0.0.1:1/", .headers = h};
+        uint64_t id = 0;
+        if (stg_engine_submit(e, &rq, tally_done, &c, &id) != STG_OK)
+            fail_msg("header '%s' was refused", allowed[i]);
+        assert_int_equal(stg_engine_cancel(e, id), STG_OK);
+    }
+    assert_int_equal(c.done, (int)(sizeof allowed / sizeof *allowed));
+    c.done = 0;
     assert_int_equal(c.done, 0); /* a failed submit never calls back */
     assert_int_equal(stg_engine_drain(e), 0);
     stg_engine_free(e);

@@ -115,9 +115,13 @@ static void test_body_files(void **state)
     }
     char dir[] = "/tmp/stg_test_batch.XXXXXX";
     assert_non_null(mkdtemp(dir));
+    int dfd = stg__batch_out_open(dir);
+    assert_true(dfd >= 0);
+    bool in_way = true;
     mode_t old = umask(022);
-    assert_int_equal(stg__batch_write_body(dir, "b1", "hello", 5), 0);
+    assert_int_equal(stg__batch_write_body(dfd, "b1", "hello", 5, &in_way), 0);
     umask(old);
+    assert_false(in_way);
     char p[128];
     snprintf(p, sizeof p, "%s/b1", dir);
     struct stat st;
@@ -126,7 +130,57 @@ static void test_body_files(void **state)
     assert_int_equal((int)st.st_size, 5);
     unlink(p);
     snprintf(p, sizeof p, "%s/missing", dir);
-    assert_int_equal(stg__batch_write_body(p, "b2", "x", 1), -1);
+    assert_int_equal(stg__batch_out_open(p), -1);
+    close(dfd);
+    rmdir(dir);
+}
+
+/* A link planted at the temp file's name is never written through (the
+ * target keeps its bytes, the write fails with in_way); a stale regular
+ * temp file of ours (a killed run's) is replaced; a symbolic link as the
+ * directory itself is refused. */
+static void test_body_file_links(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/stg_test_batch.XXXXXX", victim[128], tmp[128], path[128], ldir[128];
+    assert_non_null(mkdtemp(dir));
+    snprintf(victim, sizeof victim, "%s/victim", dir);
+    snprintf(tmp, sizeof tmp, "%s/.k1.tmp", dir);
+    FILE *f = fopen(victim, "w");
+    assert_non_null(f);
+    fputs("precious", f);
+    fclose(f);
+    assert_int_equal(symlink(victim, tmp), 0);
+    int dfd = stg__batch_out_open(dir);
+    assert_true(dfd >= 0);
+    bool in_way = false;
+    assert_int_equal(stg__batch_write_body(dfd, "k1", "evil", 4, &in_way), -1);
+    assert_true(in_way);
+    struct stat st;
+    assert_int_equal(stat(victim, &st), 0);
+    assert_int_equal((int)st.st_size, 8); /* untouched */
+    assert_int_equal(lstat(tmp, &st), 0);
+    assert_true(S_ISLNK(st.st_mode)); /* left for the user to see */
+    unlink(tmp);
+    /* A stale temp file of ours: replaced, the body lands. */
+    f = fopen(tmp, "w");
+    assert_non_null(f);
+    fputs("stale stale stale", f);
+    fclose(f);
+    assert_int_equal(stg__batch_write_body(dfd, "k1", "new", 3, &in_way), 0);
+    assert_false(in_way);
+    snprintf(path, sizeof path, "%s/k1", dir);
+    assert_int_equal(stat(path, &st), 0);
+    assert_int_equal((int)st.st_size, 3);
+    assert_int_equal(lstat(tmp, &st), -1);
+    close(dfd);
+    /* The directory itself a link: refused. */
+    snprintf(ldir, sizeof ldir, "%s.link", dir);
+    assert_int_equal(symlink(dir, ldir), 0);
+    assert_int_equal(stg__batch_out_open(ldir), -1);
+    unlink(ldir);
+    unlink(path);
+    unlink(victim);
     rmdir(dir);
 }
 
@@ -155,6 +209,7 @@ int main(void)
         cmocka_unit_test(test_state_for),
         cmocka_unit_test(test_describe),
         cmocka_unit_test(test_body_files),
+        cmocka_unit_test(test_body_file_links),
         cmocka_unit_test(test_counts),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

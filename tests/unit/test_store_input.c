@@ -480,6 +480,70 @@ static void test_jsonl_secret_headers(void **state)
     }
 }
 
+/* Batch input may not set the framing or connection-level fields, Host or
+ * a Proxy-* field (issue #30: a job's Content-Length smuggled a request
+ * onto the connection the next job then used), in either JSONL header form
+ * and any case: each is a bad line naming the field and why, and the lines
+ * around them are jobs. */
+static void test_jsonl_refused_headers(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *headers, *reason;
+    } v[] = {
+        {"{\"Content-Length\": \"1\"}", "Content-Length frames the message"},
+        {"[\"content-length: 1\"]", "content-length frames the message"},
+        {"{\"Transfer-Encoding\": \"chunked\"}", "Transfer-Encoding frames"},
+        {"{\"Connection\": \"close\"}", "Connection is connection-level"},
+        {"[\"Upgrade: h2c\"]", "Upgrade is connection-level"},
+        {"{\"TE\": \"trailers\"}", "TE is connection-level"},
+        {"{\"Trailer\": \"X\"}", "Trailer is connection-level"},
+        {"{\"Keep-Alive\": \"300\"}", "Keep-Alive is connection-level"},
+        {"{\"Host\": \"admin.internal\"}", "Host comes from the job's URL"},
+        {"[\"Proxy-Authorization: Basic eA==\"]", "Proxy-Authorization is meant for a proxy"},
+        {"{\"Proxy-Connection\": \"keep-alive\"}", "Proxy-Connection is connection-level"},
+        {"[\"Transfer-Encoding : chunked\"]", "invalid name"},
+        {"{\"Transfer-Encoding\\t\": \"chunked\"}", "invalid name"},
+        {"{\" X-Fold\": \"a\"}", "invalid name"},
+        {"{\"X-A\": \"a\\u0001b\"}", "control character"},
+    };
+    size_t nv = sizeof v / sizeof *v;
+    char text[8192];
+    size_t off = 0;
+    for (size_t i = 0; i < nv; i++) {
+        off += (size_t)snprintf(text + off, sizeof text - off,
+                                "{\"id\": \"ok%zu\", \"url\": \"http://127.0.0.1/ok\"}\n"
+                                "{\"id\": \"bad%zu\", \"url\": \"http://127.0.0.1/b\", "
+                                "\"headers\": %s, \"body\": \"x\"}\n",
+                                i, i, v[i].headers);
+        assert_true(off < sizeof text);
+    }
+    stg_job_set set;
+    assert_int_equal(parse(text, NULL, &set), STG_OK);
+    assert_int_equal(set.n, nv);
+    assert_int_equal(set.n_bad, nv);
+    for (size_t i = 0; i < nv; i++) {
+        const char *m = bad_msg(&set, (long)(2 * i + 2));
+        if (!m || !strstr(m, v[i].reason))
+            fail_msg("line %zu (%s): reason '%s', expected '%s'", 2 * i + 2, v[i].headers,
+                     m ? m : "(none)", v[i].reason);
+        assert_null(strstr(m, "eA==")); /* never a value */
+        char key[16];
+        snprintf(key, sizeof key, "ok%zu", i);
+        assert_string_equal(set.jobs[i].key, key);
+    }
+    stg_job_set_free(&set);
+    /* Ordinary fields and near misses stay jobs. */
+    const char *fine = "{\"url\": \"http://127.0.0.1/\", \"headers\": {\"Content-Type\": "
+                       "\"text/plain\", \"X-Content-Length\": \"1\", \"Hosts\": \"h\", "
+                       "\"Expect\": \"x\", \"X-Tab\": \"a\\tb\"}}\n";
+    assert_int_equal(parse(fine, NULL, &set), STG_OK);
+    assert_int_equal(set.n, 1);
+    assert_int_equal(set.n_bad, 0);
+    assert_int_equal(set.jobs[0].n_headers, 5);
+    stg_job_set_free(&set);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -489,7 +553,7 @@ int main(void)
         cmocka_unit_test(test_secret_urls),  cmocka_unit_test(test_fingerprint),
         cmocka_unit_test(test_path_errors),  cmocka_unit_test(test_template_special_keys),
         cmocka_unit_test(test_jsonl_control_chars), cmocka_unit_test(test_jsonl_secret_headers),
-        cmocka_unit_test(test_jsonl_cost),
+        cmocka_unit_test(test_jsonl_cost),   cmocka_unit_test(test_jsonl_refused_headers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
