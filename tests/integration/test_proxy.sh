@@ -101,6 +101,17 @@ check "route /e went to the first server" sh -c \
   "curl -s '$PX/e/echo' | grep -q '\"Host\":\"127.0.0.1:$UPPORT\"'"
 check "route /a/b went to the second" sh -c \
   "curl -s '$PX/a/b/echo' | grep -q '\"Host\":\"127.0.0.1:$UP2PORT\"'"
+# Dot segments are resolved before a route is chosen (RFC 3986 §5.2.4,
+# %2e as well as '.'): the path that goes upstream never leaves the base
+# of the route that took it (libcurl would resolve /base/../secret to
+# /secret after the join).
+dot() { curl -s --path-as-is "$PX$1"; }
+b=$(dot /a/../secret); jcheck "/a/../secret is /secret: the default route ($b)" "$b" "j['path'] == '/root/secret'"
+b=$(dot /a/%2e%2E/secret); jcheck "/a/%2e%2E/secret too" "$b" "j['path'] == '/root/secret'"
+b=$(dot /a/.%2e/.%2E/secret?q=1); jcheck "/a/.%2e/.%2E/secret too" "$b" "j['path'] == '/root/secret'"
+b=$(dot /a/x/./../y); jcheck "/a/x/./../y stays under /a's base" "$b" "j['path'] == '/base/y'"
+b=$(dot /a/b/..); jcheck "/a/b/.. is /a/: /a's base" "$b" "j['path'] == '/base/'"
+b=$(dot /a/...); jcheck "'...' is a name, not a dot segment" "$b" "j['path'] == '/base/...'"
 proxy_stop
 
 # ---- forward mode ------------------------------------------------------------
