@@ -276,9 +276,10 @@ static int proxy_run(proxy_opts *o, const char *addr, unsigned port)
     if (rc)
         return rc;
     pc.engine.tls = tls; /* the same TLS options as fetch and batch */
-    /* A streamed answer is never held whole: no body limit unless given. */
-    if (!o->eng.max_body)
-        pc.engine.max_body = (size_t)1 << 62;
+    /* --max-body limits what the proxy holds whole (an answer other than
+     * 2xx: proxy.h); a 2xx answer streams, so the engine takes any. */
+    pc.max_body = o->eng.max_body;
+    pc.engine.max_body = (size_t)1 << 62;
 
     /* Signals: blocked before any thread starts, so every thread inherits
      * the mask and only sigwait below takes them. */

@@ -436,6 +436,8 @@ static enum MHD_Result answer_final(px_req *r, struct MHD_Connection *c)
     }
     unsigned status;
     const char *why = stagger_error(r->reason, r->error, &status);
+    if (r->otoo_large)
+        why = "body-too-large"; /* a 502: the upstream's answer is too big to hold */
     char msg[400];
     snprintf(msg, sizeof msg, "%s after %d attempt%s: %s", stg_reason_message(r->reason),
              r->attempts, r->attempts == 1 ? "" : "s", r->errtext[0] ? r->errtext : why);

@@ -34,8 +34,9 @@
  * `suspended` set, which clears it under mu, so it is resumed once per
  * suspension; a 2xx body is buffered at most PX_HIGH_WATER (+ one libcurl
  * write) before the upstream transfer is paused; a non-2xx body is held
- * in memory up to PX_SPOOL_MEM, the rest on disk (a retry may follow, so
- * it can neither be sent yet nor be dropped), never cut.
+ * in memory up to PX_SPOOL_MEM, the rest on disk, up to max_body (a retry
+ * may follow, so it can neither be sent yet nor be dropped), never cut:
+ * a longer one is a 502.
  */
 #ifndef STAGGER_PROXY_INTERNAL_H
 #define STAGGER_PROXY_INTERNAL_H
@@ -62,7 +63,10 @@
  * nothing at its resume. */
 #define PX_PARK_RUNS 2
 #define PX_SPOOL_MEM ((size_t)64 << 10) /* a non-2xx body beyond: to a file */
-#define PX_SPOOL_MAX ((uint64_t)1 << 30) /* ... and beyond this a 502, not a cut */
+/* ... and beyond max_body (--max-body, this by default) a 502, not a cut:
+ * a client of --forward picks the upstream, so the upstream is no
+ * reason to trust the size of what it sends. */
+#define PX_DEFAULT_MAX_BODY ((uint64_t)64 << 20)
 
 typedef struct px_req px_req;
 
@@ -137,7 +141,8 @@ struct px_req {
     size_t olen;
     FILE *ofile;
     uint64_t ototal;
-    bool ofull;        /* it passed PX_SPOOL_MAX (or the disk is full) */
+    bool ofull;        /* it passed max_body (or the disk is full) */
+    bool otoo_large;   /* ... because it passed max_body */
     px_req *w_next, *w_prev; /* the watch list, while suspended */
 };
 
@@ -162,6 +167,7 @@ struct stg_proxy {
     px_route *routes;
     size_t n_routes;
     size_t max_request_body;
+    uint64_t max_body;   /* a held (non-2xx) answer body: cfg's, or the default */
     struct MHD_Daemon *mhd;
     int mhd_fd;          /* MHD's epoll descriptor: the loop waits on it */
     unsigned port;

@@ -162,6 +162,7 @@ stg_proxy *stg_proxy_new(const stg_proxy_config *cfg, char *err, size_t errsize)
     p->mhd_fd = -1;
     p->max_request_body = cfg->max_request_body ? cfg->max_request_body
                                                 : PX_DEFAULT_MAX_REQUEST_BODY;
+    p->max_body = cfg->max_body ? cfg->max_body : PX_DEFAULT_MAX_BODY;
     pthread_mutex_init(&p->mu, NULL);
     pthread_mutex_init(&p->log_mu, NULL);
     pthread_cond_init(&p->cv, NULL);

@@ -44,6 +44,10 @@ typedef struct stg_proxy_config {
                                  targets are sent where they name */
     size_t max_request_body;  /* bodies up to this are buffered and may be
                                  resent; larger ones stream once; 0: 16 MiB */
+    size_t max_body;          /* the largest answer body the proxy holds
+                                 whole (one other than 2xx, until stagger
+                                 knows it is final): beyond, a 502; 0: 64
+                                 MiB. A 2xx body streams, not limited. */
     bool idempotency_auto;    /* add an Idempotency-Key to POSTs without one */
     int64_t client_timeout_us; /* an idle client connection is closed after
                                  this (slowloris); 0: 30 s */

@@ -32,8 +32,9 @@
  * Any other answer's body (STG_STREAM_OTHER) is spooled whole, in memory
  * and then a temporary file, because whether it is the answer is known
  * only at done: a 429 whose retry succeeds is dropped (RESTART), one
- * given back reaches the program byte for byte, however large (up to the
- * engine's max_body).
+ * given back reaches the program byte for byte, up to max_body (--max-body,
+ * 64 MiB by default); a longer one is a 502 (Stagger-Error: body-too-large),
+ * never a cut body. A 2xx body streams and is not limited.
  *
  * Invariants: commands run without p->mu (the engine calls back into the
  * sink and done, which take it); every SUBMIT ends in exactly one done
@@ -123,8 +124,10 @@ static bool sbuf_put(px_req *r, const void *buf, size_t len)
  * then fails the request (a 502), so no body is ever cut silently. */
 static bool spool_put(px_req *r, const void *buf, size_t len)
 {
-    if (r->ototal + len > PX_SPOOL_MAX)
+    if (r->ototal + len > r->p->max_body) {
+        r->otoo_large = true;
         return !(r->ofull = true);
+    }
     if (!r->ofile && r->olen + len <= PX_SPOOL_MEM) {
         if (!r->obuf && !(r->obuf = malloc(PX_SPOOL_MEM)))
             return false;
@@ -151,7 +154,7 @@ static void spool_reset(px_req *r)
 {
     r->olen = 0;
     r->ototal = 0;
-    r->ofull = false;
+    r->ofull = r->otoo_large = false;
     if (r->ofile) {
         fclose(r->ofile);
         r->ofile = NULL;
@@ -245,9 +248,15 @@ static void on_done(stg_engine *e, uint64_t id, const stg_result *res, void *dat
         r->rhdrs_len = r->rhdrs ? res->headers_len : 0;
         if (r->ofull || (r->ofile && fflush(r->ofile) != 0)) {
             r->error = STG_NET_OTHER; /* the spool lost bytes: never cut silently */
-            snprintf(r->errtext, sizeof r->errtext,
-                     "the upstream's %d answer has a body the proxy cannot keep whole "
-                     "(over 1 GiB, or the temporary directory is full)", res->status);
+            if (r->otoo_large)
+                snprintf(r->errtext, sizeof r->errtext,
+                         "the upstream's %d answer has a body over --max-body (%llu bytes), "
+                         "which the proxy would have to hold whole",
+                         res->status, (unsigned long long)p->max_body);
+            else
+                snprintf(r->errtext, sizeof r->errtext,
+                         "the upstream's %d answer has a body the proxy cannot keep whole "
+                         "(the temporary directory is full)", res->status);
         }
         /* A spooled body is the whole one; res->body only its first 64 KiB. */
         r->fbody = res->body_len && !r->ototal ? malloc(res->body_len) : NULL;

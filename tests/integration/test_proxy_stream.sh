@@ -71,14 +71,13 @@ body_check "final 500" 500 "$PX/status?code=500&n=$MIB" -H 'Stagger-Retries: 0'
 body_check "final 500, chunked" 500 "$PX/status?code=500&n=$MIB&chunked=1" -H 'Stagger-Retries: 0'
 body_check "500 after a retried 503" 500 "$PX/flaky?key=a&n=$MIB" -H 'Stagger-Retries: 1'
 
-# Past the engine's body limit (--max-body) a 500 is a 502 that says so,
-# never a cut 500.
+# Past --max-body a 500 is a 502 that says so, never a cut 500.
 proxy_stop
 proxy_start mb --upstream "$UP" --max-body 524288
 code=$(curl -s -m 60 -D "$T/mb.h" -o "$T/mb.b" -w '%{http_code}' -H 'Stagger-Retries: 0' \
   "$PX/status?code=500&n=$MIB" || true)
 check "over --max-body: 502, not a cut 500 (got $code)" [ "$code" = 502 ]
-check "  with a Stagger-Error" grep -qi '^Stagger-Error: ' "$T/mb.h"
+check "  with a Stagger-Error" grep -qi '^Stagger-Error: body-too-large' "$T/mb.h"
 
 # ---- redirects come back through the proxy ---------------------------------------------
 # A Location on a routed upstream names the proxy and the route's prefix
@@ -148,6 +147,13 @@ d = open(sys.argv[1], "rb").read()
 sys.exit(0 if d == (bytes(range(251)) * (len(d) // 251 + 1))[:len(d)] else 1)' "$T/big500.b"
 grow=$(( ($(hwm) - base) / 1024 ))
 check "32 MiB 500: proxy peak memory grew by $grow MiB (< 16)" [ "$grow" -lt 16 ]
+# One past the default --max-body (64 MiB): a 502 that says so, not a
+# spool that grows as far as the upstream (or a --forward client) likes.
+res=$(curl -s -H 'Stagger-Retries: 0' -D "$T/big502.h" -o "$T/big502.b" -w '%{http_code}' \
+  "$PX/status?code=500&n=$(((64 << 20) + 1))" || true)
+check "64 MiB + 1 500: 502 (got $res)" [ "$res" = 502 ]
+check "  Stagger-Error: body-too-large" grep -qi '^Stagger-Error: body-too-large' "$T/big502.h"
+check "  the body says why" grep -q 'max-body' "$T/big502.b"
 proxy_stop
 
 # ---- a client that leaves cancels the attempt in flight -----------------------------
