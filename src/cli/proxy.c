@@ -47,6 +47,7 @@ typedef struct proxy_opts {
     bool idem_auto;
     int64_t drain_us;
     int64_t client_timeout_us;
+    int64_t head_timeout_us;
     unsigned max_connections;
     const char *log_path;
     cli_engine_opts eng;
@@ -175,6 +176,10 @@ static const cli_opt proxy_table[] = {
      F(drain_us), opt_drain, NULL, 0, NULL},
     {CLI_FN, "client-timeout", 0, "D", "close an idle client connection after D (default 30s)",
      F(client_timeout_us), opt_duration, NULL, 0, NULL},
+    {CLI_FN, "head-timeout", 0, "D",
+     "a request head must arrive whole within D of the\nconnection's start (default 10s); near\n"
+     "--max-connections, open heads are closed oldest first",
+     F(head_timeout_us), opt_duration, NULL, 0, NULL},
     {CLI_FN, "max-connections", 0, "N",
      "client connections at once (default: from the\ndescriptor limit)",
      F(max_connections), opt_conns, NULL, 0, NULL},
@@ -266,6 +271,7 @@ static int proxy_run(proxy_opts *o, const char *addr, unsigned port)
     pc.max_request_body = o->max_request_body;
     pc.idempotency_auto = o->idem_auto;
     pc.client_timeout_us = o->client_timeout_us;
+    pc.head_timeout_us = o->head_timeout_us;
     pc.max_connections = o->max_connections;
     pc.log_path = o->log_path;
     const stg_tls_config *tls;

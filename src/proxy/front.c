@@ -47,6 +47,7 @@ void *px_uri_cb(void *cls, const char *uri, struct MHD_Connection *c)
     r->uri = strdup(uri ? uri : "");
     r->conn = c;
     r->fd = -1;
+    px_conn_request_line(c);
     r->start_us = px_mono_us();
     const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
     if (ci)
@@ -84,7 +85,8 @@ enum MHD_Result px_answer_error2(struct MHD_Connection *c, unsigned status, cons
     if (!resp)
         return MHD_NO;
     MHD_add_response_header(resp, "Content-Type", "application/json");
-    MHD_add_response_header(resp, "Via", "1.1 stagger");
+    const px_conn *k = px_conn_of(c);
+    MHD_add_response_header(resp, "Via", k ? k->p->via : "1.1 stagger");
     if (stagger_error)
         MHD_add_response_header(resp, "Stagger-Error", stagger_error);
     if (allow)
@@ -189,6 +191,8 @@ static enum MHD_Result begin(stg_proxy *p, px_req *r, struct MHD_Connection *c,
     pthread_mutex_unlock(&p->mu);
     if (draining)
         return early(p, r, c, 503, "stagger proxy is shutting down", "draining", NULL, false);
+    if (px_via_loop(p, c))
+        return px_answer_loop(r, c);
     unsigned status = 400;
     r->url = px_target(p, r->uri, &status, msg, sizeof msg);
     if (!r->url)
@@ -587,8 +591,10 @@ enum MHD_Result px_on_request(void *cls, struct MHD_Connection *c, const char *u
     px_req *r = *req_cls;
     if (!r)
         return MHD_NO; /* out of memory in the URI callback */
-    if (!r->begun)
+    if (!r->begun) {
+        px_conn_head_done(c);
         return begin(p, r, c, method, version);
+    }
     if (r->early) {
         *upload_data_size = 0; /* already answered: the body is dropped */
         return MHD_YES;
@@ -626,6 +632,7 @@ void px_on_completed(void *cls, struct MHD_Connection *c, void **req_cls,
         r->why = ci ? "malformed-request" : "incomplete-request";
         px_log_request(p, r, ci ? (int)ci->http_status : 0);
     }
+    px_conn_request_done(c);
     pthread_mutex_lock(&p->mu);
     if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK && !r->client_gone && r->begun) {
         r->client_gone = true;

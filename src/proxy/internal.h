@@ -9,6 +9,8 @@
  *   control.c  the Stagger-Deadline/-Retries/-Priority request headers;
  *   watch.c    clients that hang up while their connection is suspended;
  *   admin.c    /__stagger/metrics and /__stagger/health;
+ *   conns.c    the client connections: head timeout, slots kept free;
+ *   via.c      the proxy's Via pseudonym, and loop detection by it;
  *   proxy.c    start, drain, stop, the log.
  *
  * Threads and the one lock: the loop thread (relay.c: MHD in external
@@ -62,6 +64,9 @@
  * suspension costs MHD an epoll_ctl DEL, an ADD and a recv that finds
  * nothing at its resume. */
 #define PX_PARK_RUNS 2
+/* A request head must be whole within this of its connection's start (of
+ * its request line on a kept-alive one): --head-timeout's default. */
+#define PX_DEFAULT_HEAD_TIMEOUT STG_SEC(10)
 #define PX_SPOOL_MEM ((size_t)64 << 10) /* a non-2xx body beyond: to a file */
 /* ... and beyond max_body (--max-body, this by default) a 502, not a cut:
  * a client of --forward picks the upstream, so the upstream is no
@@ -69,6 +74,18 @@
 #define PX_DEFAULT_MAX_BODY ((uint64_t)64 << 20)
 
 typedef struct px_req px_req;
+
+/* A client connection (conns.c): loop thread only. */
+typedef struct px_conn {
+    struct stg_proxy *p;
+    int fd;
+    int64_t head_start_us; /* its open head began (connection, or request line) */
+    bool busy;             /* a request's head is whole: it is being handled */
+    bool kept;             /* a request completed on it: kept alive */
+    bool line;             /* kept, and the next request line came */
+    bool closing;          /* shut down by us; MHD closes it */
+    struct px_conn *prev, *next; /* p->conns_head..tail, oldest first */
+} px_conn;
 
 struct px_req {
     stg_proxy *p;
@@ -195,6 +212,14 @@ struct stg_proxy {
     FILE *log;
     stg_logger *logger;
     uint64_t requests, client_gone; /* mu: counters for health */
+
+    char via[32];        /* "1.1 stagger-<8 hex>": ours (via.c) */
+    /* The client connections (conns.c), loop thread only. */
+    px_conn *conns_head, *conns_tail;
+    unsigned n_conns;    /* those not being closed by us */
+    unsigned conn_limit; /* MHD's connection limit */
+    int64_t head_timeout_us;
+    int64_t next_sweep_us;
 };
 
 /* ---- relay.c ---------------------------------------------------------- */
@@ -285,6 +310,29 @@ void px_watch_remove_locked(px_req *r);
  * *status gets the status queued. Returns MHD_YES/NO like a handler. */
 enum MHD_Result px_admin(stg_proxy *p, struct MHD_Connection *c, const char *path,
                          const char *method, unsigned *status);
+
+/* ---- conns.c ----------------------------------------------------------- */
+/* MHD_OPTION_NOTIFY_CONNECTION: a connection starts or closes. */
+void px_conn_notify(void *cls, struct MHD_Connection *c, void **socket_context,
+                    enum MHD_ConnectionNotificationCode toe);
+/* c's px_conn, or NULL. */
+px_conn *px_conn_of(struct MHD_Connection *c);
+/* A request line came (the URI callback); its head is whole (the access
+ * handler's first call); its exchange is over (the completed callback). */
+void px_conn_request_line(struct MHD_Connection *c);
+void px_conn_head_done(struct MHD_Connection *c);
+void px_conn_request_done(struct MHD_Connection *c);
+/* Close the heads open too long, and free slots near the limit (after
+ * each MHD_run, loop thread). */
+void px_conns_sweep(stg_proxy *p);
+
+/* ---- via.c ------------------------------------------------------------- */
+/* Choose p->via. */
+void px_via_init(stg_proxy *p);
+/* Does the request's Via hold p's own pseudonym (a loop)? */
+bool px_via_loop(const stg_proxy *p, struct MHD_Connection *c);
+/* Answer it 508 Loop Detected (Stagger-Error: loop-detected). */
+enum MHD_Result px_answer_loop(px_req *r, struct MHD_Connection *c);
 
 /* ---- proxy.c ----------------------------------------------------------- */
 void px_log_event(const stg_event *ev, void *data);

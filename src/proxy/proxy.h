@@ -52,6 +52,9 @@ typedef struct stg_proxy_config {
     int64_t client_timeout_us; /* an idle client connection is closed after
                                  this (slowloris); 0: 30 s */
     unsigned max_connections; /* 0: from RLIMIT_NOFILE */
+    int64_t head_timeout_us;  /* a request head must be whole within this
+                                 of the connection's start (slowloris;
+                                 conns.c); 0: 10 s */
     const char *log_path;     /* JSON lines (engine events, one "proxy" line
                                  per request), redacted; NULL: none */
     /* The engine: policy, limiter, breaker, budget, shared limiter,

@@ -449,6 +449,7 @@ void *px_engine_main(void *arg)
     size_t cap = 0;
     for (;;) {
         MHD_run(p->mhd); /* never blocks: what is ready, and the resumed */
+        px_conns_sweep(p);
         quiesce(p);
         size_t n = run_commands(p, &batch, &cap);
         pthread_mutex_lock(&p->mu);
