@@ -86,9 +86,14 @@ mv "$T/basic.log" "$T/basic.log.1"
 kill -HUP "$PXPID"
 curl -s -o /dev/null "$PX/echo?token=abc"
 for _ in $(seq 600); do [ -s "$T/basic.log" ] && break; sleep 0.05; done
+# Session ids and tokens in the path's matrix parameters are no more
+# logged than in the query (the one list of secret names, redact.h).
+curl -s -o /dev/null "$PX/echo;jsessionid=SESSIONSECRET/x;api_key=KEYSECRET;page=2"
+check "matrix parameters: the request is logged" \
+  wait_for grep -q '"url":"[^"]*/echo;jsessionid=REDACTED/x;api_key=REDACTED;page=2"' "$T/basic.log"
 check "SIGHUP reopens the log" grep -q '"event":"proxy"' "$T/basic.log"
 check "the log has engine events" grep -q '"event":"attempt_start"' "$T/basic.log.1"
-check "no secret in the log" sh -c "! grep -q 'sk-secret-123\|secretvalue' '$T/basic.log' '$T/basic.log.1'"
+check "no secret in the log" sh -c "! grep -q 'sk-secret-123\|secretvalue\|SESSIONSECRET\|KEYSECRET' '$T/basic.log' '$T/basic.log.1'"
 proxy_stop
 
 # ---- routes: the longest prefix on a segment boundary -----------------------
