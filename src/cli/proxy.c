@@ -44,6 +44,7 @@ typedef struct proxy_opts {
     size_t n_routes;
     bool forward;
     size_t max_request_body;
+    size_t max_buffered;
     bool idem_auto;
     int64_t drain_us;
     int64_t client_timeout_us;
@@ -164,6 +165,10 @@ static const cli_opt proxy_table[] = {
     {CLI_FN, "max-request-body", 0, "BYTES",
      "request bodies up to this are buffered and can be\nresent (default 16 MiB); a larger one streams\nonce and is never retried",
      F(max_request_body), opt_bytes, NULL, 0, NULL},
+    {CLI_FN, "max-request-buffer", 0, "BYTES",
+     "request bodies buffered at once, all requests\ntogether (default 256 MiB); past it a new body\n"
+     "streams once and is never retried",
+     F(max_buffered), opt_bytes, NULL, 0, NULL},
     {CLI_FN, "idempotency-key", 0, "auto|none",
      "auto: add an Idempotency-Key to POSTs without one,\nso they may be retried (default none)",
      F(idem_auto), opt_idem, NULL, 0, NULL},
@@ -269,6 +274,7 @@ static int proxy_run(proxy_opts *o, const char *addr, unsigned port)
     pc.n_routes = o->n_routes;
     pc.forward = o->forward;
     pc.max_request_body = o->max_request_body;
+    pc.max_buffered = o->max_buffered;
     pc.idempotency_auto = o->idem_auto;
     pc.client_timeout_us = o->client_timeout_us;
     pc.head_timeout_us = o->head_timeout_us;

@@ -209,6 +209,25 @@ static enum MHD_Result begin(stg_proxy *p, px_req *r, struct MHD_Connection *c,
     return MHD_YES;
 }
 
+/* Room for cap bytes of body in the proxy's budget of buffered bodies
+ * (max_buffered, all requests together). */
+static bool charge(px_req *r, size_t cap)
+{
+    stg_proxy *p = r->p;
+    size_t more = cap - r->body_cap;
+    pthread_mutex_lock(&p->mu);
+    bool ok = p->buffered + more <= p->max_buffered;
+    if (ok) {
+        p->buffered += more;
+        r->charged += more;
+    }
+    pthread_mutex_unlock(&p->mu);
+    return ok;
+}
+
+/* Buffer a piece of the body; past max_request_body, or past what the
+ * proxy may buffer for all requests together, it streams from here
+ * (body_too_big). */
 static bool body_put(px_req *r, const char *data, size_t n)
 {
     if (r->body_len + n > r->p->max_request_body) {
@@ -216,9 +235,18 @@ static bool body_put(px_req *r, const char *data, size_t n)
         return true;
     }
     if (r->body_len + n > r->body_cap) {
-        size_t cap = r->body_cap ? r->body_cap : 4096;
+        /* A known length is the whole buffer; else doubling. */
+        size_t cap = r->body_cap ? r->body_cap
+                     : r->body_total >= (int64_t)n ? (size_t)r->body_total
+                                                  : 4096;
         while (cap < r->body_len + n)
             cap *= 2;
+        if (cap > r->p->max_request_body)
+            cap = r->p->max_request_body;
+        if (!charge(r, cap)) {
+            r->body_too_big = true;
+            return true;
+        }
         char *b = realloc(r->body, cap);
         if (!b)
             return false;
@@ -604,7 +632,7 @@ enum MHD_Result px_on_request(void *cls, struct MHD_Connection *c, const char *u
             return upload_stream(p, r, c, upload_data, upload_data_size);
         if (!body_put(r, upload_data, *upload_data_size))
             return MHD_NO;
-        if (r->body_too_big) { /* a chunked body past the limit: stream from here */
+        if (r->body_too_big) { /* past a limit (a chunked body): stream from here */
             r->body_too_big = false;
             r->body_stream = true;
             return upload_stream(p, r, c, upload_data, upload_data_size);

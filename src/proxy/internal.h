@@ -35,7 +35,9 @@
  * touches it; a connection is resumed only by the side that finds
  * `suspended` set, which clears it under mu, so it is resumed once per
  * suspension; a 2xx body is buffered at most PX_HIGH_WATER (+ one libcurl
- * write) before the upstream transfer is paused; a non-2xx body is held
+ * write) before the upstream transfer is paused; buffered request bodies
+ * hold at most max_buffered bytes together (each request's `charged`,
+ * given back when it is freed); a non-2xx body is held
  * in memory up to PX_SPOOL_MEM, the rest on disk, up to max_body (a retry
  * may follow, so it can neither be sent yet nor be dropped), never cut:
  * a longer one is a 502.
@@ -54,6 +56,11 @@
 #define PX_HIGH_WATER ((size_t)256 << 10) /* buffered 2xx body: pause upstream */
 #define PX_LOW_WATER ((size_t)64 << 10)   /* ... and resume it below this */
 #define PX_DEFAULT_MAX_REQUEST_BODY ((size_t)16 << 20)
+/* Buffered request bodies, all requests together (--max-request-buffer):
+ * a body that would pass it streams once instead. A buffered body is held
+ * once: by the front while it arrives, then by the engine (which copies
+ * it at submit; the front's copy is freed then). */
+#define PX_DEFAULT_MAX_BUFFERED ((size_t)256 << 20)
 /* A connection's libmicrohttpd pool: its request head must fit (a larger
  * one gets 431; 16 KiB heads, Node's limit, fit), and MHD zeroes the whole
  * pool after each request, so it is what a kept-alive idle connection
@@ -115,6 +122,7 @@ struct px_req {
     char *body;        /* the request body */
     size_t body_len, body_cap;
     bool body_too_big;
+    size_t charged;    /* mu: bytes of p->buffered this request holds */
     /* A body over max_request_body streams once (mu while streaming):
      * body[body_off..body_len) is what the engine has not read yet, at
      * most PX_HIGH_WATER; body_total its Content-Length, or -1. */
@@ -184,6 +192,8 @@ struct stg_proxy {
     px_route *routes;
     size_t n_routes;
     size_t max_request_body;
+    size_t max_buffered; /* cfg's, or the default */
+    size_t buffered;     /* mu: the bytes the requests' body buffers hold */
     uint64_t max_body;   /* a held (non-2xx) answer body: cfg's, or the default */
     struct MHD_Daemon *mhd;
     int mhd_fd;          /* MHD's epoll descriptor: the loop waits on it */

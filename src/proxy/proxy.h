@@ -44,6 +44,10 @@ typedef struct stg_proxy_config {
                                  targets are sent where they name */
     size_t max_request_body;  /* bodies up to this are buffered and may be
                                  resent; larger ones stream once; 0: 16 MiB */
+    size_t max_buffered;      /* request bodies buffered at once, all
+                                 requests together; a body that would pass
+                                 it streams once instead (never retried);
+                                 0: 256 MiB */
     size_t max_body;          /* the largest answer body the proxy holds
                                  whole (one other than 2xx, until stagger
                                  knows it is final): beyond, a 502; 0: 64

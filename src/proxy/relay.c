@@ -84,6 +84,7 @@ void px_req_free(px_req *r)
     free(r->obuf);
     if (r->ofile)
         fclose(r->ofile);
+    r->p->buffered -= r->charged; /* p->mu held (px_unref_locked) */
     free(r);
 }
 
@@ -339,6 +340,11 @@ static void submit(stg_proxy *p, px_req *r)
     if (rc == STG_OK) {
         r->has_id = true;
         r->id = id;
+        if (!r->body_stream) { /* the engine has its copy: one is enough */
+            free(r->body);
+            r->body = NULL;
+            r->body_len = r->body_cap = 0;
+        }
     } else {
         /* No done callback will come: answer here, drop the engine's ref. */
         r->engine_done = true;

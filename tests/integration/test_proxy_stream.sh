@@ -156,6 +156,33 @@ check "  Stagger-Error: body-too-large" grep -qi '^Stagger-Error: body-too-large
 check "  the body says why" grep -q 'max-body' "$T/big502.b"
 proxy_stop
 
+# ---- buffered request bodies: one budget for all requests --------------------------
+# --max-request-buffer 1000000: while a request in flight holds a 600 kB
+# body, a second one does not fit and streams: sent once, so the
+# upstream's 503 comes back instead of a retry. Once the first is over,
+# the same request is buffered again, retried, and gets its 200. (The
+# second is released with the first: a streamed upload does not go out
+# while another request to its host is in flight, seen on main too.)
+head -c 600000 /dev/zero > "$T/600k"
+proxy_start ub --upstream "$UP" --max-request-buffer 1000000 -j 4 --rate 0
+curl -s -m 60 -o "$T/hold.b" --data-binary @"$T/600k" "$PX/hold?flag=$T/release" &
+HOLD=$!
+check "the first body is in flight" wait_for sh -c "curl -s '$PX/__stagger/health' | grep -q '\"in_flight\":1'"
+curl -s -m 60 -o "$T/b.b" -w '%{http_code}' -H 'Idempotency-Key: b1' \
+  --data-binary @"$T/600k" "$PX/once503?key=b" > "$T/b.code" &
+SECOND=$!
+check "the second is in too" wait_for sh -c "curl -s '$PX/__stagger/health' | grep -q '\"in_flight\":2'"
+touch "$T/release"
+wait "$HOLD" "$SECOND"
+check "a second body past the budget streams, sent once: the 503 (got $(cat "$T/b.code"))" \
+  [ "$(cat "$T/b.code")" = 503 ]
+check "  the first one: buffered, answered ($(cat "$T/hold.b"))" [ "$(cat "$T/hold.b")" = "held 600000" ]
+code=$(curl -s -m 60 -o "$T/c.b" -w '%{http_code}' -H 'Idempotency-Key: c1' \
+  --data-binary @"$T/600k" "$PX/once503?key=c")
+check "with room again a body is buffered and retried: 200 (got $code, $(cat "$T/c.b"))" \
+  [ "$code $(cat "$T/c.b")" = "200 got 600000" ]
+proxy_stop
+
 # ---- a client that leaves cancels the attempt in flight -----------------------------
 stat_of() { curl -s "$URL/__stats" | $PY -c 'import json,sys; j=json.load(sys.stdin); print(eval(sys.argv[1]))' "$1"; }
 serve_start hang --hang-every 1
