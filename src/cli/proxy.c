@@ -50,6 +50,7 @@ typedef struct proxy_opts {
     int64_t client_timeout_us;
     int64_t head_timeout_us;
     unsigned max_connections;
+    unsigned max_hosts;
     const char *log_path;
     cli_engine_opts eng;
     cli_tls tls;              /* --cacert, --capath, -k, --cert, --key (upstreams) */
@@ -188,6 +189,10 @@ static const cli_opt proxy_table[] = {
     {CLI_FN, "max-connections", 0, "N",
      "client connections at once (default: from the\ndescriptor limit)",
      F(max_connections), opt_conns, NULL, 0, NULL},
+    {CLI_FN, "max-hosts", 0, "N",
+     "upstream hosts whose state (limiter, breaker,\nbudget, metrics series) is kept (default 1024);\n"
+     "past it the least recently used one is forgotten",
+     F(max_hosts), opt_conns, NULL, 0, NULL},
     {CLI_STRING, "log", 0, "FILE",
      "JSON-lines log: engine events and one line per\nrequest (redacted); SIGHUP reopens it",
      F(log_path), NULL, NULL, 0, NULL},
@@ -288,6 +293,7 @@ static int proxy_run(proxy_opts *o, const char *addr, unsigned port)
     if (rc)
         return rc;
     pc.engine.tls = tls; /* the same TLS options as fetch and batch */
+    pc.engine.max_hosts = o->max_hosts; /* --forward sees any host: bounded */
     /* --max-body limits what the proxy holds whole (an answer other than
      * 2xx: proxy.h); a 2xx answer streams, so the engine takes any. */
     pc.max_body = o->eng.max_body;

@@ -176,6 +176,8 @@ stg_proxy *stg_proxy_new(const stg_proxy_config *cfg, char *err, size_t errsize)
         goto fail;
     }
     p->metrics = stg_metrics_new();
+    if (p->metrics) /* as many host series as the engine keeps hosts */
+        stg_metrics_set_max_hosts(p->metrics, cfg->engine.max_hosts);
     p->watch_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (!p->metrics || p->watch_fd < 0) {
         snprintf(err, errsize, "out of memory or descriptors");

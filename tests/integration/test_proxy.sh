@@ -143,6 +143,23 @@ jcheck "forward mode: absolute-form target" "$b" "j['path'] == '/echo' and j['he
 code=$(curl -s -o /dev/null -w '%{http_connect}' -x "$PX" --proxytunnel "https://127.0.0.1:$UPPORT/" || true)
 check "forward mode: https through CONNECT refused with 405 (got $code)" [ "$code" = 405 ]
 proxy_stop
+
+# ---- forward mode keeps state for at most --max-hosts hosts ---------------------
+# A client of --forward picks the host: 60 of them (127.0.0.1, ports 1 to
+# 60, refused) leave at most 20 hosts' state (limiter, breaker, budget,
+# learned concurrency) and 20 hosts' metrics series, the least recently
+# used forgotten; the engine's stats count them (health's "hosts").
+proxy_start many --forward --max-hosts 20
+urls=()
+for i in $(seq 1 60); do urls+=("http://127.0.0.1:$i/x"); done
+curl -s -m 120 -x "$PX" -H 'Stagger-Retries: 0' "${urls[@]}" > /dev/null || true
+h=$(curl -s "$PX/__stagger/health")
+jcheck "60 hosts seen, at most 20 kept" "$h" 'j["requests"] >= 60 and 0 < j["hosts"] <= 20'
+series=$(curl -s "$PX/__stagger/metrics" | grep -c '^stagger_concurrency_limit{' || true)
+check "  and at most 20 hosts' metrics series ($series)" [ "$series" -gt 0 -a "$series" -le 20 ]
+b=$(curl -s -x "$PX" "$UP/echo?again=1")
+jcheck "  a host seen again works afresh" "$b" "j['path'] == '/echo'"
+proxy_stop
 serve_stop "$SRV_PID" || true
 serve_stop "$UPPID" || true
 
