@@ -235,12 +235,13 @@ static bool body_put(px_req *r, const char *data, size_t n)
         return true;
     }
     if (r->body_len + n > r->body_cap) {
-        /* A known length is the whole buffer; else doubling. */
-        size_t cap = r->body_cap ? r->body_cap
-                     : r->body_total >= (int64_t)n ? (size_t)r->body_total
-                                                  : 4096;
+        /* Doubling, as the bytes come (a Content-Length alone reserves
+         * nothing), but never past a known length. */
+        size_t cap = r->body_cap ? r->body_cap : 4096;
         while (cap < r->body_len + n)
             cap *= 2;
+        if (r->body_total >= (int64_t)(r->body_len + n) && cap > (size_t)r->body_total)
+            cap = (size_t)r->body_total;
         if (cap > r->p->max_request_body)
             cap = r->p->max_request_body;
         if (!charge(r, cap)) {

@@ -58,8 +58,9 @@
 #define PX_DEFAULT_MAX_REQUEST_BODY ((size_t)16 << 20)
 /* Buffered request bodies, all requests together (--max-request-buffer):
  * a body that would pass it streams once instead. A buffered body is held
- * once: by the front while it arrives, then by the engine (which copies
- * it at submit; the front's copy is freed then). */
+ * once: by the front while it arrives (its buffer grows as the bytes come,
+ * doubling up to its Content-Length), then by the engine (which copies it
+ * at submit; the front's copy is freed then). */
 #define PX_DEFAULT_MAX_BUFFERED ((size_t)256 << 20)
 /* A connection's libmicrohttpd pool: its request head must fit (a larger
  * one gets 431; 16 KiB heads, Node's limit, fit), and MHD zeroes the whole
