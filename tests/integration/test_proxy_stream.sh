@@ -161,8 +161,8 @@ proxy_stop
 # body, a second one does not fit and streams: sent once, so the
 # upstream's 503 comes back instead of a retry. Once the first is over,
 # the same request is buffered again, retried, and gets its 200. (The
-# second is released with the first: a streamed upload does not go out
-# while another request to its host is in flight, seen on main too.)
+# second is released with the first: the host's first send is a quota
+# probe, and the next one waits for its answer, include/stagger/quota.h.)
 head -c 600000 /dev/zero > "$T/600k"
 proxy_start ub --upstream "$UP" --max-request-buffer 1000000 -j 4 --rate 0
 curl -s -m 60 -o "$T/hold.b" --data-binary @"$T/600k" "$PX/hold?flag=$T/release" &
