@@ -191,8 +191,8 @@ static enum MHD_Result begin(stg_proxy *p, px_req *r, struct MHD_Connection *c,
     pthread_mutex_unlock(&p->mu);
     if (draining)
         return early(p, r, c, 503, "stagger proxy is shutting down", "draining", NULL, false);
-    if (px_via_loop(p, c))
-        return px_answer_loop(r, c);
+    if (px_via_loop(p, c)) /* its Via holds ours: it has been here (via.c) */
+        return early(p, r, c, 508, PX_LOOP_MSG, "loop-detected", NULL, false);
     unsigned status = 400;
     r->url = px_target(p, r->uri, &status, msg, sizeof msg);
     if (!r->url)
@@ -469,8 +469,8 @@ static enum MHD_Result answer_final(px_req *r, struct MHD_Connection *c)
     }
     unsigned status;
     const char *why = stagger_error(r->reason, r->error, &status);
-    if (r->otoo_large)
-        why = "body-too-large"; /* a 502: the upstream's answer is too big to hold */
+    if (r->otoo_large) /* a 502: the upstream's answer is too big to hold */
+        r->why = why = "body-too-large";
     char msg[400];
     snprintf(msg, sizeof msg, "%s after %d attempt%s: %s", stg_reason_message(r->reason),
              r->attempts, r->attempts == 1 ? "" : "s", r->errtext[0] ? r->errtext : why);

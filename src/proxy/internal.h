@@ -342,8 +342,10 @@ void px_conns_sweep(stg_proxy *p);
 void px_via_init(stg_proxy *p);
 /* Does the request's Via hold p's own pseudonym (a loop)? */
 bool px_via_loop(const stg_proxy *p, struct MHD_Connection *c);
-/* Answer it 508 Loop Detected (Stagger-Error: loop-detected). */
-enum MHD_Result px_answer_loop(px_req *r, struct MHD_Connection *c);
+/* What a looping request is answered (508, Stagger-Error: loop-detected). */
+#define PX_LOOP_MSG                                                                                \
+    "this request has been through this stagger proxy already (its Via holds the proxy's "       \
+    "own name): the proxy is pointed at itself"
 
 /* ---- proxy.c ----------------------------------------------------------- */
 void px_log_event(const stg_event *ev, void *data);

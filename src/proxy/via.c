@@ -80,12 +80,3 @@ bool px_via_loop(const stg_proxy *p, struct MHD_Connection *c)
     MHD_get_connection_values(c, MHD_HEADER_KIND, each, &k);
     return k.found;
 }
-
-enum MHD_Result px_answer_loop(px_req *r, struct MHD_Connection *c)
-{
-    r->early = true;
-    return px_answer_error(c, 508,
-                           "this request has been through this stagger proxy already (its Via "
-                           "holds the proxy's own name): the proxy is pointed at itself",
-                           "loop-detected");
-}
