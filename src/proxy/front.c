@@ -21,6 +21,12 @@
  * Retry-After and rate-limit fields unchanged: the program's own logic
  * still sees them.
  *
+ * Buffered bodies share one budget (max_buffered, body_put's charge): a
+ * body that would pass it streams like one over max_request_body. The
+ * connection's px_conn (conns.c) learns when a request line came, when
+ * the head is whole (the first handler call) and when the exchange ended,
+ * for the head timeout.
+ *
  * Invariants: the access handler submits a request at most once (r->
  * submitted) and queues at most one response (r->queued); a client that
  * is gone gets MHD_NO (MHD closes the connection); the completed callback

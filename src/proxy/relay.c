@@ -10,6 +10,8 @@
  * when MHD's epoll descriptor is readable (stg_engine_run_fd). Two threads
  * per request (MHD's and the engine's, a wake-up and a context switch each
  * way) cost four times the CPU of the rest of the proxy on loopback.
+ * After each MHD_run the loop also sweeps the client connections
+ * (conns.c: heads open too long, slots kept free near the limit).
  * The watcher and the controlling thread still queue commands, and wake
  * the engine's wait (px_wake).
  *
