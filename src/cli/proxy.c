@@ -51,6 +51,7 @@ typedef struct proxy_opts {
     int64_t head_timeout_us;
     unsigned max_connections;
     unsigned max_hosts;
+    size_t max_spool;
     const char *log_path;
     cli_engine_opts eng;
     cli_tls tls;              /* --cacert, --capath, -k, --cert, --key (upstreams) */
@@ -166,6 +167,10 @@ static const cli_opt proxy_table[] = {
     {CLI_FN, "max-request-body", 0, "BYTES",
      "request bodies up to this are buffered and can be\nresent (default 16 MiB); a larger one streams\nonce and is never retried",
      F(max_request_body), opt_bytes, NULL, 0, NULL},
+    {CLI_FN, "max-spool", 0, "BYTES",
+     "answer bodies other than 2xx held at once, all\nrequests together (default 1 GiB); past it a 502"
+     "\n(each one: --max-body)",
+     F(max_spool), opt_bytes, NULL, 0, NULL},
     {CLI_FN, "max-request-buffer", 0, "BYTES",
      "request bodies buffered at once, all requests\ntogether (default 256 MiB); past it a new body\n"
      "streams once and is never retried",
@@ -297,6 +302,7 @@ static int proxy_run(proxy_opts *o, const char *addr, unsigned port)
     /* --max-body limits what the proxy holds whole (an answer other than
      * 2xx: proxy.h); a 2xx answer streams, so the engine takes any. */
     pc.max_body = o->eng.max_body;
+    pc.max_spool = o->max_spool;
     pc.engine.max_body = (size_t)1 << 62;
 
     /* Signals: blocked before any thread starts, so every thread inherits

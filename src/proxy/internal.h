@@ -80,6 +80,7 @@
  * a client of --forward picks the upstream, so the upstream is no
  * reason to trust the size of what it sends. */
 #define PX_DEFAULT_MAX_BODY ((uint64_t)64 << 20)
+#define PX_DEFAULT_MAX_SPOOL ((uint64_t)1 << 30) /* all requests' together */
 
 typedef struct px_req px_req;
 
@@ -168,7 +169,9 @@ struct px_req {
     FILE *ofile;
     uint64_t ototal;
     bool ofull;        /* it passed max_body (or the disk is full) */
-    bool otoo_large;   /* ... because it passed max_body */
+    bool otoo_large;   /* ... because it passed max_body or max_spool */
+    bool ospool_full;  /* ... max_spool, all requests' bodies together */
+    uint64_t ocharged; /* mu: bytes of p->spooled this request holds */
     px_req *w_next, *w_prev; /* the watch list, while suspended */
 };
 
@@ -196,6 +199,8 @@ struct stg_proxy {
     size_t max_buffered; /* cfg's, or the default */
     size_t buffered;     /* mu: the bytes the requests' body buffers hold */
     uint64_t max_body;   /* a held (non-2xx) answer body: cfg's, or the default */
+    uint64_t max_spool;  /* ... all of them together: cfg's, or the default */
+    uint64_t spooled;    /* mu: the bytes they hold now */
     struct MHD_Daemon *mhd;
     int mhd_fd;          /* MHD's epoll descriptor: the loop waits on it */
     unsigned port;

@@ -163,6 +163,7 @@ stg_proxy *stg_proxy_new(const stg_proxy_config *cfg, char *err, size_t errsize)
     p->max_request_body = cfg->max_request_body ? cfg->max_request_body
                                                 : PX_DEFAULT_MAX_REQUEST_BODY;
     p->max_body = cfg->max_body ? cfg->max_body : PX_DEFAULT_MAX_BODY;
+    p->max_spool = cfg->max_spool ? cfg->max_spool : PX_DEFAULT_MAX_SPOOL;
     p->max_buffered = cfg->max_buffered ? cfg->max_buffered : PX_DEFAULT_MAX_BUFFERED;
     p->head_timeout_us = cfg->head_timeout_us > 0 ? cfg->head_timeout_us : PX_DEFAULT_HEAD_TIMEOUT;
     px_via_init(p);

@@ -52,6 +52,8 @@ typedef struct stg_proxy_config {
                                  whole (one other than 2xx, until stagger
                                  knows it is final): beyond, a 502; 0: 64
                                  MiB. A 2xx body streams, not limited. */
+    uint64_t max_spool;       /* ... and all of those held at once, all
+                                 requests together; 0: 1 GiB */
     bool idempotency_auto;    /* add an Idempotency-Key to POSTs without one */
     int64_t client_timeout_us; /* an idle client connection is closed after
                                  this (slowloris); 0: 30 s */

@@ -35,8 +35,10 @@
  * and then a temporary file, because whether it is the answer is known
  * only at done: a 429 whose retry succeeds is dropped (RESTART), one
  * given back reaches the program byte for byte, up to max_body (--max-body,
- * 64 MiB by default); a longer one is a 502 (Stagger-Error: body-too-large),
- * never a cut body. A 2xx body streams and is not limited.
+ * 64 MiB by default), and while all the bodies held stay within max_spool
+ * (--max-spool, 1 GiB: a --forward client picks the upstream, and could
+ * fill the disk with many at once); past either, a 502 (Stagger-Error:
+ * body-too-large), never a cut body. A 2xx body streams and is not limited.
  *
  * Invariants: commands run without p->mu (the engine calls back into the
  * sink and done, which take it); every SUBMIT ends in exactly one done
@@ -87,6 +89,7 @@ void px_req_free(px_req *r)
     if (r->ofile)
         fclose(r->ofile);
     r->p->buffered -= r->charged; /* p->mu held (px_unref_locked) */
+    r->p->spooled -= r->ocharged;
     free(r);
 }
 
@@ -127,8 +130,21 @@ static bool sbuf_put(px_req *r, const void *buf, size_t len)
  * then fails the request (a 502), so no body is ever cut silently. */
 static bool spool_put(px_req *r, const void *buf, size_t len)
 {
-    if (r->ototal + len > r->p->max_body) {
+    stg_proxy *p = r->p;
+    if (r->ototal + len > p->max_body) {
         r->otoo_large = true;
+        return !(r->ofull = true);
+    }
+    /* ... and the bodies held by all requests together (max_spool). */
+    pthread_mutex_lock(&p->mu);
+    bool room = p->spooled + len <= p->max_spool;
+    if (room) {
+        p->spooled += len;
+        r->ocharged += len;
+    }
+    pthread_mutex_unlock(&p->mu);
+    if (!room) {
+        r->otoo_large = r->ospool_full = true;
         return !(r->ofull = true);
     }
     if (!r->ofile && r->olen + len <= PX_SPOOL_MEM) {
@@ -155,9 +171,13 @@ static bool spool_put(px_req *r, const void *buf, size_t len)
 
 static void spool_reset(px_req *r)
 {
+    pthread_mutex_lock(&r->p->mu);
+    r->p->spooled -= r->ocharged;
+    r->ocharged = 0;
+    pthread_mutex_unlock(&r->p->mu);
     r->olen = 0;
     r->ototal = 0;
-    r->ofull = r->otoo_large = false;
+    r->ofull = r->otoo_large = r->ospool_full = false;
     if (r->ofile) {
         fclose(r->ofile);
         r->ofile = NULL;
@@ -251,7 +271,12 @@ static void on_done(stg_engine *e, uint64_t id, const stg_result *res, void *dat
         r->rhdrs_len = r->rhdrs ? res->headers_len : 0;
         if (r->ofull || (r->ofile && fflush(r->ofile) != 0)) {
             r->error = STG_NET_OTHER; /* the spool lost bytes: never cut silently */
-            if (r->otoo_large)
+            if (r->ospool_full)
+                snprintf(r->errtext, sizeof r->errtext,
+                         "the upstream's %d answer has a body the proxy cannot hold now: the "
+                         "answers it holds together would pass --max-spool (%llu bytes)",
+                         res->status, (unsigned long long)p->max_spool);
+            else if (r->otoo_large)
                 snprintf(r->errtext, sizeof r->errtext,
                          "the upstream's %d answer has a body over --max-body (%llu bytes), "
                          "which the proxy would have to hold whole",

@@ -79,6 +79,37 @@ code=$(curl -s -m 60 -D "$T/mb.h" -o "$T/mb.b" -w '%{http_code}' -H 'Stagger-Ret
 check "over --max-body: 502, not a cut 500 (got $code)" [ "$code" = 502 ]
 check "  with a Stagger-Error" grep -qi '^Stagger-Error: body-too-large' "$T/mb.h"
 
+# All the bodies held at once obey --max-spool: a client that does not
+# read its 32 MiB 500 keeps it held (socket buffers take a few MiB of it);
+# a second 32 MiB one would pass 40 MB: a 502 that says so; a 1 MiB one
+# still fits beside it.
+proxy_stop
+proxy_start sp --upstream "$UP" --max-spool 40000000 -j 4
+$PY - "$PXPORT" "$T/held" "$T/let-go" <<'EOF' &
+import os, socket, sys, time
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+s.sendall(b"GET /status?code=500&n=33554432 HTTP/1.1\r\nHost: x\r\nStagger-Retries: 0\r\n\r\n")
+s.recv(1)                       # the answer has begun: the proxy holds its body
+open(sys.argv[2], "w").close()
+for _ in range(600):            # a hang guard; the test lets go
+    if os.path.exists(sys.argv[3]):
+        break
+    time.sleep(0.05)
+s.close()
+EOF
+HELD=$!
+check "a 32 MiB 500 is held for a client that does not read" wait_for test -e "$T/held"
+code=$(curl -s -m 60 -D "$T/sp.h" -o "$T/sp.b" -w '%{http_code}' -H 'Stagger-Retries: 0' \
+  "$PX/status?code=500&n=$((32 << 20))" || true)
+check "  a second 32 MiB one passes --max-spool: 502 (got $code)" [ "$code" = 502 ]
+check "  Stagger-Error: body-too-large" grep -qi '^Stagger-Error: body-too-large' "$T/sp.h"
+check "  the body says --max-spool" grep -q 'max-spool' "$T/sp.b"
+code=$(curl -s -m 60 -o /dev/null -w '%{http_code}' -H 'Stagger-Retries: 0' \
+  "$PX/status?code=500&n=$MIB" || true)
+check "  a 1 MiB one still fits beside it: 500 (got $code)" [ "$code" = 500 ]
+touch "$T/let-go"
+wait "$HELD"
+
 # ---- redirects come back through the proxy ---------------------------------------------
 # A Location on a routed upstream names the proxy and the route's prefix
 # (an absolute one, and a relative one resolved against the upstream URL);
