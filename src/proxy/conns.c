@@ -11,8 +11,9 @@
  *  - a head open for longer than head_timeout (--head-timeout) has its
  *    connection closed;
  *  - when the connections reach the limit minus a reserve (a sixteenth of
- *    it, at least 4), those whose head is open, idle kept-alive ones
- *    included, are closed oldest first until the reserve is free again,
+ *    it; one below 32, none below 4), those whose head has been open for
+ *    HEAD_GRACE_US at least, idle kept-alive ones included, are closed
+ *    oldest first until the reserve is free again,
  *    so a new client (the health endpoint's included) always finds a slot:
  *    MHD drops a connection accepted past its limit, whoever it is from.
  *    Connections with a request in progress are never closed here.
@@ -35,6 +36,9 @@
 
 /* How often the timeouts are checked (the pressure check runs always). */
 #define SWEEP_EVERY_US STG_MS(100)
+/* Under pressure a head is closed only once it has been open this long:
+ * a client that just connected gets the time to send its head. */
+#define HEAD_GRACE_US STG_MS(250)
 
 void px_conn_notify(void *cls, struct MHD_Connection *c, void **socket_context,
                     enum MHD_ConnectionNotificationCode toe)
@@ -120,8 +124,11 @@ static void close_conn(stg_proxy *p, px_conn *k)
 
 void px_conns_sweep(stg_proxy *p)
 {
-    unsigned reserve = p->conn_limit / 16 > 4 ? p->conn_limit / 16 : 4;
-    unsigned high = p->conn_limit > reserve ? p->conn_limit - reserve : 0;
+    /* The slots kept free: a sixteenth, one of a small limit, none of a
+     * tiny one (then only a full table is pressure). */
+    unsigned lim = p->conn_limit;
+    unsigned reserve = lim >= 32 ? lim / 16 : lim >= 4 ? 1 : 0;
+    unsigned high = lim - reserve;
     int64_t now = px_mono_us();
     bool pressed = p->n_conns >= high;
     if (!pressed && now < p->next_sweep_us)
@@ -130,8 +137,9 @@ void px_conns_sweep(stg_proxy *p)
     for (px_conn *k = p->conns_head; k; k = k->next) {
         if (k->closing || k->busy)
             continue;
-        bool timed = (!k->kept || k->line) && now - k->head_start_us >= p->head_timeout_us;
-        if (timed || p->n_conns >= high)
+        int64_t open_us = now - k->head_start_us;
+        bool timed = (!k->kept || k->line) && open_us >= p->head_timeout_us;
+        if (timed || (p->n_conns >= high && open_us >= HEAD_GRACE_US))
             close_conn(p, k);
     }
 }
