@@ -12,7 +12,8 @@
  * breaker is closed.
  *
  * Invariants: a key maps to at most one host at a time; hosts never move
- * in memory; a host with refs > 0 is never freed before the engine is;
+ * in memory; a host is forgotten only inside stg__hosts_get (a submit),
+ * and one with refs > 0 is never freed before the engine is;
  * a host's primitives are initialised from the engine config exactly once
  * and destroyed exactly once; every host is in the LRU list once.
  *
