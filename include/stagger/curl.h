@@ -541,7 +541,14 @@ typedef struct stg_engine_config {
      * whether the server multiplexes), within the server's
      * SETTINGS_MAX_CONCURRENT_STREAMS. */
     union { long http_version; uint64_t stg__http_version_word; };
-    uint64_t stg__reserved[12]; /* room to grow (docs/ABI.md); leave zero */
+    /* Keys (hosts) whose state is kept: limiter, budget, breaker, learned
+     * concurrency. Past it, a new key first forgets the least recently
+     * used one with no request of it in the engine (a forgotten key starts
+     * afresh, as a new one does), so a forward proxy that sees endless
+     * hosts stays bounded. 0: 1024. (The quotas have their own caps,
+     * stg_quota_config.) */
+    union { size_t max_hosts; uint64_t stg__max_hosts_word; };
+    uint64_t stg__reserved[11]; /* room to grow (docs/ABI.md); leave zero */
 } stg_engine_config;
 
 typedef struct stg_engine stg_engine;
@@ -683,7 +690,8 @@ typedef struct stg_engine_stats {
      * its limit), and attempts that waited for their host's limit. */
     union { int concurrency_limit; uint64_t stg__conc_word; };
     uint64_t concurrency_waits;
-    uint64_t stg__reserved[6]; /* room to grow (docs/ABI.md); leave zero */
+    uint64_t hosts; /* keys whose state is kept now (max_hosts) */
+    uint64_t stg__reserved[5]; /* room to grow (docs/ABI.md); leave zero */
 } stg_engine_stats;
 STG_API void stg_engine_stats_get(const stg_engine *e, stg_engine_stats *out);
 
@@ -717,6 +725,10 @@ typedef struct stg_metrics stg_metrics;
 STG_API stg_metrics *stg_metrics_new(void);
 STG_API void stg_metrics_free(stg_metrics *m); /* accepts NULL */
 STG_API void stg_metrics_event(const stg_event *ev, void *metrics);
+/* Keep per-host series (breaker, concurrency limit) for at most n hosts
+ * (0: 1024, the default): past it, a new host replaces the least recently
+ * updated one, whose series disappear. Thread-safe. */
+STG_API void stg_metrics_set_max_hosts(stg_metrics *m, size_t n);
 /* Write atomically (temp file + rename, the node_exporter textfile
  * convention). Returns STG_OK or STG_EIO. */
 STG_API int stg_metrics_write(const stg_metrics *m, const char *path);

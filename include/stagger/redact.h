@@ -38,7 +38,9 @@ STG_API bool stg_redact_header_is_secret(const char *name, size_t name_len,
 /* Write a redacted copy of url into buf (size bytes, NUL-terminated,
  * truncated if needed): scheme, host, port and path kept; userinfo removed;
  * every query value replaced by "REDACTED" (and a query item without '=',
- * which may be a bare key, as a whole); fragment removed; bytes that are
+ * which may be a bare key, as a whole), and so the value of each matrix
+ * parameter of the path whose name is secret (stg_redact_name_is_secret:
+ * "/a;jsessionid=X/b" gives "/a;jsessionid=REDACTED/b"); fragment removed; bytes that are
  * not printable ASCII percent-encoded. A URL without a scheme is read as
  * curl reads it (host[:port]/path). A malformed authority (non-numeric
  * port, unclosed '[': the mark of a password with an unencoded '/', '?' or
@@ -56,7 +58,8 @@ STG_API void stg_redact_host_key(const char *url, char *buf, size_t size);
 
 /* True if url itself holds a secret, so that it must not be stored or shown
  * unredacted: userinfo, a fragment (OAuth implicit-flow tokens travel
- * there), a query parameter whose name stg_redact_name_is_secret() names,
+ * there), a query parameter or a path's matrix parameter (";name=value")
+ * whose name stg_redact_name_is_secret() names,
  * or an authority that cannot be read (see stg_redact_url). NULL: false. */
 STG_API bool stg_redact_url_has_secret(const char *url);
 

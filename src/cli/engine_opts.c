@@ -162,7 +162,8 @@ const cli_opt cli_engine_opts_table[] = {
      opt_budget_tokens, NULL, 0, NULL},
     {CLI_FN, "budget-ratio", 0, "X", "tokens a success gives back (default 0.1)", E(budget_ratio),
      opt_budget_ratio, NULL, 0, NULL},
-    {CLI_FN, "max-body", 0, "BYTES", "bytes of each response body accepted (default 64 MiB)",
+    {CLI_FN, "max-body", 0, "BYTES", "bytes of each response body accepted (default 64 MiB;\n"
+     "proxy: of a body it holds, not of a 2xx that streams)",
      E(max_body), opt_max_body, NULL, 0, NULL},
     {CLI_FLAG, "no-quotas", 0, NULL,
      "do not pace by the quotas the servers announce\n"

@@ -44,10 +44,14 @@ typedef struct proxy_opts {
     size_t n_routes;
     bool forward;
     size_t max_request_body;
+    size_t max_buffered;
     bool idem_auto;
     int64_t drain_us;
     int64_t client_timeout_us;
+    int64_t head_timeout_us;
     unsigned max_connections;
+    unsigned max_hosts;
+    size_t max_spool;
     const char *log_path;
     cli_engine_opts eng;
     cli_tls tls;              /* --cacert, --capath, -k, --cert, --key (upstreams) */
@@ -163,6 +167,14 @@ static const cli_opt proxy_table[] = {
     {CLI_FN, "max-request-body", 0, "BYTES",
      "request bodies up to this are buffered and can be\nresent (default 16 MiB); a larger one streams\nonce and is never retried",
      F(max_request_body), opt_bytes, NULL, 0, NULL},
+    {CLI_FN, "max-spool", 0, "BYTES",
+     "answer bodies other than 2xx held at once, all\nrequests together (default 1 GiB); past it a 502"
+     "\n(each one: --max-body)",
+     F(max_spool), opt_bytes, NULL, 0, NULL},
+    {CLI_FN, "max-request-buffer", 0, "BYTES",
+     "request bodies buffered at once, all requests\ntogether (default 256 MiB); past it a new body\n"
+     "streams once and is never retried",
+     F(max_buffered), opt_bytes, NULL, 0, NULL},
     {CLI_FN, "idempotency-key", 0, "auto|none",
      "auto: add an Idempotency-Key to POSTs without one,\nso they may be retried (default none)",
      F(idem_auto), opt_idem, NULL, 0, NULL},
@@ -175,9 +187,17 @@ static const cli_opt proxy_table[] = {
      F(drain_us), opt_drain, NULL, 0, NULL},
     {CLI_FN, "client-timeout", 0, "D", "close an idle client connection after D (default 30s)",
      F(client_timeout_us), opt_duration, NULL, 0, NULL},
+    {CLI_FN, "head-timeout", 0, "D",
+     "a request head must arrive whole within D of the\nconnection's start (default 10s); near\n"
+     "--max-connections, open heads are closed oldest first",
+     F(head_timeout_us), opt_duration, NULL, 0, NULL},
     {CLI_FN, "max-connections", 0, "N",
      "client connections at once (default: from the\ndescriptor limit)",
      F(max_connections), opt_conns, NULL, 0, NULL},
+    {CLI_FN, "max-hosts", 0, "N",
+     "upstream hosts whose state (limiter, breaker,\nbudget, metrics series) is kept (default 1024);\n"
+     "past it the least recently used one is forgotten",
+     F(max_hosts), opt_conns, NULL, 0, NULL},
     {CLI_STRING, "log", 0, "FILE",
      "JSON-lines log: engine events and one line per\nrequest (redacted); SIGHUP reopens it",
      F(log_path), NULL, NULL, 0, NULL},
@@ -264,8 +284,10 @@ static int proxy_run(proxy_opts *o, const char *addr, unsigned port)
     pc.n_routes = o->n_routes;
     pc.forward = o->forward;
     pc.max_request_body = o->max_request_body;
+    pc.max_buffered = o->max_buffered;
     pc.idempotency_auto = o->idem_auto;
     pc.client_timeout_us = o->client_timeout_us;
+    pc.head_timeout_us = o->head_timeout_us;
     pc.max_connections = o->max_connections;
     pc.log_path = o->log_path;
     const stg_tls_config *tls;
@@ -276,9 +298,12 @@ static int proxy_run(proxy_opts *o, const char *addr, unsigned port)
     if (rc)
         return rc;
     pc.engine.tls = tls; /* the same TLS options as fetch and batch */
-    /* A streamed answer is never held whole: no body limit unless given. */
-    if (!o->eng.max_body)
-        pc.engine.max_body = (size_t)1 << 62;
+    pc.engine.max_hosts = o->max_hosts; /* --forward sees any host: bounded */
+    /* --max-body limits what the proxy holds whole (an answer other than
+     * 2xx: proxy.h); a 2xx answer streams, so the engine takes any. */
+    pc.max_body = o->eng.max_body;
+    pc.max_spool = o->max_spool;
+    pc.engine.max_body = (size_t)1 << 62;
 
     /* Signals: blocked before any thread starts, so every thread inherits
      * the mask and only sigwait below takes them. */

@@ -5,7 +5,8 @@
  *
  * A URL keeps its scheme, host, port and path; userinfo is removed, every
  * query value (and every query item without '=', which may be a bare key)
- * becomes "REDACTED", the fragment is dropped. A URL whose authority cannot
+ * becomes "REDACTED", so does the value of a path's matrix parameter
+ * named like a secret (";jsessionid=..."), the fragment is dropped. A URL whose authority cannot
  * be trusted keeps only its scheme and "REDACTED". The host key (host[:port],
  * lower-cased) is the one part of a URL shown unredacted. Control bytes, spaces and
  * bytes >= 0x7f are percent-encoded, so a redacted URL is one printable
@@ -183,6 +184,43 @@ static void put_query(out *o, const char *q, size_t n)
     }
 }
 
+/* Is path[i..) a matrix parameter (";name=value", up to the next ';' or
+ * '/') whose name is secret? Sets *name_end (the '=') and *end. */
+static bool secret_param(const char *path, size_t n, size_t i, size_t *eq, size_t *end)
+{
+    size_t e = i + 1;
+    while (e < n && path[e] != ';' && path[e] != '/')
+        e++;
+    const char *q = memchr(path + i + 1, '=', e - i - 1);
+    *end = e;
+    *eq = q ? (size_t)(q - path) : e;
+    return q && stg_redact_name_is_secret(path + i + 1, *eq - i - 1);
+}
+
+/* A path, its matrix parameters named like secrets (";jsessionid=...",
+ * "/x;token=..."; stg_redact_name_is_secret) with their values replaced:
+ * servers take session ids and tokens there too. */
+static void put_path(out *o, const char *path, size_t n)
+{
+    size_t i = 0;
+    while (i < n) {
+        size_t s = i;
+        while (i < n && path[i] != ';')
+            i++;
+        put_clean(o, path + s, i - s);
+        if (i >= n)
+            break;
+        size_t eq, end;
+        if (secret_param(path, n, i, &eq, &end)) {
+            put_clean(o, path + i, eq + 1 - i);
+            puts_(o, REDACTED);
+        } else {
+            put_clean(o, path + i, end - i);
+        }
+        i = end;
+    }
+}
+
 size_t stg_redact_url(const char *url, char *buf, size_t size)
 {
     out o = {buf, size, 0};
@@ -209,7 +247,7 @@ size_t stg_redact_url(const char *url, char *buf, size_t size)
             put_clean(&o, url + p.port, p.port_len);
         }
     }
-    put_clean(&o, url + p.path, p.path_len);
+    put_path(&o, url + p.path, p.path_len);
     if (p.has_query) {
         put(&o, "?", 1);
         put_query(&o, url + p.query, p.query_len);
@@ -225,6 +263,11 @@ bool stg_redact_url_has_secret(const char *url)
     stg__url_split(url, &p);
     if (p.has_userinfo || p.has_fragment || p.bad_authority)
         return true;
+    for (size_t i = 0; i < p.path_len; i++) {
+        size_t eq, end;
+        if (url[p.path + i] == ';' && secret_param(url + p.path, p.path_len, i, &eq, &end))
+            return true;
+    }
     if (!p.has_query)
         return false;
     const char *q = url + p.query;

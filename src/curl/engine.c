@@ -244,6 +244,7 @@ stg_engine *stg_engine_new(const stg_engine_config *cfg, int *err)
     atomic_init(&e->stop, false);
     stg__heap_init(&e->timers);
     stg__hosts_init(&e->hosts);
+    e->hosts.max = c.max_hosts;
     stg_rng_seed(&e->rng, c.seed ? c.seed : stg__seed(e, now));
     e->pool = calloc((size_t)e->concurrency, sizeof *e->pool);
     e->multi = curl_multi_init();
@@ -322,6 +323,7 @@ int stg_engine_submit(stg_engine *e, const stg_request *rq, stg_done_fn done, vo
     r->heap_index = STG__NOT_IN_HEAP;
     r->engine = e;
     r->host = h;
+    h->refs++; /* until stg__eng_req_free */
     r->method = m;
     r->done = done;
     r->data = data;
@@ -613,6 +615,7 @@ void stg_engine_stats_get(const stg_engine *e, stg_engine_stats *out)
     out->in_flight = e->active;
     out->waiting = (int)e->count - e->active;
     out->concurrency_limit = stg__eng_conc_sum(e);
+    out->hosts = e->hosts.n;
 }
 
 void stg_engine_free(stg_engine *e)

@@ -158,6 +158,8 @@ void stg__eng_pool_put(stg_engine *e, CURL *easy)
 
 void stg__eng_req_free(req *r)
 {
+    STG_ASSERT(r->host->refs > 0);
+    r->host->refs--; /* the host may be forgotten from now on (hosts.c) */
     if (r->url != r->origin)
         free(r->url);
     if (r->url_red != r->origin)

@@ -4,9 +4,18 @@
  * of a key. Keys are the URL's host[:port] by default, or the request's
  * limit_key, so several hosts can share one limit.
  *
- * Invariants: a key maps to exactly one host for the engine's life; hosts
- * never move in memory; a host's primitives are initialised from the
- * engine config exactly once and destroyed exactly once.
+ * Bounded (stg_engine_config.max_hosts, 1024 by default): past the cap a
+ * new key first forgets the least recently used host that no request in
+ * the engine holds (refs), as the quotas forget theirs (core/quota.c), so
+ * a forward proxy that sees endless hosts keeps a bounded table. A
+ * forgotten key that comes back starts afresh: its limiter relearns, its
+ * breaker is closed.
+ *
+ * Invariants: a key maps to at most one host at a time; hosts never move
+ * in memory; a host is forgotten only inside stg__hosts_get (a submit),
+ * and one with refs > 0 is never freed before the engine is;
+ * a host's primitives are initialised from the engine config exactly once
+ * and destroyed exactly once; every host is in the LRU list once.
  *
  * The servers' quotas (stg_engine_config.quotas) are not per host here but
  * one stg_quota for the table, keyed by the same key: it has its own
@@ -17,6 +26,7 @@
 #include <string.h>
 
 #include "curl/internal.h"
+#include "util/assert.h"
 
 static uint64_t hash(const char *s)
 {
@@ -32,7 +42,33 @@ void stg__hosts_init(stg__hosts *t)
 {
     t->b = NULL;
     t->cap = t->n = 0;
+    t->max = 0;
+    t->lru_head = t->lru_tail = NULL;
     t->quota = NULL;
+}
+
+static void lru_unlink(stg__hosts *t, stg__host *h)
+{
+    if (h->lru_prev)
+        h->lru_prev->lru_next = h->lru_next;
+    else
+        t->lru_head = h->lru_next;
+    if (h->lru_next)
+        h->lru_next->lru_prev = h->lru_prev;
+    else
+        t->lru_tail = h->lru_prev;
+    h->lru_prev = h->lru_next = NULL;
+}
+
+static void lru_front(stg__hosts *t, stg__host *h)
+{
+    h->lru_prev = NULL;
+    h->lru_next = t->lru_head;
+    if (t->lru_head)
+        t->lru_head->lru_prev = h;
+    else
+        t->lru_tail = h;
+    t->lru_head = h;
 }
 
 stg_quota *stg__hosts_quota(stg__hosts *t)
@@ -144,14 +180,39 @@ static bool grow(stg__hosts *t)
     return true;
 }
 
+/* Forget the least recently used host no request holds, if any. */
+static void forget_one(stg__hosts *t)
+{
+    stg__host *h = t->lru_tail;
+    while (h && h->refs > 0)
+        h = h->lru_prev;
+    if (!h)
+        return;
+    STG_ASSERT(!h->pace_head && !h->conc_head && h->conc_out == 0 && h->q_alive == 0);
+    stg__host **pp = &t->b[hash(h->key) & (t->cap - 1)];
+    while (*pp != h)
+        pp = &(*pp)->next;
+    *pp = h->next;
+    lru_unlink(t, h);
+    host_free(h);
+    t->n--;
+}
+
 stg__host *stg__hosts_get(stg__hosts *t, const char *key, const stg_engine_config *cfg,
                           int64_t now_us, int *err)
 {
     if (t->cap) {
         for (stg__host *h = t->b[hash(key) & (t->cap - 1)]; h; h = h->next)
-            if (!strcmp(h->key, key))
+            if (!strcmp(h->key, key)) {
+                if (t->lru_head != h) {
+                    lru_unlink(t, h);
+                    lru_front(t, h);
+                }
                 return h;
+            }
     }
+    if (t->n >= (t->max ? t->max : STG__DEFAULT_MAX_HOSTS))
+        forget_one(t);
     if (t->n + 1 > t->cap && !grow(t)) {
         *err = STG_ENOMEM;
         return NULL;
@@ -171,6 +232,7 @@ stg__host *stg__hosts_get(stg__hosts *t, const char *key, const stg_engine_confi
     size_t j = (size_t)(hash(key) & (t->cap - 1));
     h->next = t->b[j];
     t->b[j] = h;
+    lru_front(t, h);
     t->n++;
     return h;
 }

@@ -362,9 +362,12 @@ typedef struct stg__host_change {
 
 /* One per limit key (the URL's host[:port], or stg_request.limit_key).
  * Allocated one by one (the breaker and adaptive limiter hold mutexes and
- * must not move) and freed with the engine. */
+ * must not move) and freed with the engine, or when forgotten (max_hosts:
+ * the least recently used one that no request holds). */
 typedef struct stg__host {
     struct stg__host *next; /* hash chain */
+    struct stg__host *lru_prev, *lru_next; /* most recently used first */
+    int64_t refs; /* the engine's requests whose r->host it is */
     char *key;
     bool has_bucket, has_adaptive, has_budget, has_breaker;
     stg_bucket bucket;
@@ -397,17 +400,25 @@ typedef struct stg__host {
     int64_t q_alive, q_held;
 } stg__host;
 
+#define STG__DEFAULT_MAX_HOSTS 1024
+
 typedef struct stg__hosts {
     stg__host **b;
     size_t cap, n;
+    size_t max;                   /* hosts kept (cfg.max_hosts); 0: the default */
+    stg__host *lru_head, *lru_tail;
     stg_quota *quota; /* the servers' quotas, every key's (cfg.quotas);
                          made on first use, NULL until then */
 } stg__hosts;
 
 void stg__hosts_init(stg__hosts *t);
 void stg__hosts_free(stg__hosts *t);
-/* Find or create the host for key (set up from cfg at now_us). NULL when
- * out of memory (*err = STG_ENOMEM) or cfg is invalid (*err = STG_EINVAL). */
+/* Find or create the host for key (set up from cfg at now_us), now the
+ * most recently used; creating one past t->max first forgets the least
+ * recently used host with refs == 0 (none: the table grows past max, by
+ * the requests in flight at most). The caller takes a reference (refs++)
+ * for as long as it keeps the pointer. NULL when out of memory (*err =
+ * STG_ENOMEM) or cfg is invalid (*err = STG_EINVAL). */
 stg__host *stg__hosts_get(stg__hosts *t, const char *key, const stg_engine_config *cfg,
                           int64_t now_us, int *err);
 /* The engine's quota limiter, made on first use (NULL: out of memory). */

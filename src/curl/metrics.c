@@ -31,10 +31,15 @@
  * PATH.tmp.PID, fsync, rename over PATH, so a scraper never reads half a
  * file.
  *
+ * The per-host series (breaker state and transitions, concurrency limit)
+ * are kept for at most max_hosts hosts (stg_metrics_set_max_hosts, 1024 by
+ * default): a new host past it replaces the least recently updated one,
+ * whose series disappear (a forward proxy sees endless hosts).
+ *
  * Invariants: only counts, durations, reasons, status numbers, error class
  * names and limiter/breaker keys (hosts) are kept: no URL, no header, so
  * nothing secret; label values are escaped as the format requires; all
- * state is behind one mutex.
+ * state is behind one mutex; n_hosts <= max_hosts.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -68,7 +73,10 @@ typedef struct breaker_host {
     int state;
     uint64_t to[3];
     int conc_limit; /* > 0: it learns its concurrency; the latest limit */
+    uint64_t used;  /* the metrics' clock at its latest update */
 } breaker_host;
+
+#define DEFAULT_MAX_HOSTS 1024
 
 struct stg_metrics {
     pthread_mutex_t mu;
@@ -81,7 +89,8 @@ struct stg_metrics {
     uint64_t connects, reused, handshakes, never_processed;
     histo wait, limiter, duration, handshake;
     breaker_host *hosts;
-    size_t n_hosts, cap_hosts;
+    size_t n_hosts, cap_hosts, max_hosts;
+    uint64_t clock; /* counts host updates: the LRU order */
 };
 
 stg_metrics *stg_metrics_new(void)
@@ -93,6 +102,7 @@ stg_metrics *stg_metrics_new(void)
         free(m);
         return NULL;
     }
+    m->max_hosts = DEFAULT_MAX_HOSTS;
     return m;
 }
 
@@ -128,13 +138,47 @@ static int class_index(int status, stg_net_error err)
     return N_CLASSES - 1;
 }
 
+void stg_metrics_set_max_hosts(stg_metrics *m, size_t n)
+{
+    if (!m)
+        return;
+    pthread_mutex_lock(&m->mu);
+    m->max_hosts = n ? n : DEFAULT_MAX_HOSTS;
+    while (m->n_hosts > m->max_hosts) { /* the least recently updated go */
+        size_t old = 0;
+        for (size_t i = 1; i < m->n_hosts; i++)
+            if (m->hosts[i].used < m->hosts[old].used)
+                old = i;
+        free(m->hosts[old].host);
+        m->hosts[old] = m->hosts[--m->n_hosts];
+    }
+    pthread_mutex_unlock(&m->mu);
+}
+
 static breaker_host *host_slot(stg_metrics *m, const char *host)
 {
     if (!host)
         host = "";
     for (size_t i = 0; i < m->n_hosts; i++)
-        if (!strcmp(m->hosts[i].host, host))
+        if (!strcmp(m->hosts[i].host, host)) {
+            m->hosts[i].used = ++m->clock;
             return &m->hosts[i];
+        }
+    if (m->n_hosts >= m->max_hosts) { /* the least recently updated one's slot */
+        size_t old = 0;
+        for (size_t i = 1; i < m->n_hosts; i++)
+            if (m->hosts[i].used < m->hosts[old].used)
+                old = i;
+        char *copy = strdup(host);
+        if (!copy)
+            return NULL;
+        breaker_host *b = &m->hosts[old];
+        free(b->host);
+        memset(b, 0, sizeof *b);
+        b->host = copy;
+        b->used = ++m->clock;
+        return b;
+    }
     if (m->n_hosts == m->cap_hosts) {
         size_t cap = m->cap_hosts ? m->cap_hosts * 2 : 8;
         breaker_host *v = realloc(m->hosts, cap * sizeof *v);
@@ -149,6 +193,7 @@ static breaker_host *host_slot(stg_metrics *m, const char *host)
     breaker_host *b = &m->hosts[m->n_hosts++];
     memset(b, 0, sizeof *b);
     b->host = copy;
+    b->used = ++m->clock;
     return b;
 }
 

@@ -7,7 +7,9 @@
  *                           "requests": N, "client_gone": N,
  *                           "concurrency_limit": N (the learned limit, the
  *                           hosts' sum; 0 with a fixed -j),
- *                           "concurrency_waits": N}, 200 while serving and
+ *                           "concurrency_waits": N, "hosts": N (the
+ *                           upstream hosts whose state is kept, at most
+ *                           --max-hosts)}, 200 while serving and
  *                           503 while draining.
  * Anything else under /__stagger/ is a 404: that prefix is never routed.
  * They answer GET and HEAD only (a 405 with Allow: GET, HEAD otherwise):
@@ -80,11 +82,11 @@ static enum MHD_Result health(stg_proxy *p, struct MHD_Connection *c, unsigned *
     stg_engine_stats_get(p->engine, &st);
     pthread_mutex_lock(&p->mu);
     bool draining = p->draining;
-    json_t *o = json_pack("{s:s,s:i,s:I,s:I,s:i,s:I}", "status", draining ? "draining" : "ok",
-                          "in_flight", p->in_flight, "requests", (json_int_t)p->requests,
-                          "client_gone", (json_int_t)p->client_gone, "concurrency_limit",
-                          st.concurrency_limit, "concurrency_waits",
-                          (json_int_t)st.concurrency_waits);
+    json_t *o = json_pack("{s:s,s:i,s:I,s:I,s:i,s:I,s:I}", "status",
+                          draining ? "draining" : "ok", "in_flight", p->in_flight, "requests",
+                          (json_int_t)p->requests, "client_gone", (json_int_t)p->client_gone,
+                          "concurrency_limit", st.concurrency_limit, "concurrency_waits",
+                          (json_int_t)st.concurrency_waits, "hosts", (json_int_t)st.hosts);
     pthread_mutex_unlock(&p->mu);
     char *body = o ? json_dumps(o, JSON_COMPACT) : NULL;
     json_decref(o);

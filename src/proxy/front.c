@@ -21,6 +21,12 @@
  * Retry-After and rate-limit fields unchanged: the program's own logic
  * still sees them.
  *
+ * Buffered bodies share one budget (max_buffered, body_put's charge): a
+ * body that would pass it streams like one over max_request_body. The
+ * connection's px_conn (conns.c) learns when a request line came, when
+ * the head is whole (the first handler call) and when the exchange ended,
+ * for the head timeout.
+ *
  * Invariants: the access handler submits a request at most once (r->
  * submitted) and queues at most one response (r->queued); a client that
  * is gone gets MHD_NO (MHD closes the connection); the completed callback
@@ -47,6 +53,7 @@ void *px_uri_cb(void *cls, const char *uri, struct MHD_Connection *c)
     r->uri = strdup(uri ? uri : "");
     r->conn = c;
     r->fd = -1;
+    px_conn_request_line(c);
     r->start_us = px_mono_us();
     const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
     if (ci)
@@ -84,7 +91,8 @@ enum MHD_Result px_answer_error2(struct MHD_Connection *c, unsigned status, cons
     if (!resp)
         return MHD_NO;
     MHD_add_response_header(resp, "Content-Type", "application/json");
-    MHD_add_response_header(resp, "Via", "1.1 stagger");
+    const px_conn *k = px_conn_of(c);
+    MHD_add_response_header(resp, "Via", k ? k->p->via : "1.1 stagger");
     if (stagger_error)
         MHD_add_response_header(resp, "Stagger-Error", stagger_error);
     if (allow)
@@ -189,6 +197,8 @@ static enum MHD_Result begin(stg_proxy *p, px_req *r, struct MHD_Connection *c,
     pthread_mutex_unlock(&p->mu);
     if (draining)
         return early(p, r, c, 503, "stagger proxy is shutting down", "draining", NULL, false);
+    if (px_via_loop(p, c)) /* its Via holds ours: it has been here (via.c) */
+        return early(p, r, c, 508, PX_LOOP_MSG, "loop-detected", NULL, false);
     unsigned status = 400;
     r->url = px_target(p, r->uri, &status, msg, sizeof msg);
     if (!r->url)
@@ -205,6 +215,25 @@ static enum MHD_Result begin(stg_proxy *p, px_req *r, struct MHD_Connection *c,
     return MHD_YES;
 }
 
+/* Room for cap bytes of body in the proxy's budget of buffered bodies
+ * (max_buffered, all requests together). */
+static bool charge(px_req *r, size_t cap)
+{
+    stg_proxy *p = r->p;
+    size_t more = cap - r->body_cap;
+    pthread_mutex_lock(&p->mu);
+    bool ok = p->buffered + more <= p->max_buffered;
+    if (ok) {
+        p->buffered += more;
+        r->charged += more;
+    }
+    pthread_mutex_unlock(&p->mu);
+    return ok;
+}
+
+/* Buffer a piece of the body; past max_request_body, or past what the
+ * proxy may buffer for all requests together, it streams from here
+ * (body_too_big). */
 static bool body_put(px_req *r, const char *data, size_t n)
 {
     if (r->body_len + n > r->p->max_request_body) {
@@ -212,9 +241,19 @@ static bool body_put(px_req *r, const char *data, size_t n)
         return true;
     }
     if (r->body_len + n > r->body_cap) {
+        /* Doubling, as the bytes come (a Content-Length alone reserves
+         * nothing), but never past a known length. */
         size_t cap = r->body_cap ? r->body_cap : 4096;
         while (cap < r->body_len + n)
             cap *= 2;
+        if (r->body_total >= (int64_t)(r->body_len + n) && cap > (size_t)r->body_total)
+            cap = (size_t)r->body_total;
+        if (cap > r->p->max_request_body)
+            cap = r->p->max_request_body;
+        if (!charge(r, cap)) {
+            r->body_too_big = true;
+            return true;
+        }
         char *b = realloc(r->body, cap);
         if (!b)
             return false;
@@ -436,6 +475,8 @@ static enum MHD_Result answer_final(px_req *r, struct MHD_Connection *c)
     }
     unsigned status;
     const char *why = stagger_error(r->reason, r->error, &status);
+    if (r->otoo_large) /* a 502: the upstream's answer is too big to hold */
+        r->why = why = "body-too-large";
     char msg[400];
     snprintf(msg, sizeof msg, "%s after %d attempt%s: %s", stg_reason_message(r->reason),
              r->attempts, r->attempts == 1 ? "" : "s", r->errtext[0] ? r->errtext : why);
@@ -585,8 +626,10 @@ enum MHD_Result px_on_request(void *cls, struct MHD_Connection *c, const char *u
     px_req *r = *req_cls;
     if (!r)
         return MHD_NO; /* out of memory in the URI callback */
-    if (!r->begun)
+    if (!r->begun) {
+        px_conn_head_done(c);
         return begin(p, r, c, method, version);
+    }
     if (r->early) {
         *upload_data_size = 0; /* already answered: the body is dropped */
         return MHD_YES;
@@ -596,7 +639,7 @@ enum MHD_Result px_on_request(void *cls, struct MHD_Connection *c, const char *u
             return upload_stream(p, r, c, upload_data, upload_data_size);
         if (!body_put(r, upload_data, *upload_data_size))
             return MHD_NO;
-        if (r->body_too_big) { /* a chunked body past the limit: stream from here */
+        if (r->body_too_big) { /* past a limit (a chunked body): stream from here */
             r->body_too_big = false;
             r->body_stream = true;
             return upload_stream(p, r, c, upload_data, upload_data_size);
@@ -624,6 +667,7 @@ void px_on_completed(void *cls, struct MHD_Connection *c, void **req_cls,
         r->why = ci ? "malformed-request" : "incomplete-request";
         px_log_request(p, r, ci ? (int)ci->http_status : 0);
     }
+    px_conn_request_done(c);
     pthread_mutex_lock(&p->mu);
     if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK && !r->client_gone && r->begun) {
         r->client_gone = true;

@@ -1,6 +1,7 @@
 /*
  * Header rewriting, both ways (RFC 9110 §7.6.1: a proxy removes the
- * hop-by-hop fields, those Connection names, and adds Via).
+ * hop-by-hop fields, those Connection names, and adds Via:
+ * this instance's pseudonym, via.c).
  *
  * Upstream: what goes is built from the fields libmicrohttpd parsed and
  * head_check.c accepted (tokens for names, no CTL but HTAB in values: a
@@ -37,6 +38,7 @@
 
 #include "proxy/head_check.h"
 #include "proxy/internal.h"
+#include "util/assert.h"
 
 static const char *const hop[] = {"connection", "keep-alive", "proxy-connection", "te",
                                   "trailer", "transfer-encoding", "upgrade",
@@ -220,9 +222,27 @@ px_field *px_request_fields(struct MHD_Connection *c, size_t *n)
     return k.f;
 }
 
+/* This proxy's Via value (via.c: its pseudonym), or the plain one when r
+ * belongs to no proxy (the unit tests' requests). */
+static const char *via_of(const px_req *r)
+{
+    return r && r->p ? r->p->via : "1.1 stagger";
+}
+
 int px_request_headers(px_req *r, const px_field *f, size_t n)
 {
-    return px_forward_fields(f, n, &r->hdrs, &r->n_hdrs, r->idem_key, sizeof r->idem_key);
+    if (px_forward_fields(f, n, &r->hdrs, &r->n_hdrs, r->idem_key, sizeof r->idem_key) != 0)
+        return -1;
+    /* The Via px_forward_fields adds last becomes this instance's own. */
+    STG_ASSERT(r->n_hdrs && !strcmp(r->hdrs[r->n_hdrs - 1], "Via: 1.1 stagger"));
+    size_t len = strlen(via_of(r)) + sizeof "Via: ";
+    char *via = malloc(len);
+    if (!via)
+        return -1; /* r->hdrs is freed with r */
+    snprintf(via, len, "Via: %s", via_of(r));
+    free(r->hdrs[r->n_hdrs - 1]);
+    r->hdrs[r->n_hdrs - 1] = via;
+    return 0;
 }
 
 /* Walk the lines of a raw header block: fn(name, n, value, m) per field. */
@@ -298,9 +318,9 @@ static size_t walk(resp_ctx *k, const char *block, size_t len)
         each_field(block, len, add_field, k);
     }
     free(k->conn.s);
-    k->bytes += sizeof "Via: 1.1 stagger\r\n" - 1;
+    k->bytes += sizeof "Via: \r\n" - 1 + strlen(via_of(k->r));
     if (k->resp)
-        MHD_add_response_header(k->resp, "Via", "1.1 stagger");
+        MHD_add_response_header(k->resp, "Via", via_of(k->r));
     return k->bytes;
 }
 

@@ -9,6 +9,8 @@
  *   control.c  the Stagger-Deadline/-Retries/-Priority request headers;
  *   watch.c    clients that hang up while their connection is suspended;
  *   admin.c    /__stagger/metrics and /__stagger/health;
+ *   conns.c    the client connections: head timeout, slots kept free;
+ *   via.c      the proxy's Via pseudonym, and loop detection by it;
  *   proxy.c    start, drain, stop, the log.
  *
  * Threads and the one lock: the loop thread (relay.c: MHD in external
@@ -33,9 +35,12 @@
  * touches it; a connection is resumed only by the side that finds
  * `suspended` set, which clears it under mu, so it is resumed once per
  * suspension; a 2xx body is buffered at most PX_HIGH_WATER (+ one libcurl
- * write) before the upstream transfer is paused; a non-2xx body is held
- * in memory up to PX_SPOOL_MEM, the rest on disk (a retry may follow, so
- * it can neither be sent yet nor be dropped), never cut.
+ * write) before the upstream transfer is paused; buffered request bodies
+ * hold at most max_buffered bytes together (each request's `charged`,
+ * given back when it is freed); a non-2xx body is held
+ * in memory up to PX_SPOOL_MEM, the rest on disk, up to max_body (a retry
+ * may follow, so it can neither be sent yet nor be dropped), never cut:
+ * a longer one is a 502.
  */
 #ifndef STAGGER_PROXY_INTERNAL_H
 #define STAGGER_PROXY_INTERNAL_H
@@ -51,6 +56,12 @@
 #define PX_HIGH_WATER ((size_t)256 << 10) /* buffered 2xx body: pause upstream */
 #define PX_LOW_WATER ((size_t)64 << 10)   /* ... and resume it below this */
 #define PX_DEFAULT_MAX_REQUEST_BODY ((size_t)16 << 20)
+/* Buffered request bodies, all requests together (--max-request-buffer):
+ * a body that would pass it streams once instead. A buffered body is held
+ * once: by the front while it arrives (its buffer grows as the bytes come,
+ * doubling up to its Content-Length), then by the engine (which copies it
+ * at submit; the front's copy is freed then). */
+#define PX_DEFAULT_MAX_BUFFERED ((size_t)256 << 20)
 /* A connection's libmicrohttpd pool: its request head must fit (a larger
  * one gets 431; 16 KiB heads, Node's limit, fit), and MHD zeroes the whole
  * pool after each request, so it is what a kept-alive idle connection
@@ -61,10 +72,29 @@
  * suspension costs MHD an epoll_ctl DEL, an ADD and a recv that finds
  * nothing at its resume. */
 #define PX_PARK_RUNS 2
+/* A request head must be whole within this of its connection's start (of
+ * its request line on a kept-alive one): --head-timeout's default. */
+#define PX_DEFAULT_HEAD_TIMEOUT STG_SEC(10)
 #define PX_SPOOL_MEM ((size_t)64 << 10) /* a non-2xx body beyond: to a file */
-#define PX_SPOOL_MAX ((uint64_t)1 << 30) /* ... and beyond this a 502, not a cut */
+/* ... and beyond max_body (--max-body, this by default) a 502, not a cut:
+ * a client of --forward picks the upstream, so the upstream is no
+ * reason to trust the size of what it sends. */
+#define PX_DEFAULT_MAX_BODY ((uint64_t)64 << 20)
+#define PX_DEFAULT_MAX_SPOOL ((uint64_t)1 << 30) /* all requests' together */
 
 typedef struct px_req px_req;
+
+/* A client connection (conns.c): loop thread only. */
+typedef struct px_conn {
+    struct stg_proxy *p;
+    int fd;
+    int64_t head_start_us; /* its open head began (connection, or request line) */
+    bool busy;             /* a request's head is whole: it is being handled */
+    bool kept;             /* a request completed on it: kept alive */
+    bool line;             /* kept, and the next request line came */
+    bool closing;          /* shut down by us; MHD closes it */
+    struct px_conn *prev, *next; /* p->conns_head..tail, oldest first */
+} px_conn;
 
 struct px_req {
     stg_proxy *p;
@@ -94,6 +124,7 @@ struct px_req {
     char *body;        /* the request body */
     size_t body_len, body_cap;
     bool body_too_big;
+    size_t charged;    /* mu: bytes of p->buffered this request holds */
     /* A body over max_request_body streams once (mu while streaming):
      * body[body_off..body_len) is what the engine has not read yet, at
      * most PX_HIGH_WATER; body_total its Content-Length, or -1. */
@@ -137,7 +168,10 @@ struct px_req {
     size_t olen;
     FILE *ofile;
     uint64_t ototal;
-    bool ofull;        /* it passed PX_SPOOL_MAX (or the disk is full) */
+    bool ofull;        /* it passed max_body (or the disk is full) */
+    bool otoo_large;   /* ... because it passed max_body or max_spool */
+    bool ospool_full;  /* ... max_spool, all requests' bodies together */
+    uint64_t ocharged; /* mu: bytes of p->spooled this request holds */
     px_req *w_next, *w_prev; /* the watch list, while suspended */
 };
 
@@ -162,6 +196,11 @@ struct stg_proxy {
     px_route *routes;
     size_t n_routes;
     size_t max_request_body;
+    size_t max_buffered; /* cfg's, or the default */
+    size_t buffered;     /* mu: the bytes the requests' body buffers hold */
+    uint64_t max_body;   /* a held (non-2xx) answer body: cfg's, or the default */
+    uint64_t max_spool;  /* ... all of them together: cfg's, or the default */
+    uint64_t spooled;    /* mu: the bytes they hold now */
     struct MHD_Daemon *mhd;
     int mhd_fd;          /* MHD's epoll descriptor: the loop waits on it */
     unsigned port;
@@ -189,6 +228,14 @@ struct stg_proxy {
     FILE *log;
     stg_logger *logger;
     uint64_t requests, client_gone; /* mu: counters for health */
+
+    char via[32];        /* "1.1 stagger-<8 hex>": ours (via.c) */
+    /* The client connections (conns.c), loop thread only. */
+    px_conn *conns_head, *conns_tail;
+    unsigned n_conns;    /* those not being closed by us */
+    unsigned conn_limit; /* MHD's connection limit */
+    int64_t head_timeout_us;
+    int64_t next_sweep_us;
 };
 
 /* ---- relay.c ---------------------------------------------------------- */
@@ -279,6 +326,31 @@ void px_watch_remove_locked(px_req *r);
  * *status gets the status queued. Returns MHD_YES/NO like a handler. */
 enum MHD_Result px_admin(stg_proxy *p, struct MHD_Connection *c, const char *path,
                          const char *method, unsigned *status);
+
+/* ---- conns.c ----------------------------------------------------------- */
+/* MHD_OPTION_NOTIFY_CONNECTION: a connection starts or closes. */
+void px_conn_notify(void *cls, struct MHD_Connection *c, void **socket_context,
+                    enum MHD_ConnectionNotificationCode toe);
+/* c's px_conn, or NULL. */
+px_conn *px_conn_of(struct MHD_Connection *c);
+/* A request line came (the URI callback); its head is whole (the access
+ * handler's first call); its exchange is over (the completed callback). */
+void px_conn_request_line(struct MHD_Connection *c);
+void px_conn_head_done(struct MHD_Connection *c);
+void px_conn_request_done(struct MHD_Connection *c);
+/* Close the heads open too long, and free slots near the limit (after
+ * each MHD_run, loop thread). */
+void px_conns_sweep(stg_proxy *p);
+
+/* ---- via.c ------------------------------------------------------------- */
+/* Choose p->via. */
+void px_via_init(stg_proxy *p);
+/* Does the request's Via hold p's own pseudonym (a loop)? */
+bool px_via_loop(const stg_proxy *p, struct MHD_Connection *c);
+/* What a looping request is answered (508, Stagger-Error: loop-detected). */
+#define PX_LOOP_MSG                                                                                \
+    "this request has been through this stagger proxy already (its Via holds the proxy's "       \
+    "own name): the proxy is pointed at itself"
 
 /* ---- proxy.c ----------------------------------------------------------- */
 void px_log_event(const stg_event *ev, void *data);

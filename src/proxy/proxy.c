@@ -162,6 +162,11 @@ stg_proxy *stg_proxy_new(const stg_proxy_config *cfg, char *err, size_t errsize)
     p->mhd_fd = -1;
     p->max_request_body = cfg->max_request_body ? cfg->max_request_body
                                                 : PX_DEFAULT_MAX_REQUEST_BODY;
+    p->max_body = cfg->max_body ? cfg->max_body : PX_DEFAULT_MAX_BODY;
+    p->max_spool = cfg->max_spool ? cfg->max_spool : PX_DEFAULT_MAX_SPOOL;
+    p->max_buffered = cfg->max_buffered ? cfg->max_buffered : PX_DEFAULT_MAX_BUFFERED;
+    p->head_timeout_us = cfg->head_timeout_us > 0 ? cfg->head_timeout_us : PX_DEFAULT_HEAD_TIMEOUT;
+    px_via_init(p);
     pthread_mutex_init(&p->mu, NULL);
     pthread_mutex_init(&p->log_mu, NULL);
     pthread_cond_init(&p->cv, NULL);
@@ -172,6 +177,8 @@ stg_proxy *stg_proxy_new(const stg_proxy_config *cfg, char *err, size_t errsize)
         goto fail;
     }
     p->metrics = stg_metrics_new();
+    if (p->metrics) /* as many host series as the engine keeps hosts */
+        stg_metrics_set_max_hosts(p->metrics, cfg->engine.max_hosts);
     p->watch_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (!p->metrics || p->watch_fd < 0) {
         snprintf(err, errsize, "out of memory or descriptors");
@@ -204,16 +211,18 @@ stg_proxy *stg_proxy_new(const stg_proxy_config *cfg, char *err, size_t errsize)
         snprintf(err, errsize, "--listen needs a numeric IPv4 or IPv6 address, not '%s'", addr);
         goto fail;
     }
+    p->conn_limit = conn_limit(cfg->max_connections);
     int64_t idle = cfg->client_timeout_us > 0 ? cfg->client_timeout_us : STG_SEC(30);
     unsigned idle_s = (unsigned)((idle + 999999) / 1000000);
     struct MHD_OptionItem opts[] = {
         {MHD_OPTION_SOCK_ADDR, 0, &ss},
         {MHD_OPTION_LISTEN_BACKLOG_SIZE, 4096, NULL},
-        {MHD_OPTION_CONNECTION_LIMIT, conn_limit(cfg->max_connections), NULL},
+        {MHD_OPTION_CONNECTION_LIMIT, p->conn_limit, NULL},
         {MHD_OPTION_CONNECTION_MEMORY_LIMIT, PX_CONN_POOL, NULL},
         {MHD_OPTION_CONNECTION_TIMEOUT, idle_s ? idle_s : 1, NULL},
         {MHD_OPTION_URI_LOG_CALLBACK, (intptr_t)px_uri_cb, p},
         {MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)px_on_completed, p},
+        {MHD_OPTION_NOTIFY_CONNECTION, (intptr_t)px_conn_notify, p},
         {MHD_OPTION_END, 0, NULL},
     };
     errno = 0;

@@ -44,10 +44,23 @@ typedef struct stg_proxy_config {
                                  targets are sent where they name */
     size_t max_request_body;  /* bodies up to this are buffered and may be
                                  resent; larger ones stream once; 0: 16 MiB */
+    size_t max_buffered;      /* request bodies buffered at once, all
+                                 requests together; a body that would pass
+                                 it streams once instead (never retried);
+                                 0: 256 MiB */
+    size_t max_body;          /* the largest answer body the proxy holds
+                                 whole (one other than 2xx, until stagger
+                                 knows it is final): beyond, a 502; 0: 64
+                                 MiB. A 2xx body streams, not limited. */
+    uint64_t max_spool;       /* ... and all of those held at once, all
+                                 requests together; 0: 1 GiB */
     bool idempotency_auto;    /* add an Idempotency-Key to POSTs without one */
     int64_t client_timeout_us; /* an idle client connection is closed after
                                  this (slowloris); 0: 30 s */
     unsigned max_connections; /* 0: from RLIMIT_NOFILE */
+    int64_t head_timeout_us;  /* a request head must be whole within this
+                                 of the connection's start (slowloris;
+                                 conns.c); 0: 10 s */
     const char *log_path;     /* JSON lines (engine events, one "proxy" line
                                  per request), redacted; NULL: none */
     /* The engine: policy, limiter, breaker, budget, shared limiter,

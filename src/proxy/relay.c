@@ -10,6 +10,8 @@
  * when MHD's epoll descriptor is readable (stg_engine_run_fd). Two threads
  * per request (MHD's and the engine's, a wake-up and a context switch each
  * way) cost four times the CPU of the rest of the proxy on loopback.
+ * After each MHD_run the loop also sweeps the client connections
+ * (conns.c: heads open too long, slots kept free near the limit).
  * The watcher and the controlling thread still queue commands, and wake
  * the engine's wait (px_wake).
  *
@@ -32,8 +34,11 @@
  * Any other answer's body (STG_STREAM_OTHER) is spooled whole, in memory
  * and then a temporary file, because whether it is the answer is known
  * only at done: a 429 whose retry succeeds is dropped (RESTART), one
- * given back reaches the program byte for byte, however large (up to the
- * engine's max_body).
+ * given back reaches the program byte for byte, up to max_body (--max-body,
+ * 64 MiB by default), and while all the bodies held stay within max_spool
+ * (--max-spool, 1 GiB: a --forward client picks the upstream, and could
+ * fill the disk with many at once); past either, a 502 (Stagger-Error:
+ * body-too-large), never a cut body. A 2xx body streams and is not limited.
  *
  * Invariants: commands run without p->mu (the engine calls back into the
  * sink and done, which take it); every SUBMIT ends in exactly one done
@@ -83,6 +88,8 @@ void px_req_free(px_req *r)
     free(r->obuf);
     if (r->ofile)
         fclose(r->ofile);
+    r->p->buffered -= r->charged; /* p->mu held (px_unref_locked) */
+    r->p->spooled -= r->ocharged;
     free(r);
 }
 
@@ -123,8 +130,23 @@ static bool sbuf_put(px_req *r, const void *buf, size_t len)
  * then fails the request (a 502), so no body is ever cut silently. */
 static bool spool_put(px_req *r, const void *buf, size_t len)
 {
-    if (r->ototal + len > PX_SPOOL_MAX)
+    stg_proxy *p = r->p;
+    if (r->ototal + len > p->max_body) {
+        r->otoo_large = true;
         return !(r->ofull = true);
+    }
+    /* ... and the bodies held by all requests together (max_spool). */
+    pthread_mutex_lock(&p->mu);
+    bool room = p->spooled + len <= p->max_spool;
+    if (room) {
+        p->spooled += len;
+        r->ocharged += len;
+    }
+    pthread_mutex_unlock(&p->mu);
+    if (!room) {
+        r->otoo_large = r->ospool_full = true;
+        return !(r->ofull = true);
+    }
     if (!r->ofile && r->olen + len <= PX_SPOOL_MEM) {
         if (!r->obuf && !(r->obuf = malloc(PX_SPOOL_MEM)))
             return false;
@@ -149,9 +171,13 @@ static bool spool_put(px_req *r, const void *buf, size_t len)
 
 static void spool_reset(px_req *r)
 {
+    pthread_mutex_lock(&r->p->mu);
+    r->p->spooled -= r->ocharged;
+    r->ocharged = 0;
+    pthread_mutex_unlock(&r->p->mu);
     r->olen = 0;
     r->ototal = 0;
-    r->ofull = false;
+    r->ofull = r->otoo_large = r->ospool_full = false;
     if (r->ofile) {
         fclose(r->ofile);
         r->ofile = NULL;
@@ -245,9 +271,20 @@ static void on_done(stg_engine *e, uint64_t id, const stg_result *res, void *dat
         r->rhdrs_len = r->rhdrs ? res->headers_len : 0;
         if (r->ofull || (r->ofile && fflush(r->ofile) != 0)) {
             r->error = STG_NET_OTHER; /* the spool lost bytes: never cut silently */
-            snprintf(r->errtext, sizeof r->errtext,
-                     "the upstream's %d answer has a body the proxy cannot keep whole "
-                     "(over 1 GiB, or the temporary directory is full)", res->status);
+            if (r->ospool_full)
+                snprintf(r->errtext, sizeof r->errtext,
+                         "the upstream's %d answer has a body the proxy cannot hold now: the "
+                         "answers it holds together would pass --max-spool (%llu bytes)",
+                         res->status, (unsigned long long)p->max_spool);
+            else if (r->otoo_large)
+                snprintf(r->errtext, sizeof r->errtext,
+                         "the upstream's %d answer has a body over --max-body (%llu bytes), "
+                         "which the proxy would have to hold whole",
+                         res->status, (unsigned long long)p->max_body);
+            else
+                snprintf(r->errtext, sizeof r->errtext,
+                         "the upstream's %d answer has a body the proxy cannot keep whole "
+                         "(the temporary directory is full)", res->status);
         }
         /* A spooled body is the whole one; res->body only its first 64 KiB. */
         r->fbody = res->body_len && !r->ototal ? malloc(res->body_len) : NULL;
@@ -330,6 +367,11 @@ static void submit(stg_proxy *p, px_req *r)
     if (rc == STG_OK) {
         r->has_id = true;
         r->id = id;
+        if (!r->body_stream) { /* the engine has its copy: one is enough */
+            free(r->body);
+            r->body = NULL;
+            r->body_len = r->body_cap = 0;
+        }
     } else {
         /* No done callback will come: answer here, drop the engine's ref. */
         r->engine_done = true;
@@ -440,6 +482,7 @@ void *px_engine_main(void *arg)
     size_t cap = 0;
     for (;;) {
         MHD_run(p->mhd); /* never blocks: what is ready, and the resumed */
+        px_conns_sweep(p);
         quiesce(p);
         size_t n = run_commands(p, &batch, &cap);
         pthread_mutex_lock(&p->mu);

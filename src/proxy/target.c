@@ -3,8 +3,10 @@
  * matches the path on a segment boundary ("/v1" takes "/v1", "/v1/x" and
  * "/v1?q", never "/v1x") maps it onto its upstream base, query kept byte
  * for byte (the target is the raw one MHD's URI callback saw, never
- * unescaped and re-escaped). Forward mode: an absolute-form http:// target
- * is the URL itself. https:// cannot be forwarded (that needs CONNECT,
+ * unescaped and re-escaped), dot segments ("." and "..", dots written
+ * %2e too) resolved first (RFC 3986 §5.2.4), so the path that goes
+ * upstream is always under the chosen route's base. Forward mode: an
+ * absolute-form http:// target is the URL itself. https:// cannot be forwarded (that needs CONNECT,
  * whose tunnel stagger cannot see into): such a target and CONNECT get a
  * 4xx that says to use reverse mode.
  *
@@ -19,7 +21,7 @@
  * parsed by libcurl's URL API, never by hand.
  *
  * Invariants: a URL built here starts with http:// or https:// and holds
- * no CR, LF, space or other control byte (the engine refuses those, and a
+ * no dot segment in a routed path, and no CR, LF, space or other control byte (the engine refuses those, and a
  * target with them is a 400 here).
  */
 #include <ctype.h>
@@ -176,6 +178,63 @@ static bool matches(const char *prefix, const char *uri)
     return c == '\0' || c == '/' || c == '?';
 }
 
+static char *route_url(const stg_proxy *p, const char *uri, unsigned *status, char *msg,
+                       size_t msgsize);
+
+/* Is seg[0..n) "." or ".." (each dot may be written %2e or %2E)? Returns
+ * how many dots, or 0. */
+static int dots(const char *seg, size_t n)
+{
+    int k = 0;
+    for (size_t i = 0; i < n; k++) {
+        if (seg[i] == '.')
+            i++;
+        else if (n - i >= 3 && seg[i] == '%' && seg[i + 1] == '2' && (seg[i + 2] | 0x20) == 'e')
+            i += 3;
+        else
+            return 0;
+        if (k == 2)
+            return 0;
+    }
+    return k;
+}
+
+/* path[0..n) (starting with '/') with its dot segments removed, as RFC
+ * 3986 §5.2.4 does ("/a/./b/../c" is "/a/c", "/.." is "/"), the other
+ * segments byte for byte; malloc'd, NULL when out of memory. Done before
+ * a route is chosen, so what goes upstream is under the route's base:
+ * libcurl would otherwise resolve "/a/../secret" after the join, onto
+ * the base's parent, and an upstream would resolve "%2e%2e" itself. */
+static char *remove_dots(const char *path, size_t n)
+{
+    char *out = malloc(n + 2);
+    if (!out)
+        return NULL;
+    size_t o = 0, i = 0;
+    while (i < n) {
+        STG_ASSERT(path[i] == '/');
+        size_t s = ++i;
+        while (i < n && path[i] != '/')
+            i++;
+        int d = dots(path + s, i - s);
+        if (d == 2) /* drop the last output segment */
+            while (o > 0 && out[--o] != '/')
+                ;
+        if (d) {
+            if (i == n) /* "/a/.." ends as "/": the segment it named is a directory */
+                out[o++] = '/';
+            continue;
+        }
+        out[o++] = '/';
+        memcpy(out + o, path + s, i - s);
+        o += i - s;
+    }
+    if (o == 0)
+        out[o++] = '/';
+    out[o] = '\0';
+    return out;
+}
+
 char *px_target(const stg_proxy *p, const char *uri, unsigned *status, char *msg, size_t msgsize)
 {
     *status = 400;
@@ -203,6 +262,26 @@ char *px_target(const stg_proxy *p, const char *uri, unsigned *status, char *msg
         snprintf(msg, msgsize, "bad request target");
         return NULL;
     }
+    size_t plen = strcspn(uri, "?"); /* the query is kept byte for byte */
+    char *norm = remove_dots(uri, plen);
+    size_t nlen = norm ? strlen(norm) : 0;
+    char *path = norm ? realloc(norm, nlen + strlen(uri + plen) + 1) : NULL;
+    if (!path) {
+        free(norm);
+        *status = 500;
+        snprintf(msg, msgsize, "out of memory");
+        return NULL;
+    }
+    strcpy(path + nlen, uri + plen);
+    char *url = route_url(p, path, status, msg, msgsize);
+    free(path);
+    return url;
+}
+
+/* The upstream URL of an origin-form target without dot segments. */
+static char *route_url(const stg_proxy *p, const char *uri, unsigned *status, char *msg,
+                       size_t msgsize)
+{
     const px_route *best = NULL;
     for (size_t i = 0; i < p->n_routes; i++)
         if (matches(p->routes[i].prefix, uri) &&

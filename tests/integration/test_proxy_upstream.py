@@ -19,6 +19,10 @@ first (the format tests/integration/lib.sh's listen_port reads).
   GET /redirect?to=URL a 302 to URL, "{self}" in it replaced by this
                        server's http://127.0.0.1:PORT
   GET /landed          200 "landed"
+  POST /hold?flag=PATH reads the body, waits (up to 30 s) for the file PATH
+                       to exist, then 200 "held N" (N: the body's length)
+  POST /once503?key=K  reads the body; the first POST of key K: a 503
+                       (Retry-After: 0), every later one: 200 "got N"
 A leading /v2 is ignored (the tests route a proxy prefix onto it).
 """
 import http.server, os, socketserver, sys, time, urllib.parse
@@ -134,6 +138,30 @@ class H(http.server.BaseHTTPRequestHandler):
             self.send_response(404)
             self.send_header("Content-Length", "0")
             self.end_headers()
+
+
+def _post(self):
+    u = urllib.parse.urlparse(self.path)
+    q = urllib.parse.parse_qs(u.query)
+    data = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+    if u.path == "/hold":
+        for _ in range(3000):
+            if os.path.exists(q["flag"][0]):
+                break
+            time.sleep(0.01)
+        self.body(200, b"held %d" % len(data))
+    elif u.path == "/once503":
+        key = q["key"][0]
+        if key not in seen:
+            seen.add(key)
+            self.body(503, b"again", [("Retry-After", "0")])
+        else:
+            self.body(200, b"got %d" % len(data))
+    else:
+        self.body(404, b"")
+
+
+H.do_POST = _post
 
 
 class S(socketserver.ThreadingMixIn, http.server.HTTPServer):

@@ -63,6 +63,31 @@ static void test_url_query(void **state)
     check_url("http://h/p?api_key=SECRET&page=2", "http://h/p?api_key=REDACTED&page=REDACTED");
 }
 
+/* Matrix parameters in the path (";name=value", RFC 3986 §3.3): servers
+ * put session ids (";jsessionid=") and tokens there; the ones named like
+ * a secret lose their value, the rest of the path is kept. */
+static void test_url_path_params(void **state)
+{
+    (void)state;
+    check_url("http://h/app;jsessionid=ABC123/page?x=1",
+              "http://h/app;jsessionid=REDACTED/page?x=REDACTED");
+    check_url("http://h/a;JSESSIONID=s", "http://h/a;JSESSIONID=REDACTED");
+    check_url("http://h/a;color=red;token=t;size=2/b;api_key=k",
+              "http://h/a;color=red;token=REDACTED;size=2/b;api_key=REDACTED");
+    check_url("http://h/a;color=red/b", "http://h/a;color=red/b");
+    check_url("http://h/a;session", "http://h/a;session"); /* no value to hide */
+    check_url("http://h/a;=x;;/b", "http://h/a;=x;;/b");
+    check_url("http://h/a;sig=1=2/c", "http://h/a;sig=REDACTED/c");
+    check_url("/rel;sid_token=x", "/rel;sid_token=REDACTED");
+    char buf[24]; /* truncated inside the secret: never any of it */
+    stg_redact_url("http://h/a;token=SECRETVALUE", buf, sizeof buf);
+    assert_null(strstr(buf, "SEC"));
+    assert_true(stg_redact_url_has_secret("http://h/app;jsessionid=ABC/x"));
+    assert_true(stg_redact_url_has_secret("http://h/a;b=1;password=p"));
+    assert_false(stg_redact_url_has_secret("http://h/a;color=red/b"));
+    assert_false(stg_redact_url_has_secret("http://h/a;session"));
+}
+
 static void test_url_encoding(void **state)
 {
     (void)state;
@@ -290,7 +315,7 @@ int main(void)
         cmocka_unit_test(test_header_lines),    cmocka_unit_test(test_name_x_access_key),
         cmocka_unit_test(test_name_x_credential), cmocka_unit_test(test_name_x_jwt),
         cmocka_unit_test(test_name_x_private),  cmocka_unit_test(test_one_list),
-        cmocka_unit_test(test_url_has_secret),
+        cmocka_unit_test(test_url_has_secret),  cmocka_unit_test(test_url_path_params),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
