@@ -33,6 +33,7 @@ uint64_t stg__seed(const void *addr, int64_t now_us);
 /* ---- redact.c ---------------------------------------------------------- */
 
 /* stg__url_parts and stg__url_split() are the core's (src/core/url.c). */
+#include "core/cost_model.h"
 #include "core/url.h"
 
 /* The limiter/breaker key of a URL: host, or host:port when a port is
@@ -259,6 +260,23 @@ void stg__quota_route(stg_method method, const char *url, char *buf, size_t size
 /* The quotas the answer in x (its header block, status) announced, into
  * qs, with a global pause for a Discord global or GitHub secondary limit. */
 void stg__quota_answer(const stg__xfer *x, int status, int64_t wall_us, stg_quota_set *qs);
+
+/* ---- ai_cost.c: what an AI API request costs, read from its body ---------- */
+
+/* Largest body read for a cost or a usage (the proxy's request bodies are
+ * at most 16 MiB by default). */
+#define STG__AI_BODY_MAX ((size_t)16 << 20)
+/* The parts of a POST to one of the AI APIs' shapes (chat completions,
+ * responses, completions, embeddings, Anthropic messages; the path's end
+ * tells which), read from its JSON body into *p. Returns false (p zeroed)
+ * for any other request or a body that is not the shape's. Untrusted bytes
+ * (body, len), nothing kept. Thread-safe. */
+bool stg__ai_cost_parts(const char *method, const char *url, const void *body, size_t len,
+                        stg__cost_parts *p);
+/* The usage an answer's body (JSON, or an SSE stream's events) reports,
+ * into used[] as "tokens" (total), "input-tokens", "output-tokens" (those
+ * it says; max >= 3). Returns how many. Thread-safe. */
+size_t stg__ai_cost_usage(const char *body, size_t len, stg_quota_cost *used, size_t max);
 
 /* Classify and redact what easy's attempt produced (code, x); url is the
  * attempt's URL, for when libcurl has no effective URL. Pure apart from
