@@ -541,7 +541,17 @@ typedef struct stg_engine_config {
      * whether the server multiplexes), within the server's
      * SETTINGS_MAX_CONCURRENT_STREAMS. */
     union { long http_version; uint64_t stg__http_version_word; };
-    uint64_t stg__reserved[12]; /* room to grow (docs/ABI.md); leave zero */
+    /* With quotas: a POST to an AI API (OpenAI chat completions, responses,
+     * completions, embeddings; Anthropic messages; Azure OpenAI's
+     * deployment paths) costs, per unit the server meters, what its JSON
+     * body says (the prompt's characters / 4 and its max_tokens), as the
+     * server is learned to count them from its remaining counts (the sum
+     * of the two, or the larger); reserved before the send, settled by the
+     * answer (its count, else the usage in its body), given back for a
+     * refusal (429, 529). A unit the request's cost states wins. true:
+     * off, every unit not stated costs 1 as before. */
+    union { bool no_cost_estimate; uint64_t stg__no_cost_estimate_word; };
+    uint64_t stg__reserved[11]; /* room to grow (docs/ABI.md); leave zero */
 } stg_engine_config;
 
 typedef struct stg_engine stg_engine;

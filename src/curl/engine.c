@@ -399,7 +399,7 @@ int stg_engine_submit(stg_engine *e, const stg_request *rq, stg_done_fn done, vo
         }
         r->has_key = true;
     }
-    ok = ok && stg__eng_cost_copy(r, rq);
+    ok = ok && stg__eng_cost_copy(r, rq) && stg__eng_cost_parts(e, r, rq);
     r->id = e->next_id++;
     if (!ok || !stg__eng_map_put(e, r)) {
         stg__eng_req_free(r);

@@ -315,6 +315,11 @@ static void start_attempt(stg_engine *e, req *r)
     r->rs.attempts++;
     r->attempt_start_us = e->now;
     e->stats.attempts++;
+    /* Its host's cost model learns from the answers of every send, in
+     * the order they left (cost_model.h). */
+    r->cost_seq = r->host->cost_model
+                      ? stg__cost_sent(r->host->cost_model, r->quota_held ? r->parts : NULL, e->now)
+                      : 0;
     if (r->rs.attempts - r->hops - r->refused > 1)
         e->stats.retries++; /* a redirect hop or a never-processed resend is not a retry */
     stg_event ev;
@@ -357,8 +362,18 @@ static bool quota_gate(stg_engine *e, req *r, int64_t left)
     int64_t wait = 0;
     stg_quota_ticket t;
     memset(&t, 0, sizeof t);
-    int rc = stg_quota_acquire_demand(q, h->key, route, r->cost, r->n_cost, demand, e->now, &t,
+    /* Its cost: what it states, and what its body is estimated to cost
+     * in each token unit it does not state (cfg.no_cost_estimate off). */
+    stg_quota_cost cost[STG_QUOTA_COSTS_MAX + 3];
+    size_t n_cost = stg__eng_cost_now(r, cost, sizeof cost / sizeof cost[0]);
+    int rc = stg_quota_acquire_demand(q, h->key, route, cost, n_cost, demand, e->now, &t, &wait);
+    if (rc == STG_ETOOBIG && n_cost > r->n_cost) {
+        /* An estimate over a quota's limit may be the estimate's fault
+         * (max_tokens added where the server takes the larger): the
+         * server decides, with the cost stated alone as before. */
+        rc = stg_quota_acquire_demand(q, h->key, route, r->cost, r->n_cost, demand, e->now, &t,
                                       &wait);
+    }
     if (rc == STG_OK && !stg__eng_ticket_keep(r, &t)) {
         stg_quota_cancel(q, h->key, &t);
         rc = STG_ENOMEM;

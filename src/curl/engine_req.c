@@ -171,6 +171,7 @@ void stg__eng_req_free(req *r)
         free(r->secret[i]);
     free(r->secret);
     free(r->cost);
+    free(r->parts);
     free(r->qt);
     free(r->own_pol);
     stg__xfer_free(&r->x);
@@ -219,6 +220,49 @@ bool stg__eng_cost_copy(req *r, const stg_request *rq)
     memcpy(r->cost, rq->cost, rq->n_cost * sizeof *r->cost);
     r->n_cost = rq->n_cost;
     return true;
+}
+
+bool stg__eng_cost_parts(stg_engine *e, req *r, const stg_request *rq)
+{
+    if (!e->cfg.quotas || e->cfg.no_cost_estimate || !rq->body)
+        return true;
+    stg__cost_parts p;
+    if (!stg__ai_cost_parts(stg_method_name(r->method), rq->url, rq->body, rq->body_len, &p))
+        return true;
+    stg__host *h = r->host;
+    if (!h->cost_model) {
+        if (!(h->cost_model = malloc(sizeof *h->cost_model)))
+            return false;
+        stg__cost_model_init(h->cost_model);
+    }
+    if (!(r->parts = malloc(sizeof *r->parts)))
+        return false;
+    *r->parts = p;
+    return true;
+}
+
+static bool stated(const req *r, const char *unit)
+{
+    for (size_t i = 0; i < r->n_cost; i++)
+        if (!strcmp(r->cost[i].unit, unit))
+            return true;
+    return false;
+}
+
+size_t stg__eng_cost_now(const req *r, stg_quota_cost *c, size_t max)
+{
+    static const char *const units[] = {"tokens", "input-tokens", "output-tokens"};
+    size_t n = 0;
+    for (size_t i = 0; i < r->n_cost && n < max; i++)
+        c[n++] = r->cost[i];
+    for (size_t i = 0; r->parts && r->host->cost_model && i < 3 && n < max; i++) {
+        if (stated(r, units[i]))
+            continue;
+        memset(&c[n], 0, sizeof c[n]);
+        snprintf(c[n].unit, sizeof c[n].unit, "%s", units[i]);
+        c[n++].amount = stg__cost_estimate(r->host->cost_model, units[i], r->parts);
+    }
+    return n;
 }
 
 int64_t stg__eng_remaining(const stg_engine *e, const req *r)

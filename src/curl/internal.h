@@ -413,6 +413,9 @@ typedef struct stg__host {
      * not finished, and those of them holding a quota reservation; the
      * difference is the demand that waits for its quotas. */
     int64_t q_alive, q_held;
+    /* What its AI API requests cost and how it counts them (cost_model.h),
+     * made at its first such request (NULL until then). */
+    stg__cost_model *cost_model;
 } stg__host;
 
 typedef struct stg__hosts {

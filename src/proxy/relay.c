@@ -324,6 +324,8 @@ static void submit(stg_proxy *p, px_req *r)
         rq.deadline_us = r->deadline_us;
         rq.max_attempts = r->max_attempts;
         rq.priority = r->priority;
+        rq.cost = r->n_cost ? r->cost : NULL; /* Stagger-Cost (control.c) */
+        rq.n_cost = r->n_cost;
         rc = stg_engine_submit(p->engine, &rq, on_done, r, &id);
     }
     pthread_mutex_lock(&p->mu);

@@ -1,0 +1,127 @@
+#!/usr/bin/env python3
+"""An OpenAI-like upstream that meters tokens per minute, for test_proxy_ai_cost.sh.
+
+POST .../chat/completions, .../embeddings, /v1/messages: each request is
+counted at its arrival, as OpenAI documents, from its body: the prompt's
+characters / 4 (rounded up) plus max_tokens (--rule sum), or the larger of
+the two (--rule max). A bucket of --limit tokens refills --limit per
+--window seconds; a request over what it holds is refused (429) and not
+counted. Every answer carries x-ratelimit-limit-tokens,
+x-ratelimit-remaining-tokens and x-ratelimit-reset-tokens (a Go duration
+until the bucket is full), and the requests quota the same way; a 429 also
+retry-after-ms. A 200 carries usage. Each arrival is one line in --log:
+"<seconds since start> ok <charge>" or "<seconds> refused <charge>", and
+"stagger-header" when a Stagger-* field reached it (it must not).
+Prints "listening on http://127.0.0.1:PORT" first. Loopback only.
+"""
+import argparse
+import json
+import math
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+ap = argparse.ArgumentParser()
+ap.add_argument("--limit", type=float, default=3000)
+ap.add_argument("--window", type=float, default=3.0)
+ap.add_argument("--rule", choices=["sum", "max"], default="sum")
+ap.add_argument("--latency", type=float, default=0.05)
+ap.add_argument("--log", required=True)
+args = ap.parse_args()
+
+RATE = args.limit / args.window
+lock = threading.Lock()
+state = {"level": args.limit, "at": time.monotonic(), "req": 10000.0}
+T0 = time.monotonic()
+logf = open(args.log, "a", buffering=1)
+
+
+def go_duration(s):
+    if s <= 0:
+        return "0s"
+    if s < 1:
+        return "%dms" % max(1, math.ceil(s * 1000))
+    m = int(s // 60)
+    return ("%dm" % m if m else "") + "%.3fs" % (s - 60 * m)
+
+
+def texts(v):
+    """Characters of every text string in v (what the prompt holds)."""
+    if isinstance(v, str):
+        return len(v)
+    if isinstance(v, list):
+        return sum(texts(x) for x in v)
+    if isinstance(v, dict):
+        return sum(texts(x) for k, x in v.items() if k not in ("type", "role"))
+    return 0
+
+
+def charge_of(body):
+    prompt = texts(body.get("messages", [])) + texts(body.get("input", "")) + texts(
+        body.get("system", ""))
+    inp = math.ceil(prompt / 4)
+    out = body.get("max_tokens") or body.get("max_completion_tokens") or 0
+    return inp, (max(inp, out) if args.rule == "max" else inp + out)
+
+
+class H(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *a):
+        pass
+
+    def quota_headers(self, level):
+        self.send_header("x-ratelimit-limit-tokens", str(int(args.limit)))
+        self.send_header("x-ratelimit-remaining-tokens", str(int(level)))
+        self.send_header("x-ratelimit-reset-tokens", go_duration((args.limit - int(level)) / RATE))
+        self.send_header("x-ratelimit-limit-requests", "10000")
+        self.send_header("x-ratelimit-remaining-requests", str(int(state["req"])))
+        self.send_header("x-ratelimit-reset-requests", "6ms")
+
+    def do_POST(self):
+        n = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(n)
+        if any(k.lower().startswith("stagger-") for k in self.headers.keys()):
+            logf.write("stagger-header\n")
+        try:
+            body = json.loads(raw)
+        except ValueError:
+            body = {}
+        inp, charge = charge_of(body)
+        with lock:
+            now = time.monotonic()
+            state["level"] = min(args.limit, state["level"] + RATE * (now - state["at"]))
+            state["at"] = now
+            ok = charge <= state["level"]
+            if ok:
+                state["level"] -= charge
+                state["req"] = max(0, state["req"] - 1)
+            level = math.floor(state["level"])
+            wait = (charge - state["level"]) / RATE
+            logf.write("%.6f %s %d\n" % (now - T0, "ok" if ok else "refused", charge))
+        if not ok:
+            out = json.dumps({"error": {"type": "tokens", "code": "rate_limit_exceeded",
+                                        "message": "Rate limit reached on tokens per min"}})
+            self.send_response(429)
+            self.quota_headers(level)
+            self.send_header("retry-after-ms", str(max(1, math.ceil(wait * 1000))))
+        else:
+            time.sleep(args.latency)
+            done = min(body.get("max_tokens") or 16, 20)
+            out = json.dumps({"id": "x", "object": "chat.completion", "choices": [
+                {"index": 0, "message": {"role": "assistant", "content": "ok"}}],
+                "usage": {"prompt_tokens": inp, "completion_tokens": done,
+                          "total_tokens": inp + done}})
+            self.send_response(200)
+            self.quota_headers(level)
+        data = out.encode()
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+
+srv = ThreadingHTTPServer(("127.0.0.1", 0), H)
+srv.daemon_threads = True
+print("listening on http://127.0.0.1:%d" % srv.server_address[1], flush=True)
+srv.serve_forever()
