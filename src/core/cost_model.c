@@ -28,6 +28,8 @@
  * so that an observation of a few tokens, where that noise is a large
  * share, moves the rule little (regularized NLMS). */
 #define NOISE 64.0
+#define VAR_U 0.04 /* k within about 20% of characters / 4 */
+#define VAR_W 1.0  /* w anywhere in [0, 1] */
 
 stg__cost_kind stg__cost_kind_of(const char *unit)
 {
@@ -224,12 +226,17 @@ static void learn(stg__cost_model *m, int i, stg__cost_kind kind, const stg__cos
     double gu = gk * K0; /* k = u * K0 */
     if (kind != STG__COST_TOTAL)
         gw = 0;
-    double gg = gu * gu + gw * gw;
+    /* Preconditioned by how sure each parameter is before learning:
+     * characters / 4 is a known rule of thumb (VAR_U), whether max_tokens
+     * is added is not (VAR_W). An error that either could explain (a
+     * request whose prompt and max_tokens both count) moves mostly w, the
+     * one in doubt, instead of k in proportion to the prompt's size. */
+    double gg = VAR_U * gu * gu + VAR_W * gw * gw;
     if (!(gg > 0))
         return;
-    gg += NOISE * NOISE;
-    double u = r->k / K0 + STEP * e * gu / gg;
-    double w = r->w + STEP * e * gw / gg;
+    gg += NOISE * NOISE * VAR_W;
+    double u = r->k / K0 + STEP * e * VAR_U * gu / gg;
+    double w = r->w + STEP * e * VAR_W * gw / gg;
     u = u < K_MIN / K0 ? K_MIN / K0 : u > K_MAX / K0 ? K_MAX / K0 : u;
     w = w < 0 ? 0 : w > 1 ? 1 : w;
     r->k = u * K0;

@@ -28,7 +28,12 @@
  * against the model's sum for the same sends is one observation; a
  * normalized least-mean-squares step moves k and w towards it, the error
  * clipped to half the prediction (an answer reordered, a refill misjudged,
- * a send refused later moves the rule by a bounded step, not to it).
+ * a send refused later moves the rule by a bounded step, not to it),
+ * preconditioned by how sure each is beforehand (characters / 4 is a known
+ * rule of thumb, whether max_tokens is added is not: an error either could
+ * explain moves w, so the estimate does not drop below the charge while
+ * the rule is learned) and regularized (an observation of a few tokens,
+ * where the counts' own noise is a large share, moves it little).
  * Several requests between two answers are one observation of their sum,
  * so concurrency costs no correctness, only resolution.
  *

@@ -20,6 +20,8 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 LIMIT=3000
 WINDOW=3
 N=16
+# The upstream's rule: sum (prompt + max_tokens, the default) or max (AI_RULE=max).
+RULE=${AI_RULE:-sum}
 
 # The bodies: prompts of 100..2000 characters, max_tokens 10..300 (each
 # costs 35..800 tokens, 16 of them about twice the bucket).
@@ -41,7 +43,7 @@ run() {
   _name=$1; shift
   : > "$T/$_name.log"
   : > "$T/$_name.up"
-  $PY "$HERE/ai_tpm_upstream.py" --limit $LIMIT --window $WINDOW --log "$T/$_name.log" \
+  $PY "$HERE/ai_tpm_upstream.py" --limit $LIMIT --window $WINDOW --rule "$RULE" --log "$T/$_name.log" \
     > "$T/$_name.up" 2> "$T/$_name.uperr" &
   UPPID=$!
   UPPORT=$(listen_port "$T/$_name.up" $UPPID)
@@ -112,8 +114,10 @@ before=$(grep -c . "$T/sc.log")
 code=$(curl -s -o "$T/sc.body2" -w '%{http_code}' -H "Stagger-Cost: tokens=$((LIMIT + 1))" \
   --data-binary "@$T/b0.json" "$PX/v1/chat/completions")
 after=$(grep -c . "$T/sc.log")
-check "a stated cost over the quota's limit is not sent (got $code, $before -> $after arrivals)" \
+check "a stated cost over the quota's limit is not sent ($before -> $after arrivals)" \
   [ "$before" = "$after" ]
+check "... and answered 502 with the reason (got $code)" \
+  sh -c "[ '$code' = 502 ] && grep -q 'over a quota' '$T/sc.body2'"
 code=$(curl -s -o /dev/null -w '%{http_code}' -H 'Stagger-Cost: tokens=5, requests=1' \
   --data-binary "@$T/b0.json" "$PX/v1/chat/completions")
 check "a stated cost is sent, without its header (got $code)" [ "$code" = 200 ]
