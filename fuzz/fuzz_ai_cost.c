@@ -1,6 +1,6 @@
 /*
  * libFuzzer harness for the AI API body readers (src/curl/ai_cost.c, with
- * jansson) and the cost model they feed (src/core/cost_model.c).
+ * jansson) and the cost model they feed (include/stagger/cost.h).
  *
  * Input: the first byte picks the path (one of the shapes, Azure's, one
  * that is none) and the reader (request or answer), the rest is the body,
@@ -37,7 +37,6 @@ static const char *const urls[] = {
     "http://127.0.0.1/",
 };
 
-static stg__cost_model model; /* one per run, reset each input */
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -65,7 +64,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     }
 
-    stg__cost_parts p;
+    stg_cost_parts p;
     CHECK(!stg__ai_cost_parts("GET", url, body, len, &p));
     CHECK(p.chars == 0 && p.tokens == 0 && p.max_out == 0);
     bool got = stg__ai_cost_parts("POST", url, body, len, &p);
@@ -76,10 +75,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         CHECK(p.chars == 0 && p.tokens == 0 && p.max_out == 0);
 
     /* The model, fed what the body says and a count made of its bytes. */
-    stg__cost_model_init(&model);
+    stg_cost_model *model = stg_cost_model_new(NULL);
+    if (!model) {
+        free(body);
+        return 0;
+    }
     static const char *const units[] = {"tokens", "input-tokens", "output-tokens", "requests"};
     for (int i = 0; i < 4; i++) {
-        int64_t est = stg__cost_estimate(&model, units[i], &p);
+        int64_t est = stg_cost_estimate(model, units[i], &p);
         CHECK(est >= 0);
         CHECK(i != 3 || est == 1);
     }
@@ -94,16 +97,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         o.reset_us = (int64_t)(unsigned char)body[i + 1] * 1000;
         rem -= (int64_t)(unsigned char)body[i + 2] * 37;
         o.remaining = rem;
-        int64_t seq = stg__cost_sent(&model, (unsigned char)body[i + 1] & 1 ? NULL : &p,
+        int64_t seq = stg_cost_sent(model, (unsigned char)body[i + 1] & 1 ? NULL : &p,
                                      (int64_t)i * 1000);
-        stg__cost_answer(&model, seq, (unsigned char)body[i + 2] & 1, &o, 1, (int64_t)i * 1000);
+        stg_cost_answer(model, seq, (unsigned char)body[i + 2] & 1, &o, 1, (int64_t)i * 1000);
     }
     for (int i = 0; i < 3; i++) {
-        const stg__cost_rule *r = stg__cost_rule_of(&model, units[i]);
-        if (r)
-            CHECK(r->k >= 1.0 / 16 && r->k <= 1.0 && r->w >= 0 && r->w <= 1);
-        CHECK(stg__cost_estimate(&model, units[i], &p) >= 0);
+        stg_cost_rule r;
+        if (stg_cost_rule_get(model, units[i], &r) == STG_OK)
+            CHECK(r.k >= 1.0 / 16 && r.k <= 1.0 && r.w >= 0 && r.w <= 1);
+        CHECK(stg_cost_estimate(model, units[i], &p) >= 0);
     }
+    stg_cost_model_free(model);
     free(body);
     return 0;
 }

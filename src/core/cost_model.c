@@ -1,5 +1,5 @@
 /*
- * The AI request cost model (src/core/cost_model.h): the estimate per
+ * The AI request cost model (include/stagger/cost.h): the estimate per
  * unit, the log of sends, and the learning of each unit's rule from the
  * remaining counts of its quota.
  *
@@ -12,13 +12,46 @@
  * one step weighs both by their effect on the prediction, in tokens.
  */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
-#include "core/cost_model.h"
+#include <stagger/cost.h>
+#include <stagger/quota.h>
 
 #include "util/assert.h"
 
-#define K0 (1.0 / STG__COST_CHARS_PER_TOKEN)
+/* Units learned per model, and sends remembered for pairing answers. */
+#define UNITS 4
+#define LOG STG_COST_LOG
+
+typedef enum unit_kind { OTHER = 0, REQUESTS, INPUT, OUTPUT, TOTAL } unit_kind;
+
+/* One unit's rule, learned. */
+typedef struct rule {
+    char unit[STG_QUOTA_UNIT_LEN]; /* "": a free slot */
+    double k;                      /* tokens per character */
+    double w;                      /* share of the smaller part added */
+    double rate;                   /* the bucket's refill, units/s; 0: none seen */
+    int64_t learned;               /* observations taken */
+} rule;
+
+typedef struct send {
+    int64_t seq; /* 0: a free slot */
+    int64_t at_us;
+    stg_cost_parts parts;
+    bool estimated; /* parts known; else its cost is unknown here */
+    bool uncounted; /* the server did not count it (refused, never reached) */
+    bool answered;  /* its answer (or its failure) came */
+    int64_t rem[UNITS]; /* per rule: the count its answer told; -1 */
+} send;
+
+struct stg_cost_model {
+    rule rule[UNITS];
+    send log[LOG]; /* send seq at log[seq % LOG] */
+    int64_t next_seq;
+};
+
+#define K0 (1.0 / STG_COST_CHARS_PER_TOKEN)
 #define K_MIN (1.0 / 16.0)
 #define K_MAX 1.0
 #define STEP 0.5   /* share of the error one observation corrects */
@@ -31,20 +64,20 @@
 #define VAR_U 0.04 /* k within about 20% of characters / 4 */
 #define VAR_W 1.0  /* w anywhere in [0, 1] */
 
-stg__cost_kind stg__cost_kind_of(const char *unit)
+static unit_kind kind_of(const char *unit)
 {
     if (!unit || !unit[0] || !strcmp(unit, "requests"))
-        return STG__COST_REQUESTS;
+        return REQUESTS;
     if (!strcmp(unit, "tokens"))
-        return STG__COST_TOTAL;
+        return TOTAL;
     if (!strcmp(unit, "input-tokens"))
-        return STG__COST_INPUT;
+        return INPUT;
     if (!strcmp(unit, "output-tokens"))
-        return STG__COST_OUTPUT;
-    return STG__COST_OTHER;
+        return OUTPUT;
+    return OTHER;
 }
 
-static void rule_defaults(stg__cost_rule *r)
+static void rule_defaults(rule *r)
 {
     r->k = K0;
     r->w = 1.0;
@@ -52,35 +85,61 @@ static void rule_defaults(stg__cost_rule *r)
     r->learned = 0;
 }
 
-void stg__cost_model_init(stg__cost_model *m)
+stg_cost_model *stg_cost_model_new(int *err)
 {
-    memset(m, 0, sizeof *m);
-    for (int i = 0; i < STG__COST_UNITS; i++)
+    stg_cost_model *m = calloc(1, sizeof *m);
+    if (!m) {
+        if (err)
+            *err = STG_ENOMEM;
+        return NULL;
+    }
+    for (int i = 0; i < UNITS; i++)
         rule_defaults(&m->rule[i]);
     m->next_seq = 1;
+    return m;
 }
 
-static int rule_index(const stg__cost_model *m, const char *unit)
+void stg_cost_model_free(stg_cost_model *m)
 {
-    for (int i = 0; i < STG__COST_UNITS; i++)
+    free(m);
+}
+
+static int rule_index(const stg_cost_model *m, const char *unit)
+{
+    for (int i = 0; i < UNITS; i++)
         if (m->rule[i].unit[0] && !strncmp(m->rule[i].unit, unit, STG_QUOTA_UNIT_LEN))
             return i;
     return -1;
 }
 
-const stg__cost_rule *stg__cost_rule_of(const stg__cost_model *m, const char *unit)
+static const rule *rule_of(const stg_cost_model *m, const char *unit)
 {
     int i = unit ? rule_index(m, unit) : -1;
     return i < 0 ? NULL : &m->rule[i];
 }
 
+int stg_cost_rule_get(const stg_cost_model *m, const char *unit, stg_cost_rule *out)
+{
+    if (!m || !unit || !out)
+        return STG_EINVAL;
+    const rule *r = rule_of(m, unit);
+    if (!r)
+        return STG_ENOTFOUND;
+    memset(out, 0, sizeof *out);
+    out->k = r->k;
+    out->w = r->w;
+    out->rate = r->rate;
+    out->learned = r->learned;
+    return STG_OK;
+}
+
 /* The rule of unit, made on first sight (NULL: every slot taken). */
-static int rule_get(stg__cost_model *m, const char *unit)
+static int rule_get(stg_cost_model *m, const char *unit)
 {
     int i = rule_index(m, unit);
     if (i >= 0)
         return i;
-    for (i = 0; i < STG__COST_UNITS; i++)
+    for (i = 0; i < UNITS; i++)
         if (!m->rule[i].unit[0]) {
             size_t len = strnlen(unit, STG_QUOTA_UNIT_LEN - 1);
             memcpy(m->rule[i].unit, unit, len);
@@ -92,18 +151,18 @@ static int rule_get(stg__cost_model *m, const char *unit)
 }
 
 /* f of one request under rule r, and its derivatives by k and w. */
-static double predict(const stg__cost_rule *r, stg__cost_kind kind, const stg__cost_parts *p,
+static double predict(const rule *r, unit_kind kind, const stg_cost_parts *p,
                       double *dk, double *dw)
 {
     double in = r->k * (double)p->chars + (double)p->tokens, out = (double)p->max_out;
     *dk = *dw = 0;
     switch (kind) {
-    case STG__COST_INPUT:
+    case INPUT:
         *dk = (double)p->chars;
         return in;
-    case STG__COST_OUTPUT:
+    case OUTPUT:
         return out;
-    case STG__COST_TOTAL:
+    case TOTAL:
         if (in >= out) {
             *dk = (double)p->chars;
             *dw = out;
@@ -117,17 +176,17 @@ static double predict(const stg__cost_rule *r, stg__cost_kind kind, const stg__c
     }
 }
 
-int64_t stg__cost_estimate(const stg__cost_model *m, const char *unit, const stg__cost_parts *p)
+int64_t stg_cost_estimate(const stg_cost_model *m, const char *unit, const stg_cost_parts *p)
 {
-    stg__cost_kind kind = stg__cost_kind_of(unit);
-    if (kind == STG__COST_OTHER || !p)
+    unit_kind kind = kind_of(unit);
+    if (kind == OTHER || !p)
         return -1;
-    if (kind == STG__COST_REQUESTS)
+    if (kind == REQUESTS)
         return 1;
-    stg__cost_rule dflt;
+    rule dflt;
     memset(&dflt, 0, sizeof dflt);
     rule_defaults(&dflt);
-    const stg__cost_rule *r = m ? stg__cost_rule_of(m, unit) : NULL;
+    const rule *r = m ? rule_of(m, unit) : NULL;
     double dk, dw, f = predict(r ? r : &dflt, kind, p, &dk, &dw);
     if (!(f > 0))
         return 0;
@@ -136,10 +195,10 @@ int64_t stg__cost_estimate(const stg__cost_model *m, const char *unit, const stg
     return (int64_t)ceil(f - 1e-9);
 }
 
-int64_t stg__cost_sent(stg__cost_model *m, const stg__cost_parts *p, int64_t now_us)
+int64_t stg_cost_sent(stg_cost_model *m, const stg_cost_parts *p, int64_t now_us)
 {
     int64_t seq = m->next_seq++;
-    stg__cost_send *s = &m->log[seq % STG__COST_LOG];
+    send *s = &m->log[seq % LOG];
     memset(s, 0, sizeof *s);
     s->seq = seq;
     s->at_us = now_us;
@@ -147,22 +206,22 @@ int64_t stg__cost_sent(stg__cost_model *m, const stg__cost_parts *p, int64_t now
         s->parts = *p;
         s->estimated = true;
     }
-    for (int i = 0; i < STG__COST_UNITS; i++)
+    for (int i = 0; i < UNITS; i++)
         s->rem[i] = -1;
     return seq;
 }
 
-static stg__cost_send *send_of(stg__cost_model *m, int64_t seq)
+static send *send_of(stg_cost_model *m, int64_t seq)
 {
     if (seq <= 0)
         return NULL;
-    stg__cost_send *s = &m->log[seq % STG__COST_LOG];
+    send *s = &m->log[seq % LOG];
     return s->seq == seq ? s : NULL;
 }
 
-void stg__cost_uncounted(stg__cost_model *m, int64_t seq)
+void stg_cost_uncounted(stg_cost_model *m, int64_t seq)
 {
-    stg__cost_send *s = send_of(m, seq);
+    send *s = send_of(m, seq);
     if (s) {
         s->uncounted = true;
         s->answered = true;
@@ -176,17 +235,17 @@ static bool refills(int dialect)
 
 /* Learn rule i (of kind) from send j's answer, which told remaining count
  * rem with obs o. */
-static void learn(stg__cost_model *m, int i, stg__cost_kind kind, const stg__cost_send *j,
+static void learn(stg_cost_model *m, int i, unit_kind kind, const send *j,
                   const stg_quota_obs *o)
 {
-    stg__cost_rule *r = &m->rule[i];
+    rule *r = &m->rule[i];
     /* The nearest earlier send whose answer told this unit's count, and
      * the model's sum over the sends after it, j included. */
     double pred = 0, gk = 0, gw = 0;
     bool any = false;
-    const stg__cost_send *a = NULL;
-    for (int64_t s = j->seq; s > 0 && s > j->seq - STG__COST_LOG; s--) {
-        const stg__cost_send *x = send_of(m, s);
+    const send *a = NULL;
+    for (int64_t s = j->seq; s > 0 && s > j->seq - LOG; s--) {
+        const send *x = send_of(m, s);
         if (!x)
             return; /* forgotten: the span is not known whole */
         if (x != j && x->rem[i] >= 0) {
@@ -224,7 +283,7 @@ static void learn(stg__cost_model *m, int i, stg__cost_kind kind, const stg__cos
     if (e < -lim)
         e = -lim;
     double gu = gk * K0; /* k = u * K0 */
-    if (kind != STG__COST_TOTAL)
+    if (kind != TOTAL)
         gw = 0;
     /* Preconditioned by how sure each parameter is before learning:
      * characters / 4 is a known rule of thumb (VAR_U), whether max_tokens
@@ -245,11 +304,11 @@ static void learn(stg__cost_model *m, int i, stg__cost_kind kind, const stg__cos
     STG_ASSERT(r->k >= K_MIN && r->k <= K_MAX && r->w >= 0 && r->w <= 1);
 }
 
-void stg__cost_answer(stg__cost_model *m, int64_t seq, bool counted, const stg_quota_obs *q,
+void stg_cost_answer(stg_cost_model *m, int64_t seq, bool counted, const stg_quota_obs *q,
                       size_t n, int64_t now_us)
 {
     (void)now_us;
-    stg__cost_send *j = send_of(m, seq);
+    send *j = send_of(m, seq);
     if (!j)
         return;
     j->answered = true;
@@ -257,18 +316,18 @@ void stg__cost_answer(stg__cost_model *m, int64_t seq, bool counted, const stg_q
         j->uncounted = true;
     for (size_t k = 0; q && k < n; k++) {
         const stg_quota_obs *o = &q[k];
-        stg__cost_kind kind = stg__cost_kind_of(o->unit);
+        unit_kind kind = kind_of(o->unit);
         if (o->global || o->remaining < 0 ||
-            (kind != STG__COST_TOTAL && kind != STG__COST_INPUT && kind != STG__COST_OUTPUT))
+            (kind != TOTAL && kind != INPUT && kind != OUTPUT))
             continue;
         int i = rule_get(m, o->unit);
         if (i < 0 || j->rem[i] >= 0)
             continue; /* no room, or this unit told already (another window) */
-        stg__cost_rule *r = &m->rule[i];
+        rule *r = &m->rule[i];
         if (refills(o->dialect) && o->limit > o->remaining && o->reset_us > 0)
             r->rate = (double)(o->limit - o->remaining) / ((double)o->reset_us / 1e6);
         j->rem[i] = o->remaining;
-        if (kind != STG__COST_OUTPUT)
+        if (kind != OUTPUT)
             learn(m, i, kind, j, o);
     }
 }

@@ -1,6 +1,6 @@
 /*
  * The AI APIs' request and answer bodies, read for what they cost: the
- * parts of a request (src/core/cost_model.h: its prompt's characters, its
+ * parts of a request (include/stagger/cost.h: its prompt's characters, its
  * input token ids, the most output it asks for) before it is sent, and the
  * usage an answer reports after. Core reads no JSON; this is its reader,
  * with jansson.
@@ -138,7 +138,7 @@ static int64_t count(const json_t *v)
 
 /* A prompt or embeddings input: a string, token ids, a list of either.
  * Adds to p and returns how many prompts it holds (0: not one). */
-static int64_t prompt_of(const json_t *v, stg__cost_parts *p)
+static int64_t prompt_of(const json_t *v, stg_cost_parts *p)
 {
     if (json_is_string(v)) {
         p->chars += code_points(v);
@@ -173,7 +173,7 @@ static int64_t sat_mul(int64_t a, int64_t b)
     return a > NUM_MAX / b ? NUM_MAX : a * b;
 }
 
-static bool parts_of(shape sh, const json_t *root, stg__cost_parts *p)
+static bool parts_of(shape sh, const json_t *root, stg_cost_parts *p)
 {
     const json_t *msgs = json_object_get(root, "messages");
     const json_t *n_v = json_object_get(root, "n");
@@ -230,7 +230,7 @@ static bool parts_of(shape sh, const json_t *root, stg__cost_parts *p)
 }
 
 bool stg__ai_cost_parts(const char *method, const char *url, const void *body, size_t len,
-                        stg__cost_parts *p)
+                        stg_cost_parts *p)
 {
     memset(p, 0, sizeof *p);
     shape sh = shape_of(url);

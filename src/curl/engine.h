@@ -102,7 +102,7 @@ typedef struct req {
     /* An AI API request's parts (ai_cost.c), read from its body at submit
      * when the engine estimates costs (NULL: not one, or not estimating),
      * and its current send's number in its host's cost model (0: none). */
-    stg__cost_parts *parts;
+    stg_cost_parts *parts;
     int64_t cost_seq;
     bool conc_held;     /* holds one of its host's learned slots */
     bool conc_woken;    /* handed a slot from its host's CONC_Q: keeps it

@@ -316,9 +316,9 @@ static void start_attempt(stg_engine *e, req *r)
     r->attempt_start_us = e->now;
     e->stats.attempts++;
     /* Its host's cost model learns from the answers of every send, in
-     * the order they left (cost_model.h). */
+     * the order they left (stagger/cost.h). */
     r->cost_seq = r->host->cost_model
-                      ? stg__cost_sent(r->host->cost_model, r->quota_held ? r->parts : NULL, e->now)
+                      ? stg_cost_sent(r->host->cost_model, r->quota_held ? r->parts : NULL, e->now)
                       : 0;
     if (r->rs.attempts - r->hops - r->refused > 1)
         e->stats.retries++; /* a redirect hop or a never-processed resend is not a retry */

@@ -57,8 +57,8 @@ static size_t used_of(const req *r, stg_quota_cost *used, size_t max)
         stg_quota_cost c[STG_QUOTA_COSTS_MAX + 3];
         size_t n = stg__eng_cost_now(r, c, sizeof c / sizeof c[0]), k = 0;
         for (size_t i = 0; i < n && k < max; i++) {
-            stg__cost_kind kind = stg__cost_kind_of(c[i].unit);
-            if (kind == STG__COST_TOTAL || kind == STG__COST_INPUT || kind == STG__COST_OUTPUT) {
+            if (!strcmp(c[i].unit, "tokens") || !strcmp(c[i].unit, "input-tokens") ||
+                !strcmp(c[i].unit, "output-tokens")) {
                 used[k] = c[i];
                 used[k++].amount = 0;
             }
@@ -78,7 +78,7 @@ static size_t used_of(const req *r, stg_quota_cost *used, size_t max)
  * is given back. The host's cost model learns from every send's answer. */
 static void quota_settle(stg_engine *e, req *r, bool answered, bool unsent)
 {
-    stg__cost_model *cm = r->host->cost_model;
+    stg_cost_model *cm = r->host->cost_model;
     int64_t seq = r->cost_seq;
     r->cost_seq = 0;
     bool held = r->quota_held;
@@ -89,9 +89,9 @@ static void quota_settle(stg_engine *e, req *r, bool answered, bool unsent)
     stg_quota *q = e->hosts.quota;
     if (!answered) {
         if (cm && seq && unsent)
-            stg__cost_uncounted(cm, seq);
+            stg_cost_uncounted(cm, seq);
         else if (cm && seq)
-            stg__cost_answer(cm, seq, true, NULL, 0, e->now);
+            stg_cost_answer(cm, seq, true, NULL, 0, e->now);
         if (held && q && unsent)
             stg_quota_cancel(q, r->host->key, r->qt);
         else if (held && q)
@@ -101,7 +101,7 @@ static void quota_settle(stg_engine *e, req *r, bool answered, bool unsent)
     stg_quota_set qs;
     stg__quota_answer(&r->x, r->status, e->wall, &qs);
     if (cm && seq)
-        stg__cost_answer(cm, seq, !refusal(r->status), qs.q, qs.n, e->now);
+        stg_cost_answer(cm, seq, !refusal(r->status), qs.q, qs.n, e->now);
     if (!held || !q)
         return;
     char route[512];

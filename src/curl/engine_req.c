@@ -226,15 +226,12 @@ bool stg__eng_cost_parts(stg_engine *e, req *r, const stg_request *rq)
 {
     if (!e->cfg.quotas || e->cfg.no_cost_estimate || !rq->body)
         return true;
-    stg__cost_parts p;
+    stg_cost_parts p;
     if (!stg__ai_cost_parts(stg_method_name(r->method), rq->url, rq->body, rq->body_len, &p))
         return true;
     stg__host *h = r->host;
-    if (!h->cost_model) {
-        if (!(h->cost_model = malloc(sizeof *h->cost_model)))
-            return false;
-        stg__cost_model_init(h->cost_model);
-    }
+    if (!h->cost_model && !(h->cost_model = stg_cost_model_new(NULL)))
+        return false;
     if (!(r->parts = malloc(sizeof *r->parts)))
         return false;
     *r->parts = p;
@@ -260,7 +257,7 @@ size_t stg__eng_cost_now(const req *r, stg_quota_cost *c, size_t max)
             continue;
         memset(&c[n], 0, sizeof c[n]);
         snprintf(c[n].unit, sizeof c[n].unit, "%s", units[i]);
-        c[n++].amount = stg__cost_estimate(r->host->cost_model, units[i], r->parts);
+        c[n++].amount = stg_cost_estimate(r->host->cost_model, units[i], r->parts);
     }
     return n;
 }

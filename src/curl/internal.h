@@ -15,6 +15,7 @@
 
 #include <stdio.h>
 
+#include <stagger/cost.h>
 #include <stagger/curl.h>
 
 /* ---- env.c ------------------------------------------------------------- */
@@ -33,7 +34,6 @@ uint64_t stg__seed(const void *addr, int64_t now_us);
 /* ---- redact.c ---------------------------------------------------------- */
 
 /* stg__url_parts and stg__url_split() are the core's (src/core/url.c). */
-#include "core/cost_model.h"
 #include "core/url.h"
 
 /* The limiter/breaker key of a URL: host, or host:port when a port is
@@ -272,7 +272,7 @@ void stg__quota_answer(const stg__xfer *x, int status, int64_t wall_us, stg_quot
  * for any other request or a body that is not the shape's. Untrusted bytes
  * (body, len), nothing kept. Thread-safe. */
 bool stg__ai_cost_parts(const char *method, const char *url, const void *body, size_t len,
-                        stg__cost_parts *p);
+                        stg_cost_parts *p);
 /* The usage an answer's body (JSON, or an SSE stream's events) reports,
  * into used[] as "tokens" (total), "input-tokens", "output-tokens" (those
  * it says; max >= 3). Returns how many. Thread-safe. */
@@ -413,9 +413,9 @@ typedef struct stg__host {
      * not finished, and those of them holding a quota reservation; the
      * difference is the demand that waits for its quotas. */
     int64_t q_alive, q_held;
-    /* What its AI API requests cost and how it counts them (cost_model.h),
+    /* What its AI API requests cost and how it counts them (stagger/cost.h),
      * made at its first such request (NULL until then). */
-    stg__cost_model *cost_model;
+    stg_cost_model *cost_model;
 } stg__host;
 
 typedef struct stg__hosts {

@@ -14,7 +14,7 @@
 
 #include "curl/internal.h"
 
-static bool parts(const char *url, const char *body, stg__cost_parts *p)
+static bool parts(const char *url, const char *body, stg_cost_parts *p)
 {
     return stg__ai_cost_parts("POST", url, body, strlen(body), p);
 }
@@ -22,7 +22,7 @@ static bool parts(const char *url, const char *body, stg__cost_parts *p)
 static void chat_completions(void **state)
 {
     (void)state;
-    stg__cost_parts p;
+    stg_cost_parts p;
     /* content as a string; max_tokens; n */
     assert_true(parts("https://api.openai.com/v1/chat/completions",
                       "{\"model\":\"gpt-4o\",\"messages\":[{\"role\":\"system\",\"content\":"
@@ -62,7 +62,7 @@ static void chat_completions(void **state)
 static void responses_completions_embeddings(void **state)
 {
     (void)state;
-    stg__cost_parts p;
+    stg_cost_parts p;
     assert_true(parts("https://api.openai.com/v1/responses",
                       "{\"model\":\"o3\",\"input\":\"twelve chars\",\"instructions\":\"abc\","
                       "\"max_output_tokens\":300}",
@@ -100,7 +100,7 @@ static void responses_completions_embeddings(void **state)
 static void anthropic_messages(void **state)
 {
     (void)state;
-    stg__cost_parts p;
+    stg_cost_parts p;
     assert_true(parts("https://api.anthropic.com/v1/messages",
                       "{\"model\":\"claude\",\"max_tokens\":1024,\"system\":\"abc\","
                       "\"messages\":[{\"role\":\"user\",\"content\":\"hello\"},{\"role\":"
@@ -122,7 +122,7 @@ static void anthropic_messages(void **state)
 static void not_a_shape(void **state)
 {
     (void)state;
-    stg__cost_parts p;
+    stg_cost_parts p;
     const char *chat = "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"max_tokens\":5}";
     assert_false(parts("https://api.openai.com/v1/models", chat, &p));
     assert_false(stg__ai_cost_parts("GET", "https://api.openai.com/v1/chat/completions", chat,
