@@ -33,7 +33,8 @@
  * input), or an SSE stream's events (each "data:" line's JSON: "usage",
  * "response.usage" of OpenAI's response.completed, "message.usage" of
  * Anthropic's message_start; the largest of each number, since
- * Anthropic's message_delta counts output cumulatively).
+ * Anthropic's message_delta counts output cumulatively), or, in the tail
+ * of a body that streamed on (its head gone), the last "usage" object.
  *
  * Invariants: untrusted bytes, read only within (body, len) and only up to
  * STG__AI_BODY_MAX; nothing of a body is kept, copied out or logged (a
@@ -327,6 +328,37 @@ static void usage_sse(const char *body, size_t len, usage *acc)
     }
 }
 
+/* The last "usage": {...} object in a piece of a JSON document (the tail
+ * of a body streamed on: its head is gone, so the document does not
+ * parse whole). Only the object is parsed, with jansson. */
+static void usage_last(const char *body, size_t len, usage *acc)
+{
+    static const char key[] = "\"usage\"";
+    const char *hit = NULL;
+    for (const char *p = body; (size_t)(body + len - p) >= sizeof key - 1;) {
+        const char *q = memmem(p, (size_t)(body + len - p), key, sizeof key - 1);
+        if (!q)
+            break;
+        hit = q;
+        p = q + 1;
+    }
+    if (!hit)
+        return;
+    const char *p = hit + sizeof key - 1, *end = body + len;
+    while (p < end && (*p == ' ' || *p == '\t' || *p == '\r' || *p == '\n'))
+        p++;
+    if (p >= end || *p != ':')
+        return;
+    for (p++; p < end && (*p == ' ' || *p == '\t' || *p == '\r' || *p == '\n');)
+        p++;
+    if (p >= end || *p != '{')
+        return;
+    json_error_t err;
+    json_t *u = json_loadb(p, (size_t)(end - p), JSON_DISABLE_EOF_CHECK, &err);
+    usage_of(u, acc);
+    json_decref(u);
+}
+
 size_t stg__ai_cost_usage(const char *body, size_t len, stg_quota_cost *used, size_t max)
 {
     if (!body || len == 0 || len > STG__AI_BODY_MAX || !used || max < 3)
@@ -335,15 +367,20 @@ size_t stg__ai_cost_usage(const char *body, size_t len, stg_quota_cost *used, si
     size_t i = 0;
     while (i < len && (body[i] == ' ' || body[i] == '\t' || body[i] == '\r' || body[i] == '\n'))
         i++;
+    bool whole = false;
     if (i < len && body[i] == '{') {
         json_error_t err;
         json_t *root = json_loadb(body, len, 0, &err);
-        if (root)
+        if (root) {
             usage_in(root, &acc);
+            whole = true;
+        }
         json_decref(root);
     } else {
         usage_sse(body, len, &acc);
     }
+    if (!whole && acc.in < 0 && acc.out < 0 && acc.total < 0)
+        usage_last(body, len, &acc); /* a tail: the end of a JSON document */
     if (acc.total < 0 && acc.in >= 0 && acc.out >= 0)
         acc.total = acc.in + acc.out > NUM_MAX ? NUM_MAX : acc.in + acc.out;
     size_t n = 0;

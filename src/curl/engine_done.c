@@ -49,8 +49,9 @@ static bool never_sent(const stg__attempt *a, const stg__xfer *x)
 }
 
 /* What r used of each token unit it reserved, as far as the answer says:
- * nothing for a refusal; the usage its kept body reports (an AI answer's
- * "usage", JSON or SSE) otherwise. Returns the count in used[]. */
+ * nothing for a refusal; the usage its body reports (an AI answer's
+ * "usage", JSON or SSE; the kept body, or the tail of one that streamed to
+ * a sink) otherwise. Returns the count in used[]. */
 static size_t used_of(const req *r, stg_quota_cost *used, size_t max)
 {
     if (refusal(r->status)) {
@@ -65,9 +66,11 @@ static size_t used_of(const req *r, stg_quota_cost *used, size_t max)
         }
         return k;
     }
-    if (!r->parts || r->status < 200 || r->status > 299 || !r->x.body.p)
+    if (!r->parts || r->status < 200 || r->status > 299)
         return 0;
-    return stg__ai_cost_usage(r->x.body.p, r->x.body.len, used, max);
+    if (r->x.body.p && r->x.body.len)
+        return stg__ai_cost_usage(r->x.body.p, r->x.body.len, used, max);
+    return stg__ai_cost_usage(r->x.tail, r->x.tail_len, used, max); /* streamed on */
 }
 
 /* The quotas an answer announced (the latest response's header block,

@@ -235,6 +235,7 @@ bool stg__eng_cost_parts(stg_engine *e, req *r, const stg_request *rq)
     if (!(r->parts = malloc(sizeof *r->parts)))
         return false;
     *r->parts = p;
+    r->x.keep_tail = r->x.sink != NULL; /* a streamed answer's usage is at its end */
     return true;
 }
 

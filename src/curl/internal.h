@@ -100,7 +100,15 @@ typedef struct stg__xfer {
      * its type ("overloaded_error"). 0: none. */
     int stream_error;
     char stream_error_type[48];
+    /* keep_tail: the last STG__XFER_TAIL bytes of a 2xx body that went to
+     * the sink are kept in tail (allocated at the first), where an AI
+     * answer's usage is (its JSON's end, its stream's last events). */
+    bool keep_tail;
+    size_t tail_len;
+    char *tail;
 } stg__xfer;
+
+#define STG__XFER_TAIL ((size_t)8192)
 
 /* The hold of STG_STREAM_SSE_HOLD: at most this many bytes, and (checked
  * as bytes arrive) this long after the first, before the body is passed on

@@ -190,6 +190,13 @@ static void usage(void **state)
                      "\"total_tokens\":5}}}\n\n";
     n = stg__ai_cost_usage(rs, strlen(rs), u, 3);
     assert_int_equal(used_of(u, n, "tokens"), 5);
+    /* The tail of a JSON body that streamed on: its head is gone. */
+    const char *tail = "ntent\":\"x\"}}],\"usage\" : {\"prompt_tokens\":5,\"completion_tokens\":6,"
+                       "\"total_tokens\":11},\"system_fingerprint\":\"fp\"}";
+    n = stg__ai_cost_usage(tail, strlen(tail), u, 3);
+    assert_int_equal(used_of(u, n, "tokens"), 11);
+    const char *cut = "xx\"usage\":{\"prompt_tokens\":5,";
+    assert_int_equal(stg__ai_cost_usage(cut, strlen(cut), u, 3), 0);
     /* Nothing said. */
     assert_int_equal(stg__ai_cost_usage("{\"a\":1}", 7, u, 3), 0);
     assert_int_equal(stg__ai_cost_usage("data: {\"usage\":", 15, u, 3), 0);
