@@ -9,7 +9,12 @@ the two (--rule max). A bucket of --limit tokens refills --limit per
 counted. Every answer carries x-ratelimit-limit-tokens,
 x-ratelimit-remaining-tokens and x-ratelimit-reset-tokens (a Go duration
 until the bucket is full), and the requests quota the same way; a 429 also
-retry-after-ms. A 200 carries usage. Each arrival is one line in --log:
+retry-after-ms. A 200 carries usage. --overload N,M answers those arrivals
+(counted from 1) 529 overloaded_error with no rate-limit field, not
+counted; --quiet-after K leaves the rate-limit fields out of every answer
+after the K-th arrival (usage still in the body); --charge usage counts a
+request at its arrival by its usage (prompt + the completion it gets)
+instead of prompt + max_tokens. Each arrival is one line in --log:
 "<seconds since start> ok <charge>" or "<seconds> refused <charge>", and
 "stagger-header" when a Stagger-* field reached it (it must not).
 Prints "listening on http://127.0.0.1:PORT" first. Loopback only.
@@ -27,11 +32,15 @@ ap.add_argument("--window", type=float, default=3.0)
 ap.add_argument("--rule", choices=["sum", "max"], default="sum")
 ap.add_argument("--latency", type=float, default=0.05)
 ap.add_argument("--log", required=True)
+ap.add_argument("--overload", default="")
+ap.add_argument("--quiet-after", type=int, default=0)
+ap.add_argument("--charge", choices=["arrival", "usage"], default="arrival")
 args = ap.parse_args()
 
 RATE = args.limit / args.window
 lock = threading.Lock()
-state = {"level": args.limit, "at": time.monotonic(), "req": 10000.0}
+state = {"level": args.limit, "at": time.monotonic(), "req": 10000.0, "n": 0}
+OVERLOAD = {int(x) for x in args.overload.split(",") if x}
 T0 = time.monotonic()
 logf = open(args.log, "a", buffering=1)
 
@@ -56,10 +65,16 @@ def texts(v):
     return 0
 
 
+def completion_of(body):
+    return min(body.get("max_tokens") or 16, 20)
+
+
 def charge_of(body):
     prompt = texts(body.get("messages", [])) + texts(body.get("input", "")) + texts(
         body.get("system", ""))
     inp = math.ceil(prompt / 4)
+    if args.charge == "usage":
+        return inp, inp + completion_of(body)
     out = body.get("max_tokens") or body.get("max_completion_tokens") or 0
     return inp, (max(inp, out) if args.rule == "max" else inp + out)
 
@@ -71,6 +86,8 @@ class H(BaseHTTPRequestHandler):
         pass
 
     def quota_headers(self, level):
+        if args.quiet_after and state["n"] > args.quiet_after:
+            return
         self.send_header("x-ratelimit-limit-tokens", str(int(args.limit)))
         self.send_header("x-ratelimit-remaining-tokens", str(int(level)))
         self.send_header("x-ratelimit-reset-tokens", go_duration((args.limit - int(level)) / RATE))
@@ -89,6 +106,17 @@ class H(BaseHTTPRequestHandler):
             body = {}
         inp, charge = charge_of(body)
         with lock:
+            state["n"] += 1
+            if state["n"] in OVERLOAD:
+                logf.write("%.6f overloaded %d\n" % (time.monotonic() - T0, charge))
+                data = json.dumps({"type": "error", "error": {"type": "overloaded_error",
+                                                              "message": "Overloaded"}}).encode()
+                self.send_response(529)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+                return
             now = time.monotonic()
             state["level"] = min(args.limit, state["level"] + RATE * (now - state["at"]))
             state["at"] = now
@@ -107,7 +135,7 @@ class H(BaseHTTPRequestHandler):
             self.send_header("retry-after-ms", str(max(1, math.ceil(wait * 1000))))
         else:
             time.sleep(args.latency)
-            done = min(body.get("max_tokens") or 16, 20)
+            done = completion_of(body)
             out = json.dumps({"id": "x", "object": "chat.completion", "choices": [
                 {"index": 0, "message": {"role": "assistant", "content": "ok"}}],
                 "usage": {"prompt_tokens": inp, "completion_tokens": done,
