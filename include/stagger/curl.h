@@ -422,7 +422,17 @@ typedef struct stg_call_config {
      * deadline ends the call (DEADLINE). Not copied, may be shared by
      * calls and threads; NULL: no quota limiter. */
     union { stg_quota *quotas; uint64_t stg__quotas_word; };
-    uint64_t stg__reserved[12]; /* room to grow (docs/ABI.md); leave zero */
+    /* What the request costs per quota unit (with quotas), n_cost entries,
+     * e.g. what stg_ai_cost_estimate says of an AI API request; a unit not
+     * listed costs 1. Taken as an estimate: a cost over a quota's
+     * announced limit is not held to (the send then costs 1 there and the
+     * server decides); a refusal (429, 529) gives its token units back,
+     * and an answer that tells no count settles them at the usage its
+     * body reports. Not copied: must live until the call returns.
+     * NULL/0: one request. */
+    union { const stg_quota_cost *cost; uint64_t stg__cost_word; };
+    union { size_t n_cost; uint64_t stg__n_cost_word; };
+    uint64_t stg__reserved[10]; /* room to grow (docs/ABI.md); leave zero */
 } stg_call_config;
 
 /* Perform `easy` (already set up by the caller: URL, method, headers, body
@@ -741,6 +751,20 @@ typedef struct stg_event_fanout {
     uint64_t stg__reserved[2]; /* room to grow (docs/ABI.md); leave zero */
 } stg_event_fanout;
 STG_API void stg_event_fanout_cb(const stg_event *ev, void *fanout);
+
+/* What a request to an AI API costs in the units such servers meter,
+ * estimated from its JSON body (include/stagger/cost.h): a POST to
+ * OpenAI's chat completions, responses, completions or embeddings,
+ * Anthropic's messages, or Azure OpenAI's deployment paths (the path's
+ * end tells which), its prompt's characters and its max_tokens priced by
+ * m as learned (NULL: the defaults, characters / 4 plus max_tokens) into
+ * costs[0..3): "tokens", "input-tokens", "output-tokens" (max >= 3).
+ * Returns 3, or 0 when the request is none of those or its body is not
+ * their JSON. body (len bytes, untrusted) is read, never kept. Thread-safe
+ * with a NULL m, or one no other thread changes meanwhile. */
+STG_API size_t stg_ai_cost_estimate(const stg_cost_model *m, const char *method, const char *url,
+                                    const void *body, size_t len, stg_quota_cost *costs,
+                                    size_t max);
 
 #ifdef __cplusplus
 }

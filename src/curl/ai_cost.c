@@ -36,11 +36,15 @@
  * Anthropic's message_delta counts output cumulatively), or, in the tail
  * of a body that streamed on (its head gone), the last "usage" object.
  *
+ * stg_ai_cost_estimate (curl.h) is the public face of both: the parts
+ * priced in each token unit, for a caller of stg_curl_perform (fetch).
+ *
  * Invariants: untrusted bytes, read only within (body, len) and only up to
  * STG__AI_BODY_MAX; nothing of a body is kept, copied out or logged (a
  * prompt may hold anything); numbers out of 0..10^12 are taken as not
  * said; the walk is bounded in depth. Thread-safe.
  */
+#include <stdio.h>
 #include <string.h>
 
 #include <jansson.h>
@@ -396,4 +400,19 @@ size_t stg__ai_cost_usage(const char *body, size_t len, stg_quota_cost *used, si
         used[n++].amount = got[k].v;
     }
     return n;
+}
+
+size_t stg_ai_cost_estimate(const stg_cost_model *m, const char *method, const char *url,
+                            const void *body, size_t len, stg_quota_cost *costs, size_t max)
+{
+    static const char *const units[] = {"tokens", "input-tokens", "output-tokens"};
+    stg_cost_parts p;
+    if (!costs || max < 3 || !stg__ai_cost_parts(method, url, body, len, &p))
+        return 0;
+    for (size_t i = 0; i < 3; i++) {
+        memset(&costs[i], 0, sizeof costs[i]);
+        snprintf(costs[i].unit, sizeof costs[i].unit, "%s", units[i]);
+        costs[i].amount = stg_cost_estimate(m, units[i], &p);
+    }
+    return 3;
 }

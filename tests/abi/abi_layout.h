@@ -78,7 +78,7 @@
     X(stg_event, 2, 184)                \
     X(stg_result, 7, 488)               \
     X(stg_shared_limiter, 8, 112)       \
-    X(stg_call_config, 12, 560)         \
+    X(stg_call_config, 10, 560)         \
     X(stg_engine_config, 11, 976)       \
     X(stg_request, 4, 176)              \
     X(stg_engine_stats, 6, 168)         \

@@ -14,7 +14,9 @@ retry-after-ms. A 200 carries usage. --overload N,M answers those arrivals
 counted; --quiet-after K leaves the rate-limit fields out of every answer
 after the K-th arrival (usage still in the body); --charge usage counts a
 request at its arrival by its usage (prompt + the completion it gets)
-instead of prompt + max_tokens. Each arrival is one line in --log:
+instead of prompt + max_tokens; --start L starts the bucket at L tokens;
+--no-retry-after leaves retry-after-ms out of a 429. Each arrival is one
+line in --log:
 "<seconds since start> ok <charge>" or "<seconds> refused <charge>", and
 "stagger-header" when a Stagger-* field reached it (it must not).
 Prints "listening on http://127.0.0.1:PORT" first. Loopback only.
@@ -35,11 +37,13 @@ ap.add_argument("--log", required=True)
 ap.add_argument("--overload", default="")
 ap.add_argument("--quiet-after", type=int, default=0)
 ap.add_argument("--charge", choices=["arrival", "usage"], default="arrival")
+ap.add_argument("--start", type=float, default=-1)
+ap.add_argument("--no-retry-after", action="store_true")
 args = ap.parse_args()
 
 RATE = args.limit / args.window
 lock = threading.Lock()
-state = {"level": args.limit, "at": time.monotonic(), "req": 10000.0, "n": 0}
+state = {"level": args.limit if args.start < 0 else args.start, "at": time.monotonic(), "req": 10000.0, "n": 0}
 OVERLOAD = {int(x) for x in args.overload.split(",") if x}
 T0 = time.monotonic()
 logf = open(args.log, "a", buffering=1)
@@ -132,7 +136,8 @@ class H(BaseHTTPRequestHandler):
                                         "message": "Rate limit reached on tokens per min"}})
             self.send_response(429)
             self.quota_headers(level)
-            self.send_header("retry-after-ms", str(max(1, math.ceil(wait * 1000))))
+            if not args.no_retry_after:
+                self.send_header("retry-after-ms", str(max(1, math.ceil(wait * 1000))))
         else:
             time.sleep(args.latency)
             done = completion_of(body)
