@@ -50,12 +50,15 @@ logf = open(args.log, "a", buffering=1)
 
 
 def go_duration(s):
+    """s as OpenAI writes a reset ("6m0s", "1.234s", "17ms"), rounded up to
+    the millisecond: the bucket is full no sooner than it says."""
     if s <= 0:
         return "0s"
-    if s < 1:
-        return "%dms" % max(1, math.ceil(s * 1000))
-    m = int(s // 60)
-    return ("%dm" % m if m else "") + "%.3fs" % (s - 60 * m)
+    ms = math.ceil(s * 1000)
+    if ms < 1000:
+        return "%dms" % ms
+    m = ms // 60000
+    return ("%dm" % m if m else "") + "%d.%03ds" % ((ms % 60000) // 1000, ms % 1000)
 
 
 def texts(v):
