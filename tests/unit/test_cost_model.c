@@ -236,7 +236,8 @@ static void units_and_defaults(void **state)
 }
 
 /* Sends the model cannot price (no parts) stop an observation; a refused
- * send counts nothing; a send forgotten from the log stops it too. */
+ * send, or one that never reached the server, counts nothing; a send
+ * forgotten from the log stops it too. */
 static void spans_it_cannot_price(void **state)
 {
     (void)state;
@@ -270,21 +271,30 @@ static void spans_it_cannot_price(void **state)
     stg_cost_rule r = rule_of(m, "tokens");
     assert_int_equal(r.learned, 1);
     assert_true(fabs(r.k - 0.25) < 1e-9); /* exact: nothing to correct */
+    /* One that never reached the server counts nothing either. */
+    int64_t d2 = stg_cost_sent(m, &p, 6);
+    int64_t e2 = stg_cost_sent(m, &p, 6);
+    stg_cost_uncounted(m, d2);
+    o.remaining = 46000;
+    stg_cost_answer(m, e2, true, &o, 1, 6);
+    r = rule_of(m, "tokens");
+    assert_int_equal(r.learned, 2);
+    assert_true(fabs(r.k - 0.25) < 1e-9);
     /* A count that grew in a fixed window is a new window: skipped. */
     int64_t f = stg_cost_sent(m, &p, 7);
     o.remaining = 90000;
     stg_cost_answer(m, f, true, &o, 1, 8);
-    assert_int_equal(rule_of(m, "tokens").learned, 1);
+    assert_int_equal(rule_of(m, "tokens").learned, 2);
     /* More sends than the log holds between two answers: skipped. */
     int64_t g = 0;
     for (int i = 0; i < STG_COST_LOG + 1; i++)
         g = stg_cost_sent(m, &p, 9);
     o.remaining = 1000;
     stg_cost_answer(m, g, true, &o, 1, 10);
-    assert_int_equal(rule_of(m, "tokens").learned, 1);
+    assert_int_equal(rule_of(m, "tokens").learned, 2);
     /* An answer for a send the log forgot is ignored. */
     stg_cost_answer(m, a, true, &o, 1, 11);
-    assert_int_equal(rule_of(m, "tokens").learned, 1);
+    assert_int_equal(rule_of(m, "tokens").learned, 2);
     stg_cost_model_free(m);
 }
 
