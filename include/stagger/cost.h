@@ -4,10 +4,10 @@
  * counts of its quotas: the costs a stg_quota reserves for such requests
  * (libstagger-curl's engine prices its AI API requests with it).
  *
- * The parts of a request (read from its JSON body by the caller:
- * libstagger-curl's reader; core reads no JSON): the characters of its prompt's text, the input
- * given as token ids, and the most output tokens it asks for (max_tokens
- * times n). A unit's estimate:
+ * The parts of a request (read from its JSON body by the caller, e.g.
+ * libstagger-curl's stg_ai_cost_estimate; core reads no JSON): the
+ * characters of its prompt's text, the input given as token ids, and the
+ * most output tokens it asks for (max_tokens times n). A unit's estimate:
  *   input-tokens   in  = k * chars + tokens
  *   output-tokens  out = max_out
  *   tokens         max(in, out) + w * min(in, out)
@@ -40,14 +40,14 @@
  * Invariants: k stays in [1/16, 1] tokens per character (CJK text is about
  * one), w in [0, 1]; an observation is taken only when every send between
  * its two answers is in the log, answered (a send still out may yet be
- * refused, and a refusal is not counted) and estimated (parts known), both counts
- * are of the same window (a count that grew without a refill is a new
- * window: skipped) and the bucket cannot have been full meanwhile (then the
- * refill is unknown: skipped). Memory is fixed (STG_COST_LOG sends, four
- * units): the oldest send is overwritten. Pure and
+ * refused, and a refusal is not counted) and estimated (parts known),
+ * both counts are of the same window (a count that grew without a refill
+ * is a new window: skipped) and the bucket cannot have been full meanwhile
+ * (then the refill is unknown: skipped). Memory is fixed (STG_COST_LOG
+ * sends, four units): the oldest send is overwritten. Pure and
  * deterministic: time is a parameter, no I/O, no allocation after
- * stg_cost_model_new. Not thread-safe: one thread at a time (the engine's
- * is its own thread).
+ * stg_cost_model_new. Not thread-safe: one thread at a time (the engine
+ * keeps one per host, on its own thread).
  */
 #ifndef STAGGER_COST_H
 #define STAGGER_COST_H

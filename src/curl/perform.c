@@ -391,7 +391,8 @@ static int call_open(call *c, CURL *easy, const stg_call_config *cfg)
         (c->cfg.n_cost && !c->cfg.cost))
         return STG_EINVAL;
     for (size_t i = 0; i < c->cfg.n_cost; i++)
-        if (c->cfg.cost[i].amount < 0 || !memchr(c->cfg.cost[i].unit, 0, sizeof c->cfg.cost[i].unit))
+        if (c->cfg.cost[i].amount < 0 ||
+            !memchr(c->cfg.cost[i].unit, 0, sizeof c->cfg.cost[i].unit))
             return STG_EINVAL;
     c->multi = curl_multi_init();
     if (!c->multi)

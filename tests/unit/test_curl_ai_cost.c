@@ -45,7 +45,8 @@ static void chat_completions(void **state)
     /* No max_tokens: no output asked. Tools count. */
     assert_true(parts("http://127.0.0.1:8080/v1/chat/completions",
                       "{\"messages\":[{\"role\":\"user\",\"content\":\"abcd\"}],\"tools\":[{"
-                      "\"type\":\"function\",\"function\":{\"name\":\"f\",\"description\":\"gh\"}}]}",
+                      "\"type\":\"function\",\"function\":{\"name\":\"f\","
+                      "\"description\":\"gh\"}}]}",
                       &p));
     assert_int_equal(p.chars, 4 + 1 + 2);
     assert_int_equal(p.max_out, 0);
