@@ -15,13 +15,19 @@ counted; --quiet-after K leaves the rate-limit fields out of every answer
 after the K-th arrival (usage still in the body); --charge usage counts a
 request at its arrival by its usage (prompt + the completion it gets)
 instead of prompt + max_tokens; --start L starts the bucket at L tokens;
---no-retry-after leaves retry-after-ms out of a 429. Each arrival is one
-line in --log:
+--no-retry-after leaves retry-after-ms out of a 429. --dialect anthropic
+meters as Anthropic does instead: an input-tokens bucket (the prompt's
+characters / 4) and an output-tokens bucket (--out-limit, max_tokens),
+each counted at arrival, both told in anthropic-ratelimit-{input,output}-
+tokens-{limit,remaining,reset} (reset: RFC 3339, when full, whole seconds
+rounded up), a 429 with retry-after in seconds; a request is logged as
+its input plus output. Each arrival is one line in --log:
 "<seconds since start> ok <charge>" or "<seconds> refused <charge>", and
 "stagger-header" when a Stagger-* field reached it (it must not).
 Prints "listening on http://127.0.0.1:PORT" first. Loopback only.
 """
 import argparse
+import datetime
 import json
 import math
 import threading
@@ -39,11 +45,15 @@ ap.add_argument("--quiet-after", type=int, default=0)
 ap.add_argument("--charge", choices=["arrival", "usage"], default="arrival")
 ap.add_argument("--start", type=float, default=-1)
 ap.add_argument("--no-retry-after", action="store_true")
+ap.add_argument("--dialect", choices=["openai", "anthropic"], default="openai")
+ap.add_argument("--out-limit", type=float, default=-1)
 args = ap.parse_args()
 
 RATE = args.limit / args.window
+OUT_LIMIT = args.out_limit if args.out_limit > 0 else args.limit
+OUT_RATE = OUT_LIMIT / args.window
 lock = threading.Lock()
-state = {"level": args.limit if args.start < 0 else args.start, "at": time.monotonic(), "req": 10000.0, "n": 0}
+state = {"olevel": OUT_LIMIT, "level": args.limit if args.start < 0 else args.start, "at": time.monotonic(), "req": 10000.0, "n": 0}
 OVERLOAD = {int(x) for x in args.overload.split(",") if x}
 T0 = time.monotonic()
 logf = open(args.log, "a", buffering=1)
@@ -102,6 +112,52 @@ class H(BaseHTTPRequestHandler):
         self.send_header("x-ratelimit-remaining-requests", str(int(state["req"])))
         self.send_header("x-ratelimit-reset-requests", "6ms")
 
+    def anthropic_headers(self, level, olevel):
+        def reset(missing, rate):
+            at = time.time() + math.ceil(missing / rate)
+            return datetime.datetime.fromtimestamp(math.ceil(at), datetime.timezone.utc).strftime(
+                "%Y-%m-%dT%H:%M:%SZ")
+        for unit, lim, lev, rate in (("input-tokens", args.limit, level, RATE),
+                                     ("output-tokens", OUT_LIMIT, olevel, OUT_RATE)):
+            self.send_header("anthropic-ratelimit-%s-limit" % unit, str(int(lim)))
+            self.send_header("anthropic-ratelimit-%s-remaining" % unit, str(int(lev)))
+            self.send_header("anthropic-ratelimit-%s-reset" % unit, reset(lim - int(lev), rate))
+
+    def anthropic(self, body):
+        inp = math.ceil((texts(body.get("messages", [])) + texts(body.get("system", ""))) / 4)
+        out = body.get("max_tokens") or 0
+        with lock:
+            state["n"] += 1
+            now = time.monotonic()
+            dt = now - state["at"]
+            state["level"] = min(args.limit, state["level"] + RATE * dt)
+            state["olevel"] = min(OUT_LIMIT, state["olevel"] + OUT_RATE * dt)
+            state["at"] = now
+            ok = inp <= state["level"] and out <= state["olevel"]
+            if ok:
+                state["level"] -= inp
+                state["olevel"] -= out
+            level, olevel = math.floor(state["level"]), math.floor(state["olevel"])
+            wait = max((inp - state["level"]) / RATE, (out - state["olevel"]) / OUT_RATE, 0.001)
+            logf.write("%.6f %s %d\n" % (now - T0, "ok" if ok else "refused", inp + out))
+        if ok:
+            time.sleep(args.latency)
+            data = json.dumps({"id": "msg", "type": "message", "role": "assistant",
+                               "content": [{"type": "text", "text": "ok"}],
+                               "usage": {"input_tokens": inp,
+                                         "output_tokens": completion_of(body)}}).encode()
+            self.send_response(200)
+        else:
+            data = json.dumps({"type": "error", "error": {
+                "type": "rate_limit_error", "message": "rate limit"}}).encode()
+            self.send_response(429)
+            self.send_header("retry-after", str(math.ceil(wait)))
+        self.anthropic_headers(level, olevel)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
     def do_POST(self):
         n = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(n)
@@ -111,6 +167,8 @@ class H(BaseHTTPRequestHandler):
             body = json.loads(raw)
         except ValueError:
             body = {}
+        if args.dialect == "anthropic":
+            return self.anthropic(body)
         inp, charge = charge_of(body)
         with lock:
             state["n"] += 1

@@ -10,7 +10,9 @@
 # protocol's bound, in both runs; Stagger-Cost reaches the engine and
 # never the upstream, and a malformed one is a 400 naming it. The refusals
 # at the upstream in each run are printed (figures for make bench, not
-# assertions). On 127.0.0.1 only; every wait is a hang guard.
+# assertions). The same against an Anthropic-like upstream (input and
+# output tokens metered apart, RFC 3339 resets). On 127.0.0.1 only; every
+# wait is a hang guard.
 . "$(dirname "$0")/lib.sh"
 scratch pxai
 . "$(dirname "$0")/proxy_lib.sh"
@@ -18,6 +20,8 @@ PY=/usr/bin/python3
 [ -x "$PY" ] || PY=python3
 HERE=$(cd "$(dirname "$0")" && pwd)
 LIMIT=3000
+ALIMIT=2000  # Anthropic: input tokens
+AOLIMIT=1500 # and output tokens
 WINDOW=3
 N=16
 # The upstream's rule: sum (prompt + max_tokens, the default) or max (AI_RULE=max).
@@ -35,15 +39,27 @@ for i in range(n):
             "messages": [{"role": "system", "content": "s" * (chars // 10)},
                          {"role": "user", "content": "u" * (chars - chars // 10)}]}
     open("%s/b%d.json" % (d, i), "w").write(json.dumps(body))
+    body = {"model": "claude-x", "max_tokens": mt, "system": "s" * (chars // 10),
+            "messages": [{"role": "user", "content": "u" * (chars - chars // 10)}]}
+    open("%s/a%d.json" % (d, i), "w").write(json.dumps(body))
 EOF
 
 # run NAME PROXY-ARGS...: the N calls through a fresh proxy and upstream;
 # their statuses in $T/NAME.codes, the upstream's arrivals in $T/NAME.log.
+# OpenAI's chat completions, or with DIALECT=anthropic Anthropic's messages
+# against its two buckets (input and output tokens).
+DIALECT=openai
 run() {
   _name=$1; shift
   : > "$T/$_name.log"
   : > "$T/$_name.up"
-  $PY "$HERE/ai_tpm_upstream.py" --limit $LIMIT --window $WINDOW --rule "$RULE" --log "$T/$_name.log" \
+  if [ "$DIALECT" = anthropic ]; then
+    _up="--dialect anthropic --limit $ALIMIT --out-limit $AOLIMIT" _path=v1/messages _b=a
+  else
+    _up="--limit $LIMIT --rule $RULE" _path=v1/chat/completions _b=b
+  fi
+  # shellcheck disable=SC2086
+  $PY "$HERE/ai_tpm_upstream.py" $_up --window $WINDOW --log "$T/$_name.log" \
     > "$T/$_name.up" 2> "$T/$_name.uperr" &
   UPPID=$!
   UPPORT=$(listen_port "$T/$_name.up" $UPPID)
@@ -51,7 +67,7 @@ run() {
   proxy_start "$_name" --upstream "http://127.0.0.1:$UPPORT" --deadline 120s "$@"
   seq 0 $((N - 1)) | xargs -P 6 -I{} curl -s -o /dev/null -w '%{http_code}\n' \
     -H 'Content-Type: application/json' -H 'Idempotency-Key: k{}' \
-    --data-binary "@$T/b{}.json" "$PX/v1/chat/completions" > "$T/$_name.codes"
+    --data-binary "@$T/$_b{}.json" "$PX/$_path" > "$T/$_name.codes"
   proxy_stop
   kill "$UPPID"
   wait "$UPPID" 2>/dev/null || true
@@ -60,7 +76,7 @@ run() {
 # bound NAME: every prefix of the upstream's admitted arrivals is within
 # limit + rate * t (the bucket starts full).
 bound() {
-  $PY - "$T/$1.log" $LIMIT $WINDOW <<'EOF'
+  $PY - "$T/$1.log" "${2:-$LIMIT}" $WINDOW <<'EOF'
 import sys
 limit, window = float(sys.argv[2]), float(sys.argv[3])
 rate = limit / window
@@ -85,14 +101,21 @@ figures() {
 
 run est
 run off --no-cost-estimate
-figures est
-figures off
+DIALECT=anthropic
+run aest
+run aoff --no-cost-estimate
+for n in est off aest aoff; do figures $n; done
 check "estimate on: every call succeeds ($(sort "$T/est.codes" | uniq -c | tr '\n' ' '))" \
   [ "$(grep -c '^200$' "$T/est.codes")" = "$N" ]
 check "estimate on: admitted tokens within burst + rate*t" bound est
 check "estimate off: admitted tokens within burst + rate*t" bound off
+check "Anthropic, estimate on: every call succeeds ($(sort "$T/aest.codes" | uniq -c | tr '\n' ' '))" \
+  [ "$(grep -c '^200$' "$T/aest.codes")" = "$N" ]
+# Input plus output tokens: within the two buckets' bounds together.
+check "Anthropic: admitted tokens within burst + rate*t" bound aest $((ALIMIT + AOLIMIT))
+check "Anthropic, estimate off: within burst + rate*t" bound aoff $((ALIMIT + AOLIMIT))
 check "no Stagger-* field reached the upstream" \
-  sh -c "! grep -q stagger-header '$T/est.log' '$T/off.log'"
+  sh -c "! grep -q stagger-header '$T/est.log' '$T/off.log' '$T/aest.log' '$T/aoff.log'"
 
 # ---- Stagger-Cost ------------------------------------------------------------
 : > "$T/sc.log"
