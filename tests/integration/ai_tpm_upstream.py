@@ -21,7 +21,8 @@ characters / 4) and an output-tokens bucket (--out-limit, max_tokens),
 each counted at arrival, both told in anthropic-ratelimit-{input,output}-
 tokens-{limit,remaining,reset} (reset: RFC 3339, when full, whole seconds
 rounded up), a 429 with retry-after in seconds; a request is logged as
-its input plus output. Each arrival is one line in --log:
+its input plus output. --port P listens there (default: a free port).
+Each arrival is one line in --log:
 "<seconds since start> ok <charge>" or "<seconds> refused <charge>", and
 "stagger-header" when a Stagger-* field reached it (it must not).
 Prints "listening on http://127.0.0.1:PORT" first. Loopback only.
@@ -47,6 +48,7 @@ ap.add_argument("--start", type=float, default=-1)
 ap.add_argument("--no-retry-after", action="store_true")
 ap.add_argument("--dialect", choices=["openai", "anthropic"], default="openai")
 ap.add_argument("--out-limit", type=float, default=-1)
+ap.add_argument("--port", type=int, default=0)
 args = ap.parse_args()
 
 RATE = args.limit / args.window
@@ -215,7 +217,7 @@ class H(BaseHTTPRequestHandler):
         self.wfile.write(data)
 
 
-srv = ThreadingHTTPServer(("127.0.0.1", 0), H)
+srv = ThreadingHTTPServer(("127.0.0.1", args.port), H)
 srv.daemon_threads = True
 print("listening on http://127.0.0.1:%d" % srv.server_address[1], flush=True)
 srv.serve_forever()

@@ -13,7 +13,12 @@
 #    tells no count after the first answer; the second request's
 #    reservation is settled at the usage its body reports, so the third
 #    fits (1680 - 1000 + 480 = 1160); kept at the estimate, 680 would be
-#    left and the third would wait far past its deadline.
+#    left and the third would wait far past its deadline;
+#  - never sent: the upstream is stopped after the first answer; the
+#    second call's attempt fails to connect (the proxy logs it), so its
+#    reservation comes back, and its retry, once the upstream is back on
+#    the same port, fits in the 1200 tokens the first answer left; kept
+#    spent, it would wait far past its deadline.
 # The margins are a refill of tens of seconds against a 10 s deadline.
 # On 127.0.0.1 only.
 . "$(dirname "$0")/lib.sh"
@@ -41,8 +46,8 @@ upstream() {
 
 call() {
   curl -s -o /dev/null -w '%{http_code}' -H 'Content-Type: application/json' \
-    -H "Idempotency-Key: $1" -H 'Stagger-Deadline: 10s' --data-binary "@$T/body.json" \
-    "$PX/v1/chat/completions"
+    -H "Idempotency-Key: $1" -H 'Stagger-Deadline: 10s' -H 'Stagger-Retries: 100' \
+    --data-binary "@$T/body.json" "$PX/v1/chat/completions"
 }
 
 # ---- a refusal gives its reservation back ----------------------------------------------
@@ -65,6 +70,22 @@ u2=$(call b2)
 u3=$(call b3)
 check "usage: three calls pass ($u1 $u2 $u3)" [ "$u1$u2$u3" = 200200200 ]
 check "usage: none refused by the upstream" sh -c "! grep -q refused '$T/use.log'"
+proxy_stop
+kill "$UPPID"; wait "$UPPID" 2>/dev/null || true
+# ---- a send that never reached the upstream gives its reservation back ------------
+upstream conn
+CONNPORT=${UP##*:}
+proxy_start conn --upstream "$UP" --log "$T/conn.plog"
+n1=$(call d1)
+kill "$UPPID"; wait "$UPPID" 2>/dev/null || true
+call d2 > "$T/d2.code" &
+CALLPID=$!
+wait_grep "$T/conn.plog" '"error":"connect_refused"'
+upstream conn2 --port "$CONNPORT"
+wait "$CALLPID" || true
+check "never sent: the first call passes (got $n1)" [ "$n1" = 200 ]
+check "never sent: the call whose attempt could not connect passes once the upstream is back (got $(cat "$T/d2.code"))" \
+  [ "$(cat "$T/d2.code")" = 200 ]
 proxy_stop
 kill "$UPPID"; wait "$UPPID" 2>/dev/null || true
 finish
