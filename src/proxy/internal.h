@@ -86,7 +86,7 @@ struct px_req {
     int64_t deadline_us;
     int max_attempts;
     int priority;
-    stg_quota_cost cost[STG_QUOTA_COSTS_MAX]; /* Stagger-Cost (control.c) */
+    stg_quota_cost *cost; /* Stagger-Cost (control.c), n_cost units; NULL: none */
     size_t n_cost;
     bool begun;        /* the first handler call happened */
     bool early;        /* answered by the front (admin, error): no upstream */

@@ -81,6 +81,7 @@ void px_req_free(px_req *r)
     free(r->sbuf);
     free(r->fbody);
     free(r->obuf);
+    free(r->cost);
     if (r->ofile)
         fclose(r->ofile);
     free(r);
@@ -324,7 +325,7 @@ static void submit(stg_proxy *p, px_req *r)
         rq.deadline_us = r->deadline_us;
         rq.max_attempts = r->max_attempts;
         rq.priority = r->priority;
-        rq.cost = r->n_cost ? r->cost : NULL; /* Stagger-Cost (control.c) */
+        rq.cost = r->cost; /* Stagger-Cost (control.c) */
         rq.n_cost = r->n_cost;
         rc = stg_engine_submit(p->engine, &rq, on_done, r, &id);
     }
