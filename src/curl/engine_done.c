@@ -111,6 +111,7 @@ static void quota_settle(stg_engine *e, req *r, bool answered, bool unsent)
     stg__eng_route(r, route, sizeof route);
     stg_quota_cost used[STG_QUOTA_COSTS_MAX + 3];
     size_t n_used = used_of(r, used, sizeof used / sizeof used[0]);
+    stg__xfer_tail_free(&r->x); /* read: a request waiting for a retry holds none */
     stg_quota_settle_used(q, r->host->key, route, r->qt, &qs, used, n_used, e->now);
 }
 

@@ -143,6 +143,8 @@ void stg__xfer_set_sink(stg__xfer *x, stg_body_fn sink, void *data);
  * Returns false when either call failed (a success must then become a
  * failure). True without a sink. */
 bool stg__xfer_sink_end(stg__xfer *x);
+/* Free the kept tail (keep_tail), once read: a waiting request holds none. */
+void stg__xfer_tail_free(stg__xfer *x);
 /* Forget the previous attempt's data (a discarded body never leaks). */
 void stg__xfer_reset(stg__xfer *x);
 void stg__xfer_free(stg__xfer *x);

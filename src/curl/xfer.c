@@ -185,11 +185,16 @@ void stg__xfer_reset(stg__xfer *x)
     x->errbuf[0] = '\0';
 }
 
-void stg__xfer_free(stg__xfer *x)
+void stg__xfer_tail_free(stg__xfer *x)
 {
     free(x->tail);
     x->tail = NULL;
     x->tail_len = 0;
+}
+
+void stg__xfer_free(stg__xfer *x)
+{
+    stg__xfer_tail_free(x);
     stg__buf_free(&x->body);
     stg__buf_free(&x->headers);
     stg__buf_free(&x->held);
