@@ -6,7 +6,8 @@
  * that is none) and the reader (request or answer), the rest is the body,
  * copied into a buffer of exactly its length (an over-read is an ASan
  * report). Checked: a request's parts are within 0..10^12 and all zero
- * when it is not read as a shape; a GET is never read; usage amounts are
+ * when it is not read as a shape, and stg_ai_cost_estimate prices the
+ * same parts; a GET is never read; usage amounts are
  * >= 0, at most three, each unit once. The parts then price every unit
  * (an estimate >= 0, 1 for requests) and drive the model through a send
  * and an answer whose count comes from the body's bytes: k and w stay
@@ -73,6 +74,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     CHECK(p.max_out >= 0 && p.max_out <= INT64_C(1000000000000));
     if (!got)
         CHECK(p.chars == 0 && p.tokens == 0 && p.max_out == 0);
+    /* The public face agrees: three units priced for a shape, none else. */
+    stg_quota_cost priced[3];
+    size_t n_est = stg_ai_cost_estimate(NULL, "POST", url, body, len, priced, 3);
+    CHECK(n_est == (got ? 3u : 0u));
+    for (size_t i = 0; i < n_est; i++)
+        CHECK(priced[i].amount == stg_cost_estimate(NULL, priced[i].unit, &p));
 
     /* The model, fed what the body says and a count made of its bytes. */
     stg_cost_model *model = stg_cost_model_new(NULL);
