@@ -314,6 +314,31 @@ typedef struct stg_shared_limiter {
     uint64_t stg__reserved[8]; /* room to grow (docs/ABI.md); leave zero */
 } stg_shared_limiter;
 
+/* The servers' quotas held together with other processes (stagger's Redis
+ * ledger, stagger/redis/quota.h; libstagger-curl does not depend on it),
+ * in front of the engine's own stg_quota (stg_engine_config.quotas): a
+ * send the local quotas admitted goes only when acquire admits it too, and
+ * its answer settles both. Called on the engine's thread; may block for a
+ * round trip. The struct and ctx must outlive the engine. */
+typedef struct stg_shared_quota {
+    void *ctx;
+    /* Reserve costs[0..n) (a unit not listed costs 1) for key; demand:
+     * the key's requests waiting for quota, this one included. STG_OK:
+     * *ticket (opaque, may be NULL) is handed back once to settle.
+     * STG_EAGAIN: *wait_us before asking again, nothing reserved.
+     * STG_ETOOBIG: never admissible. STG_EUNAVAIL: the ledger cannot
+     * answer (the request gives up with LIMITER_UNAVAILABLE). */
+    int (*acquire)(void *ctx, const char *key, const stg_quota_cost *costs, size_t n,
+                   int64_t demand, void **ticket, int64_t *wait_us);
+    /* How the send ended: 0 answered (qs: its quotas; used[0..n_used):
+     * what its body says was used), 1 sent without an answer, 2 never
+     * reached the server; demand: the key's requests still wanting quota
+     * after this one. Called exactly once per ticket acquire gave. */
+    void (*settle)(void *ctx, void *ticket, int how, const stg_quota_set *qs,
+                   const stg_quota_cost *used, size_t n_used, int64_t demand);
+    uint64_t stg__reserved[6]; /* room to grow (docs/ABI.md); leave zero */
+} stg_shared_quota;
+
 /* ---- TLS ---------------------------------------------------------------- */
 
 /* How https:// requests verify the server and present a client
@@ -561,7 +586,12 @@ typedef struct stg_engine_config {
      * refusal (429, 529). A unit the request's cost states wins. true:
      * off, every unit not stated costs 1 as before. */
     union { bool no_cost_estimate; uint64_t stg__no_cost_estimate_word; };
-    uint64_t stg__reserved[11]; /* room to grow (docs/ABI.md); leave zero */
+    /* With quotas: the servers' quotas held with other processes too (see
+     * stg_shared_quota): every send the engine's quotas admit is also
+     * reserved there, and settled with its answer. NULL: this process
+     * alone. Not copied: must outlive the engine. */
+    union { const stg_shared_quota *shared_quotas; uint64_t stg__shared_quotas_word; };
+    uint64_t stg__reserved[10]; /* room to grow (docs/ABI.md); leave zero */
 } stg_engine_config;
 
 typedef struct stg_engine stg_engine;

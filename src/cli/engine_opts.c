@@ -235,8 +235,13 @@ int cli_engine_config(const cli_engine_opts *o, const stg_policy *policy, cli_li
     if (lim->url)
         ec->limiter = STG_LIMITER_NONE;
     lim->max_rate = o->max_rate;
-    return cli_limiter_open(lim, o->rate_given ? o->rate : 0, o->burst, o->breaker_failures,
-                            o->breaker_open_us, &ec->shared);
+    int rc = cli_limiter_open(lim, o->rate_given ? o->rate : 0, o->burst, o->breaker_failures,
+                              o->breaker_open_us, &ec->shared);
+    /* The servers' quotas are held in the same Redis, by every process
+     * that shares it (stagger/redis/quota.h). */
+    if (rc == 0 && ec->quotas)
+        rc = cli_limiter_share_quotas(lim, &ec->shared_quotas);
+    return rc;
 }
 
 #endif

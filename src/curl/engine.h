@@ -99,6 +99,9 @@ typedef struct req {
     size_t n_cost;
     stg_quota_ticket *qt;
     bool quota_held;
+    /* With cfg.shared_quotas: the shared ledger's ticket of the current
+     * send (held with quota_held, settled with it; NULL: none). */
+    void *sq;
     /* An AI API request's parts (ai_cost.c), read from its body at submit
      * when the engine estimates costs (NULL: not one, or not estimating),
      * and its current send's number in its host's cost model (0: none). */

@@ -25,7 +25,8 @@
  *    server), given back when the request ended before sending or the
  *    attempt failed before reaching the server (connect, DNS, TLS, a
  *    refused HTTP/2 stream); every send's answer (or failure) is told to
- *    its host's cost model, once.
+ *    its host's cost model, once; the shared ledger's ticket of the send
+ *    (cfg.shared_quotas) is settled at the same moment, the same way.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -90,7 +91,14 @@ static void quota_settle(stg_engine *e, req *r, bool answered, bool unsent)
         r->host->q_held--;
     }
     stg_quota *q = e->hosts.quota;
+    const stg_shared_quota *sq = e->cfg.shared_quotas;
+    void *sqt = r->sq;
+    r->sq = NULL;
+    /* The key's requests that still want quota after this one. */
+    int64_t later = r->host->q_alive - 1;
     if (!answered) {
+        if (held && sq)
+            sq->settle(sq->ctx, sqt, unsent ? 2 : 1, NULL, NULL, 0, later);
         if (cm && seq && unsent)
             stg_cost_uncounted(cm, seq);
         else if (cm && seq)
@@ -105,13 +113,17 @@ static void quota_settle(stg_engine *e, req *r, bool answered, bool unsent)
     stg__quota_answer(&r->x, r->status, e->wall, &qs);
     if (cm && seq)
         stg_cost_answer(cm, seq, !refusal(r->status), qs.q, qs.n, e->now);
-    if (!held || !q)
+    if (!held)
         return;
-    char route[512];
-    stg__eng_route(r, route, sizeof route);
     stg_quota_cost used[STG_QUOTA_COSTS_MAX + 3];
     size_t n_used = used_of(r, used, sizeof used / sizeof used[0]);
     stg__xfer_tail_free(&r->x); /* read: a request waiting for a retry holds none */
+    if (sq)
+        sq->settle(sq->ctx, sqt, 0, &qs, used, n_used, later);
+    if (!q)
+        return;
+    char route[512];
+    stg__eng_route(r, route, sizeof route);
     stg_quota_settle_used(q, r->host->key, route, r->qt, &qs, used, n_used, e->now);
 }
 
@@ -126,6 +138,10 @@ void stg__eng_finish(stg_engine *e, req *r, stg_reason reason)
         r->quota_held = false; /* it never left: the reservation returns */
         r->host->q_held--;
         stg_quota_cancel(e->hosts.quota, r->host->key, r->qt);
+        if (e->cfg.shared_quotas)
+            e->cfg.shared_quotas->settle(e->cfg.shared_quotas->ctx, r->sq, 2, NULL, NULL, 0,
+                                         r->host->q_alive - 1);
+        r->sq = NULL;
     }
     r->host->q_alive--;
     STG_ASSERT(r->host->q_alive >= r->host->q_held && r->host->q_held >= 0);

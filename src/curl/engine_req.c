@@ -33,6 +33,7 @@ void stg__eng_check(const stg_engine *e, const req *r)
     STG_ASSERT(r->where != RQ_CONC_Q || (!r->conc_held && !r->reserved));
     STG_ASSERT(!r->conc_held || r->host->conc_out > 0);
     STG_ASSERT(!r->qt || r->quota_held);
+    STG_ASSERT(!r->sq || r->quota_held);
     STG_ASSERT(r->pol == &e->pol || r->pol == r->own_pol);
     STG_ASSERT(e->active >= 0 && e->reserved >= 0 &&
                e->active + e->reserved <= e->concurrency);
