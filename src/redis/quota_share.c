@@ -10,9 +10,11 @@
  * Invariants:
  *  - what Redis was last told this replica holds of a quota is lease +
  *    in flight at that instant (the report is absolute, not a delta);
- *  - a lease is used only before lease_end: half the ttl after the round
- *    trip that granted it was SENT, so the replica's entry in Redis
- *    (expiry = Redis's now + ttl, taken after the send) outlives it;
+ *  - a lease is used only before lease_end: half the ttl after the last
+ *    round trip was SENT (each one reports the lease and renews the
+ *    replica's entry, expiry = Redis's now + ttl, taken after the send),
+ *    so the entry in Redis outlives it; past lease_end it is dropped
+ *    before anything is reported (lapse), never claimed again;
  *  - a ticket charges a quota once and is settled once (its units leave
  *    in-flight exactly then); a ticket of a key forgotten since (its
  *    generation changed) settles nothing;
@@ -306,6 +308,17 @@ static void bprintf(buf *b, const char *fmt, ...)
     }
 }
 
+/* Under mu: a lease past lease_end may already be another replica's (our
+ * entry in Redis may have expired): it is dropped, never reported again.
+ * Units in flight are real and stay reported. */
+static void lapse(sq_host *h, int64_t now)
+{
+    if (now < h->lease_end)
+        return;
+    for (int i = 0; i < h->n; i++)
+        h->q[i].lease = 0;
+}
+
 /* Under mu: one round trip for h at now: report every quota (giving the
  * lease back when give_back), and with grant, ask for a lease covering
  * costs, `mult` requests' worth. Returns STG_OK with *status (1 granted,
@@ -321,6 +334,7 @@ static int trip(stg_redis_quota *q, sq_host *h, bool grant, bool give_back,
         return STG_EINVAL;
     if (!stg__redis_ready(l, note))
         return STG_EUNAVAIL;
+    lapse(h, now);
     buf rep = {0}, want = {0};
     bprintf(&rep, "%s", "");
     bprintf(&want, "%s", "");
@@ -387,14 +401,14 @@ static int trip(stg_redis_quota *q, sq_host *h, bool grant, bool give_back,
         s->lease += g;
         s->est = (double)e;
         s->est_at = now;
-        s->rate_ms = (double)rate / 1e6 * 1000.0 / 1000.0;
+        s->rate_ms = (double)rate / 1e6; /* the script says per s * 1000 */
         s->limit = lim;
     }
     freeReplyObject(r);
     h->known = true;
     h->last_trip = now;
-    if (st == 1)
-        h->lease_end = now + q->ttl_us / 2;
+    /* Every trip reported the lease and renewed our entry's expiry. */
+    h->lease_end = now + q->ttl_us / 2;
     *status = (int)st;
     *wait_us = w > 0 ? (int64_t)w * 1000 : 0;
     return STG_OK;
