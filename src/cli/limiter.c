@@ -76,7 +76,10 @@ const cli_opt cli_limiter_opts[] = {
      "keep the rate limit (--rate, --burst) in Redis,\n"
      "judged by Redis's clock; without --rate, the adaptive\n"
      "rate is learned there, one for all processes; KEY\n"
-     "shares one limit across hosts (default: one per host)",
+     "shares one limit across hosts (default: one per host);\n"
+     "batch and proxy also hold there the quotas the\n"
+     "servers announce (every unit, per server key) and\n"
+     "the costs reserved in flight, one for all processes",
      0, opt_limiter, NULL, 0, NULL},
     {CLI_FN, "limiter-fallback", 0, "local:SHARE|none",
      "while Redis is unreachable, use a local bucket at\n"
