@@ -322,14 +322,16 @@ typedef struct stg_shared_limiter {
  * round trip. The struct and ctx must outlive the engine. */
 typedef struct stg_shared_quota {
     void *ctx;
-    /* Reserve costs[0..n) (a unit not listed costs 1) for key; demand:
-     * the key's requests waiting for quota, this one included. STG_OK:
+    /* Reserve costs[0..n) (a unit not listed costs 1) for key and route
+     * ("METHOD /path", never the query; the quotas the server named for
+     * it are the ones it spends); demand: the key's requests waiting for
+     * quota, this one included. STG_OK:
      * *ticket (opaque, may be NULL) is handed back once to settle.
      * STG_EAGAIN: *wait_us before asking again, nothing reserved.
      * STG_ETOOBIG: never admissible. STG_EUNAVAIL: the ledger cannot
      * answer (the request gives up with LIMITER_UNAVAILABLE). */
-    int (*acquire)(void *ctx, const char *key, const stg_quota_cost *costs, size_t n,
-                   int64_t demand, void **ticket, int64_t *wait_us);
+    int (*acquire)(void *ctx, const char *key, const char *route, const stg_quota_cost *costs,
+                   size_t n, int64_t demand, void **ticket, int64_t *wait_us);
     /* How the send ended: 0 answered (qs: its quotas; used[0..n_used):
      * what its body says was used), 1 sent without an answer, 2 never
      * reached the server; demand: the key's requests still wanting quota

@@ -197,12 +197,12 @@ int cli_limiter_open(cli_limiter *l, double rate, int64_t burst, int failures, i
 }
 
 #ifdef STG_HAVE_REDIS
-static int q_acquire(void *ctx, const char *key, const stg_quota_cost *costs, size_t n,
-                     int64_t demand, void **ticket, int64_t *wait_us)
+static int q_acquire(void *ctx, const char *key, const char *route, const stg_quota_cost *costs,
+                     size_t n, int64_t demand, void **ticket, int64_t *wait_us)
 {
     cli_limiter *l = ctx;
     stg_redis_quota_ticket *t = NULL;
-    int rc = stg_redis_quota_acquire(l->quotas, key, costs, n, demand, &t, wait_us);
+    int rc = stg_redis_quota_acquire(l->quotas, key, route, costs, n, demand, &t, wait_us);
     *ticket = t;
     return rc;
 }

@@ -16,7 +16,9 @@
  *          RESET_MS(-1) \t FILL(0|1)
  * ARGV[4]  wants, one per line: UNIT \t NEED \t LEASE (units);
  * ARGV[5]  1: grant a lease, 0: report only; ARGV[6] the lease of a unit
- *          not in wants (requests: it costs 1); ARGV[7] key expiry, ms.
+ *          not in wants (requests: it costs 1); ARGV[7] key expiry, ms;
+ *          ARGV[8] the server keys the request is charged to, one a line,
+ *          or "*" for all (a quota of the key "" is always charged).
  * Returns {status 1 granted | 0 refused | 2 too big | 3 reported,
  *          wait_ms, then per quota: ID, UNIT, granted, floor(E) or -1,
  *          refill per s * 1000, limit}.
@@ -111,10 +113,18 @@ const char stg__redis_quota_lua[] =
     "  local u, n, k = string.match(line, '^([^\\t]+)\\t(%d+)\\t(%d+)$')\n"
     "  if u then want[u] = {tonumber(n), tonumber(k)} end\n"
     "end\n"
+    "local all, keys = ARGV[8] == '*', {}\n"
+    "for k in string.gmatch(ARGV[8], '[^\\n]+') do keys[k] = true end\n"
+    "local function charged(id)\n"
+    "  local k = string.match(id, '^(.*)|[^|]*|[^|]*$') or ''\n"
+    "  return all or k == '' or keys[k]\n"
+    "end\n"
     "local status, wait, grant = 3, 0, {}\n"
     "if ARGV[5] == '1' then\n"
     "  status = 1\n"
     "  for _, id in ipairs(ids) do\n"
+    "   grant[id] = 0\n"
+    "   if charged(id) then\n"
     "    local w = want[f['u' .. S .. id]] or {1, tonumber(ARGV[6])}\n"
     "    local need, k = w[1], w[2]\n"
     "    local e, lim = num('e' .. S .. id, -1), num('l' .. S .. id, -1)\n"
@@ -152,6 +162,7 @@ const char stg__redis_quota_lua[] =
     "      end\n"
     "    end\n"
     "    grant[id] = g\n"
+    "   end\n"
     "  end\n"
     "  if status == 1 then\n"
     "    for _, id in ipairs(ids) do\n"

@@ -36,6 +36,7 @@
 
 typedef struct sq_quota {
     char id[ID_MAX];   /* server key|unit|window, control bytes as '_' */
+    int skey;          /* its server key's index in the host's skey[] */
     char unit[STG_QUOTA_UNIT_LEN];
     int64_t lease;     /* units granted, not yet given to a request */
     int64_t flight;    /* units of requests in flight */
@@ -52,11 +53,25 @@ typedef struct sq_quota {
     int64_t est_at;
 } sq_quota;
 
+/* A route (METHOD /path) whose answers named server keys: it is charged
+ * to those keys' quotas and the host's own ("" key), as stg_quota maps
+ * routes; a route never seen (or one whose answers name no key) is
+ * charged to every quota of the host. */
+#define ROUTES_MAX 64
+typedef struct sq_route {
+    uint64_t hash;  /* 0: a free slot */
+    uint64_t keys;  /* bit i: skey[i] */
+    int64_t used_at;
+} sq_route;
+
 typedef struct sq_host {
     uint64_t gen;
     char key[STG_REDIS_KEY_MAX + 1];
     int n;
     sq_quota q[STG_QUOTA_TICKET_MAX];
+    int n_skeys;
+    char skey[STG_QUOTA_TICKET_MAX][ID_MAX]; /* server keys of q[] */
+    sq_route routes[ROUTES_MAX];
     bool known;        /* a round trip said which quotas the key has */
     int64_t last_trip; /* when the last round trip was sent */
     int64_t lease_end;
@@ -67,6 +82,7 @@ typedef struct sq_host {
 struct stg_redis_quota_ticket {
     sq_host *h;
     uint64_t gen;
+    uint64_t route; /* its route's hash, 0: none */
     int n;
     int idx[STG_QUOTA_TICKET_MAX];
     int64_t amount[STG_QUOTA_TICKET_MAX];
@@ -216,12 +232,44 @@ static int quota_find(const sq_host *h, const char *id)
     return -1;
 }
 
+/* The server key of a quota id ("key|unit|window": what precedes the last
+ * two '|'; a key may hold '|' itself). */
+static void skey_of(const char *id, char *key)
+{
+    const char *end = strrchr(id, '|');
+    const char *p = end;
+    while (p && p > id && *--p != '|')
+        ;
+    size_t n = p && *p == '|' ? (size_t)(p - id) : 0;
+    if (n >= ID_MAX)
+        n = ID_MAX - 1;
+    memcpy(key, id, n);
+    key[n] = '\0';
+}
+
+static int skey_index(sq_host *h, const char *key)
+{
+    for (int i = 0; i < h->n_skeys; i++)
+        if (strcmp(h->skey[i], key) == 0)
+            return i;
+    if (h->n_skeys >= STG_QUOTA_TICKET_MAX)
+        return -1;
+    snprintf(h->skey[h->n_skeys], ID_MAX, "%s", key);
+    return h->n_skeys++;
+}
+
 static int quota_add(sq_host *h, const char *id, const char *unit)
 {
     if (h->n >= STG_QUOTA_TICKET_MAX)
         return -1;
+    char key[ID_MAX];
+    skey_of(id, key);
+    int k = skey_index(h, key);
+    if (k < 0)
+        return -1;
     sq_quota *s = &h->q[h->n];
     memset(s, 0, sizeof *s);
+    s->skey = k;
     snprintf(s->id, sizeof s->id, "%s", id);
     snprintf(s->unit, sizeof s->unit, "%s", unit);
     s->count = -1;
@@ -230,6 +278,85 @@ static int quota_add(sq_host *h, const char *id, const char *unit)
     s->est = -1;
     return h->n++;
 }
+
+static uint64_t route_hash(const char *route)
+{
+    if (!route || !*route)
+        return 0;
+    uint64_t x = UINT64_C(1469598103934665603);
+    for (const char *p = route; *p; p++) {
+        x ^= (unsigned char)*p;
+        x *= UINT64_C(1099511628211);
+    }
+    return x ? x : 1;
+}
+
+static sq_route *route_find(sq_host *h, uint64_t hash)
+{
+    for (int i = 0; hash && i < ROUTES_MAX; i++)
+        if (h->routes[i].hash == hash)
+            return &h->routes[i];
+    return NULL;
+}
+
+/* The server keys a request of route is charged to: a mask over skey[],
+ * all ones for a route not mapped. */
+static uint64_t route_keys(sq_host *h, uint64_t hash, int64_t now)
+{
+    sq_route *r = route_find(h, hash);
+    if (!r)
+        return ~UINT64_C(0);
+    r->used_at = now;
+    return r->keys;
+}
+
+/* Whether quota s is charged by a request with route mask keys: the
+ * route's keys, and the host's own quotas (server key ""). */
+static bool charged(const sq_host *h, const sq_quota *s, uint64_t keys)
+{
+    return h->skey[s->skey][0] == '\0' || (keys >> s->skey & 1);
+}
+
+/* The non-empty server keys an answer named with a count, as a mask over
+ * h's skey[] (made known to h). */
+static uint64_t named_keys(sq_host *h, const stg_quota_set *qs)
+{
+    uint64_t keys = 0;
+    for (size_t i = 0; qs && i < qs->n; i++) {
+        const stg_quota_obs *o = &qs->q[i];
+        if (!o->key[0] || o->global || o->remaining == STG_UNKNOWN)
+            continue;
+        char id[ID_MAX], key[ID_MAX];
+        quota_id(o, id);
+        skey_of(id, key);
+        int k = skey_index(h, key);
+        if (k >= 0)
+            keys |= UINT64_C(1) << k;
+    }
+    return keys;
+}
+
+/* Map route to the keys an answer named (none named: left as it was). */
+static void route_learn(sq_host *h, uint64_t hash, uint64_t keys, int64_t now)
+{
+    if (!hash || !keys)
+        return;
+    sq_route *r = route_find(h, hash);
+    for (int i = 0; !r && i < ROUTES_MAX; i++) {
+        sq_route *x = &h->routes[i];
+        if (!x->hash) {
+            r = x;
+            break;
+        }
+    }
+    for (int i = 0; !r && i < ROUTES_MAX; i++) /* full: the least recently used */
+        if (i == ROUTES_MAX - 1 || h->routes[i].used_at <= h->routes[i + 1].used_at)
+            r = &h->routes[i];
+    r->hash = hash;
+    r->keys = keys;
+    r->used_at = now;
+}
+
 
 /* What a request of costs costs in unit (a unit not listed: 1). */
 static int64_t need_of(const stg_quota_cost *costs, size_t n, const char *unit)
@@ -325,8 +452,8 @@ static void lapse(sq_host *h, int64_t now)
  * 0 refused with *wait_us, 2 too big, 3 reported), STG_EUNAVAIL (nothing
  * changed locally, what was to be told is still pending) or STG_ENOMEM. */
 static int trip(stg_redis_quota *q, sq_host *h, bool grant, bool give_back,
-                const stg_quota_cost *costs, size_t n_costs, int64_t mult, int64_t now,
-                int *status, int64_t *wait_us, stg__note *note)
+                const stg_quota_cost *costs, size_t n_costs, uint64_t keys, int64_t mult,
+                int64_t now, int *status, int64_t *wait_us, stg__note *note)
 {
     stg_redis_limiter *l = q->l;
     char rkey[STG__KEYBUF];
@@ -351,9 +478,17 @@ static int trip(stg_redis_quota *q, sq_host *h, bool grant, bool give_back,
         if (costs[i].unit[0] && !strpbrk(costs[i].unit, "\t\n"))
             bprintf(&want, "%s\t%" PRId64 "\t%" PRId64 "\n", costs[i].unit, costs[i].amount,
                     costs[i].amount * mult);
-    if (rep.oom || want.oom) {
+    /* The server keys the request is charged to (the script charges those
+     * and the host's own quotas): "*" for all, else one a line. */
+    buf ks = {0};
+    bprintf(&ks, "%s", keys == ~UINT64_C(0) ? "*" : "");
+    for (int i = 0; keys != ~UINT64_C(0) && i < h->n_skeys; i++)
+        if ((keys >> i & 1) && h->skey[i][0])
+            bprintf(&ks, "%s\n", h->skey[i]);
+    if (rep.oom || want.oom || ks.oom) {
         free(rep.p);
         free(want.p);
+        free(ks.p);
         return STG_ENOMEM;
     }
     char a_ttl[24], a_k[24], a_exp[24];
@@ -362,11 +497,12 @@ static int trip(stg_redis_quota *q, sq_host *h, bool grant, bool give_back,
     /* The key outlives its replicas' entries; an idle key is forgotten
      * after an hour (it is relearned from the next answer). */
     snprintf(a_exp, sizeof a_exp, "%" PRId64, (int64_t)3600 * 1000 + q->ttl_us / 1000);
-    const char *argv[7] = {q->me, a_ttl, rep.p, want.p, grant ? "1" : "0", a_k, a_exp};
+    const char *argv[8] = {q->me, a_ttl, rep.p, want.p, grant ? "1" : "0", a_k, a_exp, ks.p};
     redisReply *r = NULL;
-    int rc = stg__redis_eval(l, STG__SCRIPT_QUOTA, rkey, 7, argv, 1, &r, note);
+    int rc = stg__redis_eval(l, STG__SCRIPT_QUOTA, rkey, 8, argv, 1, &r, note);
     free(rep.p);
     free(want.p);
+    free(ks.p);
     if (rc != STG_OK)
         return STG_EUNAVAIL;
     q->round_trips++;
@@ -417,15 +553,18 @@ static int trip(stg_redis_quota *q, sq_host *h, bool grant, bool give_back,
 /* ---- acquire ------------------------------------------------------------------ */
 
 static stg_redis_quota_ticket *take(sq_host *h, const stg_quota_cost *costs, size_t n,
-                                    bool from_lease)
+                                    uint64_t route, uint64_t keys, bool from_lease)
 {
     stg_redis_quota_ticket *t = calloc(1, sizeof *t);
     if (!t)
         return NULL;
     t->h = h;
     t->gen = h->gen;
+    t->route = route;
     for (int i = 0; i < h->n; i++) {
         sq_quota *s = &h->q[i];
+        if (!charged(h, s, keys))
+            continue;
         int64_t c = need_of(costs, n, s->unit);
         if (from_lease)
             s->lease = s->lease > c ? s->lease - c : 0;
@@ -437,27 +576,33 @@ static stg_redis_quota_ticket *take(sq_host *h, const stg_quota_cost *costs, siz
 }
 
 static bool lease_covers(const stg_redis_quota *q, const sq_host *h, const stg_quota_cost *costs,
-                         size_t n, int64_t now)
+                         size_t n, uint64_t keys, int64_t now)
 {
     if (!h->known || now - h->last_trip >= q->refresh_us)
         return false;
     if (h->n > 0 && now >= h->lease_end)
         return false;
-    for (int i = 0; i < h->n; i++)
-        if (h->q[i].fresh || h->q[i].lease < need_of(costs, n, h->q[i].unit))
+    for (int i = 0; i < h->n; i++) {
+        if (h->q[i].fresh)
             return false;
+        if (charged(h, &h->q[i], keys) && h->q[i].lease < need_of(costs, n, h->q[i].unit))
+            return false;
+    }
     return true;
 }
 
 /* Under mu, Redis unreachable with a fallback share: each quota's share
  * of its last estimate, less this replica's own units in flight. */
 static int fallback_take(stg_redis_quota *q, sq_host *h, const stg_quota_cost *costs, size_t n,
-                         int64_t now, stg_redis_quota_ticket **t, int64_t *wait_us)
+                         uint64_t route, uint64_t keys, int64_t now, stg_redis_quota_ticket **t,
+                         int64_t *wait_us)
 {
     double share = q->l->share;
     int64_t wait = 0;
     for (int i = 0; i < h->n; i++) {
         sq_quota *s = &h->q[i];
+        if (!charged(h, s, keys))
+            continue;
         int64_t c = need_of(costs, n, s->unit);
         double e = est_now(s, now);
         if (e < 0) {
@@ -480,7 +625,7 @@ static int fallback_take(stg_redis_quota *q, sq_host *h, const stg_quota_cost *c
         *wait_us = wait;
         return STG_EAGAIN;
     }
-    *t = take(h, costs, n, false);
+    *t = take(h, costs, n, route, keys, false);
     if (!*t)
         return STG_ENOMEM;
     q->fallback_adm++;
@@ -488,9 +633,9 @@ static int fallback_take(stg_redis_quota *q, sq_host *h, const stg_quota_cost *c
     return STG_OK;
 }
 
-int stg_redis_quota_acquire(stg_redis_quota *q, const char *key, const stg_quota_cost *costs,
-                            size_t n_costs, int64_t demand, stg_redis_quota_ticket **t,
-                            int64_t *wait_us)
+int stg_redis_quota_acquire(stg_redis_quota *q, const char *key, const char *route,
+                            const stg_quota_cost *costs, size_t n_costs, int64_t demand,
+                            stg_redis_quota_ticket **t, int64_t *wait_us)
 {
     if (!q || !key || !t || !wait_us || (n_costs && !costs))
         return STG_EINVAL;
@@ -509,13 +654,16 @@ int stg_redis_quota_acquire(stg_redis_quota *q, const char *key, const stg_quota
         rc = STG_ENOMEM;
         goto out;
     }
+    uint64_t rh = route_hash(route);
+    uint64_t keys = route_keys(h, rh, now);
     for (int i = 0; i < h->n; i++)
-        if (h->q[i].limit >= 0 && need_of(costs, n_costs, h->q[i].unit) > h->q[i].limit) {
+        if (charged(h, &h->q[i], keys) && h->q[i].limit >= 0 &&
+            need_of(costs, n_costs, h->q[i].unit) > h->q[i].limit) {
             rc = STG_ETOOBIG;
             goto out;
         }
-    if (lease_covers(q, h, costs, n_costs, now)) {
-        *t = take(h, costs, n_costs, true);
+    if (lease_covers(q, h, costs, n_costs, keys, now)) {
+        *t = take(h, costs, n_costs, rh, keys, true);
         rc = *t ? STG_OK : STG_ENOMEM;
         q->local_adm += *t != NULL;
         goto out;
@@ -528,9 +676,9 @@ int stg_redis_quota_acquire(stg_redis_quota *q, const char *key, const stg_quota
     int64_t mult = demand < 1 ? 1 : demand > q->lease_max ? q->lease_max : demand;
     int status = 0;
     int64_t wait = 0;
-    rc = trip(q, h, true, false, costs, n_costs, mult, now, &status, &wait, &note);
+    rc = trip(q, h, true, false, costs, n_costs, keys, mult, now, &status, &wait, &note);
     if (rc == STG_EUNAVAIL && l->share > 0) {
-        rc = fallback_take(q, h, costs, n_costs, now, t, wait_us);
+        rc = fallback_take(q, h, costs, n_costs, rh, keys, now, t, wait_us);
         goto out;
     }
     if (rc == STG_EUNAVAIL)
@@ -540,7 +688,7 @@ int stg_redis_quota_acquire(stg_redis_quota *q, const char *key, const stg_quota
     if (status == 2) {
         rc = STG_ETOOBIG;
     } else if (status == 1) {
-        *t = take(h, costs, n_costs, true);
+        *t = take(h, costs, n_costs, rh, keys, true);
         rc = *t ? STG_OK : STG_ENOMEM;
     } else {
         if (wait < 1000)
@@ -619,12 +767,18 @@ int stg_redis_quota_settle(stg_redis_quota *q, stg_redis_quota_ticket *t,
         alive |= q->hosts[i] == h;
     if (!alive || h->gen != t->gen)
         goto out;
+    /* The server keys the answer named: a charged quota of another key
+     * (the route was not mapped yet) was not spent by it, as stg_quota
+     * refunds it. */
+    uint64_t named = how == STG_REDIS_QUOTA_ANSWERED ? named_keys(h, qs) : 0;
     for (int k = 0; k < t->n; k++) {
         sq_quota *s = &h->q[t->idx[k]];
         int64_t c = t->amount[k];
         s->flight = s->flight > c ? s->flight - c : 0;
         if (how == STG_REDIS_QUOTA_UNSENT)
             continue;
+        if (named && h->skey[s->skey][0] && !(named >> s->skey & 1))
+            continue; /* another key's quota: refunded */
         const stg_quota_obs *o = how == STG_REDIS_QUOTA_ANSWERED ? obs_of(qs, s->id) : NULL;
         if (o)
             continue; /* the count (heard below) includes it */
@@ -638,6 +792,7 @@ int stg_redis_quota_settle(stg_redis_quota *q, stg_redis_quota_ticket *t,
     bool fresh = false;
     for (size_t i = 0; how == STG_REDIS_QUOTA_ANSWERED && qs && i < qs->n; i++)
         hear(q, h, &qs->q[i], now);
+    route_learn(h, t->route, named, now);
     bool pending = false, holds = false;
     for (int i = 0; i < h->n; i++) {
         fresh |= h->q[i].fresh;
@@ -649,7 +804,8 @@ int stg_redis_quota_settle(stg_redis_quota *q, stg_redis_quota_ticket *t,
     if (fresh || give_back || ((pending || holds) && now - h->last_trip >= q->refresh_us)) {
         int st;
         int64_t w;
-        if (trip(q, h, false, idle, NULL, 0, 1, now, &st, &w, &note) == STG_OK && fresh)
+        if (trip(q, h, false, idle, NULL, 0, ~UINT64_C(0), 1, now, &st, &w, &note) == STG_OK &&
+            fresh)
             h->ask_at = 0; /* a quota learned: the next acquire asks */
     }
 out:
@@ -697,7 +853,7 @@ void stg_redis_quota_free(stg_redis_quota *q)
         int st;
         int64_t w;
         if (holds && q->l->ctx)
-            (void)trip(q, h, false, true, NULL, 0, 1, now, &st, &w, &note);
+            (void)trip(q, h, false, true, NULL, 0, ~UINT64_C(0), 1, now, &st, &w, &note);
         free(h);
     }
     pthread_mutex_unlock(&q->l->mu);

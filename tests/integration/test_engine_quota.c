@@ -215,11 +215,14 @@ typedef struct fake_ledger {
     int64_t tokens;
 } fake_ledger;
 
-static int fake_acquire(void *ctx, const char *key, const stg_quota_cost *costs, size_t n,
-                        int64_t demand, void **ticket, int64_t *wait_us)
+static int fake_acquire(void *ctx, const char *key, const char *route,
+                        const stg_quota_cost *costs, size_t n, int64_t demand, void **ticket,
+                        int64_t *wait_us)
 {
     fake_ledger *f = ctx;
     assert_non_null(key);
+    assert_non_null(route);
+    assert_true(strncmp(route, "GET /item/", 10) == 0);
     assert_true(demand >= 1);
     if (f->asks++ % 2 == 0) {
         f->refused++;

@@ -17,6 +17,9 @@
  *  - Redis down: with a fallback share S a replica admits S of the last
  *    estimate less its own units in flight; without one, STG_EUNAVAIL;
  *  - a cost above a shared quota's limit is STG_ETOOBIG;
+ *  - a host with two server keys (GitHub's core and search): once each
+ *    route's answer named its key, a spent search quota holds only the
+ *    search route (and routes never answered), not core's;
  *  - the ledger is one hash per limit key ("stagger:qs:KEY") naming each
  *    replica that holds units.
  * The simulated server's clock and Redis's are this machine's; bounds are
@@ -122,7 +125,7 @@ static void announce(stg_redis_quota *q, const char *key, server *s)
     stg_redis_quota_ticket *t = NULL;
     int64_t w = 0;
     stg_quota_cost c = tokens(10);
-    assert_int_equal(stg_redis_quota_acquire(q, key, &c, 1, 1, &t, &w), STG_OK);
+    assert_int_equal(stg_redis_quota_acquire(q, key, NULL, &c, 1, 1, &t, &w), STG_OK);
     stg_quota_set qs;
     assert_true(server_arrive(s, 10, &qs));
     assert_int_equal(stg_redis_quota_settle(q, t, STG_REDIS_QUOTA_ANSWERED, &qs, NULL, 0, 0),
@@ -181,7 +184,7 @@ static void *replica_run(void *arg)
         int64_t cost = 150 + rand_r(&seed) % 150;
         stg_quota_cost cc = tokens(cost);
         int64_t w = 0;
-        int rc = stg_redis_quota_acquire(q, "api.test", &cc, 1, INFLIGHT, &p[np].t, &w);
+        int rc = stg_redis_quota_acquire(q, "api.test", NULL, &cc, 1, INFLIGHT, &p[np].t, &w);
         if (rc == STG_EAGAIN) {
             sleep_us(w < 20000 ? w : 20000);
             continue;
@@ -260,14 +263,14 @@ static void test_idle_gives_back(void **state)
     stg_redis_quota_ticket *tb = NULL, *ta = NULL;
     int64_t w = 0;
     stg_quota_cost c = tokens(300);
-    assert_int_equal(stg_redis_quota_acquire(b, "give.test", &c, 1, 8, &tb, &w), STG_OK);
+    assert_int_equal(stg_redis_quota_acquire(b, "give.test", NULL, &c, 1, 8, &tb, &w), STG_OK);
     stg_redis_quota_info ib;
     stg_redis_quota_info_get(b, "give.test", &ib);
     assert_true(ib.leased >= 300); /* a lease beyond the request */
     assert_int_equal(ib.in_flight, 300);
     /* A wants all but what B's request really takes: B's lease is in the way. */
     stg_quota_cost big = tokens(LIMIT - 10 - 300 - 50);
-    assert_int_equal(stg_redis_quota_acquire(a, "give.test", &big, 1, 1, &ta, &w), STG_EAGAIN);
+    assert_int_equal(stg_redis_quota_acquire(a, "give.test", NULL, &big, 1, 1, &ta, &w), STG_EAGAIN);
     assert_true(w > 0);
     stg_quota_set qs;
     assert_true(server_arrive(&srv, 300, &qs));
@@ -277,7 +280,7 @@ static void test_idle_gives_back(void **state)
     assert_int_equal(ib.leased, 0);
     assert_int_equal(ib.in_flight, 0);
     sleep_us(30000); /* A's poll interval */
-    assert_int_equal(stg_redis_quota_acquire(a, "give.test", &big, 1, 1, &ta, &w), STG_OK);
+    assert_int_equal(stg_redis_quota_acquire(a, "give.test", NULL, &big, 1, 1, &ta, &w), STG_OK);
     assert_true(server_arrive(&srv, big.amount, &qs));
     stg_redis_quota_settle(a, ta, STG_REDIS_QUOTA_ANSWERED, &qs, NULL, 0, 0);
     stg_redis_quota_free(a);
@@ -307,7 +310,7 @@ static void test_killed_replica_lapses(void **state)
         stg_redis_quota_ticket *t = NULL;
         int64_t w;
         stg_quota_cost cc = tokens(1000);
-        int rc = qc ? stg_redis_quota_acquire(qc, "kill.test", &cc, 1, 1, &t, &w) : -1;
+        int rc = qc ? stg_redis_quota_acquire(qc, "kill.test", NULL, &cc, 1, 1, &t, &w) : -1;
         _exit(rc == STG_OK ? 0 : 1); /* killed: nothing settled, nothing freed */
     }
     int st = 0;
@@ -317,9 +320,9 @@ static void test_killed_replica_lapses(void **state)
     stg_quota_cost big = tokens(LIMIT - 10 - 500);
     stg_redis_quota_ticket *t = NULL;
     int64_t w = 0;
-    assert_int_equal(stg_redis_quota_acquire(a, "kill.test", &big, 1, 1, &t, &w), STG_EAGAIN);
+    assert_int_equal(stg_redis_quota_acquire(a, "kill.test", NULL, &big, 1, 1, &t, &w), STG_EAGAIN);
     int rc;
-    while ((rc = stg_redis_quota_acquire(a, "kill.test", &big, 1, 1, &t, &w)) == STG_EAGAIN) {
+    while ((rc = stg_redis_quota_acquire(a, "kill.test", NULL, &big, 1, 1, &t, &w)) == STG_EAGAIN) {
         assert_true(now_us() - dead_at < STG_SEC(5)); /* hang guard */
         sleep_us(20000);
     }
@@ -354,7 +357,7 @@ static void test_leases_off_the_path(void **state)
     int admitted = 0;
     for (int round = 0; round < 25; round++) {
         for (int i = 0; i < 4; i++) {
-            assert_int_equal(stg_redis_quota_acquire(a, "lease.test", &c, 1, 4, &t[i], &w), STG_OK);
+            assert_int_equal(stg_redis_quota_acquire(a, "lease.test", NULL, &c, 1, 4, &t[i], &w), STG_OK);
             admitted++;
         }
         for (int i = 0; i < 4; i++) {
@@ -375,6 +378,67 @@ static void test_leases_off_the_path(void **state)
     stg_redis_limiter_free(la);
 }
 
+/* One answer's quota of server key `key` (GitHub-like: a window's count,
+ * its reset in reset_s). */
+static void window_obs(stg_quota_set *qs, const char *key, int64_t limit, int64_t rem,
+                       int64_t reset_s)
+{
+    stg_quota_set_init(qs);
+    qs->n = 1;
+    stg_quota_obs *o = &qs->q[0];
+    memset(o, 0, sizeof *o);
+    snprintf(o->key, sizeof o->key, "%s", key);
+    snprintf(o->unit, sizeof o->unit, "requests");
+    o->limit = limit;
+    o->remaining = rem;
+    o->reset_us = STG_SEC(reset_s);
+    o->window_us = STG_UNKNOWN;
+    o->dialect = STG_DIALECT_GITHUB;
+}
+
+/* Two server keys on one host (GitHub's core and search resources): once
+ * each route's answer named its key, a spent search quota holds the
+ * search route only; core requests still go. */
+static void test_routes_spend_their_keys(void **state)
+{
+    (void)state;
+    stg_redis_limiter *la = limiter_at(g_port, 0);
+    assert_non_null(la);
+    stg_redis_quota *a = ledger(la, "route-a", 0);
+    stg_redis_quota_ticket *t = NULL;
+    int64_t w = 0;
+    stg_quota_set qs;
+    /* The first answers name each route's key. */
+    assert_int_equal(stg_redis_quota_acquire(a, "gh.test", "GET /repos", NULL, 0, 1, &t, &w),
+                     STG_OK);
+    window_obs(&qs, "core", 5000, 4999, 3600);
+    stg_redis_quota_settle(a, t, STG_REDIS_QUOTA_ANSWERED, &qs, NULL, 0, 0);
+    assert_int_equal(stg_redis_quota_acquire(a, "gh.test", "GET /search", NULL, 0, 1, &t, &w),
+                     STG_OK);
+    window_obs(&qs, "search", 30, 0, 60); /* search is spent for a minute */
+    stg_redis_quota_settle(a, t, STG_REDIS_QUOTA_ANSWERED, &qs, NULL, 0, 0);
+    stg_redis_quota_info info;
+    stg_redis_quota_info_get(a, "gh.test", &info);
+    assert_int_equal(info.quotas, 2);
+    sleep_us(30000); /* past the poll interval of a refusal */
+    /* Search waits for its reset; core goes, again and again. */
+    assert_int_equal(stg_redis_quota_acquire(a, "gh.test", "GET /search", NULL, 0, 1, &t, &w),
+                     STG_EAGAIN);
+    assert_true(w > STG_SEC(30));
+    for (int i = 0; i < 5; i++) {
+        sleep_us(30000);
+        assert_int_equal(stg_redis_quota_acquire(a, "gh.test", "GET /repos", NULL, 0, 1, &t, &w),
+                         STG_OK);
+        window_obs(&qs, "core", 5000, 4998 - i, 3600);
+        stg_redis_quota_settle(a, t, STG_REDIS_QUOTA_ANSWERED, &qs, NULL, 0, 0);
+    }
+    /* A route never answered is charged to every key: it waits too. */
+    assert_int_equal(stg_redis_quota_acquire(a, "gh.test", "GET /other", NULL, 0, 1, &t, &w),
+                     STG_EAGAIN);
+    stg_redis_quota_free(a);
+    stg_redis_limiter_free(la);
+}
+
 static void test_too_big(void **state)
 {
     (void)state;
@@ -386,7 +450,7 @@ static void test_too_big(void **state)
     stg_quota_cost c = tokens(LIMIT + 1);
     stg_redis_quota_ticket *t = NULL;
     int64_t w = 0;
-    assert_int_equal(stg_redis_quota_acquire(a, "big.test", &c, 1, 1, &t, &w), STG_ETOOBIG);
+    assert_int_equal(stg_redis_quota_acquire(a, "big.test", NULL, &c, 1, 1, &t, &w), STG_ETOOBIG);
     assert_null(t);
     stg_redis_quota_free(a);
     stg_redis_limiter_free(la);
@@ -413,15 +477,15 @@ static void test_redis_down(void **state)
     stg_redis_quota_ticket *t1 = NULL, *t2 = NULL;
     int64_t w = 0;
     /* Half of about 2980 (plus refill): 1000 goes, a second 1000 does not. */
-    assert_int_equal(stg_redis_quota_acquire(f, "down.test", &c, 1, 1, &t1, &w), STG_OK);
-    assert_int_equal(stg_redis_quota_acquire(f, "down.test", &c, 1, 1, &t2, &w), STG_EAGAIN);
+    assert_int_equal(stg_redis_quota_acquire(f, "down.test", NULL, &c, 1, 1, &t1, &w), STG_OK);
+    assert_int_equal(stg_redis_quota_acquire(f, "down.test", NULL, &c, 1, 1, &t2, &w), STG_EAGAIN);
     assert_true(w > 0);
     assert_true(stg_redis_limiter_degraded(lf));
     stg_redis_quota_info info;
     stg_redis_quota_info_get(f, "down.test", &info);
     assert_int_equal(info.fallback_admissions, 1);
     stg_redis_quota_ticket *tn = NULL;
-    assert_int_equal(stg_redis_quota_acquire(n, "down.test", &c, 1, 1, &tn, &w), STG_EUNAVAIL);
+    assert_int_equal(stg_redis_quota_acquire(n, "down.test", NULL, &c, 1, 1, &tn, &w), STG_EUNAVAIL);
     assert_null(tn);
     stg_redis_quota_settle(f, t1, STG_REDIS_QUOTA_NO_ANSWER, NULL, NULL, 0, 0);
     stg_redis_quota_free(f);
@@ -459,6 +523,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_too_big),
+        cmocka_unit_test(test_routes_spend_their_keys),
         cmocka_unit_test(test_leases_off_the_path),
         cmocka_unit_test(test_idle_gives_back),
         cmocka_unit_test(test_killed_replica_lapses),

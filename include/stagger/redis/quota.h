@@ -62,10 +62,12 @@
  * first round trip.
  *
  * What is charged: a request's cost in each quota's unit (a unit it does
- * not state costs 1), against every quota of its limit key that any
- * replica has learned, whatever server key the route maps to locally
- * (erring on the side of sending less; the local stg_quota keeps the
- * finer route -> key mapping).
+ * not state costs 1), against the quotas of its limit key that its route
+ * spends, as stg_quota maps them: once an answer to the route (METHOD and
+ * path) named server keys (GitHub's resources, Discord's buckets), the
+ * quotas of those keys and the host's own (server key ""); before that,
+ * every quota of the key that any replica has learned (the safe guess).
+ * The route -> keys map is each replica's own, learned from its answers.
  *
  * Thread-safety: the object uses its limiter's connection and mutex; it
  * may be used from any thread. Nothing here logs or returns the password.
@@ -137,7 +139,8 @@ STG_API stg_redis_quota *stg_redis_quota_new(stg_redis_limiter *l,
 STG_API void stg_redis_quota_free(stg_redis_quota *q);
 
 /* Reserve a request's costs[0..n_costs) (a unit not listed costs 1)
- * against every shared quota of key, knowing that `demand` requests of
+ * against the shared quotas of key that its route (METHOD /path, NULL:
+ * unknown) spends (see "What is charged" above), knowing that `demand` requests of
  * the key (this one included) want quota (sizes the lease; <= 0: 1).
  * STG_OK: admitted; *t (never NULL after it; settle it once) holds what
  *   was reserved. A key no replica has learned a quota of admits with an
@@ -147,7 +150,7 @@ STG_API void stg_redis_quota_free(stg_redis_quota *q);
  * STG_EUNAVAIL: Redis unreachable and no fallback share.
  * STG_EINVAL: NULL arguments, a negative amount; STG_ENOMEM.
  * Strings are borrowed. Thread-safe. */
-STG_API int stg_redis_quota_acquire(stg_redis_quota *q, const char *key,
+STG_API int stg_redis_quota_acquire(stg_redis_quota *q, const char *key, const char *route,
                                     const stg_quota_cost *costs, size_t n_costs, int64_t demand,
                                     stg_redis_quota_ticket **t, int64_t *wait_us);
 
