@@ -8,7 +8,7 @@
  * breakers used while Redis is unreachable; lease.c the token leases
  * handed out locally (lease_size.c: their pure sizing rule and meter);
  * quota_share.c the shared quota ledger's replica side (quota_lua.c its
- * script).
+ * script, quota_local.c its pure part: the estimate, the fallback rule).
  *
  * Locking: every field below mu is guarded by mu. Public calls take mu,
  * collect at most one log note, release mu, then emit the note, so the log

@@ -31,8 +31,9 @@
 #include <stagger/redis/quota.h>
 
 #include "internal.h"
+#include "redis/quota_local.h"
 
-#define ID_MAX 112
+#define ID_MAX STG__SQ_ID_MAX
 
 typedef struct sq_quota {
     char id[ID_MAX];   /* server key|unit|window, control bytes as '_' */
@@ -43,14 +44,11 @@ typedef struct sq_quota {
     int64_t spent;     /* spent without a count, not yet told */
     int64_t count;     /* lowest count heard, not yet told; -1: none */
     int64_t count_at;  /* when it was heard */
-    int64_t limit;     /* as the answers said, -1 unknown */
     int64_t reset_ms;  /* of the count told, -1 unknown */
-    bool fill;         /* a refilling bucket (OpenAI, Anthropic) */
     bool fresh;        /* Redis has not heard of it from us */
-    double est;        /* last estimate (Redis's, lowered by our own
-                          answers); -1 unknown: the fallback's base */
-    double rate_ms;    /* its refill per ms */
-    int64_t est_at;
+    stg__sq_est e;     /* the estimate (Redis's, lowered by our own
+                          answers), its limit and refill: the fallback's
+                          base (quota_local.h) */
 } sq_quota;
 
 /* A route (METHOD /path) whose answers named server keys: it is charged
@@ -213,38 +211,12 @@ static sq_host *host_get(stg_redis_quota *q, const char *key, bool make, int64_t
     return h;
 }
 
-static void quota_id(const stg_quota_obs *o, char *id)
-{
-    char w[24] = "-";
-    if (o->window_us != STG_UNKNOWN)
-        snprintf(w, sizeof w, "%" PRId64, o->window_us / 1000);
-    snprintf(id, ID_MAX, "%s|%s|%s", o->key, o->unit, w);
-    for (char *p = id; *p; p++)
-        if ((unsigned char)*p < 0x20 || *p == 0x7f)
-            *p = '_';
-}
-
 static int quota_find(const sq_host *h, const char *id)
 {
     for (int i = 0; i < h->n; i++)
         if (strcmp(h->q[i].id, id) == 0)
             return i;
     return -1;
-}
-
-/* The server key of a quota id ("key|unit|window": what precedes the last
- * two '|'; a key may hold '|' itself). */
-static void skey_of(const char *id, char *key)
-{
-    const char *end = strrchr(id, '|');
-    const char *p = end;
-    while (p && p > id && *--p != '|')
-        ;
-    size_t n = p && *p == '|' ? (size_t)(p - id) : 0;
-    if (n >= ID_MAX)
-        n = ID_MAX - 1;
-    memcpy(key, id, n);
-    key[n] = '\0';
 }
 
 static int skey_index(sq_host *h, const char *key)
@@ -263,7 +235,7 @@ static int quota_add(sq_host *h, const char *id, const char *unit)
     if (h->n >= STG_QUOTA_TICKET_MAX)
         return -1;
     char key[ID_MAX];
-    skey_of(id, key);
+    stg__sq_skey(id, key);
     int k = skey_index(h, key);
     if (k < 0)
         return -1;
@@ -273,9 +245,9 @@ static int quota_add(sq_host *h, const char *id, const char *unit)
     snprintf(s->id, sizeof s->id, "%s", id);
     snprintf(s->unit, sizeof s->unit, "%s", unit);
     s->count = -1;
-    s->limit = -1;
     s->reset_ms = -1;
-    s->est = -1;
+    s->e.est = -1;
+    s->e.limit = -1;
     return h->n++;
 }
 
@@ -327,8 +299,8 @@ static uint64_t named_keys(sq_host *h, const stg_quota_set *qs)
         if (!o->key[0] || o->global || o->remaining == STG_UNKNOWN)
             continue;
         char id[ID_MAX], key[ID_MAX];
-        quota_id(o, id);
-        skey_of(id, key);
+        stg__sq_id(o, id);
+        stg__sq_skey(id, key);
         int k = skey_index(h, key);
         if (k >= 0)
             keys |= UINT64_C(1) << k;
@@ -365,34 +337,6 @@ static int64_t need_of(const stg_quota_cost *costs, size_t n, const char *unit)
         if (strcmp(costs[i].unit, unit) == 0)
             return costs[i].amount;
     return 1;
-}
-
-/* The estimate at now, from the last one heard (for the fallback). */
-static double est_now(const sq_quota *s, int64_t now)
-{
-    if (s->est < 0)
-        return -1;
-    double e = s->est;
-    if (s->fill && s->rate_ms > 0 && now > s->est_at)
-        e += s->rate_ms * (double)(now - s->est_at) / 1000.0;
-    if (s->limit >= 0 && e > (double)s->limit)
-        e = (double)s->limit;
-    return e;
-}
-
-/* Lower the local estimate by what this replica's answers say. */
-static void est_learn(sq_quota *s, int64_t count, int64_t spent, int64_t now)
-{
-    double e = est_now(s, now);
-    if (count >= 0 && (e < 0 || (double)count < e))
-        e = (double)count;
-    if (e >= 0) {
-        e -= (double)spent;
-        if (e < 0)
-            e = 0;
-    }
-    s->est = e;
-    s->est_at = now;
 }
 
 /* ---- the round trip ----------------------------------------------------------- */
@@ -471,8 +415,8 @@ static int trip(stg_redis_quota *q, sq_host *h, bool grant, bool give_back,
         int64_t age = s->count >= 0 ? (now - s->count_at) / 1000 : 0;
         bprintf(&rep, "%s\t%s\t%" PRId64 "\t%" PRId64 "\t%" PRId64 "\t%" PRId64 "\t%" PRId64
                       "\t%" PRId64 "\t%d\n",
-                s->id, s->unit, held, s->spent, s->count, age < 0 ? 0 : age, s->limit,
-                s->reset_ms, s->fill ? 1 : 0);
+                s->id, s->unit, held, s->spent, s->count, age < 0 ? 0 : age, s->e.limit,
+                s->reset_ms, s->e.fill ? 1 : 0);
     }
     for (size_t i = 0; grant && i < n_costs; i++)
         if (costs[i].unit[0] && !strpbrk(costs[i].unit, "\t\n"))
@@ -535,10 +479,10 @@ static int trip(stg_redis_quota *q, sq_host *h, bool grant, bool give_back,
             continue; /* more than we keep: its grant lapses with the ttl */
         sq_quota *s = &h->q[i];
         s->lease += g;
-        s->est = (double)e;
-        s->est_at = now;
-        s->rate_ms = (double)rate / 1e6; /* the script says per s * 1000 */
-        s->limit = lim;
+        s->e.est = (double)e;
+        s->e.at = now;
+        s->e.rate_ms = (double)rate / 1e6; /* the script says per s * 1000 */
+        s->e.limit = lim;
     }
     freeReplyObject(r);
     h->known = true;
@@ -597,27 +541,14 @@ static int fallback_take(stg_redis_quota *q, sq_host *h, const stg_quota_cost *c
                          uint64_t route, uint64_t keys, int64_t now, stg_redis_quota_ticket **t,
                          int64_t *wait_us)
 {
-    double share = q->l->share;
     int64_t wait = 0;
     for (int i = 0; i < h->n; i++) {
         sq_quota *s = &h->q[i];
         if (!charged(h, s, keys))
             continue;
-        int64_t c = need_of(costs, n, s->unit);
-        double e = est_now(s, now);
-        if (e < 0) {
-            if (s->flight > 0)
-                wait = wait > q->poll_us ? wait : q->poll_us;
-            continue;
-        }
-        double room = share * e - (double)s->flight;
-        if (room >= (double)c)
-            continue;
-        int64_t w = q->poll_us;
-        if (s->fill && s->rate_ms > 0)
-            w = (int64_t)(((double)c - room) / (share * s->rate_ms) * 1000.0) + 1;
-        else if (s->reset_ms > 0)
-            w = s->reset_ms * 1000;
+        int64_t w = stg__sq_fallback_wait(&s->e, q->l->share, s->flight,
+                                          need_of(costs, n, s->unit), s->reset_ms, q->poll_us,
+                                          now);
         if (w > wait)
             wait = w;
     }
@@ -657,8 +588,8 @@ int stg_redis_quota_acquire(stg_redis_quota *q, const char *key, const char *rou
     uint64_t rh = route_hash(route);
     uint64_t keys = route_keys(h, rh, now);
     for (int i = 0; i < h->n; i++)
-        if (charged(h, &h->q[i], keys) && h->q[i].limit >= 0 &&
-            need_of(costs, n_costs, h->q[i].unit) > h->q[i].limit) {
+        if (charged(h, &h->q[i], keys) && h->q[i].e.limit >= 0 &&
+            need_of(costs, n_costs, h->q[i].unit) > h->q[i].e.limit) {
             rc = STG_ETOOBIG;
             goto out;
         }
@@ -705,11 +636,6 @@ out:
 
 /* ---- settle ------------------------------------------------------------------- */
 
-static bool fills(int dialect)
-{
-    return dialect == STG_DIALECT_OPENAI || dialect == STG_DIALECT_ANTHROPIC;
-}
-
 /* Under mu: an answer's count for h's quota i (or a new quota). */
 static void hear(stg_redis_quota *q, sq_host *h, const stg_quota_obs *o, int64_t now)
 {
@@ -717,7 +643,7 @@ static void hear(stg_redis_quota *q, sq_host *h, const stg_quota_obs *o, int64_t
     if (o->global || o->remaining == STG_UNKNOWN || o->remaining < 0)
         return;
     char id[ID_MAX];
-    quota_id(o, id);
+    stg__sq_id(o, id);
     int i = quota_find(h, id);
     if (i < 0) {
         i = quota_add(h, id, o->unit[0] ? o->unit : "requests");
@@ -730,19 +656,19 @@ static void hear(stg_redis_quota *q, sq_host *h, const stg_quota_obs *o, int64_t
         s->count = o->remaining;
         s->count_at = now;
     }
-    s->limit = o->limit == STG_UNKNOWN ? s->limit : o->limit;
+    s->e.limit = o->limit == STG_UNKNOWN ? s->e.limit : o->limit;
     s->reset_ms = o->reset_us == STG_UNKNOWN ? -1 : (o->reset_us + 999) / 1000;
-    s->fill = fills(o->dialect);
-    if (s->fill && o->reset_us > 0 && o->limit != STG_UNKNOWN && o->limit > o->remaining)
-        s->rate_ms = (double)(o->limit - o->remaining) / ((double)o->reset_us / 1000.0);
-    est_learn(s, o->remaining, 0, now);
+    s->e.fill = stg__sq_fills(o->dialect);
+    if (s->e.fill && o->reset_us > 0 && o->limit != STG_UNKNOWN && o->limit > o->remaining)
+        s->e.rate_ms = (double)(o->limit - o->remaining) / ((double)o->reset_us / 1000.0);
+    stg__sq_est_learn(&s->e, o->remaining, 0, now);
 }
 
 static const stg_quota_obs *obs_of(const stg_quota_set *qs, const char *id)
 {
     char oid[ID_MAX];
     for (size_t i = 0; qs && i < qs->n; i++) {
-        quota_id(&qs->q[i], oid);
+        stg__sq_id(&qs->q[i], oid);
         if (strcmp(oid, id) == 0 && qs->q[i].remaining != STG_UNKNOWN && !qs->q[i].global)
             return &qs->q[i];
     }
@@ -787,7 +713,7 @@ int stg_redis_quota_settle(stg_redis_quota *q, stg_redis_quota_ticket *t,
             if (strcmp(used[u].unit, s->unit) == 0 && used[u].amount >= 0)
                 sp = used[u].amount;
         s->spent += sp;
-        est_learn(s, -1, sp, now);
+        stg__sq_est_learn(&s->e, -1, sp, now);
     }
     bool fresh = false;
     for (size_t i = 0; how == STG_REDIS_QUOTA_ANSWERED && qs && i < qs->n; i++)
@@ -831,8 +757,8 @@ int stg_redis_quota_info_get(stg_redis_quota *q, const char *key, stg_redis_quot
         out->quotas++;
         out->leased += s->lease;
         out->in_flight += s->flight;
-        if (s->est >= 0 && (out->estimate < 0 || (int64_t)s->est < out->estimate))
-            out->estimate = (int64_t)s->est;
+        if (s->e.est >= 0 && (out->estimate < 0 || (int64_t)s->e.est < out->estimate))
+            out->estimate = (int64_t)s->e.est;
     }
     pthread_mutex_unlock(&q->l->mu);
     return STG_OK;
