@@ -23,7 +23,7 @@ PY=/usr/bin/python3
 HERE=$(cd "$(dirname "$0")" && pwd)
 LIMIT=3000
 WINDOW=3
-N=12 # calls per program
+N=${SQ_CALLS:-12} # calls per program (bench/bench_redis.sh: 24)
 
 # The bodies: prompts of 100..1000 characters, max_tokens 10..150.
 $PY - "$T" $((3 * N)) <<'EOF'
