@@ -22,6 +22,7 @@
  *    emitted after it is released, as the limiter's own calls do.
  */
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -73,7 +74,8 @@ typedef struct sq_host {
     bool known;        /* a round trip said which quotas the key has */
     int64_t last_trip; /* when the last round trip was sent */
     int64_t lease_end;
-    int64_t ask_at;    /* a refused key asks again from here */
+    int64_t ask_at;    /* a refused request asks again from here ... */
+    uint64_t ask_keys; /* ... as does one charged to the same keys */
     int64_t used_at;
 } sq_host;
 
@@ -244,6 +246,9 @@ static int quota_add(sq_host *h, const char *id, const char *unit)
     s->skey = k;
     snprintf(s->id, sizeof s->id, "%s", id);
     snprintf(s->unit, sizeof s->unit, "%s", unit);
+    for (char *p = s->unit; *p; p++) /* the ledger's lines are split by them */
+        if ((unsigned char)*p < 0x20 || *p == 0x7f)
+            *p = '_';
     s->count = -1;
     s->reset_ms = -1;
     s->e.est = -1;
@@ -314,16 +319,15 @@ static void route_learn(sq_host *h, uint64_t hash, uint64_t keys, int64_t now)
     if (!hash || !keys)
         return;
     sq_route *r = route_find(h, hash);
-    for (int i = 0; !r && i < ROUTES_MAX; i++) {
-        sq_route *x = &h->routes[i];
-        if (!x->hash) {
-            r = x;
-            break;
-        }
-    }
-    for (int i = 0; !r && i < ROUTES_MAX; i++) /* full: the least recently used */
-        if (i == ROUTES_MAX - 1 || h->routes[i].used_at <= h->routes[i + 1].used_at)
+    for (int i = 0; !r && i < ROUTES_MAX; i++) /* a free slot, else the least recently used */
+        if (!h->routes[i].hash)
             r = &h->routes[i];
+    if (!r) {
+        r = &h->routes[0];
+        for (int i = 1; i < ROUTES_MAX; i++)
+            if (h->routes[i].used_at < r->used_at)
+                r = &h->routes[i];
+    }
     r->hash = hash;
     r->keys = keys;
     r->used_at = now;
@@ -348,7 +352,6 @@ typedef struct buf {
 } buf;
 
 static void bprintf(buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-#include <stdarg.h>
 static void bprintf(buf *b, const char *fmt, ...)
 {
     if (b->oom)
@@ -599,7 +602,7 @@ int stg_redis_quota_acquire(stg_redis_quota *q, const char *key, const char *rou
         q->local_adm += *t != NULL;
         goto out;
     }
-    if (h->ask_at > now) {
+    if (h->ask_at > now && h->ask_keys == keys) {
         *wait_us = h->ask_at - now;
         rc = STG_EAGAIN;
         goto out;
@@ -626,6 +629,7 @@ int stg_redis_quota_acquire(stg_redis_quota *q, const char *key, const char *rou
             wait = 1000;
         *wait_us = wait;
         h->ask_at = now + (wait < q->poll_us ? wait : q->poll_us);
+        h->ask_keys = keys;
         rc = STG_EAGAIN;
     }
 out:

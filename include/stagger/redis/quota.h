@@ -69,6 +69,16 @@
  * every quota of the key that any replica has learned (the safe guess).
  * The route -> keys map is each replica's own, learned from its answers.
  *
+ * Limits (erring the other way, documented rather than hidden):
+ *  - a replica whose requests stay in flight longer than the ttl with no
+ *    request or answer of that key in between lets its entry lapse: until
+ *    an answer that arrived later tells the server's count, those units
+ *    are not held (at most their cost over, once);
+ *  - before any answer from a host each replica sends one request alone
+ *    (stg_quota's cold start): N replicas, N first requests;
+ *  - a cost estimated below what the server charges is spent until the
+ *    next answer's count corrects the estimate.
+ *
  * Thread-safety: the object uses its limiter's connection and mutex; it
  * may be used from any thread. Nothing here logs or returns the password.
  * The limiter must outlive it.
