@@ -338,7 +338,11 @@ typedef struct stg_shared_quota {
      * after this one. Called exactly once per ticket acquire gave. */
     void (*settle)(void *ctx, void *ticket, int how, const stg_quota_set *qs,
                    const stg_quota_cost *used, size_t n_used, int64_t demand);
-    uint64_t stg__reserved[6]; /* room to grow (docs/ABI.md); leave zero */
+    /* Optional: called from the engine's passes about once a second
+     * (a pass waits at most that long while sends are in flight), so the
+     * ledger can renew what long sends hold while nothing else happens. */
+    void (*tick)(void *ctx);
+    uint64_t stg__reserved[5]; /* room to grow (docs/ABI.md); leave zero */
 } stg_shared_quota;
 
 /* ---- TLS ---------------------------------------------------------------- */

@@ -544,6 +544,13 @@ static void quo_settle(void *ctx, void *ticket, int how, const stg_quota_set *qs
     s->quo_inner->settle(s->quo_inner->ctx, ticket, how, qs, used, n_used, demand);
 }
 
+static void quo_tick(void *ctx)
+{
+    stg_batch_queue *s = ctx;
+    if (s->quo_inner->tick)
+        s->quo_inner->tick(s->quo_inner->ctx);
+}
+
 const stg_shared_quota *stg_batch_queue_quotas(stg_batch_queue *s, const stg_shared_quota *inner)
 {
     if (!inner || !inner->acquire || !inner->settle)
@@ -553,6 +560,7 @@ const stg_shared_quota *stg_batch_queue_quotas(stg_batch_queue *s, const stg_sha
     s->quo.ctx = s;
     s->quo.acquire = quo_acquire;
     s->quo.settle = quo_settle;
+    s->quo.tick = quo_tick;
     return &s->quo;
 }
 

@@ -214,6 +214,12 @@ static void q_settle(void *ctx, void *ticket, int how, const stg_quota_set *qs,
     (void)stg_redis_quota_settle(l->quotas, ticket, (stg_redis_quota_end)how, qs, used, n_used,
                                  demand);
 }
+
+static void q_tick(void *ctx)
+{
+    cli_limiter *l = ctx;
+    stg_redis_quota_tick(l->quotas);
+}
 #endif
 
 int cli_limiter_share_quotas(cli_limiter *l, const stg_shared_quota **out)
@@ -231,6 +237,7 @@ int cli_limiter_share_quotas(cli_limiter *l, const stg_shared_quota **out)
     l->qops.ctx = l;
     l->qops.acquire = q_acquire;
     l->qops.settle = q_settle;
+    l->qops.tick = q_tick;
     *out = &l->qops;
 #else
     (void)l;

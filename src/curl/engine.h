@@ -168,6 +168,7 @@ struct stg_engine {
     int ext_fd;       /* the caller's fd of stg_engine_run_fd, in ep; -1 none */
     bool ext_always;  /* ext_fd is one epoll cannot watch: always ready */
     int64_t curl_due; /* libcurl's timer, real monotonic us; 0 now, -1 none */
+    int64_t sq_tick_at; /* cfg.shared_quotas' last tick (e->now) */
     uint8_t *fds;     /* by descriptor: what ep holds of libcurl's sockets */
     size_t fds_cap;
     atomic_bool stop;

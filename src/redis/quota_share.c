@@ -745,6 +745,27 @@ out:
     return STG_OK;
 }
 
+void stg_redis_quota_tick(stg_redis_quota *q)
+{
+    if (!q)
+        return;
+    stg__note note = {0};
+    pthread_mutex_lock(&q->l->mu);
+    int64_t now = stg__redis_now(q->l);
+    for (size_t i = 0; i < q->n_hosts; i++) {
+        sq_host *h = q->hosts[i];
+        if (host_idle(h) || now - h->last_trip < q->refresh_us)
+            continue;
+        int st;
+        int64_t w;
+        if (trip(q, h, false, false, NULL, 0, ~UINT64_C(0), 1, now, &st, &w, &note) ==
+            STG_EUNAVAIL)
+            break; /* unreachable: the next tick tries again */
+    }
+    pthread_mutex_unlock(&q->l->mu);
+    stg__redis_emit(q->l, &note);
+}
+
 int stg_redis_quota_info_get(stg_redis_quota *q, const char *key, stg_redis_quota_info *out)
 {
     if (!q || !key || !out)

@@ -79,7 +79,7 @@
     X(stg_event, 2, 184)                \
     X(stg_result, 7, 488)               \
     X(stg_shared_limiter, 8, 112)       \
-    X(stg_shared_quota, 6, 72)          \
+    X(stg_shared_quota, 5, 72)          \
     X(stg_call_config, 10, 560)         \
     X(stg_engine_config, 10, 976)       \
     X(stg_request, 4, 176)              \

@@ -212,8 +212,16 @@ static void test_spent_idle_quota_probes(void **state)
  * ticket is freed there). */
 typedef struct fake_ledger {
     int asks, refused, tickets, settled, answered, with_quotas, out, max_out;
+    int ticks, ticks_out; /* ticks in all, and while a send was out */
     int64_t tokens;
 } fake_ledger;
+
+static void fake_tick(void *ctx)
+{
+    fake_ledger *f = ctx;
+    f->ticks++;
+    f->ticks_out += f->out > 0;
+}
 
 static int fake_acquire(void *ctx, const char *key, const char *route,
                         const stg_quota_cost *costs, size_t n, int64_t demand, void **ticket,
@@ -294,6 +302,36 @@ static void test_shared_quota_hook(void **state)
     server_cleanup(&s);
 }
 
+/* A send that takes 2.5 s, nothing else going on: the engine's passes
+ * tick the ledger about once a second meanwhile (so it can renew what
+ * the send holds), not only when something happens. */
+static void test_shared_quota_ticks(void **state)
+{
+    (void)state;
+    static const char *const slow[] = {"--rate", "10", "--burst", "5", "--ratelimit-headers",
+                                       "--latency", "2500ms", NULL};
+    server s;
+    server_start(&s, slow);
+    fake_ledger f = {.asks = 1}; /* the first ask is admitted */
+    stg_shared_quota sq = {.ctx = &f, .acquire = fake_acquire, .settle = fake_settle,
+                           .tick = fake_tick};
+    stg_engine_config cfg = {.quotas = true, .shared_quotas = &sq};
+    stg_engine *e = stg_engine_new(&cfg, NULL);
+    assert_non_null(e);
+    done_tally c = {0};
+    char url[128];
+    url_of(&s, "/item/1", url, sizeof url);
+    stg_request rq = {.url = url};
+    assert_int_equal(stg_engine_submit(e, &rq, tally_done, &c, NULL), STG_OK);
+    assert_int_equal(stg_engine_drain(e), 0);
+    stg_engine_free(e);
+    server_stop(&s);
+    assert_int_equal(c.ok_200, 1);
+    assert_int_equal(f.settled, 1);
+    assert_true(f.ticks_out >= 2);
+    server_cleanup(&s);
+}
+
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
@@ -305,6 +343,7 @@ int main(void)
         cmocka_unit_test_teardown(test_persona_openai_tokens, stop_leftovers),
         cmocka_unit_test_teardown(test_spent_idle_quota_probes, stop_leftovers),
         cmocka_unit_test_teardown(test_shared_quota_hook, stop_leftovers),
+        cmocka_unit_test_teardown(test_shared_quota_ticks, stop_leftovers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -14,6 +14,8 @@
  *    it still holds the lease, the other cannot;
  *  - a replica killed with a lease out (a child process that exits
  *    without freeing): its units lapse with the ttl, and not before;
+ *  - a request in flight longer than the ttl with nothing else going on:
+ *    the replica's ticks keep its units held;
  *  - Redis down: with a fallback share S a replica admits S of the last
  *    estimate less its own units in flight; without one, STG_EUNAVAIL;
  *  - a cost above a shared quota's limit is STG_ETOOBIG;
@@ -439,6 +441,40 @@ static void test_routes_spend_their_keys(void **state)
     stg_redis_limiter_free(la);
 }
 
+/* A request in flight longer than the ttl, nothing else going on: the
+ * replica's ticks renew what it holds, so another replica cannot take
+ * those units meanwhile (without the ticks its entry lapses after 800 ms). */
+static void test_tick_keeps_long_request(void **state)
+{
+    (void)state;
+    server srv;
+    server_init(&srv);
+    stg_redis_limiter *la = limiter_at(g_port, 0), *lb = limiter_at(g_port, 0);
+    stg_redis_quota *a = ledger(la, "tick-a", STG_MS(800)), *b = ledger(lb, "tick-b", STG_MS(800));
+    announce(a, "tick.test", &srv);
+    stg_redis_quota_ticket *ta = NULL, *tb = NULL;
+    int64_t w = 0;
+    stg_quota_cost c = tokens(1500);
+    assert_int_equal(stg_redis_quota_acquire(a, "tick.test", NULL, &c, 1, 1, &ta, &w), STG_OK);
+    stg_quota_set qs;
+    assert_true(server_arrive(&srv, 1500, &qs)); /* arrived; its answer takes 2 s */
+    /* B wants more than what is left beside A's request (about 1490 plus
+     * refill): refused for as long as A's request is in flight. */
+    stg_quota_cost big = tokens(2900);
+    int64_t t0 = now_us();
+    while (now_us() - t0 < STG_MS(1200)) {
+        stg_redis_quota_tick(a);
+        assert_int_equal(stg_redis_quota_acquire(b, "tick.test", NULL, &big, 1, 1, &tb, &w),
+                         STG_EAGAIN);
+        sleep_us(STG_MS(100));
+    }
+    stg_redis_quota_settle(a, ta, STG_REDIS_QUOTA_ANSWERED, &qs, NULL, 0, 0);
+    stg_redis_quota_free(a);
+    stg_redis_quota_free(b);
+    stg_redis_limiter_free(la);
+    stg_redis_limiter_free(lb);
+}
+
 static void test_too_big(void **state)
 {
     (void)state;
@@ -527,6 +563,7 @@ int main(void)
         cmocka_unit_test(test_leases_off_the_path),
         cmocka_unit_test(test_idle_gives_back),
         cmocka_unit_test(test_killed_replica_lapses),
+        cmocka_unit_test(test_tick_keeps_long_request),
         cmocka_unit_test(test_redis_down),
         cmocka_unit_test(test_ledger_in_redis),
         cmocka_unit_test(test_three_replicas_one_quota),

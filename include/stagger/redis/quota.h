@@ -71,9 +71,9 @@
  *
  * Limits (erring the other way, documented rather than hidden):
  *  - a replica whose requests stay in flight longer than the ttl with no
- *    request or answer of that key in between lets its entry lapse: until
- *    an answer that arrived later tells the server's count, those units
- *    are not held (at most their cost over, once);
+ *    request, answer or tick (stg_redis_quota_tick) in between lets its
+ *    entry lapse: until an answer that arrived later tells the server's
+ *    count, those units are not held (at most their cost over, once);
  *  - before any answer from a host each replica sends one request alone
  *    (stg_quota's cold start): N replicas, N first requests;
  *  - a cost estimated below what the server charges is spent until the
@@ -175,6 +175,13 @@ STG_API int stg_redis_quota_acquire(stg_redis_quota *q, const char *key, const c
 STG_API int stg_redis_quota_settle(stg_redis_quota *q, stg_redis_quota_ticket *t,
                                    stg_redis_quota_end how, const stg_quota_set *qs,
                                    const stg_quota_cost *used, size_t n_used, int64_t demand);
+
+/* Renew what this replica holds in Redis for every key with requests in
+ * flight, when refresh_us has passed since its last round trip (a report,
+ * no grant), so that long requests with nothing else going on do not let
+ * its entry lapse; call it about once a second (the engine's tick does).
+ * Cheap when nothing is due. Accepts NULL. Thread-safe. */
+STG_API void stg_redis_quota_tick(stg_redis_quota *q);
 
 /* What this replica holds for key (all zero, estimate -1, when unknown),
  * and the counters. Returns STG_OK or STG_EINVAL. Thread-safe. */
