@@ -154,5 +154,5 @@ awk -v pipe="$PIPE" '
 if [ -x "$CLI" ]; then
   HERE=$(cd "$(dirname "$0")" && pwd)
   STAGGER=$CLI SQ_CALLS=24 timeout 180 bash "$HERE/../tests/integration/test_proxy_shared_quota.sh" \
-    2>/dev/null | grep -E '^(one|shared|alone):' | sed 's/^/shared quotas, /' || true
+    2>/dev/null | grep -E '^(one|shared|anthropic|alone):' | sed 's/^/shared quotas, /' || true
 fi

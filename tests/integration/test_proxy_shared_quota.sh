@@ -9,7 +9,9 @@
 # to the programs, every batch job done), the upstream's admitted tokens
 # stay within burst + rate * t over every prefix of its log (the bucket
 # starts full), no Stagger-* field reaches it, and the replicas held the
-# quota in Redis (its ledger hash names each of them). Printed, for make
+# quota in Redis (its ledger hash names each of them); and two proxies on
+# an Anthropic-like upstream (input and output tokens metered apart): every
+# call succeeds, the bound holds, both units are held in Redis. Printed, for make
 # bench and not asserted: the share of arrivals the upstream refused with
 # one replica, with the three sharing through Redis, and with two proxies
 # each alone (no --limiter). On 127.0.0.1 only; every wait is a hang guard.
@@ -36,6 +38,9 @@ for i in range(n):
             "messages": [{"role": "system", "content": "s" * (chars // 10)},
                          {"role": "user", "content": "u" * (chars - chars // 10)}]}
     open("%s/b%d.json" % (d, i), "w").write(json.dumps(body))
+    body = {"model": "claude-x", "max_tokens": mt, "system": "s" * (chars // 10),
+            "messages": [{"role": "user", "content": "u" * (chars - chars // 10)}]}
+    open("%s/a%d.json" % (d, i), "w").write(json.dumps(body))
 EOF
 
 RPORT=$($PY -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()')
@@ -47,30 +52,36 @@ wait_for redis-cli -p "$RPORT" ping > /dev/null 2>&1 ||
 LIM="redis://127.0.0.1:$RPORT"
 db_q() { $PY -c 'import sqlite3, sys; print(sqlite3.connect(sys.argv[1]).execute(sys.argv[2]).fetchone()[0])' "$1" "$2"; }
 
-# upstream NAME: a fresh upstream logging to $T/NAME.log; sets UPPID, UP.
+# upstream NAME [ARGS]: a fresh upstream logging to $T/NAME.log; sets
+# UPPID, UP.
 upstream() {
-  : > "$T/$1.log"
-  $PY "$HERE/ai_tpm_upstream.py" --limit $LIMIT --window $WINDOW --log "$T/$1.log" \
-    > "$T/$1.up" 2> "$T/$1.uperr" &
+  _un=$1; shift
+  : > "$T/$_un.log"
+  $PY "$HERE/ai_tpm_upstream.py" --limit $LIMIT --window $WINDOW --log "$T/$_un.log" "$@" \
+    > "$T/$_un.up" 2> "$T/$_un.uperr" &
   UPPID=$!
-  _p=$(listen_port "$T/$1.up" $UPPID)
-  [ -n "$_p" ] || { echo "upstream did not start: $(cat "$T/$1.uperr")" >&2; exit 1; }
+  _p=$(listen_port "$T/$_un.up" $UPPID)
+  [ -n "$_p" ] || { echo "upstream did not start: $(cat "$T/$_un.uperr")" >&2; exit 1; }
   UP="http://127.0.0.1:$_p"
 }
 upstream_stop() { kill "$UPPID"; wait "$UPPID" 2>/dev/null || true; }
 
 # calls BASE FIRST OUT: N calls (bodies FIRST..FIRST+N-1), 4 at a time,
-# through the proxy at BASE; their statuses in OUT.
+# through the proxy at BASE; their statuses in OUT. OpenAI's chat
+# completions, or Anthropic's messages with API=anthropic.
+API=openai
 calls() {
+  _b=b _path=v1/chat/completions
+  [ "$API" = anthropic ] && _b=a _path=v1/messages
   seq "$2" $(($2 + N - 1)) | xargs -P 4 -I{} curl -s -o /dev/null -w '%{http_code}\n' \
     -H 'Content-Type: application/json' -H 'Idempotency-Key: k{}' \
-    --data-binary "@$T/b{}.json" "$1/v1/chat/completions" > "$3"
+    --data-binary "@$T/$_b{}.json" "$1/$_path" > "$3"
 }
 
 # bound NAME: every prefix of the upstream's admitted arrivals is within
 # limit + rate * t (the bucket starts full).
 bound() {
-  $PY - "$T/$1.log" $LIMIT $WINDOW <<'EOF'
+  $PY - "$T/$1.log" "${2:-$LIMIT}" $WINDOW <<'EOF'
 import sys
 limit, window = float(sys.argv[2]), float(sys.argv[3])
 rate = limit / window
@@ -140,6 +151,31 @@ check "no Stagger-* field reached the upstream" sh -c "! grep -q stagger-header 
 check "the quota is held in Redis ($ledger) and names three replicas ($fields)" \
   [ "$(echo "$fields" | tr ' ' '\n' | grep -c '^t')" -ge 3 ]
 
+# ---- two proxies on an Anthropic-like key: input and output tokens apart ----------
+ALIMIT=2000  # input tokens
+AOLIMIT=1500 # output tokens
+upstream anthropic --dialect anthropic --out-limit $AOLIMIT --limit $ALIMIT
+proxy_start xa --upstream "$UP" --deadline 120s --limiter "$LIM"
+XA=$PX XAPID=$PXPID
+proxy_start xb --upstream "$UP" --deadline 120s --limiter "$LIM"
+API=anthropic
+calls "$XA" 0 "$T/xa.codes" &
+CA=$!
+calls "$PX" "$N" "$T/xb.codes"
+wait "$CA"
+API=openai
+aledger="stagger:qs:${UP#http://}"
+afields=$(redis-cli -p "$RPORT" hkeys "$aledger" | tr -d '\001' | tr '\n' ' ')
+proxy_stop
+PXPID=$XAPID; proxy_stop
+upstream_stop
+check "Anthropic: every call succeeds ($(sort "$T/xa.codes" "$T/xb.codes" | uniq -c | tr '\n' ' '))" \
+  [ "$(cat "$T/xa.codes" "$T/xb.codes" | grep -c '^200$')" = $((2 * N)) ]
+# Input plus output tokens: within the two buckets' bounds together.
+check "Anthropic: admitted tokens within burst + rate*t" bound anthropic $((ALIMIT + AOLIMIT))
+check "Anthropic: input and output tokens are held apart in Redis ($afields)" \
+  sh -c "echo '$afields' | grep -q 'u|input-tokens|' && echo '$afields' | grep -q 'u|output-tokens|'"
+
 # ---- for comparison: two proxies, each alone ---------------------------------------
 upstream alone
 proxy_start qa --upstream "$UP" --deadline 120s
@@ -155,6 +191,7 @@ upstream_stop
 
 figures one
 figures shared
+figures anthropic
 figures alone
 redis-cli -p "$RPORT" shutdown nosave > /dev/null 2>&1 || kill "$RPID"
 wait "$RPID" 2>/dev/null || true
