@@ -272,7 +272,8 @@ static void test_idle_gives_back(void **state)
     assert_int_equal(ib.in_flight, 300);
     /* A wants all but what B's request really takes: B's lease is in the way. */
     stg_quota_cost big = tokens(LIMIT - 10 - 300 - 50);
-    assert_int_equal(stg_redis_quota_acquire(a, "give.test", NULL, &big, 1, 1, &ta, &w), STG_EAGAIN);
+    assert_int_equal(stg_redis_quota_acquire(a, "give.test", NULL, &big, 1, 1, &ta, &w),
+                     STG_EAGAIN);
     assert_true(w > 0);
     stg_quota_set qs;
     assert_true(server_arrive(&srv, 300, &qs));
@@ -359,7 +360,8 @@ static void test_leases_off_the_path(void **state)
     int admitted = 0;
     for (int round = 0; round < 25; round++) {
         for (int i = 0; i < 4; i++) {
-            assert_int_equal(stg_redis_quota_acquire(a, "lease.test", NULL, &c, 1, 4, &t[i], &w), STG_OK);
+            assert_int_equal(stg_redis_quota_acquire(a, "lease.test", NULL, &c, 1, 4, &t[i], &w),
+                             STG_OK);
             admitted++;
         }
         for (int i = 0; i < 4; i++) {
@@ -521,7 +523,8 @@ static void test_redis_down(void **state)
     stg_redis_quota_info_get(f, "down.test", &info);
     assert_int_equal(info.fallback_admissions, 1);
     stg_redis_quota_ticket *tn = NULL;
-    assert_int_equal(stg_redis_quota_acquire(n, "down.test", NULL, &c, 1, 1, &tn, &w), STG_EUNAVAIL);
+    assert_int_equal(stg_redis_quota_acquire(n, "down.test", NULL, &c, 1, 1, &tn, &w),
+                     STG_EUNAVAIL);
     assert_null(tn);
     stg_redis_quota_settle(f, t1, STG_REDIS_QUOTA_NO_ANSWER, NULL, NULL, 0, 0);
     stg_redis_quota_free(f);
