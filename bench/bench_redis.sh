@@ -146,3 +146,13 @@ awk -v pipe="$PIPE" '
     if ("batch_calls" in v)
       printf "stagger batch x4, shared adaptive rate, against 40/s: %s calls, %s%% answered 429, busiest 2 s after the first 3 s: %s/s\n", v["batch_calls"], v["batch_429_pct"], v["batch_busiest"]
   }' "$OUT"
+
+# The servers' quotas shared (docs/redis.md, "Shared quotas"): the share of
+# arrivals an OpenAI-like tokens-per-minute upstream refused, with one proxy,
+# with two proxies and a batch worker sharing through one Redis, and with two
+# proxies each alone; test_proxy_shared_quota.sh's run with 24 calls a program.
+if [ -x "$CLI" ]; then
+  HERE=$(cd "$(dirname "$0")" && pwd)
+  STAGGER=$CLI SQ_CALLS=24 timeout 180 bash "$HERE/../tests/integration/test_proxy_shared_quota.sh" \
+    2>/dev/null | grep -E '^(one|shared|anthropic|alone):' | sed 's/^/shared quotas, /' || true
+fi

@@ -314,6 +314,37 @@ typedef struct stg_shared_limiter {
     uint64_t stg__reserved[8]; /* room to grow (docs/ABI.md); leave zero */
 } stg_shared_limiter;
 
+/* The servers' quotas held together with other processes (stagger's Redis
+ * ledger, stagger/redis/quota.h; libstagger-curl does not depend on it),
+ * in front of the engine's own stg_quota (stg_engine_config.quotas): a
+ * send the local quotas admitted goes only when acquire admits it too, and
+ * its answer settles both. Called on the engine's thread; may block for a
+ * round trip. The struct and ctx must outlive the engine. */
+typedef struct stg_shared_quota {
+    void *ctx;
+    /* Reserve costs[0..n) (a unit not listed costs 1) for key and route
+     * ("METHOD /path", never the query; the quotas the server named for
+     * it are the ones it spends); demand: the key's requests waiting for
+     * quota, this one included. STG_OK:
+     * *ticket (opaque, may be NULL) is handed back once to settle.
+     * STG_EAGAIN: *wait_us before asking again, nothing reserved.
+     * STG_ETOOBIG: never admissible. STG_EUNAVAIL: the ledger cannot
+     * answer (the request gives up with LIMITER_UNAVAILABLE). */
+    int (*acquire)(void *ctx, const char *key, const char *route, const stg_quota_cost *costs,
+                   size_t n, int64_t demand, void **ticket, int64_t *wait_us);
+    /* How the send ended: 0 answered (qs: its quotas; used[0..n_used):
+     * what its body says was used), 1 sent without an answer, 2 never
+     * reached the server; demand: the key's requests still wanting quota
+     * after this one. Called exactly once per ticket acquire gave. */
+    void (*settle)(void *ctx, void *ticket, int how, const stg_quota_set *qs,
+                   const stg_quota_cost *used, size_t n_used, int64_t demand);
+    /* Optional: called from the engine's passes about once a second
+     * (a pass waits at most that long while sends are in flight), so the
+     * ledger can renew what long sends hold while nothing else happens. */
+    void (*tick)(void *ctx);
+    uint64_t stg__reserved[5]; /* room to grow (docs/ABI.md); leave zero */
+} stg_shared_quota;
+
 /* ---- TLS ---------------------------------------------------------------- */
 
 /* How https:// requests verify the server and present a client
@@ -422,7 +453,17 @@ typedef struct stg_call_config {
      * deadline ends the call (DEADLINE). Not copied, may be shared by
      * calls and threads; NULL: no quota limiter. */
     union { stg_quota *quotas; uint64_t stg__quotas_word; };
-    uint64_t stg__reserved[12]; /* room to grow (docs/ABI.md); leave zero */
+    /* What the request costs per quota unit (with quotas), n_cost entries,
+     * e.g. what stg_ai_cost_estimate says of an AI API request; a unit not
+     * listed costs 1. Taken as an estimate: a cost over a quota's
+     * announced limit is not held to (the send then costs 1 there and the
+     * server decides); a refusal (429, 529) gives its token units back,
+     * and an answer that tells no count settles them at the usage its
+     * body reports. Not copied: must live until the call returns.
+     * NULL/0: one request. */
+    union { const stg_quota_cost *cost; uint64_t stg__cost_word; };
+    union { size_t n_cost; uint64_t stg__n_cost_word; };
+    uint64_t stg__reserved[10]; /* room to grow (docs/ABI.md); leave zero */
 } stg_call_config;
 
 /* Perform `easy` (already set up by the caller: URL, method, headers, body
@@ -548,7 +589,22 @@ typedef struct stg_engine_config {
      * hosts stays bounded. 0: 1024. (The quotas have their own caps,
      * stg_quota_config.) */
     union { size_t max_hosts; uint64_t stg__max_hosts_word; };
-    uint64_t stg__reserved[11]; /* room to grow (docs/ABI.md); leave zero */
+    /* With quotas: a POST to an AI API (OpenAI chat completions, responses,
+     * completions, embeddings; Anthropic messages; Azure OpenAI's
+     * deployment paths) costs, per unit the server meters, what its JSON
+     * body says (the prompt's characters / 4 and its max_tokens), as the
+     * server is learned to count them from its remaining counts (the sum
+     * of the two, or the larger); reserved before the send, settled by the
+     * answer (its count, else the usage in its body), given back for a
+     * refusal (429, 529). A unit the request's cost states wins. true:
+     * off, every unit not stated costs 1 as before. */
+    union { bool no_cost_estimate; uint64_t stg__no_cost_estimate_word; };
+    /* With quotas: the servers' quotas held with other processes too (see
+     * stg_shared_quota): every send the engine's quotas admit is also
+     * reserved there, and settled with its answer. NULL: this process
+     * alone. Not copied: must outlive the engine. */
+    union { const stg_shared_quota *shared_quotas; uint64_t stg__shared_quotas_word; };
+    uint64_t stg__reserved[9]; /* room to grow (docs/ABI.md); leave zero */
 } stg_engine_config;
 
 typedef struct stg_engine stg_engine;
@@ -743,6 +799,20 @@ typedef struct stg_event_fanout {
     uint64_t stg__reserved[2]; /* room to grow (docs/ABI.md); leave zero */
 } stg_event_fanout;
 STG_API void stg_event_fanout_cb(const stg_event *ev, void *fanout);
+
+/* What a request to an AI API costs in the units such servers meter,
+ * estimated from its JSON body (include/stagger/cost.h): a POST to
+ * OpenAI's chat completions, responses, completions or embeddings,
+ * Anthropic's messages, or Azure OpenAI's deployment paths (the path's
+ * end tells which), its prompt's characters and its max_tokens priced by
+ * m as learned (NULL: the defaults, characters / 4 plus max_tokens) into
+ * costs[0..3): "tokens", "input-tokens", "output-tokens" (max >= 3).
+ * Returns 3, or 0 when the request is none of those or its body is not
+ * their JSON. body (len bytes, untrusted) is read, never kept. Thread-safe
+ * with a NULL m, or one no other thread changes meanwhile. */
+STG_API size_t stg_ai_cost_estimate(const stg_cost_model *m, const char *method, const char *url,
+                                    const void *body, size_t len, stg_quota_cost *costs,
+                                    size_t max);
 
 #ifdef __cplusplus
 }

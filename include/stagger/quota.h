@@ -198,6 +198,19 @@ STG_API int stg_quota_acquire_demand(stg_quota *q, const char *host, const char 
 STG_API int stg_quota_settle(stg_quota *q, const char *host, const char *route,
                              stg_quota_ticket *t, const stg_quota_set *qs, int64_t now_us);
 
+/* stg_quota_settle, knowing what the request really used per unit,
+ * used[0..n_used) (an AI API answer's usage, read from its body; all
+ * zero for a refusal, 429 or 529, which the server did not count): a
+ * quota that t charged and qs tells no remaining count for gets back what
+ * t reserved beyond its unit's use (or gives up what the use passed it
+ * by), within its limit; a unit not in used, or a quota qs tells the count
+ * of (the server's own word), is settled as stg_quota_settle does.
+ * used may be NULL when n_used is 0. Returns as stg_quota_settle, and
+ * STG_EINVAL for a negative amount. Thread-safe. */
+STG_API int stg_quota_settle_used(stg_quota *q, const char *host, const char *route,
+                                  stg_quota_ticket *t, const stg_quota_set *qs,
+                                  const stg_quota_cost *used, size_t n_used, int64_t now_us);
+
 /* Give back what t reserved, for a send that never happened (the request
  * ended before it left): in-flight and estimate both return. t is emptied.
  * Returns STG_OK or STG_EINVAL (q or host NULL). Thread-safe. */

@@ -17,5 +17,6 @@
 #include "concurrency.h"
 #include "redact.h"
 #include "quota.h"
+#include "cost.h"
 
 #endif

@@ -49,6 +49,8 @@ struct stg_batch_queue {
     stg_batch_source src;
     stg_shared_limiter lim;
     const stg_shared_limiter *inner;
+    stg_shared_quota quo;             /* the shared quotas, through the */
+    const stg_shared_quota *quo_inner; /* same outage rule as the limit */
     tracked *tr;
     size_t n_tr, cap_tr;
     stg_queue_job *pre;      /* claimed ahead, not yet handed out (FIFO) */
@@ -509,6 +511,57 @@ const stg_shared_limiter *stg_batch_queue_limiter(stg_batch_queue *s,
      * instead of ending the request. */
     s->lim.horizon_us = s->inner && s->inner->horizon_us > 0 ? s->inner->horizon_us : STG_MS(50);
     return &s->lim;
+}
+
+/* The servers' quotas shared in the limiter's Redis: its outage is ridden
+ * out as the limit's is (a wait, up to outage_us from the first failure of
+ * either), not the end of the request. */
+static int quo_acquire(void *ctx, const char *key, const char *route, const stg_quota_cost *costs,
+                       size_t n, int64_t demand, void **ticket, int64_t *wait_us)
+{
+    stg_batch_queue *s = ctx;
+    int rc = s->quo_inner->acquire(s->quo_inner->ctx, key, route, costs, n, demand, ticket,
+                                   wait_us);
+    if (rc != STG_EUNAVAIL) {
+        if (rc == STG_OK || rc == STG_EAGAIN)
+            s->lim_down_since_us = 0;
+        return rc;
+    }
+    int64_t now = stg__clock_mono_us();
+    if (!s->lim_down_since_us)
+        s->lim_down_since_us = now;
+    if (now - s->lim_down_since_us <= s->outage_us) {
+        *wait_us = STG_MS(250); /* not yet: asked again in a while */
+        return STG_EAGAIN;
+    }
+    return rc;
+}
+
+static void quo_settle(void *ctx, void *ticket, int how, const stg_quota_set *qs,
+                       const stg_quota_cost *used, size_t n_used, int64_t demand)
+{
+    stg_batch_queue *s = ctx;
+    s->quo_inner->settle(s->quo_inner->ctx, ticket, how, qs, used, n_used, demand);
+}
+
+static void quo_tick(void *ctx)
+{
+    stg_batch_queue *s = ctx;
+    if (s->quo_inner->tick)
+        s->quo_inner->tick(s->quo_inner->ctx);
+}
+
+const stg_shared_quota *stg_batch_queue_quotas(stg_batch_queue *s, const stg_shared_quota *inner)
+{
+    if (!inner || !inner->acquire || !inner->settle)
+        return NULL;
+    s->quo_inner = inner;
+    memset(&s->quo, 0, sizeof s->quo);
+    s->quo.ctx = s;
+    s->quo.acquire = quo_acquire;
+    s->quo.settle = quo_settle;
+    s->quo.tick = quo_tick;
+    return &s->quo;
 }
 
 /* ---- lifecycle ------------------------------------------------------------ */

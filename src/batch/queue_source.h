@@ -59,6 +59,12 @@ const stg_batch_source *stg_batch_queue_source(stg_batch_queue *s);
 const stg_shared_limiter *stg_batch_queue_limiter(stg_batch_queue *s,
                                                   const stg_shared_limiter *inner);
 
+/* The shared quotas (stg_engine_config.shared_quotas) with the queue's
+ * outage rule: Redis unreachable is a wait of 250 ms, up to the outage
+ * time, as for the limiter. NULL when inner is NULL. Owned by s; inner
+ * must outlive it. */
+const stg_shared_quota *stg_batch_queue_quotas(stg_batch_queue *s, const stg_shared_quota *inner);
+
 void stg_batch_queue_stats_get(const stg_batch_queue *s, stg_batch_queue_stats *st);
 /* After the run: give the jobs claimed ahead back to the queue (others take
  * them at once). Returns how many; those left (Redis away) wait for

@@ -644,6 +644,7 @@ int batch_queue_run(const batch_opts *o_in)
         goto out;
     }
     bc.engine.shared = stg_batch_queue_limiter(qs, bc.engine.shared);
+    bc.engine.shared_quotas = stg_batch_queue_quotas(qs, bc.engine.shared_quotas);
     bc.engine.limiter = STG_LIMITER_NONE; /* the shared one (or none, --rate 0) */
     bc.source = stg_batch_queue_source(qs);
     if (o.log_path) {

@@ -169,6 +169,12 @@ const cli_opt cli_engine_opts_table[] = {
      "do not pace by the quotas the servers announce\n"
      "(default: every quota of every dialect is kept)",
      E(no_quotas), NULL, NULL, 0, NULL},
+    {CLI_FLAG, "no-cost-estimate", 0, NULL,
+     "do not estimate what an AI API request costs in\n"
+     "tokens from its body (default: the prompt's characters\n"
+     "/ 4 and max_tokens, learned from the server's counts,\n"
+     "are reserved against its token quotas before sending)",
+     E(no_cost_estimate), NULL, NULL, 0, NULL},
     CLI_OPT_END,
 };
 #undef E
@@ -225,12 +231,18 @@ int cli_engine_config(const cli_engine_opts *o, const stg_policy *policy, cli_li
     ec->budget_config.token_ratio = o->budget_ratio;
     ec->max_body = o->max_body;
     ec->quotas = !o->no_quotas; /* the servers' announced quotas, with the limiter */
+    ec->no_cost_estimate = o->no_cost_estimate;
     /* The shared limit replaces the local one. */
     if (lim->url)
         ec->limiter = STG_LIMITER_NONE;
     lim->max_rate = o->max_rate;
-    return cli_limiter_open(lim, o->rate_given ? o->rate : 0, o->burst, o->breaker_failures,
-                            o->breaker_open_us, &ec->shared);
+    int rc = cli_limiter_open(lim, o->rate_given ? o->rate : 0, o->burst, o->breaker_failures,
+                              o->breaker_open_us, &ec->shared);
+    /* The servers' quotas are held in the same Redis, by every process
+     * that shares it (stagger/redis/quota.h). */
+    if (rc == 0 && ec->quotas)
+        rc = cli_limiter_share_quotas(lim, &ec->shared_quotas);
+    return rc;
 }
 
 #endif

@@ -31,6 +31,7 @@ typedef struct cli_engine_opts {
     double budget_tokens, budget_ratio;
     size_t max_body;
     bool no_quotas;           /* --no-quotas: ignore the servers' announced quotas */
+    bool no_cost_estimate;    /* --no-cost-estimate: AI requests cost 1 per unit */
 } cli_engine_opts;
 
 /* The group (field: a cli_engine_opts): --concurrency/-j, --rate, --burst,

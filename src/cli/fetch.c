@@ -93,6 +93,7 @@ typedef struct fetch_opts {
     int64_t burst;
     bool has_rate, has_burst;
     bool no_quotas; /* --no-quotas: no quota limiter (default: one per call) */
+    bool no_cost_estimate; /* --no-cost-estimate: an AI request costs 1 per unit */
     const char *log_path, *metrics_path;
     cli_metrics_opts live; /* --metrics-interval, --metrics-listen (metrics_live.c) */
     const char *secret[MAX_SECRET_HEADERS + 1];
@@ -651,6 +652,11 @@ static const cli_opt fetch_table[] = {
      "do not hold retries for the quotas the server announces\n"
      "(default: a retry waits for a spent quota's reset)",
      F(no_quotas), NULL, NULL, 0, NULL},
+    {CLI_FLAG, "no-cost-estimate", 0, NULL,
+     "do not hold an AI API request's retries for its tokens\n"
+     "(default: the prompt's characters / 4 and max_tokens,\n"
+     "from the -d body, are reserved against token quotas)",
+     F(no_cost_estimate), NULL, NULL, 0, NULL},
     {.kind = CLI_HEADING, .help = "Output"},
     {CLI_STRING, "output", 'o', "FILE",
      "write the final body to FILE (also a final 429/503;\ncreated 0600; - is stdout)",
@@ -1152,6 +1158,7 @@ static int run(fetch_opts *o)
     stg_cancel *cancel = NULL;
     CURL *easy = NULL;
     stg_quota *quotas = NULL;
+    stg_quota_cost ai_cost[3];
     stg_bucket bucket;
     int status = EXIT_LOCAL;
     bool ran = false; /* the call ran: -w has a result to print */
@@ -1291,6 +1298,11 @@ static int run(fetch_opts *o)
             goto out;
         }
         cfg.quotas = quotas;
+        /* An AI API request costs its tokens (stg_ai_cost_estimate). */
+        if (!o->no_cost_estimate && o->has_data)
+            cfg.n_cost = stg_ai_cost_estimate(NULL, method, o->url, o->data, o->data_len, ai_cost,
+                                              sizeof ai_cost / sizeof ai_cost[0]);
+        cfg.cost = cfg.n_cost ? ai_cost : NULL;
     }
 
     if (o->verbose)

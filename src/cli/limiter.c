@@ -14,6 +14,7 @@
 
 #ifdef STG_HAVE_REDIS
 #include <stagger/redis.h>
+#include <stagger/redis/quota.h>
 #endif
 
 static int opt_limiter(cli_parser *p, const cli_opt *o, void *field, const char *val)
@@ -75,7 +76,10 @@ const cli_opt cli_limiter_opts[] = {
      "keep the rate limit (--rate, --burst) in Redis,\n"
      "judged by Redis's clock; without --rate, the adaptive\n"
      "rate is learned there, one for all processes; KEY\n"
-     "shares one limit across hosts (default: one per host)",
+     "shares one limit across hosts (default: one per host);\n"
+     "batch and proxy also hold there the quotas the\n"
+     "servers announce (every unit, per server key) and\n"
+     "the costs reserved in flight, one for all processes",
      0, opt_limiter, NULL, 0, NULL},
     {CLI_FN, "limiter-fallback", 0, "local:SHARE|none",
      "while Redis is unreachable, use a local bucket at\n"
@@ -192,9 +196,62 @@ int cli_limiter_open(cli_limiter *l, double rate, int64_t burst, int failures, i
 #endif
 }
 
+#ifdef STG_HAVE_REDIS
+static int q_acquire(void *ctx, const char *key, const char *route, const stg_quota_cost *costs,
+                     size_t n, int64_t demand, void **ticket, int64_t *wait_us)
+{
+    cli_limiter *l = ctx;
+    stg_redis_quota_ticket *t = NULL;
+    int rc = stg_redis_quota_acquire(l->quotas, key, route, costs, n, demand, &t, wait_us);
+    *ticket = t;
+    return rc;
+}
+
+static void q_settle(void *ctx, void *ticket, int how, const stg_quota_set *qs,
+                     const stg_quota_cost *used, size_t n_used, int64_t demand)
+{
+    cli_limiter *l = ctx;
+    (void)stg_redis_quota_settle(l->quotas, ticket, (stg_redis_quota_end)how, qs, used, n_used,
+                                 demand);
+}
+
+static void q_tick(void *ctx)
+{
+    cli_limiter *l = ctx;
+    stg_redis_quota_tick(l->quotas);
+}
+#endif
+
+int cli_limiter_share_quotas(cli_limiter *l, const stg_shared_quota **out)
+{
+    *out = NULL;
+#ifdef STG_HAVE_REDIS
+    if (!l->backend)
+        return 0;
+    int err = 0;
+    l->quotas = stg_redis_quota_new(l->backend, NULL, &err);
+    if (!l->quotas) {
+        fprintf(stderr, "stagger %s: shared quotas: %s\n", l->cmd, stg_strerror(err));
+        return CLI_EXIT_LIMITER;
+    }
+    l->qops.ctx = l;
+    l->qops.acquire = q_acquire;
+    l->qops.settle = q_settle;
+    l->qops.tick = q_tick;
+    *out = &l->qops;
+#else
+    (void)l;
+#endif
+    return 0;
+}
+
 void cli_limiter_close(cli_limiter *l)
 {
 #ifdef STG_HAVE_REDIS
+    if (l && l->quotas) {
+        stg_redis_quota_free(l->quotas); /* its leases back, before the connection goes */
+        l->quotas = NULL;
+    }
     if (l && l->backend) {
         stg_redis_limiter_free(l->backend);
         l->backend = NULL;

@@ -2,7 +2,8 @@
  * The shared-limiter flags of fetch and batch: --limiter URL,
  * --limiter-fallback local:SHARE|none and --share-breaker. They put one rate
  * limit (and optionally one circuit breaker) for many processes or machines
- * in Redis, plugged into libstagger-curl through stg_shared_limiter.
+ * in Redis, plugged into libstagger-curl through stg_shared_limiter; and
+ * the servers' announced quotas held there together (stg_shared_quota).
  */
 #ifndef STAGGER_CLI_LIMITER_H
 #define STAGGER_CLI_LIMITER_H
@@ -22,6 +23,8 @@ typedef struct cli_limiter {
     double max_rate;       /* shared adaptive rate: ceiling (0: none) */
     void *backend;         /* stg_redis_limiter * */
     stg_shared_limiter ops;
+    void *quotas;          /* stg_redis_quota *: the servers' quotas shared */
+    stg_shared_quota qops;
 } cli_limiter;
 
 /* --limiter and --limiter-fallback, an option-table group whose field is
@@ -39,6 +42,13 @@ extern const cli_opt cli_limiter_opts[];
  * CLI_EXIT_LIMITER: unreachable without a fallback). */
 int cli_limiter_open(cli_limiter *l, double rate, int64_t burst, int failures, int64_t open_us,
                      const stg_shared_limiter **out);
+
+/* With --limiter open: hold the servers' announced quotas (every quota,
+ * unit and server key the answers name) and the costs reserved in flight
+ * in the same Redis, for every process on it (stagger/redis/quota.h).
+ * *out is &l->qops, or NULL without --limiter. Returns 0, or an exit
+ * status after a one-line message. */
+int cli_limiter_share_quotas(cli_limiter *l, const stg_shared_quota **out);
 
 /* Disconnect; accepts an unopened one. */
 void cli_limiter_close(cli_limiter *l);

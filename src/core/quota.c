@@ -756,11 +756,24 @@ static void ticket_idle(const stg_quota *q, host *h, const tview *v, int64_t now
     }
 }
 
-int stg_quota_settle(stg_quota *q, const char *hostname, const char *route_name,
-                     stg_quota_ticket *t, const stg_quota_set *qs, int64_t now_us)
+/* What used[] says unit u cost (-1: not said). */
+static int64_t used_for(const char *u, const stg_quota_cost *used, size_t n_used)
 {
-    if (!q || !hostname)
+    for (size_t i = 0; i < n_used; i++)
+        if (!strcmp(unit_of(used[i].unit), u))
+            return used[i].amount;
+    return -1;
+}
+
+static int settle(stg_quota *q, const char *hostname, const char *route_name, stg_quota_ticket *t,
+                  const stg_quota_set *qs, const stg_quota_cost *used, size_t n_used,
+                  int64_t now_us)
+{
+    if (!q || !hostname || (n_used && !used))
         return STG_EINVAL;
+    for (size_t i = 0; i < n_used; i++)
+        if (used[i].amount < 0)
+            return STG_EINVAL;
     tview v;
     memset(&v, 0, sizeof v);
     if (t) {
@@ -832,6 +845,18 @@ int stg_quota_settle(stg_quota *q, const char *hostname, const char *route_name,
             got |= seen[j] == e->uid;
         if (!e || got)
             continue;
+        /* What the request really used (an AI answer's usage; nothing, for
+         * a refusal): the estimate takes back what was reserved beyond it,
+         * or gives up what it passed it by. The answer's count, when it
+         * told one, was the server's word and was taken above instead. */
+        int64_t u = used_for(e->unit, used, n_used);
+        if (u >= 0 && !e->dormant && e->est != UNKNOWN) {
+            int64_t est = e->est + v.e[i].amount - u;
+            if (e->limit != UNKNOWN && est > e->limit - e->inflight)
+                est = e->limit - e->inflight > e->est ? e->limit - e->inflight : e->est;
+            e->est = est < 0 ? 0 : est;
+            continue;
+        }
         bool other_key = false;
         if (e->key[0] && n_named > 0) {
             other_key = true;
@@ -859,6 +884,19 @@ int stg_quota_settle(stg_quota *q, const char *hostname, const char *route_name,
 out:
     pthread_mutex_unlock(&q->lock);
     return rc;
+}
+
+int stg_quota_settle(stg_quota *q, const char *hostname, const char *route_name,
+                     stg_quota_ticket *t, const stg_quota_set *qs, int64_t now_us)
+{
+    return settle(q, hostname, route_name, t, qs, NULL, 0, now_us);
+}
+
+int stg_quota_settle_used(stg_quota *q, const char *hostname, const char *route_name,
+                          stg_quota_ticket *t, const stg_quota_set *qs, const stg_quota_cost *used,
+                          size_t n_used, int64_t now_us)
+{
+    return settle(q, hostname, route_name, t, qs, used, n_used, now_us);
 }
 
 int stg_quota_cancel(stg_quota *q, const char *hostname, stg_quota_ticket *t)

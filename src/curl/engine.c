@@ -78,6 +78,10 @@
 #include "curl/engine.h"
 #include "util/http_field.h"
 
+/* How often a pass ticks cfg.shared_quotas (and the longest a pass waits
+ * while sends are in flight with it): well inside the ledger's refresh. */
+#define SQ_TICK_US STG_SEC(1)
+
 /* ---- libcurl's multi_socket callbacks ------------------------------------- */
 
 /* What the set holds of a socket libcurl had (e->fds, by descriptor). */
@@ -401,7 +405,7 @@ int stg_engine_submit(stg_engine *e, const stg_request *rq, stg_done_fn done, vo
         }
         r->has_key = true;
     }
-    ok = ok && stg__eng_cost_copy(r, rq);
+    ok = ok && stg__eng_cost_copy(r, rq) && stg__eng_cost_parts(e, r, rq);
     r->id = e->next_id++;
     if (!ok || !stg__eng_map_put(e, r)) {
         stg__eng_req_free(r);
@@ -475,6 +479,10 @@ static int64_t poll_timeout_us(const stg_engine *e, int64_t timeout_us)
         if (until < t)
             t = until < 0 ? 0 : until;
     }
+    /* Sends in flight hold units in the shared quota ledger, whose entry
+     * must be renewed even while nothing else happens (SQ_TICK_US). */
+    if (e->cfg.shared_quotas && e->cfg.shared_quotas->tick && e->active > 0 && t > SQ_TICK_US)
+        t = SQ_TICK_US;
     return t;
 }
 
@@ -531,6 +539,11 @@ int stg_engine_run_fd(stg_engine *e, int64_t timeout_us, int fd)
     stg__eng_process_done(e);
     stg__eng_fire_timers(e);
     stg__eng_start_ready(e);
+    const stg_shared_quota *sq = e->cfg.shared_quotas;
+    if (sq && sq->tick && e->now - e->sq_tick_at >= SQ_TICK_US) {
+        e->sq_tick_at = e->now;
+        sq->tick(sq->ctx);
+    }
     /* Handles just added set libcurl's timer to 0 (timer_cb): they are
      * run in this pass (a few rounds at most), so a new request's send
      * costs no extra pass, no extra wait and no extra turn of the

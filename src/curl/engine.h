@@ -99,6 +99,14 @@ typedef struct req {
     size_t n_cost;
     stg_quota_ticket *qt;
     bool quota_held;
+    /* With cfg.shared_quotas: the shared ledger's ticket of the current
+     * send (held with quota_held, settled with it; NULL: none). */
+    void *sq;
+    /* An AI API request's parts (ai_cost.c), read from its body at submit
+     * when the engine estimates costs (NULL: not one, or not estimating),
+     * and its current send's number in its host's cost model (0: none). */
+    stg_cost_parts *parts;
+    int64_t cost_seq;
     bool conc_held;     /* holds one of its host's learned slots */
     bool conc_woken;    /* handed a slot from its host's CONC_Q: keeps it
                            through the retry queue (engine_conc.c, wake) */
@@ -160,6 +168,7 @@ struct stg_engine {
     int ext_fd;       /* the caller's fd of stg_engine_run_fd, in ep; -1 none */
     bool ext_always;  /* ext_fd is one epoll cannot watch: always ready */
     int64_t curl_due; /* libcurl's timer, real monotonic us; 0 now, -1 none */
+    int64_t sq_tick_at; /* cfg.shared_quotas' last tick (e->now) */
     uint8_t *fds;     /* by descriptor: what ep holds of libcurl's sockets */
     size_t fds_cap;
     atomic_bool stop;
@@ -238,6 +247,14 @@ int stg__eng_cost_check(const stg_request *rq);
  * never the query (secrets live there); paths cut at 400 bytes. */
 void stg__eng_route(const req *r, char *buf, size_t size);
 bool stg__eng_cost_copy(req *r, const stg_request *rq);
+/* With cfg.quotas and estimation on: rq's parts when it is an AI API
+ * request, into r->parts, and its host's cost model made (false when out
+ * of memory). engine_req.c. */
+bool stg__eng_cost_parts(stg_engine *e, req *r, const stg_request *rq);
+/* What r costs now, per unit, into c[0..max): its stated costs, and for
+ * each token unit it does not state, its host's model's estimate of its
+ * parts. Returns the count. engine_req.c. */
+size_t stg__eng_cost_now(const req *r, stg_quota_cost *c, size_t max);
 int64_t stg__eng_remaining(const stg_engine *e, const req *r);
 /* Take r out of whatever holds it (queue, heap, multi, slot counts). */
 void stg__eng_detach(stg_engine *e, req *r);

@@ -12,7 +12,9 @@
  *    redirect hops included, passed the limiter;
  *  - with cfg.quotas, every send holds a quota reservation from admission
  *    until its answer (settled in engine_done.c with the answer's quotas)
- *    or its end without a send (given back), never two at once;
+ *    or its end without a send (given back), never two at once; with
+ *    cfg.shared_quotas too, the shared ledger's reservation of the same
+ *    cost is held and settled with it (quota_gate, quota_settle);
  *  - concurrency slots = active attempts + reservations, never more than
  *    `concurrency`, so a reserved send always goes at its reserved time;
  *  - no attempt starts at or after a request's deadline.
@@ -315,6 +317,11 @@ static void start_attempt(stg_engine *e, req *r)
     r->rs.attempts++;
     r->attempt_start_us = e->now;
     e->stats.attempts++;
+    /* Its host's cost model learns from the answers of every send, in
+     * the order they left (stagger/cost.h). */
+    r->cost_seq = r->host->cost_model
+                      ? stg_cost_sent(r->host->cost_model, r->quota_held ? r->parts : NULL, e->now)
+                      : 0;
     if (r->rs.attempts - r->hops - r->refused > 1)
         e->stats.retries++; /* a redirect hop or a never-processed resend is not a retry */
     stg_event ev;
@@ -357,11 +364,37 @@ static bool quota_gate(stg_engine *e, req *r, int64_t left)
     int64_t wait = 0;
     stg_quota_ticket t;
     memset(&t, 0, sizeof t);
-    int rc = stg_quota_acquire_demand(q, h->key, route, r->cost, r->n_cost, demand, e->now, &t,
+    /* Its cost: what it states, and what its body is estimated to cost
+     * in each token unit it does not state (cfg.no_cost_estimate off). */
+    stg_quota_cost cost[STG_QUOTA_COSTS_MAX + 3];
+    size_t n_cost = stg__eng_cost_now(r, cost, sizeof cost / sizeof cost[0]);
+    int rc = stg_quota_acquire_demand(q, h->key, route, cost, n_cost, demand, e->now, &t, &wait);
+    const stg_quota_cost *took = cost; /* the cost admitted, for the shared ledger */
+    size_t n_took = n_cost;
+    if (rc == STG_ETOOBIG && n_cost > r->n_cost) {
+        took = r->cost;
+        n_took = r->n_cost;
+        /* An estimate over a quota's limit may be the estimate's fault
+         * (max_tokens added where the server takes the larger): the
+         * server decides, with the cost stated alone as before. */
+        rc = stg_quota_acquire_demand(q, h->key, route, r->cost, r->n_cost, demand, e->now, &t,
                                       &wait);
+    }
     if (rc == STG_OK && !stg__eng_ticket_keep(r, &t)) {
         stg_quota_cancel(q, h->key, &t);
         rc = STG_ENOMEM;
+    }
+    /* The quotas held with other processes (cfg.shared_quotas): the same
+     * cost, after the local quotas admitted it; a refusal there gives the
+     * local reservation back and waits as a local one would. */
+    const stg_shared_quota *sq = e->cfg.shared_quotas;
+    if (rc == STG_OK && sq) {
+        int src = sq->acquire(sq->ctx, h->key, route, took, n_took, demand, &r->sq, &wait);
+        if (src != STG_OK) {
+            r->sq = NULL;
+            stg_quota_cancel(q, h->key, r->qt);
+            rc = src;
+        }
     }
     if (rc == STG_OK) {
         r->quota_held = true;
@@ -369,6 +402,11 @@ static bool quota_gate(stg_engine *e, req *r, int64_t left)
         return true;
     }
     stg__eng_pace_leave(e, r);
+    if (rc == STG_EUNAVAIL) {
+        snprintf(r->errtext, sizeof r->errtext, "the shared quota ledger cannot answer");
+        stg__eng_finish(e, r, STG_REASON_LIMITER_UNAVAILABLE);
+        return false;
+    }
     if (rc != STG_EAGAIN) {
         snprintf(r->errtext, sizeof r->errtext, "%s",
                  rc == STG_ETOOBIG ? "the request's cost is over a quota the server announced"

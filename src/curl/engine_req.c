@@ -33,6 +33,7 @@ void stg__eng_check(const stg_engine *e, const req *r)
     STG_ASSERT(r->where != RQ_CONC_Q || (!r->conc_held && !r->reserved));
     STG_ASSERT(!r->conc_held || r->host->conc_out > 0);
     STG_ASSERT(!r->qt || r->quota_held);
+    STG_ASSERT(!r->sq || r->quota_held);
     STG_ASSERT(r->pol == &e->pol || r->pol == r->own_pol);
     STG_ASSERT(e->active >= 0 && e->reserved >= 0 &&
                e->active + e->reserved <= e->concurrency);
@@ -173,6 +174,7 @@ void stg__eng_req_free(req *r)
         free(r->secret[i]);
     free(r->secret);
     free(r->cost);
+    free(r->parts);
     free(r->qt);
     free(r->own_pol);
     stg__xfer_free(&r->x);
@@ -221,6 +223,47 @@ bool stg__eng_cost_copy(req *r, const stg_request *rq)
     memcpy(r->cost, rq->cost, rq->n_cost * sizeof *r->cost);
     r->n_cost = rq->n_cost;
     return true;
+}
+
+bool stg__eng_cost_parts(stg_engine *e, req *r, const stg_request *rq)
+{
+    if (!e->cfg.quotas || e->cfg.no_cost_estimate || !rq->body)
+        return true;
+    stg_cost_parts p;
+    if (!stg__ai_cost_parts(stg_method_name(r->method), rq->url, rq->body, rq->body_len, &p))
+        return true;
+    stg__host *h = r->host;
+    if (!h->cost_model && !(h->cost_model = stg_cost_model_new(NULL)))
+        return false;
+    if (!(r->parts = malloc(sizeof *r->parts)))
+        return false;
+    *r->parts = p;
+    r->x.keep_tail = r->x.sink != NULL; /* a streamed answer's usage is at its end */
+    return true;
+}
+
+static bool stated(const req *r, const char *unit)
+{
+    for (size_t i = 0; i < r->n_cost; i++)
+        if (!strcmp(r->cost[i].unit, unit))
+            return true;
+    return false;
+}
+
+size_t stg__eng_cost_now(const req *r, stg_quota_cost *c, size_t max)
+{
+    static const char *const units[] = {"tokens", "input-tokens", "output-tokens"};
+    size_t n = 0;
+    for (size_t i = 0; i < r->n_cost && n < max; i++)
+        c[n++] = r->cost[i];
+    for (size_t i = 0; r->parts && r->host->cost_model && i < 3 && n < max; i++) {
+        if (stated(r, units[i]))
+            continue;
+        memset(&c[n], 0, sizeof c[n]);
+        snprintf(c[n].unit, sizeof c[n].unit, "%s", units[i]);
+        c[n++].amount = stg_cost_estimate(r->host->cost_model, units[i], r->parts);
+    }
+    return n;
 }
 
 int64_t stg__eng_remaining(const stg_engine *e, const req *r)

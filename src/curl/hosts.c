@@ -84,6 +84,7 @@ static void host_free(stg__host *h)
         stg_breaker_destroy(&h->breaker);
     if (h->has_adaptive)
         stg_adaptive_destroy(&h->adaptive);
+    stg_cost_model_free(h->cost_model);
     free(h->key);
     free(h);
 }

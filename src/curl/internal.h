@@ -15,6 +15,7 @@
 
 #include <stdio.h>
 
+#include <stagger/cost.h>
 #include <stagger/curl.h>
 
 /* ---- env.c ------------------------------------------------------------- */
@@ -99,7 +100,15 @@ typedef struct stg__xfer {
      * its type ("overloaded_error"). 0: none. */
     int stream_error;
     char stream_error_type[48];
+    /* keep_tail: the last STG__XFER_TAIL bytes of a 2xx body that went to
+     * the sink are kept in tail (allocated at the first), where an AI
+     * answer's usage is (its JSON's end, its stream's last events). */
+    bool keep_tail;
+    size_t tail_len;
+    char *tail;
 } stg__xfer;
+
+#define STG__XFER_TAIL ((size_t)8192)
 
 /* The hold of STG_STREAM_SSE_HOLD: at most this many bytes, and (checked
  * as bytes arrive) this long after the first, before the body is passed on
@@ -134,6 +143,8 @@ void stg__xfer_set_sink(stg__xfer *x, stg_body_fn sink, void *data);
  * Returns false when either call failed (a success must then become a
  * failure). True without a sink. */
 bool stg__xfer_sink_end(stg__xfer *x);
+/* Free the kept tail (keep_tail), once read: a waiting request holds none. */
+void stg__xfer_tail_free(stg__xfer *x);
 /* Forget the previous attempt's data (a discarded body never leaks). */
 void stg__xfer_reset(stg__xfer *x);
 void stg__xfer_free(stg__xfer *x);
@@ -259,6 +270,23 @@ void stg__quota_route(stg_method method, const char *url, char *buf, size_t size
 /* The quotas the answer in x (its header block, status) announced, into
  * qs, with a global pause for a Discord global or GitHub secondary limit. */
 void stg__quota_answer(const stg__xfer *x, int status, int64_t wall_us, stg_quota_set *qs);
+
+/* ---- ai_cost.c: what an AI API request costs, read from its body ---------- */
+
+/* Largest body read for a cost or a usage (the proxy's request bodies are
+ * at most 16 MiB by default). */
+#define STG__AI_BODY_MAX ((size_t)16 << 20)
+/* The parts of a POST to one of the AI APIs' shapes (chat completions,
+ * responses, completions, embeddings, Anthropic messages; the path's end
+ * tells which), read from its JSON body into *p. Returns false (p zeroed)
+ * for any other request or a body that is not the shape's. Untrusted bytes
+ * (body, len), nothing kept. Thread-safe. */
+bool stg__ai_cost_parts(const char *method, const char *url, const void *body, size_t len,
+                        stg_cost_parts *p);
+/* The usage an answer's body (JSON, or an SSE stream's events) reports,
+ * into used[] as "tokens" (total), "input-tokens", "output-tokens" (those
+ * it says; max >= 3). Returns how many. Thread-safe. */
+size_t stg__ai_cost_usage(const char *body, size_t len, stg_quota_cost *used, size_t max);
 
 /* Classify and redact what easy's attempt produced (code, x); url is the
  * attempt's URL, for when libcurl has no effective URL. Pure apart from
@@ -398,6 +426,9 @@ typedef struct stg__host {
      * not finished, and those of them holding a quota reservation; the
      * difference is the demand that waits for its quotas. */
     int64_t q_alive, q_held;
+    /* What its AI API requests cost and how it counts them (stagger/cost.h),
+     * made at its first such request (NULL until then). */
+    stg_cost_model *cost_model;
 } stg__host;
 
 #define STG__DEFAULT_MAX_HOSTS 1024

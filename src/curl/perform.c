@@ -16,9 +16,10 @@
  *  - every request sent passed the limiter first: retries and redirect
  *    hops alike, and libcurl neither resends (xfer.c) nor follows a
  *    redirect by itself (CURLOPT_FOLLOWLOCATION is turned off);
- *  - with cfg.quotas, every send holds a quota reservation from its
- *    admission to its answer (settled with the answer's quotas), or is
- *    given back when it never left; none is held when the call returns;
+ *  - with cfg.quotas, every send holds a quota reservation of cfg.cost
+ *    from its admission to its answer (settled with the answer's quotas,
+ *    a refusal's token units given back), or is given back when it never
+ *    left; none is held when the call returns;
  *  - each attempt's timeouts are the policy's, bounded by what the
  *    deadline leaves, and no attempt starts at or after the deadline;
  *  - the response buffers are reset when an attempt starts, so the result
@@ -236,7 +237,10 @@ static int quota_gate(call *c, stg_method method, int attempt, stg_reason *reaso
                      sizeof c->route);
     for (;;) {
         int64_t wait = 0;
-        int rc = stg_quota_acquire_demand(q, c->limit_key, c->route, NULL, 0, 1, c->now, &c->qt,
+        int rc = stg_quota_acquire_demand(q, c->limit_key, c->route, c->cfg.cost, c->cfg.n_cost,
+                                          1, c->now, &c->qt, &wait);
+        if (rc == STG_ETOOBIG) /* an estimate over a limit: the server decides */
+            rc = stg_quota_acquire_demand(q, c->limit_key, c->route, NULL, 0, 1, c->now, &c->qt,
                                           &wait);
         if (rc == STG_OK) {
             c->quota_held = true;
@@ -267,8 +271,42 @@ static int quota_gate(call *c, stg_method method, int attempt, stg_reason *reaso
     }
 }
 
+static bool token_unit(const char *u)
+{
+    return !strcmp(u, "tokens") || !strcmp(u, "input-tokens") || !strcmp(u, "output-tokens");
+}
+
+/* What the send used of the token units its cost names, as the answer
+ * says: nothing for a refusal (429, 529: the server did not count it),
+ * else the usage its body reports (kept, or the tail of one that went to
+ * the sink). Returns the count in used[]. */
+static size_t used_of(const call *c, int status, stg_quota_cost *used, size_t max)
+{
+    size_t n = 0;
+    bool tokens = false;
+    for (size_t i = 0; c->cfg.cost && i < c->cfg.n_cost; i++)
+        tokens |= token_unit(c->cfg.cost[i].unit);
+    if (!tokens)
+        return 0;
+    if (status == 429 || status == 529) {
+        for (size_t i = 0; i < c->cfg.n_cost && n < max; i++)
+            if (token_unit(c->cfg.cost[i].unit)) {
+                used[n] = c->cfg.cost[i];
+                used[n++].amount = 0;
+            }
+        return n;
+    }
+    if (status < 200 || status > 299)
+        return 0;
+    if (c->x.body.p && c->x.body.len)
+        return stg__ai_cost_usage(c->x.body.p, c->x.body.len, used, max);
+    return stg__ai_cost_usage(c->x.tail, c->x.tail_len, used, max);
+}
+
 /* Settle the send's reservation: with the answer's quotas when one came
- * (status > 0), as spent when none did (it may have reached the server). */
+ * (status > 0; the token units it tells no count of at what the answer
+ * says was used), as spent when none did (it may have reached the
+ * server). */
 static void quota_settle(call *c, int status)
 {
     if (!c->quota_held)
@@ -280,7 +318,10 @@ static void quota_settle(call *c, int status)
     }
     stg_quota_set qs;
     stg__quota_answer(&c->x, status, c->wall, &qs);
-    stg_quota_settle(c->cfg.quotas, c->limit_key, c->route, &c->qt, &qs, c->now);
+    stg_quota_cost used[STG_QUOTA_COSTS_MAX];
+    size_t n_used = used_of(c, status, used, STG_QUOTA_COSTS_MAX);
+    stg_quota_settle_used(c->cfg.quotas, c->limit_key, c->route, &c->qt, &qs, used, n_used,
+                          c->now);
 }
 
 /* The send never left: what it reserved returns. */
@@ -346,13 +387,19 @@ static int call_open(call *c, CURL *easy, const stg_call_config *cfg)
     c->easy = easy;
     if (cfg)
         c->cfg = *cfg;
-    if (stg_policy_resolve(&c->cfg.policy, &c->pol) != STG_OK || c->cfg.max_redirects < 0)
+    if (stg_policy_resolve(&c->cfg.policy, &c->pol) != STG_OK || c->cfg.max_redirects < 0 ||
+        (c->cfg.n_cost && !c->cfg.cost))
         return STG_EINVAL;
+    for (size_t i = 0; i < c->cfg.n_cost; i++)
+        if (c->cfg.cost[i].amount < 0 ||
+            !memchr(c->cfg.cost[i].unit, 0, sizeof c->cfg.cost[i].unit))
+            return STG_EINVAL;
     c->multi = curl_multi_init();
     if (!c->multi)
         return STG_ENOMEM;
     stg__xfer_init(&c->x, c->cfg.max_body);
     stg__xfer_set_sink(&c->x, c->cfg.body_sink, c->cfg.body_sink_data);
+    c->x.keep_tail = c->cfg.body_sink && c->cfg.n_cost; /* a streamed answer's usage */
     c->x.tls = c->cfg.tls; /* set on easy by attach */
     stg__xfer_attach(easy, &c->x);
     /* Redirects are hops stagger decides (redirect.c), never libcurl's. */

@@ -181,11 +181,20 @@ void stg__xfer_reset(stg__xfer *x)
     stg__buf_free(&x->held);
     x->stream_error = 0;
     x->stream_error_type[0] = '\0';
+    x->tail_len = 0;
     x->errbuf[0] = '\0';
+}
+
+void stg__xfer_tail_free(stg__xfer *x)
+{
+    free(x->tail);
+    x->tail = NULL;
+    x->tail_len = 0;
 }
 
 void stg__xfer_free(stg__xfer *x)
 {
+    stg__xfer_tail_free(x);
     stg__buf_free(&x->body);
     stg__buf_free(&x->headers);
     stg__buf_free(&x->held);
@@ -375,6 +384,27 @@ static bool keep_in_memory(stg__xfer *x, const char *data, size_t n)
     return stg__buf_put(&x->body, data, n < room ? n : room);
 }
 
+/* keep_tail: the body's last STG__XFER_TAIL bytes (an out of memory keeps
+ * none: the tail is a hint, never the body). */
+static void tail_put(stg__xfer *x, const char *data, size_t n)
+{
+    if (!x->keep_tail || (!x->tail && !(x->tail = malloc(STG__XFER_TAIL))))
+        return;
+    if (n >= STG__XFER_TAIL) {
+        memcpy(x->tail, data + n - STG__XFER_TAIL, STG__XFER_TAIL);
+        x->tail_len = STG__XFER_TAIL;
+        return;
+    }
+    if (x->tail_len + n > STG__XFER_TAIL) {
+        size_t drop = x->tail_len + n - STG__XFER_TAIL;
+        memmove(x->tail, x->tail + drop, x->tail_len - drop);
+        x->tail_len -= drop;
+    }
+    memcpy(x->tail + x->tail_len, data, n);
+    x->tail_len += n;
+    STG_ASSERT(x->tail_len <= STG__XFER_TAIL);
+}
+
 static size_t on_body(char *data, size_t size, size_t nmemb, void *arg)
 {
     stg__xfer *x = arg;
@@ -398,6 +428,7 @@ static size_t on_body(char *data, size_t size, size_t nmemb, void *arg)
             x->sink_failed = true;
             return 0; /* CURLE_WRITE_ERROR aborts the transfer */
         }
+        tail_put(x, data, keep);
     } else if (keep && other_put(x, data, keep) != 0) {
         x->sink_failed = true;
         return 0;

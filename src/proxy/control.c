@@ -6,7 +6,11 @@
  *   Stagger-Retries: 0      retries after the first attempt (0: one
  *                           attempt), instead of --max-attempts - 1;
  *   Stagger-Priority: low   waits behind every normal request for
- *                           admission (normal: the default).
+ *                           admission (normal: the default);
+ *   Stagger-Cost: tokens=1200, requests=1
+ *                           what the request costs per quota unit
+ *                           (stg_quota_cost_parse), as a batch job's
+ *                           "cost"; a unit it states is not estimated.
  * A bad value is the program's mistake and gets a 400 naming the header,
  * never a silent default.
  *
@@ -52,6 +56,24 @@ int px_control(px_req *r, struct MHD_Connection *c, char *msg, size_t msgsize)
     const char *d = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Stagger-Deadline");
     const char *n = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Stagger-Retries");
     const char *pr = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Stagger-Priority");
+    const char *co = MHD_lookup_connection_value(c, MHD_HEADER_KIND, STG_QUOTA_COST_HEADER);
+    if (co) {
+        stg_quota_cost cost[STG_QUOTA_COSTS_MAX];
+        size_t n_co = 0;
+        if (stg_quota_cost_parse(co, strlen(co), cost, STG_QUOTA_COSTS_MAX, &n_co) != STG_OK) {
+            snprintf(msg, msgsize, "bad Stagger-Cost: expected unit=amount pairs such as "
+                                   "tokens=1200, requests=1");
+            return -1;
+        }
+        free(r->cost);
+        r->cost = malloc(n_co * sizeof *cost); /* n_co >= 1: an empty value is bad */
+        if (!r->cost) {
+            snprintf(msg, msgsize, "out of memory");
+            return -1;
+        }
+        memcpy(r->cost, cost, n_co * sizeof *cost);
+        r->n_cost = n_co;
+    }
     if (d && !px_parse_duration(d, &r->deadline_us)) {
         snprintf(msg, msgsize, "bad Stagger-Deadline: expected a duration such as 20s or 500ms");
         return -1;

@@ -6,7 +6,7 @@
  *   target.c   where a request goes: routes, forward mode, CONNECT;
  *   head_check.c  the request-head rules (pure: what is refused, why);
  *   headers.c  header rewriting both ways (hop-by-hop, Host, Via);
- *   control.c  the Stagger-Deadline/-Retries/-Priority request headers;
+ *   control.c  the Stagger-Deadline/-Retries/-Priority/-Cost request headers;
  *   watch.c    clients that hang up while their connection is suspended;
  *   admin.c    /__stagger/metrics and /__stagger/health;
  *   conns.c    the client connections: head timeout, slots kept free;
@@ -116,6 +116,8 @@ struct px_req {
     int64_t deadline_us;
     int max_attempts;
     int priority;
+    stg_quota_cost *cost; /* Stagger-Cost (control.c), n_cost units; NULL: none */
+    size_t n_cost;
     bool begun;        /* the first handler call happened */
     bool early;        /* answered by the front (admin, error): no upstream */
     const char *why;   /* the front's own reason for its answer (a static
@@ -307,7 +309,7 @@ int px_block_status(const char *block, size_t len);
 int64_t px_block_length(const char *block, size_t len);
 
 /* ---- control.c --------------------------------------------------------- */
-/* Read and check Stagger-Deadline, -Retries, -Priority into r. Returns 0,
+/* Read and check Stagger-Deadline, -Retries, -Priority, -Cost into r. Returns 0,
  * or -1 with msg saying which header is bad. */
 int px_control(px_req *r, struct MHD_Connection *c, char *msg, size_t msgsize);
 /* A duration as the control header takes it: "20s", "500ms", "2m", "1h",

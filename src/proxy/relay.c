@@ -86,6 +86,7 @@ void px_req_free(px_req *r)
     free(r->sbuf);
     free(r->fbody);
     free(r->obuf);
+    free(r->cost);
     if (r->ofile)
         fclose(r->ofile);
     r->p->buffered -= r->charged; /* p->mu held (px_unref_locked) */
@@ -361,6 +362,8 @@ static void submit(stg_proxy *p, px_req *r)
         rq.deadline_us = r->deadline_us;
         rq.max_attempts = r->max_attempts;
         rq.priority = r->priority;
+        rq.cost = r->cost; /* Stagger-Cost (control.c) */
+        rq.n_cost = r->n_cost;
         rc = stg_engine_submit(p->engine, &rq, on_done, r, &id);
     }
     pthread_mutex_lock(&p->mu);

@@ -217,6 +217,7 @@ static const char *const script_src[STG__SCRIPT_COUNT] = {
     [STG__SCRIPT_GCRA] = stg__redis_gcra_lua,
     [STG__SCRIPT_BREAKER] = stg__redis_breaker_lua,
     [STG__SCRIPT_ADAPTIVE] = stg__redis_adaptive_lua,
+    [STG__SCRIPT_QUOTA] = stg__redis_quota_lua,
 };
 
 /* Open a connection, authenticate, select, load the scripts. On success

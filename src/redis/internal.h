@@ -6,7 +6,9 @@
  * machine; gcra.c is the limiter script and its API; breaker.c the shared
  * breaker script and its API; fallback.c the process-local buckets and
  * breakers used while Redis is unreachable; lease.c the token leases
- * handed out locally (lease_size.c: their pure sizing rule and meter).
+ * handed out locally (lease_size.c: their pure sizing rule and meter);
+ * quota_share.c the shared quota ledger's replica side (quota_lua.c its
+ * script, quota_local.c its pure part: the estimate, the fallback rule).
  *
  * Locking: every field below mu is guarded by mu. Public calls take mu,
  * collect at most one log note, release mu, then emit the note, so the log
@@ -31,13 +33,15 @@ enum {
     STG__SCRIPT_GCRA = 0,
     STG__SCRIPT_BREAKER = 1,
     STG__SCRIPT_ADAPTIVE = 2,
-    STG__SCRIPT_COUNT = 3
+    STG__SCRIPT_QUOTA = 3,
+    STG__SCRIPT_COUNT = 4
 };
 
 /* Source of each script (gcra.c, breaker.c, adaptive.c). */
 extern const char stg__redis_gcra_lua[];
 extern const char stg__redis_breaker_lua[];
 extern const char stg__redis_adaptive_lua[];
+extern const char stg__redis_quota_lua[]; /* quota_lua.c: the shared quota ledger */
 
 /* One process-local stand-in per key name, made on first use (in fallback,
  * or, for a fixed rate with a fallback share, at the first shared decision:

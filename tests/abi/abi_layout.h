@@ -41,6 +41,7 @@
 #ifdef STG_ABI_REDIS
 #include <stagger/redis.h>
 #include <stagger/redis/queue.h>
+#include <stagger/redis/quota.h>
 #endif
 
 #ifdef __cplusplus
@@ -67,7 +68,9 @@
     X(stg_quota_set, 4, 2832)           \
     X(stg_quota_cost, 2, 48)            \
     X(stg_quota_config, 5, 104)         \
-    X(stg_quota_host_info, 4, 56) \
+    X(stg_quota_host_info, 4, 56)       \
+    X(stg_cost_parts, 3, 48)            \
+    X(stg_cost_rule, 4, 64)             \
     X(stg_concurrency_config, 6, 96)   \
     X(stg_concurrency, 1, 200)
 
@@ -76,8 +79,9 @@
     X(stg_event, 2, 184)                \
     X(stg_result, 7, 488)               \
     X(stg_shared_limiter, 8, 112)       \
-    X(stg_call_config, 12, 560)         \
-    X(stg_engine_config, 11, 976)       \
+    X(stg_shared_quota, 5, 72)          \
+    X(stg_call_config, 10, 560)         \
+    X(stg_engine_config, 9, 976)        \
     X(stg_request, 4, 176)              \
     X(stg_engine_stats, 5, 168)         \
     X(stg_event_fanout, 2, 88)         \
@@ -96,7 +100,9 @@
     X(stg_queue_worker_row, 2, 80)      \
     X(stg_queue_report, 8, 304)         \
     X(stg_queue_row, 4, 144)            \
-    X(stg_queue_stats, 4, 56)
+    X(stg_queue_stats, 4, 56)           \
+    X(stg_redis_quota_config, 6, 96)    \
+    X(stg_redis_quota_info, 5, 96)
 
 #if UINTPTR_MAX == UINT64_MAX && defined(__linux__)
 #define STG_ABI_PINNED 1

@@ -18,7 +18,11 @@
  *    x-ratelimit-resource, windows with epoch resets); OpenAI's two quotas
  *    at once, requests and tokens, each request costing tokens
  *    (X-Token-Cost, declared to the engine as its cost). No refusal, every
- *    request on its first attempt.
+ *    request on its first attempt;
+ *  - with shared_quotas (a ledger shared with other processes; a fake
+ *    here): each send is also asked there with its cost, a refusal there
+ *    holds it back, and each ticket is settled exactly once with the
+ *    answer's quotas.
  *
  * Needs STAGGER (the stagger binary) in the environment. Only loopback.
  */
@@ -199,6 +203,135 @@ static void test_spent_idle_quota_probes(void **state)
     server_cleanup(&s);
 }
 
+/* stg_engine_config.shared_quotas: a ledger shared with other processes,
+ * here a fake that refuses every other first ask (a wait of 30 ms) and
+ * counts. Every send the local quotas admit is asked there with its cost,
+ * a refusal there holds the send back (no request reaches the server
+ * without a ticket), and every ticket is settled exactly once, as
+ * answered, with the answer's quotas (ASan catches a double settle: the
+ * ticket is freed there). */
+typedef struct fake_ledger {
+    int asks, refused, tickets, settled, answered, with_quotas, out, max_out;
+    int ticks, ticks_out; /* ticks in all, and while a send was out */
+    int64_t tokens;
+} fake_ledger;
+
+static void fake_tick(void *ctx)
+{
+    fake_ledger *f = ctx;
+    f->ticks++;
+    f->ticks_out += f->out > 0;
+}
+
+static int fake_acquire(void *ctx, const char *key, const char *route,
+                        const stg_quota_cost *costs, size_t n, int64_t demand, void **ticket,
+                        int64_t *wait_us)
+{
+    fake_ledger *f = ctx;
+    assert_non_null(key);
+    assert_non_null(route);
+    assert_true(strncmp(route, "GET /item/", 10) == 0);
+    assert_true(demand >= 1);
+    if (f->asks++ % 2 == 0) {
+        f->refused++;
+        *wait_us = STG_MS(30);
+        return STG_EAGAIN;
+    }
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(costs[i].unit, "tokens") == 0)
+            f->tokens += costs[i].amount;
+    int *t = malloc(sizeof *t);
+    assert_non_null(t);
+    *t = f->tickets++;
+    *ticket = t;
+    if (++f->out > f->max_out)
+        f->max_out = f->out;
+    return STG_OK;
+}
+
+static void fake_settle(void *ctx, void *ticket, int how, const stg_quota_set *qs,
+                        const stg_quota_cost *used, size_t n_used, int64_t demand)
+{
+    fake_ledger *f = ctx;
+    (void)used, (void)n_used;
+    assert_non_null(ticket);
+    assert_true(demand >= 0);
+    f->settled++;
+    f->out--;
+    if (how == 0) {
+        f->answered++;
+        f->with_quotas += qs && qs->n > 0;
+    }
+    free(ticket);
+}
+
+static void test_shared_quota_hook(void **state)
+{
+    (void)state;
+    server s;
+    server_start(&s, LIMITED);
+    fake_ledger f = {0};
+    stg_shared_quota sq = {.ctx = &f, .acquire = fake_acquire, .settle = fake_settle};
+    stg_engine_config cfg = {.concurrency = 4, .quotas = true, .shared_quotas = &sq};
+    stg_engine *e = stg_engine_new(&cfg, NULL);
+    assert_non_null(e);
+    done_tally c = {0};
+    const int n = 8;
+    stg_quota_cost cost = {.unit = "tokens", .amount = 7};
+    for (int i = 0; i < n; i++) {
+        char url[128], path[32];
+        snprintf(path, sizeof path, "/item/%d", i);
+        url_of(&s, path, url, sizeof url);
+        stg_request rq = {.url = url, .cost = &cost, .n_cost = 1};
+        assert_int_equal(stg_engine_submit(e, &rq, tally_done, &c, NULL), STG_OK);
+    }
+    assert_int_equal(stg_engine_drain(e), 0);
+    stg_engine_free(e);
+    server_stop(&s);
+    assert_int_equal(c.done, n);
+    assert_int_equal(c.ok_200, n);
+    assert_true(f.refused >= 1);
+    assert_int_equal(f.tickets, n); /* one per send, each request sent once */
+    assert_int_equal(f.settled, n);
+    assert_int_equal(f.answered, n);
+    assert_int_equal(f.with_quotas, n); /* the server's RateLimit fields */
+    assert_int_equal(f.out, 0);
+    assert_true(f.max_out <= 4);
+    assert_int_equal((int)f.tokens, 7 * n);
+    assert_int_equal(log_count(&s, "\"status\":200"), n);
+    server_cleanup(&s);
+}
+
+/* A send that takes 2.5 s, nothing else going on: the engine's passes
+ * tick the ledger about once a second meanwhile (so it can renew what
+ * the send holds), not only when something happens. */
+static void test_shared_quota_ticks(void **state)
+{
+    (void)state;
+    static const char *const slow[] = {"--rate", "10", "--burst", "5", "--ratelimit-headers",
+                                       "--latency", "2500ms", NULL};
+    server s;
+    server_start(&s, slow);
+    fake_ledger f = {.asks = 1}; /* the first ask is admitted */
+    stg_shared_quota sq = {.ctx = &f, .acquire = fake_acquire, .settle = fake_settle,
+                           .tick = fake_tick};
+    stg_engine_config cfg = {.quotas = true, .shared_quotas = &sq};
+    stg_engine *e = stg_engine_new(&cfg, NULL);
+    assert_non_null(e);
+    done_tally c = {0};
+    char url[128];
+    url_of(&s, "/item/1", url, sizeof url);
+    stg_request rq = {.url = url};
+    assert_int_equal(stg_engine_submit(e, &rq, tally_done, &c, NULL), STG_OK);
+    assert_int_equal(stg_engine_drain(e), 0);
+    stg_engine_free(e);
+    server_stop(&s);
+    assert_int_equal(c.ok_200, 1);
+    assert_int_equal(f.settled, 1);
+    assert_true(f.ticks_out >= 2);
+    server_cleanup(&s);
+}
+
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
@@ -209,6 +342,8 @@ int main(void)
         cmocka_unit_test_teardown(test_persona_github_resources, stop_leftovers),
         cmocka_unit_test_teardown(test_persona_openai_tokens, stop_leftovers),
         cmocka_unit_test_teardown(test_spent_idle_quota_probes, stop_leftovers),
+        cmocka_unit_test_teardown(test_shared_quota_hook, stop_leftovers),
+        cmocka_unit_test_teardown(test_shared_quota_ticks, stop_leftovers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

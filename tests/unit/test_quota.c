@@ -1057,6 +1057,91 @@ static void test_cost_parse(void **state)
     assert_int_equal(stg_quota_cost_parse("a=1", 3, c, 3, NULL), STG_EINVAL);
 }
 
+/* Whether `tokens` tokens are admitted at now (one request waiting: no
+ * pacing); the reservation is given back either way. */
+static bool admits_tokens(stg_quota *q, int64_t tokens, int64_t now)
+{
+    stg_quota_cost c = {.unit = "tokens", .amount = tokens};
+    stg_quota_ticket t;
+    int64_t w = -1;
+    int rc = stg_quota_acquire_demand(q, H, "POST /v1/chat/completions", &c, 1, 1, now, &t, &w);
+    assert_true(rc == STG_OK || rc == STG_EAGAIN || rc == STG_ETOOBIG); /* over the limit */
+    if (rc == STG_OK)
+        assert_int_equal(stg_quota_cancel(q, H, &t), STG_OK);
+    return rc == STG_OK;
+}
+
+/* Reserve, settle, refund, for a cost estimated before the send: the
+ * reservation holds until the answer; an answer that tells the count
+ * settles it at the count; one that tells none settles it at what the
+ * body said was used (an AI API's usage), a refusal (used nothing) gives
+ * it all back, and a send that never left gives it back too. */
+static void test_settle_used(void **state)
+{
+    (void)state;
+    stg_quota *q = make(0);
+    const char *route = "POST /v1/chat/completions";
+    /* 10000 tokens left, refilled in a minute (OpenAI). */
+    stg_quota_obs o = obs("", "tokens", 10000, 10000, STG_SEC(60));
+    o.dialect = STG_DIALECT_OPENAI;
+    learn(q, route, o, 0);
+    assert_true(admits_tokens(q, 10000, 0));
+    stg_quota_cost c = {.unit = "tokens", .amount = 3000};
+    stg_quota_ticket t;
+    int64_t w = -1;
+    assert_int_equal(stg_quota_acquire_demand(q, H, route, &c, 1, 1, 0, &t, &w), STG_OK);
+    /* Reserved: 7000 left while it is out. */
+    assert_true(admits_tokens(q, 7000, 0));
+    assert_false(admits_tokens(q, 7001, 0));
+    /* The answer tells no count; its usage says 1000: 2000 come back. */
+    stg_quota_set none;
+    stg_quota_set_init(&none);
+    stg_quota_cost used = {.unit = "tokens", .amount = 1000};
+    assert_int_equal(stg_quota_settle_used(q, H, route, &t, &none, &used, 1, 1), STG_OK);
+    assert_true(admits_tokens(q, 9000, 1));
+    assert_false(admits_tokens(q, 9001, 1));
+    /* A refusal (429 or 529) used nothing: all of it comes back. */
+    assert_int_equal(stg_quota_acquire_demand(q, H, route, &c, 1, 1, 1, &t, &w), STG_OK);
+    assert_false(admits_tokens(q, 6001, 1));
+    used.amount = 0;
+    assert_int_equal(stg_quota_settle_used(q, H, route, &t, &none, &used, 1, 2), STG_OK);
+    assert_true(admits_tokens(q, 9000, 2));
+    assert_false(admits_tokens(q, 9001, 2));
+    /* Used more than reserved: the difference is spent too. */
+    assert_int_equal(stg_quota_acquire_demand(q, H, route, &c, 1, 1, 2, &t, &w), STG_OK);
+    used.amount = 4000;
+    assert_int_equal(stg_quota_settle_used(q, H, route, &t, &none, &used, 1, 3), STG_OK);
+    assert_true(admits_tokens(q, 5000, 3));
+    assert_false(admits_tokens(q, 5001, 3));
+    /* An answer that tells the count is the server's word, whatever the
+     * usage says. */
+    assert_int_equal(stg_quota_acquire_demand(q, H, route, &c, 1, 1, 3, &t, &w), STG_OK);
+    stg_quota_set qs;
+    set1(&qs, o);
+    qs.q[0].remaining = 1500;
+    used.amount = 0;
+    assert_int_equal(stg_quota_settle_used(q, H, route, &t, &qs, &used, 1, 4), STG_OK);
+    assert_true(admits_tokens(q, 1500, 4));
+    assert_false(admits_tokens(q, 1501, 4));
+    /* A send that never left: stg_quota_cancel gives it back. */
+    c.amount = 1000;
+    assert_int_equal(stg_quota_acquire_demand(q, H, route, &c, 1, 1, 4, &t, &w), STG_OK);
+    assert_false(admits_tokens(q, 501, 4));
+    assert_int_equal(stg_quota_cancel(q, H, &t), STG_OK);
+    assert_true(admits_tokens(q, 1500, 4));
+    /* Never more than the limit comes back. */
+    learn(q, route, o, 5);
+    assert_int_equal(stg_quota_acquire_demand(q, H, route, &c, 1, 1, 5, &t, &w), STG_OK);
+    assert_int_equal(stg_quota_settle_used(q, H, route, &t, &none, &used, 1, 6), STG_OK);
+    assert_false(admits_tokens(q, 10001, 6));
+    assert_true(admits_tokens(q, 10000, 6));
+    /* Bad input. */
+    stg_quota_cost neg = {.unit = "tokens", .amount = -1};
+    assert_int_equal(stg_quota_settle_used(q, H, route, NULL, &none, &neg, 1, 7), STG_EINVAL);
+    assert_int_equal(stg_quota_settle_used(q, H, route, NULL, &none, NULL, 1, 7), STG_EINVAL);
+    stg_quota_free(q);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1086,6 +1171,7 @@ int main(void)
         cmocka_unit_test(test_caps),
         cmocka_unit_test(test_threads),
         cmocka_unit_test(test_cost_parse),
+        cmocka_unit_test(test_settle_used),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
