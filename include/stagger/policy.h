@@ -29,7 +29,23 @@
  *  4. method not safe to repeat                   -> give up (METHOD_NOT_IDEMPOTENT)
  *     Safe: a method in retry_methods; a method in key_methods when the
  *     request carries an idempotency key; any method when the error proves
- *     the request never left (connection refused, connect timeout, DNS).
+ *     the request never left (connection refused, connect timeout, DNS);
+ *     any method when the answer is a refusal (unless no_retry_refusals):
+ *     a 429, a 403 that is a rate limit (rule 3), or a 529 (Anthropic's
+ *     overloaded_error). A refusal says the server did no work: RFC 6585
+ *     section 4 defines 429 as "too many requests" refused by a rate
+ *     limit; Anthropic's errors page: 529 "the API is temporarily
+ *     overloaded", the request refused, safe to retry; and the official
+ *     OpenAI and Anthropic SDKs retry 408, 409, 429 and 5xx for every
+ *     method (openai-node and anthropic-sdk-typescript src/client.ts
+ *     shouldRetry, x-should-retry first), while the programs behind
+ *     `stagger proxy` send their POSTs without an Idempotency-Key. Rule 3
+ *     comes first, so a verdict "false" (x-should-retry) still gives the
+ *     answer back. Every other status (500, 502, 504, 408) and a transport
+ *     failure after the request left (reset, timeout) may have been
+ *     processed and keep the method rule; so does a 503, even with a
+ *     Retry-After: no vendor documents it as "not processed" (a gateway's
+ *     503 may come after the origin did the work).
  *  5. attempts >= max_attempts                    -> give up (ATTEMPTS_EXHAUSTED)
  *  6. the wait: computed backoff, combined with the server's hint according
  *     to retry_after_mode (see below). A GitHub secondary limit (a 429
@@ -209,7 +225,11 @@ typedef struct stg_policy {
      * the cap); 0: backoff.base_us when that is set (one base for both, as
      * before the split), else 1 s. */
     int64_t throttle_base_us;
-    uint64_t stg__reserved[7]; /* room to grow (docs/ABI.md); leave zero */
+    /* false (the default): a refusal (a 429, a 403 that is a rate limit,
+     * a 529) is retried whatever the method (rule 4); true: a refusal is
+     * retried only for a method that may repeat, like any other status. */
+    bool no_retry_refusals;
+    uint64_t stg__reserved[6]; /* room to grow (docs/ABI.md); leave zero */
 } stg_policy;
 
 /* Copy *in to *out with defaults filled in and check it. Returns STG_OK or
@@ -306,6 +326,10 @@ typedef struct stg_decision {
  * rate limit (see rule 3). h may be NULL. For the adaptive rate and shared
  * limiters. Thread-safe. */
 STG_API bool stg_status_throttled(int status, const stg_hints *h);
+/* Is this response a refusal, the server saying it did none of the work
+ * (rule 4): 429; 529; a 403 that is a rate limit. Not a 503. h may be
+ * NULL. Thread-safe. */
+STG_API bool stg_status_refused(int status, const stg_hints *h);
 
 STG_API int stg_decide(const stg_policy *policy, const stg_retry_state *state,
                        const stg_outcome *outcome, int64_t now_us, stg_rng *rng,

@@ -217,6 +217,13 @@ static int opt_retry_on(cli_parser *p, const cli_opt *o, void *field, const char
     return 0;
 }
 
+static int opt_no_retry_refusals(cli_parser *p, const cli_opt *o, void *field, const char *val)
+{
+    (void)p, (void)o, (void)val;
+    ((stg_policy *)field)->no_retry_refusals = true;
+    return 0;
+}
+
 const cli_opt cli_policy_kind_opts[] = {
     {CLI_FN, "preset", 0, "NAME",
      "default | full-jitter | bounded | batch | decorrelated\n"
@@ -251,6 +258,10 @@ const cli_opt cli_policy_opts[] = {
     {CLI_FN, "retry-on", 0, "LIST",
      "statuses to retry, e.g. 429,503 or 429,5xx\n(default 408,429,500,502,503,504,529)", 0,
      opt_retry_on, NULL, 0, NULL},
+    {CLI_FN, "no-retry-refusals", 0, NULL,
+     "retry a refusal (429, 529) only for a method that may\n"
+     "repeat (default: for POST too, the server did no work)",
+     0, opt_no_retry_refusals, NULL, 0, NULL},
     CLI_OPT_END,
 };
 

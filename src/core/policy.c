@@ -6,7 +6,8 @@
  * negative, starts before a Retry-After (HONOR, EXACT), or ends after the
  * overall deadline; it never retries on a wait too large to represent
  * (HONOR, EXACT), nor against a server's "do not retry"; a verdict "retry"
- * never makes an unsafe method safe; it draws from the RNG at most once and
+ * never makes an unsafe method safe (a refusal does: 429, 529, a rate-limit
+ * 403, unless no_retry_refusals); it draws from the RNG at most once and
  * only on RETRY.
  * The computed backoff of a THROTTLE answer is drawn from the throttle
  * base, that of a TRANSIENT fault from backoff.base_us; both share the
@@ -396,6 +397,22 @@ static bool never_sent(stg_net_error e)
     return e == STG_NET_CONNECT_REFUSED || e == STG_NET_CONNECT_TIMEOUT || e == STG_NET_DNS;
 }
 
+/* A 403 that a rate limiter sent (defined below). */
+static bool forbidden_throttle(const stg_hints *h);
+
+/* The server refused the request without doing its work (policy.h rule
+ * 4): a 429, a 403 that is a rate limit, a 529. Not a 503: a gateway may
+ * send one after the origin processed the request. */
+bool stg_status_refused(int status, const stg_hints *h)
+{
+    return status == 429 || status == 529 || (status == 403 && forbidden_throttle(h));
+}
+
+static bool refused(const stg_outcome *o)
+{
+    return o->error == STG_NET_NONE && stg_status_refused(o->status, o->hints);
+}
+
 static bool method_may_repeat(const stg_policy *p, const stg_outcome *o)
 {
     unsigned bit = STG_METHOD_BIT(o->method);
@@ -404,6 +421,8 @@ static bool method_may_repeat(const stg_policy *p, const stg_outcome *o)
     if (p->retry_methods & bit)
         return true;
     if (o->has_idempotency_key && (p->key_methods & bit))
+        return true;
+    if (!p->no_retry_refusals && refused(o))
         return true;
     return never_sent(o->error);
 }

@@ -58,7 +58,7 @@
     X(stg_budget_config, 5, 64)         \
     X(stg_breaker_config, 8, 232)       \
     X(stg_breaker, 8, 0)                \
-    X(stg_policy, 7, 296)               \
+    X(stg_policy, 6, 296)               \
     X(stg_outcome, 4, 56)               \
     X(stg_retry_state, 4, 56)           \
     X(stg_decision, 4, 80)              \
