@@ -604,7 +604,12 @@ typedef struct stg_request {
      * NULL): read_body(buf, size, body_sink_data); body_len is its length,
      * or (size_t)-1 when unknown (sent chunked). */
     union { stg_read_fn read_body; uint64_t stg__read_body_word; };
-    uint64_t stg__reserved[4]; /* room to grow (docs/ABI.md); leave zero */
+    /* This request's own policy instead of the engine's (NULL: the
+     * engine's), resolved and copied at submit (an invalid one: EINVAL);
+     * deadline_us and max_attempts above still override it. For a caller
+     * that sets one request's timeouts (the proxy's Stagger-Timeout). */
+    union { const stg_policy *policy; uint64_t stg__policy_word; };
+    uint64_t stg__reserved[3]; /* room to grow (docs/ABI.md); leave zero */
 } stg_request;
 
 #define STG_PRIORITY_LOW 1

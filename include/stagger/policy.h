@@ -197,6 +197,17 @@ STG_API const char *stg_fault_class_name(stg_fault_class c);
 #define STG_POLICY_DEFAULT_CONNECT_TIMEOUT_US STG_SEC(5)
 /* GitHub: "Otherwise, wait for at least one minute before retrying." */
 #define STG_SECONDARY_LIMIT_WAIT_US STG_SEC(60)
+/* The per-attempt times (the transport applies them; see stg_policy).
+ * First byte: long enough for an LLM completion that is not streamed
+ * (its head comes with the whole answer, often after a minute or more);
+ * idle: a stream that sends nothing for this long has stalled (nginx's
+ * proxy_read_timeout is 60 s; LLM streams send an event or a ping every
+ * few seconds). No total time: a body that still flows is never cut,
+ * except by the deadline. */
+#define STG_POLICY_DEFAULT_FIRST_BYTE_TIMEOUT_US STG_SEC(300)
+#define STG_POLICY_DEFAULT_IDLE_TIMEOUT_US STG_SEC(120)
+/* Before issue #31 the default whole-attempt time; now a value the
+ * "bounded" preset keeps. */
 #define STG_POLICY_DEFAULT_ATTEMPT_TIMEOUT_US STG_SEC(10)
 
 /* A retry policy. Zero fields mean the documented default, so
@@ -217,7 +228,10 @@ typedef struct stg_policy {
     unsigned retry_methods;      /* STG_METHOD_BIT set; 0: STG_METHODS_IDEMPOTENT */
     unsigned key_methods;        /* 0: STG_METHODS_WITH_KEY */
     /* Per-attempt limits, applied by the transport (the core only carries
-     * them): connect 0: 5 s; whole attempt 0: 10 s. */
+     * them), each also cut to what the deadline leaves: connect 0: 5 s;
+     * whole attempt 0: none (before issue #31: 10 s), so that a long
+     * answer still flowing is not cut; first_byte_timeout_us and
+     * idle_timeout_us (below) end an attempt that stalls. */
     int64_t connect_timeout_us;
     int64_t attempt_timeout_us;
     /* Base of the backoff after a THROTTLE answer without a usable hint
@@ -229,12 +243,21 @@ typedef struct stg_policy {
      * a 529) is retried whatever the method (rule 4); true: a refusal is
      * retried only for a method that may repeat, like any other status. */
     bool no_retry_refusals;
-    uint64_t stg__reserved[6]; /* room to grow (docs/ABI.md); leave zero */
+    /* Per-attempt, applied by the transport: the longest wait for the
+     * answer's first byte once the request is sent (its last byte out);
+     * 0: 5 min. The longest time without a byte either way once the answer
+     * has begun (a transfer paused because the reader is slow is not
+     * idle); 0: 2 min. A timeout is STG_NET_TIMEOUT: retried for methods
+     * that may repeat (the request had left). */
+    int64_t first_byte_timeout_us;
+    int64_t idle_timeout_us;
+    uint64_t stg__reserved[4]; /* room to grow (docs/ABI.md); leave zero */
 } stg_policy;
 
 /* Copy *in to *out with defaults filled in and check it. Returns STG_OK or
  * STG_EINVAL (bad backoff, max_attempts < 0, honor_spread < 0 or NaN, mode
- * out of range, negative timeouts or throttle base). stg_decide() resolves on its own; call
+ * out of range, negative timeouts or throttle base). attempt_timeout_us
+ * stays 0 (none) when it was 0. stg_decide() resolves on its own; call
  * this to validate once and to read the effective values. */
 STG_API int stg_policy_resolve(const stg_policy *in, stg_policy *out);
 

@@ -265,6 +265,43 @@ const cli_opt cli_policy_opts[] = {
     CLI_OPT_END,
 };
 
+static int opt_attempt_time(cli_parser *p, const cli_opt *o, void *field, const char *val)
+{
+    int64_t d;
+    if (!cli_parse_duration(val, &d) || d <= 0)
+        return cli_opt_bad(p, val,
+                           !strcmp(o->name, "connect-timeout")
+                               ? "expected a positive duration such as 5s"
+                               : "expected a positive duration such as 10s");
+    stg_policy *pol = field;
+    if (!strcmp(o->name, "connect-timeout"))
+        pol->connect_timeout_us = d;
+    else if (!strcmp(o->name, "max-time"))
+        pol->attempt_timeout_us = d;
+    else if (!strcmp(o->name, "first-byte-timeout"))
+        pol->first_byte_timeout_us = d;
+    else
+        pol->idle_timeout_us = d;
+    return 0;
+}
+
+const cli_opt cli_timeout_opts[] = {
+    {CLI_FN, "connect-timeout", 0, "D", "per attempt (default 5s)", 0, opt_attempt_time, NULL,
+     0, NULL},
+    {CLI_FN, "max-time", 'm', "D",
+     "whole attempt (default: none, a body that still\n"
+     "flows is not cut); every time is cut to what the\n"
+     "deadline leaves",
+     0, opt_attempt_time, NULL, 0, NULL},
+    {CLI_FN, "first-byte-timeout", 0, "D",
+     "wait for the answer to begin, once the request is\nsent (default 5m)", 0,
+     opt_attempt_time, NULL, 0, NULL},
+    {CLI_FN, "idle-timeout", 0, "D",
+     "longest time without a byte once the answer has\nbegun (default 2m)", 0,
+     opt_attempt_time, NULL, 0, NULL},
+    CLI_OPT_END,
+};
+
 const cli_opt cli_policy_all_opts[] = {
     {.kind = CLI_GROUP, .group = cli_policy_kind_opts},
     {.kind = CLI_GROUP, .group = cli_policy_opts},

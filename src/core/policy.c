@@ -280,12 +280,16 @@ int stg_policy_resolve(const stg_policy *in, stg_policy *out)
         p.retry_methods = STG_METHODS_IDEMPOTENT;
     if (p.key_methods == 0)
         p.key_methods = STG_METHODS_WITH_KEY;
-    if (p.connect_timeout_us < 0 || p.attempt_timeout_us < 0)
+    if (p.connect_timeout_us < 0 || p.attempt_timeout_us < 0 || p.first_byte_timeout_us < 0 ||
+        p.idle_timeout_us < 0)
         return STG_EINVAL;
     if (p.connect_timeout_us == 0)
         p.connect_timeout_us = STG_POLICY_DEFAULT_CONNECT_TIMEOUT_US;
-    if (p.attempt_timeout_us == 0)
-        p.attempt_timeout_us = STG_POLICY_DEFAULT_ATTEMPT_TIMEOUT_US;
+    /* attempt_timeout_us 0 stays 0: no total time (policy.h). */
+    if (p.first_byte_timeout_us == 0)
+        p.first_byte_timeout_us = STG_POLICY_DEFAULT_FIRST_BYTE_TIMEOUT_US;
+    if (p.idle_timeout_us == 0)
+        p.idle_timeout_us = STG_POLICY_DEFAULT_IDLE_TIMEOUT_US;
     *out = p;
     return STG_OK;
 }
@@ -301,7 +305,7 @@ static const char *const preset_descriptions[] = {
     "2 retries, base 1 s transient / 1 s throttle, cap 8 s, +0..20% jitter, GET/HEAD only, "
     "429/503 only, 30 s max server wait, 10 s per attempt",
     "base 50 ms transient / 1 s throttle, x2, cap 30 s, +-20% jitter, 6 retries, 429 and 5xx, "
-    "5 s connect, 10 s per attempt, 5 min deadline",
+    "5 s connect, 5 min to the first byte, 2 min idle, 5 min deadline",
     "decorrelated jitter, base 1 s transient / 1 s throttle, cap 60 s, 5 retries, "
     "10 min deadline",
 };
@@ -342,7 +346,7 @@ int stg_policy_preset(stg_policy *p, const char *name)
         stg_status_set_add(&q.retry_statuses, 429);
         stg_status_set_add(&q.retry_statuses, 503);
         q.max_server_wait_us = STG_SEC(30);
-        q.attempt_timeout_us = STG_SEC(10);
+        q.attempt_timeout_us = STG_POLICY_DEFAULT_ATTEMPT_TIMEOUT_US;
         q.throttle_base_us = STG_SEC(1);
     } else if (!strcmp(name, "batch")) {
         q.backoff.kind = STG_BACKOFF_PROPORTIONAL;
@@ -355,7 +359,6 @@ int stg_policy_preset(stg_policy *p, const char *name)
         q.max_attempts = 7;
         stg_status_set_parse(&q.retry_statuses, "429,5xx");
         q.connect_timeout_us = STG_SEC(5);
-        q.attempt_timeout_us = STG_SEC(10);
         q.deadline_us = STG_SEC(300);
     } else if (!strcmp(name, "decorrelated")) {
         q.backoff.kind = STG_BACKOFF_DECORRELATED;
