@@ -430,8 +430,11 @@ typedef struct stg_call_config {
  * cfg (NULL: all defaults). The call sets its own write/header and
  * pre-request (CURLOPT_PREREQFUNCTION) callbacks, error buffer, CURLOPT_NOSIGNAL and CURLOPT_CONNECTTIMEOUT_MS /
  * CURLOPT_TIMEOUT_MS (per attempt, bounded by what the deadline leaves) on
- * the handle, and puts the callbacks and error buffer back to libcurl's
- * defaults before returning; cfg->tls's options (CA, -k, client
+ * the handle, and the progress callback (CURLOPT_XFERINFOFUNCTION,
+ * CURLOPT_NOPROGRESS 0, and CURLOPT_LOW_SPEED_LIMIT/TIME for its 1 s
+ * ticks) that keeps the policy's first-byte and idle times, and puts the
+ * callbacks and error buffer back to libcurl's defaults before returning
+ * (a caller's own progress callback is replaced); cfg->tls's options (CA, -k, client
  * certificate) are set on the handle when the call starts and left
  * there, like its URL. Attempts run on a private curl_multi, so a
  * cancel interrupts an attempt in flight as well as a wait. Every request

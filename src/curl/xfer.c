@@ -99,6 +99,16 @@
  * STG_STREAM_FINAL that request is never retried (engine_done.c). With
  * STG_STREAM_OTHER the sink also gets the bytes of other bodies (the proxy
  * gives a final 429 or 500 back whole); they leave `streamed` alone.
+ *
+ * Per-attempt times (stg__xfer_timeouts): connect and total are
+ * libcurl's (the total only with a policy's attempt_timeout_us or a
+ * deadline: a body still flowing is never cut otherwise); the first-byte
+ * and idle times are kept by on_progress, since libcurl has neither. The
+ * first-byte wait starts when the request goes out and ends at the first
+ * status line that is not an interim 1xx; after it, any byte either way
+ * restarts the idle time, and a transfer paused for a slow reader is
+ * never idle. timed_out says which ended the transfer; the attempt step
+ * reads it as STG_NET_TIMEOUT.
  */
 #include <limits.h>
 #include <stdlib.h>
