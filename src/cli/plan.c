@@ -317,6 +317,10 @@ static int run_decision(const stg_policy *p, stg_outcome *o, const stg_hints *h,
     /* A refusal (policy.h rule 4) is retried whatever the method, unless
      * --no-retry-refusals: say which rule let a POST through, or not. */
     bool refusal = o->error == STG_NET_NONE && stg_status_refused(o->status, h);
+    stg_policy rp;
+    unsigned bit = STG_METHOD_BIT(o->method);
+    bool by_method = stg_policy_resolve(p, &rp) == STG_OK &&
+                     ((rp.retry_methods & bit) || (o->has_idempotency_key && (rp.key_methods & bit)));
 
     if (json) {
         const char *vn = verdict_name(h->verdict);
@@ -372,7 +376,7 @@ static int run_decision(const stg_policy *p, stg_outcome *o, const stg_hints *h,
             printf(", %s backoff, retry %d", stg_backoff_kind_name(p->backoff.kind), attempt);
         }
         printf(")\ndrawn for seed %llu: %s\n", (unsigned long long)seed, w);
-        if (refusal)
+        if (refusal && !by_method)
             printf("a refusal: the server did no work, so it is retried whatever the method "
                    "(--no-retry-refusals: by method)\n");
         break;
