@@ -23,6 +23,11 @@ UP="http://127.0.0.1:$UPPORT"
 count() { curl -s "$UP/count?key=$1"; }
 
 proxy_start l --upstream "$UP" --log "$T/l.log"
+# One answer first: until a host has answered once, the quota limiter
+# sends its requests one at a time (quota.h, cold start), and a stream
+# counts as answered only when it ends, so without this the two would run
+# one after the other (270 s) instead of together.
+check "a first answer from the host" [ "$(curl -s "$PX/count?key=warm")" = 0 ]
 
 curl -s -N -o "$T/sse" -w '%{http_code}' -X POST -H 'Content-Type: application/json' \
   --data '{"stream":true}' "$PX/sse?key=stream&secs=180&every=3" > "$T/sse.code" 2>"$T/sse.err" &
@@ -50,5 +55,13 @@ check "  each event whole" [ "$(grep -c '^data: {"i":[0-9]*,"pad":"x\{64\}"}$' "
 check "  ends with [DONE]" [ "$(tail -n 2 "$T/sse" | head -n 1)" = "data: [DONE]" ]
 check "  sent once (got $(count stream))" [ "$(count stream)" = 1 ]
 check "no attempt timed out" sh -c "! grep -q '\"error\":\"timeout\"' '$T/l.log'"
+# They ran together: the completion went out before the stream ended (an
+# order in the log, not a time).
+check "both were on the wire at once" $PY -c '
+import json, sys
+ev = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
+i = next(n for n, e in enumerate(ev) if e.get("event") == "attempt_start" and "/slow" in e.get("url", ""))
+j = next(n for n, e in enumerate(ev) if e.get("event") == "attempt_end" and "/sse" in e.get("url", ""))
+sys.exit(0 if i < j else 1)' "$T/l.log"
 proxy_stop
 finish
