@@ -31,17 +31,22 @@
  *     request carries an idempotency key; any method when the error proves
  *     the request never left (connection refused, connect timeout, DNS);
  *     any method when the answer is a refusal (unless no_retry_refusals):
- *     a 429, a 403 that is a rate limit (rule 3), or a 529 (Anthropic's
- *     overloaded_error). A refusal says the server did no work: RFC 6585
+ *     a 429, a 403 that is a rate limit (rule 3), a 529 (Anthropic's
+ *     overloaded_error), or another 5xx whose body names such a refusal
+ *     (STG_HINTS_THROTTLE: overloaded_error, rate_limit_error,
+ *     RESOURCE_EXHAUSTED, read by stg_hints_body; a stream's first event
+ *     that is one is the 529 or 429 it stands for, STG_STREAM_SSE_HOLD).
+ *     Rule 3 comes first, so a hard stop (insufficient_quota, billing)
+ *     gives the answer back. A refusal says the server did no work: RFC 6585
  *     section 4 defines 429 as "too many requests" refused by a rate
  *     limit; Anthropic's errors page: 529 "the API is temporarily
  *     overloaded", the request refused, safe to retry; and the official
  *     OpenAI and Anthropic SDKs retry 408, 409, 429 and 5xx for every
  *     method (openai-node and anthropic-sdk-typescript src/client.ts
  *     shouldRetry, x-should-retry first), while the programs behind
- *     `stagger proxy` send their POSTs without an Idempotency-Key. Rule 3
- *     comes first, so a verdict "false" (x-should-retry) still gives the
- *     answer back. Every other status (500, 502, 504, 408) and a transport
+ *     `stagger proxy` send their POSTs without an Idempotency-Key. A
+ *     verdict "false" (x-should-retry) still gives the answer back (rule
+ *     3). Every other status (500, 502, 504, 408) and a transport
  *     failure after the request left (reset, timeout) may have been
  *     processed and keep the method rule; so does a 503, even with a
  *     Retry-After: no vendor documents it as "not processed" (a gateway's
@@ -350,8 +355,9 @@ typedef struct stg_decision {
  * limiters. Thread-safe. */
 STG_API bool stg_status_throttled(int status, const stg_hints *h);
 /* Is this response a refusal, the server saying it did none of the work
- * (rule 4): 429; 529; a 403 that is a rate limit. Not a 503. h may be
- * NULL. Thread-safe. */
+ * (rule 4): 429; 529; a 403 that is a rate limit; a 5xx whose body names a
+ * refusal for load or rate (STG_HINTS_THROTTLE). Not a 503 otherwise, even
+ * with a Retry-After. h may be NULL. Thread-safe. */
 STG_API bool stg_status_refused(int status, const stg_hints *h);
 
 STG_API int stg_decide(const stg_policy *policy, const stg_retry_state *state,

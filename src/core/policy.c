@@ -408,7 +408,11 @@ static bool forbidden_throttle(const stg_hints *h);
  * send one after the origin processed the request. */
 bool stg_status_refused(int status, const stg_hints *h)
 {
-    return status == 429 || status == 529 || (status == 403 && forbidden_throttle(h));
+    if (status == 429 || status == 529)
+        return true;
+    if (status >= 500 && status <= 599 && h && (h->flags & STG_HINTS_THROTTLE))
+        return true; /* Anthropic overloaded_error on a 500 or 503 */
+    return status == 403 && forbidden_throttle(h);
 }
 
 static bool refused(const stg_outcome *o)

@@ -859,6 +859,24 @@ static void test_refusals_any_method(void **state)
                      STG_REASON_METHOD_NOT_IDEMPOTENT);
     assert_int_equal(decide(&p, 1, 0, 0, STG_NET_RESET, STG_METHOD_PATCH, false, NULL).reason,
                      STG_REASON_METHOD_NOT_IDEMPOTENT);
+    /* A 5xx whose body names a refusal (overloaded_error on a 500 or 503,
+     * STG_HINTS_THROTTLE) is one too; a plain 503 is not (above). */
+    stg_hints over;
+    stg_hints_init(&over);
+    over.flags |= STG_HINTS_THROTTLE;
+    assert_int_equal(decide(&p, 1, 0, 500, STG_NET_NONE, STG_METHOD_POST, false, &over).action,
+                     STG_ACTION_RETRY);
+    assert_int_equal(decide(&p, 1, 0, 503, STG_NET_NONE, STG_METHOD_POST, false, &over).action,
+                     STG_ACTION_RETRY);
+    assert_true(stg_status_refused(503, &over));
+    assert_false(stg_status_refused(503, &ra));
+    assert_false(stg_status_refused(400, &over));
+    /* A body that says no wait cures it gives the answer back first. */
+    stg_hints hard;
+    stg_hints_init(&hard);
+    hard.flags |= STG_HINTS_HARD_STOP;
+    assert_int_equal(decide(&p, 1, 0, 429, STG_NET_NONE, STG_METHOD_POST, false, &hard).reason,
+                     STG_REASON_HARD_STOP);
     /* The server's "do not retry" comes first (rule 3). */
     static const char *const no[] = {"x-should-retry: false", NULL};
     stg_hints stop = hints_of(NULL, no);
