@@ -681,7 +681,9 @@ void stg__attempt_timeouts(const stg_policy *p, int64_t remaining_us, long *conn
  * read here. Activity: the request going out (the pre-request callback),
  * a header line or body byte in, a byte of the request body out; a
  * transfer the sink paused is not idle (the reader is slow, not the
- * server). Nonzero ends the transfer (CURLE_ABORTED_BY_CALLBACK), which
+ * server: libcurl 7.88 makes no call while a transfer is paused, as
+ * lib/speedcheck.c re-arms no timer then, and the bytes it delivers on
+ * resume count as activity; `paused` keeps that true should a call come). Nonzero ends the transfer (CURLE_ABORTED_BY_CALLBACK), which
  * the attempt step reads as a timeout through timed_out. */
 static int on_progress(void *arg, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
                        curl_off_t ulnow)
