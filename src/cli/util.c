@@ -245,7 +245,7 @@ const cli_opt cli_policy_opts[] = {
     {CLI_FN, "mult", 0, "X", "growth per retry (default 2)", 0, opt_mult, NULL, 0, NULL},
     {CLI_FN, "retries", 0, "N", "retries after the first attempt (default 5)", 0, cli_opt_retries,
      NULL, 0, NULL},
-    {CLI_FN, "deadline", 0, "D", "overall time limit, 0 = none (default 60s)", 0, opt_deadline,
+    {CLI_FN, "deadline", 0, "D", "overall time limit, 0 = none (default 60s; batch\n5m, proxy 10m)", 0, opt_deadline,
      NULL, 0, NULL},
     {CLI_FN, "max-server-wait", 0, "D",
      "give the response back when the server asks for more\nthan this (default 30s)", 0,
