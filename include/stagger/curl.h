@@ -471,8 +471,11 @@ typedef struct stg_call_config {
  * cfg (NULL: all defaults). The call sets its own write/header and
  * pre-request (CURLOPT_PREREQFUNCTION) callbacks, error buffer, CURLOPT_NOSIGNAL and CURLOPT_CONNECTTIMEOUT_MS /
  * CURLOPT_TIMEOUT_MS (per attempt, bounded by what the deadline leaves) on
- * the handle, and puts the callbacks and error buffer back to libcurl's
- * defaults before returning; cfg->tls's options (CA, -k, client
+ * the handle, and the progress callback (CURLOPT_XFERINFOFUNCTION,
+ * CURLOPT_NOPROGRESS 0, and CURLOPT_LOW_SPEED_LIMIT/TIME for its 1 s
+ * ticks) that keeps the policy's first-byte and idle times, and puts the
+ * callbacks and error buffer back to libcurl's defaults before returning
+ * (a caller's own progress callback is replaced); cfg->tls's options (CA, -k, client
  * certificate) are set on the handle when the call starts and left
  * there, like its URL. Attempts run on a private curl_multi, so a
  * cancel interrupts an attempt in flight as well as a wait. Every request
@@ -667,7 +670,12 @@ typedef struct stg_request {
      * NULL): read_body(buf, size, body_sink_data); body_len is its length,
      * or (size_t)-1 when unknown (sent chunked). */
     union { stg_read_fn read_body; uint64_t stg__read_body_word; };
-    uint64_t stg__reserved[4]; /* room to grow (docs/ABI.md); leave zero */
+    /* This request's own policy instead of the engine's (NULL: the
+     * engine's), resolved and copied at submit (an invalid one: EINVAL);
+     * deadline_us and max_attempts above still override it. For a caller
+     * that sets one request's timeouts (the proxy's Stagger-Timeout). */
+    union { const stg_policy *policy; uint64_t stg__policy_word; };
+    uint64_t stg__reserved[3]; /* room to grow (docs/ABI.md); leave zero */
 } stg_request;
 
 #define STG_PRIORITY_LOW 1

@@ -29,7 +29,28 @@
  *  4. method not safe to repeat                   -> give up (METHOD_NOT_IDEMPOTENT)
  *     Safe: a method in retry_methods; a method in key_methods when the
  *     request carries an idempotency key; any method when the error proves
- *     the request never left (connection refused, connect timeout, DNS).
+ *     the request never left (connection refused, connect timeout, DNS);
+ *     any method when the answer is a refusal (unless no_retry_refusals):
+ *     a 429, a 403 that is a rate limit (rule 3), a 529 (Anthropic's
+ *     overloaded_error), or another 5xx whose body names such a refusal
+ *     (STG_HINTS_THROTTLE: overloaded_error, rate_limit_error,
+ *     RESOURCE_EXHAUSTED, read by stg_hints_body; a stream's first event
+ *     that is one is the 529 or 429 it stands for, STG_STREAM_SSE_HOLD).
+ *     Rule 3 comes first, so a hard stop (insufficient_quota, billing)
+ *     gives the answer back. A refusal says the server did no work: RFC 6585
+ *     section 4 defines 429 as "too many requests" refused by a rate
+ *     limit; Anthropic's errors page: 529 "the API is temporarily
+ *     overloaded", the request refused, safe to retry; and the official
+ *     OpenAI and Anthropic SDKs retry 408, 409, 429 and 5xx for every
+ *     method (openai-node and anthropic-sdk-typescript src/client.ts
+ *     shouldRetry, x-should-retry first), while the programs behind
+ *     `stagger proxy` send their POSTs without an Idempotency-Key. A
+ *     verdict "false" (x-should-retry) still gives the answer back (rule
+ *     3). Every other status (500, 502, 504, 408) and a transport
+ *     failure after the request left (reset, timeout) may have been
+ *     processed and keep the method rule; so does a 503, even with a
+ *     Retry-After: no vendor documents it as "not processed" (a gateway's
+ *     503 may come after the origin did the work).
  *  5. attempts >= max_attempts                    -> give up (ATTEMPTS_EXHAUSTED)
  *  6. the wait: computed backoff, combined with the server's hint according
  *     to retry_after_mode (see below). A GitHub secondary limit (a 429
@@ -181,6 +202,17 @@ STG_API const char *stg_fault_class_name(stg_fault_class c);
 #define STG_POLICY_DEFAULT_CONNECT_TIMEOUT_US STG_SEC(5)
 /* GitHub: "Otherwise, wait for at least one minute before retrying." */
 #define STG_SECONDARY_LIMIT_WAIT_US STG_SEC(60)
+/* The per-attempt times (the transport applies them; see stg_policy).
+ * First byte: long enough for an LLM completion that is not streamed
+ * (its head comes with the whole answer, often after a minute or more);
+ * idle: a stream that sends nothing for this long has stalled (nginx's
+ * proxy_read_timeout is 60 s; LLM streams send an event or a ping every
+ * few seconds). No total time: a body that still flows is never cut,
+ * except by the deadline. */
+#define STG_POLICY_DEFAULT_FIRST_BYTE_TIMEOUT_US STG_SEC(300)
+#define STG_POLICY_DEFAULT_IDLE_TIMEOUT_US STG_SEC(120)
+/* Before issue #31 the default whole-attempt time; now a value the
+ * "bounded" preset keeps. */
 #define STG_POLICY_DEFAULT_ATTEMPT_TIMEOUT_US STG_SEC(10)
 
 /* A retry policy. Zero fields mean the documented default, so
@@ -201,7 +233,10 @@ typedef struct stg_policy {
     unsigned retry_methods;      /* STG_METHOD_BIT set; 0: STG_METHODS_IDEMPOTENT */
     unsigned key_methods;        /* 0: STG_METHODS_WITH_KEY */
     /* Per-attempt limits, applied by the transport (the core only carries
-     * them): connect 0: 5 s; whole attempt 0: 10 s. */
+     * them), each also cut to what the deadline leaves: connect 0: 5 s;
+     * whole attempt 0: none (before issue #31: 10 s), so that a long
+     * answer still flowing is not cut; first_byte_timeout_us and
+     * idle_timeout_us (below) end an attempt that stalls. */
     int64_t connect_timeout_us;
     int64_t attempt_timeout_us;
     /* Base of the backoff after a THROTTLE answer without a usable hint
@@ -209,12 +244,25 @@ typedef struct stg_policy {
      * the cap); 0: backoff.base_us when that is set (one base for both, as
      * before the split), else 1 s. */
     int64_t throttle_base_us;
-    uint64_t stg__reserved[7]; /* room to grow (docs/ABI.md); leave zero */
+    /* false (the default): a refusal (a 429, a 403 that is a rate limit,
+     * a 529) is retried whatever the method (rule 4); true: a refusal is
+     * retried only for a method that may repeat, like any other status. */
+    bool no_retry_refusals;
+    /* Per-attempt, applied by the transport: the longest wait for the
+     * answer's first byte once the request is sent (its last byte out);
+     * 0: 5 min. The longest time without a byte either way once the answer
+     * has begun (a transfer paused because the reader is slow is not
+     * idle); 0: 2 min. A timeout is STG_NET_TIMEOUT: retried for methods
+     * that may repeat (the request had left). */
+    int64_t first_byte_timeout_us;
+    int64_t idle_timeout_us;
+    uint64_t stg__reserved[4]; /* room to grow (docs/ABI.md); leave zero */
 } stg_policy;
 
 /* Copy *in to *out with defaults filled in and check it. Returns STG_OK or
  * STG_EINVAL (bad backoff, max_attempts < 0, honor_spread < 0 or NaN, mode
- * out of range, negative timeouts or throttle base). stg_decide() resolves on its own; call
+ * out of range, negative timeouts or throttle base). attempt_timeout_us
+ * stays 0 (none) when it was 0. stg_decide() resolves on its own; call
  * this to validate once and to read the effective values. */
 STG_API int stg_policy_resolve(const stg_policy *in, stg_policy *out);
 
@@ -306,6 +354,11 @@ typedef struct stg_decision {
  * rate limit (see rule 3). h may be NULL. For the adaptive rate and shared
  * limiters. Thread-safe. */
 STG_API bool stg_status_throttled(int status, const stg_hints *h);
+/* Is this response a refusal, the server saying it did none of the work
+ * (rule 4): 429; 529; a 403 that is a rate limit; a 5xx whose body names a
+ * refusal for load or rate (STG_HINTS_THROTTLE). Not a 503 otherwise, even
+ * with a Retry-After. h may be NULL. Thread-safe. */
+STG_API bool stg_status_refused(int status, const stg_hints *h);
 
 STG_API int stg_decide(const stg_policy *policy, const stg_retry_state *state,
                        const stg_outcome *outcome, int64_t now_us, stg_rng *rng,

@@ -508,6 +508,8 @@ static const cli_opt run_table[] = {
     {.kind = CLI_GROUP, .group = cli_batch_queue_opts, .off = B(queue)},
     {.kind = CLI_HEADING, .help = "Retry policy"},
     {.kind = CLI_GROUP, .group = cli_policy_all_opts, .off = B(policy), .man = "stagger-fetch(1)"},
+    {.kind = CLI_HEADING, .help = "Timeouts (per attempt)"},
+    {.kind = CLI_GROUP, .group = cli_timeout_opts, .off = B(policy)},
     {.kind = CLI_TEXT, .help = cli_durations_help},
     CLI_OPT_END,
 };

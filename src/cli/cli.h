@@ -61,6 +61,10 @@ void cli_format_duration(int64_t us, char *buf, size_t size);
 extern const cli_opt cli_policy_kind_opts[];
 extern const cli_opt cli_policy_opts[];
 extern const cli_opt cli_policy_all_opts[];
+/* The per-attempt times (field: a stg_policy): --connect-timeout,
+ * -m/--max-time, --first-byte-timeout, --idle-timeout; fetch, batch and
+ * proxy. */
+extern const cli_opt cli_timeout_opts[];
 /* --retries N (field: a stg_policy): N retries after the first attempt.
  * fetch's --retry, curl's name for it, takes the same parser. */
 int cli_opt_retries(cli_parser *p, const cli_opt *o, void *field, const char *val);

@@ -492,18 +492,6 @@ static int opt_write_out(cli_parser *p, const cli_opt *o, void *field, const cha
     return 0;
 }
 
-static int opt_timeout(cli_parser *p, const cli_opt *o, void *field, const char *val)
-{
-    int64_t d;
-    if (!cli_parse_duration(val, &d) || d <= 0)
-        return cli_opt_bad(p, val,
-                           strcmp(o->name, "max-time")
-                               ? "expected a positive duration such as 5s"
-                               : "expected a positive duration such as 10s");
-    *(int64_t *)field = d;
-    return 0;
-}
-
 static int opt_idem_key(cli_parser *p, const cli_opt *o, void *field, const char *val)
 {
     (void)o;
@@ -636,12 +624,7 @@ static const cli_opt fetch_table[] = {
     {CLI_FN, "idempotency-key", 0, "KEY|auto",
      "send Idempotency-Key (auto: a random UUIDv4); lets\nPOST and PATCH be retried", F(idem_key),
      opt_idem_key, NULL, 0, NULL},
-    {CLI_FN, "connect-timeout", 0, "D", "per attempt (default 5s)", F(policy.connect_timeout_us),
-     opt_timeout, NULL, 0, NULL},
-    {CLI_FN, "max-time", 'm', "D",
-     "whole attempt (default 10s); both bounded by the\n"
-     "deadline",
-     F(policy.attempt_timeout_us), opt_timeout, NULL, 0, NULL},
+    {.kind = CLI_GROUP, .group = cli_timeout_opts, .off = F(policy)},
     {CLI_FN, "retry", 0, "N", "same as --retries (curl's name)", F(policy), cli_opt_retries, NULL,
      0, NULL},
     {CLI_FN, "rate", 0, "R[/s|/m|/h]", "client-side limit on attempts (token bucket)", 0, opt_rate,

@@ -66,6 +66,7 @@ static json_t *policy_json(const stg_policy *p)
                           "retry_after_mode", stg_retry_after_mode_name(p->retry_after_mode),
                           "honor_spread", p->honor_spread, "retry_on", statuses);
     json_object_set_new(o, "throttle_base_ms", json_real(ms(p->throttle_base_us)));
+    json_object_set_new(o, "retry_refusals_any_method", json_boolean(!p->no_retry_refusals));
     if (p->backoff.kind == STG_BACKOFF_PROPORTIONAL) {
         json_object_set_new(o, "jitter_lo", json_real(p->backoff.jitter_lo));
         json_object_set_new(o, "jitter_hi", json_real(p->backoff.jitter_hi));
@@ -89,6 +90,9 @@ static void print_policy(const stg_policy *p)
         printf(" (%+g%%..%+g%%)", p->backoff.jitter_lo * 100, p->backoff.jitter_hi * 100);
     printf("; %d attempts; deadline %s; Retry-After %s\n", p->max_attempts, dl,
            stg_retry_after_mode_name(p->retry_after_mode));
+    printf("refusals (429, 529, a rate-limit 403): %s\n",
+           p->no_retry_refusals ? "retried by method, as other statuses"
+                                : "retried for any method (the server did no work)");
 }
 
 /* One class's schedules: samples runs of stg_decide() where every attempt
@@ -310,6 +314,13 @@ static int run_decision(const stg_policy *p, stg_outcome *o, const stg_hints *h,
     stg_decision d;
     if (stg_decide(p, &st, o, elapsed_us, &rng, &d) != STG_OK)
         return cli_usage_error(CMD, "invalid policy");
+    /* A refusal (policy.h rule 4) is retried whatever the method, unless
+     * --no-retry-refusals: say which rule let a POST through, or not. */
+    bool refusal = o->error == STG_NET_NONE && stg_status_refused(o->status, h);
+    stg_policy rp;
+    unsigned bit = STG_METHOD_BIT(o->method);
+    bool by_method = stg_policy_resolve(p, &rp) == STG_OK &&
+                     ((rp.retry_methods & bit) || (o->has_idempotency_key && (rp.key_methods & bit)));
 
     if (json) {
         const char *vn = verdict_name(h->verdict);
@@ -332,6 +343,9 @@ static int run_decision(const stg_policy *p, stg_outcome *o, const stg_hints *h,
             o->error == STG_NET_NONE ? json_null() : json_string(stg_net_error_name(o->error)),
             "method", stg_method_name(o->method), "retry_after_mode",
             stg_retry_after_mode_name(p->retry_after_mode), "hints", hints);
+        json_object_set_new(root, "refusal", json_boolean(refusal));
+        json_object_set_new(root, "retry_refusals_any_method",
+                            json_boolean(!p->no_retry_refusals));
         char *txt = json_dumps(root, JSON_COMPACT | JSON_REAL_PRECISION(12));
         puts(txt);
         free(txt);
@@ -362,6 +376,9 @@ static int run_decision(const stg_policy *p, stg_outcome *o, const stg_hints *h,
             printf(", %s backoff, retry %d", stg_backoff_kind_name(p->backoff.kind), attempt);
         }
         printf(")\ndrawn for seed %llu: %s\n", (unsigned long long)seed, w);
+        if (refusal && !by_method)
+            printf("a refusal: the server did no work, so it is retried whatever the method "
+                   "(--no-retry-refusals: by method)\n");
         break;
     }
     case STG_ACTION_GIVE_UP:
@@ -379,6 +396,8 @@ static int run_decision(const stg_policy *p, stg_outcome *o, const stg_hints *h,
         } else
             printf("give up: %s (%s, %s)\n", stg_reason_message(d.reason), what,
                    stg_method_name(o->method));
+        if (d.reason == STG_REASON_METHOD_NOT_IDEMPOTENT && refusal)
+            printf("a refusal, retried by method only (--no-retry-refusals)\n");
         break;
     }
     return 0;

@@ -35,6 +35,7 @@
 #include "proxy/proxy.h"
 
 #define CMD "proxy"
+#define PROXY_DEFAULT_DEADLINE_US STG_SEC(600)
 #define MAX_ROUTES 64
 
 typedef struct proxy_opts {
@@ -209,6 +210,8 @@ static const cli_opt proxy_table[] = {
      F(limiter.share_breaker), NULL, NULL, 0, "stagger-batch(1)"},
     {.kind = CLI_HEADING, .help = "Retry policy"},
     {.kind = CLI_GROUP, .group = cli_policy_all_opts, .off = F(policy), .man = "stagger-fetch(1)"},
+    {.kind = CLI_HEADING, .help = "Timeouts (per attempt; Stagger-Timeout sets them per request)"},
+    {.kind = CLI_GROUP, .group = cli_timeout_opts, .off = F(policy)},
     {.kind = CLI_TEXT, .help = cli_durations_help},
     CLI_OPT_END,
 };
@@ -225,7 +228,10 @@ const cli_command cli_proxy_command = {
              "it sends goes out paced, retried and shared the stagger way. The program\n"
              "gets the final answer (a 429/503 given back keeps the upstream's\n"
              "Retry-After and rate-limit headers). Control per request with the\n"
-             "headers Stagger-Deadline: 20s, Stagger-Retries: 0, Stagger-Priority: low.\n"
+             "headers Stagger-Deadline: 20s, Stagger-Retries: 0, Stagger-Priority: low,\n"
+             "Stagger-Timeout: 90s (or first-byte=D, idle=D, connect=D, total=D).\n"
+             "Defaults fit LLM APIs: a 10-minute deadline, no total time per attempt,\n"
+             "5 minutes to the first byte and 2 minutes idle.\n"
              "GET /__stagger/metrics and /__stagger/health describe the proxy.\n",
     .opts = proxy_table,
     .epilogue = "Example:\n"
@@ -352,6 +358,11 @@ int cli_proxy_main(int argc, char **argv)
     proxy_opts o;
     memset(&o, 0, sizeof o);
     o.drain_us = STG_SEC(30);
+    /* The program behind the proxy has its own timeout (the OpenAI and
+     * Anthropic SDKs: 10 minutes, DEFAULT_TIMEOUT in src/client.ts): a
+     * completion that takes minutes must not be cut by ours first.
+     * --deadline or a --preset (which resets the policy) replace it. */
+    o.policy.deadline_us = PROXY_DEFAULT_DEADLINE_US;
     o.limiter.cmd = CMD;
     cli_engine_opts_init(&o.eng);
     cli_parser parser = {.cmd = &cli_proxy_command, .ctx = &o};

@@ -217,6 +217,13 @@ static int opt_retry_on(cli_parser *p, const cli_opt *o, void *field, const char
     return 0;
 }
 
+static int opt_no_retry_refusals(cli_parser *p, const cli_opt *o, void *field, const char *val)
+{
+    (void)p, (void)o, (void)val;
+    ((stg_policy *)field)->no_retry_refusals = true;
+    return 0;
+}
+
 const cli_opt cli_policy_kind_opts[] = {
     {CLI_FN, "preset", 0, "NAME",
      "default | full-jitter | bounded | batch | decorrelated\n"
@@ -238,7 +245,7 @@ const cli_opt cli_policy_opts[] = {
     {CLI_FN, "mult", 0, "X", "growth per retry (default 2)", 0, opt_mult, NULL, 0, NULL},
     {CLI_FN, "retries", 0, "N", "retries after the first attempt (default 5)", 0, cli_opt_retries,
      NULL, 0, NULL},
-    {CLI_FN, "deadline", 0, "D", "overall time limit, 0 = none (default 60s)", 0, opt_deadline,
+    {CLI_FN, "deadline", 0, "D", "overall time limit, 0 = none (default 60s; batch\n5m, proxy 10m)", 0, opt_deadline,
      NULL, 0, NULL},
     {CLI_FN, "max-server-wait", 0, "D",
      "give the response back when the server asks for more\nthan this (default 30s)", 0,
@@ -251,6 +258,47 @@ const cli_opt cli_policy_opts[] = {
     {CLI_FN, "retry-on", 0, "LIST",
      "statuses to retry, e.g. 429,503 or 429,5xx\n(default 408,429,500,502,503,504,529)", 0,
      opt_retry_on, NULL, 0, NULL},
+    {CLI_FN, "no-retry-refusals", 0, NULL,
+     "retry a refusal (429, 529) only for a method that may\n"
+     "repeat (default: for POST too, the server did no work)",
+     0, opt_no_retry_refusals, NULL, 0, NULL},
+    CLI_OPT_END,
+};
+
+static int opt_attempt_time(cli_parser *p, const cli_opt *o, void *field, const char *val)
+{
+    int64_t d;
+    if (!cli_parse_duration(val, &d) || d <= 0)
+        return cli_opt_bad(p, val,
+                           !strcmp(o->name, "connect-timeout")
+                               ? "expected a positive duration such as 5s"
+                               : "expected a positive duration such as 10s");
+    stg_policy *pol = field;
+    if (!strcmp(o->name, "connect-timeout"))
+        pol->connect_timeout_us = d;
+    else if (!strcmp(o->name, "max-time"))
+        pol->attempt_timeout_us = d;
+    else if (!strcmp(o->name, "first-byte-timeout"))
+        pol->first_byte_timeout_us = d;
+    else
+        pol->idle_timeout_us = d;
+    return 0;
+}
+
+const cli_opt cli_timeout_opts[] = {
+    {CLI_FN, "connect-timeout", 0, "D", "per attempt (default 5s)", 0, opt_attempt_time, NULL,
+     0, NULL},
+    {CLI_FN, "max-time", 'm', "D",
+     "whole attempt (default: none, a body that still\n"
+     "flows is not cut); every time is cut to what the\n"
+     "deadline leaves",
+     0, opt_attempt_time, NULL, 0, NULL},
+    {CLI_FN, "first-byte-timeout", 0, "D",
+     "wait for the answer to begin, once the request is\nsent (default 5m)", 0,
+     opt_attempt_time, NULL, 0, NULL},
+    {CLI_FN, "idle-timeout", 0, "D",
+     "longest time without a byte once the answer has\nbegun (default 2m)", 0,
+     opt_attempt_time, NULL, 0, NULL},
     CLI_OPT_END,
 };
 

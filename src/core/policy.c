@@ -6,7 +6,8 @@
  * negative, starts before a Retry-After (HONOR, EXACT), or ends after the
  * overall deadline; it never retries on a wait too large to represent
  * (HONOR, EXACT), nor against a server's "do not retry"; a verdict "retry"
- * never makes an unsafe method safe; it draws from the RNG at most once and
+ * never makes an unsafe method safe (a refusal does: 429, 529, a rate-limit
+ * 403, unless no_retry_refusals); it draws from the RNG at most once and
  * only on RETRY.
  * The computed backoff of a THROTTLE answer is drawn from the throttle
  * base, that of a TRANSIENT fault from backoff.base_us; both share the
@@ -279,12 +280,16 @@ int stg_policy_resolve(const stg_policy *in, stg_policy *out)
         p.retry_methods = STG_METHODS_IDEMPOTENT;
     if (p.key_methods == 0)
         p.key_methods = STG_METHODS_WITH_KEY;
-    if (p.connect_timeout_us < 0 || p.attempt_timeout_us < 0)
+    if (p.connect_timeout_us < 0 || p.attempt_timeout_us < 0 || p.first_byte_timeout_us < 0 ||
+        p.idle_timeout_us < 0)
         return STG_EINVAL;
     if (p.connect_timeout_us == 0)
         p.connect_timeout_us = STG_POLICY_DEFAULT_CONNECT_TIMEOUT_US;
-    if (p.attempt_timeout_us == 0)
-        p.attempt_timeout_us = STG_POLICY_DEFAULT_ATTEMPT_TIMEOUT_US;
+    /* attempt_timeout_us 0 stays 0: no total time (policy.h). */
+    if (p.first_byte_timeout_us == 0)
+        p.first_byte_timeout_us = STG_POLICY_DEFAULT_FIRST_BYTE_TIMEOUT_US;
+    if (p.idle_timeout_us == 0)
+        p.idle_timeout_us = STG_POLICY_DEFAULT_IDLE_TIMEOUT_US;
     *out = p;
     return STG_OK;
 }
@@ -300,7 +305,7 @@ static const char *const preset_descriptions[] = {
     "2 retries, base 1 s transient / 1 s throttle, cap 8 s, +0..20% jitter, GET/HEAD only, "
     "429/503 only, 30 s max server wait, 10 s per attempt",
     "base 50 ms transient / 1 s throttle, x2, cap 30 s, +-20% jitter, 6 retries, 429 and 5xx, "
-    "5 s connect, 10 s per attempt, 5 min deadline",
+    "5 s connect, 5 min to the first byte, 2 min idle, 5 min deadline",
     "decorrelated jitter, base 1 s transient / 1 s throttle, cap 60 s, 5 retries, "
     "10 min deadline",
 };
@@ -341,7 +346,7 @@ int stg_policy_preset(stg_policy *p, const char *name)
         stg_status_set_add(&q.retry_statuses, 429);
         stg_status_set_add(&q.retry_statuses, 503);
         q.max_server_wait_us = STG_SEC(30);
-        q.attempt_timeout_us = STG_SEC(10);
+        q.attempt_timeout_us = STG_POLICY_DEFAULT_ATTEMPT_TIMEOUT_US;
         q.throttle_base_us = STG_SEC(1);
     } else if (!strcmp(name, "batch")) {
         q.backoff.kind = STG_BACKOFF_PROPORTIONAL;
@@ -354,7 +359,6 @@ int stg_policy_preset(stg_policy *p, const char *name)
         q.max_attempts = 7;
         stg_status_set_parse(&q.retry_statuses, "429,5xx");
         q.connect_timeout_us = STG_SEC(5);
-        q.attempt_timeout_us = STG_SEC(10);
         q.deadline_us = STG_SEC(300);
     } else if (!strcmp(name, "decorrelated")) {
         q.backoff.kind = STG_BACKOFF_DECORRELATED;
@@ -396,6 +400,26 @@ static bool never_sent(stg_net_error e)
     return e == STG_NET_CONNECT_REFUSED || e == STG_NET_CONNECT_TIMEOUT || e == STG_NET_DNS;
 }
 
+/* A 403 that a rate limiter sent (defined below). */
+static bool forbidden_throttle(const stg_hints *h);
+
+/* The server refused the request without doing its work (policy.h rule
+ * 4): a 429, a 403 that is a rate limit, a 529. Not a 503: a gateway may
+ * send one after the origin processed the request. */
+bool stg_status_refused(int status, const stg_hints *h)
+{
+    if (status == 429 || status == 529)
+        return true;
+    if (status >= 500 && status <= 599 && h && (h->flags & STG_HINTS_THROTTLE))
+        return true; /* Anthropic overloaded_error on a 500 or 503 */
+    return status == 403 && forbidden_throttle(h);
+}
+
+static bool refused(const stg_outcome *o)
+{
+    return o->error == STG_NET_NONE && stg_status_refused(o->status, o->hints);
+}
+
 static bool method_may_repeat(const stg_policy *p, const stg_outcome *o)
 {
     unsigned bit = STG_METHOD_BIT(o->method);
@@ -404,6 +428,8 @@ static bool method_may_repeat(const stg_policy *p, const stg_outcome *o)
     if (p->retry_methods & bit)
         return true;
     if (o->has_idempotency_key && (p->key_methods & bit))
+        return true;
+    if (!p->no_retry_refusals && refused(o))
         return true;
     return never_sent(o->error);
 }

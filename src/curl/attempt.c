@@ -75,7 +75,26 @@ void stg__attempt_end(CURL *easy, CURLcode code, const stg__xfer *x, const char 
                          sizeof a->errtext - (size_t)off);
     }
 
-    if (x->oom) {
+    if (code == CURLE_ABORTED_BY_CALLBACK && x->timed_out) {
+        /* The first-byte or idle time ran out (xfer.c on_progress): a
+         * timeout after the request left, as CURLOPT_TIMEOUT's is. */
+        char d[32];
+        int64_t us = x->timed_out == STG__XFER_FIRST_BYTE ? x->first_byte_us : x->idle_us;
+        if (us % 1000000 == 0)
+            snprintf(d, sizeof d, "%lld s", (long long)(us / 1000000));
+        else
+            snprintf(d, sizeof d, "%lld ms", (long long)(us / 1000));
+        a->err = STG_NET_TIMEOUT;
+        a->status = 0;
+        a->deterministic = false;
+        if (x->timed_out == STG__XFER_FIRST_BYTE)
+            snprintf(a->errtext, sizeof a->errtext,
+                     "first-byte timeout: no answer within %s of sending the request", d);
+        else
+            snprintf(a->errtext, sizeof a->errtext,
+                     "idle timeout: no byte for %s after %lld bytes of the answer (HTTP %ld)", d,
+                     (long long)x->dl_seen, http);
+    } else if (x->oom) {
         a->err = STG_NET_OTHER;
         a->status = 0;
         a->deterministic = true;

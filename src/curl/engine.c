@@ -310,6 +310,9 @@ int stg_engine_submit(stg_engine *e, const stg_request *rq, stg_done_fn done, vo
             return STG_EINVAL;
     if (stg__eng_cost_check(rq) != STG_OK)
         return STG_EINVAL;
+    stg_policy rq_pol;
+    if (rq->policy && stg_policy_resolve(rq->policy, &rq_pol) != STG_OK)
+        return STG_EINVAL;
 
     char key[512];
     if (rq->limit_key)
@@ -338,10 +341,10 @@ int stg_engine_submit(stg_engine *e, const stg_request *rq, stg_done_fn done, vo
     r->x.stream = rq->stream;
     r->pol = &e->pol;
     bool ok = true;
-    if (rq->deadline_us || rq->max_attempts || rq->read_body) {
+    if (rq->policy || rq->deadline_us || rq->max_attempts || rq->read_body) {
         ok = (r->own_pol = malloc(sizeof *r->own_pol)) != NULL;
         if (ok) {
-            *r->own_pol = e->pol;
+            *r->own_pol = rq->policy ? rq_pol : e->pol;
             if (rq->deadline_us)
                 r->own_pol->deadline_us = rq->deadline_us;
             if (rq->max_attempts)

@@ -133,7 +133,8 @@ typedef struct req {
     struct stg_engine *engine;  /* for the attempt step's report */
 
     /* Per-request overrides (stg_request): the engine's policy, or its
-     * own copy (own_pol, freed with r) with the request's deadline and
+     * own copy (own_pol, freed with r: the request's policy or the
+     * engine's) with the request's deadline and
      * attempts (a pointer: most requests share the engine's 300 bytes);
      * low priority (RQ_NEW_Q then means the engine's low_q); a body read
      * as it is sent (never retried). */

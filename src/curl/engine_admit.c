@@ -301,10 +301,7 @@ static void start_attempt(stg_engine *e, req *r)
     stg__xfer_reset(&r->x);
     r->x.wall_now_us = e->wall;
     stg__xfer_attach(easy, &r->x);
-    long connect_ms, total_ms;
-    stg__attempt_timeouts(r->pol, stg__eng_remaining(e, r), &connect_ms, &total_ms);
-    curl_easy_setopt(easy, CURLOPT_CONNECTTIMEOUT_MS, connect_ms);
-    curl_easy_setopt(easy, CURLOPT_TIMEOUT_MS, total_ms);
+    stg__xfer_timeouts(easy, &r->x, r->pol, stg__eng_remaining(e, r));
     if (curl_multi_add_handle(e->multi, easy) != CURLM_OK) {
         stg__eng_pool_put(e, easy);
         snprintf(r->errtext, sizeof r->errtext, "curl_multi_add_handle failed");

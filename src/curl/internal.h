@@ -106,7 +106,22 @@ typedef struct stg__xfer {
     bool keep_tail;
     size_t tail_len;
     char *tail;
+    /* The first-byte and idle times of this attempt (stg__xfer_timeouts;
+     * 0: none), and what the progress callback tracks for them, in
+     * libcurl's time since the transfer began (xfer.c). */
+    int64_t first_byte_us, idle_us;
+    int64_t last_activity_us; /* the last byte either way, or the send */
+    int64_t dl_seen, ul_seen; /* byte counts at the last progress call */
+    bool request_sent;   /* the pre-request callback ran this attempt */
+    bool answer_begun;   /* a header line of the answer arrived */
+    bool touched;        /* a byte moved since the last progress call */
+    bool paused;         /* the sink paused the transfer (slow reader) */
+    int timed_out;       /* STG__XFER_FIRST_BYTE or STG__XFER_IDLE: the
+                            progress callback ended the transfer */
 } stg__xfer;
+
+#define STG__XFER_FIRST_BYTE 1
+#define STG__XFER_IDLE 2
 
 #define STG__XFER_TAIL ((size_t)8192)
 
@@ -178,10 +193,16 @@ void stg__xfer_detach(CURL *easy);
  * false when out of memory for the empty-buffer fallback. */
 void stg__xfer_move_to(stg__xfer *x, stg_result *r);
 
-/* Per-attempt timeouts (ms, >= 1) from the policy bounded by what the
- * deadline leaves (remaining_us, INT64_MAX for none). */
+/* Per-attempt timeouts (ms) from the policy bounded by what the deadline
+ * leaves (remaining_us, INT64_MAX for none): connect >= 1; total >= 1, or
+ * 0 (libcurl's "none") when there is neither a total time nor a deadline. */
 void stg__attempt_timeouts(const stg_policy *p, int64_t remaining_us, long *connect_ms,
                            long *total_ms);
+/* Set every per-attempt time on easy for one attempt (after
+ * stg__xfer_reset and stg__xfer_attach): connect and total
+ * (stg__attempt_timeouts), and the first-byte and idle times, kept by
+ * x's progress callback (xfer.c). */
+void stg__xfer_timeouts(CURL *easy, stg__xfer *x, const stg_policy *p, int64_t remaining_us);
 
 /* ---- attempt.c: the end of one attempt, one step for both callers ------ */
 

@@ -480,12 +480,8 @@ static bool one_attempt(call *c, stg_method *method, bool *hop, stg_reason *reas
         *reason = STG_REASON_ERROR_NOT_RETRYABLE; /* cannot resend the body */
         return false;
     }
-    long connect_ms, total_ms;
-    stg__attempt_timeouts(&c->pol, remaining_us(c, rs->start_us), &connect_ms, &total_ms);
-    curl_easy_setopt(c->easy, CURLOPT_CONNECTTIMEOUT_MS, connect_ms);
-    curl_easy_setopt(c->easy, CURLOPT_TIMEOUT_MS, total_ms);
-
     stg__xfer_reset(&c->x);
+    stg__xfer_timeouts(c->easy, &c->x, &c->pol, remaining_us(c, rs->start_us));
     rs->attempts++;
     int64_t started = c->now;
     stg_event ev;

@@ -99,6 +99,16 @@
  * STG_STREAM_FINAL that request is never retried (engine_done.c). With
  * STG_STREAM_OTHER the sink also gets the bytes of other bodies (the proxy
  * gives a final 429 or 500 back whole); they leave `streamed` alone.
+ *
+ * Per-attempt times (stg__xfer_timeouts): connect and total are
+ * libcurl's (the total only with a policy's attempt_timeout_us or a
+ * deadline: a body still flowing is never cut otherwise); the first-byte
+ * and idle times are kept by on_progress, since libcurl has neither. The
+ * first-byte wait starts when the request goes out and ends at the first
+ * status line that is not an interim 1xx; after it, any byte either way
+ * restarts the idle time, and a transfer paused for a slow reader is
+ * never idle. timed_out says which ended the transfer; the attempt step
+ * reads it as STG_NET_TIMEOUT.
  */
 #include <limits.h>
 #include <stdlib.h>
@@ -183,6 +193,11 @@ void stg__xfer_reset(stg__xfer *x)
     x->stream_error_type[0] = '\0';
     x->tail_len = 0;
     x->errbuf[0] = '\0';
+    x->first_byte_us = x->idle_us = 0;
+    x->last_activity_us = 0;
+    x->dl_seen = x->ul_seen = 0;
+    x->request_sent = x->answer_begun = x->touched = x->paused = false;
+    x->timed_out = 0;
 }
 
 void stg__xfer_tail_free(stg__xfer *x)
@@ -414,10 +429,14 @@ static size_t on_body(char *data, size_t size, size_t nmemb, void *arg)
         keep = 0;
     else if (keep > x->max_body - x->received)
         keep = x->max_body - x->received;
+    x->touched = true; /* bytes arrived: the answer is not idle */
+    x->paused = false;
     if (keep && body_to_sink(x)) {
         int rc = x->sse == 1 ? sse_hold(x, data, keep) : sink_put(x, data, keep);
-        if (rc == STG_BODY_PAUSE)
+        if (rc == STG_BODY_PAUSE) {
+            x->paused = true; /* the reader is slow: not the server's idleness */
             return CURL_WRITEFUNC_PAUSE; /* the same bytes come again on resume */
+        }
         if (rc == SSE_STOP)
             return 0; /* the first event was an error: stop (attempt.c) */
         if (rc == SSE_OOM) {
@@ -449,7 +468,12 @@ static size_t on_header(char *data, size_t size, size_t nmemb, void *arg)
 {
     stg__xfer *x = arg;
     size_t n = size * nmemb;
+    x->touched = true;
     if (n >= 5 && memcmp(data, "HTTP/", 5) == 0) {
+        /* The answer has begun, unless this is an interim 1xx (a 100
+         * Continue comes before the request body: still waiting). */
+        const char *sp = memchr(data, ' ', n);
+        x->answer_begun = !(sp && (size_t)(sp - data) + 1 < n && sp[1] == '1');
         buf_clear(&x->headers); /* a new response: forget the previous one */
         stg_hints_init(&x->hints);
         x->to_sink = -1;
@@ -474,6 +498,7 @@ static int on_prereq(void *arg, char *conn_primary_ip, char *conn_local_ip, int 
     (void)conn_primary_port;
     (void)conn_local_port;
     stg__xfer *x = arg;
+    x->request_sent = x->touched = true; /* the first-byte wait starts */
     if (x->sends++ > 0) {
         x->resend_blocked = true; /* libcurl's own resend: not ours to send */
         /* No answer byte (else libcurl would not resend), HTTP/2, and no
@@ -624,6 +649,11 @@ void stg__xfer_detach(CURL *easy)
     curl_easy_setopt(easy, CURLOPT_WRITEDATA, (void *)stdout);
     curl_easy_setopt(easy, CURLOPT_HEADERFUNCTION, (curl_write_callback)NULL);
     curl_easy_setopt(easy, CURLOPT_HEADERDATA, (void *)NULL);
+    curl_easy_setopt(easy, CURLOPT_XFERINFOFUNCTION, (curl_xferinfo_callback)NULL);
+    curl_easy_setopt(easy, CURLOPT_XFERINFODATA, (void *)NULL);
+    curl_easy_setopt(easy, CURLOPT_NOPROGRESS, 1L);
+    curl_easy_setopt(easy, CURLOPT_LOW_SPEED_LIMIT, 0L);
+    curl_easy_setopt(easy, CURLOPT_LOW_SPEED_TIME, 0L);
     curl_easy_setopt(easy, CURLOPT_ERRORBUFFER, (char *)NULL);
 }
 
@@ -665,8 +695,74 @@ void stg__attempt_timeouts(const stg_policy *p, int64_t remaining_us, long *conn
     int64_t c = p->connect_timeout_us, t = p->attempt_timeout_us;
     if (remaining_us < c)
         c = remaining_us;
-    if (remaining_us < t)
-        t = remaining_us;
+    if (t <= 0 || remaining_us < t)
+        t = remaining_us; /* no total time: the deadline's, if any */
     *connect_ms = to_ms(c);
-    *total_ms = to_ms(t);
+    *total_ms = t == INT64_MAX ? 0 : to_ms(t);
+}
+
+/* The first-byte and idle times, kept here because libcurl has neither:
+ * CURLOPT_TIMEOUT cuts a body that still flows, and CURLOPT_LOW_SPEED_*
+ * counts the wait for the answer's head as slowness and averages bytes
+ * over a window. libcurl calls this after every read or write of the
+ * transfer and, since a low-speed limit is set (below), at least once a
+ * second while nothing moves (lib/speedcheck.c re-arms a 1 s timer on
+ * every check). `now` is libcurl's time since the transfer began
+ * (CURLINFO_TOTAL_TIME_T, updated just before the call), so no clock is
+ * read here. Activity: the request going out (the pre-request callback),
+ * a header line or body byte in, a byte of the request body out; a
+ * transfer the sink paused is not idle (the reader is slow, not the
+ * server: libcurl 7.88 makes no call while a transfer is paused, as
+ * lib/speedcheck.c re-arms no timer then, and the bytes it delivers on
+ * resume count as activity; `paused` keeps that true should a call come). Nonzero ends the transfer (CURLE_ABORTED_BY_CALLBACK), which
+ * the attempt step reads as a timeout through timed_out. */
+static int on_progress(void *arg, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
+                       curl_off_t ulnow)
+{
+    (void)dltotal, (void)ultotal;
+    stg__xfer *x = arg;
+    curl_off_t t = 0;
+    if (!x->easy || curl_easy_getinfo(x->easy, CURLINFO_TOTAL_TIME_T, &t) != CURLE_OK)
+        return 0;
+    int64_t now = (int64_t)t;
+    if ((int64_t)dlnow != x->dl_seen || (int64_t)ulnow != x->ul_seen) {
+        x->dl_seen = (int64_t)dlnow;
+        x->ul_seen = (int64_t)ulnow;
+        x->touched = true;
+    }
+    if (x->touched || x->paused) {
+        x->touched = false;
+        x->last_activity_us = now;
+    }
+    if (!x->request_sent)
+        return 0; /* connecting: CURLOPT_CONNECTTIMEOUT's */
+    int64_t quiet = now - x->last_activity_us;
+    if (!x->answer_begun && x->first_byte_us > 0 && quiet >= x->first_byte_us)
+        x->timed_out = STG__XFER_FIRST_BYTE;
+    else if (x->answer_begun && x->idle_us > 0 && quiet >= x->idle_us)
+        x->timed_out = STG__XFER_IDLE;
+    return x->timed_out ? 1 : 0;
+}
+
+/* libcurl's LOW_SPEED_TIME is in seconds and multiplied by 1000 in a
+ * long: the largest value that cannot overflow a 32-bit long (24 days),
+ * so the low-speed check itself never fires and only its 1 s re-check
+ * timer is used (to call on_progress while nothing moves). */
+#define TICK_ONLY_LOW_SPEED_TIME 2147483L
+
+void stg__xfer_timeouts(CURL *easy, stg__xfer *x, const stg_policy *p, int64_t remaining_us)
+{
+    long connect_ms, total_ms;
+    stg__attempt_timeouts(p, remaining_us, &connect_ms, &total_ms);
+    curl_easy_setopt(easy, CURLOPT_CONNECTTIMEOUT_MS, connect_ms);
+    curl_easy_setopt(easy, CURLOPT_TIMEOUT_MS, total_ms);
+    x->first_byte_us = p->first_byte_timeout_us;
+    x->idle_us = p->idle_timeout_us;
+    if (x->first_byte_us <= 0 && x->idle_us <= 0)
+        return;
+    curl_easy_setopt(easy, CURLOPT_XFERINFOFUNCTION, on_progress);
+    curl_easy_setopt(easy, CURLOPT_XFERINFODATA, x);
+    curl_easy_setopt(easy, CURLOPT_NOPROGRESS, 0L);
+    curl_easy_setopt(easy, CURLOPT_LOW_SPEED_LIMIT, 1L);
+    curl_easy_setopt(easy, CURLOPT_LOW_SPEED_TIME, TICK_ONLY_LOW_SPEED_TIME);
 }

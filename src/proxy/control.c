@@ -11,11 +11,19 @@
  *                           what the request costs per quota unit
  *                           (stg_quota_cost_parse), as a batch job's
  *                           "cost"; a unit it states is not estimated.
+ *   Stagger-Timeout: 90s    this request's per-attempt times instead of
+ *                           the proxy's (--first-byte-timeout ...): a
+ *                           duration alone is the longest silence (the
+ *                           wait for the first byte and between bytes);
+ *                           or a list of first-byte=D, idle=D,
+ *                           connect=D, total=D (the whole attempt, as
+ *                           --max-time), e.g. "first-byte=2m, idle=30s".
  * A bad value is the program's mistake and gets a 400 naming the header,
  * never a silent default.
  *
  * Invariants: durations are > 0 and carry a unit or mean seconds (the
- * project's rule for bare numbers); retries are 0..100.
+ * project's rule for bare numbers); retries are 0..100; a Stagger-Timeout
+ * names each time at most once and nothing else.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -49,6 +57,77 @@ bool px_parse_duration(const char *s, int64_t *us)
         return false;
     *us = (int64_t)t;
     return true;
+}
+
+/* One "name=duration" item of Stagger-Timeout in [p, end), spaces
+ * around it and around '=' allowed. */
+static bool timeout_item(const char *p, const char *end, px_timeouts *t)
+{
+    while (p < end && (*p == ' ' || *p == '\t'))
+        p++;
+    while (end > p && (end[-1] == ' ' || end[-1] == '\t'))
+        end--;
+    const char *eq = memchr(p, '=', (size_t)(end - p));
+    if (!eq)
+        return false;
+    const char *ne = eq;
+    while (ne > p && (ne[-1] == ' ' || ne[-1] == '\t'))
+        ne--;
+    const char *v = eq + 1;
+    while (v < end && (*v == ' ' || *v == '\t'))
+        v++;
+    char val[32];
+    size_t vlen = (size_t)(end - v);
+    if (vlen == 0 || vlen >= sizeof val)
+        return false;
+    memcpy(val, v, vlen);
+    val[vlen] = '\0';
+    static const char *const names[] = {"connect", "first-byte", "idle", "total"};
+    int64_t *fields[] = {&t->connect_us, &t->first_byte_us, &t->idle_us, &t->total_us};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        size_t n = strlen(names[i]);
+        if ((size_t)(ne - p) == n && !strncasecmp(p, names[i], n)) {
+            if (*fields[i]) /* named twice */
+                return false;
+            return px_parse_duration(val, fields[i]);
+        }
+    }
+    return false;
+}
+
+bool px_parse_timeout(const char *s, px_timeouts *t)
+{
+    memset(t, 0, sizeof *t);
+    if (!s)
+        return false;
+    if (!strchr(s, '=')) {
+        /* A duration alone: the longest silence, before or within the answer. */
+        while (*s == ' ' || *s == '\t')
+            s++;
+        char val[32];
+        size_t n = strlen(s);
+        while (n && (s[n - 1] == ' ' || s[n - 1] == '\t'))
+            n--;
+        if (n == 0 || n >= sizeof val)
+            return false;
+        memcpy(val, s, n);
+        val[n] = '\0';
+        if (!px_parse_duration(val, &t->first_byte_us))
+            return false;
+        t->idle_us = t->first_byte_us;
+        return true;
+    }
+    for (const char *p = s;;) {
+        const char *comma = strchr(p, ',');
+        const char *end = comma ? comma : p + strlen(p);
+        if (!timeout_item(p, end, t)) {
+            memset(t, 0, sizeof *t);
+            return false;
+        }
+        if (!comma)
+            return true;
+        p = comma + 1;
+    }
 }
 
 int px_control(px_req *r, struct MHD_Connection *c, char *msg, size_t msgsize)
@@ -86,6 +165,13 @@ int px_control(px_req *r, struct MHD_Connection *c, char *msg, size_t msgsize)
             return -1;
         }
         r->max_attempts = (int)v + 1;
+    }
+    const char *to = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Stagger-Timeout");
+    if (to && !px_parse_timeout(to, &r->timeouts)) {
+        snprintf(msg, msgsize,
+                 "bad Stagger-Timeout: expected a duration such as 90s, or first-byte=D, "
+                 "idle=D, connect=D, total=D separated by commas");
+        return -1;
     }
     if (pr) {
         if (!strcasecmp(pr, "low"))

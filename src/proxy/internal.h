@@ -6,7 +6,7 @@
  *   target.c   where a request goes: routes, forward mode, CONNECT;
  *   head_check.c  the request-head rules (pure: what is refused, why);
  *   headers.c  header rewriting both ways (hop-by-hop, Host, Via);
- *   control.c  the Stagger-Deadline/-Retries/-Priority/-Cost request headers;
+ *   control.c  the Stagger-Deadline/-Retries/-Priority/-Cost/-Timeout request headers;
  *   watch.c    clients that hang up while their connection is suspended;
  *   admin.c    /__stagger/metrics and /__stagger/health;
  *   conns.c    the client connections: head timeout, slots kept free;
@@ -95,6 +95,11 @@ typedef struct px_conn {
     bool closing;          /* shut down by us; MHD closes it */
     struct px_conn *prev, *next; /* p->conns_head..tail, oldest first */
 } px_conn;
+/* A request's Stagger-Timeout (control.c): each time in µs, 0 where the
+ * proxy's own applies. */
+typedef struct px_timeouts {
+    int64_t connect_us, first_byte_us, idle_us, total_us;
+} px_timeouts;
 
 struct px_req {
     stg_proxy *p;
@@ -116,8 +121,7 @@ struct px_req {
     int64_t deadline_us;
     int max_attempts;
     int priority;
-    stg_quota_cost *cost; /* Stagger-Cost (control.c), n_cost units; NULL: none */
-    size_t n_cost;
+ *   control.c  the Stagger-Deadline/-Retries/-Priority/-Cost/-Timeout request headers;
     bool begun;        /* the first handler call happened */
     bool early;        /* answered by the front (admin, error): no upstream */
     const char *why;   /* the front's own reason for its answer (a static
@@ -315,6 +319,9 @@ int px_control(px_req *r, struct MHD_Connection *c, char *msg, size_t msgsize);
 /* A duration as the control header takes it: "20s", "500ms", "2m", "1h",
  * "100us"; a bare number is seconds. > 0. */
 bool px_parse_duration(const char *s, int64_t *us);
+/* A Stagger-Timeout value into *t (zeroed first, and left zero when the
+ * value is bad). Pure; fuzzed (fuzz/fuzz_proxy_timeout.c). */
+bool px_parse_timeout(const char *s, px_timeouts *t);
 
 /* ---- watch.c ----------------------------------------------------------- */
 void *px_watch_main(void *arg);

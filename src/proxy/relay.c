@@ -364,6 +364,20 @@ static void submit(stg_proxy *p, px_req *r)
         rq.priority = r->priority;
         rq.cost = r->cost; /* Stagger-Cost (control.c) */
         rq.n_cost = r->n_cost;
+        stg_policy own; /* Stagger-Timeout: the proxy's policy, these times */
+        const px_timeouts *t = &r->timeouts;
+        if (t->connect_us || t->first_byte_us || t->idle_us || t->total_us) {
+            own = p->cfg.engine.policy;
+            if (t->connect_us)
+                own.connect_timeout_us = t->connect_us;
+            if (t->first_byte_us)
+                own.first_byte_timeout_us = t->first_byte_us;
+            if (t->idle_us)
+                own.idle_timeout_us = t->idle_us;
+            if (t->total_us)
+                own.attempt_timeout_us = t->total_us;
+            rq.policy = &own; /* copied at submit */
+        }
         rc = stg_engine_submit(p->engine, &rq, on_done, r, &id);
     }
     pthread_mutex_lock(&p->mu);

@@ -59,7 +59,7 @@
     X(stg_budget_config, 5, 64)         \
     X(stg_breaker_config, 8, 232)       \
     X(stg_breaker, 8, 0)                \
-    X(stg_policy, 7, 296)               \
+    X(stg_policy, 4, 296)               \
     X(stg_outcome, 4, 56)               \
     X(stg_retry_state, 4, 56)           \
     X(stg_decision, 4, 80)              \
@@ -82,7 +82,7 @@
     X(stg_shared_quota, 5, 72)          \
     X(stg_call_config, 10, 560)         \
     X(stg_engine_config, 9, 976)        \
-    X(stg_request, 4, 176)              \
+    X(stg_request, 3, 176)              \
     X(stg_engine_stats, 5, 168)         \
     X(stg_event_fanout, 2, 88)         \
     X(stg_tls_config, 6, 96)

@@ -110,17 +110,20 @@ check "401 sent once" [ "$(lines_for '"/status/401"')" = 1 ]
 check "long wait: one request" [ "$(lines_for '"/status/429"')" = 1 ]
 check "503: two attempts" [ "$(lines_for '"/status/503"')" = 2 ]
 
-# ---- POST: retried only with an idempotency key -----------------------------------
+# ---- POST: retried only with an idempotency key, or after a refusal ---------------
 start_server --fail-first 1
 head -c 30000 /dev/zero | tr '\0' 'b' > "$T/body"
-expect_exit "POST without key: not retried (exit 1)" 1 "$S" fetch -s -H 'X-Client-Id: post-nokey' \
-  -d 'a=1' -o /dev/null "$BASE/echo"
+expect_exit "POST without key, refusals by method: not retried (exit 1)" 1 "$S" fetch -s \
+  -H 'X-Client-Id: post-nokey' --no-retry-refusals -d 'a=1' -o /dev/null "$BASE/echo"
+expect_exit "POST without key: a 429 is a refusal, retried" 0 "$S" fetch -s --base 50ms \
+  -H 'X-Client-Id: post-refused' -d 'a=1' -o /dev/null "$BASE/echo"
 expect_exit "POST with key auto: retried" 0 "$S" fetch -s -H 'X-Client-Id: post-key' --base 50ms \
   --idempotency-key auto --data-binary "@$T/body" -o "$T/post.out" "$BASE/echo"
 expect_exit "PUT retried without key" 0 "$S" fetch -s -X PUT -H 'X-Client-Id: put' --base 50ms \
   -d 'x=1' -o "$T/put.out" "$BASE/echo"
 stop_server
 check "POST without key: one request" [ "$(lines_for '"client":"post-nokey"')" = 1 ]
+check "POST without key, refused: two requests" [ "$(lines_for '"client":"post-refused"')" = 2 ]
 check "POST with key: two requests" [ "$(lines_for '"client":"post-key"')" = 2 ]
 key=$(sed -n 's/.*"Idempotency-Key":"\([^"]*\)".*/\1/p' "$T/post.out")
 check "key auto is a UUIDv4 ($key)" sh -c "echo '$key' | grep -Eqx '[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}'"

@@ -328,14 +328,29 @@ static void test_post_resent_in_full(void **state)
     curl_easy_cleanup(e);
     curl_slist_free_all(h);
 
-    /* 3. No key: a POST answered 429 is not repeated. */
+    /* 3. No key, refusals retried by method only: a POST answered 429 is
+     * not repeated. */
     h = curl_slist_append(NULL, "X-Client-Id: post-c");
     e = easy_for(url, h);
     curl_easy_setopt(e, CURLOPT_POSTFIELDS, "x=1");
-    assert_int_equal(stg_curl_perform(e, NULL, &r), STG_OK);
+    stg_call_config cfg3 = {.policy.no_retry_refusals = true};
+    assert_int_equal(stg_curl_perform(e, &cfg3, &r), STG_OK);
     assert_int_equal(r.reason, STG_REASON_METHOD_NOT_IDEMPOTENT);
     assert_int_equal(r.attempts, 1);
     assert_int_equal(r.status, 429);
+    stg_result_free(&r);
+    curl_easy_cleanup(e);
+    curl_slist_free_all(h);
+
+    /* 4. No key, the default: a 429 is a refusal, nothing was processed,
+     * so the POST is sent again (policy.h rule 4). */
+    h = curl_slist_append(NULL, "X-Client-Id: post-d");
+    e = easy_for(url, h);
+    curl_easy_setopt(e, CURLOPT_POSTFIELDS, "x=1");
+    stg_call_config cfg4 = {.policy.backoff.base_us = STG_MS(20)};
+    assert_int_equal(stg_curl_perform(e, &cfg4, &r), STG_OK);
+    assert_int_equal(r.status, 200);
+    assert_int_equal(r.attempts, 2);
     stg_result_free(&r);
     curl_easy_cleanup(e);
     curl_slist_free_all(h);
@@ -346,6 +361,7 @@ static void test_post_resent_in_full(void **state)
     assert_int_equal(log_count(&s, "\"key\":\"key-a\""), 2);
     assert_int_equal(log_count(&s, "\"client\":\"post-b\""), 2);
     assert_int_equal(log_count(&s, "\"client\":\"post-c\""), 1);
+    assert_int_equal(log_count(&s, "\"client\":\"post-d\""), 2);
     server_cleanup(&s);
 }
 

@@ -71,6 +71,23 @@ j=$($S plan --respond 503 -X POST --idempotency-key --json)
 jcheck "POST with key" "$j" 'j["decision"] == "retry"'
 j=$($S plan --respond refused -X POST --json)
 jcheck "POST never sent" "$j" 'j["decision"] == "retry" and j["error"] == "connect_refused"'
+# A refusal is retried for POST without a key, unless --no-retry-refusals.
+for st in 429 529; do
+  j=$($S plan --respond $st -X POST --json)
+  jcheck "POST refused $st: retried" "$j" 'j["decision"] == "retry" and j["refusal"] and j["retry_refusals_any_method"]'
+  j=$($S plan --respond $st -X POST --no-retry-refusals --json)
+  jcheck "POST refused $st, --no-retry-refusals" "$j" 'j["reason"] == "method_not_idempotent" and j["refusal"] and not j["retry_refusals_any_method"]'
+done
+j=$($S plan --respond 403 -H 'Retry-After: 1' -X PATCH --json)
+jcheck "PATCH refused by a rate-limit 403: retried" "$j" 'j["decision"] == "retry" and j["refusal"]'
+j=$($S plan --respond 503 -H 'Retry-After: 1' -X POST --json)
+jcheck "a 503 with a hint is no refusal" "$j" 'j["reason"] == "method_not_idempotent" and not j["refusal"]'
+check "the text says why a POST is retried" sh -c "$S plan --respond 429 -X POST | grep -q 'a refusal: the server did no work'"
+check "and not for a GET" sh -c "! $S plan --respond 429 | grep -q 'a refusal'"
+check "the schedule's policy line shows the rule" sh -c "$S plan --samples 10 | grep -q '^refusals (429, 529, a rate-limit 403): retried for any method'"
+check "  and its change" sh -c "$S plan --samples 10 --no-retry-refusals | grep -q '^refusals.*retried by method'"
+j=$($S plan --samples 10 --json)
+jcheck "schedule JSON shows the rule" "$j" 'j["policy"]["retry_refusals_any_method"] is True'
 j=$($S plan --respond 429 -H 'Retry-After: 40' --json)
 jcheck "too long" "$j" 'j["reason"] == "server_wait_too_long" and j["server_wait_ms"] == 40000'
 j=$($S plan --respond 429 -H 'Retry-After: 40' --max-server-wait 1m --json)

@@ -4,9 +4,10 @@
 # added, Authorization passed, Stagger-* stripped, nothing libcurl would
 # add), routes (longest prefix on a segment boundary), final answers (a
 # 429 given back with the upstream's Retry-After and rate-limit fields),
-# retries only when safe (a POST without a key is sent once; with a key
-# or --idempotency-key auto it is retried and the server's idempotency log
-# shows one effect), the control headers, CONNECT and forward mode,
+# retries only when safe (with --no-retry-refusals a POST without a key
+# is sent once, even on a 429; with a key or --idempotency-key auto it is
+# retried and the server's idempotency log shows one effect; the default,
+# a refusal retried for any method, is test_proxy_refusals.sh's), the control headers, CONNECT and forward mode,
 # metrics and health, the redacted log, SIGHUP and the SIGTERM drain.
 # Bounds come from the protocol (attempt counts, the server's log), never
 # from how fast the machine is.
@@ -177,9 +178,10 @@ proxy_stop
 serve_stop "$SRV_PID" || true
 
 # ---- retries only when safe ----------------------------------------------------
-# --fail-first 1: each client's first request gets a 429.
+# --fail-first 1: each client's first request gets a 429. With
+# --no-retry-refusals a 429 is retried by method, as a 503 is.
 serve_start idem --fail-first 1 --fail-retry-after 1 --log "$T/idem.log"
-proxy_start idem --upstream "$URL" --rate 0 --base 10ms
+proxy_start idem --upstream "$URL" --rate 0 --base 10ms --no-retry-refusals
 code=$(curl -s -o /dev/null -w '%{http_code}' -X POST -d 'a' -H 'X-Client-Id: nokey' "$PX/echo")
 check "POST without a key: not retried, the 429 comes back (got $code)" [ "$code" = 429 ]
 code=$(curl -s -o /dev/null -w '%{http_code}' -X POST -d 'a' -H 'X-Client-Id: key' \

@@ -70,9 +70,10 @@ static void test_attempt_timeouts(void **state)
     stg_policy zero = {0};
     assert_int_equal(stg_policy_resolve(&zero, &p), STG_OK);
     long c, t;
+    /* No total time by default (issue #31): without a deadline, none. */
     stg__attempt_timeouts(&p, INT64_MAX, &c, &t);
     assert_int_equal(c, 5000);
-    assert_int_equal(t, 10000);
+    assert_int_equal(t, 0);
     stg__attempt_timeouts(&p, STG_MS(1500), &c, &t); /* bounded by the deadline */
     assert_int_equal(c, 1500);
     assert_int_equal(t, 1500);
@@ -82,6 +83,19 @@ static void test_attempt_timeouts(void **state)
     stg__attempt_timeouts(&p, STG_MS(7000), &c, &t);
     assert_int_equal(c, 5000);
     assert_int_equal(t, 7000);
+    /* A total time given (--max-time) is kept, and cut by the deadline. */
+    p.attempt_timeout_us = STG_SEC(10);
+    stg__attempt_timeouts(&p, INT64_MAX, &c, &t);
+    assert_int_equal(t, 10000);
+    stg__attempt_timeouts(&p, STG_MS(7000), &c, &t);
+    assert_int_equal(t, 7000);
+    /* The defaults of the times the transport keeps itself. */
+    assert_int_equal(p.first_byte_timeout_us, STG_SEC(300));
+    assert_int_equal(p.idle_timeout_us, STG_SEC(120));
+    stg_policy bad = {.idle_timeout_us = -1};
+    assert_int_equal(stg_policy_resolve(&bad, &p), STG_EINVAL);
+    bad = (stg_policy){.first_byte_timeout_us = -1};
+    assert_int_equal(stg_policy_resolve(&bad, &p), STG_EINVAL);
 }
 
 /* libcurl 7.x/8.x < 8.6 reports its response-header limit as

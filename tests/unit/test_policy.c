@@ -811,6 +811,106 @@ static void test_verdicts(void **state)
     assert_int_equal(d.action, STG_ACTION_SUCCESS);
 }
 
+/* Rule 4: a refusal (429, 529, a rate-limit 403) is retried for every
+ * method by default; other failures keep the method rule; the verdict
+ * "false" still wins; no_retry_refusals restores the method rule. */
+static void test_refusals_any_method(void **state)
+{
+    (void)state;
+    stg_policy p = {0};
+    stg_hints ra = retry_after(STG_SEC(2));
+    static const stg_method unsafe[] = {STG_METHOD_POST, STG_METHOD_PATCH, STG_METHOD_CONNECT,
+                                        STG_METHOD_UNKNOWN};
+    for (size_t i = 0; i < sizeof unsafe / sizeof unsafe[0]; i++) {
+        stg_method m = unsafe[i];
+        stg_decision d = decide(&p, 1, 0, 429, STG_NET_NONE, m, false, NULL);
+        assert_int_equal(d.action, STG_ACTION_RETRY);
+        assert_int_equal(d.reason, STG_REASON_RETRY_STATUS);
+        /* A throttle: backed off from the throttle base (1 s, full jitter). */
+        assert_true(d.wait_us >= 0 && d.wait_us <= STG_SEC(1));
+        d = decide(&p, 1, 0, 529, STG_NET_NONE, m, false, NULL);
+        assert_int_equal(d.action, STG_ACTION_RETRY);
+        /* The hint is honoured as for any retry: never before it. */
+        d = decide(&p, 2, STG_SEC(3), 429, STG_NET_NONE, m, false, &ra);
+        assert_int_equal(d.action, STG_ACTION_RETRY);
+        assert_true(d.used_hint);
+        assert_true(d.wait_us >= STG_SEC(2));
+        /* A 403 with a Retry-After is a rate limit, so a refusal. */
+        d = decide(&p, 1, 0, 403, STG_NET_NONE, m, false, &ra);
+        assert_int_equal(d.action, STG_ACTION_RETRY);
+        /* A plain 403 is not retried at all. */
+        d = decide(&p, 1, 0, 403, STG_NET_NONE, m, false, NULL);
+        assert_int_equal(d.reason, STG_REASON_STATUS_NOT_RETRYABLE);
+        /* Attempts and the deadline still bound it. */
+        d = decide(&p, 6, 0, 429, STG_NET_NONE, m, false, NULL);
+        assert_int_equal(d.reason, STG_REASON_ATTEMPTS_EXHAUSTED);
+        d = decide(&p, 2, STG_SEC(59), 429, STG_NET_NONE, m, false, &ra);
+        assert_int_equal(d.reason, STG_REASON_SERVER_WAIT_TOO_LONG);
+    }
+    /* What may have been processed keeps the method rule: other statuses
+     * (a 503 even with a Retry-After) and failures after the request left. */
+    static const int processed[] = {408, 500, 502, 503, 504};
+    for (size_t i = 0; i < sizeof processed / sizeof processed[0]; i++) {
+        stg_decision d = decide(&p, 1, 0, processed[i], STG_NET_NONE, STG_METHOD_POST, false, &ra);
+        if (d.reason != STG_REASON_METHOD_NOT_IDEMPOTENT)
+            fail_msg("POST %d: got %s", processed[i], stg_reason_name(d.reason));
+    }
+    assert_int_equal(decide(&p, 1, 0, 0, STG_NET_TIMEOUT, STG_METHOD_POST, false, NULL).reason,
+                     STG_REASON_METHOD_NOT_IDEMPOTENT);
+    assert_int_equal(decide(&p, 1, 0, 0, STG_NET_RESET, STG_METHOD_PATCH, false, NULL).reason,
+                     STG_REASON_METHOD_NOT_IDEMPOTENT);
+    /* A 5xx whose body names a refusal (overloaded_error on a 500 or 503,
+     * STG_HINTS_THROTTLE) is one too; a plain 503 is not (above). */
+    stg_hints over;
+    stg_hints_init(&over);
+    over.flags |= STG_HINTS_THROTTLE;
+    assert_int_equal(decide(&p, 1, 0, 500, STG_NET_NONE, STG_METHOD_POST, false, &over).action,
+                     STG_ACTION_RETRY);
+    assert_int_equal(decide(&p, 1, 0, 503, STG_NET_NONE, STG_METHOD_POST, false, &over).action,
+                     STG_ACTION_RETRY);
+    assert_true(stg_status_refused(503, &over));
+    assert_false(stg_status_refused(503, &ra));
+    assert_false(stg_status_refused(400, &over));
+    /* A body that says no wait cures it gives the answer back first. */
+    stg_hints hard;
+    stg_hints_init(&hard);
+    hard.flags |= STG_HINTS_HARD_STOP;
+    assert_int_equal(decide(&p, 1, 0, 429, STG_NET_NONE, STG_METHOD_POST, false, &hard).reason,
+                     STG_REASON_HARD_STOP);
+    /* The server's "do not retry" comes first (rule 3). */
+    static const char *const no[] = {"x-should-retry: false", NULL};
+    stg_hints stop = hints_of(NULL, no);
+    assert_int_equal(decide(&p, 1, 0, 429, STG_NET_NONE, STG_METHOD_POST, false, &stop).reason,
+                     STG_REASON_SERVER_VERDICT);
+    assert_int_equal(decide(&p, 1, 0, 529, STG_NET_NONE, STG_METHOD_GET, false, &stop).reason,
+                     STG_REASON_SERVER_VERDICT);
+    /* A 429 the policy does not retry is not retried for POST either. */
+    stg_policy only503 = {0};
+    stg_status_set_add(&only503.retry_statuses, 503);
+    assert_int_equal(
+        decide(&only503, 1, 0, 429, STG_NET_NONE, STG_METHOD_POST, false, NULL).reason,
+        STG_REASON_STATUS_NOT_RETRYABLE);
+    /* Off: a refusal is retried by method, as any other status. */
+    p.no_retry_refusals = true;
+    assert_int_equal(decide(&p, 1, 0, 429, STG_NET_NONE, STG_METHOD_POST, false, NULL).reason,
+                     STG_REASON_METHOD_NOT_IDEMPOTENT);
+    assert_int_equal(decide(&p, 1, 0, 529, STG_NET_NONE, STG_METHOD_PATCH, false, NULL).reason,
+                     STG_REASON_METHOD_NOT_IDEMPOTENT);
+    assert_int_equal(decide(&p, 1, 0, 403, STG_NET_NONE, STG_METHOD_POST, false, &ra).reason,
+                     STG_REASON_METHOD_NOT_IDEMPOTENT);
+    assert_int_equal(decide(&p, 1, 0, 429, STG_NET_NONE, STG_METHOD_POST, true, NULL).action,
+                     STG_ACTION_RETRY);
+    assert_int_equal(decide(&p, 1, 0, 429, STG_NET_NONE, STG_METHOD_GET, false, NULL).action,
+                     STG_ACTION_RETRY);
+    /* resolve keeps the field as given. */
+    stg_policy r;
+    assert_int_equal(stg_policy_resolve(&p, &r), STG_OK);
+    assert_true(r.no_retry_refusals);
+    stg_policy zero = {0};
+    assert_int_equal(stg_policy_resolve(&zero, &r), STG_OK);
+    assert_false(r.no_retry_refusals);
+}
+
 /* No Retry-After, quotas spent: the longest reset of a spent quota is the
  * server's wait; an unspent quota's reset does not count. */
 static void test_spent_quota_waits(void **state)
@@ -917,6 +1017,7 @@ int main(void)
         cmocka_unit_test(test_github_secondary),
         cmocka_unit_test(test_verdicts),
         cmocka_unit_test(test_spent_quota_waits),
+        cmocka_unit_test(test_refusals_any_method),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }
