@@ -95,6 +95,7 @@ typedef struct px_conn {
     bool closing;          /* shut down by us; MHD closes it */
     struct px_conn *prev, *next; /* p->conns_head..tail, oldest first */
 } px_conn;
+
 /* A request's Stagger-Timeout (control.c): each time in µs, 0 where the
  * proxy's own applies. */
 typedef struct px_timeouts {
@@ -121,7 +122,9 @@ struct px_req {
     int64_t deadline_us;
     int max_attempts;
     int priority;
- *   control.c  the Stagger-Deadline/-Retries/-Priority/-Cost/-Timeout request headers;
+    stg_quota_cost *cost; /* Stagger-Cost (control.c), n_cost units; NULL: none */
+    size_t n_cost;
+    px_timeouts timeouts; /* Stagger-Timeout; zeros: the proxy's */
     bool begun;        /* the first handler call happened */
     bool early;        /* answered by the front (admin, error): no upstream */
     const char *why;   /* the front's own reason for its answer (a static
