@@ -25,7 +25,7 @@ $PY "$HERE/sse_upstream.py" "$T/up.log" > "$T/up.out" 2>"$T/up.err" &
 UPPORT=$(listen_port "$T/up.out" $!)
 [ -n "$UPPORT" ] || { echo "upstream did not start" >&2; exit 1; }
 UP="http://127.0.0.1:$UPPORT"
-proxy_start s --upstream "$UP" --log "$T/px.log" --idempotency-key auto
+proxy_start s --upstream "$UP" --log "$T/px.log"
 
 post() { # post PATH OUTFILE: the status; headers in OUTFILE.h
   curl -s -N -o "$2" -D "$2.h" -w '%{http_code}' -X POST -H 'Content-Type: application/json' \
