@@ -56,6 +56,21 @@ listen_port() {
   sed -n '1s|^listening on http://127.0.0.1:\([0-9]*\)$|\1|p' "$1" 2>/dev/null
 }
 
+# py_upstream SCRIPT ARGS...: start tests/integration/SCRIPT, a python3
+# upstream that prints "listening on http://127.0.0.1:PORT" first, as a job
+# of this shell (scratch's cleanup stops it), its output in $T/up.out and
+# $T/up.err; sets UPPORT and UP. Debian's python3 when there is one.
+py_upstream() {
+  _py=/usr/bin/python3
+  [ -x "$_py" ] || _py=python3
+  _ups=$1; shift
+  : > "$T/up.out"
+  "$_py" "$(dirname "$0")/$_ups" "$@" > "$T/up.out" 2>"$T/up.err" &
+  UPPORT=$(listen_port "$T/up.out" $!)
+  [ -n "$UPPORT" ] || { echo "upstream $_ups did not start: $(cat "$T/up.err")" >&2; exit 1; }
+  UP="http://127.0.0.1:$UPPORT"
+}
+
 # wait_grep FILE PATTERN: until FILE holds PATTERN (a 60 s hang guard, not
 # a timing bound: the loop ends at the line).
 wait_grep() {

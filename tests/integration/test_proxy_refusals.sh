@@ -14,11 +14,7 @@ PY=/usr/bin/python3
 [ -x "$PY" ] || PY=python3
 HERE=$(cd "$(dirname "$0")" && pwd)
 
-: > "$T/up.out"
-$PY "$HERE/test_llm_upstream.py" > "$T/up.out" 2>"$T/up.err" &
-UPPORT=$(listen_port "$T/up.out" $!)
-[ -n "$UPPORT" ] || { echo "upstream did not start" >&2; exit 1; }
-UP="http://127.0.0.1:$UPPORT"
+py_upstream test_llm_upstream.py
 count() { curl -s "$UP/count?key=$1"; }
 # post PATH: the status and body the program gets for a keyless JSON POST.
 post() {

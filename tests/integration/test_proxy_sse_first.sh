@@ -17,14 +17,9 @@ scratch pxsse
 . "$(dirname "$0")/proxy_lib.sh"
 PY=/usr/bin/python3
 [ -x "$PY" ] || PY=python3
-HERE=$(cd "$(dirname "$0")" && pwd)
 
-: > "$T/up.out"
 : > "$T/up.log"
-$PY "$HERE/sse_upstream.py" "$T/up.log" > "$T/up.out" 2>"$T/up.err" &
-UPPORT=$(listen_port "$T/up.out" $!)
-[ -n "$UPPORT" ] || { echo "upstream did not start" >&2; exit 1; }
-UP="http://127.0.0.1:$UPPORT"
+py_upstream sse_upstream.py "$T/up.log"
 proxy_start s --upstream "$UP" --log "$T/px.log"
 
 post() { # post PATH OUTFILE: the status; headers in OUTFILE.h

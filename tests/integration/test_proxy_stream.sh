@@ -17,11 +17,7 @@ PY=/usr/bin/python3
 HERE=$(cd "$(dirname "$0")" && pwd)
 
 
-: > "$T/up.out"
-$PY "$HERE/test_proxy_upstream.py" > "$T/up.out" 2>"$T/up.err" &
-UPPORT=$(listen_port "$T/up.out" $!)
-[ -n "$UPPORT" ] || { echo "upstream did not start" >&2; exit 1; }
-UP="http://127.0.0.1:$UPPORT"
+py_upstream test_proxy_upstream.py
 # A body this size streams with memory bounded by the proxy's buffer; the
 # sanitizer's quarantine of freed blocks is not the proxy's memory.
 ASAN_OPTIONS="${ASAN_OPTIONS:-}:quarantine_size_mb=16" proxy_start s --upstream "$UP"
