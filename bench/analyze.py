@@ -640,6 +640,60 @@ def dialects_section(res):
     return md
 
 
+def ai_section(res):
+    """Issue #31's goals from bench/bench_ai.sh's rows in this run: the OpenAI tokens
+    persona through the proxy and through two replicas <= 1.10x the ideal, <= 2% of the
+    calls refused at the server, 0 errors seen by the program; the Anthropic persona
+    with overloads: 0 errors seen. The peers of the same run beside them."""
+    lines = read_primitive(res, "bench_ai.txt")
+    if lines is None:
+        return []
+    table = {}
+    for l in lines:
+        cells = [c.strip() for c in l.strip().strip("|").split("|")]
+        if len(cells) != 8 or cells[0] in ("persona", "") or cells[0].startswith("-"):
+            continue
+        table.setdefault(cells[0], {})[cells[1]] = cells
+    md = ["## Issue #31 goals: the LLM APIs as they meter", "",
+          "From bench/bench_ai.sh in this run (its whole table is in section 3): an unchanged SDK "
+          "program (npm's openai and @anthropic-ai/sdk, maxRetries 0) against `stagger serve`'s "
+          "OpenAI tokens-per-minute persona and its overloaded Anthropic persona.", ""]
+    rows, all_ok = [], True
+
+    def goal(persona, client, label, tokens):
+        nonlocal all_ok
+        c = table.get(persona, {}).get(client)
+        if not c:
+            rows.append([label, "not measured", "–", "–", "not measured"])
+            all_ok = False
+            return
+        try:
+            refused, failed = float(c[5]), int(c[6])
+            ratio = float(c[4]) if c[4] not in ("–", "") else None
+        except ValueError:
+            rows.append([label, "unreadable row", "–", "–", "not measured"])
+            all_ok = False
+            return
+        ok = failed == 0 and (not tokens or (ratio is not None and ratio <= 1.10 and refused <= 2.0))
+        all_ok = all_ok and ok
+        peers = "; ".join("%s: %s× ideal, %s%% refused, %s failed" % (k, v[4], v[5], v[6])
+                          for k, v in table.get(persona, {}).items()
+                          if not k.startswith("stagger") and not k.startswith("2 stagger"))
+        rows.append([label, "%s× ideal, %s%% refused, %d failed" % (c[4], c[5], failed)
+                     if tokens else "%d failed, %s%% refused at the server" % (failed, c[5]),
+                     peers or "–", "≤ 1.10×, ≤ 2%, 0" if tokens else "0", "met" if ok else "not met"])
+
+    goal("openai", "stagger proxy", "OpenAI tokens persona, one proxy", True)
+    goal("openai", "2 stagger proxy replicas (Redis)", "OpenAI tokens persona, two replicas", True)
+    goal("anthropic", "stagger proxy", "Anthropic with overloads: errors seen", False)
+    goal("anthropic", "stagger proxy, streamed", "Anthropic with overloads, streamed: errors seen", False)
+    md.append(md_table(["goal", "stagger", "peers (same run)", "goal", "verdict"], rows))
+    md.append("")
+    md.append("All: **%s**." % ("met" if all_ok else "not met"))
+    md.append("")
+    return md
+
+
 def proxy_section(res):
     """Issue #16's benchmark goals from bench/bench_proxy.sh's rows in this run."""
     lines = read_primitive(res, "bench_proxy.txt")
@@ -862,6 +916,7 @@ def main():
     md.extend(goals_section(res, manifest, runs, ideals))
     md.extend(dialects_section(res))
     md.extend(proxy_section(res))
+    md.extend(ai_section(res))
 
     md.append("## 1. Goodput under a limit")
     md.append("")

@@ -13,7 +13,9 @@
 #  3. Primitive costs: bench_core, bench_sim, and the bench/bench_*.sh scripts
 #     (bench_tls: plain HTTP beside TLS, handshakes and req/s, vs curl --parallel)
 #     (bench_h2: learned vs fixed-200 concurrency against serve --capacity 20,
-#     HTTP/2 vs HTTP/1.1 connections and wall time)
+#     HTTP/2 vs HTTP/1.1 connections and wall time; bench_ai: the official
+#     LLM SDKs through stagger proxy, two replicas, the Portkey gateway and
+#     alone, against serve's OpenAI token quota and Anthropic overloads)
 #     of the other parts when present.
 # bench/analyze.py turns the logs into tables, docs/BENCHMARKS.md and the SVG
 # charts in docs/bench/ (figures are generated, never typed in).
@@ -382,7 +384,7 @@ primitives() {
         fi
     done
     [ "$QUICK" = 1 ] && return 0
-    for s in bench_serve bench_batch bench_redis bench_tls bench_dialects bench_proxy bench_queue bench_h2 bench_mem; do
+    for s in bench_serve bench_batch bench_redis bench_tls bench_dialects bench_proxy bench_ai bench_queue bench_h2 bench_mem; do
         if [ -f "$ROOT/bench/$s.sh" ]; then
             log "running bench/$s.sh"
             set +e
