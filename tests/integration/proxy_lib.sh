@@ -31,3 +31,23 @@ wait_for() {
   for _ in $(seq 600); do "$@" && return 0; sleep 0.05; done
   return 1
 }
+
+# bound NAME [LIMIT] (the tests against ai_tpm_upstream.py: its log
+# $T/NAME.log; LIMIT and WINDOW from the test, $PY its python): every prefix of the upstream's admitted arrivals is within
+# limit + rate * t (the bucket starts full).
+bound() {
+  $PY - "$T/$1.log" "${2:-$LIMIT}" $WINDOW <<'EOF'
+import sys
+limit, window = float(sys.argv[2]), float(sys.argv[3])
+rate = limit / window
+arr = [(float(t), int(c)) for t, k, c in (l.split() for l in open(sys.argv[1]) if l[0].isdigit())
+       if k == "ok"]
+first = arr[0][0] if arr else 0
+spent = 0
+for t, c in arr:
+    spent += c
+    if spent > limit + rate * (t - first) + 1:
+        print("over: %d tokens by %.3f s, bound %.0f" % (spent, t - first, limit + rate * (t - first)))
+        sys.exit(1)
+EOF
+}
