@@ -678,8 +678,6 @@ typedef struct stg_request {
     uint64_t stg__reserved[3]; /* room to grow (docs/ABI.md); leave zero */
 } stg_request;
 
-#define STG_PRIORITY_LOW 1
-
 typedef void (*stg_done_fn)(stg_engine *e, uint64_t id, const stg_result *r, void *data);
 
 /* Create an engine. Returns NULL on bad config or out of memory (then

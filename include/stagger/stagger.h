@@ -18,5 +18,6 @@
 #include "redact.h"
 #include "quota.h"
 #include "cost.h"
+#include "priority.h"
 
 #endif
