@@ -6,13 +6,13 @@
  * A request takes one of its host's slots when it leaves the new or retry
  * queue to be admitted (stg__eng_conc_gate) and holds it through the
  * limiter's waits and its attempt; it gives it back when it goes to wait
- * anywhere else or finishes (rq_enter and detach call release). A request
+ * anywhere else or finishes (stg__eng_enter and detach call release). A request
  * that finds its host full waits in the host's CONC_Q, a FIFO holding no
  * engine slot, no reservation and no deadline of its own: it is not
  * admitted yet. A slot given back goes to the FIFO's head at once (taken
  * for it, then the head joins the retry queue keeping it: conc_woken,
  * until the gate sees it), so the order is kept and a woken request never
- * meets a full host. (Without conc_woken rq_enter gave the slot straight
+ * meets a full host. (Without conc_woken stg__eng_enter gave the slot straight
  * back, which woke the next waiter the same way: one freed slot emptied
  * the FIFO into the retry queue, all but one queued again at its tail,
  * and behind the proxy some requests waited 8 s for their turn.)
@@ -76,12 +76,11 @@ static void wake(stg_engine *e, stg__host *h)
     while (h->conc_head && h->conc_out < limit_of(h)) {
         req *w = h->conc_head;
         stg__eng_conc_unlink(w);
-        rq_leave(w, RQ_CONC_Q);
+        stg__eng_leave(w, RQ_CONC_Q);
         w->conc_held = true;
-        w->conc_woken = true; /* else rq_enter gave the slot straight back */
+        w->conc_woken = true; /* else stg__eng_enter gave it straight back */
         h->conc_out++;
-        rq_enter(e, w, RQ_RETRY_Q);
-        stg__eng_q_push(&e->retry_q, w);
+        stg__eng_requeue(e, w, false);
     }
     STG_ASSERT(!h->conc_head || h->conc_out >= limit_of(h));
 }
@@ -101,7 +100,7 @@ bool stg__eng_conc_gate(stg_engine *e, req *r)
     }
     fifo_push(h, r);
     e->stats.concurrency_waits++;
-    rq_enter(e, r, RQ_CONC_Q);
+    stg__eng_enter(e, r, RQ_CONC_Q);
     return false;
 }
 
