@@ -402,19 +402,24 @@ static void say_start(const batch_opts *o, const stg_batch_start *st, bool impor
         fprintf(stderr, "stagger batch: %d jobs in review are resent\n", st->requeued_review);
 }
 
-/* The exit status of an ended run, after its message. */
-static int verdict(const stg_batch_summary *s, int sig, bool quiet)
+/* The exit status of an ended run, after its message (when say). */
+static int verdict(const stg_batch_summary *s, int sig, bool quiet, bool say)
 {
+    if (!say)
+        quiet = true;
     switch (s->cause) {
     case STG_BATCH_STORE:
     case STG_BATCH_BODY:
-        fprintf(stderr, "stagger batch: stopped: %s\n", s->message);
+        if (say)
+            fprintf(stderr, "stagger batch: stopped: %s\n", s->message);
         return CLI_EXIT_DB;
     case STG_BATCH_LIMITER:
-        fprintf(stderr, "stagger batch: stopped: %s\n", s->message);
+        if (say)
+            fprintf(stderr, "stagger batch: stopped: %s\n", s->message);
         return CLI_EXIT_LIMITER;
     case STG_BATCH_NEEDS_INPUT:
-        fprintf(stderr, "stagger batch: stopped: %s\n", s->message);
+        if (say)
+            fprintf(stderr, "stagger batch: stopped: %s\n", s->message);
         return CLI_EXIT_USAGE;
     default:
         break;
@@ -429,22 +434,31 @@ static int verdict(const stg_batch_summary *s, int sig, bool quiet)
     return exit_for_counts(&s->counts);
 }
 
-/* The final report, read back from the database: a failed read is exit 4. */
-static int final_report(const batch_opts *o, stg_store *s, int ex)
+/* The final report, read back from the database (*got: rep holds it, the
+ * caller frees it): a failed read is exit 4. Nothing is read when nothing
+ * is printed (--quiet without --json, or no progress line to finish). */
+static int read_report(const batch_opts *o, stg_store *s, stg_store_report *rep, bool *got,
+                       int ex)
 {
+    *got = false;
     if (o->quiet && !o->json)
         return ex;
-    stg_store_report rep;
-    if (stg_store_report_get(s, &rep) != STG_OK) {
+    if (stg_store_report_get(s, rep) != STG_OK) {
         fprintf(stderr, "stagger batch: cannot read the final report: %s\n",
                 stg_store_errmsg(s));
         return CLI_EXIT_DB;
     }
+    *got = true;
+    return ex;
+}
+
+/* Print the report read by read_report. */
+static int final_report(const batch_opts *o, stg_store_report *rep, int ex)
+{
     if (o->json)
-        stg_store_report_json(&rep, o->db, stdout);
+        stg_store_report_json(rep, o->db, stdout);
     else
-        stg_store_report_print(&rep, o->db, stdout);
-    stg_store_report_free(&rep);
+        stg_store_report_print(rep, o->db, stdout);
     if (fflush(stdout) != 0)
         return ex == CLI_EXIT_OK ? CLI_EXIT_FAILED : ex;
     return ex;
@@ -485,16 +499,17 @@ static void run_loop(const batch_opts *o, stg_batch *b, progress *pg, const wait
     }
 }
 
-/* The last progress line, from the counts read back after the run. */
-static void run_final(progress *pg, stg_batch *b, const stg_batch_summary *sum, bool stopped)
+/* The last progress line, from the counts read back after the run and the
+ * report's rate (rep NULL: no report could be read, the rate is 0); p: the
+ * run's counters, read before the runner was freed. */
+static void run_final(progress *pg, const stg_batch_progress *p, const stg_batch_summary *sum,
+                      const stg_store_report *rep, bool stopped)
 {
-    stg_batch_progress p;
-    stg_batch_progress_get(b, &p);
     bool trouble = sum->cause != STG_BATCH_DRAINED && sum->cause != STG_BATCH_STOPPED;
     if (!trouble && !stopped) {
         progress_state ps;
-        to_state(&sum->counts, &p, &ps);
-        progress_final(pg, &ps, stg__clock_mono_us());
+        to_state(&sum->counts, p, &ps);
+        progress_final(pg, &ps, rep ? stg_store_report_jobs_per_s(rep) : 0);
     }
     progress_end(pg);
 }
@@ -637,17 +652,30 @@ int batch_run(const batch_opts *o)
     restore_signals();
     stg_batch_summary sum;
     stg_batch_end(b, &sum); /* a store failure: sum.cause STORE, said by verdict */
-    run_final(&pg, b, &sum, sig != 0);
+    stg_batch_progress p_end;
+    stg_batch_progress_get(b, &p_end);
     cli_metrics_live_stop(live);
     live = NULL;
     if (sum.cause != STG_BATCH_STORE &&
         stg_store_run_waits_add(store, waits.retry_us / 1000, waits.limiter_us / 1000) != STG_OK)
         fprintf(stderr, "stagger batch: %s\n", stg_store_errmsg(store));
-    ex = verdict(&sum, sig, o->quiet);
+    ex = verdict(&sum, sig, o->quiet, false);
+    /* The run row is closed by the free (its wall time): the report, and the
+     * last progress line with the report's rate, come after it. */
     stg_batch_free(b, ex);
     b = NULL;
+    stg_store_report rep;
+    bool got = false;
+    int ex_report = ex;
     if (sum.cause != STG_BATCH_STORE)
-        ex = final_report(o, store, ex);
+        ex_report = read_report(o, store, &rep, &got, ex);
+    run_final(&pg, &p_end, &sum, got ? &rep : NULL, sig != 0);
+    (void)verdict(&sum, sig, o->quiet, true);
+    ex = ex_report;
+    if (got) {
+        ex = final_report(o, &rep, ex);
+        stg_store_report_free(&rep);
+    }
 
 out:
     wait_sum_free(&waits);

@@ -329,6 +329,11 @@ static double per_s(int64_t n, int64_t ms)
     return ms > 0 ? (double)n * 1000.0 / (double)ms : 0.0;
 }
 
+double stg_store_report_jobs_per_s(const stg_store_report *r)
+{
+    return per_s(r->counts[STG_JOB_DONE] + r->counts[STG_JOB_FAILED], r->wall_ms);
+}
+
 static double share(int64_t part, int64_t whole)
 {
     return whole > 0 ? (double)part / (double)whole : 0.0;
@@ -422,9 +427,8 @@ void stg_store_report_print(const stg_store_report *r, const char *db_path, FILE
                      "client-side limiter %s\n",
                 a, b);
     }
-    int64_t finished = r->counts[STG_JOB_DONE] + r->counts[STG_JOB_FAILED];
     fprintf(out, "effective rate: %.1f jobs/s answered, %.1f calls/s\n",
-            per_s(finished, r->wall_ms), per_s(r->calls, r->wall_ms));
+            stg_store_report_jobs_per_s(r), per_s(r->calls, r->wall_ms));
     if (r->bad_lines)
         fprintf(out, "bad input lines: %lld (skipped; `stagger batch report --bad-lines` "
                      "lists them)\n",

@@ -529,6 +529,10 @@ typedef struct stg_store_report {
 
 int stg_store_report_get(stg_store *s, stg_store_report *r);
 void stg_store_report_free(stg_store_report *r);
+/* The report's "effective rate": jobs answered (done + failed) per second
+ * of the runs' wall time; 0 before any wall time. The one figure the
+ * progress line's last redraw also shows. */
+double stg_store_report_jobs_per_s(const stg_store_report *r);
 /* Human-readable report to out. */
 void stg_store_report_print(const stg_store_report *r, const char *db_path, FILE *out);
 /* Report as one JSON object (compact, with a newline) to out. */
