@@ -63,24 +63,81 @@ static void on_signal(int sig)
 
 /* Time lost waiting, summed from the engine's events (the loop's thread),
  * and the hosts seen: --rate is per host, so the rate the limiter allows
- * the run (the ETA's) is R times the hosts (counted up to MAX_HOSTS). */
+ * the run (the ETA's) is R times the hosts (counted up to MAX_HOSTS).
+ * The events also say when a host keeps failing: the first time a host's
+ * breaker opens, one line on stderr names the host, its last failure and
+ * what the run does about it (issue #37: a closed port ran 3.5 minutes
+ * with nothing said). */
 #define MAX_HOSTS 64
 
 typedef struct wait_sum {
     int64_t retry_us, limiter_us;
     char *hosts[MAX_HOSTS];
     int n_hosts;
+    /* per host seen: the last attempt's failure, and whether it was said */
+    stg_net_error last_err[MAX_HOSTS];
+    int last_status[MAX_HOSTS];
+    bool said[MAX_HOSTS];
+    const batch_opts *o;
+    progress *pg;            /* to clear the bar before a line; may be NULL */
 } wait_sum;
 
-static void see_host(wait_sum *w, const char *host)
+static int see_host(wait_sum *w, const char *host)
 {
-    if (!host || w->n_hosts == MAX_HOSTS)
-        return;
+    if (!host)
+        return -1;
     for (int i = 0; i < w->n_hosts; i++)
         if (!strcmp(w->hosts[i], host))
-            return;
-    if ((w->hosts[w->n_hosts] = strdup(host)))
-        w->n_hosts++;
+            return i;
+    if (w->n_hosts == MAX_HOSTS || !(w->hosts[w->n_hosts] = strdup(host)))
+        return -1;
+    return w->n_hosts++;
+}
+
+/* A transport error in words. */
+static const char *net_error_words(stg_net_error e)
+{
+    switch (e) {
+    case STG_NET_CONNECT_REFUSED:
+        return "connection refused";
+    case STG_NET_RESET:
+        return "connection reset, no answer";
+    case STG_NET_TIMEOUT:
+        return "timed out";
+    case STG_NET_CONNECT_TIMEOUT:
+        return "connect timed out";
+    case STG_NET_DNS:
+        return "host name not found";
+    case STG_NET_TLS:
+        return "TLS failed";
+    default:
+        return "transport error";
+    }
+}
+
+/* The line said when host i's breaker opens for the first time. */
+static void say_breaker_open(wait_sum *w, int i)
+{
+    const cli_engine_opts *e = &w->o->eng;
+    char what[64];
+    if (w->last_status[i] > 0)
+        snprintf(what, sizeof what, "HTTP %d", w->last_status[i]);
+    else
+        snprintf(what, sizeof what, "%s", net_error_words(w->last_err[i]));
+    char open_for[32];
+    cli_format_duration(e->breaker_open_us, open_for, sizeof open_for);
+    if (w->pg)
+        progress_clear(w->pg);
+    fprintf(stderr,
+            "stagger batch: %s keeps failing (%s, %d attempts in a row): its circuit breaker "
+            "is open, next try in %s; %s\n",
+            w->hosts[i], what, e->breaker_failures, open_for,
+            e->defer_on_breaker
+                ? "its jobs are deferred meanwhile (--on-breaker defer; run again with "
+                  "--retry-deferred)"
+                : "its jobs wait for it within --deadline (--on-breaker defer keeps them for "
+                  "later instead)");
+    w->said[i] = true;
 }
 
 static void on_wait_event(const stg_event *ev, void *data)
@@ -91,7 +148,17 @@ static void on_wait_event(const stg_event *ev, void *data)
     else if (ev->type == STG_EVENT_LIMITER_WAIT && ev->wait_us > 0)
         w->limiter_us += ev->wait_us;
     else if (ev->type == STG_EVENT_ATTEMPT_START)
-        see_host(w, ev->host);
+        (void)see_host(w, ev->host);
+    else if (ev->type == STG_EVENT_ATTEMPT_END) {
+        int i = see_host(w, ev->host);
+        if (i >= 0)
+            w->last_err[i] = ev->error, w->last_status[i] = ev->status;
+    } else if (ev->type == STG_EVENT_BREAKER && ev->breaker_to == STG_BREAKER_OPEN && w->o &&
+               !w->o->quiet) {
+        int i = see_host(w, ev->host);
+        if (i >= 0 && !w->said[i])
+            say_breaker_open(w, i);
+    }
 }
 
 static void wait_sum_free(wait_sum *w)
@@ -647,6 +714,8 @@ int batch_run(const batch_opts *o)
     g_signal = 0;
     setup_signals();
     progress pg;
+    waits.o = o;
+    waits.pg = &pg;
     run_loop(o, b, &pg, &waits);
     int sig = g_signal;
     restore_signals();

@@ -356,6 +356,15 @@ void progress_final(progress *p, const progress_state *s, double jobs_per_s)
         emit(p, s, true);
 }
 
+void progress_clear(progress *p)
+{
+    if (p->mode == PROGRESS_BAR && p->drawn) {
+        fputs("\r\033[K", p->out);
+        fflush(p->out);
+        p->drawn = false;
+    }
+}
+
 void progress_end(progress *p)
 {
     if (p->drawn) {

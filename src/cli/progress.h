@@ -57,6 +57,9 @@ void progress_draw(progress *p, const progress_state *s, int64_t now_us);
  * and jobs_per_s, the rate the report prints (jobs answered over the runs'
  * wall time), so the two agree. */
 void progress_final(progress *p, const progress_state *s, double jobs_per_s);
+/* Erase an open bar line, so that a message can take its place (the next
+ * draw puts the bar back under it). */
+void progress_clear(progress *p);
 /* Close an open bar line (a newline) and restore SIGWINCH. */
 void progress_end(progress *p);
 

@@ -495,6 +495,7 @@ int stg_store_run_update(stg_store *s, int64_t run_id, const stg_run_stats *st);
 
 #define STG_REPORT_HIST 16 /* retries 0..14, and 15+ */
 #define STG_REPORT_STATUSES 24
+#define STG_REPORT_REASONS 6
 
 typedef struct stg_store_report {
     int64_t counts[STG_JOB_NSTATES];
@@ -525,6 +526,18 @@ typedef struct stg_store_report {
     /* Where a learned concurrency stood when the latest run that learned
      * one was last saved; 0: every run had a fixed --concurrency. */
     int learned_concurrency;
+    /* Every job by its attempts over all runs (index: attempts; the last,
+     * STG_REPORT_HIST, is that many or more): the never-tried ones too, so
+     * the counts add up to total. */
+    int64_t attempts_all[STG_REPORT_HIST + 1];
+    /* Why the jobs that are not done stand where they are: by the last
+     * outcome's reason and the transport error of the last attempt
+     * ("deadline, connect_refused"; "deadline, never tried"), the most
+     * frequent STG_REPORT_REASONS listed, the rest summed in
+     * reasons_other. */
+    struct { char why[64]; int64_t n; } reasons[STG_REPORT_REASONS];
+    int n_reasons;
+    int64_t reasons_other;
 } stg_store_report;
 
 int stg_store_report_get(stg_store *s, stg_store_report *r);
