@@ -41,6 +41,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <jansson.h>
 #include <sqlite3.h>
 
 #include <stagger/curl.h>
@@ -312,8 +313,89 @@ static int import_input(const batch_opts *o, stg_store *s, stg_input_reader *r,
     return -1;
 }
 
+/* A JSON value with the value of every member whose name is secret
+ * (stg_redact_name_is_secret) replaced by "REDACTED", in place. */
+static bool redact_json(json_t *v)
+{
+    bool changed = false;
+    if (json_is_object(v)) {
+        const char *k;
+        json_t *m;
+        json_object_foreach(v, k, m)
+        {
+            if (stg_redact_name_is_secret(k, strlen(k))) {
+                json_object_set_new(v, k, json_string("REDACTED"));
+                changed = true;
+            } else {
+                changed |= redact_json(m);
+            }
+        }
+    } else if (json_is_array(v)) {
+        size_t i;
+        json_t *m;
+        json_array_foreach(v, i, m) changed |= redact_json(m);
+    }
+    return changed;
+}
+
+#define DRY_BODY_SHOWN 400 /* characters of a body --dry-run prints */
+
+/* The body as --dry-run shows it, by the one rule of the logs: JSON with
+ * the values of secret-named members hidden, form fields (a=b&c=d) the
+ * same, other text as is (control characters as '?'), cut at
+ * DRY_BODY_SHOWN; a binary body by its size. */
+static void print_body(const char *body, size_t len)
+{
+    json_error_t je;
+    json_t *j = json_loadb(body, len, JSON_DECODE_ANY, &je);
+    char *text = NULL;
+    bool form = false;
+    if (j && redact_json(j)) { /* shown re-encoded only when something was hidden */
+        text = json_dumps(j, JSON_COMPACT | JSON_ENCODE_ANY);
+    } else if (len && !memchr(body, '\0', len)) {
+        form = !j && memchr(body, '=', len) && !memchr(body, ' ', len) &&
+               !memchr(body, '\n', len);
+        /* a field "a=" can grow by "REDACTED": at most len / 2 of them */
+        if ((text = malloc(len * 5 + 1))) {
+            size_t w = 0;
+            for (size_t i = 0; i < len;) {
+                size_t end = i;
+                while (end < len && !(form && body[end] == '&'))
+                    end++;
+                const char *eq = form ? memchr(body + i, '=', end - i) : NULL;
+                if (eq && stg_redact_name_is_secret(body + i, (size_t)(eq - body - i))) {
+                    size_t nl = (size_t)(eq - body - i) + 1;
+                    memcpy(text + w, body + i, nl);
+                    w += nl;
+                    memcpy(text + w, "REDACTED", 8);
+                    w += 8;
+                } else {
+                    for (size_t k = i; k < end; k++)
+                        text[w++] = (unsigned char)body[k] < 0x20 ? '?' : body[k];
+                }
+                if (end < len)
+                    text[w++] = body[end];
+                i = end + 1;
+            }
+            text[w] = '\0';
+        }
+    }
+    json_decref(j);
+    if (!text) {
+        printf("  body: %zu bytes\n", len);
+        return;
+    }
+    size_t tl = strlen(text);
+    if (tl > DRY_BODY_SHOWN)
+        printf("  body: %.*s... (%zu bytes)\n", DRY_BODY_SHOWN, text, len);
+    else
+        printf("  body: %s\n", text);
+    free(text);
+}
+
 /* --dry-run: the first requests as they would leave (URLs as an export
- * shows them, header values redacted as in the logs, bodies by size),
+ * shows them, header values redacted as in the logs, bodies redacted by
+ * the same rule: print_body),
  * then how many jobs and bad lines the whole input holds. Sends nothing,
  * opens no database. Returns the exit status. */
 #define DRY_RUN_SHOWN 10
@@ -344,8 +426,10 @@ static int dry_run(const batch_opts *o, stg_input_reader *r)
             stg_redact_header_line(j->headers[i], NULL, buf, sizeof buf);
             printf("  %s\n", buf);
         }
+        if (j->idempotency_key)
+            printf("  Idempotency-Key: %s\n", j->idempotency_key);
         if (j->body)
-            printf("  body: %zu bytes\n", j->body_len);
+            print_body(j->body, j->body_len);
     }
     if (rc != STG_OK) {
         fprintf(stderr, "stagger batch: %s\n", stg_input_reader_error(r));

@@ -146,6 +146,23 @@ typedef struct stg_input_options {
      * else its line number; a row whose field count is not the header's is
      * a bad line, as is a repeated id. NULL body_template: no body. */
     const char *body_template;
+    /* CSV/TSV: headers "Name: value" whose value names columns ({name},
+     * filled as is, per row); each becomes the job's own header (stored
+     * unless secret, like a JSONL header; an Idempotency-Key one is the
+     * job's idempotency key). A filled value with a control character is
+     * a bad line. */
+    const char *const *header_templates;
+    size_t n_header_templates;
+    /* CSV/TSV: body_template is JSON: each {name} is filled JSON-escaped
+     * (inside a string, or bare for a number), the filled body must parse
+     * (else a bad line), and the job gets Content-Type: application/json. */
+    bool json_body;
+    /* "auto": every job without an idempotency key gets one derived from
+     * its id, method, URL and body ("stg-" and 32 hex digits: the same job
+     * has the same key on every run and resume; another job another key);
+     * otherwise a template: CSV/TSV "{name}"s filled as is ("order-{id}"),
+     * an empty result or a control character a bad line. NULL: none. */
+    const char *idempotency_key;
 } stg_input_options;
 
 /* Parse the whole of f into *set (zeroed first): memory grows with the
