@@ -592,6 +592,13 @@ static const int run_exits[] = {
     CLI_EXIT_OK,    CLI_EXIT_FAILED,  CLI_EXIT_USAGE,  CLI_EXIT_LEFT,    CLI_EXIT_DB,
     CLI_EXIT_INPUT, CLI_EXIT_LIMITER, CLI_EXIT_SIGINT, CLI_EXIT_SIGTERM, -1};
 
+/* The policy before the options: the "batch" preset (--help shows its
+ * values as the policy options' defaults). */
+static void batch_policy_defaults(stg_policy *p)
+{
+    (void)stg_policy_preset(p, "batch");
+}
+
 const cli_command cli_batch_command = {
     .name = CMD,
     .usage = "usage: stagger batch [options] INPUT\n"
@@ -610,14 +617,15 @@ const cli_command cli_batch_command = {
              "asked for a longer wait: kept for --retry-deferred) or review (a non-idempotent\n"
              "request that may have been sent when a run stopped).\n",
     .opts = run_table,
-    .epilogue = "The default policy is the \"batch\" preset (base 50 ms transient / 1 s\n"
-                "throttle, x2, cap 30 s, +-20% jitter, 6 retries, 429 and 5xx, 5 min per job).\n"
+    .epilogue = "The default policy is the \"batch\" preset (its values are the defaults\n"
+                "shown above; +-20% jitter).\n"
                 "\n"
                 "In detail: 1 some jobs failed; 3 some deferred or in review; 4 database\n"
                 "problem (locked, read-only, full, another job set); 5 input unreadable,\n"
                 "empty, or bad lines with --strict; 6 the shared limiter became unavailable;\n"
                 "130 and 143: run the same command again to resume. See stagger-batch(1).\n",
     .exits = run_exits,
+    .policy_defaults = batch_policy_defaults,
 };
 
 /* Parse the run options into *ro (zeroed by the caller); returns -1 to go
@@ -628,7 +636,7 @@ static int parse_run(int argc, char **argv, run_opts *ro)
     cli_engine_opts_init(&o->eng);
     o->progress = BATCH_PROGRESS_AUTO;
     o->limiter.cmd = CMD;
-    stg_policy_preset(&o->policy, "batch");
+    batch_policy_defaults(&o->policy);
     cli_parser parser = {.cmd = &cli_batch_command, .ctx = ro, .positional = run_positional};
     int prc = cli_parse(&parser, argc, argv);
     if (prc >= 0)
