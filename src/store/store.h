@@ -146,6 +146,23 @@ typedef struct stg_input_options {
      * else its line number; a row whose field count is not the header's is
      * a bad line, as is a repeated id. NULL body_template: no body. */
     const char *body_template;
+    /* CSV/TSV: headers "Name: value" whose value names columns ({name},
+     * filled as is, per row); each becomes the job's own header (stored
+     * unless secret, like a JSONL header; an Idempotency-Key one is the
+     * job's idempotency key). A filled value with a control character is
+     * a bad line. */
+    const char *const *header_templates;
+    size_t n_header_templates;
+    /* CSV/TSV: body_template is JSON: each {name} is filled JSON-escaped
+     * (inside a string, or bare for a number), the filled body must parse
+     * (else a bad line), and the job gets Content-Type: application/json. */
+    bool json_body;
+    /* "auto": every job without an idempotency key gets one derived from
+     * its id, method, URL and body ("stg-" and 32 hex digits: the same job
+     * has the same key on every run and resume; another job another key);
+     * otherwise a template: CSV/TSV "{name}"s filled as is ("order-{id}"),
+     * an empty result or a control character a bad line. NULL: none. */
+    const char *idempotency_key;
 } stg_input_options;
 
 /* Parse the whole of f into *set (zeroed first): memory grows with the
@@ -495,6 +512,7 @@ int stg_store_run_update(stg_store *s, int64_t run_id, const stg_run_stats *st);
 
 #define STG_REPORT_HIST 16 /* retries 0..14, and 15+ */
 #define STG_REPORT_STATUSES 24
+#define STG_REPORT_REASONS 6
 
 typedef struct stg_store_report {
     int64_t counts[STG_JOB_NSTATES];
@@ -525,10 +543,26 @@ typedef struct stg_store_report {
     /* Where a learned concurrency stood when the latest run that learned
      * one was last saved; 0: every run had a fixed --concurrency. */
     int learned_concurrency;
+    /* Every job by its attempts over all runs (index: attempts; the last,
+     * STG_REPORT_HIST, is that many or more): the never-tried ones too, so
+     * the counts add up to total. */
+    int64_t attempts_all[STG_REPORT_HIST + 1];
+    /* Why the jobs that are not done stand where they are: by the last
+     * outcome's reason and the transport error of the last attempt
+     * ("deadline, connect_refused"; "deadline, never tried"), the most
+     * frequent STG_REPORT_REASONS listed, the rest summed in
+     * reasons_other. */
+    struct { char why[64]; int64_t n; } reasons[STG_REPORT_REASONS];
+    int n_reasons;
+    int64_t reasons_other;
 } stg_store_report;
 
 int stg_store_report_get(stg_store *s, stg_store_report *r);
 void stg_store_report_free(stg_store_report *r);
+/* The report's "effective rate": jobs answered (done + failed) per second
+ * of the runs' wall time; 0 before any wall time. The one figure the
+ * progress line's last redraw also shows. */
+double stg_store_report_jobs_per_s(const stg_store_report *r);
 /* Human-readable report to out. */
 void stg_store_report_print(const stg_store_report *r, const char *db_path, FILE *out);
 /* Report as one JSON object (compact, with a newline) to out. */
