@@ -64,6 +64,7 @@ extern "C" {
 #endif
 
 typedef struct stg_queue stg_queue;
+struct stg_redis_tls; /* <stagger/redis.h> */
 
 #define STG_QUEUE_DEFAULT_CLAIM_IDLE_US STG_SEC(360)
 #define STG_QUEUE_DEFAULT_MAX_DELIVERIES 5
@@ -83,7 +84,10 @@ typedef struct stg_queue_config {
     int max_deliveries;         /* a job delivered more often goes to review;
                                    0: 5 */
     const char *prefix;         /* NULL: "stagger:q:" */
-    uint64_t stg__reserved[8];  /* room to grow (docs/ABI.md); leave zero */
+    /* Added with rediss://: TLS verification (NULL: the system store);
+     * borrowed for the queue's life, see stg_redis_tls in redis.h. */
+    union { const struct stg_redis_tls *tls; uint64_t stg__tls_word; };
+    uint64_t stg__reserved[7];  /* room to grow (docs/ABI.md); leave zero */
 } stg_queue_config;
 
 /* Job states, numbered as stagger batch numbers them. */
