@@ -81,7 +81,7 @@ static int opt_deliveries(cli_parser *p, const cli_opt *o, void *field, const ch
 
 #define Q(x) offsetof(batch_queue_opts, x)
 const cli_opt cli_batch_queue_opts[] = {
-    {CLI_FN, "queue", 0, "redis://[:PASSWORD@]HOST[:PORT]/NAME",
+    {CLI_FN, "queue", 0, "redis[s]://[:PASSWORD@]HOST[:PORT]/NAME",
      "work on the queue NAME in Redis with any number of\n"
      "workers on any machines; with INPUT, load it first\n"
      "(idempotent); the limit is shared there by default",
@@ -131,9 +131,12 @@ static void shown(const char *url, char *buf, size_t len)
     memset(&u, 0, sizeof u);
 }
 
-static stg_queue *open_queue(const char *url, const batch_queue_opts *qo, int *ex)
+static stg_queue *open_queue(const char *url, const batch_queue_opts *qo, cli_redis_tls *tls,
+                             int *ex)
 {
-    stg_queue_config c = {.url = url};
+    if ((*ex = cli_redis_tls_config(tls, CMD, url)) != 0)
+        return NULL;
+    stg_queue_config c = {.url = url, .tls = &tls->cfg};
     if (qo) {
         c.worker = qo->worker;
         c.claim_idle_us = qo->claim_idle_us;
@@ -313,10 +316,10 @@ static int print_report(stg_queue *q, const char *url, bool json, FILE *out)
     return fflush(out) == 0 ? CLI_EXIT_OK : CLI_EXIT_FAILED;
 }
 
-int batch_queue_report(const char *url, bool json)
+int batch_queue_report(const char *url, bool json, cli_redis_tls *tls)
 {
     int ex = 0;
-    stg_queue *q = open_queue(url, NULL, &ex);
+    stg_queue *q = open_queue(url, NULL, tls, &ex);
     if (!q)
         return ex;
     ex = print_report(q, url, json, stdout);
@@ -442,10 +445,10 @@ static int export_row(void *data, const stg_queue_row *r)
 }
 
 int batch_queue_export(const char *url, int format, unsigned state_mask, bool bodies,
-                       const char *out_path)
+                       const char *out_path, cli_redis_tls *tls)
 {
     int ex = 0;
-    stg_queue *q = open_queue(url, NULL, &ex);
+    stg_queue *q = open_queue(url, NULL, tls, &ex);
     if (!q)
         return ex;
     FILE *out = stdout;
@@ -603,7 +606,7 @@ int batch_queue_run(const batch_opts *o_in)
         return cli_usage_error(CMD, "--retry-deferred and --retry-review are for a database; a "
                                     "queue's jobs end once (export them and load a new queue)");
     claim_idle_for(&o);
-    stg_queue *q = open_queue(o.queue.url, &o.queue, &ex);
+    stg_queue *q = open_queue(o.queue.url, &o.queue, &o.limiter.tls, &ex);
     if (!q)
         return ex;
     if (o.input && (ex = load_input(&o, q, name)) >= 0)
@@ -709,16 +712,16 @@ int batch_queue_run(const struct batch_opts *o)
     (void)o;
     return CLI_EXIT_USAGE;
 }
-int batch_queue_report(const char *url, bool json)
+int batch_queue_report(const char *url, bool json, cli_redis_tls *tls)
 {
-    (void)url, (void)json;
+    (void)url, (void)json, (void)tls;
     fprintf(stderr, "stagger batch: --queue needs Redis support\n");
     return CLI_EXIT_USAGE;
 }
 int batch_queue_export(const char *url, int format, unsigned state_mask, bool bodies,
-                       const char *out_path)
+                       const char *out_path, cli_redis_tls *tls)
 {
-    (void)url, (void)format, (void)state_mask, (void)bodies, (void)out_path;
+    (void)url, (void)format, (void)state_mask, (void)bodies, (void)out_path, (void)tls;
     fprintf(stderr, "stagger batch: --queue needs Redis support\n");
     return CLI_EXIT_USAGE;
 }

@@ -12,6 +12,7 @@
 #include <stdio.h>
 
 #include "cli/opt.h"
+#include "cli/redis_tls.h"
 
 typedef struct batch_queue_opts {
     const char *url;          /* --queue redis://[:PW@]HOST[:PORT]/NAME; NULL: no queue */
@@ -30,9 +31,10 @@ struct batch_opts;
 /* Run as a worker of o->queue.url (o->input: load it first). Exit status. */
 int batch_queue_run(const struct batch_opts *o);
 
-/* report --queue URL [--json] and export --queue URL: exit status. */
-int batch_queue_report(const char *url, bool json);
+/* report --queue URL [--json] and export --queue URL: exit status. tls:
+ * their --redis-* options. */
+int batch_queue_report(const char *url, bool json, cli_redis_tls *tls);
 int batch_queue_export(const char *url, int format, unsigned state_mask, bool bodies,
-                       const char *out_path);
+                       const char *out_path, cli_redis_tls *tls);
 
 #endif
