@@ -87,7 +87,7 @@ const cli_opt cli_batch_queue_opts[] = {
      "(idempotent); the limit is shared there by default",
      0, opt_queue, NULL, 0, NULL},
     {CLI_FN, "claim-idle", 0, "D",
-     "take a job from a worker silent this long (default\n6m: longer than a job's deadline)",
+     "take a job from a worker that stopped renewing its\nclaims this long ago (default 20s; a live worker\nrenews every D/4)",
      Q(claim_idle_us), opt_idle, NULL, 0, NULL},
     {CLI_FN, "max-deliveries", 0, "N", "a job delivered more often goes to review (default 5)",
      Q(max_deliveries), opt_deliveries, NULL, 0, NULL},
@@ -570,25 +570,15 @@ static int verdict(const stg_batch_summary *s, int sig, bool quiet)
     return c->n[STG_JOB_FAILED] ? CLI_EXIT_FAILED : CLI_EXIT_OK;
 }
 
-/* --claim-idle by default: longer than a job's deadline (and at least
- * 6 min), so that a slow live worker is not robbed; given shorter, a warning. */
+/* --claim-idle by default: 20 s. A worker renews its claims every
+ * claim_idle / 4 while it lives (queue_source.c), so a slow live worker
+ * keeps its jobs however long they take, and a dead one's are taken over
+ * within claim_idle of its last renewal. */
+#define QUEUE_CLAIM_IDLE_US STG_SEC(20)
 static void claim_idle_for(batch_opts *o)
 {
-    stg_policy p;
-    int64_t deadline = stg_policy_resolve(&o->policy, &p) == STG_OK ? p.deadline_us : 0;
-    if (!o->queue.claim_idle_us) {
-        int64_t idle = STG_QUEUE_DEFAULT_CLAIM_IDLE_US;
-        if (deadline > 0 && deadline + STG_SEC(60) > idle)
-            idle = deadline + STG_SEC(60);
-        o->queue.claim_idle_us = idle;
-    } else if (deadline > 0 && o->queue.claim_idle_us <= deadline && !o->quiet) {
-        char a[32], d[32];
-        cli_format_duration(o->queue.claim_idle_us, a, sizeof a);
-        cli_format_duration(deadline, d, sizeof d);
-        fprintf(stderr, "stagger batch: warning: --claim-idle %s is not longer than a job's "
-                        "deadline (%s): a slow live worker's jobs may be taken over and sent "
-                        "twice\n", a, d);
-    }
+    if (!o->queue.claim_idle_us)
+        o->queue.claim_idle_us = QUEUE_CLAIM_IDLE_US;
 }
 
 int batch_queue_run(const batch_opts *o_in)
@@ -641,7 +631,8 @@ int batch_queue_run(const batch_opts *o_in)
     stg_batch_queue_config qc = {.queue = q,
                                  .follow = o.queue.follow,
                                  .outage_us = o.queue.wait_us,
-                                 .out_dir = o.out_dir ? out_abs : NULL};
+                                 .out_dir = o.out_dir ? out_abs : NULL,
+                                 .claim_idle_us = o.queue.claim_idle_us};
     if (!(qs = stg_batch_queue_new(&qc))) {
         ex = CLI_EXIT_FAILED;
         goto out;

@@ -16,7 +16,7 @@
 
 typedef struct batch_queue_opts {
     const char *url;          /* --queue redis://[:PW@]HOST[:PORT]/NAME; NULL: no queue */
-    int64_t claim_idle_us;    /* --claim-idle; 0: 6 min */
+    int64_t claim_idle_us;    /* --claim-idle; 0: 20 s */
     int max_deliveries;       /* --max-deliveries; 0: 5 */
     bool follow;              /* --follow: wait for jobs loaded later */
     bool drain;               /* --drain: a signal finishes the claimed jobs, then leaves */

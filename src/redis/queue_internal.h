@@ -26,7 +26,8 @@ enum {
     STG__Q_COUNTS = 3,
     STG__Q_HOLD = 4,
     STG__Q_HOLD_LEFT = 5,
-    STG__Q_NSCRIPTS = 6
+    STG__Q_RENEW = 6,
+    STG__Q_NSCRIPTS = 7
 };
 
 extern const char *const stg__queue_lua[STG__Q_NSCRIPTS];
