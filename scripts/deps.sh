@@ -9,7 +9,7 @@ set -eu
 
 PKGS="build-essential cmake ninja-build pkg-config git
       libcmocka-dev libcurl4-openssl-dev libsqlite3-dev libmicrohttpd-dev
-      libhiredis-dev libjansson-dev redis-server curl python3 openssl
+      libhiredis-dev libssl-dev libjansson-dev redis-server curl python3 openssl
       zsh python3-prometheus-client python3-requests util-linux nghttp2-server libnghttp2-dev"
 for extra in "$@"; do
   case "$extra" in

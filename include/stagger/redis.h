@@ -89,18 +89,20 @@ typedef struct stg_redis_url {
     char user[STG_REDIS_USER_MAX + 1];     /* "" unless USER:PASSWORD@ given */
     char password[STG_REDIS_PASSWORD_MAX + 1]; /* "" when none */
     char key[STG_REDIS_KEY_MAX + 1];       /* "" when none */
-    uint64_t stg__reserved[2]; /* room to grow (docs/ABI.md); leave zero */
+    union { bool tls; uint64_t stg__tls_word; }; /* rediss:// */
+    uint64_t stg__reserved[1]; /* room to grow (docs/ABI.md); leave zero */
 } stg_redis_url;
 
 /* Parse
- *     redis://[[USER]:PASSWORD@]HOST[:PORT][/[DB/]KEY]
+ *     redis[s]://[[USER]:PASSWORD@]HOST[:PORT][/[DB/]KEY]
  * HOST is a name, an IPv4 address or an IPv6 address in brackets. A path
  * whose first segment is all digits AND is followed by '/' selects that
  * database: redis://h/2/jobs is DB 2, key "jobs"; redis://h/2 is DB 0,
  * key "2". The KEY may contain '/'. USER, PASSWORD and KEY are
  * percent-decoded (%40 for '@', %2F for '/', %3A for ':'); %00 is refused.
  * Userinfo without a ':' is refused (say ":PASSWORD@" for a password alone,
- * as Redis before 6 has no users). rediss:// (TLS), query strings and
+ * as Redis before 6 has no users). rediss:// sets tls: the connection is
+ * TLS (OpenSSL), verified as stg_redis_tls says. Query strings and
  * fragments are refused.
  * Returns STG_OK; STG_EINVAL (url or out NULL); STG_EPARSE (malformed);
  * STG_ERANGE (port, DB or a part's length out of range). On error *why (if
@@ -109,7 +111,7 @@ typedef struct stg_redis_url {
 STG_API int stg_redis_url_parse(const char *url, stg_redis_url *out, const char **why);
 
 /* Write u back as a URL with the password replaced by "***"
- * ("redis://:***@host:6379/2/jobs"), for logs. IPv6 hosts get their
+ * ("redis://:***@host:6379/2/jobs", "rediss://..." for TLS), for logs. IPv6 hosts get their
  * brackets back; the key is written as is (not re-encoded). Truncates to
  * len - 1 bytes and always terminates when len > 0. Returns the length
  * the full string would have (snprintf-style), or -1 if u or buf is NULL.
@@ -121,6 +123,28 @@ STG_API int stg_redis_url_format(const stg_redis_url *u, char *buf, size_t len);
  * argument), STG_EPARSE or STG_ERANGE; on error *why (if not NULL) is a
  * static message and *share is unchanged. Thread-safe. */
 STG_API int stg_redis_fallback_parse(const char *spec, double *share, const char **why);
+
+/* ---- TLS (rediss://) -------------------------------------------------- */
+
+/* How a rediss:// connection verifies the server and presents a client
+ * certificate: the same choices as stg_tls_config offers for HTTPS. All
+ * NULL/false (or no stg_redis_tls at all): the server's certificate must
+ * chain to the system's CA store (OpenSSL's default paths, which honour
+ * SSL_CERT_FILE and SSL_CERT_DIR) and name the URL's host (or IP address);
+ * no client certificate. Ignored for redis:// URLs. Borrowed: the files are
+ * read at each connection attempt, so the strings must outlive the handle
+ * (the library copies the pointers, not the strings). */
+typedef struct stg_redis_tls {
+    const char *ca_file;  /* PEM file of CA certificates to trust instead of
+                             the system store */
+    const char *ca_path;  /* directory of CA certificates, c_rehash'ed */
+    const char *cert;     /* client certificate (PEM chain), mutual TLS */
+    const char *key;      /* its private key (PEM); NULL: in cert's file */
+    /* Do not verify the server's certificate or name: encrypted, but
+     * anyone on the path can pose as Redis. For tests only. */
+    union { bool insecure; uint64_t stg__insecure_word; };
+    uint64_t stg__reserved[3]; /* room to grow (docs/ABI.md); leave zero */
+} stg_redis_tls;
 
 /* ---- the limiter ------------------------------------------------------ */
 
@@ -210,7 +234,10 @@ typedef struct stg_redis_limiter_config {
                                    last at this limiter's own recent
                                    admission rate (40 ms is a good value).
                                    Fixed rate only; ignored when adaptive */
-    uint64_t stg__reserved[15]; /* room to grow (docs/ABI.md); leave zero */
+    /* Added with rediss://: how a TLS connection verifies (NULL: the
+     * system store, no client certificate). Borrowed, see stg_redis_tls. */
+    union { const stg_redis_tls *tls; uint64_t stg__tls_word; };
+    uint64_t stg__reserved[14]; /* room to grow (docs/ABI.md); leave zero */
 } stg_redis_limiter_config;
 
 /* Counters, for status lines and tests. */

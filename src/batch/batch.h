@@ -74,6 +74,12 @@ typedef struct stg_batch_source {
     int (*claim)(void *ctx, int max, stg_job *out, int *n, bool *more);
     /* A job that is not replay-safe is about to be sent (before it can). */
     int (*mark_sent)(void *ctx, const stg_job *j);
+    /* Whether j is still this worker's to send (no I/O): STG_OK, or
+     * anything else once it was found taken over by another worker. Asked
+     * before each pass for every job held and at each ATTEMPT_START: a job
+     * that is not is cancelled (before the next pass can send it) and ends
+     * here as PENDING, which records nothing. May be NULL: always OK. */
+    int (*may_send)(void *ctx, const stg_job *j);
     /* The job's end (PENDING: give it back). May keep it to write later
      * (an outage): STG_OK then too. */
     int (*finish)(void *ctx, const stg_job *j, const stg_job_outcome *o);

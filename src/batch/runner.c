@@ -304,6 +304,15 @@ bool stg_batch_step(stg_batch *b, int64_t timeout_us)
         stg__batch_flush(b);
         return false;
     }
+    /* Jobs the source found taken over by another worker: cancelled
+     * before a pass can send them again (their admission waits meanwhile,
+     * queue_source.c). */
+    for (int i = 0; i < b->nslots && b->active > 0 && b->source; i++)
+        if (b->slots[i].used && (b->slots[i].lost ||
+                                 stg__batch_src_may_send(b, &b->slots[i].job) != STG_OK)) {
+            b->slots[i].lost = true;
+            stg_engine_cancel(b->engine, b->slots[i].req_id);
+        }
     /* The claims just written are committed by the first ATTEMPT_START
      * of one of them (finish.c), with every write before it. */
     stg_engine_run(b->engine, timeout_us);
@@ -312,6 +321,11 @@ bool stg_batch_step(stg_batch *b, int64_t timeout_us)
      * FLUSH_EVERY_US. The caller is told only what is committed. */
     if (b->unsafe_open || b->stopping || b->drained || mono_us() - b->commit_us >= FLUSH_EVERY_US)
         stg__batch_flush(b);
+    /* Attempts started in the pass for jobs the source says are no longer
+     * ours (finish.c): still unsent, cancelled now, before a pass sends them. */
+    for (int i = 0; i < b->nslots && b->active > 0; i++)
+        if (b->slots[i].used && b->slots[i].lost)
+            stg_engine_cancel(b->engine, b->slots[i].req_id);
     if (b->stopping && !b->cancelled && b->active > 0) {
         /* A store that failed in the pass (the claims' commit at a start):
          * the requests started are still unsent, and go back unsent. */

@@ -97,6 +97,7 @@ static void submit(stg_batch *b, stg_batch_slot *sl)
     const stg_job *j = &sl->job;
     sl->used = true;
     sl->sent = false;
+    sl->lost = false;
     sl->committed = sl->n429 = sl->n503 = 0;
     sl->b = b;
     b->active++;

@@ -73,6 +73,7 @@ typedef struct ro_opts {
     int64_t busy;
     const char *out_path;
     stg_export_options eo;
+    cli_redis_tls tls; /* --redis-cacert ... for a rediss:// --queue */
 } ro_opts;
 
 static int opt_busy_any(cli_parser *p, const cli_opt *o, void *field, const char *v)
@@ -143,6 +144,7 @@ static const cli_opt report_table[] = {
     {CLI_FLAG, "json", 0, NULL, "the report as JSON", R(json), NULL, NULL, 0, NULL},
     {CLI_STRING, "queue", 0, "URL", "report on the work queue at URL instead (see QUEUE)",
      R(queue), NULL, NULL, 0, NULL},
+    {.kind = CLI_GROUP, .group = cli_redis_tls_opts, .off = R(tls)},
     {CLI_FLAG, "bad-lines", 0, NULL, "also list the input lines that were skipped", R(bad_lines),
      NULL, NULL, 0, NULL},
     {CLI_FN, "busy-timeout", 0, "D", "wait this long for a locked database (default 0)", R(busy),
@@ -167,6 +169,7 @@ static const cli_opt export_table[] = {
     {CLI_FLAG, "bodies", 0, NULL, "include the response bodies", R(eo.bodies), NULL, NULL, 0, NULL},
     {CLI_STRING, "queue", 0, "URL", "export the work queue at URL instead (see QUEUE)",
      R(queue), NULL, NULL, 0, NULL},
+    {.kind = CLI_GROUP, .group = cli_redis_tls_opts, .off = R(tls)},
     {CLI_FN, "busy-timeout", 0, "D", "wait this long for a locked database (default 0)", R(busy),
      opt_busy_any, NULL, 0, NULL},
     CLI_OPT_HELP_ENTRY,
@@ -205,7 +208,9 @@ static int cmd_report(int argc, char **argv)
     if (prc >= 0)
         return prc;
     if (ro.queue)
-        return batch_queue_report(ro.queue, ro.json);
+        return batch_queue_report(ro.queue, ro.json, &ro.tls);
+    if ((prc = cli_redis_tls_config(&ro.tls, CMD, NULL)) != 0)
+        return prc;
     char *owned;
     if ((prc = ro_db(&ro, &owned)) != 0)
         return prc;
@@ -247,7 +252,9 @@ static int cmd_export(int argc, char **argv)
         return prc;
     if (ro.queue)
         return batch_queue_export(ro.queue, (int)ro.eo.format, ro.eo.state_mask, ro.eo.bodies,
-                                  ro.out_path);
+                                  ro.out_path, &ro.tls);
+    if ((prc = cli_redis_tls_config(&ro.tls, CMD, NULL)) != 0)
+        return prc;
     char *owned;
     if ((prc = ro_db(&ro, &owned)) != 0)
         return prc;
@@ -572,6 +579,7 @@ static const cli_opt run_table[] = {
     CLI_OPT_VERSION_ENTRY,
     {.kind = CLI_HEADING, .help = "Shared limit (many processes or machines)"},
     {.kind = CLI_GROUP, .group = cli_limiter_opts, .off = B(limiter)},
+    {.kind = CLI_GROUP, .group = cli_redis_tls_opts, .off = B(limiter.tls)},
     {CLI_FLAG, "share-breaker", 0, NULL,
      "keep the circuit breaker in Redis too, so every\nworker sees an open breaker at once",
      B(limiter.share_breaker), NULL, NULL, 0, NULL},

@@ -684,6 +684,7 @@ static const cli_opt fetch_table[] = {
     CLI_OPT_VERSION_ENTRY,
     {.kind = CLI_HEADING, .help = "Shared limit (many processes or machines)"},
     {.kind = CLI_GROUP, .group = cli_limiter_opts, .off = F(limiter)},
+    {.kind = CLI_GROUP, .group = cli_redis_tls_opts, .off = F(limiter.tls), .man = "stagger-batch(1)"},
     {CLI_FN, "share-breaker", 0, NULL, NULL, 0, opt_share_breaker, NULL, CLI_OPT_HIDDEN, NULL},
     {.kind = CLI_HEADING, .help = "TLS (https://)"},
     {.kind = CLI_GROUP, .group = cli_tls_opts, .off = F(tls)},

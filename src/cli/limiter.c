@@ -72,7 +72,7 @@ static int opt_lease(cli_parser *p, const cli_opt *o, void *field, const char *v
 }
 
 const cli_opt cli_limiter_opts[] = {
-    {CLI_FN, "limiter", 0, "redis://[:PASSWORD@]HOST[:PORT][/[DB/]KEY]",
+    {CLI_FN, "limiter", 0, "redis[s]://[:PASSWORD@]HOST[:PORT][/[DB/]KEY]",
      "keep the rate limit (--rate, --burst) in Redis,\n"
      "judged by Redis's clock; without --rate, the adaptive\n"
      "rate is learned there, one for all processes; KEY\n"
@@ -146,6 +146,9 @@ int cli_limiter_open(cli_limiter *l, double rate, int64_t burst, int failures, i
                      const stg_shared_limiter **out)
 {
     *out = NULL;
+    int trc = cli_redis_tls_config(&l->tls, l->cmd ? l->cmd : "fetch", l->url);
+    if (trc)
+        return trc;
     if (!l->url) {
         if (l->fallback_share > 0 || l->share_breaker)
             return cli_usage_error(l->cmd, "--limiter-fallback and --share-breaker need "
@@ -170,6 +173,7 @@ int cli_limiter_open(cli_limiter *l, double rate, int64_t burst, int failures, i
     c.breaker.open_us = open_us;
     c.log = on_log;
     c.log_data = l;
+    c.tls = &l->tls.cfg;
     int err = 0;
     char why[256] = "";
     l->backend = stg_redis_limiter_new(&c, &err, why, sizeof why);

@@ -205,6 +205,7 @@ static const cli_opt proxy_table[] = {
     CLI_OPT_HELP_ENTRY,
     {.kind = CLI_HEADING, .help = "Shared limit (many processes or machines)"},
     {.kind = CLI_GROUP, .group = cli_limiter_opts, .off = F(limiter), .man = "stagger-batch(1)"},
+    {.kind = CLI_GROUP, .group = cli_redis_tls_opts, .off = F(limiter.tls), .man = "stagger-batch(1)"},
     {CLI_FLAG, "share-breaker", 0, NULL,
      "keep the circuit breaker in Redis too, so every\nproxy sees an open breaker at once",
      F(limiter.share_breaker), NULL, NULL, 0, "stagger-batch(1)"},

@@ -1,9 +1,9 @@
 /*
  * Shared internals of libstagger-redis (not installed).
  *
- * Layout: url.c parses URLs and fallback specs; conn.c owns the handle, the
- * hiredis connection, script loading and the reconnect/fallback state
- * machine; gcra.c is the limiter script and its API; breaker.c the shared
+ * Layout: url.c parses URLs and fallback specs; rconn.c is the connection
+ * (TCP or TLS, hiredis's reader and formatter); conn.c owns the handle, its
+ * connection, script loading and the reconnect/fallback state machine; gcra.c is the limiter script and its API; breaker.c the shared
  * breaker script and its API; fallback.c the process-local buckets and
  * breakers used while Redis is unreachable; lease.c the token leases
  * handed out locally (lease_size.c: their pure sizing rule and meter);
@@ -27,6 +27,7 @@
 #include <stagger/redis.h>
 
 #include "redis/lease.h"
+#include "redis/rconn.h"
 
 /* The scripts, by index into stg_redis_limiter.sha. */
 enum {
@@ -96,6 +97,7 @@ struct stg_redis_limiter {
     void *clock_data;
     bool adaptive;                /* a learned rate (adaptive.c) */
     stg_adaptive_config acfg;     /* resolved by stg_adaptive_init */
+    stg_redis_tls tls;            /* rediss:// verification (strings borrowed) */
 
     pthread_mutex_t mu;
     /* Guarded by mu. */
@@ -103,7 +105,7 @@ struct stg_redis_limiter {
     int64_t burst;
     int64_t interval_ns;          /* ceil(1e9 / rate) */
     int64_t local_burst;          /* max(1, floor(share * burst)) */
-    redisContext *ctx;            /* NULL while disconnected */
+    stg__rconn *ctx;              /* NULL while disconnected */
     char sha[STG__SCRIPT_COUNT][41];
     bool down;                    /* considered unreachable */
     bool attempted;               /* a connection was ever attempted */

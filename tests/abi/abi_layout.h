@@ -88,11 +88,12 @@
     X(stg_tls_config, 6, 96)
 
 #define STG_ABI_REDIS_STRUCTS(X)        \
-    X(stg_redis_url, 2, 920)            \
+    X(stg_redis_url, 1, 920)            \
+    X(stg_redis_tls, 3, 64)             \
     X(stg_redis_breaker_config, 4, 64)  \
-    X(stg_redis_limiter_config, 15, 448) \
+    X(stg_redis_limiter_config, 14, 448) \
     X(stg_redis_stats, 3, 112)          \
-    X(stg_queue_config, 8, 128)         \
+    X(stg_queue_config, 7, 128)         \
     X(stg_queue_spec, 4, 112)           \
     X(stg_queue_counts, 4, 112)         \
     X(stg_queue_job, 4, 160)            \
