@@ -208,6 +208,9 @@ static void start_attempt(stg_engine *e, req *r)
     curl_easy_setopt(easy, CURLOPT_PRIVATE, (void *)r);
     stg__xfer_reset(&r->x);
     r->x.wall_now_us = e->wall;
+    /* No VERBOSE where HTTP/2 cannot be spoken (xfer.c); a setup_easy
+     * hook may set any version, so not with one. */
+    r->x.h1_only = !e->cfg.setup_easy && stg__xfer_h2_impossible(r->url, e->cfg.http_version);
     stg__xfer_attach(easy, &r->x);
     stg__xfer_timeouts(easy, &r->x, r->pol, stg__eng_remaining(e, r));
     if (curl_multi_add_handle(e->multi, easy) != CURLM_OK) {

@@ -87,6 +87,10 @@ typedef struct stg__xfer {
                             delivery, or before END */
     bool sink_failed;    /* the sink returned nonzero: the transfer was stopped */
     const stg_tls_config *tls; /* applied by stg__xfer_attach; NULL: none */
+    /* The attempt cannot go out as HTTP/2 (stg__xfer_h2_impossible): its
+     * transfer is not VERBOSE, since the debug callback only looks for an
+     * HTTP/2 request line (xfer.c). Set by the caller before each attach. */
+    bool h1_only;
     unsigned stream;     /* STG_STREAM_* of the request */
     bool head_sent;      /* this response's HEAD went to the sink */
     bool streamed;       /* the sink got a HEAD or a byte (any attempt) */
@@ -166,6 +170,11 @@ void stg__xfer_free(stg__xfer *x);
 /* Point easy's write/header callbacks and error buffer at x, and apply
  * x->tls (stg__tls_apply). */
 void stg__xfer_attach(CURL *easy, stg__xfer *x);
+/* Whether a request to url with CURLOPT_HTTP_VERSION http_version (0: not
+ * set) is certain to go out as HTTP/1.x: plain http:// (libcurl speaks
+ * HTTP/2 there only with an h2c upgrade or prior knowledge, both asked by
+ * a version of 2 or more). https:// may negotiate h2 by ALPN. */
+bool stg__xfer_h2_impossible(const char *url, long http_version);
 /* libcurl's download buffer (CURLOPT_BUFFERSIZE) for a transfer that
  * goes on the wire as the on_wire-th at once: libcurl's 16 KiB default up
  * to STG__XFER_BUF_MANY on the wire, libcurl's minimum, 1 KiB, beyond.

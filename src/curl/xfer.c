@@ -34,8 +34,10 @@
  * CURLE_RECV_ERROR, then Curl_retry_request) without telling its caller.
  * It is told apart from a dead connection's resend by two things libcurl
  * does show: the request went out as HTTP/2 (its header block, seen by
- * the debug callback, which is why every transfer is VERBOSE into a
- * callback that keeps nothing and prints nothing), and no error message
+ * the debug callback, which is why every transfer that may speak HTTP/2
+ * is VERBOSE into a callback that keeps nothing and prints nothing; one
+ * certain to speak HTTP/1.x, h1_only, is not: libcurl formats every info
+ * line only for it to be dropped), and no error message
  * was written (a socket that failed writes "Failed receiving HTTP2 data"
  * or a Recv failure; a refusal writes none). That resend is refused here
  * too (refused_stream), and the engine sends it again itself: through the
@@ -613,15 +615,28 @@ void stg__xfer_conn(CURL *easy, stg__conn *out)
         out->tls_handshake_us = app_us > connect_us ? (int64_t)(app_us - connect_us) : 1;
 }
 
+bool stg__xfer_h2_impossible(const char *url, long http_version)
+{
+    return url && strncasecmp(url, "http://", 7) == 0 && http_version < CURL_HTTP_VERSION_2_0;
+}
+
 void stg__xfer_attach(CURL *easy, stg__xfer *x)
 {
     stg__tls_apply(easy, x->tls);
     x->easy = easy;
     curl_easy_setopt(easy, CURLOPT_PREREQFUNCTION, on_prereq);
     curl_easy_setopt(easy, CURLOPT_PREREQDATA, x);
-    curl_easy_setopt(easy, CURLOPT_DEBUGFUNCTION, on_debug);
-    curl_easy_setopt(easy, CURLOPT_DEBUGDATA, x);
-    curl_easy_setopt(easy, CURLOPT_VERBOSE, 1L);
+    /* VERBOSE makes libcurl format every info line it has (a few per
+     * transfer, ~3% of an engine's CPU per small request) only for the
+     * debug callback to drop them: off when no HTTP/2 request line can
+     * come. */
+    if (!x->h1_only) {
+        curl_easy_setopt(easy, CURLOPT_DEBUGFUNCTION, on_debug);
+        curl_easy_setopt(easy, CURLOPT_DEBUGDATA, x);
+        curl_easy_setopt(easy, CURLOPT_VERBOSE, 1L);
+    } else {
+        curl_easy_setopt(easy, CURLOPT_VERBOSE, 0L);
+    }
     curl_easy_setopt(easy, CURLOPT_WRITEFUNCTION, on_body);
     curl_easy_setopt(easy, CURLOPT_WRITEDATA, x);
     curl_easy_setopt(easy, CURLOPT_HEADERFUNCTION, on_header);
