@@ -78,8 +78,9 @@ const cli_opt cli_metrics_live_opts[] = {
      "rewrite the --metrics file every D during the run\n(default 10s)", 0, opt_interval, NULL,
      0, NULL},
     {CLI_FN, "metrics-listen", 0, "HOST:PORT",
-     "serve the same metrics at http://HOST:PORT/metrics\nduring the run (a PORT alone: "
-     "127.0.0.1; 0: any\nfree port, printed on stderr)",
+     "serve the same metrics at http://HOST:PORT/metrics\nand a live page at "
+     "http://HOST:PORT/ during the run\n(a PORT alone: 127.0.0.1; 0: any free port,\n"
+     "printed on stderr)",
      0, opt_listen, NULL, 0, NULL},
     CLI_OPT_END,
 };
