@@ -8,7 +8,8 @@
 # charts draw the expected series and move between two looks (new points,
 # values that are not zero), the batch's progress moves, and a screenshot
 # of each is kept (live-proxy.png, live-batch.png in $STG_ARTIFACTS, by
-# default ./artifacts). Skipped (77) without chromium and chromedriver
+# default ./artifacts). Then the batch's `report --html` file, opened as
+# file://: it loads nothing but itself and its charts draw (report.png). Skipped (77) without chromium and chromedriver
 # (scripts/deps.sh installs them) or without the page (a build without
 # libjs-chart.js). Every wait ends at an event (a poll, a line); the
 # batch's 120 jobs at 5/s upstream last at least 20 s by the server's
@@ -75,4 +76,13 @@ check "batch page: screenshot kept ($ART/live-batch.png)" test -s "$ART/live-bat
 alive=no; kill -0 "$BPID" 2>/dev/null && alive=yes
 check "batch: still running after the looks (the page saw it run)" test "$alive" = yes
 kill -TERM "$BPID" 2>/dev/null; wait "$BPID" 2>/dev/null || true
+
+# ---- the HTML report of that batch, opened as a file ---------------------------
+"$STAGGER" batch report --html "$T/report.html" "$T/jobs.txt" > /dev/null || fail "report --html"
+rc=0
+probe "file://$T/report.html" "$ART/report.png" \
+  --expect "c_status=2xx,c_flow=claimed,c_inflight=in flight,c_dur=jobs" \
+  > "$T/report.json" 2> "$T/report.err" || rc=$?
+check "report file: nothing loaded but itself, its charts drawn ($(tail -1 "$T/report.err"))" [ "$rc" = 0 ]
+check "report file: screenshot kept ($ART/report.png)" test -s "$ART/report.png"
 finish
