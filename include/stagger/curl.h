@@ -72,8 +72,32 @@ typedef enum stg_event_type {
     STG_EVENT_GIVE_UP = 4,       /* final: not a success (reason) */
     STG_EVENT_SUCCESS = 5,       /* final: success */
     STG_EVENT_BREAKER = 6,       /* breaker of `host` changed from -> to */
-    STG_EVENT_LIMITER_WAIT = 7   /* the rate limiter delays an attempt by wait_us */
+    STG_EVENT_LIMITER_WAIT = 7,  /* the rate limiter delays an attempt by wait_us */
+    STG_EVENT_WAITED = 8         /* a wait ended (engine): wait_us is how long
+                                    the request waited, measured on the
+                                    engine's clock; more->waited_for says
+                                    what for */
 } stg_event_type;
+
+/* What stg_event.more points at: fields added once the event's reserved
+ * words ran short. Borrowed for the callback, like the event's strings;
+ * NULL in events that have none of them (stg_curl_perform's). */
+typedef struct stg_event_more {
+    /* WAITED: what the request waited for, one of "slot" (a place under
+     * the engine's concurrency), "limiter" (its own rate limit's
+     * reservation), "quota" (a server's announced quota), "pace" (a
+     * learned rate's turn), "concurrency" (a learned concurrency's slot),
+     * "breaker", "backoff" (before a retry), "budget" (a spent retry
+     * budget). Static strings. NULL otherwise. The WAITED events of a
+     * request and its attempts' time on the wire add up to its life in
+     * the engine, from submit to its final event. */
+    union { const char *waited_for; uint64_t stg__waited_word; };
+    /* Every engine event of a request whose host learns its rate
+     * (stg_engine_config.adaptive): that rate when the event was made,
+     * in requests per second; 0 otherwise. */
+    double learned_rate;
+    uint64_t stg__reserved[6]; /* room to grow (docs/ABI.md); zero */
+} stg_event_more;
 
 /* What an event says. Strings are borrowed for the duration of the
  * callback and are already redacted. Fields not relevant to the type are 0,
@@ -120,7 +144,9 @@ typedef struct stg_event {
      * type ("overloaded_error"; "" when of no known type): status is the
      * one it stands for. NULL otherwise. */
     union { const char *stream_error; uint64_t stg__stream_error_word; };
-    uint64_t stg__reserved[2]; /* room to grow (docs/ABI.md); leave zero */
+    /* The engine's events: more fields (stg_event_more); NULL otherwise. */
+    union { const stg_event_more *more; uint64_t stg__more_word; };
+    uint64_t stg__reserved[1]; /* room to grow (docs/ABI.md); leave zero */
 } stg_event;
 
 /* An event sink. It runs on the thread doing the work (the engine's, or
@@ -130,7 +156,7 @@ typedef struct stg_event {
 typedef void (*stg_event_fn)(const stg_event *ev, void *data);
 
 /* "attempt_start", "attempt_end", "wait", "give_up", "success", "breaker",
- * "limiter_wait"; "unknown" otherwise. Static string. */
+ * "limiter_wait", "waited"; "unknown" otherwise. Static string. */
 STG_API const char *stg_event_type_name(stg_event_type t);
 
 /* ---- body sink: response bodies streamed to their destination -------- */
@@ -796,6 +822,21 @@ STG_API void stg_metrics_set_max_hosts(stg_metrics *m, size_t n);
 STG_API int stg_metrics_write(const stg_metrics *m, const char *path);
 /* Print the same text to out. Returns STG_OK or STG_EIO. */
 STG_API int stg_metrics_print(const stg_metrics *m, FILE *out);
+/* A source of more series (a batch's jobs by state, a proxy's own): fn
+ * prints them, in the text format, after the metrics' own, each time they
+ * are printed or written; it runs on the printing thread (a scrape's),
+ * with m's lock held, so it must not call stg_metrics_* and must guard
+ * its data itself. At most 4 sources. Returns STG_OK, STG_EINVAL (NULL)
+ * or STG_ENOMEM (too many). Thread-safe. */
+typedef void (*stg_metrics_source_fn)(FILE *out, void *data);
+STG_API int stg_metrics_add_source(stg_metrics *m, stg_metrics_source_fn fn, void *data);
+/* The metrics as one JSON object (what the live pages poll): "attempts",
+ * "hosts" (per host: "attempts" by class, "learned_rate",
+ * "concurrency_limit"), "waits" (per reason: "count", "seconds"),
+ * "retries" and "give_ups" (by reason), "successes", "in_flight",
+ * "requests" ("count", "seconds"). A string the caller frees (free()), or
+ * NULL when out of memory. Thread-safe. */
+STG_API char *stg_metrics_json(const stg_metrics *m);
 
 /* Several event sinks behind one callback. */
 typedef struct stg_event_fanout {

@@ -17,6 +17,7 @@
 
 #include "cli/batch_run.h"
 #include "cli/cli.h"
+#include "cli/report_html.h"
 #include "util/http_field.h"
 
 #define CMD "batch"
@@ -69,6 +70,7 @@ static int open_ro(const char *db, int64_t busy_us, stg_store **s)
 typedef struct ro_opts {
     const char *db, *input;
     const char *queue; /* --queue URL: read the work queue instead */
+    const char *html;  /* report --html FILE */
     bool json, bad_lines;
     int64_t busy;
     const char *out_path;
@@ -142,6 +144,10 @@ static const cli_opt report_table[] = {
      "the database (default INPUT.stagger.db, or\nstagger-batch.db without INPUT)", R(db), NULL,
      NULL, 0, NULL},
     {CLI_FLAG, "json", 0, NULL, "the report as JSON", R(json), NULL, NULL, 0, NULL},
+    {CLI_STRING, "html", 0, "FILE",
+     "also write the report as one HTML file with charts\n(the timeline, job durations; "
+     "Chart.js inside)",
+     R(html), NULL, NULL, 0, NULL},
     {CLI_STRING, "queue", 0, "URL", "report on the work queue at URL instead (see QUEUE)",
      R(queue), NULL, NULL, 0, NULL},
     {.kind = CLI_GROUP, .group = cli_redis_tls_opts, .off = R(tls)},
@@ -183,6 +189,7 @@ static const int ro_exits[] = {CLI_EXIT_OK, CLI_EXIT_FAILED, CLI_EXIT_USAGE, CLI
 const cli_command cli_batch_report_command = {
     .name = "batch report",
     .usage = "usage: stagger batch report [--db FILE | INPUT] [--json] [--bad-lines]\n"
+             "                            [--html FILE]\n"
              "\n"
              "Counts per state, the jobs that need attention and the policy of the job set,\n"
              "read-only (see REPORT in stagger-batch(1)).\n",
@@ -230,6 +237,12 @@ static int cmd_report(int argc, char **argv)
             stg_store_report_print(&r, db, stdout);
         if (ro.bad_lines)
             rc = stg_store_bad_lines_print(s, r.input_path, 0, stdout);
+        if (rc == STG_OK && ro.html && (ex = cli_report_html(ro.html, s, &r, db)) != 0) {
+            stg_store_report_free(&r);
+            stg_store_close(s);
+            free(owned);
+            return ex;
+        }
         stg_store_report_free(&r);
     }
     if (rc != STG_OK)

@@ -42,6 +42,7 @@
 #include <unistd.h>
 
 #include <jansson.h>
+#include <pthread.h>
 #include <sqlite3.h>
 
 #include <stagger/curl.h>
@@ -167,6 +168,67 @@ static void wait_sum_free(wait_sum *w)
     for (int i = 0; i < w->n_hosts; i++)
         free(w->hosts[i]);
     w->n_hosts = 0;
+}
+
+/* ---- the jobs by state, for the metrics and the live page ---------------------
+ *
+ * The loop copies the runner's counts here (a few times a second); the
+ * metrics' printers and the live page's listener read the copy, under its
+ * own lock, on their threads: they never touch the runner. */
+
+typedef struct jobs_gauge {
+    pthread_mutex_t mu;
+    stg_batch_counts c;
+    bool set, finished;
+    int64_t start_us, ended0; /* the ETA's origin: when and how many had ended */
+    int64_t at_us;            /* the copy's time */
+} jobs_gauge;
+
+static void jobs_gauge_set(jobs_gauge *g, const stg_batch_counts *c, int64_t now, bool finished)
+{
+    pthread_mutex_lock(&g->mu);
+    if (!g->set) {
+        g->start_us = now;
+        g->ended0 = stg_batch_counts_ended(c);
+    }
+    g->c = *c;
+    g->set = true;
+    g->finished = finished;
+    g->at_us = now;
+    pthread_mutex_unlock(&g->mu);
+}
+
+static void jobs_print(FILE *f, void *data)
+{
+    jobs_gauge *g = data;
+    fputs("# HELP stagger_batch_jobs The batch's jobs by state.\n"
+          "# TYPE stagger_batch_jobs gauge\n",
+          f);
+    pthread_mutex_lock(&g->mu);
+    for (int i = 0; g->set && i < STG_JOB_NSTATES; i++)
+        fprintf(f, "stagger_batch_jobs{state=\"%s\"} %lld\n",
+                stg_job_state_name((stg_job_state)i), (long long)g->c.n[i]);
+    pthread_mutex_unlock(&g->mu);
+}
+
+/* {"total", "states": {state: n}, "eta_s" (-1: unknown), "finished"}. */
+static void *jobs_json(void *data)
+{
+    jobs_gauge *g = data;
+    pthread_mutex_lock(&g->mu);
+    json_t *states = json_object();
+    for (int i = 0; i < STG_JOB_NSTATES; i++)
+        json_object_set_new(states, stg_job_state_name((stg_job_state)i),
+                            json_integer((json_int_t)g->c.n[i]));
+    /* The ETA: what is left at the pace jobs ended since the run began. */
+    double secs = (double)(g->at_us - g->start_us) / 1e6;
+    double ended = (double)(stg_batch_counts_ended(&g->c) - g->ended0);
+    double left = (double)stg_batch_counts_left(&g->c);
+    double eta = left == 0 ? 0 : ended > 0 && secs > 0 ? left / (ended / secs) : -1;
+    json_t *o = json_pack("{s:I,s:o,s:f,s:b}", "total", (json_int_t)g->c.total, "states", states,
+                          "eta_s", eta, "finished", g->finished);
+    pthread_mutex_unlock(&g->mu);
+    return o;
 }
 
 /* ---- progress ---------------------------------------------------------------- */
@@ -616,7 +678,8 @@ static int final_report(const batch_opts *o, stg_store_report *rep, int ex)
 }
 
 /* The loop: steps, signals, progress. */
-static void run_loop(const batch_opts *o, stg_batch *b, progress *pg, const wait_sum *w)
+static void run_loop(const batch_opts *o, stg_batch *b, progress *pg, const wait_sum *w,
+                     jobs_gauge *g)
 {
     enum progress_mode mode = PROGRESS_NONE;
     if (!o->quiet && o->progress == BATCH_PROGRESS_AUTO)
@@ -634,12 +697,18 @@ static void run_loop(const batch_opts *o, stg_batch *b, progress *pg, const wait
     int64_t next = now + (mode == PROGRESS_BAR ? 0 : interval);
     stg_batch_progress p;
     progress_state ps;
+    int64_t next_gauge = now;
     for (;;) {
         if (g_signal)
             stg_batch_stop(b);
         if (!stg_batch_step(b, STG_MS(100)))
             break;
         now = stg__clock_mono_us();
+        if (now >= next_gauge) {
+            stg_batch_progress_get(b, &p);
+            jobs_gauge_set(g, &p.counts, now, false);
+            next_gauge = now + STG_MS(200);
+        }
         if (mode != PROGRESS_NONE && now >= next) {
             stg_batch_progress_get(b, &p);
             to_state(&p.counts, &p, &ps);
@@ -704,6 +773,9 @@ int batch_run(const batch_opts *o)
     memset(&fan, 0, sizeof fan);
     wait_sum waits;
     memset(&waits, 0, sizeof waits);
+    jobs_gauge gauge;
+    memset(&gauge, 0, sizeof gauge);
+    pthread_mutex_init(&gauge.mu, NULL);
     int ex;
     /* A regular file is read again by the run (the cursor); anything else
      * (stdin, a pipe) can be read once, so the secrets are kept. */
@@ -765,6 +837,7 @@ int batch_run(const batch_opts *o)
         }
         fan.fn[fan.n] = stg_metrics_event;
         fan.data[fan.n++] = metrics;
+        stg_metrics_add_source(metrics, jobs_print, &gauge); /* outlives metrics */
     }
     fan.fn[fan.n] = on_wait_event;
     fan.data[fan.n++] = &waits;
@@ -791,22 +864,25 @@ int batch_run(const batch_opts *o)
     stg_batch_progress p0;
     stg_batch_progress_get(b, &p0);
     say_start(o, &st, imported, &p0.counts);
+    jobs_gauge_set(&gauge, &p0.counts, stg__clock_mono_us(), false);
 
     if (metrics && (ex = cli_metrics_live_start("batch", &o->metrics, metrics, o->metrics_path,
                                                  &live)) != 0)
         goto out;
+    cli_metrics_live_extra(live, jobs_json, &gauge);
     g_signal = 0;
     setup_signals();
     progress pg;
     waits.o = o;
     waits.pg = &pg;
-    run_loop(o, b, &pg, &waits);
+    run_loop(o, b, &pg, &waits, &gauge);
     int sig = g_signal;
     restore_signals();
     stg_batch_summary sum;
     stg_batch_end(b, &sum); /* a store failure: sum.cause STORE, said by verdict */
     stg_batch_progress p_end;
     stg_batch_progress_get(b, &p_end);
+    jobs_gauge_set(&gauge, &sum.counts, stg__clock_mono_us(), true);
     cli_metrics_live_stop(live);
     live = NULL;
     if (sum.cause != STG_BATCH_STORE &&
@@ -837,6 +913,7 @@ out:
     if (metrics && metrics_done(o, metrics) != 0 && ex == CLI_EXIT_OK)
         ex = CLI_EXIT_FAILED;
     stg_metrics_free(metrics);
+    pthread_mutex_destroy(&gauge.mu);
     cli_limiter_close((cli_limiter *)&o->limiter);
     stg_logger_free(logger);
     if (log_file && log_file != stdout)

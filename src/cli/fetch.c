@@ -915,6 +915,8 @@ static void on_verbose(const stg_event *ev, void *data)
         ms_text(ev->wait_us, a, sizeof a);
         fprintf(stderr, "* [%8.3fs] client-side limit: waiting %s\n", t, a);
         break;
+    case STG_EVENT_WAITED: /* the measure of a wait the lines above announced */
+        break;
     case STG_EVENT_SUCCESS:
     case STG_EVENT_GIVE_UP:
         ms_text(ev->duration_us, a, sizeof a);

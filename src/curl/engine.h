@@ -27,6 +27,11 @@
  * reservation). A turn in its host's pace FIFO (p_next/p_prev, `pacing`)
  * is an order, not a place: the FIFO's head is in the retry queue or a
  * W_PACE timer while it asks the limiter, the others are in PACE_Q.
+ *
+ * Every move into a place (stg__eng_enter) and the finish close the time
+ * spent in the previous one (stg__eng_account): a request's WAITED events
+ * and its ACTIVE spans tile its life in the engine, from submit to finish,
+ * with no gap and no overlap (RQ_NONE lasts no time on the engine's clock).
  */
 #ifndef STAGGER_CURL_ENGINE_H
 #define STAGGER_CURL_ENGINE_H
@@ -172,7 +177,27 @@ typedef struct req {
     bool low;
     stg_read_fn read_body;
     void *read_data;
+
+    /* Where its time goes (stg__eng_account): what it waits for since
+     * acct_since (an ACCT_*), on the engine's clock. */
+    int acct;
+    int64_t acct_since;
 } req;
+
+/* What a request's time in a place is (stg__eng_account): on the wire, or
+ * one of the waits a WAITED event names (stg_event_more.waited_for). */
+enum {
+    ACCT_NONE = 0, /* not submitted yet, or finished */
+    ACCT_ACTIVE,   /* an attempt on the wire: not a wait */
+    ACCT_SLOT,
+    ACCT_LIMITER,
+    ACCT_QUOTA,
+    ACCT_PACE,
+    ACCT_CONCURRENCY,
+    ACCT_BREAKER,
+    ACCT_BACKOFF,
+    ACCT_BUDGET,
+};
 
 typedef struct queue {
     req *head, *tail;
@@ -209,6 +234,10 @@ struct stg_engine {
     FILE *trace;      /* STAGGER_TRACE's stream (engine_state.c); NULL: off */
     bool trace_owned; /* trace is a file the engine opened */
     stg_engine_stats stats;
+    /* What the event being emitted points at (stg_event.more): events are
+     * made and emitted one at a time on the engine's thread, and a sink
+     * may not call back into the engine, so one is enough. */
+    stg_event_more ev_more;
 };
 
 /* ---- the lifecycle (engine_state.c) ------------------------------------- */
@@ -268,6 +297,12 @@ static inline bool conc_keeps(const req *r, rq_where w)
            (w == RQ_RETRY_Q && (is_pace_head(r) || r->conc_woken)) ||
            (w == RQ_TIMER && (r->wait == W_LIMITER || r->wait == W_PACE));
 }
+
+/* r goes to w (ACCT_NONE: it finishes): the time since its last move is
+ * what it spent where it was, a WAITED event when that was a wait and
+ * lasted (engine_req.c). */
+void stg__eng_account(stg_engine *e, req *r, int next);
+int stg__eng_acct_of(const req *r, rq_where w);
 
 void stg__eng_q_push(queue *q, req *r);
 void stg__eng_q_push_front(queue *q, req *r);

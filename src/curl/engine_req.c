@@ -78,9 +78,71 @@ void stg__eng_q_unlink(queue *q, req *r)
 
 /* ---- events ------------------------------------------------------------- */
 
+/* ---- where the time goes ------------------------------------------------ */
+
+static const char *const acct_names[] = {
+    [ACCT_SLOT] = "slot",       [ACCT_LIMITER] = "limiter",         [ACCT_QUOTA] = "quota",
+    [ACCT_PACE] = "pace",       [ACCT_CONCURRENCY] = "concurrency", [ACCT_BREAKER] = "breaker",
+    [ACCT_BACKOFF] = "backoff", [ACCT_BUDGET] = "budget",
+};
+
+int stg__eng_acct_of(const req *r, rq_where w)
+{
+    switch (w) {
+    case RQ_NONE:
+        return ACCT_NONE;
+    case RQ_NEW_Q:
+    case RQ_RETRY_Q:
+        return ACCT_SLOT;
+    case RQ_ACTIVE:
+        return ACCT_ACTIVE;
+    case RQ_PACE_Q:
+        return ACCT_PACE;
+    case RQ_CONC_Q:
+        return ACCT_CONCURRENCY;
+    case RQ_TIMER:
+        break;
+    }
+    switch (r->wait) {
+    case W_LIMITER:
+        return ACCT_LIMITER;
+    case W_BREAKER:
+        return ACCT_BREAKER;
+    case W_PACE:
+        return ACCT_PACE;
+    case W_BUDGET:
+    case W_BUDGET_HELD:
+        return ACCT_BUDGET;
+    case W_QUOTA:
+        return ACCT_QUOTA;
+    case W_BACKOFF:
+        break;
+    }
+    return ACCT_BACKOFF;
+}
+
+void stg__eng_account(stg_engine *e, req *r, int next)
+{
+    int was = r->acct;
+    int64_t d = e->now - r->acct_since;
+    r->acct = next;
+    r->acct_since = e->now;
+    if (was <= ACCT_ACTIVE || d <= 0)
+        return; /* not a wait, or one that took no time */
+    stg_event ev;
+    stg__eng_ev_init(e, r, STG_EVENT_WAITED, &ev);
+    ev.wait_us = d;
+    e->ev_more.waited_for = acct_names[was];
+    stg__eng_emit(e, &ev);
+}
+
 void stg__eng_ev_init(stg_engine *e, req *r, stg_event_type type, stg_event *ev)
 {
     stg__event_init(ev, type, r->id, e->now, e->wall);
+    memset(&e->ev_more, 0, sizeof e->ev_more);
+    if (r->host->has_adaptive)
+        e->ev_more.learned_rate = stg_adaptive_rate(&r->host->adaptive);
+    ev->more = &e->ev_more;
     ev->method = stg_method_name(r->method);
     ev->url = r->url_red;
     ev->final_url = r->final_url;

@@ -199,6 +199,7 @@ void stg__eng_enter(stg_engine *e, req *r, rq_where w)
     const char *move = stg__eng_move_name(r->from, to);
     STG_ASSERT(move != NULL); /* a row of `moves` */
     trace(e, r, r->from, to, move ? move : "ILLEGAL");
+    stg__eng_account(e, r, stg__eng_acct_of(r, w)); /* the time it spent where it was */
     r->where = w;
     if (r->conc_held && !conc_keeps(r, w))
         stg__eng_conc_release(e, r);

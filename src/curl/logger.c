@@ -159,6 +159,11 @@ static json_t *event_json(const stg_event *ev)
     case STG_EVENT_LIMITER_WAIT:
         set_ms(o, "wait_ms", ev->wait_us);
         break;
+    case STG_EVENT_WAITED:
+        set_ms(o, "wait_ms", ev->wait_us);
+        if (ev->more && ev->more->waited_for)
+            set_str(o, "waited_for", ev->more->waited_for);
+        break;
     case STG_EVENT_BREAKER:
         set_str(o, "breaker_from", stg_breaker_state_name(ev->breaker_from));
         set_str(o, "breaker_to", stg_breaker_state_name(ev->breaker_to));

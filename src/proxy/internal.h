@@ -233,6 +233,11 @@ struct stg_proxy {
     bool watch_stop;     /* mu */
 
     stg_metrics *metrics;
+    /* Whole requests as the client saw them, head to answer (admin.c:
+     * stagger_proxy_request_duration_seconds), behind hist_mu. */
+    pthread_mutex_t hist_mu;
+    uint64_t hist_le[15], hist_count;
+    double hist_sum;
     pthread_mutex_t log_mu;
     FILE *log;
     stg_logger *logger;
@@ -368,6 +373,10 @@ bool px_via_loop(const stg_proxy *p, struct MHD_Connection *c);
 void px_log_event(const stg_event *ev, void *data);
 /* One "proxy" line for a finished request (redacted). */
 void px_log_request(stg_proxy *p, const px_req *r, int client_status);
+/* A request answered after us microseconds (admin.c). */
+void px_observe_request(stg_proxy *p, int64_t us);
+/* Print the proxy's own series (a stg_metrics source; admin.c). */
+void px_metrics_source(FILE *f, void *proxy);
 int64_t px_mono_us(void);
 
 #endif

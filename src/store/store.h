@@ -571,6 +571,12 @@ int stg_store_report_json(const stg_store_report *r, const char *db_path, FILE *
  * engine's WAIT and LIMITER_WAIT events summed them) to the latest run,
  * in one statement (the table run_waits is made if missing). */
 int stg_store_run_waits_add(stg_store *s, int64_t retry_ms, int64_t limiter_ms);
+/* The run's timeline as the jobs table holds it (timeline.c): one JSON
+ * object, {"t0_ms", "bucket_ms", "buckets", "finished": {class: [n per
+ * bucket]}, "claimed", "retries", "in_flight" (mean jobs in flight per
+ * bucket), "durations": [{"le_ms", "n"}]}, into *out (the caller frees
+ * it). STG_OK, STG_EDB (the message in stg_store_errmsg) or STG_ENOMEM. */
+int stg_store_timeline_json(stg_store *s, char **out);
 /* Print the bad input lines, "PATH:LINE: message", at most max (0: all). */
 int stg_store_bad_lines_print(stg_store *s, const char *input, long max, FILE *out);
 

@@ -76,7 +76,8 @@
 
 #define STG_ABI_CURL_STRUCTS(X)         \
     X(stg_env, 4, 56)                   \
-    X(stg_event, 2, 184)                \
+    X(stg_event, 1, 184)                \
+    X(stg_event_more, 6, 64)            \
     X(stg_result, 7, 488)               \
     X(stg_shared_limiter, 8, 112)       \
     X(stg_shared_quota, 5, 72)          \
