@@ -112,6 +112,7 @@ typedef struct ctx {
 static void try_take(const ctx *c, int64_t g0, int64_t n, attempt *a)
 {
     const int64_t now = c->now, T = c->T, BT = c->B * c->T;
+    const int64_t need = c->low ? c->need : 0;
     a->k = 0;
     a->wait = 0;
     a->g0 = g0;
@@ -122,54 +123,42 @@ static void try_take(const ctx *c, int64_t g0, int64_t n, attempt *a)
     a->hint = 0;
     for (int64_t i = 0; i < n; i++) {
         int64_t gn = a->g + T;
-        int64_t wg = gn - BT - now;
-        int64_t tn = 0, wt = INT64_MIN;
+        int64_t wg = gn - BT - now; /* the key's wait for this token */
+        int64_t tn = 0;
+        bool within = true; /* within the tenant's share now */
         if (c->Tt > 0) {
             tn = max64(a->tt, now) + c->Tt;
-            wt = tn - c->B * c->Tt - now;
+            within = tn - c->B * c->Tt <= now;
         }
-        int64_t lim = (i == 0 && !c->low) ? c->max_wait : 0;
-        int64_t need = c->low ? c->need : 0;
-        int64_t wa = max64(wg, wt);
-        /* A, now: within the share, conforming now, headroom left. */
-        bool a_now = wa <= 0 && (need == 0 || wg + need * T <= 0);
-        /* O: beyond the share (only when shared): now, one more left. */
-        bool o_now = c->Tt > 0 && !(wt <= lim) && wg + (need + 1) * T <= 0;
-        /* A with a wait (a caller that may reserve; first token only). */
-        bool a_wait = !c->low && i == 0 && wa <= lim;
-        /* F: the floor of a low class, first token only. */
-        bool f = c->low && c->need > 0 && i == 0 && c->ft0 <= now && wa <= c->max_wait;
-        /* In this order: a token now before one with a wait, a share's
-         * before a borrowed one, the floor last. */
-        int64_t w;
-        if (a_now) {
-            w = wa;
+        /* The ways a token may be granted, in this order: now within the
+         * share (a low caller leaving `need` tokens), borrowed beyond the
+         * share (now, one more token left), reserved ahead (a caller that
+         * may wait: the first token only, within its share now, so that
+         * tenants reserve the key's future at their shares' pace), the
+         * floor (a low class, the first token only). */
+        bool a_now = within && wg <= 0 && (need == 0 || wg + need * T <= 0);
+        bool o_now = !within && wg + (need + 1) * T <= 0;
+        bool a_wait = within && !c->low && i == 0 && wg <= c->max_wait;
+        bool f = within && c->low && c->need > 0 && i == 0 && c->ft0 <= now &&
+                 wg <= c->max_wait;
+        if (a_now || a_wait || f) {
             if (c->Tt > 0)
                 a->tt = tn;
-        } else if (o_now) {
-            w = wg;
-        } else if (a_wait) {
-            w = wa;
-            if (c->Tt > 0)
-                a->tt = tn;
-        } else if (f) {
-            w = wa;
-            if (c->Tt > 0)
-                a->tt = tn;
-            a->ft = max64(c->ft0, now) + c->Tf;
-            a->floor = true;
-        } else {
+            if (!a_now && !a_wait) {
+                a->ft = max64(c->ft0, now) + c->Tf;
+                a->floor = true;
+            }
+        } else if (!o_now) {
             if (i == 0) {
-                /* When could the first token be granted? The earliest of
-                 * the ways that could open, all else unchanged. */
-                int64_t h = max64(wg + need * T, wt) - lim;
-                if (c->Tt > 0) {
-                    int64_t ho = wg + (need + 1) * T;
-                    if (ho < h)
-                        h = ho;
-                }
+                /* When could the first token be granted, all else
+                 * unchanged? The earliest of the ways that could open. */
+                int64_t lim = c->low ? 0 : c->max_wait;
+                int64_t tw = c->Tt > 0 ? tn - c->B * c->Tt - now : 0;
+                int64_t h = max64(wg + need * T - lim, tw);
+                if (c->Tt > 0 && wg + (need + 1) * T < h)
+                    h = wg + (need + 1) * T;
                 if (c->low && c->need > 0) {
-                    int64_t hf = max64(max64(c->ft0 - now, wa - c->max_wait), 0);
+                    int64_t hf = max64(max64(c->ft0 - now, wg - c->max_wait), tw);
                     if (hf < h)
                         h = hf;
                 }
@@ -179,8 +168,8 @@ static void try_take(const ctx *c, int64_t g0, int64_t n, attempt *a)
         }
         a->g = gn;
         a->k++;
-        if (w > 0) {
-            a->wait = w;
+        if (wg > 0) {
+            a->wait = wg;
             break; /* only a single token may come with a wait */
         }
     }

@@ -26,15 +26,18 @@
  *     gets at least floor * rate while it asks, whatever the others do.
  *  5. Tenants of one class: a per-tenant GCRA of interval T * S / w (S: the
  *     weights of the class's tenants with fresh demand, this one included;
- *     burst B). A token within the tenant's share may be granted as the
- *     rules above allow; a token beyond it only if it conforms now and
- *     leaves one more token (over h) behind, and it is not charged to the
- *     tenant. So under contention each tenant gets its weight's share, a
- *     share nobody asks for is free to the others at once, and a tenant
- *     that comes back is within its share from its first call on (its
- *     bucket refilled while it was away): it gets its share again as soon
- *     as the tokens others already hold (leases: at most one lease window)
- *     are spent. A tenant alone in its class is always within its share.
+ *     burst B). A token is "within the share" when that GCRA conforms now;
+ *     only such a token may be granted as rules 3-4 allow (reserved ahead
+ *     included: so tenants reserve the key's future at their shares' pace,
+ *     not at the pace they ask). A token beyond the share is granted only
+ *     if it conforms now and leaves one more token (over h) behind, and it
+ *     is not charged to the tenant. So under contention each tenant gets
+ *     its weight's share, a share nobody asks for is free to the others at
+ *     once, and a tenant that comes back is within its share from its first
+ *     call on (its bucket refilled while it was away): it gets its share
+ *     again as soon as the tokens others already hold (reserved, or leased:
+ *     at most one lease window) are spent. A tenant alone in its class is
+ *     always within its share.
  *  6. A lease (n > 1) gets as many consecutive tokens as the rules grant
  *     without a wait (only a single token may come with a wait); with
  *     lead > 0 the first is placed at least lead ahead (slots skipped are
