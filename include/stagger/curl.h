@@ -311,7 +311,11 @@ typedef struct stg_shared_limiter {
      * keeps its slot and asks again shortly before its turn. The blocking
      * stg_curl_perform ignores it. */
     int64_t horizon_us;
-    uint64_t stg__reserved[8]; /* room to grow (docs/ABI.md); leave zero */
+    /* Optional: as acquire, for a request of class cls (never NULL; tenant
+     * may be NULL). When set the engine calls it instead of acquire. */
+    int (*acquire_class)(void *ctx, const char *key, const stg_class *cls, int64_t timeout_us,
+                         int64_t *wait_us, int64_t *ticket);
+    uint64_t stg__reserved[7]; /* room to grow (docs/ABI.md); leave zero */
 } stg_shared_limiter;
 
 /* The servers' quotas held together with other processes (stagger's Redis

@@ -78,7 +78,7 @@
     X(stg_env, 4, 56)                   \
     X(stg_event, 2, 184)                \
     X(stg_result, 7, 488)               \
-    X(stg_shared_limiter, 8, 112)       \
+    X(stg_shared_limiter, 7, 112)       \
     X(stg_shared_quota, 5, 72)          \
     X(stg_call_config, 10, 560)         \
     X(stg_engine_config, 9, 976)        \
