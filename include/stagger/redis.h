@@ -31,9 +31,11 @@
  *    breaker_idle_ttl_us without a state change (plus the open time).
  *  - Nothing this library logs or hands back contains the password.
  *
- * Keys: "<prefix>rl:<name>" for the limiter and "<prefix>br:<name>" for the
- * breaker, prefix "stagger:" by default. <name> is the key argument of each
- * call, or the KEY of the URL when that argument is NULL.
+ * Keys: "<prefix>rl:<name>" for the limiter (class calls keep their marks
+ * and tenants in the same hash) and "<prefix>br:<name>" for the breaker,
+ * prefix "stagger:" by default. <name> is the key argument of each call, or
+ * the KEY of the URL when that argument is NULL. Each script touches one
+ * key, the one it declares in KEYS.
  *
  * When Redis is unreachable (refused, timed out, an error reply other than
  * NOSCRIPT): without a fallback every call fails with STG_EUNAVAIL; with a

@@ -16,6 +16,19 @@
  * The key expires when the bucket would be full again (plus 1 s): a missing
  * key means a full bucket, so expiry loses nothing.
  *
+ * Classes and tenants (prio_lua.h, the model in src/core/prio_gcra.c): a
+ * call with ARGV[9] = "class weight_m hold_ns floor_pm" and ARGV[10] = the
+ * tenant decides by class and tenant on the same hash (fields pb, d<c>,
+ * f<c>, p<c>:<tenant> beside b, t, i), so plain and class callers share one
+ * TAT. The class fields count from a base of their own (pb), so that a
+ * plain call that moves b needs not know them. A class call sets the expiry
+ * from every field it holds; a plain call from t alone, which may cut the
+ * marks and tenants' buckets short when both kinds of call share a key
+ * (the side of forgetting fairness state, never the bound).
+ * ARGV[11] > 0 pins the clock (µs since the epoch) instead of TIME: only
+ * the differential test (tests/integration/test_redis_prio.c) uses it, to
+ * run the script and the model on the same instants.
+ *
  * The hand-over from and to the local fallback (see fallback.c): every
  * reply carries the key's debt (TAT - now) after the decision, which the
  * local bucket mirrors; and a call may carry a debt (ARGV[5], ns) that is
@@ -50,7 +63,8 @@
 
 const char stg__redis_gcra_lua[] =
     "-- stagger GCRA. KEYS[1] bucket hash; ARGV interval_ns, burst, weight, timeout_ns,\n"
-    "-- carry_ns, lead_ns, base, tat. Returns {admitted 1|0, wait_us, debt_us}; a\n"
+    "-- carry_ns, lead_ns, base, tat, [class part, tenant, pinned now_us]. Returns\n"
+    "-- {admitted 1|0, wait_us, debt_us} (the class part: prio_lua.h); a\n"
     "-- lease (lead_ns > 0, weight = tokens wanted) that is granted returns\n"
     "-- {1, wait_us, debt_us, k, end_us, base, tat}. weight < 0 gives -weight\n"
     "-- leased tokens back if the TAT is still base/tat: {1|0, 0, 0}.\n"
@@ -79,24 +93,9 @@ const char stg__redis_gcra_lua[] =
     "  sec = tonumber(now_t[1]); usec = tonumber(now_t[2])\n"
     "end\n"
     "local base, tat, oldT = tonumber(st[1]), tonumber(st[2]), tonumber(st[3])\n"
-    "if base == nil then base = sec; tat = nil end\n"
+    "if base == nil or tat == nil then base = sec; tat = nil end\n"
     "if sec - base > 86400 then\n"
-    "  local d = (sec - base) * 1000000000\n"
-    "  if tat then tat = tat - d end\n"
-    "  local all = redis.call('HGETALL', KEYS[1])\n"
-    "  local hs = {'b', sec}\n"
-    "  for j = 1, #all, 2 do\n"
-    "    local f, v = all[j], all[j + 1]\n"
-    "    local c = string.sub(f, 1, 1)\n"
-    "    if f == 't' or ((c == 'd' or c == 'f') and #f == 2) then\n"
-    "      table.insert(hs, f); table.insert(hs, string.format('%.0f', tonumber(v) - d))\n"
-    "    elseif c == 'p' then\n"
-    "      local a1, a2, a3 = string.match(v, '^(%S+) (%S+) (%S+)$')\n"
-    "      table.insert(hs, f)\n"
-    "      table.insert(hs, string.format('%.0f %.0f %s', tonumber(a1) - d, tonumber(a2) - d, a3))\n"
-    "    end\n"
-    "  end\n"
-    "  redis.call('HSET', KEYS[1], unpack(hs))\n"
+    "  if tat then tat = tat - (sec - base) * 1000000000 end\n"
     "  base = sec\n"
     "end\n"
     "local now = (sec - base) * 1000000000 + usec * 1000\n"
@@ -107,14 +106,10 @@ const char stg__redis_gcra_lua[] =
     "  tat = now + d\n"
     "end\n"
     "if carry > 0 then tat = tat + carry end\n"
-    "local function keep(v)\n"
-    "  local ms = math.ceil((v - now) / 1000000) + 1000\n"
-    "  if redis.call('PTTL', KEYS[1]) < ms then redis.call('PEXPIRE', KEYS[1], ms) end\n"
-    "end\n"
     "local function put(v)\n"
     "  redis.call('HSET', KEYS[1], 'b', string.format('%.0f', base),\n"
     "    't', string.format('%.0f', v), 'i', string.format('%.0f', T))\n"
-    "  keep(v)\n"
+    "  redis.call('PEXPIRE', KEYS[1], math.ceil((v - now) / 1000000) + 1000)\n"
     "end\n"
     STG__PRIO_LUA
     "if lead > 0 then\n"

@@ -11,10 +11,18 @@
  * ARGV[9] is "cls weight_m hold_ns floor_pm" (class index 0..2), ARGV[10]
  * the tenant ("" for the class's default one).
  *
- * Fields of the hash besides b, t, i (times in ns since b, as t):
+ * Fields of the hash besides b, t, i (times in ns since pb, a second of
+ * their own: a plain call may move b without knowing them; a class call
+ * reads them relative to b and, when pb is not b, writes them all back
+ * relative to b):
+ *   pb             the base second of the fields below
  *   d<c>           class c demands until
  *   f<c>           class c's floor GCRA TAT
  *   p<c>:<tenant>  "tat until weight_m": the tenant's share GCRA and mark
+ * The key's expiry is set from every time in the hash (a missing key is a
+ * full bucket without marks or tenants, so expiry loses nothing). Redis
+ * commands: HGETALL, HSET, HDEL, PEXPIRE (and the common part's HMGET,
+ * TIME): the ACL of docs/redis.md.
  * One key per limit, so the script declares every key it touches in KEYS
  * (a Redis Cluster routes it by that one key).
  *
@@ -33,9 +41,6 @@
     "  if fpm == 0 then fpm = 50 end\n" \
     "  local name = ARGV[10] or ''\n" \
     "  local n, maxw = w, timeout\n" \
-    "  local all = redis.call('HGETALL', KEYS[1])\n" \
-    "  local h = {}\n" \
-    "  for j = 1, #all, 2 do h[all[j]] = all[j + 1] end\n" \
     "  local function fmt(v) return string.format('%.0f', v) end\n" \
     "  local function icap(v, b)\n" \
     "    v = math.ceil(v)\n" \
@@ -43,23 +48,39 @@
     "    if v > cap then v = cap end\n" \
     "    return v\n" \
     "  end\n" \
-    "  local dk = 'd' .. cls\n" \
-    "  local dem = {}\n" \
-    "  for c = 0, 2 do dem[c] = tonumber(h['d' .. c]) or 0 end\n" \
+    "  local all = redis.call('HGETALL', KEYS[1])\n" \
+    "  local h = {}\n" \
+    "  for j = 1, #all, 2 do h[all[j]] = all[j + 1] end\n" \
+    "  local pb = tonumber(h.pb)\n" \
+    "  local off = 0\n" \
+    "  if pb then off = (base - pb) * 1000000000 end\n" \
+    "  local rebase = off ~= 0\n" \
+    "  local hs = {}\n" \
+    "  local function set(f, v) table.insert(hs, f); table.insert(hs, v) end\n" \
+    "  local exp = tat\n" \
+    "  local dem, flo = {}, {}\n" \
+    "  for c = 0, 2 do\n" \
+    "    dem[c] = (tonumber(h['d' .. c]) or off) - off\n" \
+    "    flo[c] = (tonumber(h['f' .. c]) or off) - off\n" \
+    "  end\n" \
     "  if dem[cls] < now + hold then dem[cls] = now + hold end\n" \
     "  local pre = 'p' .. cls .. ':'\n" \
     "  local myf = pre .. name\n" \
     "  local me, S, count = nil, wm, 0\n" \
     "  for f, v in pairs(h) do\n" \
-    "    if string.sub(f, 1, 1) == 'p' then\n" \
+    "    if string.sub(f, 1, 1) == 'p' and f ~= 'pb' then\n" \
     "      local a1, a2, a3 = string.match(v, '^(%S+) (%S+) (%S+)$')\n" \
-    "      local tt, un, ww = tonumber(a1), tonumber(a2), tonumber(a3)\n" \
+    "      local tt, un, ww = tonumber(a1) - off, tonumber(a2) - off, tonumber(a3)\n" \
     "      if un <= now and tt <= now then\n" \
     "        redis.call('HDEL', KEYS[1], f)\n" \
     "      else\n" \
     "        count = count + 1\n" \
+    "        exp = math.max(exp, tt, un)\n" \
     "        if f == myf then me = {tt, un}\n" \
-    "        elseif string.sub(f, 1, #pre) == pre and un > now then S = S + ww end\n" \
+    "        else\n" \
+    "          if string.sub(f, 1, #pre) == pre and un > now then S = S + ww end\n" \
+    "          if rebase then set(f, fmt(tt) .. ' ' .. fmt(un) .. ' ' .. a3) end\n" \
+    "        end\n" \
     "      end\n" \
     "    end\n" \
     "  end\n" \
@@ -78,7 +99,7 @@
     "  local Tf = icap(T * 1000 / fpm, 1)\n" \
     "  local tt0 = 0\n" \
     "  if tracked then tt0 = me[1] end\n" \
-    "  local ft0 = tonumber(h['f' .. cls]) or 0\n" \
+    "  local ft0 = flo[cls]\n" \
     "  local BT = burst * T\n" \
     "  local function try(g0, nn)\n" \
     "    local g, tt, ft, k, wait, fl, hint = g0, tt0, ft0, 0, 0, false, 0\n" \
@@ -135,38 +156,39 @@
     "    g0 = tat\n" \
     "    k, wait, g, tt, ft, fl, hint = try(tat, 1)\n" \
     "  end\n" \
-    "  local hs = {'b', fmt(base), dk, fmt(dem[cls])}\n" \
-    "  local exp = dem[cls]\n" \
+    "  if k > 0 then flo[cls] = ft end\n" \
+    "  set('pb', fmt(base))\n" \
+    "  for c = 0, 2 do\n" \
+    "    if c == cls or rebase then\n" \
+    "      set('d' .. c, fmt(dem[c]))\n" \
+    "      if c == cls or h['f' .. c] then set('f' .. c, fmt(flo[c])) end\n" \
+    "    end\n" \
+    "    exp = math.max(exp, dem[c], flo[c])\n" \
+    "  end\n" \
     "  if tracked then\n" \
     "    if k == 0 then tt = tt0 end\n" \
-    "    table.insert(hs, myf)\n" \
-    "    table.insert(hs, fmt(tt) .. ' ' .. fmt(me[2]) .. ' ' .. fmt(wm))\n" \
+    "    set(myf, fmt(tt) .. ' ' .. fmt(me[2]) .. ' ' .. fmt(wm))\n" \
     "    exp = math.max(exp, tt, me[2])\n" \
     "  end\n" \
     "  local tr = 0\n" \
     "  if tracked then tr = 1 end\n" \
     "  if k == 0 then\n" \
     "    if carry > 0 then\n" \
-    "      table.insert(hs, 't'); table.insert(hs, fmt(tat))\n" \
-    "      exp = math.max(exp, tat)\n" \
+    "      set('b', fmt(base)); set('t', fmt(tat)); set('i', fmt(T))\n" \
     "    end\n" \
     "    redis.call('HSET', KEYS[1], unpack(hs))\n" \
-    "    keep(exp)\n" \
-    "    return {0, math.ceil(hint / 1000), math.ceil((tat - now) / 1000), 0, 0, base, tat,\n" \
-    "      0, 0, tr}\n" \
+    "    redis.call('PEXPIRE', KEYS[1], math.ceil((exp - now) / 1000000) + 1000)\n" \
+    "    return {0, math.ceil(hint / 1000), math.ceil((tat - now) / 1000), 0, 0, base, tat, 0, 0, tr}\n" \
     "  end\n" \
-    "  for _, v in ipairs({'t', fmt(g), 'i', fmt(T), 'f' .. cls, fmt(ft)}) do\n" \
-    "    table.insert(hs, v)\n" \
-    "  end\n" \
+    "  set('b', fmt(base)); set('t', fmt(g)); set('i', fmt(T))\n" \
     "  redis.call('HSET', KEYS[1], unpack(hs))\n" \
-    "  keep(math.max(exp, g, ft))\n" \
+    "  redis.call('PEXPIRE', KEYS[1], math.ceil((math.max(exp, g) - now) / 1000000) + 1000)\n" \
     "  local el, fl1 = 0, 0\n" \
     "  if lease then el = 1 end\n" \
     "  if fl then fl1 = 1 end\n" \
     "  local endu = 0\n" \
     "  if lease then endu = math.floor((g0 - now) / 1000) end\n" \
-    "  return {1, math.ceil(wait / 1000), math.ceil((g - now) / 1000), k, endu, base, g,\n" \
-    "    el, fl1, tr}\n" \
+    "  return {1, math.ceil(wait / 1000), math.ceil((g - now) / 1000), k, endu, base, g, el, fl1, tr}\n" \
     "end\n"
 
 #endif
