@@ -311,7 +311,11 @@ typedef struct stg_shared_limiter {
      * keeps its slot and asks again shortly before its turn. The blocking
      * stg_curl_perform ignores it. */
     int64_t horizon_us;
-    uint64_t stg__reserved[8]; /* room to grow (docs/ABI.md); leave zero */
+    /* Optional: as acquire, for a request of class cls (never NULL; tenant
+     * may be NULL). When set the engine calls it instead of acquire. */
+    int (*acquire_class)(void *ctx, const char *key, const stg_class *cls, int64_t timeout_us,
+                         int64_t *wait_us, int64_t *ticket);
+    uint64_t stg__reserved[7]; /* room to grow (docs/ABI.md); leave zero */
 } stg_shared_limiter;
 
 /* The servers' quotas held together with other processes (stagger's Redis
@@ -463,7 +467,13 @@ typedef struct stg_call_config {
      * NULL/0: one request. */
     union { const stg_quota_cost *cost; uint64_t stg__cost_word; };
     union { size_t n_cost; uint64_t stg__n_cost_word; };
-    uint64_t stg__reserved[10]; /* room to grow (docs/ABI.md); leave zero */
+    /* The call's class and tenant (stagger/priority.h; zeros: normal, no
+     * tenant), handed to a shared limiter's acquire_class when it has one
+     * (one call waits for nothing of its own to order). */
+    union { int priority; uint64_t stg__priority_word; };
+    union { const char *tenant; uint64_t stg__tenant_word; };
+    double weight;
+    uint64_t stg__reserved[7]; /* room to grow (docs/ABI.md); leave zero */
 } stg_call_config;
 
 /* Perform `easy` (already set up by the caller: URL, method, headers, body
@@ -659,8 +669,12 @@ typedef struct stg_request {
     size_t n_cost;
     /* Per-request policy overrides (0: the engine's policy): the overall
      * deadline (< 0: none), attempts in all (1: no retry), and priority:
-     * 0 normal, STG_PRIORITY_LOW: admitted only when no normal request
-     * waits for admission (retries keep their turn in the retry queue). */
+     * its class (stagger/priority.h: STG_PRIORITY_INTERACTIVE, 0 normal,
+     * STG_PRIORITY_BATCH; another value: STG_EINVAL). Wherever requests
+     * wait for one limit (the concurrency, a rate, an adaptive rate, a
+     * server's quota), a lower class number is admitted first, a class
+     * below the first keeps a floor (one admission in 20 while it waits),
+     * and retries keep their turn in the retry queue (docs/priorities.md). */
     union { int64_t deadline_us; uint64_t stg__deadline_word; };
     union { int max_attempts; uint64_t stg__attempts_word; };
     union { int priority; uint64_t stg__priority_word; };
@@ -675,7 +689,15 @@ typedef struct stg_request {
      * deadline_us and max_attempts above still override it. For a caller
      * that sets one request's timeouts (the proxy's Stagger-Timeout). */
     union { const stg_policy *policy; uint64_t stg__policy_word; };
-    uint64_t stg__reserved[3]; /* room to grow (docs/ABI.md); leave zero */
+    /* Who the request is for, among the requests of its class that wait
+     * for one limit: tenant NULL or "" for none (one default tenant), else
+     * a name stg_tenant_check accepts (another: STG_EINVAL), copied at
+     * submit; weight its share against the class's other tenants with
+     * requests waiting (0: 1; else > 0 and <= 1e6, another: STG_EINVAL).
+     * Tenants 1:1:2 get 25/25/50% of what their class is admitted. */
+    union { const char *tenant; uint64_t stg__tenant_word; };
+    double weight;
+    uint64_t stg__reserved[1]; /* room to grow (docs/ABI.md); leave zero */
 } stg_request;
 
 typedef void (*stg_done_fn)(stg_engine *e, uint64_t id, const stg_result *r, void *data);

@@ -120,6 +120,13 @@ typedef struct stg_batch_config {
                                   outcomes to the source (store may be NULL;
                                   set, secrets, cursor, retry_* unused).
                                   Not owned; must outlive the batch */
+    /* The class and tenant of a job that names none (a job's stored
+     * Stagger-Priority / Stagger-Tenant, from its input's priority, tenant
+     * and weight, wins): stagger/priority.h; zeros: normal, no tenant.
+     * tenant not copied: must outlive the batch. Invalid: STG_EINVAL. */
+    int priority;
+    const char *tenant;
+    double weight;
 } stg_batch_config;
 
 /* What stg_batch_new found and did before the run. */

@@ -192,6 +192,9 @@ int stg_batch_new(const stg_batch_config *cfg, stg_batch **out, stg_batch_start 
     b->cursor = cfg->cursor;
     b->headers = cfg->headers;
     b->n_headers = cfg->n_headers;
+    b->priority = cfg->priority;
+    b->tenant = cfg->tenant && *cfg->tenant ? cfg->tenant : NULL;
+    b->weight = cfg->weight;
     b->out_dir = cfg->out_dir;
     b->out_fd = -1;
     b->nslots = cfg->engine.concurrency ? cfg->engine.concurrency : 30;

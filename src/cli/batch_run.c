@@ -567,6 +567,9 @@ int batch_run(const batch_opts *o)
         .out_dir = o->out_dir,
         .retry_deferred = o->retry_deferred,
         .retry_review = o->retry_review,
+        .priority = o->cls.priority,
+        .tenant = o->cls.tenant,
+        .weight = o->cls.weight,
     };
     if ((ex = batch_engine_config(o, &bc.engine)) != 0)
         goto out;

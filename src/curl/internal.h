@@ -488,4 +488,14 @@ void stg__event_init(stg_event *ev, stg_event_type type, uint64_t id, int64_t no
  * "quota" (429), "5xx", "outage" (503), "1xx", "error" (no response). */
 const char *stg__status_class(int status, stg_net_error err);
 
+/* A request's class and tenant (stg_request, stg_call_config) are valid:
+ * a known class, no tenant or one stg_tenant_check accepts, a weight 0
+ * (1) or in (0, 1e6]. */
+static inline bool stg__class_valid(int priority, const char *tenant, double weight)
+{
+    return priority >= STG_PRIORITY_MIN && priority <= STG_PRIORITY_MAX &&
+           (!tenant || !*tenant || stg_tenant_check(tenant, NULL) == STG_OK) &&
+           (weight == 0 || (weight > 0 && weight <= 1e6));
+}
+
 #endif
