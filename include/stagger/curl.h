@@ -120,7 +120,14 @@ typedef struct stg_event {
      * type ("overloaded_error"; "" when of no known type): status is the
      * one it stands for. NULL otherwise. */
     union { const char *stream_error; uint64_t stg__stream_error_word; };
-    uint64_t stg__reserved[2]; /* room to grow (docs/ABI.md); leave zero */
+    /* Every event of an engine's request: its class and tenant, with
+     * their figures as of this event (stg_class_stats; valid during the
+     * callback only); NULL from stg_curl_perform and for BREAKER.
+     * ATTEMPT_START's wait_us is then this attempt's wait for admission:
+     * from the request being ready (submitted, or its retry wait over) to
+     * its start, whatever limit it waited for. */
+    union { const struct stg_class_stats *cls; uint64_t stg__cls_word; };
+    uint64_t stg__reserved[1]; /* room to grow (docs/ABI.md); leave zero */
 } stg_event;
 
 /* An event sink. It runs on the thread doing the work (the engine's, or
@@ -778,6 +785,28 @@ typedef struct stg_engine_stats {
     uint64_t stg__reserved[5]; /* room to grow (docs/ABI.md); leave zero */
 } stg_engine_stats;
 STG_API void stg_engine_stats_get(const stg_engine *e, stg_engine_stats *out);
+
+/* What an engine admitted of one class and tenant (docs/priorities.md).
+ * An engine keeps at most STG_CLASS_TENANTS_MAX tenants per class; the
+ * others are counted together under the tenant "~other" (no tenant's
+ * name: '~' is not allowed in one). */
+#define STG_CLASS_TENANTS_MAX 256
+typedef struct stg_class_stats {
+    int priority;       /* the class (stagger/priority.h) */
+    const char *tenant; /* NULL: none; the engine's copy, valid until its next call */
+    uint64_t admitted;  /* attempts started: each passed admission */
+    int64_t waiting;    /* requests ready and not started: waiting for
+                           admission (a slot, a rate, a quota) now */
+    int64_t wait_us;    /* the admitted attempts' waits for admission, summed */
+    int64_t wait_max_us; /* the longest of them */
+    uint64_t stg__reserved[4]; /* room to grow (docs/ABI.md); leave zero */
+} stg_class_stats;
+
+/* The engine's classes and tenants, one row each (the order is the
+ * engine's): up to max rows into out (NULL with max 0 only counts).
+ * Returns the number of rows there are. Not thread-safe: call from the
+ * engine's thread, or from one of its callbacks. */
+STG_API size_t stg_engine_class_stats(const stg_engine *e, stg_class_stats *out, size_t max);
 
 /* ---- classification ------------------------------------------------------ */
 

@@ -218,6 +218,11 @@ void stg_batch_progress_get(const stg_batch *b, stg_batch_progress *p);
  * s->message says why). */
 int stg_batch_end(stg_batch *b, stg_batch_summary *s);
 
+/* What the run's engine admitted per class and tenant (as
+ * stg_engine_class_stats): up to max rows into out; returns the count.
+ * On the batch's thread, before stg_batch_free. */
+size_t stg_batch_class_stats(const stg_batch *b, stg_class_stats *out, size_t max);
+
 /* Close the run row with exit_code (the caller's verdict; -1: none), free
  * the engine and everything else; the store stays open. Accepts NULL. */
 void stg_batch_free(stg_batch *b, int exit_code);

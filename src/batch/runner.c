@@ -358,6 +358,11 @@ void stg_batch_progress_get(const stg_batch *b, stg_batch_progress *p)
     p->concurrency_limit = es.concurrency_limit;
 }
 
+size_t stg_batch_class_stats(const stg_batch *b, stg_class_stats *out, size_t max)
+{
+    return b && b->engine ? stg_engine_class_stats(b->engine, out, max) : 0;
+}
+
 int stg_batch_end(stg_batch *b, stg_batch_summary *s)
 {
     memset(s, 0, sizeof *s);
