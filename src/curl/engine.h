@@ -8,7 +8,8 @@
  *                   a spent budget's waits, timers, the attempt's start;
  *   engine_done.c   completion: an attempt's end (the attempt step shared
  *                   with stg_curl_perform), redirect hops, finish;
- *   engine_conc.c   a learned per-host concurrency: its slots and waiters.
+ *   engine_conc.c   a learned per-host concurrency: its slots and waiters;
+ *   engine_class.c  the classes and tenants: one row of figures each.
  *
  * Where a request is (req.where) is exactly one place at any time outside
  * the function moving it: the new queue, the retry queue, the timer heap,
@@ -17,15 +18,25 @@
  * between leaving one place and entering the next, or while finishing.
  * rq_enter/rq_leave assert each move and stg__eng_check the bookkeeping
  * that goes with a place (heap index, easy handle, reservation). A turn
- * in its host's pace FIFO (p_next/p_prev, `pacing`) is an order, not a
- * place: the FIFO's head is in the retry queue or a W_PACE timer while it
- * asks the limiter, the others are in PACE_Q.
+ * in its host's pace queue (`pacing`, host->pace_fq) is an order, not a
+ * place: its head (host->pace_head) is in the retry queue or a W_PACE
+ * timer while it asks the limiter, the others are in PACE_Q.
+ *
+ * Classes and tenants (docs/priorities.md): the new queue, a host's pace
+ * queue and a host's concurrency queue are fair queues (core/fairq.h:
+ * classes strictly by number with a floor, tenants by weight), and a
+ * request is in at most one of them, through its one item r->fq (NEW_Q,
+ * CONC_Q and pacing never overlap). A request is `queued` (counted in its
+ * class row's waiting) from the moment it is ready (NEW_Q, or the retry
+ * queue when it was not queued) until its attempt starts or it ends.
  */
 #ifndef STAGGER_CURL_ENGINE_H
 #define STAGGER_CURL_ENGINE_H
 
 #include <stdatomic.h>
+#include <stddef.h>
 
+#include "curl/engine_class.h"
 #include "curl/internal.h"
 #include "util/assert.h"
 
@@ -85,9 +96,8 @@ typedef struct req {
     bool probe_claimed; /* the breaker admitted the current attempt */
     bool shared_probe;  /* the shared breaker admitted it: record the outcome */
     bool over_budget;   /* its host's one retry let past a spent budget */
-    bool pacing;        /* in its host's pace FIFO (p_next, p_prev) */
-    struct req *p_next, *p_prev; /* apart from q_*: a promoted head is in
-                                    the FIFO and the retry queue at once */
+    bool pacing;        /* in its host's pace queue (fq in host->pace_fq):
+                           a promoted head is in it and the retry queue */
     int64_t ticket;     /* the shared limiter's, for on_response */
     /* Server quotas (cfg.quotas): the cost copied at submit, and what the
      * current send reserved (held from admission to its answer): qt is
@@ -136,11 +146,19 @@ typedef struct req {
      * own copy (own_pol, freed with r: the request's policy or the
      * engine's) with the request's deadline and
      * attempts (a pointer: most requests share the engine's 300 bytes);
-     * low priority (RQ_NEW_Q then means the engine's low_q); a body read
-     * as it is sent (never retried). */
+     * a body read as it is sent (never retried). */
     const stg_policy *pol;
     stg_policy *own_pol;
-    bool low;
+    /* Its class and tenant (stg_request; tenant copied, NULL: none), its
+     * turn in the fair queue it waits in (see the top), its class row,
+     * and since when it waits for admission (queued). */
+    int prio;
+    char *tenant;
+    double weight;
+    stg__fq_item fq;
+    stg__class_row *crow;
+    bool queued;
+    int64_t ready_us;
     stg_read_fn read_body;
     void *read_data;
 } req;
@@ -161,7 +179,9 @@ struct stg_engine {
     stg__hosts hosts;
     req **slots; /* id -> request, open addressing */
     size_t slot_cap, count;
-    queue new_q, retry_q, low_q; /* low_q: STG_PRIORITY_LOW, after new_q */
+    queue retry_q;
+    stg__fairq new_fq;    /* the new queue, in fair order (req.fq) */
+    stg__classes classes; /* the classes and tenants (engine_class.c) */
     CURL **pool;
     size_t pool_n;
     int wake_fd;
@@ -192,7 +212,7 @@ void stg__eng_conc_release(stg_engine *e, req *r);
 /* A learned slot is held from admission to the end of the attempt: a
  * request that goes to wait anywhere else (a backoff, the breaker, the
  * budget, the retry queue) gives it back. Except the host's pace head
- * handed on from the pace FIFO to the retry queue (stg__eng_pace_leave):
+ * handed on from the pace queue to the retry queue (stg__eng_pace_leave):
  * it was admitted, and the followers behind it hold the other slots while
  * they wait for it, so giving its slot back could leave it waiting for a
  * slot that only its own send frees (the demo's batch stopped with 200 in
@@ -209,10 +229,27 @@ static inline bool conc_keeps(const req *r, rq_where w)
            (w == RQ_TIMER && (r->wait == W_LIMITER || r->wait == W_PACE));
 }
 
+/* The request whose fair-queue item it is. */
+static inline req *fq_req(stg__fq_item *it)
+{
+    return it ? (req *)(void *)((char *)it - offsetof(req, fq)) : NULL;
+}
+
+static inline stg_class req_class(const req *r)
+{
+    stg_class c = {r->prio, r->tenant, r->weight};
+    return c;
+}
+
 static inline void rq_enter(stg_engine *e, req *r, rq_where w)
 {
     STG_ASSERT(r->where == RQ_NONE);
     r->where = w;
+    if ((w == RQ_NEW_Q || w == RQ_RETRY_Q) && !r->queued) {
+        r->queued = true; /* ready: waits for admission from now */
+        r->ready_us = e->now;
+        r->crow->st.waiting++;
+    }
     if (r->conc_held && !conc_keeps(r, w))
         stg__eng_conc_release(e, r);
     if (r->qt && !r->quota_held) { /* settled: nothing held until the next send */
@@ -272,6 +309,9 @@ void stg__eng_pace_leave(stg_engine *e, req *r);
 void stg__eng_schedule(stg_engine *e, req *r, rq_wait kind, int64_t wait_us);
 void stg__eng_budget_release(stg_engine *e, stg__host *h);
 void stg__eng_start_ready(stg_engine *e);
+/* A request can leave a queue for admission now: a free slot, and a
+ * retry, or a new request whose class's headroom leaves it that slot. */
+bool stg__eng_can_start(const stg_engine *e);
 void stg__eng_fire_timers(stg_engine *e);
 
 /* ---- learned concurrency (engine_conc.c) --------------------------------- */

@@ -25,6 +25,9 @@
  *   stagger_never_processed_total          attempts the server never
  *                                          processed (HTTP/2 REFUSED_STREAM,
  *                                          GOAWAY), sent again by stagger
+ *   stagger_class_*{class,tenant}          admitted, waiting, wait for
+ *                                          admission per priority class and
+ *                                          tenant (metrics_class.c)
  * With keep-alive, connections_opened stays at the concurrency while the
  * attempts grow: one handshake per connection, not per request.
  * stg_metrics_write() follows the node_exporter textfile convention: write
@@ -48,6 +51,7 @@
 #include <unistd.h>
 
 #include "curl/internal.h"
+#include "curl/metrics_class.h"
 
 #define N_CLASSES 8
 static const char *const class_names[N_CLASSES] = {"1xx",   "2xx", "3xx",    "4xx",
@@ -91,6 +95,7 @@ struct stg_metrics {
     breaker_host *hosts;
     size_t n_hosts, cap_hosts, max_hosts;
     uint64_t clock; /* counts host updates: the LRU order */
+    stg__mc classes; /* per class and tenant (metrics_class.c) */
 };
 
 stg_metrics *stg_metrics_new(void)
@@ -113,6 +118,7 @@ void stg_metrics_free(stg_metrics *m)
     for (size_t i = 0; i < m->n_hosts; i++)
         free(m->hosts[i].host);
     free(m->hosts);
+    stg__mc_free(&m->classes);
     pthread_mutex_destroy(&m->mu);
     free(m);
 }
@@ -203,6 +209,7 @@ void stg_metrics_event(const stg_event *ev, void *metrics)
     if (!m || !ev)
         return;
     pthread_mutex_lock(&m->mu);
+    stg__mc_event(&m->classes, ev);
     if (ev->concurrency_limit > 0 && ev->type != STG_EVENT_BREAKER) {
         breaker_host *h = host_slot(m, ev->host);
         if (h)
@@ -375,6 +382,7 @@ static void print_all(const stg_metrics *m, FILE *f)
             "# TYPE stagger_never_processed_total counter\n"
             "stagger_never_processed_total %llu\n",
             (unsigned long long)m->never_processed);
+    stg__mc_print(&m->classes, f);
 }
 
 int stg_metrics_print(const stg_metrics *m, FILE *out)
