@@ -45,14 +45,15 @@
  * (admit). So a higher class waits at most for the reservation already
  * made and the next token: about a horizon plus an emission interval. */
 
-/* A fixed rate's horizon: at most an emission interval (so a higher class
- * waits at most about two), at most PACE_HORIZON_US, at least 1 ms. */
+/* A fixed rate's horizon: half an emission interval I (so a higher class
+ * waits at most the token reserved ahead, <= I/2, and the next one, I:
+ * 1.5 I), at most PACE_HORIZON_US, at least 1 ms. */
 static int64_t fixed_horizon(const stg_engine *e)
 {
     double rate = e->cfg.rate;
     int64_t h = PACE_HORIZON_US;
-    if (rate > 0 && 1e6 / rate < (double)h)
-        h = (int64_t)(1e6 / rate);
+    if (rate > 0 && 0.5e6 / rate < (double)h)
+        h = (int64_t)(0.5e6 / rate);
     return h < STG_MS(1) ? STG_MS(1) : h;
 }
 
@@ -606,15 +607,16 @@ static void admit(stg_engine *e, req *r)
     start_attempt(e, r);
 }
 
-/* The engine's slots a class leaves free for the higher classes its
- * requests have named (one each), so that a higher class arriving while a
- * lower one fills the concurrency finds a slot at once; never all of them.
- * None while only one class has been seen: the old behaviour. */
+/* The engine's slots a class leaves free for the classes above it (one
+ * each: normal 1, batch 2), so that a higher class arriving while a lower
+ * one fills the concurrency finds a slot at once; never all of them. None
+ * until a class other than normal or a tenant is seen (the old behaviour
+ * of an engine of normal requests). */
 static int headroom(const stg_engine *e, int prio)
 {
-    int ci = stg__fq_class_index(prio), n = 0;
-    for (int j = 0; j < ci; j++)
-        n += e->classes.seen[j];
+    if (!stg__classes_mixed(&e->classes))
+        return 0;
+    int n = stg__fq_class_index(prio);
     return n < e->concurrency ? n : e->concurrency - 1;
 }
 
