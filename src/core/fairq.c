@@ -79,7 +79,8 @@ int stg__fq_push(stg__fairq *q, stg__fq_item *it, const stg_class *cls)
     it->flow = f;
     it->seq = q->seq++;
     it->start = f->finish > c->vtime ? f->finish : c->vtime;
-    f->finish = it->start + 1.0 / w;
+    it->finish = it->start + 1.0 / w;
+    f->finish = it->finish;
     it->next = NULL;
     it->prev = f->tail;
     if (f->tail)
@@ -95,16 +96,23 @@ int stg__fq_push(stg__fairq *q, stg__fq_item *it, const stg_class *cls)
     return STG_OK;
 }
 
-/* The head of class c with the smallest start tag (ties: arrival). */
+/* a goes before b: the smaller start tag, then finish tag, then arrival. */
+static bool before(const stg__fq_item *a, const stg__fq_item *b)
+{
+    if (a->start != b->start)
+        return a->start < b->start;
+    if (a->finish != b->finish)
+        return a->finish < b->finish;
+    return a->seq < b->seq;
+}
+
+/* The head of class c that goes first. */
 static stg__fq_item *class_head(const stg__fq_class *c)
 {
     stg__fq_item *best = NULL;
-    for (const stg__fq_flow *f = c->flows; f; f = f->next) {
-        stg__fq_item *h = f->head;
-        if (h && (!best || h->start < best->start ||
-                  (h->start == best->start && h->seq < best->seq)))
-            best = h;
-    }
+    for (const stg__fq_flow *f = c->flows; f; f = f->next)
+        if (f->head && (!best || before(f->head, best)))
+            best = f->head;
     return best;
 }
 

@@ -16,7 +16,8 @@
  *     Goyal et al. 1996): an item gets the start tag max(V, F) where V is
  *     its class's virtual time (the start tag of the last item picked) and
  *     F its tenant's last finish tag; its finish tag is start + 1/weight;
- *     the head with the smallest start tag goes first (ties: arrival).
+ *     the head with the smallest start tag goes first (ties: the smaller
+ *     finish tag, i.e. the larger weight, then arrival).
  *     Bounds, with unit costs: over any run of picks in which tenants i
  *     and j both wait, |n_i/w_i - n_j/w_j| <= 1/w_i + 1/w_j (1:1:2 -> 25/
  *     25/50%, within a pick or two); a tenant with nothing waiting takes
@@ -24,7 +25,11 @@
  *     a tenant that comes back gets a start tag of at most V + 1/w (its
  *     last finish, if not yet passed) while every other waiting head has
  *     one >= V, so it is picked before any tenant j of its class gets more
- *     than 1 + w_j/w more picks: its share is back at its first pick.
+ *     than 1 + w_j/w more picks; once its last finish is passed (a pause
+ *     longer than one of its turns) its tag is V, which only a head at V
+ *     with a smaller finish tag (a larger weight, or the same and older)
+ *     can tie: at most one pick of each such tenant comes first. Its
+ *     share is back from its first pick on.
  *
  * Invariants: an item is in at most one queue; q->n is the sum of the
  * classes' counts and of their flows' counts; a flow with no items is
@@ -54,6 +59,7 @@ typedef struct stg__fq_item {
     struct stg__fq_item *next, *prev;
     struct stg__fq_flow *flow; /* NULL when in no queue */
     double start;              /* SFQ start tag */
+    double finish;             /* start + 1/weight: breaks ties */
     uint64_t seq;              /* arrival, breaks ties */
     int cls;                   /* class index 0..STG_N_PRIORITIES-1 */
 } stg__fq_item;

@@ -35,7 +35,7 @@
  * never resending or following a redirect on its own (xfer.c, redirect.c).
  *
  * The files: this one is the API and the loop; engine_ids.c, engine_req.c,
- * engine_admit.c, engine_done.c the rest (engine.h says which is which).
+ * engine_state.c, engine_admit.c, engine_done.c and the rest (engine.h says which is which).
  *
  * Invariants:
  *  - every accepted request's done callback runs exactly once, after the
@@ -248,6 +248,7 @@ stg_engine *stg_engine_new(const stg_engine_config *cfg, int *err)
     e->ext_fd = -1;
     e->curl_due = -1;
     atomic_init(&e->stop, false);
+    stg__eng_trace_open(e);
     stg__heap_init(&e->timers);
     stg__hosts_init(&e->hosts);
     e->hosts.max = c.max_hosts;
@@ -426,7 +427,7 @@ int stg_engine_submit(stg_engine *e, const stg_request *rq, stg_done_fn done, vo
         stg__eng_req_free(r);
         return STG_ENOMEM;
     }
-    rq_enter(e, r, RQ_NEW_Q);
+    stg__eng_enter(e, r, RQ_NEW_Q);
     h->q_alive++; /* the quotas' demand (engine_admit.c), until finish */
     e->stats.submitted++;
     if (id)
@@ -549,9 +550,7 @@ int stg_engine_run_fd(stg_engine *e, int64_t timeout_us, int fd)
         curl_multi_socket_action(e->multi, CURL_SOCKET_TIMEOUT, 0, &running);
     }
     e->done_unread = false;
-    stg__eng_process_done(e);
-    stg__eng_fire_timers(e);
-    stg__eng_start_ready(e);
+    stg__eng_pump(e);
     const stg_shared_quota *sq = e->cfg.shared_quotas;
     if (sq && sq->tick && e->now - e->sq_tick_at >= SQ_TICK_US) {
         e->sq_tick_at = e->now;
@@ -666,5 +665,6 @@ void stg_engine_free(stg_engine *e)
     if (e->ep >= 0) /* after the multi: its cleanup calls sock_cb */
         close(e->ep);
     free(e->fds);
+    stg__eng_trace_close(e);
     free(e);
 }

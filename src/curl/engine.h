@@ -1,13 +1,18 @@
 /*
  * The engine's internals, shared by its files (never installed):
  *   engine.c        the public API and the loop (poll, clock, passes);
+ *   engine_state.c  the lifecycle: states, their names, the table of legal
+ *                   moves, the moves themselves, the trace, the pump;
  *   engine_ids.c    the id -> request map;
  *   engine_req.c    where a request is: queues, the easy-handle pool,
  *                   events, detach (leave any place);
  *   engine_admit.c  admission: breaker, limiter, pacing of a learned rate,
- *                   a spent budget's waits, timers, the attempt's start;
+ *                   quotas, timers, the attempt's start;
+ *   engine_budget.c a spent retry budget's waits;
  *   engine_done.c   completion: an attempt's end (the attempt step shared
- *                   with stg_curl_perform), redirect hops, finish;
+ *                   with stg_curl_perform), redirect hops;
+ *   engine_settle.c a send's quota reservation settled or given back;
+ *   engine_finish.c the last move: report, the done callback, free;
  *   engine_conc.c   a learned per-host concurrency: its slots and waiters;
  *   engine_class.c  the classes and tenants: one row of figures each.
  *
@@ -16,11 +21,14 @@
  * the multi (ACTIVE), its host's pace queue (PACE_Q), or its host's
  * concurrency queue (CONC_Q, waiting for a learned slot); RQ_NONE only
  * between leaving one place and entering the next, or while finishing.
- * rq_enter/rq_leave assert each move and stg__eng_check the bookkeeping
- * that goes with a place (heap index, easy handle, reservation). A turn
- * in its host's pace queue (`pacing`, host->pace_fq) is an order, not a
- * place: its head (host->pace_head) is in the retry queue or a W_PACE
- * timer while it asks the limiter, the others are in PACE_Q.
+ * The place and the wait (req.wait, in the timer heap) make its state
+ * (rq_state); engine_state.c has the diagram and the table of legal moves,
+ * which stg__eng_enter asserts on every move, and stg__eng_check the
+ * bookkeeping that goes with a place (heap index, easy handle,
+ * reservation). A turn in its host's pace queue (`pacing`,
+ * host->pace_fq) is an order, not a place: its head (host->pace_head) is
+ * in the retry queue or a W_PACE timer while it asks the limiter, the
+ * others are in PACE_Q.
  *
  * Classes and tenants (docs/priorities.md): the new queue, a host's pace
  * queue and a host's concurrency queue are fair queues (core/fairq.h:
@@ -28,7 +36,8 @@
  * request is in at most one of them, through its one item r->fq (NEW_Q,
  * CONC_Q and pacing never overlap). A request is `queued` (counted in its
  * class row's waiting) from the moment it is ready (NEW_Q, or the retry
- * queue when it was not queued) until its attempt starts or it ends.
+ * queue when it was not queued) until its attempt starts or it ends
+ * (stg__eng_enter, start_attempt, stg__eng_req_free).
  */
 #ifndef STAGGER_CURL_ENGINE_H
 #define STAGGER_CURL_ENGINE_H
@@ -71,6 +80,27 @@ typedef enum rq_wait {
                       slot, then through admission again */
 } rq_wait;
 
+/* A request's state: its place, and in the timer heap what it waits for
+ * (engine_state.c: names, legal moves, trace). SUBMIT is 0: a request just
+ * allocated (calloc) has left nothing yet. */
+typedef enum rq_state {
+    RQ_S_SUBMIT = 0,
+    RQ_S_NEW,
+    RQ_S_RETRY,
+    RQ_S_ACTIVE,
+    RQ_S_PACE_Q,
+    RQ_S_CONC_Q,
+    RQ_S_BACKOFF,     /* RQ_TIMER, W_BACKOFF */
+    RQ_S_LIMITER,     /* RQ_TIMER, W_LIMITER */
+    RQ_S_BREAKER,     /* RQ_TIMER, W_BREAKER */
+    RQ_S_PACE,        /* RQ_TIMER, W_PACE */
+    RQ_S_BUDGET,      /* RQ_TIMER, W_BUDGET */
+    RQ_S_BUDGET_HELD, /* RQ_TIMER, W_BUDGET_HELD */
+    RQ_S_QUOTA,       /* RQ_TIMER, W_QUOTA */
+    RQ_S_FINISHED,
+    RQ_S_COUNT
+} rq_state;
+
 typedef struct req {
     uint64_t id;
     stg__host *host;
@@ -89,6 +119,7 @@ typedef struct req {
 
     rq_where where;
     rq_wait wait;
+    rq_state from;      /* the state it left last (stg__eng_leave) */
     size_t heap_index;
     struct req *q_next, *q_prev;
     CURL *easy;
@@ -103,7 +134,7 @@ typedef struct req {
      * current send reserved (held from admission to its answer): qt is
      * allocated only for a ticket that holds something (NULL holds
      * nothing, which settle and cancel accept), and freed when r goes to
-     * wait without one (rq_enter): 528 bytes a waiting request need not
+     * wait without one (stg__eng_enter): 528 bytes a waiting request need not
      * carry. */
     stg_quota_cost *cost;
     size_t n_cost;
@@ -197,17 +228,48 @@ struct stg_engine {
     uint64_t next_id;
     bool in_pass, closing;
     bool done_unread; /* a pass's later round finished a transfer: the next pass reads it at once */
+    FILE *trace;      /* STAGGER_TRACE's stream (engine_state.c); NULL: off */
+    bool trace_owned; /* trace is a file the engine opened */
     stg_engine_stats stats;
 };
+
+/* ---- the lifecycle (engine_state.c) ------------------------------------- */
+
+/* "new", "timer:limiter", ...: static strings; "unknown" out of range. */
+const char *stg__eng_state_name(rq_state s);
+/* The name of the move from -> to, NULL when it is not a legal move. */
+const char *stg__eng_move_name(rq_state from, rq_state to);
+/* The state of a place and a wait (the wait counts in RQ_TIMER only);
+ * RQ_S_COUNT for RQ_NONE. */
+rq_state stg__eng_state_of(rq_where w, rq_wait wait);
+/* STAGGER_TRACE, read when the engine is made; closed with it. */
+void stg__eng_trace_open(stg_engine *e);
+void stg__eng_trace_close(stg_engine *e);
+/* r leaves place w (asserted), remembering its state in r->from. */
+void stg__eng_leave(req *r, rq_where w);
+/* r (in RQ_NONE) enters place w: the move from r->from is asserted legal
+ * and traced; a learned slot r need not keep, and a settled quota ticket,
+ * are given back. */
+void stg__eng_enter(stg_engine *e, req *r, rq_where w);
+/* The last move, called by stg__eng_finish before it detaches r: asserted,
+ * traced. */
+void stg__eng_finished(stg_engine *e, req *r);
+/* r (in RQ_NONE) waits in the timer heap for wait_us; finished when out of
+ * memory. */
+void stg__eng_schedule(stg_engine *e, req *r, rq_wait kind, int64_t wait_us);
+/* r (in RQ_NONE) goes to the retry queue: its tail, or its front. */
+void stg__eng_requeue(stg_engine *e, req *r, bool front);
+/* r leaves the timer heap (its entry removed). */
+void stg__eng_untimer(stg_engine *e, req *r);
+/* One pass's work: ended attempts, due timers, then admission. */
+void stg__eng_pump(stg_engine *e);
 
 /* ---- places (engine_req.c) ----------------------------------------------- */
 
 /* r's bookkeeping matches its place: a heap index exactly in TIMER, an
  * easy handle exactly in ACTIVE, a reservation only in PACE_Q or a
- * W_LIMITER/W_PACE timer, PACE_Q only for a pace FIFO member. */
+ * W_LIMITER/W_PACE timer, PACE_Q only for a pace queue member. */
 void stg__eng_check(const stg_engine *e, const req *r);
-
-void stg__eng_conc_release(stg_engine *e, req *r);
 
 /* A learned slot is held from admission to the end of the attempt: a
  * request that goes to wait anywhere else (a backoff, the breaker, the
@@ -239,30 +301,6 @@ static inline stg_class req_class(const req *r)
 {
     stg_class c = {r->prio, r->tenant, r->weight};
     return c;
-}
-
-static inline void rq_enter(stg_engine *e, req *r, rq_where w)
-{
-    STG_ASSERT(r->where == RQ_NONE);
-    r->where = w;
-    if ((w == RQ_NEW_Q || w == RQ_RETRY_Q) && !r->queued) {
-        r->queued = true; /* ready: waits for admission from now */
-        r->ready_us = e->now;
-        r->crow->st.waiting++;
-    }
-    if (r->conc_held && !conc_keeps(r, w))
-        stg__eng_conc_release(e, r);
-    if (r->qt && !r->quota_held) { /* settled: nothing held until the next send */
-        free(r->qt);
-        r->qt = NULL;
-    }
-    stg__eng_check(e, r);
-}
-
-static inline void rq_leave(req *r, rq_where w)
-{
-    STG_ASSERT(r->where == w);
-    r->where = RQ_NONE;
 }
 
 void stg__eng_q_push(queue *q, req *r);
@@ -305,16 +343,29 @@ void stg__eng_map_del(stg_engine *e, uint64_t id);
 
 /* ---- admission (engine_admit.c) ------------------------------------------ */
 
+/* r leaves its host's pace queue (not served); the next one, if r was the
+ * head, goes to the front of the retry queue. */
 void stg__eng_pace_leave(stg_engine *e, req *r);
-void stg__eng_schedule(stg_engine *e, req *r, rq_wait kind, int64_t wait_us);
-void stg__eng_budget_release(stg_engine *e, stg__host *h);
+/* The queues, while slots are free: each request through admission. */
 void stg__eng_start_ready(stg_engine *e);
 /* A request can leave a queue for admission now: a free slot, and a
  * retry, or a new request whose class's headroom leaves it that slot. */
 bool stg__eng_can_start(const stg_engine *e);
+/* Due timers: each request to its next state. */
 void stg__eng_fire_timers(stg_engine *e);
 
+/* ---- a spent retry budget (engine_budget.c) ------------------------------ */
+
+/* A W_BUDGET or W_BUDGET_HELD request (in RQ_NONE) is due or woken: to
+ * the retry queue, held again, or finished at its deadline. */
+void stg__eng_budget_gate(stg_engine *e, req *r);
+/* Wake h's held retries when its budget allows. */
+void stg__eng_budget_release(stg_engine *e, stg__host *h);
+
 /* ---- learned concurrency (engine_conc.c) --------------------------------- */
+
+/* r gives its learned slot back; the host's oldest waiter takes it. */
+void stg__eng_conc_release(stg_engine *e, req *r);
 
 /* The sum of the hosts' learned limits (stats). */
 int stg__eng_conc_sum(const stg_engine *e);
@@ -328,8 +379,21 @@ void stg__eng_conc_unlink(req *r);
 
 /* ---- completion (engine_done.c) ------------------------------------------ */
 
+/* The attempts libcurl reports ended: each to its next state. */
+void stg__eng_process_done(stg_engine *e);
+
+/* ---- quota settling (engine_settle.c) ------------------------------------ */
+
+/* Settle the reservation of r's send with its answer (answered), as spent
+ * (no answer), or give it back (unsent: it never reached the server); its
+ * host's cost model learns of the send either way. */
+void stg__eng_quota_settle(stg_engine *e, req *r, bool answered, bool unsent);
+/* r ends holding a reservation it never sent on: given back. */
+void stg__eng_quota_return(stg_engine *e, req *r);
+
+/* ---- the last move (engine_finish.c) ------------------------------------- */
+
 /* Finish r: leave every structure, report, call done once, free. */
 void stg__eng_finish(stg_engine *e, req *r, stg_reason reason);
-void stg__eng_process_done(stg_engine *e);
 
 #endif

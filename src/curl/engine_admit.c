@@ -3,18 +3,21 @@
  * breaker (a wait or BREAKER_OPEN), the servers' quotas (cfg.quotas: a
  * reservation of the request's cost, or a wait that holds no slot), the
  * limiter (a reservation that holds its slot until its instant), the pace
- * FIFO of a learned rate, and the waits of a spent retry budget. Then the
- * attempt on a pooled handle.
+ * queue of a rate reserved a horizon ahead (fair: class, then tenant, core/
+ * fairq.h). Then the attempt on a pooled handle. Due timers
+ * go to their next state here too. Its moves are made through
+ * engine_state.c (whose table they must be rows of); it never calls
+ * completion (engine_done.c): a request it ends goes to engine_finish.c.
  *
  * Invariants:
  *  - a send starts only from start_attempt, after the limiter admitted it
  *    (a reservation's timer, or a wait of 0): every attempt, retries and
  *    redirect hops included, passed the limiter;
  *  - with cfg.quotas, every send holds a quota reservation from admission
- *    until its answer (settled in engine_done.c with the answer's quotas)
+ *    until its answer (settled in engine_settle.c with the answer's quotas)
  *    or its end without a send (given back), never two at once; with
  *    cfg.shared_quotas too, the shared ledger's reservation of the same
- *    cost is held and settled with it (quota_gate, quota_settle);
+ *    cost is held and settled with it (quota_gate, stg__eng_quota_settle);
  *  - concurrency slots = active attempts + reservations, never more than
  *    `concurrency`, so a reserved send always goes at its reserved time;
  *  - no attempt starts at or after a request's deadline.
@@ -45,14 +48,15 @@
  * (admit). So a higher class waits at most for the reservation already
  * made and the next token: about a horizon plus an emission interval. */
 
-/* A fixed rate's horizon: at most an emission interval (so a higher class
- * waits at most about two), at most PACE_HORIZON_US, at least 1 ms. */
+/* A fixed rate's horizon: half an emission interval I (so a higher class
+ * waits at most the token reserved ahead, <= I/2, and the next one, I:
+ * 1.5 I), at most PACE_HORIZON_US, at least 1 ms. */
 static int64_t fixed_horizon(const stg_engine *e)
 {
     double rate = e->cfg.rate;
     int64_t h = PACE_HORIZON_US;
-    if (rate > 0 && 1e6 / rate < (double)h)
-        h = (int64_t)(1e6 / rate);
+    if (rate > 0 && 0.5e6 / rate < (double)h)
+        h = (int64_t)(0.5e6 / rate);
     return h < STG_MS(1) ? STG_MS(1) : h;
 }
 
@@ -102,11 +106,10 @@ static void pace_next(stg_engine *e, stg__host *h)
     req *n = fq_req(stg__fq_peek(h->pace_fq));
     h->pace_head = n;
     if (n && n->where == RQ_PACE_Q) {
-        rq_leave(n, RQ_PACE_Q);
+        stg__eng_leave(n, RQ_PACE_Q);
         n->reserved = false;
         e->reserved--;
-        rq_enter(e, n, RQ_RETRY_Q);
-        stg__eng_q_push_front(&e->retry_q, n);
+        stg__eng_requeue(e, n, true);
     }
 }
 
@@ -130,98 +133,6 @@ static void pace_out(stg_engine *e, req *r, bool served)
 void stg__eng_pace_leave(stg_engine *e, req *r)
 {
     pace_out(e, r, false);
-}
-void stg__eng_schedule(stg_engine *e, req *r, rq_wait kind, int64_t wait_us)
-{
-    if (wait_us < 0)
-        wait_us = 0;
-    int64_t due = e->now > INT64_MAX - wait_us ? INT64_MAX : e->now + wait_us;
-    if (!stg__heap_push(&e->timers, due, r, &r->heap_index)) {
-        snprintf(r->errtext, sizeof r->errtext, "out of memory");
-        stg__eng_finish(e, r, STG_REASON_CANCELLED);
-        return;
-    }
-    r->wait = kind;
-    rq_enter(e, r, RQ_TIMER);
-}
-
-/* ---- a spent retry budget, with budget_wait ------------------------------
- *
- * The budget refuses retries once failures are more than a small share of
- * a host's answers. Without budget_wait the refused retry gives up
- * (BUDGET_EXHAUSTED). With it the retry waits: after its backoff it goes
- * if the budget has refilled, or with the host's one pass (over_budget):
- * the request holding it keeps it through its own retries and backoffs
- * until it ends (a success, a final failure, its deadline), and then the
- * oldest held request takes it. The others are held until then. A host
- * whose every request failed therefore still makes progress, sending one
- * request per backoff interval of the pass holder (the breaker, when on,
- * stops even that while open), and its retries cannot multiply the load.
- * Held requests sit in the timer heap until their deadline, so a deadline
- * still ends them. */
-
-/* A W_BUDGET or W_BUDGET_HELD request is due, or was woken: send it,
- * hold it, or end it at its deadline. */
-static void budget_gate(stg_engine *e, req *r)
-{
-    stg__host *h = r->host;
-    int64_t left = stg__eng_remaining(e, r);
-    if (left <= 0) {
-        stg__eng_finish(e, r, STG_REASON_DEADLINE);
-        return;
-    }
-    if (!stg_budget_allow_retry(&h->budget)) {
-        if (h->over_budget_out > 0) {
-            h->budget_held++;
-            stg__eng_schedule(e, r, W_BUDGET_HELD, left);
-            return;
-        }
-        r->over_budget = true;
-        h->over_budget_out++;
-    }
-    rq_enter(e, r, RQ_RETRY_Q);
-    stg__eng_q_push(&e->retry_q, r);
-}
-
-/* Wake h's held retries: all of them when the budget has refilled, else
- * the oldest (as the over-budget one) when no over-budget retry is out.
- * They go to the retry queue, whose admission checks their deadline: this
- * runs inside stg__eng_finish() and attempt_done(), where finishing another
- * request (and running its callback) is not safe. */
-void stg__eng_budget_release(stg_engine *e, stg__host *h)
-{
-    if (!h->budget_held)
-        return;
-    bool all = stg_budget_allow_retry(&h->budget);
-    if (!all && h->over_budget_out > 0)
-        return;
-    req **w = malloc(h->budget_held * sizeof *w);
-    if (!w)
-        return; /* they still end at their deadline */
-    size_t n = 0;
-    for (size_t i = 0; i < e->timers.n && n < h->budget_held; i++) {
-        req *r = e->timers.v[i].item;
-        if (r->wait == W_BUDGET_HELD && r->host == h) {
-            if (all || !n)
-                w[n++] = r;
-            else if (r->id < w[0]->id)
-                w[0] = r;
-        }
-    }
-    if (!all && n)
-        n = 1;
-    for (size_t i = 0; i < n; i++) {
-        stg__heap_remove(&e->timers, w[i]->heap_index);
-        rq_leave(w[i], RQ_TIMER);
-        h->budget_held--;
-        if (!all) {
-            w[i]->over_budget = true;
-            h->over_budget_out++;
-        }
-        rq_enter(e, w[i], RQ_RETRY_Q);
-        stg__eng_q_push(&e->retry_q, w[i]);
-    }
-    free(w);
 }
 
 /* The breaker refused: wait for it (a timer) or give up. */
@@ -354,7 +265,7 @@ static void start_attempt(stg_engine *e, req *r)
         return;
     }
     r->easy = easy;
-    rq_enter(e, r, RQ_ACTIVE);
+    stg__eng_enter(e, r, RQ_ACTIVE);
     e->active++;
     r->rs.attempts++;
     r->attempt_start_us = e->now;
@@ -525,7 +436,7 @@ static void admit(stg_engine *e, req *r)
         }
         r->reserved = true;
         e->reserved++;
-        rq_enter(e, r, RQ_PACE_Q);
+        stg__eng_enter(e, r, RQ_PACE_Q);
         return;
     }
     if (r->pacing && h->pace_head == r) {
@@ -536,8 +447,8 @@ static void admit(stg_engine *e, req *r)
              * one asks (its slot is admission's again). */
             r->reserved = true;
             e->reserved++;
-            rq_enter(e, r, RQ_PACE_Q);
-            rq_leave(best, RQ_PACE_Q);
+            stg__eng_enter(e, r, RQ_PACE_Q);
+            stg__eng_leave(best, RQ_PACE_Q);
             best->reserved = false;
             e->reserved--;
             h->pace_head = best;
@@ -606,15 +517,16 @@ static void admit(stg_engine *e, req *r)
     start_attempt(e, r);
 }
 
-/* The engine's slots a class leaves free for the higher classes its
- * requests have named (one each), so that a higher class arriving while a
- * lower one fills the concurrency finds a slot at once; never all of them.
- * None while only one class has been seen: the old behaviour. */
+/* The engine's slots a class leaves free for the classes above it (one
+ * each: normal 1, batch 2), so that a higher class arriving while a lower
+ * one fills the concurrency finds a slot at once; never all of them. None
+ * until a class other than normal or a tenant is seen (the old behaviour
+ * of an engine of normal requests). */
 static int headroom(const stg_engine *e, int prio)
 {
-    int ci = stg__fq_class_index(prio), n = 0;
-    for (int j = 0; j < ci; j++)
-        n += e->classes.seen[j];
+    if (!stg__classes_mixed(&e->classes))
+        return 0;
+    int n = stg__fq_class_index(prio);
     return n < e->concurrency ? n : e->concurrency - 1;
 }
 
@@ -642,10 +554,10 @@ void stg__eng_start_ready(stg_engine *e)
         req *r = e->retry_q.head;
         if (r) {
             stg__eng_q_unlink(&e->retry_q, r);
-            rq_leave(r, RQ_RETRY_Q);
+            stg__eng_leave(r, RQ_RETRY_Q);
         } else {
             r = fq_req(stg__fq_pop(&e->new_fq));
-            rq_leave(r, RQ_NEW_Q);
+            stg__eng_leave(r, RQ_NEW_Q);
         }
         if (stg__eng_conc_gate(e, r)) /* else it waits for its host's slot */
             admit(e, r);
@@ -661,8 +573,7 @@ void stg__eng_fire_timers(stg_engine *e)
     const stg__timer *t;
     while (budget-- > 0 && (t = stg__heap_top(&e->timers)) && t->due_us <= e->now) {
         req *r = t->item;
-        stg__heap_remove(&e->timers, r->heap_index);
-        rq_leave(r, RQ_TIMER);
+        stg__eng_untimer(e, r);
         if (r->wait == W_LIMITER) {
             start_attempt(e, r); /* the slot was held by the reservation */
         } else if (r->wait == W_PACE) {
@@ -672,10 +583,9 @@ void stg__eng_fire_timers(stg_engine *e)
         } else if (r->wait == W_BUDGET || r->wait == W_BUDGET_HELD) {
             if (r->wait == W_BUDGET_HELD)
                 r->host->budget_held--;
-            budget_gate(e, r);
+            stg__eng_budget_gate(e, r);
         } else {
-            rq_enter(e, r, RQ_RETRY_Q);
-            stg__eng_q_push(&e->retry_q, r);
+            stg__eng_requeue(e, r, false);
         }
     }
 }

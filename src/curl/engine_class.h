@@ -23,8 +23,11 @@ typedef struct stg__classes {
     size_t rows;
     /* Without memory for a new row, the class's request counts here. */
     stg__class_row fallback[STG_N_PRIORITIES];
-    /* Classes (by index) any request named, engine-wide: with more than
-     * one, or a tenant, the engine orders admissions (engine_admit.c). */
+    /* Classes (by index) any request named, engine-wide, and whether one
+     * named a tenant: once a class other than normal or a tenant is seen,
+     * the engine orders admissions (engine_admit.c: a fixed rate paced,
+     * slots left to the higher classes); an engine of normal requests
+     * without tenants keeps its old behaviour exactly. */
     bool seen[STG_N_PRIORITIES];
     bool tenants;
 } stg__classes;
@@ -36,13 +39,13 @@ void stg__classes_free(stg__classes *c);
 stg__class_row *stg__classes_row(stg__classes *c, int priority, const char *tenant);
 /* Rows in the engine's order, up to max into out; returns the count. */
 size_t stg__classes_copy(const stg__classes *c, stg_class_stats *out, size_t max);
-/* Requests of more than one class, or with tenants, have been seen. */
+/* A request of a class other than normal, or with a tenant, was seen. */
 static inline bool stg__classes_mixed(const stg__classes *c)
 {
-    int n = 0;
     for (int i = 0; i < STG_N_PRIORITIES; i++)
-        n += c->seen[i];
-    return n > 1 || c->tenants;
+        if (c->seen[i] && i != STG_PRIORITY_INDEX(STG_PRIORITY_NORMAL))
+            return true;
+    return c->tenants;
 }
 
 #endif

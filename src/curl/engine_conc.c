@@ -6,15 +6,15 @@
  * A request takes one of its host's slots when it leaves the new or retry
  * queue to be admitted (stg__eng_conc_gate) and holds it through the
  * limiter's waits and its attempt; it gives it back when it goes to wait
- * anywhere else or finishes (rq_enter and detach call release). A request
- * that finds its host full waits in the host's CONC_Q, a fair queue
+ * anywhere else or finishes (stg__eng_enter and detach call release). A
+ * request that finds its host full waits in the host's CONC_Q, a fair queue
  * (core/fairq.h: higher classes first, a floor for the lower, tenants by
  * weight; oldest first within one tenant) holding no
  * engine slot, no reservation and no deadline of its own: it is not
  * admitted yet. A slot given back goes to the queue's next at once (taken
  * for it, then the head joins the retry queue keeping it: conc_woken,
  * until the gate sees it), so the order is kept and a woken request never
- * meets a full host. (Without conc_woken rq_enter gave the slot straight
+ * meets a full host. (Without conc_woken stg__eng_enter gave the slot straight
  * back, which woke the next waiter the same way: one freed slot emptied
  * the queue into the retry queue, all but one queued again at its tail,
  * and behind the proxy some requests waited 8 s for their turn.)
@@ -78,12 +78,11 @@ static void wake(stg_engine *e, stg__host *h)
 {
     while (conc_waiting(h) && h->conc_out < limit_of(h)) {
         req *w = fq_req(stg__fq_pop(h->conc_fq));
-        rq_leave(w, RQ_CONC_Q);
+        stg__eng_leave(w, RQ_CONC_Q);
         w->conc_held = true;
-        w->conc_woken = true; /* else rq_enter gave the slot straight back */
+        w->conc_woken = true; /* else stg__eng_enter gave it straight back */
         h->conc_out++;
-        rq_enter(e, w, RQ_RETRY_Q);
-        stg__eng_q_push(&e->retry_q, w);
+        stg__eng_requeue(e, w, false);
     }
     STG_ASSERT(!conc_waiting(h) || h->conc_out >= limit_of(h));
 }
@@ -107,7 +106,7 @@ bool stg__eng_conc_gate(stg_engine *e, req *r)
         return true;
     }
     e->stats.concurrency_waits++;
-    rq_enter(e, r, RQ_CONC_Q);
+    stg__eng_enter(e, r, RQ_CONC_Q);
     return false;
 }
 

@@ -2,7 +2,9 @@
  * Completion: an attempt's end, through the attempt step shared with
  * stg_curl_perform (attempt.c): classify, redact, report to the host's
  * adaptive limiter, breaker and budget, decide; then a retry's wait, a
- * redirect hop, or finish (the done callback, exactly once).
+ * redirect hop, or finish (engine_finish.c). Its moves are made through
+ * engine_state.c; it never calls admission (engine_admit.c): a request it
+ * sends again goes to the retry queue, which the pump admits next.
  *
  * Invariants:
  *  - an attempt's slot and easy handle are given back before any callback
@@ -16,30 +18,13 @@
  *    closed the refusing one, and one that sent GOAWAY takes no stream):
  *    it tells the adaptive limiter, budget and breaker nothing (a breaker
  *    probe it held is answered neutral), since the server did nothing;
- *  - a request's body sink gets its END in finish, right before done, and
- *    is never called again (stg__xfer_sink_end forgets it);
- *  - a quota reservation (cfg.quotas) is settled exactly once: with the
- *    answer's quotas when an answer came (the count they tell, else the
- *    usage the body reports; a refusal, 429 or 529, used nothing), as
- *    spent when the attempt ended without one (it may have reached the
- *    server), given back when the request ended before sending or the
- *    attempt failed before reaching the server (connect, DNS, TLS, a
- *    refused HTTP/2 stream); every send's answer (or failure) is told to
- *    its host's cost model, once; the shared ledger's ticket of the send
- *    (cfg.shared_quotas) is settled at the same moment, the same way.
+ *  - the send's quota reservation is settled once, at the attempt's end
+ *    (engine_settle.c says how).
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "curl/engine.h"
-
-
-/* A refusal: the server did not do the work, nor count it (429, and
- * Anthropic's 529 overloaded). */
-static bool refusal(int status)
-{
-    return status == 429 || status == 529;
-}
 
 /* An attempt that failed before its request reached the server. */
 static bool never_sent(const stg__attempt *a, const stg__xfer *x)
@@ -47,181 +32,6 @@ static bool never_sent(const stg__attempt *a, const stg__xfer *x)
     return a->status == 0 &&
            (a->err == STG_NET_CONNECT_REFUSED || a->err == STG_NET_CONNECT_TIMEOUT ||
             a->err == STG_NET_DNS || a->err == STG_NET_TLS || x->refused_stream);
-}
-
-/* What r used of each token unit it reserved, as far as the answer says:
- * nothing for a refusal; the usage its body reports (an AI answer's
- * "usage", JSON or SSE; the kept body, or the tail of one that streamed to
- * a sink) otherwise. Returns the count in used[]. */
-static size_t used_of(const req *r, stg_quota_cost *used, size_t max)
-{
-    if (refusal(r->status)) {
-        stg_quota_cost c[STG_QUOTA_COSTS_MAX + 3];
-        size_t n = stg__eng_cost_now(r, c, sizeof c / sizeof c[0]), k = 0;
-        for (size_t i = 0; i < n && k < max; i++) {
-            if (!strcmp(c[i].unit, "tokens") || !strcmp(c[i].unit, "input-tokens") ||
-                !strcmp(c[i].unit, "output-tokens")) {
-                used[k] = c[i];
-                used[k++].amount = 0;
-            }
-        }
-        return k;
-    }
-    if (!r->parts || r->status < 200 || r->status > 299)
-        return 0;
-    if (r->x.body.p && r->x.body.len)
-        return stg__ai_cost_usage(r->x.body.p, r->x.body.len, used, max);
-    return stg__ai_cost_usage(r->x.tail, r->x.tail_len, used, max); /* streamed on */
-}
-
-/* The quotas an answer announced (the latest response's header block,
- * through every dialect stg_hints_feed reads) settle r's reservation, at
- * the count they tell, else at what the body says was used (a refusal
- * used nothing); with no answer (answered false) the reservation stays
- * spent, unless the request never reached the server (unsent): then it
- * is given back. The host's cost model learns from every send's answer. */
-static void quota_settle(stg_engine *e, req *r, bool answered, bool unsent)
-{
-    stg_cost_model *cm = r->host->cost_model;
-    int64_t seq = r->cost_seq;
-    r->cost_seq = 0;
-    bool held = r->quota_held;
-    if (held) {
-        r->quota_held = false;
-        r->host->q_held--;
-    }
-    stg_quota *q = e->hosts.quota;
-    const stg_shared_quota *sq = e->cfg.shared_quotas;
-    void *sqt = r->sq;
-    r->sq = NULL;
-    /* The key's requests that still want quota after this one. */
-    int64_t later = r->host->q_alive - 1;
-    if (!answered) {
-        if (held && sq)
-            sq->settle(sq->ctx, sqt, unsent ? 2 : 1, NULL, NULL, 0, later);
-        if (cm && seq && unsent)
-            stg_cost_uncounted(cm, seq);
-        else if (cm && seq)
-            stg_cost_answer(cm, seq, true, NULL, 0, e->now);
-        if (held && q && unsent)
-            stg_quota_cancel(q, r->host->key, r->qt);
-        else if (held && q)
-            stg_quota_settle(q, r->host->key, NULL, r->qt, NULL, e->now);
-        return;
-    }
-    stg_quota_set qs;
-    stg__quota_answer(&r->x, r->status, e->wall, &qs);
-    if (cm && seq)
-        stg_cost_answer(cm, seq, !refusal(r->status), qs.q, qs.n, e->now);
-    if (!held)
-        return;
-    stg_quota_cost used[STG_QUOTA_COSTS_MAX + 3];
-    size_t n_used = used_of(r, used, sizeof used / sizeof used[0]);
-    stg__xfer_tail_free(&r->x); /* read: a request waiting for a retry holds none */
-    if (sq)
-        sq->settle(sq->ctx, sqt, 0, &qs, used, n_used, later);
-    if (!q)
-        return;
-    char route[512];
-    stg__eng_route(r, route, sizeof route);
-    stg_quota_settle_used(q, r->host->key, route, r->qt, &qs, used, n_used, e->now);
-}
-
-/* Finish r: leave every structure, report, call done once, free. */
-void stg__eng_finish(stg_engine *e, req *r, stg_reason reason)
-{
-    bool was_active = r->where == RQ_ACTIVE;
-    stg__eng_detach(e, r);
-    if (r->quota_held && was_active) {
-        quota_settle(e, r, false, false); /* abandoned mid-send: it may count */
-    } else if (r->quota_held) {
-        r->quota_held = false; /* it never left: the reservation returns */
-        r->host->q_held--;
-        stg_quota_cancel(e->hosts.quota, r->host->key, r->qt);
-        if (e->cfg.shared_quotas)
-            e->cfg.shared_quotas->settle(e->cfg.shared_quotas->ctx, r->sq, 2, NULL, NULL, 0,
-                                         r->host->q_alive - 1);
-        r->sq = NULL;
-    }
-    r->host->q_alive--;
-    STG_ASSERT(r->host->q_alive >= r->host->q_held && r->host->q_held >= 0);
-    if (was_active) {
-        /* Abandoned mid-attempt: its partial answer is not an answer. */
-        stg__xfer_reset(&r->x);
-        r->status = 0;
-        r->err = STG_NET_OTHER;
-        r->curl_code = CURLE_ABORTED_BY_CALLBACK;
-        snprintf(r->errtext, sizeof r->errtext, "%s", stg_reason_message(reason));
-    }
-    if (r->probe_claimed) {
-        r->probe_claimed = false;
-        stg_breaker_on_neutral(&r->host->breaker, e->now);
-        stg__eng_flush_breaker(e, r->host);
-    }
-    if (r->shared_probe) {
-        r->shared_probe = false;
-        if (e->cfg.shared->breaker_record)
-            e->cfg.shared->breaker_record(e->cfg.shared->ctx, r->host->key,
-                                          STG_BREAKER_NEUTRAL);
-    }
-    stg__host *h = r->host;
-    bool release = r->over_budget;
-    if (release) {
-        r->over_budget = false;
-        h->over_budget_out--;
-    }
-    stg__eng_map_del(e, r->id);
-    /* The body sink's last call, before done: a sink that fails at its
-     * END has no complete body, so a success becomes its failure. */
-    if (!stg__xfer_sink_end(&r->x) && reason == STG_REASON_SUCCESS) {
-        reason = STG_REASON_ERROR_NOT_RETRYABLE;
-        r->x.sink_failed = true;
-        r->err = STG_NET_OTHER;
-        snprintf(r->errtext, sizeof r->errtext,
-                 "the body sink failed at the end of the body (flush or close)");
-    }
-
-    stg_result res;
-    memset(&res, 0, sizeof res);
-    char empty[1] = "";
-    res.action = reason == STG_REASON_SUCCESS ? STG_ACTION_SUCCESS : STG_ACTION_GIVE_UP;
-    res.reason = reason;
-    res.status = r->status;
-    res.error = r->err;
-    res.curl_code = r->curl_code;
-    snprintf(res.error_text, sizeof res.error_text, "%s", r->errtext);
-    res.attempts = r->rs.attempts;
-    res.elapsed_us = r->started ? e->now - r->rs.start_us : 0;
-    res.server_wait_us = r->server_wait_us;
-    res.hints = r->x.hints;
-    res.body = r->x.body.p ? r->x.body.p : empty;
-    res.body_len = r->x.body.len;
-    res.headers = r->x.headers.p ? r->x.headers.p : empty;
-    res.headers_len = r->x.headers.len;
-    res.final_url = r->final_url ? r->final_url : r->url_red;
-    res.body_truncated = r->x.truncated;
-    res.body_sink_failed = r->x.sink_failed;
-
-    stg_event ev;
-    stg__eng_ev_init(e, r, res.action == STG_ACTION_SUCCESS ? STG_EVENT_SUCCESS : STG_EVENT_GIVE_UP, &ev);
-    ev.status = r->status;
-    ev.error = r->err;
-    ev.curl_code = r->curl_code;
-    ev.duration_us = res.elapsed_us;
-    ev.retry_after_us = r->server_wait_us;
-    ev.reason = reason;
-    stg__eng_emit(e, &ev);
-
-    e->stats.finished++;
-    if (res.action == STG_ACTION_SUCCESS)
-        e->stats.succeeded++;
-    else
-        e->stats.gave_up++;
-    if (r->done)
-        r->done(e, r->id, &res, r->data);
-    stg__eng_req_free(r);
-    if (release)
-        stg__eng_budget_release(e, h);
 }
 
 /* Does this outcome cost the retry budget? A failure the policy would
@@ -370,14 +180,14 @@ static void attempt_done(stg_engine *e, req *r, CURLcode code)
     curl_multi_remove_handle(e->multi, easy);
     stg__eng_pool_put(e, easy);
     r->easy = NULL;
-    rq_leave(r, RQ_ACTIVE);
+    stg__eng_leave(r, RQ_ACTIVE);
     e->active--;
 
     r->err = a.err;
     r->status = a.status;
     r->server_wait_us = a.hint;
     count_status(e, r->status, r->err);
-    quota_settle(e, r, a.status > 0, never_sent(&a, &r->x));
+    stg__eng_quota_settle(e, r, a.status > 0, never_sent(&a, &r->x));
     stg__eng_conc_sample(e, r);
 
     stg__host *h = r->host;
@@ -418,8 +228,7 @@ static void attempt_done(stg_engine *e, req *r, CURLcode code)
     }
     if (a.resend) {
         /* Never processed: again at once, through admission (limiter). */
-        rq_enter(e, r, RQ_RETRY_Q);
-        stg__eng_q_push(&e->retry_q, r);
+        stg__eng_requeue(e, r, false);
         return;
     }
     if (a.redirect) {
@@ -429,8 +238,7 @@ static void attempt_done(stg_engine *e, req *r, CURLcode code)
             return;
         }
         /* Through admission again (breaker, limiter), with no backoff. */
-        rq_enter(e, r, RQ_RETRY_Q);
-        stg__eng_q_push(&e->retry_q, r);
+        stg__eng_requeue(e, r, false);
         return;
     }
     rq_wait kind = W_BACKOFF;

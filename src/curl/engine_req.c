@@ -1,7 +1,7 @@
 /*
  * Where a request is: the new and retry queues, the easy-handle pool, the
  * events it emits, and detach (leave whatever place it is in). See
- * engine.h for the one-place rule that rq_enter/rq_leave assert.
+ * engine.h for the one-place rule, engine_state.c for the moves.
  *
  * Invariants: detach leaves r in RQ_NONE with no slot, no reservation, no
  * heap entry, no easy handle and out of its host's pace queue and every
@@ -119,10 +119,8 @@ static void wake_breaker_waiters(stg_engine *e, stg__host *h)
             w[n++] = r;
     }
     for (size_t i = 0; i < n; i++) {
-        stg__heap_remove(&e->timers, w[i]->heap_index);
-        rq_leave(w[i], RQ_TIMER);
-        rq_enter(e, w[i], RQ_RETRY_Q);
-        stg__eng_q_push(&e->retry_q, w[i]);
+        stg__eng_untimer(e, w[i]);
+        stg__eng_requeue(e, w[i], false);
     }
     free(w);
 }

@@ -189,10 +189,11 @@ static void test_unused_share_and_comeback(void **state)
         free(it);
         assert_true(abs(n[0] - n[1]) <= 1);
     }
-    /* c comes back with a backlog of its own: its first item is picked
-     * before a or b gets more than 1 + w_j/w_c = 1.5 more, and from then
-     * on the three hold the pairwise bound (no credit for the pause: not
-     * more than its share). */
+    /* c comes back with a backlog of its own: its last finish long
+     * passed, its tag is V, which a's and b's heads can only tie, and c's
+     * larger weight wins the tie: its first item is the next pick. From
+     * then on the three hold the pairwise bound (no credit for the pause:
+     * not more than its share). */
     for (int k = 0; k < 300; k++)
         mk(&q, STG_PRIORITY_NORMAL, 2, 2);
     int m[3] = {0, 0, 0};
@@ -206,8 +207,35 @@ static void test_unused_share_and_comeback(void **state)
         if (first_c)
             check_pairs(m, w, 3);
     }
-    assert_true(first_c >= 1 && first_c <= 3);
+    assert_int_equal(first_c, 1);
     assert_true(abs(m[2] - 100) <= 2);
+    drain(&q);
+}
+
+/* A tenant of the same weight as the others comes back after a pause:
+ * at most one pick of each other waiting tenant comes before its first
+ * (their heads can tie its tag V, and are older). */
+static void test_comeback_equal_weight(void **state)
+{
+    (void)state;
+    stg__fairq q;
+    stg__fq_init(&q, 0);
+    for (int k = 0; k < 300; k++)
+        for (int t = 0; t < 3; t++)
+            mk(&q, STG_PRIORITY_NORMAL, t, 1);
+    mk(&q, STG_PRIORITY_NORMAL, 3, 1);
+    for (int pick = 0; pick < 30; pick++) /* d's one item goes, then it pauses */
+        free(pop(&q));
+    for (int k = 0; k < 50; k++)
+        mk(&q, STG_PRIORITY_NORMAL, 3, 1);
+    int first = 0;
+    for (int pick = 1; !first && pick <= 10; pick++) {
+        item *it = pop(&q);
+        if (it->tenant == 3)
+            first = pick;
+        free(it);
+    }
+    assert_true(first >= 1 && first <= 4); /* a, b, c at most once each, then d */
     drain(&q);
 }
 
@@ -281,6 +309,7 @@ int main(void)
         cmocka_unit_test(test_floor),
         cmocka_unit_test(test_shares),
         cmocka_unit_test(test_unused_share_and_comeback),
+        cmocka_unit_test(test_comeback_equal_weight),
         cmocka_unit_test(test_closed_loop_tenant),
         cmocka_unit_test(test_remove),
     };
