@@ -104,11 +104,14 @@ PY
 # ---- 2. tenants 1:1:2, one stopping and coming back --------------------------
 serve_start tsrv --log "$T/tsrv.log"
 SPID=$SRV_PID
-# tenant_run NAME WEIGHT KEYS: one batch process of that tenant
+# tenant_run NAME WEIGHT KEYS: one batch process of that tenant (its jobs
+# name their tenant and weight in the JSONL input)
 tenant_run() {
-  seq -f "$1%05g" 1 "$3" >"$T/$1$3.keys"
-  "$S" batch -q --url "http://127.0.0.1:$PORT/t/$1/{}" "$T/$1$3.keys" --db "$T/$1$3.db" \
-    --concurrency 10 --priority batch --tenant "$1" --weight "$2" --rate 100 --burst 5 \
+  seq -f "$1%05g" 1 "$3" | awk -v p="http://127.0.0.1:$PORT/t/$1/" -v t="$1" -v w="$2" \
+    '{ printf "{\"url\": \"%s%s\", \"tenant\": \"%s\", \"weight\": %s}\n", p, $1, t, w }' \
+    >"$T/$1$3.jsonl"
+  "$S" batch -q "$T/$1$3.jsonl" --db "$T/$1$3.db" \
+    --concurrency 10 --priority batch --rate 100 --burst 5 \
     --limiter "$LIM/tenants" >"$T/$1$3.out" 2>"$T/$1$3.err" &
 }
 t0=$(redis_time)
