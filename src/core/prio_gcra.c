@@ -27,14 +27,6 @@ static int64_t max64(int64_t a, int64_t b)
     return a > b ? a : b;
 }
 
-int64_t stg__prio_weight_m(double weight)
-{
-    if (!(weight > 0.0))
-        weight = 1.0;
-    double m = floor(weight * 1000.0 + 0.5);
-    return m < 1.0 ? 1 : (int64_t)m;
-}
-
 /* ceil(a * b / c) in doubles, capped so that burst * result stays exact. */
 static int64_t interval_of(int64_t a, int64_t b, int64_t c, int64_t burst)
 {

@@ -56,6 +56,7 @@
 #ifndef STG_CORE_PRIO_GCRA_H
 #define STG_CORE_PRIO_GCRA_H
 
+#include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -132,7 +133,15 @@ typedef struct stg__prio_grant {
  * thread-compatible (st is the caller's). */
 int stg__prio_decide(stg__prio_state *st, const stg__prio_req *rq, stg__prio_grant *out);
 
-/* Weight in thousandths as the decision uses it: round(1000 * w), >= 1. */
-int64_t stg__prio_weight_m(double weight);
+/* Weight in thousandths as the decision uses it: round(1000 * w), >= 1
+ * (0 or less: 1000). Inline, so that libstagger-redis (which does not see
+ * libstagger's internal symbols in a shared build) quantizes as the model. */
+static inline int64_t stg__prio_weight_m(double weight)
+{
+    if (!(weight > 0.0))
+        weight = 1.0;
+    double m = floor(weight * 1000.0 + 0.5);
+    return m < 1.0 ? 1 : (int64_t)m;
+}
 
 #endif

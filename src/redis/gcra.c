@@ -297,7 +297,8 @@ static int lease_decide(stg_redis_limiter *l, const char *name, const char *rkey
                                             l->burst, l->lease_us, l->rtt_us);
         char a_weight[24], a_timeout[24], a_lead[24];
         snprintf(a_weight, sizeof a_weight, "%" PRId64, p.k);
-        snprintf(a_timeout, sizeof a_timeout, "%" PRId64, is_try ? 0 : stg__gcra_timeout_ns(timeout_us));
+        snprintf(a_timeout, sizeof a_timeout, "%" PRId64,
+                 is_try ? 0 : stg__gcra_timeout_ns(timeout_us));
         snprintf(a_lead, sizeof a_lead, "%" PRId64, p.lead_ns);
         const char *args[] = {a_int, a_burst, a_weight, a_timeout, a_lead};
         lease_reply lr = {0};
@@ -356,7 +357,8 @@ static int decide(stg_redis_limiter *l, const char *key, size_t n, int64_t weigh
     snprintf(a_int, sizeof a_int, "%" PRId64, l->interval_ns);
     snprintf(a_burst, sizeof a_burst, "%" PRId64, l->burst);
     snprintf(a_weight, sizeof a_weight, "%" PRId64, weight);
-    snprintf(a_timeout, sizeof a_timeout, "%" PRId64, is_try ? 0 : stg__gcra_timeout_ns(timeout_us));
+    snprintf(a_timeout, sizeof a_timeout, "%" PRId64,
+             is_try ? 0 : stg__gcra_timeout_ns(timeout_us));
     const char *args[] = {a_int, a_burst, a_weight, a_timeout, "0"};
 
     if (l->lease_us > 0 && n == 1 && weight == 1)
