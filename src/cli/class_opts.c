@@ -11,8 +11,8 @@
 static int opt_priority(cli_parser *p, const cli_opt *o, void *field, const char *val)
 {
     (void)o;
-    cli_class *c = field;
-    if (stg_priority_parse(val, &c->priority) != STG_OK)
+    int *priority = field; /* the entry's field: cli_class.priority */
+    if (stg_priority_parse(val, priority) != STG_OK)
         return cli_opt_bad(p, val, "expected interactive, normal or batch");
     return 0;
 }
@@ -20,23 +20,23 @@ static int opt_priority(cli_parser *p, const cli_opt *o, void *field, const char
 static int opt_tenant(cli_parser *p, const cli_opt *o, void *field, const char *val)
 {
     (void)o;
-    cli_class *c = field;
+    const char **tenant = field; /* cli_class.tenant */
     const char *why = NULL;
     if (stg_tenant_check(val, &why) != STG_OK)
         return cli_opt_bad(p, val, why);
-    c->tenant = val;
+    *tenant = val;
     return 0;
 }
 
 static int opt_weight(cli_parser *p, const cli_opt *o, void *field, const char *val)
 {
     (void)o;
-    cli_class *c = field;
+    double *weight = field; /* cli_class.weight */
     char *end = NULL;
     double w = val ? strtod(val, &end) : 0;
     if (!val || end == val || *end || !(w > 0) || w > 1e6)
         return cli_opt_bad(p, val, "expected a weight > 0 and <= 1000000, such as 2");
-    c->weight = w;
+    *weight = w;
     return 0;
 }
 
