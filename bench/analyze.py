@@ -694,6 +694,55 @@ def ai_section(res):
     return md
 
 
+def prio_section(res):
+    """Issue #32's rows from bench/bench_prio.sh in this run: across processes through one
+    Redis key, an interactive process beside a saturating batch and three tenants 1:1:2,
+    each by class/tenant beside first come, first served (today's shared limiter)."""
+    lines = read_primitive(res, "bench_prio.txt")
+    if lines is None:
+        return []
+    rows = {}
+    for l in lines:
+        head, sep, rest = l.partition(":")
+        if sep and head.startswith("prio_"):
+            rows[head] = kv_words(rest)
+    md = ["## Issue #32: classes and tenants across processes", "",
+          "From bench/bench_prio.sh in this run (bench/prio_bench.c): forked processes, each with "
+          "its own Redis limiter, sharing one key; every process calling the plain acquire "
+          "(first come, first served: today's behaviour) beside the same processes calling "
+          "acquire_class. The admission wait includes the Redis round trip; the bound's worst "
+          "excess is over every window, with twice the longest round trip as slack (<= 0: held).",
+          ""]
+
+    def f(name, key, fmt="%.1f"):
+        v = rows.get(name, {}).get(key)
+        return fmt % v if v is not None else "not measured"
+
+    inter = [["interactive admission wait p50 (ms)", f("prio_inter_fcfs", "p50_ms"),
+              f("prio_inter_class", "p50_ms"), "–"],
+             ["interactive admission wait p99 (ms)", f("prio_inter_fcfs", "p99_ms"),
+              f("prio_inter_class", "p99_ms"), "<= 2 intervals (40 ms) + round trip"],
+             ["batch: % of what the interactive left", f("prio_inter_fcfs", "batch_pct"),
+              f("prio_inter_class", "batch_pct"), ">= 90"],
+             ["bound: worst excess (sends)", f("prio_inter_fcfs", "excess", "%.2f"),
+              f("prio_inter_class", "excess", "%.2f"), "<= 0"]]
+    md.append("An interactive process at 20% of a 50/s key (burst 5) beside two batch processes "
+              "keeping 30 requests reserved:")
+    md.append("")
+    md.append(md_table(["", "first come, first served", "by class", "goal"], inter))
+    md.append("")
+    ten = [["tenant %s (weight %s): %% of admissions" % (t, w), f("prio_tenants_fcfs", t + "_pct"),
+            f("prio_tenants_class", t + "_pct"), want]
+           for t, w, want in (("a", 1, "25 ± 1.25"), ("b", 1, "25 ± 1.25"), ("c", 2, "50 ± 2.5"))]
+    ten.append(["bound: worst excess (sends)", f("prio_tenants_fcfs", "excess", "%.2f"),
+                f("prio_tenants_class", "excess", "%.2f"), "<= 0"])
+    md.append("Three batch tenants 1:1:2, two processes each, on a 100/s key (burst 5):")
+    md.append("")
+    md.append(md_table(["", "first come, first served", "by tenant", "goal"], ten))
+    md.append("")
+    return md
+
+
 def proxy_section(res):
     """Issue #16's benchmark goals from bench/bench_proxy.sh's rows in this run."""
     lines = read_primitive(res, "bench_proxy.txt")
@@ -995,6 +1044,7 @@ def main():
     md.extend(proxy_section(res))
     md.extend(perf_section(res))
     md.extend(ai_section(res))
+    md.extend(prio_section(res))
 
     md.append("## 1. Goodput under a limit")
     md.append("")

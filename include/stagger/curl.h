@@ -96,7 +96,14 @@ typedef struct stg_event_more {
      * (stg_engine_config.adaptive): that rate when the event was made,
      * in requests per second; 0 otherwise. */
     double learned_rate;
-    uint64_t stg__reserved[6]; /* room to grow (docs/ABI.md); zero */
+    /* Every event of an engine's request: its class and tenant, with
+     * their figures as of this event (stg_class_stats; valid during the
+     * callback only); NULL for BREAKER. ATTEMPT_START's wait_us is then
+     * this attempt's wait for admission: from the request being ready
+     * (submitted, or its retry wait over) to its start, whatever limit it
+     * waited for. */
+    union { const struct stg_class_stats *cls; uint64_t stg__cls_word; };
+    uint64_t stg__reserved[5]; /* room to grow (docs/ABI.md); zero */
 } stg_event_more;
 
 /* What an event says. Strings are borrowed for the duration of the
@@ -337,7 +344,11 @@ typedef struct stg_shared_limiter {
      * keeps its slot and asks again shortly before its turn. The blocking
      * stg_curl_perform ignores it. */
     int64_t horizon_us;
-    uint64_t stg__reserved[8]; /* room to grow (docs/ABI.md); leave zero */
+    /* Optional: as acquire, for a request of class cls (never NULL; tenant
+     * may be NULL). When set the engine calls it instead of acquire. */
+    int (*acquire_class)(void *ctx, const char *key, const stg_class *cls, int64_t timeout_us,
+                         int64_t *wait_us, int64_t *ticket);
+    uint64_t stg__reserved[7]; /* room to grow (docs/ABI.md); leave zero */
 } stg_shared_limiter;
 
 /* The servers' quotas held together with other processes (stagger's Redis
@@ -489,7 +500,13 @@ typedef struct stg_call_config {
      * NULL/0: one request. */
     union { const stg_quota_cost *cost; uint64_t stg__cost_word; };
     union { size_t n_cost; uint64_t stg__n_cost_word; };
-    uint64_t stg__reserved[10]; /* room to grow (docs/ABI.md); leave zero */
+    /* The call's class and tenant (stagger/priority.h; zeros: normal, no
+     * tenant), handed to a shared limiter's acquire_class when it has one
+     * (one call waits for nothing of its own to order). */
+    union { int priority; uint64_t stg__priority_word; };
+    union { const char *tenant; uint64_t stg__tenant_word; };
+    double weight;
+    uint64_t stg__reserved[7]; /* room to grow (docs/ABI.md); leave zero */
 } stg_call_config;
 
 /* Perform `easy` (already set up by the caller: URL, method, headers, body
@@ -685,8 +702,12 @@ typedef struct stg_request {
     size_t n_cost;
     /* Per-request policy overrides (0: the engine's policy): the overall
      * deadline (< 0: none), attempts in all (1: no retry), and priority:
-     * 0 normal, STG_PRIORITY_LOW: admitted only when no normal request
-     * waits for admission (retries keep their turn in the retry queue). */
+     * its class (stagger/priority.h: STG_PRIORITY_INTERACTIVE, 0 normal,
+     * STG_PRIORITY_BATCH; another value: STG_EINVAL). Wherever requests
+     * wait for one limit (the concurrency, a rate, an adaptive rate, a
+     * server's quota), a lower class number is admitted first, a class
+     * below the first keeps a floor (one admission in 20 while it waits),
+     * and retries keep their turn in the retry queue (docs/priorities.md). */
     union { int64_t deadline_us; uint64_t stg__deadline_word; };
     union { int max_attempts; uint64_t stg__attempts_word; };
     union { int priority; uint64_t stg__priority_word; };
@@ -701,7 +722,15 @@ typedef struct stg_request {
      * deadline_us and max_attempts above still override it. For a caller
      * that sets one request's timeouts (the proxy's Stagger-Timeout). */
     union { const stg_policy *policy; uint64_t stg__policy_word; };
-    uint64_t stg__reserved[3]; /* room to grow (docs/ABI.md); leave zero */
+    /* Who the request is for, among the requests of its class that wait
+     * for one limit: tenant NULL or "" for none (one default tenant), else
+     * a name stg_tenant_check accepts (another: STG_EINVAL), copied at
+     * submit; weight its share against the class's other tenants with
+     * requests waiting (0: 1; else > 0 and <= 1e6, another: STG_EINVAL).
+     * Tenants 1:1:2 get 25/25/50% of what their class is admitted. */
+    union { const char *tenant; uint64_t stg__tenant_word; };
+    double weight;
+    uint64_t stg__reserved[1]; /* room to grow (docs/ABI.md); leave zero */
 } stg_request;
 
 typedef void (*stg_done_fn)(stg_engine *e, uint64_t id, const stg_result *r, void *data);
@@ -782,6 +811,28 @@ typedef struct stg_engine_stats {
     uint64_t stg__reserved[5]; /* room to grow (docs/ABI.md); leave zero */
 } stg_engine_stats;
 STG_API void stg_engine_stats_get(const stg_engine *e, stg_engine_stats *out);
+
+/* What an engine admitted of one class and tenant (docs/priorities.md).
+ * An engine keeps at most STG_CLASS_TENANTS_MAX tenants per class; the
+ * others are counted together under the tenant "~other" (no tenant's
+ * name: '~' is not allowed in one). */
+#define STG_CLASS_TENANTS_MAX 256
+typedef struct stg_class_stats {
+    int priority;       /* the class (stagger/priority.h) */
+    const char *tenant; /* NULL: none; the engine's copy, valid until its next call */
+    uint64_t admitted;  /* attempts started: each passed admission */
+    int64_t waiting;    /* requests ready and not started: waiting for
+                           admission (a slot, a rate, a quota) now */
+    int64_t wait_us;    /* the admitted attempts' waits for admission, summed */
+    int64_t wait_max_us; /* the longest of them */
+    uint64_t stg__reserved[4]; /* room to grow (docs/ABI.md); leave zero */
+} stg_class_stats;
+
+/* The engine's classes and tenants, one row each (the order is the
+ * engine's): up to max rows into out (NULL with max 0 only counts).
+ * Returns the number of rows there are. Not thread-safe: call from the
+ * engine's thread, or from one of its callbacks. */
+STG_API size_t stg_engine_class_stats(const stg_engine *e, stg_class_stats *out, size_t max);
 
 /* ---- classification ------------------------------------------------------ */
 

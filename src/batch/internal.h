@@ -73,6 +73,9 @@ struct stg_batch {
     stg_input_cursor *cursor;
     const char *const *headers;
     size_t n_headers;
+    int priority;        /* the default class and tenant (stg_batch_config) */
+    const char *tenant;
+    double weight;
     const char *out_dir;
     int out_fd;          /* out_dir opened (stg__batch_out_open); -1: none */
     stg_event_fn user_event;

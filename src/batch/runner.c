@@ -192,6 +192,9 @@ int stg_batch_new(const stg_batch_config *cfg, stg_batch **out, stg_batch_start 
     b->cursor = cfg->cursor;
     b->headers = cfg->headers;
     b->n_headers = cfg->n_headers;
+    b->priority = cfg->priority;
+    b->tenant = cfg->tenant && *cfg->tenant ? cfg->tenant : NULL;
+    b->weight = cfg->weight;
     b->out_dir = cfg->out_dir;
     b->out_fd = -1;
     b->nslots = cfg->engine.concurrency ? cfg->engine.concurrency : 30;
@@ -367,6 +370,11 @@ void stg_batch_progress_get(const stg_batch *b, stg_batch_progress *p)
     p->status_429 = es.status_429;
     p->status_503 = es.status_503;
     p->concurrency_limit = es.concurrency_limit;
+}
+
+size_t stg_batch_class_stats(const stg_batch *b, stg_class_stats *out, size_t max)
+{
+    return b && b->engine ? stg_engine_class_stats(b->engine, out, max) : 0;
 }
 
 int stg_batch_end(stg_batch *b, stg_batch_summary *s)

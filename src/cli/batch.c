@@ -570,6 +570,7 @@ static const cli_opt run_table[] = {
      "variable VAR (keeps a secret out of argv)",
      0, opt_header_env, NULL, 0, NULL},
     {.kind = CLI_GROUP, .group = cli_engine_opts_table, .off = B(eng)},
+    {.kind = CLI_GROUP, .group = cli_class_opts, .off = B(cls)},
     {.kind = CLI_HEADING, .help = "Output"},
     {CLI_FLAG, "quiet", 'q', NULL, "no progress and no final report", B(quiet), NULL, NULL, 0,
      NULL},

@@ -620,7 +620,9 @@ int batch_queue_run(const batch_opts *o_in)
     }
     if ((ex = batch_prepare_out(o.out_dir)) >= 0)
         goto out;
-    stg_batch_config bc = {.headers = o.headers, .n_headers = o.n_headers, .out_dir = o.out_dir};
+    stg_batch_config bc = {.headers = o.headers, .n_headers = o.n_headers, .out_dir = o.out_dir,
+                           .priority = o.cls.priority, .tenant = o.cls.tenant,
+                           .weight = o.cls.weight};
     limiter_open = true;
     if ((ex = batch_engine_config(&o, &bc.engine)) != 0)
         goto out;

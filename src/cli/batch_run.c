@@ -647,6 +647,33 @@ static int verdict(const stg_batch_summary *s, int sig, bool quiet, bool say)
     return exit_for_counts(&s->counts);
 }
 
+/* The run's admissions per class and tenant, into the database for
+ * `batch report` (only when the run had classes or tenants to order). */
+static int record_classes(const stg_batch *b, stg_store *store)
+{
+    size_t n = stg_batch_class_stats(b, NULL, 0);
+    if (n < 2) {
+        stg_class_stats one;
+        if (!n || (stg_batch_class_stats(b, &one, 1) && !one.tenant &&
+                   one.priority == STG_PRIORITY_NORMAL))
+            return STG_OK; /* every request normal, no tenant: nothing to tell apart */
+    }
+    stg_class_stats *v = calloc(n, sizeof *v);
+    stg_run_class *rc = calloc(n, sizeof *rc);
+    int err = STG_ENOMEM;
+    if (v && rc) {
+        n = stg_batch_class_stats(b, v, n);
+        for (size_t i = 0; i < n; i++)
+            rc[i] = (stg_run_class){stg_priority_name(v[i].priority), v[i].tenant,
+                                    (int64_t)v[i].admitted, v[i].wait_us / 1000,
+                                    v[i].wait_max_us / 1000};
+        err = stg_store_run_classes_add(store, rc, n);
+    }
+    free(v);
+    free(rc);
+    return err;
+}
+
 /* The final report, read back from the database (*got: rep holds it, the
  * caller frees it): a failed read is exit 4. Nothing is read when nothing
  * is printed (--quiet without --json, or no progress line to finish). */
@@ -805,6 +832,9 @@ int batch_run(const batch_opts *o)
         .out_dir = o->out_dir,
         .retry_deferred = o->retry_deferred,
         .retry_review = o->retry_review,
+        .priority = o->cls.priority,
+        .tenant = o->cls.tenant,
+        .weight = o->cls.weight,
     };
     if ((ex = batch_engine_config(o, &bc.engine)) != 0)
         goto out;
@@ -887,6 +917,8 @@ int batch_run(const batch_opts *o)
     live = NULL;
     if (sum.cause != STG_BATCH_STORE &&
         stg_store_run_waits_add(store, waits.retry_us / 1000, waits.limiter_us / 1000) != STG_OK)
+        fprintf(stderr, "stagger batch: %s\n", stg_store_errmsg(store));
+    if (sum.cause != STG_BATCH_STORE && record_classes(b, store) != STG_OK)
         fprintf(stderr, "stagger batch: %s\n", stg_store_errmsg(store));
     ex = verdict(&sum, sig, o->quiet, false);
     /* The run row is closed by the free (its wall time): the report, and the

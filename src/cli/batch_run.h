@@ -6,6 +6,7 @@
 #define STAGGER_CLI_BATCH_RUN_H
 
 #include "cli/batch_queue.h"
+#include "cli/class_opts.h"
 #include "cli/exit.h"
 #include "cli/engine_opts.h"
 #include "cli/limiter.h"
@@ -48,6 +49,7 @@ typedef struct batch_opts {
     cli_limiter limiter;      /* --limiter: a limit shared through Redis */
     cli_tls tls;              /* --cacert, --capath, -k, --cert, --key */
     batch_queue_opts queue;   /* --queue: a work queue in Redis (batch_queue.c) */
+    cli_class cls;            /* --priority, --tenant, --weight: a job's default */
 } batch_opts;
 
 /* The engine part of a run's configuration, connecting the shared limiter

@@ -114,6 +114,26 @@ static int acquire(void *ctx, const char *key, int64_t timeout_us, int64_t *wait
                                      wait_us);
 }
 
+/* A request of a class (and tenant): stg_redis_limiter_acquire_class. A
+ * batch is never given a token ahead: it is refused with the wait until
+ * asking again may succeed. The engine asks a refused request again
+ * horizon / 2 before the wait it is told (the contract of acquire: the
+ * wait a reservation would have needed, asked for again shortly before its
+ * turn), so the wait told is that one plus half the timeout asked with:
+ * the request asks again when it may succeed, not before, in a loop of
+ * round trips. */
+static int acquire_class(void *ctx, const char *key, const stg_class *cls, int64_t timeout_us,
+                         int64_t *wait_us, int64_t *ticket)
+{
+    cli_limiter *l = ctx;
+    (void)ticket;
+    int rc = stg_redis_limiter_acquire_class(l->backend, l->url_has_key ? NULL : key, cls,
+                                             timeout_us, wait_us);
+    if (rc == STG_ETIMEDOUT && timeout_us > 0 && *wait_us < INT64_MAX / 2 - timeout_us)
+        *wait_us += timeout_us / 2;
+    return rc;
+}
+
 static int acquire_adaptive(void *ctx, const char *key, int64_t timeout_us, int64_t *wait_us,
                             int64_t *ticket)
 {
@@ -186,6 +206,11 @@ int cli_limiter_open(cli_limiter *l, double rate, int64_t burst, int failures, i
     l->ops.acquire = adaptive ? acquire_adaptive : acquire;
     if (adaptive) {
         l->ops.on_response = on_response;
+        l->ops.horizon_us = CLI_LIMITER_HORIZON_US;
+    } else {
+        /* By class: a refused request (a batch while others ask) must be
+         * asked for again, not given up at its deadline: a horizon. */
+        l->ops.acquire_class = acquire_class;
         l->ops.horizon_us = CLI_LIMITER_HORIZON_US;
     }
     if (l->share_breaker) {

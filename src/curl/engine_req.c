@@ -4,7 +4,8 @@
  * engine.h for the one-place rule, engine_state.c for the moves.
  *
  * Invariants: detach leaves r in RQ_NONE with no slot, no reservation, no
- * heap entry, no easy handle and out of its host's pace FIFO; a pooled
+ * heap entry, no easy handle and out of its host's pace queue and every
+ * fair queue; a pooled
  * easy handle has been curl_easy_reset (no callback or pointer of the
  * request that used it), and at most `concurrency` are kept.
  *
@@ -30,7 +31,11 @@ void stg__eng_check(const stg_engine *e, const req *r)
     STG_ASSERT(!r->reserved || r->where == RQ_PACE_Q ||
                (r->where == RQ_TIMER && (r->wait == W_LIMITER || r->wait == W_PACE)));
     STG_ASSERT(r->where != RQ_PACE_Q || (r->pacing && r->reserved));
-    STG_ASSERT(r->where != RQ_CONC_Q || (!r->conc_held && !r->reserved));
+    STG_ASSERT(r->where != RQ_CONC_Q || (!r->conc_held && !r->reserved && !r->pacing));
+    /* One fair queue at a time (engine.h): its item is in use exactly in
+     * NEW_Q, CONC_Q, or while pacing. */
+    STG_ASSERT((r->fq.flow != NULL) ==
+               (r->where == RQ_NEW_Q || r->where == RQ_CONC_Q || r->pacing));
     STG_ASSERT(!r->conc_held || r->host->conc_out > 0);
     STG_ASSERT(!r->qt || r->quota_held);
     STG_ASSERT(!r->sq || r->quota_held);
@@ -148,6 +153,7 @@ void stg__eng_ev_init(stg_engine *e, req *r, stg_event_type type, stg_event *ev)
     ev->final_url = r->final_url;
     ev->host = r->host->key;
     ev->attempt = r->rs.attempts;
+    e->ev_more.cls = &r->crow->st;
     if (r->host->has_conc)
         ev->concurrency_limit = stg_concurrency_learned(&r->host->conc);
 }
@@ -237,6 +243,11 @@ void stg__eng_req_free(req *r)
     free(r->parts);
     free(r->qt);
     free(r->own_pol);
+    if (r->queued && r->crow) { /* ended while it waited for admission */
+        r->crow->st.waiting--;
+        r->queued = false;
+    }
+    free(r->tenant);
     stg__xfer_free(&r->x);
     free(r);
 }
@@ -338,7 +349,7 @@ void stg__eng_detach(stg_engine *e, req *r)
 {
     switch (r->where) {
     case RQ_NEW_Q:
-        stg__eng_q_unlink(r->low ? &e->low_q : &e->new_q, r);
+        stg__fq_remove(&e->new_fq, &r->fq);
         break;
     case RQ_RETRY_Q:
         stg__eng_q_unlink(&e->retry_q, r);

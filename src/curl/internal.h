@@ -34,6 +34,7 @@ uint64_t stg__seed(const void *addr, int64_t now_us);
 /* ---- redact.c ---------------------------------------------------------- */
 
 /* stg__url_parts and stg__url_split() are the core's (src/core/url.c). */
+#include "core/fairq.h"
 #include "core/url.h"
 
 /* The limiter/breaker key of a URL: host, or host:port when a port is
@@ -436,9 +437,12 @@ typedef struct stg__host {
      * or 1) and retries held in the timer heap behind that one. */
     int over_budget_out;
     size_t budget_held;
-    /* engine.c's FIFO of requests waiting for a learned rate (struct req,
-     * opaque here); only the head asks the limiter. */
-    void *pace_head, *pace_tail;
+    /* The requests waiting for its rate (engine_admit.c, "pacing"), in
+     * their fair order (core/fairq.h: class, then tenant by weight; made
+     * at the first, NULL until then), and the one of them asking the
+     * limiter (struct req, opaque here; NULL when none waits). */
+    struct stg__fairq *pace_fq;
+    void *pace_head;
     /* Breaker changes, queued by the breaker's on_change (which runs with
      * the breaker's mutex held) and emitted as events afterwards. */
     stg__host_change changes[8];
@@ -447,11 +451,12 @@ typedef struct stg__host {
     void *user_data;
     /* A learned concurrency (engine_conc.c): the controller, the host's
      * requests holding one of its slots (admitted, up to the end of their
-     * attempt), and the FIFO of those waiting for a slot (struct req). */
+     * attempt), and those waiting for a slot in their fair order
+     * (core/fairq.h; made at the first, NULL until then). */
     bool has_conc;
     stg_concurrency conc;
     int conc_out;
-    void *conc_head, *conc_tail;
+    struct stg__fairq *conc_fq;
     /* The servers' quotas (cfg.quotas): the host's requests submitted and
      * not finished, and those of them holding a quota reservation; the
      * difference is the demand that waits for its quotas. */
@@ -496,5 +501,15 @@ void stg__event_init(stg_event *ev, stg_event_type type, uint64_t id, int64_t no
 /* Coarse class of an attempt for logs and metrics: "2xx", "3xx", "4xx",
  * "quota" (429), "5xx", "outage" (503), "1xx", "error" (no response). */
 const char *stg__status_class(int status, stg_net_error err);
+
+/* A request's class and tenant (stg_request, stg_call_config) are valid:
+ * a known class, no tenant or one stg_tenant_check accepts, a weight 0
+ * (1) or in (0, 1e6]. */
+static inline bool stg__class_valid(int priority, const char *tenant, double weight)
+{
+    return priority >= STG_PRIORITY_MIN && priority <= STG_PRIORITY_MAX &&
+           (!tenant || !*tenant || stg_tenant_check(tenant, NULL) == STG_OK) &&
+           (weight == 0 || (weight > 0 && weight <= 1e6));
+}
 
 #endif

@@ -37,6 +37,9 @@
  *   stagger_attempts_in_flight             attempts on the wire now
  *   stagger_learned_rate{host}             the rate a host learned (req/s),
  *                                          as its latest event had it
+ *   stagger_class_*{class,tenant}          admitted, waiting, wait for
+ *                                          admission per priority class and
+ *                                          tenant (metrics_class.c)
  * Then what the sources added with stg_metrics_add_source print (the
  * batch's jobs by state, the proxy's own series).
  * With keep-alive, connections_opened stays at the concurrency while the
@@ -64,6 +67,7 @@
 #include <jansson.h>
 
 #include "curl/internal.h"
+#include "curl/metrics_class.h"
 
 #define N_CLASSES 8
 static const char *const class_names[N_CLASSES] = {"1xx",   "2xx", "3xx",    "4xx",
@@ -123,6 +127,7 @@ struct stg_metrics {
     breaker_host *hosts;
     size_t n_hosts, cap_hosts, max_hosts;
     uint64_t clock; /* counts host updates: the LRU order */
+    stg__mc classes; /* per class and tenant (metrics_class.c) */
 };
 
 stg_metrics *stg_metrics_new(void)
@@ -145,6 +150,7 @@ void stg_metrics_free(stg_metrics *m)
     for (size_t i = 0; i < m->n_hosts; i++)
         free(m->hosts[i].host);
     free(m->hosts);
+    stg__mc_free(&m->classes);
     pthread_mutex_destroy(&m->mu);
     free(m);
 }
@@ -235,6 +241,7 @@ void stg_metrics_event(const stg_event *ev, void *metrics)
     if (!m || !ev)
         return;
     pthread_mutex_lock(&m->mu);
+    stg__mc_event(&m->classes, ev);
     double rate = ev->more ? ev->more->learned_rate : 0;
     if ((ev->concurrency_limit > 0 || rate > 0 || ev->type == STG_EVENT_ATTEMPT_END) &&
         ev->type != STG_EVENT_BREAKER) {
@@ -480,6 +487,7 @@ static void print_all(const stg_metrics *m, FILE *f)
             "stagger_never_processed_total %llu\n",
             (unsigned long long)m->never_processed);
     print_where_time_goes(m, f);
+    stg__mc_print(&m->classes, f);
     for (size_t i = 0; i < m->n_src; i++)
         m->src[i].fn(f, m->src[i].data);
 }

@@ -9,8 +9,14 @@
  *                           hosts' sum; 0 with a fixed -j),
  *                           "concurrency_waits": N, "hosts": N (the
  *                           upstream hosts whose state is kept, at most
- *                           --max-hosts)}, 200 while serving and
- *                           503 while draining.
+ *                           --max-hosts), "classes": [{"class":
+ *                           "batch", "tenant": "acme" (when one),
+ *                           "admitted": N, "waiting": N,
+ *                           "wait_ms_avg": F, "wait_ms_max": F}, ...]
+ *                           (per priority class and tenant: attempts
+ *                           admitted, requests waiting for admission now,
+ *                           and their waits, docs/priorities.md)}, 200
+ *                           while serving and 503 while draining.
  *   GET /__stagger/         the live page (src/view/live.html) and what it
  *   GET /__stagger/chart.js loads: Chart.js and live.json, the metrics as
  *   GET /__stagger/live.json JSON (stg_metrics_json) with the proxy's own
@@ -122,6 +128,33 @@ static enum MHD_Result metrics(stg_proxy *p, struct MHD_Connection *c, unsigned 
     return rc;
 }
 
+/* The engine's rows per class and tenant (stg_engine_class_stats). */
+static json_t *classes_json(stg_engine *e)
+{
+    size_t n = stg_engine_class_stats(e, NULL, 0);
+    stg_class_stats *v = n ? calloc(n, sizeof *v) : NULL;
+    json_t *a = json_array();
+    if (!a || (n && !v)) {
+        free(v);
+        return a;
+    }
+    n = stg_engine_class_stats(e, v, n);
+    for (size_t i = 0; i < n; i++) {
+        const stg_class_stats *c = &v[i];
+        json_t *o = json_pack("{s:s,s:I,s:I,s:f,s:f}", "class", stg_priority_name(c->priority),
+                              "admitted", (json_int_t)c->admitted, "waiting",
+                              (json_int_t)c->waiting, "wait_ms_avg",
+                              c->admitted ? (double)c->wait_us / 1e3 / (double)c->admitted : 0.0,
+                              "wait_ms_max", (double)c->wait_max_us / 1e3);
+        if (o && c->tenant)
+            json_object_set_new(o, "tenant", json_string(c->tenant));
+        if (o)
+            json_array_append_new(a, o);
+    }
+    free(v);
+    return a;
+}
+
 static enum MHD_Result health(stg_proxy *p, struct MHD_Connection *c, unsigned *status)
 {
     /* The loop thread runs MHD's callbacks: the engine is ours to ask. */
@@ -135,6 +168,10 @@ static enum MHD_Result health(stg_proxy *p, struct MHD_Connection *c, unsigned *
                           "concurrency_limit", st.concurrency_limit, "concurrency_waits",
                           (json_int_t)st.concurrency_waits, "hosts", (json_int_t)st.hosts);
     pthread_mutex_unlock(&p->mu);
+    if (o && json_object_set_new(o, "classes", classes_json(p->engine)) != 0) {
+        json_decref(o);
+        o = NULL;
+    }
     char *body = o ? json_dumps(o, JSON_COMPACT) : NULL;
     json_decref(o);
     if (!body) {

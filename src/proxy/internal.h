@@ -121,7 +121,9 @@ struct px_req {
     char idem_key[64]; /* "" : none */
     int64_t deadline_us;
     int max_attempts;
-    int priority;
+    int priority;      /* Stagger-Priority: a class (stagger/priority.h) */
+    char tenant[STG_TENANT_MAX + 1]; /* Stagger-Tenant; "": none */
+    double weight;     /* its ;w= (0: 1) */
     stg_quota_cost *cost; /* Stagger-Cost (control.c), n_cost units; NULL: none */
     size_t n_cost;
     px_timeouts timeouts; /* Stagger-Timeout; zeros: the proxy's */
@@ -330,6 +332,10 @@ bool px_parse_duration(const char *s, int64_t *us);
 /* A Stagger-Timeout value into *t (zeroed first, and left zero when the
  * value is bad). Pure; fuzzed (fuzz/fuzz_proxy_timeout.c). */
 bool px_parse_timeout(const char *s, px_timeouts *t);
+/* A Stagger-Tenant value, "name" or "name;w=2" (blanks around ; and =):
+ * the name (stg_tenant_check) into name[size], the weight (0: not given;
+ * else > 0, <= 1e6) into *weight. False (outputs untouched) when bad. */
+bool px_parse_tenant(const char *s, char *name, size_t size, double *weight);
 
 /* ---- watch.c ----------------------------------------------------------- */
 void *px_watch_main(void *arg);

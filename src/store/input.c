@@ -32,8 +32,10 @@
  *          STG_QUOTA_COSTS_MAX units, amounts integers 0..10^15), kept as
  *          the job's Stagger-Cost header (quota.h: stored with the headers,
  *          so a resumed batch still has it; the batch takes it out before
- *          sending), and giving both is a bad line. Other fields are
- *          ignored.
+ *          sending), and giving both is a bad line; priority (a class
+ *          name), tenant (a name) and weight (a number > 0, with a tenant)
+ *          are kept as its Stagger-Priority / Stagger-Tenant headers the
+ *          same way (add_class). Other fields are ignored.
  *   csv    RFC 4180 records (csv.c: quoted fields, embedded commas, quotes
  *          and line breaks; a stray quote is a bad line) after a header
  *          row of unique, non-empty column names; tsv the same with tabs
@@ -42,7 +44,9 @@
  *          the URL (as a key is) and as is in the body; an identifier-like
  *          {name} that is not a column refuses the options (STG_EINVAL at
  *          open: a typo must not send a literal "{naem}"), other braces
- *          are text. The id is the "id" column, else the line number; a
+ *          are text. The id is the "id" column, else the line number;
+ *          "priority", "tenant" and "weight" columns are the job's class
+ *          and tenant, as in JSONL (an empty value: none); a
  *          record's line is its first line. A row with another field
  *          count than the header's, or whose URL is not a valid URL once
  *          filled, is a bad line. Header templates (-H values) name
@@ -76,6 +80,7 @@
 #include "store/csv.h"
 #include "store/store.h"
 #include "util/assert.h"
+#include "util/class_field.h"
 #include "util/http_field.h"
 
 const char *stg_input_format_name(stg_input_format f)
@@ -469,6 +474,41 @@ static int auto_idempotency_key(stg_job_spec *j)
     return (j->idempotency_key = strdup(buf)) ? STG_OK : STG_ENOMEM;
 }
 
+/* A job's priority, tenant and weight (JSONL fields, CSV columns; NULL or
+ * "" each: none) as its Stagger-Priority and Stagger-Tenant headers
+ * (util/class_field.h), stored with its headers so a resumed run keeps
+ * them (batch/submit.c takes them out). NULL, CLASS_NOMEM, or why the
+ * line is bad. */
+static const char CLASS_NOMEM[] = "out of memory";
+static const char *add_class(stg_job_spec *j, const char *pr, const char *tenant,
+                             const char *weight)
+{
+    if (pr && *pr) {
+        int p;
+        if (stg_priority_parse(pr, &p) != STG_OK)
+            return "\"priority\" must be interactive, normal or batch";
+        if (has_header(j, STG__PRIORITY_FIELD))
+            return "both \"priority\" and a " STG__PRIORITY_FIELD " header";
+        const char *name = stg_priority_name(p);
+        if (add_header(j, STG__PRIORITY_FIELD, strlen(STG__PRIORITY_FIELD), name) != STG_OK)
+            return CLASS_NOMEM;
+    }
+    bool has_w = weight && *weight;
+    if (!(tenant && *tenant))
+        return has_w ? "\"weight\" needs a \"tenant\"" : NULL;
+    char v[2 * STG_TENANT_MAX + 8], name[STG_TENANT_MAX + 1];
+    double w;
+    snprintf(v, sizeof v, "%s%s%s", tenant, has_w ? ";w=" : "", has_w ? weight : "");
+    if (strlen(tenant) > STG_TENANT_MAX || !stg__tenant_field_parse(v, name, sizeof name, &w))
+        return "\"tenant\" must be 1 to 64 letters, digits and . _ : - (and \"weight\" a "
+               "number > 0 and <= 1000000)";
+    if (has_header(j, STG__TENANT_FIELD))
+        return "both \"tenant\" and a " STG__TENANT_FIELD " header";
+    if (add_header(j, STG__TENANT_FIELD, strlen(STG__TENANT_FIELD), v) != STG_OK)
+        return CLASS_NOMEM;
+    return NULL;
+}
+
 /* A JSONL "cost" object as a Stagger-Cost value ("tokens=1200, requests=1"),
  * checked by the core's parser. STG_EPARSE or STG_ERANGE when it is not
  * one. */
@@ -811,6 +851,20 @@ static int parse_json_line(stg_job_set *set, keytab *t, char *line, size_t len, 
         if (add_header(&j, STG_QUOTA_COST_HEADER, strlen(STG_QUOTA_COST_HEADER), cv) != STG_OK)
             NOMEM();
     }
+    json_t *jp = json_object_get(o, "priority"), *jt = json_object_get(o, "tenant");
+    json_t *jw = json_object_get(o, "weight");
+    if ((jp && !json_is_null(jp) && !json_is_string(jp)) ||
+        (jt && !json_is_null(jt) && !json_is_string(jt)) ||
+        (jw && !json_is_null(jw) && !json_is_number(jw)))
+        BAD("\"priority\" and \"tenant\" must be strings, \"weight\" a number");
+    char wv[40] = "";
+    if (jw && json_is_number(jw))
+        snprintf(wv, sizeof wv, "%.17g", json_number_value(jw));
+    const char *cwhy = add_class(&j, json_string_value(jp), json_string_value(jt), wv);
+    if (cwhy == CLASS_NOMEM)
+        NOMEM();
+    if (cwhy)
+        BAD("%s", cwhy);
     if (json_body && !has_header(&j, "Content-Type") &&
         add_header(&j, "Content-Type", 12, "application/json") != STG_OK)
         NOMEM();
@@ -848,6 +902,7 @@ struct stg_input_reader {
      * (-1: none, the line number is the id) and the record being joined. */
     char **cols;
     int ncols, id_col;
+    int class_col[3]; /* the priority, tenant and weight columns; -1: none */
     bool header_done;
     char *rec;
     size_t rec_cap;
@@ -969,6 +1024,7 @@ static void free_header(stg_input_reader *r)
 static int take_header(stg_input_reader *r, char **f, int nf, long n)
 {
     r->cols = f, r->ncols = nf, r->header_done = true, r->id_col = -1;
+    r->class_col[0] = r->class_col[1] = r->class_col[2] = -1;
     for (int i = 0; i < nf; i++) {
         if (!f[i][0] || !value_ok(f[i], strlen(f[i]))) {
             snprintf(r->err, sizeof r->err,
@@ -983,6 +1039,9 @@ static int take_header(stg_input_reader *r, char **f, int nf, long n)
         }
         if (!strcmp(f[i], "id"))
             r->id_col = i;
+        for (int k = 0; k < 3; k++) /* a job's class (add_class) */
+            if (!strcmp(f[i], (const char *[]){"priority", "tenant", "weight"}[k]))
+                r->class_col[k] = i;
     }
     if (!placeholders_known("the URL template", r->o.url_template, f, nf, r->err,
                             sizeof r->err) ||
@@ -1087,6 +1146,14 @@ static int parse_row(stg_job_set *set, stg_input_reader *r, char **f, int nf, lo
         }
         free(j.idempotency_key);
         j.idempotency_key = ik;
+    }
+    const char *cv[3];
+    for (int k = 0; k < 3; k++)
+        cv[k] = r->class_col[k] >= 0 ? f[r->class_col[k]] : NULL;
+    const char *cwhy = add_class(&j, cv[0], cv[1], cv[2]);
+    if (cwhy) {
+        rc = cwhy == CLASS_NOMEM ? STG_ENOMEM : add_bad(set, n, "%s", cwhy);
+        goto out;
     }
     int rep = check_repeat(set, r->t, &j, "id");
     if (rep < 0)

@@ -5,7 +5,8 @@
  * total), why the jobs not done stand where they are (reason and last
  * transport error), job duration percentiles, the last status of every job by code, the time
  * lost waiting (retry backoff and the limiter, as runs recorded it), the
- * effective rate, and the bad input lines. Read-only; works while a run is
+ * effective rate, the bad input lines, and per priority class and tenant
+ * the jobs and their admissions (report_class.c). Read-only; works while a run is
  * going on (WAL readers do not block the writer).
  *
  * Everything shown comes from the database, so nothing here can carry a
@@ -365,6 +366,8 @@ int stg_store_report_get(stg_store *s, stg_store_report *r)
         r->last.exit_code = r->runs ? (int)v[7] : -1;
         rc = waits(s, r);
     }
+    if (rc == SQLITE_OK)
+        rc = stg__store_report_classes(s, r); /* report_class.c */
     if (rc != SQLITE_OK)
         return stg__store_fail(s, rc, "cannot read the report");
     if ((err = stg_store_meta_get(s, "input_path", &r->input_path)) ||
@@ -390,7 +393,10 @@ void stg_store_report_free(stg_store_report *r)
     free(r->input_path);
     free(r->fingerprint);
     free(r->format);
+    free(r->classes);
     r->input_path = r->fingerprint = r->format = NULL;
+    r->classes = NULL;
+    r->n_classes = 0;
 }
 
 static double per_s(int64_t n, int64_t ms)
@@ -510,6 +516,7 @@ void stg_store_report_print(const stg_store_report *r, const char *db_path, FILE
     if (r->needs_input)
         fprintf(out, "jobs rebuilt from the input (secrets kept out of the database): %lld\n",
                 (long long)r->needs_input);
+    stg__store_report_classes_print(r, out); /* report_class.c */
 }
 
 int stg_store_report_json(const stg_store_report *r, const char *db_path, FILE *out)
@@ -585,6 +592,7 @@ int stg_store_report_json(const stg_store_report *r, const char *db_path, FILE *
                                                           : json_null());
         json_object_set_new(o, "attempts_histogram", ahist);
         json_object_set_new(o, "not_done_why", whys);
+        json_object_set_new(o, "classes", stg__store_report_classes_json(r));
         json_object_set_new(o, "status_codes", codes);
         json_object_set_new(o, "duration_ms", dur);
         json_object_set_new(o, "waiting", wait);

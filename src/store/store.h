@@ -65,6 +65,7 @@
 #include <stdio.h>
 
 #include <stagger/common.h>
+#include <stagger/priority.h>
 
 /* ---- job states ------------------------------------------------------- */
 
@@ -555,7 +556,35 @@ typedef struct stg_store_report {
     struct { char why[64]; int64_t n; } reasons[STG_REPORT_REASONS];
     int n_reasons;
     int64_t reasons_other;
+    /* Per class and tenant (report_class.c, docs/priorities.md): the jobs
+     * by state, by the class and tenant each stored (cls "" : none, the
+     * run's --priority, normal by default), and what the runs admitted of
+     * each (admitted 0 and waits unknown when no run recorded it). */
+    struct stg_report_class *classes; /* owned */
+    size_t n_classes;
 } stg_store_report;
+
+typedef struct stg_report_class {
+    char cls[16];                      /* a class name, or "" in jobs */
+    char tenant[STG_TENANT_MAX + 2];   /* "": none */
+    bool jobs_row;                     /* a row of the jobs' classes, else of the runs' */
+    int64_t jobs[STG_JOB_NSTATES];     /* jobs_row */
+    int64_t admitted, wait_ms, wait_max_ms; /* runs' rows */
+} stg_report_class;
+
+/* One class and tenant's admissions in a run, for stg_store_run_classes_add. */
+typedef struct stg_run_class {
+    const char *cls;    /* its name */
+    const char *tenant; /* NULL: none */
+    int64_t admitted, wait_ms, wait_max_ms;
+} stg_run_class;
+/* Add the run's admissions per class and tenant to the latest run (the
+ * table run_classes is made if missing). */
+int stg_store_run_classes_add(stg_store *s, const stg_run_class *v, size_t n);
+/* report_class.c, for report.c: read r's classes; print them; as JSON. */
+int stg__store_report_classes(stg_store *s, stg_store_report *r);
+void stg__store_report_classes_print(const stg_store_report *r, FILE *out);
+void *stg__store_report_classes_json(const stg_store_report *r); /* json_t * */
 
 int stg_store_report_get(stg_store *s, stg_store_report *r);
 void stg_store_report_free(stg_store_report *r);
