@@ -129,6 +129,13 @@ int stg_batch_new(const stg_batch_config *cfg, stg_batch **out, stg_batch_start 
             return STG_EINVAL;
         }
     }
+    if (cfg->priority < STG_PRIORITY_MIN || cfg->priority > STG_PRIORITY_MAX ||
+        (cfg->tenant && *cfg->tenant && stg_tenant_check(cfg->tenant, NULL) != STG_OK) ||
+        !(cfg->weight == 0 || (cfg->weight > 0 && cfg->weight <= 1e6))) {
+        if (err && errlen)
+            snprintf(err, errlen, "bad batch configuration: priority, tenant or weight");
+        return STG_EINVAL;
+    }
     stg_batch *b = calloc(1, sizeof *b);
     if (!b)
         return fail_new(NULL, STG_ENOMEM, err, errlen, "out of memory");
