@@ -8,16 +8,12 @@
  *  - Each finished request's outcome is written (into the runner's group
  *    transaction: committed with the next commit, runner.c), then the slot
  *    is freed (a failed store stops every write: the next open recovers
- *    those jobs). An outcome of a job that is not replay-safe marks the
- *    group (unsafe_open) so that its step commits it.
- *  - An ATTEMPT_START commits the group before the engine goes on when a
- *    claim is uncommitted (claim_open) or the job needs its sent-mark: a
- *    request never leaves while its claim is uncommitted. Outcomes of
- *    replay-safe jobs written before it may stay uncommitted: their jobs
- *    are inflight on disk, and a kill re-runs them.
- *  - The sent-mark of a job that is not replay-safe is committed from
- *    ATTEMPT_START, which the engine emits before the transfer can leave,
- *    and counts that first attempt: the outcome then adds the others.
+ *    those jobs). commit.c is told of each outcome (an unsafe one is
+ *    committed in its step).
+ *  - An ATTEMPT_START applies commit.c's rule before the engine goes on:
+ *    a request never leaves while its claim is uncommitted, and the
+ *    sent-mark of a job that is not replay-safe is committed first,
+ *    counting that first attempt: the outcome then adds the others.
  *  - The caller's event callback runs after the batch's own handling, so
  *    what it observes in the store is already written (and, for the
  *    sent-mark, committed).
@@ -57,8 +53,9 @@ void stg__batch_release(stg_batch *b, stg_batch_slot *sl)
     b->active--;
 }
 
-/* Commit o for the job in sl; the counts follow only a committed move. */
-void stg__batch_commit(stg_batch *b, stg_batch_slot *sl, stg_job_outcome *o)
+/* Write o for the job in sl (into the group: commit.c commits it); the
+ * counts follow only a written move. */
+void stg__batch_write_outcome(stg_batch *b, stg_batch_slot *sl, stg_job_outcome *o)
 {
     if (b->store_failed)
         return; /* stays inflight: the next open recovers it */
@@ -75,8 +72,7 @@ void stg__batch_commit(stg_batch *b, stg_batch_slot *sl, stg_job_outcome *o)
     }
     if (!b->source)
         stg__batch_counts_move(&b->counts, STG_JOB_INFLIGHT, o->state);
-    if (!b->source && !sl->job.replay_safe)
-        b->unsafe_open = true; /* a kill would send it to review: the step commits it */
+    stg__batch_outcome_written(b, sl); /* commit.c: unsafe-open */
     if (o->state != STG_JOB_PENDING)
         b->finished++;
 }
@@ -164,7 +160,7 @@ void stg__batch_on_done(stg_engine *e, uint64_t id, const stg_result *res, void 
         out.body = res->body ? res->body : ""; /* not 2xx: the engine kept it */
         out.body_len = res->body_len;
     }
-    stg__batch_commit(b, sl, &out);
+    stg__batch_write_outcome(b, sl, &out);
     stg__batch_body_discard(&sl->body); /* a temp file not renamed, read: gone */
     stg__batch_release(b, sl);
 }
@@ -191,35 +187,22 @@ void stg__batch_on_event(const stg_event *ev, void *data)
     if (sl && sl->lost && ev->type == STG_EVENT_ATTEMPT_START) {
         /* Not ours to send: no sent-mark, not counted as sent. */
     } else if (sl && ev->type == STG_EVENT_ATTEMPT_START) {
-        /* The job's claim is durable before its request can leave: the
-         * sent-mark's commit takes it along (and every write before it),
-         * else a flush, only when a claim is still uncommitted (a job
-         * claimed ahead was committed with an earlier start; outcomes of
-         * replay-safe jobs need no commit before a request leaves: a kill
-         * re-runs them). A failure stops the run, and the step cancels the
-         * started requests before a pass sends them. */
-        bool marks = !sl->sent && !sl->job.replay_safe && !b->store_failed;
-        if (!marks && !b->source && !b->store_failed && b->claim_open)
-            stg__batch_flush(b);
-        if (marks) {
-            /* Committed before the engine goes on to send it. */
-            int rc = stg__batch_src_mark_sent(b, &sl->job);
-            if (rc == STG_OK && !b->source)
-                stg__batch_committed(b); /* the mark committed the group */
-            if (rc == STG_OK && !b->source) {
-                sl->committed = 1;
-            } else if (rc == STG_EUNAVAIL) {
-                /* Not recorded: the run stops, and the engine sends only
-                 * in a later pass, so the cancel comes first and the job
-                 * was never sent: it goes back, not to review. */
-                stg__batch_stop_for(b, STG_BATCH_LIMITER, "%s", stg__batch_src_errmsg(b));
-                if (b->user_event)
-                    b->user_event(ev, b->user_event_data);
-                return;
-            } else if (rc != STG_OK) {
-                stg__batch_store_failed(b);
-            }
+        /* The job's claim (and, not replay-safe, its sent-mark) is durable
+         * before its request can leave: commit.c's rule. A failure stops
+         * the run, and the step cancels the started requests before a pass
+         * sends them. */
+        int rc = stg__batch_before_send(b, sl);
+        if (rc == STG_EUNAVAIL) {
+            /* Not recorded: the run stops, and the engine sends only in a
+             * later pass, so the cancel comes first and the job was never
+             * sent: it goes back, not to review. */
+            stg__batch_stop_for(b, STG_BATCH_LIMITER, "%s", stg__batch_src_errmsg(b));
+            if (b->user_event)
+                b->user_event(ev, b->user_event_data);
+            return;
         }
+        if (rc != STG_OK)
+            stg__batch_store_failed(b);
         sl->sent = true;
     } else if (sl && ev->type == STG_EVENT_ATTEMPT_END) {
         sl->n429 += ev->status == 429;

@@ -1,8 +1,10 @@
 /*
  * Private to src/batch: the runner's handle and its slots, shared by
- * runner.c (lifecycle and the loop), submit.c (claim and submit) and
- * finish.c (outcomes, the sent-mark, stops). Nothing outside src/batch
- * includes this.
+ * runner.c (lifecycle and the loop), submit.c (claim and submit),
+ * finish.c (outcomes, the sent-mark, stops) and commit.c (when the store's
+ * group is committed: the only file that touches claim_open, unsafe_open
+ * and commit_us). Nothing outside src/batch includes this (but its unit
+ * tests).
  *
  * Invariants: a slot is used from the submit of its claimed job until the
  * done callback of its request has written (or skipped, with a failed
@@ -96,6 +98,7 @@ struct stg_batch {
      * commit (the store: written moves reach these only once committed). */
     stg_batch_counts shown;
     int64_t shown_finished;
+    /* The commit rule's state (commit.c, and only there). */
     bool claim_open;     /* a claim written and not yet committed */
     bool unsafe_open;    /* an outcome of a job that is not replay-safe, not
                             yet committed (committed in its step) */
@@ -116,9 +119,9 @@ void stg__batch_stop_for(stg_batch *b, stg_batch_stop_cause cause, const char *f
                          const char *arg);
 /* Stop because the store failed (its message). */
 void stg__batch_store_failed(stg_batch *b);
-/* Commit o for the slot's job (skipped once the store failed); the counts
- * follow only a committed move. */
-void stg__batch_commit(stg_batch *b, stg_batch_slot *sl, stg_job_outcome *o);
+/* Write o for the slot's job (skipped once the store failed; committed
+ * as commit.c says); the counts follow only a written move. */
+void stg__batch_write_outcome(stg_batch *b, stg_batch_slot *sl, stg_job_outcome *o);
 /* Free the slot. */
 void stg__batch_release(stg_batch *b, stg_batch_slot *sl);
 /* The engine's callbacks (finish.c). */
@@ -143,11 +146,33 @@ void stg__batch_refill(stg_batch *b);
  * claimed), at a stop or the end; skipped once the store failed (the next
  * open recovers them: inflight, unsent, to pending). */
 void stg__batch_unclaim_ahead(stg_batch *b);
+/* ---- the commit rule (commit.c) ---------------------------------------- */
+
 /* Commit the store's group (if open), then what the caller is told
  * follows. A failure stops the run (STORE). */
 void stg__batch_flush(stg_batch *b);
 /* The group was committed (by a flush or a sent-mark): the shown counts
  * catch up with the written ones. */
 void stg__batch_committed(stg_batch *b);
+/* A claim of got jobs was written (claim-open). */
+void stg__batch_claimed(stg_batch *b, int got);
+/* The outcome of sl's job was written (unsafe-open when not replay-safe). */
+void stg__batch_outcome_written(stg_batch *b, const stg_batch_slot *sl);
+/* What must be durable before sl's request is sent. */
+typedef enum stg__batch_send_rule {
+    STG__BATCH_SEND_AS_IS = 0, /* nothing open, or the store failed */
+    STG__BATCH_SEND_FLUSH = 1, /* a claim is open: commit the group */
+    STG__BATCH_SEND_MARK = 2   /* not replay-safe, first send: write and
+                                  commit its sent-mark (the group with it) */
+} stg__batch_send_rule;
+stg__batch_send_rule stg__batch_before_send_rule(const stg_batch *b, const stg_batch_slot *sl);
+/* Apply the rule at sl's ATTEMPT_START: STG_OK, or the sent-mark's error
+ * (the caller stops the run). */
+int stg__batch_before_send(stg_batch *b, stg_batch_slot *sl);
+/* After a step's engine pass at now_us: commit? (an unsafe outcome open,
+ * a stop, a drain, or FLUSH_EVERY_US since the last commit) */
+bool stg__batch_after_step_rule(const stg_batch *b, int64_t now_us);
+/* Commit when the rule says so. */
+void stg__batch_after_step(stg_batch *b);
 
 #endif

@@ -5,32 +5,9 @@
  * Loop (stg_batch_step): submit claimed jobs into the free slots, claiming
  * more first when those claimed ahead run short (submit.c: one claim takes
  * the free slots and ahead_max more, marked inflight, uncommitted), run
- * one engine pass, commit when due. The store is in group commit
- * (stg_store_group): claims, outcomes (finish.c) and the run's counters
- * join one transaction, committed only where something outside needs it:
- *  - at an ATTEMPT_START whose job's claim is not yet committed (finish.c):
- *    the engine emits it after adding the handle (curl_multi_add_handle
- *    does no I/O) and before the pass drives libcurl, which is where a
- *    transfer leaves. A job claimed ahead was committed with the first
- *    start after its claim, so most starts commit nothing;
- *  - at the sent-mark of a job that is not replay-safe (it commits the
- *    whole group), and at the end of a step that wrote an outcome of such
- *    a job (a kill would send it to review);
- *  - at a step's end once FLUSH_EVERY_US passed since the last commit, and
- *    at the run's end or stop.
- * So a busy run commits about once per claim (a claim of ~2 x the slots)
- * instead of once per pass (about once per job against a fast server).
- *
- * Why that is as safe as a commit before each pass: what a kill -9 must
- * find is every job whose request may have left inflight (or marked
- * sent), and every outcome the caller was told of committed. A request
- * leaves only after its claim's commit; the caller is told only what is
- * committed (progress_get, the summary and the counts read b->shown, a
- * copy taken at each commit). An outcome written but not committed
- * belongs to a job still inflight on disk: a kill re-runs it (replay-safe:
- * as one killed just before its answer), and no claim becomes durable
- * without committing every outcome written before it. A claim written
- * but not committed is pending on disk, and its request has not left.
+ * one engine pass, commit when due. When the store's group is committed
+ * (claim-open, unsafe-open, the 20 ms flush, the flush before a send) is
+ * commit.c's rule, with why it is as safe as a commit before each pass.
  *
  * This file: new, step, stop, progress, end, free.
  *
@@ -73,24 +50,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "batch/internal.h"
 #include "util/assert.h"
+#include "util/clock.h"
 
-static int64_t mono_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
-/* Outcomes of replay-safe jobs are committed at most this long after the
- * last commit when nothing else commits them first (a start whose claim is
- * uncommitted, a sent-mark, an unsafe outcome, the end): what the caller
- * is told (the committed) lags the wire by that much at most. */
-#define FLUSH_EVERY_US STG_MS(20)
 /* Claimed ahead: as many as the slots, at most 64; none below 4 slots. */
 #define AHEAD_MIN_SLOTS 4
 #define AHEAD_MAX 64
@@ -100,24 +65,6 @@ static int ahead_for(const stg_batch_config *cfg, int nslots)
     if (cfg->source || nslots < AHEAD_MIN_SLOTS)
         return 0;
     return nslots < AHEAD_MAX ? nslots : AHEAD_MAX;
-}
-
-void stg__batch_committed(stg_batch *b)
-{
-    b->shown = b->counts;
-    b->shown_finished = b->finished;
-    b->claim_open = b->unsafe_open = false;
-    b->commit_us = mono_us();
-}
-
-void stg__batch_flush(stg_batch *b)
-{
-    if (b->source || b->store_failed)
-        return;
-    if (stg_store_flush(b->store) != STG_OK)
-        stg__batch_store_failed(b);
-    else
-        stg__batch_committed(b);
 }
 
 const char *stg_batch_cause_name(stg_batch_stop_cause c)
@@ -182,6 +129,13 @@ int stg_batch_new(const stg_batch_config *cfg, stg_batch **out, stg_batch_start 
             return STG_EINVAL;
         }
     }
+    if (cfg->priority < STG_PRIORITY_MIN || cfg->priority > STG_PRIORITY_MAX ||
+        (cfg->tenant && *cfg->tenant && stg_tenant_check(cfg->tenant, NULL) != STG_OK) ||
+        !(cfg->weight == 0 || (cfg->weight > 0 && cfg->weight <= 1e6))) {
+        if (err && errlen)
+            snprintf(err, errlen, "bad batch configuration: priority, tenant or weight");
+        return STG_EINVAL;
+    }
     stg_batch *b = calloc(1, sizeof *b);
     if (!b)
         return fail_new(NULL, STG_ENOMEM, err, errlen, "out of memory");
@@ -211,7 +165,7 @@ int stg_batch_new(const stg_batch_config *cfg, stg_batch **out, stg_batch_start 
                                             : strerror(e));
         return fail_new(b, STG_EINVAL, err, errlen, msg);
     }
-    b->start_us = mono_us();
+    b->start_us = stg__clock_mono_us();
     b->next_save_us = b->start_us + STG_SEC(1);
     if (!(b->slots = calloc((size_t)b->nslots, sizeof *b->slots)))
         return fail_new(b, STG_ENOMEM, err, errlen, "out of memory");
@@ -316,14 +270,11 @@ bool stg_batch_step(stg_batch *b, int64_t timeout_us)
             b->slots[i].lost = true;
             stg_engine_cancel(b->engine, b->slots[i].req_id);
         }
-    /* The claims just written are committed by the first ATTEMPT_START
-     * of one of them (finish.c), with every write before it. */
+    /* The claims just written are committed before the first send of one
+     * of them (commit.c, from finish.c's ATTEMPT_START), with every write
+     * before it. */
     stg_engine_run(b->engine, timeout_us);
-    /* Outcomes of jobs that are not replay-safe are committed in their
-     * step (a kill would send them to review); the others within
-     * FLUSH_EVERY_US. The caller is told only what is committed. */
-    if (b->unsafe_open || b->stopping || b->drained || mono_us() - b->commit_us >= FLUSH_EVERY_US)
-        stg__batch_flush(b);
+    stg__batch_after_step(b); /* commit.c: unsafe outcomes, the 20 ms flush */
     /* Attempts started in the pass for jobs the source says are no longer
      * ours (finish.c): still unsent, cancelled now, before a pass sends them. */
     for (int i = 0; i < b->nslots && b->active > 0; i++)
@@ -335,7 +286,7 @@ bool stg_batch_step(stg_batch *b, int64_t timeout_us)
         b->cancelled = true;
         stg_engine_cancel_all(b->engine);
     }
-    int64_t now = mono_us();
+    int64_t now = stg__clock_mono_us();
     if (now >= b->next_save_us && b->source) {
         stg__batch_src_counts(b); /* the whole queue, for the progress */
         b->next_save_us = now + STG_MS(500);
@@ -447,7 +398,7 @@ void stg_batch_free(stg_batch *b, int exit_code)
     if (!b->source && stg_store_group(b->store, false) != STG_OK)
         b->store_failed = true;
     if (b->run_id > 0 && !b->source) {
-        stg_run_stats rs = {.wall_ms = (mono_us() - b->start_us) / 1000,
+        stg_run_stats rs = {.wall_ms = (stg__clock_mono_us() - b->start_us) / 1000,
                             .exit_code = exit_code,
                             .concurrency = es.concurrency_limit};
         (void)stg_store_run_update(b->store, b->run_id, &rs); /* the counters are in already */

@@ -6,7 +6,7 @@
  * Invariants:
  *  - A job is claimed (pending -> inflight, written in the group) before
  *    it reaches the engine, and its request leaves only once that claim is
- *    committed (finish.c); never more jobs than free slots are submitted.
+ *    committed (commit.c); never more jobs than free slots are submitted.
  *  - A claim takes the free slots and ahead_max more when the claimed
  *    ahead (in id order) are fewer than the free slots, so claimed and not
  *    finished stay <= nslots + ahead_max (asserted: the inflight count is
@@ -142,7 +142,7 @@ static void submit(stg_batch *b, stg_batch_slot *sl)
                  "job %s needs its input file (secrets are not stored): give the same input "
                  "again", j->key);
         stg_job_outcome back = {.state = STG_JOB_PENDING};
-        stg__batch_commit(b, sl, &back);
+        stg__batch_write_outcome(b, sl, &back);
         stg__batch_release(b, sl);
         return;
     }
@@ -221,7 +221,7 @@ static void submit(stg_batch *b, stg_batch_slot *sl)
     stg_job_outcome out = {.state = rc == STG_ENOMEM ? STG_JOB_PENDING : STG_JOB_FAILED,
                            .reason = "invalid_request",
                            .error = msg};
-    stg__batch_commit(b, sl, &out);
+    stg__batch_write_outcome(b, sl, &out);
     if (rc == STG_ENOMEM)
         stg__batch_stop_for(b, STG_BATCH_STORE, "%s", "out of memory");
     stg__batch_release(b, sl);
@@ -245,8 +245,7 @@ static void claim_more(stg_batch *b, int want)
     STG_ASSERT(got <= want && (b->source || got <= b->counts.n[STG_JOB_PENDING]));
     if (!more)
         b->exhausted = true;
-    if (got > 0 && !b->source)
-        b->claim_open = true; /* committed at the first start that needs it */
+    stg__batch_claimed(b, got); /* commit.c: committed before its first send */
     for (int i = 0; i < got && !b->source; i++)
         stg__batch_counts_move(&b->counts, STG_JOB_PENDING, STG_JOB_INFLIGHT);
     b->n_ahead += got;

@@ -111,6 +111,7 @@ const cli_opt cli_batch_queue_opts[] = {
 
 #include "batch/batch.h"
 #include "batch/queue_source.h"
+#include "store/export_row.h"
 #include "util/clock.h"
 
 static volatile sig_atomic_t g_sig;
@@ -209,6 +210,7 @@ static int load_input(const batch_opts *o, stg_queue *q, const char *name)
                 .body_len = j->body_len,
                 .idempotency_key = j->idempotency_key,
                 .replay_safe = stg_store_method_idempotent(j->method) || j->idempotency_key,
+                .line = j->line,
             };
         }
         int64_t a = 0;
@@ -329,119 +331,42 @@ int batch_queue_report(const char *url, bool json, cli_redis_tls *tls)
 
 /* ---- export --------------------------------------------------------------- */
 
-typedef struct exporter {
-    FILE *out;
-    int format; /* STG_EXPORT_JSONL, STG_EXPORT_CSV, STG_EXPORT_JSON (one array) */
-    long rows;  /* written so far: the JSON array's separators */
-} exporter;
-
-static void csv_field(FILE *out, const char *s, size_t len, bool last)
-{
-    if (s && strpbrk(s, ",\"\r\n")) {
-        fputc('"', out);
-        for (size_t i = 0; i < len; i++) {
-            if (s[i] == '"')
-                fputc('"', out);
-            fputc(s[i], out);
-        }
-        fputc('"', out);
-    } else if (s) {
-        fwrite(s, 1, len, out);
-    }
-    fputc(last ? '\n' : ',', out);
-}
-
-static void csv_str(FILE *out, const char *s)
-{
-    csv_field(out, s, s ? strlen(s) : 0, false);
-}
-
-static void csv_int(FILE *out, long long v, bool last)
-{
-    fprintf(out, "%lld%c", v, last ? '\n' : ',');
-}
-
-static char *base64(const char *s, size_t len)
-{
-    static const char tab[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    char *o = malloc(4 * ((len + 2) / 3) + 1), *p = o;
-    for (size_t i = 0; o && i < len; i += 3) {
-        unsigned v = (unsigned char)s[i] << 16 | (i + 1 < len ? (unsigned char)s[i + 1] << 8 : 0) |
-                     (i + 2 < len ? (unsigned char)s[i + 2] : 0);
-        *p++ = tab[v >> 18 & 63];
-        *p++ = tab[v >> 12 & 63];
-        *p++ = i + 1 < len ? tab[v >> 6 & 63] : '=';
-        *p++ = i + 2 < len ? tab[v & 63] : '=';
-    }
-    if (p)
-        *p = '\0';
-    return o;
-}
-
-static void set_str(json_t *o, const char *k, const char *v)
-{
-    json_object_set_new(o, k, v ? json_string(v) : json_null());
-}
+/* The queue's own columns, after the ones every export has (export_row.h). */
+static const char *const QUEUE_COLUMNS[] = {"deliveries", "worker", "latency_ms"};
 
 static int export_row(void *data, const stg_queue_row *r)
 {
-    exporter *e = data;
-    if (e->format == STG_EXPORT_CSV) {
-        csv_str(e->out, r->key);
-        csv_int(e->out, r->id, false);
-        csv_str(e->out, stg_queue_state_name(r->state));
-        csv_int(e->out, r->status, false);
-        csv_int(e->out, r->attempts, false);
-        csv_int(e->out, r->deliveries, false);
-        csv_str(e->out, r->error);
-        csv_str(e->out, r->reason);
-        csv_str(e->out, r->method);
-        csv_str(e->out, r->url);
-        csv_str(e->out, r->file);
-        csv_str(e->out, r->worker);
-        csv_int(e->out, r->latency_ms, false);
-        if (r->body) {
-            csv_int(e->out, r->finished_ms, false);
-            csv_field(e->out, r->body, r->body_len, true);
-        } else {
-            csv_int(e->out, r->finished_ms, true);
-        }
-        return ferror(e->out) ? -1 : 0;
-    }
-    json_t *o = json_object();
-    set_str(o, "id", r->key);
-    json_object_set_new(o, "job", json_integer(r->id));
-    set_str(o, "state", stg_queue_state_name(r->state));
-    json_object_set_new(o, "status", json_integer(r->status));
-    json_object_set_new(o, "attempts", json_integer(r->attempts));
-    json_object_set_new(o, "deliveries", json_integer(r->deliveries));
-    set_str(o, "error", r->error);
-    set_str(o, "reason", r->reason);
-    set_str(o, "method", r->method);
-    set_str(o, "url", r->url);
-    set_str(o, "file", r->file);
-    set_str(o, "worker", r->worker);
-    json_object_set_new(o, "latency_ms", json_integer(r->latency_ms));
-    json_object_set_new(o, "duration_ms", json_integer(r->latency_ms)); /* the store's name */
-    json_object_set_new(o, "finished_at", r->finished_ms ? json_integer(r->finished_ms) : json_null());
-    if (r->body) {
-        json_t *b = json_stringn(r->body, r->body_len);
-        if (b) {
-            json_object_set_new(o, "body", b);
-        } else {
-            char *enc = base64(r->body, r->body_len);
-            set_str(o, "body_base64", enc);
-            free(enc);
-        }
-    }
-    if (e->format == STG_EXPORT_JSON)
-        fputs(e->rows ? ",\n" : "[\n", e->out);
-    int rc = json_dumpf(o, e->out, JSON_COMPACT);
-    if (e->format != STG_EXPORT_JSON)
-        fputc('\n', e->out);
-    e->rows++;
-    json_decref(o);
-    return rc || ferror(e->out) ? -1 : 0;
+    stg__exporter *x = data;
+    bool finished = r->finished_ms > 0;
+    stg__export_val own[] = {
+        {.is_int = true, .i = r->deliveries},
+        {.s = r->worker, .is_null = !r->worker},
+        {.is_int = true, .i = r->latency_ms, .is_null = !finished},
+    };
+    stg__export_row row = {
+        .key = r->key,
+        .job = r->id,
+        .has_line = r->line > 0,
+        .line = r->line,
+        .state = stg_queue_state_name(r->state),
+        .has_status = r->status > 0,
+        .status = r->status,
+        .attempts = r->attempts,
+        .error = r->error,
+        .reason = r->reason,
+        .method = r->method,
+        .url = r->url,
+        .file = r->file,
+        .has_finished = finished,
+        .finished_ms = r->finished_ms,
+        .has_duration = finished,
+        .duration_ms = r->latency_ms,
+        .has_body = r->body != NULL,
+        .body = r->body,
+        .body_len = r->body_len,
+        .own = own,
+    };
+    return stg__export_write(x, &row) == STG_OK ? 0 : -1;
 }
 
 int batch_queue_export(const char *url, int format, unsigned state_mask, bool bodies,
@@ -458,19 +383,20 @@ int batch_queue_export(const char *url, int format, unsigned state_mask, bool bo
         stg_queue_free(q);
         return CLI_EXIT_FAILED;
     }
-    exporter e = {.out = out, .format = format};
-    if (format == STG_EXPORT_CSV)
-        fprintf(out, "id,job,state,status,attempts,deliveries,error,reason,method,url,file,"
-                     "worker,latency_ms,finished_at%s\n",
-                bodies ? ",body" : "");
-    int rc = stg_queue_export(q, state_mask, bodies, export_row, &e);
-    if (format == STG_EXPORT_JSON)
-        fputs(e.rows ? "\n]\n" : "[]\n", out);
+    stg__exporter x = {.out = out,
+                       .format = (stg_export_format)format,
+                       .bodies = bodies,
+                       .own = QUEUE_COLUMNS,
+                       .n_own = sizeof QUEUE_COLUMNS / sizeof QUEUE_COLUMNS[0]};
+    int rc = stg__export_begin(&x) == STG_OK ? STG_OK : -1;
+    if (rc == STG_OK)
+        rc = stg_queue_export(q, state_mask, bodies, export_row, &x);
     if (rc != STG_OK && rc != -1)
         fprintf(stderr, "stagger batch: %s\n", stg_queue_errmsg(q));
+    if (rc == STG_OK && stg__export_end(&x) != STG_OK)
+        rc = -1;
     stg_queue_free(q);
-    bool to_stdout = out == stdout;
-    if (to_stdout ? fflush(out) != 0 : fclose(out) != 0)
+    if (out != stdout && fclose(out) != 0)
         rc = rc == STG_OK ? -1 : rc;
     if (rc == -1)
         return CLI_EXIT_FAILED;

@@ -36,6 +36,7 @@
 #include <stagger/quota.h>
 
 #include "util/assert.h"
+#include "util/fnv.h"
 
 #define UNKNOWN INT64_C(-1)
 #define NEVER INT64_MIN
@@ -114,16 +115,6 @@ typedef struct tview {
 } tview;
 _Static_assert(sizeof(tview) <= sizeof(stg_quota_ticket), "ticket view outgrew the ticket");
 
-static uint64_t hash(const char *s)
-{
-    uint64_t h = UINT64_C(1469598103934665603);
-    for (; *s; s++) {
-        h ^= (unsigned char)*s;
-        h *= UINT64_C(1099511628211);
-    }
-    return h;
-}
-
 static int64_t sat_add(int64_t a, int64_t b)
 {
     if (b > 0 && a > TIME_MAX - b)
@@ -195,7 +186,7 @@ void stg_quota_free(stg_quota *q)
 
 static host *host_find(stg_quota *q, const char *name)
 {
-    uint64_t hv = hash(name);
+    uint64_t hv = stg__fnv1a64(name);
     for (int64_t i = 0; i < q->max_hosts; i++) {
         host *h = &q->h[i];
         if (h->name && h->hash == hv && !strcmp(h->name, name))
@@ -226,7 +217,7 @@ static host *host_add(stg_quota *q, const char *name)
         host_clear(q, slot);
         return NULL;
     }
-    slot->hash = hash(name);
+    slot->hash = stg__fnv1a64(name);
     slot->pause_until = NEVER;
     return slot;
 }

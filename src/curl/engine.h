@@ -145,6 +145,8 @@ typedef struct req {
     size_t n_cost;
     stg_quota_ticket *qt;
     bool quota_held;
+    bool quota_waiting; /* counted in host->q_waiting: refused by the quotas,
+                           not yet granted (engine_admit.c, quota_wait) */
     /* With cfg.shared_quotas: the shared ledger's ticket of the current
      * send (held with quota_held, settled with it; NULL: none). */
     void *sq;
@@ -378,6 +380,8 @@ void stg__eng_map_del(stg_engine *e, uint64_t id);
 
 /* ---- admission (engine_admit.c) ------------------------------------------ */
 
+/* r no longer waits for its host's quotas (granted, or it ends). */
+void stg__eng_quota_unwait(req *r);
 /* r leaves its host's pace queue (not served); the next one, if r was the
  * head, goes to the front of the retry queue. */
 void stg__eng_pace_leave(stg_engine *e, req *r);

@@ -307,8 +307,37 @@ static void start_attempt(stg_engine *e, req *r)
 /* The quota limiter's default probe wait (stg_quota_config.probe_wait_us). */
 #define QUOTA_POLL_US STG_MS(20)
 
+/* r waits wait_us for its host's quotas (a W_QUOTA timer). It counts as
+ * waiting for them in its class (a lower class does not ask while a
+ * higher one waits) from its first refusal until a grant or its end,
+ * through the retry queue in between: else a higher class whose timer
+ * fired would stop counting while it queues behind lower ones that then
+ * ask first. */
+static void quota_wait(stg_engine *e, req *r, int64_t wait_us)
+{
+    if (!r->quota_waiting) {
+        r->quota_waiting = true;
+        r->host->q_waiting[stg__fq_class_index(r->prio)]++;
+    }
+    stg__eng_schedule(e, r, W_QUOTA, wait_us);
+}
+
+void stg__eng_quota_unwait(req *r)
+{
+    if (!r->quota_waiting)
+        return;
+    r->quota_waiting = false;
+    r->host->q_waiting[stg__fq_class_index(r->prio)]--;
+}
+
 /* Reserve r's cost against every quota of its key, or wait for them.
- * Returns true when r may go on to the limiter. */
+ * Returns true when r may go on to the limiter.
+ *
+ * Classes (docs/priorities.md): while requests of a higher class wait for
+ * the host's quotas, a lower class does not ask them (it would take what
+ * frees first) and polls instead, unless the floor says it is its turn:
+ * 19 grants went to the others while it waited. Among the requests of one
+ * class, the quota's own waits decide (no tenant weights here). */
 static bool quota_gate(stg_engine *e, req *r, int64_t left)
 {
     if (!e->cfg.quotas || r->quota_held)
@@ -326,6 +355,19 @@ static bool quota_gate(stg_engine *e, req *r, int64_t left)
      * them. What fits in a quota's remaining count goes now; only more
      * than that is paced over its reset. */
     stg__host *h = r->host;
+    int ci = stg__fq_class_index(r->prio);
+    bool above = false;
+    for (int j = 0; j < ci; j++)
+        above |= h->q_waiting[j] > 0;
+    if (above && h->q_starved[ci] + 1 < STG__FQ_FLOOR_EVERY) {
+        stg__eng_pace_leave(e, r);
+        if (QUOTA_POLL_US >= left) {
+            stg__eng_finish(e, r, STG_REASON_DEADLINE);
+            return false;
+        }
+        quota_wait(e, r, QUOTA_POLL_US);
+        return false;
+    }
     int64_t demand = h->q_alive - h->q_held;
     STG_ASSERT(demand >= 1);
     int64_t wait = 0;
@@ -364,8 +406,13 @@ static bool quota_gate(stg_engine *e, req *r, int64_t left)
         }
     }
     if (rc == STG_OK) {
+        stg__eng_quota_unwait(r);
         r->quota_held = true;
         h->q_held++;
+        for (int j = 0; j < STG_N_PRIORITIES; j++) /* the floor's count */
+            if (j != ci && h->q_waiting[j] > 0)
+                h->q_starved[j]++;
+        h->q_starved[ci] = 0;
         return true;
     }
     stg__eng_pace_leave(e, r);
@@ -393,7 +440,7 @@ static bool quota_gate(stg_engine *e, req *r, int64_t left)
         ev.wait_us = wait;
         stg__eng_emit(e, &ev);
     }
-    stg__eng_schedule(e, r, W_QUOTA, wait);
+    quota_wait(e, r, wait);
     return false;
 }
 

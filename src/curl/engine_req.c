@@ -374,6 +374,7 @@ void stg__eng_detach(stg_engine *e, req *r)
         break;
     }
     stg__eng_pace_leave(e, r);
+    stg__eng_quota_unwait(r);
     if (r->reserved) {
         r->reserved = false;
         e->reserved--;

@@ -27,16 +27,7 @@
 
 #include "curl/internal.h"
 #include "util/assert.h"
-
-static uint64_t hash(const char *s)
-{
-    uint64_t h = UINT64_C(1469598103934665603);
-    for (; *s; s++) {
-        h ^= (unsigned char)*s;
-        h *= UINT64_C(1099511628211);
-    }
-    return h;
-}
+#include "util/fnv.h"
 
 void stg__hosts_init(stg__hosts *t)
 {
@@ -175,7 +166,7 @@ static bool grow(stg__hosts *t)
         stg__host *h = t->b[i];
         while (h) {
             stg__host *next = h->next;
-            size_t j = (size_t)(hash(h->key) & (cap - 1));
+            size_t j = (size_t)(stg__fnv1a64(h->key) & (cap - 1));
             h->next = b[j];
             b[j] = h;
             h = next;
@@ -197,7 +188,7 @@ static void forget_one(stg__hosts *t)
         return;
     STG_ASSERT(!h->pace_head && (!h->pace_fq || !h->pace_fq->n) && (!h->conc_fq || !h->conc_fq->n) &&
                h->conc_out == 0 && h->q_alive == 0);
-    stg__host **pp = &t->b[hash(h->key) & (t->cap - 1)];
+    stg__host **pp = &t->b[stg__fnv1a64(h->key) & (t->cap - 1)];
     while (*pp != h)
         pp = &(*pp)->next;
     *pp = h->next;
@@ -210,7 +201,7 @@ stg__host *stg__hosts_get(stg__hosts *t, const char *key, const stg_engine_confi
                           int64_t now_us, int *err)
 {
     if (t->cap) {
-        for (stg__host *h = t->b[hash(key) & (t->cap - 1)]; h; h = h->next)
+        for (stg__host *h = t->b[stg__fnv1a64(key) & (t->cap - 1)]; h; h = h->next)
             if (!strcmp(h->key, key)) {
                 if (t->lru_head != h) {
                     lru_unlink(t, h);
@@ -237,7 +228,7 @@ stg__host *stg__hosts_get(stg__hosts *t, const char *key, const stg_engine_confi
         *err = rc;
         return NULL;
     }
-    size_t j = (size_t)(hash(key) & (t->cap - 1));
+    size_t j = (size_t)(stg__fnv1a64(key) & (t->cap - 1));
     h->next = t->b[j];
     t->b[j] = h;
     lru_front(t, h);

@@ -461,6 +461,11 @@ typedef struct stg__host {
      * not finished, and those of them holding a quota reservation; the
      * difference is the demand that waits for its quotas. */
     int64_t q_alive, q_held;
+    /* Classes at its quotas (engine_admit.c, quota_gate): its requests of
+     * each class in a quota wait, and the grants to other classes while
+     * that class waited (the floor: a lower class asks again after 19). */
+    int64_t q_waiting[STG_N_PRIORITIES];
+    unsigned q_starved[STG_N_PRIORITIES];
     /* What its AI API requests cost and how it counts them (stagger/cost.h),
      * made at its first such request (NULL until then). */
     stg_cost_model *cost_model;

@@ -80,6 +80,11 @@ void px_log_request(stg_proxy *p, const px_req *r, int client_status)
                           "attempts", r->attempts, "reason",
                           r->why ? r->why : stg_reason_name(r->reason), /* the front's own */
                           "duration_ms", (double)(px_mono_us() - r->start_us) / 1000.0);
+    if (o) { /* its class and tenant (Stagger-Priority, Stagger-Tenant) */
+        json_object_set_new(o, "class", json_string(stg_priority_name(r->priority)));
+        if (r->tenant[0])
+            json_object_set_new(o, "tenant", json_string(r->tenant));
+    }
     char *line = o ? json_dumps(o, JSON_COMPACT) : NULL;
     json_decref(o);
     if (!line)

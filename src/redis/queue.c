@@ -21,7 +21,7 @@
 #include "queue_internal.h"
 #include "util/assert.h"
 
-#define LOAD_FIELDS 9
+#define LOAD_FIELDS 10
 
 void stg_queue_job_clear(stg_queue_job *j)
 {
@@ -76,10 +76,11 @@ int stg_queue_load(stg_queue *q, const char *fingerprint, int64_t total,
     const char **argv = calloc((size_t)argc, sizeof *argv);
     size_t *lens = calloc((size_t)argc, sizeof *lens);
     char (*ids)[24] = calloc(n ? n : 1, sizeof *ids);
+    char (*lines)[24] = calloc(n ? n : 1, sizeof *lines);
     char **hdrs = calloc(n ? n : 1, sizeof *hdrs);
     int rc = STG_ENOMEM;
     char tot[24];
-    if (!argv || !lens || !ids || !hdrs)
+    if (!argv || !lens || !ids || !lines || !hdrs)
         goto out;
     snprintf(tot, sizeof tot, "%" PRId64, total);
     argv[0] = q->base;
@@ -102,6 +103,8 @@ int stg_queue_load(stg_queue *q, const char *fingerprint, int64_t total,
         l[6] = s->body ? s->body_len : 0;
         a[7] = s->idempotency_key ? s->idempotency_key : "";
         a[8] = s->replay_safe ? "1" : "0";
+        snprintf(lines[i], sizeof lines[i], "%" PRId64, s->line > 0 ? s->line : 0);
+        a[9] = lines[i];
         for (int k = 0; k < LOAD_FIELDS; k++)
             if (k != 6)
                 l[k] = strlen(a[k]);
@@ -136,6 +139,7 @@ out:
         free(hdrs[i]);
     free(hdrs);
     free(ids);
+    free(lines);
     free(lens);
     free(argv);
     return rc;

@@ -41,8 +41,8 @@
     "  return nil\n"                                                                       \
     "end\n"
 
-/* ARGV: base, fingerprint, total, then 9 per job: id key method url headers
- * has_body body idempotency_key replay_safe. {added} or {-1, theirs}. */
+/* ARGV: base, fingerprint, total, then 10 per job: id key method url headers
+ * has_body body idempotency_key replay_safe line. {added} or {-1, theirs}. */
 static const char load_lua[] =
     LUA_COMMON
     "local fp = redis.call('HGET', P .. 'meta', 'fp')\n"
@@ -53,11 +53,11 @@ static const char load_lua[] =
     "  return {-1, fp}\n"
     "end\n"
     "local added = 0\n"
-    "for i = 4, #ARGV, 9 do\n"
+    "for i = 4, #ARGV, 10 do\n"
     "  if redis.call('SADD', P .. 'ids', ARGV[i]) == 1 then\n"
     "    redis.call('XADD', S, '*', 'id', ARGV[i], 'key', ARGV[i+1], 'm', ARGV[i+2],\n"
     "               'u', ARGV[i+3], 'h', ARGV[i+4], 'hb', ARGV[i+5], 'b', ARGV[i+6],\n"
-    "               'k', ARGV[i+7], 'rs', ARGV[i+8])\n"
+    "               'k', ARGV[i+7], 'rs', ARGV[i+8], 'ln', ARGV[i+9])\n"
     "    added = added + 1\n"
     "  end\n"
     "end\n"

@@ -252,6 +252,7 @@ static int one_row(stg_queue *q, const redisReply *e, const pel_set *pel, unsign
     row.worker = fget(res, "worker", NULL);
     row.latency_ms = fint(res, "lat");
     row.finished_ms = fint(res, "finished");
+    row.line = fint(f, "ln");
     if (bodies)
         row.body = fget(res, "body", &row.body_len);
     int rc = STG_OK;

@@ -33,6 +33,7 @@
 
 #include "internal.h"
 #include "redis/quota_local.h"
+#include "util/fnv.h"
 
 #define ID_MAX STG__SQ_ID_MAX
 
@@ -260,11 +261,7 @@ static uint64_t route_hash(const char *route)
 {
     if (!route || !*route)
         return 0;
-    uint64_t x = UINT64_C(1469598103934665603);
-    for (const char *p = route; *p; p++) {
-        x ^= (unsigned char)*p;
-        x *= UINT64_C(1099511628211);
-    }
+    uint64_t x = stg__fnv1a64(route);
     return x ? x : 1;
 }
 

@@ -17,6 +17,7 @@
 
 #include "server/dialect.h"
 #include "util/assert.h"
+#include "util/base64.h"
 
 void srv_dout_add(srv_dout *o, const char *name, const char *fmt, ...)
 {
@@ -111,18 +112,9 @@ void srv_fmt_dec_seconds(int64_t us, int places, char *buf, size_t n)
 
 void srv_fmt_base64(const char *s, char *buf, size_t n)
 {
-    static const char tab[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    size_t len = strlen(s), o = 0;
-    for (size_t i = 0; i < len && o + 5 <= n; i += 3) {
-        unsigned a = (unsigned char)s[i];
-        unsigned b = i + 1 < len ? (unsigned char)s[i + 1] : 0;
-        unsigned c = i + 2 < len ? (unsigned char)s[i + 2] : 0;
-        unsigned w = a << 16 | b << 8 | c;
-        buf[o++] = tab[w >> 18 & 63];
-        buf[o++] = tab[w >> 12 & 63];
-        buf[o++] = i + 1 < len ? tab[w >> 6 & 63] : '=';
-        buf[o++] = i + 2 < len ? tab[w & 63] : '=';
-    }
-    if (n)
-        buf[o < n ? o : n - 1] = '\0';
+    if (n == 0)
+        return;
+    /* As much of s as fits, whole groups of 4 characters. */
+    size_t len = strlen(s), fit = (n - 1) / 4 * 3;
+    stg__base64_encode(s, len < fit ? len : fit, buf);
 }

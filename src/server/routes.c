@@ -12,6 +12,7 @@
 
 #include "server/buf.h"
 #include "server/routes.h"
+#include "util/base64.h"
 
 char *srv_json_error(const char *error, const char *key, int64_t val, size_t *len)
 {
@@ -109,28 +110,6 @@ static enum MHD_Result add_value(void *cls, enum MHD_ValueKind kind, const char 
     return MHD_YES;
 }
 
-static char *base64(const unsigned char *s, size_t n)
-{
-    static const char tbl[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    char *out = malloc((n + 2) / 3 * 4 + 1);
-    if (!out)
-        return NULL;
-    size_t o = 0;
-    for (size_t i = 0; i < n; i += 3) {
-        uint32_t v = (uint32_t)s[i] << 16;
-        if (i + 1 < n)
-            v |= (uint32_t)s[i + 1] << 8;
-        if (i + 2 < n)
-            v |= s[i + 2];
-        out[o++] = tbl[(v >> 18) & 63];
-        out[o++] = tbl[(v >> 12) & 63];
-        out[o++] = i + 1 < n ? tbl[(v >> 6) & 63] : '=';
-        out[o++] = i + 2 < n ? tbl[v & 63] : '=';
-    }
-    out[o] = '\0';
-    return out;
-}
-
 static void route_echo(srv_route_req *rq, srv_answer *out)
 {
     json_t *o = json_object();
@@ -147,7 +126,7 @@ static void route_echo(srv_route_req *rq, srv_answer *out)
         if (body) {
             json_object_set_new(o, "body", body);
         } else {
-            char *b64 = base64((const unsigned char *)rq->body, rq->len);
+            char *b64 = stg__base64_new((const unsigned char *)rq->body, rq->len);
             json_object_set_new(o, "body_base64", b64 ? json_string(b64) : json_null());
             free(b64);
         }

@@ -96,13 +96,13 @@
     X(stg_redis_limiter_config, 14, 448) \
     X(stg_redis_stats, 3, 112)          \
     X(stg_queue_config, 7, 128)         \
-    X(stg_queue_spec, 4, 112)           \
+    X(stg_queue_spec, 3, 112)           \
     X(stg_queue_counts, 4, 112)         \
     X(stg_queue_job, 4, 160)            \
     X(stg_queue_outcome, 6, 120)        \
     X(stg_queue_worker_row, 2, 80)      \
     X(stg_queue_report, 8, 304)         \
-    X(stg_queue_row, 4, 144)            \
+    X(stg_queue_row, 3, 144)            \
     X(stg_queue_stats, 4, 56)           \
     X(stg_redis_quota_config, 6, 96)    \
     X(stg_redis_quota_info, 5, 96)

@@ -4,8 +4,25 @@ set -eu
 TESTS_RUN=0
 TESTS_FAILED=0
 
-fail() { echo "FAIL: $*" >&2; TESTS_FAILED=$((TESTS_FAILED + 1)); }
-ok() { TESTS_RUN=$((TESTS_RUN + 1)); }
+# The one fail of every shell test (serve_test_lib.sh's too): it reports and
+# counts, and the test goes on; finish (or serve_test_lib.sh's EXIT trap)
+# exits 1 when any check failed. A fail in a subshell (a pipeline's while,
+# a $(...)) counts too: each is also a line of STG_FAILS, which the verdict
+# reads, so no failure is lost with the subshell's variables.
+STG_FAILS=/tmp/stg_fails.$$
+: >"$STG_FAILS"
+fail() {
+  echo "FAIL: $*" >&2
+  TESTS_FAILED=$((TESTS_FAILED + 1))
+  echo "$*" >>"$STG_FAILS"
+}
+# ok [WHAT]: a check passed (counted; WHAT, when given, is printed).
+ok() {
+  TESTS_RUN=$((TESTS_RUN + 1))
+  [ $# = 0 ] || echo "ok - $* [${SECONDS}s]"
+}
+# failures: how many checks failed, in this shell and its subshells.
+failures() { wc -l <"$STG_FAILS" 2>/dev/null | tr -d ' ' || echo "$TESTS_FAILED"; }
 # skip WHY: the whole test cannot run here. Exit 77 is ctest's
 # SKIP_RETURN_CODE (tests/CMakeLists.txt), so the runner reports the test
 # skipped, never passed.
@@ -37,9 +54,10 @@ expect_exit() {
 }
 
 finish() {
-  rm -f /tmp/stg_out.$$ /tmp/stg_err.$$
-  echo "$((TESTS_RUN - TESTS_FAILED)) passed, $TESTS_FAILED failed"
-  [ "$TESTS_FAILED" = 0 ]
+  _nf=$(failures)
+  rm -f /tmp/stg_out.$$ /tmp/stg_err.$$ "$STG_FAILS"
+  echo "$((TESTS_RUN - TESTS_FAILED)) passed, $_nf failed"
+  [ "$_nf" = 0 ]
 }
 
 # listen_port FILE PID: the port of the "listening on http://127.0.0.1:PORT"

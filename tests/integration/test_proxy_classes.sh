@@ -47,4 +47,6 @@ check "metrics: waiting and the wait histogram" \
 proxy_stop
 check "log: attempt_start with class, tenant and admission_wait_ms" \
   sh -c "grep '\"attempt_start\"' '$T/cls.log' | grep '\"class\":\"interactive\"' | grep '\"tenant\":\"acme\"' | grep -q admission_wait_ms"
+check "log: the proxy's line of a request with its class and tenant" \
+  sh -c "grep '\"event\":\"proxy\"' '$T/cls.log' | grep '\"class\":\"interactive\"' | grep -q '\"tenant\":\"acme\"'"
 finish

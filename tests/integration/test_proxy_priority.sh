@@ -76,7 +76,7 @@ PYEOF
 
 # ---- 1. interactive beside a saturating batch ---------------------------------
 proxy_start cls --upstream "$UP" -j 40 --rate 20 --burst 1 --log "$T/cls.log"
-$PY "$CLIENTS" "$PX" 9 "bat:24:Stagger-Priority=batch" \
+$PY "$CLIENTS" "$PX" 7 "bat:24:Stagger-Priority=batch" \
   "int:1:Stagger-Priority=interactive:0.25:1" > "$T/cls.clients"
 proxy_stop
 check "every request answered 200" sh -c "! awk '\$4 != 200' '$T/cls.clients' | grep -q ."
@@ -85,15 +85,15 @@ check "interactive admitted within 2 emission intervals, batch >= 90% of the res
 
 # ---- 2. three tenants 1:1:2, one stops and comes back --------------------------
 proxy_start ten --upstream "$UP" -j 40 --rate 20 --burst 1 --log "$T/ten.log"
-$PY "$CLIENTS" "$PX" 15 "a:8:Stagger-Tenant=a" "b:8:Stagger-Tenant=b" \
-  "c:8:Stagger-Tenant=c|w=2::0:6" "c:8:Stagger-Tenant=c|w=2::9" > "$T/ten.clients"
+$PY "$CLIENTS" "$PX" 12.5 "a:8:Stagger-Tenant=a" "b:8:Stagger-Tenant=b" \
+  "c:8:Stagger-Tenant=c|w=2::0:5" "c:8:Stagger-Tenant=c|w=2::7.5" > "$T/ten.clients"
 proxy_stop
 check "tenants 1:1:2 under contention: 25/25/50% within 5 points" \
-  analyse "$T/ten.log" tenants 1 6 '{"a": 0.25, "b": 0.25, "c": 0.5}'
+  analyse "$T/ten.log" tenants 1 5 '{"a": 0.25, "b": 0.25, "c": 0.5}'
 check "c sends nothing: a and b share its part, 50/50 within 5 points" \
-  analyse "$T/ten.log" tenants 7.5 9 '{"a": 0.5, "b": 0.5}'
+  analyse "$T/ten.log" tenants 6.2 7.5 '{"a": 0.5, "b": 0.5}'
 check "c comes back: its first request admitted within 2 emission intervals" \
-  analyse "$T/ten.log" comeback 9
+  analyse "$T/ten.log" comeback 7.5
 check "c back: 25/25/50% again within 5 points" \
-  analyse "$T/ten.log" tenants 9.5 14.5 '{"a": 0.25, "b": 0.25, "c": 0.5}'
+  analyse "$T/ten.log" tenants 8 12.5 '{"a": 0.25, "b": 0.25, "c": 0.5}'
 finish

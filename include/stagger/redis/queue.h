@@ -133,7 +133,9 @@ typedef struct stg_queue_spec {
     size_t body_len;
     const char *idempotency_key; /* NULL: none */
     bool replay_safe;           /* idempotent method or an idempotency key */
-    uint64_t stg__reserved[4];  /* room to grow (docs/ABI.md); leave zero */
+    /* The input line it came from (1-based; 0: unknown), shown by export. */
+    union { int64_t line; uint64_t stg__line_word; };
+    uint64_t stg__reserved[3];  /* room to grow (docs/ABI.md); leave zero */
 } stg_queue_spec;
 
 /* Add jobs[0..n) to the queue whose job set has this fingerprint (64 hex
@@ -267,7 +269,10 @@ typedef struct stg_queue_row {
     const char *body;           /* NULL: none */
     size_t body_len;
     int64_t latency_ms, finished_ms;
-    uint64_t stg__reserved[4];  /* room to grow (docs/ABI.md); leave zero */
+    /* The input line the job came from (stg_queue_spec.line; 0: unknown,
+     * as for jobs loaded by an older stagger). */
+    union { int64_t line; uint64_t stg__line_word; };
+    uint64_t stg__reserved[3];  /* room to grow (docs/ABI.md); leave zero */
 } stg_queue_row;
 
 /* Call fn for every job in load order (nonzero from fn stops: returned).
