@@ -862,8 +862,9 @@ def perf_section(res):
             r429 = float(w[4].rstrip("%"))
             lost = int(w[5])
             dw = direct[len("naive client, direct"):].split() if direct else []
+            span = (" (server's first to last request: %s ideal)" % w[6]) if len(w) >= 7 else ""
             rows.append(["3. goodput, 4 naive processes through the adaptive proxy ≤ 1.10× ideal, < 1% 429s",
-                         "%.2f× ideal, %.1f%% 429s at the server, %d lost" % (ratio, r429, lost),
+                         "%.2f× ideal, %.1f%% 429s at the server, %d lost%s" % (ratio, r429, lost, span),
                          "one naive process direct: %s ideal, %s 429s" % (dw[2], dw[4]) if len(dw) >= 6 else "–",
                          "%.2f×" % ratio, "met" if ratio <= 1.10 and r429 < 1.0 and lost == 0 else "not met"])
     if not rows:

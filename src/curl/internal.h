@@ -115,6 +115,8 @@ typedef struct stg__xfer {
      * 0: none), and what the progress callback tracks for them, in
      * libcurl's time since the transfer began (xfer.c). */
     int64_t first_byte_us, idle_us;
+    bool ticking; /* the progress callback is installed: a first-byte or
+                     idle time could end the attempt before its total */
     int64_t last_activity_us; /* the last byte either way, or the send */
     int64_t dl_seen, ul_seen; /* byte counts at the last progress call */
     bool request_sent;   /* the pre-request callback ran this attempt */

@@ -110,7 +110,10 @@
  * status line that is not an interim 1xx; after it, any byte either way
  * restarts the idle time, and a transfer paused for a slow reader is
  * never idle. timed_out says which ended the transfer; the attempt step
- * reads it as STG_NET_TIMEOUT.
+ * reads it as STG_NET_TIMEOUT. The callback (and libcurl's 1 s re-check
+ * timer that drives it) is installed only when one of the two could fire
+ * before the attempt's total time (ticking): a total shorter than both
+ * always ends the transfer first.
  */
 #include <limits.h>
 #include <stdlib.h>
@@ -196,6 +199,7 @@ void stg__xfer_reset(stg__xfer *x)
     x->tail_len = 0;
     x->errbuf[0] = '\0';
     x->first_byte_us = x->idle_us = 0;
+    x->ticking = false;
     x->last_activity_us = 0;
     x->dl_seen = x->ul_seen = 0;
     x->request_sent = x->answer_begun = x->touched = x->paused = false;
@@ -773,7 +777,14 @@ void stg__xfer_timeouts(CURL *easy, stg__xfer *x, const stg_policy *p, int64_t r
     curl_easy_setopt(easy, CURLOPT_TIMEOUT_MS, total_ms);
     x->first_byte_us = p->first_byte_timeout_us;
     x->idle_us = p->idle_timeout_us;
-    if (x->first_byte_us <= 0 && x->idle_us <= 0)
+    /* The quiet time either one measures never exceeds the time since the
+     * transfer began, so a total time shorter than both ends the transfer
+     * first (CURLOPT_TIMEOUT): then the tick, which costs every transfer a
+     * callback per read and write and a 1 s timer, is not installed. */
+    int64_t total_us = total_ms ? (int64_t)total_ms * 1000 : INT64_MAX;
+    x->ticking = (x->first_byte_us > 0 && x->first_byte_us <= total_us) ||
+                 (x->idle_us > 0 && x->idle_us <= total_us);
+    if (!x->ticking)
         return;
     curl_easy_setopt(easy, CURLOPT_XFERINFOFUNCTION, on_progress);
     curl_easy_setopt(easy, CURLOPT_XFERINFODATA, x);
