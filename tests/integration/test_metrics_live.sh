@@ -119,7 +119,8 @@ prom "fetch /metrics parses" "$T/fl.prom" '"stagger_attempts" in names'
 prom "fetch --metrics file: 2 quota attempts, 1 success" "$T/f.prom" \
   'v("stagger_attempts_total", **{"class": "quota"}) == 2 and v("stagger_successes_total") == 1'
 # one set of names: every family fetch writes, batch writes too, and batch
-# adds only its jobs by state
+# adds only its jobs by state and the engine's admission per class and
+# tenant (fetch's one call has no admission queue to order)
 names() { $PY -c '
 import sys
 from prometheus_client.parser import text_string_to_metric_families
@@ -127,7 +128,9 @@ print("\n".join(sorted(f.name for f in text_string_to_metric_families(open(sys.a
 names "$T/f.prom" >"$T/f.names"
 names "$T/b.prom" >"$T/b.names"
 check "fetch and batch: the same metric names" test -z "$(comm -23 "$T/f.names" "$T/b.names")"
-check "batch's own: its jobs by state" test "$(comm -13 "$T/f.names" "$T/b.names")" = stagger_batch_jobs
+check "batch's own: its jobs by state, the classes' admission" test \
+  "$(comm -13 "$T/f.names" "$T/b.names" | tr '\n' ' ')" = \
+  "stagger_batch_jobs stagger_class_admitted stagger_class_wait_seconds stagger_class_waiting "
 prom "batch: stagger_batch_jobs at the end: 25 done, none pending" "$T/b.prom" \
   'v("stagger_batch_jobs", state="done") == 25 and v("stagger_batch_jobs", state="pending") == 0'
 
