@@ -110,6 +110,14 @@ typedef struct stg__xfer {
     bool keep_tail;
     size_t tail_len;
     char *tail;
+    /* The answer's head is complete (the blank line after a final, non-1xx
+     * status line and its fields; none of its body yet): on_head(head_arg,
+     * status) once per attempt (NULL: none), where the quota limiter
+     * learns it (stg_quota_head: a long body does not hold the host's
+     * cold start). head_told: it ran this attempt. */
+    void (*on_head)(void *arg, int status);
+    void *head_arg;
+    bool head_told;
     /* The first-byte and idle times of this attempt (stg__xfer_timeouts;
      * 0: none), and what the progress callback tracks for them, in
      * libcurl's time since the transfer began (xfer.c). */

@@ -102,6 +102,12 @@
  * STG_STREAM_OTHER the sink also gets the bytes of other bodies (the proxy
  * gives a final 429 or 500 back whole); they leave `streamed` alone.
  *
+ * The answer's head (the final status line and its fields, ended by a
+ * blank line) is told to on_head once per attempt, before its body: the
+ * quotas it announces are learned then, so a host's cold start ends at
+ * the first answer's head, not at the end of a stream (engine_settle.c,
+ * perform.c).
+ *
  * Per-attempt times (stg__xfer_timeouts): connect and total are
  * libcurl's (the total only with a policy's attempt_timeout_us or a
  * deadline: a body still flowing is never cut otherwise); the first-byte
@@ -200,6 +206,7 @@ void stg__xfer_reset(stg__xfer *x)
     x->dl_seen = x->ul_seen = 0;
     x->request_sent = x->answer_begun = x->touched = x->paused = false;
     x->timed_out = 0;
+    x->head_told = false;
 }
 
 void stg__xfer_tail_free(stg__xfer *x)
@@ -489,6 +496,17 @@ static size_t on_header(char *data, size_t size, size_t nmemb, void *arg)
     }
     /* Malformed hints are simply absent; the return value is advisory. */
     (void)stg_hints_header_line(&x->hints, data, n, x->wall_now_us);
+    /* The blank line ends a head; the final one's is told once (trailers
+     * come later, through here too). */
+    if (n >= 1 && n <= 2 && (data[0] == '\r' || data[0] == '\n') && x->answer_begun &&
+        !x->head_told) {
+        x->head_told = true;
+        long http = 0;
+        if (x->easy)
+            curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &http);
+        if (x->on_head)
+            x->on_head(x->head_arg, (int)http);
+    }
     return n;
 }
 
