@@ -53,7 +53,8 @@ static size_t used_of(const req *r, stg_quota_cost *used, size_t max)
         return 0;
     if (r->x.body.p && r->x.body.len)
         return stg__ai_cost_usage(r->x.body.p, r->x.body.len, used, max);
-    return stg__ai_cost_usage(r->x.tail, r->x.tail_len, used, max); /* streamed on */
+    /* Streamed on: its tail, and the input its start told. */
+    return stg__ai_cost_usage_streamed(r->x.tail, r->x.tail_len, r->x.lead_in, used, max);
 }
 
 /* The quotas an answer announced (the latest response's header block,

@@ -302,7 +302,8 @@ static size_t used_of(const call *c, int status, stg_quota_cost *used, size_t ma
         return 0;
     if (c->x.body.p && c->x.body.len)
         return stg__ai_cost_usage(c->x.body.p, c->x.body.len, used, max);
-    return stg__ai_cost_usage(c->x.tail, c->x.tail_len, used, max);
+    /* Streamed on: its tail, and the input its start told. */
+    return stg__ai_cost_usage_streamed(c->x.tail, c->x.tail_len, c->x.lead_in, used, max);
 }
 
 /* Settle the send's reservation: with the answer's quotas when one came

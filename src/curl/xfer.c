@@ -169,6 +169,7 @@ void stg__xfer_init(stg__xfer *x, size_t max_body)
     memset(x, 0, sizeof *x);
     x->max_body = max_body ? max_body : DEFAULT_MAX_BODY;
     x->errbuf = x->errnone;
+    x->lead_in = -1;
     stg_hints_init(&x->hints);
 }
 
@@ -200,6 +201,9 @@ void stg__xfer_reset(stg__xfer *x)
     x->stream_error = 0;
     x->stream_error_type[0] = '\0';
     x->tail_len = 0;
+    stg__buf_free(&x->lead);
+    x->lead_seen = 0;
+    x->lead_in = -1;
     x->errbuf[0] = '\0';
     x->first_byte_us = x->idle_us = 0;
     x->last_activity_us = 0;
@@ -214,11 +218,12 @@ void stg__xfer_tail_free(stg__xfer *x)
     free(x->tail);
     x->tail = NULL;
     x->tail_len = 0;
+    stg__buf_free(&x->lead);
 }
 
 void stg__xfer_free(stg__xfer *x)
 {
-    stg__xfer_tail_free(x);
+    stg__xfer_tail_free(x); /* and the lead */
     stg__buf_free(&x->body);
     stg__buf_free(&x->headers);
     stg__buf_free(&x->held);
@@ -429,6 +434,32 @@ static void tail_put(stg__xfer *x, const char *data, size_t n)
     STG_ASSERT(x->tail_len <= STG__XFER_TAIL);
 }
 
+/* keep_tail: the body's first STG__XFER_LEAD bytes, read a line at a time
+ * as they pass for the usage only a stream's start tells (the input
+ * tokens of Anthropic's message_start, which a long stream's tail no
+ * longer holds). Only the line in progress is kept, and nothing once the
+ * count is found or the bytes are read (an out of memory reads no more:
+ * the usage is a hint). */
+static void lead_put(stg__xfer *x, const char *data, size_t n)
+{
+    if (!x->keep_tail || x->lead_seen >= STG__XFER_LEAD)
+        return;
+    size_t take = n < STG__XFER_LEAD - x->lead_seen ? n : STG__XFER_LEAD - x->lead_seen;
+    x->lead_seen += take;
+    if (stg__buf_put(&x->lead, data, take)) {
+        size_t done = stg__ai_cost_lead(x->lead.p, x->lead.len, &x->lead_in);
+        memmove(x->lead.p, x->lead.p + done, x->lead.len - done);
+        x->lead.len -= done;
+        x->lead.p[x->lead.len] = '\0';
+    } else {
+        x->lead_seen = STG__XFER_LEAD;
+    }
+    if (x->lead_in >= 0 || x->lead_seen >= STG__XFER_LEAD) {
+        x->lead_seen = STG__XFER_LEAD;
+        stg__buf_free(&x->lead);
+    }
+}
+
 static size_t on_body(char *data, size_t size, size_t nmemb, void *arg)
 {
     stg__xfer *x = arg;
@@ -456,6 +487,7 @@ static size_t on_body(char *data, size_t size, size_t nmemb, void *arg)
             x->sink_failed = true;
             return 0; /* CURLE_WRITE_ERROR aborts the transfer */
         }
+        lead_put(x, data, keep);
         tail_put(x, data, keep);
     } else if (keep && other_put(x, data, keep) != 0) {
         x->sink_failed = true;
