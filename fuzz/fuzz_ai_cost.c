@@ -8,7 +8,9 @@
  * report). Checked: a request's parts are within 0..10^12 and all zero
  * when it is not read as a shape, and stg_ai_cost_estimate prices the
  * same parts; a GET is never read; usage amounts are
- * >= 0, at most three, each unit once. The parts then price every unit
+ * >= 0, at most three, each unit once; the answer read as a stream's
+ * start in pieces (stg__ai_cost_lead) consumes whole lines only and
+ * tells an input count within 0..10^12. The parts then price every unit
  * (an estimate >= 0, 1 for requests) and drive the model through a send
  * and an answer whose count comes from the body's bytes: k and w stay
  * within their bounds.
@@ -61,6 +63,29 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             for (size_t j = 0; j < i; j++)
                 CHECK(strcmp(used[i].unit, used[j].unit) != 0);
         }
+        /* The same bytes as a stream's start, read as they pass in
+         * pieces cut by the first byte (a line at a time, the rest kept),
+         * and joined to the body read as a tail. */
+        size_t piece = 1 + (data[0] & 0x3f), off = 0, kept = 0;
+        char *held = malloc(len ? len : 1);
+        int64_t in = -1;
+        while (held && off < len) {
+            size_t take = len - off < piece ? len - off : piece;
+            memcpy(held + kept, body + off, take);
+            off += take;
+            kept += take;
+            size_t done = stg__ai_cost_lead(held, kept, &in);
+            CHECK(done <= kept);
+            CHECK(done == 0 || held[done - 1] == '\n');
+            memmove(held, held + done, kept - done);
+            kept -= done;
+            CHECK(in >= -1 && in <= INT64_C(1000000000000));
+        }
+        free(held);
+        n = stg__ai_cost_usage_streamed(body, len, in, used, 3);
+        CHECK(n <= 3);
+        for (size_t i = 0; i < n; i++)
+            CHECK(used[i].amount >= 0);
         free(body);
         return 0;
     }

@@ -7,8 +7,9 @@
  * report); checked: only the documented codes; on success 1..max items,
  * each unit NUL-terminated, 1..23 characters, amounts 0..10^15, and the
  * value formatted back parses to the same items. Limiter: the rest is a
- * program of 4-byte steps (acquire with a demand, settle with a synthetic answer,
- * settle without one, cancel, move the clock) over 3 hosts, 4 routes and
+ * program of 4-byte steps (acquire with a demand, settle with a synthetic answer
+ * or at a usage, learn an answer's head before its settle, settle without one,
+ * cancel, move the clock) over 3 hosts, 4 routes and
  * a few tickets; checked: only documented codes, a wait is > 0 exactly
  * when not admitted, and the core's own invariants (STG_ASSERT, on in
  * this build) hold.
@@ -104,7 +105,7 @@ static void fuzz_limiter(const uint8_t *data, size_t size)
             }
             break;
         }
-        case 1: { /* an answer */
+        case 1: { /* an answer, or (a & 0x40) its head only */
             stg_quota_set qs;
             stg_quota_set_init(&qs);
             qs.n = 1 + (b & 1);
@@ -119,7 +120,20 @@ static void fuzz_limiter(const uint8_t *data, size_t size)
                 o->global = (b & 0x80) && j == 0;
             }
             const char *oh = owner[k] ? owner[k] : h;
-            CHECK(stg_quota_settle(q, oh, r, owner[k] ? &t[k] : NULL, &qs, now) == STG_OK);
+            if ((a & 0x40) && owner[k]) {
+                /* The head: learned now, the ticket still to settle. */
+                int rc = stg_quota_head(q, oh, r, &t[k], &qs, now);
+                CHECK(rc == STG_OK || rc == STG_ENOMEM);
+                break;
+            }
+            if (a & 0x80) { /* settled at a usage */
+                stg_quota_cost used = {.amount = c};
+                snprintf(used.unit, sizeof used.unit, "%s", units[b & 3]);
+                CHECK(stg_quota_settle_used(q, oh, r, owner[k] ? &t[k] : NULL, &qs, &used, 1,
+                                            now) == STG_OK);
+            } else {
+                CHECK(stg_quota_settle(q, oh, r, owner[k] ? &t[k] : NULL, &qs, now) == STG_OK);
+            }
             owner[k] = NULL;
             break;
         }

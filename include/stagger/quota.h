@@ -18,6 +18,10 @@
  * send goes alone and the others wait for that answer (one round trip),
  * instead of a first wave that could pass any quota before the server had
  * a chance to announce it (stg_quota_config.no_cold_probe turns it off).
+ * The answer is there when its head is (stg_quota_head: the status line
+ * and header fields, where the quotas are told), not when its body ends:
+ * a first call that streams for minutes holds the others for one round
+ * trip, not for the stream.
  *
  * Admission (stg_quota_acquire) admits a request only when every quota of
  * its key, the host's own quotas and the host's global pause (Discord
@@ -210,6 +214,22 @@ STG_API int stg_quota_settle(stg_quota *q, const char *host, const char *route,
 STG_API int stg_quota_settle_used(stg_quota *q, const char *host, const char *route,
                                   stg_quota_ticket *t, const stg_quota_set *qs,
                                   const stg_quota_cost *used, size_t n_used, int64_t now_us);
+
+/* The head of t's answer arrived (its final status line and header
+ * fields, the body still to come: a long body, an SSE stream), announcing
+ * qs (NULL: nothing): learn qs now, as stg_quota_settle would, so that the
+ * sends that follow are paced by it, and end t's cold probe (the host has
+ * answered: the others need not wait for the body). What t reserved in a
+ * quota qs tells the count of is settled now (that count is the server's
+ * word and has t in it); the rest stays reserved until t is settled,
+ * once, at the end with the body's usage (stg_quota_settle_used) or with
+ * no answer (NULL: stays spent). That settle does not learn its qs again
+ * (the head's, told already: its count and reset are old by then), nor
+ * count t's cold probe twice; a second stg_quota_head of t is a no-op.
+ * Strings are borrowed. Returns STG_OK, STG_EINVAL (q, host or t NULL) or
+ * STG_ENOMEM (then what could not be kept is not). Thread-safe. */
+STG_API int stg_quota_head(stg_quota *q, const char *host, const char *route,
+                           stg_quota_ticket *t, const stg_quota_set *qs, int64_t now_us);
 
 /* Give back what t reserved, for a send that never happened (the request
  * ended before it left): in-flight and estimate both return. t is emptied.

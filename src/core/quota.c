@@ -107,13 +107,19 @@ struct stg_quota {
 /* The ticket's private words. */
 typedef struct tview {
     int64_t n;
-    int64_t cold; /* bit 0: the host's first send, before any answer;
-                     the rest: the admission's sequence number (0: none) */
+    int64_t cold; /* bit 0 (T_COLD): the host's first send, before any
+                     answer, until its head or its settle; bit 1 (T_HEAD):
+                     its head was learned (stg_quota_head); the rest
+                     (>> T_SEQ): the admission's sequence number (0: none) */
     struct {
         int64_t uid, amount;
     } e[STG_QUOTA_TICKET_MAX];
 } tview;
 _Static_assert(sizeof(tview) <= sizeof(stg_quota_ticket), "ticket view outgrew the ticket");
+
+#define T_COLD INT64_C(1)
+#define T_HEAD INT64_C(2)
+#define T_SEQ 2
 
 static int64_t sat_add(int64_t a, int64_t b)
 {
@@ -485,7 +491,7 @@ int stg_quota_acquire_demand(stg_quota *q, const char *hostname, const char *rou
     int64_t wait = 0;
     int rc = STG_OK;
     pthread_mutex_lock(&q->lock);
-    v.cold = ++q->next_seq * 2; /* bit 0 is the cold flag */
+    v.cold = ++q->next_seq << T_SEQ; /* the low bits are flags */
     host *h = host_find(q, hostname);
     if (!h && !q->no_cold_probe && !(h = host_add(q, hostname)))
         goto out; /* out of memory: nothing known, nothing to keep */
@@ -501,7 +507,7 @@ int stg_quota_acquire_demand(stg_quota *q, const char *hostname, const char *rou
             rc = STG_EAGAIN;
         } else {
             h->cold_inflight++;
-            v.cold |= 1;
+            v.cold |= T_COLD;
         }
         goto out;
     }
@@ -756,6 +762,119 @@ static int64_t used_for(const char *u, const stg_quota_cost *used, size_t n_used
     return -1;
 }
 
+/* Take what v holds out of its quotas' in-flight counts (never below 0);
+ * each entry's amount becomes what was taken. */
+static void release(const stg_quota *q, host *h, tview *v)
+{
+    for (int64_t i = 0; i < v->n; i++) {
+        qent *e = by_uid(q, h, v->e[i].uid);
+        int64_t a = v->e[i].amount;
+        if (!e || a <= 0) {
+            v->e[i].amount = 0;
+            continue;
+        }
+        if (a > e->inflight)
+            a = e->inflight;
+        e->inflight -= a;
+        v->e[i].amount = a;
+    }
+}
+
+/* A request of e that reserved `amount` used u (< 0: not said): the
+ * estimate takes back what was reserved beyond it, or gives up what it
+ * passed it by, within the limit. False when nothing was said, or e has
+ * no count to correct. */
+static bool refund_used(qent *e, int64_t amount, int64_t u)
+{
+    if (u < 0 || e->dormant || e->est == UNKNOWN)
+        return false;
+    int64_t est = e->est + amount - u;
+    if (e->limit != UNKNOWN && est > e->limit - e->inflight)
+        est = e->limit - e->inflight > e->est ? e->limit - e->inflight : e->est;
+    e->est = est < 0 ? 0 : est;
+    return true;
+}
+
+/* Learn an answer's quotas qs for the send of v (released: its amounts
+ * are out of the in-flight counts): every quota in qs is kept or updated,
+ * a global one pauses the host, route is mapped to the keys qs names, and
+ * what v charged that qs does not mention is settled: a key the answer
+ * shows the route does not spend is refunded (its entry's amount becomes
+ * 0), one the body says how much was used of (used) is corrected, a probe
+ * that got no count goes dormant. The uids of the quotas qs told go to
+ * seen[0..return) (STG_QUOTA_TICKET_MAX). */
+static int learn(stg_quota *q, host *h, const char *route_name, tview *v,
+                 const stg_quota_set *qs, const stg_quota_cost *used, size_t n_used,
+                 uint64_t *seen, int64_t now_us)
+{
+    uint64_t named[STG_QUOTA_TICKET_MAX];
+    int n_named = 0, n_seen = 0;
+    size_t nq = qs->n < STG_QUOTAS_MAX ? qs->n : STG_QUOTAS_MAX;
+    for (size_t i = 0; i < nq; i++) {
+        const stg_quota_obs *o = &qs->q[i];
+        if (o->global) {
+            if (o->reset_us > 0) {
+                int64_t until = sat_add(now_us, o->reset_us);
+                if (h->pause_until == NEVER || until > h->pause_until)
+                    h->pause_until = until;
+            }
+            continue;
+        }
+        qent *e = quota_get(q, h, o);
+        int64_t amount = 0; /* what the ticket charged this quota */
+        for (int64_t j = 0; j < v->n; j++)
+            if (v->e[j].uid == (int64_t)e->uid)
+                amount += v->e[j].amount;
+        update(q, e, o, v->cold >> T_SEQ, amount, now_us);
+        e->tick = q->tick;
+        if (n_seen < STG_QUOTA_TICKET_MAX)
+            seen[n_seen++] = e->uid;
+        if (o->key[0] && n_named < STG_QUOTA_TICKET_MAX) {
+            bool dup = false;
+            for (int j = 0; j < n_named; j++)
+                dup |= named[j] == e->uid;
+            if (!dup)
+                named[n_named++] = e->uid;
+        }
+    }
+    if (route_name && n_named > 0)
+        route_map(q, h, route_name, named, n_named);
+    /* What the ticket charged that this answer did not mention: a key the
+     * answer shows the route does not spend is refunded; a quota that had
+     * no count (a probe) and got none stays without a gate. */
+    for (int64_t i = 0; i < v->n; i++) {
+        qent *e = by_uid(q, h, v->e[i].uid);
+        bool got = false;
+        for (int j = 0; e && j < n_seen; j++)
+            got |= seen[j] == e->uid;
+        if (!e || got)
+            continue;
+        /* What the request really used (an AI answer's usage; nothing, for
+         * a refusal). The answer's count, when it told one, was the
+         * server's word and was taken above instead. */
+        if (refund_used(e, v->e[i].amount, used_for(e->unit, used, n_used)))
+            continue;
+        bool other_key = false;
+        if (e->key[0] && n_named > 0) {
+            other_key = true;
+            for (int j = 0; j < n_named; j++) {
+                qent *k = by_uid(q, h, (int64_t)named[j]);
+                if (k && !strcmp(k->key, e->key))
+                    other_key = false;
+            }
+        }
+        if (other_key && e->est != UNKNOWN && !e->dormant) {
+            e->est += v->e[i].amount;
+            if (e->limit != UNKNOWN && e->est > e->limit)
+                e->est = e->limit;
+            v->e[i].amount = 0; /* given back */
+        } else if (e->est == UNKNOWN && !e->dormant) {
+            e->dormant = true;
+        }
+    }
+    return n_seen;
+}
+
 static int settle(stg_quota *q, const char *hostname, const char *route_name, stg_quota_ticket *t,
                   const stg_quota_set *qs, const stg_quota_cost *used, size_t n_used,
                   int64_t now_us)
@@ -773,107 +892,101 @@ static int settle(stg_quota *q, const char *hostname, const char *route_name, st
         if (v.n < 0 || v.n > STG_QUOTA_TICKET_MAX)
             v.n = 0; /* never settled a garbage ticket */
     }
+    /* A ticket whose head was learned (stg_quota_head) settles what it
+     * still holds, at the body's usage: the quotas qs tells were the
+     * head's, learned then (taken again now, an old count and a reset
+     * told minutes ago would pass for news). */
+    bool head = (v.cold & T_HEAD) != 0;
     int rc = STG_OK;
     pthread_mutex_lock(&q->lock);
     host *h = host_find(q, hostname);
-    if (!h && qs && qs->n > 0 && !(h = host_add(q, hostname)))
+    if (!h && !head && qs && qs->n > 0 && !(h = host_add(q, hostname)))
         rc = STG_ENOMEM;
     if (!h)
         goto out;
     h->tick = ++q->tick;
-    if ((v.cold & 1) && h->cold_inflight > 0)
+    if ((v.cold & T_COLD) && h->cold_inflight > 0)
         h->cold_inflight--;
-    if (qs)
-        h->answered = true;
-    for (int64_t i = 0; i < v.n; i++) {
-        qent *e = by_uid(q, h, v.e[i].uid);
-        if (e)
-            e->inflight = e->inflight > v.e[i].amount ? e->inflight - v.e[i].amount : 0;
-    }
-    if (!qs) {
-        ticket_idle(q, h, &v, now_us); /* no answer: nothing more will come */
-        goto out;
-    }
-    uint64_t named[STG_QUOTA_TICKET_MAX], seen[STG_QUOTA_TICKET_MAX];
-    int n_named = 0, n_seen = 0;
-    size_t nq = qs->n < STG_QUOTAS_MAX ? qs->n : STG_QUOTAS_MAX;
-    for (size_t i = 0; i < nq; i++) {
-        const stg_quota_obs *o = &qs->q[i];
-        if (o->global) {
-            if (o->reset_us > 0) {
-                int64_t until = sat_add(now_us, o->reset_us);
-                if (h->pause_until == NEVER || until > h->pause_until)
-                    h->pause_until = until;
-            }
-            continue;
+    if (qs && !head)
+        h->answered = true; /* a head did it when it came */
+    release(q, h, &v);
+    if (qs && head) {
+        for (int64_t i = 0; i < v.n; i++) {
+            qent *e = by_uid(q, h, v.e[i].uid);
+            if (e && v.e[i].amount > 0)
+                refund_used(e, v.e[i].amount, used_for(e->unit, used, n_used));
         }
-        qent *e = quota_get(q, h, o);
-        int64_t amount = 0; /* what the ticket charged this quota */
-        for (int64_t j = 0; j < v.n; j++)
-            if (v.e[j].uid == (int64_t)e->uid)
-                amount += v.e[j].amount;
-        update(q, e, o, v.cold >> 1, amount, now_us);
-        e->tick = q->tick;
-        if (n_seen < STG_QUOTA_TICKET_MAX)
-            seen[n_seen++] = e->uid;
-        if (o->key[0] && n_named < STG_QUOTA_TICKET_MAX) {
-            bool dup = false;
-            for (int j = 0; j < n_named; j++)
-                dup |= named[j] == e->uid;
-            if (!dup)
-                named[n_named++] = e->uid;
+    } else if (qs) {
+        uint64_t seen[STG_QUOTA_TICKET_MAX];
+        int n_seen = learn(q, h, route_name, &v, qs, used, n_used, seen, now_us);
+        for (int j = 0; j < n_seen; j++) {
+            qent *e = by_uid(q, h, (int64_t)seen[j]);
+            if (e)
+                idle_spent(q, e, now_us);
         }
     }
-    if (route_name && n_named > 0)
-        route_map(q, h, route_name, named, n_named);
-    /* What the ticket charged that this answer did not mention: a key the
-     * answer shows the route does not spend is refunded; a quota that had
-     * no count (a probe) and got none stays without a gate. */
-    for (int64_t i = 0; i < v.n; i++) {
-        qent *e = by_uid(q, h, v.e[i].uid);
-        bool got = false;
-        for (int j = 0; e && j < n_seen; j++)
-            got |= seen[j] == e->uid;
-        if (!e || got)
-            continue;
-        /* What the request really used (an AI answer's usage; nothing, for
-         * a refusal): the estimate takes back what was reserved beyond it,
-         * or gives up what it passed it by. The answer's count, when it
-         * told one, was the server's word and was taken above instead. */
-        int64_t u = used_for(e->unit, used, n_used);
-        if (u >= 0 && !e->dormant && e->est != UNKNOWN) {
-            int64_t est = e->est + v.e[i].amount - u;
-            if (e->limit != UNKNOWN && est > e->limit - e->inflight)
-                est = e->limit - e->inflight > e->est ? e->limit - e->inflight : e->est;
-            e->est = est < 0 ? 0 : est;
-            continue;
-        }
-        bool other_key = false;
-        if (e->key[0] && n_named > 0) {
-            other_key = true;
-            for (int j = 0; j < n_named; j++) {
-                qent *k = by_uid(q, h, (int64_t)named[j]);
-                if (k && !strcmp(k->key, e->key))
-                    other_key = false;
-            }
-        }
-        if (other_key && e->est != UNKNOWN && !e->dormant) {
-            e->est += v.e[i].amount;
-            if (e->limit != UNKNOWN && e->est > e->limit)
-                e->est = e->limit;
-        } else if (e->est == UNKNOWN && !e->dormant) {
-            e->dormant = true;
-        }
-    }
-    /* What this settle left spent and idle probes after empty_wait. */
+    /* What this settle left spent and idle probes after empty_wait; with
+     * no answer, nothing more will come. */
     ticket_idle(q, h, &v, now_us);
-    for (int j = 0; j < n_seen; j++) {
-        qent *e = by_uid(q, h, (int64_t)seen[j]);
-        if (e)
-            idle_spent(q, e, now_us);
-    }
 out:
     pthread_mutex_unlock(&q->lock);
+    return rc;
+}
+
+int stg_quota_head(stg_quota *q, const char *hostname, const char *route_name,
+                   stg_quota_ticket *t, const stg_quota_set *qs, int64_t now_us)
+{
+    if (!q || !hostname || !t)
+        return STG_EINVAL;
+    tview v;
+    memcpy(&v, t, sizeof v);
+    if (v.n < 0 || v.n > STG_QUOTA_TICKET_MAX)
+        v.n = 0; /* never learned for a garbage ticket */
+    if (v.cold & T_HEAD)
+        return STG_OK; /* told once: a second head is not news */
+    stg_quota_set none;
+    if (!qs) {
+        stg_quota_set_init(&none);
+        qs = &none;
+    }
+    int rc = STG_OK;
+    pthread_mutex_lock(&q->lock);
+    host *h = host_find(q, hostname);
+    if (!h && qs->n > 0 && !(h = host_add(q, hostname)))
+        rc = STG_ENOMEM;
+    if (h) {
+        h->tick = ++q->tick;
+        if ((v.cold & T_COLD) && h->cold_inflight > 0)
+            h->cold_inflight--; /* the probe is answered: the others may go */
+        h->answered = true;
+        /* Learned as settle() learns (its send out of the in-flight
+         * counts: the count told has it already, and the estimate is that
+         * count less what else is in flight); then what the head told the
+         * count of is settled for good (the server's word), and the rest
+         * (a quota the head did not mention, a token unit whose use only
+         * the body says) goes back in flight until the settle. */
+        release(q, h, &v);
+        uint64_t seen[STG_QUOTA_TICKET_MAX];
+        int n_seen = learn(q, h, route_name, &v, qs, NULL, 0, seen, now_us);
+        for (int64_t i = 0; i < v.n; i++) {
+            qent *e = by_uid(q, h, v.e[i].uid);
+            for (int j = 0; e && j < n_seen; j++)
+                if (seen[j] == e->uid)
+                    e = NULL;
+            if (!e)
+                v.e[i].amount = 0;
+            else
+                e->inflight += v.e[i].amount;
+        }
+        for (int j = 0; j < n_seen; j++) {
+            qent *e = by_uid(q, h, (int64_t)seen[j]);
+            if (e)
+                idle_spent(q, e, now_us);
+        }
+    }
+    v.cold = (v.cold & ~T_COLD) | T_HEAD;
+    pthread_mutex_unlock(&q->lock);
+    memcpy(t, &v, sizeof v);
     return rc;
 }
 
@@ -903,7 +1016,7 @@ int stg_quota_cancel(stg_quota *q, const char *hostname, stg_quota_ticket *t)
         return STG_OK;
     pthread_mutex_lock(&q->lock);
     host *h = host_find(q, hostname);
-    if (h && (v.cold & 1) && h->cold_inflight > 0)
+    if (h && (v.cold & T_COLD) && h->cold_inflight > 0)
         h->cold_inflight--;
     for (int64_t i = 0; h && i < v.n; i++) {
         qent *e = by_uid(q, h, v.e[i].uid);

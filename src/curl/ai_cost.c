@@ -35,6 +35,11 @@
  * Anthropic's message_start; the largest of each number, since
  * Anthropic's message_delta counts output cumulatively), or, in the tail
  * of a body that streamed on (its head gone), the last "usage" object.
+ * A stream longer than the tail kept loses its start, where Anthropic
+ * tells the input (message_start; message_delta tells only the output):
+ * the start is read as it passes, a line at a time (stg__ai_cost_lead),
+ * for the input count only (the start's output_tokens is a placeholder),
+ * and joined to the tail's (stg__ai_cost_usage_streamed).
  *
  * stg_ai_cost_estimate (curl.h) is the public face of both: the parts
  * priced in each token unit, for a caller of stg_curl_perform (fetch).
@@ -302,34 +307,52 @@ static void usage_in(const json_t *root, usage *acc)
         usage_of(json_object_get(m, "usage"), acc);
 }
 
+/* One line of an event stream (without its end of line): the usage its
+ * "data:" JSON holds, if any. */
+static void usage_line(const char *p, size_t n, usage *acc)
+{
+    if (n > 0 && p[n - 1] == '\r')
+        n--;
+    if (n <= 5 || memcmp(p, "data:", 5))
+        return;
+    const char *d = p + 5;
+    size_t dn = n - 5;
+    if (dn > 0 && *d == ' ') {
+        d++;
+        dn--;
+    }
+    /* Only an event that may say it ("[DONE]" and the text deltas do
+     * not): parse it. */
+    if (dn > 0 && *d == '{' && memmem(d, dn, "usage", 5)) {
+        json_error_t err;
+        json_t *ev = json_loadb(d, dn, 0, &err);
+        if (ev)
+            usage_in(ev, acc);
+        json_decref(ev);
+    }
+}
+
 static void usage_sse(const char *body, size_t len, usage *acc)
 {
     const char *p = body, *end = body + len;
     while (p < end) {
         const char *nl = memchr(p, '\n', (size_t)(end - p));
         const char *stop = nl ? nl : end;
-        size_t n = (size_t)(stop - p);
-        if (n > 0 && p[n - 1] == '\r')
-            n--;
-        if (n > 5 && !memcmp(p, "data:", 5)) {
-            const char *d = p + 5;
-            size_t dn = n - 5;
-            if (dn > 0 && *d == ' ') {
-                d++;
-                dn--;
-            }
-            /* Only an event that may say it ("[DONE]" and the text deltas
-             * do not): parse it. */
-            if (dn > 0 && *d == '{' && memmem(d, dn, "usage", 5)) {
-                json_error_t err;
-                json_t *ev = json_loadb(d, dn, 0, &err);
-                if (ev)
-                    usage_in(ev, acc);
-                json_decref(ev);
-            }
-        }
+        usage_line(p, (size_t)(stop - p), acc);
         p = nl ? nl + 1 : end;
     }
+}
+
+size_t stg__ai_cost_lead(const char *buf, size_t len, int64_t *in)
+{
+    if (!buf || !in)
+        return 0;
+    usage acc = {-1, -1, -1};
+    const char *p = buf, *end = buf + len;
+    for (const char *nl; p < end && (nl = memchr(p, '\n', (size_t)(end - p))); p = nl + 1)
+        usage_line(p, (size_t)(nl - p), &acc);
+    take(in, acc.in); /* only the input: the start's output is a placeholder */
+    return (size_t)(p - buf);
 }
 
 /* The last "usage": {...} object in a piece of a JSON document (the tail
@@ -363,11 +386,11 @@ static void usage_last(const char *body, size_t len, usage *acc)
     json_decref(u);
 }
 
-size_t stg__ai_cost_usage(const char *body, size_t len, stg_quota_cost *used, size_t max)
+/* What body says, into acc. */
+static void usage_read(const char *body, size_t len, usage *acc)
 {
-    if (!body || len == 0 || len > STG__AI_BODY_MAX || !used || max < 3)
-        return 0;
-    usage acc = {-1, -1, -1};
+    if (!body || len == 0 || len > STG__AI_BODY_MAX)
+        return;
     size_t i = 0;
     while (i < len && (body[i] == ' ' || body[i] == '\t' || body[i] == '\r' || body[i] == '\n'))
         i++;
@@ -376,15 +399,22 @@ size_t stg__ai_cost_usage(const char *body, size_t len, stg_quota_cost *used, si
         json_error_t err;
         json_t *root = json_loadb(body, len, 0, &err);
         if (root) {
-            usage_in(root, &acc);
+            usage_in(root, acc);
             whole = true;
         }
         json_decref(root);
     } else {
-        usage_sse(body, len, &acc);
+        usage_sse(body, len, acc);
     }
-    if (!whole && acc.in < 0 && acc.out < 0 && acc.total < 0)
-        usage_last(body, len, &acc); /* a tail: the end of a JSON document */
+    if (!whole && acc->in < 0 && acc->out < 0 && acc->total < 0)
+        usage_last(body, len, acc); /* a tail: the end of a JSON document */
+}
+
+/* acc into used[] (max >= 3), the total made of its parts when not said. */
+static size_t usage_put(usage acc, stg_quota_cost *used, size_t max)
+{
+    if (!used || max < 3)
+        return 0;
     if (acc.total < 0 && acc.in >= 0 && acc.out >= 0)
         acc.total = acc.in + acc.out > NUM_MAX ? NUM_MAX : acc.in + acc.out;
     size_t n = 0;
@@ -400,6 +430,23 @@ size_t stg__ai_cost_usage(const char *body, size_t len, stg_quota_cost *used, si
         used[n++].amount = got[k].v;
     }
     return n;
+}
+
+size_t stg__ai_cost_usage(const char *body, size_t len, stg_quota_cost *used, size_t max)
+{
+    usage acc = {-1, -1, -1};
+    usage_read(body, len, &acc);
+    return usage_put(acc, used, max);
+}
+
+size_t stg__ai_cost_usage_streamed(const char *tail, size_t tail_len, int64_t lead_in,
+                                   stg_quota_cost *used, size_t max)
+{
+    usage acc = {-1, -1, -1};
+    usage_read(tail, tail_len, &acc);
+    if (lead_in >= 0 && lead_in <= NUM_MAX)
+        take(&acc.in, lead_in);
+    return usage_put(acc, used, max);
 }
 
 size_t stg_ai_cost_estimate(const stg_cost_model *m, const char *method, const char *url,

@@ -340,6 +340,10 @@ int stg_engine_submit(stg_engine *e, const stg_request *rq, stg_done_fn done, vo
     r->server_wait_us = STG_UNKNOWN;
     stg__xfer_init(&r->x, e->cfg.max_body);
     stg__xfer_set_sink(&r->x, rq->body_sink, rq->body_sink_data);
+    if (e->cfg.quotas) {
+        r->x.on_head = stg__eng_head; /* the quotas are learned at the head */
+        r->x.head_arg = r;
+    }
     r->x.tls = e->cfg.tls; /* applied at each attempt's attach */
     r->x.stream = rq->stream;
     r->pol = &e->pol;

@@ -429,6 +429,10 @@ void stg__eng_process_done(stg_engine *e);
 void stg__eng_quota_settle(stg_engine *e, req *r, bool answered, bool unsent);
 /* r ends holding a reservation it never sent on: given back. */
 void stg__eng_quota_return(stg_engine *e, req *r);
+/* The head of r's answer (arg) with this status arrived (xfer.c on_head,
+ * from inside libcurl's header callback): a 2xx's quotas are learned now
+ * (stg_quota_head). Touches the quota limiter only. */
+void stg__eng_head(void *arg, int status);
 
 /* ---- the last move (engine_finish.c) ------------------------------------- */
 

@@ -8,6 +8,14 @@
  * server (connect, DNS, TLS, a refused HTTP/2 stream). Every send's
  * answer (or failure) is told to its host's cost model, once.
  *
+ * A 2xx answer's quotas are learned when its head arrives (stg__eng_head:
+ * stg_quota_head), which ends its host's cold probe: a long body, an SSE
+ * stream, does not hold the host's other sends, and they are paced by
+ * what the head said; what the head told no count of stays reserved
+ * until the settle, which does not learn the head again. Another status
+ * is learned whole at its end (its body may add to the quotas: a
+ * refusal's RetryInfo, a GitHub secondary limit).
+ *
  * Invariants: 0 <= q_held <= q_alive per host; a request holds a ticket
  * (qt, sq) only while quota_held.
  */
@@ -45,7 +53,8 @@ static size_t used_of(const req *r, stg_quota_cost *used, size_t max)
         return 0;
     if (r->x.body.p && r->x.body.len)
         return stg__ai_cost_usage(r->x.body.p, r->x.body.len, used, max);
-    return stg__ai_cost_usage(r->x.tail, r->x.tail_len, used, max); /* streamed on */
+    /* Streamed on: its tail, and the input its start told. */
+    return stg__ai_cost_usage_streamed(r->x.tail, r->x.tail_len, r->x.lead_in, used, max);
 }
 
 /* The quotas an answer announced (the latest response's header block,
@@ -114,4 +123,17 @@ void stg__eng_quota_return(stg_engine *e, req *r)
         e->cfg.shared_quotas->settle(e->cfg.shared_quotas->ctx, r->sq, 2, NULL, NULL, 0,
                                      r->host->q_alive - 1);
     r->sq = NULL;
+}
+
+void stg__eng_head(void *arg, int status)
+{
+    req *r = arg;
+    stg_engine *e = r->engine;
+    if (status < 200 || status > 299 || !r->quota_held || !r->qt || !e->hosts.quota)
+        return; /* without a ticket (it holds nothing) the settle learns it */
+    stg_quota_set qs;
+    stg__quota_answer(&r->x, status, e->wall, &qs);
+    char route[512];
+    stg__eng_route(r, route, sizeof route);
+    stg_quota_head(e->hosts.quota, r->host->key, route, r->qt, &qs, e->now);
 }

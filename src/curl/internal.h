@@ -111,6 +111,21 @@ typedef struct stg__xfer {
     bool keep_tail;
     size_t tail_len;
     char *tail;
+    /* keep_tail: the first STG__XFER_LEAD bytes of that body are read as
+     * they pass for what only a stream's start tells (Anthropic's
+     * message_start: the input tokens), into lead_in (-1: none); lead
+     * holds the line in progress, and is freed once read. */
+    stg__buf lead;
+    size_t lead_seen;
+    int64_t lead_in;
+    /* The answer's head is complete (the blank line after a final, non-1xx
+     * status line and its fields; none of its body yet): on_head(head_arg,
+     * status) once per attempt (NULL: none), where the quota limiter
+     * learns it (stg_quota_head: a long body does not hold the host's
+     * cold start). head_told: it ran this attempt. */
+    void (*on_head)(void *arg, int status);
+    void *head_arg;
+    bool head_told;
     /* The first-byte and idle times of this attempt (stg__xfer_timeouts;
      * 0: none), and what the progress callback tracks for them, in
      * libcurl's time since the transfer began (xfer.c). */
@@ -131,6 +146,7 @@ typedef struct stg__xfer {
 #define STG__XFER_IDLE 2
 
 #define STG__XFER_TAIL ((size_t)8192)
+#define STG__XFER_LEAD ((size_t)8192)
 
 /* The hold of STG_STREAM_SSE_HOLD: at most this many bytes, and (checked
  * as bytes arrive) this long after the first, before the body is passed on
@@ -320,6 +336,18 @@ bool stg__ai_cost_parts(const char *method, const char *url, const void *body, s
  * into used[] as "tokens" (total), "input-tokens", "output-tokens" (those
  * it says; max >= 3). Returns how many. Thread-safe. */
 size_t stg__ai_cost_usage(const char *body, size_t len, stg_quota_cost *used, size_t max);
+/* The start of an event stream, read as it passes: buf[0..len) holds its
+ * next bytes from a line's start (untrusted, not NUL-terminated). Its
+ * complete lines are read, and the largest input count a "data:" event's
+ * usage tells (Anthropic's message_start) raises *in (-1: none yet);
+ * returns their length (the caller keeps the rest: a line in progress).
+ * Thread-safe. */
+size_t stg__ai_cost_lead(const char *buf, size_t len, int64_t *in);
+/* stg__ai_cost_usage of the tail of a body that streamed on, with the
+ * input count its start told (lead_in, from stg__ai_cost_lead; -1: none):
+ * the larger input. Thread-safe. */
+size_t stg__ai_cost_usage_streamed(const char *tail, size_t tail_len, int64_t lead_in,
+                                   stg_quota_cost *used, size_t max);
 
 /* Classify and redact what easy's attempt produced (code, x); url is the
  * attempt's URL, for when libcurl has no effective URL. Pure apart from

@@ -19,7 +19,9 @@
  *  - with cfg.quotas, every send holds a quota reservation of cfg.cost
  *    from its admission to its answer (settled with the answer's quotas,
  *    a refusal's token units given back), or is given back when it never
- *    left; none is held when the call returns;
+ *    left; none is held when the call returns; a 2xx's quotas are learned
+ *    at its head (quota_head), so a long body ends the host's cold probe
+ *    for other threads at its head, not at its end;
  *  - each attempt's timeouts are the policy's, bounded by what the
  *    deadline leaves, and no attempt starts at or after the deadline;
  *  - the response buffers are reset when an attempt starts, so the result
@@ -305,7 +307,8 @@ static size_t used_of(const call *c, int status, stg_quota_cost *used, size_t ma
         return 0;
     if (c->x.body.p && c->x.body.len)
         return stg__ai_cost_usage(c->x.body.p, c->x.body.len, used, max);
-    return stg__ai_cost_usage(c->x.tail, c->x.tail_len, used, max);
+    /* Streamed on: its tail, and the input its start told. */
+    return stg__ai_cost_usage_streamed(c->x.tail, c->x.tail_len, c->x.lead_in, used, max);
 }
 
 /* Settle the send's reservation: with the answer's quotas when one came
@@ -327,6 +330,21 @@ static void quota_settle(call *c, int status)
     size_t n_used = used_of(c, status, used, STG_QUOTA_COSTS_MAX);
     stg_quota_settle_used(c->cfg.quotas, c->limit_key, c->route, &c->qt, &qs, used, n_used,
                           c->now);
+}
+
+/* The head of a 2xx answer arrived (xfer.c on_head): its quotas are
+ * learned now (stg_quota_head), ending the host's cold probe, so that a
+ * long body does not hold the calls of other threads that share
+ * cfg.quotas; the reservation settles at the end (quota_settle). Another
+ * status is learned whole at its end (its body may add to the quotas). */
+static void quota_head(void *arg, int status)
+{
+    call *c = arg;
+    if (status < 200 || status > 299 || !c->quota_held)
+        return;
+    stg_quota_set qs;
+    stg__quota_answer(&c->x, status, c->wall, &qs);
+    stg_quota_head(c->cfg.quotas, c->limit_key, c->route, &c->qt, &qs, c->now);
 }
 
 /* The send never left: what it reserved returns. */
@@ -406,6 +424,10 @@ static int call_open(call *c, CURL *easy, const stg_call_config *cfg)
     stg__xfer_init(&c->x, c->cfg.max_body);
     stg__xfer_set_sink(&c->x, c->cfg.body_sink, c->cfg.body_sink_data);
     c->x.keep_tail = c->cfg.body_sink && c->cfg.n_cost; /* a streamed answer's usage */
+    if (c->cfg.quotas) {
+        c->x.on_head = quota_head;
+        c->x.head_arg = c;
+    }
     c->x.tls = c->cfg.tls; /* set on easy by attach */
     stg__xfer_attach(easy, &c->x);
     /* Redirects are hops stagger decides (redirect.c), never libcurl's. */

@@ -102,6 +102,12 @@
  * STG_STREAM_OTHER the sink also gets the bytes of other bodies (the proxy
  * gives a final 429 or 500 back whole); they leave `streamed` alone.
  *
+ * The answer's head (the final status line and its fields, ended by a
+ * blank line) is told to on_head once per attempt, before its body: the
+ * quotas it announces are learned then, so a host's cold start ends at
+ * the first answer's head, not at the end of a stream (engine_settle.c,
+ * perform.c).
+ *
  * Per-attempt times (stg__xfer_timeouts): connect and total are
  * libcurl's (the total only with a policy's attempt_timeout_us or a
  * deadline: a body still flowing is never cut otherwise); the first-byte
@@ -166,6 +172,7 @@ void stg__xfer_init(stg__xfer *x, size_t max_body)
     memset(x, 0, sizeof *x);
     x->max_body = max_body ? max_body : DEFAULT_MAX_BODY;
     x->errbuf = x->errnone;
+    x->lead_in = -1;
     stg_hints_init(&x->hints);
 }
 
@@ -197,6 +204,9 @@ void stg__xfer_reset(stg__xfer *x)
     x->stream_error = 0;
     x->stream_error_type[0] = '\0';
     x->tail_len = 0;
+    stg__buf_free(&x->lead);
+    x->lead_seen = 0;
+    x->lead_in = -1;
     x->errbuf[0] = '\0';
     x->first_byte_us = x->idle_us = 0;
     x->ticking = false;
@@ -204,6 +214,7 @@ void stg__xfer_reset(stg__xfer *x)
     x->dl_seen = x->ul_seen = 0;
     x->request_sent = x->answer_begun = x->touched = x->paused = false;
     x->timed_out = 0;
+    x->head_told = false;
 }
 
 void stg__xfer_tail_free(stg__xfer *x)
@@ -211,11 +222,12 @@ void stg__xfer_tail_free(stg__xfer *x)
     free(x->tail);
     x->tail = NULL;
     x->tail_len = 0;
+    stg__buf_free(&x->lead);
 }
 
 void stg__xfer_free(stg__xfer *x)
 {
-    stg__xfer_tail_free(x);
+    stg__xfer_tail_free(x); /* and the lead */
     stg__buf_free(&x->body);
     stg__buf_free(&x->headers);
     stg__buf_free(&x->held);
@@ -426,6 +438,32 @@ static void tail_put(stg__xfer *x, const char *data, size_t n)
     STG_ASSERT(x->tail_len <= STG__XFER_TAIL);
 }
 
+/* keep_tail: the body's first STG__XFER_LEAD bytes, read a line at a time
+ * as they pass for the usage only a stream's start tells (the input
+ * tokens of Anthropic's message_start, which a long stream's tail no
+ * longer holds). Only the line in progress is kept, and nothing once the
+ * count is found or the bytes are read (an out of memory reads no more:
+ * the usage is a hint). */
+static void lead_put(stg__xfer *x, const char *data, size_t n)
+{
+    if (!x->keep_tail || x->lead_seen >= STG__XFER_LEAD)
+        return;
+    size_t take = n < STG__XFER_LEAD - x->lead_seen ? n : STG__XFER_LEAD - x->lead_seen;
+    x->lead_seen += take;
+    if (stg__buf_put(&x->lead, data, take)) {
+        size_t done = stg__ai_cost_lead(x->lead.p, x->lead.len, &x->lead_in);
+        memmove(x->lead.p, x->lead.p + done, x->lead.len - done);
+        x->lead.len -= done;
+        x->lead.p[x->lead.len] = '\0';
+    } else {
+        x->lead_seen = STG__XFER_LEAD;
+    }
+    if (x->lead_in >= 0 || x->lead_seen >= STG__XFER_LEAD) {
+        x->lead_seen = STG__XFER_LEAD;
+        stg__buf_free(&x->lead);
+    }
+}
+
 static size_t on_body(char *data, size_t size, size_t nmemb, void *arg)
 {
     stg__xfer *x = arg;
@@ -453,6 +491,7 @@ static size_t on_body(char *data, size_t size, size_t nmemb, void *arg)
             x->sink_failed = true;
             return 0; /* CURLE_WRITE_ERROR aborts the transfer */
         }
+        lead_put(x, data, keep);
         tail_put(x, data, keep);
     } else if (keep && other_put(x, data, keep) != 0) {
         x->sink_failed = true;
@@ -493,6 +532,17 @@ static size_t on_header(char *data, size_t size, size_t nmemb, void *arg)
     }
     /* Malformed hints are simply absent; the return value is advisory. */
     (void)stg_hints_header_line(&x->hints, data, n, x->wall_now_us);
+    /* The blank line ends a head; the final one's is told once (trailers
+     * come later, through here too). */
+    if (n >= 1 && n <= 2 && (data[0] == '\r' || data[0] == '\n') && x->answer_begun &&
+        !x->head_told) {
+        x->head_told = true;
+        long http = 0;
+        if (x->easy)
+            curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &http);
+        if (x->on_head)
+            x->on_head(x->head_arg, (int)http);
+    }
     return n;
 }
 

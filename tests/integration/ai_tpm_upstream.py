@@ -21,7 +21,13 @@ characters / 4) and an output-tokens bucket (--out-limit, max_tokens),
 each counted at arrival, both told in anthropic-ratelimit-{input,output}-
 tokens-{limit,remaining,reset} (reset: RFC 3339, when full, whole seconds
 rounded up), a 429 with retry-after in seconds; a request is logged as
-its input plus output. --port P listens there (default: a free port).
+its input plus output; --quiet-after K leaves their fields out after the
+K-th arrival too; --chars-per-token C counts its input as the prompt's
+characters / C (default 4) and tells that in its usage; a request with
+"stream": true is answered as Anthropic streams (message_start with the
+input_tokens, --stream-deltas text deltas of about 100 bytes each,
+message_delta with the output_tokens, message_stop).
+--port P listens there (default: a free port).
 Each arrival is one line in --log:
 "<seconds since start> ok <charge>" or "<seconds> refused <charge>", and
 "stagger-header" when a Stagger-* field reached it (it must not).
@@ -49,6 +55,8 @@ ap.add_argument("--no-retry-after", action="store_true")
 ap.add_argument("--dialect", choices=["openai", "anthropic"], default="openai")
 ap.add_argument("--out-limit", type=float, default=-1)
 ap.add_argument("--port", type=int, default=0)
+ap.add_argument("--chars-per-token", type=float, default=4)
+ap.add_argument("--stream-deltas", type=int, default=120)
 args = ap.parse_args()
 
 RATE = args.limit / args.window
@@ -115,6 +123,8 @@ class H(BaseHTTPRequestHandler):
         self.send_header("x-ratelimit-reset-requests", "6ms")
 
     def anthropic_headers(self, level, olevel):
+        if args.quiet_after and state["n"] > args.quiet_after:
+            return
         def reset(missing, rate):
             at = time.time() + math.ceil(missing / rate)
             return datetime.datetime.fromtimestamp(math.ceil(at), datetime.timezone.utc).strftime(
@@ -126,7 +136,8 @@ class H(BaseHTTPRequestHandler):
             self.send_header("anthropic-ratelimit-%s-reset" % unit, reset(lim - int(lev), rate))
 
     def anthropic(self, body):
-        inp = math.ceil((texts(body.get("messages", [])) + texts(body.get("system", ""))) / 4)
+        inp = math.ceil((texts(body.get("messages", [])) + texts(body.get("system", ""))) /
+                        args.chars_per_token)
         out = body.get("max_tokens") or 0
         with lock:
             state["n"] += 1
@@ -142,6 +153,9 @@ class H(BaseHTTPRequestHandler):
             level, olevel = math.floor(state["level"]), math.floor(state["olevel"])
             wait = max((inp - state["level"]) / RATE, (out - state["olevel"]) / OUT_RATE, 0.001)
             logf.write("%.6f %s %d\n" % (now - T0, "ok" if ok else "refused", inp + out))
+        if ok and body.get("stream"):
+            time.sleep(args.latency)
+            return self.anthropic_stream(level, olevel, inp, completion_of(body))
         if ok:
             time.sleep(args.latency)
             data = json.dumps({"id": "msg", "type": "message", "role": "assistant",
@@ -159,6 +173,29 @@ class H(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
         self.wfile.write(data)
+
+    def anthropic_stream(self, level, olevel, inp, out):
+        self.send_response(200)
+        self.anthropic_headers(level, olevel)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+
+        def event(name, obj):
+            data = b"event: %s\ndata: %s\n\n" % (name.encode(), json.dumps(obj).encode())
+            self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+
+        event("message_start", {"type": "message_start", "message": {
+            "id": "msg", "type": "message", "role": "assistant", "content": [],
+            "usage": {"input_tokens": inp, "output_tokens": 1}}})
+        for _ in range(args.stream_deltas):
+            event("content_block_delta", {"type": "content_block_delta", "index": 0,
+                                          "delta": {"type": "text_delta", "text": " tok"}})
+        event("message_delta", {"type": "message_delta", "delta": {"stop_reason": "end_turn"},
+                                "usage": {"output_tokens": out}})
+        event("message_stop", {"type": "message_stop"})
+        self.wfile.write(b"0\r\n\r\n")
+        self.wfile.flush()
 
     def do_POST(self):
         n = int(self.headers.get("Content-Length") or 0)

@@ -5,7 +5,8 @@
  * last answer (a 429 too) is returned whole and a discarded attempt's body
  * never leaks; a retried POST resends its whole body (POSTFIELDS and a
  * rewound read callback); refused connections and the deadline; the
- * client-side bucket.
+ * client-side bucket; a host's cold probe, shared by two threads' calls
+ * through one quota limiter, ends at the first answer's head.
  *
  * Needs STAGGER (the stagger binary) in the environment. Only loopback
  * traffic.
@@ -440,6 +441,104 @@ static void test_bucket_paces_attempts(void **state)
     server_cleanup(&s);
 }
 
+/* Two threads share one quota limiter (stg_call_config.quotas) on a
+ * host that never answered: the first call goes alone (the cold probe),
+ * and the second goes when the first's head arrives, not when its body,
+ * trickled over 2 s by the server, ends. Judged by order, not time: the
+ * bytes of the first body received when the second attempt starts. */
+typedef struct cold_first {
+    atomic_size_t got;     /* body bytes of the first call so far */
+    atomic_bool started;   /* its attempt began (it holds the cold probe) */
+} cold_first;
+
+typedef struct cold_second {
+    cold_first *first;
+    atomic_long got_at_start; /* the first's bytes when this attempt began; -1 */
+} cold_second;
+
+static int cold_sink(stg_body_op op, const void *buf, size_t len, void *data)
+{
+    (void)buf;
+    cold_first *f = data;
+    if (op == STG_BODY_DATA)
+        atomic_fetch_add(&f->got, len);
+    return 0;
+}
+
+static void cold_first_event(const stg_event *ev, void *data)
+{
+    cold_first *f = data;
+    if (ev->type == STG_EVENT_ATTEMPT_START)
+        atomic_store(&f->started, true);
+}
+
+static void cold_second_event(const stg_event *ev, void *data)
+{
+    cold_second *c = data;
+    if (ev->type == STG_EVENT_ATTEMPT_START)
+        atomic_store(&c->got_at_start, (long)atomic_load(&c->first->got));
+}
+
+typedef struct cold_call {
+    const char *url;
+    stg_quota *q;
+    cold_first *first;
+    int status;
+} cold_call;
+
+static void *cold_first_thread(void *arg)
+{
+    cold_call *c = arg;
+    CURL *e = easy_for(c->url, NULL);
+    stg_call_config cfg = {.url = c->url, .quotas = c->q, .body_sink = cold_sink,
+                           .body_sink_data = c->first, .on_event = cold_first_event,
+                           .event_data = c->first};
+    stg_result r;
+    c->status = stg_curl_perform(e, &cfg, &r) == STG_OK ? r.status : -1;
+    stg_result_free(&r);
+    curl_easy_cleanup(e);
+    return NULL;
+}
+
+static void test_quota_cold_probe_ends_at_head(void **state)
+{
+    (void)state;
+    server s;
+    const char *args[] = {"--rate", "100", "--burst", "100", "--ratelimit-headers",
+                          "--slow-body-every", "1", "--slow-body-ms", "2000", NULL};
+    server_start(&s, args);
+    char url[128];
+    url_of(&s, "/cold", url, sizeof url);
+    stg_quota *q = stg_quota_new(NULL, NULL);
+    assert_non_null(q);
+    cold_first first = {0};
+    cold_call c1 = {.url = url, .q = q, .first = &first};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, cold_first_thread, &c1), 0);
+    for (int i = 0; i < 3000 && !atomic_load(&first.started); i++) /* a hang guard */
+        usleep(10000);
+    assert_true(atomic_load(&first.started));
+    cold_second second = {.first = &first, .got_at_start = -1};
+    CURL *e = easy_for(url, NULL);
+    stg_call_config cfg = {.url = url, .quotas = q, .on_event = cold_second_event,
+                           .event_data = &second};
+    stg_result r;
+    assert_int_equal(stg_curl_perform(e, &cfg, &r), STG_OK);
+    assert_int_equal(r.status, 200);
+    stg_result_free(&r);
+    curl_easy_cleanup(e);
+    pthread_join(t, NULL);
+    assert_int_equal(c1.status, 200);
+    size_t total = atomic_load(&first.got);
+    long at = atomic_load(&second.got_at_start);
+    /* The second began after the first's head, before its body's end. */
+    assert_true(total > 0);
+    assert_true(at >= 0);
+    assert_true((size_t)at < total);
+    stg_quota_free(q);
+    server_cleanup(&s);
+}
+
 static void test_bad_arguments(void **state)
 {
     (void)state;
@@ -467,6 +566,7 @@ int main(void)
         cmocka_unit_test_teardown(test_post_resent_in_full, stop_leftovers),
         cmocka_unit_test_teardown(test_refused_and_deadline, stop_leftovers),
         cmocka_unit_test_teardown(test_bucket_paces_attempts, stop_leftovers),
+        cmocka_unit_test_teardown(test_quota_cold_probe_ends_at_head, stop_leftovers),
         cmocka_unit_test_teardown(test_bad_arguments, stop_leftovers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -204,12 +204,82 @@ static void usage(void **state)
     assert_int_equal(stg__ai_cost_usage("", 0, u, 3), 0);
 }
 
+/* An Anthropic stream longer than the tail kept (STG__XFER_TAIL): the
+ * tail has message_delta's output only, message_start's input is read
+ * from the start as it passes (in pieces of any size, a line at a time,
+ * the caller keeping the line in progress), and the two are joined. */
+static void usage_long_stream(void **state)
+{
+    (void)state;
+    static char body[64 << 10];
+    size_t len = (size_t)snprintf(body, sizeof body,
+                                  "event: message_start\r\ndata: {\"type\":\"message_start\","
+                                  "\"message\":{\"usage\":{\"input_tokens\":25,"
+                                  "\"output_tokens\":1}}}\r\n\r\n");
+    while (len < sizeof body - 512)
+        len += (size_t)snprintf(body + len, sizeof body - len,
+                                "event: content_block_delta\r\ndata: {\"type\":"
+                                "\"content_block_delta\",\"delta\":{\"type\":\"text_delta\","
+                                "\"text\":\" usage tok\"}}\r\n\r\n");
+    len += (size_t)snprintf(body + len, sizeof body - len,
+                            "event: message_delta\r\ndata: {\"type\":\"message_delta\","
+                            "\"usage\":{\"output_tokens\":900}}\r\n\r\n");
+    assert_true(len > 2 * STG__XFER_TAIL);
+    const char *tail = body + len - STG__XFER_TAIL;
+    stg_quota_cost u[3];
+    /* The tail alone: the input is lost. */
+    size_t n = stg__ai_cost_usage(tail, STG__XFER_TAIL, u, 3);
+    assert_int_equal(used_of(u, n, "output-tokens"), 900);
+    assert_int_equal(used_of(u, n, "input-tokens"), -1);
+    assert_int_equal(used_of(u, n, "tokens"), -1);
+    /* The start, read in pieces of 1, 7 and 1000 bytes. */
+    static const size_t pieces[] = {1, 7, 1000};
+    for (size_t k = 0; k < 3; k++) {
+        char held[STG__XFER_LEAD + 1];
+        size_t hl = 0, seen = 0;
+        int64_t in = -1;
+        while (seen < STG__XFER_LEAD && in < 0) {
+            size_t take = pieces[k];
+            memcpy(held + hl, body + seen, take);
+            hl += take;
+            seen += take;
+            size_t done = stg__ai_cost_lead(held, hl, &in);
+            assert_true(done <= hl);
+            memmove(held, held + done, hl - done);
+            hl -= done;
+        }
+        assert_int_equal(in, 25); /* the placeholder output (1) is not taken */
+        n = stg__ai_cost_usage_streamed(tail, STG__XFER_TAIL, in, u, 3);
+        assert_int_equal(used_of(u, n, "input-tokens"), 25);
+        assert_int_equal(used_of(u, n, "output-tokens"), 900);
+        assert_int_equal(used_of(u, n, "tokens"), 925);
+    }
+    /* No input told at the start: the tail's usage as before; a larger
+     * input in the tail wins. */
+    n = stg__ai_cost_usage_streamed(tail, STG__XFER_TAIL, -1, u, 3);
+    assert_int_equal(used_of(u, n, "input-tokens"), -1);
+    const char *both = "data: {\"type\":\"message_delta\",\"usage\":{\"input_tokens\":30,"
+                       "\"output_tokens\":9}}\n\n";
+    n = stg__ai_cost_usage_streamed(both, strlen(both), 25, u, 3);
+    assert_int_equal(used_of(u, n, "input-tokens"), 30);
+    assert_int_equal(used_of(u, n, "tokens"), 39);
+    /* An OpenAI stream's start tells nothing ("usage": null until the
+     * end); a line in progress is not read. */
+    int64_t in = -1;
+    const char *oai = "data: {\"choices\":[{\"delta\":{\"content\":\"x\"}}],\"usage\":null}\n\n"
+                      "data: {\"usage\":{\"prompt_tokens\":3";
+    size_t done = stg__ai_cost_lead(oai, strlen(oai), &in);
+    assert_int_equal(in, -1);
+    assert_int_equal(done, strlen(oai) - strlen("data: {\"usage\":{\"prompt_tokens\":3"));
+    assert_int_equal(stg__ai_cost_lead(NULL, 0, &in), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(chat_completions), cmocka_unit_test(responses_completions_embeddings),
         cmocka_unit_test(anthropic_messages), cmocka_unit_test(not_a_shape),
-        cmocka_unit_test(usage),
+        cmocka_unit_test(usage), cmocka_unit_test(usage_long_stream),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

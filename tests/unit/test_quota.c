@@ -1142,6 +1142,125 @@ static void test_settle_used(void **state)
     stg_quota_free(q);
 }
 
+/* The head of the first answer ends the cold start (a long body, an SSE
+ * stream, does not hold the others), and its quotas pace the sends that
+ * follow at once; the settle at the end of the body learns nothing again
+ * (the head's count and reset are old by then) and does not end a cold
+ * probe twice. */
+static void test_head_ends_cold_start(void **state)
+{
+    (void)state;
+    stg_quota *q = make(0);
+    const char *route = "POST /v1/stream";
+    stg_quota_ticket t1, t2, t3, t;
+    int64_t w = -1;
+    assert_int_equal(stg_quota_acquire(q, H, route, NULL, 0, 0, &t1, &w), STG_OK);
+    assert_int_equal(expect_wait(q, route, 0), STG_MS(20));
+    /* The head, 100 ms later: 2 requests left until a reset 10 s on. */
+    stg_quota_set qs;
+    set1(&qs, obs("", "requests", 10, 2, STG_SEC(10)));
+    int64_t at = STG_MS(100);
+    assert_int_equal(stg_quota_head(q, H, route, &t1, &qs, at), STG_OK);
+    /* A head told twice is told once. */
+    assert_int_equal(stg_quota_head(q, H, route, &t1, &qs, at), STG_OK);
+    /* The stream is still going: two more go now, not a third. */
+    assert_int_equal(stg_quota_acquire_demand(q, H, route, NULL, 0, 1, at, &t2, &w), STG_OK);
+    assert_int_equal(stg_quota_acquire_demand(q, H, route, NULL, 0, 1, at, &t3, &w), STG_OK);
+    assert_int_equal(stg_quota_acquire_demand(q, H, route, NULL, 0, 1, at, &t, &w), STG_EAGAIN);
+    assert_int_equal(w, STG_SEC(10));
+    /* They got no answer (spent, nothing in flight). */
+    assert_int_equal(stg_quota_settle(q, H, route, &t2, NULL, STG_SEC(1)), STG_OK);
+    assert_int_equal(stg_quota_settle(q, H, route, &t3, NULL, STG_SEC(1)), STG_OK);
+    /* The stream ends 5 s later: its settle passes the same head again,
+     * whose reset (10 s from now) is no news: the reset stays at 10.1 s. */
+    assert_int_equal(stg_quota_settle(q, H, route, &t1, &qs, STG_SEC(5)), STG_OK);
+    assert_int_equal(stg_quota_acquire_demand(q, H, route, NULL, 0, 1, STG_SEC(5), &t, &w),
+                     STG_EAGAIN);
+    assert_int_equal(w, at + STG_SEC(10) - STG_SEC(5));
+    /* After the reset, one probe (the count is unknown), not the old 2. */
+    int64_t after = at + STG_SEC(10);
+    assert_int_equal(stg_quota_acquire_demand(q, H, route, NULL, 0, 1, after, &t, &w), STG_OK);
+    assert_int_equal(stg_quota_acquire_demand(q, H, route, NULL, 0, 1, after, &t, &w),
+                     STG_EAGAIN);
+    stg_quota_free(q);
+
+    /* One cold probe ended once: the head's host forgotten (one host kept)
+     * and cold again, the old ticket's settle does not let a second probe
+     * go beside the new one. */
+    stg_quota_config c = {.max_hosts = 1};
+    q = stg_quota_new(&c, NULL);
+    assert_non_null(q);
+    assert_int_equal(stg_quota_acquire(q, H, route, NULL, 0, 0, &t1, &w), STG_OK);
+    stg_quota_set none;
+    stg_quota_set_init(&none);
+    assert_int_equal(stg_quota_head(q, H, route, &t1, &none, 1), STG_OK);
+    assert_int_equal(stg_quota_acquire(q, "other.example", route, NULL, 0, 2, &t, &w), STG_OK);
+    assert_int_equal(stg_quota_acquire(q, H, route, NULL, 0, 3, &t, &w), STG_OK); /* cold */
+    expect_wait(q, route, 3);
+    assert_int_equal(stg_quota_settle(q, H, route, &t1, &none, 4), STG_OK);
+    expect_wait(q, route, 4);
+    /* Bad input. */
+    assert_int_equal(stg_quota_head(q, H, route, NULL, &none, 5), STG_EINVAL);
+    assert_int_equal(stg_quota_head(NULL, H, route, &t, &none, 5), STG_EINVAL);
+    assert_int_equal(stg_quota_head(q, NULL, route, &t, &none, 5), STG_EINVAL);
+    stg_quota_free(q);
+}
+
+/* A token reservation across a head: a quota whose count the head tells
+ * is settled at that count then (the server's word, this request in it:
+ * not taken off a second time, nor refunded by the usage); one the head
+ * does not tell stays reserved until the body's usage settles it. */
+static void test_head_then_usage(void **state)
+{
+    (void)state;
+    stg_quota *q = make(0);
+    const char *route = "POST /v1/chat/completions";
+    stg_quota_set qs;
+    memset(&qs, 0, sizeof qs);
+    qs.q[0] = obs("", "requests", 100, 100, STG_SEC(60));
+    qs.q[1] = obs("", "tokens", 10000, 10000, STG_SEC(60));
+    qs.n = 2;
+    assert_int_equal(stg_quota_settle(q, H, route, NULL, &qs, 0), STG_OK);
+    stg_quota_cost c = {.unit = "tokens", .amount = 3000};
+    stg_quota_ticket t;
+    int64_t w = -1;
+    assert_int_equal(stg_quota_acquire_demand(q, H, route, &c, 1, 1, 0, &t, &w), STG_OK);
+    assert_true(admits_tokens(q, 7000, 0));
+    assert_false(admits_tokens(q, 7001, 0));
+    /* The head tells 6000 tokens left (the server counted 4000). */
+    qs.q[0].remaining = 99;
+    qs.q[1].remaining = 6000;
+    assert_int_equal(stg_quota_head(q, H, route, &t, &qs, 1), STG_OK);
+    assert_true(admits_tokens(q, 6000, 1));
+    assert_false(admits_tokens(q, 6001, 1));
+    /* The body says 1000 were used: the head's count stands. */
+    stg_quota_cost used = {.unit = "tokens", .amount = 1000};
+    assert_int_equal(stg_quota_settle_used(q, H, route, &t, &qs, &used, 1, 2), STG_OK);
+    assert_true(admits_tokens(q, 6000, 2));
+    assert_false(admits_tokens(q, 6001, 2));
+
+    /* A head that tells the requests only: the 3000 tokens stay reserved
+     * while the body streams, and its usage (1000) gives 2000 back. */
+    assert_int_equal(stg_quota_acquire_demand(q, H, route, &c, 1, 1, 3, &t, &w), STG_OK);
+    assert_false(admits_tokens(q, 3001, 3));
+    stg_quota_set head;
+    set1(&head, obs("", "requests", 100, 98, STG_SEC(60)));
+    assert_int_equal(stg_quota_head(q, H, route, &t, &head, 4), STG_OK);
+    assert_true(admits_tokens(q, 3000, 4));
+    assert_false(admits_tokens(q, 3001, 4));
+    assert_int_equal(stg_quota_settle_used(q, H, route, &t, &head, &used, 1, 5), STG_OK);
+    assert_true(admits_tokens(q, 5000, 5));
+    assert_false(admits_tokens(q, 5001, 5));
+    /* The same with no answer after the head (the stream was cut): the
+     * reservation stays spent. */
+    assert_int_equal(stg_quota_acquire_demand(q, H, route, &c, 1, 1, 6, &t, &w), STG_OK);
+    assert_int_equal(stg_quota_head(q, H, route, &t, &head, 7), STG_OK);
+    assert_int_equal(stg_quota_settle(q, H, route, &t, NULL, 8), STG_OK);
+    assert_true(admits_tokens(q, 2000, 8));
+    assert_false(admits_tokens(q, 2001, 8));
+    stg_quota_free(q);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1172,6 +1291,8 @@ int main(void)
         cmocka_unit_test(test_threads),
         cmocka_unit_test(test_cost_parse),
         cmocka_unit_test(test_settle_used),
+        cmocka_unit_test(test_head_ends_cold_start),
+        cmocka_unit_test(test_head_then_usage),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
