@@ -833,6 +833,12 @@ typedef struct stg_class_stats {
  * Returns the number of rows there are. Not thread-safe: call from the
  * engine's thread, or from one of its callbacks. */
 STG_API size_t stg_engine_class_stats(const stg_engine *e, stg_class_stats *out, size_t max);
+/* The engine's quota limiter (stg_engine_config.quotas), to look at what
+ * the servers announced and what the engine reserved (stg_quota_each);
+ * NULL without quotas. Made with the engine and freed with it; the
+ * limiter is thread-safe, so any thread may look while the engine runs.
+ * Do not acquire or settle through it. */
+STG_API stg_quota *stg_engine_quotas(const stg_engine *e);
 
 /* ---- classification ------------------------------------------------------ */
 
@@ -880,8 +886,17 @@ STG_API int stg_metrics_print(const stg_metrics *m, FILE *out);
  * its data itself. At most 4 sources. Returns STG_OK, STG_EINVAL (NULL)
  * or STG_ENOMEM (too many). Thread-safe. */
 typedef void (*stg_metrics_source_fn)(FILE *out, void *data);
+/* Show the quotas of q (not owned; NULL: none), e.g. an engine's
+ * (stg_engine_quotas): stagger_quota_limit, _remaining, _reset_seconds and
+ * _reserved {host,key,unit}, and "quotas" in stg_metrics_json; the time to
+ * a reset is read on CLOCK_MONOTONIC, the engine's default clock. q must
+ * outlive m's printing. Thread-safe. */
+STG_API void stg_metrics_set_quotas(stg_metrics *m, stg_quota *q);
 STG_API int stg_metrics_add_source(stg_metrics *m, stg_metrics_source_fn fn, void *data);
-/* The metrics as one JSON object (what the live pages poll): "attempts",
+/* The metrics as one JSON object (what the live pages poll): "quotas"
+ * (with stg_metrics_set_quotas: [{"host", "key", "unit", "window_s",
+ * "limit", "remaining", "estimate", "reserved", "reset_s"}], -1 where not
+ * known), "attempts",
  * "hosts" (per host: "attempts" by class, "learned_rate",
  * "concurrency_limit"), "waits" (per reason: "count", "seconds"),
  * "retries" and "give_ups" (by reason), "successes", "in_flight",

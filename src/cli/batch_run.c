@@ -895,6 +895,7 @@ int batch_run(const batch_opts *o)
     stg_batch_progress_get(b, &p0);
     say_start(o, &st, imported, &p0.counts);
     jobs_gauge_set(&gauge, &p0.counts, stg__clock_mono_us(), false);
+    stg_metrics_set_quotas(metrics, stg_engine_quotas(stg_batch_engine(b)));
 
     if (metrics && (ex = cli_metrics_live_start("batch", &o->metrics, metrics, o->metrics_path,
                                                  &live)) != 0)
@@ -923,6 +924,7 @@ int batch_run(const batch_opts *o)
     ex = verdict(&sum, sig, o->quiet, false);
     /* The run row is closed by the free (its wall time): the report, and the
      * last progress line with the report's rate, come after it. */
+    stg_metrics_set_quotas(metrics, NULL); /* the engine's, freed next */
     stg_batch_free(b, ex);
     b = NULL;
     stg_store_report rep;
@@ -941,6 +943,7 @@ int batch_run(const batch_opts *o)
 out:
     wait_sum_free(&waits);
     cli_metrics_live_stop(live);
+    stg_metrics_set_quotas(metrics, NULL);
     stg_batch_free(b, ex);
     if (metrics && metrics_done(o, metrics) != 0 && ex == CLI_EXIT_OK)
         ex = CLI_EXIT_FAILED;
