@@ -63,9 +63,13 @@ static void on_signal(int sig)
 
 /* ---- the run's events: waits, for the report ----------------------------------- */
 
-/* Time lost waiting, summed from the engine's events (the loop's thread),
- * and the hosts seen: --rate is per host, so the rate the limiter allows
- * the run (the ETA's) is R times the hosts (counted up to MAX_HOSTS).
+/* Time lost waiting, summed from the engine's WAITED events (the loop's
+ * thread): measured, not as scheduled; "retry" is the backoffs, a spent
+ * budget's and an open breaker's waits, "limiter" the waits for the rate
+ * limit, the servers' quotas and a learned rate's pace (waiting for a
+ * place under the run's own concurrency is neither). And the hosts seen:
+ * --rate is per host, so the rate the limiter allows the run (the ETA's)
+ * is R times the hosts (counted up to MAX_HOSTS).
  * The events also say when a host keeps failing: the first time a host's
  * breaker opens, one line on stderr names the host, its last failure and
  * what the run does about it (issue #37: a closed port ran 3.5 minutes
@@ -145,9 +149,10 @@ static void say_breaker_open(wait_sum *w, int i)
 static void on_wait_event(const stg_event *ev, void *data)
 {
     wait_sum *w = data;
-    if (ev->type == STG_EVENT_WAIT && ev->wait_us > 0)
+    const char *why = ev->type == STG_EVENT_WAITED && ev->more ? ev->more->waited_for : NULL;
+    if (why && (!strcmp(why, "backoff") || !strcmp(why, "budget") || !strcmp(why, "breaker")))
         w->retry_us += ev->wait_us;
-    else if (ev->type == STG_EVENT_LIMITER_WAIT && ev->wait_us > 0)
+    else if (why && (!strcmp(why, "limiter") || !strcmp(why, "quota") || !strcmp(why, "pace")))
         w->limiter_us += ev->wait_us;
     else if (ev->type == STG_EVENT_ATTEMPT_START)
         (void)see_host(w, ev->host);
