@@ -73,15 +73,15 @@ typedef enum stg_event_type {
     STG_EVENT_SUCCESS = 5,       /* final: success */
     STG_EVENT_BREAKER = 6,       /* breaker of `host` changed from -> to */
     STG_EVENT_LIMITER_WAIT = 7,  /* the rate limiter delays an attempt by wait_us */
-    STG_EVENT_WAITED = 8         /* a wait ended (engine): wait_us is how long
-                                    the request waited, measured on the
-                                    engine's clock; more->waited_for says
-                                    what for */
+    STG_EVENT_WAITED = 8         /* a wait ended: wait_us is how long the
+                                    request waited, measured on the engine's
+                                    (or the call's) clock; more->waited_for
+                                    says what for */
 } stg_event_type;
 
 /* What stg_event.more points at: fields added once the event's reserved
  * words ran short. Borrowed for the callback, like the event's strings;
- * NULL in events that have none of them (stg_curl_perform's). */
+ * NULL in events that have none of them (stg_curl_perform's but WAITED). */
 typedef struct stg_event_more {
     /* WAITED: what the request waited for, one of "slot" (a place under
      * the engine's concurrency), "limiter" (its own rate limit's
@@ -151,7 +151,8 @@ typedef struct stg_event {
      * type ("overloaded_error"; "" when of no known type): status is the
      * one it stands for. NULL otherwise. */
     union { const char *stream_error; uint64_t stg__stream_error_word; };
-    /* The engine's events: more fields (stg_event_more); NULL otherwise. */
+    /* The engine's events and WAITED: more fields (stg_event_more); NULL
+     * otherwise. */
     union { const stg_event_more *more; uint64_t stg__more_word; };
     uint64_t stg__reserved[1]; /* room to grow (docs/ABI.md); leave zero */
 } stg_event;

@@ -137,17 +137,18 @@ void stg__eng_account(stg_engine *e, req *r, int next)
     stg_event ev;
     stg__eng_ev_init(e, r, STG_EVENT_WAITED, &ev);
     ev.wait_us = d;
-    e->ev_more.waited_for = acct_names[was];
+    ((stg_event_more *)ev.more)->waited_for = acct_names[was]; /* ours: e->ev_more */
     stg__eng_emit(e, &ev);
 }
 
 void stg__eng_ev_init(stg_engine *e, req *r, stg_event_type type, stg_event *ev)
 {
     stg__event_init(ev, type, r->id, e->now, e->wall);
-    memset(&e->ev_more, 0, sizeof e->ev_more);
+    stg_event_more *more = &e->ev_more[e->ev_more_next++ % EV_MORE_RING];
+    memset(more, 0, sizeof *more);
     if (r->host->has_adaptive)
-        e->ev_more.learned_rate = stg_adaptive_rate(&r->host->adaptive);
-    ev->more = &e->ev_more;
+        more->learned_rate = stg_adaptive_rate(&r->host->adaptive);
+    ev->more = more;
     ev->method = stg_method_name(r->method);
     ev->url = r->url_red;
     ev->final_url = r->final_url;

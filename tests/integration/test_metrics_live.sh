@@ -118,6 +118,10 @@ check "fetch: exit 0 after two 429s (got $frc)" test "$frc" = 0
 prom "fetch /metrics parses" "$T/fl.prom" '"stagger_attempts" in names'
 prom "fetch --metrics file: 2 quota attempts, 1 success" "$T/f.prom" \
   'v("stagger_attempts_total", **{"class": "quota"}) == 2 and v("stagger_successes_total") == 1'
+# the two Retry-After 1 waits, measured: at least the 2 s the hints asked,
+# and part of the request's whole time
+prom "fetch: the backoff waits measured, within the request's time" "$T/f.prom" \
+  '2.0 <= v("stagger_wait_seconds_sum", reason="backoff") <= v("stagger_request_duration_seconds_sum")'
 # one set of names: every family fetch writes, batch writes too, and batch
 # adds only its jobs by state
 names() { $PY -c '
