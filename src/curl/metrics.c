@@ -556,8 +556,8 @@ static void print_all(const stg_metrics *m, FILE *f)
             "# TYPE stagger_never_processed_total counter\n"
             "stagger_never_processed_total %llu\n",
             (unsigned long long)m->never_processed);
-    /* More series: one call each, in a file of their own (the waits, the
-     * quotas; a per-class or per-tenant view goes here the same way). */
+    /* More series: one call each (the waits, the quotas; a per-class or
+     * per-tenant view, in a file of its own, is one more line here). */
     print_where_time_goes(m, f);
     stg__mc_print(&m->classes, f);
     print_quotas(m, f);
