@@ -834,6 +834,13 @@ typedef struct stg_class_stats {
  * Returns the number of rows there are. Not thread-safe: call from the
  * engine's thread, or from one of its callbacks. */
 STG_API size_t stg_engine_class_stats(const stg_engine *e, stg_class_stats *out, size_t max);
+/* How many requests wait now, by what for (the names of WAITED events:
+ * slot, limiter, quota, pace, concurrency, breaker, backoff, budget): up
+ * to max pairs into names[] (static strings) and counts[]; returns how
+ * many. Engine thread only, like stg_engine_stats_get. */
+STG_API size_t stg_engine_waiting(const stg_engine *e, const char **names, int64_t *counts,
+                                  size_t max);
+
 /* The engine's quota limiter (stg_engine_config.quotas), to look at what
  * the servers announced and what the engine reserved (stg_quota_each);
  * NULL without quotas. Made with the engine and freed with it; the

@@ -187,11 +187,21 @@ typedef struct jobs_gauge {
     bool set, finished;
     int64_t start_us, ended0; /* the ETA's origin: when and how many had ended */
     int64_t at_us;            /* the copy's time */
+    const char *wnames[16];   /* requests waiting now, by what for */
+    int64_t wcounts[16];
+    size_t nw;
 } jobs_gauge;
 
-static void jobs_gauge_set(jobs_gauge *g, const stg_batch_counts *c, int64_t now, bool finished)
+static void jobs_gauge_set(jobs_gauge *g, const stg_batch_counts *c, int64_t now, bool finished,
+                           const stg_engine *e)
 {
+    const char *names[16];
+    int64_t counts[16];
+    size_t nw = e ? stg_engine_waiting(e, names, counts, 16) : 0; /* the engine's thread */
     pthread_mutex_lock(&g->mu);
+    memcpy(g->wnames, names, nw * sizeof *names);
+    memcpy(g->wcounts, counts, nw * sizeof *counts);
+    g->nw = nw;
     if (!g->set) {
         g->start_us = now;
         g->ended0 = stg_batch_counts_ended(c);
@@ -213,10 +223,17 @@ static void jobs_print(FILE *f, void *data)
     for (int i = 0; g->set && i < STG_JOB_NSTATES; i++)
         fprintf(f, "stagger_batch_jobs{state=\"%s\"} %lld\n",
                 stg_job_state_name((stg_job_state)i), (long long)g->c.n[i]);
+    fputs("# HELP stagger_requests_waiting Requests waiting now, by what for.\n"
+          "# TYPE stagger_requests_waiting gauge\n",
+          f);
+    for (size_t i = 0; i < g->nw; i++)
+        fprintf(f, "stagger_requests_waiting{reason=\"%s\"} %lld\n", g->wnames[i],
+                (long long)g->wcounts[i]);
     pthread_mutex_unlock(&g->mu);
 }
 
-/* {"total", "states": {state: n}, "eta_s" (-1: unknown), "finished"}. */
+/* {"total", "states": {state: n}, "eta_s" (-1: unknown), "finished",
+ * "waiting": {reason: n}}. */
 static void *jobs_json(void *data)
 {
     jobs_gauge *g = data;
@@ -230,8 +247,11 @@ static void *jobs_json(void *data)
     double ended = (double)(stg_batch_counts_ended(&g->c) - g->ended0);
     double left = (double)stg_batch_counts_left(&g->c);
     double eta = left == 0 ? 0 : ended > 0 && secs > 0 ? left / (ended / secs) : -1;
-    json_t *o = json_pack("{s:I,s:o,s:f,s:b}", "total", (json_int_t)g->c.total, "states", states,
-                          "eta_s", eta, "finished", g->finished);
+    json_t *waiting = json_object();
+    for (size_t i = 0; i < g->nw; i++)
+        json_object_set_new(waiting, g->wnames[i], json_integer((json_int_t)g->wcounts[i]));
+    json_t *o = json_pack("{s:I,s:o,s:f,s:b,s:o}", "total", (json_int_t)g->c.total, "states",
+                          states, "eta_s", eta, "finished", g->finished, "waiting", waiting);
     pthread_mutex_unlock(&g->mu);
     return o;
 }
@@ -738,7 +758,7 @@ static void run_loop(const batch_opts *o, stg_batch *b, progress *pg, const wait
         now = stg__clock_mono_us();
         if (now >= next_gauge) {
             stg_batch_progress_get(b, &p);
-            jobs_gauge_set(g, &p.counts, now, false);
+            jobs_gauge_set(g, &p.counts, now, false, stg_batch_engine(b));
             next_gauge = now + STG_MS(200);
         }
         if (mode != PROGRESS_NONE && now >= next) {
@@ -899,7 +919,7 @@ int batch_run(const batch_opts *o)
     stg_batch_progress p0;
     stg_batch_progress_get(b, &p0);
     say_start(o, &st, imported, &p0.counts);
-    jobs_gauge_set(&gauge, &p0.counts, stg__clock_mono_us(), false);
+    jobs_gauge_set(&gauge, &p0.counts, stg__clock_mono_us(), false, stg_batch_engine(b));
     stg_metrics_set_quotas(metrics, stg_engine_quotas(stg_batch_engine(b)));
 
     if (metrics && (ex = cli_metrics_live_start("batch", &o->metrics, metrics, o->metrics_path,
@@ -918,7 +938,7 @@ int batch_run(const batch_opts *o)
     stg_batch_end(b, &sum); /* a store failure: sum.cause STORE, said by verdict */
     stg_batch_progress p_end;
     stg_batch_progress_get(b, &p_end);
-    jobs_gauge_set(&gauge, &sum.counts, stg__clock_mono_us(), true);
+    jobs_gauge_set(&gauge, &sum.counts, stg__clock_mono_us(), true, stg_batch_engine(b));
     cli_metrics_live_stop(live);
     live = NULL;
     if (sum.cause != STG_BATCH_STORE &&

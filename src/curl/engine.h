@@ -262,6 +262,9 @@ struct stg_engine {
      * may be made and emitted (an attempt's end flushes breaker changes,
      * which wake waiters, whose WAITED events are made then), but never
      * EV_MORE_RING deep; a sink may not call back into the engine. */
+    /* Requests in each wait now (by ACCT_*; stg_engine_waiting), kept by
+     * stg__eng_account. */
+    int64_t waiting_now[ACCT_BUDGET + 1];
 #define EV_MORE_RING 8
     stg_event_more ev_more[EV_MORE_RING];
     unsigned ev_more_next;
