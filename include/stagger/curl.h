@@ -73,15 +73,15 @@ typedef enum stg_event_type {
     STG_EVENT_SUCCESS = 5,       /* final: success */
     STG_EVENT_BREAKER = 6,       /* breaker of `host` changed from -> to */
     STG_EVENT_LIMITER_WAIT = 7,  /* the rate limiter delays an attempt by wait_us */
-    STG_EVENT_WAITED = 8         /* a wait ended (engine): wait_us is how long
-                                    the request waited, measured on the
-                                    engine's clock; more->waited_for says
-                                    what for */
+    STG_EVENT_WAITED = 8         /* a wait ended: wait_us is how long the
+                                    request waited, measured on the engine's
+                                    (or the call's) clock; more->waited_for
+                                    says what for */
 } stg_event_type;
 
 /* What stg_event.more points at: fields added once the event's reserved
  * words ran short. Borrowed for the callback, like the event's strings;
- * NULL in events that have none of them (stg_curl_perform's). */
+ * NULL in events that have none of them (stg_curl_perform's but WAITED). */
 typedef struct stg_event_more {
     /* WAITED: what the request waited for, one of "slot" (a place under
      * the engine's concurrency), "limiter" (its own rate limit's
@@ -151,7 +151,8 @@ typedef struct stg_event {
      * type ("overloaded_error"; "" when of no known type): status is the
      * one it stands for. NULL otherwise. */
     union { const char *stream_error; uint64_t stg__stream_error_word; };
-    /* The engine's events: more fields (stg_event_more); NULL otherwise. */
+    /* The engine's events and WAITED: more fields (stg_event_more); NULL
+     * otherwise. */
     union { const stg_event_more *more; uint64_t stg__more_word; };
     uint64_t stg__reserved[1]; /* room to grow (docs/ABI.md); leave zero */
 } stg_event;
@@ -833,6 +834,19 @@ typedef struct stg_class_stats {
  * Returns the number of rows there are. Not thread-safe: call from the
  * engine's thread, or from one of its callbacks. */
 STG_API size_t stg_engine_class_stats(const stg_engine *e, stg_class_stats *out, size_t max);
+/* How many requests wait now, by what for (the names of WAITED events:
+ * slot, limiter, quota, pace, concurrency, breaker, backoff, budget): up
+ * to max pairs into names[] (static strings) and counts[]; returns how
+ * many. Engine thread only, like stg_engine_stats_get. */
+STG_API size_t stg_engine_waiting(const stg_engine *e, const char **names, int64_t *counts,
+                                  size_t max);
+
+/* The engine's quota limiter (stg_engine_config.quotas), to look at what
+ * the servers announced and what the engine reserved (stg_quota_each);
+ * NULL without quotas. Made with the engine and freed with it; the
+ * limiter is thread-safe, so any thread may look while the engine runs.
+ * Do not acquire or settle through it. */
+STG_API stg_quota *stg_engine_quotas(const stg_engine *e);
 
 /* ---- classification ------------------------------------------------------ */
 
@@ -880,8 +894,17 @@ STG_API int stg_metrics_print(const stg_metrics *m, FILE *out);
  * its data itself. At most 4 sources. Returns STG_OK, STG_EINVAL (NULL)
  * or STG_ENOMEM (too many). Thread-safe. */
 typedef void (*stg_metrics_source_fn)(FILE *out, void *data);
+/* Show the quotas of q (not owned; NULL: none), e.g. an engine's
+ * (stg_engine_quotas): stagger_quota_limit, _remaining, _reset_seconds and
+ * _reserved {host,key,unit}, and "quotas" in stg_metrics_json; the time to
+ * a reset is read on CLOCK_MONOTONIC, the engine's default clock. q must
+ * outlive m's printing. Thread-safe. */
+STG_API void stg_metrics_set_quotas(stg_metrics *m, stg_quota *q);
 STG_API int stg_metrics_add_source(stg_metrics *m, stg_metrics_source_fn fn, void *data);
-/* The metrics as one JSON object (what the live pages poll): "attempts",
+/* The metrics as one JSON object (what the live pages poll): "quotas"
+ * (with stg_metrics_set_quotas: [{"host", "key", "unit", "window_s",
+ * "limit", "remaining", "estimate", "reserved", "reset_s"}], -1 where not
+ * known), "attempts",
  * "hosts" (per host: "attempts" by class, "learned_rate",
  * "concurrency_limit"), "waits" (per reason: "count", "seconds"),
  * "retries" and "give_ups" (by reason), "successes", "in_flight",

@@ -241,6 +241,28 @@ STG_API int stg_quota_cancel(stg_quota *q, const char *host, stg_quota_ticket *t
 STG_API int stg_quota_host_get(stg_quota *q, const char *host, int64_t now_us,
                                stg_quota_host_info *info);
 
+/* One quota as the limiter holds it (stg_quota_each): what the server
+ * announced beside what stagger reserved. -1: not known. */
+typedef struct stg_quota_view {
+    char key[64];                  /* the server's key; "" for the host's own */
+    char unit[STG_QUOTA_UNIT_LEN]; /* "requests", "tokens", ... */
+    int64_t window_us;             /* the quota's window as announced, or -1 */
+    int64_t limit;                 /* the announced limit */
+    int64_t told_remaining;        /* the remaining count last announced */
+    int64_t estimate;              /* units admissible now, in flight excluded */
+    int64_t inflight;              /* units reserved by sends not answered yet */
+    int64_t reset_in_us;           /* until the announced reset (0: passed) */
+    uint64_t stg__reserved[4];     /* room to grow (docs/ABI.md); zero */
+} stg_quota_view;
+
+/* Called once per quota, host first (borrowed strings), with the limiter's
+ * lock held: fn must not call the limiter. */
+typedef void (*stg_quota_each_fn)(const char *host, const stg_quota_view *v, void *data);
+
+/* Every quota the limiter holds at now_us, for display (the live pages,
+ * the metrics). Returns STG_OK or STG_EINVAL (NULL). Thread-safe. */
+STG_API int stg_quota_each(stg_quota *q, int64_t now_us, stg_quota_each_fn fn, void *data);
+
 #ifdef __cplusplus
 }
 #endif

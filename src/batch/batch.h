@@ -215,6 +215,10 @@ void stg_batch_stop(stg_batch *b);
  * the run ends (cause DRAINED). Same calling rules as stg_batch_stop. */
 void stg_batch_drain(stg_batch *b);
 
+/* The run's engine (for looking only: stg_engine_quotas, stats); valid
+ * until stg_batch_free. */
+stg_engine *stg_batch_engine(stg_batch *b);
+
 /* The current numbers. Cheap; call it every pass if needed. */
 void stg_batch_progress_get(const stg_batch *b, stg_batch_progress *p);
 

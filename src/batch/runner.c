@@ -411,3 +411,8 @@ void stg_batch_free(stg_batch *b, int exit_code)
         close(b->out_fd);
     free(b);
 }
+
+stg_engine *stg_batch_engine(stg_batch *b)
+{
+    return b ? b->engine : NULL;
+}

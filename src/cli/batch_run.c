@@ -63,9 +63,13 @@ static void on_signal(int sig)
 
 /* ---- the run's events: waits, for the report ----------------------------------- */
 
-/* Time lost waiting, summed from the engine's events (the loop's thread),
- * and the hosts seen: --rate is per host, so the rate the limiter allows
- * the run (the ETA's) is R times the hosts (counted up to MAX_HOSTS).
+/* Time lost waiting, summed from the engine's WAITED events (the loop's
+ * thread): measured, not as scheduled; "retry" is the backoffs, a spent
+ * budget's and an open breaker's waits, "limiter" the waits for the rate
+ * limit, the servers' quotas and a learned rate's pace (waiting for a
+ * place under the run's own concurrency is neither). And the hosts seen:
+ * --rate is per host, so the rate the limiter allows the run (the ETA's)
+ * is R times the hosts (counted up to MAX_HOSTS).
  * The events also say when a host keeps failing: the first time a host's
  * breaker opens, one line on stderr names the host, its last failure and
  * what the run does about it (issue #37: a closed port ran 3.5 minutes
@@ -145,9 +149,10 @@ static void say_breaker_open(wait_sum *w, int i)
 static void on_wait_event(const stg_event *ev, void *data)
 {
     wait_sum *w = data;
-    if (ev->type == STG_EVENT_WAIT && ev->wait_us > 0)
+    const char *why = ev->type == STG_EVENT_WAITED && ev->more ? ev->more->waited_for : NULL;
+    if (why && (!strcmp(why, "backoff") || !strcmp(why, "budget") || !strcmp(why, "breaker")))
         w->retry_us += ev->wait_us;
-    else if (ev->type == STG_EVENT_LIMITER_WAIT && ev->wait_us > 0)
+    else if (why && (!strcmp(why, "limiter") || !strcmp(why, "quota") || !strcmp(why, "pace")))
         w->limiter_us += ev->wait_us;
     else if (ev->type == STG_EVENT_ATTEMPT_START)
         (void)see_host(w, ev->host);
@@ -182,11 +187,21 @@ typedef struct jobs_gauge {
     bool set, finished;
     int64_t start_us, ended0; /* the ETA's origin: when and how many had ended */
     int64_t at_us;            /* the copy's time */
+    const char *wnames[16];   /* requests waiting now, by what for */
+    int64_t wcounts[16];
+    size_t nw;
 } jobs_gauge;
 
-static void jobs_gauge_set(jobs_gauge *g, const stg_batch_counts *c, int64_t now, bool finished)
+static void jobs_gauge_set(jobs_gauge *g, const stg_batch_counts *c, int64_t now, bool finished,
+                           const stg_engine *e)
 {
+    const char *names[16];
+    int64_t counts[16];
+    size_t nw = e ? stg_engine_waiting(e, names, counts, 16) : 0; /* the engine's thread */
     pthread_mutex_lock(&g->mu);
+    memcpy(g->wnames, names, nw * sizeof *names);
+    memcpy(g->wcounts, counts, nw * sizeof *counts);
+    g->nw = nw;
     if (!g->set) {
         g->start_us = now;
         g->ended0 = stg_batch_counts_ended(c);
@@ -208,10 +223,17 @@ static void jobs_print(FILE *f, void *data)
     for (int i = 0; g->set && i < STG_JOB_NSTATES; i++)
         fprintf(f, "stagger_batch_jobs{state=\"%s\"} %lld\n",
                 stg_job_state_name((stg_job_state)i), (long long)g->c.n[i]);
+    fputs("# HELP stagger_requests_waiting Requests waiting now, by what for.\n"
+          "# TYPE stagger_requests_waiting gauge\n",
+          f);
+    for (size_t i = 0; i < g->nw; i++)
+        fprintf(f, "stagger_requests_waiting{reason=\"%s\"} %lld\n", g->wnames[i],
+                (long long)g->wcounts[i]);
     pthread_mutex_unlock(&g->mu);
 }
 
-/* {"total", "states": {state: n}, "eta_s" (-1: unknown), "finished"}. */
+/* {"total", "states": {state: n}, "eta_s" (-1: unknown), "finished",
+ * "waiting": {reason: n}}. */
 static void *jobs_json(void *data)
 {
     jobs_gauge *g = data;
@@ -225,8 +247,11 @@ static void *jobs_json(void *data)
     double ended = (double)(stg_batch_counts_ended(&g->c) - g->ended0);
     double left = (double)stg_batch_counts_left(&g->c);
     double eta = left == 0 ? 0 : ended > 0 && secs > 0 ? left / (ended / secs) : -1;
-    json_t *o = json_pack("{s:I,s:o,s:f,s:b}", "total", (json_int_t)g->c.total, "states", states,
-                          "eta_s", eta, "finished", g->finished);
+    json_t *waiting = json_object();
+    for (size_t i = 0; i < g->nw; i++)
+        json_object_set_new(waiting, g->wnames[i], json_integer((json_int_t)g->wcounts[i]));
+    json_t *o = json_pack("{s:I,s:o,s:f,s:b,s:o}", "total", (json_int_t)g->c.total, "states",
+                          states, "eta_s", eta, "finished", g->finished, "waiting", waiting);
     pthread_mutex_unlock(&g->mu);
     return o;
 }
@@ -733,7 +758,7 @@ static void run_loop(const batch_opts *o, stg_batch *b, progress *pg, const wait
         now = stg__clock_mono_us();
         if (now >= next_gauge) {
             stg_batch_progress_get(b, &p);
-            jobs_gauge_set(g, &p.counts, now, false);
+            jobs_gauge_set(g, &p.counts, now, false, stg_batch_engine(b));
             next_gauge = now + STG_MS(200);
         }
         if (mode != PROGRESS_NONE && now >= next) {
@@ -894,7 +919,8 @@ int batch_run(const batch_opts *o)
     stg_batch_progress p0;
     stg_batch_progress_get(b, &p0);
     say_start(o, &st, imported, &p0.counts);
-    jobs_gauge_set(&gauge, &p0.counts, stg__clock_mono_us(), false);
+    jobs_gauge_set(&gauge, &p0.counts, stg__clock_mono_us(), false, stg_batch_engine(b));
+    stg_metrics_set_quotas(metrics, stg_engine_quotas(stg_batch_engine(b)));
 
     if (metrics && (ex = cli_metrics_live_start("batch", &o->metrics, metrics, o->metrics_path,
                                                  &live)) != 0)
@@ -912,7 +938,7 @@ int batch_run(const batch_opts *o)
     stg_batch_end(b, &sum); /* a store failure: sum.cause STORE, said by verdict */
     stg_batch_progress p_end;
     stg_batch_progress_get(b, &p_end);
-    jobs_gauge_set(&gauge, &sum.counts, stg__clock_mono_us(), true);
+    jobs_gauge_set(&gauge, &sum.counts, stg__clock_mono_us(), true, stg_batch_engine(b));
     cli_metrics_live_stop(live);
     live = NULL;
     if (sum.cause != STG_BATCH_STORE &&
@@ -923,6 +949,7 @@ int batch_run(const batch_opts *o)
     ex = verdict(&sum, sig, o->quiet, false);
     /* The run row is closed by the free (its wall time): the report, and the
      * last progress line with the report's rate, come after it. */
+    stg_metrics_set_quotas(metrics, NULL); /* the engine's, freed next */
     stg_batch_free(b, ex);
     b = NULL;
     stg_store_report rep;
@@ -941,6 +968,7 @@ int batch_run(const batch_opts *o)
 out:
     wait_sum_free(&waits);
     cli_metrics_live_stop(live);
+    stg_metrics_set_quotas(metrics, NULL);
     stg_batch_free(b, ex);
     if (metrics && metrics_done(o, metrics) != 0 && ex == CLI_EXIT_OK)
         ex = CLI_EXIT_FAILED;

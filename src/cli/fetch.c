@@ -1290,6 +1290,7 @@ static int run(fetch_opts *o)
             goto out;
         }
         cfg.quotas = quotas;
+        stg_metrics_set_quotas(metrics, quotas); /* NULL metrics: nothing */
         /* An AI API request costs its tokens (stg_ai_cost_estimate). */
         if (!o->no_cost_estimate && o->has_data)
             cfg.n_cost = stg_ai_cost_estimate(NULL, method, o->url, o->data, o->data_len, ai_cost,
@@ -1419,6 +1420,7 @@ out:
     }
     stg_result_free(&res);
     cli_limiter_close(&o->limiter);
+    stg_metrics_set_quotas(metrics, NULL);
     stg_quota_free(quotas);
     if (easy)
         curl_easy_cleanup(easy);

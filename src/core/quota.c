@@ -1053,3 +1053,33 @@ int stg_quota_host_get(stg_quota *q, const char *hostname, int64_t now_us,
     pthread_mutex_unlock(&q->lock);
     return STG_OK;
 }
+
+int stg_quota_each(stg_quota *q, int64_t now_us, stg_quota_each_fn fn, void *data)
+{
+    if (!q || !fn)
+        return STG_EINVAL;
+    pthread_mutex_lock(&q->lock);
+    for (int64_t i = 0; i < q->max_hosts; i++) {
+        const host *h = &q->h[i];
+        if (!h->name)
+            continue;
+        for (int64_t k = 0; k < q->max_keys; k++) {
+            const qent *e = &h->q[k];
+            if (!e->uid)
+                continue;
+            stg_quota_view v;
+            memset(&v, 0, sizeof v);
+            memcpy(v.key, e->key, sizeof v.key);
+            memcpy(v.unit, e->unit, sizeof v.unit);
+            v.window_us = e->window_us;
+            v.limit = e->limit;
+            v.told_remaining = e->told_rem;
+            v.estimate = e->est;
+            v.inflight = e->inflight;
+            v.reset_in_us = e->reset_at == NEVER ? -1 : e->reset_at > now_us ? e->reset_at - now_us : 0;
+            fn(h->name, &v, data);
+        }
+    }
+    pthread_mutex_unlock(&q->lock);
+    return STG_OK;
+}

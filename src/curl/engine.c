@@ -254,11 +254,14 @@ stg_engine *stg_engine_new(const stg_engine_config *cfg, int *err)
     e->hosts.max = c.max_hosts;
     stg_rng_seed(&e->rng, c.seed ? c.seed : stg__seed(e, now));
     e->pool = calloc((size_t)e->concurrency, sizeof *e->pool);
+    /* Made now, not at the first answer: stg_engine_quotas hands it to
+     * other threads, so the pointer never changes after this. */
+    bool quota_ok = !c.quotas || stg__hosts_quota(&e->hosts);
     e->multi = curl_multi_init();
     e->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     e->ep = epoll_create1(EPOLL_CLOEXEC);
     struct epoll_event wev = {.events = EPOLLIN, .data.fd = e->wake_fd};
-    if (!e->pool || !e->multi || e->wake_fd < 0 || e->ep < 0 ||
+    if (!e->pool || !quota_ok || !e->multi || e->wake_fd < 0 || e->ep < 0 ||
         epoll_ctl(e->ep, EPOLL_CTL_ADD, e->wake_fd, &wev) != 0) {
         *err = STG_ENOMEM;
         stg_engine_free(e);
@@ -631,6 +634,11 @@ void stg_engine_stop(stg_engine *e)
         ssize_t w = write(e->wake_fd, &one, sizeof one);
         (void)w;
     }
+}
+
+stg_quota *stg_engine_quotas(const stg_engine *e)
+{
+    return e && e->cfg.quotas ? e->hosts.quota : NULL;
 }
 
 void stg_engine_stats_get(const stg_engine *e, stg_engine_stats *out)

@@ -258,10 +258,18 @@ struct stg_engine {
     FILE *trace;      /* STAGGER_TRACE's stream (engine_state.c); NULL: off */
     bool trace_owned; /* trace is a file the engine opened */
     stg_engine_stats stats;
-    /* What the event being emitted points at (stg_event.more): events are
-     * made and emitted one at a time on the engine's thread, and a sink
-     * may not call back into the engine, so one is enough. */
-    stg_event_more ev_more;
+    /* What the events being made point at (stg_event.more), a ring: each
+     * stg__eng_ev_init takes the next slot. Events are made on the
+     * engine's thread, and between one's making and its emission others
+     * may be made and emitted (an attempt's end flushes breaker changes,
+     * which wake waiters, whose WAITED events are made then), but never
+     * EV_MORE_RING deep; a sink may not call back into the engine. */
+    /* Requests in each wait now (by ACCT_*; stg_engine_waiting), kept by
+     * stg__eng_account. */
+    int64_t waiting_now[ACCT_BUDGET + 1];
+#define EV_MORE_RING 8
+    stg_event_more ev_more[EV_MORE_RING];
+    unsigned ev_more_next;
 };
 
 /* ---- the lifecycle (engine_state.c) ------------------------------------- */

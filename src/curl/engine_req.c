@@ -130,6 +130,11 @@ void stg__eng_account(stg_engine *e, req *r, int next)
 {
     int was = r->acct;
     int64_t d = e->now - r->acct_since;
+    if (was > ACCT_ACTIVE)
+        e->waiting_now[was]--;
+    if (next > ACCT_ACTIVE)
+        e->waiting_now[next]++;
+    STG_ASSERT(was <= ACCT_ACTIVE || e->waiting_now[was] >= 0);
     r->acct = next;
     r->acct_since = e->now;
     if (was <= ACCT_ACTIVE || d <= 0)
@@ -137,23 +142,34 @@ void stg__eng_account(stg_engine *e, req *r, int next)
     stg_event ev;
     stg__eng_ev_init(e, r, STG_EVENT_WAITED, &ev);
     ev.wait_us = d;
-    e->ev_more.waited_for = acct_names[was];
+    ((stg_event_more *)ev.more)->waited_for = acct_names[was]; /* ours: e->ev_more */
     stg__eng_emit(e, &ev);
+}
+
+size_t stg_engine_waiting(const stg_engine *e, const char **names, int64_t *counts, size_t max)
+{
+    size_t n = 0;
+    for (int k = ACCT_SLOT; e && k <= ACCT_BUDGET && n < max; k++, n++) {
+        names[n] = acct_names[k];
+        counts[n] = e->waiting_now[k];
+    }
+    return n;
 }
 
 void stg__eng_ev_init(stg_engine *e, req *r, stg_event_type type, stg_event *ev)
 {
     stg__event_init(ev, type, r->id, e->now, e->wall);
-    memset(&e->ev_more, 0, sizeof e->ev_more);
+    stg_event_more *more = &e->ev_more[e->ev_more_next++ % EV_MORE_RING];
+    memset(more, 0, sizeof *more);
     if (r->host->has_adaptive)
-        e->ev_more.learned_rate = stg_adaptive_rate(&r->host->adaptive);
-    ev->more = &e->ev_more;
+        more->learned_rate = stg_adaptive_rate(&r->host->adaptive);
+    ev->more = more;
     ev->method = stg_method_name(r->method);
     ev->url = r->url_red;
     ev->final_url = r->final_url;
     ev->host = r->host->key;
     ev->attempt = r->rs.attempts;
-    e->ev_more.cls = &r->crow->st;
+    more->cls = &r->crow->st;
     if (r->host->has_conc)
         ev->concurrency_limit = stg_concurrency_learned(&r->host->conc);
 }

@@ -93,6 +93,30 @@ static void format_ts(int64_t wall_us, char *buf, size_t size)
     snprintf(buf, size, "%s.%06lldZ", date, (long long)frac);
 }
 
+/* OpenTelemetry's HTTP client attributes where stagger's own names say
+ * something else (docs/OBSERVABILITY.md): an attempt is a span (its
+ * attempt_start and attempt_end lines, by id and attempt), and a resend,
+ * for any reason (a retry, a redirect hop, a never-processed resend), has
+ * http.request.resend_count, its ordinal, absent on the first send, as the
+ * convention says; a failed attempt has error.type, its status code as a
+ * string (>= 400) or the transport error's class. */
+static void otel_attempt(json_t *o, const stg_event *ev)
+{
+    if (ev->type != STG_EVENT_ATTEMPT_START && ev->type != STG_EVENT_ATTEMPT_END)
+        return;
+    if (ev->attempt > 1)
+        set_int(o, "http.request.resend_count", ev->attempt - 1);
+    if (ev->type != STG_EVENT_ATTEMPT_END)
+        return;
+    if (ev->error != STG_NET_NONE) {
+        set_str(o, "error.type", stg_net_error_name(ev->error));
+    } else if (ev->status >= 400) {
+        char code[16];
+        snprintf(code, sizeof code, "%d", ev->status);
+        set_str(o, "error.type", code);
+    }
+}
+
 static json_t *event_json(const stg_event *ev)
 {
     json_t *o = json_object();
@@ -115,6 +139,7 @@ static json_t *event_json(const stg_event *ev)
         if (cls->tenant)
             set_str(o, "tenant", cls->tenant);
     }
+    otel_attempt(o, ev);
     switch (ev->type) {
     case STG_EVENT_ATTEMPT_START:
         if (cls) /* its wait for admission */

@@ -40,6 +40,11 @@
  *   stagger_class_*{class,tenant}          admitted, waiting, wait for
  *                                          admission per priority class and
  *                                          tenant (metrics_class.c)
+ *   stagger_quota_limit{host,key,unit}     with stg_metrics_set_quotas: each
+ *   stagger_quota_remaining{host,key,unit} quota as the server announced it
+ *   stagger_quota_reset_seconds{...}       (limit, remaining, time to reset)
+ *   stagger_quota_reserved{host,key,unit}  beside the units stagger holds
+ *                                          reserved for sends in flight
  * Then what the sources added with stg_metrics_add_source print (the
  * batch's jobs by state, the proxy's own series).
  * With keep-alive, connections_opened stays at the concurrency while the
@@ -62,6 +67,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <jansson.h>
@@ -124,6 +130,7 @@ struct stg_metrics {
         void *data;
     } src[MAX_SOURCES];
     size_t n_src;
+    stg_quota *quotas; /* not owned; thread-safe itself (stg_metrics_set_quotas) */
     breaker_host *hosts;
     size_t n_hosts, cap_hosts, max_hosts;
     uint64_t clock; /* counts host updates: the LRU order */
@@ -351,6 +358,69 @@ static void print_histo(FILE *f, const char *name, const char *help, const histo
     histo_series(f, name, "", h);
 }
 
+/* ---- the quotas (stg_metrics_set_quotas) --------------------------------- */
+
+static int64_t mono_us(void)
+{
+    struct timespec ts; /* the engine's default clock (env.c) */
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+typedef struct quota_print {
+    FILE *f;
+    int which; /* 0 limit, 1 remaining, 2 reset, 3 reserved */
+} quota_print;
+
+static void quota_line(const char *host, const stg_quota_view *v, void *data)
+{
+    quota_print *qp = data;
+    static const char *const names[] = {"stagger_quota_limit", "stagger_quota_remaining",
+                                        "stagger_quota_reset_seconds", "stagger_quota_reserved"};
+    double x = qp->which == 0   ? (double)v->limit
+               : qp->which == 1 ? (double)v->told_remaining
+               : qp->which == 2 ? (v->reset_in_us < 0 ? -1 : (double)v->reset_in_us / 1e6)
+                                : (double)v->inflight;
+    if (x < 0)
+        return; /* not known */
+    fprintf(qp->f, "%s{host=", names[qp->which]);
+    label(qp->f, host);
+    fputs(",key=", qp->f);
+    label(qp->f, v->key);
+    fputs(",unit=", qp->f);
+    label(qp->f, v->unit);
+    fprintf(qp->f, "} %.6g\n", x);
+}
+
+static void print_quotas(const stg_metrics *m, FILE *f)
+{
+    static const char *const head[] = {
+        "# HELP stagger_quota_limit Each quota's limit as the server announced it.\n"
+        "# TYPE stagger_quota_limit gauge\n",
+        "# HELP stagger_quota_remaining Each quota's remaining count as the server last "
+        "announced it.\n# TYPE stagger_quota_remaining gauge\n",
+        "# HELP stagger_quota_reset_seconds Time until each quota's announced reset.\n"
+        "# TYPE stagger_quota_reset_seconds gauge\n",
+        "# HELP stagger_quota_reserved Units of each quota stagger holds reserved for sends "
+        "not answered yet.\n# TYPE stagger_quota_reserved gauge\n"};
+    int64_t now = mono_us();
+    for (int w = 0; w < 4; w++) {
+        fputs(head[w], f);
+        quota_print qp = {f, w};
+        if (m->quotas)
+            stg_quota_each(m->quotas, now, quota_line, &qp);
+    }
+}
+
+void stg_metrics_set_quotas(stg_metrics *m, stg_quota *q)
+{
+    if (!m)
+        return;
+    pthread_mutex_lock(&m->mu);
+    m->quotas = q;
+    pthread_mutex_unlock(&m->mu);
+}
+
 /* The waits by what for, the whole requests, the attempts per host, the
  * learned rates (issue #36: where the time goes). */
 static void print_where_time_goes(const stg_metrics *m, FILE *f)
@@ -486,8 +556,11 @@ static void print_all(const stg_metrics *m, FILE *f)
             "# TYPE stagger_never_processed_total counter\n"
             "stagger_never_processed_total %llu\n",
             (unsigned long long)m->never_processed);
+    /* More series: one call each (the waits, the quotas; a per-class or
+     * per-tenant view, in a file of its own, is one more line here). */
     print_where_time_goes(m, f);
     stg__mc_print(&m->classes, f);
+    print_quotas(m, f);
     for (size_t i = 0; i < m->n_src; i++)
         m->src[i].fn(f, m->src[i].data);
 }
@@ -554,6 +627,18 @@ static json_t *classes_json(const uint64_t *n)
     return o;
 }
 
+static void quota_json(const char *host, const stg_quota_view *v, void *data)
+{
+    json_array_append_new(
+        data, json_pack("{s:s,s:s,s:s,s:f,s:I,s:I,s:I,s:I,s:f}", "host", host, "key", v->key,
+                        "unit", v->unit, "window_s",
+                        v->window_us < 0 ? -1.0 : (double)v->window_us / 1e6, "limit",
+                        (json_int_t)v->limit, "remaining", (json_int_t)v->told_remaining,
+                        "estimate", (json_int_t)v->estimate, "reserved",
+                        (json_int_t)v->inflight, "reset_s",
+                        v->reset_in_us < 0 ? -1.0 : (double)v->reset_in_us / 1e6));
+}
+
 static json_t *to_json(const stg_metrics *m)
 {
     json_t *hosts = json_object();
@@ -587,7 +672,11 @@ static json_t *to_json(const stg_metrics *m)
             json_object_set_new(give_ups, stg_reason_name((stg_reason)r),
                                 json_integer((json_int_t)m->give_ups[r]));
     }
-    return json_pack("{s:o,s:o,s:o,s:o,s:o,s:I,s:I,s:{s:I,s:f}}", "attempts",
+    json_t *quotas = json_array();
+    if (m->quotas)
+        stg_quota_each(m->quotas, mono_us(), quota_json, quotas);
+    return json_pack("{s:o,s:o,s:o,s:o,s:o,s:o,s:I,s:I,s:{s:I,s:f}}", "quotas", quotas,
+                     "attempts",
                      classes_json(m->attempts), "hosts", hosts, "waits", waits, "retries",
                      retries, "give_ups", give_ups, "successes", (json_int_t)m->successes,
                      "in_flight", (json_int_t)m->in_flight, "requests", "count",

@@ -129,6 +129,28 @@ static bool wait_for(call *c, int64_t wait_us)
     }
 }
 
+/* wait_for, then a WAITED event with the time it took, measured on the
+ * call's clock, and what for ("limiter", "quota", "backoff"; as the
+ * engine's, stg_event_more), so a call's waits are seen as the engine's
+ * are (metrics.c, the log). */
+static bool timed_wait(call *c, int attempt, int64_t wait_us, const char *why)
+{
+    int64_t t0 = c->now;
+    bool ok = wait_for(c, wait_us);
+    if (c->now > t0) {
+        stg_event ev;
+        event(c, STG_EVENT_WAITED, &ev);
+        stg_event_more more;
+        memset(&more, 0, sizeof more);
+        more.waited_for = why;
+        ev.more = &more;
+        ev.attempt = attempt;
+        ev.wait_us = c->now - t0;
+        emit(c, &ev);
+    }
+    return ok;
+}
+
 /* Run one attempt to its end. Returns its CURLcode; *cancelled when the
  * token fired first (the transfer is then abandoned). */
 static CURLcode run_attempt(call *c, bool *cancelled)
@@ -210,7 +232,7 @@ static int limiter_gate(call *c, int64_t start_us, int attempt, stg_reason *reas
     }
     if (brc == STG_OK && w > 0) {
         emit_limiter_wait(c, attempt, w);
-        if (!wait_for(c, w)) {
+        if (!timed_wait(c, attempt, w, "limiter")) {
             *reason = STG_REASON_CANCELLED;
             return STG_ECANCELED;
         }
@@ -271,7 +293,7 @@ static int quota_gate(call *c, stg_method method, int attempt, stg_reason *reaso
         }
         if (wait > QUOTA_POLL_US)
             emit_limiter_wait(c, attempt, wait);
-        if (!wait_for(c, wait)) {
+        if (!timed_wait(c, attempt, wait, "quota")) {
             *reason = STG_REASON_CANCELLED;
             return STG_ECANCELED;
         }
@@ -596,7 +618,7 @@ static bool retry_wait(call *c)
     ev.reason = c->d.reason;
     emit(c, &ev);
     stg_retry_state_note(&c->rs, &c->d);
-    return wait_for(c, c->d.wait_us);
+    return timed_wait(c, c->rs.attempts, c->d.wait_us, "backoff");
 }
 
 /* The body sink's END (stg__xfer_sink_end): a sink that fails there has

@@ -20,7 +20,8 @@
  *   GET /__stagger/         the live page (src/view/live.html) and what it
  *   GET /__stagger/chart.js loads: Chart.js and live.json, the metrics as
  *   GET /__stagger/live.json JSON (stg_metrics_json) with the proxy's own
- *                           counters; every asset is in the binary, so
+ *                           counters and the requests waiting now by
+ *                           reason; every asset is in the binary, so
  *                           the page needs no network, and like /metrics
  *                           it holds no URL and no header: no secret;
  * Anything else under /__stagger/ is a 404: that prefix is never routed.
@@ -74,6 +75,17 @@ void px_metrics_source(FILE *f, void *proxy)
             (unsigned long long)p->hist_count, name, p->hist_sum, name,
             (unsigned long long)p->hist_count);
     pthread_mutex_unlock(&p->hist_mu);
+    /* Printed on the loop thread (admin answers run there): the engine's
+     * to ask. */
+    const char *names[16];
+    int64_t counts[16];
+    size_t n = stg_engine_waiting(p->engine, names, counts, 16);
+    fputs("# HELP stagger_requests_waiting Requests waiting now, by what for.\n"
+          "# TYPE stagger_requests_waiting gauge\n",
+          f);
+    for (size_t i = 0; i < n; i++)
+        fprintf(f, "stagger_requests_waiting{reason=\"%s\"} %lld\n", names[i],
+                (long long)counts[i]);
 }
 
 static enum MHD_Result text(struct MHD_Connection *c, unsigned status, const char *type,
@@ -201,6 +213,16 @@ static enum MHD_Result live_json(stg_proxy *p, struct MHD_Connection *c, unsigne
                                (json_int_t)p->client_gone)
                    : NULL;
     pthread_mutex_unlock(&p->mu);
+    const char *names[16];
+    int64_t counts[16];
+    size_t n = stg_engine_waiting(p->engine, names, counts, 16);
+    json_t *w = json_object();
+    for (size_t i = 0; i < n; i++)
+        json_object_set_new(w, names[i], json_integer((json_int_t)counts[i]));
+    if (o)
+        json_object_set_new(o, "waiting", w);
+    else
+        json_decref(w);
     char *body = o ? json_dumps(o, JSON_COMPACT) : NULL;
     json_decref(o);
     if (!body) {

@@ -211,6 +211,7 @@ stg_proxy *stg_proxy_new(const stg_proxy_config *cfg, char *err, size_t errsize)
         snprintf(err, errsize, "cannot create the engine: %s", stg_strerror(erc));
         goto fail;
     }
+    stg_metrics_set_quotas(p->metrics, stg_engine_quotas(p->engine)); /* the live page's */
 
     struct sockaddr_storage ss;
     /* External epoll mode: the loop thread (relay.c) runs MHD. */
@@ -367,6 +368,7 @@ void stg_proxy_free(stg_proxy *p)
             px_unref_locked(p->cmds[i].r);
     pthread_mutex_unlock(&p->mu);
     free(p->cmds);
+    stg_metrics_set_quotas(p->metrics, NULL); /* the engine's, freed next */
     stg_engine_free(p->engine);
     stg_metrics_free(p->metrics);
     stg_logger_free(p->logger);

@@ -597,7 +597,8 @@ void stg_store_report_print(const stg_store_report *r, const char *db_path, FILE
 /* Report as one JSON object (compact, with a newline) to out. */
 int stg_store_report_json(const stg_store_report *r, const char *db_path, FILE *out);
 /* Add a run's waits (ms of retry backoff and of limiter delay, as the
- * engine's WAIT and LIMITER_WAIT events summed them) to the latest run,
+ * engine's WAITED events measured them: backoff, budget and breaker; the
+ * limiter, the servers' quotas and a learned rate's pace) to the latest run,
  * in one statement (the table run_waits is made if missing). */
 int stg_store_run_waits_add(stg_store *s, int64_t retry_ms, int64_t limiter_ms);
 /* The run's timeline as the jobs table holds it (timeline.c): one JSON

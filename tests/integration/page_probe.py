@@ -58,7 +58,7 @@ class Driver:
             "goog:chromeOptions": {
                 "binary": chromium,
                 "args": ["--headless=new", "--no-sandbox", "--disable-gpu",
-                         "--disable-dev-shm-usage", "--window-size=1400,1100",
+                         "--disable-dev-shm-usage", "--window-size=1400,1800",
                          "--user-data-dir=" + profile,
                          "--no-first-run", "--disable-background-networking",
                          "--disable-component-update", "--disable-sync",

@@ -12,8 +12,8 @@
 # file://: it loads nothing but itself and its charts draw (report.png). Skipped (77) without chromium and chromedriver
 # (scripts/deps.sh installs them) or without the page (a build without
 # libjs-chart.js). Every wait ends at an event (a poll, a line); the
-# batch's 120 jobs at 5/s upstream last at least 20 s by the server's
-# bucket, longer than the page needs to be seen moving.
+# batch's 240 jobs, 120 to each of two servers at 5/s, last at least 20 s
+# by the servers' buckets, longer than the page needs to be seen moving.
 . "$(dirname "$0")/lib.sh"
 CHROMIUM=${CHROMIUM:-/usr/bin/chromium}
 CHROMEDRIVER=${CHROMEDRIVER:-/usr/bin/chromedriver}
@@ -28,8 +28,12 @@ mkdir -p "$ART"
 export CHROMIUM CHROMEDRIVER
 probe() { $PY "$(dirname "$0")/page_probe.py" "$@"; }
 
+# Two upstreams: one that only answers 429s past its rate (a rate to
+# learn, retries), one that announces its quota (X-RateLimit-*).
+serve_start qup --rate 5 --ratelimit-headers
+QURL=$URL
 serve_start up --rate 5
-proxy_start px --upstream "$URL"
+proxy_start px --upstream "$URL" --route "/q=$QURL"
 code=$(curl -s -o "$T/page.html" -w '%{http_code}' "$PX/__stagger/")
 [ "$code" = 404 ] && skip "skipped: built without the live page (libjs-chart.js missing)"
 check "proxy: the page is served (got $code)" [ "$code" = 200 ]
@@ -41,13 +45,15 @@ jcheck "proxy: live.json" "$(curl -s "$PX/__stagger/live.json")" \
 
 # Requests through the proxy for as long as the page is looked at.
 ( while :; do
-    for i in 1 2 3 4 5 6 7 8; do curl -s -o /dev/null "$PX/load/$i" & done
+    for i in 1 2 3 4 5 6 7 8; do
+      curl -s -o /dev/null "$PX/load/$i" & curl -s -o /dev/null "$PX/q/load/$i" &
+    done
     wait
   done ) &
 LOAD=$!
 rc=0
 probe "$PX/__stagger/?interval=500" "$ART/live-proxy.png" --live \
-  --expect "c_rate=admitted,c_rate=refused,c_wait=on the wire,c_learn=rate,c_retry=retry" \
+  --expect "c_rate=admitted,c_rate=refused,c_wait=on the wire,c_learn=rate,c_retry=retry,c_quota=reserved" \
   > "$T/proxy.json" 2> "$T/proxy.err" || rc=$?
 kill "$LOAD" 2>/dev/null; wait "$LOAD" 2>/dev/null || true
 check "proxy page: no load from elsewhere, charts drawn and moving ($(tail -1 "$T/proxy.err"))" [ "$rc" = 0 ]
@@ -55,7 +61,7 @@ check "proxy page: screenshot kept ($ART/live-proxy.png)" test -s "$ART/live-pro
 proxy_stop
 
 # ---- the batch's page ------------------------------------------------------------
-for i in $(seq 120); do echo "$URL/job/$i"; done > "$T/jobs.txt"
+for i in $(seq 120); do echo "$URL/job/$i"; echo "$QURL/job/$i"; done > "$T/jobs.txt"
 "$STAGGER" batch -q --metrics-listen 0 "$T/jobs.txt" > "$T/b.out" 2> "$T/b.err" &
 BPID=$!
 for _ in $(seq 600); do
@@ -66,10 +72,10 @@ for _ in $(seq 600); do
 done
 check "batch: the live page's address printed" test -n "$BP"
 jcheck "batch: live.json has the jobs" "$(curl -s "http://127.0.0.1:$BP/live.json")" \
-  'j["kind"] == "batch" and j["batch"]["total"] == 120'
+  'j["kind"] == "batch" and j["batch"]["total"] == 240'
 rc=0
 probe "http://127.0.0.1:$BP/?interval=500" "$ART/live-batch.png" --live \
-  --expect "c_rate=admitted,c_wait=on the wire,c_learn=rate" \
+  --expect "c_rate=admitted,c_wait=on the wire,c_learn=rate,c_quota=remaining" \
   > "$T/batch.json" 2> "$T/batch.err" || rc=$?
 check "batch page: no load from elsewhere, charts and progress moving ($(tail -1 "$T/batch.err"))" [ "$rc" = 0 ]
 check "batch page: screenshot kept ($ART/live-batch.png)" test -s "$ART/live-batch.png"

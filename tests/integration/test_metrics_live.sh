@@ -118,9 +118,13 @@ check "fetch: exit 0 after two 429s (got $frc)" test "$frc" = 0
 prom "fetch /metrics parses" "$T/fl.prom" '"stagger_attempts" in names'
 prom "fetch --metrics file: 2 quota attempts, 1 success" "$T/f.prom" \
   'v("stagger_attempts_total", **{"class": "quota"}) == 2 and v("stagger_successes_total") == 1'
+# the two Retry-After 1 waits, measured: at least the 2 s the hints asked,
+# and part of the request's whole time
+prom "fetch: the backoff waits measured, within the request's time" "$T/f.prom" \
+  '2.0 <= v("stagger_wait_seconds_sum", reason="backoff") <= v("stagger_request_duration_seconds_sum")'
 # one set of names: every family fetch writes, batch writes too, and batch
-# adds only its jobs by state and the engine's admission per class and
-# tenant (fetch's one call has no admission queue to order)
+# adds only its jobs by state, the requests its engine has waiting and its
+# engine's per-class series (stagger_class_*, docs/priorities.md)
 names() { $PY -c '
 import sys
 from prometheus_client.parser import text_string_to_metric_families
@@ -128,9 +132,10 @@ print("\n".join(sorted(f.name for f in text_string_to_metric_families(open(sys.a
 names "$T/f.prom" >"$T/f.names"
 names "$T/b.prom" >"$T/b.names"
 check "fetch and batch: the same metric names" test -z "$(comm -23 "$T/f.names" "$T/b.names")"
-check "batch's own: its jobs by state, the classes' admission" test \
-  "$(comm -13 "$T/f.names" "$T/b.names" | tr '\n' ' ')" = \
-  "stagger_batch_jobs stagger_class_admitted stagger_class_wait_seconds stagger_class_waiting "
+check "batch's own: its jobs by state, its requests waiting (and its engine's classes)" \
+  test "$(comm -13 "$T/f.names" "$T/b.names" | grep -v '^stagger_class_' | tr '\n' ' ')" = \
+  "stagger_batch_jobs stagger_requests_waiting "
+prom "batch: nothing waiting at the end" "$T/b.prom" 'v("stagger_requests_waiting", reason="backoff") == 0'
 prom "batch: stagger_batch_jobs at the end: 25 done, none pending" "$T/b.prom" \
   'v("stagger_batch_jobs", state="done") == 25 and v("stagger_batch_jobs", state="pending") == 0'
 

@@ -22,6 +22,8 @@ for i in 1 2 3 4 5 6 7 8; do curl -s -o /dev/null "$URL/burst/$i"; done
 "$STAGGER" fetch -s -o /dev/null --metrics "$T/fetch.prom" "$URL/f" || fail "fetch"
 for i in $(seq 20); do echo "$URL/job/$i"; done > "$T/jobs.txt"
 "$STAGGER" batch -q --metrics "$T/batch.prom" "$T/jobs.txt" || fail "batch"
+# the proxy in front of a server announcing its quota (X-RateLimit-*)
+serve_start qup --rate 5 --ratelimit-headers
 proxy_start px --upstream "$URL"
 pids=""
 for i in $(seq 12); do curl -s -o /dev/null "$PX/p/$i" & pids="$pids $!"; done
@@ -35,8 +37,9 @@ for c in fetch batch proxy serve; do
   check "$c: promtool check metrics ($(promtool check metrics < "$T/$c.prom" 2>&1 | head -3 | tr '\n' ' '))" \
     sh -c 'promtool check metrics < "$1"' _ "$T/$c.prom"
 done
+check "the quotas were there to be checked" grep -q '^stagger_quota_limit{' "$T/proxy.prom"
 check "the retries and waits were there to be checked" \
-  grep -q '^stagger_retries_total{reason="retry_status",cause="429"}' "$T/batch.prom" "$T/proxy.prom"
+  grep -q '^stagger_retries_total{reason="retry_status",cause="429"}' "$T/batch.prom"
 
 # The dashboard: every stagger_* name in a query is a family one of them
 # exports (a histogram's _bucket, _sum and _count included).

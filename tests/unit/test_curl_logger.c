@@ -116,9 +116,128 @@ static void test_logger_lines(void **state)
                         "attempts_exhausted");
     assert_string_equal(json_string_value(json_object_get(lines[3], "outcome")), "give_up");
     assert_string_equal(json_string_value(json_object_get(lines[4], "breaker_to")), "open");
+    /* OpenTelemetry's names: a failed attempt's error.type; no resend
+     * count on a first send. */
+    assert_string_equal(json_string_value(json_object_get(lines[0], "error.type")), "429");
+    assert_null(json_object_get(lines[0], "http.request.resend_count"));
     for (int i = 0; i < n; i++)
         json_decref(lines[i]);
     free(text);
+}
+
+/* The second attempt's lines carry http.request.resend_count 1 (any
+ * resend counts, as OpenTelemetry's HTTP client convention says); a
+ * transport error is its error.type; a success has none. */
+static void test_logger_otel(void **state)
+{
+    (void)state;
+    FILE *f = tmpfile();
+    assert_non_null(f);
+    stg_logger *l = stg_logger_new(f);
+    stg_event s = ev_of(STG_EVENT_ATTEMPT_START);
+    s.attempt = 2;
+    stg_log_event(&s, l);
+    stg_event e = ev_of(STG_EVENT_ATTEMPT_END);
+    e.attempt = 3;
+    e.error = STG_NET_RESET;
+    stg_log_event(&e, l);
+    e.error = STG_NET_NONE;
+    e.status = 200;
+    stg_log_event(&e, l);
+    stg_event w = ev_of(STG_EVENT_WAITED);
+    stg_event_more more = {.waited_for = "quota"};
+    w.more = &more;
+    w.wait_us = STG_MS(40);
+    stg_log_event(&w, l);
+    stg_logger_free(l);
+    char *text = slurp(f);
+    fclose(f);
+    char *save = NULL;
+    json_t *a = json_loads(strtok_r(text, "\n", &save), 0, NULL);
+    json_t *b = json_loads(strtok_r(NULL, "\n", &save), 0, NULL);
+    json_t *c = json_loads(strtok_r(NULL, "\n", &save), 0, NULL);
+    json_t *d = json_loads(strtok_r(NULL, "\n", &save), 0, NULL);
+    assert_non_null(a), assert_non_null(b), assert_non_null(c), assert_non_null(d);
+    assert_int_equal(json_integer_value(json_object_get(a, "http.request.resend_count")), 1);
+    assert_int_equal(json_integer_value(json_object_get(b, "http.request.resend_count")), 2);
+    assert_string_equal(json_string_value(json_object_get(b, "error.type")), "reset");
+    assert_null(json_object_get(c, "error.type"));
+    assert_string_equal(json_string_value(json_object_get(d, "event")), "waited");
+    assert_string_equal(json_string_value(json_object_get(d, "waited_for")), "quota");
+    assert_true(json_real_value(json_object_get(d, "wait_ms")) == 40.0);
+    assert_null(json_object_get(d, "http.request.resend_count"));
+    json_decref(a), json_decref(b), json_decref(c), json_decref(d);
+    free(text);
+}
+
+/* Where the time goes: WAITED events by what for, in stagger_wait_seconds
+ * and the JSON; attempts per host; in flight; the learned rate; a source's
+ * series after the metrics' own. */
+static void extra_source(FILE *f, void *data)
+{
+    fprintf(f, "stagger_extra %d\n", *(int *)data);
+}
+
+static void test_metrics_waits(void **state)
+{
+    (void)state;
+    stg_metrics *m = stg_metrics_new();
+    stg_event_more more = {.learned_rate = 4.5};
+    stg_event s = ev_of(STG_EVENT_ATTEMPT_START);
+    s.more = &more;
+    stg_metrics_event(&s, m);
+    stg_metrics_event(&s, m);
+    stg_event e = ev_of(STG_EVENT_ATTEMPT_END);
+    e.status = 429;
+    stg_metrics_event(&e, m);
+    const char *why[] = {"quota", "backoff", "quota", "nonsense"};
+    int64_t us[] = {STG_MS(250), STG_SEC(2), STG_MS(750), STG_SEC(9)};
+    for (int i = 0; i < 4; i++) {
+        stg_event w = ev_of(STG_EVENT_WAITED);
+        stg_event_more wm = {.waited_for = why[i]};
+        w.more = &wm;
+        w.wait_us = us[i];
+        stg_metrics_event(&w, m);
+    }
+    stg_event ok = ev_of(STG_EVENT_SUCCESS);
+    ok.duration_us = STG_SEC(3);
+    stg_metrics_event(&ok, m);
+    int extra = 42;
+    assert_int_equal(stg_metrics_add_source(m, extra_source, &extra), STG_OK);
+    assert_int_equal(stg_metrics_add_source(m, NULL, NULL), STG_EINVAL);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    assert_int_equal(stg_metrics_print(m, f), STG_OK);
+    fclose(f);
+    const char *want[] = {
+        "stagger_wait_seconds_sum{reason=\"quota\"} 1.000000\n",
+        "stagger_wait_seconds_count{reason=\"quota\"} 2\n",
+        "stagger_wait_seconds_sum{reason=\"backoff\"} 2.000000\n",
+        "stagger_wait_seconds_count{reason=\"slot\"} 0\n",
+        "stagger_request_duration_seconds_sum 3.000000\n",
+        "stagger_attempts_in_flight 1\n",
+        "stagger_host_attempts_total{host=\"h\",class=\"quota\"} 1\n",
+        "stagger_learned_rate{host=\"h\"} 4.500\n",
+        "stagger_extra 42\n",
+    };
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+        if (!strstr(buf, want[i]))
+            fail_msg("missing %s in:\n%s", want[i], buf);
+    free(buf);
+    char *js = stg_metrics_json(m);
+    json_t *j = json_loads(js, 0, NULL);
+    assert_non_null(j);
+    json_t *q = json_object_get(json_object_get(j, "waits"), "quota");
+    assert_int_equal(json_integer_value(json_object_get(q, "count")), 2);
+    assert_true(json_real_value(json_object_get(q, "seconds")) == 1.0);
+    assert_int_equal(json_integer_value(json_object_get(j, "in_flight")), 1);
+    json_t *h = json_object_get(json_object_get(j, "hosts"), "h");
+    assert_true(json_real_value(json_object_get(h, "learned_rate")) == 4.5);
+    assert_int_equal(json_integer_value(json_object_get(json_object_get(h, "attempts"), "quota")), 1);
+    json_decref(j);
+    free(js);
+    stg_metrics_free(m);
 }
 
 static void test_metrics(void **state)
@@ -278,6 +397,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_logger_lines),
+        cmocka_unit_test(test_logger_otel),
+        cmocka_unit_test(test_metrics_waits),
         cmocka_unit_test(test_metrics),
         cmocka_unit_test(test_metrics_concurrency),
         cmocka_unit_test(test_fanout),

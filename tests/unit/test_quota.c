@@ -809,6 +809,48 @@ static void test_reserve_settle(void **state)
     stg_quota_free(q);
 }
 
+/* stg_quota_each shows each quota as the server announced it beside what
+ * is reserved (the live pages' and the metrics' view). */
+typedef struct seen_q {
+    int n;
+    stg_quota_view v;
+    char host[64];
+} seen_q;
+
+static void see_quota(const char *host, const stg_quota_view *v, void *data)
+{
+    seen_q *s = data;
+    s->n++;
+    s->v = *v;
+    snprintf(s->host, sizeof s->host, "%s", host);
+}
+
+static void test_each(void **state)
+{
+    (void)state;
+    stg_quota *q = make(0);
+    seen_q s = {0};
+    assert_int_equal(stg_quota_each(q, 0, see_quota, &s), STG_OK);
+    assert_int_equal(s.n, 0);
+    learn(q, NULL, obs("", "tokens", 20000, 10000, STG_SEC(30)), 0);
+    stg_quota_cost c = {.unit = "tokens", .amount = 4000};
+    stg_quota_ticket t;
+    int64_t w = -1;
+    assert_int_equal(stg_quota_acquire(q, H, "POST /v1", &c, 1, 0, &t, &w), STG_OK);
+    assert_int_equal(stg_quota_each(q, STG_SEC(10), see_quota, &s), STG_OK);
+    assert_int_equal(s.n, 1);
+    assert_string_equal(s.host, H);
+    assert_string_equal(s.v.unit, "tokens");
+    assert_int_equal(s.v.limit, 20000);
+    assert_int_equal(s.v.told_remaining, 10000);
+    assert_int_equal(s.v.inflight, 4000);
+    assert_int_equal(s.v.estimate, 6000);
+    assert_int_equal(s.v.reset_in_us, STG_SEC(20));
+    assert_int_equal(stg_quota_each(NULL, 0, see_quota, &s), STG_EINVAL);
+    assert_int_equal(stg_quota_each(q, 0, NULL, &s), STG_EINVAL);
+    stg_quota_free(q);
+}
+
 /* A request with a declared cost in one unit, against two quotas: the
  * requests quota is charged 1, the tokens quota the cost. */
 static void test_two_units(void **state)
@@ -1285,6 +1327,7 @@ int main(void)
         cmocka_unit_test(test_two_units),
         cmocka_unit_test(test_keys_and_fallback),
         cmocka_unit_test(test_global_pause),
+        cmocka_unit_test(test_each),
         cmocka_unit_test(test_probe_and_dormant),
         cmocka_unit_test(test_window_left_out),
         cmocka_unit_test(test_caps),
