@@ -46,6 +46,12 @@
  *     free within one interval (a tenant asking while there is room is not
  *     kept waiting).
  *  6. Leases: a grant of k > 1 only where 3-5 allow each of the k.
+ * So an interactive request waits for its token at most about three
+ * emission intervals after its call reaches Redis: PRIO.md's two (a token
+ * kept free, or normal's one-interval reservation, then its own slot),
+ * plus one while batch is owed its floor; tests/unit/test_sim_fleet.c
+ * holds a small fleet's p99 to that plus two round trips (one for the
+ * process's call before it).
  * MODEL, the refused callers: a refused call of a class that may not
  * reserve is told to ask again after max(T, the time to its next token)
  * times max(1, waiting / (2 * share)), where `waiting` counts its tenant's
