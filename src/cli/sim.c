@@ -318,16 +318,16 @@ static int opt_policies(cli_parser *p, const cli_opt *o, void *field, const char
     char buf[128];
     int n = 0;
     if (strlen(v) >= sizeof buf)
-        return cli_opt_bad(p, v, "expected fcfs, priority or both");
+        return cli_opt_bad(p, v, "expected fcfs, priority, sfq (comma-separated)");
     snprintf(buf, sizeof buf, "%s", v);
     for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
         int k = sim_fleet_policy_parse(t);
         if (k < 0 || n == SIM_FLEET_N_POLICIES)
-            return cli_opt_bad(p, v, "expected fcfs, priority or both");
+            return cli_opt_bad(p, v, "expected fcfs, priority, sfq (comma-separated)");
         f->policies[n++] = k;
     }
     if (n == 0)
-        return cli_opt_bad(p, v, "expected fcfs, priority or both");
+        return cli_opt_bad(p, v, "expected fcfs, priority, sfq (comma-separated)");
     f->npolicies = n;
     return 0;
 }
@@ -491,7 +491,8 @@ static const cli_opt sim_table[] = {
      "one shared circuit breaker, N consecutive failures\n"
      "open it for OPEN (stg_breaker; quota/storm/load)",
      offsetof(sim_cli, o), opt_breaker, NULL, 0, NULL},
-    {CLI_FN, "policies", 0, "LIST", "fleet: how the shared key decides: fcfs, priority\n(both)",
+    {CLI_FN, "policies", 0, "LIST",
+     "fleet: how the shared key decides: fcfs, priority,\nsfq (fcfs,priority)",
      offsetof(sim_cli, o.fleet), opt_policies, NULL, 0, NULL},
     {CLI_FN, "mix", 0, "I:N:B",
      "fleet: shares of the processes in the classes\ninteractive, normal, batch (0.1:0.3:0.6)",

@@ -23,8 +23,9 @@
  * whose window closed before the reply came lapses and the process asks
  * again (three times, then it waits a round trip), as lease_decide. A
  * refused call asks again after the hint: fcfs at the instant its slot
- * would fit, priority after hint * U[0.5, 1.5) (MODEL: the jitter is
- * this model's, see fleet_policy.c).
+ * would fit, priority and sfq after hint * U[0.5, 1.5) (the jitter is
+ * this simulator's choice: refused processes told the same instant would
+ * otherwise all come back at once).
  *
  * Figures over --duration of virtual time: admissions per second in all
  * and per class (and per tenant, sim_fleet_row), the sends over the bound
@@ -184,6 +185,7 @@ static int at_redis(fl_run *r, uint32_t id, int64_t t)
     sim_fleet_call call = {
         .cls = c->cls,
         .tenant = c->tenant,
+        .tname = r->fo->tenants[c->tenant].name,
         .weight = r->fo->tenants[c->tenant].weight,
         .client = id,
         .k = c->plan.k,
@@ -211,7 +213,7 @@ static int reply(fl_run *r, uint32_t id, int64_t t1)
         r->refused++;
         c->lapses = 0;
         int64_t h = ceil_us(g->hint_ns);
-        if (r->policy == SIM_FLEET_PRIORITY)
+        if (r->policy != SIM_FLEET_FCFS)
             h = (int64_t)((double)h * (0.5 + uniform(&r->rng)));
         c->state = S_SLEEPING;
         return push(r, t1 + (h > 0 ? h : 1), id, K_RETRY) ? STG_ENOMEM : STG_OK;

@@ -9,7 +9,11 @@
  *                       k tokens placed lead ahead, as many as conform
  *                       within the timeout), first come first served;
  *   SIM_FLEET_PRIORITY  the class- and tenant-aware decision of PRIO.md's
- *                       Join 2 (see fleet_policy.c for which code it is).
+ *                       Join 2: stg__prio_decide (src/core/prio_gcra.c),
+ *                       the model the Redis script is tested against;
+ *   SIM_FLEET_SFQ       the simulator's own model of the same rules,
+ *                       written before prio_gcra.c landed (fleet_policy.c
+ *                       says where it differs), kept for comparison.
  * Both keep the global GCRA's geometry (a grant of k tokens from tat0 is
  * usable in [tat0 + k*T - burst*T, tat0]), so any mix of grants keeps the
  * server's bound burst + rate * t; sim_bound checks it on the sends.
@@ -20,6 +24,7 @@
 #ifndef STAGGER_SIM_FLEET_H
 #define STAGGER_SIM_FLEET_H
 
+#include "core/prio_gcra.h"
 #include "evq.h"
 #include "sim.h"
 
@@ -27,6 +32,7 @@
 typedef struct sim_fleet_call {
     int cls;            /* class index 0..STG_N_PRIORITIES-1 (interactive 0) */
     int tenant;         /* 0..ntenants-1 */
+    const char *tname;  /* its name */
     double weight;      /* the tenant's weight, > 0 */
     uint32_t client;    /* the calling process */
     int64_t k;          /* tokens wanted (the lease plan), >= 1 */
@@ -67,6 +73,7 @@ typedef struct sim_fleet_model {
     uint8_t *waiting_tenant; /* per client: its tenant when it waits */
     sim_evq expiry[STG_N_PRIORITIES];
     int64_t nwaiting[STG_N_PRIORITIES][SIM_FLEET_MAX_TENANTS];
+    stg__prio_state *prio; /* priority: the key's state (owned) */
 } sim_fleet_model;
 
 /* Set up a model of policy for a key of rate (/s) and burst, for nclients
@@ -76,7 +83,8 @@ int sim_fleet_model_init(sim_fleet_model *m, int policy, double rate, int64_t bu
                          int64_t hold_ns, double floor, int ntenants, uint32_t nclients);
 void sim_fleet_model_free(sim_fleet_model *m);
 
-/* One script call at now_ns (non-decreasing from call to call). */
+/* One script call at now_ns (non-decreasing from call to call). A refused
+ * call's hint is at least 1 ns. */
 void sim_fleet_decide(sim_fleet_model *m, int64_t now_ns, const sim_fleet_call *c,
                       sim_fleet_grant *g);
 

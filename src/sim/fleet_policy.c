@@ -8,10 +8,17 @@
  * of the lease ends at that tat0. Without a lead it is a plain take of one
  * token, refused when its wait exceeds the timeout.
  *
- * PRIORITY models the rules of /work/PRIO.md, Join 2. It is the
- * simulator's OWN model, written here because helper prio-redis's pure C
- * function (src/core/prio_gcra.c) had not landed when this was written;
- * where it departs from the rules as worded, it says so (marked MODEL):
+ * PRIORITY is stg__prio_decide (src/core/prio_gcra.c): the decision the
+ * Redis script makes, by class and tenant (PRIO.md, Join 2). Called as the
+ * script would be: Redis's clock, the tenant's name and weight, the lease
+ * plan as n and lead, the caller's timeout as max_wait, the hold and the
+ * floor in thousandths.
+ *
+ * SFQ is the simulator's OWN model of the rules of PRIO.md, Join 2,
+ * written before prio_gcra.c landed and kept beside it (--policies sfq)
+ * because it differs in two ways worth comparing: tenants by start-time
+ * fair queueing, and a refusal's hint that grows with the callers waiting.
+ * Where it departs from the rules as worded it says so (marked MODEL):
  *  1. Every grant has the global GCRA's geometry (tokens from tat0, usable
  *     until tat0), so burst + rate * t holds for any mix of callers.
  *  2. A call marks its class and its tenant as demanding until now + hold.
@@ -42,9 +49,9 @@
  *     w tokens (1:1:2 -> 25/25/50%). A tenant with no fresh demand leaves
  *     the minimum at once; one that comes back starts at the minimum of the
  *     others (no credit saved up), so it has its share from its first call.
- *     A class that may reserve is held to this only when no token comes
- *     free within one interval (a tenant asking while there is room is not
- *     kept waiting).
+ *     Only callers that may not reserve are held to this (MODEL): the
+ *     others take their slots in the order they ask, as today, and are
+ *     never kept waiting for a tenant's turn.
  *  6. Leases: a grant of k > 1 only where 3-5 allow each of the k.
  * So an interactive request waits for its token at most about three
  * emission intervals after its call reaches Redis: PRIO.md's two (a token
@@ -93,6 +100,11 @@ int sim_fleet_model_init(sim_fleet_model *m, int policy, double rate, int64_t bu
             m->active_until[c][t] = INT64_MIN;
     }
     if (policy == SIM_FLEET_PRIORITY) {
+        m->prio = calloc(1, sizeof *m->prio);
+        if (!m->prio)
+            return STG_ENOMEM;
+    }
+    if (policy == SIM_FLEET_SFQ) {
         m->nclients = nclients;
         m->waiting_until = calloc(nclients ? nclients : 1, sizeof *m->waiting_until);
         m->waiting_tenant = calloc(nclients ? nclients : 1, sizeof *m->waiting_tenant);
@@ -107,6 +119,8 @@ int sim_fleet_model_init(sim_fleet_model *m, int policy, double rate, int64_t bu
 
 void sim_fleet_model_free(sim_fleet_model *m)
 {
+    free(m->prio);
+    m->prio = NULL;
     free(m->waiting_until);
     free(m->waiting_tenant);
     m->waiting_until = NULL;
@@ -164,7 +178,42 @@ static void fcfs(sim_fleet_model *m, int64_t now, const sim_fleet_call *c, sim_f
     g->lease = false;
 }
 
-/* ---- priority ------------------------------------------------------------ */
+/* ---- priority: prio_gcra.c ------------------------------------------------ */
+
+static void prio(sim_fleet_model *m, int64_t now, const sim_fleet_call *c, sim_fleet_grant *g)
+{
+    stg__prio_req rq = {
+        .now_ns = now,
+        .interval_ns = m->T,
+        .burst = m->burst,
+        .priority = c->cls + STG_PRIORITY_MIN,
+        .tenant = c->tname,
+        .weight = c->weight,
+        .n = c->k,
+        .max_wait_ns = c->timeout_ns,
+        .lead_ns = c->lead_ns,
+        .hold_ns = m->hold_ns > 0 ? m->hold_ns : 1,
+        /* thousandths; prio_gcra.c reads 0 as its default (5%), so
+         * --floor 0 runs as the least it takes, 0.1% */
+        .floor_pm = m->floor * 1000 >= 1 ? (int)lround(m->floor * 1000) : 1,
+    };
+    stg__prio_grant out;
+    memset(g, 0, sizeof *g);
+    if (stg__prio_decide(m->prio, &rq, &out) != 0) {
+        g->hint_ns = m->T; /* invalid: cannot happen with checked options */
+        return;
+    }
+    if (out.k < 1) {
+        g->hint_ns = out.wait_ns > 0 ? out.wait_ns : 1;
+        return;
+    }
+    g->k = out.k;
+    g->wait_ns = out.wait_ns;
+    g->lease = out.lease;
+    g->end_ns = out.lease ? out.end_ns - now : 0;
+}
+
+/* ---- sfq: the simulator's own model -------------------------------------- */
 
 static bool fresh(int64_t until, int64_t now)
 {
@@ -227,7 +276,7 @@ static double min_vf(const sim_fleet_model *m, int c, int except, int64_t now, b
     return v;
 }
 
-static void priority(sim_fleet_model *m, int64_t now, const sim_fleet_call *c, sim_fleet_grant *g)
+static void sfq(sim_fleet_model *m, int64_t now, const sim_fleet_call *c, sim_fleet_grant *g)
 {
     int cls = c->cls, ten = c->tenant;
     memset(g, 0, sizeof *g);
@@ -279,10 +328,8 @@ static void priority(sim_fleet_model *m, int64_t now, const sim_fleet_call *c, s
             wsum += t == ten ? c->weight : m->wt[cls][t];
     double room = (mv + 1.0 - m->vf[cls][ten]) * c->weight;
     int64_t allow = room > 0 ? (int64_t)ceil(room - 1e-9) : 0;
-    if (lowest_like || conforming(m, now, tat0, m->T, keep) < 1) {
-        if (k > allow)
-            k = allow;
-    }
+    if (lowest_like && k > allow)
+        k = allow;
     if (k >= 1) {
         grant(m, now, tat0, k, g);
         m->vf[cls][ten] += (double)k / c->weight;
@@ -322,7 +369,9 @@ void sim_fleet_decide(sim_fleet_model *m, int64_t now_ns, const sim_fleet_call *
                       sim_fleet_grant *g)
 {
     if (m->policy == SIM_FLEET_PRIORITY)
-        priority(m, now_ns, c, g);
+        prio(m, now_ns, c, g);
+    else if (m->policy == SIM_FLEET_SFQ)
+        sfq(m, now_ns, c, g);
     else
         fcfs(m, now_ns, c, g);
 }

@@ -12,7 +12,7 @@
 static const char *const scenario_names[SIM_N_SCENARIOS] = {
     "herd", "quota", "storm", "load", "contention", "slow-server", "fleet"};
 
-static const char *const policy_names[SIM_FLEET_N_POLICIES] = {"fcfs", "priority"};
+static const char *const policy_names[SIM_FLEET_N_POLICIES] = {"fcfs", "priority", "sfq"};
 
 static const char *const strategy_names[SIM_N_STRATEGIES] = {
     "none", "fixed", "exponential", "full", "equal", "decorrelated", "pct", "additive",
@@ -221,7 +221,7 @@ static const char *fleet_check(const sim_opts *o)
         if (o->clients[i] > SIM_FLEET_MAX_CLIENTS)
             return "fleet clients must be 1..100000";
     if (f->npolicies < 1 || f->npolicies > SIM_FLEET_N_POLICIES)
-        return "give 1 or 2 policies (fcfs, priority)";
+        return "give 1 to 3 policies (fcfs, priority, sfq)";
     for (int i = 0; i < f->npolicies; i++)
         if ((unsigned)f->policies[i] >= SIM_FLEET_N_POLICIES)
             return "unknown policy";

@@ -83,7 +83,10 @@ typedef enum sim_strategy {
 /* fleet: how the shared key decides (fleet.h). */
 typedef enum sim_fleet_policy {
     SIM_FLEET_FCFS = 0,     /* "fcfs": today's GCRA + leases */
-    SIM_FLEET_PRIORITY = 1, /* "priority": by class, tenants by weight */
+    SIM_FLEET_PRIORITY = 1, /* "priority": by class, tenants by weight
+                               (src/core/prio_gcra.c, the script's model) */
+    SIM_FLEET_SFQ = 2,      /* "sfq": the simulator's own model of the same
+                               rules (fleet_policy.c), for comparison */
     SIM_FLEET_N_POLICIES
 } sim_fleet_policy;
 

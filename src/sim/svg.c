@@ -36,7 +36,8 @@ static const char *const strategy_colors[SIM_N_STRATEGIES] = {
     "#17becf", /* bucket */
     "#bcbd22", /* adaptive */
 };
-static const char *const policy_colors[SIM_FLEET_N_POLICIES] = {"#d62728", "#1f77b4"};
+static const char *const policy_colors[SIM_FLEET_N_POLICIES] = {"#d62728", "#1f77b4",
+                                                                  "#2ca02c"};
 static const char *const mode_colors[4] = {"#1f77b4", "#2ca02c", "#d62728", "#7f7f7f"};
 
 static const char *row_color(const sim_row *row)

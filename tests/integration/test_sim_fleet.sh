@@ -28,11 +28,15 @@ for i in 1 2 3 4; do
 done
 jcheck "rows: point, then policy" "$(row 1)" 'j["clients"] == 50 and j["policy"] == "fcfs"'
 jcheck "rows: point, then policy" "$(row 4)" 'j["clients"] == 100 and j["policy"] == "priority"'
-# priority admits the interactive class sooner, and shares normal by weight
+# priority admits the interactive class sooner, normal before batch, and
+# shares normal nearer to the weights than FCFS (which splits by processes)
 fcfs=$(row 3) prio=$(row 4)
 jcheck "priority: interactive sooner" "$prio" "j['interactive_p99_ms'] < json.loads('''$fcfs''')['interactive_p50_ms']"
-jcheck "priority: normal tenants by weight" "$prio" 'j["jain_normal"] > 0.95'
+jcheck "priority: normal first" "$prio" 'j["normal_rps"] > 3 * j["batch_rps"]'
+jcheck "fcfs: batch by processes" "$fcfs" 'j["batch_rps"] > j["normal_rps"]'
+jcheck "priority: normal tenants nearer the weights" "$prio" "j['jain_normal'] > json.loads('''$fcfs''')['jain_normal']"
 jcheck "fcfs: normal tenants by processes" "$fcfs" 'j["jain_normal"] < 0.8'
+check "sfq runs" sh -c "'$S' sim fleet --clients 50 --duration 2s --policies sfq --json | grep -q '\"policy\":\"sfq\"'"
 
 check "same seed, same bytes" sh -c "'$S' sim fleet --clients 50,100 --duration 4s --seed 3 --json | cmp -s - '$T/a.json'"
 

@@ -1,11 +1,12 @@
 /* stagger sim fleet (src/sim/fleet*.c): Jain's index on known cases, the
  * bound checker, the shared key's decisions holding burst + rate * t for
- * any mix of callers (both policies, random calls, every granted token
+ * any mix of callers (every policy, random calls, every granted token
  * spent anywhere in its window), and small fleets in virtual time: the
- * bound holds, priority admits interactive within two emission intervals
- * plus the Redis round trip while FCFS makes it wait behind the backlog,
- * normal before batch with batch kept at its floor, tenants by weight, the
- * same seed giving the same figures. Small sizes: seconds under ASan. */
+ * bound holds, priority (prio_gcra.c) and sfq admit interactive within two
+ * emission intervals plus the Redis round trip while FCFS makes it wait
+ * behind the backlog, normal before batch with batch kept at its floor,
+ * tenants by weight (or nearer to it than FCFS), the same seed giving the
+ * same figures. Small sizes: seconds under ASan. */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <stdio.h>
@@ -106,6 +107,7 @@ static void bound_any_mix(int policy)
     uint64_t granted = 0, refused = 0;
     for (int i = 0; i < 20000; i++) {
         now += (int64_t)(stg_rng_next(&g) % (uint64_t)(2 * T / 3));
+        static const char *const names[] = {"a", "b", "c"};
         sim_fleet_call c = {
             .cls = (int)(stg_rng_next(&g) % 3),
             .tenant = (int)(stg_rng_next(&g) % 3),
@@ -115,6 +117,7 @@ static void bound_any_mix(int policy)
             .timeout_ns = (stg_rng_next(&g) % 2) ? 0 : (int64_t)(stg_rng_next(&g) % (uint64_t)(20 * T)),
         };
         c.weight = c.tenant == 2 ? 2.0 : 1.0;
+        c.tname = names[c.tenant];
         sim_fleet_grant r;
         sim_fleet_decide(&m, now, &c, &r);
         if (r.k < 1) {
@@ -154,11 +157,12 @@ static void test_decisions_keep_bound(void **state)
     (void)state;
     bound_any_mix(SIM_FLEET_FCFS);
     bound_any_mix(SIM_FLEET_PRIORITY);
+    bound_any_mix(SIM_FLEET_SFQ);
 }
 
-/* The model, directly: batch saturating the key leaves room, so an
- * interactive call is granted within one emission interval; under FCFS
- * the same call waits behind every reservation. */
+/* The decisions, directly: batch saturating the key leaves room, so an
+ * interactive call is granted within one emission interval (priority and
+ * sfq); under FCFS the same call waits behind every reservation. */
 static void test_interactive_after_batch(void **state)
 {
     (void)state;
@@ -170,17 +174,18 @@ static void test_interactive_after_batch(void **state)
         /* 60 batch processes ask every 2 ms for 1 s, each willing to wait
          * 60 s (FCFS reserves; priority's batch never does) */
         for (int i = 0; i < 500; i++, now += 2000000) {
-            sim_fleet_call c = {.cls = 2, .tenant = 0, .weight = 1, .client = (uint32_t)(i % 60),
+            sim_fleet_call c = {.cls = 2, .tenant = 0, .tname = "a", .weight = 1,
+                                .client = (uint32_t)(i % 60),
                                 .k = 1, .lead_ns = lead, .timeout_ns = 60 * INT64_C(1000000000)};
             sim_fleet_grant g;
             sim_fleet_decide(&m, now, &c, &g);
         }
-        sim_fleet_call ic = {.cls = 0, .tenant = 0, .weight = 1, .client = 63, .k = 1,
+        sim_fleet_call ic = {.cls = 0, .tenant = 0, .tname = "a", .weight = 1, .client = 63, .k = 1,
                              .lead_ns = lead, .timeout_ns = 60 * INT64_C(1000000000)};
         sim_fleet_grant g;
         sim_fleet_decide(&m, now, &ic, &g);
         assert_int_equal(g.k, 1);
-        if (policy == SIM_FLEET_PRIORITY)
+        if (policy != SIM_FLEET_FCFS)
             assert_true(g.wait_ns <= T);
         else
             assert_true(g.wait_ns > 10 * T); /* behind the batch's reservations */
@@ -196,6 +201,8 @@ static sim_opts small_fleet(int clients, int64_t duration)
     sim_opts_default(&o, SIM_FLEET);
     o.clients[0] = clients;
     o.nclients = 1;
+    o.fleet.policies[2] = SIM_FLEET_SFQ;
+    o.fleet.npolicies = 3;
     o.fleet.duration_us = duration;
     /* constant legs: the round trip is exactly 2 legs + the script */
     o.fleet.redis_leg = (sim_delay){STG_US(500), 0};
@@ -212,57 +219,80 @@ static sim_results run(const sim_opts *o)
     return r;
 }
 
-/* 40 processes (4 interactive, 12 normal, 24 batch) for 10 s: both rows
- * keep the bound and use the key; priority admits interactive within two
- * emission intervals plus the round trip (p99), FCFS makes it wait behind
- * the backlog; priority serves normal before batch and keeps batch at its
- * floor or more; tenants share by weight under priority, by processes
- * under FCFS. */
-static void test_fleet_order(void **state)
+/* The issue's proof, as a fleet: one interactive process asking again
+ * 40 ms after each send (about 20% of the limit) beside 39 backlogged batch
+ * processes, for 10 s. Every row keeps the bound and uses the key;
+ * priority and sfq admit each interactive request within two emission
+ * intervals plus the Redis round trip (its process has no other request
+ * ahead of it), FCFS makes it wait behind one reservation per batch
+ * process. The batch class keeps >= 90% of the rest. */
+static void test_fleet_interactive_beside_batch(void **state)
+{
+    (void)state;
+    sim_opts o = small_fleet(40, STG_SEC(10));
+    o.fleet.mix[0] = 1;
+    o.fleet.mix[1] = 0;
+    o.fleet.mix[2] = 39;
+    o.fleet.offered[0] = -1;
+    o.server_us = STG_MS(40);
+    sim_results r = run(&o);
+    assert_int_equal(r.nrows, 3);
+    double secs = (double)o.fleet.duration_us / 1e6;
+    double bound_rps = o.limit_rps + (double)o.burst / secs;
+    double T_ms = 1e3 / o.limit_rps;
+    double rtt_ms = 2 * 0.5 + (double)o.fleet.redis_op_us / 1e3;
+    for (size_t i = 0; i < r.nrows; i++) {
+        const char *name = sim_fleet_policy_name(r.rows[i].mode);
+        assert_true(metric(&r, i, "bound_excess") == 0);
+        assert_true(metric(&r, i, "admitted_rps") <= bound_rps + 1e-9);
+        assert_true(metric(&r, i, "admitted_rps") >= 0.95 * o.limit_rps);
+        double inter = metric(&r, i, "interactive_rps");
+        assert_true(metric(&r, i, "batch_rps") >= 0.9 * (o.limit_rps - inter));
+        if (r.rows[i].mode == SIM_FLEET_FCFS) {
+            /* 39 reservations ahead, T each */
+            assert_true(metric(&r, i, "interactive_p50_ms") >= 30 * T_ms);
+            continue;
+        }
+        double p99 = metric(&r, i, "interactive_p99_ms");
+        if (!(p99 <= 2 * T_ms + rtt_ms + 0.001)) /* + the microsecond clock */
+            fail_msg("%s: interactive p99 %.3f ms > 2 T + RTT = %.3f ms", name, p99,
+                     2 * T_ms + rtt_ms);
+        assert_true(inter > 5 * metric(&r, 0, "interactive_rps"));
+    }
+    /* tenants 1:1:2 on 60/30/10% of the batch processes: FCFS splits by
+     * processes (Jain 0.66), the others by weight, or nearer to it */
+    assert_true(metric(&r, 0, "jain_batch") < 0.7);
+    assert_true(metric(&r, 1, "jain_batch") > 0.85);
+    assert_true(metric(&r, 2, "jain_batch") >= 0.98);
+    sim_results_free(&r);
+}
+
+/* Three classes, 40 processes (4 interactive, 12 normal, 24 batch, both
+ * backlogged): FCFS splits normal and batch by processes (12:24); priority
+ * and sfq serve normal first and batch at its floor or more. */
+static void test_fleet_class_order(void **state)
 {
     (void)state;
     sim_opts o = small_fleet(40, STG_SEC(10));
     sim_results r = run(&o);
-    assert_int_equal(r.nrows, 2);
+    assert_int_equal(r.nrows, 3);
     assert_int_equal(r.rows[0].mode, SIM_FLEET_FCFS);
     assert_int_equal(r.rows[1].mode, SIM_FLEET_PRIORITY);
-    double secs = (double)o.fleet.duration_us / 1e6;
-    double bound_rps = o.limit_rps + (double)o.burst / secs;
-    for (size_t i = 0; i < 2; i++) {
-        assert_true(metric(&r, i, "bound_excess") == 0);
-        assert_true(metric(&r, i, "admitted_rps") <= bound_rps + 1e-9);
-        assert_true(metric(&r, i, "admitted_rps") >= 0.95 * o.limit_rps);
-    }
-    double T_ms = 1e3 / o.limit_rps;
-    double rtt_ms = 2 * 0.5 + (double)o.fleet.redis_op_us / 1e3;
-    double p99_prio = metric(&r, 1, "interactive_p99_ms");
-    double p50_fcfs = metric(&r, 0, "interactive_p50_ms");
-    /* The model's bound (fleet_policy.c): PRIO.md's two emission
-     * intervals plus the round trip, plus one interval for the floor's
-     * token (a higher class leaves one free while batch is owed one) and
-     * one round trip (a process makes one script call at a time, so a
-     * request wanted while its process asks for the one before waits for
-     * that call first). */
-    if (!(p99_prio <= 3 * T_ms + 2 * rtt_ms))
-        fail_msg("priority: interactive p99 %.3f ms > 3 T + 2 RTT = %.3f ms", p99_prio,
-                 3 * T_ms + 2 * rtt_ms);
-    /* FCFS: behind one reservation per backlogged process (36), each T */
-    if (!(p50_fcfs > 10 * T_ms))
-        fail_msg("fcfs: interactive p50 %.3f ms, expected the backlog's wait", p50_fcfs);
-    /* interactive gets what it asks (20% of the limit) under priority */
-    near(metric(&r, 1, "interactive_rps"), 0.2 * o.limit_rps, 0.25 * 0.2 * o.limit_rps);
-    /* classes: FCFS splits normal and batch by processes (12:24); priority
-     * serves normal first and batch at its floor or more */
+    assert_int_equal(r.rows[2].mode, SIM_FLEET_SFQ);
     assert_true(metric(&r, 0, "batch_rps") > metric(&r, 0, "normal_rps"));
-    assert_true(metric(&r, 1, "normal_rps") > 3 * metric(&r, 1, "batch_rps"));
-    assert_true(metric(&r, 1, "batch_rps") >= 0.9 * o.fleet.floor * o.limit_rps);
-    /* tenants 1:1:2 on 60/30/10% of the processes */
-    assert_true(metric(&r, 1, "jain_normal") >= 0.98);
-    assert_true(metric(&r, 1, "jain_batch") >= 0.95);
+    for (size_t i = 0; i < r.nrows; i++)
+        assert_true(metric(&r, i, "bound_excess") == 0);
+    for (size_t i = 1; i < r.nrows; i++) {
+        assert_true(metric(&r, i, "normal_rps") > 3 * metric(&r, i, "batch_rps"));
+        assert_true(metric(&r, i, "batch_rps") >= 0.9 * o.fleet.floor * o.limit_rps);
+    }
+    /* sfq: tenants by weight in each backlogged class; its normal class
+     * gives c (weight 2) about twice a's share though a has seven times
+     * its processes */
+    assert_true(metric(&r, 2, "jain_normal") >= 0.98);
+    assert_true(metric(&r, 2, "jain_batch") >= 0.95);
     assert_true(metric(&r, 0, "jain_normal") <= 0.8);
-    /* per tenant: priority's normal class gives c (weight 2) about twice
-     * a's share though a has six times its processes */
-    const sim_fleet_row *f = r.rows[1].fleet;
+    const sim_fleet_row *f = r.rows[2].fleet;
     assert_non_null(f);
     double a = sim_stat_mean(&f->rps[1][0]), c = sim_stat_mean(&f->rps[1][2]);
     assert_int_equal(f->clients[1][0], 7);
@@ -319,6 +349,7 @@ static void test_fleet_options(void **state)
     assert_non_null(sim_opts_check(&o));
     assert_int_equal(sim_fleet_policy_parse("fcfs"), SIM_FLEET_FCFS);
     assert_int_equal(sim_fleet_policy_parse("priority"), SIM_FLEET_PRIORITY);
+    assert_int_equal(sim_fleet_policy_parse("sfq"), SIM_FLEET_SFQ);
     assert_int_equal(sim_fleet_policy_parse("wfq"), -1);
     assert_int_equal(sim_scenario_parse("fleet"), SIM_FLEET);
 }
@@ -331,6 +362,7 @@ static void test_fleet_outputs(void **state)
     sim_opts o = small_fleet(20, STG_SEC(2));
     o.clients[1] = 40;
     o.nclients = 2;
+    o.fleet.npolicies = 2;
     sim_results r = run(&o);
     assert_int_equal(r.nrows, 4);
     char *buf = NULL;
@@ -368,7 +400,8 @@ int main(void)
         cmocka_unit_test(test_bound_checker),
         cmocka_unit_test(test_decisions_keep_bound),
         cmocka_unit_test(test_interactive_after_batch),
-        cmocka_unit_test(test_fleet_order),
+        cmocka_unit_test(test_fleet_interactive_beside_batch),
+        cmocka_unit_test(test_fleet_class_order),
         cmocka_unit_test(test_fleet_deterministic),
         cmocka_unit_test(test_fleet_options),
         cmocka_unit_test(test_fleet_outputs),
