@@ -518,7 +518,7 @@ static const cli_opt sim_table[] = {
     {CLI_FN, "floor", 0, "X", "fleet, priority: the batch class's minimum share\n(0.05)",
      FL(floor), opt_floor, NULL, 0, NULL},
     {CLI_FN, "hold", 0, "D",
-     "fleet, priority: how long a call marks its class and\ntenant as waiting (0: two leases)",
+     "fleet, priority: how long a call marks its class and\ntenant as waiting (0: the limiter's, 80ms here)",
      FL(hold_us), opt_duration, NULL, 0, NULL},
     {CLI_FLAG, "json", 0, NULL, "one JSON object per row on stdout instead of the table",
      offsetof(sim_cli, json), NULL, NULL, 0, NULL},

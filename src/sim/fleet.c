@@ -427,7 +427,13 @@ int sim_fleet_trial(const sim_opts *o, sim_row *row, uint64_t seed, bool chart)
     r.policy = row->mode;
     r.n = (uint32_t)row->clients;
     r.T_ns = (int64_t)ceil(1e9 / o->limit_rps);
-    int64_t hold = fo->hold_us > 0 ? fo->hold_us : 2 * fo->lease_us;
+    /* the limiter's own hold (src/redis/prio.c): two lease windows or 8
+     * intervals, whichever is longer, within 20 ms .. 1 s */
+    int64_t hold = fo->hold_us;
+    if (hold <= 0) {
+        hold = 2 * fo->lease_us > 8 * r.T_ns / 1000 ? 2 * fo->lease_us : 8 * r.T_ns / 1000;
+        hold = hold < STG_MS(20) ? STG_MS(20) : hold > STG_SEC(1) ? STG_SEC(1) : hold;
+    }
     sim_net_init(&r.redis_net, &fo->redis_leg, sim_seed_mix(seed, 1));
     stg_rng_seed(&r.rng, sim_seed_mix(seed, 2));
     sim_bound_init(&r.bound, o->limit_rps, o->burst);

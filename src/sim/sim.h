@@ -111,7 +111,8 @@ typedef struct sim_fleet_opts {
     int64_t duration_us;  /* virtual time measured */
     int64_t max_wait_us;  /* how far ahead a request may reserve */
     double floor;         /* the lowest class's minimum share */
-    int64_t hold_us;      /* demand hold; 0: two lease windows */
+    int64_t hold_us;      /* demand hold; 0: the limiter's (two lease
+                             windows or 8 intervals, 20 ms .. 1 s) */
 } sim_fleet_opts;
 
 typedef struct sim_opts {
