@@ -368,7 +368,8 @@ static int opt_offered(cli_parser *p, const cli_opt *o, void *field, const char 
 {
     (void)o;
     if (class_triple(v, 100, true, field) != 0)
-        return cli_opt_bad(p, v, "expected I:N:B, each a share of --limit or max, e.g. 0.2:max:max");
+        return cli_opt_bad(p, v,
+                           "expected I:N:B, each a share of --limit or max, e.g. 0.2:max:max");
     return 0;
 }
 
@@ -377,7 +378,8 @@ static int opt_tenants(cli_parser *p, const cli_opt *o, void *field, const char 
     (void)o;
     sim_fleet_opts *f = field;
     char buf[1024];
-    static const char want[] = "expected NAME[:WEIGHT[:SHARE]],... (at most 8), e.g. a:1:0.6,b:1:0.3,c:2:0.1";
+    static const char want[] =
+        "expected NAME[:WEIGHT[:SHARE]],... (at most 8), e.g. a:1:0.6,b:1:0.3,c:2:0.1";
     if (strlen(v) >= sizeof buf)
         return cli_opt_bad(p, v, want);
     snprintf(buf, sizeof buf, "%s", v);
@@ -396,7 +398,8 @@ static int opt_tenants(cli_parser *p, const cli_opt *o, void *field, const char 
         sim_tenant *e = &ts[n++];
         e->weight = 1;
         e->share = 1;
-        if (stg_tenant_check(t, NULL) != STG_OK || (w && !cli_parse_double(w, 1e-6, 1e6, &e->weight)) ||
+        if (stg_tenant_check(t, NULL) != STG_OK ||
+            (w && !cli_parse_double(w, 1e-6, 1e6, &e->weight)) ||
             (sh && !cli_parse_double(sh, 0, 1e6, &e->share)))
             return cli_opt_bad(p, v, want);
         snprintf(e->name, sizeof e->name, "%s", t);
@@ -466,7 +469,8 @@ static const cli_opt sim_table[] = {
      opt_fail_first, NULL, 0, NULL},
     {CLI_FN, "limit", 0, "R", "server limit, requests/s (default 100)", F(limit_rps), opt_limit,
      NULL, 0, NULL},
-    {CLI_FN, "burst", 0, "N", "server burst (quota, load 100; storm 20; fleet 10)", F(burst), opt_burst, NULL,
+    {CLI_FN, "burst", 0, "N", "server burst (quota, load 100; storm 20; fleet 10)", F(burst),
+     opt_burst, NULL,
      0, NULL},
     {CLI_FN, "capacity", 0, "N", "slow-server: requests it handles at once (20)", F(capacity),
      opt_requests, NULL, 0, NULL},
@@ -515,10 +519,11 @@ static const cli_opt sim_table[] = {
      opt_positive_duration, NULL, 0, NULL},
     {CLI_FN, "max-wait", 0, "D", "fleet: how far ahead a request may reserve (60s)",
      FL(max_wait_us), opt_duration, NULL, 0, NULL},
-    {CLI_FN, "floor", 0, "X", "fleet, priority: the batch class's minimum share\n(0.05)",
+    {CLI_FN, "floor", 0, "X", "fleet (priority, sfq): the batch class's minimum\nshare (0.05)",
      FL(floor), opt_floor, NULL, 0, NULL},
     {CLI_FN, "hold", 0, "D",
-     "fleet, priority: how long a call marks its class and\ntenant as waiting (0: the limiter's, 80ms here)",
+     "fleet (priority, sfq): how long a call marks its class\nand tenant as waiting (0: the "
+     "limiter's, 80ms here)",
      FL(hold_us), opt_duration, NULL, 0, NULL},
     {CLI_FLAG, "json", 0, NULL, "one JSON object per row on stdout instead of the table",
      offsetof(sim_cli, json), NULL, NULL, 0, NULL},
@@ -604,8 +609,8 @@ const cli_command cli_sim_command = {
 int cli_sim_main(int argc, char **argv)
 {
     if (argc < 2) {
-        return cli_usage_error(CMD, "missing scenario: herd, quota, storm, load, contention, slow-server "
-                                    "or fleet "
+        return cli_usage_error(CMD, "missing scenario: herd, quota, storm, load, contention, "
+                                    "slow-server or fleet "
                                     "(see stagger sim --help)");
     }
     if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {

@@ -1,8 +1,8 @@
 /*
  * Scenario "fleet" (fleet.c), its shared-limit decisions (fleet_policy.c)
- * and its measures (fleet_measure.c; output.c and svg.c show them): many client processes sharing one
- * server quota through a modelled Redis, by priority class and tenant
- * (issue #32, /work/PRIO.md).
+ * and its measures (fleet_measure.c; output.c and svg.c show them): many
+ * client processes sharing one server quota through a modelled Redis, by
+ * priority class and tenant (issue #32, /work/PRIO.md).
  *
  * The decision a script call makes, on Redis's clock, for one caller:
  *   SIM_FLEET_FCFS      today's script (src/redis/gcra.c, a lease of up to

@@ -114,7 +114,8 @@ static void bound_any_mix(int policy)
             .client = (uint32_t)(stg_rng_next(&g) % 16),
             .k = 1 + (int64_t)(stg_rng_next(&g) % 4),
             .lead_ns = 1000000 + (int64_t)(stg_rng_next(&g) % (uint64_t)(2 * T)),
-            .timeout_ns = (stg_rng_next(&g) % 2) ? 0 : (int64_t)(stg_rng_next(&g) % (uint64_t)(20 * T)),
+            .timeout_ns =
+                (stg_rng_next(&g) % 2) ? 0 : (int64_t)(stg_rng_next(&g) % (uint64_t)(20 * T)),
         };
         c.weight = c.tenant == 2 ? 2.0 : 1.0;
         c.tname = names[c.tenant];
