@@ -100,7 +100,7 @@ static double uniform(stg_rng *g)
     return (double)(stg_rng_next(g) >> 11) * 0x1.0p-53;
 }
 
-static int want(fl_run *r, fl_client *c, int64_t t)
+static int want(fl_client *c, int64_t t)
 {
     if (c->qn == c->qcap) {
         uint32_t cap = c->qcap ? c->qcap * 2 : 2;
@@ -116,7 +116,6 @@ static int want(fl_run *r, fl_client *c, int64_t t)
     }
     c->q[(c->qh + c->qn) % c->qcap] = t;
     c->qn++;
-    (void)r;
     return STG_OK;
 }
 
@@ -248,7 +247,7 @@ static int arrive(fl_run *r, uint32_t s, int64_t t)
     int64_t next = t + (int64_t)ceil(gap * 1e6);
     if (next < r->fo->duration_us && push(r, next, r->n + s, K_ARRIVE) != 0)
         return STG_ENOMEM;
-    if (want(r, &r->cl[id], t) != STG_OK)
+    if (want(&r->cl[id], t) != STG_OK)
         return STG_ENOMEM;
     return pump(r, id, t);
 }
@@ -263,7 +262,7 @@ static int step(fl_run *r, sim_ev e)
     fl_client *c = &r->cl[id];
     switch (kind) {
     case K_WANT:
-        if (want(r, c, t) != STG_OK)
+        if (want(c, t) != STG_OK)
             return STG_ENOMEM;
         return pump(r, id, t);
     case K_REDIS: return at_redis(r, id, t);
