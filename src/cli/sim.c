@@ -309,6 +309,116 @@ static int opt_breaker(cli_parser *p, const cli_opt *o, void *field, const char 
     return 0;
 }
 
+/* fleet ----------------------------------------------------------------- */
+
+static int opt_policies(cli_parser *p, const cli_opt *o, void *field, const char *v)
+{
+    (void)o;
+    sim_fleet_opts *f = field;
+    char buf[128];
+    int n = 0;
+    if (strlen(v) >= sizeof buf)
+        return cli_opt_bad(p, v, "expected fcfs, priority, sfq (comma-separated)");
+    snprintf(buf, sizeof buf, "%s", v);
+    for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        int k = sim_fleet_policy_parse(t);
+        if (k < 0 || n == SIM_FLEET_N_POLICIES)
+            return cli_opt_bad(p, v, "expected fcfs, priority, sfq (comma-separated)");
+        f->policies[n++] = k;
+    }
+    if (n == 0)
+        return cli_opt_bad(p, v, "expected fcfs, priority, sfq (comma-separated)");
+    f->npolicies = n;
+    return 0;
+}
+
+/* I:N:B, one value per class; "max" (offered load only) is -1. */
+static int class_triple(const char *v, double max, bool allow_max, double *out)
+{
+    char buf[128];
+    if (strlen(v) >= sizeof buf)
+        return -1;
+    snprintf(buf, sizeof buf, "%s", v);
+    char *save = NULL, *t = strtok_r(buf, ":", &save);
+    double x[STG_N_PRIORITIES];
+    for (int c = 0; c < STG_N_PRIORITIES; c++, t = strtok_r(NULL, ":", &save)) {
+        if (!t)
+            return -1;
+        if (allow_max && !strcmp(t, "max"))
+            x[c] = -1;
+        else if (!cli_parse_double(t, 0, max, &x[c]))
+            return -1;
+    }
+    if (t)
+        return -1;
+    memcpy(out, x, sizeof x);
+    return 0;
+}
+
+static int opt_mix(cli_parser *p, const cli_opt *o, void *field, const char *v)
+{
+    (void)o;
+    double *mix = field;
+    if (class_triple(v, 1e6, false, mix) != 0 || !(mix[0] + mix[1] + mix[2] > 0))
+        return cli_opt_bad(p, v, "expected I:N:B shares of the processes, e.g. 0.1:0.3:0.6");
+    return 0;
+}
+
+static int opt_offered(cli_parser *p, const cli_opt *o, void *field, const char *v)
+{
+    (void)o;
+    if (class_triple(v, 100, true, field) != 0)
+        return cli_opt_bad(p, v,
+                           "expected I:N:B, each a share of --limit or max, e.g. 0.2:max:max");
+    return 0;
+}
+
+static int opt_tenants(cli_parser *p, const cli_opt *o, void *field, const char *v)
+{
+    (void)o;
+    sim_fleet_opts *f = field;
+    char buf[1024];
+    static const char want[] =
+        "expected NAME[:WEIGHT[:SHARE]],... (at most 8), e.g. a:1:0.6,b:1:0.3,c:2:0.1";
+    if (strlen(v) >= sizeof buf)
+        return cli_opt_bad(p, v, want);
+    snprintf(buf, sizeof buf, "%s", v);
+    sim_tenant ts[SIM_FLEET_MAX_TENANTS];
+    int n = 0;
+    for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        if (n == SIM_FLEET_MAX_TENANTS)
+            return cli_opt_bad(p, v, want);
+        char *w = strchr(t, ':'), *sh = NULL;
+        if (w) {
+            *w++ = '\0';
+            sh = strchr(w, ':');
+            if (sh)
+                *sh++ = '\0';
+        }
+        sim_tenant *e = &ts[n++];
+        e->weight = 1;
+        e->share = 1;
+        if (stg_tenant_check(t, NULL) != STG_OK ||
+            (w && !cli_parse_double(w, 1e-6, 1e6, &e->weight)) ||
+            (sh && !cli_parse_double(sh, 0, 1e6, &e->share)))
+            return cli_opt_bad(p, v, want);
+        snprintf(e->name, sizeof e->name, "%s", t);
+    }
+    if (n == 0)
+        return cli_opt_bad(p, v, want);
+    memcpy(f->tenants, ts, (size_t)n * sizeof ts[0]);
+    f->ntenants = n;
+    return 0;
+}
+
+static int opt_floor(cli_parser *p, const cli_opt *o, void *field, const char *v)
+{
+    (void)o;
+    if (!cli_parse_double(v, 0, 0.5, field))
+        return cli_opt_bad(p, v, "expected a share from 0 to 0.5");
+    return 0;
+}
+
 /* --preset and --backoff: the strategies choose the backoff. */
 static int opt_not_here(cli_parser *p, const cli_opt *o, void *field, const char *v)
 {
@@ -320,6 +430,7 @@ static int opt_not_here(cli_parser *p, const cli_opt *o, void *field, const char
 }
 
 #define F(x) offsetof(sim_cli, o.x)
+#define FL(x) offsetof(sim_cli, o.fleet.x)
 static const cli_opt sim_table[] = {
     {.kind = CLI_HEADING,
      .help = "Options (defaults depend on the scenario; see stagger-sim(1) and docs/sim.md)"},
@@ -343,7 +454,8 @@ static const cli_opt sim_table[] = {
      "5ms:0.5ms; quota, storm, load 1ms:0.2ms; contention\n10ms:2ms)",
      F(delay), opt_delay, NULL, 0, NULL},
     {CLI_FN, "server-time", 0, "D",
-     "server time per request (herd 1ms; quota, storm, load\n3ms; contention 0; slow-server 50ms)", F(server_us),
+     "server time per request (herd 1ms; quota, storm, load\n3ms; contention 0; slow-server 50ms;"
+     " fleet: from a\nsend to a backlogged process's next request, 20ms)", F(server_us),
      opt_duration, NULL, 0, NULL},
     {CLI_FN, "window", 0, "D",
      "herd: window of max-in-window (10ms); others: window of\nthe peak rate (100ms)", F(window_us),
@@ -357,7 +469,8 @@ static const cli_opt sim_table[] = {
      opt_fail_first, NULL, 0, NULL},
     {CLI_FN, "limit", 0, "R", "server limit, requests/s (default 100)", F(limit_rps), opt_limit,
      NULL, 0, NULL},
-    {CLI_FN, "burst", 0, "N", "server burst (quota, load 100; storm 20)", F(burst), opt_burst, NULL,
+    {CLI_FN, "burst", 0, "N", "server burst (quota, load 100; storm 20; fleet 10)", F(burst),
+     opt_burst, NULL,
      0, NULL},
     {CLI_FN, "capacity", 0, "N", "slow-server: requests it handles at once (20)", F(capacity),
      opt_requests, NULL, 0, NULL},
@@ -382,13 +495,44 @@ static const cli_opt sim_table[] = {
      "one shared circuit breaker, N consecutive failures\n"
      "open it for OPEN (stg_breaker; quota/storm/load)",
      offsetof(sim_cli, o), opt_breaker, NULL, 0, NULL},
+    {CLI_FN, "policies", 0, "LIST",
+     "fleet: how the shared key decides: fcfs, priority,\nsfq (fcfs,priority)",
+     offsetof(sim_cli, o.fleet), opt_policies, NULL, 0, NULL},
+    {CLI_FN, "mix", 0, "I:N:B",
+     "fleet: shares of the processes in the classes\ninteractive, normal, batch (0.1:0.3:0.6)",
+     FL(mix), opt_mix, NULL, 0, NULL},
+    {CLI_FN, "offered", 0, "I:N:B",
+     "fleet: each class's demand, Poisson at a share of\n--limit, or max: backlogged "
+     "(0.2:max:max)",
+     FL(offered), opt_offered, NULL, 0, NULL},
+    {CLI_FN, "tenants", 0, "NAME[:W[:SHARE]],...",
+     "fleet: tenants, weights and shares of each class's\nprocesses (a:1:0.6,b:1:0.3,c:2:0.1)",
+     offsetof(sim_cli, o.fleet), opt_tenants, NULL, 0, NULL},
+    {CLI_FN, "redis-delay", 0, "MEAN[:SD]",
+     "fleet: each leg to and from Redis takes\n|Normal(MEAN, SD)| (0.5ms:0.1ms)", FL(redis_leg),
+     opt_delay, NULL, 0, NULL},
+    {CLI_FN, "redis-op", 0, "D", "fleet: Redis's time per script call; calls queue\n(25us)",
+     FL(redis_op_us), opt_duration, NULL, 0, NULL},
+    {CLI_FN, "lease", 0, "D", "fleet: --limiter-lease of every process (40ms)", FL(lease_us),
+     opt_positive_duration, NULL, 0, NULL},
+    {CLI_FN, "duration", 0, "D", "fleet: virtual time measured (20s)", FL(duration_us),
+     opt_positive_duration, NULL, 0, NULL},
+    {CLI_FN, "max-wait", 0, "D", "fleet: how far ahead a request may reserve (60s)",
+     FL(max_wait_us), opt_duration, NULL, 0, NULL},
+    {CLI_FN, "floor", 0, "X", "fleet (priority, sfq): the batch class's minimum\nshare (0.05)",
+     FL(floor), opt_floor, NULL, 0, NULL},
+    {CLI_FN, "hold", 0, "D",
+     "fleet (priority, sfq): how long a call marks its class\nand tenant as waiting (0: the "
+     "limiter's, 80ms here)",
+     FL(hold_us), opt_duration, NULL, 0, NULL},
     {CLI_FLAG, "json", 0, NULL, "one JSON object per row on stdout instead of the table",
      offsetof(sim_cli, json), NULL, NULL, 0, NULL},
     {CLI_STRING, "csv", 0, "FILE", "also write the rows as CSV", offsetof(sim_cli, csv), NULL, NULL,
      0, NULL},
     {CLI_STRING, "svg", 0, "FILE",
      "also write a chart: arrivals over time per strategy\n"
-     "(herd, quota, storm, load) or calls and completion\ntime against clients (contention)",
+     "(herd, quota, storm, load), calls and completion\ntime against clients (contention), "
+     "fairness, waits\nand Redis load against processes (fleet)",
      offsetof(sim_cli, svg), NULL, NULL, 0, NULL},
     CLI_OPT_HELP_ENTRY,
     CLI_OPT_VERSION_ENTRY,
@@ -401,6 +545,7 @@ static const cli_opt sim_table[] = {
     CLI_OPT_END,
 };
 #undef F
+#undef FL
 
 static const int sim_exits[] = {CLI_EXIT_OK, CLI_EXIT_FAILED, CLI_EXIT_USAGE, -1};
 
@@ -452,7 +597,11 @@ const cli_command cli_sim_command = {
                 "max_in_window + round_spans_ms (herd), peak_rps, throttled, early (quota),\n"
                 "peak_rps, ratio, throttled (storm), mean_ms, p99_ms, success_rate, throttled\n"
                 "(load), p50_ms, p99_ms, throughput_rps, limit, limit_mean, max_at_server\n"
-                "(slow-server); with --trials > 1 each figure KEY also has KEY_sd.\n"
+                "(slow-server); fleet rows have policy instead of strategy and admitted_rps,\n"
+                "bound_excess, interactive_rps, normal_rps, batch_rps, jain_interactive,\n"
+                "jain_normal, jain_batch, interactive_p50_ms, interactive_p99_ms, redis_ops_s,\n"
+                "redis_busy, lapsed, refused, classes (per tenant: weight, processes,\n"
+                "admitted_rps); with --trials > 1 each figure KEY also has KEY_sd.\n"
                 "1 means a file could not be written.\n",
     .exits = sim_exits,
 };
@@ -460,7 +609,8 @@ const cli_command cli_sim_command = {
 int cli_sim_main(int argc, char **argv)
 {
     if (argc < 2) {
-        return cli_usage_error(CMD, "missing scenario: herd, quota, storm, load, contention or slow-server "
+        return cli_usage_error(CMD, "missing scenario: herd, quota, storm, load, contention, "
+                                    "slow-server or fleet "
                                     "(see stagger sim --help)");
     }
     if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
@@ -475,7 +625,7 @@ int cli_sim_main(int argc, char **argv)
     if (sc < 0)
         return cli_usage_error(CMD,
                                "unknown scenario '%s': expected herd, quota, storm, load, "
-                               "contention or slow-server",
+                               "contention, slow-server or fleet",
                                argv[1]);
     sim_cli c;
     memset(&c, 0, sizeof c);
@@ -490,7 +640,8 @@ int cli_sim_main(int argc, char **argv)
     const char *why = sim_opts_check(&o);
     if (why)
         return cli_usage_error(CMD, "%s", why);
-    if ((o.use_budget || o.use_breaker) && (o.scenario == SIM_HERD || o.scenario == SIM_CONTENTION))
+    if ((o.use_budget || o.use_breaker) &&
+        (o.scenario == SIM_HERD || o.scenario == SIM_CONTENTION || o.scenario == SIM_FLEET))
         return cli_usage_error(CMD, "--budget and --breaker apply to quota, storm and load");
 
     sim_results r;

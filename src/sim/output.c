@@ -10,6 +10,7 @@
 
 #include <jansson.h>
 
+#include "fleet.h"
 #include "metrics.h"
 
 typedef struct metric_desc {
@@ -36,6 +37,20 @@ static const metric_desc descs[] = {
     {"limit", "limit", 0, 1},
     {"limit_mean", "settled", 1, 1},
     {"max_at_server", "at server", 0, 1},
+    {"admitted_rps", "adm/s", 1, 1},
+    {"bound_excess", "over bound", 0, 1},
+    {"interactive_rps", "inter/s", 1, 1},
+    {"normal_rps", "normal/s", 1, 1},
+    {"batch_rps", "batch/s", 1, 1},
+    {"jain_interactive", "J inter", 3, 1},
+    {"jain_normal", "J normal", 3, 1},
+    {"jain_batch", "J batch", 3, 1},
+    {"interactive_p50_ms", "inter p50 ms", 1, 1},
+    {"interactive_p99_ms", "inter p99 ms", 1, 1},
+    {"redis_ops_s", "Redis ops/s", 0, 1},
+    {"redis_busy", "Redis busy %", 2, 100},
+    {"lapsed", "lapsed", 0, 1},
+    {"refused", "refused", 0, 1},
 };
 
 static const metric_desc *desc_of(const char *key)
@@ -133,12 +148,40 @@ static void print_header(FILE *f, const sim_results *r)
                 o->requests, o->capacity, ms(o->server_us),
                 o->capacity * 1e6 / (double)o->server_us, who, legs);
         break;
+    case SIM_FLEET: {
+        const sim_fleet_opts *fl = &o->fleet;
+        fprintf(f, "%s processes share %g/s (burst %lld) through one Redis key: legs |N(%g ms, "
+                   "%g ms)|,\n  %g us per script call, one at a time; leases of %g ms; waits up "
+                   "to %g s; %g s measured\n",
+                who, o->limit_rps, (long long)o->burst, ms(fl->redis_leg.mean_us),
+                ms(fl->redis_leg.sd_us), (double)fl->redis_op_us, ms(fl->lease_us),
+                (double)fl->max_wait_us / 1e6, (double)fl->duration_us / 1e6);
+        double mix = 0;
+        for (int c = 0; c < STG_N_PRIORITIES; c++)
+            mix += fl->mix[c];
+        fprintf(f, "  classes:");
+        for (int c = 0; c < STG_N_PRIORITIES; c++) {
+            fprintf(f, "%s %s %.0f%% of them, ", c ? ";" : "", stg_priority_name(c - 1),
+                    100 * fl->mix[c] / mix);
+            if (fl->offered[c] < 0)
+                fprintf(f, "backlogged (next %g ms after a send)", ms(o->server_us));
+            else
+                fprintf(f, "Poisson %g/s", fl->offered[c] * o->limit_rps);
+        }
+        fprintf(f, "\n  tenants:");
+        for (int t = 0; t < fl->ntenants; t++)
+            fprintf(f, "%s %s (weight %g, %g of each class)", t ? "," : "", fl->tenants[t].name,
+                    fl->tenants[t].weight, fl->tenants[t].share);
+        fprintf(f, "; floor %g%%\n", 100 * fl->floor);
+        break;
+    }
     default:
         fprintf(f, "one OCC write per client to one row; base %g ms, cap %g ms; %s\n",
                 ms(o->policy.backoff.base_us), ms(o->policy.backoff.cap_us), legs);
         break;
     }
-    if (o->scenario != SIM_HERD && o->scenario != SIM_CONTENTION && o->scenario != SIM_SLOW) {
+    if (o->scenario != SIM_HERD && o->scenario != SIM_CONTENTION && o->scenario != SIM_SLOW &&
+        o->scenario != SIM_FLEET) {
         fprintf(f, "  peak/s = most arrivals in any %g ms window, per second", ms(o->window_us));
         if (o->peak_after_us > 0)
             fprintf(f, ", from t = %g s", (double)o->peak_after_us / 1e6);
@@ -231,6 +274,73 @@ static int print_pivot(FILE *f, const sim_results *r, const char *key, const cha
     return rc;
 }
 
+/* fleet: one line per point and policy, then admissions per second per
+ * class and tenant. */
+static int print_fleet(FILE *f, const sim_results *r)
+{
+    const sim_opts *o = &r->opts;
+    const sim_fleet_opts *fl = &o->fleet;
+    const sim_row *first = &r->rows[0];
+    bool spread = o->trials > 1;
+    table t = {.nrows = (int)r->nrows, .left = 2};
+    t.cells = calloc(r->nrows + 1, sizeof *t.cells);
+    if (!t.cells)
+        return -1;
+    int c = 0;
+    snprintf(t.cells[0][c++], CELL, "clients");
+    snprintf(t.cells[0][c++], CELL, "policy");
+    for (int m = 0; m < first->nmetrics; m++)
+        label_of(r, first->m[m].key, t.cells[0][c++], CELL);
+    t.ncols = c;
+    for (size_t i = 0; i < r->nrows; i++) {
+        const sim_row *row = &r->rows[i];
+        char(*cell)[CELL] = t.cells[i + 1];
+        c = 0;
+        snprintf(cell[c++], CELL, "%d", row->clients);
+        snprintf(cell[c++], CELL, "%s", sim_fleet_policy_name(row->mode));
+        for (int m = 0; m < first->nmetrics && m < row->nmetrics; m++) {
+            const metric_desc *d = desc_of(row->m[m].key);
+            format_stat(&row->m[m].s, d->decimals, d->scale, spread, cell[c++], CELL);
+        }
+    }
+    int rc = table_print(f, &t);
+    free(t.cells);
+    if (rc != 0)
+        return -1;
+    fprintf(f, "\nadmissions/s per class and tenant (processes); fair: in proportion to the "
+               "weight\n");
+    t = (table){.nrows = (int)r->nrows * STG_N_PRIORITIES, .left = 3};
+    t.cells = calloc((size_t)t.nrows + 1, sizeof *t.cells);
+    if (!t.cells)
+        return -1;
+    c = 0;
+    snprintf(t.cells[0][c++], CELL, "clients");
+    snprintf(t.cells[0][c++], CELL, "policy");
+    snprintf(t.cells[0][c++], CELL, "class");
+    for (int k = 0; k < fl->ntenants; k++)
+        snprintf(t.cells[0][c++], CELL, "%.24s w%g", fl->tenants[k].name, fl->tenants[k].weight);
+    t.ncols = c;
+    for (size_t i = 0; i < r->nrows; i++) {
+        const sim_row *row = &r->rows[i];
+        for (int cl = 0; cl < STG_N_PRIORITIES && row->fleet; cl++) {
+            char(*cell)[CELL] = t.cells[1 + i * STG_N_PRIORITIES + (size_t)cl];
+            c = 0;
+            snprintf(cell[c++], CELL, "%d", row->clients);
+            snprintf(cell[c++], CELL, "%s", sim_fleet_policy_name(row->mode));
+            snprintf(cell[c++], CELL, "%s", stg_priority_name(cl - 1));
+            for (int k = 0; k < fl->ntenants; k++)
+                snprintf(cell[c++], CELL, "%.1f (%d)", sim_stat_mean(&row->fleet->rps[cl][k]),
+                         row->fleet->clients[cl][k]);
+        }
+    }
+    rc = table_print(f, &t);
+    free(t.cells);
+    fprintf(f, "\nover bound: sends beyond burst + rate * t; J: Jain's index over the tenants' "
+               "admissions / weight;\ninter p50/p99: interactive wait from wanting a request "
+               "to sending it\n");
+    return rc || ferror(f) ? -1 : 0;
+}
+
 int sim_print_table(FILE *f, const sim_results *r)
 {
     const sim_opts *o = &r->opts;
@@ -243,6 +353,8 @@ int sim_print_table(FILE *f, const sim_results *r)
             return -1;
         return ferror(f) ? -1 : 0;
     }
+    if (o->scenario == SIM_FLEET)
+        return print_fleet(f, r);
     bool spread = o->trials > 1;
     bool show_clients = o->nclients > 1;
     bool show_mode = o->scenario == SIM_QUOTA;
@@ -307,7 +419,8 @@ int sim_write_csv(FILE *f, const sim_results *r)
     for (size_t i = 0; i < r->nrows; i++) {
         const sim_row *row = &r->rows[i];
         fprintf(f, "%s,%s,%s,%d,%d,%llu", sim_scenario_name(row->scenario),
-                sim_strategy_name(row->strategy),
+                row->scenario == SIM_FLEET ? sim_fleet_policy_name(row->mode)
+                                           : sim_strategy_name(row->strategy),
                 row->mode >= 0 ? stg_retry_after_mode_name((stg_retry_after_mode)row->mode) : "",
                 row->clients, o->trials, (unsigned long long)o->seed);
         for (int m = 0; m < first->nmetrics && m < row->nmetrics; m++)
@@ -337,6 +450,33 @@ static char *key_sd(const char *key, char *buf, size_t size)
     return buf;
 }
 
+/* fleet: "classes": {"interactive": {"tenants": {"a": {"weight", "processes",
+ * "admitted_rps"}}}, ...}. */
+static int fleet_json(json_t *j, const sim_opts *o, const sim_row *row)
+{
+    const sim_fleet_opts *fl = &o->fleet;
+    json_t *classes = json_object();
+    if (!classes || json_object_set_new(j, "classes", classes) != 0)
+        return -1;
+    for (int c = 0; c < STG_N_PRIORITIES; c++) {
+        json_t *cj = json_object(), *tj = json_object();
+        if (!cj || !tj || json_object_set_new(classes, stg_priority_name(c - 1), cj) != 0 ||
+            json_object_set_new(cj, "tenants", tj) != 0) {
+            json_decref(tj);
+            return -1;
+        }
+        for (int t = 0; t < fl->ntenants; t++) {
+            json_t *e = json_object();
+            if (!e || json_object_set_new(tj, fl->tenants[t].name, e) != 0)
+                return -1;
+            json_object_set_new(e, "weight", num(fl->tenants[t].weight));
+            json_object_set_new(e, "processes", json_integer(row->fleet->clients[c][t]));
+            json_object_set_new(e, "admitted_rps", num(sim_stat_mean(&row->fleet->rps[c][t])));
+        }
+    }
+    return 0;
+}
+
 int sim_write_json(FILE *f, const sim_results *r)
 {
     const sim_opts *o = &r->opts;
@@ -347,14 +487,17 @@ int sim_write_json(FILE *f, const sim_results *r)
             return -1;
         json_object_set_new(j, "scenario", json_string(sim_scenario_name(row->scenario)));
         json_object_set_new(j, "strategy", json_string(sim_strategy_name(row->strategy)));
-        if (row->mode >= 0)
+        if (row->scenario == SIM_FLEET) {
+            json_object_del(j, "strategy");
+            json_object_set_new(j, "policy", json_string(sim_fleet_policy_name(row->mode)));
+        } else if (row->mode >= 0)
             json_object_set_new(
                 j, "retry_after",
                 json_string(stg_retry_after_mode_name((stg_retry_after_mode)row->mode)));
         json_object_set_new(j, "clients", json_integer(row->clients));
         json_object_set_new(j, "trials", json_integer(o->trials));
         json_object_set_new(j, "seed", json_integer((json_int_t)o->seed));
-        if (row->scenario != SIM_CONTENTION)
+        if (row->scenario != SIM_CONTENTION && row->scenario != SIM_FLEET)
             json_object_set_new(j, "window_ms", num(ms(o->window_us)));
         for (int m = 0; m < row->nmetrics; m++) {
             char buf[64];
@@ -362,6 +505,10 @@ int sim_write_json(FILE *f, const sim_results *r)
             if (o->trials > 1)
                 json_object_set_new(j, key_sd(row->m[m].key, buf, sizeof buf),
                                     json_real(sim_stat_sd(&row->m[m].s)));
+        }
+        if (row->fleet && fleet_json(j, o, row) != 0) {
+            json_decref(j);
+            return -1;
         }
         if (row->nrounds > 0) {
             json_t *a = json_array(), *sd = json_array();

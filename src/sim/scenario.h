@@ -18,6 +18,7 @@ int sim_storm_trial(const sim_opts *o, sim_row *row, uint64_t seed, bool chart);
 int sim_load_trial(const sim_opts *o, sim_row *row, uint64_t seed, bool chart);
 int sim_contention_trial(const sim_opts *o, sim_row *row, uint64_t seed, bool chart);
 int sim_slow_trial(const sim_opts *o, sim_row *row, uint64_t seed, bool chart);
+int sim_fleet_trial(const sim_opts *o, sim_row *row, uint64_t seed, bool chart);
 
 /* Virtual-time horizon: a run still busy after this much simulated time is
  * stopped and its unfinished requests count as failed. */

@@ -9,8 +9,10 @@
 #include "client.h"
 #include "scenario.h"
 
-static const char *const scenario_names[SIM_N_SCENARIOS] = {"herd", "quota", "storm", "load",
-                                                             "contention", "slow-server"};
+static const char *const scenario_names[SIM_N_SCENARIOS] = {
+    "herd", "quota", "storm", "load", "contention", "slow-server", "fleet"};
+
+static const char *const policy_names[SIM_FLEET_N_POLICIES] = {"fcfs", "priority", "sfq"};
 
 static const char *const strategy_names[SIM_N_STRATEGIES] = {
     "none", "fixed", "exponential", "full", "equal", "decorrelated", "pct", "additive",
@@ -26,6 +28,19 @@ int sim_scenario_parse(const char *name)
 {
     for (int i = 0; name && i < SIM_N_SCENARIOS; i++)
         if (!strcmp(name, scenario_names[i]))
+            return i;
+    return -1;
+}
+
+const char *sim_fleet_policy_name(int p)
+{
+    return (unsigned)p < SIM_FLEET_N_POLICIES ? policy_names[p] : "unknown";
+}
+
+int sim_fleet_policy_parse(const char *name)
+{
+    for (int i = 0; name && i < SIM_FLEET_N_POLICIES; i++)
+        if (!strcmp(name, policy_names[i]))
             return i;
     return -1;
 }
@@ -142,6 +157,41 @@ void sim_opts_default(sim_opts *o, sim_scenario s)
         o->server_us = STG_MS(50);
         break;
     }
+    case SIM_FLEET: {
+        /* Issue #32: a website's calls (interactive, Poisson at 20% of the
+         * limit), normal and batch backlogs, three tenants 1:1:2 holding
+         * 60%, 30% and 10% of each class's processes; today's FCFS beside
+         * the priority decision, 100 to 1000 processes. */
+        static const sim_strategy d[] = {SIM_NONE}; /* unused */
+        static const sim_tenant ten[] = {{"a", 1, 0.6}, {"b", 1, 0.3}, {"c", 2, 0.1}};
+        sim_fleet_opts *f = &o->fleet;
+        set_strategies(o, d, 1);
+        o->nclients = 0;
+        o->clients[o->nclients++] = 100;
+        o->clients[o->nclients++] = 200;
+        o->clients[o->nclients++] = 500;
+        o->clients[o->nclients++] = 1000;
+        o->burst = 10;
+        o->server_us = STG_MS(20);
+        f->policies[0] = SIM_FLEET_FCFS;
+        f->policies[1] = SIM_FLEET_PRIORITY;
+        f->npolicies = 2;
+        f->mix[0] = 0.1;
+        f->mix[1] = 0.3;
+        f->mix[2] = 0.6;
+        f->offered[0] = 0.2;
+        f->offered[1] = -1;
+        f->offered[2] = -1;
+        memcpy(f->tenants, ten, sizeof ten);
+        f->ntenants = 3;
+        f->redis_leg = (sim_delay){STG_US(500), STG_US(100)};
+        f->redis_op_us = STG_US(25);
+        f->lease_us = STG_MS(40);
+        f->duration_us = STG_SEC(20);
+        f->max_wait_us = STG_SEC(60);
+        f->floor = 0.05;
+        break;
+    }
     case SIM_CONTENTION:
     default: {
         static const sim_strategy d[] = {SIM_NONE, SIM_EXPONENTIAL, SIM_FULL, SIM_EQUAL,
@@ -162,6 +212,63 @@ void sim_opts_default(sim_opts *o, sim_scenario s)
         break;
     }
     }
+}
+
+static const char *fleet_check(const sim_opts *o)
+{
+    const sim_fleet_opts *f = &o->fleet;
+    for (int i = 0; i < o->nclients; i++)
+        if (o->clients[i] > SIM_FLEET_MAX_CLIENTS)
+            return "fleet clients must be 1..100000";
+    if (f->npolicies < 1 || f->npolicies > SIM_FLEET_N_POLICIES)
+        return "give 1 to 3 policies (fcfs, priority, sfq)";
+    for (int i = 0; i < f->npolicies; i++)
+        if ((unsigned)f->policies[i] >= SIM_FLEET_N_POLICIES)
+            return "unknown policy";
+    if (f->ntenants < 1 || f->ntenants > SIM_FLEET_MAX_TENANTS)
+        return "give 1 to 8 tenants";
+    double share = 0, mix = 0;
+    for (int t = 0; t < f->ntenants; t++) {
+        if (stg_tenant_check(f->tenants[t].name, NULL) != STG_OK)
+            return "a tenant name is 1 to 64 of A-Z a-z 0-9 . _ : -";
+        for (int u = 0; u < t; u++)
+            if (!strcmp(f->tenants[u].name, f->tenants[t].name))
+                return "tenant names must differ";
+        if (!(f->tenants[t].weight > 0) || f->tenants[t].weight > 1e6)
+            return "tenant weights must be in (0, 1000000]";
+        if (!(f->tenants[t].share >= 0) || f->tenants[t].share > 1e6)
+            return "tenant shares must be >= 0";
+        share += f->tenants[t].share;
+    }
+    if (!(share > 0))
+        return "some tenant needs a share of the processes";
+    for (int c = 0; c < STG_N_PRIORITIES; c++) {
+        if (!(f->mix[c] >= 0) || f->mix[c] > 1e6)
+            return "class mix shares must be >= 0";
+        mix += f->mix[c];
+        if (!(f->offered[c] < 0 || f->offered[c] <= 100))
+            return "offered load must be max or a share of the limit in [0, 100]";
+    }
+    if (!(mix > 0))
+        return "some class needs a share of the processes";
+    if (o->burst < 2)
+        return "fleet needs a burst of at least 2 (a lease needs room)";
+    if (f->redis_leg.mean_us < 0 || f->redis_leg.sd_us < 0 || f->redis_leg.mean_us > STG_SEC(10) ||
+        f->redis_leg.sd_us > STG_SEC(10))
+        return "the Redis legs must be 0..10 s";
+    if (f->redis_op_us < 0 || f->redis_op_us > STG_SEC(1))
+        return "the Redis time per call must be 0..1 s";
+    if (f->lease_us <= 0 || f->lease_us > STG_SEC(10))
+        return "the lease must be 1us..10s";
+    if (f->duration_us < STG_MS(1) || f->duration_us > STG_SEC(86400))
+        return "the duration must be 1ms..24h";
+    if (f->max_wait_us < 0 || f->max_wait_us > STG_SEC(86400))
+        return "the longest wait must be 0..24h";
+    if (!(f->floor >= 0) || f->floor > 0.5)
+        return "the floor must be in [0, 0.5]";
+    if (f->hold_us < 0 || f->hold_us > STG_SEC(3600))
+        return "the hold must be 0..1h";
+    return NULL;
 }
 
 const char *sim_opts_check(const sim_opts *o)
@@ -226,6 +333,8 @@ const char *sim_opts_check(const sim_opts *o)
         return "slow-server jobs must be 1..16777215";
     if (o->scenario == SIM_SLOW && o->server_us <= 0)
         return "slow-server needs a positive server time";
+    if (o->scenario == SIM_FLEET)
+        return fleet_check(o);
     return NULL;
 }
 
@@ -237,14 +346,17 @@ static sim_trial_fn trial_fn(sim_scenario s)
     case SIM_STORM: return sim_storm_trial;
     case SIM_LOAD: return sim_load_trial;
     case SIM_SLOW: return sim_slow_trial;
+    case SIM_FLEET: return sim_fleet_trial;
     default: return sim_contention_trial;
     }
 }
 
 void sim_results_free(sim_results *r)
 {
-    for (size_t i = 0; r->rows && i < r->nrows; i++)
+    for (size_t i = 0; r->rows && i < r->nrows; i++) {
         free(r->rows[i].bins);
+        free(r->rows[i].fleet);
+    }
     free(r->rows);
     r->rows = NULL;
     r->nrows = 0;
@@ -256,7 +368,9 @@ int sim_run(const sim_opts *o, sim_results *r)
     if (sim_opts_check(o))
         return STG_EINVAL;
     r->opts = *o;
-    int nmodes = o->scenario == SIM_QUOTA ? o->nmodes : 1;
+    int nmodes = o->scenario == SIM_QUOTA   ? o->nmodes
+                 : o->scenario == SIM_FLEET ? o->fleet.npolicies
+                                            : 1;
     size_t nrows = (size_t)o->nclients * (size_t)o->nstrategies * (size_t)nmodes;
     r->rows = calloc(nrows, sizeof *r->rows);
     if (!r->rows)
@@ -268,7 +382,9 @@ int sim_run(const sim_opts *o, sim_results *r)
                 sim_row *row = &r->rows[r->nrows++];
                 row->scenario = o->scenario;
                 row->strategy = o->strategies[si];
-                row->mode = o->scenario == SIM_QUOTA ? (int)o->modes[mi] : -1;
+                row->mode = o->scenario == SIM_QUOTA   ? (int)o->modes[mi]
+                            : o->scenario == SIM_FLEET ? o->fleet.policies[mi]
+                                                       : -1;
                 row->clients = o->clients[pi];
                 for (int t = 0; t < o->trials; t++) {
                     int rc = fn(o, row, o->seed + (uint64_t)t, t == 0);

@@ -19,6 +19,9 @@
  *                   decision step around stg_decide
  *   reqsim.c/.h     engine shared by quota, storm and load
  *   herd.c quota.c storm.c load.c contention.c slow.c   one file per scenario
+ *   fleet.c fleet_policy.c fleet_measure.c, fleet.h   the
+ *                   "fleet" scenario: processes sharing one quota through
+ *                   a modelled Redis, by class and tenant
  *   metrics.c/.h    accumulators, sliding windows, percentiles
  *   output.c        table, CSV and JSON (jansson)
  *   svg.c           charts
@@ -46,6 +49,8 @@
 #define SIM_MAX_METRICS 16
 #define SIM_MAX_CLIENTS 5000000
 #define SIM_HERD_MAX_CLIENTS 2097151 /* 2^21 - 1: see herd.c */
+#define SIM_FLEET_MAX_CLIENTS 100000
+#define SIM_FLEET_MAX_TENANTS 8
 
 typedef enum sim_scenario {
     SIM_HERD = 0,
@@ -54,6 +59,7 @@ typedef enum sim_scenario {
     SIM_LOAD = 3,
     SIM_CONTENTION = 4,
     SIM_SLOW = 5, /* "slow-server": a server that queues (slow.c) */
+    SIM_FLEET = 6, /* processes sharing one quota through Redis (fleet.c) */
     SIM_N_SCENARIOS
 } sim_scenario;
 
@@ -73,6 +79,41 @@ typedef enum sim_strategy {
     SIM_ADAPTIVE = 9,
     SIM_N_STRATEGIES
 } sim_strategy;
+
+/* fleet: how the shared key decides (fleet.h). */
+typedef enum sim_fleet_policy {
+    SIM_FLEET_FCFS = 0,     /* "fcfs": today's GCRA + leases */
+    SIM_FLEET_PRIORITY = 1, /* "priority": by class, tenants by weight
+                               (src/core/prio_gcra.c, the script's model) */
+    SIM_FLEET_SFQ = 2,      /* "sfq": the simulator's own model of the same
+                               rules (fleet_policy.c), for comparison */
+    SIM_FLEET_N_POLICIES
+} sim_fleet_policy;
+
+/* fleet: a tenant, its weight and its share of each class's processes. */
+typedef struct sim_tenant {
+    char name[STG_TENANT_MAX + 1];
+    double weight;
+    double share;
+} sim_tenant;
+
+typedef struct sim_fleet_opts {
+    int policies[SIM_FLEET_N_POLICIES]; /* one row per policy and point */
+    int npolicies;
+    double mix[STG_N_PRIORITIES];     /* share of the processes per class */
+    double offered[STG_N_PRIORITIES]; /* Poisson load as a share of the
+                                         limit; < 0: backlogged */
+    sim_tenant tenants[SIM_FLEET_MAX_TENANTS];
+    int ntenants;
+    sim_delay redis_leg;  /* each leg to and from Redis */
+    int64_t redis_op_us;  /* Redis's time per script call; calls queue */
+    int64_t lease_us;     /* --limiter-lease: how long a lease should last */
+    int64_t duration_us;  /* virtual time measured */
+    int64_t max_wait_us;  /* how far ahead a request may reserve */
+    double floor;         /* the lowest class's minimum share */
+    int64_t hold_us;      /* demand hold; 0: the limiter's (two lease
+                             windows or 8 intervals, 20 ms .. 1 s) */
+} sim_fleet_opts;
 
 typedef struct sim_opts {
     sim_scenario scenario;
@@ -107,6 +148,9 @@ typedef struct sim_opts {
     int64_t window_us;           /* herd: max_in_window; others: peak rate */
     int64_t peak_after_us;       /* peak rate counts arrivals from here on */
     int64_t bin_us;              /* chart bins; 0: chosen per scenario */
+    sim_fleet_opts fleet;        /* fleet (server_us: a backlogged
+                                    process's time from a send to its next
+                                    request) */
 } sim_opts;
 
 /* Mean and spread of one figure over trials. */
@@ -123,7 +167,8 @@ typedef struct sim_metric {
 typedef struct sim_row {
     sim_scenario scenario;
     sim_strategy strategy;
-    int mode;     /* stg_retry_after_mode of the row (quota), else -1 */
+    int mode;     /* stg_retry_after_mode of the row (quota), the
+                     sim_fleet_policy (fleet), else -1 */
     int clients;
     int nmetrics;
     sim_metric m[SIM_MAX_METRICS];
@@ -134,6 +179,7 @@ typedef struct sim_row {
     int64_t bin_us;
     size_t nbins;
     uint32_t *bins;
+    struct sim_fleet_row *fleet; /* fleet: per class and tenant; owned */
 } sim_row;
 
 typedef struct sim_results {
@@ -141,6 +187,10 @@ typedef struct sim_results {
     sim_row *rows; /* owned */
     size_t nrows;
 } sim_results;
+
+/* fleet policy names ("fcfs", "priority"), parse; -1 for an unknown name. */
+const char *sim_fleet_policy_name(int p);
+int sim_fleet_policy_parse(const char *name);
 
 /* Scenario names ("herd", ...), parse; -1 for an unknown name. */
 const char *sim_scenario_name(sim_scenario s);

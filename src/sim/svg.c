@@ -7,6 +7,9 @@
  *                             second with the server's limit dashed.
  *  contention                 calls and completion time against the number
  *                             of clients, one line per strategy.
+ *  fleet                      fairness, the interactive wait and Redis's
+ *                             load against the number of processes, one
+ *                             line per policy (the same panels).
  * The series come from each row's first trial (sim_row.bins).
  */
 #include <math.h>
@@ -33,6 +36,8 @@ static const char *const strategy_colors[SIM_N_STRATEGIES] = {
     "#17becf", /* bucket */
     "#bcbd22", /* adaptive */
 };
+static const char *const policy_colors[SIM_FLEET_N_POLICIES] = {"#d62728", "#1f77b4",
+                                                                  "#2ca02c"};
 static const char *const mode_colors[4] = {"#1f77b4", "#2ca02c", "#d62728", "#7f7f7f"};
 
 static const char *row_color(const sim_row *row)
@@ -293,7 +298,15 @@ static int arrivals_chart(FILE *f, const sim_results *r)
     return ferror(f) ? -1 : 0;
 }
 
-/* ---- contention: metric vs clients -------------------------------------- */
+/* ---- contention, fleet: metric vs clients -------------------------------- */
+
+/* A line's colour: its policy (fleet) or its strategy. */
+static const char *series_color(const sim_results *r, const sim_row *row)
+{
+    if (r->opts.scenario == SIM_FLEET)
+        return (unsigned)row->mode < SIM_FLEET_N_POLICIES ? policy_colors[row->mode] : "#000";
+    return (unsigned)row->strategy < SIM_N_STRATEGIES ? strategy_colors[row->strategy] : "#000";
+}
 
 static void line_chart(FILE *f, const sim_results *r, const char *key, const char *ytitle,
                        int x0, int y0, int pw, int ph)
@@ -338,17 +351,19 @@ static void line_chart(FILE *f, const sim_results *r, const char *key, const cha
             x0, y0, x0, y1, x0, y1, x0 + pw, y1);
     fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">clients</text>\n", x0 + pw / 2,
             y1 + 34);
-    for (int s = 0; s < o->nstrategies; s++) {
-        const char *color = strategy_colors[o->strategies[s]];
+    /* rows are point-major: the lines are the rows of one point */
+    size_t ns = r->nrows / (size_t)o->nclients;
+    for (size_t s = 0; s < ns; s++) {
+        const char *color = series_color(r, &r->rows[s]);
         fprintf(f, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"2\" points=\"", color);
-        for (size_t i = (size_t)s; i < r->nrows; i += (size_t)o->nstrategies) {
+        for (size_t i = s; i < r->nrows; i += ns) {
             const sim_stat *st = sim_row_metric(&r->rows[i], key);
             double v = st ? sim_stat_mean(st) : 0;
             double x = x0 + (r->rows[i].clients - xlo) / (xhi - xlo) * pw;
-            fprintf(f, "%s%.1f,%.1f", i == (size_t)s ? "" : " ", x, y1 - v / ymax * ph);
+            fprintf(f, "%s%.1f,%.1f", i == s ? "" : " ", x, y1 - v / ymax * ph);
         }
         fprintf(f, "\"/>\n");
-        for (size_t i = (size_t)s; i < r->nrows; i += (size_t)o->nstrategies) {
+        for (size_t i = s; i < r->nrows; i += ns) {
             const sim_stat *st = sim_row_metric(&r->rows[i], key);
             double v = st ? sim_stat_mean(st) : 0;
             double x = x0 + (r->rows[i].clients - xlo) / (xhi - xlo) * pw;
@@ -385,8 +400,45 @@ static int contention_chart(FILE *f, const sim_results *r)
     return ferror(f) ? -1 : 0;
 }
 
+static int fleet_chart(FILE *f, const sim_results *r)
+{
+    const sim_opts *o = &r->opts;
+    int h = 820;
+    char sub[256];
+    double over = 0;
+    for (size_t i = 0; i < r->nrows; i++)
+        over += mean_of(&r->rows[i], "bound_excess");
+    snprintf(sub, sizeof sub,
+             "processes share %g/s (burst %lld) through one Redis key, leases of %g ms; "
+             "sends over the bound: %g; seed %llu",
+             o->limit_rps, (long long)o->burst, (double)o->fleet.lease_us / 1e3, over,
+             (unsigned long long)o->seed);
+    header(f, h, "stagger sim fleet: fairness, waits and Redis load against the number of "
+                 "processes", sub);
+    int lx = ML, ly = 66;
+    for (int p = 0; p < o->fleet.npolicies; p++) {
+        const char *name = sim_fleet_policy_name(o->fleet.policies[p]);
+        fprintf(f, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"%s\" "
+                   "stroke-width=\"3\"/><text x=\"%d\" y=\"%d\">%s</text>\n",
+                lx, ly - 4, lx + 18, ly - 4, policy_colors[o->fleet.policies[p]], lx + 23, ly,
+                name);
+        lx += 40 + 7 * (int)strlen(name);
+    }
+    int pw = (W - ML - MR - 90) / 2, ph = 260;
+    line_chart(f, r, "jain_normal", "Jain's index, normal class", ML, 110, pw, ph);
+    line_chart(f, r, "jain_batch", "Jain's index, batch class", ML + pw + 90, 110, pw, ph);
+    line_chart(f, r, "interactive_p99_ms", "interactive admission wait p99 (ms)", ML,
+               110 + ph + 90, pw, ph);
+    line_chart(f, r, "redis_ops_s", "Redis script calls per second", ML + pw + 90, 110 + ph + 90,
+               pw, ph);
+    fprintf(f, "</svg>\n");
+    return ferror(f) ? -1 : 0;
+}
+
 int sim_write_svg(FILE *f, const sim_results *r)
 {
+    if (r->opts.scenario == SIM_FLEET)
+        return fleet_chart(f, r);
     if (r->opts.scenario == SIM_CONTENTION)
         return contention_chart(f, r);
     return arrivals_chart(f, r);
