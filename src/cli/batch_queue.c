@@ -206,7 +206,7 @@ static int load_input(const batch_opts *o, stg_queue *q, const char *name)
                 .body = j->body,
                 .body_len = j->body_len,
                 .idempotency_key = j->idempotency_key,
-                .replay_safe = stg_store_method_idempotent(j->method) || j->idempotency_key,
+                .replay_safe = stg__store_replay_safe(j->method, j->idempotency_key),
                 .line = j->line,
             };
         }
@@ -468,31 +468,6 @@ static void run_loop(const batch_opts *o, stg_batch *b, const stg_batch_queue *q
         fputc('\n', stderr);
 }
 
-static int verdict(const stg_batch_summary *s, int sig, bool quiet)
-{
-    switch (s->cause) {
-    case STG_BATCH_STORE:
-    case STG_BATCH_BODY:
-        fprintf(stderr, "stagger batch: stopped: %s\n", s->message);
-        return CLI_EXIT_DB;
-    case STG_BATCH_LIMITER:
-        fprintf(stderr, "stagger batch: stopped: %s\n", s->message);
-        return CLI_EXIT_LIMITER;
-    default:
-        break;
-    }
-    if (sig) {
-        if (!quiet)
-            fprintf(stderr, "stagger batch: interrupted; the jobs in flight here go back to the "
-                            "queue\n");
-        return sig == SIGINT ? CLI_EXIT_SIGINT : CLI_EXIT_SIGTERM;
-    }
-    const stg_batch_counts *c = &s->counts;
-    if (stg_batch_counts_left(c) || c->n[STG_JOB_DEFERRED] || c->n[STG_JOB_REVIEW])
-        return CLI_EXIT_LEFT;
-    return c->n[STG_JOB_FAILED] ? CLI_EXIT_FAILED : CLI_EXIT_OK;
-}
-
 /* --claim-idle by default: longer than a job's deadline (and at least
  * 6 min), so that a slow live worker is not robbed; given shorter, a warning. */
 static void claim_idle_for(batch_opts *o)
@@ -609,7 +584,8 @@ int batch_queue_run(const batch_opts *o_in)
     stg_batch_summary sum;
     stg_batch_end(b, &sum);
     stg_batch_queue_release(qs); /* the jobs claimed ahead: back to the queue */
-    ex = verdict(&sum, sig, o.quiet);
+    ex = batch_verdict(&sum, sig, o.quiet,
+                       "interrupted; the jobs in flight here go back to the queue");
     stg_batch_free(b, ex);
     b = NULL;
     if ((!o.quiet || o.json) && ex != CLI_EXIT_LIMITER) {

@@ -402,8 +402,8 @@ static void say_start(const batch_opts *o, const stg_batch_start *st, bool impor
         fprintf(stderr, "stagger batch: %d jobs in review are resent\n", st->requeued_review);
 }
 
-/* The exit status of an ended run, after its message. */
-static int verdict(const stg_batch_summary *s, int sig, bool quiet)
+/* The exit status of an ended run, after its message (batch_run.h). */
+int batch_verdict(const stg_batch_summary *s, int sig, bool quiet, const char *interrupted)
 {
     switch (s->cause) {
     case STG_BATCH_STORE:
@@ -420,7 +420,9 @@ static int verdict(const stg_batch_summary *s, int sig, bool quiet)
         break;
     }
     if (sig) {
-        if (!quiet)
+        if (!quiet && interrupted)
+            fprintf(stderr, "stagger batch: %s\n", interrupted);
+        else if (!quiet)
             fprintf(stderr, "stagger batch: interrupted; %lld jobs left, run the same command "
                             "again to resume\n",
                     (long long)stg_batch_counts_left(&s->counts));
@@ -643,7 +645,7 @@ int batch_run(const batch_opts *o)
     if (sum.cause != STG_BATCH_STORE &&
         stg_store_run_waits_add(store, waits.retry_us / 1000, waits.limiter_us / 1000) != STG_OK)
         fprintf(stderr, "stagger batch: %s\n", stg_store_errmsg(store));
-    ex = verdict(&sum, sig, o->quiet);
+    ex = batch_verdict(&sum, sig, o->quiet, NULL);
     stg_batch_free(b, ex);
     b = NULL;
     if (sum.cause != STG_BATCH_STORE)
