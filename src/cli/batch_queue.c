@@ -114,13 +114,6 @@ const cli_opt cli_batch_queue_opts[] = {
 #include "store/export_row.h"
 #include "util/clock.h"
 
-static volatile sig_atomic_t g_sig;
-
-static void on_signal(int sig)
-{
-    g_sig = sig;
-}
-
 /* The URL for messages (password as ***). */
 static void shown(const char *url, char *buf, size_t len)
 {
@@ -442,15 +435,15 @@ static void run_loop(const batch_opts *o, stg_batch *b, const stg_batch_queue *q
     bool draining = false, drawn = false;
     stg_batch_progress p;
     for (;;) {
-        if (g_sig && o->queue.drain && !draining) {
+        if (cli_stop_signal && o->queue.drain && !draining) {
             draining = true;
             stg_batch_drain(b);
             if (!o->quiet)
                 fprintf(stderr, "%sstagger batch: draining: finishing the claimed jobs, then "
                                 "leaving (a second signal stops at once)\n",
                         drawn ? "\n" : "");
-            g_sig = 0;
-        } else if (g_sig) {
+            cli_stop_signal = 0;
+        } else if (cli_stop_signal) {
             stg_batch_stop(b);
         }
         if (!stg_batch_step(b, STG_MS(100)))
@@ -568,19 +561,10 @@ int batch_queue_run(const batch_opts *o_in)
     if (!o.quiet)
         fprintf(stderr, "stagger batch: worker %s on queue %s: %lld jobs, %lld ended\n",
                 stg_queue_worker(q), name, (long long)c.total, (long long)ended(&c));
-    g_sig = 0;
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sa.sa_flags = SA_RESETHAND; /* a second signal kills: the queue gives the jobs to others */
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    signal(SIGPIPE, SIG_IGN);
+    cli_stop_signals_catch(); /* a second signal kills: the queue gives the jobs to others */
     run_loop(&o, b, qs);
-    int sig = o.queue.drain ? 0 : g_sig;
-    signal(SIGINT, SIG_DFL);
-    signal(SIGTERM, SIG_DFL);
+    int sig = o.queue.drain ? 0 : cli_stop_signal;
+    cli_stop_signals_release();
     stg_batch_summary sum;
     stg_batch_end(b, &sum);
     stg_batch_queue_release(qs); /* the jobs claimed ahead: back to the queue */

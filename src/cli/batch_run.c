@@ -52,13 +52,6 @@
 #include "cli/progress.h"
 #include "util/clock.h"
 
-static volatile sig_atomic_t g_signal;
-
-static void on_signal(int sig)
-{
-    g_signal = sig;
-}
-
 /* ---- the run's events: waits, for the report ----------------------------------- */
 
 /* Time lost waiting, summed from the engine's events (the loop's thread),
@@ -147,24 +140,6 @@ static int exit_for_counts(const stg_batch_counts *c)
     if (c->n[STG_JOB_FAILED])
         return CLI_EXIT_FAILED;
     return CLI_EXIT_OK;
-}
-
-static void setup_signals(void)
-{
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sa.sa_flags = SA_RESETHAND; /* a second signal kills: the next run recovers */
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    signal(SIGPIPE, SIG_IGN);
-}
-
-static void restore_signals(void)
-{
-    signal(SIGINT, SIG_DFL);
-    signal(SIGTERM, SIG_DFL);
 }
 
 /* The engine part of the configuration; connects the shared limiter.
@@ -472,7 +447,7 @@ static void run_loop(const batch_opts *o, stg_batch *b, progress *pg, const wait
     stg_batch_progress p;
     progress_state ps;
     for (;;) {
-        if (g_signal)
+        if (cli_stop_signal)
             stg_batch_stop(b);
         if (!stg_batch_step(b, STG_MS(100)))
             break;
@@ -631,12 +606,11 @@ int batch_run(const batch_opts *o)
     if (metrics && (ex = cli_metrics_live_start("batch", &o->metrics, metrics, o->metrics_path,
                                                  &live)) != 0)
         goto out;
-    g_signal = 0;
-    setup_signals();
+    cli_stop_signals_catch();
     progress pg;
     run_loop(o, b, &pg, &waits);
-    int sig = g_signal;
-    restore_signals();
+    int sig = cli_stop_signal;
+    cli_stop_signals_release();
     stg_batch_summary sum;
     stg_batch_end(b, &sum); /* a store failure: sum.cause STORE, said by verdict */
     run_final(&pg, b, &sum, sig != 0);

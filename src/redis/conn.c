@@ -17,7 +17,7 @@
  * same connection and runs the command again, once.
  *
  * SIGPIPE: hiredis writes with write(2), which raises SIGPIPE on a socket
- * the server has closed. Every write is wrapped in sigpipe_block/restore:
+ * the server has closed. Every write is wrapped in util/sigpipe.h's guard:
  * SIGPIPE is blocked in this thread and a SIGPIPE raised meanwhile is
  * consumed before unblocking (the technique libpq uses).
  */
@@ -33,6 +33,7 @@
 
 #include "internal.h"
 #include "util/clock.h"
+#include "util/sigpipe.h"
 
 static int64_t mono_us(void *data) /* the default stg_redis_clock_fn */
 {
@@ -54,41 +55,6 @@ int stg__redis_key(const stg_redis_limiter *l, const char *kind, const char *nam
         return STG_EINVAL;
     snprintf(buf, STG__KEYBUF, "%s%s%s", l->prefix, kind, name);
     return STG_OK;
-}
-
-/* ---- SIGPIPE guard ----------------------------------------------------- */
-
-typedef struct sigpipe_guard {
-    sigset_t old;
-    bool was_pending;
-} sigpipe_guard;
-
-static void sigpipe_block(sigpipe_guard *g)
-{
-    sigset_t pipe_set, pending;
-    sigemptyset(&pipe_set);
-    sigaddset(&pipe_set, SIGPIPE);
-    sigemptyset(&pending);
-    sigpending(&pending);
-    g->was_pending = sigismember(&pending, SIGPIPE) == 1;
-    pthread_sigmask(SIG_BLOCK, &pipe_set, &g->old);
-}
-
-static void sigpipe_restore(sigpipe_guard *g)
-{
-    if (!g->was_pending) {
-        sigset_t pipe_set, pending;
-        sigemptyset(&pipe_set);
-        sigaddset(&pipe_set, SIGPIPE);
-        sigemptyset(&pending);
-        sigpending(&pending);
-        if (sigismember(&pending, SIGPIPE) == 1) {
-            struct timespec zero = {0, 0};
-            while (sigtimedwait(&pipe_set, NULL, &zero) < 0 && errno == EINTR)
-                ;
-        }
-    }
-    pthread_sigmask(SIG_SETMASK, &g->old, NULL);
 }
 
 /* ---- notes ------------------------------------------------------------- */
@@ -141,10 +107,10 @@ static struct timeval tv_of(int64_t us)
 /* Run one command; returns the reply or NULL on an I/O error. */
 static redisReply *command(redisContext *c, int argc, const char **argv, const size_t *lens)
 {
-    sigpipe_guard g;
-    sigpipe_block(&g);
+    stg__sigpipe_guard g;
+    stg__sigpipe_block(&g);
     redisReply *r = redisCommandArgv(c, argc, argv, lens);
-    sigpipe_restore(&g);
+    stg__sigpipe_restore(&g);
     return r;
 }
 
@@ -344,8 +310,8 @@ static bool round_trip(redisContext *c, int argc, const char **argv, const size_
     for (size_t i = 0; i < n; i++)
         replies[i] = NULL;
     bool ok = true;
-    sigpipe_guard g;
-    sigpipe_block(&g);
+    stg__sigpipe_guard g;
+    stg__sigpipe_block(&g);
     errno = 0;
     for (size_t i = 0; i < n && ok; i++)
         ok = redisAppendCommandArgv(c, argc, argv, lens) == REDIS_OK;
@@ -355,7 +321,7 @@ static bool round_trip(redisContext *c, int argc, const char **argv, const size_
         replies[i] = r;
     }
     *err_no = errno;
-    sigpipe_restore(&g);
+    stg__sigpipe_restore(&g);
     if (!ok) {
         for (size_t i = 0; i < n; i++) {
             if (replies[i])

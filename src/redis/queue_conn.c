@@ -27,6 +27,7 @@
 #include "queue_internal.h"
 #include "util/assert.h"
 #include "util/clock.h"
+#include "util/sigpipe.h"
 
 int64_t stg__queue_mono_us(void)
 {
@@ -113,43 +114,13 @@ const char *stg_queue_state_name(stg_queue_state s)
     return (unsigned)s < STG_QUEUE_NSTATES ? names[s] : "unknown";
 }
 
-/* ---- SIGPIPE guard ------------------------------------------------------ */
-
-static void sigpipe_block(sigset_t *old, bool *was_pending)
-{
-    sigset_t set, pending;
-    sigemptyset(&set);
-    sigaddset(&set, SIGPIPE);
-    sigemptyset(&pending);
-    sigpending(&pending);
-    *was_pending = sigismember(&pending, SIGPIPE) == 1;
-    pthread_sigmask(SIG_BLOCK, &set, old);
-}
-
-static void sigpipe_restore(const sigset_t *old, bool was_pending)
-{
-    if (!was_pending) {
-        sigset_t set, pending;
-        sigemptyset(&set);
-        sigaddset(&set, SIGPIPE);
-        sigemptyset(&pending);
-        sigpending(&pending);
-        if (sigismember(&pending, SIGPIPE) == 1) {
-            struct timespec zero = {0, 0};
-            while (sigtimedwait(&set, NULL, &zero) < 0 && errno == EINTR)
-                ;
-        }
-    }
-    pthread_sigmask(SIG_SETMASK, old, NULL);
-}
 
 static redisReply *raw(redisContext *c, int argc, const char **argv, const size_t *lens)
 {
-    sigset_t old;
-    bool was;
-    sigpipe_block(&old, &was);
+    stg__sigpipe_guard g;
+    stg__sigpipe_block(&g);
     redisReply *r = redisCommandArgv(c, argc, argv, lens);
-    sigpipe_restore(&old, was);
+    stg__sigpipe_restore(&g);
     return r;
 }
 
