@@ -694,6 +694,55 @@ def ai_section(res):
     return md
 
 
+def prio_section(res):
+    """Issue #32's rows from bench/bench_prio.sh in this run: across processes through one
+    Redis key, an interactive process beside a saturating batch and three tenants 1:1:2,
+    each by class/tenant beside first come, first served (today's shared limiter)."""
+    lines = read_primitive(res, "bench_prio.txt")
+    if lines is None:
+        return []
+    rows = {}
+    for l in lines:
+        head, sep, rest = l.partition(":")
+        if sep and head.startswith("prio_"):
+            rows[head] = kv_words(rest)
+    md = ["## Issue #32: classes and tenants across processes", "",
+          "From bench/bench_prio.sh in this run (bench/prio_bench.c): forked processes, each with "
+          "its own Redis limiter, sharing one key; every process calling the plain acquire "
+          "(first come, first served: today's behaviour) beside the same processes calling "
+          "acquire_class. The admission wait includes the Redis round trip; the bound's worst "
+          "excess is over every window, with twice the longest round trip as slack (<= 0: held).",
+          ""]
+
+    def f(name, key, fmt="%.1f"):
+        v = rows.get(name, {}).get(key)
+        return fmt % v if v is not None else "not measured"
+
+    inter = [["interactive admission wait p50 (ms)", f("prio_inter_fcfs", "p50_ms"),
+              f("prio_inter_class", "p50_ms"), "–"],
+             ["interactive admission wait p99 (ms)", f("prio_inter_fcfs", "p99_ms"),
+              f("prio_inter_class", "p99_ms"), "<= 2 intervals (40 ms) + round trip"],
+             ["batch: % of what the interactive left", f("prio_inter_fcfs", "batch_pct"),
+              f("prio_inter_class", "batch_pct"), ">= 90"],
+             ["bound: worst excess (sends)", f("prio_inter_fcfs", "excess", "%.2f"),
+              f("prio_inter_class", "excess", "%.2f"), "<= 0"]]
+    md.append("An interactive process at 20% of a 50/s key (burst 5) beside two batch processes "
+              "keeping 30 requests reserved:")
+    md.append("")
+    md.append(md_table(["", "first come, first served", "by class", "goal"], inter))
+    md.append("")
+    ten = [["tenant %s (weight %s): %% of admissions" % (t, w), f("prio_tenants_fcfs", t + "_pct"),
+            f("prio_tenants_class", t + "_pct"), want]
+           for t, w, want in (("a", 1, "25 ± 1.25"), ("b", 1, "25 ± 1.25"), ("c", 2, "50 ± 2.5"))]
+    ten.append(["bound: worst excess (sends)", f("prio_tenants_fcfs", "excess", "%.2f"),
+                f("prio_tenants_class", "excess", "%.2f"), "<= 0"])
+    md.append("Three batch tenants 1:1:2, two processes each, on a 100/s key (burst 5):")
+    md.append("")
+    md.append(md_table(["", "first come, first served", "by tenant", "goal"], ten))
+    md.append("")
+    return md
+
+
 def proxy_section(res):
     """Issue #16's benchmark goals from bench/bench_proxy.sh's rows in this run."""
     lines = read_primitive(res, "bench_proxy.txt")
@@ -750,6 +799,84 @@ def proxy_section(res):
     md.append(md_table(["goal", "through the proxy", "baseline (same run)", "goal", "verdict"], rows))
     md.append("")
     return md
+
+
+def perf_section(res):
+    """Issue #35: stagger beside the program people would compare it with, in the same
+    run: the proxy beside nginx as a reverse proxy (bench_proxy.sh's goal35_proxy line:
+    medians of alternating wrk turns, and each one's CPU per request), the durable
+    batch beside curl --parallel (bench_batch.sh's goal1_N lines), and goodput with
+    four naive client processes through the adaptive proxy."""
+    rows = []
+    kv = kv_line(res, "bench_proxy.txt", "goal35_proxy:")
+    lines = read_primitive(res, "bench_proxy.txt") or []
+    def cpu(k):
+        return " (%.1f µs CPU a request)" % kv[k] if kv.get(k) else ""
+    if kv:
+        turns = "%d" % kv["turns"] if kv.get("turns") else "?"
+        for c, sfx in (("30", ""), ("1", "1")):
+            s, n = kv.get("stagger%s_rps" % sfx), kv.get("nginx%s_rps" % sfx)
+            if not s:
+                continue
+            ratio = s / n if n else None
+            rows.append(["1. proxy req/s ≥ 1.0× nginx, wrk -c%s (median of %s turns)" % (c, turns),
+                         "%.0f req/s%s" % (s, cpu("stagger%s_cpuus" % sfx)),
+                         "nginx proxy_pass: %.0f req/s%s" % (n, cpu("nginx%s_cpuus" % sfx)) if n else "–",
+                         "%.2f×" % ratio if ratio else "–",
+                         "met" if ratio and ratio >= 1.0 else "not met"])
+        d1, s1, n1 = kv.get("direct1_p50us"), kv.get("stagger1_p50us"), kv.get("nginx1_p50us")
+        if d1 is not None and s1 is not None:
+            added = s1 - d1
+            rows.append(["1. added p50 at wrk -c1 ≤ 100 µs", "%+.0f µs" % added,
+                         "nginx: %+.0f µs" % (n1 - d1) if n1 is not None else "–", "–",
+                         "met" if added <= 100 else "not met"])
+    def mem(prefix):
+        for l in lines:
+            if l.startswith(prefix):
+                m = re.match(r"\s*(\d+) bytes", l[len(prefix):])
+                return int(m.group(1)) if m else None
+        return None
+    ms, mn = mem("memory per open client connection:"), mem("memory per open client connection, nginx:")
+    if ms is not None:
+        rows.append(["1. memory per idle client connection ≤ 8 KB", "%.1f KB" % (ms / 1024.0),
+                     "nginx: %.1f KB" % (mn / 1024.0) if mn is not None else "–", "–",
+                     "met" if ms <= 8192 else "not met"])
+    for n, kvb in batch_goal1(res):
+        cw = kvb.get("curl_wall")
+        for key, label in (("learned", "learned concurrency"), ("j30", "-j 30")):
+            w = kvb.get(key + "_wall")
+            if not w or not cw:
+                continue
+            cpu_s = kvb.get(key + "_cpu")
+            rows.append(["2. durable batch ≥ 1.0× curl --parallel, %d keys, %s (median of %d turns)"
+                         % (n, label, kvb.get("runs") or 0),
+                         "%.3f s, CPU %.3f s" % (w, cpu_s or 0),
+                         "curl --parallel --parallel-max 30: %.3f s, CPU %.3f s" % (cw, kvb.get("curl_cpu") or 0),
+                         "%.2f×" % (cw / w), "met" if cw / w >= 1.0 else "not met"])
+    g4 = next((l for l in lines if l.startswith("4 naive processes via stagger proxy (adaptive)")), None)
+    direct = next((l for l in lines if l.startswith("naive client, direct")), None)
+    if g4:
+        w = g4[len("4 naive processes via stagger proxy (adaptive)"):].split()
+        if len(w) >= 6:
+            ratio = float(w[2].rstrip("x"))
+            r429 = float(w[4].rstrip("%"))
+            lost = int(w[5])
+            dw = direct[len("naive client, direct"):].split() if direct else []
+            span = (" (server's first to last request: %s ideal)" % w[6]) if len(w) >= 7 else ""
+            rows.append(["3. goodput, 4 naive processes through the adaptive proxy ≤ 1.10× ideal, < 1% 429s",
+                         "%.2f× ideal, %.1f%% 429s at the server, %d lost%s" % (ratio, r429, lost, span),
+                         "one naive process direct: %s ideal, %s 429s" % (dw[2], dw[4]) if len(dw) >= 6 else "–",
+                         "%.2f×" % ratio, "met" if ratio <= 1.10 and r429 < 1.0 and lost == 0 else "not met"])
+    if not rows:
+        return []
+    return ["## Issue #35 goals: beside the peer people compare with", "",
+            "Proxy: bench/bench_proxy.sh, stagger proxy --rate 0 -j 100 and nginx (proxy_pass, one "
+            "worker, keep-alive upstream) in front of the same unlimited `stagger serve`, wrk turns "
+            "alternating, medians; the CPU each spent per request beside (on a busy machine the "
+            "steadier figure). Batch: bench/bench_batch.sh's unlimited part. Goodput: 2000 jobs "
+            "against `stagger serve --rate 100 --burst 20`, a quarter each by 4 naive.py processes "
+            "(50 workers, fixed 1 s sleep on a 429) at once.", "",
+            md_table(["goal", "stagger", "peer (same run)", "ratio", "verdict"], rows), ""]
 
 
 def goals_section(res, manifest, runs, ideals):
@@ -916,7 +1043,9 @@ def main():
     md.extend(goals_section(res, manifest, runs, ideals))
     md.extend(dialects_section(res))
     md.extend(proxy_section(res))
+    md.extend(perf_section(res))
     md.extend(ai_section(res))
+    md.extend(prio_section(res))
 
     md.append("## 1. Goodput under a limit")
     md.append("")

@@ -2,15 +2,20 @@
 # Install, with apt-get, the Debian packages stagger needs to build and test,
 # but only those that are missing: a machine that has them all is not touched
 # (no apt-get update, no root needed).
-#   scripts/deps.sh            build + test dependencies
+#   scripts/deps.sh            build + test dependencies (libjs-chart.js: the
+#                              live page's and the HTML report's charts, built
+#                              into the binary; prometheus: promtool for the
+#                              metric checks; chromium + chromium-driver: the
+#                              tests that look at the pages)
 #   scripts/deps.sh fuzz       also clang and the libFuzzer runtime
 #   scripts/deps.sh bench      also wrk, nginx and the peers of `make bench`
 set -eu
 
 PKGS="build-essential cmake ninja-build pkg-config git
       libcmocka-dev libcurl4-openssl-dev libsqlite3-dev libmicrohttpd-dev
-      libhiredis-dev libjansson-dev redis-server curl python3 openssl
-      zsh python3-prometheus-client python3-requests util-linux nghttp2-server libnghttp2-dev"
+      libhiredis-dev libssl-dev libjansson-dev redis-server curl python3 openssl
+      zsh python3-prometheus-client python3-requests util-linux nghttp2-server libnghttp2-dev
+      libjs-chart.js prometheus chromium chromium-driver"
 for extra in "$@"; do
   case "$extra" in
     fuzz)  PKGS="$PKGS clang libclang-rt-14-dev" ;;

@@ -72,8 +72,39 @@ typedef enum stg_event_type {
     STG_EVENT_GIVE_UP = 4,       /* final: not a success (reason) */
     STG_EVENT_SUCCESS = 5,       /* final: success */
     STG_EVENT_BREAKER = 6,       /* breaker of `host` changed from -> to */
-    STG_EVENT_LIMITER_WAIT = 7   /* the rate limiter delays an attempt by wait_us */
+    STG_EVENT_LIMITER_WAIT = 7,  /* the rate limiter delays an attempt by wait_us */
+    STG_EVENT_WAITED = 8         /* a wait ended (engine): wait_us is how long
+                                    the request waited, measured on the
+                                    engine's clock; more->waited_for says
+                                    what for */
 } stg_event_type;
+
+/* What stg_event.more points at: fields added once the event's reserved
+ * words ran short. Borrowed for the callback, like the event's strings;
+ * NULL in events that have none of them (stg_curl_perform's). */
+typedef struct stg_event_more {
+    /* WAITED: what the request waited for, one of "slot" (a place under
+     * the engine's concurrency), "limiter" (its own rate limit's
+     * reservation), "quota" (a server's announced quota), "pace" (a
+     * learned rate's turn), "concurrency" (a learned concurrency's slot),
+     * "breaker", "backoff" (before a retry), "budget" (a spent retry
+     * budget). Static strings. NULL otherwise. The WAITED events of a
+     * request and its attempts' time on the wire add up to its life in
+     * the engine, from submit to its final event. */
+    union { const char *waited_for; uint64_t stg__waited_word; };
+    /* Every engine event of a request whose host learns its rate
+     * (stg_engine_config.adaptive): that rate when the event was made,
+     * in requests per second; 0 otherwise. */
+    double learned_rate;
+    /* Every event of an engine's request: its class and tenant, with
+     * their figures as of this event (stg_class_stats; valid during the
+     * callback only); NULL for BREAKER. ATTEMPT_START's wait_us is then
+     * this attempt's wait for admission: from the request being ready
+     * (submitted, or its retry wait over) to its start, whatever limit it
+     * waited for. */
+    union { const struct stg_class_stats *cls; uint64_t stg__cls_word; };
+    uint64_t stg__reserved[5]; /* room to grow (docs/ABI.md); zero */
+} stg_event_more;
 
 /* What an event says. Strings are borrowed for the duration of the
  * callback and are already redacted. Fields not relevant to the type are 0,
@@ -120,7 +151,9 @@ typedef struct stg_event {
      * type ("overloaded_error"; "" when of no known type): status is the
      * one it stands for. NULL otherwise. */
     union { const char *stream_error; uint64_t stg__stream_error_word; };
-    uint64_t stg__reserved[2]; /* room to grow (docs/ABI.md); leave zero */
+    /* The engine's events: more fields (stg_event_more); NULL otherwise. */
+    union { const stg_event_more *more; uint64_t stg__more_word; };
+    uint64_t stg__reserved[1]; /* room to grow (docs/ABI.md); leave zero */
 } stg_event;
 
 /* An event sink. It runs on the thread doing the work (the engine's, or
@@ -130,7 +163,7 @@ typedef struct stg_event {
 typedef void (*stg_event_fn)(const stg_event *ev, void *data);
 
 /* "attempt_start", "attempt_end", "wait", "give_up", "success", "breaker",
- * "limiter_wait"; "unknown" otherwise. Static string. */
+ * "limiter_wait", "waited"; "unknown" otherwise. Static string. */
 STG_API const char *stg_event_type_name(stg_event_type t);
 
 /* ---- body sink: response bodies streamed to their destination -------- */
@@ -311,7 +344,11 @@ typedef struct stg_shared_limiter {
      * keeps its slot and asks again shortly before its turn. The blocking
      * stg_curl_perform ignores it. */
     int64_t horizon_us;
-    uint64_t stg__reserved[8]; /* room to grow (docs/ABI.md); leave zero */
+    /* Optional: as acquire, for a request of class cls (never NULL; tenant
+     * may be NULL). When set the engine calls it instead of acquire. */
+    int (*acquire_class)(void *ctx, const char *key, const stg_class *cls, int64_t timeout_us,
+                         int64_t *wait_us, int64_t *ticket);
+    uint64_t stg__reserved[7]; /* room to grow (docs/ABI.md); leave zero */
 } stg_shared_limiter;
 
 /* The servers' quotas held together with other processes (stagger's Redis
@@ -463,7 +500,13 @@ typedef struct stg_call_config {
      * NULL/0: one request. */
     union { const stg_quota_cost *cost; uint64_t stg__cost_word; };
     union { size_t n_cost; uint64_t stg__n_cost_word; };
-    uint64_t stg__reserved[10]; /* room to grow (docs/ABI.md); leave zero */
+    /* The call's class and tenant (stagger/priority.h; zeros: normal, no
+     * tenant), handed to a shared limiter's acquire_class when it has one
+     * (one call waits for nothing of its own to order). */
+    union { int priority; uint64_t stg__priority_word; };
+    union { const char *tenant; uint64_t stg__tenant_word; };
+    double weight;
+    uint64_t stg__reserved[7]; /* room to grow (docs/ABI.md); leave zero */
 } stg_call_config;
 
 /* Perform `easy` (already set up by the caller: URL, method, headers, body
@@ -659,8 +702,12 @@ typedef struct stg_request {
     size_t n_cost;
     /* Per-request policy overrides (0: the engine's policy): the overall
      * deadline (< 0: none), attempts in all (1: no retry), and priority:
-     * 0 normal, STG_PRIORITY_LOW: admitted only when no normal request
-     * waits for admission (retries keep their turn in the retry queue). */
+     * its class (stagger/priority.h: STG_PRIORITY_INTERACTIVE, 0 normal,
+     * STG_PRIORITY_BATCH; another value: STG_EINVAL). Wherever requests
+     * wait for one limit (the concurrency, a rate, an adaptive rate, a
+     * server's quota), a lower class number is admitted first, a class
+     * below the first keeps a floor (one admission in 20 while it waits),
+     * and retries keep their turn in the retry queue (docs/priorities.md). */
     union { int64_t deadline_us; uint64_t stg__deadline_word; };
     union { int max_attempts; uint64_t stg__attempts_word; };
     union { int priority; uint64_t stg__priority_word; };
@@ -675,7 +722,15 @@ typedef struct stg_request {
      * deadline_us and max_attempts above still override it. For a caller
      * that sets one request's timeouts (the proxy's Stagger-Timeout). */
     union { const stg_policy *policy; uint64_t stg__policy_word; };
-    uint64_t stg__reserved[3]; /* room to grow (docs/ABI.md); leave zero */
+    /* Who the request is for, among the requests of its class that wait
+     * for one limit: tenant NULL or "" for none (one default tenant), else
+     * a name stg_tenant_check accepts (another: STG_EINVAL), copied at
+     * submit; weight its share against the class's other tenants with
+     * requests waiting (0: 1; else > 0 and <= 1e6, another: STG_EINVAL).
+     * Tenants 1:1:2 get 25/25/50% of what their class is admitted. */
+    union { const char *tenant; uint64_t stg__tenant_word; };
+    double weight;
+    uint64_t stg__reserved[1]; /* room to grow (docs/ABI.md); leave zero */
 } stg_request;
 
 typedef void (*stg_done_fn)(stg_engine *e, uint64_t id, const stg_result *r, void *data);
@@ -757,6 +812,28 @@ typedef struct stg_engine_stats {
 } stg_engine_stats;
 STG_API void stg_engine_stats_get(const stg_engine *e, stg_engine_stats *out);
 
+/* What an engine admitted of one class and tenant (docs/priorities.md).
+ * An engine keeps at most STG_CLASS_TENANTS_MAX tenants per class; the
+ * others are counted together under the tenant "~other" (no tenant's
+ * name: '~' is not allowed in one). */
+#define STG_CLASS_TENANTS_MAX 256
+typedef struct stg_class_stats {
+    int priority;       /* the class (stagger/priority.h) */
+    const char *tenant; /* NULL: none; the engine's copy, valid until its next call */
+    uint64_t admitted;  /* attempts started: each passed admission */
+    int64_t waiting;    /* requests ready and not started: waiting for
+                           admission (a slot, a rate, a quota) now */
+    int64_t wait_us;    /* the admitted attempts' waits for admission, summed */
+    int64_t wait_max_us; /* the longest of them */
+    uint64_t stg__reserved[4]; /* room to grow (docs/ABI.md); leave zero */
+} stg_class_stats;
+
+/* The engine's classes and tenants, one row each (the order is the
+ * engine's): up to max rows into out (NULL with max 0 only counts).
+ * Returns the number of rows there are. Not thread-safe: call from the
+ * engine's thread, or from one of its callbacks. */
+STG_API size_t stg_engine_class_stats(const stg_engine *e, stg_class_stats *out, size_t max);
+
 /* ---- classification ------------------------------------------------------ */
 
 /* The transport outcome class of a CURLcode: COULDNT_CONNECT ->
@@ -796,6 +873,21 @@ STG_API void stg_metrics_set_max_hosts(stg_metrics *m, size_t n);
 STG_API int stg_metrics_write(const stg_metrics *m, const char *path);
 /* Print the same text to out. Returns STG_OK or STG_EIO. */
 STG_API int stg_metrics_print(const stg_metrics *m, FILE *out);
+/* A source of more series (a batch's jobs by state, a proxy's own): fn
+ * prints them, in the text format, after the metrics' own, each time they
+ * are printed or written; it runs on the printing thread (a scrape's),
+ * with m's lock held, so it must not call stg_metrics_* and must guard
+ * its data itself. At most 4 sources. Returns STG_OK, STG_EINVAL (NULL)
+ * or STG_ENOMEM (too many). Thread-safe. */
+typedef void (*stg_metrics_source_fn)(FILE *out, void *data);
+STG_API int stg_metrics_add_source(stg_metrics *m, stg_metrics_source_fn fn, void *data);
+/* The metrics as one JSON object (what the live pages poll): "attempts",
+ * "hosts" (per host: "attempts" by class, "learned_rate",
+ * "concurrency_limit"), "waits" (per reason: "count", "seconds"),
+ * "retries" and "give_ups" (by reason), "successes", "in_flight",
+ * "requests" ("count", "seconds"). A string the caller frees (free()), or
+ * NULL when out of memory. Thread-safe. */
+STG_API char *stg_metrics_json(const stg_metrics *m);
 
 /* Several event sinks behind one callback. */
 typedef struct stg_event_fanout {

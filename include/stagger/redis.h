@@ -31,9 +31,11 @@
  *    breaker_idle_ttl_us without a state change (plus the open time).
  *  - Nothing this library logs or hands back contains the password.
  *
- * Keys: "<prefix>rl:<name>" for the limiter and "<prefix>br:<name>" for the
- * breaker, prefix "stagger:" by default. <name> is the key argument of each
- * call, or the KEY of the URL when that argument is NULL.
+ * Keys: "<prefix>rl:<name>" for the limiter (class calls keep their marks
+ * and tenants in the same hash) and "<prefix>br:<name>" for the breaker,
+ * prefix "stagger:" by default. <name> is the key argument of each call, or
+ * the KEY of the URL when that argument is NULL. Each script touches one
+ * key, the one it declares in KEYS.
  *
  * When Redis is unreachable (refused, timed out, an error reply other than
  * NOSCRIPT): without a fallback every call fails with STG_EUNAVAIL; with a
@@ -67,6 +69,7 @@
 #include "common.h"
 #include "adaptive.h"
 #include "breaker.h"
+#include "priority.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -89,18 +92,20 @@ typedef struct stg_redis_url {
     char user[STG_REDIS_USER_MAX + 1];     /* "" unless USER:PASSWORD@ given */
     char password[STG_REDIS_PASSWORD_MAX + 1]; /* "" when none */
     char key[STG_REDIS_KEY_MAX + 1];       /* "" when none */
-    uint64_t stg__reserved[2]; /* room to grow (docs/ABI.md); leave zero */
+    union { bool tls; uint64_t stg__tls_word; }; /* rediss:// */
+    uint64_t stg__reserved[1]; /* room to grow (docs/ABI.md); leave zero */
 } stg_redis_url;
 
 /* Parse
- *     redis://[[USER]:PASSWORD@]HOST[:PORT][/[DB/]KEY]
+ *     redis[s]://[[USER]:PASSWORD@]HOST[:PORT][/[DB/]KEY]
  * HOST is a name, an IPv4 address or an IPv6 address in brackets. A path
  * whose first segment is all digits AND is followed by '/' selects that
  * database: redis://h/2/jobs is DB 2, key "jobs"; redis://h/2 is DB 0,
  * key "2". The KEY may contain '/'. USER, PASSWORD and KEY are
  * percent-decoded (%40 for '@', %2F for '/', %3A for ':'); %00 is refused.
  * Userinfo without a ':' is refused (say ":PASSWORD@" for a password alone,
- * as Redis before 6 has no users). rediss:// (TLS), query strings and
+ * as Redis before 6 has no users). rediss:// sets tls: the connection is
+ * TLS (OpenSSL), verified as stg_redis_tls says. Query strings and
  * fragments are refused.
  * Returns STG_OK; STG_EINVAL (url or out NULL); STG_EPARSE (malformed);
  * STG_ERANGE (port, DB or a part's length out of range). On error *why (if
@@ -109,7 +114,7 @@ typedef struct stg_redis_url {
 STG_API int stg_redis_url_parse(const char *url, stg_redis_url *out, const char **why);
 
 /* Write u back as a URL with the password replaced by "***"
- * ("redis://:***@host:6379/2/jobs"), for logs. IPv6 hosts get their
+ * ("redis://:***@host:6379/2/jobs", "rediss://..." for TLS), for logs. IPv6 hosts get their
  * brackets back; the key is written as is (not re-encoded). Truncates to
  * len - 1 bytes and always terminates when len > 0. Returns the length
  * the full string would have (snprintf-style), or -1 if u or buf is NULL.
@@ -121,6 +126,28 @@ STG_API int stg_redis_url_format(const stg_redis_url *u, char *buf, size_t len);
  * argument), STG_EPARSE or STG_ERANGE; on error *why (if not NULL) is a
  * static message and *share is unchanged. Thread-safe. */
 STG_API int stg_redis_fallback_parse(const char *spec, double *share, const char **why);
+
+/* ---- TLS (rediss://) -------------------------------------------------- */
+
+/* How a rediss:// connection verifies the server and presents a client
+ * certificate: the same choices as stg_tls_config offers for HTTPS. All
+ * NULL/false (or no stg_redis_tls at all): the server's certificate must
+ * chain to the system's CA store (OpenSSL's default paths, which honour
+ * SSL_CERT_FILE and SSL_CERT_DIR) and name the URL's host (or IP address);
+ * no client certificate. Ignored for redis:// URLs. Borrowed: the files are
+ * read at each connection attempt, so the strings must outlive the handle
+ * (the library copies the pointers, not the strings). */
+typedef struct stg_redis_tls {
+    const char *ca_file;  /* PEM file of CA certificates to trust instead of
+                             the system store */
+    const char *ca_path;  /* directory of CA certificates, c_rehash'ed */
+    const char *cert;     /* client certificate (PEM chain), mutual TLS */
+    const char *key;      /* its private key (PEM); NULL: in cert's file */
+    /* Do not verify the server's certificate or name: encrypted, but
+     * anyone on the path can pose as Redis. For tests only. */
+    union { bool insecure; uint64_t stg__insecure_word; };
+    uint64_t stg__reserved[3]; /* room to grow (docs/ABI.md); leave zero */
+} stg_redis_tls;
 
 /* ---- the limiter ------------------------------------------------------ */
 
@@ -210,7 +237,10 @@ typedef struct stg_redis_limiter_config {
                                    last at this limiter's own recent
                                    admission rate (40 ms is a good value).
                                    Fixed rate only; ignored when adaptive */
-    uint64_t stg__reserved[15]; /* room to grow (docs/ABI.md); leave zero */
+    /* Added with rediss://: how a TLS connection verifies (NULL: the
+     * system store, no client certificate). Borrowed, see stg_redis_tls. */
+    union { const stg_redis_tls *tls; uint64_t stg__tls_word; };
+    uint64_t stg__reserved[14]; /* room to grow (docs/ABI.md); leave zero */
 } stg_redis_limiter_config;
 
 /* Counters, for status lines and tests. */
@@ -341,6 +371,58 @@ STG_API int stg_redis_limiter_set_rate(stg_redis_limiter *l, double rate);
  * sending less, as for a command that timed out. The counters of
  * stg_redis_stats (leases, leased, lease_admissions, lease_expired,
  * lease_returned) show what leases did. */
+
+/* ---- classes and tenants (issue #32; docs/priorities.md) ---------------
+ *
+ * Several processes sharing a key often serve different users: a website's
+ * calls, a nightly batch, the jobs of several customers. With
+ * stg_redis_limiter_acquire_class each call says its class (interactive,
+ * normal, batch) and tenant (with a weight), and the script decides on the
+ * key's one hash (the plain GCRA's, "<prefix>rl:<name>": plain and class
+ * callers share one TAT, so the bound burst + rate * t holds for any mix):
+ *  - a higher class is admitted first: a batch (and a normal request while
+ *    interactive ones are asking) is granted only tokens available now, and
+ *    leaves one token per higher class that asked within the last hold
+ *    (hold: twice lease_us or 8 intervals, whichever is longer, within
+ *    20 ms..1 s). So an interactive request waits at most one interval
+ *    behind a saturating batch (plus the round trip);
+ *  - the floor: each class below interactive still gets a floor share of
+ *    the rate while it asks, 5% unless stg_redis_limiter_set_class_floor
+ *    says otherwise (one token per 1 / (floor * rate) may be reserved
+ *    ahead like an interactive one);
+ *  - tenants of one class share what the class gets by weight among those
+ *    that asked within the hold: beyond its share a tenant gets only what
+ *    is free now with one more token left over; a share nobody asks for
+ *    flows to the others when its hold ends; a tenant that comes back has
+ *    its share from its first call on.
+ * The rules are those of a pure model (src/core/prio_gcra.h) that the
+ * project's tests compare with the script call by call. The script keeps
+ * at most 64 tenants per key (a tenant beyond that is admitted by class
+ * only). With leases (cfg.lease_us) each class and tenant of a process has
+ * a lease of its own; a batch's lease only holds tokens available now, and
+ * under saturation shrinks to one token (one round trip per request). In
+ * fallback the local bucket answers, by class no more. */
+
+/* As stg_redis_limiter_acquire with weight 1, for a request of class cls
+ * (not NULL; cls->tenant NULL or "" for none; cls->weight 0 means 1).
+ * STG_OK: reserved, *wait_us (may be 0) before sending. STG_ETIMEDOUT:
+ * not now (a batch is never given a token ahead, whatever timeout_us) or
+ * not within timeout_us, nothing reserved: *wait_us is how long until
+ * asking again may succeed, if nothing else changes. STG_EINVAL: l NULL,
+ * an adaptive limiter, cls invalid (priority out of range, bad tenant
+ * name, weight < 0 or > 1e6), bad key. STG_EUNAVAIL, STG_ENOMEM, STG_EIO
+ * as for acquire. cls and its tenant are borrowed for the call. wait_us
+ * may be NULL. Thread-safe. */
+STG_API int stg_redis_limiter_acquire_class(stg_redis_limiter *l, const char *key,
+                                            const stg_class *cls, int64_t timeout_us,
+                                            int64_t *wait_us);
+
+/* Set the floor of this limiter's class calls: the share of the rate (0 <
+ * floor <= 1, kept in thousandths, at least 0.001) each class below
+ * interactive gets at least while it asks. Every process sharing a key
+ * should set the same (each call carries its own). STG_OK or STG_EINVAL.
+ * Thread-safe. */
+STG_API int stg_redis_limiter_set_class_floor(stg_redis_limiter *l, double floor);
 
 /* ---- the shared breaker ----------------------------------------------- */
 

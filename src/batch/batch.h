@@ -74,6 +74,12 @@ typedef struct stg_batch_source {
     int (*claim)(void *ctx, int max, stg_job *out, int *n, bool *more);
     /* A job that is not replay-safe is about to be sent (before it can). */
     int (*mark_sent)(void *ctx, const stg_job *j);
+    /* Whether j is still this worker's to send (no I/O): STG_OK, or
+     * anything else once it was found taken over by another worker. Asked
+     * before each pass for every job held and at each ATTEMPT_START: a job
+     * that is not is cancelled (before the next pass can send it) and ends
+     * here as PENDING, which records nothing. May be NULL: always OK. */
+    int (*may_send)(void *ctx, const stg_job *j);
     /* The job's end (PENDING: give it back). May keep it to write later
      * (an outage): STG_OK then too. */
     int (*finish)(void *ctx, const stg_job *j, const stg_job_outcome *o);
@@ -120,6 +126,13 @@ typedef struct stg_batch_config {
                                   outcomes to the source (store may be NULL;
                                   set, secrets, cursor, retry_* unused).
                                   Not owned; must outlive the batch */
+    /* The class and tenant of a job that names none (a job's stored
+     * Stagger-Priority / Stagger-Tenant, from its input's priority, tenant
+     * and weight, wins): stagger/priority.h; zeros: normal, no tenant.
+     * tenant not copied: must outlive the batch. Invalid: STG_EINVAL. */
+    int priority;
+    const char *tenant;
+    double weight;
 } stg_batch_config;
 
 /* What stg_batch_new found and did before the run. */
@@ -210,6 +223,11 @@ void stg_batch_progress_get(const stg_batch *b, stg_batch_progress *p);
  * or STG_EDB when the store cannot be read (s->cause is then STORE and
  * s->message says why). */
 int stg_batch_end(stg_batch *b, stg_batch_summary *s);
+
+/* What the run's engine admitted per class and tenant (as
+ * stg_engine_class_stats): up to max rows into out; returns the count.
+ * On the batch's thread, before stg_batch_free. */
+size_t stg_batch_class_stats(const stg_batch *b, stg_class_stats *out, size_t max);
 
 /* Close the run row with exit_code (the caller's verdict; -1: none), free
  * the engine and everything else; the store stays open. Accepts NULL. */

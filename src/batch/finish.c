@@ -48,6 +48,7 @@ void stg__batch_release(stg_batch *b, stg_batch_slot *sl)
     stg_job_clear(&sl->job);
     sl->used = false;
     sl->sent = false;
+    sl->lost = false;
     sl->committed = sl->n429 = sl->n503 = 0;
     b->active--;
 }
@@ -127,6 +128,8 @@ void stg__batch_on_done(stg_engine *e, uint64_t id, const stg_result *res, void 
     stg_batch *b = sl->b;
     STG_ASSERT(sl->used && sl->job.id > 0);
     stg_job_state st = stg__batch_state_for(res, sl->job.replay_safe, sl->sent);
+    if (sl->lost)
+        st = STG_JOB_PENDING; /* another worker has it: give back, record nothing */
     if (res->reason == STG_REASON_LIMITER_UNAVAILABLE)
         stg__batch_stop_for(b, STG_BATCH_LIMITER,
                  "the shared limiter is unavailable (%s); jobs not sent stay pending: run "
@@ -178,7 +181,12 @@ void stg__batch_on_event(const stg_event *ev, void *data)
     stg_batch_slot *sl = NULL;
     if (ev->type == STG_EVENT_ATTEMPT_START || ev->type == STG_EVENT_ATTEMPT_END)
         sl = slot_of(b, ev->request_id);
-    if (sl && ev->type == STG_EVENT_ATTEMPT_START) {
+    if (sl && ev->type == STG_EVENT_ATTEMPT_START && !sl->lost &&
+        stg__batch_src_may_send(b, &sl->job) != STG_OK)
+        sl->lost = true; /* cancelled after the pass, before it leaves (runner.c) */
+    if (sl && sl->lost && ev->type == STG_EVENT_ATTEMPT_START) {
+        /* Not ours to send: no sent-mark, not counted as sent. */
+    } else if (sl && ev->type == STG_EVENT_ATTEMPT_START) {
         /* The job's claim (and, not replay-safe, its sent-mark) is durable
          * before its request can leave: commit.c's rule. A failure stops
          * the run, and the step cancels the started requests before a pass

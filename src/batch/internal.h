@@ -56,6 +56,9 @@ void stg__batch_body_discard(stg__batch_body *f);
 typedef struct stg_batch_slot {
     bool used;
     bool sent;             /* an attempt started (recorded for non-replay-safe jobs) */
+    bool lost;             /* the source said the job is not ours to send any more:
+                              its started attempt is cancelled after the pass,
+                              before it leaves, and it ends as PENDING */
     int committed;         /* attempts already counted in the store (the sent-mark) */
     int n429, n503;        /* attempts of this run answered so */
     uint64_t req_id;
@@ -72,6 +75,9 @@ struct stg_batch {
     stg_input_cursor *cursor;
     const char *const *headers;
     size_t n_headers;
+    int priority;        /* the default class and tenant (stg_batch_config) */
+    const char *tenant;
+    double weight;
     const char *out_dir;
     int out_fd;          /* out_dir opened (stg__batch_out_open); -1: none */
     stg_event_fn user_event;
@@ -127,6 +133,7 @@ void stg__batch_on_event(const stg_event *ev, void *data);
 int stg__batch_src_claim(stg_batch *b, int max, stg_job *out, int *n, bool *more);
 int stg__batch_src_finish(stg_batch *b, const stg_job *j, stg_job_outcome *o);
 int stg__batch_src_mark_sent(stg_batch *b, const stg_job *j);
+int stg__batch_src_may_send(stg_batch *b, const stg_job *j);
 const char *stg__batch_src_errmsg(stg_batch *b);
 void stg__batch_src_counts(stg_batch *b);
 /* Why the header line h may not be sent for a batch job (a line the engine

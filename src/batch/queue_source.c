@@ -27,7 +27,9 @@ typedef struct tracked {
     int64_t id;
     char entry[48];
     int deliveries;
-    int64_t claimed_us;
+    int64_t claimed_us;   /* handed to the runner (latency: claim to end) */
+    int64_t confirmed_us; /* send time of the last call that said it is ours */
+    bool lost;            /* a renewal said it is not ours any more */
 } tracked;
 
 typedef struct kept {
@@ -54,7 +56,10 @@ struct stg_batch_queue {
     tracked *tr;
     size_t n_tr, cap_tr;
     stg_queue_job *pre;      /* claimed ahead, not yet handed out (FIFO) */
+    int64_t *pre_conf;       /* ... and when each was last confirmed ours */
     size_t n_pre, cap_pre;
+    int64_t renew_us, fresh_us; /* claim_idle / 4, claim_idle / 2 */
+    int64_t last_renew_us;   /* send time of the last renewal that answered */
     int prefetch;            /* how many to claim ahead; -1: as many as asked */
     kept *kp;
     size_t n_kp, cap_kp;
@@ -76,7 +81,7 @@ static void went_down(stg_batch_queue *s, int64_t now)
 
 /* ---- tracking ------------------------------------------------------------- */
 
-static bool track(stg_batch_queue *s, const stg_queue_job *j, int64_t now)
+static bool track(stg_batch_queue *s, const stg_queue_job *j, int64_t now, int64_t confirmed)
 {
     if (s->n_tr == s->cap_tr) {
         size_t cap = s->cap_tr ? 2 * s->cap_tr : 64;
@@ -91,6 +96,8 @@ static bool track(stg_batch_queue *s, const stg_queue_job *j, int64_t now)
     memcpy(t->entry, j->entry, sizeof t->entry);
     t->deliveries = j->deliveries;
     t->claimed_us = now;
+    t->confirmed_us = confirmed;
+    t->lost = false;
     return true;
 }
 
@@ -142,7 +149,7 @@ static bool hand_out(stg_batch_queue *s, int max, stg_job *out, int *n, int64_t 
 {
     size_t k = 0;
     while (*n < max && k < s->n_pre) {
-        if (!track(s, &s->pre[k], now))
+        if (!track(s, &s->pre[k], now, s->pre_conf[k]))
             return false;
         to_job(&s->pre[k], &out[*n]);
         stg_queue_job_clear(&s->pre[k]);
@@ -151,6 +158,7 @@ static bool hand_out(stg_batch_queue *s, int max, stg_job *out, int *n, int64_t 
     }
     if (k) {
         memmove(s->pre, s->pre + k, (s->n_pre - k) * sizeof *s->pre);
+        memmove(s->pre_conf, s->pre_conf + k, (s->n_pre - k) * sizeof *s->pre_conf);
         s->n_pre -= k;
     }
     s->stats.claimed += (int64_t)k;
@@ -197,17 +205,23 @@ static int src_claim(void *ctx, int max, stg_job *out, int *n, bool *more)
     if (s->n_pre + (size_t)got > s->cap_pre) {
         size_t cap = s->n_pre + (size_t)got + 16;
         stg_queue_job *p = realloc(s->pre, cap * sizeof *p);
-        if (!p) {
+        if (p)
+            s->pre = p;
+        int64_t *pc = p ? realloc(s->pre_conf, cap * sizeof *pc) : NULL;
+        if (pc)
+            s->pre_conf = pc;
+        if (!p || !pc) {
             for (int i = 0; i < got; i++)
                 stg_queue_job_clear(&qj[i]); /* left delivered: taken later */
             free(qj);
             return STG_ENOMEM;
         }
-        s->pre = p;
         s->cap_pre = cap;
     }
     if (got) {
         memcpy(s->pre + s->n_pre, qj, (size_t)got * sizeof *qj);
+        for (int i = 0; i < got; i++)
+            s->pre_conf[s->n_pre + (size_t)i] = now; /* the claim was sent at now */
         s->n_pre += (size_t)got;
     }
     free(qj);
@@ -219,6 +233,118 @@ static int src_claim(void *ctx, int max, stg_job *out, int *n, bool *more)
         *more = s->follow || c.total == 0 || ended_of(&c) < c.total;
     }
     return STG_OK;
+}
+
+/* ---- renewal: the jobs held stay ours while we live ----------------------------- */
+
+#define RENEW_CHUNK 4000 /* entries per stg_queue_renew call */
+
+/* Renew every job held (handed out and not lost, or claimed ahead) as of
+ * now (the send time). A tracked job found taken over is marked lost; a
+ * job claimed ahead found so is dropped, never handed out. STG_OK, or the
+ * failure of the call (nothing changed). */
+static int renew_all(stg_batch_queue *s, int64_t now)
+{
+    size_t n = 0, cap = s->n_tr + s->n_pre;
+    if (cap == 0) {
+        s->last_renew_us = now;
+        return STG_OK;
+    }
+    const char **ents = malloc(cap * sizeof *ents);
+    bool *mine = malloc(cap * sizeof *mine);
+    if (!ents || !mine) {
+        free(ents);
+        free(mine);
+        return STG_ENOMEM;
+    }
+    for (size_t i = 0; i < s->n_tr; i++)
+        if (!s->tr[i].lost)
+            ents[n++] = s->tr[i].entry;
+    size_t n_tr_sent = n;
+    for (size_t i = 0; i < s->n_pre; i++)
+        ents[n++] = s->pre[i].entry;
+    int rc = STG_OK;
+    for (size_t off = 0; rc == STG_OK && off < n; off += RENEW_CHUNK) {
+        size_t k = n - off < RENEW_CHUNK ? n - off : RENEW_CHUNK;
+        rc = stg_queue_renew(s->q, ents + off, k, mine + off);
+        s->stats.renewals++;
+    }
+    if (rc == STG_OK) {
+        size_t m = 0;
+        for (size_t i = 0; i < s->n_tr; i++) {
+            if (s->tr[i].lost)
+                continue;
+            if (mine[m++]) {
+                s->tr[i].confirmed_us = now;
+            } else {
+                s->tr[i].lost = true;
+                s->stats.lost++;
+            }
+        }
+        STG_ASSERT(m == n_tr_sent);
+        size_t w = 0;
+        for (size_t i = 0; i < s->n_pre; i++) {
+            if (mine[n_tr_sent + i]) {
+                s->pre[w] = s->pre[i];
+                s->pre_conf[w++] = now;
+            } else {
+                stg_queue_job_clear(&s->pre[i]); /* another worker has it */
+                s->stats.lost++;
+            }
+        }
+        s->n_pre = w;
+        s->last_renew_us = now;
+    }
+    free(ents);
+    free(mine);
+    return rc;
+}
+
+static tracked *tracked_of(stg_batch_queue *s, int64_t id)
+{
+    for (size_t i = 0; i < s->n_tr; i++)
+        if (s->tr[i].id == id)
+            return &s->tr[i];
+    return NULL;
+}
+
+/* A job found taken over: the runner cancels it (before its next pass
+ * sends it) and it ends here as PENDING. No round trip. */
+static int src_may_send(void *ctx, const stg_job *j)
+{
+    stg_batch_queue *s = ctx;
+    tracked *t = tracked_of(s, j->id);
+    return t && t->lost ? STG_ESTATE : STG_OK;
+}
+
+/* The admission guard (lim_acquire, before every attempt of every job):
+ * every job held must have been confirmed ours within fresh_us (renewing
+ * first if not) and none found lost may still be with the runner. Then
+ * whichever job this admission is for is ours until at least claim_idle /
+ * 2 from now. false: admit nothing now (*wait_us set). */
+static bool owned_fresh(stg_batch_queue *s, int64_t now, int64_t timeout_us, int64_t *wait_us)
+{
+    bool stale = false, lost = false;
+    for (size_t i = 0; i < s->n_tr; i++) {
+        lost |= s->tr[i].lost;
+        stale |= !s->tr[i].lost && now - s->tr[i].confirmed_us >= s->fresh_us;
+    }
+    if (stale) {
+        int rc = renew_all(s, now);
+        if (rc != STG_OK) {
+            if (rc == STG_EUNAVAIL)
+                went_down(s, now);
+            *wait_us = timeout_us + STG_MS(100);
+            return false;
+        }
+        for (size_t i = 0; i < s->n_tr; i++)
+            lost |= s->tr[i].lost;
+    }
+    if (lost) {
+        *wait_us = timeout_us + STG_MS(10); /* the runner cancels them first */
+        return false;
+    }
+    return true;
 }
 
 static int src_mark_sent(void *ctx, const stg_job *j)
@@ -380,6 +506,9 @@ static int src_tick(void *ctx)
     }
     if (!s->n_kp && done)
         s->down_since_us = 0;
+    if ((s->n_tr || s->n_pre) && now - s->last_renew_us >= s->renew_us &&
+        renew_all(s, now) == STG_EUNAVAIL)
+        went_down(s, now);
     int64_t since = s->down_since_us;
     if (s->lim_down_since_us && (!since || s->lim_down_since_us < since))
         since = s->lim_down_since_us;
@@ -447,6 +576,8 @@ static int lim_acquire(void *ctx, const char *key, int64_t timeout_us, int64_t *
 {
     stg_batch_queue *s = ctx;
     int64_t now = stg__clock_mono_us();
+    if (!owned_fresh(s, now, timeout_us, wait_us))
+        return STG_ETIMEDOUT; /* the engine asks again shortly */
     int64_t held = held_for(s, key, now);
     if (held > timeout_us) {
         *wait_us = held;
@@ -585,9 +716,13 @@ stg_batch_queue *stg_batch_queue_new(const stg_batch_queue_config *cfg)
     s->poll_us = cfg->poll_us > 0 ? cfg->poll_us : STG_MS(200);
     s->hold_refresh_us = cfg->hold_refresh_us > 0 ? cfg->hold_refresh_us : STG_SEC(1);
     s->prefetch = cfg->prefetch > 0 ? cfg->prefetch : cfg->prefetch < 0 ? 0 : -1;
+    int64_t idle = cfg->claim_idle_us > 0 ? cfg->claim_idle_us : STG_QUEUE_DEFAULT_CLAIM_IDLE_US;
+    s->renew_us = idle / 4;
+    s->fresh_us = idle / 2;
     s->src = (stg_batch_source){.ctx = s,
                                 .claim = src_claim,
                                 .mark_sent = src_mark_sent,
+                                .may_send = src_may_send,
                                 .finish = src_finish,
                                 .counts = src_counts,
                                 .tick = src_tick,
@@ -607,6 +742,7 @@ void stg_batch_queue_free(stg_batch_queue *s)
     for (size_t i = 0; i < s->n_pre; i++)
         stg_queue_job_clear(&s->pre[i]);
     free(s->pre);
+    free(s->pre_conf);
     free(s->tr);
     free(s->holds);
     free(s);

@@ -17,6 +17,18 @@
  *  - Jobs claimed ahead (prefetch) are never sent before the runner takes
  *    them; they are handed out only while Redis answers, and given back
  *    at the end (stg_batch_queue_release).
+ *  - Claims are renewed while the worker lives (stg_queue_renew every
+ *    claim_idle / 4, from tick), so another worker takes a job from this
+ *    one only after it stopped renewing for claim_idle (dead, stopped, cut
+ *    off). An attempt leaves only if its job was confirmed ours (claimed or
+ *    renewed: the call's send time) less than claim_idle / 2 before
+ *    (may_send renews first if not): since the entry cannot be taken
+ *    before claim_idle after that confirmation, the attempt is ours. A job
+ *    found taken over is never sent from here again (its started attempt
+ *    is cancelled; it ends here as PENDING, which records nothing). What
+ *    may reach the server twice is only a request that had passed that
+ *    check before this worker stalled past claim_idle: one on the wire, or
+ *    admitted and about to leave (connecting).
  *  - The wrapper never admits a send the inner limiter did not: while the
  *    limiter's Redis is away it answers "not yet" (the engine asks again),
  *    and a held host gets "not yet" until its instant.
@@ -41,10 +53,16 @@ typedef struct stg_batch_queue_config {
                               slots; < 0: none. Given back by _release */
     const char *out_dir;   /* the runner's out_dir: a body's file is recorded as
                               "out_dir/NAME" (the path on this worker); not copied */
+    int64_t claim_idle_us; /* the queue's stg_queue_config.claim_idle_us: the
+                              jobs held are renewed every claim_idle / 4, and
+                              an attempt leaves only within claim_idle / 2 of
+                              its job's last confirmation; 0: 6 min */
 } stg_batch_queue_config;
 
 typedef struct stg_batch_queue_stats {
     int64_t claimed, finished, not_recorded, to_review, kept, holds_set;
+    int64_t renewals; /* renewal round trips */
+    int64_t lost;     /* jobs found taken over by another worker (renewal) */
 } stg_batch_queue_stats;
 
 /* NULL when out of memory. */

@@ -129,6 +129,13 @@ int stg_batch_new(const stg_batch_config *cfg, stg_batch **out, stg_batch_start 
             return STG_EINVAL;
         }
     }
+    if (cfg->priority < STG_PRIORITY_MIN || cfg->priority > STG_PRIORITY_MAX ||
+        (cfg->tenant && *cfg->tenant && stg_tenant_check(cfg->tenant, NULL) != STG_OK) ||
+        !(cfg->weight == 0 || (cfg->weight > 0 && cfg->weight <= 1e6))) {
+        if (err && errlen)
+            snprintf(err, errlen, "bad batch configuration: priority, tenant or weight");
+        return STG_EINVAL;
+    }
     stg_batch *b = calloc(1, sizeof *b);
     if (!b)
         return fail_new(NULL, STG_ENOMEM, err, errlen, "out of memory");
@@ -139,6 +146,9 @@ int stg_batch_new(const stg_batch_config *cfg, stg_batch **out, stg_batch_start 
     b->cursor = cfg->cursor;
     b->headers = cfg->headers;
     b->n_headers = cfg->n_headers;
+    b->priority = cfg->priority;
+    b->tenant = cfg->tenant && *cfg->tenant ? cfg->tenant : NULL;
+    b->weight = cfg->weight;
     b->out_dir = cfg->out_dir;
     b->out_fd = -1;
     b->nslots = cfg->engine.concurrency ? cfg->engine.concurrency : 30;
@@ -251,11 +261,25 @@ bool stg_batch_step(stg_batch *b, int64_t timeout_us)
         stg__batch_flush(b);
         return false;
     }
+    /* Jobs the source found taken over by another worker: cancelled
+     * before a pass can send them again (their admission waits meanwhile,
+     * queue_source.c). */
+    for (int i = 0; i < b->nslots && b->active > 0 && b->source; i++)
+        if (b->slots[i].used && (b->slots[i].lost ||
+                                 stg__batch_src_may_send(b, &b->slots[i].job) != STG_OK)) {
+            b->slots[i].lost = true;
+            stg_engine_cancel(b->engine, b->slots[i].req_id);
+        }
     /* The claims just written are committed before the first send of one
      * of them (commit.c, from finish.c's ATTEMPT_START), with every write
      * before it. */
     stg_engine_run(b->engine, timeout_us);
     stg__batch_after_step(b); /* commit.c: unsafe outcomes, the 20 ms flush */
+    /* Attempts started in the pass for jobs the source says are no longer
+     * ours (finish.c): still unsent, cancelled now, before a pass sends them. */
+    for (int i = 0; i < b->nslots && b->active > 0; i++)
+        if (b->slots[i].used && b->slots[i].lost)
+            stg_engine_cancel(b->engine, b->slots[i].req_id);
     if (b->stopping && !b->cancelled && b->active > 0) {
         /* A store that failed in the pass (the claims' commit at a start):
          * the requests started are still unsent, and go back unsent. */
@@ -297,6 +321,11 @@ void stg_batch_progress_get(const stg_batch *b, stg_batch_progress *p)
     p->status_429 = es.status_429;
     p->status_503 = es.status_503;
     p->concurrency_limit = es.concurrency_limit;
+}
+
+size_t stg_batch_class_stats(const stg_batch *b, stg_class_stats *out, size_t max)
+{
+    return b && b->engine ? stg_engine_class_stats(b->engine, out, max) : 0;
 }
 
 int stg_batch_end(stg_batch *b, stg_batch_summary *s)

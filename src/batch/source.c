@@ -46,6 +46,13 @@ int stg__batch_src_mark_sent(stg_batch *b, const stg_job *j)
     return stg_store_mark_sent(b->store, j->id, b->run_id) == STG_OK ? STG_OK : STG_EDB;
 }
 
+int stg__batch_src_may_send(stg_batch *b, const stg_job *j)
+{
+    if (b->source && b->source->may_send)
+        return b->source->may_send(b->source->ctx, j);
+    return STG_OK;
+}
+
 const char *stg__batch_src_errmsg(stg_batch *b)
 {
     if (b->source)

@@ -23,6 +23,12 @@
  *  - A Stagger-Cost header (a JSONL job's "cost", stored with its headers,
  *    or one of the configuration's) is never sent: it becomes the
  *    request's cost for the servers' quotas (the configuration's wins).
+ *  - Stagger-Priority and Stagger-Tenant headers (a job's priority,
+ *    tenant and weight, stored with its headers by the input's parser, so
+ *    a resumed run keeps them) are never sent either: they become the
+ *    request's class and tenant; a job without them takes the batch's
+ *    (stg_batch_config.priority, tenant, weight); a malformed one fails
+ *    the job unsent, as a malformed cost.
  *  - No job sets a field batch input may not set (framing, connection,
  *    Host, Proxy-*: util/http_field.h). The input's parser makes such a
  *    line a bad line and the configuration's headers are checked at
@@ -36,6 +42,7 @@
 
 #include "batch/internal.h"
 #include "util/assert.h"
+#include "util/class_field.h"
 #include "util/http_field.h"
 
 #define MAX_REQ_HEADERS 128
@@ -70,6 +77,33 @@ static bool take_cost(const char *h, stg_quota_cost *cost, size_t *n)
     return stg_quota_cost_parse(v, strlen(v), cost, STG_QUOTA_COSTS_MAX, n) == STG_OK;
 }
 
+/* The class and tenant a request is for (take_class). */
+typedef struct job_class {
+    bool has_priority, has_tenant;
+    int priority;
+    char tenant[STG_TENANT_MAX + 1];
+    double weight;
+} job_class;
+
+/* h is a Stagger-Priority or Stagger-Tenant header: true (its value taken
+ * into c) when h is one of them; *ok false when its value is malformed. */
+static bool take_class(const char *h, job_class *c, bool *ok)
+{
+    const char *v = strchr(h, ':');
+    v = stg__field_blanks(v ? v + 1 : h + strlen(h));
+    if (header_named(h, STG__PRIORITY_FIELD)) {
+        *ok &= stg_priority_parse(v, &c->priority) == STG_OK;
+        c->has_priority = true;
+        return true;
+    }
+    if (header_named(h, STG__TENANT_FIELD)) {
+        *ok &= stg__tenant_field_parse(v, c->tenant, sizeof c->tenant, &c->weight);
+        c->has_tenant = true;
+        return true;
+    }
+    return false;
+}
+
 /* The input's spec of a needs_input job (its url and headers), or NULL:
  * the whole parsed set by position, the kept secrets by id, or the input
  * read again by the cursor; the key must match, and what the spec has of
@@ -97,6 +131,7 @@ static void submit(stg_batch *b, stg_batch_slot *sl)
     const stg_job *j = &sl->job;
     sl->used = true;
     sl->sent = false;
+    sl->lost = false;
     sl->committed = sl->n429 = sl->n503 = 0;
     sl->b = b;
     b->active++;
@@ -116,6 +151,7 @@ static void submit(stg_batch *b, stg_batch_slot *sl)
     stg_quota_cost cost[STG_QUOTA_COSTS_MAX];
     size_t n_cost = 0;
     bool cost_ok = true;
+    job_class cls = {0};
     /* Kept secrets hold the headers only when one of them is secret; else
      * the stored ones are all of the job's. */
     bool own_from_spec = spec && spec->headers;
@@ -133,14 +169,20 @@ static void submit(stg_batch *b, stg_batch_slot *sl)
             continue;
         if (header_named(own[i], STG_QUOTA_COST_HEADER))
             cost_ok &= take_cost(own[i], cost, &n_cost);
-        else
+        else if (!take_class(own[i], &cls, &cost_ok))
             headers[nh++] = own[i];
     }
     for (size_t k = 0; k < b->n_headers && nh < MAX_REQ_HEADERS; k++) {
         if (header_named(b->headers[k], STG_QUOTA_COST_HEADER))
             cost_ok &= take_cost(b->headers[k], cost, &n_cost);
-        else
+        else if (!take_class(b->headers[k], &cls, &cost_ok))
             headers[nh++] = b->headers[k];
+    }
+    if (!cls.has_priority)
+        cls.priority = b->priority;
+    if (!cls.has_tenant && b->tenant) {
+        snprintf(cls.tenant, sizeof cls.tenant, "%s", b->tenant);
+        cls.weight = b->weight;
     }
     headers[nh] = NULL;
     stg_request req = {
@@ -152,6 +194,9 @@ static void submit(stg_batch *b, stg_batch_slot *sl)
         .idempotency_key = j->idempotency_key,
         .cost = cost_ok ? cost : NULL,
         .n_cost = cost_ok ? n_cost : 0,
+        .priority = cls.priority,
+        .tenant = cls.tenant[0] ? cls.tenant : NULL,
+        .weight = cls.weight,
     };
     /* The body streams into out_dir, or towards the database (body.c). */
     stg__batch_body_init(&sl->body, b->out_dir, b->out_fd, j);

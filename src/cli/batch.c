@@ -17,6 +17,7 @@
 
 #include "cli/batch_run.h"
 #include "cli/cli.h"
+#include "cli/report_html.h"
 #include "util/http_field.h"
 
 #define CMD "batch"
@@ -69,10 +70,12 @@ static int open_ro(const char *db, int64_t busy_us, stg_store **s)
 typedef struct ro_opts {
     const char *db, *input;
     const char *queue; /* --queue URL: read the work queue instead */
+    const char *html;  /* report --html FILE */
     bool json, bad_lines;
     int64_t busy;
     const char *out_path;
     stg_export_options eo;
+    cli_redis_tls tls; /* --redis-cacert ... for a rediss:// --queue */
 } ro_opts;
 
 static int opt_busy_any(cli_parser *p, const cli_opt *o, void *field, const char *v)
@@ -141,8 +144,13 @@ static const cli_opt report_table[] = {
      "the database (default INPUT.stagger.db, or\nstagger-batch.db without INPUT)", R(db), NULL,
      NULL, 0, NULL},
     {CLI_FLAG, "json", 0, NULL, "the report as JSON", R(json), NULL, NULL, 0, NULL},
+    {CLI_STRING, "html", 0, "FILE",
+     "also write the report as one HTML file with charts\n(the timeline, job durations; "
+     "Chart.js inside)",
+     R(html), NULL, NULL, 0, NULL},
     {CLI_STRING, "queue", 0, "URL", "report on the work queue at URL instead (see QUEUE)",
      R(queue), NULL, NULL, 0, NULL},
+    {.kind = CLI_GROUP, .group = cli_redis_tls_opts, .off = R(tls)},
     {CLI_FLAG, "bad-lines", 0, NULL, "also list the input lines that were skipped", R(bad_lines),
      NULL, NULL, 0, NULL},
     {CLI_FN, "busy-timeout", 0, "D", "wait this long for a locked database (default 0)", R(busy),
@@ -167,6 +175,7 @@ static const cli_opt export_table[] = {
     {CLI_FLAG, "bodies", 0, NULL, "include the response bodies", R(eo.bodies), NULL, NULL, 0, NULL},
     {CLI_STRING, "queue", 0, "URL", "export the work queue at URL instead (see QUEUE)",
      R(queue), NULL, NULL, 0, NULL},
+    {.kind = CLI_GROUP, .group = cli_redis_tls_opts, .off = R(tls)},
     {CLI_FN, "busy-timeout", 0, "D", "wait this long for a locked database (default 0)", R(busy),
      opt_busy_any, NULL, 0, NULL},
     CLI_OPT_HELP_ENTRY,
@@ -180,6 +189,7 @@ static const int ro_exits[] = {CLI_EXIT_OK, CLI_EXIT_FAILED, CLI_EXIT_USAGE, CLI
 const cli_command cli_batch_report_command = {
     .name = "batch report",
     .usage = "usage: stagger batch report [--db FILE | INPUT] [--json] [--bad-lines]\n"
+             "                            [--html FILE]\n"
              "\n"
              "Counts per state, the jobs that need attention and the policy of the job set,\n"
              "read-only (see REPORT in stagger-batch(1)).\n",
@@ -205,7 +215,9 @@ static int cmd_report(int argc, char **argv)
     if (prc >= 0)
         return prc;
     if (ro.queue)
-        return batch_queue_report(ro.queue, ro.json);
+        return batch_queue_report(ro.queue, ro.json, &ro.tls);
+    if ((prc = cli_redis_tls_config(&ro.tls, CMD, NULL)) != 0)
+        return prc;
     char *owned;
     if ((prc = ro_db(&ro, &owned)) != 0)
         return prc;
@@ -225,6 +237,12 @@ static int cmd_report(int argc, char **argv)
             stg_store_report_print(&r, db, stdout);
         if (ro.bad_lines)
             rc = stg_store_bad_lines_print(s, r.input_path, 0, stdout);
+        if (rc == STG_OK && ro.html && (ex = cli_report_html(ro.html, s, &r, db)) != 0) {
+            stg_store_report_free(&r);
+            stg_store_close(s);
+            free(owned);
+            return ex;
+        }
         stg_store_report_free(&r);
     }
     if (rc != STG_OK)
@@ -247,7 +265,9 @@ static int cmd_export(int argc, char **argv)
         return prc;
     if (ro.queue)
         return batch_queue_export(ro.queue, (int)ro.eo.format, ro.eo.state_mask, ro.eo.bodies,
-                                  ro.out_path);
+                                  ro.out_path, &ro.tls);
+    if ((prc = cli_redis_tls_config(&ro.tls, CMD, NULL)) != 0)
+        return prc;
     char *owned;
     if ((prc = ro_db(&ro, &owned)) != 0)
         return prc;
@@ -410,6 +430,67 @@ static int opt_progress_interval(cli_parser *p, const cli_opt *o, void *field, c
     return 0;
 }
 
+/* --json-body TEMPLATE: the body template, JSON (values escaped, the result
+ * checked, Content-Type: application/json). */
+static int opt_json_body(cli_parser *p, const cli_opt *o, void *field, const char *v)
+{
+    (void)o;
+    stg_input_options *in = field;
+    if (in->body_template && !in->json_body)
+        return cli_opt_bad(p, v, "-d and --json-body both give the body: one of them");
+    in->body_template = v;
+    in->json_body = true;
+    return 0;
+}
+
+static int opt_data(cli_parser *p, const cli_opt *o, void *field, const char *v)
+{
+    (void)o;
+    stg_input_options *in = field;
+    if (in->json_body)
+        return cli_opt_bad(p, v, "-d and --json-body both give the body: one of them");
+    in->body_template = v;
+    return 0;
+}
+
+/* A {name} placeholder (letters, digits, _ - .) somewhere in s. */
+static bool has_placeholder(const char *s)
+{
+    for (const char *p = s; (p = strchr(p, '{')); p++) {
+        size_t n = strspn(p + 1, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                 "0123456789_-.");
+        if (n && p[1 + n] == '}')
+            return true;
+    }
+    return false;
+}
+
+/* CSV/TSV: the -H whose values name columns move from the run's headers
+ * (the same for every request) to the input's header templates (filled
+ * per row, the job's own). */
+static int split_header_templates(batch_opts *o, run_opts *ro)
+{
+    size_t nt = 0, k = 0;
+    for (size_t i = 0; i < o->n_headers; i++)
+        nt += has_placeholder(o->headers[i]);
+    if (!nt)
+        return -1;
+    const char **t = malloc(nt * sizeof *t);
+    if (!t || !keep(ro, (char *)t)) /* keep frees it when it fails */
+        return cli_usage_error(CMD, "out of memory");
+    nt = 0;
+    for (size_t i = 0; i < o->n_headers; i++) {
+        if (has_placeholder(o->headers[i]))
+            t[nt++] = o->headers[i];
+        else
+            o->headers[k++] = o->headers[i];
+    }
+    o->n_headers = k;
+    o->in.header_templates = t;
+    o->in.n_header_templates = nt;
+    return -1;
+}
+
 static int run_positional(cli_parser *p, const char *arg)
 {
     batch_opts *b = &((run_opts *)p->ctx)->b;
@@ -431,10 +512,21 @@ static const cli_opt run_table[] = {
      "INPUT is a file of keys; {} in TEMPLATE is replaced by\neach key, percent-encoded; "
      "with CSV/TSV input,\n{column} by that column's value, percent-encoded",
      B(in.url_template), NULL, NULL, 0, NULL},
-    {CLI_STRING, "data", 'd', "TEMPLATE",
+    {CLI_FN, "data", 'd', "TEMPLATE",
      "CSV/TSV input: the request body, {column} replaced\nby the value as is "
-     "(method POST unless -X)",
-     B(in.body_template), NULL, NULL, 0, NULL},
+     "(method POST unless -X; sent\nas curl -d sends it, form-encoded, unless -H\n"
+     "Content-Type says otherwise)",
+     B(in), opt_data, NULL, 0, NULL},
+    {CLI_FN, "json-body", 0, "TEMPLATE",
+     "CSV/TSV input: a JSON request body, {column}\nreplaced by the value JSON-escaped; "
+     "a row whose\nfilled body is not JSON is a bad line; sent with\n"
+     "Content-Type: application/json (curl's --json)",
+     B(in), opt_json_body, NULL, 0, NULL},
+    {CLI_STRING, "idempotency-key", 0, "auto|TEMPLATE",
+     "an Idempotency-Key for every job (so a POST is\nsafe to resend): auto derives it "
+     "from the job's id,\nmethod, URL and body; a CSV/TSV template names\ncolumns "
+     "(order-{id})",
+     B(in.idempotency_key), NULL, NULL, 0, NULL},
     {CLI_FN, "input-format", 0, "F",
      "auto | urls | keys | jsonl | csv | tsv (default auto:\n"
      "csv or tsv by a .csv/.tsv name, else JSONL when\nthe first line starts with '{')",
@@ -466,7 +558,8 @@ static const cli_opt run_table[] = {
     {.kind = CLI_HEADING, .help = "Requests"},
     {CLI_FN, "header", 'H', "'Name: value'",
      "add a header to every request; never stored (put\n"
-     "secrets such as Authorization here); @FILE reads\n"
+     "secrets such as Authorization here); with CSV/TSV\n"
+     "input {column} in the value is filled per row; @FILE reads\n"
      "headers from FILE, one a line, as fetch -H. Not\n"
      "Content-Length, Transfer-Encoding, Connection,\n"
      "Keep-Alive, Upgrade, TE, Trailer, Host or Proxy-*\n"
@@ -477,6 +570,7 @@ static const cli_opt run_table[] = {
      "variable VAR (keeps a secret out of argv)",
      0, opt_header_env, NULL, 0, NULL},
     {.kind = CLI_GROUP, .group = cli_engine_opts_table, .off = B(eng)},
+    {.kind = CLI_GROUP, .group = cli_class_opts, .off = B(cls)},
     {.kind = CLI_HEADING, .help = "Output"},
     {CLI_FLAG, "quiet", 'q', NULL, "no progress and no final report", B(quiet), NULL, NULL, 0,
      NULL},
@@ -499,6 +593,7 @@ static const cli_opt run_table[] = {
     CLI_OPT_VERSION_ENTRY,
     {.kind = CLI_HEADING, .help = "Shared limit (many processes or machines)"},
     {.kind = CLI_GROUP, .group = cli_limiter_opts, .off = B(limiter)},
+    {.kind = CLI_GROUP, .group = cli_redis_tls_opts, .off = B(limiter.tls)},
     {CLI_FLAG, "share-breaker", 0, NULL,
      "keep the circuit breaker in Redis too, so every\nworker sees an open breaker at once",
      B(limiter.share_breaker), NULL, NULL, 0, NULL},
@@ -519,6 +614,13 @@ static const int run_exits[] = {
     CLI_EXIT_OK,    CLI_EXIT_FAILED,  CLI_EXIT_USAGE,  CLI_EXIT_LEFT,    CLI_EXIT_DB,
     CLI_EXIT_INPUT, CLI_EXIT_LIMITER, CLI_EXIT_SIGINT, CLI_EXIT_SIGTERM, -1};
 
+/* The policy before the options: the "batch" preset (--help shows its
+ * values as the policy options' defaults). */
+static void batch_policy_defaults(stg_policy *p)
+{
+    (void)stg_policy_preset(p, "batch");
+}
+
 const cli_command cli_batch_command = {
     .name = CMD,
     .usage = "usage: stagger batch [options] INPUT\n"
@@ -537,14 +639,15 @@ const cli_command cli_batch_command = {
              "asked for a longer wait: kept for --retry-deferred) or review (a non-idempotent\n"
              "request that may have been sent when a run stopped).\n",
     .opts = run_table,
-    .epilogue = "The default policy is the \"batch\" preset (base 50 ms transient / 1 s\n"
-                "throttle, x2, cap 30 s, +-20% jitter, 6 retries, 429 and 5xx, 5 min per job).\n"
+    .epilogue = "The default policy is the \"batch\" preset (its values are the defaults\n"
+                "shown above; +-20% jitter).\n"
                 "\n"
                 "In detail: 1 some jobs failed; 3 some deferred or in review; 4 database\n"
                 "problem (locked, read-only, full, another job set); 5 input unreadable,\n"
                 "empty, or bad lines with --strict; 6 the shared limiter became unavailable;\n"
                 "130 and 143: run the same command again to resume. See stagger-batch(1).\n",
     .exits = run_exits,
+    .policy_defaults = batch_policy_defaults,
 };
 
 /* Parse the run options into *ro (zeroed by the caller); returns -1 to go
@@ -555,7 +658,7 @@ static int parse_run(int argc, char **argv, run_opts *ro)
     cli_engine_opts_init(&o->eng);
     o->progress = BATCH_PROGRESS_AUTO;
     o->limiter.cmd = CMD;
-    stg_policy_preset(&o->policy, "batch");
+    batch_policy_defaults(&o->policy);
     cli_parser parser = {.cmd = &cli_batch_command, .ctx = ro, .positional = run_positional};
     int prc = cli_parse(&parser, argc, argv);
     if (prc >= 0)
@@ -567,7 +670,23 @@ static int parse_run(int argc, char **argv, run_opts *ro)
         return cli_usage_error(CMD, "CSV and TSV input need --url TEMPLATE naming columns, "
                                     "such as --url 'https://api.example/items/{id}'");
     if (o->in.body_template && !tab)
-        return cli_usage_error(CMD, "-d TEMPLATE goes with CSV or TSV input");
+        return cli_usage_error(CMD, "%s TEMPLATE goes with CSV or TSV input",
+                               o->in.json_body ? "--json-body" : "-d");
+    if (o->in.idempotency_key && strcmp(o->in.idempotency_key, "auto") && !tab)
+        return cli_usage_error(CMD, "--idempotency-key TEMPLATE names columns of CSV or TSV "
+                                    "input; --idempotency-key auto works with every input");
+    if (tab && (prc = split_header_templates(o, ro)) >= 0)
+        return prc;
+    if (tab && o->in.body_template && !o->in.json_body && !o->quiet &&
+        strchr("{[", o->in.body_template[strspn(o->in.body_template, " \t\n")])) {
+        bool typed = false;
+        for (size_t i = 0; i < o->n_headers; i++)
+            typed |= !strncasecmp(o->headers[i], "Content-Type:", 13);
+        if (!typed)
+            fprintf(stderr, "stagger batch: note: -d sends its body form-encoded "
+                            "(application/x-www-form-urlencoded), as curl -d does; for JSON use "
+                            "--json-body TEMPLATE\n");
+    }
     if (o->in.url_template && !tab && o->in.format != STG_INPUT_AUTO &&
         o->in.format != STG_INPUT_KEYS)
         return cli_usage_error(CMD, "--url goes with a file of keys (--input-format keys) or "

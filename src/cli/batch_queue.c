@@ -81,13 +81,13 @@ static int opt_deliveries(cli_parser *p, const cli_opt *o, void *field, const ch
 
 #define Q(x) offsetof(batch_queue_opts, x)
 const cli_opt cli_batch_queue_opts[] = {
-    {CLI_FN, "queue", 0, "redis://[:PASSWORD@]HOST[:PORT]/NAME",
+    {CLI_FN, "queue", 0, "redis[s]://[:PASSWORD@]HOST[:PORT]/NAME",
      "work on the queue NAME in Redis with any number of\n"
      "workers on any machines; with INPUT, load it first\n"
      "(idempotent); the limit is shared there by default",
      0, opt_queue, NULL, 0, NULL},
     {CLI_FN, "claim-idle", 0, "D",
-     "take a job from a worker silent this long (default\n6m: longer than a job's deadline)",
+     "take a job from a worker that stopped renewing its\nclaims this long ago (default 20s; a live worker\nrenews every D/4)",
      Q(claim_idle_us), opt_idle, NULL, 0, NULL},
     {CLI_FN, "max-deliveries", 0, "N", "a job delivered more often goes to review (default 5)",
      Q(max_deliveries), opt_deliveries, NULL, 0, NULL},
@@ -125,9 +125,12 @@ static void shown(const char *url, char *buf, size_t len)
     memset(&u, 0, sizeof u);
 }
 
-static stg_queue *open_queue(const char *url, const batch_queue_opts *qo, int *ex)
+static stg_queue *open_queue(const char *url, const batch_queue_opts *qo, cli_redis_tls *tls,
+                             int *ex)
 {
-    stg_queue_config c = {.url = url};
+    if ((*ex = cli_redis_tls_config(tls, CMD, url)) != 0)
+        return NULL;
+    stg_queue_config c = {.url = url, .tls = &tls->cfg};
     if (qo) {
         c.worker = qo->worker;
         c.claim_idle_us = qo->claim_idle_us;
@@ -308,10 +311,10 @@ static int print_report(stg_queue *q, const char *url, bool json, FILE *out)
     return fflush(out) == 0 ? CLI_EXIT_OK : CLI_EXIT_FAILED;
 }
 
-int batch_queue_report(const char *url, bool json)
+int batch_queue_report(const char *url, bool json, cli_redis_tls *tls)
 {
     int ex = 0;
-    stg_queue *q = open_queue(url, NULL, &ex);
+    stg_queue *q = open_queue(url, NULL, tls, &ex);
     if (!q)
         return ex;
     ex = print_report(q, url, json, stdout);
@@ -360,10 +363,10 @@ static int export_row(void *data, const stg_queue_row *r)
 }
 
 int batch_queue_export(const char *url, int format, unsigned state_mask, bool bodies,
-                       const char *out_path)
+                       const char *out_path, cli_redis_tls *tls)
 {
     int ex = 0;
-    stg_queue *q = open_queue(url, NULL, &ex);
+    stg_queue *q = open_queue(url, NULL, tls, &ex);
     if (!q)
         return ex;
     FILE *out = stdout;
@@ -461,25 +464,15 @@ static void run_loop(const batch_opts *o, stg_batch *b, const stg_batch_queue *q
         fputc('\n', stderr);
 }
 
-/* --claim-idle by default: longer than a job's deadline (and at least
- * 6 min), so that a slow live worker is not robbed; given shorter, a warning. */
+/* --claim-idle by default: 20 s. A worker renews its claims every
+ * claim_idle / 4 while it lives (queue_source.c), so a slow live worker
+ * keeps its jobs however long they take, and a dead one's are taken over
+ * within claim_idle of its last renewal. */
+#define QUEUE_CLAIM_IDLE_US STG_SEC(20)
 static void claim_idle_for(batch_opts *o)
 {
-    stg_policy p;
-    int64_t deadline = stg_policy_resolve(&o->policy, &p) == STG_OK ? p.deadline_us : 0;
-    if (!o->queue.claim_idle_us) {
-        int64_t idle = STG_QUEUE_DEFAULT_CLAIM_IDLE_US;
-        if (deadline > 0 && deadline + STG_SEC(60) > idle)
-            idle = deadline + STG_SEC(60);
-        o->queue.claim_idle_us = idle;
-    } else if (deadline > 0 && o->queue.claim_idle_us <= deadline && !o->quiet) {
-        char a[32], d[32];
-        cli_format_duration(o->queue.claim_idle_us, a, sizeof a);
-        cli_format_duration(deadline, d, sizeof d);
-        fprintf(stderr, "stagger batch: warning: --claim-idle %s is not longer than a job's "
-                        "deadline (%s): a slow live worker's jobs may be taken over and sent "
-                        "twice\n", a, d);
-    }
+    if (!o->queue.claim_idle_us)
+        o->queue.claim_idle_us = QUEUE_CLAIM_IDLE_US;
 }
 
 int batch_queue_run(const batch_opts *o_in)
@@ -497,7 +490,7 @@ int batch_queue_run(const batch_opts *o_in)
         return cli_usage_error(CMD, "--retry-deferred and --retry-review are for a database; a "
                                     "queue's jobs end once (export them and load a new queue)");
     claim_idle_for(&o);
-    stg_queue *q = open_queue(o.queue.url, &o.queue, &ex);
+    stg_queue *q = open_queue(o.queue.url, &o.queue, &o.limiter.tls, &ex);
     if (!q)
         return ex;
     if (o.input && (ex = load_input(&o, q, name)) >= 0)
@@ -521,7 +514,9 @@ int batch_queue_run(const batch_opts *o_in)
     }
     if ((ex = batch_prepare_out(o.out_dir)) >= 0)
         goto out;
-    stg_batch_config bc = {.headers = o.headers, .n_headers = o.n_headers, .out_dir = o.out_dir};
+    stg_batch_config bc = {.headers = o.headers, .n_headers = o.n_headers, .out_dir = o.out_dir,
+                           .priority = o.cls.priority, .tenant = o.cls.tenant,
+                           .weight = o.cls.weight};
     limiter_open = true;
     if ((ex = batch_engine_config(&o, &bc.engine)) != 0)
         goto out;
@@ -532,7 +527,8 @@ int batch_queue_run(const batch_opts *o_in)
     stg_batch_queue_config qc = {.queue = q,
                                  .follow = o.queue.follow,
                                  .outage_us = o.queue.wait_us,
-                                 .out_dir = o.out_dir ? out_abs : NULL};
+                                 .out_dir = o.out_dir ? out_abs : NULL,
+                                 .claim_idle_us = o.queue.claim_idle_us};
     if (!(qs = stg_batch_queue_new(&qc))) {
         ex = CLI_EXIT_FAILED;
         goto out;
@@ -568,7 +564,7 @@ int batch_queue_run(const batch_opts *o_in)
     stg_batch_summary sum;
     stg_batch_end(b, &sum);
     stg_batch_queue_release(qs); /* the jobs claimed ahead: back to the queue */
-    ex = batch_verdict(&sum, sig, o.quiet,
+    ex = batch_verdict(&sum, sig, o.quiet, true,
                        "interrupted; the jobs in flight here go back to the queue");
     stg_batch_free(b, ex);
     b = NULL;
@@ -595,16 +591,16 @@ int batch_queue_run(const struct batch_opts *o)
     (void)o;
     return CLI_EXIT_USAGE;
 }
-int batch_queue_report(const char *url, bool json)
+int batch_queue_report(const char *url, bool json, cli_redis_tls *tls)
 {
-    (void)url, (void)json;
+    (void)url, (void)json, (void)tls;
     fprintf(stderr, "stagger batch: --queue needs Redis support\n");
     return CLI_EXIT_USAGE;
 }
 int batch_queue_export(const char *url, int format, unsigned state_mask, bool bodies,
-                       const char *out_path)
+                       const char *out_path, cli_redis_tls *tls)
 {
-    (void)url, (void)format, (void)state_mask, (void)bodies, (void)out_path;
+    (void)url, (void)format, (void)state_mask, (void)bodies, (void)out_path, (void)tls;
     fprintf(stderr, "stagger batch: --queue needs Redis support\n");
     return CLI_EXIT_USAGE;
 }

@@ -12,10 +12,11 @@
 #include <stdio.h>
 
 #include "cli/opt.h"
+#include "cli/redis_tls.h"
 
 typedef struct batch_queue_opts {
     const char *url;          /* --queue redis://[:PW@]HOST[:PORT]/NAME; NULL: no queue */
-    int64_t claim_idle_us;    /* --claim-idle; 0: 6 min */
+    int64_t claim_idle_us;    /* --claim-idle; 0: 20 s */
     int max_deliveries;       /* --max-deliveries; 0: 5 */
     bool follow;              /* --follow: wait for jobs loaded later */
     bool drain;               /* --drain: a signal finishes the claimed jobs, then leaves */
@@ -30,9 +31,10 @@ struct batch_opts;
 /* Run as a worker of o->queue.url (o->input: load it first). Exit status. */
 int batch_queue_run(const struct batch_opts *o);
 
-/* report --queue URL [--json] and export --queue URL: exit status. */
-int batch_queue_report(const char *url, bool json);
+/* report --queue URL [--json] and export --queue URL: exit status. tls:
+ * their --redis-* options. */
+int batch_queue_report(const char *url, bool json, cli_redis_tls *tls);
 int batch_queue_export(const char *url, int format, unsigned state_mask, bool bodies,
-                       const char *out_path);
+                       const char *out_path, cli_redis_tls *tls);
 
 #endif

@@ -41,6 +41,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <jansson.h>
+#include <pthread.h>
 #include <sqlite3.h>
 
 #include <stagger/curl.h>
@@ -56,24 +58,81 @@
 
 /* Time lost waiting, summed from the engine's events (the loop's thread),
  * and the hosts seen: --rate is per host, so the rate the limiter allows
- * the run (the ETA's) is R times the hosts (counted up to MAX_HOSTS). */
+ * the run (the ETA's) is R times the hosts (counted up to MAX_HOSTS).
+ * The events also say when a host keeps failing: the first time a host's
+ * breaker opens, one line on stderr names the host, its last failure and
+ * what the run does about it (issue #37: a closed port ran 3.5 minutes
+ * with nothing said). */
 #define MAX_HOSTS 64
 
 typedef struct wait_sum {
     int64_t retry_us, limiter_us;
     char *hosts[MAX_HOSTS];
     int n_hosts;
+    /* per host seen: the last attempt's failure, and whether it was said */
+    stg_net_error last_err[MAX_HOSTS];
+    int last_status[MAX_HOSTS];
+    bool said[MAX_HOSTS];
+    const batch_opts *o;
+    progress *pg;            /* to clear the bar before a line; may be NULL */
 } wait_sum;
 
-static void see_host(wait_sum *w, const char *host)
+static int see_host(wait_sum *w, const char *host)
 {
-    if (!host || w->n_hosts == MAX_HOSTS)
-        return;
+    if (!host)
+        return -1;
     for (int i = 0; i < w->n_hosts; i++)
         if (!strcmp(w->hosts[i], host))
-            return;
-    if ((w->hosts[w->n_hosts] = strdup(host)))
-        w->n_hosts++;
+            return i;
+    if (w->n_hosts == MAX_HOSTS || !(w->hosts[w->n_hosts] = strdup(host)))
+        return -1;
+    return w->n_hosts++;
+}
+
+/* A transport error in words. */
+static const char *net_error_words(stg_net_error e)
+{
+    switch (e) {
+    case STG_NET_CONNECT_REFUSED:
+        return "connection refused";
+    case STG_NET_RESET:
+        return "connection reset, no answer";
+    case STG_NET_TIMEOUT:
+        return "timed out";
+    case STG_NET_CONNECT_TIMEOUT:
+        return "connect timed out";
+    case STG_NET_DNS:
+        return "host name not found";
+    case STG_NET_TLS:
+        return "TLS failed";
+    default:
+        return "transport error";
+    }
+}
+
+/* The line said when host i's breaker opens for the first time. */
+static void say_breaker_open(wait_sum *w, int i)
+{
+    const cli_engine_opts *e = &w->o->eng;
+    char what[64];
+    if (w->last_status[i] > 0)
+        snprintf(what, sizeof what, "HTTP %d", w->last_status[i]);
+    else
+        snprintf(what, sizeof what, "%s", net_error_words(w->last_err[i]));
+    char open_for[32];
+    cli_format_duration(e->breaker_open_us, open_for, sizeof open_for);
+    if (w->pg)
+        progress_clear(w->pg);
+    fprintf(stderr,
+            "stagger batch: %s keeps failing (%s, %d attempts in a row): its circuit breaker "
+            "is open, next try in %s; %s\n",
+            w->hosts[i], what, e->breaker_failures, open_for,
+            e->defer_on_breaker
+                ? "its jobs are deferred meanwhile (--on-breaker defer; run again with "
+                  "--retry-deferred)"
+                : "its jobs wait for it within --deadline (--on-breaker defer keeps them for "
+                  "later instead)");
+    w->said[i] = true;
 }
 
 static void on_wait_event(const stg_event *ev, void *data)
@@ -84,7 +143,17 @@ static void on_wait_event(const stg_event *ev, void *data)
     else if (ev->type == STG_EVENT_LIMITER_WAIT && ev->wait_us > 0)
         w->limiter_us += ev->wait_us;
     else if (ev->type == STG_EVENT_ATTEMPT_START)
-        see_host(w, ev->host);
+        (void)see_host(w, ev->host);
+    else if (ev->type == STG_EVENT_ATTEMPT_END) {
+        int i = see_host(w, ev->host);
+        if (i >= 0)
+            w->last_err[i] = ev->error, w->last_status[i] = ev->status;
+    } else if (ev->type == STG_EVENT_BREAKER && ev->breaker_to == STG_BREAKER_OPEN && w->o &&
+               !w->o->quiet) {
+        int i = see_host(w, ev->host);
+        if (i >= 0 && !w->said[i])
+            say_breaker_open(w, i);
+    }
 }
 
 static void wait_sum_free(wait_sum *w)
@@ -92,6 +161,67 @@ static void wait_sum_free(wait_sum *w)
     for (int i = 0; i < w->n_hosts; i++)
         free(w->hosts[i]);
     w->n_hosts = 0;
+}
+
+/* ---- the jobs by state, for the metrics and the live page ---------------------
+ *
+ * The loop copies the runner's counts here (a few times a second); the
+ * metrics' printers and the live page's listener read the copy, under its
+ * own lock, on their threads: they never touch the runner. */
+
+typedef struct jobs_gauge {
+    pthread_mutex_t mu;
+    stg_batch_counts c;
+    bool set, finished;
+    int64_t start_us, ended0; /* the ETA's origin: when and how many had ended */
+    int64_t at_us;            /* the copy's time */
+} jobs_gauge;
+
+static void jobs_gauge_set(jobs_gauge *g, const stg_batch_counts *c, int64_t now, bool finished)
+{
+    pthread_mutex_lock(&g->mu);
+    if (!g->set) {
+        g->start_us = now;
+        g->ended0 = stg_batch_counts_ended(c);
+    }
+    g->c = *c;
+    g->set = true;
+    g->finished = finished;
+    g->at_us = now;
+    pthread_mutex_unlock(&g->mu);
+}
+
+static void jobs_print(FILE *f, void *data)
+{
+    jobs_gauge *g = data;
+    fputs("# HELP stagger_batch_jobs The batch's jobs by state.\n"
+          "# TYPE stagger_batch_jobs gauge\n",
+          f);
+    pthread_mutex_lock(&g->mu);
+    for (int i = 0; g->set && i < STG_JOB_NSTATES; i++)
+        fprintf(f, "stagger_batch_jobs{state=\"%s\"} %lld\n",
+                stg_job_state_name((stg_job_state)i), (long long)g->c.n[i]);
+    pthread_mutex_unlock(&g->mu);
+}
+
+/* {"total", "states": {state: n}, "eta_s" (-1: unknown), "finished"}. */
+static void *jobs_json(void *data)
+{
+    jobs_gauge *g = data;
+    pthread_mutex_lock(&g->mu);
+    json_t *states = json_object();
+    for (int i = 0; i < STG_JOB_NSTATES; i++)
+        json_object_set_new(states, stg_job_state_name((stg_job_state)i),
+                            json_integer((json_int_t)g->c.n[i]));
+    /* The ETA: what is left at the pace jobs ended since the run began. */
+    double secs = (double)(g->at_us - g->start_us) / 1e6;
+    double ended = (double)(stg_batch_counts_ended(&g->c) - g->ended0);
+    double left = (double)stg_batch_counts_left(&g->c);
+    double eta = left == 0 ? 0 : ended > 0 && secs > 0 ? left / (ended / secs) : -1;
+    json_t *o = json_pack("{s:I,s:o,s:f,s:b}", "total", (json_int_t)g->c.total, "states", states,
+                          "eta_s", eta, "finished", g->finished);
+    pthread_mutex_unlock(&g->mu);
+    return o;
 }
 
 /* ---- progress ---------------------------------------------------------------- */
@@ -220,8 +350,89 @@ static int import_input(const batch_opts *o, stg_store *s, stg_input_reader *r,
     return -1;
 }
 
+/* A JSON value with the value of every member whose name is secret
+ * (stg_redact_name_is_secret) replaced by "REDACTED", in place. */
+static bool redact_json(json_t *v)
+{
+    bool changed = false;
+    if (json_is_object(v)) {
+        const char *k;
+        json_t *m;
+        json_object_foreach(v, k, m)
+        {
+            if (stg_redact_name_is_secret(k, strlen(k))) {
+                json_object_set_new(v, k, json_string("REDACTED"));
+                changed = true;
+            } else {
+                changed |= redact_json(m);
+            }
+        }
+    } else if (json_is_array(v)) {
+        size_t i;
+        json_t *m;
+        json_array_foreach(v, i, m) changed |= redact_json(m);
+    }
+    return changed;
+}
+
+#define DRY_BODY_SHOWN 400 /* characters of a body --dry-run prints */
+
+/* The body as --dry-run shows it, by the one rule of the logs: JSON with
+ * the values of secret-named members hidden, form fields (a=b&c=d) the
+ * same, other text as is (control characters as '?'), cut at
+ * DRY_BODY_SHOWN; a binary body by its size. */
+static void print_body(const char *body, size_t len)
+{
+    json_error_t je;
+    json_t *j = json_loadb(body, len, JSON_DECODE_ANY, &je);
+    char *text = NULL;
+    bool form = false;
+    if (j && redact_json(j)) { /* shown re-encoded only when something was hidden */
+        text = json_dumps(j, JSON_COMPACT | JSON_ENCODE_ANY);
+    } else if (len && !memchr(body, '\0', len)) {
+        form = !j && memchr(body, '=', len) && !memchr(body, ' ', len) &&
+               !memchr(body, '\n', len);
+        /* a field "a=" can grow by "REDACTED": at most len / 2 of them */
+        if ((text = malloc(len * 5 + 1))) {
+            size_t w = 0;
+            for (size_t i = 0; i < len;) {
+                size_t end = i;
+                while (end < len && !(form && body[end] == '&'))
+                    end++;
+                const char *eq = form ? memchr(body + i, '=', end - i) : NULL;
+                if (eq && stg_redact_name_is_secret(body + i, (size_t)(eq - body - i))) {
+                    size_t nl = (size_t)(eq - body - i) + 1;
+                    memcpy(text + w, body + i, nl);
+                    w += nl;
+                    memcpy(text + w, "REDACTED", 8);
+                    w += 8;
+                } else {
+                    for (size_t k = i; k < end; k++)
+                        text[w++] = (unsigned char)body[k] < 0x20 ? '?' : body[k];
+                }
+                if (end < len)
+                    text[w++] = body[end];
+                i = end + 1;
+            }
+            text[w] = '\0';
+        }
+    }
+    json_decref(j);
+    if (!text) {
+        printf("  body: %zu bytes\n", len);
+        return;
+    }
+    size_t tl = strlen(text);
+    if (tl > DRY_BODY_SHOWN)
+        printf("  body: %.*s... (%zu bytes)\n", DRY_BODY_SHOWN, text, len);
+    else
+        printf("  body: %s\n", text);
+    free(text);
+}
+
 /* --dry-run: the first requests as they would leave (URLs as an export
- * shows them, header values redacted as in the logs, bodies by size),
+ * shows them, header values redacted as in the logs, bodies redacted by
+ * the same rule: print_body),
  * then how many jobs and bad lines the whole input holds. Sends nothing,
  * opens no database. Returns the exit status. */
 #define DRY_RUN_SHOWN 10
@@ -252,8 +463,10 @@ static int dry_run(const batch_opts *o, stg_input_reader *r)
             stg_redact_header_line(j->headers[i], NULL, buf, sizeof buf);
             printf("  %s\n", buf);
         }
+        if (j->idempotency_key)
+            printf("  Idempotency-Key: %s\n", j->idempotency_key);
         if (j->body)
-            printf("  body: %zu bytes\n", j->body_len);
+            print_body(j->body, j->body_len);
     }
     if (rc != STG_OK) {
         fprintf(stderr, "stagger batch: %s\n", stg_input_reader_error(r));
@@ -377,19 +590,26 @@ static void say_start(const batch_opts *o, const stg_batch_start *st, bool impor
         fprintf(stderr, "stagger batch: %d jobs in review are resent\n", st->requeued_review);
 }
 
-/* The exit status of an ended run, after its message (batch_run.h). */
-int batch_verdict(const stg_batch_summary *s, int sig, bool quiet, const char *interrupted)
+/* The exit status of an ended run, after its message when say
+ * (batch_run.h). */
+int batch_verdict(const stg_batch_summary *s, int sig, bool quiet, bool say,
+                  const char *interrupted)
 {
+    if (!say)
+        quiet = true;
     switch (s->cause) {
     case STG_BATCH_STORE:
     case STG_BATCH_BODY:
-        fprintf(stderr, "stagger batch: stopped: %s\n", s->message);
+        if (say)
+            fprintf(stderr, "stagger batch: stopped: %s\n", s->message);
         return CLI_EXIT_DB;
     case STG_BATCH_LIMITER:
-        fprintf(stderr, "stagger batch: stopped: %s\n", s->message);
+        if (say)
+            fprintf(stderr, "stagger batch: stopped: %s\n", s->message);
         return CLI_EXIT_LIMITER;
     case STG_BATCH_NEEDS_INPUT:
-        fprintf(stderr, "stagger batch: stopped: %s\n", s->message);
+        if (say)
+            fprintf(stderr, "stagger batch: stopped: %s\n", s->message);
         return CLI_EXIT_USAGE;
     default:
         break;
@@ -406,29 +626,66 @@ int batch_verdict(const stg_batch_summary *s, int sig, bool quiet, const char *i
     return exit_for_counts(&s->counts);
 }
 
-/* The final report, read back from the database: a failed read is exit 4. */
-static int final_report(const batch_opts *o, stg_store *s, int ex)
+/* The run's admissions per class and tenant, into the database for
+ * `batch report` (only when the run had classes or tenants to order). */
+static int record_classes(const stg_batch *b, stg_store *store)
 {
+    size_t n = stg_batch_class_stats(b, NULL, 0);
+    if (n < 2) {
+        stg_class_stats one;
+        if (!n || (stg_batch_class_stats(b, &one, 1) && !one.tenant &&
+                   one.priority == STG_PRIORITY_NORMAL))
+            return STG_OK; /* every request normal, no tenant: nothing to tell apart */
+    }
+    stg_class_stats *v = calloc(n, sizeof *v);
+    stg_run_class *rc = calloc(n, sizeof *rc);
+    int err = STG_ENOMEM;
+    if (v && rc) {
+        n = stg_batch_class_stats(b, v, n);
+        for (size_t i = 0; i < n; i++)
+            rc[i] = (stg_run_class){stg_priority_name(v[i].priority), v[i].tenant,
+                                    (int64_t)v[i].admitted, v[i].wait_us / 1000,
+                                    v[i].wait_max_us / 1000};
+        err = stg_store_run_classes_add(store, rc, n);
+    }
+    free(v);
+    free(rc);
+    return err;
+}
+
+/* The final report, read back from the database (*got: rep holds it, the
+ * caller frees it): a failed read is exit 4. Nothing is read when nothing
+ * is printed (--quiet without --json, or no progress line to finish). */
+static int read_report(const batch_opts *o, stg_store *s, stg_store_report *rep, bool *got,
+                       int ex)
+{
+    *got = false;
     if (o->quiet && !o->json)
         return ex;
-    stg_store_report rep;
-    if (stg_store_report_get(s, &rep) != STG_OK) {
+    if (stg_store_report_get(s, rep) != STG_OK) {
         fprintf(stderr, "stagger batch: cannot read the final report: %s\n",
                 stg_store_errmsg(s));
         return CLI_EXIT_DB;
     }
+    *got = true;
+    return ex;
+}
+
+/* Print the report read by read_report. */
+static int final_report(const batch_opts *o, stg_store_report *rep, int ex)
+{
     if (o->json)
-        stg_store_report_json(&rep, o->db, stdout);
+        stg_store_report_json(rep, o->db, stdout);
     else
-        stg_store_report_print(&rep, o->db, stdout);
-    stg_store_report_free(&rep);
+        stg_store_report_print(rep, o->db, stdout);
     if (fflush(stdout) != 0)
         return ex == CLI_EXIT_OK ? CLI_EXIT_FAILED : ex;
     return ex;
 }
 
 /* The loop: steps, signals, progress. */
-static void run_loop(const batch_opts *o, stg_batch *b, progress *pg, const wait_sum *w)
+static void run_loop(const batch_opts *o, stg_batch *b, progress *pg, const wait_sum *w,
+                     jobs_gauge *g)
 {
     enum progress_mode mode = PROGRESS_NONE;
     if (!o->quiet && o->progress == BATCH_PROGRESS_AUTO)
@@ -446,12 +703,18 @@ static void run_loop(const batch_opts *o, stg_batch *b, progress *pg, const wait
     int64_t next = now + (mode == PROGRESS_BAR ? 0 : interval);
     stg_batch_progress p;
     progress_state ps;
+    int64_t next_gauge = now;
     for (;;) {
         if (cli_stop_signal)
             stg_batch_stop(b);
         if (!stg_batch_step(b, STG_MS(100)))
             break;
         now = stg__clock_mono_us();
+        if (now >= next_gauge) {
+            stg_batch_progress_get(b, &p);
+            jobs_gauge_set(g, &p.counts, now, false);
+            next_gauge = now + STG_MS(200);
+        }
         if (mode != PROGRESS_NONE && now >= next) {
             stg_batch_progress_get(b, &p);
             to_state(&p.counts, &p, &ps);
@@ -462,16 +725,17 @@ static void run_loop(const batch_opts *o, stg_batch *b, progress *pg, const wait
     }
 }
 
-/* The last progress line, from the counts read back after the run. */
-static void run_final(progress *pg, stg_batch *b, const stg_batch_summary *sum, bool stopped)
+/* The last progress line, from the counts read back after the run and the
+ * report's rate (rep NULL: no report could be read, the rate is 0); p: the
+ * run's counters, read before the runner was freed. */
+static void run_final(progress *pg, const stg_batch_progress *p, const stg_batch_summary *sum,
+                      const stg_store_report *rep, bool stopped)
 {
-    stg_batch_progress p;
-    stg_batch_progress_get(b, &p);
     bool trouble = sum->cause != STG_BATCH_DRAINED && sum->cause != STG_BATCH_STOPPED;
     if (!trouble && !stopped) {
         progress_state ps;
-        to_state(&sum->counts, &p, &ps);
-        progress_final(pg, &ps, stg__clock_mono_us());
+        to_state(&sum->counts, p, &ps);
+        progress_final(pg, &ps, rep ? stg_store_report_jobs_per_s(rep) : 0);
     }
     progress_end(pg);
 }
@@ -515,6 +779,9 @@ int batch_run(const batch_opts *o)
     memset(&fan, 0, sizeof fan);
     wait_sum waits;
     memset(&waits, 0, sizeof waits);
+    jobs_gauge gauge;
+    memset(&gauge, 0, sizeof gauge);
+    pthread_mutex_init(&gauge.mu, NULL);
     int ex;
     /* A regular file is read again by the run (the cursor); anything else
      * (stdin, a pipe) can be read once, so the secrets are kept. */
@@ -544,6 +811,9 @@ int batch_run(const batch_opts *o)
         .out_dir = o->out_dir,
         .retry_deferred = o->retry_deferred,
         .retry_review = o->retry_review,
+        .priority = o->cls.priority,
+        .tenant = o->cls.tenant,
+        .weight = o->cls.weight,
     };
     if ((ex = batch_engine_config(o, &bc.engine)) != 0)
         goto out;
@@ -576,6 +846,7 @@ int batch_run(const batch_opts *o)
         }
         fan.fn[fan.n] = stg_metrics_event;
         fan.data[fan.n++] = metrics;
+        stg_metrics_add_source(metrics, jobs_print, &gauge); /* outlives metrics */
     }
     fan.fn[fan.n] = on_wait_event;
     fan.data[fan.n++] = &waits;
@@ -602,28 +873,48 @@ int batch_run(const batch_opts *o)
     stg_batch_progress p0;
     stg_batch_progress_get(b, &p0);
     say_start(o, &st, imported, &p0.counts);
+    jobs_gauge_set(&gauge, &p0.counts, stg__clock_mono_us(), false);
 
     if (metrics && (ex = cli_metrics_live_start("batch", &o->metrics, metrics, o->metrics_path,
                                                  &live)) != 0)
         goto out;
+    cli_metrics_live_extra(live, jobs_json, &gauge);
     cli_stop_signals_catch();
     progress pg;
-    run_loop(o, b, &pg, &waits);
+    waits.o = o;
+    waits.pg = &pg;
+    run_loop(o, b, &pg, &waits, &gauge);
     int sig = cli_stop_signal;
     cli_stop_signals_release();
     stg_batch_summary sum;
     stg_batch_end(b, &sum); /* a store failure: sum.cause STORE, said by verdict */
-    run_final(&pg, b, &sum, sig != 0);
+    stg_batch_progress p_end;
+    stg_batch_progress_get(b, &p_end);
+    jobs_gauge_set(&gauge, &sum.counts, stg__clock_mono_us(), true);
     cli_metrics_live_stop(live);
     live = NULL;
     if (sum.cause != STG_BATCH_STORE &&
         stg_store_run_waits_add(store, waits.retry_us / 1000, waits.limiter_us / 1000) != STG_OK)
         fprintf(stderr, "stagger batch: %s\n", stg_store_errmsg(store));
-    ex = batch_verdict(&sum, sig, o->quiet, NULL);
+    if (sum.cause != STG_BATCH_STORE && record_classes(b, store) != STG_OK)
+        fprintf(stderr, "stagger batch: %s\n", stg_store_errmsg(store));
+    ex = batch_verdict(&sum, sig, o->quiet, false, NULL);
+    /* The run row is closed by the free (its wall time): the report, and the
+     * last progress line with the report's rate, come after it. */
     stg_batch_free(b, ex);
     b = NULL;
+    stg_store_report rep;
+    bool got = false;
+    int ex_report = ex;
     if (sum.cause != STG_BATCH_STORE)
-        ex = final_report(o, store, ex);
+        ex_report = read_report(o, store, &rep, &got, ex);
+    run_final(&pg, &p_end, &sum, got ? &rep : NULL, sig != 0);
+    (void)batch_verdict(&sum, sig, o->quiet, true, NULL);
+    ex = ex_report;
+    if (got) {
+        ex = final_report(o, &rep, ex);
+        stg_store_report_free(&rep);
+    }
 
 out:
     wait_sum_free(&waits);
@@ -632,6 +923,7 @@ out:
     if (metrics && metrics_done(o, metrics) != 0 && ex == CLI_EXIT_OK)
         ex = CLI_EXIT_FAILED;
     stg_metrics_free(metrics);
+    pthread_mutex_destroy(&gauge.mu);
     cli_limiter_close((cli_limiter *)&o->limiter);
     stg_logger_free(logger);
     if (log_file && log_file != stdout)

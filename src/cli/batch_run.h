@@ -6,6 +6,7 @@
 #define STAGGER_CLI_BATCH_RUN_H
 
 #include "cli/batch_queue.h"
+#include "cli/class_opts.h"
 #include "cli/exit.h"
 #include "cli/engine_opts.h"
 #include "cli/limiter.h"
@@ -48,6 +49,7 @@ typedef struct batch_opts {
     cli_limiter limiter;      /* --limiter: a limit shared through Redis */
     cli_tls tls;              /* --cacert, --capath, -k, --cert, --key */
     batch_queue_opts queue;   /* --queue: a work queue in Redis (batch_queue.c) */
+    cli_class cls;            /* --priority, --tenant, --weight: a job's default */
 } batch_opts;
 
 /* The engine part of a run's configuration, connecting the shared limiter
@@ -65,11 +67,12 @@ int batch_prepare_out(const char *dir);
 int batch_run(const batch_opts *o);
 
 /* The exit status of an ended run (the database's or the queue's), after
- * its one line on stderr: a stop's cause, or `interrupted` (NULL: the
- * database's "N jobs left, run the same command again") when a signal
+ * its one line on stderr when say: a stop's cause, or `interrupted` (NULL:
+ * the database's "N jobs left, run the same command again") when a signal
  * ended it; else from the counts (jobs left, deferred or in review: 3;
  * failed: 1; 0). */
 struct stg_batch_summary;
-int batch_verdict(const struct stg_batch_summary *s, int sig, bool quiet, const char *interrupted);
+int batch_verdict(const struct stg_batch_summary *s, int sig, bool quiet, bool say,
+                  const char *interrupted);
 
 #endif

@@ -145,23 +145,23 @@ const cli_opt cli_engine_opts_table[] = {
     {CLI_FN, "max-rate", 0, "R", "adaptive: never above R requests/s", E(max_rate), opt_max_rate,
      NULL, 0, NULL},
     {CLI_FN, "breaker", 0, "N",
-     "consecutive failures that open a host's circuit\nbreaker (default 20; 0: no breaker)",
-     E(breaker_failures), opt_breaker, NULL, 0, NULL},
-    {CLI_FN, "breaker-open", 0, "D", "how long it stays open (default 30s)", E(breaker_open_us),
-     opt_breaker_open, NULL, 0, NULL},
+     "consecutive failures that open a host's circuit\nbreaker (0: no breaker)",
+     E(breaker_failures), opt_breaker, NULL, 0, NULL, "20"},
+    {CLI_FN, "breaker-open", 0, "D", "how long it stays open", E(breaker_open_us),
+     opt_breaker_open, NULL, 0, NULL, "30s"},
     {CLI_FN, "on-breaker", 0, "wait|defer",
-     "wait (default: requests wait for an open breaker to\n"
+     "wait (requests wait for an open breaker to\n"
      "half-open, and a spent retry budget lets one retry\n"
      "at a time through, within each request's deadline) |\n"
      "defer (both give up at once: batch defers the host's\n"
      "jobs to a later run, proxy answers 503)",
-     E(defer_on_breaker), opt_on_breaker, NULL, 0, NULL},
+     E(defer_on_breaker), opt_on_breaker, NULL, 0, NULL, "wait"},
     {CLI_FN, "no-budget", 0, NULL, "no retry budget (default: gRPC-style budget per host)",
      E(budget), opt_no_budget, NULL, 0, NULL},
-    {CLI_FN, "budget-tokens", 0, "N", "budget size (default 10)", E(budget_tokens),
-     opt_budget_tokens, NULL, 0, NULL},
-    {CLI_FN, "budget-ratio", 0, "X", "tokens a success gives back (default 0.1)", E(budget_ratio),
-     opt_budget_ratio, NULL, 0, NULL},
+    {CLI_FN, "budget-tokens", 0, "N", "budget size", E(budget_tokens),
+     opt_budget_tokens, NULL, 0, NULL, "10"},
+    {CLI_FN, "budget-ratio", 0, "X", "tokens a success gives back", E(budget_ratio),
+     opt_budget_ratio, NULL, 0, NULL, "0.1"},
     {CLI_FN, "max-body", 0, "BYTES", "bytes of each response body accepted (default 64 MiB;\n"
      "proxy: of a body it holds, not of a 2xx that streams)",
      E(max_body), opt_max_body, NULL, 0, NULL},
@@ -183,9 +183,9 @@ void cli_engine_opts_init(cli_engine_opts *o)
 {
     memset(o, 0, sizeof *o);
     o->concurrency = 0; /* not given: learned per host (concurrency.h) */
-    o->breaker_failures = 20;
-    o->breaker_open_us = STG_SEC(30);
     o->budget = true;
+    /* --breaker, --breaker-open, --on-breaker and the budget's size come
+     * from the table's defaults (cli_opt.def), applied by cli_parse. */
 }
 
 int cli_engine_opts_check(const char *cmd, const cli_engine_opts *o, const cli_limiter *l)

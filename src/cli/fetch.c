@@ -51,6 +51,7 @@
 #include <curl/curl.h>
 #include <stagger/curl.h>
 
+#include "cli/class_opts.h"
 #include "cli/cli.h"
 #include "cli/limiter.h"
 #include "cli/metrics_live.h"
@@ -100,6 +101,7 @@ typedef struct fetch_opts {
     int n_secret;
     unsigned long long seed;
     cli_limiter limiter; /* --limiter: a limit shared through Redis */
+    cli_class cls;       /* --priority, --tenant, --weight */
     cli_tls tls;         /* --cacert, --capath, -k, --cert, --key */
     size_t max_body;     /* --max-body; 0: the library's 64 MiB */
     char **owned;        /* -H @FILE and --secret-header-env lines (ours) */
@@ -684,7 +686,9 @@ static const cli_opt fetch_table[] = {
     CLI_OPT_VERSION_ENTRY,
     {.kind = CLI_HEADING, .help = "Shared limit (many processes or machines)"},
     {.kind = CLI_GROUP, .group = cli_limiter_opts, .off = F(limiter)},
+    {.kind = CLI_GROUP, .group = cli_redis_tls_opts, .off = F(limiter.tls), .man = "stagger-batch(1)"},
     {CLI_FN, "share-breaker", 0, NULL, NULL, 0, opt_share_breaker, NULL, CLI_OPT_HIDDEN, NULL},
+    {.kind = CLI_GROUP, .group = cli_class_opts, .off = F(cls)},
     {.kind = CLI_HEADING, .help = "TLS (https://)"},
     {.kind = CLI_GROUP, .group = cli_tls_opts, .off = F(tls)},
     {.kind = CLI_HEADING, .help = "Retry policy"},
@@ -913,6 +917,8 @@ static void on_verbose(const stg_event *ev, void *data)
     case STG_EVENT_LIMITER_WAIT:
         ms_text(ev->wait_us, a, sizeof a);
         fprintf(stderr, "* [%8.3fs] client-side limit: waiting %s\n", t, a);
+        break;
+    case STG_EVENT_WAITED: /* the measure of a wait the lines above announced */
         break;
     case STG_EVENT_SUCCESS:
     case STG_EVENT_GIVE_UP:
@@ -1257,6 +1263,9 @@ static int run(fetch_opts *o)
         cfg.body_sink = out_sink;
         cfg.body_sink_data = &stream;
     }
+    cfg.priority = o->cls.priority; /* the shared limiter orders by them */
+    cfg.tenant = o->cls.tenant;
+    cfg.weight = o->cls.weight;
     if (o->limiter.url) {
         int lrc = cli_limiter_open(&o->limiter, o->has_rate ? o->rate : 0,
                                    o->has_burst ? o->burst : 0, 0, 0, &cfg.shared);

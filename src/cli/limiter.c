@@ -72,7 +72,7 @@ static int opt_lease(cli_parser *p, const cli_opt *o, void *field, const char *v
 }
 
 const cli_opt cli_limiter_opts[] = {
-    {CLI_FN, "limiter", 0, "redis://[:PASSWORD@]HOST[:PORT][/[DB/]KEY]",
+    {CLI_FN, "limiter", 0, "redis[s]://[:PASSWORD@]HOST[:PORT][/[DB/]KEY]",
      "keep the rate limit (--rate, --burst) in Redis,\n"
      "judged by Redis's clock; without --rate, the adaptive\n"
      "rate is learned there, one for all processes; KEY\n"
@@ -114,6 +114,26 @@ static int acquire(void *ctx, const char *key, int64_t timeout_us, int64_t *wait
                                      wait_us);
 }
 
+/* A request of a class (and tenant): stg_redis_limiter_acquire_class. A
+ * batch is never given a token ahead: it is refused with the wait until
+ * asking again may succeed. The engine asks a refused request again
+ * horizon / 2 before the wait it is told (the contract of acquire: the
+ * wait a reservation would have needed, asked for again shortly before its
+ * turn), so the wait told is that one plus half the timeout asked with:
+ * the request asks again when it may succeed, not before, in a loop of
+ * round trips. */
+static int acquire_class(void *ctx, const char *key, const stg_class *cls, int64_t timeout_us,
+                         int64_t *wait_us, int64_t *ticket)
+{
+    cli_limiter *l = ctx;
+    (void)ticket;
+    int rc = stg_redis_limiter_acquire_class(l->backend, l->url_has_key ? NULL : key, cls,
+                                             timeout_us, wait_us);
+    if (rc == STG_ETIMEDOUT && timeout_us > 0 && *wait_us < INT64_MAX / 2 - timeout_us)
+        *wait_us += timeout_us / 2;
+    return rc;
+}
+
 static int acquire_adaptive(void *ctx, const char *key, int64_t timeout_us, int64_t *wait_us,
                             int64_t *ticket)
 {
@@ -146,6 +166,9 @@ int cli_limiter_open(cli_limiter *l, double rate, int64_t burst, int failures, i
                      const stg_shared_limiter **out)
 {
     *out = NULL;
+    int trc = cli_redis_tls_config(&l->tls, l->cmd ? l->cmd : "fetch", l->url);
+    if (trc)
+        return trc;
     if (!l->url) {
         if (l->fallback_share > 0 || l->share_breaker)
             return cli_usage_error(l->cmd, "--limiter-fallback and --share-breaker need "
@@ -170,6 +193,7 @@ int cli_limiter_open(cli_limiter *l, double rate, int64_t burst, int failures, i
     c.breaker.open_us = open_us;
     c.log = on_log;
     c.log_data = l;
+    c.tls = &l->tls.cfg;
     int err = 0;
     char why[256] = "";
     l->backend = stg_redis_limiter_new(&c, &err, why, sizeof why);
@@ -182,6 +206,11 @@ int cli_limiter_open(cli_limiter *l, double rate, int64_t burst, int failures, i
     l->ops.acquire = adaptive ? acquire_adaptive : acquire;
     if (adaptive) {
         l->ops.on_response = on_response;
+        l->ops.horizon_us = CLI_LIMITER_HORIZON_US;
+    } else {
+        /* By class: a refused request (a batch while others ask) must be
+         * asked for again, not given up at its deadline: a horizon. */
+        l->ops.acquire_class = acquire_class;
         l->ops.horizon_us = CLI_LIMITER_HORIZON_US;
     }
     if (l->share_breaker) {

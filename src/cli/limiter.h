@@ -12,6 +12,7 @@
 #include <stagger/curl.h>
 
 #include "cli/opt.h"
+#include "cli/redis_tls.h"
 
 typedef struct cli_limiter {
     const char *cmd;
@@ -25,6 +26,7 @@ typedef struct cli_limiter {
     stg_shared_limiter ops;
     void *quotas;          /* stg_redis_quota *: the servers' quotas shared */
     stg_shared_quota qops;
+    cli_redis_tls tls;     /* --redis-cacert ... (group cli_redis_tls_opts) */
 } cli_limiter;
 
 /* --limiter and --limiter-fallback, an option-table group whose field is

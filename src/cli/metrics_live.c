@@ -12,9 +12,11 @@
  *    sleeps on a condition variable (CLOCK_MONOTONIC), so stop never waits
  *    out an interval.
  *  - The listener binds the address given and nothing else (127.0.0.1
- *    when only a port is given), answers GET /metrics (and HEAD) and 404
- *    elsewhere; metrics hold no URL and no header (metrics.c), so nothing
- *    secret can be served.
+ *    when only a port is given), answers GET (and HEAD) /metrics, the
+ *    live page / with its /chart.js (in the binary: src/view) and
+ *    /live.json, and 404 elsewhere; metrics hold no URL and no header
+ *    (metrics.c), nor does the batch's part (counts), so nothing secret
+ *    can be served.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -76,8 +78,9 @@ const cli_opt cli_metrics_live_opts[] = {
      "rewrite the --metrics file every D during the run\n(default 10s)", 0, opt_interval, NULL,
      0, NULL},
     {CLI_FN, "metrics-listen", 0, "HOST:PORT",
-     "serve the same metrics at http://HOST:PORT/metrics\nduring the run (a PORT alone: "
-     "127.0.0.1; 0: any\nfree port, printed on stderr)",
+     "serve the same metrics at http://HOST:PORT/metrics\nand a live page at "
+     "http://HOST:PORT/ during the run\n(a PORT alone: 127.0.0.1; 0: any free port,\n"
+     "printed on stderr)",
      0, opt_listen, NULL, 0, NULL},
     CLI_OPT_END,
 };
@@ -86,6 +89,10 @@ const cli_opt cli_metrics_live_opts[] = {
 
 #include <pthread.h>
 #include <time.h>
+#include <jansson.h>
+#ifdef STG_HAVE_VIEW
+#include "view/view.h"
+#endif
 #ifdef STG_HAVE_SERVER
 #include <microhttpd.h>
 #if MHD_VERSION < 0x00097002
@@ -104,10 +111,39 @@ struct cli_metrics_live {
     bool thread_on, stop;
     pthread_mutex_t mu;
     pthread_cond_t cv;
+    void *(*extra)(void *data);
+    void *extra_data;
 #ifdef STG_HAVE_SERVER
     struct MHD_Daemon *mhd;
 #endif
 };
+
+void cli_metrics_live_extra(cli_metrics_live *l, void *(*fn)(void *data), void *data)
+{
+    if (!l)
+        return;
+    l->extra = fn;
+    l->extra_data = data;
+}
+
+/* live.json: the metrics and the extra part; a string to free, or NULL. */
+static char *live_json(cli_metrics_live *l)
+{
+    char *m = stg_metrics_json(l->m);
+    json_t *mj = m ? json_loads(m, 0, NULL) : NULL;
+    free(m);
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    json_t *o = mj ? json_pack("{s:f,s:s,s:o}", "t", (double)ts.tv_sec + ts.tv_nsec / 1e9,
+                               "kind", l->cmd, "metrics", mj)
+                   : NULL;
+    json_t *x = o && l->extra ? l->extra(l->extra_data) : NULL;
+    if (x)
+        json_object_set_new(o, "batch", x);
+    char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
+    json_decref(o);
+    return s;
+}
 
 static void *writer(void *arg)
 {
@@ -151,7 +187,26 @@ static mhd_result answer(void *cls, struct MHD_Connection *c, const char *url,
     char *text = NULL;
     size_t len = 0;
     unsigned code = MHD_HTTP_NOT_FOUND;
-    if (get && !strcmp(url, "/metrics")) {
+    const char *type = "text/plain; version=0.0.4; charset=utf-8";
+#ifdef STG_HAVE_VIEW
+    const char *asset = get && url[0] == '/' ? stg_view_asset(url + 1, &len, &type) : NULL;
+    if (asset) {
+        struct MHD_Response *r =
+            MHD_create_response_from_buffer(len, (void *)asset, MHD_RESPMEM_PERSISTENT);
+        if (!r)
+            return MHD_NO;
+        MHD_add_response_header(r, "Content-Type", type);
+        mhd_result rc = MHD_queue_response(c, MHD_HTTP_OK, r);
+        MHD_destroy_response(r);
+        return rc;
+    }
+#endif
+    if (get && !strcmp(url, "/live.json")) {
+        text = live_json(l);
+        len = text ? strlen(text) : 0;
+        code = text ? MHD_HTTP_OK : MHD_HTTP_INTERNAL_SERVER_ERROR;
+        type = "application/json";
+    } else if (get && !strcmp(url, "/metrics")) {
         FILE *f = open_memstream(&text, &len);
         if (f && stg_metrics_print(l->m, f) == STG_OK && fclose(f) == 0) {
             code = MHD_HTTP_OK;
@@ -163,7 +218,8 @@ static mhd_result answer(void *cls, struct MHD_Connection *c, const char *url,
     }
     if (code != MHD_HTTP_OK) {
         free(text);
-        text = strdup(code == MHD_HTTP_NOT_FOUND ? "not found: try /metrics\n" : "error\n");
+        text = strdup(code == MHD_HTTP_NOT_FOUND ? "not found: try /metrics, or / (the live page)\n"
+                                                 : "error\n");
         len = text ? strlen(text) : 0;
     }
     struct MHD_Response *r =
@@ -174,8 +230,7 @@ static mhd_result answer(void *cls, struct MHD_Connection *c, const char *url,
         return MHD_NO;
     }
     MHD_add_response_header(r, "Content-Type",
-                            code == MHD_HTTP_OK ? "text/plain; version=0.0.4; charset=utf-8"
-                                                : "text/plain; charset=utf-8");
+                            code == MHD_HTTP_OK ? type : "text/plain; charset=utf-8");
     mhd_result rc = MHD_queue_response(c, code, r);
     MHD_destroy_response(r);
     return rc;
@@ -200,8 +255,11 @@ static int start_listener(cli_metrics_live *l, const char *addr)
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(l->mhd, MHD_DAEMON_INFO_BIND_PORT);
     char ip[INET_ADDRSTRLEN] = "?";
     inet_ntop(AF_INET, &sa.sin_addr, ip, sizeof ip);
-    fprintf(stderr, "stagger %s: metrics on http://%s:%u/metrics\n", l->cmd, ip,
-            info ? (unsigned)info->port : (unsigned)ntohs(sa.sin_port));
+    unsigned port = info ? (unsigned)info->port : (unsigned)ntohs(sa.sin_port);
+    fprintf(stderr, "stagger %s: metrics on http://%s:%u/metrics\n", l->cmd, ip, port);
+#ifdef STG_HAVE_VIEW
+    fprintf(stderr, "stagger %s: live page on http://%s:%u/\n", l->cmd, ip, port);
+#endif
     fflush(stderr);
     return 0;
 }

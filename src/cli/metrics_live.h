@@ -1,7 +1,8 @@
 /*
  * Live metrics for `stagger fetch` and `stagger batch`: the Prometheus
  * text of an stg_metrics rewritten every --metrics-interval (node_exporter
- * textfile convention) and served on --metrics-listen at /metrics.
+ * textfile convention) and served on --metrics-listen at /metrics, with
+ * the live page at / (its chart.js and live.json beside it).
  */
 #ifndef STAGGER_CLI_METRICS_LIVE_H
 #define STAGGER_CLI_METRICS_LIVE_H
@@ -35,6 +36,12 @@ int cli_metrics_live_start(const char *cmd, const cli_metrics_opts *o, stg_metri
 /* Stop the thread and the listener (the caller then writes the final
  * file itself). Accepts NULL. */
 void cli_metrics_live_stop(cli_metrics_live *l);
+/* What live.json carries beside the metrics: fn(data) returns a new JSON
+ * object (a json_t *, as void * to keep jansson out of this header) put
+ * under "batch", or NULL; it runs on a listener thread, so it guards its
+ * data itself. Call before anyone polls (right after start). Accepts a
+ * NULL l. */
+void cli_metrics_live_extra(cli_metrics_live *l, void *(*fn)(void *data), void *data);
 #endif
 
 #endif

@@ -244,8 +244,28 @@ static int walk(cli_parser *p, int argc, char **argv, int pass)
     return 0;
 }
 
+/* Pass 0: every entry's def through its own handler (the table is where
+ * the code's defaults come from, as the help's). A def the handler refuses
+ * is a bug in the table: asserted. */
+static void apply_defaults(cli_parser *p, const cli_opt *t, void *ctx)
+{
+    for (const cli_opt *o = t; o->kind != CLI_END; o++) {
+        if (o->kind == CLI_GROUP) {
+            apply_defaults(p, o->group, (char *)ctx + o->off);
+            continue;
+        }
+        if (!o->def || (o->kind != CLI_FN && o->kind != CLI_STRING))
+            continue;
+        p->spelled = o->name;
+        int rc = apply(p, o, ctx, o->def);
+        STG_ASSERT(rc == 0);
+        (void)rc;
+    }
+}
+
 int cli_parse(cli_parser *p, int argc, char **argv)
 {
+    apply_defaults(p, p->cmd->opts, p->ctx);
     for (int pass = 1; pass <= 2; pass++) {
         int rc = walk(p, argc, argv, pass);
         if (rc == -2)
@@ -273,7 +293,48 @@ static void indented(FILE *out, const char *text, int col)
     }
 }
 
-static void help_option(FILE *out, const cli_opt *o)
+bool cli_opt_default(const cli_command *c, const cli_opt *o, char *buf, size_t size)
+{
+    STG_ASSERT(size > 0);
+    buf[0] = '\0';
+    if (o->def)
+        snprintf(buf, size, "%s", o->def);
+    else if (o->def_fn)
+        o->def_fn(c, buf, size);
+    else if (o->help) { /* "(default X)" or "(default X; ...)" written in the text */
+        const char *d = strstr(o->help, "(default ");
+        if (!d)
+            return false;
+        d += 9;
+        size_t n = 0;
+        int depth = 0;
+        while (d[n] && d[n] != '\n' && !(depth == 0 && strchr(";:,)", d[n]))) {
+            depth += d[n] == '(' ? 1 : d[n] == ')' ? -1 : 0;
+            n++;
+        }
+        snprintf(buf, size, "%.*s", (int)n, d);
+    }
+    return buf[0] != '\0';
+}
+
+/* The help text, then "(default X)" for an option whose default the table
+ * holds (def, def_fn). */
+static void help_text(FILE *out, const cli_command *c, const cli_opt *o)
+{
+    char def[96];
+    if (!(o->def || o->def_fn) || !cli_opt_default(c, o, def, sizeof def)) {
+        indented(out, o->help, HELP_COLUMN);
+        return;
+    }
+    const char *last = strrchr(o->help, '\n');
+    size_t last_len = strlen(last ? last + 1 : o->help);
+    char text[1024];
+    snprintf(text, sizeof text, "%s%s(default %s)", o->help,
+             last_len + strlen(def) + 11 <= 80 - HELP_COLUMN ? " " : "\n", def);
+    indented(out, text, HELP_COLUMN);
+}
+
+static void help_option(FILE *out, const cli_command *c, const cli_opt *o)
 {
     char left[160];
     int n;
@@ -294,7 +355,7 @@ static void help_option(FILE *out, const cli_opt *o)
         fprintf(out, "\n%*s", HELP_COLUMN, "");
     else
         fprintf(out, "%*s", HELP_COLUMN - n, "");
-    indented(out, o->help, HELP_COLUMN);
+    help_text(out, c, o);
 }
 
 /* Every visible option of t, in order, for the duplicate check. */
@@ -324,7 +385,7 @@ static bool names_unique(const cli_command *c)
     return n < sizeof all / sizeof all[0];
 }
 
-static void help_table(FILE *out, const cli_opt *t)
+static void help_table(FILE *out, const cli_command *c, const cli_opt *t)
 {
     for (const cli_opt *o = t; o->kind != CLI_END; o++) {
         if (o->flags & CLI_OPT_HIDDEN)
@@ -337,10 +398,10 @@ static void help_table(FILE *out, const cli_opt *t)
             fputs(o->help, out);
             break;
         case CLI_GROUP:
-            help_table(out, o->group);
+            help_table(out, c, o->group);
             break;
         default:
-            help_option(out, o);
+            help_option(out, c, o);
             break;
         }
     }
@@ -350,7 +411,7 @@ void cli_help(const cli_command *c, FILE *out)
 {
     STG_ASSERT(names_unique(c));
     fputs(c->usage, out);
-    help_table(out, c->opts);
+    help_table(out, c, c->opts);
     if (c->epilogue) {
         fputc('\n', out);
         fputs(c->epilogue, out);
@@ -359,24 +420,26 @@ void cli_help(const cli_command *c, FILE *out)
     cli_exit_help(c->exits, out);
 }
 
-static void dump_table(FILE *out, const cli_opt *t, const char *man)
+static void dump_table(FILE *out, const cli_command *c, const cli_opt *t, const char *man)
 {
     for (const cli_opt *o = t; o->kind != CLI_END; o++) {
         if (o->flags & CLI_OPT_HIDDEN)
             continue;
         const char *ref = o->man ? o->man : man;
+        char def[96];
         if (o->kind == CLI_GROUP)
-            dump_table(out, o->group, ref);
+            dump_table(out, c, o->group, ref);
         else if (is_option(o))
-            fprintf(out, "%s\t%c\t%s\t%s\n", o->name ? o->name : "-", o->letter ? o->letter : '-',
-                    o->arg ? o->arg : "-", ref ? ref : "-");
+            fprintf(out, "%s\t%c\t%s\t%s\t%s\n", o->name ? o->name : "-",
+                    o->letter ? o->letter : '-', o->arg ? o->arg : "-", ref ? ref : "-",
+                    cli_opt_default(c, o, def, sizeof def) ? def : "-");
     }
 }
 
 void cli_dump_options(const cli_command *c, FILE *out)
 {
     STG_ASSERT(names_unique(c));
-    dump_table(out, c->opts, NULL);
+    dump_table(out, c, c->opts, NULL);
 }
 
 /* ---- exit statuses -------------------------------------------------------------- */

@@ -22,6 +22,12 @@
 
 typedef struct cli_opt cli_opt;
 typedef struct cli_parser cli_parser;
+typedef struct cli_command cli_command;
+struct stg_policy;
+
+/* A default that depends on the command (a policy preset's value): written
+ * into buf (NUL-terminated), "" when none. */
+typedef void (*cli_default_fn)(const cli_command *c, char *buf, size_t size);
 
 /* Apply an option: field is the parser's ctx plus the entry's off (inside a
  * group: the group's ctx plus off); val is the value, NULL for a flag.
@@ -65,6 +71,15 @@ struct cli_opt {
      * the command's page only lists it and refers there. On a CLI_GROUP,
      * for every option in it. Checked by test_cli_options.sh. */
     const char *man;
+    /* The option's default, written once, here (curl's test1139 model):
+     * --help appends "(default DEF)" to the text, `stagger help --options`
+     * lists it (test_cli_options.sh checks the man page says the same),
+     * and cli_parse applies it through fn before reading argv, so the code
+     * starts from it too. As it is typed ("30s", "wait"). NULL: none here. */
+    const char *def;
+    /* Or a default the command decides (its policy preset's value): shown
+     * and listed like def; the command applies it itself (policy_defaults). */
+    cli_default_fn def_fn;
 };
 
 /* Table-building shorthands. */
@@ -85,13 +100,18 @@ struct cli_opt {
     }
 
 /* A subcommand: its table and the text around the generated list. */
-typedef struct cli_command {
+struct cli_command {
     const char *name;  /* "fetch", "batch report" */
     const char *usage; /* help text before the options */
     const cli_opt *opts;
     const char *epilogue; /* help text after the options (may be NULL) */
     const int *exits;     /* the exit statuses it uses, ending with -1 */
-} cli_command;
+    /* The command's retry policy before its options (batch: the "batch"
+     * preset; proxy: a 10 min deadline); NULL: the zeroed policy, the
+     * project default. The command calls it, and --help reads the policy
+     * options' defaults from it (cli_policy_default_*): one source. */
+    void (*policy_defaults)(struct stg_policy *p);
+};
 
 struct cli_parser {
     const cli_command *cmd;
@@ -119,7 +139,11 @@ const char *cli_cmd_name(const cli_parser *p);
 /* Write the command's --help (generated from its table) to out. */
 void cli_help(const cli_command *c, FILE *out);
 
-/* One line per visible option, "NAME\tLETTER\tARG\tMAN" (empty fields as "-"),
+/* The default of o in c (def, def_fn, or a "(default X" its help text
+ * writes) into buf; false when it has none. */
+bool cli_opt_default(const cli_command *c, const cli_opt *o, char *buf, size_t size);
+
+/* One line per visible option, "NAME\tLETTER\tARG\tMAN\tDEFAULT" (empty fields as "-"),
  * in table order: what docs/stagger-*.1 must list (tests/integration/
  * test_cli_options.sh). */
 void cli_dump_options(const cli_command *c, FILE *out);

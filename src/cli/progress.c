@@ -4,17 +4,24 @@
  * Invariants:
  *  - A bar line is never longer than the terminal's width minus one (the
  *    last column makes some terminals wrap, and a wrapped \r-redrawn line
- *    floods the scrollback): fields are dropped, least useful first, and
- *    what still does not fit is cut. The width is read with TIOCGWINSZ at
- *    start and again after every SIGWINCH (the handler only sets a flag).
+ *    floods the scrollback). The width is read with TIOCGWINSZ at start and
+ *    again after every SIGWINCH (the handler only sets a flag).
+ *  - Fields keep their place: each is padded to a width that depends on
+ *    the total only, never on a value, so the fields a width shows (most
+ *    important first: count, ETA, rate, done, failed, 429 share, deferred,
+ *    review, learned concurrency; then the bar, in front, when at least
+ *    MIN_BAR cells fit) are the same on every redraw, each at one column.
+ *  - The rates are measured over a window of the last 5 s (a ring of
+ *    samples of this run's counters), never averaged since the start: the
+ *    first redraw already shows the first jobs' rate, and when nothing
+ *    finishes for 5 s the rate is 0.
  *  - The ETA is what is left, times the attempts a job takes, over the
  *    attempt rate the client-side limiter allows (a fixed --rate, per host:
- *    the runner sets R times the hosts it has seen), or the
- *    recent rate when that is lower or no fixed limit is known; the recent
- *    rate is smoothed over a few seconds, never an average since the
- *    start (which a slow start or a burst would skew for the whole run).
+ *    the runner sets R times the hosts it has seen), or the recent rate
+ *    when that is lower or no fixed limit is known.
  *  - The last line is drawn from the counts read back from the store after
- *    the run, not from the last snapshot: it is the true final state.
+ *    the run, not from the last snapshot: it is the true final state, and
+ *    its rate is the report's "jobs/s answered" (given by the runner).
  */
 #ifdef STG_HAVE_STORE
 
@@ -28,9 +35,13 @@
 #include "cli/progress.h"
 #include "util/assert.h"
 
-#define RATE_TAU_S 5.0 /* smoothing time constant of the recent rates */
+#define WINDOW_US 5000000      /* the rates are measured over the last 5 s */
+#define SAMPLE_EVERY_US 100000 /* at most one sample a tenth of a second */
 #define MIN_WIDTH 20
 #define MAX_BAR 40
+#define MIN_BAR 8
+#define ETA_W 6                /* "99h59m", the bar's ETA */
+#define RATE_W 6               /* "9999.9" */
 
 static volatile sig_atomic_t g_winch;
 static struct sigaction g_old_winch;
@@ -40,6 +51,8 @@ static void on_winch(int sig)
     (void)sig;
     g_winch = 1;
 }
+
+static void push_sample(progress *p, int64_t now_us, uint64_t attempts, uint64_t finished);
 
 static int read_width(int fd)
 {
@@ -59,7 +72,7 @@ void progress_init(progress *p, enum progress_mode mode, FILE *out, double limit
     p->out = out;
     p->fd = fileno(out);
     p->limit_rps = limit_rps > 0 ? limit_rps : 0;
-    p->t_us = now_us;
+    push_sample(p, now_us, 0, 0); /* the run's counters start at 0 */
     if (mode == PROGRESS_BAR) {
         p->width = read_width(p->fd);
         struct sigaction sa;
@@ -72,22 +85,45 @@ void progress_init(progress *p, enum progress_mode mode, FILE *out, double limit
     }
 }
 
+/* A sample of the counters, kept while it can still be a window's start. */
+static void push_sample(progress *p, int64_t now_us, uint64_t attempts, uint64_t finished)
+{
+    if (p->n_samples > 0) {
+        const progress_sample *last =
+            &p->samples[(p->first + p->n_samples - 1) % PROGRESS_SAMPLES];
+        if (now_us - last->t_us < SAMPLE_EVERY_US)
+            return; /* a denser history would only shorten the one kept */
+    }
+    if (p->n_samples == PROGRESS_SAMPLES) {
+        p->first = (p->first + 1) % PROGRESS_SAMPLES;
+        p->n_samples--;
+    }
+    progress_sample *x = &p->samples[(p->first + p->n_samples) % PROGRESS_SAMPLES];
+    x->t_us = now_us, x->attempts = attempts, x->finished = finished;
+    p->n_samples++;
+}
+
+/* The rates over the window: from the newest sample at least WINDOW_US
+ * old (or the oldest there is) to now. Samples older than that start are
+ * dropped. Nothing finished in the window: 0. */
 static void update_rates(progress *p, const progress_state *s, int64_t now_us)
 {
-    double dt = (double)(now_us - p->t_us) / 1e6;
-    if (dt < (p->rated ? 0.2 : 1.0)) /* the first second is the burst, not the rate */
-        return;
-    double ar = (double)(s->attempts - p->attempts) / dt;
-    double jr = (double)(s->finished - p->finished) / dt;
-    if (!p->rated) {
-        p->attempt_rps = ar, p->job_rps = jr;
-        p->rated = true;
-    } else {
-        double a = 1 - exp(-dt / RATE_TAU_S);
-        p->attempt_rps += a * (ar - p->attempt_rps);
-        p->job_rps += a * (jr - p->job_rps);
+    while (p->n_samples > 1 &&
+           p->samples[(p->first + 1) % PROGRESS_SAMPLES].t_us <= now_us - WINDOW_US) {
+        p->first = (p->first + 1) % PROGRESS_SAMPLES;
+        p->n_samples--;
     }
-    p->attempts = s->attempts, p->finished = s->finished, p->t_us = now_us;
+    if (p->n_samples > 0) {
+        const progress_sample *base = &p->samples[p->first];
+        double dt = (double)(now_us - base->t_us) / 1e6;
+        if (dt > 0) {
+            p->attempt_rps = (double)(s->attempts - base->attempts) / dt;
+            p->job_rps = (double)(s->finished - base->finished) / dt;
+            p->window_s = dt;
+            p->rated = true;
+        }
+    }
+    push_sample(p, now_us, s->attempts, s->finished);
 }
 
 double progress_eta(const progress *p, const progress_state *s)
@@ -108,9 +144,10 @@ double progress_eta(const progress *p, const progress_state *s)
     return (double)s->left * per_job / rate;
 }
 
+/* The time left ("99 h 59 m" at most); "?" unknown. */
 static void fmt_eta(double s, char *buf, size_t size)
 {
-    if (!(s >= 0) || s > 360000)
+    if (!(s >= 0) || s >= 360000)
         snprintf(buf, size, "?");
     else if (s < 60)
         snprintf(buf, size, "%.0f s", ceil(s));
@@ -120,107 +157,166 @@ static void fmt_eta(double s, char *buf, size_t size)
         snprintf(buf, size, "%d h %02d m", (int)s / 3600, ((int)s / 60) % 60);
 }
 
-/* The text after the bar at a level of detail (0 most, 4 least). */
-static void fmt_text(const progress *p, const progress_state *s, bool final, int level,
-                     char *buf, size_t size)
+/* The same, compact, for the bar: at most ETA_W characters ("99h59m"). */
+static void fmt_eta_short(double s, char *buf, size_t size)
 {
-    char eta[32], tail[80], conc[32] = "";
-    fmt_eta(progress_eta(p, s), eta, sizeof eta);
-    if (s->concurrency > 0) /* a learned concurrency: where it stands */
-        snprintf(conc, sizeof conc, "conc %d  ", s->concurrency);
-    if (final)
-        snprintf(tail, sizeof tail, "%sfinished", level == 0 ? conc : "");
+    if (!(s >= 0) || s >= 360000)
+        snprintf(buf, size, "?");
+    else if (s < 60)
+        snprintf(buf, size, "%.0fs", ceil(s));
+    else if (s < 3600)
+        snprintf(buf, size, "%dm%02ds", (int)s / 60, (int)s % 60);
     else
-        snprintf(tail, sizeof tail, "%sETA %s", level == 0 ? conc : "", eta);
+        snprintf(buf, size, "%dh%02dm", (int)s / 3600, ((int)s / 60) % 60);
+}
+
+static int digits(int64_t n)
+{
+    int d = 1;
+    while (n >= 10)
+        n /= 10, d++;
+    return d;
+}
+
+/* The rate, RATE_W characters wide whatever its value. */
+static void fmt_rate(double r, char *buf, size_t size)
+{
+    if (!(r >= 0))
+        r = 0;
+    if (r < 9999.95)
+        snprintf(buf, size, "%*.1f", RATE_W, r);
+    else if (r < 999999.5)
+        snprintf(buf, size, "%*.0f", RATE_W, r);
+    else
+        snprintf(buf, size, "%*s", RATE_W, ">1e6");
+}
+
+/* The rate a line shows: during the run, finished jobs per second over the
+ * window; on the last line, the figure the report prints. */
+static double shown_rate(const progress *p, bool final)
+{
+    if (final)
+        return p->end_rps;
+    return p->rated ? p->job_rps : 0;
+}
+
+/* The bar's fields, most important first, each padded to a width that
+ * depends only on the total (and the concurrency's presence), never on
+ * the values: which fields fit a width, and where each one starts, stay
+ * the same from the first redraw to the last. */
+enum { F_COUNT, F_ETA, F_RATE, F_DONE, F_FAILED, F_429, F_DEFERRED, F_REVIEW, F_CONC, F_N };
+
+static int fmt_fields(const progress *p, const progress_state *s, bool final,
+                      char f[F_N][48])
+{
+    int w = digits(s->total > 0 ? s->total : 0);
+    char eta[32], rate[32];
+    fmt_eta_short(progress_eta(p, s), eta, sizeof eta);
+    fmt_rate(shown_rate(p, final), rate, sizeof rate);
     double p429 = s->attempts ? 100.0 * (double)s->status_429 / (double)s->attempts : 0;
-    double rps = p->rated ? p->attempt_rps : 0;
-    switch (level) {
-    case 0:
-        snprintf(buf, size,
-                 "%lld/%lld  done %lld  failed %lld  deferred %lld  review %lld  %.1f req/s  "
-                 "429 %.1f%%  %s",
-                 (long long)s->ended, (long long)s->total, (long long)s->done,
-                 (long long)s->failed, (long long)s->deferred, (long long)s->review, rps, p429,
-                 tail);
-        break;
-    case 1:
-        snprintf(buf, size,
-                 "%lld/%lld  done %lld  failed %lld  deferred %lld  %.1f req/s  429 %.1f%%  %s",
-                 (long long)s->ended, (long long)s->total, (long long)s->done,
-                 (long long)s->failed, (long long)(s->deferred + s->review), rps, p429, tail);
-        break;
-    case 2:
-        snprintf(buf, size, "%lld/%lld  %.1f req/s  %s", (long long)s->ended,
-                 (long long)s->total, rps, tail);
-        break;
-    case 3:
-        snprintf(buf, size, "%lld/%lld  %s", (long long)s->ended, (long long)s->total,
-                 final ? "finished" : eta);
-        break;
-    default:
-        snprintf(buf, size, "%lld/%lld", (long long)s->ended, (long long)s->total);
-        break;
-    }
+    snprintf(f[F_COUNT], 48, "%*lld/%lld", w, (long long)s->ended, (long long)s->total);
+    if (final)
+        snprintf(f[F_ETA], 48, "%-*s", ETA_W + 4, "finished");
+    else
+        snprintf(f[F_ETA], 48, "ETA %-*s", ETA_W, eta);
+    snprintf(f[F_RATE], 48, "%s jobs/s", rate);
+    snprintf(f[F_DONE], 48, "done %*lld", w, (long long)s->done);
+    snprintf(f[F_FAILED], 48, "failed %*lld", w, (long long)s->failed);
+    if (p429 < 99.95) /* 4 characters either way */
+        snprintf(f[F_429], 48, "429 %4.1f%%", p429);
+    else
+        snprintf(f[F_429], 48, "429 %4.0f%%", p429);
+    snprintf(f[F_DEFERRED], 48, "deferred %*lld", w, (long long)s->deferred);
+    snprintf(f[F_REVIEW], 48, "review %*lld", w, (long long)s->review);
+    if (s->concurrency <= 0) /* a fixed concurrency: not shown */
+        return F_CONC;
+    snprintf(f[F_CONC], 48, "conc %4d", s->concurrency);
+    return F_N;
 }
 
 size_t progress_format(const progress *p, const progress_state *s, bool bar, bool final,
                        int width, char *buf, size_t size)
 {
     STG_ASSERT(size > 0);
-    char text[256];
     if (!bar) { /* the plain lines keep their one format (logs are read by scripts) */
-        char eta[32];
-        fmt_eta(final ? 0 : progress_eta(p, s), eta, sizeof eta);
-        char conc[40] = "";
+        char eta[48], conc[80] = "", claimed[80] = "";
+        if (final)
+            snprintf(eta, sizeof eta, "finished");
+        else {
+            char e[32];
+            fmt_eta(progress_eta(p, s), e, sizeof e);
+            snprintf(eta, sizeof eta, "ETA %s", e);
+        }
+        if (s->inflight > 0) /* claimed jobs: sending, or waiting for a retry or the limiter */
+            snprintf(claimed, sizeof claimed, ", %lld claimed (sending or waiting)",
+                     (long long)s->inflight);
         if (s->concurrency > 0)
-            snprintf(conc, sizeof conc, ", concurrency %d", s->concurrency);
+            snprintf(conc, sizeof conc, ", at most %d requests at once (learned)",
+                     s->concurrency);
         double p429 = s->attempts ? 100.0 * (double)s->status_429 / (double)s->attempts : 0;
+        char window[48] = "";
+        if (!final)
+            snprintf(window, sizeof window, " (last %.0f s)", p->rated ? ceil(p->window_s) : 0);
         return (size_t)snprintf(buf, size,
                                 "batch: %lld/%lld ended (done %lld, failed %lld, deferred %lld, "
-                                "review %lld), %lld in flight, %.1f req/s, 429 %.1f%%, ETA %s%s",
+                                "review %lld), %.1f jobs/s%s, 429 %.1f%%, %s%s%s",
                                 (long long)s->ended, (long long)s->total, (long long)s->done,
                                 (long long)s->failed, (long long)s->deferred,
-                                (long long)s->review, (long long)s->inflight,
-                                p->rated ? p->attempt_rps : 0, p429, eta, conc);
+                                (long long)s->review, shown_rate(p, final), window, p429, eta,
+                                claimed, conc);
     }
     if (width < MIN_WIDTH)
         width = MIN_WIDTH;
     size_t room = (size_t)width - 1;
     if (room >= size)
         room = size - 1;
-    for (int level = 0; level <= 4; level++) {
-        fmt_text(p, s, final, level, text, sizeof text);
-        size_t tl = strlen(text);
-        if (tl + 2 + 1 + 8 > room) /* "[" 8 cells "] " text */
-            continue;
-        size_t cells = room - tl - 3;
-        if (cells > MAX_BAR)
-            cells = MAX_BAR;
+    char f[F_N][48];
+    int nf = fmt_fields(p, s, final, f);
+    /* As many fields as fit, in order; then the bar, when MIN_BAR cells
+     * still fit (a count field always says as much as a bar). */
+    size_t len = 0;
+    int n = 0;
+    while (n < nf) {
+        size_t add = strlen(f[n]) + (n ? 2 : 0);
+        if (len + add > room)
+            break;
+        len += add, n++;
+    }
+    size_t cells = 0;
+    if (n > 0 && len + 3 + MIN_BAR <= room)
+        cells = room - len - 3 > MAX_BAR ? MAX_BAR : room - len - 3;
+    char *w = buf;
+    if (cells) {
         size_t fill = s->total > 0 ? (size_t)((double)cells * (double)s->ended /
                                                (double)s->total)
                                    : cells;
         if (fill > cells)
             fill = cells;
-        char *w = buf;
         *w++ = '[';
         for (size_t i = 0; i < cells; i++)
             *w++ = i < fill ? '#' : '.';
         *w++ = ']';
         *w++ = ' ';
-        memcpy(w, text, tl + 1);
+    }
+    if (n == 0) { /* not even the count fits: cut it */
+        size_t tl = strlen(f[F_COUNT]);
+        if (tl > room)
+            tl = room;
+        memcpy(w, f[F_COUNT], tl);
+        w[tl] = '\0';
         return (size_t)(w - buf) + tl;
     }
-    for (int level = 0; level <= 4; level++) {
-        fmt_text(p, s, final, level, text, sizeof text);
-        if (strlen(text) <= room || level == 4)
-            break;
+    for (int i = 0; i < n; i++) {
+        if (i) {
+            *w++ = ' ';
+            *w++ = ' ';
+        }
+        size_t fl = strlen(f[i]);
+        memcpy(w, f[i], fl);
+        w += fl;
     }
-    size_t tl = strlen(text);
-    if (tl > room)
-        tl = room;
-    memcpy(buf, text, tl);
-    buf[tl] = '\0';
-    return tl;
+    *w = '\0';
+    return (size_t)(w - buf);
 }
 
 static void emit(progress *p, const progress_state *s, bool final)
@@ -253,11 +349,20 @@ void progress_draw(progress *p, const progress_state *s, int64_t now_us)
         emit(p, s, false);
 }
 
-void progress_final(progress *p, const progress_state *s, int64_t now_us)
+void progress_final(progress *p, const progress_state *s, double jobs_per_s)
 {
-    update_rates(p, s, now_us);
+    p->end_rps = jobs_per_s;
     if (p->mode != PROGRESS_NONE)
         emit(p, s, true);
+}
+
+void progress_clear(progress *p)
+{
+    if (p->mode == PROGRESS_BAR && p->drawn) {
+        fputs("\r\033[K", p->out);
+        fflush(p->out);
+        p->drawn = false;
+    }
 }
 
 void progress_end(progress *p)

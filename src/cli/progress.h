@@ -19,6 +19,14 @@ typedef struct progress_state {
 
 enum progress_mode { PROGRESS_BAR, PROGRESS_LINES, PROGRESS_NONE };
 
+/* The counters at one time (the ring behind the recent rates). */
+typedef struct progress_sample {
+    int64_t t_us;
+    uint64_t attempts, finished;
+} progress_sample;
+
+#define PROGRESS_SAMPLES 64 /* one a tenth of a second at most: 6.4 s > the 5 s window */
+
 typedef struct progress {
     enum progress_mode mode;
     FILE *out;
@@ -26,12 +34,15 @@ typedef struct progress {
     int width;             /* columns; re-read after SIGWINCH */
     double limit_rps;      /* attempts/s the client-side limiter allows the run (--rate
                               times the hosts seen); 0: none known. The runner updates it */
-    /* A window of recent rates (no early average): attempts and finished
-     * jobs per second, smoothed with a 5 s time constant. */
-    int64_t t_us;
-    uint64_t attempts, finished;
-    double attempt_rps, job_rps;
+    /* The recent rates: attempts and finished jobs per second over the
+     * last 5 s (window_s: the span measured, shorter at the start), from a
+     * ring of samples of this run's counters; never an average since the
+     * start, 0 when nothing finished in the window. */
+    progress_sample samples[PROGRESS_SAMPLES];
+    int first, n_samples;
+    double attempt_rps, job_rps, window_s;
     bool rated;
+    double end_rps;        /* the last line's figure: the report's jobs/s */
     bool drawn;            /* a bar is on the screen (the line is open) */
 } progress;
 
@@ -42,8 +53,13 @@ void progress_init(progress *p, enum progress_mode mode, FILE *out, double limit
                    int64_t now_us);
 /* Feed the counters at now_us (updates the rates) and draw one line. */
 void progress_draw(progress *p, const progress_state *s, int64_t now_us);
-/* The last line: the final state s (read back from the store), no ETA. */
-void progress_final(progress *p, const progress_state *s, int64_t now_us);
+/* The last line: the final state s (read back from the store), "finished"
+ * and jobs_per_s, the rate the report prints (jobs answered over the runs'
+ * wall time), so the two agree. */
+void progress_final(progress *p, const progress_state *s, double jobs_per_s);
+/* Erase an open bar line, so that a message can take its place (the next
+ * draw puts the bar back under it). */
+void progress_clear(progress *p);
 /* Close an open bar line (a newline) and restore SIGWINCH. */
 void progress_end(progress *p);
 

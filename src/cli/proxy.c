@@ -205,6 +205,7 @@ static const cli_opt proxy_table[] = {
     CLI_OPT_HELP_ENTRY,
     {.kind = CLI_HEADING, .help = "Shared limit (many processes or machines)"},
     {.kind = CLI_GROUP, .group = cli_limiter_opts, .off = F(limiter), .man = "stagger-batch(1)"},
+    {.kind = CLI_GROUP, .group = cli_redis_tls_opts, .off = F(limiter.tls), .man = "stagger-batch(1)"},
     {CLI_FLAG, "share-breaker", 0, NULL,
      "keep the circuit breaker in Redis too, so every\nproxy sees an open breaker at once",
      F(limiter.share_breaker), NULL, NULL, 0, "stagger-batch(1)"},
@@ -219,6 +220,13 @@ static const cli_opt proxy_table[] = {
 
 static const int proxy_exits[] = {CLI_EXIT_OK, CLI_EXIT_FAILED, CLI_EXIT_USAGE, CLI_EXIT_LIMITER,
                                   -1};
+
+/* The policy before the options: the project default with a 10 min
+ * deadline (--help shows it; a --preset resets it). */
+static void proxy_policy_defaults(stg_policy *p)
+{
+    p->deadline_us = PROXY_DEFAULT_DEADLINE_US;
+}
 
 const cli_command cli_proxy_command = {
     .name = CMD,
@@ -238,6 +246,7 @@ const cli_command cli_proxy_command = {
                 "  stagger proxy --listen 127.0.0.1:8080 --upstream https://api.example.com\n"
                 "  OPENAI_BASE_URL=http://127.0.0.1:8080/v1 python3 app.py\n",
     .exits = proxy_exits,
+    .policy_defaults = proxy_policy_defaults,
 };
 
 /* "127.0.0.1:8080", "[::1]:8080", "8080". */
@@ -362,7 +371,7 @@ int cli_proxy_main(int argc, char **argv)
      * Anthropic SDKs: 10 minutes, DEFAULT_TIMEOUT in src/client.ts): a
      * completion that takes minutes must not be cut by ours first.
      * --deadline or a --preset (which resets the policy) replace it. */
-    o.policy.deadline_us = PROXY_DEFAULT_DEADLINE_US;
+    proxy_policy_defaults(&o.policy);
     o.limiter.cmd = CMD;
     cli_engine_opts_init(&o.eng);
     cli_parser parser = {.cmd = &cli_proxy_command, .ctx = &o};

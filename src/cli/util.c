@@ -224,6 +224,75 @@ static int opt_no_retry_refusals(cli_parser *p, const cli_opt *o, void *field, c
     return 0;
 }
 
+/* ---- the policy options' defaults: the command's policy, resolved ---------------- */
+
+/* c's policy before its options (cli_command.policy_defaults), resolved. */
+static stg_policy command_policy(const cli_command *c)
+{
+    stg_policy p, r;
+    memset(&p, 0, sizeof p);
+    if (c && c->policy_defaults)
+        c->policy_defaults(&p);
+    if (stg_policy_resolve(&p, &r) != STG_OK)
+        memset(&r, 0, sizeof r);
+    return r;
+}
+
+/* A duration as an option takes it: "50ms", "30s", "5m"; "0" for none. */
+static void typed_duration(int64_t us, char *buf, size_t size)
+{
+    if (us <= 0)
+        snprintf(buf, size, "none");
+    else if (us % STG_SEC(60) == 0 && us >= STG_SEC(120))
+        snprintf(buf, size, "%lldm", (long long)(us / STG_SEC(60)));
+    else if (us % STG_SEC(1) == 0)
+        snprintf(buf, size, "%llds", (long long)(us / STG_SEC(1)));
+    else
+        snprintf(buf, size, "%lldms", (long long)(us / 1000));
+}
+
+#define POLICY_DEFAULT(name, expr)                                                                 \
+    static void def_##name(const cli_command *c, char *buf, size_t size)                           \
+    {                                                                                              \
+        stg_policy r = command_policy(c);                                                          \
+        expr;                                                                                      \
+    }
+POLICY_DEFAULT(base, typed_duration(r.backoff.base_us, buf, size))
+POLICY_DEFAULT(throttle_base, typed_duration(r.throttle_base_us, buf, size))
+POLICY_DEFAULT(cap, typed_duration(r.backoff.cap_us, buf, size))
+POLICY_DEFAULT(mult, snprintf(buf, size, "%g", r.backoff.multiplier))
+POLICY_DEFAULT(retries, snprintf(buf, size, "%d", r.max_attempts - 1))
+POLICY_DEFAULT(deadline, typed_duration(r.deadline_us, buf, size))
+POLICY_DEFAULT(max_server_wait, typed_duration(r.max_server_wait_us, buf, size))
+POLICY_DEFAULT(retry_after, snprintf(buf, size, "%s", stg_retry_after_mode_name(r.retry_after_mode)))
+POLICY_DEFAULT(spread, snprintf(buf, size, "%g", r.honor_spread))
+POLICY_DEFAULT(connect_timeout, typed_duration(r.connect_timeout_us, buf, size))
+POLICY_DEFAULT(max_time, typed_duration(r.attempt_timeout_us, buf, size))
+POLICY_DEFAULT(first_byte_timeout, typed_duration(r.first_byte_timeout_us, buf, size))
+POLICY_DEFAULT(idle_timeout, typed_duration(r.idle_timeout_us, buf, size))
+#undef POLICY_DEFAULT
+
+static void def_retry_on(const cli_command *c, char *buf, size_t size)
+{
+    stg_policy r = command_policy(c);
+    size_t w = 0;
+    buf[0] = '\0';
+    for (int st = 100; st < 640 && w < size;) {
+        bool all = st % 100 == 0 && st + 99 < 640;
+        for (int k = st; all && k < st + 100; k++)
+            all = stg_status_set_has(&r.retry_statuses, k);
+        int n = 0;
+        if (all) /* a whole class, as --retry-on takes it: 5xx */
+            n = snprintf(buf + w, size - w, "%s%dxx", w ? "," : "", st / 100);
+        else if (stg_status_set_has(&r.retry_statuses, st))
+            n = snprintf(buf + w, size - w, "%s%d", w ? "," : "", st);
+        if (n < 0)
+            break;
+        w += (size_t)n;
+        st += all ? 100 : 1;
+    }
+}
+
 const cli_opt cli_policy_kind_opts[] = {
     {CLI_FN, "preset", 0, "NAME",
      "default | full-jitter | bounded | batch | decorrelated\n"
@@ -238,26 +307,28 @@ const cli_opt cli_policy_kind_opts[] = {
 
 const cli_opt cli_policy_opts[] = {
     {CLI_FN, "base", 0, "D", "first backoff step after a transient fault: 500, 502,\n"
-     "504, 408, a reset (default 50ms)", 0, opt_base, NULL, 0, NULL},
+     "504, 408, a reset", 0, opt_base, NULL, 0, NULL, NULL, def_base},
     {CLI_FN, "throttle-base", 0, "D", "first backoff step after a throttle: 429, 529, 503\n"
-     "with a hint (default 1s; --base alone sets both)", 0, opt_throttle_base, NULL, 0, NULL},
-    {CLI_FN, "cap", 0, "D", "largest backoff step (default 30s)", 0, opt_cap, NULL, 0, NULL},
-    {CLI_FN, "mult", 0, "X", "growth per retry (default 2)", 0, opt_mult, NULL, 0, NULL},
-    {CLI_FN, "retries", 0, "N", "retries after the first attempt (default 5)", 0, cli_opt_retries,
-     NULL, 0, NULL},
-    {CLI_FN, "deadline", 0, "D", "overall time limit, 0 = none (default 60s; batch\n5m, proxy 10m)", 0, opt_deadline,
-     NULL, 0, NULL},
+     "with a hint (--base alone sets both)", 0, opt_throttle_base, NULL, 0, NULL, NULL,
+     def_throttle_base},
+    {CLI_FN, "cap", 0, "D", "largest backoff step, before jitter", 0, opt_cap, NULL, 0, NULL, NULL,
+     def_cap},
+    {CLI_FN, "mult", 0, "X", "growth per retry", 0, opt_mult, NULL, 0, NULL, NULL, def_mult},
+    {CLI_FN, "retries", 0, "N", "retries after the first attempt", 0, cli_opt_retries,
+     NULL, 0, NULL, NULL, def_retries},
+    {CLI_FN, "deadline", 0, "D", "overall time limit, 0 = none", 0, opt_deadline,
+     NULL, 0, NULL, NULL, def_deadline},
     {CLI_FN, "max-server-wait", 0, "D",
-     "give the response back when the server asks for more\nthan this (default 30s)", 0,
-     opt_max_server_wait, NULL, 0, NULL},
-    {CLI_FN, "retry-after", 0, "MODE", "honor (default) | exact | cap | ignore", 0, opt_retry_after,
-     NULL, 0, NULL},
+     "give the response back when the server asks for more\nthan this", 0,
+     opt_max_server_wait, NULL, 0, NULL, NULL, def_max_server_wait},
+    {CLI_FN, "retry-after", 0, "MODE", "honor | exact | cap | ignore", 0, opt_retry_after,
+     NULL, 0, NULL, NULL, def_retry_after},
     {CLI_FN, "spread", 0, "X",
-     "honor mode: spread after Retry-After, as a fraction of\nit (default 0.2; at least --base)", 0,
-     opt_spread, NULL, 0, NULL},
+     "honor mode: spread after Retry-After, as a fraction of\nit (at least --base)", 0,
+     opt_spread, NULL, 0, NULL, NULL, def_spread},
     {CLI_FN, "retry-on", 0, "LIST",
-     "statuses to retry, e.g. 429,503 or 429,5xx\n(default 408,429,500,502,503,504,529)", 0,
-     opt_retry_on, NULL, 0, NULL},
+     "statuses to retry, e.g. 429,503 or 429,5xx", 0,
+     opt_retry_on, NULL, 0, NULL, NULL, def_retry_on},
     {CLI_FN, "no-retry-refusals", 0, NULL,
      "retry a refusal (429, 529) only for a method that may\n"
      "repeat (default: for POST too, the server did no work)",
@@ -286,19 +357,18 @@ static int opt_attempt_time(cli_parser *p, const cli_opt *o, void *field, const 
 }
 
 const cli_opt cli_timeout_opts[] = {
-    {CLI_FN, "connect-timeout", 0, "D", "per attempt (default 5s)", 0, opt_attempt_time, NULL,
-     0, NULL},
+    {CLI_FN, "connect-timeout", 0, "D", "per attempt", 0, opt_attempt_time, NULL,
+     0, NULL, NULL, def_connect_timeout},
     {CLI_FN, "max-time", 'm', "D",
-     "whole attempt (default: none, a body that still\n"
-     "flows is not cut); every time is cut to what the\n"
-     "deadline leaves",
-     0, opt_attempt_time, NULL, 0, NULL},
+     "whole attempt (none: a body that still flows is not\n"
+     "cut); every time is cut to what the deadline leaves",
+     0, opt_attempt_time, NULL, 0, NULL, NULL, def_max_time},
     {CLI_FN, "first-byte-timeout", 0, "D",
-     "wait for the answer to begin, once the request is\nsent (default 5m)", 0,
-     opt_attempt_time, NULL, 0, NULL},
+     "wait for the answer to begin, once the request is\nsent", 0,
+     opt_attempt_time, NULL, 0, NULL, NULL, def_first_byte_timeout},
     {CLI_FN, "idle-timeout", 0, "D",
-     "longest time without a byte once the answer has\nbegun (default 2m)", 0,
-     opt_attempt_time, NULL, 0, NULL},
+     "longest time without a byte once the answer has\nbegun", 0,
+     opt_attempt_time, NULL, 0, NULL, NULL, def_idle_timeout},
     CLI_OPT_END,
 };
 

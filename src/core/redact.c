@@ -136,15 +136,20 @@ static void puts_(out *o, const char *s)
 static void put_clean(out *o, const char *s, size_t n)
 {
     static const char hex[] = "0123456789ABCDEF";
+    size_t run = 0; /* clean bytes not yet copied: one put per run, since
+                       every request's URL passes here (engine submit) */
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)s[i];
         if (c > 0x20 && c < 0x7f) {
-            put(o, s + i, 1);
-        } else {
-            char e[3] = {'%', hex[c >> 4], hex[c & 15]};
-            put(o, e, 3);
+            run++;
+            continue;
         }
+        put(o, s + i - run, run);
+        run = 0;
+        char e[3] = {'%', hex[c >> 4], hex[c & 15]};
+        put(o, e, 3);
     }
+    put(o, s + n - run, run);
 }
 
 /* Printable ASCII only, anything else as '?': output goes into log lines and

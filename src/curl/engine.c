@@ -228,6 +228,8 @@ stg_engine *stg_engine_new(const stg_engine_config *cfg, int *err)
     }
     e->cfg = c;
     e->pol = pol;
+    stg__fq_init(&e->new_fq, 0);
+    stg__classes_init(&e->classes);
     e->concurrency = c.concurrency ? c.concurrency : DEFAULT_CONCURRENCY;
     if (c.learn) { /* copied: the hosts set up from it later */
         e->learn = *c.learn;
@@ -300,7 +302,7 @@ int stg_engine_submit(stg_engine *e, const stg_request *rq, stg_done_fn done, vo
     if (m == STG_METHOD_UNKNOWN || m == STG_METHOD_CONNECT)
         return STG_EINVAL;
     if (rq->max_redirects < 0 || rq->max_attempts < 0 ||
-        (rq->priority != 0 && rq->priority != STG_PRIORITY_LOW) || (rq->read_body && rq->body))
+        !stg__class_valid(rq->priority, rq->tenant, rq->weight) || (rq->read_body && rq->body))
         return STG_EINVAL;
     if (rq->idempotency_key &&
         (!*rq->idempotency_key ||
@@ -355,7 +357,11 @@ int stg_engine_submit(stg_engine *e, const stg_request *rq, stg_done_fn done, vo
             r->pol = r->own_pol;
         }
     }
-    r->low = rq->priority == STG_PRIORITY_LOW;
+    r->prio = rq->priority;
+    r->weight = rq->weight;
+    if (rq->tenant && *rq->tenant)
+        ok = ok && (r->tenant = strdup(rq->tenant)) != NULL;
+    r->crow = stg__classes_row(&e->classes, r->prio, r->tenant);
     if (rq->read_body) {
         r->read_body = rq->read_body;
         r->read_data = rq->body_sink_data;
@@ -415,8 +421,13 @@ int stg_engine_submit(stg_engine *e, const stg_request *rq, stg_done_fn done, vo
         stg__eng_req_free(r);
         return STG_ENOMEM;
     }
+    stg_class cls = req_class(r);
+    if (stg__fq_push(&e->new_fq, &r->fq, &cls) != STG_OK) {
+        stg__eng_map_del(e, r->id);
+        stg__eng_req_free(r);
+        return STG_ENOMEM;
+    }
     stg__eng_enter(e, r, RQ_NEW_Q);
-    stg__eng_q_push(r->low ? &e->low_q : &e->new_q, r);
     h->q_alive++; /* the quotas' demand (engine_admit.c), until finish */
     e->stats.submitted++;
     if (id)
@@ -467,8 +478,7 @@ void stg_engine_cancel_all(stg_engine *e)
 static int64_t poll_timeout_us(const stg_engine *e, int64_t timeout_us)
 {
     int64_t t = timeout_us < 0 ? 0 : timeout_us;
-    if ((e->retry_q.head || e->new_q.head || e->low_q.head) &&
-        e->active + e->reserved < e->concurrency)
+    if (stg__eng_can_start(e))
         return 0;
     if (e->ext_always || e->done_unread)
         return 0;
@@ -647,6 +657,8 @@ void stg_engine_free(stg_engine *e)
     free(e->pool);
     stg__heap_free(&e->timers);
     stg__hosts_free(&e->hosts);
+    stg__fq_free(&e->new_fq);
+    stg__classes_free(&e->classes);
     free(e->slots);
     if (e->wake_fd >= 0)
         close(e->wake_fd);

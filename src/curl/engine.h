@@ -13,7 +13,8 @@
  *                   with stg_curl_perform), redirect hops;
  *   engine_settle.c a send's quota reservation settled or given back;
  *   engine_finish.c the last move: report, the done callback, free;
- *   engine_conc.c   a learned per-host concurrency: its slots and waiters.
+ *   engine_conc.c   a learned per-host concurrency: its slots and waiters;
+ *   engine_class.c  the classes and tenants: one row of figures each.
  *
  * Where a request is (req.where) is exactly one place at any time outside
  * the function moving it: the new queue, the retry queue, the timer heap,
@@ -24,15 +25,32 @@
  * (rq_state); engine_state.c has the diagram and the table of legal moves,
  * which stg__eng_enter asserts on every move, and stg__eng_check the
  * bookkeeping that goes with a place (heap index, easy handle,
- * reservation). A turn in its host's pace FIFO (p_next/p_prev, `pacing`)
- * is an order, not a place: the FIFO's head is in the retry queue or a
- * W_PACE timer while it asks the limiter, the others are in PACE_Q.
+ * reservation). A turn in its host's pace queue (`pacing`,
+ * host->pace_fq) is an order, not a place: its head (host->pace_head) is
+ * in the retry queue or a W_PACE timer while it asks the limiter, the
+ * others are in PACE_Q.
+ *
+ * Classes and tenants (docs/priorities.md): the new queue, a host's pace
+ * queue and a host's concurrency queue are fair queues (core/fairq.h:
+ * classes strictly by number with a floor, tenants by weight), and a
+ * request is in at most one of them, through its one item r->fq (NEW_Q,
+ * CONC_Q and pacing never overlap). A request is `queued` (counted in its
+ * class row's waiting) from the moment it is ready (NEW_Q, or the retry
+ * queue when it was not queued) until its attempt starts or it ends
+ * (stg__eng_enter, start_attempt, stg__eng_req_free).
+ *
+ * Every move into a place (stg__eng_enter) and the finish close the time
+ * spent in the previous one (stg__eng_account): a request's WAITED events
+ * and its ACTIVE spans tile its life in the engine, from submit to finish,
+ * with no gap and no overlap (RQ_NONE lasts no time on the engine's clock).
  */
 #ifndef STAGGER_CURL_ENGINE_H
 #define STAGGER_CURL_ENGINE_H
 
 #include <stdatomic.h>
+#include <stddef.h>
 
+#include "curl/engine_class.h"
 #include "curl/internal.h"
 #include "util/assert.h"
 
@@ -114,9 +132,8 @@ typedef struct req {
     bool probe_claimed; /* the breaker admitted the current attempt */
     bool shared_probe;  /* the shared breaker admitted it: record the outcome */
     bool over_budget;   /* its host's one retry let past a spent budget */
-    bool pacing;        /* in its host's pace FIFO (p_next, p_prev) */
-    struct req *p_next, *p_prev; /* apart from q_*: a promoted head is in
-                                    the FIFO and the retry queue at once */
+    bool pacing;        /* in its host's pace queue (fq in host->pace_fq):
+                           a promoted head is in it and the retry queue */
     int64_t ticket;     /* the shared limiter's, for on_response */
     /* Server quotas (cfg.quotas): the cost copied at submit, and what the
      * current send reserved (held from admission to its answer): qt is
@@ -128,6 +145,8 @@ typedef struct req {
     size_t n_cost;
     stg_quota_ticket *qt;
     bool quota_held;
+    bool quota_waiting; /* counted in host->q_waiting: refused by the quotas,
+                           not yet granted (engine_admit.c, quota_wait) */
     /* With cfg.shared_quotas: the shared ledger's ticket of the current
      * send (held with quota_held, settled with it; NULL: none). */
     void *sq;
@@ -165,14 +184,42 @@ typedef struct req {
      * own copy (own_pol, freed with r: the request's policy or the
      * engine's) with the request's deadline and
      * attempts (a pointer: most requests share the engine's 300 bytes);
-     * low priority (RQ_NEW_Q then means the engine's low_q); a body read
-     * as it is sent (never retried). */
+     * a body read as it is sent (never retried). */
     const stg_policy *pol;
     stg_policy *own_pol;
-    bool low;
+    /* Its class and tenant (stg_request; tenant copied, NULL: none), its
+     * turn in the fair queue it waits in (see the top), its class row,
+     * and since when it waits for admission (queued). */
+    int prio;
+    char *tenant;
+    double weight;
+    stg__fq_item fq;
+    stg__class_row *crow;
+    bool queued;
+    int64_t ready_us;
     stg_read_fn read_body;
     void *read_data;
+
+    /* Where its time goes (stg__eng_account): what it waits for since
+     * acct_since (an ACCT_*), on the engine's clock. */
+    int acct;
+    int64_t acct_since;
 } req;
+
+/* What a request's time in a place is (stg__eng_account): on the wire, or
+ * one of the waits a WAITED event names (stg_event_more.waited_for). */
+enum {
+    ACCT_NONE = 0, /* not submitted yet, or finished */
+    ACCT_ACTIVE,   /* an attempt on the wire: not a wait */
+    ACCT_SLOT,
+    ACCT_LIMITER,
+    ACCT_QUOTA,
+    ACCT_PACE,
+    ACCT_CONCURRENCY,
+    ACCT_BREAKER,
+    ACCT_BACKOFF,
+    ACCT_BUDGET,
+};
 
 typedef struct queue {
     req *head, *tail;
@@ -190,7 +237,9 @@ struct stg_engine {
     stg__hosts hosts;
     req **slots; /* id -> request, open addressing */
     size_t slot_cap, count;
-    queue new_q, retry_q, low_q; /* low_q: STG_PRIORITY_LOW, after new_q */
+    queue retry_q;
+    stg__fairq new_fq;    /* the new queue, in fair order (req.fq) */
+    stg__classes classes; /* the classes and tenants (engine_class.c) */
     CURL **pool;
     size_t pool_n;
     int wake_fd;
@@ -209,6 +258,10 @@ struct stg_engine {
     FILE *trace;      /* STAGGER_TRACE's stream (engine_state.c); NULL: off */
     bool trace_owned; /* trace is a file the engine opened */
     stg_engine_stats stats;
+    /* What the event being emitted points at (stg_event.more): events are
+     * made and emitted one at a time on the engine's thread, and a sink
+     * may not call back into the engine, so one is enough. */
+    stg_event_more ev_more;
 };
 
 /* ---- the lifecycle (engine_state.c) ------------------------------------- */
@@ -246,13 +299,13 @@ void stg__eng_pump(stg_engine *e);
 
 /* r's bookkeeping matches its place: a heap index exactly in TIMER, an
  * easy handle exactly in ACTIVE, a reservation only in PACE_Q or a
- * W_LIMITER/W_PACE timer, PACE_Q only for a pace FIFO member. */
+ * W_LIMITER/W_PACE timer, PACE_Q only for a pace queue member. */
 void stg__eng_check(const stg_engine *e, const req *r);
 
 /* A learned slot is held from admission to the end of the attempt: a
  * request that goes to wait anywhere else (a backoff, the breaker, the
  * budget, the retry queue) gives it back. Except the host's pace head
- * handed on from the pace FIFO to the retry queue (stg__eng_pace_leave):
+ * handed on from the pace queue to the retry queue (stg__eng_pace_leave):
  * it was admitted, and the followers behind it hold the other slots while
  * they wait for it, so giving its slot back could leave it waiting for a
  * slot that only its own send frees (the demo's batch stopped with 200 in
@@ -267,6 +320,24 @@ static inline bool conc_keeps(const req *r, rq_where w)
     return w == RQ_ACTIVE || w == RQ_PACE_Q ||
            (w == RQ_RETRY_Q && (is_pace_head(r) || r->conc_woken)) ||
            (w == RQ_TIMER && (r->wait == W_LIMITER || r->wait == W_PACE));
+}
+
+/* r goes to w (ACCT_NONE: it finishes): the time since its last move is
+ * what it spent where it was, a WAITED event when that was a wait and
+ * lasted (engine_req.c). */
+void stg__eng_account(stg_engine *e, req *r, int next);
+int stg__eng_acct_of(const req *r, rq_where w);
+
+/* The request whose fair-queue item it is. */
+static inline req *fq_req(stg__fq_item *it)
+{
+    return it ? (req *)(void *)((char *)it - offsetof(req, fq)) : NULL;
+}
+
+static inline stg_class req_class(const req *r)
+{
+    stg_class c = {r->prio, r->tenant, r->weight};
+    return c;
 }
 
 void stg__eng_q_push(queue *q, req *r);
@@ -309,11 +380,16 @@ void stg__eng_map_del(stg_engine *e, uint64_t id);
 
 /* ---- admission (engine_admit.c) ------------------------------------------ */
 
-/* r leaves its host's pace FIFO; the next one, if r was the head, goes to
- * the front of the retry queue. */
+/* r no longer waits for its host's quotas (granted, or it ends). */
+void stg__eng_quota_unwait(req *r);
+/* r leaves its host's pace queue (not served); the next one, if r was the
+ * head, goes to the front of the retry queue. */
 void stg__eng_pace_leave(stg_engine *e, req *r);
 /* The queues, while slots are free: each request through admission. */
 void stg__eng_start_ready(stg_engine *e);
+/* A request can leave a queue for admission now: a free slot, and a
+ * retry, or a new request whose class's headroom leaves it that slot. */
+bool stg__eng_can_start(const stg_engine *e);
 /* Due timers: each request to its next state. */
 void stg__eng_fire_timers(stg_engine *e);
 

@@ -3,7 +3,8 @@
  * breaker (a wait or BREAKER_OPEN), the servers' quotas (cfg.quotas: a
  * reservation of the request's cost, or a wait that holds no slot), the
  * limiter (a reservation that holds its slot until its instant), the pace
- * FIFO of a learned rate. Then the attempt on a pooled handle. Due timers
+ * queue of a rate reserved a horizon ahead (fair: class, then tenant, core/
+ * fairq.h). Then the attempt on a pooled handle. Due timers
  * go to their next state here too. Its moves are made through
  * engine_state.c (whose table they must be rows of); it never calls
  * completion (engine_done.c): a request it ends goes to engine_finish.c.
@@ -27,66 +28,113 @@
 
 #include "curl/engine.h"
 
-/* ---- pacing: a learned rate, one FIFO per host ---------------------------
+/* ---- pacing: a rate reserved a horizon ahead, one fair queue per host ----
  *
  * A learned rate (the host's adaptive limiter, or a shared limiter with a
- * horizon) is reserved at most a horizon ahead (see admit). Requests whose
- * turn is further out wait, holding their slot, in their host's FIFO, and
- * only its head asks the limiter again (from a W_PACE timer): when every
- * waiter polled on its own, the one that asked at the right instant won,
- * newcomers jumped the queue, and some requests lost hundreds of times in
- * a row (a retry waited 20 s in a 21 s run). When the head gets its
- * reservation or leaves, the next one moves to the front of the retry
- * queue and asks at once. */
+ * horizon) is reserved at most a horizon ahead (see admit), and so is a
+ * fixed rate (a bucket, a shared limiter without a horizon) once requests
+ * of several classes or with tenants have been seen (stg__classes_mixed):
+ * reserving up to the deadline hands the future out first come, first
+ * served, and an interactive request would wait behind every batch
+ * request already holding a slot. Requests whose turn is further out wait,
+ * holding their slot, in their host's pace queue, and only its head asks
+ * the limiter again (from a W_PACE timer): when every waiter polled on its
+ * own, the one that asked at the right instant won, newcomers jumped the
+ * queue, and some requests lost hundreds of times in a row (a retry
+ * waited 20 s in a 21 s run). The queue is fair (core/fairq.h): when the
+ * head gets its reservation or leaves, the next one by class and tenant
+ * moves to the front of the retry queue and asks at once; and a head
+ * whose W_PACE timer fires while a higher class waits steps back for it
+ * (admit). So a higher class waits at most for the reservation already
+ * made and the next token: about a horizon plus an emission interval. */
+
+/* A fixed rate's horizon: half an emission interval I (so a higher class
+ * waits at most the token reserved ahead, <= I/2, and the next one, I:
+ * 1.5 I), at most PACE_HORIZON_US, at least 1 ms. */
+static int64_t fixed_horizon(const stg_engine *e)
+{
+    double rate = e->cfg.rate;
+    int64_t h = PACE_HORIZON_US;
+    if (rate > 0 && 0.5e6 / rate < (double)h)
+        h = (int64_t)(0.5e6 / rate);
+    return h < STG_MS(1) ? STG_MS(1) : h;
+}
+
+/* How far ahead h's rate may be reserved for a request with left_us to
+ * its deadline: left_us when it is not paced. */
+static int64_t pace_horizon(const stg_engine *e, const stg__host *h, int64_t left_us)
+{
+    const stg_shared_limiter *sh = e->cfg.shared;
+    int64_t hz = left_us;
+    if (sh && sh->acquire) {
+        if (sh->horizon_us > 0)
+            hz = sh->horizon_us;
+        else if (stg__classes_mixed(&e->classes))
+            hz = fixed_horizon(e);
+    } else if (h->has_adaptive) {
+        hz = PACE_HORIZON_US;
+    } else if (h->has_bucket && stg__classes_mixed(&e->classes)) {
+        hz = fixed_horizon(e);
+    }
+    return hz < left_us ? hz : left_us;
+}
 
 static bool paced(const stg_engine *e, const stg__host *h)
 {
-    const stg_shared_limiter *sh = e->cfg.shared;
-    if (sh && sh->acquire)
-        return sh->horizon_us > 0;
-    return h->has_adaptive;
+    return pace_horizon(e, h, INT64_MAX) < INT64_MAX;
 }
 
-static void pace_push(stg__host *h, req *r)
+/* r joins its host's pace queue. False when out of memory. */
+static bool pace_push(stg__host *h, req *r)
 {
-    req *tail = h->pace_tail;
-    r->p_next = NULL;
-    r->p_prev = tail;
-    if (tail)
-        tail->p_next = r;
-    else
-        h->pace_head = r;
-    h->pace_tail = r;
+    if (!h->pace_fq) {
+        if (!(h->pace_fq = malloc(sizeof *h->pace_fq)))
+            return false;
+        stg__fq_init(h->pace_fq, 0);
+    }
+    stg_class c = req_class(r);
+    if (stg__fq_push(h->pace_fq, &r->fq, &c) != STG_OK)
+        return false;
     r->pacing = true;
+    return true;
 }
 
-/* r leaves its host's FIFO; if it was the head, the next one (waiting
- * without a timer) goes to the front of the retry queue, its slot handed
- * back to admission. */
-void stg__eng_pace_leave(stg_engine *e, req *r)
+/* The next head (waiting in PACE_Q) goes to the front of the retry queue,
+ * its slot handed back to admission. */
+static void pace_next(stg_engine *e, stg__host *h)
 {
-    if (!r->pacing)
-        return;
-    stg__host *h = r->host;
-    bool was_head = h->pace_head == r;
-    if (r->p_prev)
-        r->p_prev->p_next = r->p_next;
-    else
-        h->pace_head = r->p_next;
-    if (r->p_next)
-        r->p_next->p_prev = r->p_prev;
-    else
-        h->pace_tail = r->p_prev;
-    r->p_next = r->p_prev = NULL;
-    r->pacing = false;
-    req *n = h->pace_head;
-    if (was_head && n && n->where == RQ_PACE_Q) {
+    req *n = fq_req(stg__fq_peek(h->pace_fq));
+    h->pace_head = n;
+    if (n && n->where == RQ_PACE_Q) {
         stg__eng_leave(n, RQ_PACE_Q);
         n->reserved = false;
         e->reserved--;
         stg__eng_requeue(e, n, true);
     }
 }
+
+/* r leaves its host's pace queue: served (the limiter reserved its send:
+ * a pick of the fair queue) or not (it ends, or waits elsewhere); if it
+ * was the head, the next one asks. */
+static void pace_out(stg_engine *e, req *r, bool served)
+{
+    if (!r->pacing)
+        return;
+    stg__host *h = r->host;
+    if (served)
+        stg__fq_take(h->pace_fq, &r->fq);
+    else
+        stg__fq_remove(h->pace_fq, &r->fq);
+    r->pacing = false;
+    if (h->pace_head == r)
+        pace_next(e, h);
+}
+
+void stg__eng_pace_leave(stg_engine *e, req *r)
+{
+    pace_out(e, r, false);
+}
+
 /* The breaker refused: wait for it (a timer) or give up. */
 static void breaker_refused(stg_engine *e, req *r, int64_t retry_in_us)
 {
@@ -208,6 +256,9 @@ static void start_attempt(stg_engine *e, req *r)
     curl_easy_setopt(easy, CURLOPT_PRIVATE, (void *)r);
     stg__xfer_reset(&r->x);
     r->x.wall_now_us = e->wall;
+    /* No VERBOSE where HTTP/2 cannot be spoken (xfer.c); a setup_easy
+     * hook may set any version, so not with one. */
+    r->x.h1_only = !e->cfg.setup_easy && stg__xfer_h2_impossible(r->url, e->cfg.http_version);
     stg__xfer_attach(easy, &r->x);
     stg__xfer_timeouts(easy, &r->x, r->pol, stg__eng_remaining(e, r));
     if (curl_multi_add_handle(e->multi, easy) != CURLM_OK) {
@@ -231,6 +282,17 @@ static void start_attempt(stg_engine *e, req *r)
         e->stats.retries++; /* a redirect hop or a never-processed resend is not a retry */
     stg_event ev;
     stg__eng_ev_init(e, r, STG_EVENT_ATTEMPT_START, &ev);
+    if (r->queued) { /* admitted: its wait for admission ends here */
+        int64_t w = e->now - r->ready_us;
+        stg_class_stats *cs = &r->crow->st;
+        r->queued = false;
+        cs->waiting--;
+        cs->admitted++;
+        cs->wait_us += w;
+        if (w > cs->wait_max_us)
+            cs->wait_max_us = w;
+        ev.wait_us = w;
+    }
     stg__eng_emit(e, &ev);
 }
 
@@ -245,8 +307,37 @@ static void start_attempt(stg_engine *e, req *r)
 /* The quota limiter's default probe wait (stg_quota_config.probe_wait_us). */
 #define QUOTA_POLL_US STG_MS(20)
 
+/* r waits wait_us for its host's quotas (a W_QUOTA timer). It counts as
+ * waiting for them in its class (a lower class does not ask while a
+ * higher one waits) from its first refusal until a grant or its end,
+ * through the retry queue in between: else a higher class whose timer
+ * fired would stop counting while it queues behind lower ones that then
+ * ask first. */
+static void quota_wait(stg_engine *e, req *r, int64_t wait_us)
+{
+    if (!r->quota_waiting) {
+        r->quota_waiting = true;
+        r->host->q_waiting[stg__fq_class_index(r->prio)]++;
+    }
+    stg__eng_schedule(e, r, W_QUOTA, wait_us);
+}
+
+void stg__eng_quota_unwait(req *r)
+{
+    if (!r->quota_waiting)
+        return;
+    r->quota_waiting = false;
+    r->host->q_waiting[stg__fq_class_index(r->prio)]--;
+}
+
 /* Reserve r's cost against every quota of its key, or wait for them.
- * Returns true when r may go on to the limiter. */
+ * Returns true when r may go on to the limiter.
+ *
+ * Classes (docs/priorities.md): while requests of a higher class wait for
+ * the host's quotas, a lower class does not ask them (it would take what
+ * frees first) and polls instead, unless the floor says it is its turn:
+ * 19 grants went to the others while it waited. Among the requests of one
+ * class, the quota's own waits decide (no tenant weights here). */
 static bool quota_gate(stg_engine *e, req *r, int64_t left)
 {
     if (!e->cfg.quotas || r->quota_held)
@@ -264,6 +355,19 @@ static bool quota_gate(stg_engine *e, req *r, int64_t left)
      * them. What fits in a quota's remaining count goes now; only more
      * than that is paced over its reset. */
     stg__host *h = r->host;
+    int ci = stg__fq_class_index(r->prio);
+    bool above = false;
+    for (int j = 0; j < ci; j++)
+        above |= h->q_waiting[j] > 0;
+    if (above && h->q_starved[ci] + 1 < STG__FQ_FLOOR_EVERY) {
+        stg__eng_pace_leave(e, r);
+        if (QUOTA_POLL_US >= left) {
+            stg__eng_finish(e, r, STG_REASON_DEADLINE);
+            return false;
+        }
+        quota_wait(e, r, QUOTA_POLL_US);
+        return false;
+    }
     int64_t demand = h->q_alive - h->q_held;
     STG_ASSERT(demand >= 1);
     int64_t wait = 0;
@@ -302,8 +406,13 @@ static bool quota_gate(stg_engine *e, req *r, int64_t left)
         }
     }
     if (rc == STG_OK) {
+        stg__eng_quota_unwait(r);
         r->quota_held = true;
         h->q_held++;
+        for (int j = 0; j < STG_N_PRIORITIES; j++) /* the floor's count */
+            if (j != ci && h->q_waiting[j] > 0)
+                h->q_starved[j]++;
+        h->q_starved[ci] = 0;
         return true;
     }
     stg__eng_pace_leave(e, r);
@@ -331,7 +440,7 @@ static bool quota_gate(stg_engine *e, req *r, int64_t left)
         ev.wait_us = wait;
         stg__eng_emit(e, &ev);
     }
-    stg__eng_schedule(e, r, W_QUOTA, wait);
+    quota_wait(e, r, wait);
     return false;
 }
 
@@ -368,12 +477,34 @@ static void admit(stg_engine *e, req *r)
     if (!quota_gate(e, r, left))
         return;
     if (paced(e, h) && h->pace_head && !r->pacing) {
-        /* Others wait for the rate: behind them, keeping the slot. */
-        pace_push(h, r);
+        /* Others wait for the rate: with them, in their fair order,
+         * keeping the slot. */
+        if (!pace_push(h, r)) {
+            snprintf(r->errtext, sizeof r->errtext, "out of memory");
+            stg__eng_finish(e, r, STG_REASON_CANCELLED);
+            return;
+        }
         r->reserved = true;
         e->reserved++;
         stg__eng_enter(e, r, RQ_PACE_Q);
         return;
+    }
+    if (r->pacing && h->pace_head == r) {
+        req *best = fq_req(stg__fq_peek(h->pace_fq));
+        if (best != r && best->where == RQ_PACE_Q) {
+            /* A higher class (or a tenant's, or the floor's turn) came
+             * while r waited: r steps back, keeping its slot, and that
+             * one asks (its slot is admission's again). */
+            r->reserved = true;
+            e->reserved++;
+            stg__eng_enter(e, r, RQ_PACE_Q);
+            stg__eng_leave(best, RQ_PACE_Q);
+            best->reserved = false;
+            e->reserved--;
+            h->pace_head = best;
+            admit(e, best);
+            return;
+        }
     }
     int64_t wait = 0;
     int rc = STG_OK;
@@ -383,34 +514,41 @@ static void admit(stg_engine *e, req *r)
      * of the moment, and a cut (a 429) could not slow the sends already
      * reserved: each of them meets the server's empty bucket. Further out,
      * the request keeps its slot and asks again shortly before its turn,
-     * at whatever rate holds then. */
-    int64_t horizon = left;
+     * at whatever rate holds then. A fixed rate does the same once
+     * classes are in play (pace_horizon), so the future goes by class. */
+    int64_t horizon = pace_horizon(e, h, left);
     if (sh && sh->acquire) {
-        if (sh->horizon_us > 0 && sh->horizon_us < left)
-            horizon = sh->horizon_us;
         r->ticket = 0;
-        rc = sh->acquire(sh->ctx, h->key, horizon, &wait, &r->ticket);
+        if (sh->acquire_class) { /* PRIO.md Join 1: the limiter orders by class too */
+            stg_class c = req_class(r);
+            rc = sh->acquire_class(sh->ctx, h->key, &c, horizon, &wait, &r->ticket);
+        } else {
+            rc = sh->acquire(sh->ctx, h->key, horizon, &wait, &r->ticket);
+        }
         if (rc != STG_OK && rc != STG_ETIMEDOUT) {
+            stg__eng_pace_leave(e, r);
             snprintf(r->errtext, sizeof r->errtext, "shared limiter: %s", stg_strerror(rc));
             stg__eng_finish(e, r, STG_REASON_LIMITER_UNAVAILABLE);
             return;
         }
     } else if (h->has_bucket) {
-        rc = stg_bucket_acquire(&h->bucket, 1, e->now, left, &wait);
+        rc = stg_bucket_acquire(&h->bucket, 1, e->now, horizon, &wait);
     } else if (h->has_adaptive) {
-        if (PACE_HORIZON_US < left)
-            horizon = PACE_HORIZON_US;
         rc = stg_adaptive_acquire(&h->adaptive, e->now, horizon, &wait);
     }
     if (rc == STG_ETIMEDOUT && horizon < left && wait < left) {
-        if (!r->pacing)
-            pace_push(h, r); /* the FIFO was empty: r is its head */
+        if (!r->pacing && !pace_push(h, r)) {
+            snprintf(r->errtext, sizeof r->errtext, "out of memory");
+            stg__eng_finish(e, r, STG_REASON_CANCELLED);
+            return;
+        }
+        h->pace_head = r; /* it was the head, or the queue was empty */
         r->reserved = true;
         e->reserved++;
         stg__eng_schedule(e, r, W_PACE, wait - horizon / 2);
         return;
     }
-    stg__eng_pace_leave(e, r); /* reserved (or refused for good): the next one asks */
+    pace_out(e, r, rc == STG_OK); /* reserved (or refused for good): the next one asks */
     if (rc == STG_ETIMEDOUT) {
         stg__eng_finish(e, r, STG_REASON_DEADLINE); /* not admitted before the deadline */
         return;
@@ -429,22 +567,47 @@ static void admit(stg_engine *e, req *r)
     start_attempt(e, r);
 }
 
+/* The engine's slots a class leaves free for the classes above it (one
+ * each: normal 1, batch 2), so that a higher class arriving while a lower
+ * one fills the concurrency finds a slot at once; never all of them. None
+ * until a class other than normal or a tenant is seen (the old behaviour
+ * of an engine of normal requests). */
+static int headroom(const stg_engine *e, int prio)
+{
+    if (!stg__classes_mixed(&e->classes))
+        return 0;
+    int n = stg__fq_class_index(prio);
+    return n < e->concurrency ? n : e->concurrency - 1;
+}
+
+bool stg__eng_can_start(const stg_engine *e)
+{
+    int free_slots = e->concurrency - e->active - e->reserved;
+    if (free_slots <= 0)
+        return false;
+    if (e->retry_q.head)
+        return true; /* retries keep their turn */
+    const req *r = fq_req(stg__fq_peek(&e->new_fq));
+    return r && free_slots > headroom(e, r->prio);
+}
+
 void stg__eng_start_ready(stg_engine *e)
 {
     /* Each iteration takes one request off a queue. Callbacks may submit
      * more; those wait for the next pass (whose poll then does not wait),
-     * so a callback that resubmits whatever finishes cannot spin here. */
+     * so a callback that resubmits whatever finishes cannot spin here.
+     * Retries first (they keep their turn), then the new queue's fair
+     * order (the next by class, floor and tenant), which stops at a class
+     * that would take a slot its headroom leaves to the higher ones. */
     size_t budget = e->count;
-    while (budget-- > 0 && e->active + e->reserved < e->concurrency) {
+    while (budget-- > 0 && stg__eng_can_start(e)) {
         req *r = e->retry_q.head;
         if (r) {
             stg__eng_q_unlink(&e->retry_q, r);
             stg__eng_leave(r, RQ_RETRY_Q);
-        } else if ((r = e->new_q.head) || (r = e->low_q.head)) {
-            stg__eng_q_unlink(r->low ? &e->low_q : &e->new_q, r);
-            stg__eng_leave(r, RQ_NEW_Q);
         } else {
-            break;
+            r = fq_req(stg__fq_pop(&e->new_fq));
+            stg__eng_leave(r, RQ_NEW_Q);
         }
         if (stg__eng_conc_gate(e, r)) /* else it waits for its host's slot */
             admit(e, r);

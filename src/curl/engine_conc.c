@@ -6,15 +6,17 @@
  * A request takes one of its host's slots when it leaves the new or retry
  * queue to be admitted (stg__eng_conc_gate) and holds it through the
  * limiter's waits and its attempt; it gives it back when it goes to wait
- * anywhere else or finishes (stg__eng_enter and detach call release). A request
- * that finds its host full waits in the host's CONC_Q, a FIFO holding no
+ * anywhere else or finishes (stg__eng_enter and detach call release). A
+ * request that finds its host full waits in the host's CONC_Q, a fair queue
+ * (core/fairq.h: higher classes first, a floor for the lower, tenants by
+ * weight; oldest first within one tenant) holding no
  * engine slot, no reservation and no deadline of its own: it is not
- * admitted yet. A slot given back goes to the FIFO's head at once (taken
+ * admitted yet. A slot given back goes to the queue's next at once (taken
  * for it, then the head joins the retry queue keeping it: conc_woken,
  * until the gate sees it), so the order is kept and a woken request never
  * meets a full host. (Without conc_woken stg__eng_enter gave the slot straight
  * back, which woke the next waiter the same way: one freed slot emptied
- * the FIFO into the retry queue, all but one queued again at its tail,
+ * the queue into the retry queue, all but one queued again at its tail,
  * and behind the proxy some requests waited 8 s for their turn.)
  *
  * Why the slot covers the limiter's waits and not only the attempt: a
@@ -24,9 +26,12 @@
  *
  * Invariants: 0 <= conc_out; conc_out <= limit except just after the limit
  * was cut (slots held then are not taken back: those requests are already
- * committed) and by the one slot a pace head back from a quota wait takes; a request in CONC_Q holds no slot; the FIFO is empty when
+ * committed) and by the one slot a pace head back from a quota wait takes
+ * (and one a request takes when no memory is left for its turn); a request in CONC_Q holds no slot; the queue is empty when
  * conc_out < limit (a freed slot is handed on before anyone may look).
  */
+#include <stdlib.h>
+
 #include "curl/engine.h"
 
 int stg__eng_conc_host_init(stg__host *h, const stg_engine_config *cfg, int64_t now_us)
@@ -45,44 +50,41 @@ static int limit_of(const stg__host *h)
     return stg_concurrency_limit(&h->conc);
 }
 
-static void fifo_push(stg__host *h, req *r)
+/* r joins its host's queue of waiters, in its class and tenant's turn.
+ * False when out of memory (r is then in no queue). */
+static bool conc_push(stg__host *h, req *r)
 {
-    r->q_next = NULL;
-    r->q_prev = h->conc_tail;
-    if (h->conc_tail)
-        ((req *)h->conc_tail)->q_next = r;
-    else
-        h->conc_head = r;
-    h->conc_tail = r;
+    if (!h->conc_fq) {
+        if (!(h->conc_fq = malloc(sizeof *h->conc_fq)))
+            return false;
+        stg__fq_init(h->conc_fq, 0);
+    }
+    stg_class c = req_class(r);
+    return stg__fq_push(h->conc_fq, &r->fq, &c) == STG_OK;
 }
 
 void stg__eng_conc_unlink(req *r)
 {
-    stg__host *h = r->host;
-    if (r->q_prev)
-        r->q_prev->q_next = r->q_next;
-    else
-        h->conc_head = r->q_next;
-    if (r->q_next)
-        r->q_next->q_prev = r->q_prev;
-    else
-        h->conc_tail = r->q_prev;
-    r->q_next = r->q_prev = NULL;
+    stg__fq_remove(r->host->conc_fq, &r->fq);
 }
 
-/* Hand the host's free slots to its waiters, oldest first. */
+static bool conc_waiting(const stg__host *h)
+{
+    return h->conc_fq && h->conc_fq->n;
+}
+
+/* Hand the host's free slots to its waiters, in their fair order. */
 static void wake(stg_engine *e, stg__host *h)
 {
-    while (h->conc_head && h->conc_out < limit_of(h)) {
-        req *w = h->conc_head;
-        stg__eng_conc_unlink(w);
+    while (conc_waiting(h) && h->conc_out < limit_of(h)) {
+        req *w = fq_req(stg__fq_pop(h->conc_fq));
         stg__eng_leave(w, RQ_CONC_Q);
         w->conc_held = true;
         w->conc_woken = true; /* else stg__eng_enter gave it straight back */
         h->conc_out++;
         stg__eng_requeue(e, w, false);
     }
-    STG_ASSERT(!h->conc_head || h->conc_out >= limit_of(h));
+    STG_ASSERT(!conc_waiting(h) || h->conc_out >= limit_of(h));
 }
 
 bool stg__eng_conc_gate(stg_engine *e, req *r)
@@ -98,7 +100,11 @@ bool stg__eng_conc_gate(stg_engine *e, req *r)
         h->conc_out++;
         return true;
     }
-    fifo_push(h, r);
+    if (!conc_push(h, r)) { /* no memory for a new tenant's turn: it goes */
+        r->conc_held = true;
+        h->conc_out++;
+        return true;
+    }
     e->stats.concurrency_waits++;
     stg__eng_enter(e, r, RQ_CONC_Q);
     return false;

@@ -25,6 +25,7 @@ void stg__eng_finish(stg_engine *e, req *r, stg_reason reason)
     bool was_active = r->where == RQ_ACTIVE;
     stg__eng_finished(e, r); /* the move to FINISHED: asserted, traced */
     stg__eng_detach(e, r);
+    stg__eng_account(e, r, ACCT_NONE); /* its last wait, before its final event */
     if (r->quota_held && was_active)
         stg__eng_quota_settle(e, r, false, false); /* abandoned mid-send: it may count */
     else

@@ -4,7 +4,8 @@
  * engine.h for the one-place rule, engine_state.c for the moves.
  *
  * Invariants: detach leaves r in RQ_NONE with no slot, no reservation, no
- * heap entry, no easy handle and out of its host's pace FIFO; a pooled
+ * heap entry, no easy handle and out of its host's pace queue and every
+ * fair queue; a pooled
  * easy handle has been curl_easy_reset (no callback or pointer of the
  * request that used it), and at most `concurrency` are kept.
  *
@@ -30,7 +31,11 @@ void stg__eng_check(const stg_engine *e, const req *r)
     STG_ASSERT(!r->reserved || r->where == RQ_PACE_Q ||
                (r->where == RQ_TIMER && (r->wait == W_LIMITER || r->wait == W_PACE)));
     STG_ASSERT(r->where != RQ_PACE_Q || (r->pacing && r->reserved));
-    STG_ASSERT(r->where != RQ_CONC_Q || (!r->conc_held && !r->reserved));
+    STG_ASSERT(r->where != RQ_CONC_Q || (!r->conc_held && !r->reserved && !r->pacing));
+    /* One fair queue at a time (engine.h): its item is in use exactly in
+     * NEW_Q, CONC_Q, or while pacing. */
+    STG_ASSERT((r->fq.flow != NULL) ==
+               (r->where == RQ_NEW_Q || r->where == RQ_CONC_Q || r->pacing));
     STG_ASSERT(!r->conc_held || r->host->conc_out > 0);
     STG_ASSERT(!r->qt || r->quota_held);
     STG_ASSERT(!r->sq || r->quota_held);
@@ -78,14 +83,77 @@ void stg__eng_q_unlink(queue *q, req *r)
 
 /* ---- events ------------------------------------------------------------- */
 
+/* ---- where the time goes ------------------------------------------------ */
+
+static const char *const acct_names[] = {
+    [ACCT_SLOT] = "slot",       [ACCT_LIMITER] = "limiter",         [ACCT_QUOTA] = "quota",
+    [ACCT_PACE] = "pace",       [ACCT_CONCURRENCY] = "concurrency", [ACCT_BREAKER] = "breaker",
+    [ACCT_BACKOFF] = "backoff", [ACCT_BUDGET] = "budget",
+};
+
+int stg__eng_acct_of(const req *r, rq_where w)
+{
+    switch (w) {
+    case RQ_NONE:
+        return ACCT_NONE;
+    case RQ_NEW_Q:
+    case RQ_RETRY_Q:
+        return ACCT_SLOT;
+    case RQ_ACTIVE:
+        return ACCT_ACTIVE;
+    case RQ_PACE_Q:
+        return ACCT_PACE;
+    case RQ_CONC_Q:
+        return ACCT_CONCURRENCY;
+    case RQ_TIMER:
+        break;
+    }
+    switch (r->wait) {
+    case W_LIMITER:
+        return ACCT_LIMITER;
+    case W_BREAKER:
+        return ACCT_BREAKER;
+    case W_PACE:
+        return ACCT_PACE;
+    case W_BUDGET:
+    case W_BUDGET_HELD:
+        return ACCT_BUDGET;
+    case W_QUOTA:
+        return ACCT_QUOTA;
+    case W_BACKOFF:
+        break;
+    }
+    return ACCT_BACKOFF;
+}
+
+void stg__eng_account(stg_engine *e, req *r, int next)
+{
+    int was = r->acct;
+    int64_t d = e->now - r->acct_since;
+    r->acct = next;
+    r->acct_since = e->now;
+    if (was <= ACCT_ACTIVE || d <= 0)
+        return; /* not a wait, or one that took no time */
+    stg_event ev;
+    stg__eng_ev_init(e, r, STG_EVENT_WAITED, &ev);
+    ev.wait_us = d;
+    e->ev_more.waited_for = acct_names[was];
+    stg__eng_emit(e, &ev);
+}
+
 void stg__eng_ev_init(stg_engine *e, req *r, stg_event_type type, stg_event *ev)
 {
     stg__event_init(ev, type, r->id, e->now, e->wall);
+    memset(&e->ev_more, 0, sizeof e->ev_more);
+    if (r->host->has_adaptive)
+        e->ev_more.learned_rate = stg_adaptive_rate(&r->host->adaptive);
+    ev->more = &e->ev_more;
     ev->method = stg_method_name(r->method);
     ev->url = r->url_red;
     ev->final_url = r->final_url;
     ev->host = r->host->key;
     ev->attempt = r->rs.attempts;
+    e->ev_more.cls = &r->crow->st;
     if (r->host->has_conc)
         ev->concurrency_limit = stg_concurrency_learned(&r->host->conc);
 }
@@ -175,6 +243,11 @@ void stg__eng_req_free(req *r)
     free(r->parts);
     free(r->qt);
     free(r->own_pol);
+    if (r->queued && r->crow) { /* ended while it waited for admission */
+        r->crow->st.waiting--;
+        r->queued = false;
+    }
+    free(r->tenant);
     stg__xfer_free(&r->x);
     free(r);
 }
@@ -276,7 +349,7 @@ void stg__eng_detach(stg_engine *e, req *r)
 {
     switch (r->where) {
     case RQ_NEW_Q:
-        stg__eng_q_unlink(r->low ? &e->low_q : &e->new_q, r);
+        stg__fq_remove(&e->new_fq, &r->fq);
         break;
     case RQ_RETRY_Q:
         stg__eng_q_unlink(&e->retry_q, r);
@@ -301,6 +374,7 @@ void stg__eng_detach(stg_engine *e, req *r)
         break;
     }
     stg__eng_pace_leave(e, r);
+    stg__eng_quota_unwait(r);
     if (r->reserved) {
         r->reserved = false;
         e->reserved--;

@@ -18,6 +18,7 @@
  *     NEW, RETRY   +-> LIMITER timer -> ACTIVE | BREAKER timer |
  *     and a PACE   +-> PACE timer -> admission again           |
  *     timer)       +-> PACE_Q -> RETRY (promoted to the head)  |
+ *                  |   PACE_Q -> admission (a head stepped back) |
  *                  +-> BREAKER / QUOTA timer -> RETRY  <-------+
  *   BUDGET timer -> RETRY | BUDGET_HELD timer -> RETRY
  *
@@ -82,7 +83,14 @@ static const char *const moves[RQ_S_COUNT][RQ_S_COUNT] = {
     [RQ_S_NEW][RQ_S_CONC_Q] = "wait for a host slot",
     ADMISSION(RQ_S_RETRY),
     [RQ_S_RETRY][RQ_S_CONC_Q] = "wait for a host slot",
-    /* the pace head asks again (it is the head: never behind itself) */
+    /* the pace head asks again, or steps back for a higher class (or a
+     * tenant's turn) that came meanwhile, which then asks at once */
+    [RQ_S_PACE][RQ_S_PACE_Q] = "step back for a higher class",
+    [RQ_S_PACE_Q][RQ_S_ACTIVE] = "send (the head stepped back)",
+    [RQ_S_PACE_Q][RQ_S_LIMITER] = "reserve (the head stepped back)",
+    [RQ_S_PACE_Q][RQ_S_PACE] = "pace head waits (the head stepped back)",
+    [RQ_S_PACE_Q][RQ_S_BREAKER] = "breaker open",
+    [RQ_S_PACE_Q][RQ_S_QUOTA] = "quota wait",
     [RQ_S_PACE][RQ_S_ACTIVE] = "send",
     [RQ_S_PACE][RQ_S_PACE] = "pace head waits",
     [RQ_S_PACE][RQ_S_LIMITER] = "reserve",
@@ -199,7 +207,13 @@ void stg__eng_enter(stg_engine *e, req *r, rq_where w)
     const char *move = stg__eng_move_name(r->from, to);
     STG_ASSERT(move != NULL); /* a row of `moves` */
     trace(e, r, r->from, to, move ? move : "ILLEGAL");
+    stg__eng_account(e, r, stg__eng_acct_of(r, w)); /* the time it spent where it was */
     r->where = w;
+    if ((w == RQ_NEW_Q || w == RQ_RETRY_Q) && !r->queued) {
+        r->queued = true; /* ready: waits for admission from now (engine.h) */
+        r->ready_us = e->now;
+        r->crow->st.waiting++;
+    }
     if (r->conc_held && !conc_keeps(r, w))
         stg__eng_conc_release(e, r);
     if (r->qt && !r->quota_held) { /* settled: nothing held until the next send */

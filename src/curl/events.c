@@ -50,6 +50,7 @@ const char *stg_event_type_name(stg_event_type t)
     case STG_EVENT_SUCCESS: return "success";
     case STG_EVENT_BREAKER: return "breaker";
     case STG_EVENT_LIMITER_WAIT: return "limiter_wait";
+    case STG_EVENT_WAITED: return "waited";
     }
     return "unknown";
 }

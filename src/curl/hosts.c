@@ -76,6 +76,12 @@ static void host_free(stg__host *h)
     if (h->has_adaptive)
         stg_adaptive_destroy(&h->adaptive);
     stg_cost_model_free(h->cost_model);
+    if (h->pace_fq)
+        stg__fq_free(h->pace_fq);
+    if (h->conc_fq)
+        stg__fq_free(h->conc_fq);
+    free(h->pace_fq);
+    free(h->conc_fq);
     free(h->key);
     free(h);
 }
@@ -180,7 +186,8 @@ static void forget_one(stg__hosts *t)
         h = h->lru_prev;
     if (!h)
         return;
-    STG_ASSERT(!h->pace_head && !h->conc_head && h->conc_out == 0 && h->q_alive == 0);
+    STG_ASSERT(!h->pace_head && (!h->pace_fq || !h->pace_fq->n) && (!h->conc_fq || !h->conc_fq->n) &&
+               h->conc_out == 0 && h->q_alive == 0);
     stg__host **pp = &t->b[stg__fnv1a64(h->key) & (t->cap - 1)];
     while (*pp != h)
         pp = &(*pp)->next;

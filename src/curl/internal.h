@@ -34,6 +34,7 @@ uint64_t stg__seed(const void *addr, int64_t now_us);
 /* ---- redact.c ---------------------------------------------------------- */
 
 /* stg__url_parts and stg__url_split() are the core's (src/core/url.c). */
+#include "core/fairq.h"
 #include "core/url.h"
 
 /* The limiter/breaker key of a URL: host, or host:port when a port is
@@ -87,6 +88,10 @@ typedef struct stg__xfer {
                             delivery, or before END */
     bool sink_failed;    /* the sink returned nonzero: the transfer was stopped */
     const stg_tls_config *tls; /* applied by stg__xfer_attach; NULL: none */
+    /* The attempt cannot go out as HTTP/2 (stg__xfer_h2_impossible): its
+     * transfer is not VERBOSE, since the debug callback only looks for an
+     * HTTP/2 request line (xfer.c). Set by the caller before each attach. */
+    bool h1_only;
     unsigned stream;     /* STG_STREAM_* of the request */
     bool head_sent;      /* this response's HEAD went to the sink */
     bool streamed;       /* the sink got a HEAD or a byte (any attempt) */
@@ -110,6 +115,8 @@ typedef struct stg__xfer {
      * 0: none), and what the progress callback tracks for them, in
      * libcurl's time since the transfer began (xfer.c). */
     int64_t first_byte_us, idle_us;
+    bool ticking; /* the progress callback is installed: a first-byte or
+                     idle time could end the attempt before its total */
     int64_t last_activity_us; /* the last byte either way, or the send */
     int64_t dl_seen, ul_seen; /* byte counts at the last progress call */
     bool request_sent;   /* the pre-request callback ran this attempt */
@@ -166,6 +173,11 @@ void stg__xfer_free(stg__xfer *x);
 /* Point easy's write/header callbacks and error buffer at x, and apply
  * x->tls (stg__tls_apply). */
 void stg__xfer_attach(CURL *easy, stg__xfer *x);
+/* Whether a request to url with CURLOPT_HTTP_VERSION http_version (0: not
+ * set) is certain to go out as HTTP/1.x: plain http:// (libcurl speaks
+ * HTTP/2 there only with an h2c upgrade or prior knowledge, both asked by
+ * a version of 2 or more). https:// may negotiate h2 by ALPN. */
+bool stg__xfer_h2_impossible(const char *url, long http_version);
 /* libcurl's download buffer (CURLOPT_BUFFERSIZE) for a transfer that
  * goes on the wire as the on_wire-th at once: libcurl's 16 KiB default up
  * to STG__XFER_BUF_MANY on the wire, libcurl's minimum, 1 KiB, beyond.
@@ -427,9 +439,12 @@ typedef struct stg__host {
      * or 1) and retries held in the timer heap behind that one. */
     int over_budget_out;
     size_t budget_held;
-    /* engine.c's FIFO of requests waiting for a learned rate (struct req,
-     * opaque here); only the head asks the limiter. */
-    void *pace_head, *pace_tail;
+    /* The requests waiting for its rate (engine_admit.c, "pacing"), in
+     * their fair order (core/fairq.h: class, then tenant by weight; made
+     * at the first, NULL until then), and the one of them asking the
+     * limiter (struct req, opaque here; NULL when none waits). */
+    struct stg__fairq *pace_fq;
+    void *pace_head;
     /* Breaker changes, queued by the breaker's on_change (which runs with
      * the breaker's mutex held) and emitted as events afterwards. */
     stg__host_change changes[8];
@@ -438,15 +453,21 @@ typedef struct stg__host {
     void *user_data;
     /* A learned concurrency (engine_conc.c): the controller, the host's
      * requests holding one of its slots (admitted, up to the end of their
-     * attempt), and the FIFO of those waiting for a slot (struct req). */
+     * attempt), and those waiting for a slot in their fair order
+     * (core/fairq.h; made at the first, NULL until then). */
     bool has_conc;
     stg_concurrency conc;
     int conc_out;
-    void *conc_head, *conc_tail;
+    struct stg__fairq *conc_fq;
     /* The servers' quotas (cfg.quotas): the host's requests submitted and
      * not finished, and those of them holding a quota reservation; the
      * difference is the demand that waits for its quotas. */
     int64_t q_alive, q_held;
+    /* Classes at its quotas (engine_admit.c, quota_gate): its requests of
+     * each class in a quota wait, and the grants to other classes while
+     * that class waited (the floor: a lower class asks again after 19). */
+    int64_t q_waiting[STG_N_PRIORITIES];
+    unsigned q_starved[STG_N_PRIORITIES];
     /* What its AI API requests cost and how it counts them (stagger/cost.h),
      * made at its first such request (NULL until then). */
     stg_cost_model *cost_model;
@@ -487,5 +508,15 @@ void stg__event_init(stg_event *ev, stg_event_type type, uint64_t id, int64_t no
 /* Coarse class of an attempt for logs and metrics: "2xx", "3xx", "4xx",
  * "quota" (429), "5xx", "outage" (503), "1xx", "error" (no response). */
 const char *stg__status_class(int status, stg_net_error err);
+
+/* A request's class and tenant (stg_request, stg_call_config) are valid:
+ * a known class, no tenant or one stg_tenant_check accepts, a weight 0
+ * (1) or in (0, 1e6]. */
+static inline bool stg__class_valid(int priority, const char *tenant, double weight)
+{
+    return priority >= STG_PRIORITY_MIN && priority <= STG_PRIORITY_MAX &&
+           (!tenant || !*tenant || stg_tenant_check(tenant, NULL) == STG_OK) &&
+           (weight == 0 || (weight > 0 && weight <= 1e6));
+}
 
 #endif

@@ -13,6 +13,9 @@
  * never_processed (true when the server refused the stream or sent GOAWAY
  * above it: the engine sends it again itself), stream_error (the error
  * type of a held event stream's first event, which the status stands for).
+ * An engine's events also: class (the request's priority class) and
+ * tenant (when it has one); its attempt_start: admission_wait_ms (its
+ * wait for admission, docs/priorities.md).
  * Keys that do not apply to an event are left out.
  *
  * Invariants: only what the event carries is written, and events carry
@@ -106,8 +109,16 @@ static json_t *event_json(const stg_event *ev)
     set_str(o, "host", ev->host);
     if (ev->type != STG_EVENT_BREAKER)
         set_int(o, "attempt", ev->attempt);
+    const stg_class_stats *cls = ev->more ? ev->more->cls : NULL;
+    if (cls) { /* an engine's request: its class and tenant */
+        set_str(o, "class", stg_priority_name(cls->priority));
+        if (cls->tenant)
+            set_str(o, "tenant", cls->tenant);
+    }
     switch (ev->type) {
     case STG_EVENT_ATTEMPT_START:
+        if (cls) /* its wait for admission */
+            set_ms(o, "admission_wait_ms", ev->wait_us);
         break;
     case STG_EVENT_ATTEMPT_END:
     case STG_EVENT_SUCCESS:
@@ -158,6 +169,11 @@ static json_t *event_json(const stg_event *ev)
         break;
     case STG_EVENT_LIMITER_WAIT:
         set_ms(o, "wait_ms", ev->wait_us);
+        break;
+    case STG_EVENT_WAITED:
+        set_ms(o, "wait_ms", ev->wait_us);
+        if (ev->more && ev->more->waited_for)
+            set_str(o, "waited_for", ev->more->waited_for);
         break;
     case STG_EVENT_BREAKER:
         set_str(o, "breaker_from", stg_breaker_state_name(ev->breaker_from));

@@ -25,6 +25,23 @@
  *   stagger_never_processed_total          attempts the server never
  *                                          processed (HTTP/2 REFUSED_STREAM,
  *                                          GOAWAY), sent again by stagger
+ *   stagger_host_attempts_total{host,class} the attempts again, per host
+ *   stagger_wait_seconds{reason}           histogram of the waits that ended
+ *                                          (WAITED events: measured, by what
+ *                                          for): its _sum per reason is the
+ *                                          time requests spent waiting for it,
+ *                                          and its rate the mean number of
+ *                                          requests waiting for it
+ *   stagger_request_duration_seconds       histogram of whole requests (their
+ *                                          final events), submit to end
+ *   stagger_attempts_in_flight             attempts on the wire now
+ *   stagger_learned_rate{host}             the rate a host learned (req/s),
+ *                                          as its latest event had it
+ *   stagger_class_*{class,tenant}          admitted, waiting, wait for
+ *                                          admission per priority class and
+ *                                          tenant (metrics_class.c)
+ * Then what the sources added with stg_metrics_add_source print (the
+ * batch's jobs by state, the proxy's own series).
  * With keep-alive, connections_opened stays at the concurrency while the
  * attempts grow: one handshake per connection, not per request.
  * stg_metrics_write() follows the node_exporter textfile convention: write
@@ -47,7 +64,10 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <jansson.h>
+
 #include "curl/internal.h"
+#include "curl/metrics_class.h"
 
 #define N_CLASSES 8
 static const char *const class_names[N_CLASSES] = {"1xx",   "2xx", "3xx",    "4xx",
@@ -73,8 +93,17 @@ typedef struct breaker_host {
     int state;
     uint64_t to[3];
     int conc_limit; /* > 0: it learns its concurrency; the latest limit */
+    double rate;    /* > 0: it learns its rate; the latest (req/s) */
+    uint64_t attempts[N_CLASSES];
     uint64_t used;  /* the metrics' clock at its latest update */
 } breaker_host;
+
+/* What a WAITED event can name (stg_event_more.waited_for), in order. */
+static const char *const wait_names[] = {"slot",        "limiter", "quota",   "pace",
+                                         "concurrency", "breaker", "backoff", "budget"};
+#define N_WAITS (sizeof wait_names / sizeof wait_names[0])
+
+#define MAX_SOURCES 4
 
 #define DEFAULT_MAX_HOSTS 1024
 
@@ -88,9 +117,17 @@ struct stg_metrics {
     uint64_t successes;
     uint64_t connects, reused, handshakes, never_processed;
     histo wait, limiter, duration, handshake;
+    histo waited[N_WAITS], request;
+    int64_t in_flight;
+    struct {
+        stg_metrics_source_fn fn;
+        void *data;
+    } src[MAX_SOURCES];
+    size_t n_src;
     breaker_host *hosts;
     size_t n_hosts, cap_hosts, max_hosts;
     uint64_t clock; /* counts host updates: the LRU order */
+    stg__mc classes; /* per class and tenant (metrics_class.c) */
 };
 
 stg_metrics *stg_metrics_new(void)
@@ -113,6 +150,7 @@ void stg_metrics_free(stg_metrics *m)
     for (size_t i = 0; i < m->n_hosts; i++)
         free(m->hosts[i].host);
     free(m->hosts);
+    stg__mc_free(&m->classes);
     pthread_mutex_destroy(&m->mu);
     free(m);
 }
@@ -203,13 +241,26 @@ void stg_metrics_event(const stg_event *ev, void *metrics)
     if (!m || !ev)
         return;
     pthread_mutex_lock(&m->mu);
-    if (ev->concurrency_limit > 0 && ev->type != STG_EVENT_BREAKER) {
+    stg__mc_event(&m->classes, ev);
+    double rate = ev->more ? ev->more->learned_rate : 0;
+    if ((ev->concurrency_limit > 0 || rate > 0 || ev->type == STG_EVENT_ATTEMPT_END) &&
+        ev->type != STG_EVENT_BREAKER) {
         breaker_host *h = host_slot(m, ev->host);
-        if (h)
+        if (h && ev->concurrency_limit > 0)
             h->conc_limit = ev->concurrency_limit;
+        if (h && rate > 0)
+            h->rate = rate;
+        if (h && ev->type == STG_EVENT_ATTEMPT_END)
+            h->attempts[class_index(ev->status, ev->error)]++;
     }
     switch (ev->type) {
+    case STG_EVENT_WAITED:
+        for (size_t i = 0; ev->more && ev->more->waited_for && i < N_WAITS; i++)
+            if (!strcmp(ev->more->waited_for, wait_names[i]))
+                observe(&m->waited[i], ev->wait_us);
+        break;
     case STG_EVENT_ATTEMPT_END:
+        m->in_flight--;
         m->attempts[class_index(ev->status, ev->error)]++;
         m->never_processed += ev->never_processed;
         observe(&m->duration, ev->duration_us);
@@ -233,9 +284,11 @@ void stg_metrics_event(const stg_event *ev, void *metrics)
     case STG_EVENT_GIVE_UP:
         if ((unsigned)ev->reason < N_REASONS)
             m->give_ups[ev->reason]++;
+        observe(&m->request, ev->duration_us);
         break;
     case STG_EVENT_SUCCESS:
         m->successes++;
+        observe(&m->request, ev->duration_us);
         break;
     case STG_EVENT_LIMITER_WAIT:
         observe(&m->limiter, ev->wait_us);
@@ -250,6 +303,7 @@ void stg_metrics_event(const stg_event *ev, void *metrics)
         break;
     }
     case STG_EVENT_ATTEMPT_START:
+        m->in_flight++;
         break;
     }
     pthread_mutex_unlock(&m->mu);
@@ -272,16 +326,73 @@ static void label(FILE *f, const char *s)
     fputc('"', f);
 }
 
-static void print_histo(FILE *f, const char *name, const char *help, const histo *h)
+/* One histogram's series; lab: its labels ("reason=\"x\"," form, or ""). */
+static void histo_series(FILE *f, const char *name, const char *lab, const histo *h)
 {
-    fprintf(f, "# HELP %s %s\n# TYPE %s histogram\n", name, help, name);
     uint64_t cum = 0;
     for (size_t i = 0; i < N_BOUNDS; i++) {
         cum += h->le[i];
-        fprintf(f, "%s_bucket{le=\"%g\"} %llu\n", name, bounds[i], (unsigned long long)cum);
+        fprintf(f, "%s_bucket{%sle=\"%g\"} %llu\n", name, lab, bounds[i],
+                (unsigned long long)cum);
     }
-    fprintf(f, "%s_bucket{le=\"+Inf\"} %llu\n", name, (unsigned long long)h->count);
-    fprintf(f, "%s_sum %.6f\n%s_count %llu\n", name, h->sum, name, (unsigned long long)h->count);
+    fprintf(f, "%s_bucket{%sle=\"+Inf\"} %llu\n", name, lab, (unsigned long long)h->count);
+    size_t n = strlen(lab);
+    if (n) /* without the trailing comma */
+        fprintf(f, "%s_sum{%.*s} %.6f\n%s_count{%.*s} %llu\n", name, (int)n - 1, lab, h->sum,
+                name, (int)n - 1, lab, (unsigned long long)h->count);
+    else
+        fprintf(f, "%s_sum %.6f\n%s_count %llu\n", name, h->sum, name,
+                (unsigned long long)h->count);
+}
+
+static void print_histo(FILE *f, const char *name, const char *help, const histo *h)
+{
+    fprintf(f, "# HELP %s %s\n# TYPE %s histogram\n", name, help, name);
+    histo_series(f, name, "", h);
+}
+
+/* The waits by what for, the whole requests, the attempts per host, the
+ * learned rates (issue #36: where the time goes). */
+static void print_where_time_goes(const stg_metrics *m, FILE *f)
+{
+    fputs("# HELP stagger_wait_seconds Waits that ended, measured, by what the request "
+          "waited for (slot, limiter, quota, pace, concurrency, breaker, backoff, budget).\n"
+          "# TYPE stagger_wait_seconds histogram\n",
+          f);
+    for (size_t i = 0; i < N_WAITS; i++) {
+        char lab[64];
+        snprintf(lab, sizeof lab, "reason=\"%s\",", wait_names[i]);
+        histo_series(f, "stagger_wait_seconds", lab, &m->waited[i]);
+    }
+    print_histo(f, "stagger_request_duration_seconds",
+                "Whole requests, from submit to their end (every attempt and wait).",
+                &m->request);
+    fprintf(f,
+            "# HELP stagger_attempts_in_flight Attempts on the wire now.\n"
+            "# TYPE stagger_attempts_in_flight gauge\nstagger_attempts_in_flight %lld\n",
+            (long long)m->in_flight);
+    fputs("# HELP stagger_host_attempts_total Attempts by upstream host (the limit key) and "
+          "outcome class.\n# TYPE stagger_host_attempts_total counter\n",
+          f);
+    for (size_t i = 0; i < m->n_hosts; i++)
+        for (int c = 0; c < N_CLASSES; c++) {
+            if (!m->hosts[i].attempts[c])
+                continue;
+            fputs("stagger_host_attempts_total{host=", f);
+            label(f, m->hosts[i].host);
+            fprintf(f, ",class=\"%s\"} %llu\n", class_names[c],
+                    (unsigned long long)m->hosts[i].attempts[c]);
+        }
+    fputs("# HELP stagger_learned_rate The rate each host learned (requests per second).\n"
+          "# TYPE stagger_learned_rate gauge\n",
+          f);
+    for (size_t i = 0; i < m->n_hosts; i++) {
+        if (m->hosts[i].rate <= 0)
+            continue;
+        fputs("stagger_learned_rate{host=", f);
+        label(f, m->hosts[i].host);
+        fprintf(f, "} %.3f\n", m->hosts[i].rate);
+    }
 }
 
 static void print_all(const stg_metrics *m, FILE *f)
@@ -375,6 +486,24 @@ static void print_all(const stg_metrics *m, FILE *f)
             "# TYPE stagger_never_processed_total counter\n"
             "stagger_never_processed_total %llu\n",
             (unsigned long long)m->never_processed);
+    print_where_time_goes(m, f);
+    stg__mc_print(&m->classes, f);
+    for (size_t i = 0; i < m->n_src; i++)
+        m->src[i].fn(f, m->src[i].data);
+}
+
+int stg_metrics_add_source(stg_metrics *m, stg_metrics_source_fn fn, void *data)
+{
+    if (!m || !fn)
+        return STG_EINVAL;
+    pthread_mutex_lock(&m->mu);
+    int rc = m->n_src < MAX_SOURCES ? STG_OK : STG_ENOMEM;
+    if (rc == STG_OK) {
+        m->src[m->n_src].fn = fn;
+        m->src[m->n_src++].data = data;
+    }
+    pthread_mutex_unlock(&m->mu);
+    return rc;
 }
 
 int stg_metrics_print(const stg_metrics *m, FILE *out)
@@ -413,4 +542,67 @@ int stg_metrics_write(const stg_metrics *m, const char *path)
         unlink(tmp);
     free(tmp);
     return rc;
+}
+
+/* ---- the same as JSON (the live pages) ------------------------------------ */
+
+static json_t *classes_json(const uint64_t *n)
+{
+    json_t *o = json_object();
+    for (int c = 0; c < N_CLASSES; c++)
+        json_object_set_new(o, class_names[c], json_integer((json_int_t)n[c]));
+    return o;
+}
+
+static json_t *to_json(const stg_metrics *m)
+{
+    json_t *hosts = json_object();
+    for (size_t i = 0; i < m->n_hosts; i++) {
+        const breaker_host *h = &m->hosts[i];
+        json_t *o = json_pack("{s:o,s:f,s:i}", "attempts", classes_json(h->attempts),
+                              "learned_rate", h->rate, "concurrency_limit", h->conc_limit);
+        if (h->breaker)
+            json_object_set_new(o, "breaker", json_string(stg_breaker_state_name(
+                                                  (stg_breaker_state)h->state)));
+        json_object_set_new(hosts, h->host, o);
+    }
+    json_t *waits = json_object();
+    for (size_t i = 0; i < N_WAITS; i++)
+        json_object_set_new(waits, wait_names[i],
+                            json_pack("{s:I,s:f}", "count", (json_int_t)m->waited[i].count,
+                                      "seconds", m->waited[i].sum));
+    json_t *retries = json_object(), *give_ups = json_object();
+    uint64_t by_status = 0, by_error = 0;
+    for (int s = 0; s < N_STATUS; s++)
+        by_status += m->retries_status[s];
+    for (int e = 0; e < N_ERRORS; e++)
+        by_error += m->retries_error[e];
+    json_object_set_new(retries, "retry_status", json_integer((json_int_t)by_status));
+    json_object_set_new(retries, "retry_error", json_integer((json_int_t)by_error));
+    for (int r = 0; r < N_REASONS; r++) {
+        if (m->retries_other[r])
+            json_object_set_new(retries, stg_reason_name((stg_reason)r),
+                                json_integer((json_int_t)m->retries_other[r]));
+        if (m->give_ups[r])
+            json_object_set_new(give_ups, stg_reason_name((stg_reason)r),
+                                json_integer((json_int_t)m->give_ups[r]));
+    }
+    return json_pack("{s:o,s:o,s:o,s:o,s:o,s:I,s:I,s:{s:I,s:f}}", "attempts",
+                     classes_json(m->attempts), "hosts", hosts, "waits", waits, "retries",
+                     retries, "give_ups", give_ups, "successes", (json_int_t)m->successes,
+                     "in_flight", (json_int_t)m->in_flight, "requests", "count",
+                     (json_int_t)m->request.count, "seconds", m->request.sum);
+}
+
+char *stg_metrics_json(const stg_metrics *m)
+{
+    if (!m)
+        return NULL;
+    stg_metrics *mm = (stg_metrics *)m; /* the mutex, not the data, changes */
+    pthread_mutex_lock(&mm->mu);
+    json_t *o = to_json(m);
+    pthread_mutex_unlock(&mm->mu);
+    char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
+    json_decref(o);
+    return s;
 }

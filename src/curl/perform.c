@@ -188,7 +188,12 @@ static int limiter_gate(call *c, int64_t start_us, int attempt, stg_reason *reas
     int brc;
     if (sh) {
         c->ticket = 0;
-        brc = sh->acquire(sh->ctx, c->limit_key, left, &w, &c->ticket);
+        if (sh->acquire_class) {
+            stg_class cls = {c->cfg.priority, c->cfg.tenant, c->cfg.weight};
+            brc = sh->acquire_class(sh->ctx, c->limit_key, &cls, left, &w, &c->ticket);
+        } else {
+            brc = sh->acquire(sh->ctx, c->limit_key, left, &w, &c->ticket);
+        }
         if (brc != STG_OK && brc != STG_ETIMEDOUT) {
             snprintf(c->errtext, sizeof c->errtext, "shared limiter: %s", stg_strerror(brc));
             *reason = STG_REASON_LIMITER_UNAVAILABLE;
@@ -388,7 +393,8 @@ static int call_open(call *c, CURL *easy, const stg_call_config *cfg)
     if (cfg)
         c->cfg = *cfg;
     if (stg_policy_resolve(&c->cfg.policy, &c->pol) != STG_OK || c->cfg.max_redirects < 0 ||
-        (c->cfg.n_cost && !c->cfg.cost))
+        (c->cfg.n_cost && !c->cfg.cost) ||
+        !stg__class_valid(c->cfg.priority, c->cfg.tenant, c->cfg.weight))
         return STG_EINVAL;
     for (size_t i = 0; i < c->cfg.n_cost; i++)
         if (c->cfg.cost[i].amount < 0 ||

@@ -34,8 +34,10 @@
  * CURLE_RECV_ERROR, then Curl_retry_request) without telling its caller.
  * It is told apart from a dead connection's resend by two things libcurl
  * does show: the request went out as HTTP/2 (its header block, seen by
- * the debug callback, which is why every transfer is VERBOSE into a
- * callback that keeps nothing and prints nothing), and no error message
+ * the debug callback, which is why every transfer that may speak HTTP/2
+ * is VERBOSE into a callback that keeps nothing and prints nothing; one
+ * certain to speak HTTP/1.x, h1_only, is not: libcurl formats every info
+ * line only for it to be dropped), and no error message
  * was written (a socket that failed writes "Failed receiving HTTP2 data"
  * or a Recv failure; a refusal writes none). That resend is refused here
  * too (refused_stream), and the engine sends it again itself: through the
@@ -108,7 +110,10 @@
  * status line that is not an interim 1xx; after it, any byte either way
  * restarts the idle time, and a transfer paused for a slow reader is
  * never idle. timed_out says which ended the transfer; the attempt step
- * reads it as STG_NET_TIMEOUT.
+ * reads it as STG_NET_TIMEOUT. The callback (and libcurl's 1 s re-check
+ * timer that drives it) is installed only when one of the two could fire
+ * before the attempt's total time (ticking): a total shorter than both
+ * always ends the transfer first.
  */
 #include <limits.h>
 #include <stdlib.h>
@@ -194,6 +199,7 @@ void stg__xfer_reset(stg__xfer *x)
     x->tail_len = 0;
     x->errbuf[0] = '\0';
     x->first_byte_us = x->idle_us = 0;
+    x->ticking = false;
     x->last_activity_us = 0;
     x->dl_seen = x->ul_seen = 0;
     x->request_sent = x->answer_begun = x->touched = x->paused = false;
@@ -613,15 +619,28 @@ void stg__xfer_conn(CURL *easy, stg__conn *out)
         out->tls_handshake_us = app_us > connect_us ? (int64_t)(app_us - connect_us) : 1;
 }
 
+bool stg__xfer_h2_impossible(const char *url, long http_version)
+{
+    return url && strncasecmp(url, "http://", 7) == 0 && http_version < CURL_HTTP_VERSION_2_0;
+}
+
 void stg__xfer_attach(CURL *easy, stg__xfer *x)
 {
     stg__tls_apply(easy, x->tls);
     x->easy = easy;
     curl_easy_setopt(easy, CURLOPT_PREREQFUNCTION, on_prereq);
     curl_easy_setopt(easy, CURLOPT_PREREQDATA, x);
-    curl_easy_setopt(easy, CURLOPT_DEBUGFUNCTION, on_debug);
-    curl_easy_setopt(easy, CURLOPT_DEBUGDATA, x);
-    curl_easy_setopt(easy, CURLOPT_VERBOSE, 1L);
+    /* VERBOSE makes libcurl format every info line it has (a few per
+     * transfer, ~3% of an engine's CPU per small request) only for the
+     * debug callback to drop them: off when no HTTP/2 request line can
+     * come. */
+    if (!x->h1_only) {
+        curl_easy_setopt(easy, CURLOPT_DEBUGFUNCTION, on_debug);
+        curl_easy_setopt(easy, CURLOPT_DEBUGDATA, x);
+        curl_easy_setopt(easy, CURLOPT_VERBOSE, 1L);
+    } else {
+        curl_easy_setopt(easy, CURLOPT_VERBOSE, 0L);
+    }
     curl_easy_setopt(easy, CURLOPT_WRITEFUNCTION, on_body);
     curl_easy_setopt(easy, CURLOPT_WRITEDATA, x);
     curl_easy_setopt(easy, CURLOPT_HEADERFUNCTION, on_header);
@@ -758,7 +777,14 @@ void stg__xfer_timeouts(CURL *easy, stg__xfer *x, const stg_policy *p, int64_t r
     curl_easy_setopt(easy, CURLOPT_TIMEOUT_MS, total_ms);
     x->first_byte_us = p->first_byte_timeout_us;
     x->idle_us = p->idle_timeout_us;
-    if (x->first_byte_us <= 0 && x->idle_us <= 0)
+    /* The quiet time either one measures never exceeds the time since the
+     * transfer began, so a total time shorter than both ends the transfer
+     * first (CURLOPT_TIMEOUT): then the tick, which costs every transfer a
+     * callback per read and write and a 1 s timer, is not installed. */
+    int64_t total_us = total_ms ? (int64_t)total_ms * 1000 : INT64_MAX;
+    x->ticking = (x->first_byte_us > 0 && x->first_byte_us <= total_us) ||
+                 (x->idle_us > 0 && x->idle_us <= total_us);
+    if (!x->ticking)
         return;
     curl_easy_setopt(easy, CURLOPT_XFERINFOFUNCTION, on_progress);
     curl_easy_setopt(easy, CURLOPT_XFERINFODATA, x);

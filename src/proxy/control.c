@@ -5,8 +5,15 @@
  *                           admission), instead of --deadline;
  *   Stagger-Retries: 0      retries after the first attempt (0: one
  *                           attempt), instead of --max-attempts - 1;
- *   Stagger-Priority: low   waits behind every normal request for
- *                           admission (normal: the default);
+ *   Stagger-Priority: batch the request's class: interactive, normal
+ *                           (the default) or batch (also high and low, as
+ *                           before); a lower class waits for every higher
+ *                           one at each limit, with a floor (docs/
+ *                           priorities.md);
+ *   Stagger-Tenant: acme;w=2
+ *                           who the request is for, and its weight among
+ *                           its class's tenants (1 when not given): a name
+ *                           of 1..64 [A-Za-z0-9._:-], weight > 0, <= 1e6;
  *   Stagger-Cost: tokens=1200, requests=1
  *                           what the request costs per quota unit
  *                           (stg_quota_cost_parse), as a batch job's
@@ -30,6 +37,7 @@
 #include <strings.h>
 
 #include "proxy/internal.h"
+#include "util/class_field.h"
 
 bool px_parse_duration(const char *s, int64_t *us)
 {
@@ -130,6 +138,11 @@ bool px_parse_timeout(const char *s, px_timeouts *t)
     }
 }
 
+bool px_parse_tenant(const char *s, char *name, size_t size, double *weight)
+{
+    return stg__tenant_field_parse(s, name, size, weight);
+}
+
 int px_control(px_req *r, struct MHD_Connection *c, char *msg, size_t msgsize)
 {
     const char *d = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Stagger-Deadline");
@@ -173,15 +186,15 @@ int px_control(px_req *r, struct MHD_Connection *c, char *msg, size_t msgsize)
                  "idle=D, connect=D, total=D separated by commas");
         return -1;
     }
-    if (pr) {
-        if (!strcasecmp(pr, "low"))
-            r->priority = STG_PRIORITY_LOW;
-        else if (!strcasecmp(pr, "normal"))
-            r->priority = 0;
-        else {
-            snprintf(msg, msgsize, "bad Stagger-Priority: expected low or normal");
-            return -1;
-        }
+    if (pr && stg_priority_parse(pr, &r->priority) != STG_OK) {
+        snprintf(msg, msgsize, "bad Stagger-Priority: expected interactive, normal or batch");
+        return -1;
+    }
+    const char *te = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Stagger-Tenant");
+    if (te && !px_parse_tenant(te, r->tenant, sizeof r->tenant, &r->weight)) {
+        snprintf(msg, msgsize, "bad Stagger-Tenant: expected a name of 1 to 64 letters, digits "
+                               "and . _ : -, optionally ;w= and a weight > 0 such as acme;w=2");
+        return -1;
     }
     return 0;
 }

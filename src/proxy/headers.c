@@ -298,6 +298,10 @@ static void add_field(void *ctx, const char *name, size_t n, const char *value, 
     if (k->conn.oom || hop_by_hop(name, n, &k->conn) || is_name(name, n, "content-length") ||
         !stg__http_token(name, n) || !stg__http_value_ok(value, m))
         return;
+    if (!k->resp && !is_name(name, n, "location")) { /* counting: no copies */
+        k->bytes += n + m + 4;
+        return;
+    }
     char *nb = strndup(name, n), *vb = strndup(value, m);
     char *loc = nb && vb && is_name(name, n, "location") ? px_location(k->r->p, k->r, vb) : NULL;
     if (nb && vb) {

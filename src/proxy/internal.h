@@ -122,7 +122,9 @@ struct px_req {
     char idem_key[64]; /* "" : none */
     int64_t deadline_us;
     int max_attempts;
-    int priority;
+    int priority;      /* Stagger-Priority: a class (stagger/priority.h) */
+    char tenant[STG_TENANT_MAX + 1]; /* Stagger-Tenant; "": none */
+    double weight;     /* its ;w= (0: 1) */
     stg_quota_cost *cost; /* Stagger-Cost (control.c), n_cost units; NULL: none */
     size_t n_cost;
     px_timeouts timeouts; /* Stagger-Timeout; zeros: the proxy's */
@@ -237,6 +239,11 @@ struct stg_proxy {
     bool watch_stop;     /* mu */
 
     stg_metrics *metrics;
+    /* Whole requests as the client saw them, head to answer (admin.c:
+     * stagger_proxy_request_duration_seconds), behind hist_mu. */
+    pthread_mutex_t hist_mu;
+    uint64_t hist_le[15], hist_count;
+    double hist_sum;
     pthread_mutex_t log_mu;
     FILE *log;
     stg_logger *logger;
@@ -329,6 +336,10 @@ bool px_parse_duration(const char *s, int64_t *us);
 /* A Stagger-Timeout value into *t (zeroed first, and left zero when the
  * value is bad). Pure; fuzzed (fuzz/fuzz_proxy_timeout.c). */
 bool px_parse_timeout(const char *s, px_timeouts *t);
+/* A Stagger-Tenant value, "name" or "name;w=2" (blanks around ; and =):
+ * the name (stg_tenant_check) into name[size], the weight (0: not given;
+ * else > 0, <= 1e6) into *weight. False (outputs untouched) when bad. */
+bool px_parse_tenant(const char *s, char *name, size_t size, double *weight);
 
 /* ---- watch.c ----------------------------------------------------------- */
 void *px_watch_main(void *arg);
@@ -372,6 +383,10 @@ bool px_via_loop(const stg_proxy *p, struct MHD_Connection *c);
 void px_log_event(const stg_event *ev, void *data);
 /* One "proxy" line for a finished request (redacted). */
 void px_log_request(stg_proxy *p, const px_req *r, int client_status);
+/* A request answered after us microseconds (admin.c). */
+void px_observe_request(stg_proxy *p, int64_t us);
+/* Print the proxy's own series (a stg_metrics source; admin.c). */
+void px_metrics_source(FILE *f, void *proxy);
 int64_t px_mono_us(void);
 
 #endif

@@ -61,6 +61,8 @@ void px_log_event(const stg_event *ev, void *data)
 
 void px_log_request(stg_proxy *p, const px_req *r, int client_status)
 {
+    if (!r->why || strcmp(r->why, "admin")) /* the proxy's own pages are not requests */
+        px_observe_request(p, px_mono_us() - r->start_us);
     if (!p->cfg.log_path)
         return;
     char url[2048];
@@ -78,6 +80,11 @@ void px_log_request(stg_proxy *p, const px_req *r, int client_status)
                           "attempts", r->attempts, "reason",
                           r->why ? r->why : stg_reason_name(r->reason), /* the front's own */
                           "duration_ms", (double)(px_mono_us() - r->start_us) / 1000.0);
+    if (o) { /* its class and tenant (Stagger-Priority, Stagger-Tenant) */
+        json_object_set_new(o, "class", json_string(stg_priority_name(r->priority)));
+        if (r->tenant[0])
+            json_object_set_new(o, "tenant", json_string(r->tenant));
+    }
     char *line = o ? json_dumps(o, JSON_COMPACT) : NULL;
     json_decref(o);
     if (!line)
@@ -169,6 +176,7 @@ stg_proxy *stg_proxy_new(const stg_proxy_config *cfg, char *err, size_t errsize)
     px_via_init(p);
     pthread_mutex_init(&p->mu, NULL);
     pthread_mutex_init(&p->log_mu, NULL);
+    pthread_mutex_init(&p->hist_mu, NULL);
     pthread_cond_init(&p->cv, NULL);
     if (px_routes_init(p, err, errsize) != 0)
         goto fail;
@@ -177,8 +185,10 @@ stg_proxy *stg_proxy_new(const stg_proxy_config *cfg, char *err, size_t errsize)
         goto fail;
     }
     p->metrics = stg_metrics_new();
-    if (p->metrics) /* as many host series as the engine keeps hosts */
+    if (p->metrics) { /* as many host series as the engine keeps hosts */
         stg_metrics_set_max_hosts(p->metrics, cfg->engine.max_hosts);
+        stg_metrics_add_source(p->metrics, px_metrics_source, p);
+    }
     p->watch_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (!p->metrics || p->watch_fd < 0) {
         snprintf(err, errsize, "out of memory or descriptors");
@@ -367,6 +377,7 @@ void stg_proxy_free(stg_proxy *p)
     px_routes_free(p);
     pthread_mutex_destroy(&p->mu);
     pthread_mutex_destroy(&p->log_mu);
+    pthread_mutex_destroy(&p->hist_mu);
     pthread_cond_destroy(&p->cv);
     free(p);
 }

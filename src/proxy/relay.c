@@ -371,6 +371,8 @@ static void submit(stg_proxy *p, px_req *r)
         rq.deadline_us = r->deadline_us;
         rq.max_attempts = r->max_attempts;
         rq.priority = r->priority;
+        rq.tenant = r->tenant[0] ? r->tenant : NULL; /* Stagger-Tenant (control.c) */
+        rq.weight = r->weight;
         rq.cost = r->cost; /* Stagger-Cost (control.c) */
         rq.n_cost = r->n_cost;
         stg_policy own; /* Stagger-Timeout: the proxy's policy, these times */

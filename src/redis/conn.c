@@ -16,10 +16,8 @@
  * failover to a replica that never saw them) reloads the script on the
  * same connection and runs the command again, once.
  *
- * SIGPIPE: hiredis writes with write(2), which raises SIGPIPE on a socket
- * the server has closed. Every write is wrapped in util/sigpipe.h's guard:
- * SIGPIPE is blocked in this thread and a SIGPIPE raised meanwhile is
- * consumed before unblocking (the technique libpq uses).
+ * The connection itself (TCP or TLS for rediss://, the timeouts, SIGPIPE)
+ * is rconn.c's.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -33,7 +31,6 @@
 
 #include "internal.h"
 #include "util/clock.h"
-#include "util/sigpipe.h"
 
 static int64_t mono_us(void *data) /* the default stg_redis_clock_fn */
 {
@@ -96,24 +93,6 @@ void stg__redis_emit(stg_redis_limiter *l, const stg__note *note)
 
 /* ---- connection -------------------------------------------------------- */
 
-static struct timeval tv_of(int64_t us)
-{
-    struct timeval tv;
-    tv.tv_sec = (time_t)(us / 1000000);
-    tv.tv_usec = (suseconds_t)(us % 1000000);
-    return tv;
-}
-
-/* Run one command; returns the reply or NULL on an I/O error. */
-static redisReply *command(redisContext *c, int argc, const char **argv, const size_t *lens)
-{
-    stg__sigpipe_guard g;
-    stg__sigpipe_block(&g);
-    redisReply *r = redisCommandArgv(c, argc, argv, lens);
-    stg__sigpipe_restore(&g);
-    return r;
-}
-
 /* Every reason below says what failed and where ("Redis at HOST:PORT ..."):
  * it ends up in a log line or an error message, where "Resource
  * temporarily unavailable" alone would not tell anyone that Redis was
@@ -131,40 +110,31 @@ static void reply_reason(const stg_redis_limiter *l, const redisReply *r, char *
 /* An I/O failure of a command on c: a timeout (hiredis reports the read's
  * EAGAIN as "Resource temporarily unavailable"), a closed connection, or
  * another socket error. */
-static void io_reason(const stg_redis_limiter *l, const redisContext *c, int err_no,
-                      const char *what, char *buf, size_t len)
+static void io_reason(const stg_redis_limiter *l, const stg__rconn *c, const char *what,
+                      char *buf, size_t len)
 {
-    if (c->err == REDIS_ERR_IO && (err_no == EAGAIN || err_no == EWOULDBLOCK ||
-                                   err_no == ETIMEDOUT))
+    const char *text;
+    stg__rconn_err e = stg__rconn_error(c, &text);
+    if (e == STG__RC_TIMEOUT)
         snprintf(buf, len, "Redis at %s did not answer %s within %" PRId64 " ms", l->where, what,
                  l->command_timeout_us / 1000);
-    else if (c->err == REDIS_ERR_EOF)
+    else if (e == STG__RC_CLOSED)
         snprintf(buf, len, "Redis at %s closed the connection during %s", l->where, what);
+    else if (e == STG__RC_TLS)
+        snprintf(buf, len, "%s to Redis at %s failed: TLS: %s", what, l->where, text);
     else
         snprintf(buf, len, "%s to Redis at %s failed: %s", what, l->where,
-                 c->errstr[0] ? c->errstr : "I/O error");
+                 text[0] ? text : "I/O error");
 }
 
-/* Run one command; returns the reply or NULL on an I/O error (then
- * *err_no is errno as the failure left it). */
-static redisReply *command_errno(redisContext *c, int argc, const char **argv,
-                                 const size_t *lens, int *err_no)
-{
-    errno = 0;
-    redisReply *r = command(c, argc, argv, lens);
-    *err_no = errno;
-    return r;
-}
-
-static int load_script(const stg_redis_limiter *l, redisContext *c, const char *src,
+static int load_script(const stg_redis_limiter *l, stg__rconn *c, const char *src,
                        char sha[41], char *reason, size_t rlen)
 {
     const char *argv[] = {"SCRIPT", "LOAD", src};
     size_t lens[] = {6, 4, strlen(src)};
-    int err_no;
-    redisReply *r = command_errno(c, 3, argv, lens, &err_no);
+    redisReply *r = stg__rconn_command(c, 3, argv, lens);
     if (!r) {
-        io_reason(l, c, err_no, "SCRIPT LOAD", reason, rlen);
+        io_reason(l, c, "SCRIPT LOAD", reason, rlen);
         return STG_EUNAVAIL;
     }
     int rc = STG_OK;
@@ -192,29 +162,12 @@ static int connect_now(stg_redis_limiter *l, char *reason, size_t rlen)
 {
     l->attempted = true;
     l->last_attempt_us = stg__redis_now(l);
-    errno = 0;
-    redisContext *c = redisConnectWithTimeout(l->url.host, l->url.port,
-                                              tv_of(l->connect_timeout_us));
-    int err_no = errno;
-    if (!c) {
-        snprintf(reason, rlen, "out of memory connecting to Redis at %s", l->where);
-        return STG_ENOMEM;
-    }
-    if (c->err) {
-        if (err_no == ETIMEDOUT || err_no == EINPROGRESS || err_no == EAGAIN)
-            snprintf(reason, rlen, "Redis at %s did not accept a connection within %" PRId64 " ms",
-                     l->where, l->connect_timeout_us / 1000);
-        else
-            snprintf(reason, rlen, "cannot connect to Redis at %s: %s", l->where, c->errstr);
-        redisFree(c);
-        return STG_EUNAVAIL;
-    }
-    if (redisSetTimeout(c, tv_of(l->command_timeout_us)) != REDIS_OK) {
-        snprintf(reason, rlen, "cannot set the command timeout on the connection to Redis at %s",
-                 l->where);
-        redisFree(c);
-        return STG_EUNAVAIL;
-    }
+    stg__rconn_err cerr;
+    stg__rconn *c = stg__rconn_open(l->url.host, l->url.port, l->where, l->url.tls, &l->tls,
+                                    l->connect_timeout_us, l->command_timeout_us, &cerr, reason,
+                                    rlen);
+    if (!c)
+        return cerr == STG__RC_NOMEM ? STG_ENOMEM : STG_EUNAVAIL;
     int rc = STG_OK;
     if (l->url.password[0]) {
         const char *argv[3];
@@ -224,9 +177,9 @@ static int connect_now(stg_redis_limiter *l, char *reason, size_t rlen)
         if (l->url.user[0])
             argv[argc] = l->url.user, lens[argc++] = strlen(l->url.user);
         argv[argc] = l->url.password, lens[argc++] = strlen(l->url.password);
-        redisReply *r = command_errno(c, argc, argv, lens, &err_no);
+        redisReply *r = stg__rconn_command(c, argc, argv, lens);
         if (!r) {
-            io_reason(l, c, err_no, "AUTH", reason, rlen);
+            io_reason(l, c, "AUTH", reason, rlen);
             rc = STG_EUNAVAIL;
         } else {
             if (r->type == REDIS_REPLY_ERROR) {
@@ -241,9 +194,9 @@ static int connect_now(stg_redis_limiter *l, char *reason, size_t rlen)
         snprintf(db, sizeof db, "%d", l->url.db);
         const char *argv[] = {"SELECT", db};
         size_t lens[] = {6, strlen(db)};
-        redisReply *r = command_errno(c, 2, argv, lens, &err_no);
+        redisReply *r = stg__rconn_command(c, 2, argv, lens);
         if (!r) {
-            io_reason(l, c, err_no, "SELECT", reason, rlen);
+            io_reason(l, c, "SELECT", reason, rlen);
             rc = STG_EUNAVAIL;
         } else {
             if (r->type == REDIS_REPLY_ERROR) {
@@ -256,7 +209,7 @@ static int connect_now(stg_redis_limiter *l, char *reason, size_t rlen)
     for (int i = 0; rc == STG_OK && i < STG__SCRIPT_COUNT; i++)
         rc = load_script(l, c, script_src[i], l->sha[i], reason, rlen);
     if (rc != STG_OK) {
-        redisFree(c);
+        stg__rconn_free(c);
         return rc;
     }
     l->ctx = c;
@@ -267,7 +220,7 @@ static int connect_now(stg_redis_limiter *l, char *reason, size_t rlen)
 static void drop(stg_redis_limiter *l)
 {
     if (l->ctx) {
-        redisFree(l->ctx);
+        stg__rconn_free(l->ctx);
         l->ctx = NULL;
         l->stats.disconnects++;
     }
@@ -303,25 +256,19 @@ static bool is_noscript(const redisReply *r)
 }
 
 /* Send the command n times, read n replies. Returns false on an I/O error
- * (replies freed and NULLed; *err_no is errno as the failure left it). */
-static bool round_trip(redisContext *c, int argc, const char **argv, const size_t *lens,
-                       size_t n, redisReply **replies, int *err_no)
+ * (replies freed and NULLed; stg__rconn_error says what). */
+static bool round_trip(stg__rconn *c, int argc, const char **argv, const size_t *lens,
+                       size_t n, redisReply **replies)
 {
     for (size_t i = 0; i < n; i++)
         replies[i] = NULL;
     bool ok = true;
-    stg__sigpipe_guard g;
-    stg__sigpipe_block(&g);
-    errno = 0;
     for (size_t i = 0; i < n && ok; i++)
-        ok = redisAppendCommandArgv(c, argc, argv, lens) == REDIS_OK;
+        ok = stg__rconn_append(c, argc, argv, lens);
     for (size_t i = 0; i < n && ok; i++) {
-        void *r = NULL;
-        ok = redisGetReply(c, &r) == REDIS_OK && r != NULL;
-        replies[i] = r;
+        replies[i] = stg__rconn_reply(c);
+        ok = replies[i] != NULL;
     }
-    *err_no = errno;
-    stg__sigpipe_restore(&g);
     if (!ok) {
         for (size_t i = 0; i < n; i++) {
             if (replies[i])
@@ -356,10 +303,9 @@ bool stg__reply_int(const redisReply *r, size_t i, long long *out)
 /* The connection broke in a way that says the server closed it (EOF,
  * reset, broken pipe), as opposed to a timeout: the command did not run,
  * and a fresh connection may well work. */
-static bool closed_by_peer(const redisContext *c, int err_no)
+static bool closed_by_peer(const stg__rconn *c)
 {
-    return c->err == REDIS_ERR_EOF ||
-           (c->err == REDIS_ERR_IO && (err_no == ECONNRESET || err_no == EPIPE));
+    return stg__rconn_error(c, NULL) == STG__RC_CLOSED;
 }
 
 static int eval_once(stg_redis_limiter *l, int which, const char *key, int argc,
@@ -378,11 +324,10 @@ static int eval_once(stg_redis_limiter *l, int which, const char *key, int argc,
 
     char reason[STG__REASON_MAX];
     redisReply **again = NULL;
-    int err_no = 0;
     *peer_closed = false;
-    if (!round_trip(l->ctx, k, argv, lens, n, replies, &err_no)) {
-        *peer_closed = closed_by_peer(l->ctx, err_no);
-        io_reason(l, l->ctx, err_no, "EVALSHA", reason, sizeof reason);
+    if (!round_trip(l->ctx, k, argv, lens, n, replies)) {
+        *peer_closed = closed_by_peer(l->ctx);
+        io_reason(l, l->ctx, "EVALSHA", reason, sizeof reason);
         goto fail;
     }
     size_t noscript = 0;
@@ -408,8 +353,8 @@ static int eval_once(stg_redis_limiter *l, int which, const char *key, int argc,
                  l->where);
         goto fail;
     }
-    if (!round_trip(l->ctx, k, argv, lens, noscript, again, &err_no)) {
-        io_reason(l, l->ctx, err_no, "EVALSHA", reason, sizeof reason);
+    if (!round_trip(l->ctx, k, argv, lens, noscript, again)) {
+        io_reason(l, l->ctx, "EVALSHA", reason, sizeof reason);
         goto fail;
     }
     for (size_t i = 0, j = 0; i < n; i++) {
@@ -540,6 +485,8 @@ stg_redis_limiter *stg_redis_limiter_new(const stg_redis_limiter_config *cfg, in
         return NULL;
     }
     stg_redis_url_format(&l->url, l->url_shown, sizeof l->url_shown);
+    if (cfg->tls)
+        l->tls = *cfg->tls;
     snprintf(l->where, sizeof l->where, strchr(l->url.host, ':') ? "[%s]:%d" : "%s:%d",
              l->url.host, l->url.port);
 
@@ -655,7 +602,7 @@ void stg_redis_limiter_free(stg_redis_limiter *l)
         return;
     stg__lease_close(l); /* unspent leased tokens back to Redis */
     if (l->ctx)
-        redisFree(l->ctx);
+        stg__rconn_free(l->ctx);
     stg__local_free_all(l);
     pthread_mutex_destroy(&l->mu);
     memset(&l->url, 0, sizeof l->url); /* no password left in freed memory */

@@ -16,6 +16,19 @@
  * The key expires when the bucket would be full again (plus 1 s): a missing
  * key means a full bucket, so expiry loses nothing.
  *
+ * Classes and tenants (prio_lua.h, the model in src/core/prio_gcra.c): a
+ * call with ARGV[9] = "class weight_m hold_ns floor_pm" and ARGV[10] = the
+ * tenant decides by class and tenant on the same hash (fields pb, d<c>,
+ * f<c>, p<c>:<tenant> beside b, t, i), so plain and class callers share one
+ * TAT. The class fields count from a base of their own (pb), so that a
+ * plain call that moves b needs not know them. A class call sets the expiry
+ * from every field it holds; a plain call from t alone, which may cut the
+ * marks and tenants' buckets short when both kinds of call share a key
+ * (the side of forgetting fairness state, never the bound).
+ * ARGV[11] > 0 pins the clock (µs since the epoch) instead of TIME: only
+ * the differential test (tests/integration/test_redis_prio.c) uses it, to
+ * run the script and the model on the same instants.
+ *
  * The hand-over from and to the local fallback (see fallback.c): every
  * reply carries the key's debt (TAT - now) after the decision, which the
  * local bucket mirrors; and a call may carry a debt (ARGV[5], ns) that is
@@ -46,10 +59,12 @@
 #include <string.h>
 
 #include "internal.h"
+#include "redis/prio_lua.h"
 
 const char stg__redis_gcra_lua[] =
     "-- stagger GCRA. KEYS[1] bucket hash; ARGV interval_ns, burst, weight, timeout_ns,\n"
-    "-- carry_ns, lead_ns, base, tat. Returns {admitted 1|0, wait_us, debt_us}; a\n"
+    "-- carry_ns, lead_ns, base, tat, [class part, tenant, pinned now_us]. Returns\n"
+    "-- {admitted 1|0, wait_us, debt_us} (the class part: prio_lua.h); a\n"
     "-- lease (lead_ns > 0, weight = tokens wanted) that is granted returns\n"
     "-- {1, wait_us, debt_us, k, end_us, base, tat}. weight < 0 gives -weight\n"
     "-- leased tokens back if the TAT is still base/tat: {1|0, 0, 0}.\n"
@@ -69,15 +84,21 @@ const char stg__redis_gcra_lua[] =
     "  end\n"
     "  return {0, 0, 0}\n"
     "end\n"
-    "local now_t = redis.call('TIME')\n"
-    "local sec = tonumber(now_t[1])\n"
+    "local sec, usec\n"
+    "local pin = tonumber(ARGV[11]) or 0\n"
+    "if pin > 0 then\n"
+    "  sec = math.floor(pin / 1000000); usec = pin - sec * 1000000\n"
+    "else\n"
+    "  local now_t = redis.call('TIME')\n"
+    "  sec = tonumber(now_t[1]); usec = tonumber(now_t[2])\n"
+    "end\n"
     "local base, tat, oldT = tonumber(st[1]), tonumber(st[2]), tonumber(st[3])\n"
     "if base == nil or tat == nil then base = sec; tat = nil end\n"
     "if sec - base > 86400 then\n"
     "  if tat then tat = tat - (sec - base) * 1000000000 end\n"
     "  base = sec\n"
     "end\n"
-    "local now = (sec - base) * 1000000000 + tonumber(now_t[2]) * 1000\n"
+    "local now = (sec - base) * 1000000000 + usec * 1000\n"
     "if tat == nil or tat < now then tat = now end\n"
     "if oldT and T > oldT and tat > now then\n"
     "  local d = math.ceil((tat - now) * (T / oldT))\n"
@@ -90,6 +111,7 @@ const char stg__redis_gcra_lua[] =
     "    't', string.format('%.0f', v), 'i', string.format('%.0f', T))\n"
     "  redis.call('PEXPIRE', KEYS[1], math.ceil((v - now) / 1000000) + 1000)\n"
     "end\n"
+    STG__PRIO_LUA
     "if lead > 0 then\n"
     "  local tat0 = tat\n"
     "  if tat0 < now + lead then tat0 = now + lead end\n"
@@ -116,7 +138,7 @@ const char stg__redis_gcra_lua[] =
     "return {1, math.ceil(wait / 1000), math.ceil((new_tat - now) / 1000)}\n";
 
 /* timeout_us as the script's timeout_ns: <= 0 -> 0, clamped to the span. */
-static int64_t timeout_ns_of(int64_t timeout_us)
+int64_t stg__gcra_timeout_ns(int64_t timeout_us)
 {
     if (timeout_us <= 0)
         return 0;
@@ -139,8 +161,7 @@ static int answer(const redisReply *r, bool is_try, int64_t *wait_us, int64_t *d
     return is_try ? STG_EAGAIN : STG_ETIMEDOUT;
 }
 
-/* Under mu: answer n takes from the local bucket of name. */
-static int local_takes(stg_redis_limiter *l, const char *name, size_t n, int64_t weight,
+int stg__gcra_local_takes(stg_redis_limiter *l, const char *name, size_t n, int64_t weight,
                        int64_t timeout_us, bool is_try, int *rcs, int64_t *waits)
 {
     stg__local *loc = stg__local_get(l, name);
@@ -172,16 +193,27 @@ static void parse_lease(const redisReply *r, lease_reply *lr)
                 stg__reply_int(r, 6, &lr->tat);
 }
 
-/* Under mu, connected: n takes decided by the script. With a fallback, the
- * first carries the local debt when the key was last decided before a
- * (re)connection (fallback.c), alone in its round trip when n > 1 so that
- * the others do not carry it again; that includes a connection the server
- * closed and that was made again inside this call. On success the local
- * bucket mirrors the last reply's debt. */
+static void parse_lease_cb(const redisReply *r, void *data)
+{
+    parse_lease(r, data);
+}
+
+/* Under mu, connected: n plain takes decided by the script (internal.h,
+ * stg__gcra_takes, says how). */
 static int shared_takes(stg_redis_limiter *l, const char *name, const char *rkey,
                         const char *const *args, size_t n, int64_t weight, int64_t timeout_us,
                         bool is_try, int *rcs, int64_t *waits, redisReply **replies,
                         stg__note *note, lease_reply *lr)
+{
+    return stg__gcra_takes(l, name, rkey, args, 5, n, weight, timeout_us, is_try, rcs, waits,
+                           replies, note, lr ? parse_lease_cb : NULL, lr);
+}
+
+int stg__gcra_takes(stg_redis_limiter *l, const char *name, const char *rkey,
+                    const char *const *args, int argc, size_t n, int64_t weight,
+                    int64_t timeout_us, bool is_try, int *rcs, int64_t *waits,
+                    redisReply **replies, stg__note *note,
+                    void (*first)(const redisReply *, void *), void *first_data)
 {
     stg__local *loc = NULL;
     if (l->share > 0) {
@@ -190,7 +222,11 @@ static int shared_takes(stg_redis_limiter *l, const char *name, const char *rkey
             return STG_ENOMEM;
     }
     char a_carry[24];
-    const char *argv[6] = {args[0], args[1], args[2], args[3], a_carry, args[4]};
+    const char *argv[STG__GCRA_ARGC_MAX + 1] = {args[0], args[1], args[2], args[3], a_carry};
+    if (argc < 5 || argc > STG__GCRA_ARGC_MAX)
+        return STG_EINVAL;
+    for (int i = 4; i < argc; i++)
+        argv[i + 1] = args[i];
     size_t done = 0;
     int rc = STG_OK;
     int64_t debt = 0;
@@ -200,8 +236,8 @@ static int shared_takes(stg_redis_limiter *l, const char *name, const char *rkey
                                                    : 0;
         snprintf(a_carry, sizeof a_carry, "%" PRId64, carry);
         size_t m = carry > 0 ? 1 : n - done;
-        int erc = stg__redis_eval_fresh(l, STG__SCRIPT_GCRA, rkey, 6, argv, m, replies + done,
-                                        note);
+        int erc = stg__redis_eval_fresh(l, STG__SCRIPT_GCRA, rkey, argc + 1, argv, m,
+                                        replies + done, note);
         if (erc == STG_EAGAIN) {
             fresh = true; /* a new connection: nothing ran, carry first */
             continue;
@@ -212,8 +248,8 @@ static int shared_takes(stg_redis_limiter *l, const char *name, const char *rkey
             int r = answer(replies[i], is_try, &waits[i], &debt);
             if (r == STG_EIO)
                 rc = STG_EIO;
-            if (lr && i == 0)
-                parse_lease(replies[i], lr);
+            if (first && i == 0)
+                first(replies[i], first_data);
             rcs[i] = r;
             freeReplyObject(replies[i]);
         }
@@ -228,7 +264,7 @@ static int shared_takes(stg_redis_limiter *l, const char *name, const char *rkey
     if (done < n) {
         /* The connection broke after the carrying call (only a limiter
          * with a fallback carries): the rest are answered locally. */
-        int lrc = local_takes(l, name, n - done, weight, timeout_us, is_try, rcs + done,
+        int lrc = stg__gcra_local_takes(l, name, n - done, weight, timeout_us, is_try, rcs + done,
                               waits + done);
         if (lrc != STG_OK)
             rc = lrc;
@@ -261,7 +297,8 @@ static int lease_decide(stg_redis_limiter *l, const char *name, const char *rkey
                                             l->burst, l->lease_us, l->rtt_us);
         char a_weight[24], a_timeout[24], a_lead[24];
         snprintf(a_weight, sizeof a_weight, "%" PRId64, p.k);
-        snprintf(a_timeout, sizeof a_timeout, "%" PRId64, is_try ? 0 : timeout_ns_of(timeout_us));
+        snprintf(a_timeout, sizeof a_timeout, "%" PRId64,
+                 is_try ? 0 : stg__gcra_timeout_ns(timeout_us));
         snprintf(a_lead, sizeof a_lead, "%" PRId64, p.lead_ns);
         const char *args[] = {a_int, a_burst, a_weight, a_timeout, a_lead};
         lease_reply lr = {0};
@@ -320,7 +357,8 @@ static int decide(stg_redis_limiter *l, const char *key, size_t n, int64_t weigh
     snprintf(a_int, sizeof a_int, "%" PRId64, l->interval_ns);
     snprintf(a_burst, sizeof a_burst, "%" PRId64, l->burst);
     snprintf(a_weight, sizeof a_weight, "%" PRId64, weight);
-    snprintf(a_timeout, sizeof a_timeout, "%" PRId64, is_try ? 0 : timeout_ns_of(timeout_us));
+    snprintf(a_timeout, sizeof a_timeout, "%" PRId64,
+             is_try ? 0 : stg__gcra_timeout_ns(timeout_us));
     const char *args[] = {a_int, a_burst, a_weight, a_timeout, "0"};
 
     if (l->lease_us > 0 && n == 1 && weight == 1)
@@ -332,7 +370,7 @@ static int decide(stg_redis_limiter *l, const char *key, size_t n, int64_t weigh
                                                        &note, NULL)
                                         : STG_EUNAVAIL;
     if (rc == STG_EUNAVAIL && l->share > 0) {
-        rc = local_takes(l, name, n, weight, timeout_us, is_try, rcs, waits);
+        rc = stg__gcra_local_takes(l, name, n, weight, timeout_us, is_try, rcs, waits);
     } else if (rc == STG_EUNAVAIL) {
         l->stats.unavailable++;
     }

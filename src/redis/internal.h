@@ -1,9 +1,9 @@
 /*
  * Shared internals of libstagger-redis (not installed).
  *
- * Layout: url.c parses URLs and fallback specs; conn.c owns the handle, the
- * hiredis connection, script loading and the reconnect/fallback state
- * machine; gcra.c is the limiter script and its API; breaker.c the shared
+ * Layout: url.c parses URLs and fallback specs; rconn.c is the connection
+ * (TCP or TLS, hiredis's reader and formatter); conn.c owns the handle, its
+ * connection, script loading and the reconnect/fallback state machine; gcra.c is the limiter script and its API; breaker.c the shared
  * breaker script and its API; fallback.c the process-local buckets and
  * breakers used while Redis is unreachable; lease.c the token leases
  * handed out locally (lease_size.c: their pure sizing rule and meter);
@@ -27,6 +27,7 @@
 #include <stagger/redis.h>
 
 #include "redis/lease.h"
+#include "redis/rconn.h"
 
 /* The scripts, by index into stg_redis_limiter.sha. */
 enum {
@@ -96,6 +97,7 @@ struct stg_redis_limiter {
     void *clock_data;
     bool adaptive;                /* a learned rate (adaptive.c) */
     stg_adaptive_config acfg;     /* resolved by stg_adaptive_init */
+    stg_redis_tls tls;            /* rediss:// verification (strings borrowed) */
 
     pthread_mutex_t mu;
     /* Guarded by mu. */
@@ -103,7 +105,7 @@ struct stg_redis_limiter {
     int64_t burst;
     int64_t interval_ns;          /* ceil(1e9 / rate) */
     int64_t local_burst;          /* max(1, floor(share * burst)) */
-    redisContext *ctx;            /* NULL while disconnected */
+    stg__rconn *ctx;              /* NULL while disconnected */
     char sha[STG__SCRIPT_COUNT][41];
     bool down;                    /* considered unreachable */
     bool attempted;               /* a connection was ever attempted */
@@ -115,6 +117,8 @@ struct stg_redis_limiter {
     int64_t lease_us;             /* 0: no leases */
     int64_t rtt_us;               /* the last script call's round trip */
     struct stg__lease *leases;
+    /* Classes (prio.c), guarded by mu; zero (from new's calloc): defaults. */
+    int class_floor_pm;           /* 0: STG__PRIO_FLOOR_PM_DEFAULT */
 };
 
 /* ---- url.c ---- */
@@ -154,6 +158,32 @@ void stg__redis_emit(stg_redis_limiter *l, const stg__note *note);
 
 /* Integer element i of an array reply, or false if it is not one. */
 bool stg__reply_int(const redisReply *r, size_t i, long long *out);
+
+/* ---- gcra.c ---- */
+/* The most ARGV the limiter script takes (see gcra.c, prio_lua.h). */
+#define STG__GCRA_ARGC_MAX 11
+/* timeout_us as the script's timeout in ns: <= 0 -> 0, clamped to the span. */
+int64_t stg__gcra_timeout_ns(int64_t timeout_us);
+/* Under mu: answer n takes of weight from the local bucket of name. */
+int stg__gcra_local_takes(stg_redis_limiter *l, const char *name, size_t n, int64_t weight,
+                          int64_t timeout_us, bool is_try, int *rcs, int64_t *waits);
+/* Under mu, connected: n calls of the limiter script on rkey (the key of
+ * name) in one round trip, with args[0..argc) = T, burst, weight, timeout,
+ * lead and the rest of ARGV from ARGV[7] on (the carry, ARGV[5], is put in
+ * by this call). With a fallback, the first carries the local debt when
+ * the key was last decided before a (re)connection (fallback.c), alone in
+ * its round trip when n > 1 so that the others do not carry it again; that
+ * includes a connection the server closed and that was made again inside
+ * this call. rcs[i] and waits[i] get each answer (STG_OK, or STG_ETIMEDOUT
+ * / STG_EAGAIN for is_try, with the wait the reply gave); first (may be
+ * NULL) sees the first reply before it is freed. On success the local
+ * bucket mirrors the last reply's debt. STG_OK, STG_EUNAVAIL (nothing
+ * decided), STG_EIO, STG_ENOMEM, STG_EINVAL (argc). */
+int stg__gcra_takes(stg_redis_limiter *l, const char *name, const char *rkey,
+                    const char *const *args, int argc, size_t n, int64_t weight,
+                    int64_t timeout_us, bool is_try, int *rcs, int64_t *waits,
+                    redisReply **replies, stg__note *note,
+                    void (*first)(const redisReply *, void *), void *first_data);
 
 /* ---- fallback.c ---- */
 /* Under mu: the local stand-in for name (created, full, on first use), or
@@ -200,6 +230,8 @@ typedef struct stg__lease {
     int64_t end_us;      /* ... to (lapse after) */
     int64_t interval_ns; /* T when leased; base/tat where it left the key */
     long long base, tat;
+    size_t key_len;      /* the key's name is name[0..key_len) (a class's
+                            lease: name is "key\x1fclass\x1ftenant"); 0: all */
     char name[];
 } stg__lease;
 

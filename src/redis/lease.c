@@ -88,8 +88,13 @@ void stg__lease_grant(stg_redis_limiter *l, stg__lease *ls, int64_t k, int64_t t
  * nobody has taken tokens of the key since (see gcra.c). */
 static void give_back(stg_redis_limiter *l, stg__lease *ls)
 {
-    char rkey[STG__KEYBUF];
-    if (stg__redis_key(l, "rl:", ls->name, rkey) != STG_OK)
+    char rkey[STG__KEYBUF], kname[STG_REDIS_KEY_MAX + 1];
+    size_t kl = ls->key_len ? ls->key_len : strlen(ls->name);
+    if (kl > STG_REDIS_KEY_MAX)
+        return;
+    memcpy(kname, ls->name, kl);
+    kname[kl] = '\0';
+    if (stg__redis_key(l, "rl:", kname, rkey) != STG_OK)
         return;
     char a[8][24];
     snprintf(a[0], sizeof a[0], "%" PRId64, ls->interval_ns);

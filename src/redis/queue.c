@@ -303,6 +303,40 @@ int stg_queue_mark_sent(stg_queue *q, const stg_queue_job *j)
     return rc;
 }
 
+/* ---- renew ----------------------------------------------------------------- */
+
+int stg_queue_renew(stg_queue *q, const char *const *entries, size_t n, bool *mine)
+{
+    if (!q || (n && (!entries || !mine)) || n > 4000)
+        return STG_EINVAL;
+    const char **argv = malloc((n + 2) * sizeof *argv);
+    if (!argv)
+        return stg__queue_fail(q, STG_ENOMEM, "out of memory");
+    argv[0] = q->base;
+    argv[1] = q->worker;
+    for (size_t i = 0; i < n; i++) {
+        if (!entries[i] || !entries[i][0]) {
+            free(argv);
+            return STG_EINVAL;
+        }
+        argv[i + 2] = entries[i];
+    }
+    bool eio = false;
+    redisReply *r = stg__queue_eval(q, STG__Q_RENEW, (int)n + 2, argv, NULL, &eio);
+    free(argv);
+    if (!r)
+        return eio ? STG_EIO : STG_EUNAVAIL;
+    int rc = STG_OK;
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != n) {
+        rc = stg__queue_fail(q, STG_EIO, "renew: Redis at %s sent an unexpected reply", q->where);
+    } else {
+        for (size_t i = 0; i < n; i++)
+            mine[i] = r->element[i]->type == REDIS_REPLY_INTEGER && r->element[i]->integer == 1;
+    }
+    freeReplyObject(r);
+    return rc;
+}
+
 /* ---- finish ---------------------------------------------------------------- */
 
 int stg_queue_finish(stg_queue *q, const stg_queue_job *j, const stg_queue_outcome *o,

@@ -9,9 +9,8 @@
  * without touching the network. Nothing is retried inside a call: the
  * caller (the batch runner) decides what an outage means.
  *
- * SIGPIPE: every write is wrapped so that a Redis that went away cannot
- * kill the process (SIGPIPE blocked in this thread, a pending one consumed
- * before unblocking: the technique libpq uses, as conn.c does).
+ * The connection itself (TCP or TLS for rediss://, timeouts, SIGPIPE) is
+ * rconn.c's.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -27,7 +26,6 @@
 #include "queue_internal.h"
 #include "util/assert.h"
 #include "util/clock.h"
-#include "util/sigpipe.h"
 
 int64_t stg__queue_mono_us(void)
 {
@@ -114,28 +112,24 @@ const char *stg_queue_state_name(stg_queue_state s)
     return (unsigned)s < STG_QUEUE_NSTATES ? names[s] : "unknown";
 }
 
-
-static redisReply *raw(redisContext *c, int argc, const char **argv, const size_t *lens)
+static redisReply *raw(stg__rconn *c, int argc, const char **argv, const size_t *lens)
 {
-    stg__sigpipe_guard g;
-    stg__sigpipe_block(&g);
-    redisReply *r = redisCommandArgv(c, argc, argv, lens);
-    stg__sigpipe_restore(&g);
-    return r;
+    return stg__rconn_command(c, argc, argv, lens);
+}
+
+/* What went wrong on q's connection, for messages. */
+static const char *conn_text(const stg_queue *q)
+{
+    const char *text;
+    return stg__rconn_error(q->ctx, &text) ? text : "no answer";
 }
 
 /* ---- connection --------------------------------------------------------- */
 
-static struct timeval tv_of(int64_t us)
-{
-    struct timeval tv = {.tv_sec = (time_t)(us / 1000000), .tv_usec = (suseconds_t)(us % 1000000)};
-    return tv;
-}
 
 static void drop(stg_queue *q)
 {
-    if (q->ctx)
-        redisFree(q->ctx);
+    stg__rconn_free(q->ctx);
     q->ctx = NULL;
 }
 
@@ -155,7 +149,7 @@ static bool setup(stg_queue *q, int argc, const char **argv, const char *what, b
                             (int)(r->len > 200 ? 200 : r->len), r->str);
         else
             stg__queue_fail(q, STG_EUNAVAIL, "%s to Redis at %s failed: %s", what, q->where,
-                            q->ctx->errstr[0] ? q->ctx->errstr : "no answer");
+                            conn_text(q));
     }
     freeReplyObject(r);
     return ok;
@@ -184,16 +178,15 @@ static bool connect_now(stg_queue *q)
 {
     q->attempted = true;
     q->last_attempt_us = stg__queue_mono_us();
-    redisContext *c = redisConnectWithTimeout(q->url.host, q->url.port,
-                                              tv_of(q->connect_timeout_us));
-    if (!c || c->err) {
-        stg__queue_fail(q, STG_EUNAVAIL, "cannot connect to Redis at %s: %s", q->where,
-                        c ? c->errstr : "out of memory");
-        if (c)
-            redisFree(c);
+    stg__rconn_err cerr;
+    char why[sizeof q->err];
+    stg__rconn *c = stg__rconn_open(q->url.host, q->url.port, q->where, q->url.tls, &q->tls,
+                                    q->connect_timeout_us, q->command_timeout_us, &cerr, why,
+                                    sizeof why);
+    if (!c) {
+        stg__queue_fail(q, STG_EUNAVAIL, "%s", why);
         return false;
     }
-    redisSetTimeout(c, tv_of(q->command_timeout_us));
     q->ctx = c;
     bool ok = true;
     if (q->url.password[0]) {
@@ -243,16 +236,13 @@ redisReply *stg__queue_cmd(stg_queue *q, int argc, const char **argv, const size
         return NULL;
     }
     q->stats.round_trips++;
-    errno = 0;
     redisReply *r = raw(q->ctx, argc, argv, lens);
     if (!r) {
-        int e = errno;
-        if (q->ctx->err == REDIS_ERR_IO && (e == EAGAIN || e == EWOULDBLOCK || e == ETIMEDOUT))
+        if (stg__rconn_error(q->ctx, NULL) == STG__RC_TIMEOUT)
             stg__queue_fail(q, STG_EUNAVAIL, "Redis at %s did not answer within %" PRId64 " ms",
                             q->where, q->command_timeout_us / 1000);
         else
-            stg__queue_fail(q, STG_EUNAVAIL, "Redis at %s: %s", q->where,
-                            q->ctx->errstr[0] ? q->ctx->errstr : "connection lost");
+            stg__queue_fail(q, STG_EUNAVAIL, "Redis at %s: %s", q->where, conn_text(q));
         drop(q);
         q->stats.failures++;
     }
@@ -347,6 +337,8 @@ stg_queue *stg_queue_new(const stg_queue_config *cfg, int *err, char *why, size_
     }
     snprintf(q->where, sizeof q->where, strchr(q->url.host, ':') ? "[%s]:%d" : "%s:%d",
              q->url.host, q->url.port);
+    if (cfg->tls)
+        q->tls = *cfg->tls;
     snprintf(q->base, sizeof q->base, "%s{%s}:", cfg->prefix ? cfg->prefix : STG_QUEUE_DEFAULT_PREFIX,
              q->url.key);
     if (cfg->worker)

@@ -1,6 +1,6 @@
 /*
  * Private to the work queue (queue_conn.c, queue.c, queue_report.c,
- * queue_lua.c): the handle, its one hiredis connection and the scripts.
+ * queue_lua.c): the handle, its one connection (rconn.c) and the scripts.
  * See <stagger/redis/queue.h> for the keys and the invariants.
  *
  * Invariant: ctx != NULL implies the scripts were loaded on it (their
@@ -14,6 +14,8 @@
 
 #include <hiredis/hiredis.h>
 
+#include "redis/rconn.h"
+
 #include <stagger/redis.h>
 #include <stagger/redis/queue.h>
 
@@ -24,7 +26,8 @@ enum {
     STG__Q_COUNTS = 3,
     STG__Q_HOLD = 4,
     STG__Q_HOLD_LEFT = 5,
-    STG__Q_NSCRIPTS = 6
+    STG__Q_RENEW = 6,
+    STG__Q_NSCRIPTS = 7
 };
 
 extern const char *const stg__queue_lua[STG__Q_NSCRIPTS];
@@ -39,7 +42,8 @@ struct stg_queue {
     int64_t connect_timeout_us, command_timeout_us, reconnect_interval_us;
     int64_t claim_idle_us;
     int max_deliveries;
-    redisContext *ctx;
+    stg_redis_tls tls;          /* rediss:// verification (strings borrowed) */
+    stg__rconn *ctx;
     char sha[STG__Q_NSCRIPTS][41];
     bool attempted;
     int64_t last_attempt_us;

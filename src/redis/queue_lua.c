@@ -14,7 +14,11 @@
  *    (returned 1); a second run acknowledges nothing and writes nothing;
  *  - claim: an entry taken from another consumer that has been delivered
  *    more than max_deliveries times, or that is not replay-safe and has a
- *    sent-mark, is ended as review by the same XACK rule, never returned.
+ *    sent-mark, is ended as review by the same XACK rule, never returned;
+ *  - renew: an entry's idle time is reset only while it is in the calling
+ *    consumer's own pending list (checked in the same script), so a renewal
+ *    never takes an entry back from the worker that took it over; JUSTID
+ *    leaves its delivery count alone.
  */
 #include "queue_internal.h"
 
@@ -164,8 +168,28 @@ static const char hold_left_lua[] =
     "if left < 0 then left = 0 end\n"
     "return left\n";
 
+/* ARGV: base, consumer, entry... For each entry 1 when it is still this
+ * consumer's (its idle time now 0), 0 when it is not (taken over, ended). */
+static const char renew_lua[] =
+    LUA_COMMON
+    "local me = ARGV[2]\n"
+    "redis.call('HSET', P .. 'workers', me .. '|seen', now_ms())\n"
+    "local out = {}\n"
+    "for i = 3, #ARGV do\n"
+    "  local e = ARGV[i]\n"
+    "  local p = redis.pcall('XPENDING', S, G, e, e, 1, me)\n"
+    "  if type(p) == 'table' and not p.err and p[1] then\n"
+    "    redis.call('XCLAIM', S, G, me, 0, e, 'JUSTID')\n"
+    "    out[#out + 1] = 1\n"
+    "  else\n"
+    "    out[#out + 1] = 0\n"
+    "  end\n"
+    "end\n"
+    "return out\n";
+
 const char *const stg__queue_lua[STG__Q_NSCRIPTS] = {
     [STG__Q_LOAD] = load_lua,         [STG__Q_CLAIM] = claim_lua,
     [STG__Q_FINISH] = finish_lua,     [STG__Q_COUNTS] = counts_lua,
     [STG__Q_HOLD] = hold_lua,         [STG__Q_HOLD_LEFT] = hold_left_lua,
+    [STG__Q_RENEW] = renew_lua,
 };

@@ -1,5 +1,6 @@
 /*
- * Parsing of redis:// URLs and fallback specs, and their redacted form.
+ * Parsing of redis:// and rediss:// (TLS) URLs and fallback specs, and their
+ * redacted form.
  *
  * Input is untrusted (a command-line flag): every length is checked before
  * a copy, every part is bounded by the fixed buffers of stg_redis_url, and
@@ -91,17 +92,17 @@ static int parse(const char *url, stg_redis_url *out, const char **why)
 {
     memset(out, 0, sizeof *out);
     out->port = STG_REDIS_DEFAULT_PORT;
-    static const char scheme[] = "redis://";
+    const char *p;
     if (strncasecmp(url, "rediss://", 9) == 0) {
-        *why = "rediss:// (TLS) is not supported; reach Redis over a private network or a "
-               "TLS tunnel";
+        out->tls = true;
+        p = url + 9;
+    } else if (strncasecmp(url, "redis://", 8) == 0) {
+        p = url + 8;
+    } else {
+        *why = "redis URL must start with redis:// or rediss:// (TLS) "
+               "(redis://HOST[:PORT][/[DB/]KEY])";
         return STG_EPARSE;
     }
-    if (strncasecmp(url, scheme, sizeof scheme - 1) != 0) {
-        *why = "redis URL must start with redis:// (redis://HOST[:PORT][/[DB/]KEY])";
-        return STG_EPARSE;
-    }
-    const char *p = url + sizeof scheme - 1;
     for (const char *q = p; *q; q++) {
         if (*q == '?' || *q == '#') {
             *why = "query strings and fragments are not supported in a redis URL";
@@ -244,7 +245,7 @@ int stg_redis_url_format(const stg_redis_url *u, char *buf, size_t len)
     char db[16] = "";
     if (u->db != 0)
         snprintf(db, sizeof db, "%d/", u->db);
-    return snprintf(buf, len, "redis://%s%s%s%s%s:%d/%s%s", auth, auth_sep, v6 ? "[" : "",
+    return snprintf(buf, len, "%s://%s%s%s%s%s:%d/%s%s", u->tls ? "rediss" : "redis", auth, auth_sep, v6 ? "[" : "",
                     u->host, v6 ? "]" : "", u->port, db, u->key);
 }
 

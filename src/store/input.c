@@ -32,8 +32,10 @@
  *          STG_QUOTA_COSTS_MAX units, amounts integers 0..10^15), kept as
  *          the job's Stagger-Cost header (quota.h: stored with the headers,
  *          so a resumed batch still has it; the batch takes it out before
- *          sending), and giving both is a bad line. Other fields are
- *          ignored.
+ *          sending), and giving both is a bad line; priority (a class
+ *          name), tenant (a name) and weight (a number > 0, with a tenant)
+ *          are kept as its Stagger-Priority / Stagger-Tenant headers the
+ *          same way (add_class). Other fields are ignored.
  *   csv    RFC 4180 records (csv.c: quoted fields, embedded commas, quotes
  *          and line breaks; a stray quote is a bad line) after a header
  *          row of unique, non-empty column names; tsv the same with tabs
@@ -42,10 +44,17 @@
  *          the URL (as a key is) and as is in the body; an identifier-like
  *          {name} that is not a column refuses the options (STG_EINVAL at
  *          open: a typo must not send a literal "{naem}"), other braces
- *          are text. The id is the "id" column, else the line number; a
+ *          are text. The id is the "id" column, else the line number;
+ *          "priority", "tenant" and "weight" columns are the job's class
+ *          and tenant, as in JSONL (an empty value: none); a
  *          record's line is its first line. A row with another field
  *          count than the header's, or whose URL is not a valid URL once
- *          filled, is a bad line.
+ *          filled, is a bad line. Header templates (-H values) name
+ *          columns too, filled as is per row; a JSON body template
+ *          (json_body) is filled JSON-escaped and must parse once filled.
+ *   any    idempotency_key "auto" derives each job's key from its id,
+ *          method, URL and body (stable over runs); a template names
+ *          columns (CSV/TSV).
  *
  * Reading: stg_input_read parses a whole file into a set (tests, tools);
  * the reader parses one line at a time and holds one line (the import);
@@ -71,6 +80,7 @@
 #include "store/csv.h"
 #include "store/store.h"
 #include "util/assert.h"
+#include "util/class_field.h"
 #include "util/http_field.h"
 
 const char *stg_input_format_name(stg_input_format f)
@@ -421,6 +431,84 @@ static bool has_header(const stg_job_spec *j, const char *name)
     return false;
 }
 
+/* Remove j's headers named name (a row's own header replaces one set
+ * for every row). */
+static void spec_drop_header(stg_job_spec *j, const char *name)
+{
+    size_t n = strlen(name), k = 0;
+    for (size_t i = 0; i < j->n_headers; i++) {
+        if (!strncasecmp(j->headers[i], name, n) && j->headers[i][n] == ':')
+            free(j->headers[i]);
+        else
+            j->headers[k++] = j->headers[i];
+    }
+    j->n_headers = k;
+    if (j->headers)
+        j->headers[k] = NULL;
+}
+
+/* --idempotency-key auto: "stg-" and two 64-bit FNV-1a hashes (different
+ * offsets) of the id, method, URL and body, in hex. The same job gets the
+ * same key on every run and resume; a job that differs in any of these
+ * another one. */
+static void fnv(uint64_t *h, const void *p, size_t n)
+{
+    const unsigned char *b = p;
+    for (size_t i = 0; i < n; i++)
+        *h = (*h ^ b[i]) * 0x100000001b3ULL;
+    *h = (*h ^ 0xff) * 0x100000001b3ULL; /* a separator: "a"+"bc" != "ab"+"c" */
+}
+
+static int auto_idempotency_key(stg_job_spec *j)
+{
+    uint64_t h[2] = {0xcbf29ce484222325ULL, 0x84222325cbf29ce4ULL};
+    for (int k = 0; k < 2; k++) {
+        fnv(&h[k], j->key, strlen(j->key));
+        fnv(&h[k], j->method, strlen(j->method));
+        fnv(&h[k], j->url, strlen(j->url));
+        fnv(&h[k], j->body ? j->body : "", j->body ? j->body_len : 0);
+    }
+    char buf[40];
+    snprintf(buf, sizeof buf, "stg-%016llx%016llx", (unsigned long long)h[0],
+             (unsigned long long)h[1]);
+    return (j->idempotency_key = strdup(buf)) ? STG_OK : STG_ENOMEM;
+}
+
+/* A job's priority, tenant and weight (JSONL fields, CSV columns; NULL or
+ * "" each: none) as its Stagger-Priority and Stagger-Tenant headers
+ * (util/class_field.h), stored with its headers so a resumed run keeps
+ * them (batch/submit.c takes them out). NULL, CLASS_NOMEM, or why the
+ * line is bad. */
+static const char CLASS_NOMEM[] = "out of memory";
+static const char *add_class(stg_job_spec *j, const char *pr, const char *tenant,
+                             const char *weight)
+{
+    if (pr && *pr) {
+        int p;
+        if (stg_priority_parse(pr, &p) != STG_OK)
+            return "\"priority\" must be interactive, normal or batch";
+        if (has_header(j, STG__PRIORITY_FIELD))
+            return "both \"priority\" and a " STG__PRIORITY_FIELD " header";
+        const char *name = stg_priority_name(p);
+        if (add_header(j, STG__PRIORITY_FIELD, strlen(STG__PRIORITY_FIELD), name) != STG_OK)
+            return CLASS_NOMEM;
+    }
+    bool has_w = weight && *weight;
+    if (!(tenant && *tenant))
+        return has_w ? "\"weight\" needs a \"tenant\"" : NULL;
+    char v[2 * STG_TENANT_MAX + 8], name[STG_TENANT_MAX + 1];
+    double w;
+    snprintf(v, sizeof v, "%s%s%s", tenant, has_w ? ";w=" : "", has_w ? weight : "");
+    if (strlen(tenant) > STG_TENANT_MAX || !stg__tenant_field_parse(v, name, sizeof name, &w))
+        return "\"tenant\" must be 1 to 64 letters, digits and . _ : - (and \"weight\" a "
+               "number > 0 and <= 1000000)";
+    if (has_header(j, STG__TENANT_FIELD))
+        return "both \"tenant\" and a " STG__TENANT_FIELD " header";
+    if (add_header(j, STG__TENANT_FIELD, strlen(STG__TENANT_FIELD), v) != STG_OK)
+        return CLASS_NOMEM;
+    return NULL;
+}
+
 /* A JSONL "cost" object as a Stagger-Cost value ("tokens=1200, requests=1"),
  * checked by the core's parser. STG_EPARSE or STG_ERANGE when it is not
  * one. */
@@ -763,6 +851,20 @@ static int parse_json_line(stg_job_set *set, keytab *t, char *line, size_t len, 
         if (add_header(&j, STG_QUOTA_COST_HEADER, strlen(STG_QUOTA_COST_HEADER), cv) != STG_OK)
             NOMEM();
     }
+    json_t *jp = json_object_get(o, "priority"), *jt = json_object_get(o, "tenant");
+    json_t *jw = json_object_get(o, "weight");
+    if ((jp && !json_is_null(jp) && !json_is_string(jp)) ||
+        (jt && !json_is_null(jt) && !json_is_string(jt)) ||
+        (jw && !json_is_null(jw) && !json_is_number(jw)))
+        BAD("\"priority\" and \"tenant\" must be strings, \"weight\" a number");
+    char wv[40] = "";
+    if (jw && json_is_number(jw))
+        snprintf(wv, sizeof wv, "%.17g", json_number_value(jw));
+    const char *cwhy = add_class(&j, json_string_value(jp), json_string_value(jt), wv);
+    if (cwhy == CLASS_NOMEM)
+        NOMEM();
+    if (cwhy)
+        BAD("%s", cwhy);
     if (json_body && !has_header(&j, "Content-Type") &&
         add_header(&j, "Content-Type", 12, "application/json") != STG_OK)
         NOMEM();
@@ -800,6 +902,7 @@ struct stg_input_reader {
      * (-1: none, the line number is the id) and the record being joined. */
     char **cols;
     int ncols, id_col;
+    int class_col[3]; /* the priority, tenant and weight columns; -1: none */
     bool header_done;
     char *rec;
     size_t rec_cap;
@@ -837,18 +940,22 @@ static int column_of(char *const *cols, int ncols, const char *name, size_t n)
     return -1;
 }
 
-/* tpl with every {column} replaced by that column's value (percent-encoded
- * when encode). NULL when out of memory; *len the length. */
+enum fill_mode { FILL_AS_IS, FILL_URL, FILL_JSON };
+
+/* tpl with every {column} replaced by that column's value: percent-encoded
+ * (FILL_URL), JSON-string-escaped (FILL_JSON) or as is. NULL when out of
+ * memory; *len the length. */
 static char *fill_columns(const char *tpl, char *const *cols, int ncols, char *const *vals,
-                          bool encode, size_t *len)
+                          enum fill_mode mode, size_t *len)
 {
     static const char hex[] = "0123456789ABCDEF";
+    bool encode = mode == FILL_URL;
     size_t cap = strlen(tpl) + 1;
     for (const char *p = tpl; (p = strchr(p, '{')); p++) {
         size_t n = placeholder(p);
         int c = n ? column_of(cols, ncols, p + 1, n) : -1;
         if (c >= 0)
-            cap += strlen(vals[c]) * (encode ? 3 : 1);
+            cap += strlen(vals[c]) * (mode == FILL_AS_IS ? 1 : mode == FILL_URL ? 3 : 6);
     }
     char *out = malloc(cap);
     if (!out)
@@ -864,7 +971,12 @@ static char *fill_columns(const char *tpl, char *const *cols, int ncols, char *c
         const char *v = vals[c];
         bool dots = encode && all_dots(v);
         for (const unsigned char *k = (const unsigned char *)v; *k; k++) {
-            if (!encode || (unreserved(*k) && !dots)) {
+            if (mode == FILL_JSON && (*k == '"' || *k == '\\')) {
+                *w++ = '\\';
+                *w++ = (char)*k;
+            } else if (mode == FILL_JSON && *k < 0x20) {
+                w += sprintf(w, "\\u%04x", *k);
+            } else if (!encode || (unreserved(*k) && !dots)) {
                 *w++ = (char)*k;
             } else {
                 *w++ = '%';
@@ -912,6 +1024,7 @@ static void free_header(stg_input_reader *r)
 static int take_header(stg_input_reader *r, char **f, int nf, long n)
 {
     r->cols = f, r->ncols = nf, r->header_done = true, r->id_col = -1;
+    r->class_col[0] = r->class_col[1] = r->class_col[2] = -1;
     for (int i = 0; i < nf; i++) {
         if (!f[i][0] || !value_ok(f[i], strlen(f[i]))) {
             snprintf(r->err, sizeof r->err,
@@ -926,10 +1039,21 @@ static int take_header(stg_input_reader *r, char **f, int nf, long n)
         }
         if (!strcmp(f[i], "id"))
             r->id_col = i;
+        for (int k = 0; k < 3; k++) /* a job's class (add_class) */
+            if (!strcmp(f[i], (const char *[]){"priority", "tenant", "weight"}[k]))
+                r->class_col[k] = i;
     }
     if (!placeholders_known("the URL template", r->o.url_template, f, nf, r->err,
                             sizeof r->err) ||
         !placeholders_known("the body template", r->o.body_template, f, nf, r->err,
+                            sizeof r->err))
+        return STG_EINVAL;
+    for (size_t h = 0; h < r->o.n_header_templates; h++)
+        if (!placeholders_known("a -H header", r->o.header_templates[h], f, nf, r->err,
+                                sizeof r->err))
+            return STG_EINVAL;
+    if (r->o.idempotency_key && strcmp(r->o.idempotency_key, "auto") &&
+        !placeholders_known("--idempotency-key", r->o.idempotency_key, f, nf, r->err,
                             sizeof r->err))
         return STG_EINVAL;
     return STG_OK;
@@ -950,7 +1074,7 @@ static int parse_row(stg_job_set *set, stg_input_reader *r, char **f, int nf, lo
     stg_job_spec j = {0};
     j.line = n;
     size_t ulen;
-    char *url = fill_columns(r->o.url_template, r->cols, r->ncols, f, true, &ulen);
+    char *url = fill_columns(r->o.url_template, r->cols, r->ncols, f, FILL_URL, &ulen);
     const char *method = r->o.method ? r->o.method : r->o.body_template ? "POST" : "GET";
     int rc = STG_ENOMEM;
     if (!url || !(j.key = strdup(key)) || !(j.method = strdup(method)))
@@ -962,8 +1086,75 @@ static int parse_row(stg_job_set *set, stg_input_reader *r, char **f, int nf, lo
     if (set_url(&j, url) != STG_OK)
         goto out;
     if (r->o.body_template &&
-        !(j.body = fill_columns(r->o.body_template, r->cols, r->ncols, f, false, &j.body_len)))
+        !(j.body = fill_columns(r->o.body_template, r->cols, r->ncols, f,
+                                r->o.json_body ? FILL_JSON : FILL_AS_IS, &j.body_len)))
         goto out;
+    if (r->o.json_body) {
+        json_error_t je;
+        json_t *parsed = json_loadb(j.body, j.body_len, JSON_DECODE_ANY, &je);
+        json_decref(parsed);
+        if (!parsed) {
+            rc = add_bad(set, n, "the filled --json-body is not valid JSON (%s)",
+                         json_error_text(&je));
+            goto out;
+        }
+        if (add_header(&j, "Content-Type", 12, "application/json") != STG_OK)
+            goto out;
+    }
+    for (size_t h = 0; h < r->o.n_header_templates; h++) {
+        const char *tpl = r->o.header_templates[h];
+        const char *colon = strchr(tpl, ':');
+        size_t hl;
+        char *line = fill_columns(tpl, r->cols, r->ncols, f, FILL_AS_IS, &hl);
+        if (!line)
+            goto out;
+        size_t nlen = (size_t)(colon - tpl); /* the name has no placeholder: checked at open */
+        const char *val = line + nlen + 1;
+        if (!value_ok(val, strlen(val))) {
+            free(line);
+            rc = add_bad(set, n, "header %.*s: a control character in the filled value",
+                         (int)nlen, tpl);
+            goto out;
+        }
+        int hrc = STG_OK;
+        if (nlen == 15 && !strncasecmp(tpl, "Idempotency-Key", 15)) {
+            while (*val == ' ' || *val == '\t')
+                val++;
+            free(j.idempotency_key);
+            if (!(j.idempotency_key = strdup(val)))
+                hrc = STG_ENOMEM;
+        } else {
+            if (has_header(&j, "Content-Type") && nlen == 12 &&
+                !strncasecmp(tpl, "Content-Type", 12))
+                spec_drop_header(&j, "Content-Type"); /* the row's own wins */
+            hrc = add_header(&j, tpl, nlen, val);
+        }
+        free(line);
+        if (hrc != STG_OK)
+            goto out;
+    }
+    if (r->o.idempotency_key && strcmp(r->o.idempotency_key, "auto")) {
+        size_t kl;
+        char *ik = fill_columns(r->o.idempotency_key, r->cols, r->ncols, f, FILL_AS_IS, &kl);
+        if (!ik)
+            goto out;
+        if (!kl || !value_ok(ik, kl)) {
+            free(ik);
+            rc = add_bad(set, n, "--idempotency-key: the filled key is empty or has a "
+                                 "control character");
+            goto out;
+        }
+        free(j.idempotency_key);
+        j.idempotency_key = ik;
+    }
+    const char *cv[3];
+    for (int k = 0; k < 3; k++)
+        cv[k] = r->class_col[k] >= 0 ? f[r->class_col[k]] : NULL;
+    const char *cwhy = add_class(&j, cv[0], cv[1], cv[2]);
+    if (cwhy) {
+        rc = cwhy == CLASS_NOMEM ? STG_ENOMEM : add_bad(set, n, "%s", cwhy);
+        goto out;
+    }
     int rep = check_repeat(set, r->t, &j, "id");
     if (rep < 0)
         goto out;
@@ -987,6 +1178,23 @@ static int check_options(stg_input_options *o, char *err, size_t errlen)
                       stg_method_parse(o->method) == STG_METHOD_CONNECT))
         FAIL(STG_EINVAL, "unknown method '%s' (methods are case-sensitive: GET, POST, ...)",
              o->method);
+    bool auto_key = o->idempotency_key && !strcmp(o->idempotency_key, "auto");
+    if (o->idempotency_key && !auto_key && !tabular(o->format))
+        FAIL(STG_EINVAL, "--idempotency-key TEMPLATE names columns of CSV or TSV input; "
+                         "--idempotency-key auto works with every input");
+    if (o->idempotency_key && !o->idempotency_key[0])
+        FAIL(STG_EINVAL, "--idempotency-key needs auto or a template such as order-{id}");
+    if (o->json_body && !o->body_template)
+        FAIL(STG_EINVAL, "json_body needs a body template");
+    for (size_t h = 0; h < o->n_header_templates; h++) {
+        const char *t = o->header_templates[h], *colon = strchr(t, ':');
+        if (!tabular(o->format))
+            FAIL(STG_EINVAL, "-H values name columns ({name}) only with CSV or TSV input");
+        if (!colon || !stg__http_token(t, (size_t)(colon - t)))
+            FAIL(STG_EINVAL, "-H '%s': expected 'Name: value' with {column}s in the value", t);
+        if (stg__http_batch_refused(t, (size_t)(colon - t)))
+            FAIL(STG_EINVAL, "-H %.*s: batch input may not set it", (int)(colon - t), t);
+    }
     if (tabular(o->format)) {
         if (!o->url_template)
             FAIL(STG_EINVAL, "CSV and TSV input need a URL template (--url) naming columns, "
@@ -1092,6 +1300,14 @@ nomem:
     return -1;
 }
 
+/* --idempotency-key auto: the key of a job that has none. */
+static int auto_key(const stg_input_reader *r, stg_job_spec *j)
+{
+    if (!r->o.idempotency_key || strcmp(r->o.idempotency_key, "auto") || j->idempotency_key)
+        return STG_OK;
+    return auto_idempotency_key(j);
+}
+
 /* Read and parse one line into set (a job, a bad line, or nothing for a
  * blank line or a comment). Returns 1 after a line, 0 at the end, -1 on an
  * error (r->rc and r->err say which). */
@@ -1119,10 +1335,17 @@ static int reader_line(stg_input_reader *r, stg_job_set *set)
     if (n == 1 && len >= 3 && !memcmp(p, "\xEF\xBB\xBF", 3))
         p += 3, len -= 3;
     int rc;
+    size_t before = set->n;
     if (strlen(p) != len) {
         rc = add_bad(set, n, "NUL byte in the line");
     } else if (tabular(r->o.format)) {
-        return tabular_record(r, set, p, len, n);
+        int got_rec = tabular_record(r, set, p, len, n);
+        if (got_rec > 0 && set->n > before && auto_key(r, &set->jobs[set->n - 1]) != STG_OK) {
+            r->rc = STG_ENOMEM;
+            snprintf(r->err, sizeof r->err, "out of memory reading line %ld", n);
+            return -1;
+        }
+        return got_rec;
     } else {
         while (*p == ' ' || *p == '\t')
             p++, len--;
@@ -1139,6 +1362,8 @@ static int reader_line(stg_input_reader *r, stg_job_set *set)
         else
             rc = parse_json_line(set, r->t, p, len, n);
     }
+    if (rc == STG_OK && set->n > before)
+        rc = auto_key(r, &set->jobs[set->n - 1]);
     if (rc != STG_OK) {
         r->rc = rc;
         snprintf(r->err, sizeof r->err, "out of memory reading line %ld", n);

@@ -1,9 +1,12 @@
 /*
  * The batch report: jobs per state, totals of every run (wall time, calls,
- * 429s and 503s, retries), a histogram of attempts per finished job, job
- * duration percentiles, the last status of every job by code, the time
+ * 429s and 503s, retries), a histogram of attempts per finished job and
+ * one of every job (the never-tried ones as 0, so it adds up to the
+ * total), why the jobs not done stand where they are (reason and last
+ * transport error), job duration percentiles, the last status of every job by code, the time
  * lost waiting (retry backoff and the limiter, as runs recorded it), the
- * effective rate, and the bad input lines. Read-only; works while a run is
+ * effective rate, the bad input lines, and per priority class and tenant
+ * the jobs and their admissions (report_class.c). Read-only; works while a run is
  * going on (WAL readers do not block the writer).
  *
  * Everything shown comes from the database, so nothing here can carry a
@@ -59,9 +62,17 @@ typedef struct {
     int64_t n;
 } status_n;
 
+/* One "why" (a reason and an error name) while the scan runs. */
+typedef struct {
+    char why[64];
+    int64_t n;
+} why_n;
+
 typedef struct {
     status_n *v;
     size_t n, cap;
+    why_n *w;
+    size_t nw, capw;
     int64_t *d; /* durations of the finished jobs that have both times */
     size_t nd, capd;
 } scan_acc;
@@ -93,6 +104,55 @@ static bool add_status(scan_acc *a, int status)
     a->v[a->n].status = status;
     a->v[a->n++].n = 1;
     return true;
+}
+
+/* The why of a job not done: its reason, and the error name that starts
+ * last_error ("connect_refused: ..."), or "never tried". */
+static bool add_why(scan_acc *a, const char *reason, const char *last_error, int64_t attempts)
+{
+    char err[32] = "";
+    if (last_error) {
+        size_t n = strspn(last_error, "abcdefghijklmnopqrstuvwxyz_0123456789");
+        if (n > 0 && n < sizeof err && last_error[n] == ':')
+            memcpy(err, last_error, n), err[n] = '\0';
+    }
+    if (!err[0] && attempts == 0)
+        snprintf(err, sizeof err, "never tried");
+    char why[64];
+    snprintf(why, sizeof why, "%s%s%s", reason && reason[0] ? reason : "no outcome yet",
+             err[0] ? ", " : "", err);
+    for (size_t i = 0; i < a->nw; i++)
+        if (!strcmp(a->w[i].why, why)) {
+            a->w[i].n++;
+            return true;
+        }
+    if (!grow((void **)&a->w, &a->capw, a->nw + 1, sizeof *a->w))
+        return false;
+    memcpy(a->w[a->nw].why, why, sizeof why);
+    a->w[a->nw++].n = 1;
+    return true;
+}
+
+static int by_count_desc(const void *x, const void *y)
+{
+    const why_n *a = x, *b = y;
+    if (a->n != b->n)
+        return (a->n < b->n) - (a->n > b->n);
+    return strcmp(a->why, b->why);
+}
+
+static void put_whys(scan_acc *a, stg_store_report *r)
+{
+    if (a->nw)
+        qsort(a->w, a->nw, sizeof *a->w, by_count_desc);
+    for (size_t i = 0; i < a->nw; i++) {
+        if (r->n_reasons < STG_REPORT_REASONS) {
+            memcpy(r->reasons[r->n_reasons].why, a->w[i].why, sizeof a->w[i].why);
+            r->reasons[r->n_reasons++].n = a->w[i].n;
+        } else {
+            r->reasons_other += a->w[i].n;
+        }
+    }
 }
 
 static int by_status(const void *x, const void *y)
@@ -161,7 +221,7 @@ static int job_scan(stg_store *s, stg_store_report *r)
     sqlite3_stmt *st = NULL;
     int rc = sqlite3_prepare_v2(s->db,
                                 "SELECT state, needs_input, attempts, last_status, started_at, "
-                                "finished_at FROM jobs",
+                                "finished_at, reason, last_error FROM jobs",
                                 -1, &st, NULL);
     scan_acc a;
     memset(&a, 0, sizeof a);
@@ -179,9 +239,17 @@ static int job_scan(stg_store *s, stg_store_report *r)
         r->counts[js]++;
         if (sqlite3_column_int64(st, 1) == 1)
             r->needs_input++;
+        int64_t attempts = sqlite3_column_int64(st, 2);
+        r->attempts_all[attempts < 0 ? 0 : attempts > STG_REPORT_HIST ? STG_REPORT_HIST
+                                                                       : attempts]++;
+        if (js != STG_JOB_DONE &&
+            !add_why(&a, (const char *)sqlite3_column_text(st, 6),
+                     (const char *)sqlite3_column_text(st, 7), attempts)) {
+            nomem = true;
+            break;
+        }
         if (!finished_state(js))
             continue;
-        int64_t attempts = sqlite3_column_int64(st, 2);
         if (attempts > 0) {
             int64_t retries = attempts - 1;
             if (retries >= STG_REPORT_HIST - 1)
@@ -207,8 +275,10 @@ static int job_scan(stg_store *s, stg_store_report *r)
     if (rc == SQLITE_DONE) {
         put_statuses(&a, r);
         put_durations(&a, r);
+        put_whys(&a, r);
     }
     free(a.v);
+    free(a.w);
     free(a.d);
     if (rc != SQLITE_DONE)
         return stg__store_fail(s, rc, "cannot read the report");
@@ -296,6 +366,8 @@ int stg_store_report_get(stg_store *s, stg_store_report *r)
         r->last.exit_code = r->runs ? (int)v[7] : -1;
         rc = waits(s, r);
     }
+    if (rc == SQLITE_OK)
+        rc = stg__store_report_classes(s, r); /* report_class.c */
     if (rc != SQLITE_OK)
         return stg__store_fail(s, rc, "cannot read the report");
     if ((err = stg_store_meta_get(s, "input_path", &r->input_path)) ||
@@ -321,12 +393,20 @@ void stg_store_report_free(stg_store_report *r)
     free(r->input_path);
     free(r->fingerprint);
     free(r->format);
+    free(r->classes);
     r->input_path = r->fingerprint = r->format = NULL;
+    r->classes = NULL;
+    r->n_classes = 0;
 }
 
 static double per_s(int64_t n, int64_t ms)
 {
     return ms > 0 ? (double)n * 1000.0 / (double)ms : 0.0;
+}
+
+double stg_store_report_jobs_per_s(const stg_store_report *r)
+{
+    return per_s(r->counts[STG_JOB_DONE] + r->counts[STG_JOB_FAILED], r->wall_ms);
 }
 
 static double share(int64_t part, int64_t whole)
@@ -383,15 +463,20 @@ void stg_store_report_print(const stg_store_report *r, const char *db_path, FILE
             100.0 * share(r->status_429, r->calls), (long long)r->status_503,
             100.0 * share(r->status_503, r->calls), (long long)r->retries);
     fprintf(out, "attempts per job:");
-    bool any = false;
-    for (int i = 0; i < STG_REPORT_HIST; i++) {
-        if (!r->hist[i])
-            continue;
-        fprintf(out, "  %d%s: %lld", i + 1, i == STG_REPORT_HIST - 1 ? "+" : "",
-                (long long)r->hist[i]);
-        any = true;
+    for (int i = 0; i <= STG_REPORT_HIST; i++) /* every job, the never-tried as 0 */
+        if (r->attempts_all[i])
+            fprintf(out, "  %d%s: %lld", i, i == STG_REPORT_HIST ? "+" : "",
+                    (long long)r->attempts_all[i]);
+    fputc('\n', out);
+    if (r->n_reasons) { /* why the jobs not done are not: export lists each */
+        fprintf(out, "not done, why:");
+        for (int i = 0; i < r->n_reasons; i++)
+            fprintf(out, "%s %s: %lld", i ? ";" : "", r->reasons[i].why,
+                    (long long)r->reasons[i].n);
+        if (r->reasons_other)
+            fprintf(out, "; other: %lld", (long long)r->reasons_other);
+        fputc('\n', out);
     }
-    fprintf(out, "%s\n", any ? "" : "  (none finished)");
     if (r->duration.n) {
         char p[4][32];
         fmt_wall(r->duration.p50, p[0], sizeof p[0]);
@@ -422,9 +507,8 @@ void stg_store_report_print(const stg_store_report *r, const char *db_path, FILE
                      "client-side limiter %s\n",
                 a, b);
     }
-    int64_t finished = r->counts[STG_JOB_DONE] + r->counts[STG_JOB_FAILED];
     fprintf(out, "effective rate: %.1f jobs/s answered, %.1f calls/s\n",
-            per_s(finished, r->wall_ms), per_s(r->calls, r->wall_ms));
+            stg_store_report_jobs_per_s(r), per_s(r->calls, r->wall_ms));
     if (r->bad_lines)
         fprintf(out, "bad input lines: %lld (skipped; `stagger batch report --bad-lines` "
                      "lists them)\n",
@@ -432,6 +516,7 @@ void stg_store_report_print(const stg_store_report *r, const char *db_path, FILE
     if (r->needs_input)
         fprintf(out, "jobs rebuilt from the input (secrets kept out of the database): %lld\n",
                 (long long)r->needs_input);
+    stg__store_report_classes_print(r, out); /* report_class.c */
 }
 
 int stg_store_report_json(const stg_store_report *r, const char *db_path, FILE *out)
@@ -440,16 +525,25 @@ int stg_store_report_json(const stg_store_report *r, const char *db_path, FILE *
     for (int i = 0; i < STG_JOB_NSTATES; i++)
         json_object_set_new(states, stg_job_state_name((stg_job_state)i),
                             json_integer(r->counts[i]));
-    json_t *hist = json_object(), *ahist = json_object();
+    json_t *hist = json_object(), *ahist = json_object(), *whys = json_object();
     for (int i = 0; i < STG_REPORT_HIST; i++) {
         if (!r->hist[i])
             continue;
         char k[16];
         snprintf(k, sizeof k, "%d%s", i, i == STG_REPORT_HIST - 1 ? "+" : "");
         json_object_set_new(hist, k, json_integer(r->hist[i]));
-        snprintf(k, sizeof k, "%d%s", i + 1, i == STG_REPORT_HIST - 1 ? "+" : "");
-        json_object_set_new(ahist, k, json_integer(r->hist[i]));
     }
+    for (int i = 0; i <= STG_REPORT_HIST; i++) { /* every job, "0": never tried */
+        if (!r->attempts_all[i])
+            continue;
+        char k[16];
+        snprintf(k, sizeof k, "%d%s", i, i == STG_REPORT_HIST ? "+" : "");
+        json_object_set_new(ahist, k, json_integer(r->attempts_all[i]));
+    }
+    for (int i = 0; i < r->n_reasons; i++)
+        json_object_set_new(whys, r->reasons[i].why, json_integer(r->reasons[i].n));
+    if (r->reasons_other)
+        json_object_set_new(whys, "other", json_integer(r->reasons_other));
     json_t *codes = json_object();
     for (int i = 0; i < r->n_statuses; i++) {
         char k[16];
@@ -497,11 +591,13 @@ int stg_store_report_json(const stg_store_report *r, const char *db_path, FILE *
                                                           ? json_integer(r->learned_concurrency)
                                                           : json_null());
         json_object_set_new(o, "attempts_histogram", ahist);
+        json_object_set_new(o, "not_done_why", whys);
+        json_object_set_new(o, "classes", stg__store_report_classes_json(r));
         json_object_set_new(o, "status_codes", codes);
         json_object_set_new(o, "duration_ms", dur);
         json_object_set_new(o, "waiting", wait);
     } else {
-        json_decref(ahist), json_decref(codes), json_decref(dur), json_decref(wait);
+        json_decref(ahist), json_decref(whys), json_decref(codes), json_decref(dur), json_decref(wait);
         return STG_ENOMEM;
     }
     int rc = json_dumpf(o, out, JSON_COMPACT) == 0 && fputc('\n', out) != EOF ? STG_OK

@@ -65,6 +65,7 @@
 #include <stdio.h>
 
 #include <stagger/common.h>
+#include <stagger/priority.h>
 
 /* ---- job states ------------------------------------------------------- */
 
@@ -146,6 +147,23 @@ typedef struct stg_input_options {
      * else its line number; a row whose field count is not the header's is
      * a bad line, as is a repeated id. NULL body_template: no body. */
     const char *body_template;
+    /* CSV/TSV: headers "Name: value" whose value names columns ({name},
+     * filled as is, per row); each becomes the job's own header (stored
+     * unless secret, like a JSONL header; an Idempotency-Key one is the
+     * job's idempotency key). A filled value with a control character is
+     * a bad line. */
+    const char *const *header_templates;
+    size_t n_header_templates;
+    /* CSV/TSV: body_template is JSON: each {name} is filled JSON-escaped
+     * (inside a string, or bare for a number), the filled body must parse
+     * (else a bad line), and the job gets Content-Type: application/json. */
+    bool json_body;
+    /* "auto": every job without an idempotency key gets one derived from
+     * its id, method, URL and body ("stg-" and 32 hex digits: the same job
+     * has the same key on every run and resume; another job another key);
+     * otherwise a template: CSV/TSV "{name}"s filled as is ("order-{id}"),
+     * an empty result or a control character a bad line. NULL: none. */
+    const char *idempotency_key;
 } stg_input_options;
 
 /* Parse the whole of f into *set (zeroed first): memory grows with the
@@ -503,6 +521,7 @@ int stg_store_run_update(stg_store *s, int64_t run_id, const stg_run_stats *st);
 
 #define STG_REPORT_HIST 16 /* retries 0..14, and 15+ */
 #define STG_REPORT_STATUSES 24
+#define STG_REPORT_REASONS 6
 
 typedef struct stg_store_report {
     int64_t counts[STG_JOB_NSTATES];
@@ -533,10 +552,54 @@ typedef struct stg_store_report {
     /* Where a learned concurrency stood when the latest run that learned
      * one was last saved; 0: every run had a fixed --concurrency. */
     int learned_concurrency;
+    /* Every job by its attempts over all runs (index: attempts; the last,
+     * STG_REPORT_HIST, is that many or more): the never-tried ones too, so
+     * the counts add up to total. */
+    int64_t attempts_all[STG_REPORT_HIST + 1];
+    /* Why the jobs that are not done stand where they are: by the last
+     * outcome's reason and the transport error of the last attempt
+     * ("deadline, connect_refused"; "deadline, never tried"), the most
+     * frequent STG_REPORT_REASONS listed, the rest summed in
+     * reasons_other. */
+    struct { char why[64]; int64_t n; } reasons[STG_REPORT_REASONS];
+    int n_reasons;
+    int64_t reasons_other;
+    /* Per class and tenant (report_class.c, docs/priorities.md): the jobs
+     * by state, by the class and tenant each stored (cls "" : none, the
+     * run's --priority, normal by default), and what the runs admitted of
+     * each (admitted 0 and waits unknown when no run recorded it). */
+    struct stg_report_class *classes; /* owned */
+    size_t n_classes;
 } stg_store_report;
+
+typedef struct stg_report_class {
+    char cls[16];                      /* a class name, or "" in jobs */
+    char tenant[STG_TENANT_MAX + 2];   /* "": none */
+    bool jobs_row;                     /* a row of the jobs' classes, else of the runs' */
+    int64_t jobs[STG_JOB_NSTATES];     /* jobs_row */
+    int64_t admitted, wait_ms, wait_max_ms; /* runs' rows */
+} stg_report_class;
+
+/* One class and tenant's admissions in a run, for stg_store_run_classes_add. */
+typedef struct stg_run_class {
+    const char *cls;    /* its name */
+    const char *tenant; /* NULL: none */
+    int64_t admitted, wait_ms, wait_max_ms;
+} stg_run_class;
+/* Add the run's admissions per class and tenant to the latest run (the
+ * table run_classes is made if missing). */
+int stg_store_run_classes_add(stg_store *s, const stg_run_class *v, size_t n);
+/* report_class.c, for report.c: read r's classes; print them; as JSON. */
+int stg__store_report_classes(stg_store *s, stg_store_report *r);
+void stg__store_report_classes_print(const stg_store_report *r, FILE *out);
+void *stg__store_report_classes_json(const stg_store_report *r); /* json_t * */
 
 int stg_store_report_get(stg_store *s, stg_store_report *r);
 void stg_store_report_free(stg_store_report *r);
+/* The report's "effective rate": jobs answered (done + failed) per second
+ * of the runs' wall time; 0 before any wall time. The one figure the
+ * progress line's last redraw also shows. */
+double stg_store_report_jobs_per_s(const stg_store_report *r);
 /* Human-readable report to out. */
 void stg_store_report_print(const stg_store_report *r, const char *db_path, FILE *out);
 /* Report as one JSON object (compact, with a newline) to out. */
@@ -545,6 +608,12 @@ int stg_store_report_json(const stg_store_report *r, const char *db_path, FILE *
  * engine's WAIT and LIMITER_WAIT events summed them) to the latest run,
  * in one statement (the table run_waits is made if missing). */
 int stg_store_run_waits_add(stg_store *s, int64_t retry_ms, int64_t limiter_ms);
+/* The run's timeline as the jobs table holds it (timeline.c): one JSON
+ * object, {"t0_ms", "bucket_ms", "buckets", "finished": {class: [n per
+ * bucket]}, "claimed", "retries", "in_flight" (mean jobs in flight per
+ * bucket), "durations": [{"le_ms", "n"}]}, into *out (the caller frees
+ * it). STG_OK, STG_EDB (the message in stg_store_errmsg) or STG_ENOMEM. */
+int stg_store_timeline_json(stg_store *s, char **out);
 /* Print the bad input lines, "PATH:LINE: message", at most max (0: all). */
 int stg_store_bad_lines_print(stg_store *s, const char *input, long max, FILE *out);
 

@@ -1,8 +1,8 @@
 /*
  * A SIGPIPE guard for a write to a socket the peer may have closed, in a
  * library that must not change the process's signal handlers (hiredis
- * writes with write(2); the Redis limiter's and the queue's connections
- * wrap every write in it): SIGPIPE is blocked in this thread for the
+ * writes with write(2), and so does OpenSSL on a rediss:// socket:
+ * redis/rconn.c wraps every write in it): SIGPIPE is blocked in this thread for the
  * write, and one the write raised is consumed before unblocking (the
  * technique libpq uses). A SIGPIPE already pending before the guard is
  * left pending. Header-only, like the other util/ helpers; the one place

@@ -76,23 +76,26 @@
 
 #define STG_ABI_CURL_STRUCTS(X)         \
     X(stg_env, 4, 56)                   \
-    X(stg_event, 2, 184)                \
+    X(stg_event, 1, 184)                \
+    X(stg_event_more, 5, 64)            \
     X(stg_result, 7, 488)               \
-    X(stg_shared_limiter, 8, 112)       \
+    X(stg_shared_limiter, 7, 112)       \
     X(stg_shared_quota, 5, 72)          \
-    X(stg_call_config, 10, 560)         \
+    X(stg_call_config, 7, 560)         \
     X(stg_engine_config, 9, 976)        \
-    X(stg_request, 3, 176)              \
+    X(stg_request, 1, 176)              \
     X(stg_engine_stats, 5, 168)         \
+    X(stg_class_stats, 4, 80)           \
     X(stg_event_fanout, 2, 88)         \
     X(stg_tls_config, 6, 96)
 
 #define STG_ABI_REDIS_STRUCTS(X)        \
-    X(stg_redis_url, 2, 920)            \
+    X(stg_redis_url, 1, 920)            \
+    X(stg_redis_tls, 3, 64)             \
     X(stg_redis_breaker_config, 4, 64)  \
-    X(stg_redis_limiter_config, 15, 448) \
+    X(stg_redis_limiter_config, 14, 448) \
     X(stg_redis_stats, 3, 112)          \
-    X(stg_queue_config, 8, 128)         \
+    X(stg_queue_config, 7, 128)         \
     X(stg_queue_spec, 3, 112)           \
     X(stg_queue_counts, 4, 112)         \
     X(stg_queue_job, 4, 160)            \

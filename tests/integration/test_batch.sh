@@ -256,8 +256,8 @@ start_server tty
 if script -qec "true" /dev/null >/dev/null 2>&1; then
   script -qec "$S batch --url http://127.0.0.1:$PORT/t/{} --db $T/tty.db --rate 50 $T/k20.txt" \
     "$T/tty.txt" >/dev/null 2>&1 || true
-  check "tty: a bar with counts" grep -q '\[#*\.*\] [0-9]*/20  done' "$T/tty.txt"
-  check "tty: requests/s, 429 share and ETA" grep -q 'req/s  429 [0-9.]*%  ETA' "$T/tty.txt"
+  check "tty: counts, ETA and jobs/s" grep -q '[0-9]*/20  ETA [0-9ms?]* *[0-9.]* jobs/s  done' "$T/tty.txt"
+  check "tty: the 429 share" grep -q 'failed  *[0-9]*  429 *[0-9.]*%' "$T/tty.txt"
   check "tty: redrawn in place" grep -q "$(printf '\r')" "$T/tty.txt"
 else
   echo "note: no working script(1); the TTY bar was not checked" >&2

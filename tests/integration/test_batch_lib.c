@@ -389,6 +389,39 @@ static void probe_sent(const stg_event *ev, void *data)
     p->checked = 1;
 }
 
+/* A bad default class, tenant or weight is refused at stg_batch_new. */
+static void test_bad_class_config(void **state)
+{
+    (void)state;
+    server srv;
+    server_start(&srv, NULL);
+    const jobdef jobs[] = {{"p", "GET", "/p", NULL}};
+    import_jobs(&srv, jobs, 1);
+    stg_store *s = open_db();
+    stg_batch_config c;
+    char err[800];
+    stg_batch *b = NULL;
+    const struct { int prio; const char *tenant; double w; } bad[] = {
+        {STG_PRIORITY_MAX + 1, NULL, 0}, {0, "a b", 0}, {0, "a", -1}, {0, "a", 2e6}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        base_config(&c, s, 1);
+        c.priority = bad[i].prio;
+        c.tenant = bad[i].tenant;
+        c.weight = bad[i].w;
+        assert_int_equal(stg_batch_new(&c, &b, NULL, err, sizeof err), STG_EINVAL);
+        assert_non_null(strstr(err, "tenant"));
+    }
+    base_config(&c, s, 1);
+    c.priority = STG_PRIORITY_BATCH;
+    c.tenant = "acme";
+    c.weight = 2;
+    assert_int_equal(stg_batch_new(&c, &b, NULL, err, sizeof err), STG_OK);
+    stg_batch_free(b, 0);
+    stg_store_close(s);
+    server_stop(&srv);
+    server_cleanup(&srv);
+}
+
 static void test_sent_mark_committed_first(void **state)
 {
     (void)state;
@@ -874,6 +907,7 @@ int main(void)
         cmocka_unit_test_teardown(test_kill_after_commit, stop_leftovers),
         cmocka_unit_test_teardown(test_kill_claimed_ahead, stop_leftovers),
         cmocka_unit_test_teardown(test_claims_ahead_committed, stop_leftovers),
+        cmocka_unit_test_teardown(test_bad_class_config, stop_leftovers),
         cmocka_unit_test_teardown(test_stop_gives_back_ahead, stop_leftovers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -9,7 +9,8 @@
 # EXPORT sections of stagger-batch(1). The exit statuses of
 # `stagger help --exit-codes` are those of stagger(1), and no page documents
 # a status outside that table. Also: every table parses its own options
-# (each long option is known to its command's parser).
+# (each long option is known to its command's parser), and every default
+# the table holds (--help's "(default X)") is the one the man entry gives.
 . "$(dirname "$0")/lib.sh"
 S=$STAGGER
 DOCS=$STG_SOURCE_DIR/docs
@@ -122,12 +123,25 @@ for cmd in plan serve sim fetch batch proxy "batch report" "batch export"; do
   check "$cmd: the table has options" [ -s "$T/table" ]
   # An option whose man text lives on another page: its entry (or its
   # subsection's introduction) names that page.
-  while IFS=$(printf '\t') read -r name letter arg ref; do
+  while IFS=$(printf '\t') read -r name letter arg ref def; do
     [ "$ref" = - ] && continue
     ctx=$(awk -F '\t' -v n="$name" '$1 == n { print $4 }' "$T/man.full")
     case $ctx in
       *"$ref"*) ok ;;
       *) fail "$cmd --$name: its entry in $(basename "$page") does not refer to $ref" ;;
+    esac
+  done < "$T/table.raw"
+  # Defaults (issue #37): the table holds each option's default once (the
+  # fifth field: what --help prints and the code starts from); the man
+  # entry of an option described on this page says the same default.
+  while IFS=$(printf '\t') read -r name letter arg ref def; do
+    [ "$ref" != - ] || [ "$def" = - ] || [ "$name" = - ] && continue
+    # compared without blanks, colons and case ("Default: 5s" says "default 5s")
+    want=$(printf 'default%s' "$def" | tr -d ' \t:' | tr 'A-Z' 'a-z')
+    ctx=$(awk -F '\t' -v n="$name" '$1 == n { print $4 }' "$T/man.full" | tr -d '\\:' | tr 'A-Z' 'a-z')
+    case $ctx in
+      *"$want"*) ok ;;
+      *) fail "$cmd --$name: --help says (default $def); its entry in $(basename "$page") does not" ;;
     esac
   done < "$T/table.raw"
   if ! diff "$T/table" "$T/man" > "$T/diff"; then

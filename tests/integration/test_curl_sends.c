@@ -113,6 +113,92 @@ static void test_perform_no_hidden_resend(void **state)
     server_cleanup(&s);
 }
 
+/* ---- the class reaches the shared limiter (PRIO.md Join 1) --------------- */
+
+typedef struct class_seen {
+    int calls, plain;
+    int priority;
+    char tenant[80];
+    double weight;
+} class_seen;
+
+static int class_acquire(void *ctx, const char *key, const stg_class *cls, int64_t timeout_us,
+                         int64_t *wait_us, int64_t *ticket)
+{
+    (void)key;
+    (void)timeout_us;
+    class_seen *c = ctx;
+    c->calls++;
+    c->priority = cls->priority;
+    snprintf(c->tenant, sizeof c->tenant, "%s", cls->tenant ? cls->tenant : "(null)");
+    c->weight = cls->weight;
+    *wait_us = 0;
+    *ticket = 0;
+    return STG_OK;
+}
+
+static int plain_acquire(void *ctx, const char *key, int64_t timeout_us, int64_t *wait_us,
+                         int64_t *ticket)
+{
+    (void)key;
+    (void)timeout_us;
+    ((class_seen *)ctx)->plain++;
+    *wait_us = 0;
+    *ticket = 0;
+    return STG_OK;
+}
+
+static void class_done(stg_engine *e, uint64_t id, const stg_result *r, void *data)
+{
+    (void)e, (void)id, (void)r;
+    (*(int *)data)++;
+}
+
+/* A shared limiter with acquire_class is asked with the request's class
+ * and tenant, by the blocking call and by the engine, instead of acquire;
+ * a bad class is refused before anything is asked. */
+static void test_acquire_class(void **state)
+{
+    (void)state;
+    server s;
+    hostile_start(&s, "ok", NULL);
+    char url[128];
+    url_of(&s, "/x", url, sizeof url);
+    class_seen c = {0};
+    stg_shared_limiter sh = {.ctx = &c, .acquire = plain_acquire, .acquire_class = class_acquire};
+    CURL *easy = curl_easy_init();
+    curl_easy_setopt(easy, CURLOPT_URL, url);
+    stg_call_config cfg = {.policy = fast_policy(1), .shared = &sh, .url = url,
+                           .priority = STG_PRIORITY_BATCH, .tenant = "acme", .weight = 2};
+    stg_result r;
+    assert_int_equal(stg_curl_perform(easy, &cfg, &r), STG_OK);
+    stg_result_free(&r);
+    assert_int_equal(c.calls, 1);
+    assert_int_equal(c.plain, 0);
+    assert_int_equal(c.priority, STG_PRIORITY_BATCH);
+    assert_string_equal(c.tenant, "acme");
+    assert_true(c.weight == 2);
+    cfg.tenant = "no spaces";
+    assert_int_equal(stg_curl_perform(easy, &cfg, &r), STG_EINVAL);
+    curl_easy_cleanup(easy);
+
+    stg_engine_config ec = {.policy = fast_policy(1), .shared = &sh};
+    stg_engine *e = stg_engine_new(&ec, NULL);
+    assert_non_null(e);
+    int done = 0;
+    stg_request rq = {.url = url, .priority = STG_PRIORITY_INTERACTIVE};
+    assert_int_equal(stg_engine_submit(e, &rq, class_done, &done, NULL), STG_OK);
+    assert_int_equal(stg_engine_drain(e), 0);
+    stg_engine_free(e);
+    assert_int_equal(done, 1);
+    assert_int_equal(c.calls, 2);
+    assert_int_equal(c.plain, 0);
+    assert_int_equal(c.priority, STG_PRIORITY_INTERACTIVE);
+    assert_string_equal(c.tenant, "(null)");
+    server_stop(&s);
+    server_cleanup(&s);
+}
+
 /* ---- hidden resends: the engine ------------------------------------------ */
 
 typedef struct tally {
@@ -739,6 +825,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(test_perform_no_hidden_resend, stop_leftovers),
+        cmocka_unit_test_teardown(test_acquire_class, stop_leftovers),
         cmocka_unit_test_teardown(test_engine_post_never_twice, stop_leftovers),
         cmocka_unit_test_teardown(test_engine_serve_reset_every, stop_leftovers),
         cmocka_unit_test_teardown(test_engine_serve_reset_every_post, stop_leftovers),

@@ -141,6 +141,70 @@ static void test_persona_discord_bucket(void **state)
     quota_run(args, paths, 3, 15, NULL, NULL, "\"status\":429");
 }
 
+typedef struct class_order {
+    char seen[32];
+    int n;
+} class_order;
+
+typedef struct class_tag {
+    class_order *o;
+    char tag;
+} class_tag;
+
+static void on_class_done(stg_engine *e, uint64_t id, const stg_result *r, void *data)
+{
+    (void)e, (void)id;
+    class_tag *t = data;
+    if (r->status == 200 && t->o->n < 31)
+        t->o->seen[t->o->n++] = t->tag;
+}
+
+/* A server quota and two classes (docs/priorities.md): twelve batch
+ * requests spend a 6-per-2-s quota and wait for its reset; four
+ * interactive ones arrive while they wait. While an interactive one waits
+ * for the quota, batch requests do not ask it (the floor, 19 grants to
+ * the others, is not reached by 4), so at the reset the four go first:
+ * of the six batch requests that waited for it, at least four come after
+ * the last interactive one (the reset's six grants: the four, then two).
+ * Without the order the batch requests, waiting longer, took the reset's
+ * grants first. */
+static void test_quota_by_class(void **state)
+{
+    (void)state;
+    server s;
+    static const char *const args[] = {"--dialect", "github", "--quota", "core=6/2s", NULL};
+    server_start(&s, args);
+    char url[128];
+    url_of(&s, "/repos/a", url, sizeof url);
+    stg_engine_config cfg = {.concurrency = 30, .quotas = true};
+    stg_engine *e = stg_engine_new(&cfg, NULL);
+    assert_non_null(e);
+    class_order o = {0};
+    class_tag tb = {&o, 'b'}, ti = {&o, 'i'};
+    for (int i = 0; i < 12; i++) {
+        stg_request rq = {.url = url, .priority = STG_PRIORITY_BATCH};
+        assert_int_equal(stg_engine_submit(e, &rq, on_class_done, &tb, NULL), STG_OK);
+    }
+    /* Until the first window's six are answered (a hang guard of 30 s). */
+    for (int k = 0; k < 3000 && o.n < 6; k++)
+        stg_engine_run(e, STG_MS(10));
+    assert_int_equal(o.n, 6);
+    for (int i = 0; i < 4; i++) {
+        stg_request rq = {.url = url, .priority = STG_PRIORITY_INTERACTIVE};
+        assert_int_equal(stg_engine_submit(e, &rq, on_class_done, &ti, NULL), STG_OK);
+    }
+    assert_int_equal(stg_engine_drain(e), 0);
+    stg_engine_free(e);
+    server_stop(&s);
+    server_cleanup(&s);
+    print_message("completion order: %s\n", o.seen);
+    assert_int_equal(o.n, 16);
+    const char *last_i = strrchr(o.seen, 'i');
+    assert_non_null(last_i);
+    int after = (int)strlen(last_i + 1);
+    assert_true(after >= 4);
+}
+
 static void test_persona_github_resources(void **state)
 {
     (void)state;
@@ -340,6 +404,7 @@ int main(void)
         cmocka_unit_test_teardown(test_cost_over_limit_never_sent, stop_leftovers),
         cmocka_unit_test_teardown(test_persona_discord_bucket, stop_leftovers),
         cmocka_unit_test_teardown(test_persona_github_resources, stop_leftovers),
+        cmocka_unit_test_teardown(test_quota_by_class, stop_leftovers),
         cmocka_unit_test_teardown(test_persona_openai_tokens, stop_leftovers),
         cmocka_unit_test_teardown(test_spent_idle_quota_probes, stop_leftovers),
         cmocka_unit_test_teardown(test_shared_quota_hook, stop_leftovers),

@@ -118,14 +118,21 @@ check "fetch: exit 0 after two 429s (got $frc)" test "$frc" = 0
 prom "fetch /metrics parses" "$T/fl.prom" '"stagger_attempts" in names'
 prom "fetch --metrics file: 2 quota attempts, 1 success" "$T/f.prom" \
   'v("stagger_attempts_total", **{"class": "quota"}) == 2 and v("stagger_successes_total") == 1'
-# one set of names: every family fetch writes, batch writes too
+# one set of names: every family fetch writes, batch writes too, and batch
+# adds only its jobs by state and the engine's admission per class and
+# tenant (fetch's one call has no admission queue to order)
 names() { $PY -c '
 import sys
 from prometheus_client.parser import text_string_to_metric_families
 print("\n".join(sorted(f.name for f in text_string_to_metric_families(open(sys.argv[1]).read()))))' "$1"; }
 names "$T/f.prom" >"$T/f.names"
 names "$T/b.prom" >"$T/b.names"
-check "fetch and batch: the same metric names" cmp -s "$T/f.names" "$T/b.names"
+check "fetch and batch: the same metric names" test -z "$(comm -23 "$T/f.names" "$T/b.names")"
+check "batch's own: its jobs by state, the classes' admission" test \
+  "$(comm -13 "$T/f.names" "$T/b.names" | tr '\n' ' ')" = \
+  "stagger_batch_jobs stagger_class_admitted stagger_class_wait_seconds stagger_class_waiting "
+prom "batch: stagger_batch_jobs at the end: 25 done, none pending" "$T/b.prom" \
+  'v("stagger_batch_jobs", state="done") == 25 and v("stagger_batch_jobs", state="pending") == 0'
 
 serve_stop "$SRV_PID" || true
 finish

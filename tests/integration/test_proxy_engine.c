@@ -349,6 +349,62 @@ static void test_priority_low(void **state)
     assert_string_equal(o.seen, "nnnlll");
 }
 
+/* Three classes and two tenants through one slot: interactive first, then
+ * normal, then batch; within normal, tenants a and b (weight 1 and 3) by
+ * weight (the fair queue's order, core/fairq.h), and the engine's figures
+ * per class and tenant (stg_engine_class_stats) count what it admitted;
+ * a bad tenant or weight is refused at submit. */
+static void test_classes_and_tenants(void **state)
+{
+    (void)state;
+    server a;
+    server_start(&a, NULL);
+    char url[128];
+    url_of(&a, "/c", url, sizeof url);
+    stg_engine_config cfg = {.policy = fast_policy(1), .concurrency = 1};
+    stg_engine *e = stg_engine_new(&cfg, NULL);
+    assert_non_null(e);
+    stg_request bad = {.url = url, .tenant = "a b"};
+    assert_int_equal(stg_engine_submit(e, &bad, on_order, NULL, NULL), STG_EINVAL);
+    bad = (stg_request){.url = url, .tenant = "a", .weight = -1};
+    assert_int_equal(stg_engine_submit(e, &bad, on_order, NULL, NULL), STG_EINVAL);
+    bad = (stg_request){.url = url, .priority = STG_PRIORITY_INTERACTIVE - 1};
+    assert_int_equal(stg_engine_submit(e, &bad, on_order, NULL, NULL), STG_EINVAL);
+    order o = {0};
+    /* b (batch) x2, then normal a x4 (w 1) and normal b x4 (w 3), then
+     * interactive i x2: all submitted before the engine runs. */
+    static const struct { char tag; int prio; const char *tenant; double w; } sub[] = {
+        {'z', STG_PRIORITY_BATCH, NULL, 0}, {'z', STG_PRIORITY_BATCH, NULL, 0},
+        {'a', 0, "a", 1}, {'a', 0, "a", 1}, {'a', 0, "a", 1}, {'a', 0, "a", 1},
+        {'b', 0, "b", 3}, {'b', 0, "b", 3}, {'b', 0, "b", 3}, {'b', 0, "b", 3},
+        {'i', STG_PRIORITY_INTERACTIVE, NULL, 0}, {'i', STG_PRIORITY_INTERACTIVE, NULL, 0},
+    };
+    tagged t[12];
+    for (int i = 0; i < 12; i++) {
+        t[i] = (tagged){.o = &o, .tag = sub[i].tag};
+        stg_request rq = {.url = url, .priority = sub[i].prio, .tenant = sub[i].tenant,
+                          .weight = sub[i].w};
+        assert_int_equal(stg_engine_submit(e, &rq, on_order, &t[i], NULL), STG_OK);
+    }
+    assert_int_equal(stg_engine_drain(e), 0);
+    /* SFQ with tags a: 0,1,2,3 and b: 0,1/3,2/3,1 (ties to the heavier b):
+     * b a b b b a a a. */
+    assert_string_equal(o.seen, "iibabbbaaazz");
+    stg_class_stats cs[8];
+    size_t n = stg_engine_class_stats(e, cs, 8);
+    assert_int_equal(n, 4); /* batch, normal/a, normal/b, interactive */
+    uint64_t admitted = 0;
+    for (size_t k = 0; k < n; k++) {
+        admitted += cs[k].admitted;
+        assert_int_equal(cs[k].waiting, 0);
+        if (cs[k].tenant && !strcmp(cs[k].tenant, "b"))
+            assert_int_equal(cs[k].admitted, 4);
+    }
+    assert_int_equal(admitted, 12);
+    stg_engine_free(e);
+    server_cleanup(&a);
+}
+
 /* A slot of a learned concurrency, freed, goes to the head of the host's
  * CONC_Q and stays that request's (engine_conc.c). It was given straight
  * back when the woken request entered the retry queue, and the next
@@ -598,6 +654,7 @@ int main(void)
         cmocka_unit_test_teardown(test_pause_resume, stop_leftovers),
         cmocka_unit_test_teardown(test_request_overrides, stop_leftovers),
         cmocka_unit_test_teardown(test_priority_low, stop_leftovers),
+        cmocka_unit_test_teardown(test_classes_and_tenants, stop_leftovers),
         cmocka_unit_test_teardown(test_learned_slot_handoff, stop_leftovers),
         cmocka_unit_test_teardown(test_read_body, stop_leftovers),
         cmocka_unit_test_teardown(test_stream_other, stop_leftovers),

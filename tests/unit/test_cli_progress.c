@@ -1,9 +1,13 @@
 /*
  * Unit tests of the batch progress line (src/cli/progress.c, compiled in):
  * at every width from 1 to 200 columns no line is longer than the width
- * minus one and the counts stay; the ETA is what is left, times the
+ * minus one and the counts stay; at each width the same fields, at the
+ * same columns, whatever the values (issue #37: fields came and went
+ * between redraws); the rate is over the last 5 s (the first redraw
+ * already has one, an outage shows 0); the ETA is what is left, times the
  * attempts a job takes, over the limiter's rate (capped by a slower recent
- * rate), never the average since the start; the final line says finished.
+ * rate), never the average since the start; the final line says finished
+ * and the rate the runner gives (the report's).
  */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
@@ -34,13 +38,106 @@ static void test_width(void **st)
         int room = (w < 20 ? 20 : w) - 1;
         if ((int)n > room)
             fail_msg("width %d: %zu characters: %s", w, n, buf);
-        if (w >= 40) /* the counts are always there once the bar fits */
-            assert_non_null(strstr(buf, "65432/123456"));
-        if (w >= 120) /* the whole line */
-            assert_non_null(strstr(buf, "review 1"));
+        if (w >= 40) /* the count and the ETA are always there at 40 */
+            assert_non_null(strstr(buf, "65432/123456  ETA"));
+        if (w >= 80) /* rate, done, failed and the 429 share at 80 */
+            if (!strstr(buf, "429"))
+                fail_msg("width %d: %s", w, buf);
+        if (w >= 120 && !strstr(buf, "review      1")) /* the whole line */
+            fail_msg("width %d: %s", w, buf);
     }
-    size_t n = progress_format(&p, &s, true, false, 40, buf, sizeof buf);
-    assert_true(n <= 39 && buf[0] == '[');
+    progress_end(&p);
+}
+
+/* Where each field starts on a line ("name" -> column), by the labels. */
+static int column(const char *line, const char *label)
+{
+    const char *at = strstr(line, label);
+    return at ? (int)(at - line) : -1;
+}
+
+/* At 40, 80, 100 and 120 columns the fields shown, and their columns, do
+ * not change as the numbers grow (the old line dropped done/failed/429 at
+ * 80 columns once the rate had three digits). */
+static void test_fields_keep_place(void **st)
+{
+    (void)st;
+    static const char *const labels[] = {"ETA", "jobs/s", "done", "failed", "429",
+                                         "deferred", "review"};
+    static const int widths[] = {40, 80, 100, 120};
+    for (size_t wi = 0; wi < sizeof widths / sizeof widths[0]; wi++) {
+        int want[7], len0 = -1;
+        for (int step = 0; step < 6; step++) {
+            progress p;
+            progress_init(&p, PROGRESS_NONE, stderr, 0, 0);
+            /* from nothing measured to 2000 jobs/s, an ETA from ? to hours */
+            uint64_t fin = step == 0 ? 0 : (uint64_t)(step * step * 2000);
+            progress_state s = state(20000, step * 3000, fin * 2, fin);
+            s.failed = step * 100, s.deferred = step * 7, s.review = step, s.status_429 = fin;
+            progress_state s0 = state(20000, 0, 0, 0);
+            progress_draw(&p, &s0, 0);
+            progress_draw(&p, &s, step == 5 ? 100000000 : 1000000);
+            char buf[512];
+            size_t n = progress_format(&p, &s, true, false, widths[wi], buf, sizeof buf);
+            for (int l = 0; l < 7; l++) {
+                int c = column(buf, labels[l]);
+                if (step == 0)
+                    want[l] = c;
+                else if (c != want[l])
+                    fail_msg("%d cols, step %d: '%s' at %d, was at %d: %s", widths[wi], step,
+                             labels[l], c, want[l], buf);
+            }
+            if (step == 0)
+                len0 = (int)n;
+            else if ((int)n != len0)
+                fail_msg("%d cols: the line's length changed %d -> %zu: %s", widths[wi], len0,
+                         n, buf);
+            progress_end(&p);
+        }
+        if (widths[wi] >= 80)
+            for (int l = 0; l < 5; l++) /* ETA, rate, done, failed, 429 */
+                if (want[l] < 0)
+                    fail_msg("%d cols: no '%s'", widths[wi], labels[l]);
+        if (widths[wi] == 40 && (want[0] < 0 || want[1] < 0))
+            fail_msg("40 cols: no ETA or rate");
+    }
+}
+
+/* The rate is over the last seconds: the first redraw has one (48 jobs in
+ * 0.2 s is 240/s, not "0.0"), and an outage (nothing finishes for 5 s)
+ * brings it to 0 rather than a slowly falling average. */
+static void test_rate_window(void **st)
+{
+    (void)st;
+    progress p;
+    progress_init(&p, PROGRESS_NONE, stderr, 0, 0);
+    progress_state s = state(1000, 48, 48, 48);
+    progress_draw(&p, &s, 200000);
+    char buf[512];
+    progress_format(&p, &s, false, false, 0, buf, sizeof buf);
+    if (!strstr(buf, "240.0 jobs/s"))
+        fail_msg("first redraw: %s", buf);
+    /* 10 jobs a second for 10 s */
+    for (int i = 1; i <= 50; i++) {
+        s = state(1000, 48 + 2 * i, 48 + 2 * (uint64_t)i, 48 + 2 * (uint64_t)i);
+        progress_draw(&p, &s, 200000 + (int64_t)i * 200000);
+    }
+    progress_format(&p, &s, false, false, 0, buf, sizeof buf);
+    if (!strstr(buf, "10.0 jobs/s (last 5 s)"))
+        fail_msg("steady: %s", buf);
+    /* then nothing for 3 s: the window holds 2 s of 10/s -> 4/s */
+    int64_t t = 200000 + 50 * 200000;
+    for (int i = 1; i <= 15; i++)
+        progress_draw(&p, &s, t + (int64_t)i * 200000);
+    progress_format(&p, &s, false, false, 0, buf, sizeof buf);
+    if (!strstr(buf, " 4.0 jobs/s"))
+        fail_msg("3 s outage: %s", buf);
+    /* 5 s without a finished job: 0, and the ETA unknown (no fixed limit) */
+    for (int i = 16; i <= 26; i++)
+        progress_draw(&p, &s, t + (int64_t)i * 200000);
+    progress_format(&p, &s, false, false, 0, buf, sizeof buf);
+    if (!strstr(buf, " 0.0 jobs/s") || !strstr(buf, "ETA ?"))
+        fail_msg("5 s outage: %s", buf);
     progress_end(&p);
 }
 
@@ -97,13 +194,17 @@ static void test_final(void **st)
     progress_init(&p, PROGRESS_NONE, stderr, 10, 0);
     progress_state s = state(30, 30, 30, 30);
     char buf[256];
+    progress_final(&p, &s, 71.1); /* the runner's figure: the report's jobs/s */
     progress_format(&p, &s, true, true, 120, buf, sizeof buf);
-    assert_non_null(strstr(buf, "30/30  done 30"));
-    assert_non_null(strstr(buf, "finished"));
+    assert_non_null(strstr(buf, "30/30  finished"));
+    assert_non_null(strstr(buf, "71.1 jobs/s  done 30  failed  0"));
     assert_null(strstr(buf, "ETA"));
+    progress_format(&p, &s, true, true, 40, buf, sizeof buf);
+    if (!strstr(buf, "30/30  finished") || !strstr(buf, "71.1 jobs/s"))
+        fail_msg("40 cols: %s", buf);
     progress_format(&p, &s, false, true, 0, buf, sizeof buf);
     assert_non_null(strstr(buf, "batch: 30/30 ended (done 30,"));
-    assert_non_null(strstr(buf, "ETA 0 s"));
+    assert_non_null(strstr(buf, "71.1 jobs/s, 429 0.0%, finished"));
 }
 
 /* A learned concurrency shows where it stands (bar at full width, and the
@@ -119,9 +220,14 @@ static void test_concurrency(void **st)
     assert_null(strstr(buf, "conc"));
     s.concurrency = 27;
     progress_format(&p, &s, true, false, 160, buf, sizeof buf);
-    assert_non_null(strstr(buf, "conc 27  ETA"));
+    assert_non_null(strstr(buf, "conc   27"));
+    /* the plain lines say what each number is: jobs claimed (sending or
+     * waiting) beside the learned limit of requests at once */
+    s.inflight = 209;
     progress_format(&p, &s, false, false, 0, buf, sizeof buf);
-    assert_non_null(strstr(buf, ", concurrency 27"));
+    assert_non_null(strstr(buf, ", 209 claimed (sending or waiting)"));
+    assert_non_null(strstr(buf, ", at most 27 requests at once (learned)"));
+    assert_null(strstr(buf, "in flight"));
     size_t n = progress_format(&p, &s, true, false, 40, buf, sizeof buf);
     assert_true(n <= 39);
     assert_null(strstr(buf, "conc"));
@@ -132,6 +238,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_width),
+        cmocka_unit_test(test_fields_keep_place),
+        cmocka_unit_test(test_rate_window),
         cmocka_unit_test(test_eta_from_limit),
         cmocka_unit_test(test_eta_recent_rate),
         cmocka_unit_test(test_final),

@@ -98,6 +98,59 @@ static void test_attempt_timeouts(void **state)
     assert_int_equal(stg_policy_resolve(&bad, &p), STG_EINVAL);
 }
 
+/* The first-byte and idle times' tick is installed only when one of them
+ * could end an attempt before its total time (the deadline's or the
+ * policy's): the quiet time they measure never exceeds the time since the
+ * transfer began. */
+static void test_tick_only_when_it_can_fire(void **state)
+{
+    (void)state;
+    CURL *easy = curl_easy_init();
+    assert_non_null(easy);
+    stg__xfer x;
+    stg__xfer_init(&x, 1024);
+    stg_policy zero = {0}, p;
+    assert_int_equal(stg_policy_resolve(&zero, &p), STG_OK);
+    stg__xfer_timeouts(easy, &x, &p, INT64_MAX); /* no total: 300 s and 120 s can fire */
+    assert_true(x.ticking);
+    stg__xfer_reset(&x);
+    stg__xfer_timeouts(easy, &x, &p, STG_SEC(5)); /* a 5 s deadline ends it first */
+    assert_false(x.ticking);
+    p.attempt_timeout_us = STG_SEC(10); /* --max-time 10s: below both */
+    stg__xfer_reset(&x);
+    stg__xfer_timeouts(easy, &x, &p, INT64_MAX);
+    assert_false(x.ticking);
+    p.idle_timeout_us = STG_SEC(2); /* an idle time below the total */
+    stg__xfer_reset(&x);
+    stg__xfer_timeouts(easy, &x, &p, INT64_MAX);
+    assert_true(x.ticking);
+    p.idle_timeout_us = STG_SEC(120);
+    p.first_byte_timeout_us = STG_SEC(10); /* equal to the total: still installed */
+    stg__xfer_reset(&x);
+    stg__xfer_timeouts(easy, &x, &p, INT64_MAX);
+    assert_true(x.ticking);
+    stg__xfer_free(&x);
+    curl_easy_cleanup(easy);
+}
+
+/* Which attempts go without VERBOSE (xfer.c h1_only): those certain to be
+ * HTTP/1.x. https:// may get h2 by ALPN, and a version of 2 or more on
+ * http:// asks for h2c (upgrade or prior knowledge): those keep the debug
+ * callback that tells a refused HTTP/2 stream from a dead connection. */
+static void test_h2_impossible(void **state)
+{
+    (void)state;
+    assert_true(stg__xfer_h2_impossible("http://127.0.0.1:8080/x", 0));
+    assert_true(stg__xfer_h2_impossible("HTTP://example.com/", CURL_HTTP_VERSION_1_1));
+    assert_false(stg__xfer_h2_impossible("https://example.com/", 0));
+    assert_false(stg__xfer_h2_impossible("https://example.com/", CURL_HTTP_VERSION_1_1));
+    assert_false(stg__xfer_h2_impossible("http://example.com/", CURL_HTTP_VERSION_2_0));
+    assert_false(
+        stg__xfer_h2_impossible("http://example.com/", CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE));
+    assert_false(stg__xfer_h2_impossible("http:/x", 0)); /* not a URL it can tell */
+    assert_false(stg__xfer_h2_impossible(NULL, 0));
+}
+
 /* libcurl 7.x/8.x < 8.6 reports its response-header limit as
  * CURLE_RECV_ERROR "Too large response headers: N > 307200": the server's
  * answer, which another attempt would only repeat (it was retried 6 times
@@ -288,6 +341,8 @@ int main(void)
         cmocka_unit_test(test_tls_classes),
         cmocka_unit_test(test_every_code_has_one_class),
         cmocka_unit_test(test_attempt_timeouts),
+        cmocka_unit_test(test_h2_impossible),
+        cmocka_unit_test(test_tick_only_when_it_can_fire),
         cmocka_unit_test(test_shared_report),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

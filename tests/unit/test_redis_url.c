@@ -58,13 +58,21 @@ static void test_url_forms(void **state)
     url_ok("redis://[::1]:6390/k%20x", "::1", 6390, 0, "", "", "k x");
     url_ok("redis://[::1]/k", "::1", 6379, 0, "", "", "k");
     url_ok("redis://h:65535/9999/api.example.com", "h", 65535, 9999, "", "", "api.example.com");
+    url_ok("rediss://:pw@h:6380/k", "h", 6380, 0, "", "pw", "k");
+    url_ok("REDISS://h/k", "h", 6379, 0, "", "", "k");
+
+    stg_redis_url u;
+    assert_int_equal(stg_redis_url_parse("rediss://h/k", &u, NULL), STG_OK);
+    assert_true(u.tls);
+    assert_int_equal(stg_redis_url_parse("redis://h/k", &u, NULL), STG_OK);
+    assert_false(u.tls);
 }
 
 static void test_url_errors(void **state)
 {
     (void)state;
     url_bad("http://h/k", STG_EPARSE, "redis://");
-    url_bad("rediss://h/k", STG_EPARSE, "TLS");
+    url_bad("redis+tls://h/k", STG_EPARSE, "rediss://");
     url_bad("redis://", STG_EPARSE, "no host");
     url_bad("redis:///k", STG_EPARSE, "no host");
     url_bad("redis://:pw@/k", STG_EPARSE, "no host");
@@ -108,6 +116,10 @@ static void test_url_format_redacts(void **state)
     assert_int_equal(stg_redis_url_parse("redis://[::1]/k", &u, NULL), STG_OK);
     stg_redis_url_format(&u, buf, sizeof buf);
     assert_string_equal(buf, "redis://[::1]:6379/k");
+    assert_int_equal(stg_redis_url_parse("rediss://u:hunter2@h/k", &u, NULL), STG_OK);
+    stg_redis_url_format(&u, buf, sizeof buf);
+    assert_string_equal(buf, "rediss://u:***@h:6379/k");
+    assert_int_equal(stg_redis_url_parse("redis://[::1]/k", &u, NULL), STG_OK);
     /* truncation is snprintf-style */
     char small[8];
     int n = stg_redis_url_format(&u, small, sizeof small);

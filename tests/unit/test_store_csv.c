@@ -201,6 +201,34 @@ static void test_url_shown(void **state)
     assert_string_equal(small, "http://api.");
 }
 
+/* Columns named priority, tenant and weight are the job's class and
+ * tenant (its Stagger-Priority / Stagger-Tenant headers); an empty field
+ * is none; a bad value is a bad line. */
+static void test_csv_class_columns(void **state)
+{
+    (void)state;
+    stg_job_set set;
+    char err[256];
+    stg_input_options o = {.format = STG_INPUT_CSV, .url_template = "http://h.test/{id}"};
+    const char *text = "id,priority,tenant,weight\n"
+                       "a,batch,acme,3\n"
+                       "b,,,\n"
+                       "c,interactive,,\n"
+                       "d,nope,,\n"
+                       "e,,,2\n";
+    assert_int_equal(parse(text, &o, &set, err, sizeof err), STG_OK);
+    assert_int_equal(set.n, 3);
+    assert_int_equal(set.jobs[0].n_headers, 2);
+    assert_string_equal(set.jobs[0].headers[0], "Stagger-Priority: batch");
+    assert_string_equal(set.jobs[0].headers[1], "Stagger-Tenant: acme;w=3");
+    assert_int_equal(set.jobs[1].n_headers, 0);
+    assert_string_equal(set.jobs[2].headers[0], "Stagger-Priority: interactive");
+    assert_int_equal(set.n_bad, 2);
+    assert_non_null(strstr(bad_msg(&set, 5), "priority"));
+    assert_non_null(strstr(bad_msg(&set, 6), "tenant"));
+    stg_job_set_free(&set);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -209,6 +237,7 @@ int main(void)
         cmocka_unit_test(test_csv_header_and_ids),
         cmocka_unit_test(test_format_for_path),
         cmocka_unit_test(test_url_shown),
+        cmocka_unit_test(test_csv_class_columns),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

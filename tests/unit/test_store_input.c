@@ -456,6 +456,43 @@ static void test_jsonl_cost(void **state)
     stg_job_set_free(&set);
 }
 
+/* A JSONL job's priority, tenant and weight become its Stagger-Priority
+ * and Stagger-Tenant headers (stored, so a resumed run keeps them); bad
+ * values are bad lines naming the field. */
+static void test_jsonl_class(void **state)
+{
+    (void)state;
+    stg_job_set set;
+    const char *text =
+        "{\"id\": \"1\", \"url\": \"http://a.test/1\", \"priority\": \"Interactive\"}\n"
+        "{\"id\": \"2\", \"url\": \"http://a.test/2\", \"tenant\": \"acme\", \"weight\": 2}\n"
+        "{\"id\": \"3\", \"url\": \"http://a.test/3\", \"priority\": \"urgent\"}\n"
+        "{\"id\": \"4\", \"url\": \"http://a.test/4\", \"tenant\": \"a b\"}\n"
+        "{\"id\": \"5\", \"url\": \"http://a.test/5\", \"weight\": 2}\n"
+        "{\"id\": \"6\", \"url\": \"http://a.test/6\", \"tenant\": \"x\", \"weight\": 0}\n"
+        "{\"id\": \"7\", \"url\": \"http://a.test/7\", \"tenant\": 7}\n"
+        "{\"id\": \"8\", \"url\": \"http://a.test/8\", \"priority\": \"low\", \"tenant\": \"t.1\","
+        " \"weight\": null}\n"
+        "{\"id\": \"9\", \"url\": \"http://a.test/9\", \"priority\": \"batch\","
+        " \"headers\": {\"Stagger-Priority\": \"normal\"}}\n";
+    assert_int_equal(parse(text, NULL, &set), STG_OK);
+    assert_int_equal(set.n, 3);
+    assert_int_equal(set.jobs[0].n_headers, 1);
+    assert_string_equal(set.jobs[0].headers[0], "Stagger-Priority: interactive");
+    assert_string_equal(set.jobs[1].headers[0], "Stagger-Tenant: acme;w=2");
+    assert_int_equal(set.jobs[2].n_headers, 2);
+    assert_string_equal(set.jobs[2].headers[0], "Stagger-Priority: batch");
+    assert_string_equal(set.jobs[2].headers[1], "Stagger-Tenant: t.1");
+    assert_int_equal(set.n_bad, 6);
+    assert_non_null(strstr(bad_msg(&set, 3), "priority"));
+    assert_non_null(strstr(bad_msg(&set, 4), "tenant"));
+    assert_non_null(strstr(bad_msg(&set, 5), "needs a \"tenant\""));
+    assert_non_null(strstr(bad_msg(&set, 6), "weight"));
+    assert_non_null(strstr(bad_msg(&set, 7), "strings"));
+    assert_non_null(strstr(bad_msg(&set, 9), "both"));
+    stg_job_set_free(&set);
+}
+
 /* The headers that passed as non-secret before the core's one list:
  * a JSONL request carrying one is kept out of the store. */
 static void test_jsonl_secret_headers(void **state)
@@ -553,7 +590,7 @@ int main(void)
         cmocka_unit_test(test_secret_urls),  cmocka_unit_test(test_fingerprint),
         cmocka_unit_test(test_path_errors),  cmocka_unit_test(test_template_special_keys),
         cmocka_unit_test(test_jsonl_control_chars), cmocka_unit_test(test_jsonl_secret_headers),
-        cmocka_unit_test(test_jsonl_cost),   cmocka_unit_test(test_jsonl_refused_headers),
+        cmocka_unit_test(test_jsonl_cost), cmocka_unit_test(test_jsonl_class),   cmocka_unit_test(test_jsonl_refused_headers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -32,7 +32,9 @@
  *    reclaimed from it as idle) records nothing. So every job ends in
  *    exactly one state, whatever workers die or race.
  *  - An unacknowledged entry stays in its consumer's pending list; after
- *    claim_idle_us without news another worker takes it (XAUTOCLAIM). A
+ *    claim_idle_us without news (a claim or a renewal, stg_queue_renew)
+ *    another worker takes it (XAUTOCLAIM). A renewal resets the idle time
+ *    only of entries still in the renewing consumer's own list. A
  *    taken entry that was delivered more than max_deliveries times, or a
  *    job that is not replay-safe and carries a sent-mark (it may have been
  *    sent by the worker that lost it), ends in review inside the claim
@@ -64,6 +66,7 @@ extern "C" {
 #endif
 
 typedef struct stg_queue stg_queue;
+struct stg_redis_tls; /* <stagger/redis.h> */
 
 #define STG_QUEUE_DEFAULT_CLAIM_IDLE_US STG_SEC(360)
 #define STG_QUEUE_DEFAULT_MAX_DELIVERIES 5
@@ -83,7 +86,10 @@ typedef struct stg_queue_config {
     int max_deliveries;         /* a job delivered more often goes to review;
                                    0: 5 */
     const char *prefix;         /* NULL: "stagger:q:" */
-    uint64_t stg__reserved[8];  /* room to grow (docs/ABI.md); leave zero */
+    /* Added with rediss://: TLS verification (NULL: the system store);
+     * borrowed for the queue's life, see stg_redis_tls in redis.h. */
+    union { const struct stg_redis_tls *tls; uint64_t stg__tls_word; };
+    uint64_t stg__reserved[7];  /* room to grow (docs/ABI.md); leave zero */
 } stg_queue_config;
 
 /* Job states, numbered as stagger batch numbers them. */
@@ -175,6 +181,21 @@ STG_API void stg_queue_job_clear(stg_queue_job *j);
  * STG_EUNAVAIL, STG_ENOMEM, STG_EIO. */
 STG_API int stg_queue_claim(stg_queue *q, int max, stg_queue_job *out, int *n, int *to_review,
                             stg_queue_counts *counts);
+
+/* Renew this consumer's claim on the stream entries entries[0..n) (each a
+ * stg_queue_job.entry it was given), in one round trip: each one still in
+ * this consumer's pending list has its idle time reset to 0, so no other
+ * worker takes it for claim_idle_us more, and mine[i] is true; one that is
+ * not (another worker took it over after claim_idle_us without a renewal,
+ * or it ended) is left alone and mine[i] is false: the job is no longer
+ * this worker's, and it must not be sent (again) from here. Also marks the
+ * worker as seen. A holder renews at least every claim_idle_us / 2 while
+ * it holds jobs (stagger batch: every claim_idle / 4, and again before an
+ * attempt whose last confirmation is older than claim_idle / 2), so a
+ * short claim_idle_us takes over a dead worker's jobs quickly without
+ * robbing a live one. n at most 4000. STG_OK, STG_EINVAL, STG_EUNAVAIL,
+ * STG_ENOMEM, STG_EIO. */
+STG_API int stg_queue_renew(stg_queue *q, const char *const *entries, size_t n, bool *mine);
 
 /* Before the first attempt of a job that is not replay-safe may leave:
  * record that it may be sent (one round trip). STG_OK, STG_EUNAVAIL. */

@@ -1,0 +1,194 @@
+/*
+ * The class-and-tenant part of gcra.c's script (issue #32): exactly the
+ * decision of src/core/prio_gcra.c (read its header for the rules), on the
+ * same hash as the plain GCRA so that plain and class callers of one key
+ * share its TAT and the bound B + t/T holds for any mix of them.
+ *
+ * It runs inside gcra.c's script after the common part has read the hash
+ * (b, t, i), moved the base, computed now, stretched the TAT for a longer
+ * T and added the carry: it sees T, burst, w (tokens wanted), timeout
+ * (max wait), lead, carry, base, tat, now, sec and the function put.
+ * ARGV[9] is "cls weight_m hold_ns floor_pm" (class index 0..2), ARGV[10]
+ * the tenant ("" for the class's default one).
+ *
+ * Fields of the hash besides b, t, i (times in ns since pb, a second of
+ * their own: a plain call may move b without knowing them; a class call
+ * reads them relative to b and, when pb is not b, writes them all back
+ * relative to b):
+ *   pb             the base second of the fields below
+ *   d<c>           class c demands until
+ *   f<c>           class c's floor GCRA TAT
+ *   p<c>:<tenant>  "tat until weight_m": the tenant's share GCRA and mark
+ * The key's expiry is set from every time in the hash (a missing key is a
+ * full bucket without marks or tenants, so expiry loses nothing). Redis
+ * commands: HGETALL, HSET, HDEL, PEXPIRE (and the common part's HMGET,
+ * TIME): the ACL of docs/redis.md.
+ * One key per limit, so the script declares every key it touches in KEYS
+ * (a Redis Cluster routes it by that one key).
+ *
+ * Reply: {1, wait_us, debt_us, k, end_us, base, tat, lease, floor,
+ * tracked} when granted (end_us: the lease window's end from now, rounded
+ * down), {0, hint_us, debt_us, 0, 0, base, tat, 0, 0, tracked} when not.
+ * Waits are rounded up to the microsecond.
+ */
+#ifndef STG_REDIS_PRIO_LUA_H
+#define STG_REDIS_PRIO_LUA_H
+
+#define STG__PRIO_LUA \
+    "if ARGV[9] and ARGV[9] ~= '' then\n" \
+    "  local cls, wm, hold, fpm = string.match(ARGV[9], '^(%d) (%d+) (%d+) (%d+)$')\n" \
+    "  cls = tonumber(cls); wm = tonumber(wm); hold = tonumber(hold); fpm = tonumber(fpm)\n" \
+    "  if fpm == 0 then fpm = 50 end\n" \
+    "  local name = ARGV[10] or ''\n" \
+    "  local n, maxw = w, timeout\n" \
+    "  local function fmt(v) return string.format('%.0f', v) end\n" \
+    "  local function icap(v, b)\n" \
+    "    v = math.ceil(v)\n" \
+    "    local cap = math.floor(2^51 / b)\n" \
+    "    if v > cap then v = cap end\n" \
+    "    return v\n" \
+    "  end\n" \
+    "  local all = redis.call('HGETALL', KEYS[1])\n" \
+    "  local h = {}\n" \
+    "  for j = 1, #all, 2 do h[all[j]] = all[j + 1] end\n" \
+    "  local pb = tonumber(h.pb)\n" \
+    "  local off = 0\n" \
+    "  if pb then off = (base - pb) * 1000000000 end\n" \
+    "  local rebase = off ~= 0\n" \
+    "  local hs = {}\n" \
+    "  local function set(f, v) table.insert(hs, f); table.insert(hs, v) end\n" \
+    "  local exp = tat\n" \
+    "  local dem, flo = {}, {}\n" \
+    "  for c = 0, 2 do\n" \
+    "    dem[c] = (tonumber(h['d' .. c]) or off) - off\n" \
+    "    flo[c] = (tonumber(h['f' .. c]) or off) - off\n" \
+    "  end\n" \
+    "  if dem[cls] < now + hold then dem[cls] = now + hold end\n" \
+    "  local pre = 'p' .. cls .. ':'\n" \
+    "  local myf = pre .. name\n" \
+    "  local me, S, count = nil, wm, 0\n" \
+    "  for f, v in pairs(h) do\n" \
+    "    if string.sub(f, 1, 1) == 'p' and f ~= 'pb' then\n" \
+    "      local a1, a2, a3 = string.match(v, '^(%S+) (%S+) (%S+)$')\n" \
+    "      local tt, un, ww = tonumber(a1) - off, tonumber(a2) - off, tonumber(a3)\n" \
+    "      if un <= now and tt <= now then\n" \
+    "        redis.call('HDEL', KEYS[1], f)\n" \
+    "      else\n" \
+    "        count = count + 1\n" \
+    "        exp = math.max(exp, tt, un)\n" \
+    "        if f == myf then me = {tt, un}\n" \
+    "        else\n" \
+    "          if string.sub(f, 1, #pre) == pre and un > now then S = S + ww end\n" \
+    "          if rebase then set(f, fmt(tt) .. ' ' .. fmt(un) .. ' ' .. a3) end\n" \
+    "        end\n" \
+    "      end\n" \
+    "    end\n" \
+    "  end\n" \
+    "  local tracked = true\n" \
+    "  if not me then\n" \
+    "    if count >= 64 then tracked = false else me = {0, 0} end\n" \
+    "  end\n" \
+    "  if tracked and me[2] < now + hold then me[2] = now + hold end\n" \
+    "  local need = 0\n" \
+    "  for c = 0, cls - 1 do if dem[c] > now then need = need + 1 end end\n" \
+    "  local low = cls == 2 or (cls == 1 and need > 0)\n" \
+    "  local nd = 0\n" \
+    "  if low then nd = need end\n" \
+    "  local Tt = 0\n" \
+    "  if tracked and S > wm then Tt = icap(T * S / wm, burst) end\n" \
+    "  local Tf = icap(T * 1000 / fpm, 1)\n" \
+    "  local tt0 = 0\n" \
+    "  if tracked then tt0 = me[1] end\n" \
+    "  local ft0 = flo[cls]\n" \
+    "  local BT = burst * T\n" \
+    "  local function try(g0, nn)\n" \
+    "    local g, tt, ft, k, wait, fl, hint = g0, tt0, ft0, 0, 0, false, 0\n" \
+    "    for i = 0, nn - 1 do\n" \
+    "      local gn = g + T\n" \
+    "      local wg = gn - BT - now\n" \
+    "      local tn, within = 0, true\n" \
+    "      if Tt > 0 then\n" \
+    "        tn = math.max(tt, now) + Tt\n" \
+    "        within = tn - burst * Tt <= now\n" \
+    "      end\n" \
+    "      local a_now = within and wg <= 0 and (nd == 0 or wg + nd * T <= 0)\n" \
+    "      local o_now = (not within) and wg + (nd + 1) * T <= 0\n" \
+    "      local a_wait = within and (not low) and i == 0 and wg <= maxw\n" \
+    "      local f = within and low and need > 0 and i == 0 and ft0 <= now and wg <= maxw\n" \
+    "      if a_now or a_wait or f then\n" \
+    "        if Tt > 0 then tt = tn end\n" \
+    "        if not a_now and not a_wait then\n" \
+    "          ft = math.max(ft0, now) + Tf\n" \
+    "          fl = true\n" \
+    "        end\n" \
+    "      elseif not o_now then\n" \
+    "        if i == 0 then\n" \
+    "          local lim = maxw\n" \
+    "          if low then lim = 0 end\n" \
+    "          local tw = 0\n" \
+    "          if Tt > 0 then tw = tn - burst * Tt - now end\n" \
+    "          local hh = math.max(wg + nd * T - lim, tw)\n" \
+    "          if Tt > 0 and wg + (nd + 1) * T < hh then hh = wg + (nd + 1) * T end\n" \
+    "          if low and need > 0 then\n" \
+    "            local hf = math.max(math.max(ft0 - now, wg - maxw), tw)\n" \
+    "            if hf < hh then hh = hf end\n" \
+    "          end\n" \
+    "          if hh < 1 then hh = 1 end\n" \
+    "          hint = hh\n" \
+    "        end\n" \
+    "        break\n" \
+    "      end\n" \
+    "      g = gn\n" \
+    "      k = k + 1\n" \
+    "      if wg > 0 then\n" \
+    "        wait = wg\n" \
+    "        break\n" \
+    "      end\n" \
+    "    end\n" \
+    "    return k, wait, g, tt, ft, fl, hint\n" \
+    "  end\n" \
+    "  local lease = lead > 0\n" \
+    "  local g0 = tat\n" \
+    "  if lease and g0 < now + lead then g0 = now + lead end\n" \
+    "  local k, wait, g, tt, ft, fl, hint = try(g0, n)\n" \
+    "  if k == 0 and lease then\n" \
+    "    lease = false\n" \
+    "    g0 = tat\n" \
+    "    k, wait, g, tt, ft, fl, hint = try(tat, 1)\n" \
+    "  end\n" \
+    "  if k > 0 then flo[cls] = ft end\n" \
+    "  set('pb', fmt(base))\n" \
+    "  for c = 0, 2 do\n" \
+    "    if c == cls or rebase then\n" \
+    "      set('d' .. c, fmt(dem[c]))\n" \
+    "      if c == cls or h['f' .. c] then set('f' .. c, fmt(flo[c])) end\n" \
+    "    end\n" \
+    "    exp = math.max(exp, dem[c], flo[c])\n" \
+    "  end\n" \
+    "  if tracked then\n" \
+    "    if k == 0 then tt = tt0 end\n" \
+    "    set(myf, fmt(tt) .. ' ' .. fmt(me[2]) .. ' ' .. fmt(wm))\n" \
+    "    exp = math.max(exp, tt, me[2])\n" \
+    "  end\n" \
+    "  local tr = 0\n" \
+    "  if tracked then tr = 1 end\n" \
+    "  if k == 0 then\n" \
+    "    if carry > 0 then\n" \
+    "      set('b', fmt(base)); set('t', fmt(tat)); set('i', fmt(T))\n" \
+    "    end\n" \
+    "    redis.call('HSET', KEYS[1], unpack(hs))\n" \
+    "    redis.call('PEXPIRE', KEYS[1], math.ceil((exp - now) / 1000000) + 1000)\n" \
+    "    return {0, math.ceil(hint / 1000), math.ceil((tat - now) / 1000), 0, 0, base, tat, 0, 0, tr}\n" \
+    "  end\n" \
+    "  set('b', fmt(base)); set('t', fmt(g)); set('i', fmt(T))\n" \
+    "  redis.call('HSET', KEYS[1], unpack(hs))\n" \
+    "  redis.call('PEXPIRE', KEYS[1], math.ceil((math.max(exp, g) - now) / 1000000) + 1000)\n" \
+    "  local el, fl1 = 0, 0\n" \
+    "  if lease then el = 1 end\n" \
+    "  if fl then fl1 = 1 end\n" \
+    "  local endu = 0\n" \
+    "  if lease then endu = math.floor((g0 - now) / 1000) end\n" \
+    "  return {1, math.ceil(wait / 1000), math.ceil((g - now) / 1000), k, endu, base, g, el, fl1, tr}\n" \
+    "end\n"
+
+#endif

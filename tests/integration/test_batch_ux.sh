@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# stagger batch, issue #37 (the first hour): what a new user meets.
+#  1. A host that keeps failing (a closed port): one early stderr line says
+#     what, where and what stagger does (breaker open, next try); the report
+#     counts every job (never-tried ones as 0 attempts) and says why the
+#     jobs are not done.
+#  2. A CSV batch does what it shows: -H values filled per row (an
+#     Idempotency-Key per row is not "reused"), --json-body sends JSON,
+#     --idempotency-key auto|TEMPLATE, --dry-run prints the body redacted.
+# Counts and words only: the short --breaker-open/--deadline just keep it
+# short.
+. "$(dirname "$0")/lib.sh"
+S=$STAGGER
+scratch bux
+
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
+}
+
+# ---- 1. a closed port --------------------------------------------------------------
+DEAD=$(free_port)
+seq 1 50 >"$T/k50.txt"
+expect_exit "closed port: exit 3 (jobs deferred)" 3 "$S" batch --url "http://127.0.0.1:$DEAD/{}" \
+  --db "$T/dead.db" --breaker-open 1s --deadline 3s --progress lines "$T/k50.txt"
+cp /tmp/stg_err.$$ "$T/dead.err"; cp /tmp/stg_out.$$ "$T/dead.out"
+n=$(grep -c "keeps failing" "$T/dead.err" || true)
+check "closed port: one line says so (got $n)" [ "$n" = 1 ]
+line=$(grep "keeps failing" "$T/dead.err" || true)
+check "  it names the host, the error and the breaker ('$line')" sh -c \
+  'case "$1" in *"127.0.0.1:'"$DEAD"' keeps failing (connection refused"*"circuit breaker is open, next try in"*) exit 0;; *) exit 1;; esac' _ "$line"
+first=$(grep -n "keeps failing" "$T/dead.err" | cut -d: -f1 || true)
+lastp=$(grep -n "ended (done" "$T/dead.err" | tail -n1 | cut -d: -f1)
+check "  before the last progress line ($first < $lastp)" [ "${first:-99999}" -lt "${lastp:-0}" ]
+jcheck "report: every job in attempts_histogram, the never tried as 0" \
+  "$("$S" batch report --json --db "$T/dead.db")" \
+  'sum(j["attempts_histogram"].values()) == 50 and j["attempts_histogram"].get("0", 0) > 0'
+check "report: attempts per job starts at 0" grep -q "^attempts per job:  0: [0-9]" "$T/dead.out"
+check "report: why not done names the error" grep -q "^not done, why: .*connect_refused" "$T/dead.out"
+
+# ---- 2. CSV: per-row headers, a JSON body, idempotency keys, --dry-run ----------------
+printf 'id,name,token\n1,Ann,s3cr3t\n2,"Bo ""B""",t2\n3,Cy,t3\n' >"$T/items.csv"
+serve_start echo
+mkdir -p "$T/out"
+expect_exit "CSV with -H {id}, --json-body: exit 0" 0 "$S" batch -q --db "$T/csv.db" --out "$T/out" \
+  --url "http://127.0.0.1:$PORT/echo?row={id}" --json-body '{"name": "{name}", "n": {id}}' \
+  -H 'X-Row: r{id}' -H 'X-Fixed: same' "$T/items.csv"
+check "the server saw each row's own header, JSON and its body" python3 -c '
+import json, sys
+d = sys.argv[1]
+want = {"1": "Ann", "2": "Bo \"B\"", "3": "Cy"}
+for k, name in want.items():
+    e = json.load(open(d + "/" + k))
+    h = {a.lower(): b for a, b in e["headers"].items()}
+    assert h["x-row"] == "r" + k, h
+    assert h["x-fixed"] == "same", h
+    assert h["content-type"] == "application/json", h
+    b = json.loads(e["body"])
+    assert b == {"name": name, "n": int(k)}, b
+' "$T/out"
+
+# an Idempotency-Key per row: serve refuses a key reused with another body (422)
+serve_start idem
+expect_exit "-H 'Idempotency-Key: order-{id}': every row done (exit 0)" 0 "$S" batch -q \
+  --db "$T/idem.db" --url "http://127.0.0.1:$PORT/orders/{id}" -d 'name={name}' \
+  -H 'Idempotency-Key: order-{id}' "$T/items.csv"
+jcheck "  3 done, none failed" "$("$S" batch report --json --db "$T/idem.db")" \
+  'j["states"]["done"] == 3 and j["states"]["failed"] == 0'
+expect_exit "--idempotency-key 'o-{id}': every row done" 0 "$S" batch -q \
+  --db "$T/idem2.db" --url "http://127.0.0.1:$PORT/orders2/{id}" -d 'name={name}' \
+  --idempotency-key 'o-{id}' "$T/items.csv"
+expect_exit "--idempotency-key auto on keys: exit 0" 0 "$S" batch -q -X POST \
+  --db "$T/idem3.db" --url "http://127.0.0.1:$PORT/k/{}" --idempotency-key auto "$T/k50.txt"
+check "  auto keys are distinct and kept in the database" python3 -c '
+import sqlite3, sys
+ks = [r[0] for r in sqlite3.connect(sys.argv[1]).execute("select idempotency_key from jobs")]
+assert len(ks) == 50 and len(set(ks)) == 50 and all(k.startswith("stg-") for k in ks), ks[:3]
+' "$T/idem3.db"
+expect_exit "--idempotency-key with a column that does not exist: usage" 2 "$S" batch \
+  --dry-run --url "http://x.invalid/{id}" -d 'a' --idempotency-key 'o-{idd}' "$T/items.csv"
+check "  says which" grep -q "idempotency-key names {idd}" /tmp/stg_err.$$
+
+expect_exit "--dry-run: exit 0" 0 "$S" batch --dry-run --url "http://127.0.0.1:9/i/{id}" \
+  --json-body '{"name": "{name}", "api_token": "{token}"}' -H 'X-Row: r{id}' \
+  -H 'Authorization: Bearer sk-live' --idempotency-key 'o-{id}' "$T/items.csv"
+cp /tmp/stg_out.$$ "$T/dry.out"
+check "  the body shown, the secret member hidden" grep -qF 'body: {"name":"Ann","api_token":"REDACTED"}' "$T/dry.out"
+check "  the row's header and key shown" sh -c 'grep -q "X-Row: r2" "$1" && grep -q "Idempotency-Key: o-3" "$1"' _ "$T/dry.out"
+check "  no secret printed" sh -c '! grep -q "s3cr3t\|sk-live" "$1"' _ "$T/dry.out"
+expect_exit "-d with a JSON-looking body: a note" 0 "$S" batch --dry-run \
+  --url "http://127.0.0.1:9/i/{id}" -d '{"name": "{name}"}' "$T/items.csv"
+check "  the note names --json-body" grep -q "form-encoded.*--json-body" /tmp/stg_err.$$
+check "  the -d body printed as is" grep -qF 'body: {"name": "Ann"}' /tmp/stg_out.$$
+
+finish
