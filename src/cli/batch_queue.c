@@ -114,13 +114,6 @@ const cli_opt cli_batch_queue_opts[] = {
 #include "store/export_row.h"
 #include "util/clock.h"
 
-static volatile sig_atomic_t g_sig;
-
-static void on_signal(int sig)
-{
-    g_sig = sig;
-}
-
 /* The URL for messages (password as ***). */
 static void shown(const char *url, char *buf, size_t len)
 {
@@ -209,7 +202,7 @@ static int load_input(const batch_opts *o, stg_queue *q, const char *name)
                 .body = j->body,
                 .body_len = j->body_len,
                 .idempotency_key = j->idempotency_key,
-                .replay_safe = stg_store_method_idempotent(j->method) || j->idempotency_key,
+                .replay_safe = stg__store_replay_safe(j->method, j->idempotency_key),
                 .line = j->line,
             };
         }
@@ -445,15 +438,15 @@ static void run_loop(const batch_opts *o, stg_batch *b, const stg_batch_queue *q
     bool draining = false, drawn = false;
     stg_batch_progress p;
     for (;;) {
-        if (g_sig && o->queue.drain && !draining) {
+        if (cli_stop_signal && o->queue.drain && !draining) {
             draining = true;
             stg_batch_drain(b);
             if (!o->quiet)
                 fprintf(stderr, "%sstagger batch: draining: finishing the claimed jobs, then "
                                 "leaving (a second signal stops at once)\n",
                         drawn ? "\n" : "");
-            g_sig = 0;
-        } else if (g_sig) {
+            cli_stop_signal = 0;
+        } else if (cli_stop_signal) {
             stg_batch_stop(b);
         }
         if (!stg_batch_step(b, STG_MS(100)))
@@ -469,31 +462,6 @@ static void run_loop(const batch_opts *o, stg_batch *b, const stg_batch_queue *q
     }
     if (drawn && mode == BATCH_PROGRESS_BAR)
         fputc('\n', stderr);
-}
-
-static int verdict(const stg_batch_summary *s, int sig, bool quiet)
-{
-    switch (s->cause) {
-    case STG_BATCH_STORE:
-    case STG_BATCH_BODY:
-        fprintf(stderr, "stagger batch: stopped: %s\n", s->message);
-        return CLI_EXIT_DB;
-    case STG_BATCH_LIMITER:
-        fprintf(stderr, "stagger batch: stopped: %s\n", s->message);
-        return CLI_EXIT_LIMITER;
-    default:
-        break;
-    }
-    if (sig) {
-        if (!quiet)
-            fprintf(stderr, "stagger batch: interrupted; the jobs in flight here go back to the "
-                            "queue\n");
-        return sig == SIGINT ? CLI_EXIT_SIGINT : CLI_EXIT_SIGTERM;
-    }
-    const stg_batch_counts *c = &s->counts;
-    if (stg_batch_counts_left(c) || c->n[STG_JOB_DEFERRED] || c->n[STG_JOB_REVIEW])
-        return CLI_EXIT_LEFT;
-    return c->n[STG_JOB_FAILED] ? CLI_EXIT_FAILED : CLI_EXIT_OK;
 }
 
 /* --claim-idle by default: 20 s. A worker renews its claims every
@@ -589,23 +557,15 @@ int batch_queue_run(const batch_opts *o_in)
     if (!o.quiet)
         fprintf(stderr, "stagger batch: worker %s on queue %s: %lld jobs, %lld ended\n",
                 stg_queue_worker(q), name, (long long)c.total, (long long)ended(&c));
-    g_sig = 0;
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sa.sa_flags = SA_RESETHAND; /* a second signal kills: the queue gives the jobs to others */
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    signal(SIGPIPE, SIG_IGN);
+    cli_stop_signals_catch(); /* a second signal kills: the queue gives the jobs to others */
     run_loop(&o, b, qs);
-    int sig = o.queue.drain ? 0 : g_sig;
-    signal(SIGINT, SIG_DFL);
-    signal(SIGTERM, SIG_DFL);
+    int sig = o.queue.drain ? 0 : cli_stop_signal;
+    cli_stop_signals_release();
     stg_batch_summary sum;
     stg_batch_end(b, &sum);
     stg_batch_queue_release(qs); /* the jobs claimed ahead: back to the queue */
-    ex = verdict(&sum, sig, o.quiet);
+    ex = batch_verdict(&sum, sig, o.quiet, true,
+                       "interrupted; the jobs in flight here go back to the queue");
     stg_batch_free(b, ex);
     b = NULL;
     if ((!o.quiet || o.json) && ex != CLI_EXIT_LIMITER) {

@@ -54,13 +54,6 @@
 #include "cli/progress.h"
 #include "util/clock.h"
 
-static volatile sig_atomic_t g_signal;
-
-static void on_signal(int sig)
-{
-    g_signal = sig;
-}
-
 /* ---- the run's events: waits, for the report ----------------------------------- */
 
 /* Time lost waiting, summed from the engine's WAITED events (the loop's
@@ -302,24 +295,6 @@ static int exit_for_counts(const stg_batch_counts *c)
     if (c->n[STG_JOB_FAILED])
         return CLI_EXIT_FAILED;
     return CLI_EXIT_OK;
-}
-
-static void setup_signals(void)
-{
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sa.sa_flags = SA_RESETHAND; /* a second signal kills: the next run recovers */
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    signal(SIGPIPE, SIG_IGN);
-}
-
-static void restore_signals(void)
-{
-    signal(SIGINT, SIG_DFL);
-    signal(SIGTERM, SIG_DFL);
 }
 
 /* The engine part of the configuration; connects the shared limiter.
@@ -640,8 +615,10 @@ static void say_start(const batch_opts *o, const stg_batch_start *st, bool impor
         fprintf(stderr, "stagger batch: %d jobs in review are resent\n", st->requeued_review);
 }
 
-/* The exit status of an ended run, after its message (when say). */
-static int verdict(const stg_batch_summary *s, int sig, bool quiet, bool say)
+/* The exit status of an ended run, after its message when say
+ * (batch_run.h). */
+int batch_verdict(const stg_batch_summary *s, int sig, bool quiet, bool say,
+                  const char *interrupted)
 {
     if (!say)
         quiet = true;
@@ -663,7 +640,9 @@ static int verdict(const stg_batch_summary *s, int sig, bool quiet, bool say)
         break;
     }
     if (sig) {
-        if (!quiet)
+        if (!quiet && interrupted)
+            fprintf(stderr, "stagger batch: %s\n", interrupted);
+        else if (!quiet)
             fprintf(stderr, "stagger batch: interrupted; %lld jobs left, run the same command "
                             "again to resume\n",
                     (long long)stg_batch_counts_left(&s->counts));
@@ -751,7 +730,7 @@ static void run_loop(const batch_opts *o, stg_batch *b, progress *pg, const wait
     progress_state ps;
     int64_t next_gauge = now;
     for (;;) {
-        if (g_signal)
+        if (cli_stop_signal)
             stg_batch_stop(b);
         if (!stg_batch_step(b, STG_MS(100)))
             break;
@@ -926,14 +905,13 @@ int batch_run(const batch_opts *o)
                                                  &live)) != 0)
         goto out;
     cli_metrics_live_extra(live, jobs_json, &gauge);
-    g_signal = 0;
-    setup_signals();
+    cli_stop_signals_catch();
     progress pg;
     waits.o = o;
     waits.pg = &pg;
     run_loop(o, b, &pg, &waits, &gauge);
-    int sig = g_signal;
-    restore_signals();
+    int sig = cli_stop_signal;
+    cli_stop_signals_release();
     stg_batch_summary sum;
     stg_batch_end(b, &sum); /* a store failure: sum.cause STORE, said by verdict */
     stg_batch_progress p_end;
@@ -946,7 +924,7 @@ int batch_run(const batch_opts *o)
         fprintf(stderr, "stagger batch: %s\n", stg_store_errmsg(store));
     if (sum.cause != STG_BATCH_STORE && record_classes(b, store) != STG_OK)
         fprintf(stderr, "stagger batch: %s\n", stg_store_errmsg(store));
-    ex = verdict(&sum, sig, o->quiet, false);
+    ex = batch_verdict(&sum, sig, o->quiet, false, NULL);
     /* The run row is closed by the free (its wall time): the report, and the
      * last progress line with the report's rate, come after it. */
     stg_metrics_set_quotas(metrics, NULL); /* the engine's, freed next */
@@ -958,7 +936,7 @@ int batch_run(const batch_opts *o)
     if (sum.cause != STG_BATCH_STORE)
         ex_report = read_report(o, store, &rep, &got, ex);
     run_final(&pg, &p_end, &sum, got ? &rep : NULL, sig != 0);
-    (void)verdict(&sum, sig, o->quiet, true);
+    (void)batch_verdict(&sum, sig, o->quiet, true, NULL);
     ex = ex_report;
     if (got) {
         ex = final_report(o, &rep, ex);

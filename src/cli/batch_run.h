@@ -66,4 +66,13 @@ int batch_prepare_out(const char *dir);
 /* Run (or resume) the batch. Returns the exit status. */
 int batch_run(const batch_opts *o);
 
+/* The exit status of an ended run (the database's or the queue's), after
+ * its one line on stderr when say: a stop's cause, or `interrupted` (NULL:
+ * the database's "N jobs left, run the same command again") when a signal
+ * ended it; else from the counts (jobs left, deferred or in review: 3;
+ * failed: 1; 0). */
+struct stg_batch_summary;
+int batch_verdict(const struct stg_batch_summary *s, int sig, bool quiet, bool say,
+                  const char *interrupted);
+
 #endif

@@ -11,6 +11,7 @@
 #ifndef STAGGER_CLI_H
 #define STAGGER_CLI_H
 
+#include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stagger/stagger.h>
@@ -86,6 +87,13 @@ bool cli_header_ok(const char *h);
  * NULL with errno set on failure. An existing file keeps its mode. */
 enum cli_open { CLI_OPEN_KEEP, CLI_OPEN_TRUNCATE, CLI_OPEN_APPEND };
 FILE *cli_open_private(const char *path, enum cli_open how, bool *created);
+
+/* A batch run's SIGINT and SIGTERM (signals.c): catch sets
+ * cli_stop_signal to 0, then the first signal's number is stored there
+ * (a second one kills), SIGPIPE ignored; release puts the defaults back. */
+extern volatile sig_atomic_t cli_stop_signal;
+void cli_stop_signals_catch(void);
+void cli_stop_signals_release(void);
 
 /* A -H value as fetch and batch take it: "Name: value" (checked with
  * cli_header_ok), or @FILE ("@-": stdin) holding one header a line (CR LF or

@@ -41,6 +41,7 @@
 #include <jansson.h>
 
 #include "proxy/internal.h"
+#include "util/assert.h"
 
 void *px_uri_cb(void *cls, const char *uri, struct MHD_Connection *c)
 {
@@ -488,6 +489,7 @@ static enum MHD_Result answer_final(px_req *r, struct MHD_Connection *c)
  * commands right after MHD_run returns (relay.c). */
 static bool submit_locked(stg_proxy *p, px_req *r)
 {
+    STG_ASSERT(!r->submitted); /* a request is submitted at most once */
     r->submitted = true;
     r->refs++; /* the engine's, until done */
     p->in_flight++;

@@ -30,7 +30,8 @@
  * to done), each queued command, and a streaming response's reader. The
  * last unref frees it.
  *
- * Invariants: a request is submitted at most once, and its done callback
+ * Invariants (asserted in front.c, relay.c and watch.c where they can be):
+ * a request is submitted at most once, and its done callback
  * comes exactly once (the engine's contract), after which the engine never
  * touches it; a connection is resumed only by the side that finds
  * `suspended` set, which clears it under mu, so it is resumed once per
@@ -152,6 +153,9 @@ struct px_req {
     bool has_id;
     uint64_t id;
     bool suspended;    /* we suspended conn and nobody resumed it yet */
+    int suspends, resumes; /* mu: counted for the resume-once assertion
+                              (suspends - resumes is 1 exactly while
+                              suspended) */
     int park_runs;     /* MHD runs left before a waiting request suspends */
     bool client_gone;  /* the client hung up: cancel, answer nothing */
     bool head;         /* a 2xx head arrived: the answer streams */

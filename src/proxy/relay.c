@@ -50,6 +50,7 @@
 #include <unistd.h>
 
 #include "proxy/internal.h"
+#include "util/assert.h"
 
 bool px_cmd_push(stg_proxy *p, enum px_cmd_kind kind, px_req *r)
 {
@@ -74,6 +75,12 @@ void px_wake(stg_proxy *p)
 
 void px_req_free(px_req *r)
 {
+    /* The last holder let go: no command, no reader, the engine done with
+     * it (if it ever had it), its connection not left suspended. */
+    STG_ASSERT(r->refs == 0);
+    STG_ASSERT(!r->submitted || r->engine_done);
+    STG_ASSERT(!r->suspended);
+    STG_ASSERT(r->p->buffered >= r->charged && r->p->spooled >= r->ocharged);
     free(r->uri);
     free(r->host);
     free(r->method);
@@ -96,6 +103,7 @@ void px_req_free(px_req *r)
 
 void px_unref_locked(px_req *r)
 {
+    STG_ASSERT(r->refs > 0); /* one unref per holder: never below zero */
     if (--r->refs == 0)
         px_req_free(r);
 }
@@ -253,6 +261,7 @@ static void on_done(stg_engine *e, uint64_t id, const stg_result *res, void *dat
     px_req *r = data;
     stg_proxy *p = r->p;
     pthread_mutex_lock(&p->mu);
+    STG_ASSERT(r->submitted && !r->engine_done); /* done exactly once, after a submit */
     r->engine_done = true;
     p->in_flight--;
     r->reason = res->reason;
@@ -393,6 +402,7 @@ static void submit(stg_proxy *p, px_req *r)
         }
     } else {
         /* No done callback will come: answer here, drop the engine's ref. */
+        STG_ASSERT(!r->engine_done);
         r->engine_done = true;
         p->in_flight--;
         r->final = true;

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "proxy/internal.h"
+#include "util/assert.h"
 
 #define WATCH_TICK_MS 20
 
@@ -42,7 +43,9 @@ void px_suspend_locked(px_req *r)
     stg_proxy *p = r->p;
     if (r->suspended)
         return;
+    STG_ASSERT(r->suspends == r->resumes); /* not suspended: every one resumed */
     r->suspended = true;
+    r->suspends++;
     r->w_prev = NULL;
     r->w_next = p->watch_head;
     if (p->watch_head)
@@ -57,6 +60,8 @@ void px_resume_locked(px_req *r)
     if (!r->suspended)
         return;
     r->suspended = false;
+    r->resumes++;
+    STG_ASSERT(r->resumes == r->suspends); /* resumed once per suspension */
     px_watch_remove_locked(r);
     MHD_resume_connection(r->conn);
 }

@@ -32,6 +32,7 @@
 
 #include "redis/rconn.h"
 #include "util/clock.h"
+#include "util/sigpipe.h"
 
 struct stg__rconn {
     int fd;
@@ -80,41 +81,6 @@ stg__rconn_err stg__rconn_error(const stg__rconn *c, const char **text)
     if (text)
         *text = c->err ? c->errstr : "";
     return c->err;
-}
-
-/* ---- SIGPIPE guard (TLS writes go through write(2)) --------------------- */
-
-typedef struct pipe_guard {
-    sigset_t old;
-    bool was_pending;
-} pipe_guard;
-
-static void pipe_block(pipe_guard *g)
-{
-    sigset_t set, pending;
-    sigemptyset(&set);
-    sigaddset(&set, SIGPIPE);
-    sigemptyset(&pending);
-    sigpending(&pending);
-    g->was_pending = sigismember(&pending, SIGPIPE) == 1;
-    pthread_sigmask(SIG_BLOCK, &set, &g->old);
-}
-
-static void pipe_restore(pipe_guard *g)
-{
-    if (!g->was_pending) {
-        sigset_t set, pending;
-        sigemptyset(&set);
-        sigaddset(&set, SIGPIPE);
-        sigemptyset(&pending);
-        sigpending(&pending);
-        if (sigismember(&pending, SIGPIPE) == 1) {
-            struct timespec zero = {0, 0};
-            while (sigtimedwait(&set, NULL, &zero) < 0 && errno == EINTR)
-                ;
-        }
-    }
-    pthread_sigmask(SIG_SETMASK, &g->old, NULL);
 }
 
 /* ---- waiting ------------------------------------------------------------ */
@@ -453,8 +419,8 @@ static bool flush_out(stg__rconn *c)
 {
     size_t off = 0;
     bool ok = true;
-    pipe_guard g;
-    pipe_block(&g);
+    stg__sigpipe_guard g; /* TLS writes go through write(2) */
+    stg__sigpipe_block(&g);
     while (ok && off < c->out_len) {
 #ifdef STG_REDIS_HAVE_TLS
         if (c->ssl) {
@@ -495,7 +461,7 @@ static bool flush_out(stg__rconn *c)
             ok = set_errno(c, errno);
         }
     }
-    pipe_restore(&g);
+    stg__sigpipe_restore(&g);
     memset(c->out, 0, c->out_len);
     c->out_len = 0;
     return ok;

@@ -180,8 +180,7 @@ static int imp_job(importer *im, const stg_job_spec *j, int64_t now_ms, long *fi
         else
             sqlite3_bind_null(ins, 9);
         sqlite3_bind_int(ins, 10, j->url_secret || j->headers_secret);
-        sqlite3_bind_int(ins, 11,
-                         stg_store_method_idempotent(j->method) || j->idempotency_key != NULL);
+        sqlite3_bind_int(ins, 11, stg__store_replay_safe(j->method, j->idempotency_key));
         sqlite3_bind_int64(ins, 12, now_ms);
     }
     int rc = sqlite3_step(ins);

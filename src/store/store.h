@@ -263,6 +263,14 @@ bool stg_store_url_valid(const char *url);
 bool stg__store_header_is_secret(const char *name, size_t len);
 /* True if the method is one that may be repeated (RFC 9110 idempotent). */
 bool stg_store_method_idempotent(const char *method);
+/* The replay-safe rule, for the store's jobs and the queue's alike: a job
+ * may be sent again after a kill when its method is idempotent or it
+ * carries an Idempotency-Key; else a kill that may have sent it sends it
+ * to review. */
+static inline bool stg__store_replay_safe(const char *method, const char *idempotency_key)
+{
+    return stg_store_method_idempotent(method) || idempotency_key != NULL;
+}
 
 /* ---- fingerprint ---------------------------------------------------- */
 
