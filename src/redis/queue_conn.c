@@ -384,6 +384,18 @@ redisReply *stg__queue_cmd(stg_queue *q, int argc, const char **argv, const size
     return r;
 }
 
+/* An error reply that says this node cannot serve writes now. */
+static bool not_primary(const redisReply *r)
+{
+    static const char *const codes[] = {"READONLY", "LOADING", "MASTERDOWN", "NOREPLICAS"};
+    for (size_t i = 0; i < sizeof codes / sizeof codes[0]; i++) {
+        size_t n = strlen(codes[i]);
+        if (r->len >= n && !memcmp(r->str, codes[i], n))
+            return true;
+    }
+    return false;
+}
+
 redisReply *stg__queue_eval(stg_queue *q, int which, int argc, const char **argv,
                             const size_t *lens, bool *eio)
 {
@@ -442,6 +454,17 @@ redisReply *stg__queue_eval(stg_queue *q, int which, int argc, const char **argv
     }
     free(av);
     free(ln);
+    if (r && r->type == REDIS_REPLY_ERROR && not_primary(r)) {
+        /* A replica (the old primary after a failover, a stale endpoint),
+         * or a Redis still loading: an outage, not a script's failure.
+         * The next call reconnects, as after a dropped connection. */
+        stg__queue_fail(q, STG_EUNAVAIL, "Redis at %s cannot take writes now: %.*s", q->where,
+                        (int)(r->len > 200 ? 200 : r->len), r->str);
+        freeReplyObject(r);
+        drop(q);
+        q->stats.failures++;
+        return NULL;
+    }
     if (r && r->type == REDIS_REPLY_ERROR) {
         stg__queue_fail(q, STG_EIO, "a queue script failed: Redis at %s answered %.*s", q->where,
                         (int)(r->len > 300 ? 300 : r->len), r->str);
