@@ -30,6 +30,10 @@
  *    again (it is then equivalent to no key), a breaker key after
  *    breaker_idle_ttl_us without a state change (plus the open time).
  *  - Nothing this library logs or hands back contains the password.
+ *  - rediss:// connects over TLS (stg_redis_tls); a Redis Cluster's MOVED,
+ *    ASK and TRYAGAIN are followed (every script has one key, KEYS[1], so
+ *    it runs in that key's slot); READONLY and other error replies count
+ *    as Redis unreachable.
  *
  * Keys: "<prefix>rl:<name>" for the limiter and "<prefix>br:<name>" for the
  * breaker, prefix "stagger:" by default. <name> is the key argument of each

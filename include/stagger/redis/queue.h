@@ -80,9 +80,11 @@ typedef struct stg_queue_config {
     int64_t connect_timeout_us; /* 0: 1 s */
     int64_t command_timeout_us; /* one round trip; 0: 5 s */
     int64_t reconnect_interval_us; /* fewest us between attempts; 0: 250 ms */
-    int64_t claim_idle_us;      /* an entry idle this long is taken from its
-                                   consumer; 0: 6 min (longer than a job's
-                                   default 5 min deadline) */
+    int64_t claim_idle_us;      /* an entry idle this long (not claimed or
+                                   renewed, stg_queue_renew) is taken from
+                                   its consumer; 0: 6 min (a library default
+                                   for holders that do not renew; stagger
+                                   batch renews and uses 20 s) */
     int max_deliveries;         /* a job delivered more often goes to review;
                                    0: 5 */
     const char *prefix;         /* NULL: "stagger:q:" */
