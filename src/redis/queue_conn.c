@@ -411,6 +411,8 @@ redisReply *stg__queue_eval(stg_queue *q, int which, int argc, const char **argv
     char keys[NK][sizeof q->base + 8];
     for (int k = 0; k < NK; k++)
         snprintf(keys[k], sizeof keys[k], "%s%s", q->base, fixed[k]);
+    char nk[8];
+    snprintf(nk, sizeof nk, "%d", (int)NK);
     const char **av = malloc((size_t)(argc + 3 + NK) * sizeof *av);
     size_t *ln = malloc((size_t)(argc + 3 + NK) * sizeof *ln);
     if (!av || !ln) {
@@ -430,8 +432,8 @@ redisReply *stg__queue_eval(stg_queue *q, int which, int argc, const char **argv
         ln[0] = 7;
         av[1] = q->sha[which];
         ln[1] = 40;
-        av[2] = "7";
-        ln[2] = 1;
+        av[2] = nk;
+        ln[2] = strlen(nk);
         for (int k = 0; k < NK; k++) {
             av[3 + k] = keys[k];
             ln[3 + k] = strlen(keys[k]);
