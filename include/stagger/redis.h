@@ -241,7 +241,14 @@ typedef struct stg_redis_limiter_config {
     /* Added with rediss://: how a TLS connection verifies (NULL: the
      * system store, no client certificate). Borrowed, see stg_redis_tls. */
     union { const stg_redis_tls *tls; uint64_t stg__tls_word; };
-    uint64_t stg__reserved[14]; /* room to grow (docs/ABI.md); leave zero */
+    /* Added with Sentinel: "HOST[:PORT][,HOST[:PORT]...]" of Redis
+     * Sentinels (port 26379 by default), asked at every (re)connection where
+     * the primary named sentinel_master is now; the URL's host and port are
+     * then not used (its password, DB and key are). A node that is not a
+     * primary (ROLE) counts as unreachable. NULL: no Sentinel. Both copied. */
+    union { const char *sentinels; uint64_t stg__sentinels_word; };
+    union { const char *sentinel_master; uint64_t stg__sentinel_master_word; };
+    uint64_t stg__reserved[12]; /* room to grow (docs/ABI.md); leave zero */
 } stg_redis_limiter_config;
 
 /* Counters, for status lines and tests. */

@@ -31,6 +31,7 @@
 
 #include "internal.h"
 #include "redis/cluster.h"
+#include "redis/sentinel.h"
 #include "util/clock.h"
 
 static int64_t mono_us(void *data) /* the default stg_redis_clock_fn */
@@ -226,9 +227,26 @@ static int connect_now(stg_redis_limiter *l, char *reason, size_t rlen)
     l->attempted = true;
     l->last_attempt_us = stg__redis_now(l);
     stg__rconn *c;
-    int rc = open_node(l, l->url.host, l->url.port, &c, reason, rlen);
+    const char *host = l->url.host;
+    int port = l->url.port;
+    char found[STG_REDIS_HOST_MAX + 1];
+    if (l->sentinels) {
+        /* Where the primary is now (it moves with a failover). */
+        if (stg__sentinel_master(l->sentinels, l->sentinel_master, l->url.tls, &l->tls,
+                                 l->connect_timeout_us, l->command_timeout_us, found,
+                                 sizeof found, &port, reason, rlen) != STG_OK)
+            return STG_EUNAVAIL;
+        host = found;
+    }
+    int rc = open_node(l, host, port, &c, reason, rlen);
     if (rc != STG_OK)
         return rc;
+    if (l->sentinels && !stg__rconn_is_primary(c)) {
+        snprintf(reason, rlen, "Redis at %s:%d, which the sentinels name as primary %s, is not "
+                               "a primary (yet)", host, port, l->sentinel_master);
+        stg__rconn_free(c);
+        return STG_EUNAVAIL;
+    }
     l->ctx = c;
     stg__local_mark_carry(l);
     return STG_OK;
@@ -605,6 +623,7 @@ stg_redis_limiter *stg_redis_limiter_new(const stg_redis_limiter_config *cfg, in
     stg_redis_url_format(&l->url, l->url_shown, sizeof l->url_shown);
     if (cfg->tls)
         l->tls = *cfg->tls;
+
     snprintf(l->where, sizeof l->where, strchr(l->url.host, ':') ? "[%s]:%d" : "%s:%d",
              l->url.host, l->url.port);
 
@@ -697,6 +716,16 @@ stg_redis_limiter *stg_redis_limiter_new(const stg_redis_limiter_config *cfg, in
         return NULL;
     }
 
+    if ((cfg->sentinels != NULL) != (cfg->sentinel_master != NULL) ||
+        (cfg->sentinels && (!(l->sentinels = strdup(cfg->sentinels)) ||
+                            !(l->sentinel_master = strdup(cfg->sentinel_master))))) {
+        *err = cfg->sentinels && cfg->sentinel_master ? STG_ENOMEM : STG_EINVAL;
+        set_why(why, why_len, "%s",
+                *err == STG_EINVAL ? "sentinels and sentinel_master go together"
+                                   : "out of memory");
+        stg_redis_limiter_free(l);
+        return NULL;
+    }
     char reason[STG__REASON_MAX];
     rc = connect_now(l, reason, sizeof reason);
     if (rc != STG_OK) {
@@ -725,6 +754,8 @@ void stg_redis_limiter_free(stg_redis_limiter *l)
     for (int i = 0; i < l->n_nodes; i++)
         stg__rconn_free(l->nodes[i].c);
     free(l->slot_node);
+    free(l->sentinels);
+    free(l->sentinel_master);
     pthread_mutex_destroy(&l->mu);
     memset(&l->url, 0, sizeof l->url); /* no password left in freed memory */
     free(l);

@@ -106,6 +106,7 @@ struct stg_redis_limiter {
     bool adaptive;                /* a learned rate (adaptive.c) */
     stg_adaptive_config acfg;     /* resolved by stg_adaptive_init */
     stg_redis_tls tls;            /* rediss:// verification (strings borrowed) */
+    char *sentinels, *sentinel_master; /* owned; NULL: no Sentinel */
 
     pthread_mutex_t mu;
     /* Guarded by mu. */

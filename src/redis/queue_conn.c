@@ -25,6 +25,7 @@
 
 #include "queue_internal.h"
 #include "redis/cluster.h"
+#include "redis/sentinel.h"
 #include "util/assert.h"
 #include "util/clock.h"
 
@@ -223,9 +224,28 @@ static bool connect_now(stg_queue *q)
 {
     q->attempted = true;
     q->last_attempt_us = stg__queue_mono_us();
+    if (q->sentinels) {
+        /* Where the primary is now (it moves with a failover). */
+        char host[STG_REDIS_HOST_MAX + 1], why[STG__SENTINEL_WHY + 64];
+        int port;
+        if (stg__sentinel_master(q->sentinels, q->sentinel_master, q->url.tls, &q->tls,
+                                 q->connect_timeout_us, q->command_timeout_us, host, sizeof host,
+                                 &port, why, sizeof why) != STG_OK) {
+            stg__queue_fail(q, STG_EUNAVAIL, "%s", why);
+            return false;
+        }
+        set_node(q, host, port);
+    }
     for (int hop = 0; hop <= STG__CLUSTER_MAX_HOPS; hop++) {
         if (!open_auth(q, q->node_host, q->node_port))
             return false;
+        if (q->sentinels && !stg__rconn_is_primary(q->ctx)) {
+            stg__queue_fail(q, STG_EUNAVAIL,
+                            "Redis at %s, which the sentinels name as primary %s, is not a "
+                            "primary (yet)", q->where, q->sentinel_master);
+            drop(q);
+            return false;
+        }
         char stream[sizeof q->base + 8];
         snprintf(stream, sizeof stream, "%sjobs", q->base);
         const char *a[] = {"XGROUP", "CREATE", stream, STG__Q_GROUP, "0"};
@@ -512,6 +532,17 @@ stg_queue *stg_queue_new(const stg_queue_config *cfg, int *err, char *why, size_
     set_node(q, q->url.host, q->url.port);
     if (cfg->tls)
         q->tls = *cfg->tls;
+    if ((cfg->sentinels != NULL) != (cfg->sentinel_master != NULL)) {
+        e = STG_EINVAL;
+        msg = "sentinels and sentinel_master go together";
+        goto fail;
+    }
+    if (cfg->sentinels && (!(q->sentinels = strdup(cfg->sentinels)) ||
+                           !(q->sentinel_master = strdup(cfg->sentinel_master)))) {
+        e = STG_ENOMEM;
+        msg = "out of memory";
+        goto fail;
+    }
     snprintf(q->base, sizeof q->base, "%s{%s}:", cfg->prefix ? cfg->prefix : STG_QUEUE_DEFAULT_PREFIX,
              q->url.key);
     if (cfg->worker)
@@ -551,6 +582,8 @@ void stg_queue_free(stg_queue *q)
         return;
     drop(q);
     memset(q->url.password, 0, sizeof q->url.password);
+    free(q->sentinels);
+    free(q->sentinel_master);
     free(q);
 }
 

@@ -49,6 +49,7 @@ struct stg_queue {
     int64_t claim_idle_us;
     int max_deliveries;
     stg_redis_tls tls;          /* rediss:// verification (strings borrowed) */
+    char *sentinels, *sentinel_master; /* owned; NULL: no Sentinel */
     stg__rconn *ctx;
     char sha[STG__Q_NSCRIPTS][41];
     bool attempted;

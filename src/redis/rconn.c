@@ -579,3 +579,13 @@ redisReply *stg__rconn_command(stg__rconn *c, int argc, const char *const *argv,
         return NULL;
     return stg__rconn_reply(c);
 }
+
+bool stg__rconn_is_primary(stg__rconn *c)
+{
+    const char *argv[] = {"ROLE"};
+    redisReply *r = stg__rconn_command(c, 1, argv, NULL);
+    bool yes = r && r->type == REDIS_REPLY_ARRAY && r->elements > 0 &&
+               r->element[0]->type == REDIS_REPLY_STRING && !strcmp(r->element[0]->str, "master");
+    freeReplyObject(r);
+    return yes;
+}

@@ -91,7 +91,11 @@ typedef struct stg_queue_config {
     /* Added with rediss://: TLS verification (NULL: the system store);
      * borrowed for the queue's life, see stg_redis_tls in redis.h. */
     union { const struct stg_redis_tls *tls; uint64_t stg__tls_word; };
-    uint64_t stg__reserved[7];  /* room to grow (docs/ABI.md); leave zero */
+    /* Added with Sentinel: as stg_redis_limiter_config.sentinels and
+     * .sentinel_master (NULL: none; copied). */
+    union { const char *sentinels; uint64_t stg__sentinels_word; };
+    union { const char *sentinel_master; uint64_t stg__sentinel_master_word; };
+    uint64_t stg__reserved[5];  /* room to grow (docs/ABI.md); leave zero */
 } stg_queue_config;
 
 /* Job states, numbered as stagger batch numbers them. */
