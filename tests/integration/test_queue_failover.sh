@@ -79,9 +79,10 @@ states = collections.Counter(r["state"] for r in rows)
 print(f"  {len(rows)} rows, {len(ids)} jobs, states {dict(states)}")
 sys.exit(0 if len(ids) == int(sys.argv[2]) == len(rows) and states == {"done": len(rows)} else 1)
 PY
+log_count "$T/up.log" '"/f/' $N
 check "every job reached the server (at least once)" python3 - "$T/up.log" "$N" <<'PY'
 import json, sys, collections
-c = collections.Counter(json.loads(l)["path"] for l in open(sys.argv[1]) if l.strip())
+c = collections.Counter(json.loads(l)["path"] for l in open(sys.argv[1]) if l.strip() and '"/f/' in l)
 print(f"  {len(c)} jobs sent, {sum(c.values())} requests ({sum(1 for v in c.values() if v > 1)} sent again after the failover)")
 sys.exit(0 if len(c) == int(sys.argv[2]) else 1)
 PY

@@ -89,6 +89,7 @@ rca=0; wait "$PA" || rca=$?
 t1=$(redis-cli -p "$P1" time | tr -d '\r' | { read -r a; read -r b; echo $((a * 1000000 + b)); })
 check "two processes through two nodes: every job done ($rca $rc: $(cat "$T/a.err" "$T/b.err"))" \
   [ "$rca$rc" = 00 ]
+log_count "$T/up.log" '"/[ab]/' 80
 check "the shared limit held across the cluster (2 x $N within burst + rate x t of Redis time)" \
   python3 - "$T/up.log" "$t0" "$t1" <<'PY'
 import json, sys
@@ -148,6 +149,7 @@ check "the queue now lives on the target node" \
   [ "$(redis-cli -p "$DST" exists 'stagger:q:{cq}:jobs')" = 1 ]
 rep=$("$S" batch report --queue "redis://127.0.0.1:$P3/cq" --json 2>"$T/rep.err" || echo '{}')
 jcheck "every job ended once, done" "$rep" "j['counts']['done'] == $N and j['total'] == $N"
+serve_stop "$SRV_PID" || true # its log is complete once it stopped
 check "each job reached the server exactly once" python3 - "$T/up.log" "$N" <<'PY'
 import json, sys, collections
 c = collections.Counter(json.loads(l)["path"] for l in open(sys.argv[1]) if l.strip() and '"/q/' in l)

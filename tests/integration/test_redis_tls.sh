@@ -62,6 +62,7 @@ rtime() { rcli "$1" time | tr -d '\r' | { read -r a; read -r b; echo $((a * 1000
 # the run started and after it ended: the bound of the shared limit on
 # Redis's clock, which no delay on the way can break.
 held() {
+  log_count "$1" "\"$2" "$3"
   python3 - "$@" <<'PY'
 import json, sys
 log, path, n, rate, burst, t0, t1 = sys.argv[1:8]
@@ -115,6 +116,7 @@ check "two queue workers over TLS end with every job done ($rca $rc: $(cat "$T/q
   [ "$rca$rc" = 00 ]
 rep=$("$S" batch report --queue "$R/tq" $CA --json 2>"$T/rep.err" || true)
 jcheck "the report over TLS: 30 done" "${rep:-{\}}" 'j["counts"]["done"] == 30'
+log_count "$T/up.log" '"/q/' 30
 check "each queued job reached the server once" \
   [ "$(grep -c '"/q/' "$T/up.log")" = 30 ]
 
