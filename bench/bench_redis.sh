@@ -65,6 +65,27 @@ timeout 60 "$BIN" "redis://127.0.0.1:$PORT/bench" "$SECONDS_EACH" "$PIPE" >>"$OU
 redis-cli -h 127.0.0.1 -p "$PORT" info commandstats | tr -d '\r' |
   sed -n 's/^cmdstat_\(evalsha\|incr\):.*usec_per_call=\([0-9.]*\).*/server_us_\1 \2/p' >>"$OUT"
 
+# The same decisions over TLS (rediss://, issue 34): a second redis-server
+# on its TLS port only, a throwaway CA (tests/integration/tls_certs.sh).
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+if command -v openssl >/dev/null; then
+  TD=$(mktemp -d)
+  sh "$ROOT/tests/integration/tls_certs.sh" "$TD/pki"
+  TPORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  redis-server --port 0 --tls-port "$TPORT" --bind 127.0.0.1 --save '' --appendonly no \
+    --tls-cert-file "$TD/pki/server.pem" --tls-key-file "$TD/pki/server.key" \
+    --tls-ca-cert-file "$TD/pki/ca.pem" --tls-auth-clients no --daemonize no >/dev/null 2>&1 &
+  TPID=$!
+  i=0
+  until redis-cli --tls --cacert "$TD/pki/ca.pem" -p "$TPORT" ping >/dev/null 2>&1; do
+    i=$((i + 1)); [ $i -lt 100 ] || break; sleep 0.05
+  done
+  BENCH_REDIS_CACERT="$TD/pki/ca.pem" timeout 60 "$BIN" "rediss://127.0.0.1:$TPORT/bench" \
+    "$SECONDS_EACH" "$PIPE" 2>/dev/null | sed 's/^/tls_/' >>"$OUT"
+  kill "$TPID" 2>/dev/null; wait "$TPID" 2>/dev/null || true
+  rm -rf "$TD"
+fi
+
 timeout 60 "$BIN" "redis://127.0.0.1:$PORT/learn" learn 9 >>"$OUT"
 
 # Token leases (issue 19, goal 5): 4 processes x 1000/s through one 2000/s
@@ -118,11 +139,15 @@ awk -v pipe="$PIPE" '
     printf "%-42s %12.0f\n", "redis-benchmark PING (-c 1)", v["PING_MBULK"]
     printf "%-42s %12.0f\n", "redis-benchmark INCR (-c 1)", v["INCR"]
     printf "%-42s %12.0f\n", "limiter try, sequential", v["limiter_sequential"]
+    if ("tls_limiter_sequential" in v)
+      printf "%-42s %12.0f  (%.2f x plain TCP)\n", "limiter try, sequential, TLS (rediss://)", v["tls_limiter_sequential"], v["tls_limiter_sequential"] / v["limiter_sequential"]
     printf "%-42s %12.0f\n", "breaker allow, sequential", v["breaker_sequential"]
     printf "%-42s %12.0f\n", "adaptive acquire, sequential", v["adaptive_sequential"]
     printf "%-42s %12.0f\n", "redis-benchmark PING (-c 1 -P " pipe ")", v["P_PING_MBULK"]
     printf "%-42s %12.0f\n", "redis-benchmark INCR (-c 1 -P " pipe ")", v["P_INCR"]
     printf "%-42s %12.0f\n", "limiter acquire_many, " pipe " per round trip", v["limiter_pipelined"]
+    if ("tls_limiter_pipelined" in v)
+      printf "%-42s %12.0f\n", "limiter acquire_many, TLS", v["tls_limiter_pipelined"]
     printf "%-42s %12s\n", "Redis CPU per EVALSHA / per INCR (us)", v["server_us_evalsha"] " / " v["server_us_incr"]
     if (v["INCR"] > 0 && v["P_INCR"] > 0) {
       printf "ratio limiter/INCR sequential: %.2f\n", v["limiter_sequential"] / v["INCR"]

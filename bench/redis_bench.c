@@ -294,12 +294,15 @@ int main(int argc, char **argv)
         fprintf(stderr, "bench_redis: SECONDS in (0, 60], PIPELINE in [1, %d]\n", MAX_PIPELINE);
         return 2;
     }
+    /* rediss://: the CA in BENCH_REDIS_CACERT (the TLS row of bench_redis.sh). */
+    stg_redis_tls tls = {.ca_file = getenv("BENCH_REDIS_CACERT")};
     stg_redis_limiter_config cfg = {
         .url = argv[1],
         .rate = 1e6,
         .burst = 1000000,
         .command_timeout_us = STG_SEC(2),
         .log = log_cb,
+        .tls = &tls,
     };
     int err;
     char why[512];
@@ -365,7 +368,8 @@ int main(int argc, char **argv)
     stg_redis_limiter_config ac = {.url = argv[1],
                                    .adaptive = true,
                                    .command_timeout_us = STG_SEC(2),
-                                   .log = log_cb};
+                                   .log = log_cb,
+                                   .tls = &tls};
     ac.adaptive_config.min_rate = 1e6;
     stg_redis_limiter *a = stg_redis_limiter_new(&ac, &err, why, sizeof why);
     if (!a) {

@@ -30,6 +30,10 @@
  *    again (it is then equivalent to no key), a breaker key after
  *    breaker_idle_ttl_us without a state change (plus the open time).
  *  - Nothing this library logs or hands back contains the password.
+ *  - rediss:// connects over TLS (stg_redis_tls); a Redis Cluster's MOVED,
+ *    ASK and TRYAGAIN are followed (every script has one key, KEYS[1], so
+ *    it runs in that key's slot); READONLY and other error replies count
+ *    as Redis unreachable.
  *
  * Keys: "<prefix>rl:<name>" for the limiter (class calls keep their marks
  * and tenants in the same hash) and "<prefix>br:<name>" for the breaker,
@@ -240,7 +244,14 @@ typedef struct stg_redis_limiter_config {
     /* Added with rediss://: how a TLS connection verifies (NULL: the
      * system store, no client certificate). Borrowed, see stg_redis_tls. */
     union { const stg_redis_tls *tls; uint64_t stg__tls_word; };
-    uint64_t stg__reserved[14]; /* room to grow (docs/ABI.md); leave zero */
+    /* Added with Sentinel: "HOST[:PORT][,HOST[:PORT]...]" of Redis
+     * Sentinels (port 26379 by default), asked at every (re)connection where
+     * the primary named sentinel_master is now; the URL's host and port are
+     * then not used (its password, DB and key are). A node that is not a
+     * primary (ROLE) counts as unreachable. NULL: no Sentinel. Both copied. */
+    union { const char *sentinels; uint64_t stg__sentinels_word; };
+    union { const char *sentinel_master; uint64_t stg__sentinel_master_word; };
+    uint64_t stg__reserved[12]; /* room to grow (docs/ABI.md); leave zero */
 } stg_redis_limiter_config;
 
 /* Counters, for status lines and tests. */

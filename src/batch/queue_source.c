@@ -60,6 +60,7 @@ struct stg_batch_queue {
     size_t n_pre, cap_pre;
     int64_t renew_us, fresh_us; /* claim_idle / 4, claim_idle / 2 */
     int64_t last_renew_us;   /* send time of the last renewal that answered */
+    size_t n_lost;           /* tracked jobs marked lost (checks are free at 0) */
     int prefetch;            /* how many to claim ahead; -1: as many as asked */
     kept *kp;
     size_t n_kp, cap_kp;
@@ -106,6 +107,7 @@ static bool untrack(stg_batch_queue *s, int64_t id, tracked *out)
     for (size_t i = 0; i < s->n_tr; i++)
         if (s->tr[i].id == id) {
             *out = s->tr[i];
+            s->n_lost -= s->tr[i].lost;
             s->tr[i] = s->tr[--s->n_tr];
             return true;
         }
@@ -278,6 +280,7 @@ static int renew_all(stg_batch_queue *s, int64_t now)
                 s->tr[i].confirmed_us = now;
             } else {
                 s->tr[i].lost = true;
+                s->n_lost++;
                 s->stats.lost++;
             }
         }
@@ -313,6 +316,8 @@ static tracked *tracked_of(stg_batch_queue *s, int64_t id)
 static int src_may_send(void *ctx, const stg_job *j)
 {
     stg_batch_queue *s = ctx;
+    if (s->n_lost == 0)
+        return STG_OK;
     tracked *t = tracked_of(s, j->id);
     return t && t->lost ? STG_ESTATE : STG_OK;
 }
@@ -324,11 +329,13 @@ static int src_may_send(void *ctx, const stg_job *j)
  * 2 from now. false: admit nothing now (*wait_us set). */
 static bool owned_fresh(stg_batch_queue *s, int64_t now, int64_t timeout_us, int64_t *wait_us)
 {
-    bool stale = false, lost = false;
-    for (size_t i = 0; i < s->n_tr; i++) {
-        lost |= s->tr[i].lost;
-        stale |= !s->tr[i].lost && now - s->tr[i].confirmed_us >= s->fresh_us;
-    }
+    /* The oldest confirmation is at least as old as the last renewal's,
+     * and every job claimed since is younger: one look at the renewal
+     * time usually settles it (the scan runs at most once per fresh_us). */
+    bool stale = false;
+    if (now - s->last_renew_us >= s->fresh_us)
+        for (size_t i = 0; i < s->n_tr && !stale; i++)
+            stale = !s->tr[i].lost && now - s->tr[i].confirmed_us >= s->fresh_us;
     if (stale) {
         int rc = renew_all(s, now);
         if (rc != STG_OK) {
@@ -337,10 +344,8 @@ static bool owned_fresh(stg_batch_queue *s, int64_t now, int64_t timeout_us, int
             *wait_us = timeout_us + STG_MS(100);
             return false;
         }
-        for (size_t i = 0; i < s->n_tr; i++)
-            lost |= s->tr[i].lost;
     }
-    if (lost) {
+    if (s->n_lost) {
         *wait_us = timeout_us + STG_MS(10); /* the runner cancels them first */
         return false;
     }

@@ -130,7 +130,10 @@ static stg_queue *open_queue(const char *url, const batch_queue_opts *qo, cli_re
 {
     if ((*ex = cli_redis_tls_config(tls, CMD, url)) != 0)
         return NULL;
-    stg_queue_config c = {.url = url, .tls = &tls->cfg};
+    stg_queue_config c = {.url = url,
+                          .tls = &tls->cfg,
+                          .sentinels = tls->sentinels,
+                          .sentinel_master = tls->sentinel_master};
     if (qo) {
         c.worker = qo->worker;
         c.claim_idle_us = qo->claim_idle_us;

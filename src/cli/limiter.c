@@ -194,6 +194,8 @@ int cli_limiter_open(cli_limiter *l, double rate, int64_t burst, int failures, i
     c.log = on_log;
     c.log_data = l;
     c.tls = &l->tls.cfg;
+    c.sentinels = l->tls.sentinels;
+    c.sentinel_master = l->tls.sentinel_master;
     int err = 0;
     char why[256] = "";
     l->backend = stg_redis_limiter_new(&c, &err, why, sizeof why);

@@ -28,6 +28,12 @@ const cli_opt cli_redis_tls_opts[] = {
     {CLI_FLAG, "redis-insecure", 0, NULL,
      "rediss://: do not verify Redis's certificate or name\n(warns; for tests only)",
      T(insecure), NULL, NULL, 0, NULL},
+    {CLI_STRING, "redis-sentinel", 0, "HOST:PORT[,HOST:PORT...]",
+     "ask these Redis Sentinels where the primary is at\neach connection (it moves with a failover);\nthe URL's host is then not used",
+     T(sentinels), NULL, NULL, 0, NULL},
+    {CLI_STRING, "redis-sentinel-master", 0, "NAME",
+     "the primary's name in Sentinel (with --redis-sentinel)", T(sentinel_master), NULL, NULL,
+     0, NULL},
     CLI_OPT_END,
 };
 #undef T
@@ -41,6 +47,11 @@ static int readable(const char *cmd, const char *opt, const char *path, bool dir
 
 int cli_redis_tls_config(cli_redis_tls *t, const char *cmd, const char *url)
 {
+    if (!t->sentinels != !t->sentinel_master)
+        return cli_usage_error(cmd, "--redis-sentinel and --redis-sentinel-master go together");
+    t->had_url |= url != NULL;
+    if (t->sentinels && !t->had_url)
+        return cli_usage_error(cmd, "--redis-sentinel applies to --limiter or --queue");
     bool any = t->cacert || t->capath || t->cert || t->key || t->insecure;
     if (!any)
         return 0;

@@ -25,14 +25,16 @@
 
 typedef struct cli_redis_tls {
     const char *cacert, *capath, *cert, *key; /* argv strings */
+    const char *sentinels, *sentinel_master;  /* --redis-sentinel, --redis-sentinel-master */
     bool insecure;
     bool checked; /* cli_redis_tls_config ran (it warns once) */
+    bool had_url; /* it was once called with a URL */
 #ifdef STG_HAVE_REDIS
     stg_redis_tls cfg; /* built by cli_redis_tls_config */
 #endif
 } cli_redis_tls;
 
-/* The five options: an option-table group whose field is a cli_redis_tls. */
+/* The seven options: an option-table group whose field is a cli_redis_tls. */
 extern const cli_opt cli_redis_tls_opts[];
 
 /* Check t's options against url (NULL: no Redis URL given) and build

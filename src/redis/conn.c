@@ -30,6 +30,8 @@
 #include <time.h>
 
 #include "internal.h"
+#include "redis/cluster.h"
+#include "redis/sentinel.h"
 #include "util/clock.h"
 
 static int64_t mono_us(void *data) /* the default stg_redis_clock_fn */
@@ -156,16 +158,18 @@ static const char *const script_src[STG__SCRIPT_COUNT] = {
     [STG__SCRIPT_QUOTA] = stg__redis_quota_lua,
 };
 
-/* Open a connection, authenticate, select, load the scripts. On success
- * l->ctx is set; on failure reason says why. Under mu. */
-static int connect_now(stg_redis_limiter *l, char *reason, size_t rlen)
+/* Open a connection to host:port, authenticate, select, load the scripts:
+ * *out. On failure reason says why. Under mu. */
+static int open_node(stg_redis_limiter *l, const char *host, int port, stg__rconn **out,
+                     char *reason, size_t rlen)
 {
-    l->attempted = true;
-    l->last_attempt_us = stg__redis_now(l);
+    char where[sizeof l->where];
+    snprintf(where, sizeof where, strchr(host, ':') ? "[%s]:%d" : "%s:%d", host, port);
     stg__rconn_err cerr;
-    stg__rconn *c = stg__rconn_open(l->url.host, l->url.port, l->where, l->url.tls, &l->tls,
+    stg__rconn *c = stg__rconn_open(host, port, where, l->url.tls, &l->tls,
                                     l->connect_timeout_us, l->command_timeout_us, &cerr, reason,
                                     rlen);
+    *out = NULL;
     if (!c)
         return cerr == STG__RC_NOMEM ? STG_ENOMEM : STG_EUNAVAIL;
     int rc = STG_OK;
@@ -212,13 +216,50 @@ static int connect_now(stg_redis_limiter *l, char *reason, size_t rlen)
         stg__rconn_free(c);
         return rc;
     }
+    *out = c;
+    return STG_OK;
+}
+
+/* Open a connection to the URL's node (see open_node). On success l->ctx
+ * is set; on failure reason says why. Under mu. */
+static int connect_now(stg_redis_limiter *l, char *reason, size_t rlen)
+{
+    l->attempted = true;
+    l->last_attempt_us = stg__redis_now(l);
+    stg__rconn *c;
+    const char *host = l->url.host;
+    int port = l->url.port;
+    char found[STG_REDIS_HOST_MAX + 1];
+    if (l->sentinels) {
+        /* Where the primary is now (it moves with a failover). */
+        if (stg__sentinel_master(l->sentinels, l->sentinel_master, l->url.tls, &l->tls,
+                                 l->connect_timeout_us, l->command_timeout_us, found,
+                                 sizeof found, &port, reason, rlen) != STG_OK)
+            return STG_EUNAVAIL;
+        host = found;
+    }
+    int rc = open_node(l, host, port, &c, reason, rlen);
+    if (rc != STG_OK)
+        return rc;
+    if (l->sentinels && !stg__rconn_is_primary(c)) {
+        snprintf(reason, rlen, "Redis at %s:%d, which the sentinels name as primary %s, is not "
+                               "a primary (yet)", host, port, l->sentinel_master);
+        stg__rconn_free(c);
+        return STG_EUNAVAIL;
+    }
     l->ctx = c;
     stg__local_mark_carry(l);
     return STG_OK;
 }
 
+/* Drop every connection (the URL's node's and the cluster's others): the
+ * next call goes through the reconnect pacing. The slot map stays. */
 static void drop(stg_redis_limiter *l)
 {
+    for (int i = 0; i < l->n_nodes; i++) {
+        stg__rconn_free(l->nodes[i].c);
+        l->nodes[i].c = NULL;
+    }
     if (l->ctx) {
         stg__rconn_free(l->ctx);
         l->ctx = NULL;
@@ -258,14 +299,23 @@ static bool is_noscript(const redisReply *r)
 /* Send the command n times, read n replies. Returns false on an I/O error
  * (replies freed and NULLed; stg__rconn_error says what). */
 static bool round_trip(stg__rconn *c, int argc, const char **argv, const size_t *lens,
-                       size_t n, redisReply **replies)
+                       size_t n, redisReply **replies, bool asking)
 {
     for (size_t i = 0; i < n; i++)
         replies[i] = NULL;
     bool ok = true;
+    static const char *const ask[] = {"ASKING"};
     for (size_t i = 0; i < n && ok; i++)
-        ok = stg__rconn_append(c, argc, argv, lens);
+        ok = (!asking || stg__rconn_append(c, 1, ask, NULL)) &&
+             stg__rconn_append(c, argc, argv, lens);
     for (size_t i = 0; i < n && ok; i++) {
+        if (asking) {
+            redisReply *a = stg__rconn_reply(c); /* +OK of ASKING */
+            ok = a != NULL;
+            freeReplyObject(a);
+            if (!ok)
+                break;
+        }
         replies[i] = stg__rconn_reply(c);
         ok = replies[i] != NULL;
     }
@@ -308,6 +358,49 @@ static bool closed_by_peer(const stg__rconn *c)
     return stg__rconn_error(c, NULL) == STG__RC_CLOSED;
 }
 
+/* ---- Redis Cluster: which connection serves a slot ----------------------- */
+
+/* The connection to host:port (the URL's node, or one of the others, made
+ * on first use), and its index into slot_node (0: the URL's). NULL when it
+ * cannot be made (reason says why) or the table is full. */
+static stg__rconn *node_conn(stg_redis_limiter *l, const char *host, int port, int *idx,
+                             char *reason, size_t rlen)
+{
+    if ((!host[0] || !strcmp(host, l->url.host)) && port == l->url.port) {
+        *idx = 0;
+        return l->ctx;
+    }
+    int i = 0;
+    while (i < l->n_nodes && !(l->nodes[i].port == port && !strcmp(l->nodes[i].host, host)))
+        i++;
+    if (i == l->n_nodes) {
+        if (l->n_nodes == STG__NODES_MAX) {
+            snprintf(reason, rlen, "Redis Cluster behind %s has more than %d nodes serving "
+                                   "this limiter's keys", l->where, STG__NODES_MAX);
+            return NULL;
+        }
+        snprintf(l->nodes[i].host, sizeof l->nodes[i].host, "%s", host);
+        l->nodes[i].port = port;
+        l->nodes[i].c = NULL;
+        l->n_nodes++;
+    }
+    *idx = i + 1;
+    if (!l->nodes[i].c && open_node(l, host, port, &l->nodes[i].c, reason, rlen) != STG_OK)
+        return NULL;
+    return l->nodes[i].c;
+}
+
+/* The connection for key's slot: the node the last MOVED named for it,
+ * else the URL's. */
+static stg__rconn *slot_conn(stg_redis_limiter *l, int slot, char *reason, size_t rlen)
+{
+    int k = l->slot_node ? l->slot_node[slot] : 0;
+    if (k == 0)
+        return l->ctx;
+    int idx;
+    return node_conn(l, l->nodes[k - 1].host, l->nodes[k - 1].port, &idx, reason, rlen);
+}
+
 static int eval_once(stg_redis_limiter *l, int which, const char *key, int argc,
                      const char *const *args, size_t n, redisReply **replies, stg__note *note,
                      bool *peer_closed)
@@ -325,10 +418,53 @@ static int eval_once(stg_redis_limiter *l, int which, const char *key, int argc,
     char reason[STG__REASON_MAX];
     redisReply **again = NULL;
     *peer_closed = false;
-    if (!round_trip(l->ctx, k, argv, lens, n, replies)) {
-        *peer_closed = closed_by_peer(l->ctx);
-        io_reason(l, l->ctx, "EVALSHA", reason, sizeof reason);
+    /* Redis Cluster: the node of KEYS[1]'s slot; a MOVED re-routes the
+     * slot, an ASK sends once with ASKING, TRYAGAIN/CLUSTERDOWN waits. All
+     * n commands have the same key, hence the same answer to routing. */
+    int slot = stg__cluster_slot(key, strlen(key));
+    stg__rconn *c = slot_conn(l, slot, reason, sizeof reason);
+    bool asking = false;
+    int retries = 0;
+    if (!c)
         goto fail;
+    for (int hop = 0;;) {
+        if (!round_trip(c, k, argv, lens, n, replies, asking)) {
+            *peer_closed = c == l->ctx && closed_by_peer(c);
+            io_reason(l, c, "EVALSHA", reason, sizeof reason);
+            goto fail;
+        }
+        int rslot, port;
+        char host[STG_REDIS_HOST_MAX + 1];
+        stg__redirect rd = stg__cluster_redirect(replies[0], &rslot, host, sizeof host, &port);
+        if (rd == STG__REDIRECT_NONE)
+            break;
+        free_replies(replies, n);
+        if (rd == STG__REDIRECT_RETRY ? ++retries > STG__CLUSTER_MAX_RETRIES
+                                      : ++hop > STG__CLUSTER_MAX_HOPS) {
+            snprintf(reason, sizeof reason,
+                     "Redis Cluster at %s kept redirecting EVALSHA (or answering TRYAGAIN)",
+                     l->where);
+            goto fail;
+        }
+        asking = false;
+        if (rd == STG__REDIRECT_RETRY) {
+            struct timespec ts = {0, STG__CLUSTER_RETRY_US * 1000L};
+            nanosleep(&ts, NULL);
+            continue;
+        }
+        int idx;
+        c = node_conn(l, host[0] ? host : l->url.host, port, &idx, reason, sizeof reason);
+        if (!c)
+            goto fail;
+        if (rd == STG__REDIRECT_ASK) {
+            asking = true;
+        } else {
+            if (!l->slot_node && !(l->slot_node = calloc(STG__CLUSTER_SLOTS, 1))) {
+                snprintf(reason, sizeof reason, "out of memory following a MOVED");
+                goto fail;
+            }
+            l->slot_node[slot] = (unsigned char)idx;
+        }
     }
     size_t noscript = 0;
     for (size_t i = 0; i < n; i++) {
@@ -344,7 +480,7 @@ static int eval_once(stg_redis_limiter *l, int which, const char *key, int argc,
 
     /* NOSCRIPT: those commands did not run. Reload the script and run them
      * again (in one more round trip), keeping the order of results. */
-    if (load_script(l, l->ctx, script_src[which], l->sha[which], reason, sizeof reason) != STG_OK)
+    if (load_script(l, c, script_src[which], l->sha[which], reason, sizeof reason) != STG_OK)
         goto fail;
     l->stats.script_loads++;
     again = malloc(noscript * sizeof *again);
@@ -353,8 +489,8 @@ static int eval_once(stg_redis_limiter *l, int which, const char *key, int argc,
                  l->where);
         goto fail;
     }
-    if (!round_trip(l->ctx, k, argv, lens, noscript, again)) {
-        io_reason(l, l->ctx, "EVALSHA", reason, sizeof reason);
+    if (!round_trip(c, k, argv, lens, noscript, again, asking)) {
+        io_reason(l, c, "EVALSHA", reason, sizeof reason);
         goto fail;
     }
     for (size_t i = 0, j = 0; i < n; i++) {
@@ -487,6 +623,7 @@ stg_redis_limiter *stg_redis_limiter_new(const stg_redis_limiter_config *cfg, in
     stg_redis_url_format(&l->url, l->url_shown, sizeof l->url_shown);
     if (cfg->tls)
         l->tls = *cfg->tls;
+
     snprintf(l->where, sizeof l->where, strchr(l->url.host, ':') ? "[%s]:%d" : "%s:%d",
              l->url.host, l->url.port);
 
@@ -579,6 +716,16 @@ stg_redis_limiter *stg_redis_limiter_new(const stg_redis_limiter_config *cfg, in
         return NULL;
     }
 
+    if ((cfg->sentinels != NULL) != (cfg->sentinel_master != NULL) ||
+        (cfg->sentinels && (!(l->sentinels = strdup(cfg->sentinels)) ||
+                            !(l->sentinel_master = strdup(cfg->sentinel_master))))) {
+        *err = cfg->sentinels && cfg->sentinel_master ? STG_ENOMEM : STG_EINVAL;
+        set_why(why, why_len, "%s",
+                *err == STG_EINVAL ? "sentinels and sentinel_master go together"
+                                   : "out of memory");
+        stg_redis_limiter_free(l);
+        return NULL;
+    }
     char reason[STG__REASON_MAX];
     rc = connect_now(l, reason, sizeof reason);
     if (rc != STG_OK) {
@@ -604,6 +751,11 @@ void stg_redis_limiter_free(stg_redis_limiter *l)
     if (l->ctx)
         stg__rconn_free(l->ctx);
     stg__local_free_all(l);
+    for (int i = 0; i < l->n_nodes; i++)
+        stg__rconn_free(l->nodes[i].c);
+    free(l->slot_node);
+    free(l->sentinels);
+    free(l->sentinel_master);
     pthread_mutex_destroy(&l->mu);
     memset(&l->url, 0, sizeof l->url); /* no password left in freed memory */
     free(l);

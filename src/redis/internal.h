@@ -79,6 +79,14 @@ typedef struct stg__note {
     char msg[1280];
 } stg__note;
 
+/* Another node of a Redis Cluster, learnt from a MOVED or ASK (conn.c). */
+#define STG__NODES_MAX 16
+typedef struct stg__node {
+    char host[STG_REDIS_HOST_MAX + 1];
+    int port;
+    stg__rconn *c; /* NULL: not connected (made on next use) */
+} stg__node;
+
 struct stg_redis_limiter {
     /* Immutable after new. */
     stg_redis_url url;
@@ -98,6 +106,7 @@ struct stg_redis_limiter {
     bool adaptive;                /* a learned rate (adaptive.c) */
     stg_adaptive_config acfg;     /* resolved by stg_adaptive_init */
     stg_redis_tls tls;            /* rediss:// verification (strings borrowed) */
+    char *sentinels, *sentinel_master; /* owned; NULL: no Sentinel */
 
     pthread_mutex_t mu;
     /* Guarded by mu. */
@@ -106,6 +115,12 @@ struct stg_redis_limiter {
     int64_t interval_ns;          /* ceil(1e9 / rate) */
     int64_t local_burst;          /* max(1, floor(share * burst)) */
     stg__rconn *ctx;              /* NULL while disconnected */
+    /* Redis Cluster (cluster.h): the nodes other than the URL's, and which
+     * one serves each slot (0: the URL's node; i + 1: nodes[i]), as the
+     * last MOVED said. slot_node is NULL until the first MOVED. */
+    stg__node nodes[STG__NODES_MAX];
+    int n_nodes;
+    unsigned char *slot_node;
     char sha[STG__SCRIPT_COUNT][41];
     bool down;                    /* considered unreachable */
     bool attempted;               /* a connection was ever attempted */

@@ -24,6 +24,8 @@
 #include <unistd.h>
 
 #include "queue_internal.h"
+#include "redis/cluster.h"
+#include "redis/sentinel.h"
 #include "util/assert.h"
 #include "util/clock.h"
 
@@ -173,14 +175,22 @@ static bool load_scripts(stg_queue *q)
     return true;
 }
 
-/* Connect now. true when connected (scripts loaded, group there). */
-static bool connect_now(stg_queue *q)
+static void set_node(stg_queue *q, const char *host, int port)
 {
-    q->attempted = true;
-    q->last_attempt_us = stg__queue_mono_us();
+    if (host[0] && host != q->node_host)
+        snprintf(q->node_host, sizeof q->node_host, "%s", host);
+    q->node_port = port;
+    snprintf(q->where, sizeof q->where, strchr(q->node_host, ':') ? "[%s]:%d" : "%s:%d",
+             q->node_host, q->node_port);
+}
+
+/* Open a connection to host:port and authenticate on it (AUTH, SELECT);
+ * it becomes q->ctx. false (q->err set) on failure. */
+static bool open_auth(stg_queue *q, const char *host, int port)
+{
     stg__rconn_err cerr;
     char why[sizeof q->err];
-    stg__rconn *c = stg__rconn_open(q->url.host, q->url.port, q->where, q->url.tls, &q->tls,
+    stg__rconn *c = stg__rconn_open(host, port, q->where, q->url.tls, &q->tls,
                                     q->connect_timeout_us, q->command_timeout_us, &cerr, why,
                                     sizeof why);
     if (!c) {
@@ -202,14 +212,78 @@ static bool connect_now(stg_queue *q)
     }
     if (ok)
         ok = load_scripts(q);
-    if (ok) {
+    if (!ok)
+        drop(q);
+    return ok;
+}
+
+/* Connect now to the node of the queue's slot. true when connected
+ * (scripts loaded, group there). A MOVED for the group's creation moves to
+ * the node named and starts again there. */
+static bool connect_now(stg_queue *q)
+{
+    q->attempted = true;
+    q->last_attempt_us = stg__queue_mono_us();
+    if (q->sentinels) {
+        /* Where the primary is now (it moves with a failover). */
+        char host[STG_REDIS_HOST_MAX + 1], why[STG__SENTINEL_WHY + 64];
+        int port;
+        if (stg__sentinel_master(q->sentinels, q->sentinel_master, q->url.tls, &q->tls,
+                                 q->connect_timeout_us, q->command_timeout_us, host, sizeof host,
+                                 &port, why, sizeof why) != STG_OK) {
+            stg__queue_fail(q, STG_EUNAVAIL, "%s", why);
+            return false;
+        }
+        set_node(q, host, port);
+    }
+    for (int hop = 0; hop <= STG__CLUSTER_MAX_HOPS; hop++) {
+        if (!open_auth(q, q->node_host, q->node_port))
+            return false;
+        if (q->sentinels && !stg__rconn_is_primary(q->ctx)) {
+            stg__queue_fail(q, STG_EUNAVAIL,
+                            "Redis at %s, which the sentinels name as primary %s, is not a "
+                            "primary (yet)", q->where, q->sentinel_master);
+            drop(q);
+            return false;
+        }
         char stream[sizeof q->base + 8];
         snprintf(stream, sizeof stream, "%sjobs", q->base);
         const char *a[] = {"XGROUP", "CREATE", stream, STG__Q_GROUP, "0"};
-        ok = setup(q, 5, a, "XGROUP CREATE", true);
+        redisReply *r = raw(q->ctx, 5, a, NULL);
+        int slot, port;
+        char host[STG_REDIS_HOST_MAX + 1];
+        stg__redirect rd = stg__cluster_redirect(r, &slot, host, sizeof host, &port);
+        if (rd == STG__REDIRECT_MOVED || rd == STG__REDIRECT_ASK || rd == STG__REDIRECT_RETRY) {
+            /* ASK and TRYAGAIN here: a migration of the slot; the group is
+             * made by the first load or found by the next connection. */
+            freeReplyObject(r);
+            if (rd == STG__REDIRECT_MOVED) {
+                drop(q);
+                set_node(q, host, port);
+                q->redirects++;
+                continue;
+            }
+            break;
+        }
+        bool ok = r && (r->type != REDIS_REPLY_ERROR || !strncmp(r->str, "BUSYGROUP", 9) ||
+                        strstr(r->str, "requires the key to exist"));
+        if (!ok) {
+            if (r)
+                stg__queue_fail(q, STG_EUNAVAIL, "XGROUP CREATE: Redis at %s answered %.*s",
+                                q->where, (int)(r->len > 200 ? 200 : r->len), r->str);
+            else
+                stg__queue_fail(q, STG_EUNAVAIL, "XGROUP CREATE to Redis at %s failed: %s",
+                                q->where, conn_text(q));
+            freeReplyObject(r);
+            drop(q);
+            return false;
+        }
+        freeReplyObject(r);
+        break;
     }
-    if (!ok) {
-        drop(q);
+    if (!q->ctx) {
+        stg__queue_fail(q, STG_EUNAVAIL, "Redis Cluster at %s redirected more than %d times",
+                        q->where, STG__CLUSTER_MAX_HOPS);
         return false;
     }
     q->stats.reconnects += q->stats.round_trips > 0;
@@ -229,12 +303,9 @@ static bool ready(stg_queue *q)
     return connect_now(q);
 }
 
-redisReply *stg__queue_cmd(stg_queue *q, int argc, const char **argv, const size_t *lens)
+/* One command on q->ctx; NULL on an I/O failure (q->err set, dropped). */
+static redisReply *send_once(stg_queue *q, int argc, const char **argv, const size_t *lens)
 {
-    if (!ready(q)) {
-        q->stats.failures++;
-        return NULL;
-    }
     q->stats.round_trips++;
     redisReply *r = raw(q->ctx, argc, argv, lens);
     if (!r) {
@@ -249,13 +320,121 @@ redisReply *stg__queue_cmd(stg_queue *q, int argc, const char **argv, const size
     return r;
 }
 
+/* ASK: the command once on the node named, after ASKING, on a connection
+ * of its own (authenticated, scripts loaded), closed after. */
+static redisReply *ask_once(stg_queue *q, const char *host, int port, int argc,
+                            const char **argv, const size_t *lens)
+{
+    stg__rconn *home = q->ctx;
+    char where[sizeof q->where];
+    memcpy(where, q->where, sizeof where);
+    q->ctx = NULL;
+    redisReply *r = NULL;
+    if (open_auth(q, host, port)) {
+        const char *asking[] = {"ASKING"};
+        q->stats.round_trips++;
+        if (stg__rconn_append(q->ctx, 1, asking, NULL) &&
+            stg__rconn_append(q->ctx, argc, argv, lens)) {
+            redisReply *ok = stg__rconn_reply(q->ctx);
+            r = ok ? stg__rconn_reply(q->ctx) : NULL;
+            freeReplyObject(ok);
+        }
+        if (!r)
+            stg__queue_fail(q, STG_EUNAVAIL, "Redis at %s:%d (ASK): %s", host, port,
+                            conn_text(q));
+        drop(q);
+    }
+    q->ctx = home;
+    memcpy(q->where, where, sizeof where);
+    return r;
+}
+
+redisReply *stg__queue_cmd(stg_queue *q, int argc, const char **argv, const size_t *lens)
+{
+    if (!ready(q)) {
+        q->stats.failures++;
+        return NULL;
+    }
+    redisReply *r = send_once(q, argc, argv, lens);
+    /* Redis Cluster: follow MOVED and ASK, wait out TRYAGAIN/CLUSTERDOWN. */
+    for (int hop = 0, retries = 0; r;) {
+        int slot, port;
+        char host[STG_REDIS_HOST_MAX + 1];
+        stg__redirect rd = stg__cluster_redirect(r, &slot, host, sizeof host, &port);
+        if (rd == STG__REDIRECT_NONE)
+            break;
+        freeReplyObject(r);
+        r = NULL;
+        if (rd == STG__REDIRECT_RETRY ? ++retries > STG__CLUSTER_MAX_RETRIES
+                                      : ++hop > STG__CLUSTER_MAX_HOPS) {
+            stg__queue_fail(q, STG_EUNAVAIL,
+                            "Redis Cluster at %s kept redirecting (or answering TRYAGAIN)",
+                            q->where);
+            q->stats.failures++;
+            return NULL;
+        }
+        if (!host[0])
+            snprintf(host, sizeof host, "%s", q->node_host);
+        if (rd == STG__REDIRECT_RETRY) {
+            struct timespec ts = {0, STG__CLUSTER_RETRY_US * 1000L};
+            nanosleep(&ts, NULL);
+        } else if (rd == STG__REDIRECT_MOVED) {
+            q->redirects++;
+            drop(q);
+            set_node(q, host, port);
+            if (!connect_now(q)) {
+                q->stats.failures++;
+                return NULL;
+            }
+        } else {
+            q->redirects++;
+            r = ask_once(q, host, port, argc, argv, lens);
+            if (!r) {
+                q->stats.failures++;
+                return NULL;
+            }
+            continue;
+        }
+        if (!q->ctx && !ready(q)) {
+            q->stats.failures++;
+            return NULL;
+        }
+        r = send_once(q, argc, argv, lens);
+    }
+    return r;
+}
+
+/* An error reply that says this node cannot serve writes now. */
+static bool not_primary(const redisReply *r)
+{
+    static const char *const codes[] = {"READONLY", "LOADING", "MASTERDOWN", "NOREPLICAS"};
+    for (size_t i = 0; i < sizeof codes / sizeof codes[0]; i++) {
+        size_t n = strlen(codes[i]);
+        if (r->len >= n && !memcmp(r->str, codes[i], n))
+            return true;
+    }
+    return false;
+}
+
 redisReply *stg__queue_eval(stg_queue *q, int which, int argc, const char **argv,
                             const size_t *lens, bool *eio)
 {
-    STG_ASSERT(which >= 0 && which < STG__Q_NSCRIPTS && argc <= 4096);
+    STG_ASSERT(which >= 0 && which < STG__Q_NSCRIPTS && argc <= 4096 + 2);
     *eio = false;
-    const char **av = malloc((size_t)(argc + 3) * sizeof *av);
-    size_t *ln = malloc((size_t)(argc + 3) * sizeof *ln);
+    /* The queue's fixed keys are declared (KEYS), as Redis Cluster wants
+     * of a script: they route it, and a slot being migrated answers ASK
+     * or TRYAGAIN for them instead of running on half the keys. The
+     * scripts build the same names from ARGV[1]; per-job keys (res:ID,
+     * nb:HOST) share the {NAME} tag, hence the slot. */
+    static const char *const fixed[] = {"meta", "jobs", "ids", "counts", "lat", "workers", "sent"};
+    enum { NK = sizeof fixed / sizeof fixed[0] };
+    char keys[NK][sizeof q->base + 8];
+    for (int k = 0; k < NK; k++)
+        snprintf(keys[k], sizeof keys[k], "%s%s", q->base, fixed[k]);
+    char nk[8];
+    snprintf(nk, sizeof nk, "%d", (int)NK);
+    const char **av = malloc((size_t)(argc + 3 + NK) * sizeof *av);
+    size_t *ln = malloc((size_t)(argc + 3 + NK) * sizeof *ln);
     if (!av || !ln) {
         free(av);
         free(ln);
@@ -273,13 +452,17 @@ redisReply *stg__queue_eval(stg_queue *q, int which, int argc, const char **argv
         ln[0] = 7;
         av[1] = q->sha[which];
         ln[1] = 40;
-        av[2] = "0";
-        ln[2] = 1;
-        for (int i = 0; i < argc; i++) {
-            av[i + 3] = argv[i];
-            ln[i + 3] = lens ? lens[i] : strlen(argv[i]);
+        av[2] = nk;
+        ln[2] = strlen(nk);
+        for (int k = 0; k < NK; k++) {
+            av[3 + k] = keys[k];
+            ln[3 + k] = strlen(keys[k]);
         }
-        r = stg__queue_cmd(q, argc + 3, av, ln);
+        for (int i = 0; i < argc; i++) {
+            av[i + 3 + NK] = argv[i];
+            ln[i + 3 + NK] = lens ? lens[i] : strlen(argv[i]);
+        }
+        r = stg__queue_cmd(q, argc + 3 + NK, av, ln);
         if (r && r->type == REDIS_REPLY_ERROR && !strncmp(r->str, "NOSCRIPT", 8) && pass == 0) {
             freeReplyObject(r);
             r = NULL;
@@ -293,6 +476,17 @@ redisReply *stg__queue_eval(stg_queue *q, int which, int argc, const char **argv
     }
     free(av);
     free(ln);
+    if (r && r->type == REDIS_REPLY_ERROR && not_primary(r)) {
+        /* A replica (the old primary after a failover, a stale endpoint),
+         * or a Redis still loading: an outage, not a script's failure.
+         * The next call reconnects, as after a dropped connection. */
+        stg__queue_fail(q, STG_EUNAVAIL, "Redis at %s cannot take writes now: %.*s", q->where,
+                        (int)(r->len > 200 ? 200 : r->len), r->str);
+        freeReplyObject(r);
+        drop(q);
+        q->stats.failures++;
+        return NULL;
+    }
     if (r && r->type == REDIS_REPLY_ERROR) {
         stg__queue_fail(q, STG_EIO, "a queue script failed: Redis at %s answered %.*s", q->where,
                         (int)(r->len > 300 ? 300 : r->len), r->str);
@@ -335,10 +529,20 @@ stg_queue *stg_queue_new(const stg_queue_config *cfg, int *err, char *why, size_
         msg = "the queue URL names no queue (redis://HOST[:PORT]/NAME)";
         goto fail;
     }
-    snprintf(q->where, sizeof q->where, strchr(q->url.host, ':') ? "[%s]:%d" : "%s:%d",
-             q->url.host, q->url.port);
+    set_node(q, q->url.host, q->url.port);
     if (cfg->tls)
         q->tls = *cfg->tls;
+    if ((cfg->sentinels != NULL) != (cfg->sentinel_master != NULL)) {
+        e = STG_EINVAL;
+        msg = "sentinels and sentinel_master go together";
+        goto fail;
+    }
+    if (cfg->sentinels && (!(q->sentinels = strdup(cfg->sentinels)) ||
+                           !(q->sentinel_master = strdup(cfg->sentinel_master)))) {
+        e = STG_ENOMEM;
+        msg = "out of memory";
+        goto fail;
+    }
     snprintf(q->base, sizeof q->base, "%s{%s}:", cfg->prefix ? cfg->prefix : STG_QUEUE_DEFAULT_PREFIX,
              q->url.key);
     if (cfg->worker)
@@ -378,6 +582,8 @@ void stg_queue_free(stg_queue *q)
         return;
     drop(q);
     memset(q->url.password, 0, sizeof q->url.password);
+    free(q->sentinels);
+    free(q->sentinel_master);
     free(q);
 }
 

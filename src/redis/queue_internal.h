@@ -36,13 +36,20 @@ extern const char *const stg__queue_lua[STG__Q_NSCRIPTS];
 
 struct stg_queue {
     stg_redis_url url;
-    char where[STG_REDIS_HOST_MAX + 10]; /* "HOST:PORT" for messages */
+    char where[STG_REDIS_HOST_MAX + 10]; /* "HOST:PORT" of the node, for messages */
+    /* The node that serves the queue's slot: the URL's, until a Redis
+     * Cluster says MOVED (cluster.h). Every key of a queue is in one slot
+     * (the {NAME} hash tag), so one node at a time serves all of it. */
+    char node_host[STG_REDIS_HOST_MAX + 1];
+    int node_port;
+    int64_t redirects;          /* MOVED and ASK followed */
     char base[64 + STG_REDIS_KEY_MAX + 8]; /* "<prefix>{NAME}:" */
     char worker[208];
     int64_t connect_timeout_us, command_timeout_us, reconnect_interval_us;
     int64_t claim_idle_us;
     int max_deliveries;
     stg_redis_tls tls;          /* rediss:// verification (strings borrowed) */
+    char *sentinels, *sentinel_master; /* owned; NULL: no Sentinel */
     stg__rconn *ctx;
     char sha[STG__Q_NSCRIPTS][41];
     bool attempted;
@@ -55,7 +62,9 @@ struct stg_queue {
  * argv. NULL on an I/O failure or no connection (q->err says why; the
  * connection is dropped). An error reply is returned as a reply. */
 redisReply *stg__queue_cmd(stg_queue *q, int argc, const char **argv, const size_t *lens);
-/* Run script `which` with ARGV = argv (no KEYS), reloading on NOSCRIPT.
+/* Run script `which` with ARGV = argv (KEYS: the queue's seven fixed keys,
+ * see queue_conn.c), reloading on NOSCRIPT; following Redis Cluster's
+ * redirections as stg__queue_cmd does.
  * NULL as stg__queue_cmd; an error reply is turned into NULL too, with
  * *eio set (the script failed: not an outage). */
 redisReply *stg__queue_eval(stg_queue *q, int which, int argc, const char **argv,

@@ -174,7 +174,9 @@ static bool tls_setup(stg__rconn *c, const char *host, const stg_redis_tls *t, c
     SSL_CTX_set_mode(c->ctx, SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
     /* A peer that closes without close_notify is a closed connection
      * (SSL_ERROR_ZERO_RETURN), as on plain TCP, not a TLS error. */
+#ifdef SSL_OP_IGNORE_UNEXPECTED_EOF /* OpenSSL 3 */
     SSL_CTX_set_options(c->ctx, SSL_OP_IGNORE_UNEXPECTED_EOF);
+#endif
     if (t->ca_file || t->ca_path) {
         if (SSL_CTX_load_verify_locations(c->ctx, t->ca_file, t->ca_path) != 1) {
             ssl_text(text, sizeof text, "unreadable");
@@ -542,4 +544,14 @@ redisReply *stg__rconn_command(stg__rconn *c, int argc, const char *const *argv,
     if (!stg__rconn_append(c, argc, argv, lens))
         return NULL;
     return stg__rconn_reply(c);
+}
+
+bool stg__rconn_is_primary(stg__rconn *c)
+{
+    const char *argv[] = {"ROLE"};
+    redisReply *r = stg__rconn_command(c, 1, argv, NULL);
+    bool yes = r && r->type == REDIS_REPLY_ARRAY && r->elements > 0 &&
+               r->element[0]->type == REDIS_REPLY_STRING && !strcmp(r->element[0]->str, "master");
+    freeReplyObject(r);
+    return yes;
 }

@@ -80,6 +80,10 @@ redisReply *stg__rconn_command(stg__rconn *c, int argc, const char *const *argv,
  * "Redis at ...": "Connection reset by peer", "certificate required"). */
 stg__rconn_err stg__rconn_error(const stg__rconn *c, const char **text);
 
+/* Whether the node on c is a primary (ROLE answers "master"). false on an
+ * I/O failure too (stg__rconn_error says). */
+bool stg__rconn_is_primary(stg__rconn *c);
+
 /* Whether OpenSSL is built in (rediss:// works). */
 bool stg__rconn_have_tls(void);
 

@@ -94,9 +94,9 @@
     X(stg_redis_url, 1, 920)            \
     X(stg_redis_tls, 3, 64)             \
     X(stg_redis_breaker_config, 4, 64)  \
-    X(stg_redis_limiter_config, 14, 448) \
+    X(stg_redis_limiter_config, 12, 448) \
     X(stg_redis_stats, 3, 112)          \
-    X(stg_queue_config, 7, 128)         \
+    X(stg_queue_config, 5, 128)         \
     X(stg_queue_spec, 3, 112)           \
     X(stg_queue_counts, 4, 112)         \
     X(stg_queue_job, 4, 160)            \

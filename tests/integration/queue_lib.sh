@@ -40,3 +40,13 @@ wait_lines() {
   done
   echo "FAIL: $1 never reached $2 lines" >&2; return 1
 }
+# log_count FILE PATTERN N: until at least N lines of FILE hold PATTERN (a
+# hang guard of 30 s: stagger serve writes its log in blocks, flushed every
+# 200 ms, so a line may come a little after its request was answered).
+log_count() {
+  for _ in $(seq 300); do
+    [ "$(grep -c -- "$2" "$1" 2>/dev/null || true)" -ge "$3" ] && return 0
+    sleep 0.1
+  done
+  return 0 # the check that follows says what is missing
+}

@@ -102,6 +102,7 @@ rcs=0; wait "$PS" || rcs=$?
 rco=0; wait "$PO" || rco=$?
 check "both workers end with every job done ($rcs $rco: $(cat "$T/st.err" "$T/ot.err"))" \
   [ "$rcs$rco" = 00 ]
+serve_stop "$SRV_PID" || true # its log is complete once it stopped
 rep=$("$S" batch report --queue "$R/sq" --json)
 jcheck "every job ended once" "$rep" "j['counts']['done'] == $N and j['total'] == $N"
 check "after SIGCONT, the stalled worker sent no job the other one sent" \

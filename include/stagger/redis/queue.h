@@ -80,16 +80,22 @@ typedef struct stg_queue_config {
     int64_t connect_timeout_us; /* 0: 1 s */
     int64_t command_timeout_us; /* one round trip; 0: 5 s */
     int64_t reconnect_interval_us; /* fewest us between attempts; 0: 250 ms */
-    int64_t claim_idle_us;      /* an entry idle this long is taken from its
-                                   consumer; 0: 6 min (longer than a job's
-                                   default 5 min deadline) */
+    int64_t claim_idle_us;      /* an entry idle this long (not claimed or
+                                   renewed, stg_queue_renew) is taken from
+                                   its consumer; 0: 6 min (a library default
+                                   for holders that do not renew; stagger
+                                   batch renews and uses 20 s) */
     int max_deliveries;         /* a job delivered more often goes to review;
                                    0: 5 */
     const char *prefix;         /* NULL: "stagger:q:" */
     /* Added with rediss://: TLS verification (NULL: the system store);
      * borrowed for the queue's life, see stg_redis_tls in redis.h. */
     union { const struct stg_redis_tls *tls; uint64_t stg__tls_word; };
-    uint64_t stg__reserved[7];  /* room to grow (docs/ABI.md); leave zero */
+    /* Added with Sentinel: as stg_redis_limiter_config.sentinels and
+     * .sentinel_master (NULL: none; copied). */
+    union { const char *sentinels; uint64_t stg__sentinels_word; };
+    union { const char *sentinel_master; uint64_t stg__sentinel_master_word; };
+    uint64_t stg__reserved[5];  /* room to grow (docs/ABI.md); leave zero */
 } stg_queue_config;
 
 /* Job states, numbered as stagger batch numbers them. */
