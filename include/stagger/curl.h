@@ -346,7 +346,11 @@ typedef struct stg_shared_limiter {
      * stg_curl_perform ignores it. */
     int64_t horizon_us;
     /* Optional: as acquire, for a request of class cls (never NULL; tenant
-     * may be NULL). When set the engine calls it instead of acquire. */
+     * may be NULL). When set the engine calls it instead of acquire.
+     * STG_ETIMEDOUT with *wait_us shorter than the timeout is a refusal by
+     * class (no token ahead for this class now): the engine asks again
+     * after *wait_us, and paces the key from then on as it does once it
+     * sees classes itself. */
     int (*acquire_class)(void *ctx, const char *key, const stg_class *cls, int64_t timeout_us,
                          int64_t *wait_us, int64_t *ticket);
     uint64_t stg__reserved[7]; /* room to grow (docs/ABI.md); leave zero */

@@ -116,12 +116,9 @@ static int acquire(void *ctx, const char *key, int64_t timeout_us, int64_t *wait
 
 /* A request of a class (and tenant): stg_redis_limiter_acquire_class. A
  * batch is never given a token ahead: it is refused with the wait until
- * asking again may succeed. The engine asks a refused request again
- * horizon / 2 before the wait it is told (the contract of acquire: the
- * wait a reservation would have needed, asked for again shortly before its
- * turn), so the wait told is that one plus half the timeout asked with:
- * the request asks again when it may succeed, not before, in a loop of
- * round trips. */
+ * asking again may succeed, and the engine asks again then (a class's
+ * refusal is not asked half a horizon early as a reservation is:
+ * engine_admit.c). */
 static int acquire_class(void *ctx, const char *key, const stg_class *cls, int64_t timeout_us,
                          int64_t *wait_us, int64_t *ticket)
 {
@@ -129,8 +126,6 @@ static int acquire_class(void *ctx, const char *key, const stg_class *cls, int64
     (void)ticket;
     int rc = stg_redis_limiter_acquire_class(l->backend, l->url_has_key ? NULL : key, cls,
                                              timeout_us, wait_us);
-    if (rc == STG_ETIMEDOUT && timeout_us > 0 && *wait_us < INT64_MAX / 2 - timeout_us)
-        *wait_us += timeout_us / 2;
     return rc;
 }
 
@@ -210,10 +205,11 @@ int cli_limiter_open(cli_limiter *l, double rate, int64_t burst, int failures, i
         l->ops.on_response = on_response;
         l->ops.horizon_us = CLI_LIMITER_HORIZON_US;
     } else {
-        /* By class: a refused request (a batch while others ask) must be
-         * asked for again, not given up at its deadline: a horizon. */
+        /* By class. No horizon: a request reserves as far ahead as its
+         * deadline, one round trip (or a lease's token) each, until the
+         * engine has classes in play or the limiter refuses one by class;
+         * then the engine paces the key and asks again (engine_admit.c). */
         l->ops.acquire_class = acquire_class;
-        l->ops.horizon_us = CLI_LIMITER_HORIZON_US;
     }
     if (l->share_breaker) {
         l->ops.breaker_allow = breaker_allow;

@@ -69,7 +69,7 @@ static int64_t pace_horizon(const stg_engine *e, const stg__host *h, int64_t lef
     if (sh && sh->acquire) {
         if (sh->horizon_us > 0)
             hz = sh->horizon_us;
-        else if (stg__classes_mixed(&e->classes))
+        else if (stg__classes_mixed(&e->classes) || h->class_refused)
             hz = fixed_horizon(e);
     } else if (h->has_adaptive) {
         hz = PACE_HORIZON_US;
@@ -536,6 +536,14 @@ static void admit(stg_engine *e, req *r)
     } else if (h->has_adaptive) {
         rc = stg_adaptive_acquire(&h->adaptive, e->now, horizon, &wait);
     }
+    if (rc == STG_ETIMEDOUT && horizon >= left && wait < left && sh && sh->acquire_class &&
+        !h->class_refused) {
+        /* Refused before the deadline with the whole of it to reserve in:
+         * not a matter of time but of class (another process's higher
+         * class asks). This key is paced from now on, and r asks again. */
+        h->class_refused = true;
+        horizon = pace_horizon(e, h, left);
+    }
     if (rc == STG_ETIMEDOUT && horizon < left && wait < left) {
         if (!r->pacing && !pace_push(h, r)) {
             snprintf(r->errtext, sizeof r->errtext, "out of memory");
@@ -545,7 +553,11 @@ static void admit(stg_engine *e, req *r)
         h->pace_head = r; /* it was the head, or the queue was empty */
         r->reserved = true;
         e->reserved++;
-        stg__eng_schedule(e, r, W_PACE, wait - horizon / 2);
+        /* A reservation a horizon ahead is asked for half a horizon before
+         * its turn; a class's refusal (no token ahead for it) is asked again
+         * when its wait is over, not before: earlier it is refused again. */
+        int64_t at = sh && sh->acquire_class ? wait : wait - horizon / 2;
+        stg__eng_schedule(e, r, W_PACE, at > STG_MS(1) ? at : STG_MS(1));
         return;
     }
     pace_out(e, r, rc == STG_OK); /* reserved (or refused for good): the next one asks */

@@ -459,6 +459,10 @@ typedef struct stg__host {
     int64_t refs; /* the engine's requests whose r->host it is */
     char *key;
     bool has_bucket, has_adaptive, has_budget, has_breaker;
+    /* The shared limiter refused this key by class (another process's
+     * higher class asks): from then on it is paced as an engine with
+     * classes in play is (engine_admit.c), so its requests ask again. */
+    bool class_refused;
     stg_bucket bucket;
     stg_adaptive adaptive;
     stg_budget budget;

@@ -101,6 +101,36 @@ print("  %d arrivals, bound %.1f; over the interactive's %.2f s the batch had %d
 sys.exit(0 if n <= bound and batch >= 0.9 * rest else 1)
 PY
 
+# ---- 1b. a batch of the default class beside an interactive client ----------
+# A process that sees only normal requests reserves ahead as it always did
+# (one round trip or a lease's token each); while another process's
+# interactive requests ask, Redis refuses it by class, and its engine asks
+# again instead of giving the job up ("not admitted before the deadline").
+serve_start srv2 --log "$T/srv2.log"
+SPID=$SRV_PID
+seq -f "n%04g" 1 60 >"$T/nkeys.txt"
+proxy_start px2 --upstream "http://127.0.0.1:$PORT" --limiter "$LIM/shared2" --rate 50 \
+  --burst 5 --log "$T/px2.log"
+( for i in $(seq 1 25); do
+    curl -s -o /dev/null -H 'Stagger-Priority: interactive' "$PX/inter/$i" &
+    sleep 0.1
+  done; wait ) &
+IPID=$!
+sleep 0.3 # the interactive demand is announced before the batch asks
+set +e
+"$S" batch -q --url "http://127.0.0.1:$PORT/track/{}" "$T/nkeys.txt" --db "$T/n.db" \
+  --concurrency 10 --rate 50 --burst 5 --limiter "$LIM/shared2" >"$T/n.out" 2>"$T/n.err"
+nrc=$?
+set -e
+wait $IPID
+proxy_stop
+serve_stop "$SPID"
+check "a normal batch beside interactive requests finished (exit $nrc): $(head -c 300 "$T/n.err")" \
+  [ "$nrc" = 0 ]
+jcheck "every job done, none given up" "$("$S" batch report --db "$T/n.db" --json)" \
+  'j["states"]["done"] == 60'
+check "all 60 reached the server" [ "$(grep -c '/track/n' "$T/srv2.log")" = 60 ]
+
 # ---- 2. tenants 1:1:2, one stopping and coming back --------------------------
 serve_start tsrv --log "$T/tsrv.log"
 SPID=$SRV_PID
