@@ -136,6 +136,11 @@ static void closest(const cli_opt *t, const char *name, size_t n, const char **b
     }
 }
 
+size_t cli_distance(const char *a, const char *b)
+{
+    return distance(a, strlen(a), b, strlen(b));
+}
+
 const char *cli_closest_option(const cli_command *c, const char *name, size_t n)
 {
     const char *best = NULL;

@@ -152,4 +152,8 @@ void cli_dump_options(const cli_command *c, FILE *out);
  * NULL when none is close enough to be a likely typo: for "did you mean". */
 const char *cli_closest_option(const cli_command *c, const char *name, size_t n);
 
+/* The edit distance of a and b (adjacent transpositions count one), for
+ * "did you mean"; SIZE_MAX for names of 64 bytes or more. */
+size_t cli_distance(const char *a, const char *b);
+
 #endif

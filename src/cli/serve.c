@@ -479,6 +479,7 @@ const cli_command cli_serve_command = {
     .opts = serve_table,
     .epilogue = "Endpoints: /status/CODE (that status, 100..599; ?retry_after=N adds\n"
                 "Retry-After), /echo (the request as JSON), /__stats (counters; not counted,\n"
+                "not limited), /metrics (the same counters, Prometheus text; not counted,\n"
                 "not limited), anything else: 200 {\"path\":...,\"ok\":true}. A POST or PATCH\n"
                 "repeated with the same Idempotency-Key gets the first answer again; one\n"
                 "repeated without a key is counted in duplicates_without_key. A retry that\n"

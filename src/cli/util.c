@@ -82,6 +82,37 @@ bool cli_parse_duration(const char *text, int64_t *us)
     return false;
 }
 
+bool cli_parse_rate(const char *s, bool zero_ok, double *rate)
+{
+    char buf[64];
+    if (!s || strlen(s) >= sizeof buf)
+        return false;
+    snprintf(buf, sizeof buf, "%s", s);
+    double per = 1.0;
+    char *slash = strchr(buf, '/');
+    if (slash) {
+        *slash = '\0';
+        const char *unit = slash + 1;
+        if (!strcmp(unit, "s"))
+            per = 1.0;
+        else if (!strcmp(unit, "m"))
+            per = 60.0;
+        else if (!strcmp(unit, "h"))
+            per = 3600.0;
+        else
+            return false;
+    }
+    double v;
+    if (!cli_parse_double(buf, zero_ok ? 0 : 1e-6, 1e9, &v))
+        return false;
+    if (zero_ok && v == 0) {
+        *rate = 0;
+        return true;
+    }
+    *rate = v / per;
+    return *rate > 0 && *rate <= STG_BUCKET_RATE_MAX;
+}
+
 void cli_format_duration(int64_t us, char *buf, size_t size)
 {
     if (us < 0)
