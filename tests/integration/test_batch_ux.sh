@@ -7,6 +7,8 @@
 #  2. A CSV batch does what it shows: -H values filled per row (an
 #     Idempotency-Key per row is not "reused"), --json-body sends JSON,
 #     --idempotency-key auto|TEMPLATE, --dry-run prints the body redacted.
+#  3. A file of numbers without --url: "looks like keys: did you forget
+#     --url TEMPLATE?", and no hint that points at a database never written.
 # Counts and words only: the short --breaker-open/--deadline just keep it
 # short.
 . "$(dirname "$0")/lib.sh"
@@ -90,5 +92,18 @@ expect_exit "-d with a JSON-looking body: a note" 0 "$S" batch --dry-run \
   --url "http://127.0.0.1:9/i/{id}" -d '{"name": "{name}"}' "$T/items.csv"
 check "  the note names --json-body" grep -q "form-encoded.*--json-body" /tmp/stg_err.$$
 check "  the -d body printed as is" grep -qF 'body: {"name": "Ann"}' /tmp/stg_out.$$
+
+# ---- 3. keys without --url -------------------------------------------------------------
+seq 1 25 >"$T/nums.txt"
+expect_exit "a file of numbers, no --url: exit 5" 5 "$S" batch --db "$T/nums.db" "$T/nums.txt"
+cp /tmp/stg_err.$$ "$T/nums.err"
+check "  'did you forget --url TEMPLATE?'" grep -q "look like keys, not URLs: did you forget --url TEMPLATE?" "$T/nums.err"
+n=$(grep -c "no URL" "$T/nums.err" || true)
+check "  not 20 'no URL' lines ($n)" [ "$n" -le 3 ]
+check "  no database, and no hint that reads one" sh -c '! [ -e "$1" ] && ! grep -q "batch report" "$2"' _ "$T/nums.db" "$T/nums.err"
+# with jobs among the bad lines the database is written: the hint names it
+( seq 1 25; echo "http://127.0.0.1:$PORT/x" ) >"$T/mixed.txt"
+expect_exit "keys and a URL: exit 0" 0 "$S" batch -q --db "$T/mixed.db" "$T/mixed.txt"
+check "  the hint names the database that holds the bad lines" grep -q "batch report --db $T/mixed.db --bad-lines" /tmp/stg_err.$$
 
 finish
