@@ -7,6 +7,8 @@
 #  2. A CSV batch does what it shows: -H values filled per row (an
 #     Idempotency-Key per row is not "reused"), --json-body sends JSON,
 #     --idempotency-key auto|TEMPLATE, --dry-run prints the body redacted.
+#  4. Query values, one rule (secret names hidden, the rest shown) in the
+#     --log, export and --dry-run.
 #  3. A file of numbers without --url: "looks like keys: did you forget
 #     --url TEMPLATE?", and no hint that points at a database never written.
 # Counts and words only: the short --breaker-open/--deadline just keep it
@@ -105,5 +107,17 @@ check "  no database, and no hint that reads one" sh -c '! [ -e "$1" ] && ! grep
 ( seq 1 25; echo "http://127.0.0.1:$PORT/x" ) >"$T/mixed.txt"
 expect_exit "keys and a URL: exit 0" 0 "$S" batch -q --db "$T/mixed.db" "$T/mixed.txt"
 check "  the hint names the database that holds the bad lines" grep -q "batch report --db $T/mixed.db --bad-lines" /tmp/stg_err.$$
+
+# ---- 4. query values: one rule ---------------------------------------------------------
+echo "http://127.0.0.1:$PORT/q?page=2&limit=50&api_key=QSECRET" >"$T/q.txt"
+expect_exit "a URL with a secret query value: exit 0" 0 "$S" batch -q --db "$T/q.db" \
+  --log "$T/q.jsonl" "$T/q.txt"
+check "--log: page and limit shown, api_key hidden" \
+  grep -q '"url":"http://127.0.0.1:'"$PORT"'/q?page=2&limit=50&api_key=REDACTED"' "$T/q.jsonl"
+"$S" batch export --db "$T/q.db" >"$T/q.export"
+check "export: the same" grep -q '/q?page=2&limit=50&api_key=REDACTED"' "$T/q.export"
+"$S" batch --dry-run "$T/q.txt" >"$T/q.dry" 2>&1
+check "--dry-run: the same" grep -q '/q?page=2&limit=50&api_key=REDACTED ' "$T/q.dry"
+check "no secret anywhere" sh -c '! grep -q QSECRET "$1" "$2" "$3"' _ "$T/q.jsonl" "$T/q.export" "$T/q.dry"
 
 finish
