@@ -539,8 +539,9 @@ static int opt_url(cli_parser *p, const char *arg)
 static const cli_opt fetch_table[] = {
     {.kind = CLI_HEADING, .help = "Request"},
     {CLI_STRING, "request", 'X', "METHOD", "method (default GET, or POST with data)", F(method),
-     NULL, NULL, 0, NULL},
-    {CLI_STRING, "method", 0, "METHOD", "same as --request", F(method), NULL, NULL, 0, NULL},
+     NULL, NULL, 0, NULL, .values = "GET POST PUT PATCH DELETE HEAD OPTIONS"},
+    {CLI_STRING, "method", 0, "METHOD", "same as --request", F(method), NULL, NULL, 0, NULL,
+     .values = "GET POST PUT PATCH DELETE HEAD OPTIONS"},
     {CLI_FLAG, "head", 'I', NULL, "HEAD request; print the response headers", F(head), NULL,
      NULL, 0, NULL},
     {CLI_FN, "header", 'H', "'Name: value'",

@@ -369,7 +369,8 @@ static const cli_opt serve_table[] = {
      "answer as NAME does, with its quotas and header fields:\n"
      "ietf, openai, anthropic, github, discord, shopify, x,\n"
      "azure, kong or stripe",
-     F(dialect), opt_dialect, NULL, 0, NULL},
+     F(dialect), opt_dialect, NULL, 0, NULL,
+     .values = "ietf openai anthropic github discord shopify x azure kong stripe"},
     {CLI_FN, "quota", 0, "NAME=LIMIT/WINDOW",
      "resize the persona's quota NAME, e.g. requests=20/1s\n"
      "(LIMIT 0 turns it off); repeatable",

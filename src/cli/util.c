@@ -328,11 +328,12 @@ const cli_opt cli_policy_kind_opts[] = {
     {CLI_FN, "preset", 0, "NAME",
      "default | full-jitter | bounded | batch | decorrelated\n"
      "(applied first wherever it is: it resets the policy)",
-     0, opt_preset, NULL, CLI_OPT_EARLY, NULL},
+     0, opt_preset, NULL, CLI_OPT_EARLY, NULL,
+     .values = "default full-jitter bounded batch decorrelated"},
     {CLI_FN, "backoff", 0, "KIND",
      "fixed | exponential | full | equal | decorrelated |\n"
      "pct:LO:HI (percent, e.g. pct:-20:20) | additive",
-     0, opt_backoff, NULL, 0, NULL},
+     0, opt_backoff, NULL, 0, NULL, .values = "fixed exponential full equal decorrelated additive"},
     CLI_OPT_END,
 };
 
@@ -353,7 +354,7 @@ const cli_opt cli_policy_opts[] = {
      "give the response back when the server asks for more\nthan this", 0,
      opt_max_server_wait, NULL, 0, NULL, NULL, def_max_server_wait},
     {CLI_FN, "retry-after", 0, "MODE", "honor | exact | cap | ignore", 0, opt_retry_after,
-     NULL, 0, NULL, NULL, def_retry_after},
+     NULL, 0, NULL, NULL, def_retry_after, .values = "honor exact cap ignore"},
     {CLI_FN, "spread", 0, "X",
      "honor mode: spread after Retry-After, as a fraction of\nit (at least --base)", 0,
      opt_spread, NULL, 0, NULL, NULL, def_spread},
