@@ -355,7 +355,7 @@ static const cli_opt serve_table[] = {
      offsetof(serve_opts, cfg), opt_retry_after, NULL, 0, NULL},
     {CLI_FLAG, "ratelimit-headers", 0, NULL,
      "add X-RateLimit-Limit/-Remaining/-Reset, RateLimit and\n"
-     "RateLimit-Policy (window 1 s) to limiter answers",
+     "RateLimit-Policy to limiter answers, all stating one\npolicy: R * W requests per window W (1 s for a whole R)",
      F(ratelimit_headers), NULL, NULL, 0, NULL},
     {.kind = CLI_HEADING, .help = "Per-client refusals"},
     {CLI_FN, "fail-first", 0, "K",
