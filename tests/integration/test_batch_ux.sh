@@ -9,6 +9,7 @@
 #     --idempotency-key auto|TEMPLATE, --dry-run prints the body redacted.
 #  4. Query values, one rule (secret names hidden, the rest shown) in the
 #     --log, export and --dry-run.
+#  5. An input that grew by a line says "the input changed (5 → 6 jobs)".
 #  3. A file of numbers without --url: "looks like keys: did you forget
 #     --url TEMPLATE?", and no hint that points at a database never written.
 # Counts and words only: the short --breaker-open/--deadline just keep it
@@ -119,5 +120,15 @@ check "export: the same" grep -q '/q?page=2&limit=50&api_key=REDACTED"' "$T/q.ex
 "$S" batch --dry-run "$T/q.txt" >"$T/q.dry" 2>&1
 check "--dry-run: the same" grep -q '/q?page=2&limit=50&api_key=REDACTED ' "$T/q.dry"
 check "no secret anywhere" sh -c '! grep -q QSECRET "$1" "$2" "$3"' _ "$T/q.jsonl" "$T/q.export" "$T/q.dry"
+
+# ---- 5. the input changed ------------------------------------------------------------
+for i in 1 2 3 4 5; do echo "http://127.0.0.1:$PORT/c/$i"; done >"$T/c.txt"
+expect_exit "5 jobs: exit 0" 0 "$S" batch -q --db "$T/c.db" "$T/c.txt"
+echo "http://127.0.0.1:$PORT/c/6" >>"$T/c.txt"
+expect_exit "one line appended: the database is refused (exit 4)" 4 "$S" batch -q --db "$T/c.db" "$T/c.txt"
+check "  'the input changed ... (5 → 6 jobs'" grep -q "the input changed since this database was made from it (5 → 6 jobs" /tmp/stg_err.$$
+printf 'http://127.0.0.1:%s/d/1\n' "$PORT" >"$T/d.txt"
+expect_exit "another file: exit 4" 4 "$S" batch -q --db "$T/c.db" "$T/d.txt"
+check "  'belongs to another job set'" grep -q "belongs to another job set (5 jobs from" /tmp/stg_err.$$
 
 finish
