@@ -63,6 +63,17 @@ for k, name in want.items():
     assert b == {"name": name, "n": int(k)}, b
 ' "$T/out"
 
+# a secret per row (-H 'Authorization: Bearer {token}'): sent, never stored
+mkdir -p "$T/out2"
+expect_exit "-H 'Authorization: Bearer {token}': exit 0" 0 "$S" batch -q --db "$T/sec.db" \
+  --out "$T/out2" --url "http://127.0.0.1:$PORT/echo?row={id}" -H 'Authorization: Bearer {token}' \
+  "$T/items.csv"
+check "  each row's token sent" python3 -c '
+import json, sys
+e = json.load(open(sys.argv[1] + "/2"))
+assert {k.lower(): v for k, v in e["headers"].items()}["authorization"] == "Bearer t2", e' "$T/out2"
+check "  no token in the database" sh -c '! grep -q "s3cr3t\|Bearer t2" "$1"' _ "$T/sec.db"
+
 # an Idempotency-Key per row: serve refuses a key reused with another body (422)
 serve_start idem
 expect_exit "-H 'Idempotency-Key: order-{id}': every row done (exit 0)" 0 "$S" batch -q \
