@@ -2,12 +2,13 @@
 # commands come from `stagger help --commands` and each command's options
 # from `stagger help --options CMD`, generated from the same table as the
 # parser, --help and the man page check, so a completion cannot offer a
-# flag the installed stagger lacks (tests/integration/test_completions.sh).
+# flag the installed stagger lacks (tests/integration/test_completions.sh);
+# the values an option takes come from the same table (its VALUES field).
 # Installed by `cmake --install` as share/bash-completion/completions/stagger.
 
 _stagger() {
     local cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD-1]}
-    local bin=${COMP_WORDS[0]} cmd table name letter arg ref
+    local bin=${COMP_WORDS[0]} cmd table name letter arg ref def values help
     COMPREPLY=()
     if [ "$COMP_CWORD" -eq 1 ]; then
         COMPREPLY=($(compgen -W "$("$bin" help --commands 2>/dev/null) help --help --version" -- "$cur"))
@@ -22,13 +23,19 @@ _stagger() {
         case ${COMP_WORDS[2]} in report | export) cmd="batch ${COMP_WORDS[2]}" ;; esac
     fi
     table=$("$bin" help --options "$cmd" 2>/dev/null) || return 0
-    # After an option that takes a value: files for a FILE or DIR, else nothing.
-    while IFS=$'\t' read -r name letter arg ref; do
+    # After an option that takes a value: its values when the table lists
+    # them (--progress: auto bar lines none), files for a FILE or DIR, else
+    # nothing.
+    while IFS=$'\t' read -r name letter arg ref def values help; do
         [ "$arg" = - ] && continue
         if [ "$prev" = "--$name" ] || { [ "$letter" != - ] && [ "$prev" = "-$letter" ]; }; then
-            case $arg in
-            *FILE* | *DIR*) COMPREPLY=($(compgen -f -- "$cur")) ;;
-            esac
+            if [ -n "$values" ] && [ "$values" != - ]; then
+                COMPREPLY=($(compgen -W "$values" -- "$cur"))
+            else
+                case $arg in
+                *FILE* | *DIR*) COMPREPLY=($(compgen -f -- "$cur")) ;;
+                esac
+            fi
             return 0
         fi
     done <<<"$table"

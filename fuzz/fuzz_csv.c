@@ -12,13 +12,20 @@
  *     the template's fixed prefix; jobs + bad lines <= lines read;
  *   - the URL an export shows (url_shown: the template has a token
  *     parameter, so every job's URL is secret) keeps the prefix, has the
- *     token's value REDACTED, and no userinfo or fragment.
+ *     token's value REDACTED (an empty one stays empty), and no userinfo
+ *     or fragment;
+ *   - with the first byte's bit 2: a JSON body template (json_body), a -H
+ *     template and an idempotency-key template (issue #37): every job's
+ *     body parses as JSON, it has Content-Type: application/json and the
+ *     filled header, whose value and the key hold no CR, LF or NUL.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <jansson.h>
 
 #include "store/csv.h"
 #include "store/store.h"
@@ -65,7 +72,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (size < 1)
         return 0;
     char sep = data[0] & 1 ? '\t' : ',';
-    bool reader = data[0] & 2;
+    bool reader = data[0] & 2, rows = data[0] & 4;
     data++, size--;
     if (!reader) {
         char **f;
@@ -83,6 +90,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     stg_input_options o = {.format = sep == ',' ? STG_INPUT_CSV : STG_INPUT_TSV,
                            .url_template = "http://h.test/p/{id}?a={a}&token={t}",
                            .body_template = "{\"b\": \"{b}\"}"};
+    static const char *const htpl[] = {"X-Row: r-{a}-{b}"};
+    if (rows) {
+        o.json_body = true;
+        o.header_templates = htpl;
+        o.n_header_templates = 1;
+        o.idempotency_key = "k-{a}";
+    }
     FILE *fp = size ? fmemopen((void *)data, size, "r") : fopen("/dev/null", "r");
     if (!fp)
         return 0;
@@ -103,8 +117,23 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         CHECK(j->url_secret && j->url_shown);
         CHECK(!strncmp(j->url_shown, "http://h.test/p/", 16));
         const char *tok = strstr(j->url_shown, "&token=");
-        CHECK(tok && !strcmp(tok, "&token=REDACTED"));
+        CHECK(tok && (!strcmp(tok, "&token=REDACTED") || !strcmp(tok, "&token=")));
         CHECK(!strchr(j->url_shown, '#') && !strchr(j->url_shown, '@'));
+        if (!rows)
+            continue;
+        json_error_t je;
+        json_t *b = json_loadb(j->body, j->body_len, JSON_DECODE_ANY, &je);
+        CHECK(b != NULL);
+        json_decref(b);
+        bool ct = false, xr = false;
+        for (size_t h = 0; h < j->n_headers; h++) {
+            ct |= !strcmp(j->headers[h], "Content-Type: application/json");
+            xr |= !strncmp(j->headers[h], "X-Row: r-", 9);
+            CHECK(!strpbrk(j->headers[h], "\r\n"));
+        }
+        CHECK(ct && xr);
+        CHECK(j->idempotency_key && !strncmp(j->idempotency_key, "k-", 2) &&
+              !strpbrk(j->idempotency_key, "\r\n"));
     }
     stg_job_set_free(&set);
     return 0;

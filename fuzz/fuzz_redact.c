@@ -6,7 +6,10 @@
  * in the URL's userinfo, in a query value, in an Authorization header, in
  * a header named by a secret word and in a URL inside free text, and
  * aborts if one comes out; and a URL with planted userinfo or a planted
- * secret query name must count as holding a secret.
+ * secret query name must count as holding a secret. Query values are
+ * hidden by their names (issue #37: the rest are shown), so a planted
+ * query secret always follows an '&' that ends whatever item the fuzzed
+ * bytes left open.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -60,7 +63,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     snprintf(t, size + 128, "http://u:" SECRET_USER "@%s", s);
     redact_has_no(t, SECRET_USER, s);
-    snprintf(t, size + 128, "%s?key=" SECRET_QUERY, s);
+    snprintf(t, size + 128, "%s?&key=" SECRET_QUERY, s);
     redact_has_no(t, SECRET_QUERY, s);
     snprintf(t, size + 128, "https://h/%s?a=1&token=" SECRET_QUERY, s);
     redact_has_no(t, SECRET_QUERY, s);
@@ -82,7 +85,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         abort();
 
     /* Free text: a URL with planted userinfo and query value in it. */
-    snprintf(t, size + 128, "%s http://u:" SECRET_USER "@h/?k=" SECRET_QUERY " %s", s, s);
+    snprintf(t, size + 128, "%s http://u:" SECRET_USER "@h/?k=v&api_key=" SECRET_QUERY " %s", s,
+             s);
     n = stg_redact_text(t, out, sizeof out);
     check_out(out, n, sizeof out);
     if ((!strstr(s, SECRET_USER) && strstr(out, SECRET_USER)) ||

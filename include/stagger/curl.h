@@ -11,7 +11,7 @@
  *    and circuit breaker.
  *
  * Secrets: nothing this library hands to an event callback, a log line or a
- * result's final_url carries URL userinfo, query values, or the values of
+ * result's final_url carries URL userinfo, secret-named query values, or the values of
  * Authorization, Proxy-Authorization, Cookie, Set-Cookie or API-key headers
  * (stg_redact_*). Response bodies and headers in results are the caller's
  * own data and are not redacted.

@@ -37,8 +37,10 @@ STG_API bool stg_redact_header_is_secret(const char *name, size_t name_len,
 
 /* Write a redacted copy of url into buf (size bytes, NUL-terminated,
  * truncated if needed): scheme, host, port and path kept; userinfo removed;
- * every query value replaced by "REDACTED" (and a query item without '=',
- * which may be a bare key, as a whole), and so the value of each matrix
+ * a query value shown unless its name is secret (stg_redact_name_is_secret:
+ * "?page=2&api_key=REDACTED"; items are split at '&' and ';'), a query
+ * item without '=' (which may be a bare key) replaced as a whole, and so
+ * the value of each matrix
  * parameter of the path whose name is secret (stg_redact_name_is_secret:
  * "/a;jsessionid=X/b" gives "/a;jsessionid=REDACTED/b"); fragment removed; bytes that are
  * not printable ASCII percent-encoded. A URL without a scheme is read as

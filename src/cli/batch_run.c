@@ -273,19 +273,58 @@ static void to_state(const stg_batch_counts *c, const stg_batch_progress *p, pro
 /* ---- options -> configuration ------------------------------------------------------ */
 
 /* Bad lines as the import finds them: the first 20 printed, the rest
- * counted (the report lists them all). */
+ * counted (the report lists them all). An input whose first lines are all
+ * "no URL" (a file of keys without --url: issue #37) gets one hint after
+ * the third instead of a screenful of the same line. */
 typedef struct bad_printer {
     const char *name;
-    size_t seen;
+    size_t seen, shown;
+    bool keys_hint;   /* the hint was given: no more "no URL" lines shown */
+    bool all_no_url;  /* every bad line so far is "no URL" */
 } bad_printer;
 
 #define BAD_LINES_SHOWN 20
+#define KEYS_HINT_AFTER 3
+
+static bool is_no_url(const char *message)
+{
+    return !strncmp(message, "no URL", 6);
+}
 
 static void print_bad_line(void *data, long line, const char *message)
 {
     bad_printer *bp = data;
-    if (bp->seen++ < BAD_LINES_SHOWN)
+    if (bp->seen++ == 0)
+        bp->all_no_url = true;
+    bp->all_no_url = bp->all_no_url && is_no_url(message);
+    if (bp->keys_hint && is_no_url(message))
+        return;
+    if (bp->shown < BAD_LINES_SHOWN) {
+        bp->shown++;
         fprintf(stderr, "stagger batch: %s:%ld: %s\n", bp->name, line, message);
+    }
+    /* the first lines of the file, each a "no URL": keys, most likely */
+    if (bp->all_no_url && bp->seen == KEYS_HINT_AFTER && line == (long)bp->seen) {
+        fprintf(stderr, "stagger batch: %s: these lines look like keys, not URLs: did you forget "
+                        "--url TEMPLATE? (such as --url 'https://api.example/items/{}')\n",
+                bp->name);
+        bp->keys_hint = true;
+    }
+}
+
+/* After the bad lines: how many were not shown, and where they are listed
+ * (the report reads the database: only when one was written). */
+static void bad_lines_tail(const bad_printer *bp, bool written, const char *db)
+{
+    if (bp->seen <= bp->shown)
+        return;
+    if (written)
+        fprintf(stderr, "stagger batch: ... and %zu more bad lines (stagger batch report --db %s "
+                        "--bad-lines lists them all)\n",
+                bp->seen - bp->shown, db);
+    else
+        fprintf(stderr, "stagger batch: ... and %zu more bad lines (nothing was written)\n",
+                bp->seen - bp->shown);
 }
 
 static int exit_for_counts(const stg_batch_counts *c)
@@ -343,10 +382,7 @@ static int import_input(const batch_opts *o, stg_store *s, stg_input_reader *r,
     stg_store_import_result res;
     int rc = stg_store_import_stream(s, r, &io, &res);
     free(abs);
-    if (bp.seen > BAD_LINES_SHOWN)
-        fprintf(stderr, "stagger batch: ... and %zu more bad lines (stagger batch report "
-                        "--bad-lines lists them all)\n",
-                bp.seen - BAD_LINES_SHOWN);
+    bad_lines_tail(&bp, rc == STG_OK && !res.refused, o->db);
     *imported = res.imported;
     *input_refused = rc == STG_EIO || rc == STG_ENOMEM || res.refused;
     if (rc == STG_EIO || rc == STG_ENOMEM) {
@@ -369,7 +405,11 @@ static int import_input(const batch_opts *o, stg_store *s, stg_input_reader *r,
         return CLI_EXIT_INPUT;
     }
     if (res.refused) {
-        fprintf(stderr, "stagger batch: %s: no jobs in the input\n", name);
+        fprintf(stderr, "stagger batch: %s: no jobs in the input%s\n", name,
+                bp.all_no_url && !o->in.url_template
+                    ? ": no line is a URL; if they are keys, give --url TEMPLATE with a {} "
+                      "where each key goes"
+                    : "");
         return CLI_EXIT_INPUT;
     }
     return -1;
@@ -470,10 +510,11 @@ static int dry_run(const batch_opts *o, stg_input_reader *r)
     stg_bad_line *b;
     int rc;
     char buf[4096];
+    bad_printer bp = {.name = name};
     while ((rc = stg_input_reader_next(r, &j, &b)) == STG_OK && (j || b)) {
         if (b) {
-            if (bad++ < BAD_LINES_SHOWN)
-                fprintf(stderr, "stagger batch: %s:%ld: %s\n", name, b->line, b->message);
+            bad++;
+            print_bad_line(&bp, b->line, b->message);
             continue;
         }
         if (jobs++ >= DRY_RUN_SHOWN)

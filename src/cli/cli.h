@@ -54,6 +54,9 @@ bool cli_parse_duration(const char *text, int64_t *us);
 bool cli_parse_int(const char *text, long long min, long long max, long long *out);
 /* Finite decimal number in [min, max]. */
 bool cli_parse_double(const char *text, double min, double max, double *out);
+/* A rate "R", "R/s", "R/m" or "R/h" in requests per second (fetch, batch
+ * and proxy take the same forms); 0 only when zero_ok ("no limit"). */
+bool cli_parse_rate(const char *s, bool zero_ok, double *rate);
 /* Format a duration for people: "850 ms", "1.25 s", "2 m 05 s". */
 void cli_format_duration(int64_t us, char *buf, size_t size);
 

@@ -37,8 +37,8 @@ static int opt_rate(cli_parser *p, const cli_opt *o, void *field, const char *v)
 {
     (void)o;
     cli_engine_opts *b = field;
-    if (!cli_parse_double(v, 0, 1e6, &b->rate))
-        return cli_opt_bad(p, v, "expected requests per second, 0 for no limit");
+    if (!cli_parse_rate(v, true, &b->rate))
+        return cli_opt_bad(p, v, "expected a rate such as 10, 10/s or 600/m (0: no limit)");
     b->rate_given = true;
     return 0;
 }
@@ -136,7 +136,7 @@ const cli_opt cli_engine_opts_table[] = {
      E(http_version), opt_http_version, NULL, 0, NULL},
     {CLI_FN, "http2-prior-knowledge", 0, NULL, "use HTTP/2 without an upgrade on http://",
      E(http_version), opt_http_version, NULL, 0, NULL},
-    {CLI_FN, "rate", 0, "R",
+    {CLI_FN, "rate", 0, "R[/s|/m|/h]",
      "client-side limit, requests/s per host (token bucket);\n0: no limit; not given: adaptive "
      "rate",
      0, opt_rate, NULL, 0, NULL},

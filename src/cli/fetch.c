@@ -299,32 +299,6 @@ static bool make_uuid(char out[37])
     return true;
 }
 
-static bool parse_rate(const char *s, double *rate)
-{
-    char buf[64];
-    if (!s || strlen(s) >= sizeof buf)
-        return false;
-    snprintf(buf, sizeof buf, "%s", s);
-    double per = 1.0;
-    char *slash = strchr(buf, '/');
-    if (slash) {
-        *slash = '\0';
-        const char *unit = slash + 1;
-        if (!strcmp(unit, "s"))
-            per = 1.0;
-        else if (!strcmp(unit, "m"))
-            per = 60.0;
-        else if (!strcmp(unit, "h"))
-            per = 3600.0;
-        else
-            return false;
-    }
-    double v;
-    if (!cli_parse_double(buf, 1e-6, 1e9, &v))
-        return false;
-    *rate = v / per;
-    return *rate > 0 && *rate <= STG_BUCKET_RATE_MAX;
-}
 
 static bool method_token_ok(const char *m)
 {
@@ -507,7 +481,7 @@ static int opt_rate(cli_parser *p, const cli_opt *o, void *field, const char *va
 {
     (void)o;
     fetch_opts *fo = field;
-    if (!parse_rate(val, &fo->rate))
+    if (!cli_parse_rate(val, false, &fo->rate))
         return cli_opt_bad(p, val, "expected a rate such as 10/s or 600/m");
     fo->has_rate = true;
     return 0;
@@ -565,8 +539,9 @@ static int opt_url(cli_parser *p, const char *arg)
 static const cli_opt fetch_table[] = {
     {.kind = CLI_HEADING, .help = "Request"},
     {CLI_STRING, "request", 'X', "METHOD", "method (default GET, or POST with data)", F(method),
-     NULL, NULL, 0, NULL},
-    {CLI_STRING, "method", 0, "METHOD", "same as --request", F(method), NULL, NULL, 0, NULL},
+     NULL, NULL, 0, NULL, .values = "GET POST PUT PATCH DELETE HEAD OPTIONS"},
+    {CLI_STRING, "method", 0, "METHOD", "same as --request", F(method), NULL, NULL, 0, NULL,
+     .values = "GET POST PUT PATCH DELETE HEAD OPTIONS"},
     {CLI_FLAG, "head", 'I', NULL, "HEAD request; print the response headers", F(head), NULL,
      NULL, 0, NULL},
     {CLI_FN, "header", 'H', "'Name: value'",

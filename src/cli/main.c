@@ -4,6 +4,7 @@
  * left out of the table and reported as such.
  */
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -139,6 +140,18 @@ int main(int argc, char **argv)
     const struct command *c = lookup(cmd);
     if (c && c->run)
         return c->run(argc - 1, argv + 1);
+    /* A slip ("bach"): the closest command, one edit for a short name. */
+    const char *near = NULL;
+    size_t best = SIZE_MAX, n = strlen(cmd);
+    for (size_t i = 0; i < N_COMMANDS; i++) {
+        size_t d = commands[i].run ? cli_distance(cmd, commands[i].name) : SIZE_MAX;
+        if (d < best)
+            best = d, near = commands[i].name;
+    }
+    if (near && best <= (n <= 6 ? 1 : n / 3)) {
+        fprintf(stderr, "stagger: unknown command '%s'; did you mean '%s'?\n", cmd, near);
+        return CLI_EXIT_USAGE;
+    }
     fprintf(stderr, "stagger: unknown command '%s' (see stagger --help)\n", cmd);
     return CLI_EXIT_USAGE;
 }

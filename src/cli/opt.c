@@ -136,6 +136,11 @@ static void closest(const cli_opt *t, const char *name, size_t n, const char **b
     }
 }
 
+size_t cli_distance(const char *a, const char *b)
+{
+    return distance(a, strlen(a), b, strlen(b));
+}
+
 const char *cli_closest_option(const cli_command *c, const char *name, size_t n)
 {
     const char *best = NULL;
@@ -420,19 +425,53 @@ void cli_help(const cli_command *c, FILE *out)
     cli_exit_help(c->exits, out);
 }
 
+/* The values of o for the completions: its list, or the lower-case words
+ * of an arg such as "wait|defer" or "KEY|auto". */
+static void opt_values(const cli_opt *o, char *buf, size_t size)
+{
+    buf[0] = '\0';
+    if (o->values) {
+        snprintf(buf, size, "%s", o->values);
+        return;
+    }
+    if (!o->arg || !strchr(o->arg, '|'))
+        return;
+    size_t w = 0;
+    for (const char *p = o->arg; *p;) {
+        size_t n = strcspn(p, "|");
+        bool word = n > 0;
+        for (size_t i = 0; i < n; i++)
+            word = word && ((p[i] >= 'a' && p[i] <= 'z') || (p[i] >= '0' && p[i] <= '9') ||
+                            p[i] == '-');
+        if (word && w + n + 2 < size) {
+            if (w)
+                buf[w++] = ' ';
+            memcpy(buf + w, p, n);
+            w += n;
+            buf[w] = '\0';
+        }
+        p += n + (p[n] == '|');
+    }
+}
+
 static void dump_table(FILE *out, const cli_command *c, const cli_opt *t, const char *man)
 {
     for (const cli_opt *o = t; o->kind != CLI_END; o++) {
         if (o->flags & CLI_OPT_HIDDEN)
             continue;
         const char *ref = o->man ? o->man : man;
-        char def[96];
-        if (o->kind == CLI_GROUP)
+        char def[96], values[256];
+        if (o->kind == CLI_GROUP) {
             dump_table(out, c, o->group, ref);
-        else if (is_option(o))
-            fprintf(out, "%s\t%c\t%s\t%s\t%s\n", o->name ? o->name : "-",
+        } else if (is_option(o)) {
+            opt_values(o, values, sizeof values);
+            const char *h = o->help ? o->help : "";
+            int hl = (int)strcspn(h, "\n\t");
+            fprintf(out, "%s\t%c\t%s\t%s\t%s\t%s\t%.*s\n", o->name ? o->name : "-",
                     o->letter ? o->letter : '-', o->arg ? o->arg : "-", ref ? ref : "-",
-                    cli_opt_default(c, o, def, sizeof def) ? def : "-");
+                    cli_opt_default(c, o, def, sizeof def) ? def : "-",
+                    values[0] ? values : "-", hl ? hl : 1, hl ? h : "-");
+        }
     }
 }
 

@@ -80,6 +80,10 @@ struct cli_opt {
     /* Or a default the command decides (its policy preset's value): shown
      * and listed like def; the command applies it itself (policy_defaults). */
     cli_default_fn def_fn;
+    /* The values the option takes, space-separated, for the shell
+     * completions ("auto bar lines none"); NULL: none listed, or the
+     * lower-case words of an arg such as "wait|defer". */
+    const char *values;
 };
 
 /* Table-building shorthands. */
@@ -143,7 +147,9 @@ void cli_help(const cli_command *c, FILE *out);
  * writes) into buf; false when it has none. */
 bool cli_opt_default(const cli_command *c, const cli_opt *o, char *buf, size_t size);
 
-/* One line per visible option, "NAME\tLETTER\tARG\tMAN\tDEFAULT" (empty fields as "-"),
+/* One line per visible option, "NAME\tLETTER\tARG\tMAN\tDEFAULT\tVALUES\tHELP"
+ * (empty fields as "-"; VALUES space-separated, HELP the first line of the
+ * help text, for the completions' descriptions),
  * in table order: what docs/stagger-*.1 must list (tests/integration/
  * test_cli_options.sh). */
 void cli_dump_options(const cli_command *c, FILE *out);
@@ -151,5 +157,9 @@ void cli_dump_options(const cli_command *c, FILE *out);
 /* The visible long name of c closest to the unknown name (n bytes), or
  * NULL when none is close enough to be a likely typo: for "did you mean". */
 const char *cli_closest_option(const cli_command *c, const char *name, size_t n);
+
+/* The edit distance of a and b (adjacent transpositions count one), for
+ * "did you mean"; SIZE_MAX for names of 64 bytes or more. */
+size_t cli_distance(const char *a, const char *b);
 
 #endif

@@ -86,8 +86,15 @@ static void print_policy(const stg_policy *p)
         cli_format_duration(p->deadline_us, dl, sizeof dl);
     printf("policy: %s backoff, base %s (transient) / %s (throttle), x%g, cap %s",
            stg_backoff_kind_name(p->backoff.kind), base, tbase, p->backoff.multiplier, cap);
-    if (p->backoff.kind == STG_BACKOFF_PROPORTIONAL)
-        printf(" (%+g%%..%+g%%)", p->backoff.jitter_lo * 100, p->backoff.jitter_hi * 100);
+    if (p->backoff.kind == STG_BACKOFF_PROPORTIONAL) {
+        /* the jitter applies after the cap: say where a wait can reach
+         * (issue #37: "cap 30.00 s" beside a row that reaches 36.00 s) */
+        char top[32];
+        cli_format_duration((int64_t)((double)p->backoff.cap_us * (1 + p->backoff.jitter_hi)), top,
+                            sizeof top);
+        printf(" before jitter (%+g%%..%+g%%: a wait reaches %s)", p->backoff.jitter_lo * 100,
+               p->backoff.jitter_hi * 100, top);
+    }
     printf("; %d attempts; deadline %s; Retry-After %s\n", p->max_attempts, dl,
            stg_retry_after_mode_name(p->retry_after_mode));
     printf("refusals (429, 529, a rate-limit 403): %s\n",
@@ -502,8 +509,9 @@ static const cli_opt plan_opts_table[] = {
      "a response header (Retry-After, X-RateLimit-*, RateLimit,\nany dialect of stagger-plan(1)); repeatable", 0,
      opt_header, NULL, 0, NULL},
     {CLI_FN, "request", 'X', "METHOD", "the request method (default GET)", F(o), opt_method, NULL,
-     0, NULL},
-    {CLI_FN, "method", 0, "METHOD", "same as --request", F(o), opt_method, NULL, 0, NULL},
+     0, NULL, .values = "GET POST PUT PATCH DELETE HEAD OPTIONS"},
+    {CLI_FN, "method", 0, "METHOD", "same as --request", F(o), opt_method, NULL, 0, NULL,
+     .values = "GET POST PUT PATCH DELETE HEAD OPTIONS"},
     {CLI_FN, "attempt", 0, "N", "the attempt that got the answer (default 1)", F(attempt),
      opt_attempt, NULL, 0, NULL},
     {CLI_FN, "elapsed", 0, "D", "time since the first attempt started (deadline)", F(elapsed),

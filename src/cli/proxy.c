@@ -203,6 +203,7 @@ static const cli_opt proxy_table[] = {
      "JSON-lines log: engine events and one line per\nrequest (redacted); SIGHUP reopens it",
      F(log_path), NULL, NULL, 0, NULL},
     CLI_OPT_HELP_ENTRY,
+    CLI_OPT_VERSION_ENTRY,
     {.kind = CLI_HEADING, .help = "Shared limit (many processes or machines)"},
     {.kind = CLI_GROUP, .group = cli_limiter_opts, .off = F(limiter), .man = "stagger-batch(1)"},
     {.kind = CLI_GROUP, .group = cli_redis_tls_opts, .off = F(limiter.tls), .man = "stagger-batch(1)"},

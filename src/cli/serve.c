@@ -355,7 +355,7 @@ static const cli_opt serve_table[] = {
      offsetof(serve_opts, cfg), opt_retry_after, NULL, 0, NULL},
     {CLI_FLAG, "ratelimit-headers", 0, NULL,
      "add X-RateLimit-Limit/-Remaining/-Reset, RateLimit and\n"
-     "RateLimit-Policy (window 1 s) to limiter answers",
+     "RateLimit-Policy to limiter answers, all stating one\npolicy: R * W requests per window W (1 s for a whole R)",
      F(ratelimit_headers), NULL, NULL, 0, NULL},
     {.kind = CLI_HEADING, .help = "Per-client refusals"},
     {CLI_FN, "fail-first", 0, "K",
@@ -369,7 +369,8 @@ static const cli_opt serve_table[] = {
      "answer as NAME does, with its quotas and header fields:\n"
      "ietf, openai, anthropic, github, discord, shopify, x,\n"
      "azure, kong or stripe",
-     F(dialect), opt_dialect, NULL, 0, NULL},
+     F(dialect), opt_dialect, NULL, 0, NULL,
+     .values = "ietf openai anthropic github discord shopify x azure kong stripe"},
     {CLI_FN, "quota", 0, "NAME=LIMIT/WINDOW",
      "resize the persona's quota NAME, e.g. requests=20/1s\n"
      "(LIMIT 0 turns it off); repeatable",
@@ -479,6 +480,7 @@ const cli_command cli_serve_command = {
     .opts = serve_table,
     .epilogue = "Endpoints: /status/CODE (that status, 100..599; ?retry_after=N adds\n"
                 "Retry-After), /echo (the request as JSON), /__stats (counters; not counted,\n"
+                "not limited), /metrics (the same counters, Prometheus text; not counted,\n"
                 "not limited), anything else: 200 {\"path\":...,\"ok\":true}. A POST or PATCH\n"
                 "repeated with the same Idempotency-Key gets the first answer again; one\n"
                 "repeated without a key is counted in duplicates_without_key. A retry that\n"

@@ -82,6 +82,37 @@ bool cli_parse_duration(const char *text, int64_t *us)
     return false;
 }
 
+bool cli_parse_rate(const char *s, bool zero_ok, double *rate)
+{
+    char buf[64];
+    if (!s || strlen(s) >= sizeof buf)
+        return false;
+    snprintf(buf, sizeof buf, "%s", s);
+    double per = 1.0;
+    char *slash = strchr(buf, '/');
+    if (slash) {
+        *slash = '\0';
+        const char *unit = slash + 1;
+        if (!strcmp(unit, "s"))
+            per = 1.0;
+        else if (!strcmp(unit, "m"))
+            per = 60.0;
+        else if (!strcmp(unit, "h"))
+            per = 3600.0;
+        else
+            return false;
+    }
+    double v;
+    if (!cli_parse_double(buf, zero_ok ? 0 : 1e-6, 1e9, &v))
+        return false;
+    if (zero_ok && v == 0) {
+        *rate = 0;
+        return true;
+    }
+    *rate = v / per;
+    return *rate > 0 && *rate <= STG_BUCKET_RATE_MAX;
+}
+
 void cli_format_duration(int64_t us, char *buf, size_t size)
 {
     if (us < 0)
@@ -297,11 +328,12 @@ const cli_opt cli_policy_kind_opts[] = {
     {CLI_FN, "preset", 0, "NAME",
      "default | full-jitter | bounded | batch | decorrelated\n"
      "(applied first wherever it is: it resets the policy)",
-     0, opt_preset, NULL, CLI_OPT_EARLY, NULL},
+     0, opt_preset, NULL, CLI_OPT_EARLY, NULL,
+     .values = "default full-jitter bounded batch decorrelated"},
     {CLI_FN, "backoff", 0, "KIND",
      "fixed | exponential | full | equal | decorrelated |\n"
      "pct:LO:HI (percent, e.g. pct:-20:20) | additive",
-     0, opt_backoff, NULL, 0, NULL},
+     0, opt_backoff, NULL, 0, NULL, .values = "fixed exponential full equal decorrelated additive"},
     CLI_OPT_END,
 };
 
@@ -322,7 +354,7 @@ const cli_opt cli_policy_opts[] = {
      "give the response back when the server asks for more\nthan this", 0,
      opt_max_server_wait, NULL, 0, NULL, NULL, def_max_server_wait},
     {CLI_FN, "retry-after", 0, "MODE", "honor | exact | cap | ignore", 0, opt_retry_after,
-     NULL, 0, NULL, NULL, def_retry_after},
+     NULL, 0, NULL, NULL, def_retry_after, .values = "honor exact cap ignore"},
     {CLI_FN, "spread", 0, "X",
      "honor mode: spread after Retry-After, as a fraction of\nit (at least --base)", 0,
      opt_spread, NULL, 0, NULL, NULL, def_spread},

@@ -3,7 +3,7 @@
  * request is over (src/cli/writeout.c).
  *
  * Invariants: the URLs it can print (%{url}, %{url_effective}) are the
- * redacted ones (no userinfo, no query values): a -w line lands in logs and
+ * redacted ones (no userinfo, no secret query values): a -w line lands in logs and
  * CI output, where curl's unredacted one would leak a token. A format is
  * checked before anything is sent (cli_writeout_check), so an unknown
  * variable is a usage error, never a half-printed line after the request.

@@ -3,10 +3,14 @@
  * list of secret words that header names, query parameter names and JSONL
  * headers are all judged by.
  *
- * A URL keeps its scheme, host, port and path; userinfo is removed, every
- * query value (and every query item without '=', which may be a bare key)
- * becomes "REDACTED", so does the value of a path's matrix parameter
- * named like a secret (";jsessionid=..."), the fragment is dropped. A URL whose authority cannot
+ * A URL keeps its scheme, host, port and path; userinfo is removed; a
+ * query value is shown unless its name is a secret's (the one list below:
+ * "?page=2&api_key=REDACTED"), and a query item without '=' (which may be
+ * a bare key) becomes "REDACTED"; so does the value of a path's matrix
+ * parameter named like a secret (";jsessionid=..."); the fragment is
+ * dropped. One rule for every place a URL is shown (fetch -v, logs,
+ * exports, --dry-run; issue #37: hiding every value hid what a user needs
+ * to debug, and two rules disagreed). A URL whose authority cannot
  * be trusted keeps only its scheme and "REDACTED". The host key (host[:port],
  * lower-cased) is the one part of a URL shown unredacted. Control bytes, spaces and
  * bytes >= 0x7f are percent-encoded, so a redacted URL is one printable
@@ -172,19 +176,26 @@ static void put_query(out *o, const char *q, size_t n)
     size_t i = 0;
     for (;;) {
         size_t s = i;
-        while (i < n && q[i] != '&')
+        /* ';' separates items too (some servers read it so): a secret
+         * behind it ("a=1;token=x") is judged by its own name */
+        while (i < n && q[i] != '&' && q[i] != ';')
             i++;
         const char *eq = memchr(q + s, '=', i - s);
         if (eq) {
-            put_clean(o, q + s, (size_t)(eq - (q + s)) + 1);
-            if ((size_t)(eq - q) + 1 < i)
-                puts_(o, REDACTED);
+            size_t name_len = (size_t)(eq - (q + s));
+            put_clean(o, q + s, name_len + 1);
+            if ((size_t)(eq - q) + 1 < i) {
+                if (stg_redact_name_is_secret(q + s, name_len))
+                    puts_(o, REDACTED);
+                else
+                    put_clean(o, eq + 1, (size_t)(q + i - eq - 1));
+            }
         } else if (i > s) {
             puts_(o, REDACTED); /* a bare item may be a key: hide it */
         }
         if (i >= n)
             break;
-        put(o, "&", 1);
+        put(o, &q[i], 1);
         i++;
     }
 }

@@ -223,7 +223,7 @@ static enum MHD_Result refuse(stg_srv *s, srv_req *r, struct MHD_Connection *c, 
                                                                              : min_s * 1000000)
                                                 : told * 1000000);
         if (rl_headers && s->cfg.ratelimit_headers)
-            srv_limit_add_headers(&s->limit, resp, r->arrival_us, true);
+            srv_limit_add_headers(&s->limit, resp, r->arrival_us, true, s->cfg.dialect != NULL);
     }
     return finish(s, r, c, status, resp, len > 0);
 }
@@ -334,7 +334,7 @@ static enum MHD_Result answer(stg_srv *s, srv_req *r, struct MHD_Connection *c, 
             srv_retry_after_add(resp, s->cfg.retry_after, rq.retry_after_s * 1000000,
                                 rq.retry_after_s);
         if (s->cfg.ratelimit_headers)
-            srv_limit_add_headers(&s->limit, resp, now, false);
+            srv_limit_add_headers(&s->limit, resp, now, false, s->cfg.dialect != NULL);
         if (dc) { /* the persona's fields on a success (dialect.h) */
             srv_dialect_after_route(dc, a.status, dout);
             srv_dout_apply(dout, resp);

@@ -2,7 +2,9 @@
  * The global rate limit and its header fields (see limit.h).
  *
  * Invariants: the bucket is the only limiter state; rate, burst, window and
- * quota are fixed at init and read-only afterwards.
+ * quota are fixed at init and read-only afterwards. Every header field
+ * states the one policy, quota per window (q = R * W), never the burst as
+ * a limit: a client that paces by Limit / Reset must get the rate.
  */
 #include <inttypes.h>
 #include <math.h>
@@ -49,7 +51,8 @@ bool srv_limit_take(srv_limit *l, int64_t now_us, int64_t *wait_us)
     return false;
 }
 
-void srv_limit_add_headers(srv_limit *l, struct MHD_Response *r, int64_t now_us, bool refused)
+void srv_limit_add_headers(srv_limit *l, struct MHD_Response *r, int64_t now_us, bool refused,
+                           bool persona)
 {
     if (!l->on)
         return;
@@ -63,12 +66,14 @@ void srv_limit_add_headers(srv_limit *l, struct MHD_Response *r, int64_t now_us,
     if (reset < 0)
         reset = 0;
     char v[128];
-    snprintf(v, sizeof v, "%" PRId64, l->burst);
-    MHD_add_response_header(r, "X-RateLimit-Limit", v);
-    snprintf(v, sizeof v, "%" PRId64, remaining);
-    MHD_add_response_header(r, "X-RateLimit-Remaining", v);
-    snprintf(v, sizeof v, "%" PRId64, reset);
-    MHD_add_response_header(r, "X-RateLimit-Reset", v);
+    if (!persona) {
+        snprintf(v, sizeof v, "%" PRId64, l->quota);
+        MHD_add_response_header(r, "X-RateLimit-Limit", v);
+        snprintf(v, sizeof v, "%" PRId64, remaining);
+        MHD_add_response_header(r, "X-RateLimit-Remaining", v);
+        snprintf(v, sizeof v, "%" PRId64, reset);
+        MHD_add_response_header(r, "X-RateLimit-Reset", v);
+    }
     snprintf(v, sizeof v, "\"default\";r=%" PRId64 ";t=%" PRId64, remaining, reset);
     MHD_add_response_header(r, "RateLimit", v);
     snprintf(v, sizeof v, "\"default\";q=%" PRId64 ";w=%" PRId64, l->quota, l->window_s);

@@ -39,7 +39,13 @@ int srv_limit_init(srv_limit *l, double rate, int64_t burst, int64_t now_us);
  * with *wait_us the time until a token is free. Thread-safe. */
 bool srv_limit_take(srv_limit *l, int64_t now_us, int64_t *wait_us);
 
-/* Add the header fields above (no-op when the limit is off). */
-void srv_limit_add_headers(srv_limit *l, struct MHD_Response *r, int64_t now_us, bool refused);
+/* Add the header fields above (no-op when the limit is off): every field
+ * describes the one policy, quota q per window w (X-RateLimit-Limit is q,
+ * as RateLimit-Policy says: a client that reads Limit per Reset must find
+ * the rate, not the burst: issue #37). persona: a --dialect persona
+ * speaks its own fields (some named X-RateLimit-* too, for its own
+ * quotas), so only the IETF pair, named "default", describes this limit. */
+void srv_limit_add_headers(srv_limit *l, struct MHD_Response *r, int64_t now_us, bool refused,
+                           bool persona);
 
 #endif

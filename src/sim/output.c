@@ -397,6 +397,9 @@ int sim_print_table(FILE *f, const sim_results *r)
     if (first->nrounds > 0)
         fprintf(f, "\nspan rK: first to last arrival of round K (r0: first attempts, rK: K-th "
                    "retry)\n");
+    if (o->scenario == SIM_HERD)
+        fprintf(f, "max in W: retries only (round 0, the first attempts, all start "
+                   "together)\n");
     if (o->scenario == SIM_QUOTA)
         fprintf(f, "\nearly: retries sent before the Retry-After had passed\n");
     return rc || ferror(f) ? -1 : 0;

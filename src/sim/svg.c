@@ -2,9 +2,13 @@
  * Charts as self-contained SVG (no scripts, no external fonts or files).
  *
  *  herd, quota, storm, load   arrivals at the server over time, one panel
- *                             per row (strategy, mode, workers), all on one
- *                             time axis; quota/storm/load in requests per
- *                             second with the server's limit dashed.
+ *                             per row (strategy, mode, workers);
+ *                             quota/storm/load on one time axis, in
+ *                             requests per second with the server's limit
+ *                             dashed; herd each panel on its own time axis
+ *                             (a 12 s row beside a 1 s one squashed it), its
+ *                             "max in W" said to leave out round 0 (the
+ *                             first attempts, all at t = 0 by design).
  *  contention                 calls and completion time against the number
  *                             of clients, one line per strategy.
  *  fleet                      fairness, the interactive wait and Redis's
@@ -84,7 +88,8 @@ static void row_summary(const sim_results *r, const sim_row *row, char *buf, siz
     peak_what(o, what, sizeof what);
     switch (o->scenario) {
     case SIM_HERD:
-        snprintf(buf, size, "max %.3g in %g ms · all done %.0f ms · %.0f calls",
+        snprintf(buf, size,
+                 "max %.3g retries in %g ms (round 0 left out) · all done %.0f ms · %.0f calls",
                  mean_of(row, "max_in_window"), (double)o->window_us / 1e3,
                  mean_of(row, "total_ms"), mean_of(row, "calls"));
         break;
@@ -221,7 +226,8 @@ static int arrivals_chart(FILE *f, const sim_results *r)
                  (double)bin / 1e3, o->limit_rps, trials);
     else
         snprintf(sub, sizeof sub,
-                 "arrivals per %g ms bin; clients refused %d times each, base %g ms; %s",
+                 "arrivals per %g ms bin, each panel on its own time axis; clients refused %d "
+                 "times each, base %g ms; %s",
                  (double)bin / 1e3, o->fail_first,
                  (double)o->policy.backoff.base_us / 1e3, trials);
     snprintf(ylab, sizeof ylab, rate ? "requests/s" : "arrivals");
@@ -237,8 +243,15 @@ static int arrivals_chart(FILE *f, const sim_results *r)
     }
 
     double pw = W - ML - MR;
+    double shared_xmax_s = xmax_s, shared_xstep = xstep;
     for (size_t i = 0; i < r->nrows; i++) {
         const sim_row *row = &r->rows[i];
+        xmax_s = shared_xmax_s, xstep = shared_xstep;
+        if (!rate) { /* herd: this row's own time axis */
+            xmax_s = (double)(row->nbins ? row->nbins : 1) * (double)bin / 1e6;
+            xstep = nice_step(xmax_s, 10);
+            xmax_s = ceil(xmax_s / xstep - 1e-9) * xstep;
+        }
         int y0 = top + (int)i * (PANEL_H + PANEL_GAP) + 18;
         int y1 = y0 + PANEL_H;
         char lab[96];

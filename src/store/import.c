@@ -60,17 +60,31 @@ static char *stored_headers(const stg_job_spec *j, bool *nomem)
     return out;
 }
 
-/* The message for another job set; returns STG_ESTATE. */
-static int another_set(stg_store *s, const char *have, size_t n, const char *fingerprint)
+/* The message for another job set; returns STG_ESTATE. path: this input's
+ * path (may be NULL): when it is the one the database was made from, the
+ * file changed since (issue #37: "belongs to another job set" read as if
+ * another file had been given). */
+static int another_set(stg_store *s, const char *have, size_t n, const char *fingerprint,
+                       const char *path)
 {
     char *count = NULL, *input = NULL;
     stg_store_meta_get(s, "job_count", &count);
     stg_store_meta_get(s, "input_path", &input);
-    stg__store_error(s, STG_ESTATE,
-                     "%s: belongs to another job set (%s jobs from %s, fingerprint %.12s); "
-                     "this input has %zu jobs (fingerprint %.12s). Nothing was changed: use "
-                     "another --db, or delete that file to start over",
-                     s->path, count ? count : "?", input ? input : "?", have, n, fingerprint);
+    if (path && input && !strcmp(path, input))
+        stg__store_error(s, STG_ESTATE,
+                         "%s: the input changed since this database was made from it (%s \u2192 "
+                         "%zu jobs; fingerprint %.12s \u2192 %.12s). Nothing was changed: to "
+                         "finish the jobs as they were, run again with --db %s and no input "
+                         "(or restore the file); to run the new input, use another --db or "
+                         "delete that file",
+                         s->path, count ? count : "?", n, have, fingerprint, s->path);
+    else
+        stg__store_error(s, STG_ESTATE,
+                         "%s: belongs to another job set (%s jobs from %s, fingerprint "
+                         "%.12s); this input has %zu jobs (fingerprint %.12s). Nothing was "
+                         "changed: use another --db, or delete that file to start over",
+                         s->path, count ? count : "?", input ? input : "?", have, n,
+                         fingerprint);
     free(count);
     free(input);
     return STG_ESTATE;
@@ -263,7 +277,7 @@ int stg_store_import(stg_store *s, const stg_job_set *set, const char *input_pat
     if (err)
         return err;
     if (have) {
-        err = strcmp(have, set->fingerprint) ? another_set(s, have, set->n, set->fingerprint)
+        err = strcmp(have, set->fingerprint) ? another_set(s, have, set->n, set->fingerprint, input_path)
                                              : STG_OK;
         free(have);
         stg__store_rollback(s); /* nothing was written either way */
@@ -354,7 +368,7 @@ int stg_store_import_stream(stg_store *s, stg_input_reader *r,
         res->refused = true; /* the caller says why; nothing is written */
     } else if (rc == SQLITE_OK && rerr == STG_OK && have) {
         if (strcmp(have, res->fingerprint))
-            err = another_set(s, have, im.n, res->fingerprint);
+            err = another_set(s, have, im.n, res->fingerprint, o->input_path);
     } else if (rc == SQLITE_OK && rerr == STG_OK) {
         rc = imp_meta(&im, res->fingerprint, o->input_path, res->format, o->now_ms);
     }

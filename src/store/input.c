@@ -142,74 +142,24 @@ bool stg_store_url_valid(const char *url)
     return hlen > 0 && host[0] != ':';
 }
 
-/* Append src[0..n) to buf at *w (size bytes), bytes outside printable
- * ASCII percent-encoded; *w counts what the whole would take. */
-static void put_enc(char *buf, size_t size, size_t *w, const char *src, size_t n)
-{
-    static const char hex[] = "0123456789ABCDEF";
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)src[i];
-        char enc[3] = {(char)c, 0, 0};
-        size_t k = 1;
-        if (c <= 0x20 || c >= 0x7f)
-            enc[0] = '%', enc[1] = hex[c >> 4], enc[2] = hex[c & 15], k = 3;
-        for (size_t j = 0; j < k; j++, (*w)++)
-            if (*w + 1 < size)
-                buf[*w] = enc[j];
-    }
-}
-
 size_t stg_store_url_shown(const char *url, char *buf, size_t size)
 {
+    /* The core's rule, the one every log and -v uses: secret-named query
+     * values hidden, the rest shown (redact.h). */
     if (!url)
         url = "";
-    /* Scheme, host, port and path: the core's redaction, up to its query. */
-    size_t cap = strlen(url) * 3 + 64;
-    char *head = malloc(cap);
-    size_t w = 0;
-    if (!head) {
+    size_t cap = strlen(url) * 3 + 64; /* every byte percent-encoded, and REDACTED */
+    char *all = malloc(cap);
+    if (!all) {
         if (size)
             buf[0] = '\0';
         return 0;
     }
-    stg_redact_url(url, head, cap);
-    const char *hq = strchr(head, '?');
-    size_t hl = hq ? (size_t)(hq - head) : strlen(head);
-    bool unreadable = strstr(head, "://REDACTED") && !strchr(strstr(head, "://") + 3, '/');
-    put_enc(buf, size, &w, head, hl);
-    free(head);
-    /* The query, from the URL as given (after the authority). */
-    const char *auth = strstr(url, "://");
-    auth = auth ? auth + 3 : url;
-    const char *q = unreadable ? NULL : strchr(auth + strcspn(auth, "/?#"), '?');
-    if (q && *auth && strcspn(auth, "/?#") < strlen(auth)) {
-        size_t qlen = strcspn(q + 1, "#");
-        const char *p = q + 1, *end = q + 1 + qlen;
-        put_enc(buf, size, &w, "?", 1);
-        while (p <= end) {
-            size_t il = strcspn(p, "&#");
-            if (p + il > end)
-                il = (size_t)(end - p);
-            const char *eq = memchr(p, '=', il);
-            if (!eq) {
-                if (il)
-                    put_enc(buf, size, &w, "REDACTED", 8);
-            } else if (stg_redact_name_is_secret(p, (size_t)(eq - p))) {
-                put_enc(buf, size, &w, p, (size_t)(eq - p) + 1);
-                put_enc(buf, size, &w, "REDACTED", 8);
-            } else {
-                put_enc(buf, size, &w, p, il);
-            }
-            p += il;
-            if (p >= end)
-                break;
-            put_enc(buf, size, &w, "&", 1);
-            p++;
-        }
-    }
+    size_t n = stg_redact_url(url, all, cap);
     if (size)
-        buf[w < size ? w : size - 1] = '\0';
-    return w;
+        snprintf(buf, size, "%s", all);
+    free(all);
+    return n;
 }
 
 bool stg_store_url_is_secret(const char *url)

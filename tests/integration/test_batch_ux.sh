@@ -7,6 +7,11 @@
 #  2. A CSV batch does what it shows: -H values filled per row (an
 #     Idempotency-Key per row is not "reused"), --json-body sends JSON,
 #     --idempotency-key auto|TEMPLATE, --dry-run prints the body redacted.
+#  4. Query values, one rule (secret names hidden, the rest shown) in the
+#     --log, export and --dry-run.
+#  5. An input that grew by a line says "the input changed (5 → 6 jobs)".
+#  3. A file of numbers without --url: "looks like keys: did you forget
+#     --url TEMPLATE?", and no hint that points at a database never written.
 # Counts and words only: the short --breaker-open/--deadline just keep it
 # short.
 . "$(dirname "$0")/lib.sh"
@@ -58,6 +63,17 @@ for k, name in want.items():
     assert b == {"name": name, "n": int(k)}, b
 ' "$T/out"
 
+# a secret per row (-H 'Authorization: Bearer {token}'): sent, never stored
+mkdir -p "$T/out2"
+expect_exit "-H 'Authorization: Bearer {token}': exit 0" 0 "$S" batch -q --db "$T/sec.db" \
+  --out "$T/out2" --url "http://127.0.0.1:$PORT/echo?row={id}" -H 'Authorization: Bearer {token}' \
+  "$T/items.csv"
+check "  each row's token sent" python3 -c '
+import json, sys
+e = json.load(open(sys.argv[1] + "/2"))
+assert {k.lower(): v for k, v in e["headers"].items()}["authorization"] == "Bearer t2", e' "$T/out2"
+check "  no token in the database" sh -c '! grep -q "s3cr3t\|Bearer t2" "$1"' _ "$T/sec.db"
+
 # an Idempotency-Key per row: serve refuses a key reused with another body (422)
 serve_start idem
 expect_exit "-H 'Idempotency-Key: order-{id}': every row done (exit 0)" 0 "$S" batch -q \
@@ -90,5 +106,40 @@ expect_exit "-d with a JSON-looking body: a note" 0 "$S" batch --dry-run \
   --url "http://127.0.0.1:9/i/{id}" -d '{"name": "{name}"}' "$T/items.csv"
 check "  the note names --json-body" grep -q "form-encoded.*--json-body" /tmp/stg_err.$$
 check "  the -d body printed as is" grep -qF 'body: {"name": "Ann"}' /tmp/stg_out.$$
+
+# ---- 3. keys without --url -------------------------------------------------------------
+seq 1 25 >"$T/nums.txt"
+expect_exit "a file of numbers, no --url: exit 5" 5 "$S" batch --db "$T/nums.db" "$T/nums.txt"
+cp /tmp/stg_err.$$ "$T/nums.err"
+check "  'did you forget --url TEMPLATE?'" grep -q "look like keys, not URLs: did you forget --url TEMPLATE?" "$T/nums.err"
+n=$(grep -c "no URL" "$T/nums.err" || true)
+check "  not 20 'no URL' lines ($n)" [ "$n" -le 3 ]
+check "  no database, and no hint that reads one" sh -c '! [ -e "$1" ] && ! grep -q "batch report" "$2"' _ "$T/nums.db" "$T/nums.err"
+# with jobs among the bad lines the database is written: the hint names it
+( seq 1 25; echo "http://127.0.0.1:$PORT/x" ) >"$T/mixed.txt"
+expect_exit "keys and a URL: exit 0" 0 "$S" batch -q --db "$T/mixed.db" "$T/mixed.txt"
+check "  the hint names the database that holds the bad lines" grep -q "batch report --db $T/mixed.db --bad-lines" /tmp/stg_err.$$
+
+# ---- 4. query values: one rule ---------------------------------------------------------
+echo "http://127.0.0.1:$PORT/q?page=2&limit=50&api_key=QSECRET" >"$T/q.txt"
+expect_exit "a URL with a secret query value: exit 0" 0 "$S" batch -q --db "$T/q.db" \
+  --log "$T/q.jsonl" "$T/q.txt"
+check "--log: page and limit shown, api_key hidden" \
+  grep -q '"url":"http://127.0.0.1:'"$PORT"'/q?page=2&limit=50&api_key=REDACTED"' "$T/q.jsonl"
+"$S" batch export --db "$T/q.db" >"$T/q.export"
+check "export: the same" grep -q '/q?page=2&limit=50&api_key=REDACTED"' "$T/q.export"
+"$S" batch --dry-run "$T/q.txt" >"$T/q.dry" 2>&1
+check "--dry-run: the same" grep -q '/q?page=2&limit=50&api_key=REDACTED ' "$T/q.dry"
+check "no secret anywhere" sh -c '! grep -q QSECRET "$1" "$2" "$3"' _ "$T/q.jsonl" "$T/q.export" "$T/q.dry"
+
+# ---- 5. the input changed ------------------------------------------------------------
+for i in 1 2 3 4 5; do echo "http://127.0.0.1:$PORT/c/$i"; done >"$T/c.txt"
+expect_exit "5 jobs: exit 0" 0 "$S" batch -q --db "$T/c.db" "$T/c.txt"
+echo "http://127.0.0.1:$PORT/c/6" >>"$T/c.txt"
+expect_exit "one line appended: the database is refused (exit 4)" 4 "$S" batch -q --db "$T/c.db" "$T/c.txt"
+check "  'the input changed ... (5 → 6 jobs'" grep -q "the input changed since this database was made from it (5 → 6 jobs" /tmp/stg_err.$$
+printf 'http://127.0.0.1:%s/d/1\n' "$PORT" >"$T/d.txt"
+expect_exit "another file: exit 4" 4 "$S" batch -q --db "$T/c.db" "$T/d.txt"
+check "  'belongs to another job set'" grep -q "belongs to another job set (5 jobs from" /tmp/stg_err.$$
 
 finish

@@ -123,7 +123,7 @@ for cmd in plan serve sim fetch batch proxy "batch report" "batch export"; do
   check "$cmd: the table has options" [ -s "$T/table" ]
   # An option whose man text lives on another page: its entry (or its
   # subsection's introduction) names that page.
-  while IFS=$(printf '\t') read -r name letter arg ref def; do
+  while IFS=$(printf '\t') read -r name letter arg ref def _rest; do
     [ "$ref" = - ] && continue
     ctx=$(awk -F '\t' -v n="$name" '$1 == n { print $4 }' "$T/man.full")
     case $ctx in
@@ -134,7 +134,7 @@ for cmd in plan serve sim fetch batch proxy "batch report" "batch export"; do
   # Defaults (issue #37): the table holds each option's default once (the
   # fifth field: what --help prints and the code starts from); the man
   # entry of an option described on this page says the same default.
-  while IFS=$(printf '\t') read -r name letter arg ref def; do
+  while IFS=$(printf '\t') read -r name letter arg ref def _rest; do
     [ "$ref" != - ] || [ "$def" = - ] || [ "$name" = - ] && continue
     # compared without blanks, colons and case ("Default: 5s" says "default 5s")
     want=$(printf 'default%s' "$def" | tr -d ' \t:' | tr 'A-Z' 'a-z')
@@ -154,7 +154,7 @@ $(cat "$T/diff")"
   # printed: `serve --client-by-addr` alone would start a server that runs
   # until the timeout. An option with a value is given none (its error is
   # "needs a value", not "unknown"), never --help as its value.
-  while IFS=$(printf '\t') read -r name letter arg ref; do
+  while IFS=$(printf '\t') read -r name letter arg ref _rest; do
     [ "$name" = - ] && continue
     set +e
     # shellcheck disable=SC2086

@@ -48,6 +48,25 @@ check "fetch -o completes files" grep -qx out-file.json "$T/files"
 (cd "$T/w" && complete_words "$S" fetch --retries "") > "$T/novalue"
 check "fetch --retries N offers no file" sh -c "! grep -q out-file '$T/novalue'"
 
+# Values (issue #37): an option whose values the table lists completes to
+# them, whatever the shell.
+vals() { complete_words "$S" "$@" "" | tr '\n' ' '; }
+check "batch --progress offers its modes ($(vals batch --progress))" \
+  test "$(vals batch --progress)" = "auto bar lines none "
+check "batch export --format offers json, jsonl, csv ($(vals batch export --format))" \
+  test "$(vals batch export --format)" = "csv json jsonl "
+check "plan --preset offers the presets ($(vals plan --preset))" \
+  sh -c 'case "$1" in *batch*decorrelated*default*) exit 0;; *) exit 1;; esac' _ "$(vals plan --preset)"
+if "$S" help --commands | grep -qx serve; then
+  check "serve --dialect offers the dialects" sh -c 'case "$1" in *anthropic*openai*) exit 0;; *) exit 1;; esac' _ "$(vals serve --dialect)"
+fi
+check "batch --on-breaker offers wait and defer ($(vals batch --on-breaker))" \
+  test "$(vals batch --on-breaker)" = "defer wait "
+# the presets the table lists are the ones plan knows
+for p in $(vals plan --preset); do
+  expect_exit "plan --preset $p is known" 0 "$S" plan --preset "$p"
+done
+
 # An option the table lacks is never offered (the completion reads the table).
 complete_words "$S" fetch --frob > "$T/frob"
 check "no invented option" sh -c "! grep -q . '$T/frob'"
@@ -75,6 +94,13 @@ ZEOF
   "$S" help --options fetch | awk -F '\t' '$1 ~ /^retr/ { print "--" $1 }' | sort -u > "$T/zwant"
   check "zsh offers the table's --retr* options ($(tr '\n' ' ' < "$T/zgot"))" \
     sh -c "comm -23 '$T/zwant' '$T/zgot' | grep -q . && exit 1 || exit 0"
+  check "zsh describes them (the table's help: 'retries after the first attempt')" \
+    grep -q "retries after the first attempt" "$T/zout"
+  # values: "stagger batch --progress <TAB>" lists the modes
+  sed -e 's/stagger fetch --retr/stagger batch --progress /' -e 's/[*]--retry-on[*]/*lines*/' \
+    "$T/z.zsh" > "$T/zv.zsh"
+  timeout 60 zsh -f "$T/zv.zsh" "$T/zbin" "$T/zfp" > "$T/zvout" 2>&1 || true
+  check "zsh offers batch --progress's values" sh -c "grep -q 'auto  *bar  *lines' '$T/zvout'"
 else
   echo "zsh not installed: its completion's syntax not checked"
 fi

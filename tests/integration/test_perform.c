@@ -206,7 +206,7 @@ static void test_discarded_body_never_leaks(void **state)
     assert_in_range_i64(atomic_load(&rec.wait_us), STG_SEC(1), STG_MS(1200));
     assert_true(took >= STG_SEC(1));
     assert_in_range_i64(r.elapsed_us, STG_SEC(1), took);
-    assert_non_null(strstr(r.final_url, "/echo?k=REDACTED"));
+    assert_non_null(strstr(r.final_url, "/echo?k=v")); /* not a secret's name: shown */
     stg_result_free(&r);
     curl_easy_cleanup(e);
     curl_slist_free_all(h);

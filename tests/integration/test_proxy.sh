@@ -26,8 +26,8 @@ UP=$URL; UPPORT=$PORT; UPPID=$SRV_PID
 proxy_start basic --upstream "$UP" --log "$T/basic.log"
 body=$(curl -s -H 'Authorization: Bearer sk-secret-123' -H 'Connection: X-Hop' \
   -H 'X-Hop: 1' -H 'Keep-Alive: timeout=5' -H 'X-Keep: yes' -H 'Stagger-Retries: 2' \
-  -H 'Accept:' "$PX/echo?q=secretvalue")
-jcheck "echo path" "$body" 'j["path"] == "/echo" and j["query"] == {"q": "secretvalue"}'
+  -H 'Accept:' "$PX/echo?q=shown&token=secretvalue")
+jcheck "echo path" "$body" 'j["path"] == "/echo" and j["query"] == {"q": "shown", "token": "secretvalue"}'
 jcheck "Host is the upstream's" "$body" "j['headers']['Host'] == '127.0.0.1:$UPPORT'"
 via=$($PY -c 'import json,sys; print(json.loads(sys.argv[1])["headers"]["Via"])' "$body")
 check "Via added: this proxy's pseudonym ($via)" grep -Eqx '1\.1 stagger-[0-9a-f]{8}' <<<"$via"
@@ -92,9 +92,14 @@ for _ in $(seq 600); do [ -s "$T/basic.log" ] && break; sleep 0.05; done
 curl -s -o /dev/null "$PX/echo;jsessionid=SESSIONSECRET/x;api_key=KEYSECRET;page=2"
 check "matrix parameters: the request is logged" \
   wait_for grep -q '"url":"[^"]*/echo;jsessionid=REDACTED/x;api_key=REDACTED;page=2"' "$T/basic.log"
+# Query values: one rule everywhere (issue #37): a secret name's value
+# hidden, the rest shown (what a user needs to debug).
+curl -s -o /dev/null "$PX/echo?page=2&limit=50&api_key=QUERYSECRET"
+check "query: page and limit shown, api_key hidden" \
+  wait_for grep -q '"url":"[^"]*/echo?page=2&limit=50&api_key=REDACTED"' "$T/basic.log"
 check "SIGHUP reopens the log" grep -q '"event":"proxy"' "$T/basic.log"
 check "the log has engine events" grep -q '"event":"attempt_start"' "$T/basic.log.1"
-check "no secret in the log" sh -c "! grep -q 'sk-secret-123\|secretvalue\|SESSIONSECRET\|KEYSECRET' '$T/basic.log' '$T/basic.log.1'"
+check "no secret in the log" sh -c "! grep -q 'sk-secret-123\|secretvalue\|SESSIONSECRET\|KEYSECRET\|QUERYSECRET' '$T/basic.log' '$T/basic.log.1'"
 proxy_stop
 
 # ---- routes: the longest prefix on a segment boundary -----------------------

@@ -61,7 +61,9 @@ print("  admitted %d, limited %d in %.3f s; bound burst + rate*t = %.1f" % (admi
 assert admitted <= bound, (admitted, bound)
 for status, h in results:
     lim, rem, reset = int(h["x-ratelimit-limit"]), int(h["x-ratelimit-remaining"]), int(h["x-ratelimit-reset"])
-    assert lim == burst and 0 <= rem <= lim and 0 <= reset <= -(-burst // int(rate)), h
+    # Limit is the policy's quota (R per 1 s), not the burst (issue #37:
+    # Limit 5 / Reset 1 beside q=20;w=1 made a client pace at 5/s)
+    assert lim == int(rate) and 0 <= rem <= burst and 0 <= reset <= -(-burst // int(rate)), h
     assert h["ratelimit"] == '"default";r=%d;t=%d' % (rem, reset), h
     assert h["ratelimit-policy"] == '"default";q=%d;w=1' % rate, h
     if status == 429:
@@ -165,3 +167,36 @@ assert len(t) == 2, t
 print(max(0, -(-(4000000 - (t[1] - t[0])) // 1000000)))' "$TMP/slow.log") || fail "slow log"
 [ "$ra" = "$want" ] || fail "Retry-After at 0.25/s: '$ra', the bucket's wait gives $want"
 ok "--retry-after seconds: ceil of the bucket's wait ($ra s at 0.25/s)"
+
+# --- one policy in every dialect (issue #37) ----------------------------------------
+# --rate 20 --burst 5 --ratelimit-headers: every field names 20 per 1 s, never the
+# burst as a limit; with a persona, whose own fields (Discord's and GitHub's are
+# X-RateLimit-* too) describe its own quotas, no field name appears twice with two
+# values, and the IETF pair "default" describes the --rate limit.
+for d in none ietf openai anthropic github discord shopify x azure kong stripe; do
+    if [ "$d" = none ]; then start_server rl-none --rate 20 --burst 5 --ratelimit-headers
+    else start_server "rl-$d" --rate 20 --burst 5 --ratelimit-headers --dialect "$d"; fi
+    curl -s -o /dev/null -D "$TMP/h.$d" "$URL/items/1"
+    stop_server
+    "$PYTHON" - "$TMP/h.$d" "$d" <<'PYEOF' || fail "dialect $d: the rate-limit fields disagree"
+import sys
+fields = {}
+for line in open(sys.argv[1], encoding="latin-1"):
+    if ":" in line and not line.startswith("HTTP/"):
+        k, v = line.split(":", 1)
+        fields.setdefault(k.strip().lower(), []).append(v.strip())
+d = sys.argv[2]
+for k, vs in fields.items():
+    if k in ("ratelimit", "ratelimit-policy"):    # SF lists: lines join; names unique
+        names = [p.strip().split(";")[0] for v in vs for p in v.split(",")]
+        assert len(names) == len(set(names)), (d, k, vs)
+    else:
+        assert len(set(vs)) == 1, (d, k, vs)      # no name with two values
+pol = [p.strip() for v in fields.get("ratelimit-policy", []) for p in v.split(",")]
+assert '"default";q=20;w=1' in pol, (d, pol)
+if d == "none":
+    assert fields["x-ratelimit-limit"] == ["20"], fields
+    assert int(fields["x-ratelimit-remaining"][0]) <= 5, fields
+PYEOF
+done
+ok "--ratelimit-headers: one policy (20 per 1 s) in every dialect, no field twice"

@@ -411,6 +411,13 @@ static void test_outputs(void **state)
     assert_memory_equal(s, "<?xml", 5);
     assert_non_null(strstr(s, "</svg>"));
     assert_non_null(strstr(s, "time (s)"));
+    /* issue #37: the peak says round 0 is left out, and each panel has its
+     * own time axis (fixed's ends near 1 s, decorrelated's past 10 s) */
+    assert_non_null(strstr(s, "retries in 10 ms (round 0 left out)"));
+    assert_non_null(strstr(s, "each panel on its own time axis"));
+    free(s);
+    s = dump(&r, sim_print_table);
+    assert_non_null(strstr(s, "max in W: retries only"));
     free(s);
     sim_results_free(&r);
 
