@@ -630,13 +630,15 @@ static json_t *classes_json(const uint64_t *n)
 static void quota_json(const char *host, const stg_quota_view *v, void *data)
 {
     json_array_append_new(
-        data, json_pack("{s:s,s:s,s:s,s:f,s:I,s:I,s:I,s:I,s:f}", "host", host, "key", v->key,
+        data, json_pack("{s:s,s:s,s:s,s:f,s:I,s:I,s:I,s:I,s:f,s:I,s:I}", "host", host, "key",
+                        v->key,
                         "unit", v->unit, "window_s",
                         v->window_us < 0 ? -1.0 : (double)v->window_us / 1e6, "limit",
                         (json_int_t)v->limit, "remaining", (json_int_t)v->told_remaining,
                         "estimate", (json_int_t)v->estimate, "reserved",
                         (json_int_t)v->inflight, "reset_s",
-                        v->reset_in_us < 0 ? -1.0 : (double)v->reset_in_us / 1e6));
+                        v->reset_in_us < 0 ? -1.0 : (double)v->reset_in_us / 1e6, "admitted",
+                        (json_int_t)v->admitted, "refused", (json_int_t)v->refused));
 }
 
 static json_t *to_json(const stg_metrics *m)
