@@ -6,8 +6,11 @@
  * Invariants:
  *  - no commit of its own, no write on the send path beyond the rows a
  *    flush already commits: stg__batch_series_write runs inside
- *    stg__batch_flush, just before its commit, and writes only seconds
+ *    stg__batch_flush, just before its commit, writes only when the group
+ *    holds other writes to commit (stg_store_pending) and only seconds
  *    that are over (all of them once the run stops, drains or ends);
+ *    a run with nothing else to commit for SERIES_PENDING / 2 seconds
+ *    (all of them waits) commits its rows then, once;
  *  - the memory is bounded: one open row plus at most SERIES_PENDING
  *    closed rows not yet written (a store that failed writes nothing
  *    more; rows beyond that are dropped, never grown);
@@ -85,6 +88,12 @@ void stg__batch_series_write(stg_batch *b)
         (z->open.t_s && stg_store_now_ms() / 1000 > z->open.t_s))
         close_open(z);
     if (!z->n_done)
+        return;
+    /* Only with a commit that happens anyway (the group holds other
+     * writes), or at the end, or once half the room is used (a run with
+     * nothing else to commit for 32 s: one commit then). */
+    if (!stg_store_pending(b->store) && !(b->ended || b->stopping || b->drained) &&
+        z->n_done < SERIES_PENDING / 2)
         return;
     if (stg_store_series_add(b->store, b->run_id, z->done, (size_t)z->n_done, NULL) != STG_OK) {
         stg__batch_store_failed(b);

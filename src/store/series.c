@@ -11,13 +11,16 @@
  * version stays; a database without it draws no such series).
  *
  * Invariants:
- *  - rows are written inside the caller's transaction (the batch's group:
- *    batch/series.c writes at the flush commit.c already does), never
- *    committed here;
+ *  - rows are written in one transaction; in a group (stg_store_group),
+ *    the group's, committed by its flush (batch/series.c writes at the
+ *    flush commit.c already does, when the group holds something to commit
+ *    anyway: stg_store_pending);
  *  - bounded: at most SERIES_MAX_ROWS rows per run: when a run's rows pass
  *    it, they are merged in pairs (the width doubles: 1 s, 2 s, 4 s ...;
  *    sums add, the rate and concurrency keep the larger), and incoming rows
- *    are aligned to the run's width; only the last SERIES_KEEP_RUNS runs
+ *    are aligned to the run's width and added the same way (a row wider
+ *    than a second holds the largest rate and concurrency of its seconds);
+ *    only the last SERIES_KEEP_RUNS runs
  *    keep a series (older ones are dropped at a run's first write). So the
  *    table holds at most SERIES_MAX_ROWS x SERIES_KEEP_RUNS rows;
  *  - sums are exact through a merge (the waits' total equals what the
@@ -112,6 +115,9 @@ int stg_store_series_add(stg_store *s, int64_t run_id, const stg_store_second *r
                          int64_t *width_s)
 {
     int64_t have = 0, w = 1;
+    int err = stg__store_begin(s); /* in a group: joins its transaction */
+    if (err != STG_OK)
+        return err;
     int rc = sqlite3_exec(s->db, create_sql, NULL, NULL, NULL);
     if (rc == SQLITE_OK)
         rc = run_shape(s, run_id, &have, &w);
@@ -124,9 +130,8 @@ int stg_store_series_add(stg_store *s, int64_t run_id, const stg_store_second *r
             s->db,
             "INSERT INTO run_seconds VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, "
             "?13, ?14, ?15, ?16) ON CONFLICT(run_id, t_s) DO UPDATE SET " SUMS ", "
-            "learned_rate = CASE WHEN excluded.learned_rate > 0 THEN excluded.learned_rate "
-            "ELSE learned_rate END, concurrency = CASE WHEN excluded.concurrency > 0 THEN "
-            "excluded.concurrency ELSE concurrency END",
+            "learned_rate = max(learned_rate, excluded.learned_rate), "
+            "concurrency = max(concurrency, excluded.concurrency)",
             -1, &st, NULL);
     for (size_t i = 0; rc == SQLITE_OK && i < n; i++) {
         const stg_store_second *r = &rows[i];
@@ -150,7 +155,17 @@ int stg_store_series_add(stg_store *s, int64_t run_id, const stg_store_second *r
         rc = coarsen(s, run_id, w);
     if (width_s)
         *width_s = w;
-    return rc == SQLITE_OK ? STG_OK : stg__store_fail(s, rc, "cannot record the run's series");
+    if (rc != SQLITE_OK) {
+        err = stg__store_fail(s, rc, "cannot record the run's series");
+        stg__store_rollback(s); /* in a group: all of it, as any failure in it */
+        return err;
+    }
+    return stg__store_commit(s); /* in a group: stg_store_flush commits it */
+}
+
+bool stg_store_pending(const stg_store *s)
+{
+    return s && s->group_open;
 }
 
 int stg__store_series_into(stg_store *s, int64_t t0_ms, int64_t bucket_ms, int64_t n,

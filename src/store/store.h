@@ -629,12 +629,16 @@ typedef struct stg_store_second {
     double learned_rate;                      /* last seen; 0: none */
     int concurrency;                          /* last learned limit seen; 0: none */
 } stg_store_second;
-/* Add n rows to run_id's series, in the open transaction (the table
+/* Add n rows to run_id's series, in one transaction (in a group: the
+ * group's, committed by its flush; a failure rolls the group back) (the table
  * run_seconds is made if missing), and say the run's row width in seconds
  * (*width_s: 1, or larger once the run's rows were merged to stay under
  * their cap; rows are aligned to it). STG_OK or STG_EDB. */
 int stg_store_series_add(stg_store *s, int64_t run_id, const stg_store_second *rows, size_t n,
                          int64_t *width_s);
+/* A group transaction is open (stg_store_group): writes not yet committed,
+ * which the next stg_store_flush commits. */
+bool stg_store_pending(const stg_store *s);
 /* Print the bad input lines, "PATH:LINE: message", at most max (0: all). */
 int stg_store_bad_lines_print(stg_store *s, const char *input, long max, FILE *out);
 
