@@ -72,9 +72,10 @@ void stg__batch_series_see(stg_batch *b, const stg_event *ev)
         if (k >= 0 && ev->wait_us > 0)
             r->wait_us[k] += ev->wait_us;
     }
-    if (ev->more && ev->more->learned_rate > 0)
+    /* The largest of the second's events (of any host: one series a run). */
+    if (ev->more && ev->more->learned_rate > r->learned_rate)
         r->learned_rate = ev->more->learned_rate;
-    if (ev->concurrency_limit > 0)
+    if (ev->concurrency_limit > r->concurrency)
         r->concurrency = ev->concurrency_limit;
 }
 

@@ -4,7 +4,7 @@
  * second and run, the attempts started, the answers 429 and 503, the time
  * requests waited by reason (the engine's WAITED events, in us, put in the
  * second the wait ended), and the learned rate and concurrency as the
- * events carried them (the last value seen in the second).
+ * events carried them (the largest in the second, of any host).
  *
  * Table run_seconds, made if missing by the first write (like run_waits:
  * an added table changes no row an older reader reads, so the schema

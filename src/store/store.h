@@ -626,8 +626,8 @@ typedef struct stg_store_second {
     int64_t t_s;                              /* Unix second */
     int64_t attempts, n429, n503;             /* attempts started; answers 429, 503 */
     int64_t wait_us[STG_STORE_WAIT_REASONS];  /* waits that ended in the second */
-    double learned_rate;                      /* last seen; 0: none */
-    int concurrency;                          /* last learned limit seen; 0: none */
+    double learned_rate;                      /* the largest seen (any host); 0: none */
+    int concurrency;                          /* the largest learned limit seen; 0: none */
 } stg_store_second;
 /* Add n rows to run_id's series, in one transaction (in a group: the
  * group's, committed by its flush; a failure rolls the group back) (the table
