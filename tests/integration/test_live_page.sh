@@ -80,7 +80,7 @@ jcheck "batch: live.json has the jobs" "$(curl -s "http://127.0.0.1:$BP/live.jso
   'j["kind"] == "batch" and j["batch"]["total"] == 240'
 rc=0
 probe "http://127.0.0.1:$BP/?interval=500" "$ART/live-batch.png" --live \
-  --expect "c_rate=admitted,c_wait=on the wire,c_learn=rate,c_quota=remaining,c_keyrate=admitted" \
+  --expect "c_rate=admitted,c_wait=on the wire,c_learn=rate,c_quota=remaining,c_keyrate=admitted,c_keyrate=refused" \
   > "$T/batch.json" 2> "$T/batch.err" || rc=$?
 check "batch page: no load from elsewhere, charts and progress moving ($(tail -1 "$T/batch.err"))" [ "$rc" = 0 ]
 check "batch page: screenshot kept ($ART/live-batch.png)" test -s "$ART/live-batch.png"
