@@ -907,8 +907,9 @@ STG_API void stg_metrics_set_quotas(stg_metrics *m, stg_quota *q);
 STG_API int stg_metrics_add_source(stg_metrics *m, stg_metrics_source_fn fn, void *data);
 /* The metrics as one JSON object (what the live pages poll): "quotas"
  * (with stg_metrics_set_quotas: [{"host", "key", "unit", "window_s",
- * "limit", "remaining", "estimate", "reserved", "reset_s"}], -1 where not
- * known), "attempts",
+ * "limit", "remaining", "estimate", "reserved", "reset_s", "admitted",
+ * "refused"}], -1 where not known; admitted and refused: stg_quota_tally's
+ * counts), "attempts",
  * "hosts" (per host: "attempts" by class, "learned_rate",
  * "concurrency_limit"), "waits" (per reason: "count", "seconds"),
  * "retries" and "give_ups" (by reason), "successes", "in_flight",

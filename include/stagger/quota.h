@@ -163,6 +163,14 @@ typedef struct stg_quota_host_info {
  * NULL) STG_EINVAL for a bad config or STG_ENOMEM. Free with stg_quota_free. */
 STG_API stg_quota *stg_quota_new(const stg_quota_config *cfg, int *err);
 
+/* Count an answered send against the quotas ticket t charged (call it
+ * before t is settled, which empties it): as refused (the server's 429,
+ * 503 or 529) or admitted; stg_quota_each shows the counts per quota. A
+ * send whose ticket charged nothing (no quota known yet, a host's cold
+ * probe) is counted nowhere. Returns STG_OK or STG_EINVAL. Thread-safe. */
+STG_API int stg_quota_tally(stg_quota *q, const char *host, const stg_quota_ticket *t,
+                            bool refused);
+
 /* Free the limiter. Accepts NULL. */
 STG_API void stg_quota_free(stg_quota *q);
 
@@ -252,7 +260,10 @@ typedef struct stg_quota_view {
     int64_t estimate;              /* units admissible now, in flight excluded */
     int64_t inflight;              /* units reserved by sends not answered yet */
     int64_t reset_in_us;           /* until the announced reset (0: passed) */
-    uint64_t stg__reserved[4];     /* room to grow (docs/ABI.md); zero */
+    /* Answered sends whose ticket charged this quota (stg_quota_tally):
+     * not refused, and refused (429, 503, 529). */
+    int64_t admitted, refused;
+    uint64_t stg__reserved[2];     /* room to grow (docs/ABI.md); zero */
 } stg_quota_view;
 
 /* Called once per quota, host first (borrowed strings), with the limiter's

@@ -24,6 +24,8 @@
  *    review);
  *  - the 20 ms flush: at a step's end once FLUSH_EVERY_US passed since
  *    the last commit, and at a stop, a drain and the run's end.
+ * Every flush also carries the run's per-second series rows that are due
+ * (series.c): never a commit of their own.
  * So a busy run commits about once per claim (a claim of ~2 x the slots)
  * instead of once per pass (about once per job against a fast server).
  *
@@ -66,6 +68,9 @@ void stg__batch_committed(stg_batch *b)
 void stg__batch_flush(stg_batch *b)
 {
     if (b->source || b->store_failed)
+        return;
+    stg__batch_series_write(b); /* series.c: its rows join this commit */
+    if (b->store_failed)
         return;
     if (stg_store_flush(b->store) != STG_OK)
         stg__batch_store_failed(b);

@@ -208,6 +208,7 @@ void stg__batch_on_event(const stg_event *ev, void *data)
         sl->n429 += ev->status == 429;
         sl->n503 += ev->status == 503;
     }
+    stg__batch_series_see(b, ev);
     if (b->source && b->source->on_event)
         b->source->on_event(b->source->ctx, ev);
     if (b->user_event)

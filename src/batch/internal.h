@@ -112,6 +112,7 @@ struct stg_batch {
     stg_batch_stop_cause cause; /* first cause of a stop; RUNNING: none yet */
     char msg[800];
     int64_t start_us, next_save_us;
+    struct stg__batch_series *series; /* series.c; NULL until an event */
 };
 
 /* Stop for cause (the first cause wins; STORE also stops all writes). */
@@ -127,6 +128,12 @@ void stg__batch_release(stg_batch *b, stg_batch_slot *sl);
 /* The engine's callbacks (finish.c). */
 void stg__batch_on_done(stg_engine *e, uint64_t id, const stg_result *res, void *data);
 void stg__batch_on_event(const stg_event *ev, void *data);
+/* The run's per-second series (series.c): count an event; write the
+ * seconds that are over into the open group (from stg__batch_flush only);
+ * free it. */
+void stg__batch_series_see(stg_batch *b, const stg_event *ev);
+void stg__batch_series_write(stg_batch *b);
+void stg__batch_series_free(stg_batch *b);
 /* The job source seam (source.c): the store, or b->source. The counts
  * follow a committed move only with the store (a source's counts are the
  * whole queue's, read back: source_counts). */

@@ -405,6 +405,7 @@ void stg_batch_free(stg_batch *b, int exit_code)
     }
     for (int i = 0; b->slots && i < b->nslots; i++)
         stg_job_clear(&b->slots[i].job);
+    stg__batch_series_free(b);
     free(b->slots);
     free(b->ahead);
     if (b->out_fd >= 0)

@@ -23,6 +23,9 @@
  *    would let more in than the server has left;
  *  - uids are never reused (one counter per limiter), so a ticket naming
  *    a forgotten quota can never settle another one;
+ *  - a quota's admitted and refused counts (stg_quota_tally, for display)
+ *    only grow, and only for the quotas a ticket charged: they never
+ *    change what is admitted;
  *  - a host holds at most max_keys quotas and max_routes routes, and the
  *    limiter at most max_hosts hosts: every insertion past a cap first
  *    forgets the least recently used entry.
@@ -72,6 +75,9 @@ typedef struct qent {
     int64_t est_rem;     /* and the remaining count it told */
     int64_t est_known;   /* the last admission made before that answer
                             came (q->next_seq then) */
+    int64_t admitted; /* answered sends that charged it, not refused
+                         (stg_quota_tally) */
+    int64_t refused;  /* answered 429, 503 or 529 */
     uint64_t tick;    /* last use, for LRU */
 } qent;
 
@@ -1034,6 +1040,29 @@ int stg_quota_cancel(stg_quota *q, const char *hostname, stg_quota_ticket *t)
     return STG_OK;
 }
 
+int stg_quota_tally(stg_quota *q, const char *hostname, const stg_quota_ticket *t, bool refused)
+{
+    if (!q || !hostname)
+        return STG_EINVAL;
+    if (!t)
+        return STG_OK;
+    tview v;
+    memcpy(&v, t, sizeof v);
+    if (v.n < 0 || v.n > STG_QUOTA_TICKET_MAX)
+        return STG_OK;
+    pthread_mutex_lock(&q->lock);
+    host *h = host_find(q, hostname);
+    for (int64_t i = 0; h && i < v.n; i++) {
+        qent *e = by_uid(q, h, v.e[i].uid);
+        if (e && refused)
+            e->refused++;
+        else if (e)
+            e->admitted++;
+    }
+    pthread_mutex_unlock(&q->lock);
+    return STG_OK;
+}
+
 int stg_quota_host_get(stg_quota *q, const char *hostname, int64_t now_us,
                        stg_quota_host_info *info)
 {
@@ -1077,6 +1106,8 @@ int stg_quota_each(stg_quota *q, int64_t now_us, stg_quota_each_fn fn, void *dat
             v.estimate = e->est;
             v.inflight = e->inflight;
             v.reset_in_us = e->reset_at == NEVER ? -1 : e->reset_at > now_us ? e->reset_at - now_us : 0;
+            v.admitted = e->admitted;
+            v.refused = e->refused;
             fn(h->name, &v, data);
         }
     }

@@ -16,6 +16,10 @@
  * is learned whole at its end (its body may add to the quotas: a
  * refusal's RetryInfo, a GitHub secondary limit).
  *
+ * An answered send is also counted, per quota its ticket charged, as
+ * admitted or refused (429, 503, 529: stg_quota_tally), for the live
+ * pages' per-key rates.
+ *
  * Invariants: 0 <= q_held <= q_alive per host; a request holds a ticket
  * (qt, sq) only while quota_held.
  */
@@ -105,6 +109,8 @@ void stg__eng_quota_settle(stg_engine *e, req *r, bool answered, bool unsent)
         sq->settle(sq->ctx, sqt, 0, &qs, used, n_used, later);
     if (!q)
         return;
+    stg_quota_tally(q, r->host->key, r->qt,
+                    refusal(r->status) || r->status == 503); /* per key, for the live pages */
     char route[512];
     stg__eng_route(r, route, sizeof route);
     stg_quota_settle_used(q, r->host->key, route, r->qt, &qs, used, n_used, e->now);

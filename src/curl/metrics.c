@@ -45,6 +45,9 @@
  *   stagger_quota_reset_seconds{...}       (limit, remaining, time to reset)
  *   stagger_quota_reserved{host,key,unit}  beside the units stagger holds
  *                                          reserved for sends in flight
+ *   stagger_quota_answers_total{host,key,  the answers to the sends that
+ *     unit,outcome}                        spent each quota (stg_quota_tally):
+ *                                          admitted, refused
  * Then what the sources added with stg_metrics_add_source print (the
  * batch's jobs by state, the proxy's own series).
  * With keep-alive, connections_opened stays at the concurrency while the
@@ -369,7 +372,7 @@ static int64_t mono_us(void)
 
 typedef struct quota_print {
     FILE *f;
-    int which; /* 0 limit, 1 remaining, 2 reset, 3 reserved */
+    int which; /* 0 limit, 1 remaining, 2 reset, 3 reserved, 4 answers */
 } quota_print;
 
 static void quota_line(const char *host, const stg_quota_view *v, void *data)
@@ -377,6 +380,19 @@ static void quota_line(const char *host, const stg_quota_view *v, void *data)
     quota_print *qp = data;
     static const char *const names[] = {"stagger_quota_limit", "stagger_quota_remaining",
                                         "stagger_quota_reset_seconds", "stagger_quota_reserved"};
+    if (qp->which == 4) { /* a counter, by outcome */
+        for (int o = 0; o < 2; o++) {
+            fputs("stagger_quota_answers_total{host=", qp->f);
+            label(qp->f, host);
+            fputs(",key=", qp->f);
+            label(qp->f, v->key);
+            fputs(",unit=", qp->f);
+            label(qp->f, v->unit);
+            fprintf(qp->f, ",outcome=\"%s\"} %lld\n", o ? "refused" : "admitted",
+                    (long long)(o ? v->refused : v->admitted));
+        }
+        return;
+    }
     double x = qp->which == 0   ? (double)v->limit
                : qp->which == 1 ? (double)v->told_remaining
                : qp->which == 2 ? (v->reset_in_us < 0 ? -1 : (double)v->reset_in_us / 1e6)
@@ -402,9 +418,11 @@ static void print_quotas(const stg_metrics *m, FILE *f)
         "# HELP stagger_quota_reset_seconds Time until each quota's announced reset.\n"
         "# TYPE stagger_quota_reset_seconds gauge\n",
         "# HELP stagger_quota_reserved Units of each quota stagger holds reserved for sends "
-        "not answered yet.\n# TYPE stagger_quota_reserved gauge\n"};
+        "not answered yet.\n# TYPE stagger_quota_reserved gauge\n",
+        "# HELP stagger_quota_answers_total Answers to the sends that spent each quota: "
+        "admitted, or refused (429, 503, 529).\n# TYPE stagger_quota_answers_total counter\n"};
     int64_t now = mono_us();
-    for (int w = 0; w < 4; w++) {
+    for (int w = 0; w < 5; w++) {
         fputs(head[w], f);
         quota_print qp = {f, w};
         if (m->quotas)
@@ -630,13 +648,15 @@ static json_t *classes_json(const uint64_t *n)
 static void quota_json(const char *host, const stg_quota_view *v, void *data)
 {
     json_array_append_new(
-        data, json_pack("{s:s,s:s,s:s,s:f,s:I,s:I,s:I,s:I,s:f}", "host", host, "key", v->key,
+        data, json_pack("{s:s,s:s,s:s,s:f,s:I,s:I,s:I,s:I,s:f,s:I,s:I}", "host", host, "key",
+                        v->key,
                         "unit", v->unit, "window_s",
                         v->window_us < 0 ? -1.0 : (double)v->window_us / 1e6, "limit",
                         (json_int_t)v->limit, "remaining", (json_int_t)v->told_remaining,
                         "estimate", (json_int_t)v->estimate, "reserved",
                         (json_int_t)v->inflight, "reset_s",
-                        v->reset_in_us < 0 ? -1.0 : (double)v->reset_in_us / 1e6));
+                        v->reset_in_us < 0 ? -1.0 : (double)v->reset_in_us / 1e6, "admitted",
+                        (json_int_t)v->admitted, "refused", (json_int_t)v->refused));
 }
 
 static json_t *to_json(const stg_metrics *m)

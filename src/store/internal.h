@@ -83,4 +83,13 @@ int stg__store_prepare(stg_store *s, sqlite3_stmt **st, const char *sql);
 int stg__store_run_add(stg_store *s, int64_t run_id, int calls, int retries, int n429,
                        int n503, int finished);
 
+/* Add the run_seconds series (series.c) into the timeline object `into`
+ * (a json_t), over its n buckets of bucket_ms from t0_ms: "attempts",
+ * "status_429", "status_503", "waits_ms" {reason: [ms]}, "learned_rate",
+ * "concurrency" (the larger in the bucket; null: none). Nothing when the
+ * database has no series. */
+struct json_t;
+int stg__store_series_into(stg_store *s, int64_t t0_ms, int64_t bucket_ms, int64_t n,
+                           struct json_t *into);
+
 #endif

@@ -615,6 +615,30 @@ int stg_store_run_waits_add(stg_store *s, int64_t retry_ms, int64_t limiter_ms);
  * bucket), "durations": [{"le_ms", "n"}]}, into *out (the caller frees
  * it). STG_OK, STG_EDB (the message in stg_store_errmsg) or STG_ENOMEM. */
 int stg_store_timeline_json(stg_store *s, char **out);
+
+/* The run's per-second series (series.c): what a batch's events said, per
+ * second of a run, written by the batch at the commits it makes anyway. */
+#define STG_STORE_WAIT_REASONS 8
+/* The WAITED reasons, in the order of stg_store_second.wait_us: "slot",
+ * "limiter", "quota", "pace", "concurrency", "breaker", "backoff", "budget". */
+extern const char *const stg_store_wait_reasons[STG_STORE_WAIT_REASONS];
+typedef struct stg_store_second {
+    int64_t t_s;                              /* Unix second */
+    int64_t attempts, n429, n503;             /* attempts started; answers 429, 503 */
+    int64_t wait_us[STG_STORE_WAIT_REASONS];  /* waits that ended in the second */
+    double learned_rate;                      /* the largest seen (any host); 0: none */
+    int concurrency;                          /* the largest learned limit seen; 0: none */
+} stg_store_second;
+/* Add n rows to run_id's series, in one transaction (in a group: the
+ * group's, committed by its flush; a failure rolls the group back) (the table
+ * run_seconds is made if missing), and say the run's row width in seconds
+ * (*width_s: 1, or larger once the run's rows were merged to stay under
+ * their cap; rows are aligned to it). STG_OK or STG_EDB. */
+int stg_store_series_add(stg_store *s, int64_t run_id, const stg_store_second *rows, size_t n,
+                         int64_t *width_s);
+/* A group transaction is open (stg_store_group): writes not yet committed,
+ * which the next stg_store_flush commits. */
+bool stg_store_pending(const stg_store *s);
 /* Print the bad input lines, "PATH:LINE: message", at most max (0: all). */
 int stg_store_bad_lines_print(stg_store *s, const char *input, long max, FILE *out);
 

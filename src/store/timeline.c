@@ -8,8 +8,8 @@
  * claim and finish times, its last status and attempt count), not each
  * attempt: refusals are the jobs whose last answer was a 429, and the
  * retries of a job are placed at its finish. What it does not hold (the
- * learned rate, each wait) is not drawn; the runs' totals of waits are in
- * the report beside it.
+ * learned rate, each wait, each attempt) comes from the per-second series
+ * the runs recorded (series.c), put into the same buckets.
  *
  * Invariants: one pass over the jobs with both times; at most
  * TL_MAX_BUCKETS buckets, each a whole number of seconds wide; the mean in
@@ -163,6 +163,8 @@ int stg_store_timeline_json(stg_store *s, char **out)
     o = json_pack("{s:I,s:I,s:I,s:o,s:o,s:o,s:o,s:o}", "t0_ms", (json_int_t)t.t0, "bucket_ms",
                   (json_int_t)t.w, "buckets", (json_int_t)t.n, "finished", fin, "claimed",
                   claimed, "retries", retries, "in_flight", inflight, "durations", dur);
+    if (o && (rc = stg__store_series_into(s, t.t0, t.w, t.n, o)) != STG_OK)
+        goto out; /* the per-second series, when the runs recorded it (series.c) */
     *out = o ? json_dumps(o, JSON_COMPACT) : NULL;
 out:
     json_decref(o);

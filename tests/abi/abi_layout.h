@@ -69,7 +69,7 @@
     X(stg_quota_cost, 2, 48)            \
     X(stg_quota_config, 5, 104)         \
     X(stg_quota_host_info, 4, 56)       \
-    X(stg_quota_view, 4, 168)           \
+    X(stg_quota_view, 2, 168)           \
     X(stg_cost_parts, 3, 48)            \
     X(stg_cost_rule, 4, 64)             \
     X(stg_concurrency_config, 6, 96)   \

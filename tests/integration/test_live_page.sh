@@ -6,7 +6,8 @@
 # Each page loads with nothing from outside the machine (Chromium resolves
 # no name but 127.0.0.1; every load is the page's own, none failed), its
 # charts draw the expected series and move between two looks (new points,
-# values that are not zero), the batch's progress moves, and a screenshot
+# values that are not zero; per quota key too: the answers admitted and
+# refused of the sends that spent it), the batch's progress moves, and a screenshot
 # of each is kept (live-proxy.png, live-batch.png in $STG_ARTIFACTS, by
 # default ./artifacts). Then the batch's `report --html` file, opened as
 # file://: it loads nothing but itself and its charts draw (report.png). Skipped (77) without chromium and chromedriver
@@ -53,9 +54,13 @@ jcheck "proxy: live.json" "$(curl -s "$PX/__stagger/live.json")" \
 LOAD=$!
 rc=0
 probe "$PX/__stagger/?interval=500" "$ART/live-proxy.png" --live \
-  --expect "c_rate=admitted,c_rate=refused,c_wait=on the wire,c_learn=rate,c_retry=retry,c_quota=reserved" \
+  --expect "c_rate=admitted,c_rate=refused,c_wait=on the wire,c_learn=rate,c_retry=retry,c_quota=reserved,c_keyrate=admitted,c_keyrate=refused" \
   > "$T/proxy.json" 2> "$T/proxy.err" || rc=$?
 kill "$LOAD" 2>/dev/null; wait "$LOAD" 2>/dev/null || true
+# Per quota key: the answers to the sends that spent it (stg_quota_tally),
+# never more than the attempts made.
+jcheck "proxy: live.json counts answers per quota key" "$(curl -s "$PX/__stagger/live.json")" \
+  'any(q["admitted"] > 0 for q in j["metrics"]["quotas"]) and all(q["admitted"] + q["refused"] <= sum(sum(h["attempts"].values()) for h in j["metrics"]["hosts"].values()) for q in j["metrics"]["quotas"])'
 check "proxy page: no load from elsewhere, charts drawn and moving ($(tail -1 "$T/proxy.err"))" [ "$rc" = 0 ]
 check "proxy page: screenshot kept ($ART/live-proxy.png)" test -s "$ART/live-proxy.png"
 proxy_stop
@@ -75,7 +80,7 @@ jcheck "batch: live.json has the jobs" "$(curl -s "http://127.0.0.1:$BP/live.jso
   'j["kind"] == "batch" and j["batch"]["total"] == 240'
 rc=0
 probe "http://127.0.0.1:$BP/?interval=500" "$ART/live-batch.png" --live \
-  --expect "c_rate=admitted,c_wait=on the wire,c_learn=rate,c_quota=remaining" \
+  --expect "c_rate=admitted,c_wait=on the wire,c_learn=rate,c_quota=remaining,c_keyrate=admitted,c_keyrate=refused" \
   > "$T/batch.json" 2> "$T/batch.err" || rc=$?
 check "batch page: no load from elsewhere, charts and progress moving ($(tail -1 "$T/batch.err"))" [ "$rc" = 0 ]
 check "batch page: screenshot kept ($ART/live-batch.png)" test -s "$ART/live-batch.png"
@@ -87,7 +92,7 @@ kill -TERM "$BPID" 2>/dev/null; wait "$BPID" 2>/dev/null || true
 "$STAGGER" batch report --html "$T/report.html" "$T/jobs.txt" > /dev/null || fail "report --html"
 rc=0
 probe "file://$T/report.html" "$ART/report.png" \
-  --expect "c_status=2xx,c_flow=claimed,c_inflight=in flight,c_dur=jobs" \
+  --expect "c_status=2xx,c_flow=claimed,c_inflight=in flight,c_dur=jobs,c_waits=,c_learned=attempts/s,c_learned=learned rate" \
   > "$T/report.json" 2> "$T/report.err" || rc=$?
 check "report file: nothing loaded but itself, its charts drawn ($(tail -1 "$T/report.err"))" [ "$rc" = 0 ]
 check "report file: screenshot kept ($ART/report.png)" test -s "$ART/report.png"

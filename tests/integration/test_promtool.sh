@@ -38,6 +38,7 @@ for c in fetch batch proxy serve; do
     sh -c 'promtool check metrics < "$1"' _ "$T/$c.prom"
 done
 check "the quotas were there to be checked" grep -q '^stagger_quota_limit{' "$T/proxy.prom"
+check "  with the answers per quota key" grep -Eq '^stagger_quota_answers_total\{.*outcome="admitted"\} [1-9]' "$T/proxy.prom"
 check "the retries and waits were there to be checked" \
   grep -q '^stagger_retries_total{reason="retry_status",cause="429"}' "$T/batch.prom"
 

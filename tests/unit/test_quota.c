@@ -851,6 +851,51 @@ static void test_each(void **state)
     stg_quota_free(q);
 }
 
+/* stg_quota_tally counts an answered send in every quota its ticket
+ * charged, and only those: admitted or refused, per key; a ticket that
+ * charged nothing, or none, counts nowhere. */
+typedef struct by_key {
+    int64_t admitted[2], refused[2]; /* "core", "search" */
+} by_key;
+
+static void see_key(const char *host, const stg_quota_view *v, void *data)
+{
+    (void)host;
+    by_key *b = data;
+    int k = !strcmp(v->key, "search");
+    b->admitted[k] = v->admitted;
+    b->refused[k] = v->refused;
+}
+
+static void test_tally(void **state)
+{
+    (void)state;
+    stg_quota *q = make(0);
+    learn(q, "GET /repos", obs("core", "requests", 5000, 100, -1), 0);
+    learn(q, "GET /search", obs("search", "requests", 30, 10, -1), 0);
+    stg_quota_ticket t;
+    int64_t w;
+    for (int i = 0; i < 3; i++) { /* three core sends: two answered 200, one 429 */
+        assert_int_equal(stg_quota_acquire(q, H, "GET /repos", NULL, 0, 0, &t, &w), STG_OK);
+        assert_int_equal(stg_quota_tally(q, H, &t, i == 2), STG_OK);
+        assert_int_equal(stg_quota_settle(q, H, "GET /repos", &t, NULL, 0), STG_OK);
+    }
+    assert_int_equal(stg_quota_acquire(q, H, "GET /search", NULL, 0, 0, &t, &w), STG_OK);
+    assert_int_equal(stg_quota_tally(q, H, &t, true), STG_OK);
+    assert_int_equal(stg_quota_settle(q, H, "GET /search", &t, NULL, 0), STG_OK);
+    /* Settled: the ticket is empty, a tally of it counts nothing. */
+    assert_int_equal(stg_quota_tally(q, H, &t, true), STG_OK);
+    assert_int_equal(stg_quota_tally(q, H, NULL, true), STG_OK);
+    assert_int_equal(stg_quota_tally(NULL, H, &t, true), STG_EINVAL);
+    by_key b = {{0, 0}, {0, 0}};
+    assert_int_equal(stg_quota_each(q, 0, see_key, &b), STG_OK);
+    assert_int_equal(b.admitted[0], 2);
+    assert_int_equal(b.refused[0], 1);
+    assert_int_equal(b.admitted[1], 0);
+    assert_int_equal(b.refused[1], 1);
+    stg_quota_free(q);
+}
+
 /* A request with a declared cost in one unit, against two quotas: the
  * requests quota is charged 1, the tokens quota the cost. */
 static void test_two_units(void **state)
@@ -1328,6 +1373,7 @@ int main(void)
         cmocka_unit_test(test_keys_and_fallback),
         cmocka_unit_test(test_global_pause),
         cmocka_unit_test(test_each),
+        cmocka_unit_test(test_tally),
         cmocka_unit_test(test_probe_and_dormant),
         cmocka_unit_test(test_window_left_out),
         cmocka_unit_test(test_caps),
