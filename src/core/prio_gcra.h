@@ -19,7 +19,9 @@
  *     behind it, h = the number of higher classes with fresh demand. So a
  *     higher-class request finds a token now, or within one interval T of
  *     its first call (before its mark was fresh). Other callers may reserve
- *     up to max_wait ahead, as the plain GCRA does.
+ *     ahead, as the plain GCRA does: interactive up to max_wait, normal at
+ *     most one interval T (so an interactive request after a pause finds
+ *     at most one normal reservation ahead of it, not one per process).
  *  4. Floor: a low caller whose class's floor GCRA (interval T / floor,
  *     burst 1) conforms may take one token as a higher class would (with a
  *     wait up to max_wait, no headroom), so each class below interactive
@@ -44,6 +46,15 @@
  *     lost, erring on the side of sending less), as gcra.c's leases. If
  *     no token of a lead-placed request is granted, one token is tried
  *     without lead (a plain take: used at once, it needs no window).
+ *  7. Retry slots: a refusal's hint is the later of the rules' own hint
+ *     and the tenant's next retry slot, and the slot after it is one share
+ *     interval (Tt, or T for a tenant alone) later. So callers refused
+ *     together are told successive instants, one per token the tenant may
+ *     get, and come back one at a time: the hint grows with the callers
+ *     waiting in the tenant, and the key sees about one refused call per
+ *     token per class, not one per waiting caller per interval. Nothing
+ *     but the hint depends on the slot (a caller back early is decided as
+ *     any other, and told the next free slot).
  *
  * Numbers: times are int64 ns; the script keeps the same values relative
  * to a base second and computes in Lua doubles, so every value stays an
@@ -63,7 +74,8 @@
 #include <stagger/priority.h>
 
 /* Tenants remembered per key (all classes together). A tenant whose mark
- * went stale and whose bucket is full again is forgotten; when the table is
+ * went stale, whose bucket is full again and whose retry slots are past is
+ * forgotten; when the table is
  * full of live tenants a new one is not tracked (treated as alone: within
  * its share), the side of admitting by class only. */
 #define STG__PRIO_TENANTS_MAX 64
@@ -77,6 +89,7 @@ typedef struct stg__prio_tenant {
     int64_t tat_ns;     /* the tenant's share GCRA: full again at this instant */
     int64_t until_ns;   /* demand mark: active until */
     int64_t weight_m;   /* weight in thousandths, >= 1 */
+    int64_t q_ns;       /* rule 7: the tenant's next free retry slot */
     char name[STG_TENANT_MAX + 1]; /* "" for the class's default tenant */
 } stg__prio_tenant;
 
