@@ -129,7 +129,7 @@ static void try_take(const ctx *c, int64_t g0, int64_t n, attempt *a)
          * tenants reserve the key's future at their shares' pace), the
          * floor (a low class, the first token only). */
         bool a_now = within && wg <= 0 && (need == 0 || wg + need * T <= 0);
-        bool o_now = !within && wg + (need + 1) * T <= 0;
+        bool o_now = !within && i == 0 && wg + (need + 1) * T <= 0;
         bool a_wait = within && !c->low && i == 0 && wg <= c->res_wait;
         bool f = within && c->low && c->need > 0 && i == 0 && c->ft0 <= now &&
                  wg <= c->max_wait;
@@ -238,7 +238,7 @@ int stg__prio_decide(stg__prio_state *st, const stg__prio_req *rq, stg__prio_gra
         int64_t h = a.hint;
         if (me) {
             int64_t slot = max64(now + h, me->q_ns);
-            me->q_ns = slot + (c.Tt > 0 ? c.Tt : T);
+            me->q_ns = slot + ((c.Tt > 0 ? c.Tt : T) + 1) / 2;
             h = slot - now;
         }
         out->wait_ns = h;

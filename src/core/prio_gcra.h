@@ -32,7 +32,10 @@
  *     only such a token may be granted as rules 3-4 allow (reserved ahead
  *     included: so tenants reserve the key's future at their shares' pace,
  *     not at the pace they ask). A token beyond the share is granted only
- *     if it conforms now and leaves one more token (over h) behind, and it
+ *     as a call's first (a lease borrows one token at a time: callers told
+ *     retry slots ask seldom, and a lease sized by a process's own past
+ *     admissions would otherwise take a tenant's tokens in bulk) and only
+ *     if it conforms now and leaves one more token (over h) behind; it
  *     is not charged to the tenant. So under contention each tenant gets
  *     its weight's share, a share nobody asks for is free to the others at
  *     once, and a tenant that comes back is within its share from its first
@@ -47,12 +50,14 @@
  *     no token of a lead-placed request is granted, one token is tried
  *     without lead (a plain take: used at once, it needs no window).
  *  7. Retry slots: a refusal's hint is the later of the rules' own hint
- *     and the tenant's next retry slot, and the slot after it is one share
- *     interval (Tt, or T for a tenant alone) later. So callers refused
- *     together are told successive instants, one per token the tenant may
- *     get, and come back one at a time: the hint grows with the callers
- *     waiting in the tenant, and the key sees about one refused call per
- *     token per class, not one per waiting caller per interval. Nothing
+ *     and the tenant's next retry slot, and the slot after it is half a
+ *     share interval (Tt, or T for a tenant alone; rounded up) later. So
+ *     callers refused together are told successive instants, two per token
+ *     the tenant may get, and come back a few at a time: the hint grows
+ *     with the callers waiting in the tenant, and the key sees about two
+ *     refused calls per token per class, not one per waiting caller per
+ *     interval. Two, not one: a tenant's callers must be back often enough
+ *     to take its share's tokens before the others borrow them. Nothing
  *     but the hint depends on the slot (a caller back early is decided as
  *     any other, and told the next free slot).
  *

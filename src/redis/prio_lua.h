@@ -122,7 +122,7 @@
     "        within = tn - burst * Tt <= now\n" \
     "      end\n" \
     "      local a_now = within and wg <= 0 and (nd == 0 or wg + nd * T <= 0)\n" \
-    "      local o_now = (not within) and wg + (nd + 1) * T <= 0\n" \
+    "      local o_now = (not within) and i == 0 and wg + (nd + 1) * T <= 0\n" \
     "      local a_wait = within and (not low) and i == 0 and wg <= resw\n" \
     "      local f = within and low and need > 0 and i == 0 and ft0 <= now and wg <= maxw\n" \
     "      if a_now or a_wait or f then\n" \
@@ -172,7 +172,7 @@
     "    local slot = math.max(now + hint, me[3])\n" \
     "    local sp = T\n" \
     "    if Tt > 0 then sp = Tt end\n" \
-    "    me[3] = slot + sp\n" \
+    "    me[3] = slot + math.floor((sp + 1) / 2)\n" \
     "    hint = slot - now\n" \
     "    set(myq, fmt(me[3]))\n" \
     "    exp = math.max(exp, me[3])\n" \

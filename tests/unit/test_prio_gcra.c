@@ -481,10 +481,10 @@ static void test_share_flows_and_comes_back(void **state)
     }
 }
 
-/* Rule 7: callers refused together are told successive retry slots, one
- * share interval apart (here a tenant alone: T), so they come back one per
- * token rather than all at once every interval: the hint grows with the
- * callers waiting. A later refusal is told the next free slot. */
+/* Rule 7: callers refused together are told successive retry slots, half
+ * a share interval apart (here a tenant alone: T / 2), so they come back
+ * two per token rather than all at once every interval: the hint grows
+ * with the callers waiting. A later refusal is told the next free slot. */
 static void test_retry_slots(void **state)
 {
     (void)state;
@@ -502,13 +502,13 @@ static void test_retry_slots(void **state)
         assert_int_equal(g.k, 0);
         if (i == 0)
             first = g.wait_ns;
-        assert_int_equal(g.wait_ns, first + i * T50);
+        assert_int_equal(g.wait_ns, first + i * (T50 / 2));
     }
     /* one more, later: the next slot, not an earlier one */
     stg__prio_req r = req(10 * MS, STG_PRIORITY_BATCH, "a", 1, 1);
     assert_int_equal(stg__prio_decide(st, &r, &g), 0);
     assert_int_equal(g.k, 0);
-    assert_int_equal(10 * MS + g.wait_ns, MS + first + 20 * T50);
+    assert_int_equal(10 * MS + g.wait_ns, MS + first + 20 * (T50 / 2));
     free(st);
 }
 

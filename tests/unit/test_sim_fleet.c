@@ -274,7 +274,7 @@ static void test_fleet_interactive_beside_batch(void **state)
 
 /* At fleet scale with the CLI's horizon (50 ms): 300 processes of the
  * default mix (interactive Poisson, normal and batch backlogged) on a
- * 100/s key. A refused caller is told its tenant's next retry slot (one per
+ * 100/s key. A refused caller is told its tenant's next retry slot (two per
  * share interval), so Redis sees a small multiple of the key's rate, not
  * one call per waiting process per interval; and the tenants of the
  * backlogged normal class split it by weight (1:1:2 on 60/30/10% of the
