@@ -518,7 +518,7 @@ static const cli_opt sim_table[] = {
      opt_positive_duration, NULL, 0, NULL},
     {CLI_FN, "duration", 0, "D", "fleet: virtual time measured (20s)", FL(duration_us),
      opt_positive_duration, NULL, 0, NULL},
-    {CLI_FN, "max-wait", 0, "D", "fleet: how far ahead a request may reserve (60s)",
+    {CLI_FN, "max-wait", 0, "D", "fleet: how far ahead a request may reserve (50ms)",
      FL(max_wait_us), opt_duration, NULL, 0, NULL},
     {CLI_FN, "floor", 0, "X", "fleet (priority, sfq): the batch class's minimum\nshare (0.05)",
      FL(floor), opt_floor, NULL, 0, NULL},

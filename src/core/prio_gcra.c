@@ -61,7 +61,7 @@ static void prune(stg__prio_state *st, int64_t now)
 {
     for (int i = 0; i < STG__PRIO_TENANTS_MAX; i++) {
         stg__prio_tenant *t = &st->tenants[i];
-        if (t->used && t->until_ns <= now && t->tat_ns <= now)
+        if (t->used && t->until_ns <= now && t->tat_ns <= now && t->q_ns <= now)
             memset(t, 0, sizeof *t);
     }
 }
@@ -96,7 +96,7 @@ typedef struct attempt {
 } attempt;
 
 typedef struct ctx {
-    int64_t now, T, B, max_wait, Tt, Tf, tt0, ft0;
+    int64_t now, T, B, max_wait, res_wait, Tt, Tf, tt0, ft0;
     int need;   /* headroom a low caller leaves: fresh higher classes */
     bool low;
 } ctx;
@@ -129,8 +129,8 @@ static void try_take(const ctx *c, int64_t g0, int64_t n, attempt *a)
          * tenants reserve the key's future at their shares' pace), the
          * floor (a low class, the first token only). */
         bool a_now = within && wg <= 0 && (need == 0 || wg + need * T <= 0);
-        bool o_now = !within && wg + (need + 1) * T <= 0;
-        bool a_wait = within && !c->low && i == 0 && wg <= c->max_wait;
+        bool o_now = !within && i == 0 && wg + (need + 1) * T <= 0;
+        bool a_wait = within && !c->low && i == 0 && wg <= c->res_wait;
         bool f = within && c->low && c->need > 0 && i == 0 && c->ft0 <= now &&
                  wg <= c->max_wait;
         if (a_now || a_wait || f) {
@@ -144,7 +144,7 @@ static void try_take(const ctx *c, int64_t g0, int64_t n, attempt *a)
             if (i == 0) {
                 /* When could the first token be granted, all else
                  * unchanged? The earliest of the ways that could open. */
-                int64_t lim = c->low ? 0 : c->max_wait;
+                int64_t lim = c->low ? 0 : c->res_wait;
                 int64_t tw = c->Tt > 0 ? tn - c->B * c->Tt - now : 0;
                 int64_t h = max64(wg + need * T - lim, tw);
                 if (c->Tt > 0 && wg + (need + 1) * T < h)
@@ -213,6 +213,9 @@ int stg__prio_decide(stg__prio_state *st, const stg__prio_req *rq, stg__prio_gra
             c.need++;
     c.low = rq->priority == STG_PRIORITY_BATCH ||
             (rq->priority == STG_PRIORITY_NORMAL && c.need > 0);
+    /* Rule 3: normal reserves at most one interval ahead (so a higher
+     * request after a pause finds at most one normal reservation ahead). */
+    c.res_wait = rq->priority == STG_PRIORITY_NORMAL && T < c.max_wait ? T : c.max_wait;
     c.Tt = me && S > wm ? interval_of(T, S, wm, B) : 0;
     c.Tf = interval_of(T, 1000, floor_pm, 1);
     c.tt0 = me ? me->tat_ns : 0;
@@ -229,7 +232,16 @@ int stg__prio_decide(stg__prio_state *st, const stg__prio_req *rq, stg__prio_gra
         try_take(&c, tat, 1, &a);
     }
     if (a.k == 0) {
-        out->wait_ns = a.hint;
+        /* Rule 7: the refused callers of a tenant come back one per share
+         * interval, each told the next free retry slot; their marks last
+         * until they are back. */
+        int64_t h = a.hint;
+        if (me) {
+            int64_t slot = max64(now + h, me->q_ns);
+            me->q_ns = slot + ((c.Tt > 0 ? c.Tt : T) + 1) / 2;
+            h = slot - now;
+        }
+        out->wait_ns = h;
         return 0;
     }
     STG_ASSERT(a.k <= rq->n && (a.k == 1 || a.wait == 0));

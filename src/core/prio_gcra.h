@@ -19,7 +19,9 @@
  *     behind it, h = the number of higher classes with fresh demand. So a
  *     higher-class request finds a token now, or within one interval T of
  *     its first call (before its mark was fresh). Other callers may reserve
- *     up to max_wait ahead, as the plain GCRA does.
+ *     ahead, as the plain GCRA does: interactive up to max_wait, normal at
+ *     most one interval T (so an interactive request after a pause finds
+ *     at most one normal reservation ahead of it, not one per process).
  *  4. Floor: a low caller whose class's floor GCRA (interval T / floor,
  *     burst 1) conforms may take one token as a higher class would (with a
  *     wait up to max_wait, no headroom), so each class below interactive
@@ -30,7 +32,10 @@
  *     only such a token may be granted as rules 3-4 allow (reserved ahead
  *     included: so tenants reserve the key's future at their shares' pace,
  *     not at the pace they ask). A token beyond the share is granted only
- *     if it conforms now and leaves one more token (over h) behind, and it
+ *     as a call's first (a lease borrows one token at a time: callers told
+ *     retry slots ask seldom, and a lease sized by a process's own past
+ *     admissions would otherwise take a tenant's tokens in bulk) and only
+ *     if it conforms now and leaves one more token (over h) behind; it
  *     is not charged to the tenant. So under contention each tenant gets
  *     its weight's share, a share nobody asks for is free to the others at
  *     once, and a tenant that comes back is within its share from its first
@@ -44,6 +49,17 @@
  *     lost, erring on the side of sending less), as gcra.c's leases. If
  *     no token of a lead-placed request is granted, one token is tried
  *     without lead (a plain take: used at once, it needs no window).
+ *  7. Retry slots: a refusal's hint is the later of the rules' own hint
+ *     and the tenant's next retry slot, and the slot after it is half a
+ *     share interval (Tt, or T for a tenant alone; rounded up) later. So
+ *     callers refused together are told successive instants, two per token
+ *     the tenant may get, and come back a few at a time: the hint grows
+ *     with the callers waiting in the tenant, and the key sees about two
+ *     refused calls per token per class, not one per waiting caller per
+ *     interval. Two, not one: a tenant's callers must be back often enough
+ *     to take its share's tokens before the others borrow them. Nothing
+ *     but the hint depends on the slot (a caller back early is decided as
+ *     any other, and told the next free slot).
  *
  * Numbers: times are int64 ns; the script keeps the same values relative
  * to a base second and computes in Lua doubles, so every value stays an
@@ -63,7 +79,8 @@
 #include <stagger/priority.h>
 
 /* Tenants remembered per key (all classes together). A tenant whose mark
- * went stale and whose bucket is full again is forgotten; when the table is
+ * went stale, whose bucket is full again and whose retry slots are past is
+ * forgotten; when the table is
  * full of live tenants a new one is not tracked (treated as alone: within
  * its share), the side of admitting by class only. */
 #define STG__PRIO_TENANTS_MAX 64
@@ -77,6 +94,7 @@ typedef struct stg__prio_tenant {
     int64_t tat_ns;     /* the tenant's share GCRA: full again at this instant */
     int64_t until_ns;   /* demand mark: active until */
     int64_t weight_m;   /* weight in thousandths, >= 1 */
+    int64_t q_ns;       /* rule 7: the tenant's next free retry slot */
     char name[STG_TENANT_MAX + 1]; /* "" for the class's default tenant */
 } stg__prio_tenant;
 

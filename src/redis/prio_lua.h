@@ -19,6 +19,9 @@
  *   d<c>           class c demands until
  *   f<c>           class c's floor GCRA TAT
  *   p<c>:<tenant>  "tat until weight_m": the tenant's share GCRA and mark
+ *   q<c>:<tenant>  the tenant's next free retry slot (rule 7; a field of its
+ *                  own so that a script without rule 7 on the same key
+ *                  reads the p records as before; deleted with its p)
  * The key's expiry is set from every time in the hash (a missing key is a
  * full bucket without marks or tenants, so expiry loses nothing). Redis
  * commands: HGETALL, HSET, HDEL, PEXPIRE (and the common part's HMGET,
@@ -71,22 +74,27 @@
     "    if string.sub(f, 1, 1) == 'p' and f ~= 'pb' then\n" \
     "      local a1, a2, a3 = string.match(v, '^(%S+) (%S+) (%S+)$')\n" \
     "      local tt, un, ww = tonumber(a1) - off, tonumber(a2) - off, tonumber(a3)\n" \
-    "      if un <= now and tt <= now then\n" \
-    "        redis.call('HDEL', KEYS[1], f)\n" \
+    "      local qf = 'q' .. string.sub(f, 2)\n" \
+    "      local qq = (tonumber(h[qf]) or off) - off\n" \
+    "      if un <= now and tt <= now and qq <= now then\n" \
+    "        redis.call('HDEL', KEYS[1], f, qf)\n" \
     "      else\n" \
     "        count = count + 1\n" \
-    "        exp = math.max(exp, tt, un)\n" \
-    "        if f == myf then me = {tt, un}\n" \
+    "        exp = math.max(exp, tt, un, qq)\n" \
+    "        if f == myf then me = {tt, un, qq}\n" \
     "        else\n" \
     "          if string.sub(f, 1, #pre) == pre and un > now then S = S + ww end\n" \
-    "          if rebase then set(f, fmt(tt) .. ' ' .. fmt(un) .. ' ' .. a3) end\n" \
+    "          if rebase then\n" \
+    "            set(f, fmt(tt) .. ' ' .. fmt(un) .. ' ' .. a3)\n" \
+    "            if h[qf] then set(qf, fmt(qq)) end\n" \
+    "          end\n" \
     "        end\n" \
     "      end\n" \
     "    end\n" \
     "  end\n" \
     "  local tracked = true\n" \
     "  if not me then\n" \
-    "    if count >= 64 then tracked = false else me = {0, 0} end\n" \
+    "    if count >= 64 then tracked = false else me = {0, 0, 0} end\n" \
     "  end\n" \
     "  if tracked and me[2] < now + hold then me[2] = now + hold end\n" \
     "  local need = 0\n" \
@@ -101,6 +109,8 @@
     "  if tracked then tt0 = me[1] end\n" \
     "  local ft0 = flo[cls]\n" \
     "  local BT = burst * T\n" \
+    "  local resw = maxw\n" \
+    "  if cls == 1 and T < maxw then resw = T end\n" \
     "  local function try(g0, nn)\n" \
     "    local g, tt, ft, k, wait, fl, hint = g0, tt0, ft0, 0, 0, false, 0\n" \
     "    for i = 0, nn - 1 do\n" \
@@ -112,8 +122,8 @@
     "        within = tn - burst * Tt <= now\n" \
     "      end\n" \
     "      local a_now = within and wg <= 0 and (nd == 0 or wg + nd * T <= 0)\n" \
-    "      local o_now = (not within) and wg + (nd + 1) * T <= 0\n" \
-    "      local a_wait = within and (not low) and i == 0 and wg <= maxw\n" \
+    "      local o_now = (not within) and i == 0 and wg + (nd + 1) * T <= 0\n" \
+    "      local a_wait = within and (not low) and i == 0 and wg <= resw\n" \
     "      local f = within and low and need > 0 and i == 0 and ft0 <= now and wg <= maxw\n" \
     "      if a_now or a_wait or f then\n" \
     "        if Tt > 0 then tt = tn end\n" \
@@ -123,7 +133,7 @@
     "        end\n" \
     "      elseif not o_now then\n" \
     "        if i == 0 then\n" \
-    "          local lim = maxw\n" \
+    "          local lim = resw\n" \
     "          if low then lim = 0 end\n" \
     "          local tw = 0\n" \
     "          if Tt > 0 then tw = tn - burst * Tt - now end\n" \
@@ -157,6 +167,18 @@
     "    k, wait, g, tt, ft, fl, hint = try(tat, 1)\n" \
     "  end\n" \
     "  if k > 0 then flo[cls] = ft end\n" \
+    "  local myq = 'q' .. cls .. ':' .. name\n" \
+    "  if k == 0 and tracked then\n" \
+    "    local slot = math.max(now + hint, me[3])\n" \
+    "    local sp = T\n" \
+    "    if Tt > 0 then sp = Tt end\n" \
+    "    me[3] = slot + math.floor((sp + 1) / 2)\n" \
+    "    hint = slot - now\n" \
+    "    set(myq, fmt(me[3]))\n" \
+    "    exp = math.max(exp, me[3])\n" \
+    "  elseif tracked and rebase and h[myq] then\n" \
+    "    set(myq, fmt(me[3]))\n" \
+    "  end\n" \
     "  set('pb', fmt(base))\n" \
     "  for c = 0, 2 do\n" \
     "    if c == cls or rebase then\n" \

@@ -188,7 +188,7 @@ void sim_opts_default(sim_opts *o, sim_scenario s)
         f->redis_op_us = STG_US(25);
         f->lease_us = STG_MS(40);
         f->duration_us = STG_SEC(20);
-        f->max_wait_us = STG_SEC(60);
+        f->max_wait_us = STG_MS(50); /* the CLI's horizon with classes (cli/limiter.h) */
         f->floor = 0.05;
         break;
     }

@@ -99,7 +99,9 @@ static void child(const char *key, double rate, int64_t burst, const role *ro, i
         } else if (rc == STG_ETIMEDOUT) {
             if (ro->period_us > 0)
                 _exit(4); /* an interactive request is never refused here */
-            sleep_us(w < 1000 ? 1000 : w > 20000 ? 20000 : w);
+            /* back when told (the hint: the tenant's next retry slot),
+             * as the engine is; at least 1 ms, at most 1 s */
+            sleep_us(w < 1000 ? 1000 : w > 1000000 ? 1000000 : w);
         } else {
             _exit(5);
         }

@@ -481,6 +481,64 @@ static void test_share_flows_and_comes_back(void **state)
     }
 }
 
+/* Rule 7: callers refused together are told successive retry slots, half
+ * a share interval apart (here a tenant alone: T / 2), so they come back
+ * two per token rather than all at once every interval: the hint grows
+ * with the callers waiting. A later refusal is told the next free slot. */
+static void test_retry_slots(void **state)
+{
+    (void)state;
+    stg__prio_state *st = calloc(1, sizeof *st);
+    stg__prio_grant g;
+    for (int i = 0; i < 5; i++) { /* the burst */
+        stg__prio_req r = req(0, STG_PRIORITY_BATCH, "a", 1, 1);
+        assert_int_equal(stg__prio_decide(st, &r, &g), 0);
+        assert_int_equal(g.k, 1);
+    }
+    int64_t first = 0;
+    for (int i = 0; i < 20; i++) {
+        stg__prio_req r = req(MS, STG_PRIORITY_BATCH, "a", 1, 1);
+        assert_int_equal(stg__prio_decide(st, &r, &g), 0);
+        assert_int_equal(g.k, 0);
+        if (i == 0)
+            first = g.wait_ns;
+        assert_int_equal(g.wait_ns, first + i * (T50 / 2));
+    }
+    /* one more, later: the next slot, not an earlier one */
+    stg__prio_req r = req(10 * MS, STG_PRIORITY_BATCH, "a", 1, 1);
+    assert_int_equal(stg__prio_decide(st, &r, &g), 0);
+    assert_int_equal(g.k, 0);
+    assert_int_equal(10 * MS + g.wait_ns, MS + first + 20 * (T50 / 2));
+    free(st);
+}
+
+/* Rule 3: normal reserves at most one interval ahead, so an interactive
+ * request after a pause (its mark stale) waits at most two intervals
+ * however many normal callers asked before it. */
+static void test_normal_reserves_one_interval(void **state)
+{
+    (void)state;
+    stg__prio_state *st = calloc(1, sizeof *st);
+    stg__prio_grant g;
+    int granted = 0;
+    for (int i = 0; i < 30; i++) {
+        stg__prio_req r = req(0, STG_PRIORITY_NORMAL, NULL, 1, 1);
+        r.max_wait_ns = 200 * MS;
+        assert_int_equal(stg__prio_decide(st, &r, &g), 0);
+        if (g.k) {
+            granted++;
+            assert_true(g.wait_ns <= T50);
+        }
+    }
+    assert_int_equal(granted, 6); /* the burst, then one interval ahead */
+    stg__prio_req r = req(0, STG_PRIORITY_INTERACTIVE, NULL, 1, 1);
+    r.max_wait_ns = 200 * MS;
+    assert_int_equal(stg__prio_decide(st, &r, &g), 0);
+    assert_int_equal(g.k, 1);
+    assert_true(g.wait_ns <= 2 * T50);
+    free(st);
+}
+
 /* The tenant table: stale tenants are forgotten, a full table leaves a
  * new tenant untracked (alone, within its share). */
 static void test_tenant_table(void **state)
@@ -520,6 +578,8 @@ int main(void)
         cmocka_unit_test(test_floor),
         cmocka_unit_test(test_tenant_shares),
         cmocka_unit_test(test_share_flows_and_comes_back),
+        cmocka_unit_test(test_retry_slots),
+        cmocka_unit_test(test_normal_reserves_one_interval),
         cmocka_unit_test(test_tenant_table),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

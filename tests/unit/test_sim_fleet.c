@@ -207,6 +207,10 @@ static sim_opts small_fleet(int clients, int64_t duration)
     o.fleet.duration_us = duration;
     /* constant legs: the round trip is exactly 2 legs + the script */
     o.fleet.redis_leg = (sim_delay){STG_US(500), 0};
+    /* reservations as far ahead as a caller with a long timeout makes
+     * them (a plain limiter, stg_curl_perform's deadline): FCFS's queue
+     * of reservations is what these tests compare against */
+    o.fleet.max_wait_us = STG_SEC(60);
     return o;
 }
 
@@ -265,6 +269,36 @@ static void test_fleet_interactive_beside_batch(void **state)
     assert_true(metric(&r, 0, "jain_batch") < 0.7);
     assert_true(metric(&r, 1, "jain_batch") > 0.85);
     assert_true(metric(&r, 2, "jain_batch") >= 0.98);
+    sim_results_free(&r);
+}
+
+/* At fleet scale with the CLI's horizon (50 ms): 300 processes of the
+ * default mix (interactive Poisson, normal and batch backlogged) on a
+ * 100/s key. A refused caller is told its tenant's next retry slot (two per
+ * share interval), so Redis sees a small multiple of the key's rate, not
+ * one call per waiting process per interval; and the tenants of the
+ * backlogged normal class split it by weight (1:1:2 on 60/30/10% of the
+ * processes). Before the retry slots: 12,652 calls/s here. */
+static void test_fleet_redis_load_and_shares(void **state)
+{
+    (void)state;
+    sim_opts o;
+    sim_opts_default(&o, SIM_FLEET);
+    o.clients[0] = 300;
+    o.nclients = 1;
+    o.fleet.policies[0] = SIM_FLEET_PRIORITY;
+    o.fleet.npolicies = 1;
+    o.fleet.duration_us = STG_SEC(10);
+    o.fleet.max_wait_us = STG_MS(50);
+    sim_results r = run(&o);
+    assert_int_equal(r.nrows, 1);
+    assert_true(metric(&r, 0, "bound_excess") == 0);
+    double ops = metric(&r, 0, "redis_ops_s");
+    if (!(ops <= 10 * o.limit_rps))
+        fail_msg("Redis %.0f calls/s > 10 x the key's rate", ops);
+    double jn = metric(&r, 0, "jain_normal");
+    if (!(jn >= 0.98))
+        fail_msg("normal tenants: Jain %.3f < 0.98", jn);
     sim_results_free(&r);
 }
 
@@ -403,6 +437,7 @@ int main(void)
         cmocka_unit_test(test_interactive_after_batch),
         cmocka_unit_test(test_fleet_interactive_beside_batch),
         cmocka_unit_test(test_fleet_class_order),
+        cmocka_unit_test(test_fleet_redis_load_and_shares),
         cmocka_unit_test(test_fleet_deterministic),
         cmocka_unit_test(test_fleet_options),
         cmocka_unit_test(test_fleet_outputs),
