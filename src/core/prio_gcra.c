@@ -192,6 +192,8 @@ int stg__prio_decide(stg__prio_state *st, const stg__prio_req *rq, stg__prio_gra
     /* Marks: this class, then this tenant. */
     if (st->demand_ns[cls] < now + rq->hold_ns)
         st->demand_ns[cls] = now + rq->hold_ns;
+    if (rq->priority == STG_PRIORITY_INTERACTIVE)
+        st->seen_ns = now + STG__PRIO_SEEN_NS;
     prune(st, now);
     stg__prio_tenant *me = tenant_of(st, cls, name);
     int64_t S = wm;
@@ -213,9 +215,12 @@ int stg__prio_decide(stg__prio_state *st, const stg__prio_req *rq, stg__prio_gra
             c.need++;
     c.low = rq->priority == STG_PRIORITY_BATCH ||
             (rq->priority == STG_PRIORITY_NORMAL && c.need > 0);
-    /* Rule 3: normal reserves at most one interval ahead (so a higher
-     * request after a pause finds at most one normal reservation ahead). */
-    c.res_wait = rq->priority == STG_PRIORITY_NORMAL && T < c.max_wait ? T : c.max_wait;
+    /* Rule 3: normal reserves at most one interval ahead while the key
+     * has interactive callers (so one after a pause finds at most one
+     * normal reservation ahead); as far as it may otherwise. */
+    c.res_wait = rq->priority == STG_PRIORITY_NORMAL && st->seen_ns > now && T < c.max_wait
+                     ? T
+                     : c.max_wait;
     c.Tt = me && S > wm ? interval_of(T, S, wm, B) : 0;
     c.Tf = interval_of(T, 1000, floor_pm, 1);
     c.tt0 = me ? me->tat_ns : 0;

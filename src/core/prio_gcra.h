@@ -20,8 +20,12 @@
  *     higher-class request finds a token now, or within one interval T of
  *     its first call (before its mark was fresh). Other callers may reserve
  *     ahead, as the plain GCRA does: interactive up to max_wait, normal at
- *     most one interval T (so an interactive request after a pause finds
- *     at most one normal reservation ahead of it, not one per process).
+ *     most one interval T while the key has seen an interactive caller in
+ *     the last STG__PRIO_SEEN_NS (so an interactive request after a pause
+ *     finds at most one normal reservation ahead of it, not one per
+ *     process), else up to max_wait (a key used by normal callers alone
+ *     reserves ahead as the plain GCRA does, one round trip or one lease
+ *     for many sends).
  *  4. Floor: a low caller whose class's floor GCRA (interval T / floor,
  *     burst 1) conforms may take one token as a higher class would (with a
  *     wait up to max_wait, no headroom), so each class below interactive
@@ -87,6 +91,9 @@
 
 /* Default floor in thousandths of the rate (5%). */
 #define STG__PRIO_FLOOR_PM_DEFAULT 50
+/* How long an interactive caller keeps the key's normal callers from
+ * reserving more than one interval ahead (rule 3), in ns: 30 s. */
+#define STG__PRIO_SEEN_NS INT64_C(30000000000)
 
 typedef struct stg__prio_tenant {
     bool used;
@@ -104,6 +111,8 @@ typedef struct stg__prio_state {
     bool has_tat;                          /* false: the key is full */
     int64_t tat_ns;                        /* the key's GCRA TAT */
     int64_t demand_ns[STG_N_PRIORITIES];   /* per class: demanding until */
+    int64_t seen_ns;                       /* an interactive caller seen:
+                                              rule 3's normal cap until */
     int64_t floor_tat_ns[STG_N_PRIORITIES]; /* per class: its floor GCRA */
     int64_t last_interval_ns;              /* T last used (0: none): a longer
                                               T stretches the debt, as the

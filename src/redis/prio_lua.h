@@ -17,6 +17,7 @@
  * relative to b):
  *   pb             the base second of the fields below
  *   d<c>           class c demands until
+ *   s0             an interactive caller seen: normal's cap until
  *   f<c>           class c's floor GCRA TAT
  *   p<c>:<tenant>  "tat until weight_m": the tenant's share GCRA and mark
  *   q<c>:<tenant>  the tenant's next free retry slot (rule 7; a field of its
@@ -67,6 +68,8 @@
     "    flo[c] = (tonumber(h['f' .. c]) or off) - off\n" \
     "  end\n" \
     "  if dem[cls] < now + hold then dem[cls] = now + hold end\n" \
+    "  local seen = (tonumber(h.s0) or off) - off\n" \
+    "  if cls == 0 then seen = now + 30000000000 end\n" \
     "  local pre = 'p' .. cls .. ':'\n" \
     "  local myf = pre .. name\n" \
     "  local me, S, count = nil, wm, 0\n" \
@@ -110,7 +113,7 @@
     "  local ft0 = flo[cls]\n" \
     "  local BT = burst * T\n" \
     "  local resw = maxw\n" \
-    "  if cls == 1 and T < maxw then resw = T end\n" \
+    "  if cls == 1 and seen > now and T < maxw then resw = T end\n" \
     "  local function try(g0, nn)\n" \
     "    local g, tt, ft, k, wait, fl, hint = g0, tt0, ft0, 0, 0, false, 0\n" \
     "    for i = 0, nn - 1 do\n" \
@@ -180,6 +183,8 @@
     "    set(myq, fmt(me[3]))\n" \
     "  end\n" \
     "  set('pb', fmt(base))\n" \
+    "  if cls == 0 or (rebase and h.s0) then set('s0', fmt(seen)) end\n" \
+    "  if cls == 0 or h.s0 then exp = math.max(exp, seen) end\n" \
     "  for c = 0, 2 do\n" \
     "    if c == cls or rebase then\n" \
     "      set('d' .. c, fmt(dem[c]))\n" \

@@ -520,9 +520,15 @@ static void test_normal_reserves_one_interval(void **state)
     (void)state;
     stg__prio_state *st = calloc(1, sizeof *st);
     stg__prio_grant g;
+    /* The key had an interactive caller (its demand mark gone after the
+     * hold, 80 ms, but seen): normal reserves one interval ahead. */
+    stg__prio_req r = req(0, STG_PRIORITY_INTERACTIVE, NULL, 1, 1);
+    r.max_wait_ns = 200 * MS;
+    assert_int_equal(stg__prio_decide(st, &r, &g), 0);
+    assert_int_equal(g.k, 1);
     int granted = 0;
     for (int i = 0; i < 30; i++) {
-        stg__prio_req r = req(0, STG_PRIORITY_NORMAL, NULL, 1, 1);
+        r = req(100 * MS, STG_PRIORITY_NORMAL, NULL, 1, 1);
         r.max_wait_ns = 200 * MS;
         assert_int_equal(stg__prio_decide(st, &r, &g), 0);
         if (g.k) {
@@ -531,11 +537,35 @@ static void test_normal_reserves_one_interval(void **state)
         }
     }
     assert_int_equal(granted, 6); /* the burst, then one interval ahead */
-    stg__prio_req r = req(0, STG_PRIORITY_INTERACTIVE, NULL, 1, 1);
+    r = req(100 * MS, STG_PRIORITY_INTERACTIVE, NULL, 1, 1);
     r.max_wait_ns = 200 * MS;
     assert_int_equal(stg__prio_decide(st, &r, &g), 0);
     assert_int_equal(g.k, 1);
     assert_true(g.wait_ns <= 2 * T50);
+    free(st);
+
+    /* A key no interactive caller used (or not for STG__PRIO_SEEN_NS):
+     * normal reserves as far as it may, as the plain GCRA does. */
+    st = calloc(1, sizeof *st);
+    granted = 0;
+    for (int i = 0; i < 30; i++) {
+        r = req(0, STG_PRIORITY_NORMAL, NULL, 1, 1);
+        r.max_wait_ns = 200 * MS;
+        assert_int_equal(stg__prio_decide(st, &r, &g), 0);
+        if (g.k) {
+            granted++;
+            assert_true(g.wait_ns <= 200 * MS);
+        }
+    }
+    assert_true(granted >= 5 + 200 * MS / T50); /* the burst, then 200 ms ahead */
+    r = req(STG__PRIO_SEEN_NS + 1, STG_PRIORITY_INTERACTIVE, NULL, 1, 1);
+    assert_int_equal(stg__prio_decide(st, &r, &g), 0);
+    for (int i = 0; i < 30; i++) { /* seen again: one interval */
+        r = req(STG__PRIO_SEEN_NS + 1, STG_PRIORITY_NORMAL, NULL, 1, 1);
+        r.max_wait_ns = 200 * MS;
+        assert_int_equal(stg__prio_decide(st, &r, &g), 0);
+        assert_true(!g.k || g.wait_ns <= T50);
+    }
     free(st);
 }
 
