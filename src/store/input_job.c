@@ -20,6 +20,7 @@
 #include "util/fnv.h"
 #include "util/http_field.h"
 #include "store/input_internal.h"
+#include "util/grow.h"
 
 /* ---- small helpers ------------------------------------------------------ */
 
@@ -113,14 +114,8 @@ void stg_job_set_free(stg_job_set *set)
 
 int stg__input_bad(stg_job_set *set, long line, const char *fmt, ...)
 {
-    if (set->n_bad == set->cap_bad) {
-        size_t cap = set->cap_bad ? set->cap_bad * 2 : 16;
-        stg_bad_line *b = realloc(set->bad, cap * sizeof *b);
-        if (!b)
-            return STG_ENOMEM;
-        set->bad = b;
-        set->cap_bad = cap;
-    }
+    if (!STG__GROW(set->bad, set->n_bad, set->cap_bad, 16))
+        return STG_ENOMEM;
     char msg[256];
     va_list ap;
     va_start(ap, fmt);
@@ -285,14 +280,8 @@ int stg__input_set_url(stg_job_spec *j, const char *url)
 
 int stg__input_push(stg_job_set *set, stg_job_spec *j)
 {
-    if (set->n == set->cap) {
-        size_t cap = set->cap ? set->cap * 2 : 256;
-        stg_job_spec *js = realloc(set->jobs, cap * sizeof *js);
-        if (!js)
-            return STG_ENOMEM;
-        set->jobs = js;
-        set->cap = cap;
-    }
+    if (!STG__GROW(set->jobs, set->n, set->cap, 256))
+        return STG_ENOMEM;
     set->jobs[set->n++] = *j;
     memset(j, 0, sizeof *j);
     return STG_OK;

@@ -12,24 +12,16 @@
 
 #include "util/assert.h"
 #include "store/input_internal.h"
+#include "util/grow.h"
 
 /* ---- the secrets of needs_input jobs ---------------------------------------------- */
 
 int stg_input_secrets_add(stg_input_secrets *s, int64_t id, stg_job_spec *j)
 {
     STG_ASSERT(s->n == 0 || id > s->ids[s->n - 1]); /* find() searches by halves */
-    if (s->n == s->cap) {
-        size_t cap = s->cap ? s->cap * 2 : 64;
-        int64_t *ids = realloc(s->ids, cap * sizeof *ids);
-        if (!ids)
-            return STG_ENOMEM;
-        s->ids = ids;
-        stg_job_spec *js = realloc(s->jobs, cap * sizeof *js);
-        if (!js)
-            return STG_ENOMEM;
-        s->jobs = js;
-        s->cap = cap;
-    }
+    size_t ids_cap = s->cap; /* ids and jobs grow together: s->cap is both */
+    if (!STG__GROW(s->ids, s->n, ids_cap, 64) || !STG__GROW(s->jobs, s->n, s->cap, 64))
+        return STG_ENOMEM;
     stg_job_spec *k = &s->jobs[s->n];
     memset(k, 0, sizeof *k);
     k->key = j->key, j->key = NULL;
