@@ -120,6 +120,12 @@ int cli_header_env(const char *cmd, const char *spec, const char *(*refused)(con
 /* The whole file ("-": stdin), NUL-terminated (*len excludes the NUL).
  * Returns NULL with errno set. The caller frees it. */
 char *cli_read_file(const char *path, size_t *len);
+/* The files of a TLS option set (--PFXcacert, --PFXcapath: a directory,
+ * --PFXcert, --PFXkey; NULL: not given), checked readable before anything
+ * connects, and --PFXkey only with --PFXcert: 0, or the usage error's exit
+ * code (printed). pfx is "" (fetch, batch, serve) or "redis-". */
+int cli_tls_files_check(const char *cmd, const char *pfx, const char *cacert, const char *capath,
+                        const char *cert, const char *key);
 
 /* Report a missing value for opt; returns CLI_EXIT_USAGE. */
 int cli_missing_value(const char *cmd, const char *opt);

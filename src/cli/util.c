@@ -571,3 +571,20 @@ FILE *cli_open_private(const char *path, enum cli_open how, bool *created)
         close(fd);
     return f;
 }
+
+int cli_tls_files_check(const char *cmd, const char *pfx, const char *cacert, const char *capath,
+                        const char *cert, const char *key)
+{
+    if (key && !cert)
+        return cli_usage_error(cmd, "--%skey goes with --%scert", pfx, pfx);
+    const struct {
+        const char *name, *path;
+        int mode;
+    } f[] = {{"cacert", cacert, R_OK}, {"capath", capath, R_OK | X_OK},
+             {"cert", cert, R_OK},     {"key", key, R_OK}};
+    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
+        if (f[i].path && access(f[i].path, f[i].mode) != 0)
+            return cli_usage_error(cmd, "cannot read --%s%s %s: %s", pfx, f[i].name, f[i].path,
+                                   strerror(errno));
+    return 0;
+}
