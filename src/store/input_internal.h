@@ -63,6 +63,8 @@ static inline bool stg__input_unreserved(unsigned char c)
 /* ---- the job being built (input_job.c) ---- */
 
 void stg__input_spec_free(stg_job_spec *j);
+/* The n specs of v, then v. */
+void stg__input_specs_free(stg_job_spec *v, size_t n);
 /* A bad line: its number and a message that never quotes the line. */
 int stg__input_bad(stg_job_set *set, long line, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

@@ -99,13 +99,18 @@ void stg__input_spec_free(stg_job_spec *j)
     memset(j, 0, sizeof *j);
 }
 
+void stg__input_specs_free(stg_job_spec *v, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        stg__input_spec_free(&v[i]);
+    free(v);
+}
+
 void stg_job_set_free(stg_job_set *set)
 {
     if (!set)
         return;
-    for (size_t i = 0; i < set->n; i++)
-        stg__input_spec_free(&set->jobs[i]);
-    free(set->jobs);
+    stg__input_specs_free(set->jobs, set->n);
     for (size_t i = 0; i < set->n_bad; i++)
         free(set->bad[i].message);
     free(set->bad);

@@ -59,9 +59,7 @@ void stg_input_secrets_free(stg_input_secrets *s)
 {
     if (!s)
         return;
-    for (size_t i = 0; i < s->n; i++)
-        stg__input_spec_free(&s->jobs[i]);
-    free(s->jobs);
+    stg__input_specs_free(s->jobs, s->n);
     free(s->ids);
     memset(s, 0, sizeof *s);
 }
