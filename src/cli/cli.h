@@ -72,6 +72,9 @@ extern const cli_opt cli_timeout_opts[];
 /* --retries N (field: a stg_policy): N retries after the first attempt.
  * fetch's --retry, curl's name for it, takes the same parser. */
 int cli_opt_retries(cli_parser *p, const cli_opt *o, void *field, const char *val);
+/* A positive duration into the int64_t field (µs); the error's example is
+ * the option's default, else 30s. */
+int cli_opt_positive_duration(cli_parser *p, const cli_opt *o, void *field, const char *val);
 /* "Durations take us, ms, ...": the --help line under the policy options. */
 extern const char cli_durations_help[];
 

@@ -192,6 +192,19 @@ static int opt_mult(cli_parser *p, const cli_opt *o, void *field, const char *va
     return 0;
 }
 
+int cli_opt_positive_duration(cli_parser *p, const cli_opt *o, void *field, const char *val)
+{
+    int64_t d;
+    if (cli_parse_duration(val, &d) && d > 0) {
+        *(int64_t *)field = d;
+        return 0;
+    }
+    char why[96];
+    snprintf(why, sizeof why, "expected a positive duration such as %s",
+             o->def && strcmp(o->def, "0") ? o->def : "30s");
+    return cli_opt_bad(p, val, why);
+}
+
 int cli_opt_retries(cli_parser *p, const cli_opt *o, void *field, const char *val)
 {
     (void)o;
