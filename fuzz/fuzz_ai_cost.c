@@ -21,13 +21,7 @@
 
 #include "curl/internal.h"
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define CHECK(x)         \
-    do {                 \
-        if (!(x))        \
-            abort();     \
-    } while (0)
+#include "fuzz_common.h"
 
 static const char *const urls[] = {
     "https://api.openai.com/v1/chat/completions",
@@ -39,7 +33,6 @@ static const char *const urls[] = {
     "https://api.openai.com/v1/models",
     "http://127.0.0.1/",
 };
-
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

@@ -20,13 +20,7 @@
 
 #include "server/ai.h"
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define CHECK(x)         \
-    do {                 \
-        if (!(x))        \
-            abort();     \
-    } while (0)
+#include "fuzz_common.h"
 
 static void check_json(const char *s, size_t n)
 {

@@ -21,13 +21,7 @@
 
 #include "curl/internal.h"
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define CHECK(x)         \
-    do {                 \
-        if (!(x))        \
-            abort();     \
-    } while (0)
+#include "fuzz_common.h"
 
 /* The phrases, found the slow way: lower-case a copy and strstr it. */
 static bool says_secondary(const char *s, size_t len)

@@ -30,13 +30,7 @@
 #include "store/csv.h"
 #include "store/store.h"
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define CHECK(x)         \
-    do {                 \
-        if (!(x))        \
-            abort();     \
-    } while (0)
+#include "fuzz_common.h"
 
 static void round_trip(char **f, int n)
 {

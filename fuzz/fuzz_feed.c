@@ -14,13 +14,7 @@
 
 #include <stagger/hints.h>
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define CHECK(x)         \
-    do {                 \
-        if (!(x))        \
-            abort();     \
-    } while (0)
+#include "fuzz_common.h"
 
 static void check_set(const stg_hints *h, const stg_quota_set *qs)
 {

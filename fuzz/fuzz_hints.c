@@ -14,13 +14,7 @@
 
 #include <stagger/hints.h>
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define CHECK(x)         \
-    do {                 \
-        if (!(x))        \
-            abort();     \
-    } while (0)
+#include "fuzz_common.h"
 
 #define ALL_BITS                                                                            \
     (STG_HINT_RETRY_AFTER | STG_HINT_X_RATELIMIT | STG_HINT_RATELIMIT | STG_HINT_RATELIMIT_POLICY | \

@@ -18,13 +18,7 @@
 
 #include <stagger/hints.h>
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define CHECK(x)         \
-    do {                 \
-        if (!(x))        \
-            abort();     \
-    } while (0)
+#include "fuzz_common.h"
 
 #define MIN_DATE_S INT64_C(-62167219200)
 #define MAX_DATE_S INT64_C(253402300799)

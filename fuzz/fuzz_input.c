@@ -36,13 +36,7 @@
 #include "store/store.h"
 #include "util/http_field.h"
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define CHECK(x)         \
-    do {                 \
-        if (!(x))        \
-            abort();     \
-    } while (0)
+#include "fuzz_common.h"
 
 #define PREFIX "http://h.test/ok/"
 #define TEMPLATE PREFIX "{}/x"

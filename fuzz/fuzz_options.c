@@ -14,21 +14,13 @@
 
 #include <stagger/stagger.h>
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define CHECK(x)         \
-    do {                 \
-        if (!(x))        \
-            abort();     \
-    } while (0)
+#include "fuzz_common.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    char *s = malloc(size + 1);
+    char *s = fuzz_cstr(data, size);
     if (!s)
         return 0;
-    memcpy(s, data, size);
-    s[size] = '\0';
 
     stg_status_set set;
     int rc = stg_status_set_parse(&set, s);

@@ -20,6 +20,8 @@
 
 #include "proxy/internal.h"
 
+#include "fuzz_common.h"
+
 #define MAX_FIELDS 64
 
 static char *dup_n(const uint8_t *p, size_t n)
@@ -57,7 +59,6 @@ static void check_lines(const px_field *f, size_t nf, char **lines, size_t n)
     }
 }
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     char *part[3 + MAX_FIELDS] = {0};

@@ -18,13 +18,7 @@
 
 #include "proxy/internal.h"
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define CHECK(x)         \
-    do {                 \
-        if (!(x))        \
-            abort();     \
-    } while (0)
+#include "fuzz_common.h"
 
 static stg_proxy *proxy(void)
 {

@@ -15,21 +15,13 @@
 
 #include "proxy/internal.h"
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define CHECK(x)         \
-    do {                 \
-        if (!(x))        \
-            abort();     \
-    } while (0)
+#include "fuzz_common.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    char *v = malloc(size + 1);
+    char *v = fuzz_cstr(data, size);
     if (!v)
         return 0;
-    memcpy(v, data, size);
-    v[size] = '\0';
     char name[STG_TENANT_MAX + 1] = "untouched";
     double w = -7;
     bool ok = px_parse_tenant(v, name, sizeof name, &w);

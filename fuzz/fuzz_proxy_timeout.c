@@ -15,13 +15,7 @@
 
 #include "proxy/internal.h"
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define CHECK(x)         \
-    do {                 \
-        if (!(x))        \
-            abort();     \
-    } while (0)
+#include "fuzz_common.h"
 
 static bool in_range(int64_t us)
 {
@@ -30,11 +24,9 @@ static bool in_range(int64_t us)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    char *v = malloc(size + 1);
+    char *v = fuzz_cstr(data, size);
     if (!v)
         return 0;
-    memcpy(v, data, size);
-    v[size] = '\0';
     px_timeouts t;
     bool ok = px_parse_timeout(v, &t);
     if (!ok) {

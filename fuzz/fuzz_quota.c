@@ -22,13 +22,7 @@
 
 #include <stagger/quota.h>
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define CHECK(x)         \
-    do {                 \
-        if (!(x))        \
-            abort();     \
-    } while (0)
+#include "fuzz_common.h"
 
 static void fuzz_cost(const uint8_t *data, size_t size)
 {

@@ -18,6 +18,8 @@
 
 #include <stagger/redact.h>
 
+#include "fuzz_common.h"
+
 #define SECRET_USER "S3CRETUSERINFO"
 #define SECRET_QUERY "S3CRETQUERYVAL"
 #define SECRET_HEADER "S3CRETHEADERVAL"
@@ -42,7 +44,6 @@ static void redact_has_no(const char *url, const char *secret, const char *fuzze
         abort();
 }
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size > 2048)

@@ -13,14 +13,13 @@
 
 #include "redis/cluster.h"
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+#include "fuzz_common.h"
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    char *s = malloc(size + 1);
+    char *s = fuzz_cstr(data, size);
     if (!s)
         return 0;
-    memcpy(s, data, size);
-    s[size] = '\0';
     stg_redis_url u;
     if (stg_redis_url_parse(s, &u, NULL) == STG_OK) {
         char buf[800];

@@ -17,13 +17,7 @@
 
 #include <stagger/hints.h>
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define CHECK(x)         \
-    do {                 \
-        if (!(x))        \
-            abort();     \
-    } while (0)
+#include "fuzz_common.h"
 
 #define SENTINEL INT64_C(-424242)
 #define MAX_WAIT_US (STG_DELTA_SECONDS_MAX * INT64_C(1000000))

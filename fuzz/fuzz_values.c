@@ -17,13 +17,7 @@
 
 #include "core/internal.h"
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define CHECK(x)         \
-    do {                 \
-        if (!(x))        \
-            abort();     \
-    } while (0)
+#include "fuzz_common.h"
 
 #define UNTOUCHED INT64_C(-4242)
 

@@ -357,16 +357,6 @@ static int opt_method(cli_parser *p, const cli_opt *o, void *field, const char *
     return 0;
 }
 
-static int opt_busy(cli_parser *p, const cli_opt *o, void *field, const char *v)
-{
-    (void)o;
-    int64_t d;
-    if (!cli_parse_duration(v, &d) || d <= 0)
-        return cli_opt_bad(p, v, "expected a positive duration such as 5s");
-    *(int64_t *)field = d;
-    return 0;
-}
-
 static int add_header(void *ctx, const char *line, bool secret)
 {
     (void)secret; /* every -H of batch is kept out of the database already */
@@ -556,7 +546,7 @@ static const cli_opt run_table[] = {
     {CLI_FLAG, "retry-review", 0, NULL, "resend the jobs in review", B(retry_review), NULL, NULL, 0,
      NULL},
     {CLI_FN, "busy-timeout", 0, "D", "wait this long for a locked database",
-     B(busy_timeout_us), opt_busy, NULL, 0, NULL, "5s"},
+     B(busy_timeout_us), cli_opt_positive_duration, NULL, 0, NULL, "5s"},
     {.kind = CLI_HEADING, .help = "Requests"},
     {CLI_FN, "header", 'H', "'Name: value'",
      "add a header to every request; never stored (put\n"

@@ -72,6 +72,9 @@ extern const cli_opt cli_timeout_opts[];
 /* --retries N (field: a stg_policy): N retries after the first attempt.
  * fetch's --retry, curl's name for it, takes the same parser. */
 int cli_opt_retries(cli_parser *p, const cli_opt *o, void *field, const char *val);
+/* A positive duration into the int64_t field (µs); the error's example is
+ * the option's default, else 30s. */
+int cli_opt_positive_duration(cli_parser *p, const cli_opt *o, void *field, const char *val);
 /* "Durations take us, ms, ...": the --help line under the policy options. */
 extern const char cli_durations_help[];
 
@@ -120,6 +123,12 @@ int cli_header_env(const char *cmd, const char *spec, const char *(*refused)(con
 /* The whole file ("-": stdin), NUL-terminated (*len excludes the NUL).
  * Returns NULL with errno set. The caller frees it. */
 char *cli_read_file(const char *path, size_t *len);
+/* The files of a TLS option set (--PFXcacert, --PFXcapath: a directory,
+ * --PFXcert, --PFXkey; NULL: not given), checked readable before anything
+ * connects, and --PFXkey only with --PFXcert: 0, or the usage error's exit
+ * code (printed). pfx is "" (fetch, batch, serve) or "redis-". */
+int cli_tls_files_check(const char *cmd, const char *pfx, const char *cacert, const char *capath,
+                        const char *cert, const char *key);
 
 /* Report a missing value for opt; returns CLI_EXIT_USAGE. */
 int cli_missing_value(const char *cmd, const char *opt);

@@ -71,16 +71,6 @@ static int opt_breaker(cli_parser *p, const cli_opt *o, void *field, const char 
     return 0;
 }
 
-static int opt_breaker_open(cli_parser *p, const cli_opt *o, void *field, const char *v)
-{
-    (void)o;
-    int64_t d;
-    if (!cli_parse_duration(v, &d) || d <= 0)
-        return cli_opt_bad(p, v, "expected a positive duration such as 30s");
-    *(int64_t *)field = d;
-    return 0;
-}
-
 static int opt_on_breaker(cli_parser *p, const cli_opt *o, void *field, const char *v)
 {
     (void)o;
@@ -148,7 +138,7 @@ const cli_opt cli_engine_opts_table[] = {
      "consecutive failures that open a host's circuit\nbreaker (0: no breaker)",
      E(breaker_failures), opt_breaker, NULL, 0, NULL, "20"},
     {CLI_FN, "breaker-open", 0, "D", "how long it stays open", E(breaker_open_us),
-     opt_breaker_open, NULL, 0, NULL, "30s"},
+     cli_opt_positive_duration, NULL, 0, NULL, "30s"},
     {CLI_FN, "on-breaker", 0, "wait|defer",
      "wait (requests wait for an open breaker to\n"
      "half-open, and a spent retry budget lets one retry\n"

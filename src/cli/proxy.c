@@ -116,16 +116,6 @@ static int opt_idem(cli_parser *p, const cli_opt *o, void *field, const char *v)
     return 0;
 }
 
-static int opt_duration(cli_parser *p, const cli_opt *o, void *field, const char *v)
-{
-    (void)o;
-    int64_t d;
-    if (!cli_parse_duration(v, &d) || d <= 0)
-        return cli_opt_bad(p, v, "expected a positive duration such as 30s");
-    *(int64_t *)field = d;
-    return 0;
-}
-
 static int opt_drain(cli_parser *p, const cli_opt *o, void *field, const char *v)
 {
     (void)o;
@@ -187,11 +177,11 @@ static const cli_opt proxy_table[] = {
      "on SIGTERM, let requests in flight finish for up to D\n(default 30s), then exit 0",
      F(drain_us), opt_drain, NULL, 0, NULL},
     {CLI_FN, "client-timeout", 0, "D", "close an idle client connection after D (default 30s)",
-     F(client_timeout_us), opt_duration, NULL, 0, NULL},
+     F(client_timeout_us), cli_opt_positive_duration, NULL, 0, NULL},
     {CLI_FN, "head-timeout", 0, "D",
      "a request head must arrive whole within D of the\nconnection's start (default 10s); near\n"
      "--max-connections, open heads are closed oldest first",
-     F(head_timeout_us), opt_duration, NULL, 0, NULL},
+     F(head_timeout_us), cli_opt_positive_duration, NULL, 0, NULL},
     {CLI_FN, "max-connections", 0, "N",
      "client connections at once (default: from the\ndescriptor limit)",
      F(max_connections), opt_conns, NULL, 0, NULL},

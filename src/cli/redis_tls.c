@@ -38,13 +38,6 @@ const cli_opt cli_redis_tls_opts[] = {
 };
 #undef T
 
-static int readable(const char *cmd, const char *opt, const char *path, bool dir)
-{
-    if (access(path, dir ? R_OK | X_OK : R_OK) != 0)
-        return cli_usage_error(cmd, "cannot read %s %s: %s", opt, path, strerror(errno));
-    return 0;
-}
-
 int cli_redis_tls_config(cli_redis_tls *t, const char *cmd, const char *url)
 {
     if (!t->sentinels != !t->sentinel_master)
@@ -62,13 +55,8 @@ int cli_redis_tls_config(cli_redis_tls *t, const char *cmd, const char *url)
         return cli_usage_error(cmd, "--redis-cacert, --redis-capath, --redis-cert, --redis-key "
                                     "and --redis-insecure apply to a rediss:// URL (TLS) in "
                                     "--limiter or --queue");
-    int rc = 0;
-    if (t->key && !t->cert)
-        return cli_usage_error(cmd, "--redis-key goes with --redis-cert");
-    if ((t->cacert && (rc = readable(cmd, "--redis-cacert", t->cacert, false))) ||
-        (t->capath && (rc = readable(cmd, "--redis-capath", t->capath, true))) ||
-        (t->cert && (rc = readable(cmd, "--redis-cert", t->cert, false))) ||
-        (t->key && (rc = readable(cmd, "--redis-key", t->key, false))))
+    int rc = cli_tls_files_check(cmd, "redis-", t->cacert, t->capath, t->cert, t->key);
+    if (rc)
         return rc;
 #ifdef STG_HAVE_REDIS
     memset(&t->cfg, 0, sizeof t->cfg);

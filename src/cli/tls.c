@@ -32,24 +32,12 @@ const cli_opt cli_tls_opts[] = {
 };
 #undef T
 
-static int readable(const char *cmd, const char *opt, const char *path, bool dir)
-{
-    if (access(path, dir ? R_OK | X_OK : R_OK) != 0)
-        return cli_usage_error(cmd, "cannot read %s %s: %s", opt, path, strerror(errno));
-    return 0;
-}
-
 int cli_tls_config(cli_tls *t, const char *cmd, const stg_tls_config **out)
 {
     *out = &t->cfg;
     memset(&t->cfg, 0, sizeof t->cfg);
-    int rc = 0;
-    if (t->key && !t->cert)
-        return cli_usage_error(cmd, "--key goes with --cert");
-    if ((t->cacert && (rc = readable(cmd, "--cacert", t->cacert, false))) ||
-        (t->capath && (rc = readable(cmd, "--capath", t->capath, true))) ||
-        (t->cert && (rc = readable(cmd, "--cert", t->cert, false))) ||
-        (t->key && (rc = readable(cmd, "--key", t->key, false))))
+    int rc = cli_tls_files_check(cmd, "", t->cacert, t->capath, t->cert, t->key);
+    if (rc)
         return rc;
     t->cfg.ca_file = t->cacert;
     t->cfg.ca_path = t->capath;

@@ -192,6 +192,19 @@ static int opt_mult(cli_parser *p, const cli_opt *o, void *field, const char *va
     return 0;
 }
 
+int cli_opt_positive_duration(cli_parser *p, const cli_opt *o, void *field, const char *val)
+{
+    int64_t d;
+    if (cli_parse_duration(val, &d) && d > 0) {
+        *(int64_t *)field = d;
+        return 0;
+    }
+    char why[96];
+    snprintf(why, sizeof why, "expected a positive duration such as %s",
+             o->def && strcmp(o->def, "0") ? o->def : "30s");
+    return cli_opt_bad(p, val, why);
+}
+
 int cli_opt_retries(cli_parser *p, const cli_opt *o, void *field, const char *val)
 {
     (void)o;
@@ -570,4 +583,21 @@ FILE *cli_open_private(const char *path, enum cli_open how, bool *created)
     if (!f)
         close(fd);
     return f;
+}
+
+int cli_tls_files_check(const char *cmd, const char *pfx, const char *cacert, const char *capath,
+                        const char *cert, const char *key)
+{
+    if (key && !cert)
+        return cli_usage_error(cmd, "--%skey goes with --%scert", pfx, pfx);
+    const struct {
+        const char *name, *path;
+        int mode;
+    } f[] = {{"cacert", cacert, R_OK}, {"capath", capath, R_OK | X_OK},
+             {"cert", cert, R_OK},     {"key", key, R_OK}};
+    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
+        if (f[i].path && access(f[i].path, f[i].mode) != 0)
+            return cli_usage_error(cmd, "cannot read --%s%s %s: %s", pfx, f[i].name, f[i].path,
+                                   strerror(errno));
+    return 0;
 }

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 
 #include "curl/internal.h"
+#include "util/grow.h"
 
 static bool before(const stg__timer *a, const stg__timer *b)
 {
@@ -70,14 +71,8 @@ void stg__heap_free(stg__heap *h)
 
 bool stg__heap_push(stg__heap *h, int64_t due_us, void *item, size_t *index)
 {
-    if (h->n == h->cap) {
-        size_t cap = h->cap ? h->cap * 2 : 64;
-        stg__timer *v = realloc(h->v, cap * sizeof *v);
-        if (!v)
-            return false;
-        h->v = v;
-        h->cap = cap;
-    }
+    if (!STG__GROW(h->v, h->n, h->cap, 64))
+        return false;
     stg__timer t = {due_us, h->next_seq++, item, index};
     h->n++;
     place(h, h->n - 1, t);

@@ -77,6 +77,7 @@
 
 #include "curl/internal.h"
 #include "curl/metrics_class.h"
+#include "util/grow.h"
 
 #define N_CLASSES 8
 static const char *const class_names[N_CLASSES] = {"1xx",   "2xx", "3xx",    "4xx",
@@ -227,14 +228,8 @@ static breaker_host *host_slot(stg_metrics *m, const char *host)
         b->used = ++m->clock;
         return b;
     }
-    if (m->n_hosts == m->cap_hosts) {
-        size_t cap = m->cap_hosts ? m->cap_hosts * 2 : 8;
-        breaker_host *v = realloc(m->hosts, cap * sizeof *v);
-        if (!v)
-            return NULL;
-        m->hosts = v;
-        m->cap_hosts = cap;
-    }
+    if (!STG__GROW(m->hosts, m->n_hosts, m->cap_hosts, 8))
+        return NULL;
     char *copy = strdup(host);
     if (!copy)
         return NULL;

@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "curl/metrics_class.h"
+#include "util/grow.h"
 
 #define MAX_ROWS (STG_N_PRIORITIES * (STG_CLASS_TENANTS_MAX + 1))
 
@@ -45,14 +46,8 @@ static stg__mc_row *row_of(stg__mc *mc, int priority, const char *tenant)
             if (mc->rows[i].used < r->used)
                 r = &mc->rows[i];
     } else {
-        if (mc->n == mc->cap) {
-            size_t cap = mc->cap ? mc->cap * 2 : 8;
-            stg__mc_row *v = realloc(mc->rows, cap * sizeof *v);
-            if (!v)
-                return NULL;
-            mc->rows = v;
-            mc->cap = cap;
-        }
+        if (!STG__GROW(mc->rows, mc->n, mc->cap, 8))
+            return NULL;
         r = &mc->rows[mc->n++];
     }
     memset(r, 0, sizeof *r);

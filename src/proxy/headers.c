@@ -39,6 +39,7 @@
 #include "proxy/head_check.h"
 #include "proxy/internal.h"
 #include "util/assert.h"
+#include "util/grow.h"
 
 static const char *const hop[] = {"connection", "keep-alive", "proxy-connection", "te",
                                   "trailer", "transfer-encoding", "upgrade",
@@ -192,15 +193,9 @@ static enum MHD_Result gather(void *cls, enum MHD_ValueKind kind, const char *ke
 {
     (void)kind;
     fields *k = cls;
-    if (k->n == k->cap) {
-        size_t cap = k->cap ? k->cap * 2 : 32;
-        px_field *f = realloc(k->f, cap * sizeof *f);
-        if (!f) {
-            k->oom = true;
-            return MHD_NO;
-        }
-        k->f = f;
-        k->cap = cap;
+    if (!STG__GROW(k->f, k->n, k->cap, 32)) {
+        k->oom = true;
+        return MHD_NO;
     }
     k->f[k->n++] = (px_field){.name = key ? key : "",
                               .name_len = key ? key_size : 0,

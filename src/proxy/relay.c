@@ -51,17 +51,12 @@
 
 #include "proxy/internal.h"
 #include "util/assert.h"
+#include "util/grow.h"
 
 bool px_cmd_push(stg_proxy *p, enum px_cmd_kind kind, px_req *r)
 {
-    if (p->n_cmds == p->cap_cmds) {
-        size_t cap = p->cap_cmds ? p->cap_cmds * 2 : 64;
-        px_cmd *c = realloc(p->cmds, cap * sizeof *c);
-        if (!c)
-            return false;
-        p->cmds = c;
-        p->cap_cmds = cap;
-    }
+    if (!STG__GROW(p->cmds, p->n_cmds, p->cap_cmds, 64))
+        return false;
     p->cmds[p->n_cmds++] = (px_cmd){.kind = kind, .r = r};
     if (r)
         r->refs++;

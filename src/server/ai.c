@@ -151,6 +151,20 @@ static int64_t other_input(srv_ai_api api, json_t *root)
     return n;
 }
 
+/* A request that parsed: per completion at most per tokens (max_tokens or
+ * its default), n completions, and the tokens the server writes (its
+ * --ai-output-tokens, at most per each). */
+static bool valid(srv_ai_req *r, const stg_srv_config *cfg, int64_t per)
+{
+    int64_t each = cfg->ai_output_tokens < per ? cfg->ai_output_tokens : per;
+    if (each < 0)
+        each = 0;
+    r->max_out = per * r->n;
+    r->out = each * r->n;
+    r->valid = true;
+    return true;
+}
+
 static bool parse_other(srv_ai_api api, json_t *root, const stg_srv_config *cfg, srv_ai_req *r)
 {
     int64_t chars = other_input(api, root);
@@ -182,13 +196,7 @@ static bool parse_other(srv_ai_api api, json_t *root, const stg_srv_config *cfg,
                                                : 1;
     if (api == SRV_AI_OPENAI_COMPLETIONS && !pos_int(root, "n", 128, &r->n))
         return bad(r, "n must be an integer from 1 to 128");
-    int64_t each = cfg->ai_output_tokens < per ? cfg->ai_output_tokens : per;
-    if (each < 0)
-        each = 0;
-    r->max_out = per * r->n;
-    r->out = each * r->n;
-    r->valid = true;
-    return true;
+    return valid(r, cfg, per);
 }
 
 static bool parse_root(srv_ai_api api, json_t *root, const stg_srv_config *cfg, srv_ai_req *r)
@@ -241,13 +249,7 @@ static bool parse_root(srv_ai_api api, json_t *root, const stg_srv_config *cfg, 
         json_t *so = json_object_get(root, "stream_options");
         r->include_usage = json_is_object(so) && json_is_true(json_object_get(so, "include_usage"));
     }
-    int64_t each = cfg->ai_output_tokens < per ? cfg->ai_output_tokens : per;
-    if (each < 0)
-        each = 0;
-    r->max_out = per * r->n;
-    r->out = each * r->n;
-    r->valid = true;
-    return true;
+    return valid(r, cfg, per);
 }
 
 void srv_ai_parse(srv_ai_api api, const char *body, size_t len, const stg_srv_config *cfg,

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "server/stats.h"
+#include "util/grow.h"
 
 int srv_stats_init(srv_stats *st)
 {
@@ -39,15 +40,10 @@ void srv_stats_arrival(srv_stats *st, int64_t rel_us)
 {
     atomic_fetch_add_explicit(&st->c[SRV_C_TOTAL], 1, memory_order_relaxed);
     pthread_mutex_lock(&st->mu);
-    if (st->n == st->cap) {
-        size_t cap = st->cap ? st->cap * 2 : 4096;
-        int64_t *arr = realloc(st->arr, cap * sizeof *arr);
-        if (!arr) { /* the windows will undercount; counters stay exact */
-            pthread_mutex_unlock(&st->mu);
-            return;
-        }
-        st->arr = arr;
-        st->cap = cap;
+    if (!STG__GROW(st->arr, st->n, st->cap, 4096)) {
+        /* the windows will undercount; counters stay exact */
+        pthread_mutex_unlock(&st->mu);
+        return;
     }
     st->arr[st->n++] = rel_us;
     pthread_mutex_unlock(&st->mu);

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "metrics.h"
+#include "util/grow.h"
 
 int sim_log_init(sim_log *l, size_t cap)
 {
@@ -29,13 +30,7 @@ void sim_log_free(sim_log *l)
 
 int sim_log_grow(sim_log *l)
 {
-    size_t cap = l->cap ? l->cap * 2 : 16;
-    int64_t *v = realloc(l->v, cap * sizeof *v);
-    if (!v)
-        return -1;
-    l->v = v;
-    l->cap = cap;
-    return 0;
+    return STG__GROW(l->v, l->n, l->cap, 16) ? 0 : -1;
 }
 
 size_t sim_max_in_window(const int64_t *t, size_t n, int64_t w, int64_t from)

@@ -1,6 +1,6 @@
 /*
  * A strict reader of one CSV (RFC 4180) or TSV (IANA text/tab-separated-
- * values) record, for the batch input (input.c) and its fuzz harness.
+ * values) record, for the batch input (input_csv.c) and its fuzz harness.
  * Internal to stagger_store.
  */
 #ifndef STAGGER_STORE_CSV_H

@@ -12,6 +12,13 @@
  * recovered by the next open, never some moved twice. The counts by state
  * are read, never written, so how they are counted (in C, from one read of
  * the state column) changes nothing on disk.
+ *
+ * The moves asserted where they are made: MOVES below is store.h's table
+ * as data, each change asserts its move is in it, and in Debug builds
+ * reads back, inside its transaction, that the rows it moved are where it
+ * says (assert_job_state, assert_none_in; SQLite's assert_pager_state is
+ * the model). The checks only read; Release (NDEBUG) compiles them out, and
+ * the SQL is the same either way.
  */
 #include <errno.h>
 #include <limits.h>
@@ -22,6 +29,7 @@
 #include <jansson.h>
 
 #include "store/internal.h"
+#include "util/assert.h"
 
 static const char *const state_names[STG_JOB_NSTATES] = {"pending", "inflight", "done",
                                                          "failed",  "deferred", "review"};
@@ -55,6 +63,45 @@ int stg_store_has_jobs(stg_store *s, bool *has)
     return err;
 }
 
+/* ---- the moves, asserted ---------------------------------------------------- */
+
+#define STATE_BIT(st) (1u << (st))
+/* MOVES[from]: the states a job in from may go to (store.h's table). */
+static const unsigned MOVES[STG_JOB_NSTATES] = {
+    [STG_JOB_PENDING] = STATE_BIT(STG_JOB_INFLIGHT), /* claim */
+    [STG_JOB_INFLIGHT] = STATE_BIT(STG_JOB_DONE) | STATE_BIT(STG_JOB_FAILED) |
+                         STATE_BIT(STG_JOB_DEFERRED) | STATE_BIT(STG_JOB_REVIEW) |
+                         STATE_BIT(STG_JOB_PENDING), /* finish, recover, unclaim */
+    [STG_JOB_DEFERRED] = STATE_BIT(STG_JOB_PENDING), /* requeue */
+    [STG_JOB_REVIEW] = STATE_BIT(STG_JOB_PENDING),   /* requeue */
+};
+
+static bool move_legal(stg_job_state from, stg_job_state to)
+{
+    return (unsigned)from < STG_JOB_NSTATES && (unsigned)to < STG_JOB_NSTATES &&
+           (MOVES[from] & STATE_BIT(to)) != 0;
+}
+
+/* Job id is in state want now (a read in the change's own transaction). */
+static void assert_job_state(stg_store *s, int64_t id, stg_job_state want)
+{
+    if (!STG_ASSERT_ENABLED)
+        return;
+    stg_job_state got = STG_JOB_NSTATES;
+    int err = stg_store_job_state(s, id, &got);
+    STG_ASSERT(err == STG_OK && got == want);
+}
+
+/* No job is in state st now (after a bulk move out of it). */
+static void assert_none_in(stg_store *s, stg_job_state st)
+{
+    if (!STG_ASSERT_ENABLED)
+        return;
+    int64_t counts[STG_JOB_NSTATES];
+    int err = stg_store_counts(s, counts);
+    STG_ASSERT(err == STG_OK && counts[st] == 0);
+}
+
 /* ---- bulk moves -------------------------------------------------------------- */
 
 /* Run one UPDATE with ?1 = now; *changes gets the rows changed. */
@@ -81,6 +128,8 @@ static int exec_update(stg_store *s, const char *sql, int64_t now_ms, int *chang
  * the row as it was, so `sent` in the CASEs is the flag before the reset. */
 int stg_store_recover(stg_store *s, int64_t now_ms, int *to_pending, int *to_review)
 {
+    STG_ASSERT(move_legal(STG_JOB_INFLIGHT, STG_JOB_PENDING) &&
+               move_legal(STG_JOB_INFLIGHT, STG_JOB_REVIEW));
     int p = 0, r = 0;
     int err = stg__store_begin(s);
     if (err)
@@ -115,6 +164,7 @@ int stg_store_recover(stg_store *s, int64_t now_ms, int *to_pending, int *to_rev
         stg__store_rollback(s);
         return err;
     }
+    assert_none_in(s, STG_JOB_INFLIGHT);
     if ((err = stg__store_commit(s)) != STG_OK)
         return err;
     if (to_pending)
@@ -133,10 +183,12 @@ int stg_store_requeue(stg_store *s, stg_job_state from, int64_t now_ms, int *n)
         sql = "UPDATE jobs SET state = 'pending', updated_at = ?1 WHERE state = 'review'";
     else
         return stg__store_error(s, STG_EINVAL, "only deferred and review jobs are requeued");
+    STG_ASSERT(move_legal(from, STG_JOB_PENDING));
     int changes = 0;
     int rc = exec_update(s, sql, now_ms, &changes); /* one statement: one transaction */
     if (rc != SQLITE_OK)
         return stg__store_fail(s, rc, "cannot requeue jobs");
+    assert_none_in(s, from);
     if (n)
         *n = changes;
     return STG_OK;
@@ -207,6 +259,7 @@ int stg_store_claim(stg_store *s, int max, int64_t run_id, int64_t now_ms, stg_j
     *n = 0;
     if (max <= 0)
         return STG_OK;
+    STG_ASSERT(move_legal(STG_JOB_PENDING, STG_JOB_INFLIGHT));
     int rc = stg__store_prepare(
         s, &s->st_claim,
         "UPDATE jobs SET state = 'inflight', sent = 0, runs = runs + 1, run_id = ?2, "
@@ -262,6 +315,8 @@ int stg_store_claim(stg_store *s, int max, int64_t run_id, int64_t now_ms, stg_j
         rc = SQLITE_OK;
     if (rc == SQLITE_OK && nomem)
         rc = SQLITE_NOMEM;
+    for (int i = 0; rc == SQLITE_OK && i < got; i++)
+        assert_job_state(s, out[i].id, STG_JOB_INFLIGHT);
     if (rc == SQLITE_OK && (err = stg__store_commit(s)) == STG_OK) {
         qsort(out, (size_t)got, sizeof *out, by_id);
         *n = got;
@@ -290,6 +345,7 @@ int stg_store_unclaim(stg_store *s, const stg_job *jobs, int n, int64_t run_id, 
         *moved = 0;
     if (n <= 0)
         return STG_OK;
+    STG_ASSERT(move_legal(STG_JOB_INFLIGHT, STG_JOB_PENDING));
     size_t cap = (size_t)n * 21 + 3, len = 0;
     char *ids = malloc(cap);
     if (!ids)
@@ -334,6 +390,8 @@ int stg_store_unclaim(stg_store *s, const stg_job *jobs, int n, int64_t run_id, 
         return stg__store_error(s, STG_ESTATE, "%d of %d claimed jobs are not inflight",
                                 n - changes, n);
     }
+    for (int i = 0; i < n; i++)
+        assert_job_state(s, jobs[i].id, STG_JOB_PENDING);
     if ((err = stg__store_commit(s)) != STG_OK)
         return err;
     if (moved)
@@ -366,8 +424,10 @@ int stg_store_mark_sent(stg_store *s, int64_t id, int64_t run_id)
         stg__store_undo_nothing(s);
         return stg__store_error(s, STG_ESTATE, "job %lld is not in flight", (long long)id);
     }
-    if (rc == SQLITE_DONE)
+    if (rc == SQLITE_DONE) {
+        assert_job_state(s, id, STG_JOB_INFLIGHT); /* sent is no move */
         rc = add_run_counts(s, run_id, 1, 0, 0, 0, 0);
+    }
     if (rc != SQLITE_DONE) {
         err = stg__store_fail(s, rc, "cannot record a request as sent");
         stg__store_rollback(s);
@@ -409,6 +469,7 @@ int stg_store_finish(stg_store *s, int64_t id, const stg_job_outcome *o, int64_t
 {
     if (!o || (unsigned)o->state >= STG_JOB_NSTATES || o->state == STG_JOB_INFLIGHT)
         return stg__store_error(s, STG_EINVAL, "bad outcome for job %lld", (long long)id);
+    STG_ASSERT(move_legal(STG_JOB_INFLIGHT, o->state));
     int rc = stg__store_prepare(
         s, &s->st_finish,
         "UPDATE jobs SET state = ?2, sent = 0, attempts = attempts + ?3, "
@@ -455,6 +516,8 @@ int stg_store_finish(stg_store *s, int64_t id, const stg_job_outcome *o, int64_t
         stg__store_undo_nothing(s);
         return stg__store_error(s, STG_ESTATE, "job %lld is not in flight", (long long)id);
     }
+    if (rc == SQLITE_DONE)
+        assert_job_state(s, id, o->state);
     if (rc == SQLITE_DONE && (o->body || o->body_in_fd)) {
         sqlite3_stmt *put = s->st_response_put;
         sqlite3_bind_int64(put, 1, id);

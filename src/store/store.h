@@ -8,8 +8,12 @@
  * Files of this part, one per concern:
  *   schema.c       open/create, WAL, busy timeout, runner lock, error text
  *   fingerprint.c  SHA-256 of the job set (the identity of a database)
- *   input.c        parse URL lists, key files + URL template, JSONL requests
- *                  (whole, or streamed one line at a time)
+ *   input.c        batch input: the formats' rules, options, the reader
+ *                  (whole, or streamed one line at a time); by format
+ *                  input_keys.c (URLs, keys), input_jsonl.c, input_csv.c
+ *                  (CSV/TSV and their templates); the job being built
+ *                  input_job.c, repeated ids input_repeat.c; needs_input
+ *                  jobs' secrets input_secrets.c, found again input_cursor.c
  *   import.c       the input into the store (or checked against it), one
  *                  transaction, repeats found by the UNIQUE key
  *   jobs.c         claim, finish, recover, requeue: every state change of a

@@ -43,8 +43,15 @@ echo "http://127.0.0.1:9/a" >"$T/u.txt"
 expect_exit "batch --rate 80/m: accepted" 0 "$S" batch --rate 80/m --dry-run "$T/u.txt"
 expect_exit "batch --rate 80/x: usage" 2 "$S" batch --rate 80/x --dry-run "$T/u.txt"
 check "  says the forms" grep -q "600/m" /tmp/stg_err.$$
+# A positive duration: one parser, its example the option's default.
+expect_exit "batch --busy-timeout 0: usage" 2 "$S" batch --busy-timeout 0 --dry-run "$T/u.txt"
+check "  gives its default as the example" grep -q "positive duration such as 5s" /tmp/stg_err.$$
+expect_exit "batch --breaker-open 0: usage" 2 "$S" batch --breaker-open 0 --dry-run "$T/u.txt"
+check "  gives its default as the example" grep -q "positive duration such as 30s" /tmp/stg_err.$$
 if "$S" help --commands | grep -qx proxy; then
   expect_exit "proxy --rate 80/m --help: parsed" 0 "$S" proxy --rate 80/m --help
+  expect_exit "proxy --client-timeout 0: usage" 2 "$S" proxy --client-timeout 0
+  check "  no default: 30s as the example" grep -q "positive duration such as 30s" /tmp/stg_err.$$
 fi
 if "$S" help --commands | grep -qx serve; then
   check "serve --help names /metrics" sh -c "'$S' serve --help | grep -q /metrics"

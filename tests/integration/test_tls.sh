@@ -64,7 +64,13 @@ check "the message says what to do" grep -q -- "--cacert" /tmp/stg_err.$$
 expect_exit "fetch trusting another CA: exit 10" 10 "$S" fetch --cacert "$PKI/other-ca.pem" "$URL/a"
 check "no request reached the server" [ "$(stat total)" = "$before" ]
 expect_exit "an unreadable --cacert is usage" 2 "$S" fetch --cacert "$T/none.pem" "$URL/a"
+check "an unreadable --cacert: names the option and the file" \
+  grep -q -- "cannot read --cacert $T/none.pem" /tmp/stg_err.$$
 expect_exit "--key without --cert is usage" 2 "$S" fetch --key "$PKI/client.key" "$URL/a"
+check "--key without --cert: says so" grep -q -- "--key goes with --cert" /tmp/stg_err.$$
+expect_exit "an unreadable --capath is usage" 2 "$S" fetch --capath "$T/nodir" "$URL/a"
+check "an unreadable --capath: names the option and the directory" \
+  grep -q -- "cannot read --capath $T/nodir" /tmp/stg_err.$$
 
 # ---- fetch -k ----------------------------------------------------------------
 expect_exit "fetch -k works" 0 "$S" fetch -k "$URL/a"

@@ -69,6 +69,20 @@ static void test_sha256(void **state)
     assert_string_equal(hex, "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
 }
 
+/* --idempotency-key auto: the key is stable over runs and builds (a
+ * resumed batch sends the same key), so its value is pinned here: "stg-"
+ * and two FNV-1a hashes of id, method, URL and body, computed apart. */
+static void test_auto_key_pinned(void **state)
+{
+    (void)state;
+    stg_input_options o = {.idempotency_key = "auto"};
+    stg_job_set set;
+    assert_int_equal(parse("https://api.example/a?x=1\n", &o, &set), STG_OK);
+    assert_int_equal(set.n, 1);
+    assert_string_equal(set.jobs[0].idempotency_key, "stg-ce22e1ea0ec9b20e132e29f8b1b7bd5d");
+    stg_job_set_free(&set);
+}
+
 static void test_urls(void **state)
 {
     (void)state;
@@ -590,7 +604,7 @@ int main(void)
         cmocka_unit_test(test_secret_urls),  cmocka_unit_test(test_fingerprint),
         cmocka_unit_test(test_path_errors),  cmocka_unit_test(test_template_special_keys),
         cmocka_unit_test(test_jsonl_control_chars), cmocka_unit_test(test_jsonl_secret_headers),
-        cmocka_unit_test(test_jsonl_cost), cmocka_unit_test(test_jsonl_class),   cmocka_unit_test(test_jsonl_refused_headers),
+        cmocka_unit_test(test_auto_key_pinned), cmocka_unit_test(test_jsonl_cost), cmocka_unit_test(test_jsonl_class),   cmocka_unit_test(test_jsonl_refused_headers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
