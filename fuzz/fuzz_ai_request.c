@@ -56,7 +56,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     srv_ai_api api = (srv_ai_api)(1 + data[0] % 5);
     bool stream_error = (data[1] & 2) != 0;
     stg_srv_config cfg;
-    stg_srv_config_init(&cfg);
+    stg__srv_config_init(&cfg);
     cfg.ai_count_max = (data[1] & 4) != 0;
     cfg.ai_output_tokens = (data[1] >> 3) & 7; /* small: the answers stay small */
     size_t len = size - 2;

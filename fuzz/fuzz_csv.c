@@ -96,7 +96,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     stg_job_set set;
     char err[400];
-    int rc = stg_input_read(fp, &o, &set, err, sizeof err);
+    int rc = stg__input_read(fp, &o, &set, err, sizeof err);
     fclose(fp);
     CHECK(rc == STG_OK || rc == STG_EINVAL || rc == STG_ENOMEM);
     if (rc != STG_OK)
@@ -104,7 +104,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     CHECK(set.n + set.n_bad <= (size_t)set.lines);
     for (size_t i = 0; i < set.n; i++) {
         const stg_job_spec *j = &set.jobs[i];
-        CHECK(j->key && j->key[0] && stg_store_url_valid(j->url));
+        CHECK(j->key && j->key[0] && stg__store_url_valid(j->url));
         CHECK(!strncmp(j->url, "http://h.test/p/", 16));
         CHECK(j->body && !strncmp(j->body, "{\"b\": \"", 7));
         CHECK(!strcmp(j->method, "POST"));
@@ -129,6 +129,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         CHECK(j->idempotency_key && !strncmp(j->idempotency_key, "k-", 2) &&
               !strpbrk(j->idempotency_key, "\r\n"));
     }
-    stg_job_set_free(&set);
+    stg__job_set_free(&set);
     return 0;
 }

@@ -1,6 +1,6 @@
 /*
  * libFuzzer harness for the batch input reader (src/store/input.c:
- * stg_input_read on a memory FILE, the JSONL parser, the key files and the
+ * stg__input_read on a memory FILE, the JSONL parser, the key files and the
  * URL template). The first byte picks the format (auto, urls, keys, jsonl);
  * the rest is the file. Checked:
  *   - the reader returns STG_OK (or STG_ENOMEM), and every line is either a
@@ -163,7 +163,7 @@ static void check_job(const stg_job_set *set, const stg_job_spec *j)
     CHECK(j->key && j->key[0] && j->method && j->url && j->url_redacted);
     CHECK(value_clean(j->key)); /* ids and keys are printed in reports */
     CHECK(j->line >= 1 && j->line <= set->lines);
-    CHECK(stg_store_url_valid(j->url));
+    CHECK(stg__store_url_valid(j->url));
     CHECK(j->url_secret == stg_redact_url_has_secret(j->url));
     /* The redacted URL has no userinfo left, and redacting it again
      * changes nothing. */
@@ -217,7 +217,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     stg_job_set set;
     char err[256];
-    int rc = stg_input_read(f, &o, &set, err, sizeof err);
+    int rc = stg__input_read(f, &o, &set, err, sizeof err);
     fclose(f);
     CHECK(rc == STG_OK || rc == STG_ENOMEM);
     if (rc != STG_OK)
@@ -227,6 +227,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         check_job(&set, &set.jobs[i]);
     for (size_t i = 0; i < set.n_bad; i++)
         CHECK(set.bad[i].line >= 1 && set.bad[i].line <= set.lines && set.bad[i].message);
-    stg_job_set_free(&set);
+    stg__job_set_free(&set);
     return 0;
 }

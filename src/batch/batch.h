@@ -12,13 +12,13 @@
  * Use (one thread; the handle is NOT thread-safe):
  *
  *     stg_batch *b;
- *     stg_batch_new(&cfg, &b, &start, err, sizeof err);  // recover, run row
- *     while (stg_batch_step(b, STG_MS(100))) {           // claim, submit, run
- *         if (signalled) stg_batch_stop(b);
- *         stg_batch_progress_get(b, &p); draw(&p);       // the caller draws
+ *     stg__batch_new(&cfg, &b, &start, err, sizeof err);  // recover, run row
+ *     while (stg__batch_step(b, STG_MS(100))) {           // claim, submit, run
+ *         if (signalled) stg__batch_stop(b);
+ *         stg__batch_progress_get(b, &p); draw(&p);       // the caller draws
  *     }
- *     stg_batch_end(b, &summary);                        // requeue, counts
- *     stg_batch_free(b, exit_code);                      // run row closed
+ *     stg__batch_end(b, &summary);                        // requeue, counts
+ *     stg__batch_free(b, exit_code);                      // run row closed
  *
  * Files, one concern each: runner.c (new, step, stop, progress, end),
  * submit.c (claim and submit), finish.c (the done callback's commit, the
@@ -70,7 +70,7 @@ typedef struct stg_batch stg_batch;
 typedef struct stg_batch_source {
     void *ctx;
     /* Up to max jobs into out[0..*n) (each owned by the runner, cleared
-     * with stg_job_clear). *more: false once nothing more will come. */
+     * with stg__job_clear). *more: false once nothing more will come. */
     int (*claim)(void *ctx, int max, stg_job *out, int *n, bool *more);
     /* A job that is not replay-safe is about to be sent (before it can). */
     int (*mark_sent)(void *ctx, const stg_job *j);
@@ -99,7 +99,7 @@ typedef struct stg_batch_config {
                                   stored (needs_input); NULL: none. Not owned;
                                   must outlive the batch */
     const stg_input_secrets *secrets; /* or only those jobs' secret parts, as kept
-                                  by stg_store_import_stream (what `stagger
+                                  by stg__store_import_stream (what `stagger
                                   batch` gives: memory bounded by how many jobs
                                   carry secrets); NULL: none. Not owned */
     stg_input_cursor *cursor;  /* or a cursor over the input file, which finds
@@ -135,7 +135,7 @@ typedef struct stg_batch_config {
     double weight;
 } stg_batch_config;
 
-/* What stg_batch_new found and did before the run. */
+/* What stg__batch_new found and did before the run. */
 typedef struct stg_batch_start {
     int64_t total;             /* jobs in the set */
     int recovered_pending;     /* inflight at the last stop, run again */
@@ -149,7 +149,7 @@ typedef struct stg_batch_start {
 typedef enum stg_batch_stop_cause {
     STG_BATCH_RUNNING = 0,
     STG_BATCH_DRAINED = 1,     /* nothing left to claim, nothing in flight */
-    STG_BATCH_STOPPED = 2,     /* stg_batch_stop() */
+    STG_BATCH_STOPPED = 2,     /* stg__batch_stop() */
     STG_BATCH_LIMITER = 3,     /* the shared limiter became unavailable */
     STG_BATCH_STORE = 4,       /* a store read or write failed */
     STG_BATCH_BODY = 5,        /* a response body could not be written */
@@ -163,9 +163,9 @@ typedef struct stg_batch_counts {
 } stg_batch_counts;
 
 /* Ended: done + failed + deferred + review. */
-int64_t stg_batch_counts_ended(const stg_batch_counts *c);
+int64_t stg__batch_counts_ended(const stg_batch_counts *c);
 /* Left to run: pending + inflight. */
-int64_t stg_batch_counts_left(const stg_batch_counts *c);
+int64_t stg__batch_counts_left(const stg_batch_counts *c);
 
 /* A snapshot for drawing progress; the library never draws. */
 typedef struct stg_batch_progress {
@@ -192,53 +192,53 @@ typedef struct stg_batch_summary {
 /* Create the engine from cfg->engine, recover the jobs left in flight by
  * the last run, requeue what cfg asks for, load the counts and begin a run
  * row. *start (may be NULL) says what was done. Returns STG_OK (*out is the
- * caller's, to stg_batch_free), or STG_EDB (the store; err says why),
+ * caller's, to stg__batch_free), or STG_EDB (the store; err says why),
  * STG_ESTATE (jobs need the input, and none of cfg->set, cfg->secrets,
  * cfg->cursor is given: start->needs_input),
  * STG_EINVAL (bad config, including an engine that refuses it), STG_ENOMEM. */
-int stg_batch_new(const stg_batch_config *cfg, stg_batch **out, stg_batch_start *start,
+int stg__batch_new(const stg_batch_config *cfg, stg_batch **out, stg_batch_start *start,
                   char *err, size_t errlen);
 
 /* One pass: claim pending jobs for the free slots, submit them, and run the
  * engine for at most timeout_us (done callbacks commit outcomes). Returns
  * true while there is more to do; false when the run has ended (see
- * stg_batch_end). */
-bool stg_batch_step(stg_batch *b, int64_t timeout_us);
+ * stg__batch_end). */
+bool stg__batch_step(stg_batch *b, int64_t timeout_us);
 
 /* Stop: no new claims; the next step cancels what is in flight. Safe to
  * call any time outside the engine's callbacks, and more than once. Not
  * async-signal-safe: from a signal handler set a flag, call this from the
  * loop. */
-void stg_batch_stop(stg_batch *b);
+void stg__batch_stop(stg_batch *b);
 
 /* Drain: no new claims; what is in flight finishes and is recorded, then
- * the run ends (cause DRAINED). Same calling rules as stg_batch_stop. */
-void stg_batch_drain(stg_batch *b);
+ * the run ends (cause DRAINED). Same calling rules as stg__batch_stop. */
+void stg__batch_drain(stg_batch *b);
 
 /* The run's engine (for looking only: stg_engine_quotas, stats); valid
- * until stg_batch_free. */
-stg_engine *stg_batch_engine(stg_batch *b);
+ * until stg__batch_free. */
+stg_engine *stg__batch_engine(stg_batch *b);
 
 /* The current numbers. Cheap; call it every pass if needed. */
-void stg_batch_progress_get(const stg_batch *b, stg_batch_progress *p);
+void stg__batch_progress_get(const stg_batch *b, stg_batch_progress *p);
 
 /* After the last step: put back the jobs still inflight (unless the store
  * failed), read the counts back from the store and fill *s. Returns STG_OK,
  * or STG_EDB when the store cannot be read (s->cause is then STORE and
  * s->message says why). */
-int stg_batch_end(stg_batch *b, stg_batch_summary *s);
+int stg__batch_end(stg_batch *b, stg_batch_summary *s);
 
 /* What the run's engine admitted per class and tenant (as
  * stg_engine_class_stats): up to max rows into out; returns the count.
- * On the batch's thread, before stg_batch_free. */
-size_t stg_batch_class_stats(const stg_batch *b, stg_class_stats *out, size_t max);
+ * On the batch's thread, before stg__batch_free. */
+size_t stg__batch_class_stats(const stg_batch *b, stg_class_stats *out, size_t max);
 
 /* Close the run row with exit_code (the caller's verdict; -1: none), free
  * the engine and everything else; the store stays open. Accepts NULL. */
-void stg_batch_free(stg_batch *b, int exit_code);
+void stg__batch_free(stg_batch *b, int exit_code);
 
 /* "drained", "stopped", "limiter", "store", "body", "needs_input". */
-const char *stg_batch_cause_name(stg_batch_stop_cause c);
+const char *stg__batch_cause_name(stg_batch_stop_cause c);
 
 /* ---- shared by the files of this part ---------------------------------- */
 

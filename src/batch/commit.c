@@ -6,7 +6,7 @@
  * commit_us. (A queue source, b->source, commits each call itself: none of
  * this applies to it.)
  *
- * The store is in group commit (stg_store_group): claims (submit.c),
+ * The store is in group commit (stg__store_group): claims (submit.c),
  * outcomes (finish.c) and the run's counters join one transaction,
  * committed only where something outside needs it:
  *  - claim-open: a claim written and not yet committed. Before a send
@@ -72,7 +72,7 @@ void stg__batch_flush(stg_batch *b)
     stg__batch_series_write(b); /* series.c: its rows join this commit */
     if (b->store_failed)
         return;
-    if (stg_store_flush(b->store) != STG_OK)
+    if (stg__store_flush(b->store) != STG_OK)
         stg__batch_store_failed(b);
     else
         stg__batch_committed(b);

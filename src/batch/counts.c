@@ -6,7 +6,7 @@
  *    or vanishes (the store's job count check says the same of the file).
  *  - A move takes a job from a state that has one: the runner moves a job
  *    only after the store committed that very move, so the in-memory
- *    counts equal the store's at every commit (stg_batch_end asserts it).
+ *    counts equal the store's at every commit (stg__batch_end asserts it).
  */
 #include <string.h>
 
@@ -21,13 +21,13 @@ static int64_t sum(const stg_batch_counts *c)
     return t;
 }
 
-int64_t stg_batch_counts_ended(const stg_batch_counts *c)
+int64_t stg__batch_counts_ended(const stg_batch_counts *c)
 {
     return c->n[STG_JOB_DONE] + c->n[STG_JOB_FAILED] + c->n[STG_JOB_DEFERRED] +
            c->n[STG_JOB_REVIEW];
 }
 
-int64_t stg_batch_counts_left(const stg_batch_counts *c)
+int64_t stg__batch_counts_left(const stg_batch_counts *c)
 {
     return c->n[STG_JOB_PENDING] + c->n[STG_JOB_INFLIGHT];
 }

@@ -45,7 +45,7 @@ void stg__batch_store_failed(stg_batch *b)
 void stg__batch_release(stg_batch *b, stg_batch_slot *sl)
 {
     STG_ASSERT(sl->used && b->active > 0);
-    stg_job_clear(&sl->job);
+    stg__job_clear(&sl->job);
     sl->used = false;
     sl->sent = false;
     sl->lost = false;

@@ -104,7 +104,7 @@ struct stg_batch {
                             yet committed (committed in its step) */
     int64_t commit_us;   /* the last commit (mono) */
     bool exhausted;      /* a claim found fewer than asked: none pending */
-    bool drained;        /* stg_batch_drain: no more claims or submits */
+    bool drained;        /* stg__batch_drain: no more claims or submits */
     bool stopping;       /* stop or a fatal cause: no new claims */
     bool cancelled;      /* cancel_all done */
     bool store_failed;   /* no more writes: the next open recovers */

@@ -630,7 +630,7 @@ static void lim_response(void *ctx, const char *key, int64_t ticket, bool thrott
     s->inner->on_response(s->inner->ctx, key, ticket, throttled, hold_us);
 }
 
-const stg_shared_limiter *stg_batch_queue_limiter(stg_batch_queue *s,
+const stg_shared_limiter *stg__batch_queue_limiter(stg_batch_queue *s,
                                                   const stg_shared_limiter *inner)
 {
     s->inner = inner && inner->acquire ? inner : NULL;
@@ -687,7 +687,7 @@ static void quo_tick(void *ctx)
         s->quo_inner->tick(s->quo_inner->ctx);
 }
 
-const stg_shared_quota *stg_batch_queue_quotas(stg_batch_queue *s, const stg_shared_quota *inner)
+const stg_shared_quota *stg__batch_queue_quotas(stg_batch_queue *s, const stg_shared_quota *inner)
 {
     if (!inner || !inner->acquire || !inner->settle)
         return NULL;
@@ -708,7 +708,7 @@ static const char *src_errmsg(void *ctx)
     return s->msg[0] ? s->msg : stg_queue_errmsg(s->q);
 }
 
-stg_batch_queue *stg_batch_queue_new(const stg_batch_queue_config *cfg)
+stg_batch_queue *stg__batch_queue_new(const stg_batch_queue_config *cfg)
 {
     STG_ASSERT(cfg && cfg->queue);
     stg_batch_queue *s = calloc(1, sizeof *s);
@@ -737,7 +737,7 @@ stg_batch_queue *stg_batch_queue_new(const stg_batch_queue_config *cfg)
     return s;
 }
 
-void stg_batch_queue_free(stg_batch_queue *s)
+void stg__batch_queue_free(stg_batch_queue *s)
 {
     if (!s)
         return;
@@ -753,17 +753,17 @@ void stg_batch_queue_free(stg_batch_queue *s)
     free(s);
 }
 
-const stg_batch_source *stg_batch_queue_source(stg_batch_queue *s)
+const stg_batch_source *stg__batch_queue_source(stg_batch_queue *s)
 {
     return &s->src;
 }
 
-void stg_batch_queue_stats_get(const stg_batch_queue *s, stg_batch_queue_stats *st)
+void stg__batch_queue_stats_get(const stg_batch_queue *s, stg_batch_queue_stats *st)
 {
     *st = s->stats;
 }
 
-int stg_batch_queue_release(stg_batch_queue *s)
+int stg__batch_queue_release(stg_batch_queue *s)
 {
     int back = 0;
     size_t i = 0;
@@ -780,7 +780,7 @@ int stg_batch_queue_release(stg_batch_queue *s)
     return back;
 }
 
-size_t stg_batch_queue_kept(const stg_batch_queue *s)
+size_t stg__batch_queue_kept(const stg_batch_queue *s)
 {
     return s->n_kp;
 }

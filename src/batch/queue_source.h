@@ -16,7 +16,7 @@
  *    --claim-idle (review if not replay-safe and sent). Nothing is lost.
  *  - Jobs claimed ahead (prefetch) are never sent before the runner takes
  *    them; they are handed out only while Redis answers, and given back
- *    at the end (stg_batch_queue_release).
+ *    at the end (stg__batch_queue_release).
  *  - Claims are renewed while the worker lives (stg_queue_renew every
  *    claim_idle / 4, from tick), so another worker takes a job from this
  *    one only after it stopped renewing for claim_idle (dead, stopped, cut
@@ -66,29 +66,29 @@ typedef struct stg_batch_queue_stats {
 } stg_batch_queue_stats;
 
 /* NULL when out of memory. */
-stg_batch_queue *stg_batch_queue_new(const stg_batch_queue_config *cfg);
-void stg_batch_queue_free(stg_batch_queue *s); /* accepts NULL */
+stg_batch_queue *stg__batch_queue_new(const stg_batch_queue_config *cfg);
+void stg__batch_queue_free(stg_batch_queue *s); /* accepts NULL */
 
 /* The source to put in stg_batch_config.source (owned by s). */
-const stg_batch_source *stg_batch_queue_source(stg_batch_queue *s);
+const stg_batch_source *stg__batch_queue_source(stg_batch_queue *s);
 
 /* A limiter that asks the queue whether a host is held, then inner (NULL:
  * no limit of its own). Owned by s; inner must outlive it. */
-const stg_shared_limiter *stg_batch_queue_limiter(stg_batch_queue *s,
+const stg_shared_limiter *stg__batch_queue_limiter(stg_batch_queue *s,
                                                   const stg_shared_limiter *inner);
 
 /* The shared quotas (stg_engine_config.shared_quotas) with the queue's
  * outage rule: Redis unreachable is a wait of 250 ms, up to the outage
  * time, as for the limiter. NULL when inner is NULL. Owned by s; inner
  * must outlive it. */
-const stg_shared_quota *stg_batch_queue_quotas(stg_batch_queue *s, const stg_shared_quota *inner);
+const stg_shared_quota *stg__batch_queue_quotas(stg_batch_queue *s, const stg_shared_quota *inner);
 
-void stg_batch_queue_stats_get(const stg_batch_queue *s, stg_batch_queue_stats *st);
+void stg__batch_queue_stats_get(const stg_batch_queue *s, stg_batch_queue_stats *st);
 /* After the run: give the jobs claimed ahead back to the queue (others take
  * them at once). Returns how many; those left (Redis away) wait for
  * --claim-idle. */
-int stg_batch_queue_release(stg_batch_queue *s);
+int stg__batch_queue_release(stg_batch_queue *s);
 /* Outcomes kept, not yet written (an outage). */
-size_t stg_batch_queue_kept(const stg_batch_queue *s);
+size_t stg__batch_queue_kept(const stg_batch_queue *s);
 
 #endif

@@ -2,7 +2,7 @@
  * The batch runner: jobs from the store, through the engine, back into the
  * store (see batch.h for the API and the transitions).
  *
- * Loop (stg_batch_step): submit claimed jobs into the free slots, claiming
+ * Loop (stg__batch_step): submit claimed jobs into the free slots, claiming
  * more first when those claimed ahead run short (submit.c: one claim takes
  * the free slots and ahead_max more, marked inflight, uncommitted), run
  * one engine pass, commit when due. When the store's group is committed
@@ -23,9 +23,9 @@
  *    replay-safe, marked sent): a kill re-runs at most that many
  *    (at-least-once); those claimed ahead were never sent and recover to
  *    pending, never to review.
- *  - At a clean end (drained, stop, store or limiter stop, stg_batch_free
+ *  - At a clean end (drained, stop, store or limiter stop, stg__batch_free
  *    without an end) the claimed-unsent go back to pending in one
- *    statement (stg_store_unclaim), so no job of the run is left inflight.
+ *    statement (stg__store_unclaim), so no job of the run is left inflight.
  *  - A job that is not replay-safe has sent = 1 committed (with its first
  *    attempt counted) from the engine's ATTEMPT_START event, which the
  *    engine emits before the transfer can leave: after a kill it goes to
@@ -35,12 +35,12 @@
  *    its row in the transaction of each outcome and sent-mark: a kill -9
  *    loses only the attempts of the jobs then in flight.
  *  - The in-memory counts move only after the store wrote the same move,
- *    so they equal what the store's connection reads; stg_batch_end checks
+ *    so they equal what the store's connection reads; stg__batch_end checks
  *    it. What the caller is told (b->shown, shown_finished) is their copy
  *    at the last commit: what another connection, or the file after a
  *    kill, holds.
- *  - No signal handling, no output: a stop is a call (stg_batch_stop), and
- *    progress is a snapshot (stg_batch_progress_get).
+ *  - No signal handling, no output: a stop is a call (stg__batch_stop), and
+ *    progress is a snapshot (stg__batch_progress_get).
  *  - Secrets: headers of the config and the secret URLs/headers of
  *    needs_input jobs (from cfg->set, ->secrets or ->cursor) exist only in
  *    memory and in the request; what is stored is the outcome. The engine's events and error
@@ -67,7 +67,7 @@ static int ahead_for(const stg_batch_config *cfg, int nslots)
     return nslots < AHEAD_MAX ? nslots : AHEAD_MAX;
 }
 
-const char *stg_batch_cause_name(stg_batch_stop_cause c)
+const char *stg__batch_cause_name(stg_batch_stop_cause c)
 {
     static const char *const names[] = {"running", "drained", "stopped",
                                         "limiter", "store",   "body",
@@ -81,22 +81,22 @@ static int fail_new(stg_batch *b, int err, char *buf, size_t len, const char *ms
 {
     if (buf && len)
         snprintf(buf, len, "%s", msg);
-    stg_batch_free(b, -1);
+    stg__batch_free(b, -1);
     return err;
 }
 
 /* Recovery and requeues, then the counts. */
 static int start_store(stg_batch *b, const stg_batch_config *cfg, stg_batch_start *st)
 {
-    int64_t now = stg_store_now_ms();
-    int rc = stg_store_recover(b->store, now, &st->recovered_pending, &st->recovered_review);
+    int64_t now = stg__store_now_ms();
+    int rc = stg__store_recover(b->store, now, &st->recovered_pending, &st->recovered_review);
     if (rc == STG_OK && cfg->retry_deferred)
-        rc = stg_store_requeue(b->store, STG_JOB_DEFERRED, now, &st->requeued_deferred);
+        rc = stg__store_requeue(b->store, STG_JOB_DEFERRED, now, &st->requeued_deferred);
     if (rc == STG_OK && cfg->retry_review)
-        rc = stg_store_requeue(b->store, STG_JOB_REVIEW, now, &st->requeued_review);
+        rc = stg__store_requeue(b->store, STG_JOB_REVIEW, now, &st->requeued_review);
     int64_t n[STG_JOB_NSTATES];
     if (rc == STG_OK)
-        rc = stg_store_counts(b->store, n);
+        rc = stg__store_counts(b->store, n);
     if (rc != STG_OK)
         return rc;
     stg__batch_counts_set(&b->counts, n);
@@ -105,7 +105,7 @@ static int start_store(stg_batch *b, const stg_batch_config *cfg, stg_batch_star
     return STG_OK;
 }
 
-int stg_batch_new(const stg_batch_config *cfg, stg_batch **out, stg_batch_start *start,
+int stg__batch_new(const stg_batch_config *cfg, stg_batch **out, stg_batch_start *start,
                   char *err, size_t errlen)
 {
     stg_batch_start scratch;
@@ -185,8 +185,8 @@ int stg_batch_new(const stg_batch_config *cfg, stg_batch **out, stg_batch_start 
         stg__batch_src_counts(b); /* the queue's: jobs live there */
         st->total = b->counts.total;
     } else if (!cfg->set && !cfg->secrets && !cfg->cursor) {
-        if (stg_store_count_needs_input(b->store, mask, &st->needs_input) != STG_OK)
-            return fail_new(b, STG_EDB, err, errlen, stg_store_errmsg(b->store));
+        if (stg__store_count_needs_input(b->store, mask, &st->needs_input) != STG_OK)
+            return fail_new(b, STG_EDB, err, errlen, stg__store_errmsg(b->store));
         if (st->needs_input) {
             char msg[160];
             snprintf(msg, sizeof msg, "%lld jobs carry secrets that are not kept in the "
@@ -196,7 +196,7 @@ int stg_batch_new(const stg_batch_config *cfg, stg_batch **out, stg_batch_start 
         }
     }
     if (!b->source && start_store(b, cfg, st) != STG_OK)
-        return fail_new(b, STG_EDB, err, errlen, stg_store_errmsg(b->store));
+        return fail_new(b, STG_EDB, err, errlen, stg__store_errmsg(b->store));
 
     stg_engine_config ec = cfg->engine;
     ec.concurrency = b->nslots;
@@ -210,16 +210,16 @@ int stg_batch_new(const stg_batch_config *cfg, stg_batch **out, stg_batch_start 
         snprintf(msg, sizeof msg, "cannot start the HTTP engine: %s", stg_strerror(eerr));
         return fail_new(b, eerr == STG_EINVAL ? STG_EINVAL : STG_ENOMEM, err, errlen, msg);
     }
-    if (!b->source && stg_store_run_begin(b->store, stg_store_now_ms(), &b->run_id) != STG_OK)
-        return fail_new(b, STG_EDB, err, errlen, stg_store_errmsg(b->store));
+    if (!b->source && stg__store_run_begin(b->store, stg__store_now_ms(), &b->run_id) != STG_OK)
+        return fail_new(b, STG_EDB, err, errlen, stg__store_errmsg(b->store));
     if (!b->source)
-        stg_store_group(b->store, true); /* commits when needed (stg__batch_flush) */
+        stg__store_group(b->store, true); /* commits when needed (stg__batch_flush) */
     stg__batch_committed(b); /* what start_store read is what the file holds */
     *out = b;
     return STG_OK;
 }
 
-void stg_batch_stop(stg_batch *b)
+void stg__batch_stop(stg_batch *b)
 {
     if (!b || b->stopping)
         return;
@@ -228,13 +228,13 @@ void stg_batch_stop(stg_batch *b)
         b->cause = STG_BATCH_STOPPED;
 }
 
-void stg_batch_drain(stg_batch *b)
+void stg__batch_drain(stg_batch *b)
 {
     if (b)
         b->drained = true; /* refill claims nothing more; step ends at active == 0 */
 }
 
-bool stg_batch_step(stg_batch *b, int64_t timeout_us)
+bool stg__batch_step(stg_batch *b, int64_t timeout_us)
 {
     if (b->ended)
         return false;
@@ -299,13 +299,13 @@ bool stg_batch_step(stg_batch *b, int64_t timeout_us)
         stg_run_stats rs = {.wall_ms = (now - b->start_us) / 1000,
                             .exit_code = -1,
                             .concurrency = es.concurrency_limit};
-        (void)stg_store_run_update(b->store, b->run_id, &rs);
+        (void)stg__store_run_update(b->store, b->run_id, &rs);
         b->next_save_us = now + STG_SEC(1);
     }
     return true;
 }
 
-void stg_batch_progress_get(const stg_batch *b, stg_batch_progress *p)
+void stg__batch_progress_get(const stg_batch *b, stg_batch_progress *p)
 {
     memset(p, 0, sizeof *p);
     /* The store: as of the last commit, what a kill -9 would leave. */
@@ -323,22 +323,22 @@ void stg_batch_progress_get(const stg_batch *b, stg_batch_progress *p)
     p->concurrency_limit = es.concurrency_limit;
 }
 
-size_t stg_batch_class_stats(const stg_batch *b, stg_class_stats *out, size_t max)
+size_t stg__batch_class_stats(const stg_batch *b, stg_class_stats *out, size_t max)
 {
     return b && b->engine ? stg_engine_class_stats(b->engine, out, max) : 0;
 }
 
-int stg_batch_end(stg_batch *b, stg_batch_summary *s)
+int stg__batch_end(stg_batch *b, stg_batch_summary *s)
 {
     memset(s, 0, sizeof *s);
     if (!b->ended) {
         /* Called early: stop, and let the engine put everything back. */
-        stg_batch_stop(b);
-        while (stg_batch_step(b, STG_MS(100)))
+        stg__batch_stop(b);
+        while (stg__batch_step(b, STG_MS(100)))
             ;
     }
     STG_ASSERT(b->active == 0);
-    if (!b->source && !b->store_failed && stg_store_group(b->store, false) != STG_OK)
+    if (!b->source && !b->store_failed && stg__store_group(b->store, false) != STG_OK)
         stg__batch_store_failed(b);
     if (!b->source && !b->store_failed)
         stg__batch_committed(b);
@@ -359,13 +359,13 @@ int stg_batch_end(stg_batch *b, stg_batch_summary *s)
     int back = 0, review = 0;
     int rc = STG_OK;
     if (b->counts.n[STG_JOB_INFLIGHT] > 0)
-        rc = stg_store_recover(b->store, stg_store_now_ms(), &back, &review);
+        rc = stg__store_recover(b->store, stg__store_now_ms(), &back, &review);
     int64_t n[STG_JOB_NSTATES];
     if (rc == STG_OK)
-        rc = stg_store_counts(b->store, n);
+        rc = stg__store_counts(b->store, n);
     if (rc != STG_OK) {
         s->cause = STG_BATCH_STORE;
-        snprintf(s->message, sizeof s->message, "%s", stg_store_errmsg(b->store));
+        snprintf(s->message, sizeof s->message, "%s", stg__store_errmsg(b->store));
         s->counts = b->counts;
         return STG_EDB;
     }
@@ -379,7 +379,7 @@ int stg_batch_end(stg_batch *b, stg_batch_summary *s)
     return STG_OK;
 }
 
-void stg_batch_free(stg_batch *b, int exit_code)
+void stg__batch_free(stg_batch *b, int exit_code)
 {
     if (!b)
         return;
@@ -395,16 +395,16 @@ void stg_batch_free(stg_batch *b, int exit_code)
         stg__batch_unclaim_ahead(b); /* freed without an end: never sent, back */
     /* The outcomes of the cancelled requests (after a failure: nothing is
      * open, the failure rolled the group back). */
-    if (!b->source && stg_store_group(b->store, false) != STG_OK)
+    if (!b->source && stg__store_group(b->store, false) != STG_OK)
         b->store_failed = true;
     if (b->run_id > 0 && !b->source) {
         stg_run_stats rs = {.wall_ms = (stg__clock_mono_us() - b->start_us) / 1000,
                             .exit_code = exit_code,
                             .concurrency = es.concurrency_limit};
-        (void)stg_store_run_update(b->store, b->run_id, &rs); /* the counters are in already */
+        (void)stg__store_run_update(b->store, b->run_id, &rs); /* the counters are in already */
     }
     for (int i = 0; b->slots && i < b->nslots; i++)
-        stg_job_clear(&b->slots[i].job);
+        stg__job_clear(&b->slots[i].job);
     stg__batch_series_free(b);
     free(b->slots);
     free(b->ahead);
@@ -413,7 +413,7 @@ void stg_batch_free(stg_batch *b, int exit_code)
     free(b);
 }
 
-stg_engine *stg_batch_engine(stg_batch *b)
+stg_engine *stg__batch_engine(stg_batch *b)
 {
     return b ? b->engine : NULL;
 }

@@ -7,7 +7,7 @@
  *  - no commit of its own, no write on the send path beyond the rows a
  *    flush already commits: stg__batch_series_write runs inside
  *    stg__batch_flush, just before its commit, writes only when the group
- *    holds other writes to commit (stg_store_pending) and only seconds
+ *    holds other writes to commit (stg__store_pending) and only seconds
  *    that are over (all of them once the run stops, drains or ends);
  *    a run with nothing else to commit for SERIES_PENDING / 2 seconds
  *    (all of them waits) commits its rows then, once;
@@ -54,7 +54,7 @@ void stg__batch_series_see(stg_batch *b, const stg_event *ev)
     if (!b->series && !(b->series = calloc(1, sizeof *b->series)))
         return; /* out of memory: the run goes on without its series */
     struct stg__batch_series *z = b->series;
-    int64_t t = (ev->wall_us > 0 ? ev->wall_us / 1000 : stg_store_now_ms()) / 1000;
+    int64_t t = (ev->wall_us > 0 ? ev->wall_us / 1000 : stg__store_now_ms()) / 1000;
     if (z->open.t_s && t > z->open.t_s)
         close_open(z);
     if (!z->open.t_s)
@@ -86,17 +86,17 @@ void stg__batch_series_write(stg_batch *b)
         return;
     /* The open second is written once the run stops adding to it. */
     if (b->ended || b->stopping || b->drained ||
-        (z->open.t_s && stg_store_now_ms() / 1000 > z->open.t_s))
+        (z->open.t_s && stg__store_now_ms() / 1000 > z->open.t_s))
         close_open(z);
     if (!z->n_done)
         return;
     /* Only with a commit that happens anyway (the group holds other
      * writes), or at the end, or once half the room is used (a run with
      * nothing else to commit for 32 s: one commit then). */
-    if (!stg_store_pending(b->store) && !(b->ended || b->stopping || b->drained) &&
+    if (!stg__store_pending(b->store) && !(b->ended || b->stopping || b->drained) &&
         z->n_done < SERIES_PENDING / 2)
         return;
-    if (stg_store_series_add(b->store, b->run_id, z->done, (size_t)z->n_done, NULL) != STG_OK) {
+    if (stg__store_series_add(b->store, b->run_id, z->done, (size_t)z->n_done, NULL) != STG_OK) {
         stg__batch_store_failed(b);
         return;
     }

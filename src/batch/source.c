@@ -25,7 +25,7 @@ int stg__batch_src_claim(stg_batch *b, int max, stg_job *out, int *n, bool *more
         STG_ASSERT(*n >= 0 && *n <= max);
         return rc;
     }
-    int rc = stg_store_claim(b->store, max, b->run_id, stg_store_now_ms(), out, n);
+    int rc = stg__store_claim(b->store, max, b->run_id, stg__store_now_ms(), out, n);
     /* Nothing becomes pending during a run, except at a stop. */
     *more = rc == STG_OK && *n == max;
     return rc == STG_OK ? STG_OK : STG_EDB;
@@ -36,14 +36,14 @@ int stg__batch_src_finish(stg_batch *b, const stg_job *j, stg_job_outcome *o)
     if (b->source)
         return b->source->finish(b->source->ctx, j, o);
     o->run_id = b->run_id;
-    return stg_store_finish(b->store, j->id, o, stg_store_now_ms()) == STG_OK ? STG_OK : STG_EDB;
+    return stg__store_finish(b->store, j->id, o, stg__store_now_ms()) == STG_OK ? STG_OK : STG_EDB;
 }
 
 int stg__batch_src_mark_sent(stg_batch *b, const stg_job *j)
 {
     if (b->source)
         return b->source->mark_sent(b->source->ctx, j);
-    return stg_store_mark_sent(b->store, j->id, b->run_id) == STG_OK ? STG_OK : STG_EDB;
+    return stg__store_mark_sent(b->store, j->id, b->run_id) == STG_OK ? STG_OK : STG_EDB;
 }
 
 int stg__batch_src_may_send(stg_batch *b, const stg_job *j)
@@ -57,7 +57,7 @@ const char *stg__batch_src_errmsg(stg_batch *b)
 {
     if (b->source)
         return b->source->errmsg(b->source->ctx);
-    return stg_store_errmsg(b->store);
+    return stg__store_errmsg(b->store);
 }
 
 void stg__batch_src_counts(stg_batch *b)

@@ -10,7 +10,7 @@
  *  - A claim takes the free slots and ahead_max more when the claimed
  *    ahead (in id order) are fewer than the free slots, so claimed and not
  *    finished stay <= nslots + ahead_max (asserted: the inflight count is
- *    active + n_ahead). The claimed ahead go back with stg_store_unclaim
+ *    active + n_ahead). The claimed ahead go back with stg__store_unclaim
  *    at the end; a kill leaves them inflight and unsent (recovered to
  *    pending).
  *  - Headers of the configuration replace a job's own of the same name,
@@ -32,7 +32,7 @@
  *  - No job sets a field batch input may not set (framing, connection,
  *    Host, Proxy-*: util/http_field.h). The input's parser makes such a
  *    line a bad line and the configuration's headers are checked at
- *    stg_batch_new; a job that still has one (a database written by an
+ *    stg__batch_new; a job that still has one (a database written by an
  *    older stagger, a queue another program loaded) fails here, unsent.
  */
 #include <stdio.h>
@@ -115,9 +115,9 @@ static const stg_job_spec *spec_of(const stg_batch *b, const stg_job *j)
         !strcmp(b->set->jobs[j->id - 1].key, j->key))
         sp = &b->set->jobs[j->id - 1];
     else if (b->secrets)
-        sp = stg_input_secrets_find(b->secrets, j->id, j->key);
+        sp = stg__input_secrets_find(b->secrets, j->id, j->key);
     else if (b->cursor)
-        sp = stg_input_cursor_find(b->cursor, j->id, j->key);
+        sp = stg__input_cursor_find(b->cursor, j->id, j->key);
     if (sp && ((sp->method && strcmp(sp->method, j->method)) ||
                (sp->url_redacted && j->url_redacted && strcmp(sp->url_redacted, j->url_redacted))))
         return NULL;
@@ -289,7 +289,7 @@ void stg__batch_unclaim_ahead(stg_batch *b)
     STG_ASSERT(!b->source); /* a source claims none ahead */
     if (!b->store_failed) {
         int moved = 0;
-        if (stg_store_unclaim(b->store, b->ahead, b->n_ahead, b->run_id, stg_store_now_ms(),
+        if (stg__store_unclaim(b->store, b->ahead, b->n_ahead, b->run_id, stg__store_now_ms(),
                               &moved) == STG_OK) {
             for (int i = 0; i < moved; i++)
                 stg__batch_counts_move(&b->counts, STG_JOB_INFLIGHT, STG_JOB_PENDING);
@@ -298,6 +298,6 @@ void stg__batch_unclaim_ahead(stg_batch *b)
         }
     }
     for (int i = 0; i < b->n_ahead; i++)
-        stg_job_clear(&b->ahead[i]);
+        stg__job_clear(&b->ahead[i]);
     b->n_ahead = 0;
 }

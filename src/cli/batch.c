@@ -46,7 +46,7 @@ static int parse_states(const char *text, unsigned *mask)
     snprintf(buf, sizeof buf, "%s", text);
     for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
         stg_job_state s;
-        if (stg_job_state_parse(t, &s) != STG_OK)
+        if (stg__job_state_parse(t, &s) != STG_OK)
             return -1;
         *mask |= 1u << s;
     }
@@ -57,7 +57,7 @@ static int open_ro(const char *db, int64_t busy_us, stg_store **s)
 {
     char err[640];
     stg_store_options so = {.readonly = true, .busy_timeout_us = busy_us};
-    int rc = stg_store_open(db, &so, s, err, sizeof err);
+    int rc = stg__store_open(db, &so, s, err, sizeof err);
     if (rc != STG_OK) {
         fprintf(stderr, "stagger batch: %s\n", err);
         return rc == STG_ENOTFOUND ? CLI_EXIT_USAGE : CLI_EXIT_DB;
@@ -230,25 +230,25 @@ static int cmd_report(int argc, char **argv)
         return ex;
     }
     stg_store_report r;
-    int rc = stg_store_report_get(s, &r);
+    int rc = stg__store_report_get(s, &r);
     if (rc == STG_OK) {
         if (ro.json)
-            stg_store_report_json(&r, db, stdout);
+            stg__store_report_json(&r, db, stdout);
         else
-            stg_store_report_print(&r, db, stdout);
+            stg__store_report_print(&r, db, stdout);
         if (ro.bad_lines)
-            rc = stg_store_bad_lines_print(s, r.input_path, 0, stdout);
+            rc = stg__store_bad_lines_print(s, r.input_path, 0, stdout);
         if (rc == STG_OK && ro.html && (ex = cli_report_html(ro.html, s, &r, db)) != 0) {
-            stg_store_report_free(&r);
-            stg_store_close(s);
+            stg__store_report_free(&r);
+            stg__store_close(s);
             free(owned);
             return ex;
         }
-        stg_store_report_free(&r);
+        stg__store_report_free(&r);
     }
     if (rc != STG_OK)
-        fprintf(stderr, "stagger batch: %s\n", stg_store_errmsg(s));
-    stg_store_close(s);
+        fprintf(stderr, "stagger batch: %s\n", stg__store_errmsg(s));
+    stg__store_close(s);
     free(owned);
     if (fflush(stdout) != 0)
         return CLI_EXIT_FAILED;
@@ -289,13 +289,13 @@ static int export_db(ro_opts *ro_)
     if (out_path && strcmp(out_path, "-") &&
         !(out = cli_open_private(out_path, CLI_OPEN_TRUNCATE, NULL))) {
         perror(out_path);
-        stg_store_close(s);
+        stg__store_close(s);
         return CLI_EXIT_FAILED;
     }
-    int rc = stg_store_export(s, &ro.eo, out);
+    int rc = stg__store_export(s, &ro.eo, out);
     if (rc != STG_OK)
-        fprintf(stderr, "stagger batch: %s\n", stg_store_errmsg(s));
-    stg_store_close(s);
+        fprintf(stderr, "stagger batch: %s\n", stg__store_errmsg(s));
+    stg__store_close(s);
     if (out != stdout && fclose(out) != 0 && rc == STG_OK) {
         perror(out_path);
         return CLI_EXIT_FAILED;
@@ -656,7 +656,7 @@ static int parse_run(int argc, char **argv, run_opts *ro)
     if (prc >= 0)
         return prc;
     const char *db = ro->db;
-    o->in.format = stg_input_format_for_path(o->input, o->in.format);
+    o->in.format = stg__input_format_for_path(o->input, o->in.format);
     bool tab = o->in.format == STG_INPUT_CSV || o->in.format == STG_INPUT_TSV;
     if (tab && !o->in.url_template)
         return cli_usage_error(CMD, "CSV and TSV input need --url TEMPLATE naming columns, "

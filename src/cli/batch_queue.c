@@ -157,7 +157,7 @@ static int load_input(const batch_opts *o, stg_queue *q, const char *name)
 {
     stg_job_set set;
     char err[800];
-    int rc = stg_input_read_path(o->input, &o->in, &set, err, sizeof err);
+    int rc = stg__input_read_path(o->input, &o->in, &set, err, sizeof err);
     if (rc != STG_OK) {
         fprintf(stderr, "stagger batch: %s\n", err);
         return rc == STG_EINVAL ? CLI_EXIT_USAGE : CLI_EXIT_INPUT;
@@ -221,7 +221,7 @@ static int load_input(const batch_opts *o, stg_queue *q, const char *name)
         fprintf(stderr, "stagger batch: %lld jobs loaded into queue %s (%lld were there already)\n",
                 (long long)added, name, (long long)set.n - added);
     free(specs);
-    stg_job_set_free(&set);
+    stg__job_set_free(&set);
     return ex;
 }
 
@@ -414,9 +414,9 @@ static void progress(const stg_batch_progress *p, const stg_batch_queue *qs, boo
                      double rps)
 {
     const int64_t *c = p->counts.n;
-    int64_t e = stg_batch_counts_ended(&p->counts);
+    int64_t e = stg__batch_counts_ended(&p->counts);
     stg_batch_queue_stats st;
-    stg_batch_queue_stats_get(qs, &st);
+    stg__batch_queue_stats_get(qs, &st);
     fprintf(stderr,
             "%squeue: %lld/%lld ended (done %lld, failed %lld, deferred %lld, review %lld), "
             "%lld in flight (%d here), %.1f req/s here%s%s",
@@ -424,7 +424,7 @@ static void progress(const stg_batch_progress *p, const stg_batch_queue *qs, boo
             (long long)c[STG_JOB_DONE], (long long)c[STG_JOB_FAILED],
             (long long)c[STG_JOB_DEFERRED], (long long)c[STG_JOB_REVIEW],
             (long long)c[STG_JOB_INFLIGHT], p->in_flight, rps,
-            stg_batch_queue_kept(qs) ? ", Redis away: outcomes kept" : "",
+            stg__batch_queue_kept(qs) ? ", Redis away: outcomes kept" : "",
             bar ? "\033[K" : "\n");
     fflush(stderr);
 }
@@ -443,20 +443,20 @@ static void run_loop(const batch_opts *o, stg_batch *b, const stg_batch_queue *q
     for (;;) {
         if (cli_stop_signal && o->queue.drain && !draining) {
             draining = true;
-            stg_batch_drain(b);
+            stg__batch_drain(b);
             if (!o->quiet)
                 fprintf(stderr, "%sstagger batch: draining: finishing the claimed jobs, then "
                                 "leaving (a second signal stops at once)\n",
                         drawn ? "\n" : "");
             cli_stop_signal = 0;
         } else if (cli_stop_signal) {
-            stg_batch_stop(b);
+            stg__batch_stop(b);
         }
-        if (!stg_batch_step(b, STG_MS(100)))
+        if (!stg__batch_step(b, STG_MS(100)))
             break;
         int64_t now = stg__clock_mono_us();
         if (mode != BATCH_PROGRESS_NONE && now >= next) {
-            stg_batch_progress_get(b, &p);
+            stg__batch_progress_get(b, &p);
             double dt = (double)(now - t0) / 1e6;
             progress(&p, qs, mode == BATCH_PROGRESS_BAR, dt > 0 ? (double)p.attempts / dt : 0);
             drawn = true;
@@ -532,14 +532,14 @@ int batch_queue_run(const batch_opts *o_in)
                                  .outage_us = o.queue.wait_us,
                                  .out_dir = o.out_dir ? out_abs : NULL,
                                  .claim_idle_us = o.queue.claim_idle_us};
-    if (!(qs = stg_batch_queue_new(&qc))) {
+    if (!(qs = stg__batch_queue_new(&qc))) {
         ex = CLI_EXIT_FAILED;
         goto out;
     }
-    bc.engine.shared = stg_batch_queue_limiter(qs, bc.engine.shared);
-    bc.engine.shared_quotas = stg_batch_queue_quotas(qs, bc.engine.shared_quotas);
+    bc.engine.shared = stg__batch_queue_limiter(qs, bc.engine.shared);
+    bc.engine.shared_quotas = stg__batch_queue_quotas(qs, bc.engine.shared_quotas);
     bc.engine.limiter = STG_LIMITER_NONE; /* the shared one (or none, --rate 0) */
-    bc.source = stg_batch_queue_source(qs);
+    bc.source = stg__batch_queue_source(qs);
     if (o.log_path) {
         log_file = cli_open_private(o.log_path, CLI_OPEN_APPEND, NULL);
         if (!log_file || !(logger = stg_logger_new(log_file))) {
@@ -552,7 +552,7 @@ int batch_queue_run(const batch_opts *o_in)
     }
     char err[800];
     stg_batch_start st;
-    if (stg_batch_new(&bc, &b, &st, err, sizeof err) != STG_OK) {
+    if (stg__batch_new(&bc, &b, &st, err, sizeof err) != STG_OK) {
         fprintf(stderr, "stagger batch: %s\n", err);
         ex = CLI_EXIT_USAGE;
         goto out;
@@ -565,11 +565,11 @@ int batch_queue_run(const batch_opts *o_in)
     int sig = o.queue.drain ? 0 : cli_stop_signal;
     cli_stop_signals_release();
     stg_batch_summary sum;
-    stg_batch_end(b, &sum);
-    stg_batch_queue_release(qs); /* the jobs claimed ahead: back to the queue */
+    stg__batch_end(b, &sum);
+    stg__batch_queue_release(qs); /* the jobs claimed ahead: back to the queue */
     ex = batch_verdict(&sum, sig, o.quiet, true,
                        "interrupted; the jobs in flight here go back to the queue");
-    stg_batch_free(b, ex);
+    stg__batch_free(b, ex);
     b = NULL;
     if ((!o.quiet || o.json) && ex != CLI_EXIT_LIMITER) {
         int rex = print_report(q, o.queue.url, o.json, stdout);
@@ -577,10 +577,10 @@ int batch_queue_run(const batch_opts *o_in)
             ex = rex;
     }
 out:
-    stg_batch_free(b, ex);
+    stg__batch_free(b, ex);
     if (limiter_open)
         cli_limiter_close(&o.limiter);
-    stg_batch_queue_free(qs);
+    stg__batch_queue_free(qs);
     stg_logger_free(logger);
     if (log_file)
         fclose(log_file);

@@ -6,7 +6,7 @@
  *
  * Invariants:
  *  - SIGINT/SIGTERM only set a flag; the loop turns it into
- *    stg_batch_stop() (cancelled jobs go back to pending, review if
+ *    stg__batch_stop() (cancelled jobs go back to pending, review if
  *    non-idempotent and sent), the run row is closed, exit 130/143. A
  *    second signal kills at once (SA_RESETHAND; the next run recovers).
  *  - Every store read failure is exit 4 (CLI_EXIT_DB) with the store's
@@ -197,7 +197,7 @@ static void jobs_gauge_set(jobs_gauge *g, const stg_batch_counts *c, int64_t now
     g->nw = nw;
     if (!g->set) {
         g->start_us = now;
-        g->ended0 = stg_batch_counts_ended(c);
+        g->ended0 = stg__batch_counts_ended(c);
     }
     g->c = *c;
     g->set = true;
@@ -215,7 +215,7 @@ static void jobs_print(FILE *f, void *data)
     pthread_mutex_lock(&g->mu);
     for (int i = 0; g->set && i < STG_JOB_NSTATES; i++)
         fprintf(f, "stagger_batch_jobs{state=\"%s\"} %lld\n",
-                stg_job_state_name((stg_job_state)i), (long long)g->c.n[i]);
+                stg__job_state_name((stg_job_state)i), (long long)g->c.n[i]);
     fputs("# HELP stagger_requests_waiting Requests waiting now, by what for.\n"
           "# TYPE stagger_requests_waiting gauge\n",
           f);
@@ -233,12 +233,12 @@ static void *jobs_json(void *data)
     pthread_mutex_lock(&g->mu);
     json_t *states = json_object();
     for (int i = 0; i < STG_JOB_NSTATES; i++)
-        json_object_set_new(states, stg_job_state_name((stg_job_state)i),
+        json_object_set_new(states, stg__job_state_name((stg_job_state)i),
                             json_integer((json_int_t)g->c.n[i]));
     /* The ETA: what is left at the pace jobs ended since the run began. */
     double secs = (double)(g->at_us - g->start_us) / 1e6;
-    double ended = (double)(stg_batch_counts_ended(&g->c) - g->ended0);
-    double left = (double)stg_batch_counts_left(&g->c);
+    double ended = (double)(stg__batch_counts_ended(&g->c) - g->ended0);
+    double left = (double)stg__batch_counts_left(&g->c);
     double eta = left == 0 ? 0 : ended > 0 && secs > 0 ? left / (ended / secs) : -1;
     json_t *waiting = json_object();
     for (size_t i = 0; i < g->nw; i++)
@@ -255,8 +255,8 @@ static void to_state(const stg_batch_counts *c, const stg_batch_progress *p, pro
 {
     memset(s, 0, sizeof *s);
     s->total = c->total;
-    s->ended = stg_batch_counts_ended(c);
-    s->left = stg_batch_counts_left(c);
+    s->ended = stg__batch_counts_ended(c);
+    s->left = stg__batch_counts_left(c);
     s->done = c->n[STG_JOB_DONE];
     s->failed = c->n[STG_JOB_FAILED];
     s->deferred = c->n[STG_JOB_DEFERRED];
@@ -329,7 +329,7 @@ static void bad_lines_tail(const bad_printer *bp, bool written, const char *db)
 
 static int exit_for_counts(const stg_batch_counts *c)
 {
-    if (stg_batch_counts_left(c) || c->n[STG_JOB_DEFERRED] || c->n[STG_JOB_REVIEW])
+    if (stg__batch_counts_left(c) || c->n[STG_JOB_DEFERRED] || c->n[STG_JOB_REVIEW])
         return CLI_EXIT_LEFT;
     if (c->n[STG_JOB_FAILED])
         return CLI_EXIT_FAILED;
@@ -355,7 +355,7 @@ static int open_input(const batch_opts *o, stg_input_reader **r)
     *r = NULL;
     if (!o->input)
         return -1;
-    int rc = stg_input_reader_open(o->input, &o->in, r, err, sizeof err);
+    int rc = stg__input_reader_open(o->input, &o->in, r, err, sizeof err);
     if (rc != STG_OK) {
         fprintf(stderr, "stagger batch: %s\n", err);
         return rc == STG_EINVAL ? CLI_EXIT_USAGE : CLI_EXIT_INPUT;
@@ -374,28 +374,28 @@ static int import_input(const batch_opts *o, stg_store *s, stg_input_reader *r,
     bad_printer bp = {.name = name};
     char *abs = strcmp(o->input, "-") ? realpath(o->input, NULL) : NULL;
     stg_store_import_options io = {.input_path = abs ? abs : o->input,
-                                   .now_ms = stg_store_now_ms(),
+                                   .now_ms = stg__store_now_ms(),
                                    .strict = o->strict,
                                    .on_bad = print_bad_line,
                                    .bad_data = &bp,
                                    .secrets = secrets};
     stg_store_import_result res;
-    int rc = stg_store_import_stream(s, r, &io, &res);
+    int rc = stg__store_import_stream(s, r, &io, &res);
     free(abs);
     bad_lines_tail(&bp, rc == STG_OK && !res.refused, o->db);
     *imported = res.imported;
     *input_refused = rc == STG_EIO || rc == STG_ENOMEM || res.refused;
     if (rc == STG_EIO || rc == STG_ENOMEM) {
-        fprintf(stderr, "stagger batch: %s\n", stg_store_errmsg(s));
+        fprintf(stderr, "stagger batch: %s\n", stg__store_errmsg(s));
         return CLI_EXIT_INPUT;
     }
     if (rc == STG_EINVAL) { /* a CSV header, read late, that the templates do not fit */
         *input_refused = true;
-        fprintf(stderr, "stagger batch: %s\n", stg_store_errmsg(s));
+        fprintf(stderr, "stagger batch: %s\n", stg__store_errmsg(s));
         return CLI_EXIT_USAGE;
     }
     if (rc != STG_OK) {
-        fprintf(stderr, "stagger batch: %s\n", stg_store_errmsg(s));
+        fprintf(stderr, "stagger batch: %s\n", stg__store_errmsg(s));
         return CLI_EXIT_DB;
     }
     if (res.refused && o->strict && res.bad) {
@@ -511,7 +511,7 @@ static int dry_run(const batch_opts *o, stg_input_reader *r)
     int rc;
     char buf[4096];
     bad_printer bp = {.name = name};
-    while ((rc = stg_input_reader_next(r, &j, &b)) == STG_OK && (j || b)) {
+    while ((rc = stg__input_reader_next(r, &j, &b)) == STG_OK && (j || b)) {
         if (b) {
             bad++;
             print_bad_line(&bp, b->line, b->message);
@@ -519,7 +519,7 @@ static int dry_run(const batch_opts *o, stg_input_reader *r)
         }
         if (jobs++ >= DRY_RUN_SHOWN)
             continue;
-        stg_store_url_shown(j->url, buf, sizeof buf);
+        stg__store_url_shown(j->url, buf, sizeof buf);
         printf("%s %s  (id %s, line %ld)\n", j->method, buf, j->key, j->line);
         for (size_t i = 0; i < o->n_headers; i++) {
             stg_redact_header_line(o->headers[i], NULL, buf, sizeof buf);
@@ -535,7 +535,7 @@ static int dry_run(const batch_opts *o, stg_input_reader *r)
             print_body(j->body, j->body_len);
     }
     if (rc != STG_OK) {
-        fprintf(stderr, "stagger batch: %s\n", stg_input_reader_error(r));
+        fprintf(stderr, "stagger batch: %s\n", stg__input_reader_error(r));
         return CLI_EXIT_INPUT;
     }
     if (jobs > DRY_RUN_SHOWN)
@@ -543,7 +543,7 @@ static int dry_run(const batch_opts *o, stg_input_reader *r)
     printf("dry run: %zu job%s, %zu bad line%s in %s (%s); nothing sent, no database "
            "written\n",
            jobs, jobs == 1 ? "" : "s", bad, bad == 1 ? "" : "s", name,
-           stg_input_format_name(stg_input_reader_format(r)));
+           stg__input_format_name(stg__input_reader_format(r)));
     if (fflush(stdout) != 0)
         return CLI_EXIT_FAILED;
     return jobs ? CLI_EXIT_OK : CLI_EXIT_INPUT;
@@ -561,7 +561,7 @@ static int open_db(const batch_opts *o, stg_input_reader *r, stg_input_secrets *
     struct stat st;
     *created = stat(o->db, &st) != 0 && errno == ENOENT;
     *imported = *input_refused = false;
-    int rc = stg_store_open(o->db, &so, s, err, sizeof err);
+    int rc = stg__store_open(o->db, &so, s, err, sizeof err);
     if (rc != STG_OK) {
         fprintf(stderr, "stagger batch: %s\n", err);
         return rc == STG_ENOTFOUND && !o->input ? CLI_EXIT_USAGE : CLI_EXIT_DB;
@@ -569,12 +569,12 @@ static int open_db(const batch_opts *o, stg_input_reader *r, stg_input_secrets *
     if (r)
         return import_input(o, *s, r, secrets, imported, input_refused);
     bool has = false;
-    if ((rc = stg_store_has_jobs(*s, &has)) == STG_OK && !has) {
+    if ((rc = stg__store_has_jobs(*s, &has)) == STG_OK && !has) {
         fprintf(stderr, "stagger batch: the database holds no jobs: give an input\n");
         return CLI_EXIT_USAGE;
     }
     if (rc != STG_OK) {
-        fprintf(stderr, "stagger batch: %s\n", stg_store_errmsg(*s));
+        fprintf(stderr, "stagger batch: %s\n", stg__store_errmsg(*s));
         return CLI_EXIT_DB;
     }
     return -1;
@@ -585,7 +585,7 @@ static int open_db(const batch_opts *o, stg_input_reader *r, stg_input_secrets *
 static int open_cursor(const batch_opts *o, stg_input_cursor **c)
 {
     char err[800];
-    int rc = stg_input_cursor_open(o->input, &o->in, c, err, sizeof err);
+    int rc = stg__input_cursor_open(o->input, &o->in, c, err, sizeof err);
     if (rc != STG_OK) {
         fprintf(stderr, "stagger batch: %s\n", err);
         return CLI_EXIT_INPUT;
@@ -686,7 +686,7 @@ int batch_verdict(const stg_batch_summary *s, int sig, bool quiet, bool say,
         else if (!quiet)
             fprintf(stderr, "stagger batch: interrupted; %lld jobs left, run the same command "
                             "again to resume\n",
-                    (long long)stg_batch_counts_left(&s->counts));
+                    (long long)stg__batch_counts_left(&s->counts));
         return sig == SIGINT ? CLI_EXIT_SIGINT : CLI_EXIT_SIGTERM;
     }
     return exit_for_counts(&s->counts);
@@ -696,10 +696,10 @@ int batch_verdict(const stg_batch_summary *s, int sig, bool quiet, bool say,
  * `batch report` (only when the run had classes or tenants to order). */
 static int record_classes(const stg_batch *b, stg_store *store)
 {
-    size_t n = stg_batch_class_stats(b, NULL, 0);
+    size_t n = stg__batch_class_stats(b, NULL, 0);
     if (n < 2) {
         stg_class_stats one;
-        if (!n || (stg_batch_class_stats(b, &one, 1) && !one.tenant &&
+        if (!n || (stg__batch_class_stats(b, &one, 1) && !one.tenant &&
                    one.priority == STG_PRIORITY_NORMAL))
             return STG_OK; /* every request normal, no tenant: nothing to tell apart */
     }
@@ -707,12 +707,12 @@ static int record_classes(const stg_batch *b, stg_store *store)
     stg_run_class *rc = calloc(n, sizeof *rc);
     int err = STG_ENOMEM;
     if (v && rc) {
-        n = stg_batch_class_stats(b, v, n);
+        n = stg__batch_class_stats(b, v, n);
         for (size_t i = 0; i < n; i++)
             rc[i] = (stg_run_class){stg_priority_name(v[i].priority), v[i].tenant,
                                     (int64_t)v[i].admitted, v[i].wait_us / 1000,
                                     v[i].wait_max_us / 1000};
-        err = stg_store_run_classes_add(store, rc, n);
+        err = stg__store_run_classes_add(store, rc, n);
     }
     free(v);
     free(rc);
@@ -728,9 +728,9 @@ static int read_report(const batch_opts *o, stg_store *s, stg_store_report *rep,
     *got = false;
     if (o->quiet && !o->json)
         return ex;
-    if (stg_store_report_get(s, rep) != STG_OK) {
+    if (stg__store_report_get(s, rep) != STG_OK) {
         fprintf(stderr, "stagger batch: cannot read the final report: %s\n",
-                stg_store_errmsg(s));
+                stg__store_errmsg(s));
         return CLI_EXIT_DB;
     }
     *got = true;
@@ -741,9 +741,9 @@ static int read_report(const batch_opts *o, stg_store *s, stg_store_report *rep,
 static int final_report(const batch_opts *o, stg_store_report *rep, int ex)
 {
     if (o->json)
-        stg_store_report_json(rep, o->db, stdout);
+        stg__store_report_json(rep, o->db, stdout);
     else
-        stg_store_report_print(rep, o->db, stdout);
+        stg__store_report_print(rep, o->db, stdout);
     if (fflush(stdout) != 0)
         return ex == CLI_EXIT_OK ? CLI_EXIT_FAILED : ex;
     return ex;
@@ -772,17 +772,17 @@ static void run_loop(const batch_opts *o, stg_batch *b, progress *pg, const wait
     int64_t next_gauge = now;
     for (;;) {
         if (cli_stop_signal)
-            stg_batch_stop(b);
-        if (!stg_batch_step(b, STG_MS(100)))
+            stg__batch_stop(b);
+        if (!stg__batch_step(b, STG_MS(100)))
             break;
         now = stg__clock_mono_us();
         if (now >= next_gauge) {
-            stg_batch_progress_get(b, &p);
-            jobs_gauge_set(g, &p.counts, now, false, stg_batch_engine(b));
+            stg__batch_progress_get(b, &p);
+            jobs_gauge_set(g, &p.counts, now, false, stg__batch_engine(b));
             next_gauge = now + STG_MS(200);
         }
         if (mode != PROGRESS_NONE && now >= next) {
-            stg_batch_progress_get(b, &p);
+            stg__batch_progress_get(b, &p);
             to_state(&p.counts, &p, &ps);
             pg->limit_rps = per_host * (w->n_hosts > 1 ? w->n_hosts : 1);
             progress_draw(pg, &ps, now);
@@ -801,7 +801,7 @@ static void run_final(progress *pg, const stg_batch_progress *p, const stg_batch
     if (!trouble && !stopped) {
         progress_state ps;
         to_state(&sum->counts, p, &ps);
-        progress_final(pg, &ps, rep ? stg_store_report_jobs_per_s(rep) : 0);
+        progress_final(pg, &ps, rep ? stg__store_report_jobs_per_s(rep) : 0);
     }
     progress_end(pg);
 }
@@ -864,7 +864,7 @@ int batch_run(const batch_opts *o)
                       &input_refused)) >= 0 ||
         (ex = batch_prepare_out(o->out_dir)) >= 0)
         goto out;
-    stg_input_reader_free(reader);
+    stg__input_reader_free(reader);
     reader = NULL;
     if (rereadable && (ex = open_cursor(o, &cursor)) >= 0)
         goto out;
@@ -920,11 +920,11 @@ int batch_run(const batch_opts *o)
     bc.engine.event_data = &fan;
     char err[800];
     stg_batch_start st;
-    int rc = stg_batch_new(&bc, &b, &st, err, sizeof err);
+    int rc = stg__batch_new(&bc, &b, &st, err, sizeof err);
     if (rc != STG_OK) {
         if (rc == STG_ESTATE) {
             char *input = NULL;
-            (void)stg_store_meta_get(store, "input_path", &input);
+            (void)stg__store_meta_get(store, "input_path", &input);
             fprintf(stderr, "stagger batch: %lld jobs carry secrets that are not kept in the "
                             "database; give their input file again (%s)\n",
                     (long long)st.needs_input, input ? input : "?");
@@ -937,10 +937,10 @@ int batch_run(const batch_opts *o)
         goto out;
     }
     stg_batch_progress p0;
-    stg_batch_progress_get(b, &p0);
+    stg__batch_progress_get(b, &p0);
     say_start(o, &st, imported, &p0.counts);
-    jobs_gauge_set(&gauge, &p0.counts, stg__clock_mono_us(), false, stg_batch_engine(b));
-    stg_metrics_set_quotas(metrics, stg_engine_quotas(stg_batch_engine(b)));
+    jobs_gauge_set(&gauge, &p0.counts, stg__clock_mono_us(), false, stg__batch_engine(b));
+    stg_metrics_set_quotas(metrics, stg_engine_quotas(stg__batch_engine(b)));
 
     if (metrics && (ex = cli_metrics_live_start("batch", &o->metrics, metrics, o->metrics_path,
                                                  &live)) != 0)
@@ -954,22 +954,22 @@ int batch_run(const batch_opts *o)
     int sig = cli_stop_signal;
     cli_stop_signals_release();
     stg_batch_summary sum;
-    stg_batch_end(b, &sum); /* a store failure: sum.cause STORE, said by verdict */
+    stg__batch_end(b, &sum); /* a store failure: sum.cause STORE, said by verdict */
     stg_batch_progress p_end;
-    stg_batch_progress_get(b, &p_end);
-    jobs_gauge_set(&gauge, &sum.counts, stg__clock_mono_us(), true, stg_batch_engine(b));
+    stg__batch_progress_get(b, &p_end);
+    jobs_gauge_set(&gauge, &sum.counts, stg__clock_mono_us(), true, stg__batch_engine(b));
     cli_metrics_live_stop(live);
     live = NULL;
     if (sum.cause != STG_BATCH_STORE &&
-        stg_store_run_waits_add(store, waits.retry_us / 1000, waits.limiter_us / 1000) != STG_OK)
-        fprintf(stderr, "stagger batch: %s\n", stg_store_errmsg(store));
+        stg__store_run_waits_add(store, waits.retry_us / 1000, waits.limiter_us / 1000) != STG_OK)
+        fprintf(stderr, "stagger batch: %s\n", stg__store_errmsg(store));
     if (sum.cause != STG_BATCH_STORE && record_classes(b, store) != STG_OK)
-        fprintf(stderr, "stagger batch: %s\n", stg_store_errmsg(store));
+        fprintf(stderr, "stagger batch: %s\n", stg__store_errmsg(store));
     ex = batch_verdict(&sum, sig, o->quiet, false, NULL);
     /* The run row is closed by the free (its wall time): the report, and the
      * last progress line with the report's rate, come after it. */
     stg_metrics_set_quotas(metrics, NULL); /* the engine's, freed next */
-    stg_batch_free(b, ex);
+    stg__batch_free(b, ex);
     b = NULL;
     stg_store_report rep;
     bool got = false;
@@ -981,14 +981,14 @@ int batch_run(const batch_opts *o)
     ex = ex_report;
     if (got) {
         ex = final_report(o, &rep, ex);
-        stg_store_report_free(&rep);
+        stg__store_report_free(&rep);
     }
 
 out:
     wait_sum_free(&waits);
     cli_metrics_live_stop(live);
     stg_metrics_set_quotas(metrics, NULL);
-    stg_batch_free(b, ex);
+    stg__batch_free(b, ex);
     if (metrics && metrics_done(o, metrics) != 0 && ex == CLI_EXIT_OK)
         ex = CLI_EXIT_FAILED;
     stg_metrics_free(metrics);
@@ -999,12 +999,12 @@ out:
         fclose(log_file);
     else if (log_file)
         fflush(log_file);
-    stg_store_close(store);
+    stg__store_close(store);
     if (created && input_refused)
         remove_created(o->db);
-    stg_input_reader_free(reader);
-    stg_input_cursor_free(cursor);
-    stg_input_secrets_free(&secrets);
+    stg__input_reader_free(reader);
+    stg__input_cursor_free(cursor);
+    stg__input_secrets_free(&secrets);
     return ex;
 }
 

@@ -189,7 +189,7 @@ static mhd_result answer(void *cls, struct MHD_Connection *c, const char *url,
     unsigned code = MHD_HTTP_NOT_FOUND;
     const char *type = "text/plain; version=0.0.4; charset=utf-8";
 #ifdef STG_HAVE_VIEW
-    const char *asset = get && url[0] == '/' ? stg_view_asset(url + 1, &len, &type) : NULL;
+    const char *asset = get && url[0] == '/' ? stg__view_asset(url + 1, &len, &type) : NULL;
     if (asset) {
         struct MHD_Response *r =
             MHD_create_response_from_buffer(len, (void *)asset, MHD_RESPMEM_PERSISTENT);

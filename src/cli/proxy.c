@@ -323,7 +323,7 @@ static int proxy_run(proxy_opts *o, const char *addr, unsigned port)
     raise_nofile();
 
     char err[512];
-    stg_proxy *p = stg_proxy_new(&pc, err, sizeof err);
+    stg_proxy *p = stg__proxy_new(&pc, err, sizeof err);
     if (!p) {
         fprintf(stderr, "stagger proxy: %s\n", err);
         cli_limiter_close(&o->limiter);
@@ -331,24 +331,24 @@ static int proxy_run(proxy_opts *o, const char *addr, unsigned port)
     }
     bool v6 = strchr(addr, ':') != NULL;
     printf("listening on http://%s%s%s:%u\n", v6 ? "[" : "", addr, v6 ? "]" : "",
-           stg_proxy_port(p));
+           stg__proxy_port(p));
     fflush(stdout);
     for (;;) {
         int sig = 0;
         if (sigwait(&set, &sig) != 0)
             continue;
         if (sig == SIGHUP) {
-            if (stg_proxy_reopen_log(p) != 0)
+            if (stg__proxy_reopen_log(p) != 0)
                 fprintf(stderr, "stagger proxy: cannot reopen the log %s\n", o->log_path);
             continue;
         }
         break;
     }
-    int left = stg_proxy_drain(p, o->drain_us);
+    int left = stg__proxy_drain(p, o->drain_us);
     if (left > 0)
         fprintf(stderr, "stagger proxy: %d request%s still in flight after --drain: cancelled\n",
                 left, left == 1 ? "" : "s");
-    stg_proxy_free(p);
+    stg__proxy_free(p);
     cli_limiter_close(&o->limiter);
     return CLI_EXIT_OK;
 }

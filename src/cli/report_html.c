@@ -39,9 +39,9 @@ static char *captured(const stg_store_report *r, const char *db, bool json)
     if (!f)
         return NULL;
     if (json)
-        stg_store_report_json(r, db, f);
+        stg__store_report_json(r, db, f);
     else
-        stg_store_report_print(r, db, f);
+        stg__store_report_print(r, db, f);
     if (fclose(f) != 0) {
         free(buf);
         return NULL;
@@ -53,8 +53,8 @@ static char *captured(const stg_store_report *r, const char *db, bool json)
 static char *data_json(stg_store *s, const stg_store_report *r, const char *db, int *ex)
 {
     char *tl = NULL;
-    if (stg_store_timeline_json(s, &tl) != STG_OK) {
-        fprintf(stderr, "stagger batch: %s\n", stg_store_errmsg(s));
+    if (stg__store_timeline_json(s, &tl) != STG_OK) {
+        fprintf(stderr, "stagger batch: %s\n", stg__store_errmsg(s));
         *ex = CLI_EXIT_DB;
         return NULL;
     }
@@ -100,8 +100,8 @@ int cli_report_html(const char *path, stg_store *s, const stg_store_report *r,
     if (!data)
         return ex;
     size_t tlen, clen;
-    const char *tpl = stg_view_report_template(&tlen);
-    const char *js = stg_view_chartjs(&clen);
+    const char *tpl = stg__view_report_template(&tlen);
+    const char *js = stg__view_chartjs(&clen);
     const char *mark_js = strstr(tpl, "/*@CHARTJS@*/");
     const char *mark_data = strstr(tpl, "@DATA@");
     if (!mark_js || !mark_data || mark_data < mark_js) { /* the build's own template */

@@ -9,7 +9,7 @@
 #include "store/store.h"
 
 /* Write the report r of store s (at db_path) to path as HTML: the timeline
- * the database holds (stg_store_timeline_json), the report as JSON and as
+ * the database holds (stg__store_timeline_json), the report as JSON and as
  * text, and the template and Chart.js of src/view, all in the one file.
  * Returns 0, or an exit code after a message on stderr (CLI_EXIT_DB when
  * the store cannot be read, CLI_EXIT_FAILED when the file cannot be

@@ -496,7 +496,7 @@ int cli_serve_main(int argc, char **argv)
 {
     serve_opts so;
     memset(&so, 0, sizeof so);
-    stg_srv_config_init(&so.cfg);
+    stg__srv_config_init(&so.cfg);
     cli_parser parser = {.cmd = &cli_serve_command, .ctx = &so};
     int prc = cli_parse(&parser, argc, argv);
     if (prc >= 0)
@@ -532,20 +532,20 @@ int cli_serve_main(int argc, char **argv)
     raise_nofile();
 
     char err[256] = "";
-    stg_srv *srv = stg_srv_start(&cfg, err, sizeof err);
+    stg_srv *srv = stg__srv_start(&cfg, err, sizeof err);
     if (!srv) {
         fprintf(stderr, "stagger serve: %s\n", err);
         return 1;
     }
     bool v6 = strchr(cfg.bind, ':') != NULL;
     printf("listening on %s://%s%s%s:%u\n", cfg.tls_cert ? "https" : "http", v6 ? "[" : "",
-           cfg.bind, v6 ? "]" : "", stg_srv_port(srv));
+           cfg.bind, v6 ? "]" : "", stg__srv_port(srv));
     fflush(stdout);
 
     int sig = 0;
     while (sigwait(&stop, &sig) != 0)
         ;
-    return stg_srv_stop(srv) == 0 ? 0 : 1;
+    return stg__srv_stop(srv) == 0 ? 0 : 1;
 }
 
 #endif

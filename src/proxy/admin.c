@@ -243,7 +243,7 @@ static const char *live_asset(const char *path, size_t n, size_t *len, const cha
         return NULL;
     memcpy(name, path + 11, n - 11);
     name[n - 11] = '\0';
-    return stg_view_asset(name, len, type);
+    return stg__view_asset(name, len, type);
 #else
     (void)path, (void)n, (void)len, (void)type;
     return NULL;

@@ -96,7 +96,7 @@ void px_log_request(stg_proxy *p, const px_req *r, int client_status)
     free(line);
 }
 
-int stg_proxy_reopen_log(stg_proxy *p)
+int stg__proxy_reopen_log(stg_proxy *p)
 {
     if (!p || !p->cfg.log_path)
         return 0;
@@ -120,7 +120,7 @@ int stg_proxy_reopen_log(stg_proxy *p)
     return 0;
 }
 
-unsigned stg_proxy_port(const stg_proxy *p)
+unsigned stg__proxy_port(const stg_proxy *p)
 {
     return p ? p->port : 0;
 }
@@ -157,7 +157,7 @@ static int listen_addr(const char *addr, unsigned port, struct sockaddr_storage 
     return -1;
 }
 
-stg_proxy *stg_proxy_new(const stg_proxy_config *cfg, char *err, size_t errsize)
+stg_proxy *stg__proxy_new(const stg_proxy_config *cfg, char *err, size_t errsize)
 {
     stg_proxy *p = calloc(1, sizeof *p);
     if (!p) {
@@ -265,7 +265,7 @@ stg_proxy *stg_proxy_new(const stg_proxy_config *cfg, char *err, size_t errsize)
     p->watch_started = true;
     return p;
 fail:
-    stg_proxy_free(p);
+    stg__proxy_free(p);
     return NULL;
 }
 
@@ -300,7 +300,7 @@ static void timed_wait(stg_proxy *p, long ms)
     pthread_cond_timedwait(&p->cv, &p->mu, &ts);
 }
 
-int stg_proxy_drain(stg_proxy *p, int64_t drain_us)
+int stg__proxy_drain(stg_proxy *p, int64_t drain_us)
 {
     if (!p)
         return 0;
@@ -323,7 +323,7 @@ int stg_proxy_drain(stg_proxy *p, int64_t drain_us)
     return left;
 }
 
-void stg_proxy_free(stg_proxy *p)
+void stg__proxy_free(stg_proxy *p)
 {
     if (!p)
         return;

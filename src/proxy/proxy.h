@@ -10,9 +10,9 @@
  * thread; a watcher thread notices clients that hang up while their
  * request waits. The threads meet in one mutex (relay.c).
  *
- * Ownership: stg_proxy_new copies nothing it does not say it copies: the
+ * Ownership: stg__proxy_new copies nothing it does not say it copies: the
  * route strings and cfg->engine.shared must outlive the proxy.
- * Thread-safety: stg_proxy_drain, stg_proxy_reopen_log and stg_proxy_free
+ * Thread-safety: stg__proxy_drain, stg__proxy_reopen_log and stg__proxy_free
  * are called from one controlling thread (the CLI's main thread).
  */
 #ifndef STAGGER_PROXY_H
@@ -37,7 +37,7 @@ typedef struct stg_proxy_route {
 
 typedef struct stg_proxy_config {
     const char *listen_addr;  /* numeric IPv4 or IPv6; NULL: 127.0.0.1 */
-    unsigned port;            /* 0: a free one (stg_proxy_port) */
+    unsigned port;            /* 0: a free one (stg__proxy_port) */
     const stg_proxy_route *routes;
     size_t n_routes;
     bool forward;             /* forward-proxy mode: absolute-form http://
@@ -71,20 +71,20 @@ typedef struct stg_proxy_config {
 } stg_proxy_config;
 
 /* Listen and start the threads. NULL on failure, with a message in err. */
-stg_proxy *stg_proxy_new(const stg_proxy_config *cfg, char *err, size_t errsize);
+stg_proxy *stg__proxy_new(const stg_proxy_config *cfg, char *err, size_t errsize);
 
 /* The port it listens on. */
-unsigned stg_proxy_port(const stg_proxy *p);
+unsigned stg__proxy_port(const stg_proxy *p);
 
 /* Reopen the log file (SIGHUP, after logrotate moved it). 0 or -1. */
-int stg_proxy_reopen_log(stg_proxy *p);
+int stg__proxy_reopen_log(stg_proxy *p);
 
 /* Stop accepting connections, let requests in flight finish for at most
  * drain_us, then cancel what is left (their clients get a closed
  * connection). Returns how many were cancelled. */
-int stg_proxy_drain(stg_proxy *p, int64_t drain_us);
+int stg__proxy_drain(stg_proxy *p, int64_t drain_us);
 
 /* Stop everything and free; accepts NULL. */
-void stg_proxy_free(stg_proxy *p);
+void stg__proxy_free(stg_proxy *p);
 
 #endif

@@ -34,7 +34,7 @@
 
 #define LOG_FLUSH_US 200000
 
-void stg_srv_config_init(stg_srv_config *cfg)
+void stg__srv_config_init(stg_srv_config *cfg)
 {
     memset(cfg, 0, sizeof *cfg);
     cfg->bind = "127.0.0.1";
@@ -52,7 +52,7 @@ void stg_srv_config_init(stg_srv_config *cfg)
     cfg->ai_output_tokens = 16;
 }
 
-unsigned stg_srv_port(const stg_srv *s)
+unsigned stg__srv_port(const stg_srv *s)
 {
     return s->port;
 }
@@ -154,7 +154,7 @@ static void destroy(stg_srv *s, bool stats_ok, bool idem_ok, bool clients_ok, bo
     free(s);
 }
 
-stg_srv *stg_srv_start(const stg_srv_config *cfg, char *err, size_t errlen)
+stg_srv *stg__srv_start(const stg_srv_config *cfg, char *err, size_t errlen)
 {
     stg_srv *s = calloc(1, sizeof *s);
     if (!s) {
@@ -296,7 +296,7 @@ static int write_stats(stg_srv *s, const char *path)
     return rc;
 }
 
-int stg_srv_stop(stg_srv *s)
+int stg__srv_stop(stg_srv *s)
 {
     if (!s)
         return 0;

@@ -103,20 +103,20 @@ typedef struct stg_srv stg_srv;
  * no faults, slow bodies over 1 s, seed 1, JSONL log off, 1 MiB bodies;
  * AI personas: the sum rule, 1024 tokens without max_tokens, 16 output
  * tokens, no overloads, stream errors or billing stop. */
-void stg_srv_config_init(stg_srv_config *cfg);
+void stg__srv_config_init(stg_srv_config *cfg);
 
 /* Start the server: binds, starts the worker threads and returns. The
  * config is copied (strings too; the TLS files are read here). Returns NULL
  * with a message in err on failure (bad address, port in use, unwritable
  * log file, unreadable TLS file, no TLS in libmicrohttpd). */
-stg_srv *stg_srv_start(const stg_srv_config *cfg, char *err, size_t errlen);
+stg_srv *stg__srv_start(const stg_srv_config *cfg, char *err, size_t errlen);
 
 /* The port actually bound (useful with port 0). */
-unsigned stg_srv_port(const stg_srv *s);
+unsigned stg__srv_port(const stg_srv *s);
 
 /* Stop: resume every parked (hung or trickling) connection, stop the
  * daemon, flush and close the request log, write the stats file. Returns 0,
  * or -1 when the stats file could not be written. Frees s; NULL is a no-op. */
-int stg_srv_stop(stg_srv *s);
+int stg__srv_stop(stg_srv *s);
 
 #endif

@@ -11,7 +11,7 @@
  * "base64:...". JSON is one array (a row an element, a line each), JSONL a
  * row a line, CSV RFC 4180 with a header line.
  *
- * The url is the one the user gave (stg_store_url_shown): a stored URL is
+ * The url is the one the user gave (stg__store_url_shown): a stored URL is
  * secret-free by the store's invariant and shown as is (bytes outside
  * printable ASCII percent-encoded); a withheld one (url NULL) is shown
  * from job_urls, written at import with no userinfo and its secret
@@ -36,13 +36,13 @@ static const char *shown_url(sqlite3_stmt *st, char *buf, size_t size)
     if (shown)
         return shown;
     if (url) {
-        stg_store_url_shown(url, buf, size);
+        stg__store_url_shown(url, buf, size);
         return buf;
     }
     return text(st, 9);
 }
 
-int stg_store_export(stg_store *s, const stg_export_options *opt, FILE *out)
+int stg__store_export(stg_store *s, const stg_export_options *opt, FILE *out)
 {
     stg_export_options o = {0};
     if (opt)
@@ -72,7 +72,7 @@ int stg_store_export(stg_store *s, const stg_export_options *opt, FILE *out)
     while (!err && (rc = sqlite3_step(st)) == SQLITE_ROW) {
         stg_job_state js;
         const char *state = text(st, 3);
-        if (o.state_mask && (!state || stg_job_state_parse(state, &js) != STG_OK ||
+        if (o.state_mask && (!state || stg__job_state_parse(state, &js) != STG_OK ||
                              !(o.state_mask & (1u << js))))
             continue;
         stg__export_row r = {

@@ -12,9 +12,9 @@
  * the database, and rotating a token must not turn a batch into "another
  * job set".
  *
- * The same hash is computed whole (stg_job_set_fingerprint) or one job at a
+ * The same hash is computed whole (stg__job_set_fingerprint) or one job at a
  * time (begin, job, end) by the streaming import, which never holds the
- * set: both go through stg_fingerprint_job, so they cannot drift apart.
+ * set: both go through stg__fingerprint_job, so they cannot drift apart.
  *
  * Built with libcrypto (STG_HAVE_LIBCRYPTO), SHA-256 is OpenSSL's (the
  * SHA extensions where the CPU has them): this file's portable rounds were
@@ -40,17 +40,17 @@
 _Static_assert(sizeof(SHA256_CTX) <= sizeof(((stg_sha256 *)0)->u.ctx),
                "stg_sha256 holds a SHA256_CTX");
 
-void stg_sha256_init(stg_sha256 *c)
+void stg__sha256_init(stg_sha256 *c)
 {
     SHA256_Init((SHA256_CTX *)c->u.ctx);
 }
 
-void stg_sha256_update(stg_sha256 *c, const void *data, size_t len)
+void stg__sha256_update(stg_sha256 *c, const void *data, size_t len)
 {
     SHA256_Update((SHA256_CTX *)c->u.ctx, data, len);
 }
 
-void stg_sha256_final(stg_sha256 *c, unsigned char out[32])
+void stg__sha256_final(stg_sha256 *c, unsigned char out[32])
 {
     SHA256_Final(out, (SHA256_CTX *)c->u.ctx);
 }
@@ -103,7 +103,7 @@ static void block(stg_sha256 *c, const unsigned char *p)
     c->u.p.h[4] += e, c->u.p.h[5] += f, c->u.p.h[6] += g, c->u.p.h[7] += h;
 }
 
-void stg_sha256_init(stg_sha256 *c)
+void stg__sha256_init(stg_sha256 *c)
 {
     static const uint32_t iv[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
                                    0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
@@ -112,7 +112,7 @@ void stg_sha256_init(stg_sha256 *c)
     c->u.p.used = 0;
 }
 
-void stg_sha256_update(stg_sha256 *c, const void *data, size_t len)
+void stg__sha256_update(stg_sha256 *c, const void *data, size_t len)
 {
     const unsigned char *p = data;
     c->u.p.len += len;
@@ -131,18 +131,18 @@ void stg_sha256_update(stg_sha256 *c, const void *data, size_t len)
     }
 }
 
-void stg_sha256_final(stg_sha256 *c, unsigned char out[32])
+void stg__sha256_final(stg_sha256 *c, unsigned char out[32])
 {
     uint64_t bits = c->u.p.len * 8;
     unsigned char pad = 0x80;
-    stg_sha256_update(c, &pad, 1);
+    stg__sha256_update(c, &pad, 1);
     unsigned char zero = 0;
     while (c->u.p.used != 56)
-        stg_sha256_update(c, &zero, 1);
+        stg__sha256_update(c, &zero, 1);
     unsigned char lenb[8];
     for (int i = 0; i < 8; i++)
         lenb[i] = (unsigned char)(bits >> (56 - 8 * i));
-    stg_sha256_update(c, lenb, 8);
+    stg__sha256_update(c, lenb, 8);
     for (int i = 0; i < 8; i++) {
         out[4 * i] = (unsigned char)(c->u.p.h[i] >> 24);
         out[4 * i + 1] = (unsigned char)(c->u.p.h[i] >> 16);
@@ -159,9 +159,9 @@ static void field(stg_sha256 *c, const void *p, size_t len)
     uint64_t l = p ? len : UINT64_MAX; /* NULL differs from "" */
     for (int i = 0; i < 8; i++)
         lenb[i] = (unsigned char)(l >> (56 - 8 * i));
-    stg_sha256_update(c, lenb, 8);
+    stg__sha256_update(c, lenb, 8);
     if (p && len)
-        stg_sha256_update(c, p, len);
+        stg__sha256_update(c, p, len);
 }
 
 static void sfield(stg_sha256 *c, const char *s)
@@ -169,13 +169,13 @@ static void sfield(stg_sha256 *c, const char *s)
     field(c, s, s ? strlen(s) : 0);
 }
 
-void stg_fingerprint_begin(stg_sha256 *c)
+void stg__fingerprint_begin(stg_sha256 *c)
 {
-    stg_sha256_init(c);
+    stg__sha256_init(c);
     sfield(c, "stagger-batch-jobset-1");
 }
 
-void stg_fingerprint_job(stg_sha256 *c, const stg_job_spec *j)
+void stg__fingerprint_job(stg_sha256 *c, const stg_job_spec *j)
 {
     sfield(c, j->key);
     sfield(c, j->method);
@@ -196,22 +196,22 @@ void stg_fingerprint_job(stg_sha256 *c, const stg_job_spec *j)
     sfield(c, j->idempotency_key);
 }
 
-void stg_fingerprint_end(stg_sha256 *c, size_t n_jobs, char hex[65])
+void stg__fingerprint_end(stg_sha256 *c, size_t n_jobs, char hex[65])
 {
     char count[32];
     snprintf(count, sizeof count, "%zu", n_jobs);
     sfield(c, count);
     unsigned char d[32];
-    stg_sha256_final(c, d);
+    stg__sha256_final(c, d);
     for (int i = 0; i < 32; i++)
         snprintf(hex + 2 * i, 3, "%02x", d[i]);
 }
 
-void stg_job_set_fingerprint(stg_job_set *set)
+void stg__job_set_fingerprint(stg_job_set *set)
 {
     stg_sha256 c;
-    stg_fingerprint_begin(&c);
+    stg__fingerprint_begin(&c);
     for (size_t i = 0; i < set->n; i++)
-        stg_fingerprint_job(&c, &set->jobs[i]);
-    stg_fingerprint_end(&c, set->n, set->fingerprint);
+        stg__fingerprint_job(&c, &set->jobs[i]);
+    stg__fingerprint_end(&c, set->n, set->fingerprint);
 }

@@ -1,8 +1,8 @@
 /*
  * Import: the input's jobs into an empty store, or the check that the input
  * is the job set a store already holds. Two entries share one inserter:
- * stg_store_import (a parsed stg_job_set, for tests and tools) and
- * stg_store_import_stream (a reader, one line at a time: what `stagger
+ * stg__store_import (a parsed stg_job_set, for tests and tools) and
+ * stg__store_import_stream (a reader, one line at a time: what `stagger
  * batch` uses, so a 1M-line input is never held in memory).
  *
  * Invariants:
@@ -68,8 +68,8 @@ static int another_set(stg_store *s, const char *have, size_t n, const char *fin
                        const char *path)
 {
     char *count = NULL, *input = NULL;
-    stg_store_meta_get(s, "job_count", &count);
-    stg_store_meta_get(s, "input_path", &input);
+    stg__store_meta_get(s, "job_count", &count);
+    stg__store_meta_get(s, "input_path", &input);
     if (path && input && !strcmp(path, input))
         stg__store_error(s, STG_ESTATE,
                          "%s: the input changed since this database was made from it (%s \u2192 "
@@ -129,7 +129,7 @@ static int imp_prepare(importer *im)
         rc = sqlite3_prepare_v2(db, "INSERT INTO bad_lines(line, message) VALUES(?1, ?2)", -1,
                                 &im->bad, NULL);
     /* The URL an export shows of a job whose URL is withheld (no userinfo,
-     * no secret values: stg_store_url_shown). Its own table, made with the
+     * no secret values: stg__store_url_shown). Its own table, made with the
      * first import, so databases of every schema version 1 take it. */
     if (rc == SQLITE_OK && im->fresh)
         rc = sqlite3_exec(db,
@@ -243,7 +243,7 @@ static int imp_meta(importer *im, const char *fingerprint, const char *input_pat
     const char *kv[][2] = {{"fingerprint", fingerprint},
                            {"job_count", count},
                            {"input_path", input_path ? input_path : "-"},
-                           {"input_format", stg_input_format_name(format)},
+                           {"input_format", stg__input_format_name(format)},
                            {"imported_at", when}};
     for (size_t i = 0; rc == SQLITE_OK && i < sizeof kv / sizeof kv[0]; i++) {
         sqlite3_bind_text(meta, 1, kv[i][0], -1, SQLITE_STATIC);
@@ -261,14 +261,14 @@ static int imp_begin(stg_store *s, char **have)
     int err = stg__store_begin(s);
     if (err)
         return err;
-    if ((err = stg_store_meta_get(s, "fingerprint", have)) != STG_OK)
+    if ((err = stg__store_meta_get(s, "fingerprint", have)) != STG_OK)
         stg__store_rollback(s);
     return err;
 }
 
 /* ---- a parsed set ------------------------------------------------------------------- */
 
-int stg_store_import(stg_store *s, const stg_job_set *set, const char *input_path,
+int stg__store_import(stg_store *s, const stg_job_set *set, const char *input_path,
                      int64_t now_ms, bool *imported)
 {
     *imported = false;
@@ -330,17 +330,17 @@ static int stream_job(importer *im, const stg_store_import_options *o,
     if (first) {
         char msg[96];
         snprintf(msg, sizeof msg, "repeated %s (first on line %ld); skipped",
-                 stg_input_reader_format(r) == STG_INPUT_KEYS ? "key" : "id", first);
+                 stg__input_reader_format(r) == STG_INPUT_KEYS ? "key" : "id", first);
         return report_bad(im, o, res, j->line, msg);
     }
-    stg_fingerprint_job(fp, j);
+    stg__fingerprint_job(fp, j);
     if (o->secrets && (j->url_secret || j->headers_secret) &&
-        stg_input_secrets_add(o->secrets, (int64_t)im->n, j) != STG_OK)
+        stg__input_secrets_add(o->secrets, (int64_t)im->n, j) != STG_OK)
         return SQLITE_NOMEM;
     return SQLITE_OK;
 }
 
-int stg_store_import_stream(stg_store *s, stg_input_reader *r,
+int stg__store_import_stream(stg_store *s, stg_input_reader *r,
                             const stg_store_import_options *o, stg_store_import_result *res)
 {
     memset(res, 0, sizeof *res);
@@ -350,20 +350,20 @@ int stg_store_import_stream(stg_store *s, stg_input_reader *r,
         return err;
     importer im = {.s = s, .fresh = have == NULL};
     stg_sha256 fp;
-    stg_fingerprint_begin(&fp);
+    stg__fingerprint_begin(&fp);
     int rc = imp_prepare(&im), rerr = STG_OK;
     while (rc == SQLITE_OK) {
         stg_job_spec *j;
         stg_bad_line *b;
-        if ((rerr = stg_input_reader_next(r, &j, &b)) != STG_OK || (!j && !b))
+        if ((rerr = stg__input_reader_next(r, &j, &b)) != STG_OK || (!j && !b))
             break;
         rc = j ? stream_job(&im, o, res, r, j, &fp)
                : report_bad(&im, o, res, b->line, b->message);
     }
     res->jobs = im.n;
-    res->lines = stg_input_reader_lines(r);
-    res->format = stg_input_reader_format(r);
-    stg_fingerprint_end(&fp, im.n, res->fingerprint);
+    res->lines = stg__input_reader_lines(r);
+    res->format = stg__input_reader_format(r);
+    stg__fingerprint_end(&fp, im.n, res->fingerprint);
     if (rc == SQLITE_OK && rerr == STG_OK && (im.n == 0 || (o->strict && res->bad))) {
         res->refused = true; /* the caller says why; nothing is written */
     } else if (rc == SQLITE_OK && rerr == STG_OK && have) {
@@ -375,7 +375,7 @@ int stg_store_import_stream(stg_store *s, stg_input_reader *r,
     imp_finalize(&im);
     free(have);
     if (rerr != STG_OK)
-        err = stg__store_error(s, rerr, "%s", stg_input_reader_error(r));
+        err = stg__store_error(s, rerr, "%s", stg__input_reader_error(r));
     else if (rc != SQLITE_OK)
         err = stg__store_fail(s, rc, "cannot import the jobs");
     if (err || res->refused || !im.fresh) {

@@ -56,7 +56,7 @@
  *          method, URL and body (stable over runs); a template names
  *          columns (CSV/TSV).
  *
- * Reading: stg_input_read parses a whole file into a set (tests, tools);
+ * Reading: stg__input_read parses a whole file into a set (tests, tools);
  * the reader parses one line at a time and holds one line (the import);
  * the cursor reads a file again to find a job by id and key (a run's
  * needs_input jobs), holding one line and the last job found.
@@ -79,7 +79,7 @@
 #include "util/http_field.h"
 #include "store/input_internal.h"
 
-const char *stg_input_format_name(stg_input_format f)
+const char *stg__input_format_name(stg_input_format f)
 {
     switch (f) {
     case STG_INPUT_URLS:
@@ -97,7 +97,7 @@ const char *stg_input_format_name(stg_input_format f)
     }
 }
 
-stg_input_format stg_input_format_for_path(const char *path, stg_input_format f)
+stg_input_format stg__input_format_for_path(const char *path, stg_input_format f)
 {
     size_t n = path ? strlen(path) : 0;
     if (f != STG_INPUT_AUTO || n < 4)
@@ -156,7 +156,7 @@ static int check_options(stg_input_options *o, char *err, size_t errlen)
         if (!o->url_template || !strstr(o->url_template, "{}"))
             FAIL(STG_EINVAL, "the URL template needs a {} where the key goes");
         char *probe = stg__input_fill_key(o->url_template, "key");
-        bool ok = probe && stg_store_url_valid(probe);
+        bool ok = probe && stg__store_url_valid(probe);
         free(probe);
         if (!ok)
             FAIL(STG_EINVAL, "the URL template is not an absolute http:// or https:// URL");
@@ -242,7 +242,7 @@ static stg_input_format reader_format(const stg_input_reader *r)
     return r->o.format == STG_INPUT_AUTO ? STG_INPUT_URLS : r->o.format;
 }
 
-int stg_input_read(FILE *f, const stg_input_options *opt, stg_job_set *set, char *err,
+int stg__input_read(FILE *f, const stg_input_options *opt, stg_job_set *set, char *err,
                    size_t errlen)
 {
     stg_input_reader r = {.f = f};
@@ -267,16 +267,16 @@ int stg_input_read(FILE *f, const stg_input_options *opt, stg_job_set *set, char
     if (r.rc != STG_OK) {
         if (err)
             snprintf(err, errlen, "%s", r.err);
-        stg_job_set_free(set);
+        stg__job_set_free(set);
         return r.rc;
     }
-    stg_job_set_fingerprint(set);
+    stg__job_set_fingerprint(set);
     return STG_OK;
 }
 
 /* ---- streaming ------------------------------------------------------------------ */
 
-int stg_input_reader_new(FILE *f, const stg_input_options *opt, stg_input_reader **out,
+int stg__input_reader_new(FILE *f, const stg_input_options *opt, stg_input_reader **out,
                          char *err, size_t errlen)
 {
     *out = NULL;
@@ -309,14 +309,14 @@ int stg_input_reader_new(FILE *f, const stg_input_options *opt, stg_input_reader
             snprintf(err, errlen, "%s", r->err);
         rc = r->rc;
         r->f = NULL;
-        stg_input_reader_free(r);
+        stg__input_reader_free(r);
         return rc;
     }
     *out = r;
     return STG_OK;
 }
 
-int stg_input_reader_next(stg_input_reader *r, stg_job_spec **job, stg_bad_line **bad)
+int stg__input_reader_next(stg_input_reader *r, stg_job_spec **job, stg_bad_line **bad)
 {
     *job = NULL;
     *bad = NULL;
@@ -347,26 +347,26 @@ int stg_input_reader_next(stg_input_reader *r, stg_job_spec **job, stg_bad_line 
     return STG_OK;
 }
 
-long stg_input_reader_lines(const stg_input_reader *r)
+long stg__input_reader_lines(const stg_input_reader *r)
 {
     return r->n;
 }
 
-stg_input_format stg_input_reader_format(const stg_input_reader *r)
+stg_input_format stg__input_reader_format(const stg_input_reader *r)
 {
     return reader_format(r);
 }
 
-const char *stg_input_reader_error(const stg_input_reader *r)
+const char *stg__input_reader_error(const stg_input_reader *r)
 {
     return r->err;
 }
 
-void stg_input_reader_free(stg_input_reader *r)
+void stg__input_reader_free(stg_input_reader *r)
 {
     if (!r)
         return;
-    stg_job_set_free(&r->item);
+    stg__job_set_free(&r->item);
     free(r->line);
     stg__input_csv_free_header(r);
     free(r->rec);
@@ -375,16 +375,16 @@ void stg_input_reader_free(stg_input_reader *r)
     free(r);
 }
 
-int stg_input_reader_open(const char *path, const stg_input_options *opt,
+int stg__input_reader_open(const char *path, const stg_input_options *opt,
                           stg_input_reader **out, char *err, size_t errlen)
 {
     *out = NULL;
     if (!strcmp(path, "-"))
-        return stg_input_reader_new(stdin, opt, out, err, errlen);
+        return stg__input_reader_new(stdin, opt, out, err, errlen);
     stg_input_options o = {0};
     if (opt)
         o = *opt;
-    o.format = stg_input_format_for_path(path, o.format);
+    o.format = stg__input_format_for_path(path, o.format);
     int rc = check_options(&o, err, errlen); /* a usage error before any file error */
     if (rc != STG_OK)
         return rc;
@@ -395,8 +395,8 @@ int stg_input_reader_open(const char *path, const stg_input_options *opt,
         return STG_EIO;
     }
     o.format = opt ? opt->format : STG_INPUT_AUTO;
-    o.format = stg_input_format_for_path(path, o.format);
-    if ((rc = stg_input_reader_new(f, &o, out, err, errlen)) != STG_OK) {
+    o.format = stg__input_format_for_path(path, o.format);
+    if ((rc = stg__input_reader_new(f, &o, out, err, errlen)) != STG_OK) {
         fclose(f);
         return rc;
     }
@@ -404,11 +404,11 @@ int stg_input_reader_open(const char *path, const stg_input_options *opt,
     return STG_OK;
 }
 
-int stg_input_read_path(const char *path, const stg_input_options *opt, stg_job_set *set,
+int stg__input_read_path(const char *path, const stg_input_options *opt, stg_job_set *set,
                         char *err, size_t errlen)
 {
     if (!strcmp(path, "-"))
-        return stg_input_read(stdin, opt, set, err, errlen);
+        return stg__input_read(stdin, opt, set, err, errlen);
     FILE *f = fopen(path, "r");
     if (!f) {
         memset(set, 0, sizeof *set);
@@ -416,7 +416,7 @@ int stg_input_read_path(const char *path, const stg_input_options *opt, stg_job_
             snprintf(err, errlen, "%s: %s", path, strerror(errno));
         return STG_EIO;
     }
-    int rc = stg_input_read(f, opt, set, err, errlen);
+    int rc = stg__input_read(f, opt, set, err, errlen);
     fclose(f);
     return rc;
 }

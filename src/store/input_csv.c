@@ -182,7 +182,7 @@ static int parse_row(stg_job_set *set, stg_input_reader *r, char **f, int nf, lo
     int rc = STG_ENOMEM;
     if (!url || !(j.key = strdup(key)) || !(j.method = strdup(method)))
         goto out;
-    if (!stg_store_url_valid(url)) {
+    if (!stg__store_url_valid(url)) {
         rc = stg__input_bad(set, n, "the filled URL is not an absolute http:// or https:// URL");
         goto out;
     }

@@ -21,7 +21,7 @@ struct stg_input_cursor {
     stg_job_spec cur;        /* the last job found (owned) */
 };
 
-int stg_input_cursor_open(const char *path, const stg_input_options *opt,
+int stg__input_cursor_open(const char *path, const stg_input_options *opt,
                           stg_input_cursor **out, char *err, size_t errlen)
 {
     *out = NULL;
@@ -31,7 +31,7 @@ int stg_input_cursor_open(const char *path, const stg_input_options *opt,
             snprintf(err, errlen, "out of memory");
         return STG_ENOMEM;
     }
-    int rc = stg_input_reader_open(path, opt, &c->r, err, errlen);
+    int rc = stg__input_reader_open(path, opt, &c->r, err, errlen);
     if (rc != STG_OK) {
         free(c);
         return rc;
@@ -61,7 +61,7 @@ static bool cursor_scan(stg_input_cursor *c, const char *key)
 {
     stg_job_spec *j;
     stg_bad_line *b;
-    while (stg_input_reader_next(c->r, &j, &b) == STG_OK && (j || b)) {
+    while (stg__input_reader_next(c->r, &j, &b) == STG_OK && (j || b)) {
         if (j && !strcmp(j->key, key)) {
             stg__input_spec_free(&c->cur);
             c->cur = *j;
@@ -72,7 +72,7 @@ static bool cursor_scan(stg_input_cursor *c, const char *key)
     return false;
 }
 
-const stg_job_spec *stg_input_cursor_find(stg_input_cursor *c, int64_t id, const char *key)
+const stg_job_spec *stg__input_cursor_find(stg_input_cursor *c, int64_t id, const char *key)
 {
     if (c->last_id == id && c->cur.key && !strcmp(c->cur.key, key))
         return &c->cur;
@@ -92,12 +92,12 @@ const stg_job_spec *stg_input_cursor_find(stg_input_cursor *c, int64_t id, const
     return &c->cur;
 }
 
-void stg_input_cursor_free(stg_input_cursor *c)
+void stg__input_cursor_free(stg_input_cursor *c)
 {
     if (!c)
         return;
     stg__input_spec_free(&c->cur);
-    stg_input_reader_free(c->r);
+    stg__input_reader_free(c->r);
     free(c);
 }
 

@@ -24,14 +24,14 @@
 struct stg_input_reader {
     FILE *f;
     stg_input_options o; /* format becomes the detected one at the first line */
-    struct stg__input_keytab *t; /* stg_input_read's repeat table; NULL when streaming */
+    struct stg__input_keytab *t; /* stg__input_read's repeat table; NULL when streaming */
     char *line;
     size_t cap;
     long n;
     int rc; /* first error: STG_ENOMEM or STG_EIO; sticky */
     bool eof;
     stg_job_set item; /* streaming: the last line's job or bad line */
-    bool owns_file; /* opened by stg_input_reader_open: closed by _free */
+    bool owns_file; /* opened by stg__input_reader_open: closed by _free */
     /* CSV/TSV: the header row (read at the first record), the id column
      * (-1: none, the line number is the id) and the record being joined. */
     char **cols;

@@ -29,7 +29,7 @@ bool stg__store_header_is_secret(const char *name, size_t len)
     return stg_redact_header_is_secret(name, len, NULL);
 }
 
-bool stg_store_url_valid(const char *url)
+bool stg__store_url_valid(const char *url)
 {
     if (!url)
         return false;
@@ -51,7 +51,7 @@ bool stg_store_url_valid(const char *url)
     return hlen > 0 && host[0] != ':';
 }
 
-size_t stg_store_url_shown(const char *url, char *buf, size_t size)
+size_t stg__store_url_shown(const char *url, char *buf, size_t size)
 {
     /* The core's rule, the one every log and -v uses: secret-named query
      * values hidden, the rest shown (redact.h). */
@@ -71,12 +71,12 @@ size_t stg_store_url_shown(const char *url, char *buf, size_t size)
     return n;
 }
 
-bool stg_store_url_is_secret(const char *url)
+bool stg__store_url_is_secret(const char *url)
 {
     return stg_redact_url_has_secret(url);
 }
 
-bool stg_store_method_idempotent(const char *method)
+bool stg__store_method_idempotent(const char *method)
 {
     stg_method m = stg_method_parse(method);
     return m != STG_METHOD_UNKNOWN && (STG_METHODS_IDEMPOTENT & STG_METHOD_BIT(m));
@@ -106,7 +106,7 @@ void stg__input_specs_free(stg_job_spec *v, size_t n)
     free(v);
 }
 
-void stg_job_set_free(stg_job_set *set)
+void stg__job_set_free(stg_job_set *set)
 {
     if (!set)
         return;
@@ -273,12 +273,12 @@ int stg__input_set_url(stg_job_spec *j, const char *url)
 {
     if (!(j->url = strdup(url)) || !(j->url_redacted = redact(url)))
         return STG_ENOMEM;
-    j->url_secret = stg_store_url_is_secret(url);
+    j->url_secret = stg__store_url_is_secret(url);
     if (j->url_secret) {
-        size_t n = stg_store_url_shown(url, NULL, 0) + 1;
+        size_t n = stg__store_url_shown(url, NULL, 0) + 1;
         if (!(j->url_shown = malloc(n)))
             return STG_ENOMEM;
-        stg_store_url_shown(url, j->url_shown, n);
+        stg__store_url_shown(url, j->url_shown, n);
     }
     return STG_OK;
 }

@@ -109,7 +109,7 @@ int stg__input_json_line(stg_job_set *set, stg__input_keytab *t, char *line, siz
     json_t *url = json_object_get(o, "url");
     if (!url)
         BAD("no URL: \"url\" is missing");
-    if (!json_is_string(url) || !stg_store_url_valid(json_string_value(url)))
+    if (!json_is_string(url) || !stg__store_url_valid(json_string_value(url)))
         BAD("no URL: \"url\" is not an absolute http:// or https:// URL");
     json_t *id = json_object_get(o, "id");
     if (!id || json_is_null(id)) {

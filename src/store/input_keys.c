@@ -18,7 +18,7 @@
 
 int stg__input_url_line(stg_job_set *set, const stg_input_options *o, char *line, long n)
 {
-    if (!stg_store_url_valid(line))
+    if (!stg__store_url_valid(line))
         return stg__input_bad(set, n, "no URL: expected an absolute http:// or https:// URL");
     stg_job_spec j = {0};
     char key[32];

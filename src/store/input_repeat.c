@@ -1,6 +1,6 @@
 /*
  * Batch input: repeated ids and keys when a whole file is read
- * (stg_input_read). An open-addressing table of the keys seen so far, each
+ * (stg__input_read). An open-addressing table of the keys seen so far, each
  * with its first line; the keys are borrowed from the set's jobs, so the
  * table lives no longer than the set. A streamed import has no table: the
  * store's UNIQUE index finds repeats there.

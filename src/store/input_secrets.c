@@ -16,7 +16,7 @@
 
 /* ---- the secrets of needs_input jobs ---------------------------------------------- */
 
-int stg_input_secrets_add(stg_input_secrets *s, int64_t id, stg_job_spec *j)
+int stg__input_secrets_add(stg_input_secrets *s, int64_t id, stg_job_spec *j)
 {
     STG_ASSERT(s->n == 0 || id > s->ids[s->n - 1]); /* find() searches by halves */
     size_t ids_cap = s->cap; /* ids and jobs grow together: s->cap is both */
@@ -39,7 +39,7 @@ int stg_input_secrets_add(stg_input_secrets *s, int64_t id, stg_job_spec *j)
     return STG_OK;
 }
 
-const stg_job_spec *stg_input_secrets_find(const stg_input_secrets *s, int64_t id,
+const stg_job_spec *stg__input_secrets_find(const stg_input_secrets *s, int64_t id,
                                            const char *key)
 {
     size_t lo = 0, hi = s ? s->n : 0;
@@ -55,7 +55,7 @@ const stg_job_spec *stg_input_secrets_find(const stg_input_secrets *s, int64_t i
     return NULL;
 }
 
-void stg_input_secrets_free(stg_input_secrets *s)
+void stg__input_secrets_free(stg_input_secrets *s)
 {
     if (!s)
         return;

@@ -29,9 +29,9 @@ static int stored_count(stg_store *s, int64_t *n)
 {
     *n = -1;
     char *fp = NULL, *count = NULL;
-    int err = stg_store_meta_get(s, "fingerprint", &fp);
+    int err = stg__store_meta_get(s, "fingerprint", &fp);
     if (!err)
-        err = stg_store_meta_get(s, "job_count", &count);
+        err = stg__store_meta_get(s, "job_count", &count);
     if (!err && fp) {
         char *end = NULL;
         long long v = count ? strtoll(count, &end, 10) : -1;
@@ -107,7 +107,7 @@ static int quick_check(stg_store *s)
     return STG_OK;
 }
 
-int stg_store_check(stg_store *s)
+int stg__store_check(stg_store *s)
 {
     int err = quick_check(s);
     if (err)

@@ -39,12 +39,12 @@ struct stg_store {
         int64_t run_id; /* 0: nothing pending */
         int64_t calls, retries, n429, n503, finished;
     } run_add;
-    /* Group commit (stg_store_group): while on, begin opens the one
+    /* Group commit (stg__store_group): while on, begin opens the one
      * transaction if none is open and commit leaves it open; flush commits
      * it. */
     bool group;
     bool group_open;
-    int64_t commits; /* COMMITs that succeeded (stg_store_commits) */
+    int64_t commits; /* COMMITs that succeeded (stg__store_commits) */
     /* The WAL hook (walsync.c): its write-back helper (NULL: none yet, or
      * none to be had: wal_fd_failed), and the WAL size, in frames, at the
      * last write-back asked for. */

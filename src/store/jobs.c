@@ -1,11 +1,11 @@
 /*
  * Every state change of a job, each in one transaction (see store.h for the
- * transition table), or, in a group (stg_store_group), in the group's. A change that does not apply (a job not in the state
+ * transition table), or, in a group (stg__store_group), in the group's. A change that does not apply (a job not in the state
  * it should be in) writes nothing and returns STG_ESTATE, so a bug in the
  * runner can never move a job twice. The import, the one change that makes
  * jobs, is import.c.
  *
- * Recovery (stg_store_recover) is one UPDATE: the jobs a kill left inflight
+ * Recovery (stg__store_recover) is one UPDATE: the jobs a kill left inflight
  * go to review (not replay-safe and marked sent) or back to pending, in one
  * statement and one transaction, as the two UPDATEs of before did in one
  * transaction: a kill during it leaves all of them inflight, to be
@@ -34,12 +34,12 @@
 static const char *const state_names[STG_JOB_NSTATES] = {"pending", "inflight", "done",
                                                          "failed",  "deferred", "review"};
 
-const char *stg_job_state_name(stg_job_state s)
+const char *stg__job_state_name(stg_job_state s)
 {
     return (unsigned)s < STG_JOB_NSTATES ? state_names[s] : "unknown";
 }
 
-int stg_job_state_parse(const char *name, stg_job_state *out)
+int stg__job_state_parse(const char *name, stg_job_state *out)
 {
     for (int i = 0; i < STG_JOB_NSTATES; i++) {
         if (!strcmp(name, state_names[i])) {
@@ -54,10 +54,10 @@ int stg_job_state_parse(const char *name, stg_job_state *out)
     return STG_EPARSE;
 }
 
-int stg_store_has_jobs(stg_store *s, bool *has)
+int stg__store_has_jobs(stg_store *s, bool *has)
 {
     char *fp = NULL;
-    int err = stg_store_meta_get(s, "fingerprint", &fp);
+    int err = stg__store_meta_get(s, "fingerprint", &fp);
     *has = fp != NULL;
     free(fp);
     return err;
@@ -88,7 +88,7 @@ static void assert_job_state(stg_store *s, int64_t id, stg_job_state want)
     if (!STG_ASSERT_ENABLED)
         return;
     stg_job_state got = STG_JOB_NSTATES;
-    int err = stg_store_job_state(s, id, &got);
+    int err = stg__store_job_state(s, id, &got);
     STG_ASSERT(err == STG_OK && got == want);
 }
 
@@ -98,7 +98,7 @@ static void assert_none_in(stg_store *s, stg_job_state st)
     if (!STG_ASSERT_ENABLED)
         return;
     int64_t counts[STG_JOB_NSTATES];
-    int err = stg_store_counts(s, counts);
+    int err = stg__store_counts(s, counts);
     STG_ASSERT(err == STG_OK && counts[st] == 0);
 }
 
@@ -126,7 +126,7 @@ static int exec_update(stg_store *s, const char *sql, int64_t now_ms, int *chang
  * scan: no index holds the inflight jobs, on purpose, as a claim and an
  * outcome would then write one more b-tree). The SET expressions all read
  * the row as it was, so `sent` in the CASEs is the flag before the reset. */
-int stg_store_recover(stg_store *s, int64_t now_ms, int *to_pending, int *to_review)
+int stg__store_recover(stg_store *s, int64_t now_ms, int *to_pending, int *to_review)
 {
     STG_ASSERT(move_legal(STG_JOB_INFLIGHT, STG_JOB_PENDING) &&
                move_legal(STG_JOB_INFLIGHT, STG_JOB_REVIEW));
@@ -174,7 +174,7 @@ int stg_store_recover(stg_store *s, int64_t now_ms, int *to_pending, int *to_rev
     return STG_OK;
 }
 
-int stg_store_requeue(stg_store *s, stg_job_state from, int64_t now_ms, int *n)
+int stg__store_requeue(stg_store *s, stg_job_state from, int64_t now_ms, int *n)
 {
     const char *sql;
     if (from == STG_JOB_DEFERRED)
@@ -196,7 +196,7 @@ int stg_store_requeue(stg_store *s, stg_job_state from, int64_t now_ms, int *n)
 
 /* ---- claim ------------------------------------------------------------------ */
 
-void stg_job_clear(stg_job *j)
+void stg__job_clear(stg_job *j)
 {
     if (!j)
         return;
@@ -253,7 +253,7 @@ static int by_id(const void *a, const void *b)
 /* One statement marks the lowest pending ids inflight and returns them
  * (RETURNING: the rows come in no set order, so they are sorted after): a
  * claim of n jobs was a SELECT and n UPDATEs, each its own VDBE run. */
-int stg_store_claim(stg_store *s, int max, int64_t run_id, int64_t now_ms, stg_job *out,
+int stg__store_claim(stg_store *s, int max, int64_t run_id, int64_t now_ms, stg_job *out,
                     int *n)
 {
     *n = 0;
@@ -327,7 +327,7 @@ int stg_store_claim(stg_store *s, int max, int64_t run_id, int64_t now_ms, stg_j
         stg__store_rollback(s);
     }
     for (int i = 0; i < got; i++)
-        stg_job_clear(&out[i]);
+        stg__job_clear(&out[i]);
     return err;
 }
 
@@ -338,7 +338,7 @@ int stg_store_claim(stg_store *s, int max, int64_t run_id, int64_t now_ms, stg_j
  * new row only, so an older run's values are not known here: they are read
  * for finished jobs only, and the next claim overwrites them). Only a job
  * of this run, inflight and never sent, moves. */
-int stg_store_unclaim(stg_store *s, const stg_job *jobs, int n, int64_t run_id, int64_t now_ms,
+int stg__store_unclaim(stg_store *s, const stg_job *jobs, int n, int64_t run_id, int64_t now_ms,
                       int *moved)
 {
     if (moved)
@@ -407,7 +407,7 @@ static int add_run_counts(stg_store *s, int64_t run_id, int calls, int retries, 
     return stg__store_run_add(s, run_id, calls, retries, n429, n503, finished);
 }
 
-int stg_store_mark_sent(stg_store *s, int64_t id, int64_t run_id)
+int stg__store_mark_sent(stg_store *s, int64_t id, int64_t run_id)
 {
     int rc = stg__store_prepare(s, &s->st_sent,
                                 "UPDATE jobs SET sent = 1, attempts = attempts + 1 "
@@ -435,7 +435,7 @@ int stg_store_mark_sent(stg_store *s, int64_t id, int64_t run_id)
     }
     /* Durable before the request leaves, in a group too. */
     err = stg__store_commit(s);
-    return err == STG_OK ? stg_store_flush(s) : err;
+    return err == STG_OK ? stg__store_flush(s) : err;
 }
 
 /* ---- finish ------------------------------------------------------------------ */
@@ -465,7 +465,7 @@ static int blob_from_fd(sqlite3 *db, int64_t id, int fd, size_t len)
     return rc == SQLITE_OK ? SQLITE_DONE : rc;
 }
 
-int stg_store_finish(stg_store *s, int64_t id, const stg_job_outcome *o, int64_t now_ms)
+int stg__store_finish(stg_store *s, int64_t id, const stg_job_outcome *o, int64_t now_ms)
 {
     if (!o || (unsigned)o->state >= STG_JOB_NSTATES || o->state == STG_JOB_INFLIGHT)
         return stg__store_error(s, STG_EINVAL, "bad outcome for job %lld", (long long)id);
@@ -486,7 +486,7 @@ int stg_store_finish(stg_store *s, int64_t id, const stg_job_outcome *o, int64_t
         return err;
     sqlite3_stmt *st = s->st_finish;
     sqlite3_bind_int64(st, 1, id);
-    sqlite3_bind_text(st, 2, stg_job_state_name(o->state), -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 2, stg__job_state_name(o->state), -1, SQLITE_STATIC);
     sqlite3_bind_int(st, 3, o->attempts > 0 ? o->attempts : 0);
     if (o->status > 0)
         sqlite3_bind_int(st, 4, o->status);
@@ -550,7 +550,7 @@ int stg_store_finish(stg_store *s, int64_t id, const stg_job_outcome *o, int64_t
 /* Counted here from one read of the state column: a GROUP BY state (no
  * index holds every state) sorted every row in SQLite's sorter first, and
  * a run counts twice (start and end): 12 ms of a 50 000-job run each. */
-int stg_store_counts(stg_store *s, int64_t counts[STG_JOB_NSTATES])
+int stg__store_counts(stg_store *s, int64_t counts[STG_JOB_NSTATES])
 {
     memset(counts, 0, sizeof(int64_t) * STG_JOB_NSTATES);
     sqlite3_stmt *st = NULL;
@@ -560,7 +560,7 @@ int stg_store_counts(stg_store *s, int64_t counts[STG_JOB_NSTATES])
     while (rc == SQLITE_OK && (rc = sqlite3_step(st)) == SQLITE_ROW) {
         stg_job_state js;
         const char *name = (const char *)sqlite3_column_text(st, 0);
-        if (name && stg_job_state_parse(name, &js) == STG_OK)
+        if (name && stg__job_state_parse(name, &js) == STG_OK)
             counts[js]++;
         else
             unknown = true;
@@ -573,7 +573,7 @@ int stg_store_counts(stg_store *s, int64_t counts[STG_JOB_NSTATES])
     return stg__store_check_rows(s, sum, unknown);
 }
 
-int stg_store_count_needs_input(stg_store *s, unsigned state_mask, int64_t *n)
+int stg__store_count_needs_input(stg_store *s, unsigned state_mask, int64_t *n)
 {
     *n = 0;
     sqlite3_stmt *st = NULL;
@@ -583,7 +583,7 @@ int stg_store_count_needs_input(stg_store *s, unsigned state_mask, int64_t *n)
     while (rc == SQLITE_OK && (rc = sqlite3_step(st)) == SQLITE_ROW) {
         stg_job_state js;
         const char *name = (const char *)sqlite3_column_text(st, 0);
-        if (name && stg_job_state_parse(name, &js) == STG_OK && (state_mask & (1u << js)))
+        if (name && stg__job_state_parse(name, &js) == STG_OK && (state_mask & (1u << js)))
             *n += sqlite3_column_int64(st, 1);
         rc = SQLITE_OK;
     }
@@ -593,7 +593,7 @@ int stg_store_count_needs_input(stg_store *s, unsigned state_mask, int64_t *n)
     return STG_OK;
 }
 
-int stg_store_job_state(stg_store *s, int64_t id, stg_job_state *out)
+int stg__store_job_state(stg_store *s, int64_t id, stg_job_state *out)
 {
     sqlite3_stmt *st = NULL;
     int rc = sqlite3_prepare_v2(s->db, "SELECT state FROM jobs WHERE id = ?1", -1, &st, NULL);
@@ -603,7 +603,7 @@ int stg_store_job_state(stg_store *s, int64_t id, stg_job_state *out)
         rc = sqlite3_step(st);
         if (rc == SQLITE_ROW) {
             const char *name = (const char *)sqlite3_column_text(st, 0);
-            err = name && stg_job_state_parse(name, out) == STG_OK
+            err = name && stg__job_state_parse(name, out) == STG_OK
                       ? STG_OK
                       : stg__store_error(s, STG_EDB, "job %lld: bad state", (long long)id);
         } else if (rc == SQLITE_DONE) {
@@ -620,7 +620,7 @@ int stg_store_job_state(stg_store *s, int64_t id, stg_job_state *out)
 
 /* ---- runs ------------------------------------------------------------------------ */
 
-int stg_store_run_begin(stg_store *s, int64_t now_ms, int64_t *run_id)
+int stg__store_run_begin(stg_store *s, int64_t now_ms, int64_t *run_id)
 {
     sqlite3_stmt *st = NULL;
     int rc = sqlite3_prepare_v2(s->db, "INSERT INTO runs(started_at) VALUES(?1)", -1, &st, NULL);
@@ -635,7 +635,7 @@ int stg_store_run_begin(stg_store *s, int64_t now_ms, int64_t *run_id)
     return STG_OK;
 }
 
-int stg_store_run_update(stg_store *s, int64_t run_id, const stg_run_stats *r)
+int stg__store_run_update(stg_store *s, int64_t run_id, const stg_run_stats *r)
 {
     sqlite3_stmt *st = NULL;
     int rc = sqlite3_prepare_v2(s->db, "UPDATE runs SET wall_ms = ?2, exit_code = ?3 WHERE id = ?1",

@@ -210,7 +210,7 @@ static bool finished_state(stg_job_state js)
 }
 
 /* One read of the jobs table for everything the report counts: jobs by
- * state (checked as stg_store_counts checks them), jobs needing the input,
+ * state (checked as stg__store_counts checks them), jobs needing the input,
  * finished jobs by attempts (the histogram) and by last status, and the
  * finished jobs' durations (claimed to final state). It was a GROUP BY of
  * the states, a GROUP BY of four keys and an ORDER BY of every duration:
@@ -232,7 +232,7 @@ static int job_scan(stg_store *s, stg_store_report *r)
         sum++;
         stg_job_state js;
         const char *name = (const char *)sqlite3_column_text(st, 0);
-        if (!name || stg_job_state_parse(name, &js) != STG_OK) {
+        if (!name || stg__job_state_parse(name, &js) != STG_OK) {
             unknown = true;
             continue;
         }
@@ -297,7 +297,7 @@ static int waits(stg_store *s, stg_store_report *r)
     return rc;
 }
 
-int stg_store_run_waits_add(stg_store *s, int64_t retry_ms, int64_t limiter_ms)
+int stg__store_run_waits_add(stg_store *s, int64_t retry_ms, int64_t limiter_ms)
 {
     int rc = sqlite3_exec(s->db,
                           "CREATE TABLE IF NOT EXISTS run_waits(run_id INTEGER PRIMARY KEY "
@@ -324,7 +324,7 @@ int stg_store_run_waits_add(stg_store *s, int64_t retry_ms, int64_t limiter_ms)
     return rc == SQLITE_OK ? STG_OK : stg__store_fail(s, rc, "cannot record the run's waits");
 }
 
-int stg_store_report_get(stg_store *s, stg_store_report *r)
+int stg__store_report_get(stg_store *s, stg_store_report *r)
 {
     memset(r, 0, sizeof *r);
     if (!s->readonly)
@@ -370,15 +370,15 @@ int stg_store_report_get(stg_store *s, stg_store_report *r)
         rc = stg__store_report_classes(s, r); /* report_class.c */
     if (rc != SQLITE_OK)
         return stg__store_fail(s, rc, "cannot read the report");
-    if ((err = stg_store_meta_get(s, "input_path", &r->input_path)) ||
-        (err = stg_store_meta_get(s, "fingerprint", &r->fingerprint)) ||
-        (err = stg_store_meta_get(s, "input_format", &r->format))) {
-        stg_store_report_free(r);
+    if ((err = stg__store_meta_get(s, "input_path", &r->input_path)) ||
+        (err = stg__store_meta_get(s, "fingerprint", &r->fingerprint)) ||
+        (err = stg__store_meta_get(s, "input_format", &r->format))) {
+        stg__store_report_free(r);
         return err;
     }
     char *conc = NULL;
-    if ((err = stg_store_meta_get(s, "learned_concurrency", &conc))) {
-        stg_store_report_free(r);
+    if ((err = stg__store_meta_get(s, "learned_concurrency", &conc))) {
+        stg__store_report_free(r);
         return err;
     }
     r->learned_concurrency = conc ? atoi(conc) : 0;
@@ -386,7 +386,7 @@ int stg_store_report_get(stg_store *s, stg_store_report *r)
     return STG_OK;
 }
 
-void stg_store_report_free(stg_store_report *r)
+void stg__store_report_free(stg_store_report *r)
 {
     if (!r)
         return;
@@ -404,7 +404,7 @@ static double per_s(int64_t n, int64_t ms)
     return ms > 0 ? (double)n * 1000.0 / (double)ms : 0.0;
 }
 
-double stg_store_report_jobs_per_s(const stg_store_report *r)
+double stg__store_report_jobs_per_s(const stg_store_report *r)
 {
     return per_s(r->counts[STG_JOB_DONE] + r->counts[STG_JOB_FAILED], r->wall_ms);
 }
@@ -423,7 +423,7 @@ static void fmt_wall(int64_t ms, char *buf, size_t size)
                  (long long)((ms / 1000) % 60));
 }
 
-void stg_store_report_print(const stg_store_report *r, const char *db_path, FILE *out)
+void stg__store_report_print(const stg_store_report *r, const char *db_path, FILE *out)
 {
     static const char *const label[STG_JOB_NSTATES] = {"pending", "in flight", "done",
                                                        "failed",  "deferred",  "review"};
@@ -508,7 +508,7 @@ void stg_store_report_print(const stg_store_report *r, const char *db_path, FILE
                 a, b);
     }
     fprintf(out, "effective rate: %.1f jobs/s answered, %.1f calls/s\n",
-            stg_store_report_jobs_per_s(r), per_s(r->calls, r->wall_ms));
+            stg__store_report_jobs_per_s(r), per_s(r->calls, r->wall_ms));
     if (r->bad_lines)
         fprintf(out, "bad input lines: %lld (skipped; `stagger batch report --bad-lines` "
                      "lists them)\n",
@@ -519,11 +519,11 @@ void stg_store_report_print(const stg_store_report *r, const char *db_path, FILE
     stg__store_report_classes_print(r, out); /* report_class.c */
 }
 
-int stg_store_report_json(const stg_store_report *r, const char *db_path, FILE *out)
+int stg__store_report_json(const stg_store_report *r, const char *db_path, FILE *out)
 {
     json_t *states = json_object();
     for (int i = 0; i < STG_JOB_NSTATES; i++)
-        json_object_set_new(states, stg_job_state_name((stg_job_state)i),
+        json_object_set_new(states, stg__job_state_name((stg_job_state)i),
                             json_integer(r->counts[i]));
     json_t *hist = json_object(), *ahist = json_object(), *whys = json_object();
     for (int i = 0; i < STG_REPORT_HIST; i++) {
@@ -606,7 +606,7 @@ int stg_store_report_json(const stg_store_report *r, const char *db_path, FILE *
     return rc;
 }
 
-int stg_store_bad_lines_print(stg_store *s, const char *input, long max, FILE *out)
+int stg__store_bad_lines_print(stg_store *s, const char *input, long max, FILE *out)
 {
     sqlite3_stmt *st = NULL;
     int rc = sqlite3_prepare_v2(s->db, "SELECT line, message FROM bad_lines ORDER BY line", -1,

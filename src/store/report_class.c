@@ -7,7 +7,7 @@
  * written by the runner at the end of a run, made if missing, so older
  * databases read as "not recorded").
  *
- * Invariants: read-only but for stg_store_run_classes_add; only class
+ * Invariants: read-only but for stg__store_run_classes_add; only class
  * names, tenant names (stg_tenant_check's characters) and counts are
  * shown; a job whose headers are not stored (one of them is secret) is
  * counted under no class (its class came from the input at run time).
@@ -70,7 +70,7 @@ int stg__store_report_classes(stg_store *s, stg_store_report *r)
         if (tv)
             snprintf(tenant, sizeof tenant, "%.*s", (int)strcspn(tv, "; \t"), tv);
         stg_job_state js;
-        if (!sv || stg_job_state_parse(sv, &js) != STG_OK)
+        if (!sv || stg__job_state_parse(sv, &js) != STG_OK)
             continue;
         any_class |= *cls || *tenant;
         stg_report_class *c = row(r, cls, tenant, true);
@@ -110,7 +110,7 @@ int stg__store_report_classes(stg_store *s, stg_store_report *r)
     return rc;
 }
 
-int stg_store_run_classes_add(stg_store *s, const stg_run_class *v, size_t n)
+int stg__store_run_classes_add(stg_store *s, const stg_run_class *v, size_t n)
 {
     int rc = sqlite3_exec(s->db,
                           "CREATE TABLE IF NOT EXISTS run_classes(run_id INTEGER NOT NULL "
@@ -158,7 +158,7 @@ void stg__store_report_classes_print(const stg_store_report *r, FILE *out)
                 *c->tenant ? c->tenant : "-");
         for (int k = 0; k < STG_JOB_NSTATES; k++)
             if (c->jobs[k])
-                fprintf(out, " %s %lld", stg_job_state_name((stg_job_state)k),
+                fprintf(out, " %s %lld", stg__job_state_name((stg_job_state)k),
                         (long long)c->jobs[k]);
         fputc('\n', out);
     }
@@ -190,7 +190,7 @@ void *stg__store_report_classes_json(const stg_store_report *r)
         if (c->jobs_row) {
             json_t *states = json_object();
             for (int k = 0; states && k < STG_JOB_NSTATES; k++)
-                json_object_set_new(states, stg_job_state_name((stg_job_state)k),
+                json_object_set_new(states, stg__job_state_name((stg_job_state)k),
                                     json_integer(c->jobs[k]));
             json_object_set_new(o, "jobs", states ? states : json_null());
         } else {

@@ -33,7 +33,7 @@
  *    a power cut there leaves an empty or unreadable new file (refused
  *    on open: delete it), never a job lost. Every later transaction is
  *    under NORMAL, as before.
- *  - Group commit (stg_store_group): while a group is open, begin and
+ *  - Group commit (stg__store_group): while a group is open, begin and
  *    commit join its one transaction; flush commits it, and any failure
  *    inside it rolls all of it back. The run counters a transaction adds
  *    are summed in memory and written once, just before its COMMIT: they
@@ -42,7 +42,7 @@
  *  - The writer's connection runs with ignore_check_constraints: the
  *    jobs.state CHECK (an IN list) costs SQLite an ephemeral b-tree built
  *    for every row written, about a tenth of a run's CPU. The states this
- *    code writes come from one table (stg_job_state_name; an outcome with
+ *    code writes come from one table (stg__job_state_name; an outcome with
  *    any other state is refused before it is bound), other
  *    writers (sqlite3 by hand) still meet the CHECK, and quick_check at
  *    open (run before the pragma) still refuses a row that breaks it.
@@ -122,7 +122,7 @@ static const char schema_sql[] =
     "  exit_code INTEGER                  -- NULL while running or after a kill\n"
     ");\n";
 
-int64_t stg_store_now_ms(void)
+int64_t stg__store_now_ms(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
@@ -134,7 +134,7 @@ struct sqlite3 *stg__store_db(stg_store *s)
     return s ? s->db : NULL;
 }
 
-const char *stg_store_errmsg(const stg_store *s)
+const char *stg__store_errmsg(const stg_store *s)
 {
     return s ? s->err : "";
 }
@@ -281,7 +281,7 @@ static int commit_now(stg_store *s)
     return STG_OK;
 }
 
-int64_t stg_store_commits(const stg_store *s)
+int64_t stg__store_commits(const stg_store *s)
 {
     return s ? s->commits : 0;
 }
@@ -289,7 +289,7 @@ int64_t stg_store_commits(const stg_store *s)
 int stg__store_commit(stg_store *s)
 {
     if (s->group && s->group_open)
-        return STG_OK; /* stg_store_flush commits it */
+        return STG_OK; /* stg__store_flush commits it */
     return commit_now(s);
 }
 
@@ -308,7 +308,7 @@ void stg__store_undo_nothing(stg_store *s)
         stg__store_rollback(s);
 }
 
-int stg_store_flush(stg_store *s)
+int stg__store_flush(stg_store *s)
 {
     if (!s->group_open)
         return STG_OK;
@@ -316,9 +316,9 @@ int stg_store_flush(stg_store *s)
     return commit_now(s);
 }
 
-int stg_store_group(stg_store *s, bool on)
+int stg__store_group(stg_store *s, bool on)
 {
-    int err = on ? STG_OK : stg_store_flush(s);
+    int err = on ? STG_OK : stg__store_flush(s);
     s->group = on;
     return err;
 }
@@ -385,7 +385,7 @@ static int create_schema(stg_store *s)
         snprintf(ins, sizeof ins,
                  "INSERT INTO meta(key, value) VALUES('schema_version', '%d'), "
                  "('created_at', '%lld'), ('created_by', 'stagger %s')",
-                 STG_STORE_SCHEMA_VERSION, (long long)stg_store_now_ms(), stg_version());
+                 STG_STORE_SCHEMA_VERSION, (long long)stg__store_now_ms(), stg_version());
         rc = sqlite3_exec(s->db, ins, NULL, NULL, NULL);
     }
     if (rc != SQLITE_OK) {
@@ -491,7 +491,7 @@ static int reopen_immutable(stg_store *s)
     return STG_OK;
 }
 
-int stg_store_open(const char *path, const stg_store_options *opt, stg_store **out, char *err,
+int stg__store_open(const char *path, const stg_store_options *opt, stg_store **out, char *err,
                    size_t errlen)
 {
     stg_store_options o = {0};
@@ -586,7 +586,7 @@ int stg_store_open(const char *path, const stg_store_options *opt, stg_store **o
         (rc = sqlite3_exec(s->db, "PRAGMA synchronous=NORMAL", NULL, NULL, NULL)) != SQLITE_OK)
         result = stg__store_fail(s, rc, "cannot set up the database");
     if (result == STG_OK)
-        result = stg_store_check(s);
+        result = stg__store_check(s);
     if (result == STG_OK && !o.readonly)
         result = migrate_indexes(s);
     /* After the check (quick_check reads CHECK constraints only while they
@@ -603,11 +603,11 @@ int stg_store_open(const char *path, const stg_store_options *opt, stg_store **o
 fail:
     if (err)
         snprintf(err, errlen, "%s", s->err);
-    stg_store_close(s);
+    stg__store_close(s);
     return result;
 }
 
-void stg_store_close(stg_store *s)
+void stg__store_close(stg_store *s)
 {
     if (!s)
         return;
@@ -628,7 +628,7 @@ void stg_store_close(stg_store *s)
     free(s);
 }
 
-int stg_store_meta_get(stg_store *s, const char *key, char **out)
+int stg__store_meta_get(stg_store *s, const char *key, char **out)
 {
     *out = NULL;
     sqlite3_stmt *st = NULL;

@@ -11,10 +11,10 @@
  * version stays; a database without it draws no such series).
  *
  * Invariants:
- *  - rows are written in one transaction; in a group (stg_store_group),
+ *  - rows are written in one transaction; in a group (stg__store_group),
  *    the group's, committed by its flush (batch/series.c writes at the
  *    flush commit.c already does, when the group holds something to commit
- *    anyway: stg_store_pending);
+ *    anyway: stg__store_pending);
  *  - bounded: at most SERIES_MAX_ROWS rows per run: when a run's rows pass
  *    it, they are merged in pairs (the width doubles: 1 s, 2 s, 4 s ...;
  *    sums add, the rate and concurrency keep the larger), and incoming rows
@@ -111,7 +111,7 @@ static int coarsen(stg_store *s, int64_t run_id, int64_t w)
     return rc;
 }
 
-int stg_store_series_add(stg_store *s, int64_t run_id, const stg_store_second *rows, size_t n,
+int stg__store_series_add(stg_store *s, int64_t run_id, const stg_store_second *rows, size_t n,
                          int64_t *width_s)
 {
     int64_t have = 0, w = 1;
@@ -160,10 +160,10 @@ int stg_store_series_add(stg_store *s, int64_t run_id, const stg_store_second *r
         stg__store_rollback(s); /* in a group: all of it, as any failure in it */
         return err;
     }
-    return stg__store_commit(s); /* in a group: stg_store_flush commits it */
+    return stg__store_commit(s); /* in a group: stg__store_flush commits it */
 }
 
-bool stg_store_pending(const stg_store *s)
+bool stg__store_pending(const stg_store *s)
 {
     return s && s->group_open;
 }

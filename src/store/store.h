@@ -26,12 +26,12 @@
  * Job states and the only transitions the store performs:
  *
  *   (import) -> pending
- *   pending  -> inflight             stg_store_claim (before submit)
- *   inflight -> done|failed|deferred|review|pending   stg_store_finish
- *   inflight -> pending | review     stg_store_recover (after a crash/kill)
- *   inflight -> pending              stg_store_unclaim (claimed, never sent)
- *   deferred -> pending              stg_store_requeue (--retry-deferred)
- *   review   -> pending              stg_store_requeue (--retry-review)
+ *   pending  -> inflight             stg__store_claim (before submit)
+ *   inflight -> done|failed|deferred|review|pending   stg__store_finish
+ *   inflight -> pending | review     stg__store_recover (after a crash/kill)
+ *   inflight -> pending              stg__store_unclaim (claimed, never sent)
+ *   deferred -> pending              stg__store_requeue (--retry-deferred)
+ *   review   -> pending              stg__store_requeue (--retry-review)
  *
  * Invariants:
  *  - Every job is in exactly one state at every commit; every change is one
@@ -57,7 +57,7 @@
  *
  * Errors: functions return STG_OK or an stg_err (STG_EDB for SQLite
  * failures, STG_ESTATE for a transition not allowed, STG_ENOMEM, STG_EIO);
- * stg_store_errmsg() then says what happened in one line, naming the cause
+ * stg__store_errmsg() then says what happened in one line, naming the cause
  * (locked, read-only, disk full, another job set, ...).
  */
 #ifndef STAGGER_STORE_H
@@ -85,9 +85,9 @@ typedef enum stg_job_state {
 #define STG_JOB_NSTATES 6
 
 /* "pending", "inflight", "done", "failed", "deferred", "review". Static. */
-const char *stg_job_state_name(stg_job_state s);
+const char *stg__job_state_name(stg_job_state s);
 /* Parse a name above; returns STG_OK or STG_EPARSE. */
-int stg_job_state_parse(const char *name, stg_job_state *out);
+int stg__job_state_parse(const char *name, stg_job_state *out);
 
 /* ---- input: job specs ------------------------------------------------- */
 
@@ -100,11 +100,11 @@ typedef enum stg_input_format {
     STG_INPUT_TSV = 5    /* tab-separated values with a header row, the same */
 } stg_input_format;
 
-const char *stg_input_format_name(stg_input_format f); /* "urls", ... */
+const char *stg__input_format_name(stg_input_format f); /* "urls", ... */
 /* The format a reader of path uses: f, or for AUTO, CSV or TSV when the
  * name ends in .csv or .tsv (any case), else AUTO (decided by the first
  * line). */
-stg_input_format stg_input_format_for_path(const char *path, stg_input_format f);
+stg_input_format stg__input_format_for_path(const char *path, stg_input_format f);
 
 /* One request as read from the input. Everything is owned by the job set.
  * url and headers are the COMPLETE request (secrets included): they live in
@@ -115,7 +115,7 @@ typedef struct stg_job_spec {
     char *method;          /* "GET", ... (validated) */
     char *url;             /* complete URL */
     char *url_redacted;    /* stg_redact_url(url) */
-    char *url_shown;       /* url_secret: stg_store_url_shown(url); else NULL */
+    char *url_shown;       /* url_secret: stg__store_url_shown(url); else NULL */
     bool url_secret;       /* userinfo or a secret-looking query key */
     char **headers;        /* "Name: value", n_headers of them, secrets included */
     size_t n_headers;
@@ -178,35 +178,35 @@ typedef struct stg_input_options {
  * computed at the end. Returns STG_OK, STG_EINVAL (bad options: no "{}" in
  * the template, template not an http(s) URL, unknown method; message in
  * err), STG_EIO (read error), STG_ENOMEM. Does not take ownership of f. */
-int stg_input_read(FILE *f, const stg_input_options *opt, stg_job_set *set, char *err,
+int stg__input_read(FILE *f, const stg_input_options *opt, stg_job_set *set, char *err,
                    size_t errlen);
 /* The same from a path; "-" is stdin. */
-int stg_input_read_path(const char *path, const stg_input_options *opt, stg_job_set *set,
+int stg__input_read_path(const char *path, const stg_input_options *opt, stg_job_set *set,
                         char *err, size_t errlen);
 /* Free everything in set; accepts NULL and zeroed sets. */
-void stg_job_set_free(stg_job_set *set);
+void stg__job_set_free(stg_job_set *set);
 
 /* A streaming reader: the same parser, one line at a time, holding one
  * line. It does not look for repeated ids (the store's import does, by its
- * UNIQUE key): every other bad line is reported as stg_input_read does. */
+ * UNIQUE key): every other bad line is reported as stg__input_read does. */
 typedef struct stg_input_reader stg_input_reader;
 
-/* Check opt (STG_EINVAL as stg_input_read) and read from f, not owned. */
-int stg_input_reader_new(FILE *f, const stg_input_options *opt, stg_input_reader **out,
+/* Check opt (STG_EINVAL as stg__input_read) and read from f, not owned. */
+int stg__input_reader_new(FILE *f, const stg_input_options *opt, stg_input_reader **out,
                          char *err, size_t errlen);
 /* The same from a path ("-" is stdin); the file is closed by _free.
  * STG_EINVAL (options, checked first), STG_EIO (cannot open), STG_ENOMEM. */
-int stg_input_reader_open(const char *path, const stg_input_options *opt,
+int stg__input_reader_open(const char *path, const stg_input_options *opt,
                           stg_input_reader **out, char *err, size_t errlen);
 /* The next job (*job) or bad line (*bad) in line order; both NULL at the
  * end. They are the reader's until the next call; the caller may take the
  * job's fields (copy *job, then zero it). STG_OK, or STG_EIO / STG_ENOMEM
- * (sticky; stg_input_reader_error says what, with the line number). */
-int stg_input_reader_next(stg_input_reader *r, stg_job_spec **job, stg_bad_line **bad);
-long stg_input_reader_lines(const stg_input_reader *r);             /* lines read */
-stg_input_format stg_input_reader_format(const stg_input_reader *r); /* as detected */
-const char *stg_input_reader_error(const stg_input_reader *r);      /* "" if none */
-void stg_input_reader_free(stg_input_reader *r);                    /* accepts NULL */
+ * (sticky; stg__input_reader_error says what, with the line number). */
+int stg__input_reader_next(stg_input_reader *r, stg_job_spec **job, stg_bad_line **bad);
+long stg__input_reader_lines(const stg_input_reader *r);             /* lines read */
+stg_input_format stg__input_reader_format(const stg_input_reader *r); /* as detected */
+const char *stg__input_reader_error(const stg_input_reader *r);      /* "" if none */
+void stg__input_reader_free(stg_input_reader *r);                    /* accepts NULL */
 
 /* The secret parts of the jobs that need the input (url_secret or
  * headers_secret), by job id (ascending): the key, the URL when it is the
@@ -223,11 +223,11 @@ typedef struct stg_input_secrets {
 
 /* Take j's key, url and headers (j is zeroed; what is not kept is freed)
  * as job id, which must be above every id added before. */
-int stg_input_secrets_add(stg_input_secrets *s, int64_t id, stg_job_spec *j);
+int stg__input_secrets_add(stg_input_secrets *s, int64_t id, stg_job_spec *j);
 /* The kept parts of job id, if its key is key; NULL otherwise. */
-const stg_job_spec *stg_input_secrets_find(const stg_input_secrets *s, int64_t id,
+const stg_job_spec *stg__input_secrets_find(const stg_input_secrets *s, int64_t id,
                                            const char *key);
-void stg_input_secrets_free(stg_input_secrets *s); /* accepts NULL and zeroed */
+void stg__input_secrets_free(stg_input_secrets *s); /* accepts NULL and zeroed */
 
 /* A cursor over an input file that can be read again (a regular file): it
  * finds the job of a given id and key by reading forward, so a run needs
@@ -238,17 +238,17 @@ void stg_input_secrets_free(stg_input_secrets *s); /* accepts NULL and zeroed */
 typedef struct stg_input_cursor stg_input_cursor;
 
 /* STG_EINVAL (options), STG_EIO (cannot open), STG_ENOMEM. */
-int stg_input_cursor_open(const char *path, const stg_input_options *opt,
+int stg__input_cursor_open(const char *path, const stg_input_options *opt,
                           stg_input_cursor **out, char *err, size_t errlen);
 /* The input's job id if its key is key (the whole spec, secrets included;
  * valid until the next call), or NULL: not in this input. The caller checks
  * it is the stored job (method, redacted URL): the file may have changed. */
-const stg_job_spec *stg_input_cursor_find(stg_input_cursor *c, int64_t id, const char *key);
-void stg_input_cursor_free(stg_input_cursor *c); /* accepts NULL */
+const stg_job_spec *stg__input_cursor_find(stg_input_cursor *c, int64_t id, const char *key);
+void stg__input_cursor_free(stg_input_cursor *c); /* accepts NULL */
 
 /* True if url has userinfo, a fragment or a secret-looking query key
  * (stg_redact_url_has_secret()). */
-bool stg_store_url_is_secret(const char *url);
+bool stg__store_url_is_secret(const char *url);
 /* The URL as the user gave it, for exports and --dry-run: userinfo and the
  * fragment removed, the VALUE of every query parameter whose name is
  * secret (stg_redact_name_is_secret) and every query item without '=' (it
@@ -258,22 +258,22 @@ bool stg_store_url_is_secret(const char *url);
  * cut short to fit, never revealing more than the whole form); returns
  * the length the whole form needs. Logs keep stg_redact_url's full
  * redaction. Pure. */
-size_t stg_store_url_shown(const char *url, char *buf, size_t size);
+size_t stg__store_url_shown(const char *url, char *buf, size_t size);
 /* True if s is an absolute http:// or https:// URL with a host and no
  * whitespace or control characters. */
-bool stg_store_url_valid(const char *url);
+bool stg__store_url_valid(const char *url);
 /* True if the named header's value is secret (stg_redact_header_is_secret()
  * of the core; Idempotency-Key is not). */
 bool stg__store_header_is_secret(const char *name, size_t len);
 /* True if the method is one that may be repeated (RFC 9110 idempotent). */
-bool stg_store_method_idempotent(const char *method);
+bool stg__store_method_idempotent(const char *method);
 /* The replay-safe rule, for the store's jobs and the queue's alike: a job
  * may be sent again after a kill when its method is idempotent or it
  * carries an Idempotency-Key; else a kill that may have sent it sends it
  * to review. */
 static inline bool stg__store_replay_safe(const char *method, const char *idempotency_key)
 {
-    return stg_store_method_idempotent(method) || idempotency_key != NULL;
+    return stg__store_method_idempotent(method) || idempotency_key != NULL;
 }
 
 /* ---- fingerprint ---------------------------------------------------- */
@@ -290,20 +290,20 @@ typedef struct stg_sha256 {
     } u;
 } stg_sha256;
 
-void stg_sha256_init(stg_sha256 *c);
-void stg_sha256_update(stg_sha256 *c, const void *data, size_t len);
-void stg_sha256_final(stg_sha256 *c, unsigned char out[32]);
+void stg__sha256_init(stg_sha256 *c);
+void stg__sha256_update(stg_sha256 *c, const void *data, size_t len);
+void stg__sha256_final(stg_sha256 *c, unsigned char out[32]);
 
 /* Compute set->fingerprint: SHA-256 over, per job in order, length-prefixed
  * key, method, URL (the redacted one when url_secret), headers (names only
  * for secret ones), body and idempotency key. Line numbers and secrets are
  * not part of it: moving comments or rotating a token keeps the identity. */
-void stg_job_set_fingerprint(stg_job_set *set);
+void stg__job_set_fingerprint(stg_job_set *set);
 /* The same hash a job at a time: begin, job (each accepted job in order),
  * end (the job count; hex gets 64 digits and a NUL). */
-void stg_fingerprint_begin(stg_sha256 *c);
-void stg_fingerprint_job(stg_sha256 *c, const stg_job_spec *j);
-void stg_fingerprint_end(stg_sha256 *c, size_t n_jobs, char hex[65]);
+void stg__fingerprint_begin(stg_sha256 *c);
+void stg__fingerprint_job(stg_sha256 *c, const stg_job_spec *j);
+void stg__fingerprint_end(stg_sha256 *c, size_t n_jobs, char hex[65]);
 
 /* ---- the store ------------------------------------------------------ */
 
@@ -317,23 +317,23 @@ typedef struct stg_store_options {
                                 runner per database */
 } stg_store_options;
 
-/* Open path. On success *out is the caller's, to stg_store_close(). On
+/* Open path. On success *out is the caller's, to stg__store_close(). On
  * failure returns STG_EDB (or STG_ENOTFOUND: no such file and !create;
  * STG_ESTATE: not a stagger batch database, or a newer schema; STG_EAGAIN:
  * another runner holds the lock), *out is NULL and err says why in one
  * line. A path of ":memory:" is allowed (no WAL, no lock) for tests.
  * A file it creates is mode 0600 (responses may be private). A damaged
- * database (stg_store_check) is refused with STG_EDB. */
-int stg_store_open(const char *path, const stg_store_options *opt, stg_store **out, char *err,
+ * database (stg__store_check) is refused with STG_EDB. */
+int stg__store_open(const char *path, const stg_store_options *opt, stg_store **out, char *err,
                    size_t errlen);
 /* Close; accepts NULL. Releases the runner lock. */
-void stg_store_close(stg_store *s);
+void stg__store_close(stg_store *s);
 /* The last error, one line; "" if none. Owned by the store. */
-const char *stg_store_errmsg(const stg_store *s);
+const char *stg__store_errmsg(const stg_store *s);
 
 /* Meta values (strings); *out is malloc'd (caller frees) or NULL when
  * absent. Returns STG_OK or STG_EDB. */
-int stg_store_meta_get(stg_store *s, const char *key, char **out);
+int stg__store_meta_get(stg_store *s, const char *key, char **out);
 
 /* Import set (see the invariants above) in one transaction:
  *  - no job set yet: insert the jobs (pending), the bad lines and the meta
@@ -342,7 +342,7 @@ int stg_store_meta_get(stg_store *s, const char *key, char **out);
  *  - another fingerprint: STG_ESTATE, nothing written, the message names
  *    both job sets.
  * input_path may be NULL ("-"). Does not take ownership of set. */
-int stg_store_import(stg_store *s, const stg_job_set *set, const char *input_path,
+int stg__store_import(stg_store *s, const stg_job_set *set, const char *input_path,
                      int64_t now_ms, bool *imported);
 
 typedef struct stg_store_import_options {
@@ -365,30 +365,30 @@ typedef struct stg_store_import_result {
     char fingerprint[65];
 } stg_store_import_result;
 
-/* Stream r into the store, as stg_store_import does a set (the same rows,
+/* Stream r into the store, as stg__store_import does a set (the same rows,
  * bad lines, meta and fingerprint; the same STG_ESTATE for another set),
  * reading one line at a time; repeated ids are found by the database.
  * Refused (res->refused, STG_OK): nothing written. STG_EIO / STG_ENOMEM
  * from the reader, STG_EDB from SQLite: nothing written, the message in
- * stg_store_errmsg. With o->secrets, what it got is valid only on STG_OK
+ * stg__store_errmsg. With o->secrets, what it got is valid only on STG_OK
  * and not refused (the caller frees it either way). */
-int stg_store_import_stream(stg_store *s, stg_input_reader *r,
+int stg__store_import_stream(stg_store *s, stg_input_reader *r,
                             const stg_store_import_options *o, stg_store_import_result *res);
 
 /* True (*has) when the store holds a job set. */
-int stg_store_has_jobs(stg_store *s, bool *has);
+int stg__store_has_jobs(stg_store *s, bool *has);
 
 /* After a stop: every inflight job goes back to pending, except those with
  * replay_safe = 0 and sent = 1, which go to review. One transaction.
  * Counts may be NULL. */
-int stg_store_recover(stg_store *s, int64_t now_ms, int *to_pending, int *to_review);
+int stg__store_recover(stg_store *s, int64_t now_ms, int *to_pending, int *to_review);
 
 /* from (DEFERRED or REVIEW) -> pending, one transaction. *n (may be NULL)
  * gets the count. STG_EINVAL for other states. */
-int stg_store_requeue(stg_store *s, stg_job_state from, int64_t now_ms, int *n);
+int stg__store_requeue(stg_store *s, stg_job_state from, int64_t now_ms, int *n);
 
 /* A claimed job: what is needed to run it. Owned by the caller; release
- * with stg_job_clear(). */
+ * with stg__job_clear(). */
 typedef struct stg_job {
     int64_t id;            /* 1-based position in the job set */
     char *key;
@@ -405,12 +405,12 @@ typedef struct stg_job {
     int attempts;          /* attempts made in earlier runs */
 } stg_job;
 
-void stg_job_clear(stg_job *j);
+void stg__job_clear(stg_job *j);
 
 /* Claim up to max pending jobs, lowest id first: mark them inflight (sent =
  * 0, runs + 1, run_id, started_at) in one transaction and fill out[0..*n).
  * *n = 0 when none is pending. */
-int stg_store_claim(stg_store *s, int max, int64_t run_id, int64_t now_ms, stg_job *out,
+int stg__store_claim(stg_store *s, int max, int64_t run_id, int64_t now_ms, stg_job *out,
                     int *n);
 
 /* Give back claimed jobs whose requests never left (the runner's claimed
@@ -420,7 +420,7 @@ int stg_store_claim(stg_store *s, int max, int64_t run_id, int64_t now_ms, stg_j
  * *moved (may be NULL) gets n. STG_ESTATE when any of them is not such a
  * job: nothing moves (in a group, the group is rolled back: the caller
  * stops writing). */
-int stg_store_unclaim(stg_store *s, const stg_job *jobs, int n, int64_t run_id, int64_t now_ms,
+int stg__store_unclaim(stg_store *s, const stg_job *jobs, int n, int64_t run_id, int64_t now_ms,
                       int *moved);
 
 /* The first attempt of an inflight job is about to leave: sent = 1, and
@@ -428,29 +428,29 @@ int stg_store_unclaim(stg_store *s, const stg_job *jobs, int n, int64_t run_id, 
  * when run_id > 0), so a kill -9 after it loses neither. One transaction
  * (in a group: committed with the group, at once).
  * STG_ESTATE when the job is not inflight (nothing written). */
-int stg_store_mark_sent(stg_store *s, int64_t id, int64_t run_id);
+int stg__store_mark_sent(stg_store *s, int64_t id, int64_t run_id);
 
 /* Group commit. While on, every state change (claim, finish, the run's
  * counters) joins one transaction, opened by the first of them and
- * committed by stg_store_flush: one commit (one WAL append of the pages the
+ * committed by stg__store_flush: one commit (one WAL append of the pages the
  * changes share) per runner pass instead of one per job. What a kill -9
  * can lose is what it could lose before: changes not yet committed, whose
  * jobs are still inflight (or pending) in the database, which the next
  * open recovers. So the caller flushes where a change must be durable
  * before something outside happens: the claims before their requests can
  * leave (the batch runner: at each attempt's start), the outcomes before
- * they are reported; stg_store_mark_sent flushes by itself. An error inside the group
+ * they are reported; stg__store_mark_sent flushes by itself. An error inside the group
  * rolls the whole group back (the caller stops writing, as after any store
  * error); a change that does not apply (STG_ESTATE) writes nothing and
  * leaves the group as it was. Turning it off flushes. */
-int stg_store_group(stg_store *s, bool on);
+int stg__store_group(stg_store *s, bool on);
 /* Commit the group's transaction, if one is open. STG_OK or STG_EDB (then
  * the group is rolled back). */
-int stg_store_flush(stg_store *s);
+int stg__store_flush(stg_store *s);
 /* How many transactions (BEGIN ... COMMIT) this handle has committed, a
- * statement run on its own (stg_store_requeue, stg_store_run_update) not
+ * statement run on its own (stg__store_requeue, stg__store_run_update) not
  * counted: what a run's commit policy costs, for tests and benchmarks. */
-int64_t stg_store_commits(const stg_store *s);
+int64_t stg__store_commits(const stg_store *s);
 
 /* How a run ended for one job. */
 typedef struct stg_job_outcome {
@@ -480,23 +480,23 @@ typedef struct stg_job_outcome {
  * counters of o->run_id (calls += attempts, retries, 429s, 503s, finished
  * + 1 unless PENDING), in one transaction. STG_ESTATE when the job is not
  * inflight (nothing written); STG_EINVAL when o->state is INFLIGHT. */
-int stg_store_finish(stg_store *s, int64_t id, const stg_job_outcome *o, int64_t now_ms);
+int stg__store_finish(stg_store *s, int64_t id, const stg_job_outcome *o, int64_t now_ms);
 
 /* Jobs per state. STG_EDB when a row holds no known state, or when the
  * states do not add up to the job set's size (a damaged database). */
-int stg_store_counts(stg_store *s, int64_t counts[STG_JOB_NSTATES]);
+int stg__store_counts(stg_store *s, int64_t counts[STG_JOB_NSTATES]);
 
-/* The checks stg_store_open runs on a database that holds a job set:
+/* The checks stg__store_open runs on a database that holds a job set:
  * PRAGMA quick_check, and the job rows against the job count stored with
  * the fingerprint (ids 1..count, none missing). STG_OK, or STG_EDB with a
  * message saying what is wrong. */
-int stg_store_check(stg_store *s);
+int stg__store_check(stg_store *s);
 
 /* Jobs in the given states (bit 1 << state) that need the input file. */
-int stg_store_count_needs_input(stg_store *s, unsigned state_mask, int64_t *n);
+int stg__store_count_needs_input(stg_store *s, unsigned state_mask, int64_t *n);
 
 /* The state of one job by id (tests, tools). STG_ENOTFOUND if none. */
-int stg_store_job_state(stg_store *s, int64_t id, stg_job_state *out);
+int stg__store_job_state(stg_store *s, int64_t id, stg_job_state *out);
 
 /* ---- runs ----------------------------------------------------------- */
 
@@ -512,14 +512,14 @@ typedef struct stg_run_stats {
 } stg_run_stats;
 
 /* Start a run row. */
-int stg_store_run_begin(stg_store *s, int64_t now_ms, int64_t *run_id);
+int stg__store_run_begin(stg_store *s, int64_t now_ms, int64_t *run_id);
 /* Record the run's wall time and exit code (exit_code -1: still running),
  * called periodically and at the end; a learned concurrency (st->concurrency
  * > 0) is kept as the meta value learned_concurrency, the latest run's. The counters of st are NOT written:
- * calls, retries, 429s, 503s and finished are added by stg_store_finish and
- * stg_store_mark_sent in the transaction of each job's change, so they
+ * calls, retries, 429s, 503s and finished are added by stg__store_finish and
+ * stg__store_mark_sent in the transaction of each job's change, so they
  * survive a kill -9 with the outcomes they count. */
-int stg_store_run_update(stg_store *s, int64_t run_id, const stg_run_stats *st);
+int stg__store_run_update(stg_store *s, int64_t run_id, const stg_run_stats *st);
 
 /* ---- report --------------------------------------------------------- */
 
@@ -584,7 +584,7 @@ typedef struct stg_report_class {
     int64_t admitted, wait_ms, wait_max_ms; /* runs' rows */
 } stg_report_class;
 
-/* One class and tenant's admissions in a run, for stg_store_run_classes_add. */
+/* One class and tenant's admissions in a run, for stg__store_run_classes_add. */
 typedef struct stg_run_class {
     const char *cls;    /* its name */
     const char *tenant; /* NULL: none */
@@ -592,33 +592,33 @@ typedef struct stg_run_class {
 } stg_run_class;
 /* Add the run's admissions per class and tenant to the latest run (the
  * table run_classes is made if missing). */
-int stg_store_run_classes_add(stg_store *s, const stg_run_class *v, size_t n);
+int stg__store_run_classes_add(stg_store *s, const stg_run_class *v, size_t n);
 /* report_class.c, for report.c: read r's classes; print them; as JSON. */
 int stg__store_report_classes(stg_store *s, stg_store_report *r);
 void stg__store_report_classes_print(const stg_store_report *r, FILE *out);
 void *stg__store_report_classes_json(const stg_store_report *r); /* json_t * */
 
-int stg_store_report_get(stg_store *s, stg_store_report *r);
-void stg_store_report_free(stg_store_report *r);
+int stg__store_report_get(stg_store *s, stg_store_report *r);
+void stg__store_report_free(stg_store_report *r);
 /* The report's "effective rate": jobs answered (done + failed) per second
  * of the runs' wall time; 0 before any wall time. The one figure the
  * progress line's last redraw also shows. */
-double stg_store_report_jobs_per_s(const stg_store_report *r);
+double stg__store_report_jobs_per_s(const stg_store_report *r);
 /* Human-readable report to out. */
-void stg_store_report_print(const stg_store_report *r, const char *db_path, FILE *out);
+void stg__store_report_print(const stg_store_report *r, const char *db_path, FILE *out);
 /* Report as one JSON object (compact, with a newline) to out. */
-int stg_store_report_json(const stg_store_report *r, const char *db_path, FILE *out);
+int stg__store_report_json(const stg_store_report *r, const char *db_path, FILE *out);
 /* Add a run's waits (ms of retry backoff and of limiter delay, as the
  * engine's WAITED events measured them: backoff, budget and breaker; the
  * limiter, the servers' quotas and a learned rate's pace) to the latest run,
  * in one statement (the table run_waits is made if missing). */
-int stg_store_run_waits_add(stg_store *s, int64_t retry_ms, int64_t limiter_ms);
+int stg__store_run_waits_add(stg_store *s, int64_t retry_ms, int64_t limiter_ms);
 /* The run's timeline as the jobs table holds it (timeline.c): one JSON
  * object, {"t0_ms", "bucket_ms", "buckets", "finished": {class: [n per
  * bucket]}, "claimed", "retries", "in_flight" (mean jobs in flight per
  * bucket), "durations": [{"le_ms", "n"}]}, into *out (the caller frees
- * it). STG_OK, STG_EDB (the message in stg_store_errmsg) or STG_ENOMEM. */
-int stg_store_timeline_json(stg_store *s, char **out);
+ * it). STG_OK, STG_EDB (the message in stg__store_errmsg) or STG_ENOMEM. */
+int stg__store_timeline_json(stg_store *s, char **out);
 
 /* The run's per-second series (series.c): what a batch's events said, per
  * second of a run, written by the batch at the commits it makes anyway. */
@@ -638,13 +638,13 @@ typedef struct stg_store_second {
  * run_seconds is made if missing), and say the run's row width in seconds
  * (*width_s: 1, or larger once the run's rows were merged to stay under
  * their cap; rows are aligned to it). STG_OK or STG_EDB. */
-int stg_store_series_add(stg_store *s, int64_t run_id, const stg_store_second *rows, size_t n,
+int stg__store_series_add(stg_store *s, int64_t run_id, const stg_store_second *rows, size_t n,
                          int64_t *width_s);
-/* A group transaction is open (stg_store_group): writes not yet committed,
- * which the next stg_store_flush commits. */
-bool stg_store_pending(const stg_store *s);
+/* A group transaction is open (stg__store_group): writes not yet committed,
+ * which the next stg__store_flush commits. */
+bool stg__store_pending(const stg_store *s);
 /* Print the bad input lines, "PATH:LINE: message", at most max (0: all). */
-int stg_store_bad_lines_print(stg_store *s, const char *input, long max, FILE *out);
+int stg__store_bad_lines_print(stg_store *s, const char *input, long max, FILE *out);
 
 /* ---- export --------------------------------------------------------- */
 
@@ -663,15 +663,15 @@ typedef struct stg_export_options {
 
 /* One row per job, by id: id (the job's key), job, line, state, status,
  * attempts, error, reason, method, url (as given, minus userinfo and
- * secret query values: stg_store_url_shown), file, finished_at,
+ * secret query values: stg__store_url_shown), file, finished_at,
  * duration_ms.
  * CSV has a header line and RFC 4180 quoting. Returns STG_OK, STG_EDB or
  * STG_EIO (write error). */
-int stg_store_export(stg_store *s, const stg_export_options *opt, FILE *out);
+int stg__store_export(stg_store *s, const stg_export_options *opt, FILE *out);
 
 /* Milliseconds of the wall clock: the `now_ms` the calls above take, as
  * every caller (the batch runner, the CLI) gives it. */
-int64_t stg_store_now_ms(void);
+int64_t stg__store_now_ms(void);
 
 /* ---- internal helpers shared by the files of this part ----------------- */
 
@@ -683,7 +683,7 @@ int stg__store_fail(stg_store *s, int rc, const char *what);
 /* Record a formatted error; returns err. */
 int stg__store_error(stg_store *s, int err, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-/* BEGIN IMMEDIATE / COMMIT / ROLLBACK; in a group (stg_store_group): open
+/* BEGIN IMMEDIATE / COMMIT / ROLLBACK; in a group (stg__store_group): open
  * the group's transaction if needed / nothing / roll the group back. */
 int stg__store_begin(stg_store *s);
 int stg__store_commit(stg_store *s);

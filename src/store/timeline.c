@@ -74,7 +74,7 @@ static void spread(tl *t, int64_t s, int64_t f)
     }
 }
 
-int stg_store_timeline_json(stg_store *s, char **out)
+int stg__store_timeline_json(stg_store *s, char **out)
 {
     *out = NULL;
     sqlite3_stmt *st = NULL;
@@ -115,7 +115,7 @@ int stg_store_timeline_json(stg_store *s, char **out)
         rc = stg__store_fail(s, rc, "cannot read the timeline");
         goto out;
     }
-    int64_t now = stg_store_now_ms();
+    int64_t now = stg__store_now_ms();
     while (t.n && (rc = sqlite3_step(st)) == SQLITE_ROW) {
         int64_t sa = sqlite3_column_int64(st, 0);
         bool done = sqlite3_column_type(st, 1) != SQLITE_NULL;

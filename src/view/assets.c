@@ -12,7 +12,7 @@ extern const unsigned char stg__asset_chartjs[], stg__asset_live_html[],
 extern const size_t stg__asset_chartjs_len, stg__asset_live_html_len,
     stg__asset_report_html_len;
 
-const char *stg_view_asset(const char *name, size_t *len, const char **type)
+const char *stg__view_asset(const char *name, size_t *len, const char **type)
 {
     if (!strcmp(name, "") || !strcmp(name, "index.html")) {
         *len = stg__asset_live_html_len;
@@ -27,13 +27,13 @@ const char *stg_view_asset(const char *name, size_t *len, const char **type)
     return NULL;
 }
 
-const char *stg_view_report_template(size_t *len)
+const char *stg__view_report_template(size_t *len)
 {
     *len = stg__asset_report_html_len;
     return (const char *)stg__asset_report_html;
 }
 
-const char *stg_view_chartjs(size_t *len)
+const char *stg__view_chartjs(size_t *len)
 {
     *len = stg__asset_chartjs_len;
     return (const char *)stg__asset_chartjs;

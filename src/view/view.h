@@ -15,10 +15,10 @@
 /* The asset served at name ("" or "index.html": the live page;
  * "chart.js"), its length and Content-Type; NULL for any other name.
  * Static data. */
-const char *stg_view_asset(const char *name, size_t *len, const char **type);
+const char *stg__view_asset(const char *name, size_t *len, const char **type);
 
 /* The HTML report's template and Chart.js, for src/store's report. */
-const char *stg_view_report_template(size_t *len);
-const char *stg_view_chartjs(size_t *len);
+const char *stg__view_report_template(size_t *len);
+const char *stg__view_chartjs(size_t *len);
 
 #endif

@@ -70,7 +70,7 @@ static void setup(const char *dir, const jobdef *jobs, int n)
     FILE *in = fmemopen(text, len, "r");
     stg_job_set set;
     char err[256];
-    assert_int_equal(stg_input_read(in, NULL, &set, err, sizeof err), STG_OK);
+    assert_int_equal(stg__input_read(in, NULL, &set, err, sizeof err), STG_OK);
     fclose(in);
     free(text);
     snprintf(g_db, sizeof g_db, "%s/batch.db", dir);
@@ -78,11 +78,11 @@ static void setup(const char *dir, const jobdef *jobs, int n)
     assert_int_equal(mkdir(g_out, 0700), 0);
     stg_store *s = NULL;
     stg_store_options o = {.create = true, .exclusive = true};
-    assert_int_equal(stg_store_open(g_db, &o, &s, err, sizeof err), STG_OK);
+    assert_int_equal(stg__store_open(g_db, &o, &s, err, sizeof err), STG_OK);
     bool imported = false;
-    assert_int_equal(stg_store_import(s, &set, "test", stg_store_now_ms(), &imported), STG_OK);
-    stg_store_close(s);
-    stg_job_set_free(&set);
+    assert_int_equal(stg__store_import(s, &set, "test", stg__store_now_ms(), &imported), STG_OK);
+    stg__store_close(s);
+    stg__job_set_free(&set);
 }
 
 /* Remove g_out's files, g_out and the database. */
@@ -200,7 +200,7 @@ static stg_batch_stop_cause run_batch(void)
     stg_store *s = NULL;
     char err[800];
     stg_store_options o = {.exclusive = true};
-    if (stg_store_open(g_db, &o, &s, err, sizeof err) != STG_OK)
+    if (stg__store_open(g_db, &o, &s, err, sizeof err) != STG_OK)
         return (stg_batch_stop_cause)-1;
     stg_batch_config c = {.store = s, .out_dir = g_to_db ? NULL : g_out};
     c.engine.concurrency = 4;
@@ -210,15 +210,15 @@ static stg_batch_stop_cause run_batch(void)
     c.engine.policy.backoff.cap_us = STG_MS(5);
     stg_batch *b = NULL;
     stg_batch_stop_cause cause = (stg_batch_stop_cause)-1;
-    if (stg_batch_new(&c, &b, NULL, err, sizeof err) == STG_OK) {
-        while (stg_batch_step(b, STG_MS(50)))
+    if (stg__batch_new(&c, &b, NULL, err, sizeof err) == STG_OK) {
+        while (stg__batch_step(b, STG_MS(50)))
             ;
         stg_batch_summary sum;
-        if (stg_batch_end(b, &sum) == STG_OK)
+        if (stg__batch_end(b, &sum) == STG_OK)
             cause = sum.cause;
-        stg_batch_free(b, 0);
+        stg__batch_free(b, 0);
     }
-    stg_store_close(s);
+    stg__store_close(s);
     return cause;
 }
 

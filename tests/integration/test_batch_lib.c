@@ -68,7 +68,7 @@ static void import_jobs(const server *srv, const jobdef *jobs, int n)
     FILE *in = fmemopen(text, len, "r");
     stg_job_set set;
     char err[256];
-    assert_int_equal(stg_input_read(in, NULL, &set, err, sizeof err), STG_OK);
+    assert_int_equal(stg__input_read(in, NULL, &set, err, sizeof err), STG_OK);
     fclose(in);
     free(text);
     assert_int_equal((int)set.n, n);
@@ -76,12 +76,12 @@ static void import_jobs(const server *srv, const jobdef *jobs, int n)
     unlink(g_db);
     stg_store *s = NULL;
     stg_store_options o = {.create = true, .exclusive = true};
-    assert_int_equal(stg_store_open(g_db, &o, &s, err, sizeof err), STG_OK);
+    assert_int_equal(stg__store_open(g_db, &o, &s, err, sizeof err), STG_OK);
     bool imported = false;
-    assert_int_equal(stg_store_import(s, &set, "test", stg_store_now_ms(), &imported), STG_OK);
+    assert_int_equal(stg__store_import(s, &set, "test", stg__store_now_ms(), &imported), STG_OK);
     assert_true(imported);
-    stg_store_close(s);
-    stg_job_set_free(&set);
+    stg__store_close(s);
+    stg__job_set_free(&set);
 }
 
 /* One integer from the database, read by a separate connection. */
@@ -153,7 +153,7 @@ static stg_store *open_db(void)
     stg_store *s = NULL;
     char err[640];
     stg_store_options o = {.exclusive = true};
-    if (stg_store_open(g_db, &o, &s, err, sizeof err) != STG_OK)
+    if (stg__store_open(g_db, &o, &s, err, sizeof err) != STG_OK)
         fail_msg("open %s: %s", g_db, err);
     return s;
 }
@@ -172,12 +172,12 @@ static void run_all(stg_batch_config *c, stg_batch_start *st, stg_batch_summary 
 {
     stg_batch *b = NULL;
     char err[800];
-    if (stg_batch_new(c, &b, st, err, sizeof err) != STG_OK)
-        fail_msg("stg_batch_new: %s", err);
-    while (stg_batch_step(b, STG_MS(50)))
+    if (stg__batch_new(c, &b, st, err, sizeof err) != STG_OK)
+        fail_msg("stg__batch_new: %s", err);
+    while (stg__batch_step(b, STG_MS(50)))
         ;
-    assert_int_equal(stg_batch_end(b, sum), STG_OK);
-    stg_batch_free(b, 0);
+    assert_int_equal(stg__batch_end(b, sum), STG_OK);
+    stg__batch_free(b, 0);
     int64_t t = 0;
     for (int i = 0; i < STG_JOB_NSTATES; i++)
         t += sum->counts.n[i];
@@ -235,7 +235,7 @@ static void test_transitions(void **state)
     assert_int_equal(sum.finished, 2);
     assert_state("g-defer", "deferred");
     assert_state("p-503", "review");
-    stg_store_close(s);
+    stg__store_close(s);
     server_stop(&srv);
     assert_int_equal(server_saw(&srv, "p-503"), 2); /* resent only because asked to */
     assert_int_equal(server_saw(&srv, "g-done"), 1);
@@ -265,10 +265,10 @@ static stg_batch *run_until_started(stg_store *s, int conc, started *seen, int w
     c.engine.event_data = seen;
     stg_batch *b = NULL;
     char err[800];
-    assert_int_equal(stg_batch_new(&c, &b, NULL, err, sizeof err), STG_OK);
+    assert_int_equal(stg__batch_new(&c, &b, NULL, err, sizeof err), STG_OK);
     int64_t until = now_us() + STG_SEC(20);
     while (seen->n < want && now_us() < until)
-        assert_true(stg_batch_step(b, STG_MS(50)));
+        assert_true(stg__batch_step(b, STG_MS(50)));
     assert_int_equal(seen->n, want);
     return b;
 }
@@ -289,19 +289,19 @@ static void test_stop(void **state)
     started seen = {0};
     stg_batch *b = run_until_started(s, 3, &seen, 3);
     stg_batch_progress p;
-    stg_batch_progress_get(b, &p);
+    stg__batch_progress_get(b, &p);
     assert_int_equal(p.counts.n[STG_JOB_INFLIGHT], 3);
     assert_int_equal(p.in_flight, 3);
     assert_int_equal(q_int("SELECT count(*) FROM jobs WHERE state = 'inflight'"), 3);
     /* only the POST without a key carries the sent-mark */
     assert_int_equal(job_int("p1", "sent"), 1);
     assert_int_equal(job_int("pk", "sent"), 0);
-    stg_batch_stop(b);
-    while (stg_batch_step(b, STG_MS(50)))
+    stg__batch_stop(b);
+    while (stg__batch_step(b, STG_MS(50)))
         ;
     stg_batch_summary sum;
-    assert_int_equal(stg_batch_end(b, &sum), STG_OK);
-    stg_batch_free(b, 130);
+    assert_int_equal(stg__batch_end(b, &sum), STG_OK);
+    stg__batch_free(b, 130);
     assert_int_equal(sum.cause, STG_BATCH_STOPPED);
     assert_int_equal(sum.requeued, 0); /* the cancelled jobs were committed back already */
     assert_state("g1", "pending");
@@ -310,7 +310,7 @@ static void test_stop(void **state)
     assert_state("g2", "pending");
     assert_int_equal(q_int("SELECT count(*) FROM jobs WHERE state = 'inflight'"), 0);
     assert_int_equal(q_int("SELECT exit_code FROM runs"), 130);
-    stg_store_close(s);
+    stg__store_close(s);
     cleanup(&srv);
 }
 
@@ -366,7 +366,7 @@ static void test_limiter_lost(void **state)
                      q_int("SELECT count(*) FROM jobs WHERE method = 'POST' AND state = "
                            "'review'"));
     assert_true(sum.counts.n[STG_JOB_REVIEW] <= 2);
-    stg_store_close(s);
+    stg__store_close(s);
     cleanup(&srv);
 }
 
@@ -389,7 +389,7 @@ static void probe_sent(const stg_event *ev, void *data)
     p->checked = 1;
 }
 
-/* A bad default class, tenant or weight is refused at stg_batch_new. */
+/* A bad default class, tenant or weight is refused at stg__batch_new. */
 static void test_bad_class_config(void **state)
 {
     (void)state;
@@ -408,16 +408,16 @@ static void test_bad_class_config(void **state)
         c.priority = bad[i].prio;
         c.tenant = bad[i].tenant;
         c.weight = bad[i].w;
-        assert_int_equal(stg_batch_new(&c, &b, NULL, err, sizeof err), STG_EINVAL);
+        assert_int_equal(stg__batch_new(&c, &b, NULL, err, sizeof err), STG_EINVAL);
         assert_non_null(strstr(err, "tenant"));
     }
     base_config(&c, s, 1);
     c.priority = STG_PRIORITY_BATCH;
     c.tenant = "acme";
     c.weight = 2;
-    assert_int_equal(stg_batch_new(&c, &b, NULL, err, sizeof err), STG_OK);
-    stg_batch_free(b, 0);
-    stg_store_close(s);
+    assert_int_equal(stg__batch_new(&c, &b, NULL, err, sizeof err), STG_OK);
+    stg__batch_free(b, 0);
+    stg__store_close(s);
     server_stop(&srv);
     server_cleanup(&srv);
 }
@@ -446,7 +446,7 @@ static void test_sent_mark_committed_first(void **state)
     /* the first attempt is counted once, not again with the outcome */
     assert_int_equal(job_int("p", "attempts"), 1);
     assert_int_equal(q_int("SELECT calls FROM runs"), 1);
-    stg_store_close(s);
+    stg__store_close(s);
     cleanup(&srv);
 }
 
@@ -502,14 +502,14 @@ static void test_one_commit_per_pass(void **state)
     c.engine.event_data = &probe;
     stg_batch *b = NULL;
     char err[800];
-    if (stg_batch_new(&c, &b, NULL, err, sizeof err) != STG_OK)
-        fail_msg("stg_batch_new: %s", err);
-    int64_t commits0 = stg_store_commits(s);
+    if (stg__batch_new(&c, &b, NULL, err, sizeof err) != STG_OK)
+        fail_msg("stg__batch_new: %s", err);
+    int64_t commits0 = stg__store_commits(s);
     int steps = 0;
     stg_batch_progress p;
-    while (stg_batch_step(b, STG_MS(50))) {
+    while (stg__batch_step(b, STG_MS(50))) {
         steps++;
-        stg_batch_progress_get(b, &p);
+        stg__batch_progress_get(b, &p);
         assert_int_equal(q_int("SELECT count(*) FROM jobs WHERE state = 'done'"),
                          p.counts.n[STG_JOB_DONE]);
         assert_int_equal(q_int("SELECT count(*) FROM jobs WHERE state = 'inflight'"),
@@ -518,16 +518,16 @@ static void test_one_commit_per_pass(void **state)
                          p.finished);
     }
     steps++; /* the last one, which ended the run */
-    int64_t commits = stg_store_commits(s) - commits0;
+    int64_t commits = stg__store_commits(s) - commits0;
     stg_batch_summary sum;
-    assert_int_equal(stg_batch_end(b, &sum), STG_OK);
-    stg_batch_free(b, 0);
+    assert_int_equal(stg__batch_end(b, &sum), STG_OK);
+    stg__batch_free(b, 0);
     assert_int_equal(sum.counts.n[STG_JOB_DONE], N);
     assert_int_equal(probe.starts, N);
     assert_int_equal(probe.not_inflight, 0);
     if (commits > steps)
         fail_msg("%lld commits in %d steps: more than one a pass", (long long)commits, steps);
-    stg_store_close(s);
+    stg__store_close(s);
     server_stop(&srv);
     for (int i = 0; i < N; i++)
         assert_int_equal(server_saw(&srv, ids[i]), 1);
@@ -564,18 +564,18 @@ static void child_run(const kill_plan *k, int concurrency)
     stg_store *s = NULL;
     char err[800];
     stg_store_options o = {.exclusive = true};
-    if (stg_store_open(g_db, &o, &s, err, sizeof err) != STG_OK)
+    if (stg__store_open(g_db, &o, &s, err, sizeof err) != STG_OK)
         _exit(2);
     stg_batch_config c;
     base_config(&c, s, concurrency);
     c.engine.on_event = kill_on_event;
     c.engine.event_data = (void *)k;
     stg_batch *b = NULL;
-    if (stg_batch_new(&c, &b, NULL, err, sizeof err) != STG_OK)
+    if (stg__batch_new(&c, &b, NULL, err, sizeof err) != STG_OK)
         _exit(3);
     stg_batch_progress p;
-    while (stg_batch_step(b, STG_MS(20))) {
-        stg_batch_progress_get(b, &p);
+    while (stg__batch_step(b, STG_MS(20))) {
+        stg__batch_progress_get(b, &p);
         if (k->at == KILL_AFTER_FINISHED && p.finished >= k->finished)
             raise(SIGKILL);
     }
@@ -612,7 +612,7 @@ static void rerun(stg_batch_start *st, stg_batch_summary *sum)
     stg_batch_config c;
     base_config(&c, s, 1);
     run_all(&c, st, sum);
-    stg_store_close(s);
+    stg__store_close(s);
 }
 
 static const jobdef kill_jobs[] = {
@@ -812,12 +812,12 @@ static void test_claims_ahead_committed(void **state)
     c.engine.event_data = &probe;
     stg_batch *b = NULL;
     char err[800];
-    if (stg_batch_new(&c, &b, NULL, err, sizeof err) != STG_OK)
-        fail_msg("stg_batch_new: %s", err);
+    if (stg__batch_new(&c, &b, NULL, err, sizeof err) != STG_OK)
+        fail_msg("stg__batch_new: %s", err);
     stg_batch_progress p;
     long long max_inflight = 0;
-    while (stg_batch_step(b, STG_MS(50))) {
-        stg_batch_progress_get(b, &p);
+    while (stg__batch_step(b, STG_MS(50))) {
+        stg__batch_progress_get(b, &p);
         long long inflight = q_int("SELECT count(*) FROM jobs WHERE state = 'inflight'");
         assert_int_equal(q_int("SELECT count(*) FROM jobs WHERE state = 'done'"),
                          p.counts.n[STG_JOB_DONE]);
@@ -829,10 +829,10 @@ static void test_claims_ahead_committed(void **state)
         if (inflight > max_inflight)
             max_inflight = inflight;
     }
-    stg_batch_progress_get(b, &p);
+    stg__batch_progress_get(b, &p);
     stg_batch_summary sum;
-    assert_int_equal(stg_batch_end(b, &sum), STG_OK);
-    stg_batch_free(b, 0);
+    assert_int_equal(stg__batch_end(b, &sum), STG_OK);
+    stg__batch_free(b, 0);
     assert_int_equal(sum.counts.n[STG_JOB_DONE], N);
     assert_int_equal(sum.finished, N);
     assert_int_equal(probe.starts, N);
@@ -840,7 +840,7 @@ static void test_claims_ahead_committed(void **state)
     assert_true(max_inflight <= 2 * J);
     if (p.claims * 8 > N)
         fail_msg("%lld claims for %d jobs: more than one per 8", (long long)p.claims, N);
-    stg_store_close(s);
+    stg__store_close(s);
     server_stop(&srv);
     for (int i = 0; i < N; i++)
         assert_int_equal(server_saw(&srv, ids[i]), 1);
@@ -864,16 +864,16 @@ static void test_stop_gives_back_ahead(void **state)
     started seen = {0};
     stg_batch *b = run_until_started(s, 4, &seen, 4);
     stg_batch_progress p;
-    stg_batch_progress_get(b, &p);
+    stg__batch_progress_get(b, &p);
     assert_int_equal(p.in_flight, 4);
     assert_int_equal(p.counts.n[STG_JOB_INFLIGHT], 8);
     assert_int_equal(q_int("SELECT count(*) FROM jobs WHERE state = 'inflight'"), 8);
-    stg_batch_stop(b);
-    while (stg_batch_step(b, STG_MS(50)))
+    stg__batch_stop(b);
+    while (stg__batch_step(b, STG_MS(50)))
         ;
     stg_batch_summary sum;
-    assert_int_equal(stg_batch_end(b, &sum), STG_OK);
-    stg_batch_free(b, 130);
+    assert_int_equal(stg__batch_end(b, &sum), STG_OK);
+    stg__batch_free(b, 130);
     assert_int_equal(sum.cause, STG_BATCH_STOPPED);
     assert_int_equal(sum.requeued, 0);
     assert_int_equal(sum.counts.n[STG_JOB_PENDING], N);
@@ -885,7 +885,7 @@ static void test_stop_gives_back_ahead(void **state)
                            "AND run_id IS NULL AND key NOT IN ('j00', 'j01', 'j02', 'j03')"),
                      N - 4);
     assert_state("j06", "pending"); /* a POST claimed ahead: never sent, not review */
-    stg_store_close(s);
+    stg__store_close(s);
     server_stop(&srv);
     for (int i = 4; i < N; i++)
         assert_int_equal(server_saw(&srv, ids[i]), 0);

@@ -8,7 +8,7 @@
  *  - the progress counts are the source's, not moved by the runner;
  *  - a source away (finish or tick: STG_EUNAVAIL) stops the run with cause
  *    LIMITER and the source's message;
- *  - stg_batch_drain claims nothing more and ends when in flight is empty;
+ *  - stg__batch_drain claims nothing more and ends when in flight is empty;
  *  - a sent-mark the source cannot record stops the run before the request
  *    leaves: the job goes back (PENDING), not to review;
  *  - a job whose headers set a field batch input may not set (a queue
@@ -129,19 +129,19 @@ static stg_batch_summary run(fake *f, int conc, bool drain_at_once)
     bc.engine.limiter = STG_LIMITER_NONE;
     stg_batch *b = NULL;
     char err[256];
-    assert_int_equal(stg_batch_new(&bc, &b, NULL, err, sizeof err), STG_OK);
+    assert_int_equal(stg__batch_new(&bc, &b, NULL, err, sizeof err), STG_OK);
     stg_batch_progress p;
-    stg_batch_progress_get(b, &p);
+    stg__batch_progress_get(b, &p);
     assert_int_equal(p.counts.n[STG_JOB_DONE], f->counts[STG_JOB_DONE]); /* the source's */
     if (drain_at_once) {
-        assert_true(stg_batch_step(b, STG_MS(10))); /* the first claim */
-        stg_batch_drain(b);
+        assert_true(stg__batch_step(b, STG_MS(10))); /* the first claim */
+        stg__batch_drain(b);
     }
-    for (int i = 0; i < 100000 && stg_batch_step(b, STG_MS(10)); i++)
+    for (int i = 0; i < 100000 && stg__batch_step(b, STG_MS(10)); i++)
         ;
     stg_batch_summary s;
-    stg_batch_end(b, &s);
-    stg_batch_free(b, 0);
+    stg__batch_end(b, &s);
+    stg__batch_free(b, 0);
     return s;
 }
 
@@ -237,7 +237,7 @@ static void test_refused_headers_unsent(void **state)
     stg_batch_config bc = {.source = &src, .headers = cfg_headers, .n_headers = 2};
     stg_batch *b = NULL;
     char err[256];
-    assert_int_equal(stg_batch_new(&bc, &b, NULL, err, sizeof err), STG_EINVAL);
+    assert_int_equal(stg__batch_new(&bc, &b, NULL, err, sizeof err), STG_EINVAL);
     assert_null(b);
     assert_non_null(strstr(err, "header 2 is connection-level"));
 }

@@ -57,7 +57,7 @@ static void test_state_for(void **state)
         stg_job_state got = stg__batch_state_for(&r, true, true);
         if (got != cases[i].want)
             fail_msg("%s/%d: %s, want %s", stg_reason_name(cases[i].why), cases[i].status,
-                     stg_job_state_name(got), stg_job_state_name(cases[i].want));
+                     stg__job_state_name(got), stg__job_state_name(cases[i].want));
     }
     /* cancelled: back to pending, unless it may have had an effect */
     stg_result c = give_up(STG_REASON_CANCELLED, 0);
@@ -191,16 +191,16 @@ static void test_counts(void **state)
     stg_batch_counts c;
     stg__batch_counts_set(&c, n);
     assert_int_equal(c.total, 8);
-    assert_int_equal(stg_batch_counts_left(&c), 5);
-    assert_int_equal(stg_batch_counts_ended(&c), 3);
+    assert_int_equal(stg__batch_counts_left(&c), 5);
+    assert_int_equal(stg__batch_counts_ended(&c), 3);
     stg__batch_counts_move(&c, STG_JOB_PENDING, STG_JOB_INFLIGHT);
     stg__batch_counts_move(&c, STG_JOB_INFLIGHT, STG_JOB_REVIEW);
     assert_int_equal(c.n[STG_JOB_PENDING], 4);
     assert_int_equal(c.n[STG_JOB_INFLIGHT], 0);
     assert_int_equal(c.n[STG_JOB_REVIEW], 1);
-    assert_int_equal(stg_batch_counts_ended(&c), 4);
+    assert_int_equal(stg__batch_counts_ended(&c), 4);
     assert_int_equal(c.total, 8);
-    assert_string_equal(stg_batch_cause_name(STG_BATCH_LIMITER), "limiter");
+    assert_string_equal(stg__batch_cause_name(STG_BATCH_LIMITER), "limiter");
 }
 
 int main(void)

@@ -250,15 +250,15 @@ static void test_batch_claimed_jobs(void **state)
     FILE *in = fmemopen(text, len, "r");
     stg_job_set set;
     char err[800];
-    assert_int_equal(stg_input_read(in, NULL, &set, err, sizeof err), STG_OK);
+    assert_int_equal(stg__input_read(in, NULL, &set, err, sizeof err), STG_OK);
     fclose(in);
     free(text);
     stg_store *s = NULL;
     stg_store_options o = {.create = true, .exclusive = true};
-    assert_int_equal(stg_store_open(db, &o, &s, err, sizeof err), STG_OK);
+    assert_int_equal(stg__store_open(db, &o, &s, err, sizeof err), STG_OK);
     bool imported = false;
-    assert_int_equal(stg_store_import(s, &set, "test", stg_store_now_ms(), &imported), STG_OK);
-    stg_job_set_free(&set);
+    assert_int_equal(stg__store_import(s, &set, "test", stg__store_now_ms(), &imported), STG_OK);
+    stg__job_set_free(&set);
 
     stg_batch_config c;
     memset(&c, 0, sizeof c);
@@ -269,22 +269,22 @@ static void test_batch_claimed_jobs(void **state)
     c.engine.concurrency = N;
     size_t before = heap_in_use();
     stg_batch *b = NULL;
-    assert_int_equal(stg_batch_new(&c, &b, NULL, err, sizeof err), STG_OK);
-    assert_true(stg_batch_step(b, 0)); /* claims N, submits them, one engine pass */
+    assert_int_equal(stg__batch_new(&c, &b, NULL, err, sizeof err), STG_OK);
+    assert_true(stg__batch_step(b, 0)); /* claims N, submits them, one engine pass */
     size_t claimed = heap_in_use();
     stg_batch_progress p;
-    stg_batch_progress_get(b, &p);
+    stg__batch_progress_get(b, &p);
     assert_int_equal(p.in_flight, N);
     assert_int_equal(p.counts.n[STG_JOB_INFLIGHT], N);
     double per = (double)(claimed - before) / N;
     print_message("batch: %.0f bytes per claimed job (%d in flight, 1 on the wire)\n", per, N);
     assert_true(per < GOAL_BYTES);
-    stg_batch_stop(b);
+    stg__batch_stop(b);
     stg_batch_summary sum;
-    assert_int_equal(stg_batch_end(b, &sum), STG_OK);
+    assert_int_equal(stg__batch_end(b, &sum), STG_OK);
     assert_int_equal(sum.counts.n[STG_JOB_PENDING], N); /* all put back */
-    stg_batch_free(b, 0);
-    stg_store_close(s);
+    stg__batch_free(b, 0);
+    stg__store_close(s);
     const char *sfx[] = {"", "-wal", "-shm"};
     for (int i = 0; i < 3; i++) {
         char p2[300];

@@ -35,7 +35,7 @@ static void test_counting(void **state)
 {
     (void)state;
     stg_srv_config cfg;
-    stg_srv_config_init(&cfg);
+    stg__srv_config_init(&cfg);
     /* "héllo wörld" is 11 code points (13 bytes), "abc" 3: 14 -> 4 tokens. */
     srv_ai_req r = parse(SRV_AI_OPENAI,
                          "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":"
@@ -113,7 +113,7 @@ static void test_not_requests(void **state)
 {
     (void)state;
     stg_srv_config cfg;
-    stg_srv_config_init(&cfg);
+    stg__srv_config_init(&cfg);
     static const char *const openai_bad[] = {
         "", "{", "[]", "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}",
         "{\"model\":\"\",\"messages\":[{\"role\":\"user\"}]}", "{\"model\":\"m\",\"messages\":[]}",

@@ -27,7 +27,7 @@ static void make_set(const char *text, stg_job_set *set)
     FILE *f = fmemopen((void *)text, strlen(text), "r");
     assert_non_null(f);
     char err[256];
-    assert_int_equal(stg_input_read(f, NULL, set, err, sizeof err), STG_OK);
+    assert_int_equal(stg__input_read(f, NULL, set, err, sizeof err), STG_OK);
     fclose(f);
 }
 
@@ -38,7 +38,7 @@ static stg_store *open_new(const char *name)
     stg_store *s = NULL;
     char err[640];
     stg_store_options o = {.create = true, .exclusive = true};
-    int rc = stg_store_open(p, &o, &s, err, sizeof err);
+    int rc = stg__store_open(p, &o, &s, err, sizeof err);
     if (rc != STG_OK)
         fail_msg("open %s: %s", p, err);
     return s;
@@ -49,7 +49,7 @@ static stg_store *reopen(const char *name)
     stg_store *s = NULL;
     char err[640];
     stg_store_options o = {.exclusive = true};
-    int rc = stg_store_open(path_of(name), &o, &s, err, sizeof err);
+    int rc = stg__store_open(path_of(name), &o, &s, err, sizeof err);
     if (rc != STG_OK)
         fail_msg("reopen: %s", err);
     return s;
@@ -68,11 +68,11 @@ static void expect_counts(stg_store *s, int64_t pending, int64_t inflight, int64
                           int64_t failed, int64_t deferred, int64_t review)
 {
     int64_t c[STG_JOB_NSTATES];
-    assert_int_equal(stg_store_counts(s, c), STG_OK);
+    assert_int_equal(stg__store_counts(s, c), STG_OK);
     int64_t want[STG_JOB_NSTATES] = {pending, inflight, done, failed, deferred, review};
     for (int i = 0; i < STG_JOB_NSTATES; i++)
         if (c[i] != want[i])
-            fail_msg("%s: %lld, want %lld", stg_job_state_name((stg_job_state)i),
+            fail_msg("%s: %lld, want %lld", stg__job_state_name((stg_job_state)i),
                      (long long)c[i], (long long)want[i]);
 }
 
@@ -81,9 +81,9 @@ static void import_five(stg_store *s)
     stg_job_set set;
     make_set(five_jobs, &set);
     bool imported = false;
-    assert_int_equal(stg_store_import(s, &set, "/in.jsonl", 1000, &imported), STG_OK);
+    assert_int_equal(stg__store_import(s, &set, "/in.jsonl", 1000, &imported), STG_OK);
     assert_true(imported);
-    stg_job_set_free(&set);
+    stg__job_set_free(&set);
 }
 
 static void test_states_names(void **state)
@@ -91,11 +91,11 @@ static void test_states_names(void **state)
     (void)state;
     for (int i = 0; i < STG_JOB_NSTATES; i++) {
         stg_job_state s;
-        assert_int_equal(stg_job_state_parse(stg_job_state_name((stg_job_state)i), &s), STG_OK);
+        assert_int_equal(stg__job_state_parse(stg__job_state_name((stg_job_state)i), &s), STG_OK);
         assert_int_equal(s, i);
     }
     stg_job_state s;
-    assert_int_equal(stg_job_state_parse("bogus", &s), STG_EPARSE);
+    assert_int_equal(stg__job_state_parse("bogus", &s), STG_EPARSE);
 }
 
 static void test_import_idempotent(void **state)
@@ -105,30 +105,30 @@ static void test_import_idempotent(void **state)
     stg_job_set set;
     make_set(five_jobs, &set);
     bool imported = false, has = true;
-    assert_int_equal(stg_store_has_jobs(s, &has), STG_OK);
+    assert_int_equal(stg__store_has_jobs(s, &has), STG_OK);
     assert_false(has);
-    assert_int_equal(stg_store_import(s, &set, "/in.jsonl", 1000, &imported), STG_OK);
+    assert_int_equal(stg__store_import(s, &set, "/in.jsonl", 1000, &imported), STG_OK);
     assert_true(imported);
-    assert_int_equal(stg_store_import(s, &set, "/in.jsonl", 2000, &imported), STG_OK);
+    assert_int_equal(stg__store_import(s, &set, "/in.jsonl", 2000, &imported), STG_OK);
     assert_false(imported);
     expect_counts(s, 5, 0, 0, 0, 0, 0);
-    stg_store_close(s);
+    stg__store_close(s);
     /* a new process, the same input */
     s = reopen("import.db");
-    assert_int_equal(stg_store_import(s, &set, "/in.jsonl", 3000, &imported), STG_OK);
+    assert_int_equal(stg__store_import(s, &set, "/in.jsonl", 3000, &imported), STG_OK);
     assert_false(imported);
     expect_counts(s, 5, 0, 0, 0, 0, 0);
     char *v = NULL;
-    assert_int_equal(stg_store_meta_get(s, "job_count", &v), STG_OK);
+    assert_int_equal(stg__store_meta_get(s, "job_count", &v), STG_OK);
     assert_string_equal(v, "5");
     free(v);
-    assert_int_equal(stg_store_meta_get(s, "fingerprint", &v), STG_OK);
+    assert_int_equal(stg__store_meta_get(s, "fingerprint", &v), STG_OK);
     assert_string_equal(v, set.fingerprint);
     free(v);
-    assert_int_equal(stg_store_meta_get(s, "nope", &v), STG_OK);
+    assert_int_equal(stg__store_meta_get(s, "nope", &v), STG_OK);
     assert_null(v);
-    stg_store_close(s);
-    stg_job_set_free(&set);
+    stg__store_close(s);
+    stg__job_set_free(&set);
 }
 
 static void test_fingerprint_mismatch(void **state)
@@ -139,13 +139,13 @@ static void test_fingerprint_mismatch(void **state)
     stg_job_set other;
     make_set("http://127.0.0.1:1/z\n", &other);
     bool imported = true;
-    assert_int_equal(stg_store_import(s, &other, "/other.txt", 5000, &imported), STG_ESTATE);
+    assert_int_equal(stg__store_import(s, &other, "/other.txt", 5000, &imported), STG_ESTATE);
     assert_false(imported);
-    assert_non_null(strstr(stg_store_errmsg(s), "another job set"));
-    assert_non_null(strstr(stg_store_errmsg(s), "5 jobs from /in.jsonl"));
+    assert_non_null(strstr(stg__store_errmsg(s), "another job set"));
+    assert_non_null(strstr(stg__store_errmsg(s), "5 jobs from /in.jsonl"));
     expect_counts(s, 5, 0, 0, 0, 0, 0); /* nothing lost, nothing added */
-    stg_job_set_free(&other);
-    stg_store_close(s);
+    stg__job_set_free(&other);
+    stg__store_close(s);
 }
 
 static void test_transitions(void **state)
@@ -155,7 +155,7 @@ static void test_transitions(void **state)
     import_five(s);
     stg_job jobs[5];
     int n = 0;
-    assert_int_equal(stg_store_claim(s, 2, 1, 2000, jobs, &n), STG_OK);
+    assert_int_equal(stg__store_claim(s, 2, 1, 2000, jobs, &n), STG_OK);
     assert_int_equal(n, 2);
     assert_int_equal(jobs[0].id, 1);
     assert_string_equal(jobs[0].key, "g1");
@@ -166,30 +166,30 @@ static void test_transitions(void **state)
     expect_counts(s, 3, 2, 0, 0, 0, 0);
 
     stg_job_state st;
-    assert_int_equal(stg_store_job_state(s, 1, &st), STG_OK);
+    assert_int_equal(stg__store_job_state(s, 1, &st), STG_OK);
     assert_int_equal(st, STG_JOB_INFLIGHT);
-    assert_int_equal(stg_store_job_state(s, 99, &st), STG_ENOTFOUND);
+    assert_int_equal(stg__store_job_state(s, 99, &st), STG_ENOTFOUND);
 
     stg_job_outcome done = {.state = STG_JOB_DONE, .status = 200, .attempts = 2,
                             .body = "ok", .body_len = 2};
-    assert_int_equal(stg_store_finish(s, 1, &done, 3000), STG_OK);
+    assert_int_equal(stg__store_finish(s, 1, &done, 3000), STG_OK);
     /* twice: not inflight any more */
-    assert_int_equal(stg_store_finish(s, 1, &done, 3000), STG_ESTATE);
+    assert_int_equal(stg__store_finish(s, 1, &done, 3000), STG_ESTATE);
     /* a pending job cannot finish */
-    assert_int_equal(stg_store_finish(s, 3, &done, 3000), STG_ESTATE);
+    assert_int_equal(stg__store_finish(s, 3, &done, 3000), STG_ESTATE);
     stg_job_outcome bad = {.state = STG_JOB_INFLIGHT};
-    assert_int_equal(stg_store_finish(s, 2, &bad, 3000), STG_EINVAL);
+    assert_int_equal(stg__store_finish(s, 2, &bad, 3000), STG_EINVAL);
     stg_job_outcome failed = {.state = STG_JOB_FAILED, .status = 404, .attempts = 1,
                               .reason = "status_not_retryable", .error = "HTTP 404"};
-    assert_int_equal(stg_store_finish(s, 2, &failed, 3000), STG_OK);
+    assert_int_equal(stg__store_finish(s, 2, &failed, 3000), STG_OK);
     expect_counts(s, 3, 0, 1, 1, 0, 0);
 
     /* mark_sent only on inflight jobs */
-    assert_int_equal(stg_store_mark_sent(s, 1, 0), STG_ESTATE);
+    assert_int_equal(stg__store_mark_sent(s, 1, 0), STG_ESTATE);
     for (int i = 0; i < n; i++)
-        stg_job_clear(&jobs[i]);
+        stg__job_clear(&jobs[i]);
 
-    assert_int_equal(stg_store_claim(s, 10, 1, 4000, jobs, &n), STG_OK);
+    assert_int_equal(stg__store_claim(s, 10, 1, 4000, jobs, &n), STG_OK);
     assert_int_equal(n, 3);
     assert_false(jobs[0].replay_safe); /* POST, no key */
     assert_string_equal(jobs[0].body, "x");
@@ -198,30 +198,30 @@ static void test_transitions(void **state)
     assert_string_equal(jobs[2].idempotency_key, "k5");
     stg_job_outcome deferred = {.state = STG_JOB_DEFERRED, .status = 429, .attempts = 7};
     stg_job_outcome review = {.state = STG_JOB_REVIEW, .status = 503, .attempts = 1};
-    assert_int_equal(stg_store_finish(s, jobs[0].id, &deferred, 5000), STG_OK);
-    assert_int_equal(stg_store_finish(s, jobs[1].id, &review, 5000), STG_OK);
-    assert_int_equal(stg_store_finish(s, jobs[2].id, &done, 5000), STG_OK);
+    assert_int_equal(stg__store_finish(s, jobs[0].id, &deferred, 5000), STG_OK);
+    assert_int_equal(stg__store_finish(s, jobs[1].id, &review, 5000), STG_OK);
+    assert_int_equal(stg__store_finish(s, jobs[2].id, &done, 5000), STG_OK);
     for (int i = 0; i < n; i++)
-        stg_job_clear(&jobs[i]);
+        stg__job_clear(&jobs[i]);
     expect_counts(s, 0, 0, 2, 1, 1, 1);
-    assert_int_equal(stg_store_claim(s, 10, 1, 6000, jobs, &n), STG_OK);
+    assert_int_equal(stg__store_claim(s, 10, 1, 6000, jobs, &n), STG_OK);
     assert_int_equal(n, 0);
 
     /* requeue */
     int moved = 0;
-    assert_int_equal(stg_store_requeue(s, STG_JOB_DONE, 7000, &moved), STG_EINVAL);
-    assert_int_equal(stg_store_requeue(s, STG_JOB_DEFERRED, 7000, &moved), STG_OK);
+    assert_int_equal(stg__store_requeue(s, STG_JOB_DONE, 7000, &moved), STG_EINVAL);
+    assert_int_equal(stg__store_requeue(s, STG_JOB_DEFERRED, 7000, &moved), STG_OK);
     assert_int_equal(moved, 1);
     expect_counts(s, 1, 0, 2, 1, 0, 1);
-    assert_int_equal(stg_store_requeue(s, STG_JOB_REVIEW, 7000, &moved), STG_OK);
+    assert_int_equal(stg__store_requeue(s, STG_JOB_REVIEW, 7000, &moved), STG_OK);
     assert_int_equal(moved, 1);
     expect_counts(s, 2, 0, 2, 1, 0, 0);
     /* a requeued job keeps its attempts (summed over runs) */
-    assert_int_equal(stg_store_claim(s, 1, 2, 8000, jobs, &n), STG_OK);
+    assert_int_equal(stg__store_claim(s, 1, 2, 8000, jobs, &n), STG_OK);
     assert_int_equal(n, 1);
     assert_int_equal(jobs[0].attempts, 7);
-    stg_job_clear(&jobs[0]);
-    stg_store_close(s);
+    stg__job_clear(&jobs[0]);
+    stg__store_close(s);
 }
 
 static void test_recover(void **state)
@@ -231,30 +231,30 @@ static void test_recover(void **state)
     import_five(s);
     stg_job jobs[5];
     int n = 0;
-    assert_int_equal(stg_store_claim(s, 5, 1, 2000, jobs, &n), STG_OK);
+    assert_int_equal(stg__store_claim(s, 5, 1, 2000, jobs, &n), STG_OK);
     assert_int_equal(n, 5);
     /* g1 sent, p1 sent (no key), p2 claimed but never sent, pk sent (key) */
-    assert_int_equal(stg_store_mark_sent(s, 1, 0), STG_OK);
-    assert_int_equal(stg_store_mark_sent(s, 3, 0), STG_OK);
-    assert_int_equal(stg_store_mark_sent(s, 5, 0), STG_OK);
+    assert_int_equal(stg__store_mark_sent(s, 1, 0), STG_OK);
+    assert_int_equal(stg__store_mark_sent(s, 3, 0), STG_OK);
+    assert_int_equal(stg__store_mark_sent(s, 5, 0), STG_OK);
     stg_job_outcome done = {.state = STG_JOB_DONE, .status = 200, .attempts = 1};
-    assert_int_equal(stg_store_finish(s, 2, &done, 2500), STG_OK);
+    assert_int_equal(stg__store_finish(s, 2, &done, 2500), STG_OK);
     for (int i = 0; i < n; i++)
-        stg_job_clear(&jobs[i]);
+        stg__job_clear(&jobs[i]);
     /* "kill -9": close without finishing */
-    stg_store_close(s);
+    stg__store_close(s);
 
     s = reopen("recover.db");
     expect_counts(s, 0, 4, 1, 0, 0, 0);
     int to_pending = -1, to_review = -1;
-    assert_int_equal(stg_store_recover(s, 3000, &to_pending, &to_review), STG_OK);
+    assert_int_equal(stg__store_recover(s, 3000, &to_pending, &to_review), STG_OK);
     assert_int_equal(to_pending, 3); /* g1, p2 (never sent), pk (has a key) */
     assert_int_equal(to_review, 1);  /* p1 */
     expect_counts(s, 3, 0, 1, 0, 0, 1);
     stg_job_state st;
-    assert_int_equal(stg_store_job_state(s, 3, &st), STG_OK);
+    assert_int_equal(stg__store_job_state(s, 3, &st), STG_OK);
     assert_int_equal(st, STG_JOB_REVIEW);
-    assert_int_equal(stg_store_job_state(s, 4, &st), STG_OK);
+    assert_int_equal(stg__store_job_state(s, 4, &st), STG_OK);
     assert_int_equal(st, STG_JOB_PENDING);
     {
         /* the one UPDATE's CASEs: the review job gets the reason, the text
@@ -285,18 +285,18 @@ static void test_recover(void **state)
         sqlite3_finalize(q);
     }
     /* recovering again changes nothing */
-    assert_int_equal(stg_store_recover(s, 3500, &to_pending, &to_review), STG_OK);
+    assert_int_equal(stg__store_recover(s, 3500, &to_pending, &to_review), STG_OK);
     assert_int_equal(to_pending + to_review, 0);
 
     /* resume: the rest run, each job ends in exactly one final state */
-    assert_int_equal(stg_store_claim(s, 5, 2, 4000, jobs, &n), STG_OK);
+    assert_int_equal(stg__store_claim(s, 5, 2, 4000, jobs, &n), STG_OK);
     assert_int_equal(n, 3);
     assert_int_equal(jobs[0].id, 1);
     assert_int_equal(jobs[1].id, 4);
     assert_int_equal(jobs[2].id, 5);
     for (int i = 0; i < n; i++) {
-        assert_int_equal(stg_store_finish(s, jobs[i].id, &done, 4500), STG_OK);
-        stg_job_clear(&jobs[i]);
+        assert_int_equal(stg__store_finish(s, jobs[i].id, &done, 4500), STG_OK);
+        stg__job_clear(&jobs[i]);
     }
     expect_counts(s, 0, 0, 4, 0, 0, 1);
     sqlite3 *db = stg__store_db(s);
@@ -306,7 +306,7 @@ static void test_recover(void **state)
     assert_int_equal(sqlite3_step(q), SQLITE_ROW);
     assert_int_equal(sqlite3_column_int(q, 0), 8); /* 5 claims, then 3 again */
     sqlite3_finalize(q);
-    stg_store_close(s);
+    stg__store_close(s);
 }
 
 static void test_cancelled_back_to_pending(void **state)
@@ -316,18 +316,18 @@ static void test_cancelled_back_to_pending(void **state)
     import_five(s);
     stg_job jobs[2];
     int n;
-    assert_int_equal(stg_store_claim(s, 2, 1, 2000, jobs, &n), STG_OK);
+    assert_int_equal(stg__store_claim(s, 2, 1, 2000, jobs, &n), STG_OK);
     stg_job_outcome back = {.state = STG_JOB_PENDING, .attempts = 1, .reason = "cancelled"};
-    assert_int_equal(stg_store_finish(s, jobs[0].id, &back, 2100), STG_OK);
-    assert_int_equal(stg_store_finish(s, jobs[1].id, &back, 2100), STG_OK);
-    stg_job_clear(&jobs[0]);
-    stg_job_clear(&jobs[1]);
+    assert_int_equal(stg__store_finish(s, jobs[0].id, &back, 2100), STG_OK);
+    assert_int_equal(stg__store_finish(s, jobs[1].id, &back, 2100), STG_OK);
+    stg__job_clear(&jobs[0]);
+    stg__job_clear(&jobs[1]);
     expect_counts(s, 5, 0, 0, 0, 0, 0);
-    assert_int_equal(stg_store_claim(s, 1, 2, 3000, jobs, &n), STG_OK);
+    assert_int_equal(stg__store_claim(s, 1, 2, 3000, jobs, &n), STG_OK);
     assert_int_equal(jobs[0].id, 1);
     assert_int_equal(jobs[0].attempts, 1);
-    stg_job_clear(&jobs[0]);
-    stg_store_close(s);
+    stg__job_clear(&jobs[0]);
+    stg__store_close(s);
 }
 
 /* One value of SQL q read by another connection (what is committed: what
@@ -364,21 +364,21 @@ static void test_unclaim(void **state)
     import_five(s);
     stg_job jobs[5];
     int n = 0, moved = -1;
-    assert_int_equal(stg_store_claim(s, 4, 1, 2000, jobs, &n), STG_OK);
+    assert_int_equal(stg__store_claim(s, 4, 1, 2000, jobs, &n), STG_OK);
     assert_int_equal(n, 4);
     assert_int_equal(job_col("unclaim.db", 3, "runs"), 1);
     assert_int_equal(job_col("unclaim.db", 3, "started_at"), 2000);
-    assert_int_equal(stg_store_mark_sent(s, jobs[2].id, 1), STG_OK); /* id 3: sent */
+    assert_int_equal(stg__store_mark_sent(s, jobs[2].id, 1), STG_OK); /* id 3: sent */
     /* the sent one among them: refused, nothing moved */
-    assert_int_equal(stg_store_unclaim(s, &jobs[1], 3, 1, 2500, &moved), STG_ESTATE);
+    assert_int_equal(stg__store_unclaim(s, &jobs[1], 3, 1, 2500, &moved), STG_ESTATE);
     assert_int_equal(moved, 0);
     expect_counts(s, 1, 4, 0, 0, 0, 0);
     /* another run's: refused */
-    assert_int_equal(stg_store_unclaim(s, &jobs[3], 1, 9, 2500, &moved), STG_ESTATE);
+    assert_int_equal(stg__store_unclaim(s, &jobs[3], 1, 9, 2500, &moved), STG_ESTATE);
     expect_counts(s, 1, 4, 0, 0, 0, 0);
     /* the unsent ones: back */
     stg_job back[2] = {jobs[1], jobs[3]};
-    assert_int_equal(stg_store_unclaim(s, back, 2, 1, 2500, &moved), STG_OK);
+    assert_int_equal(stg__store_unclaim(s, back, 2, 1, 2500, &moved), STG_OK);
     assert_int_equal(moved, 2);
     expect_counts(s, 3, 2, 0, 0, 0, 0);
     assert_int_equal(job_col("unclaim.db", 2, "runs"), 0);
@@ -388,20 +388,20 @@ static void test_unclaim(void **state)
     assert_int_equal(job_col("unclaim.db", 3, "sent"), 1); /* untouched */
     /* claimed again in a later run: its first run is that one */
     for (int i = 0; i < n; i++)
-        stg_job_clear(&jobs[i]);
+        stg__job_clear(&jobs[i]);
     int rp = 0, rr = 0;
-    assert_int_equal(stg_store_recover(s, 2600, &rp, &rr), STG_OK);
+    assert_int_equal(stg__store_recover(s, 2600, &rp, &rr), STG_OK);
     assert_int_equal(rp, 1); /* id 1, unsent */
     assert_int_equal(rr, 1); /* id 3, sent */
-    assert_int_equal(stg_store_claim(s, 1, 2, 3000, jobs, &n), STG_OK);
+    assert_int_equal(stg__store_claim(s, 1, 2, 3000, jobs, &n), STG_OK);
     assert_int_equal(jobs[0].id, 1);
-    stg_job_clear(&jobs[0]);
-    assert_int_equal(stg_store_claim(s, 1, 2, 3000, jobs, &n), STG_OK);
+    stg__job_clear(&jobs[0]);
+    assert_int_equal(stg__store_claim(s, 1, 2, 3000, jobs, &n), STG_OK);
     assert_int_equal(jobs[0].id, 2);
     assert_int_equal(job_col("unclaim.db", 2, "runs"), 1);
     assert_int_equal(job_col("unclaim.db", 2, "run_id"), 2);
-    stg_job_clear(&jobs[0]);
-    stg_store_close(s);
+    stg__job_clear(&jobs[0]);
+    stg__store_close(s);
 }
 
 static void test_runner_lock(void **state)
@@ -411,16 +411,16 @@ static void test_runner_lock(void **state)
     stg_store *b = NULL;
     char err[640];
     stg_store_options o = {.exclusive = true, .busy_timeout_us = 200000};
-    assert_int_equal(stg_store_open(path_of("lock.db"), &o, &b, err, sizeof err), STG_EAGAIN);
+    assert_int_equal(stg__store_open(path_of("lock.db"), &o, &b, err, sizeof err), STG_EAGAIN);
     assert_null(b);
     assert_non_null(strstr(err, "in use by another"));
     /* a reader (report/export) is fine meanwhile */
     stg_store_options ro = {.readonly = true};
-    assert_int_equal(stg_store_open(path_of("lock.db"), &ro, &b, err, sizeof err), STG_OK);
-    stg_store_close(b);
-    stg_store_close(a);
-    assert_int_equal(stg_store_open(path_of("lock.db"), &o, &b, err, sizeof err), STG_OK);
-    stg_store_close(b);
+    assert_int_equal(stg__store_open(path_of("lock.db"), &ro, &b, err, sizeof err), STG_OK);
+    stg__store_close(b);
+    stg__store_close(a);
+    assert_int_equal(stg__store_open(path_of("lock.db"), &o, &b, err, sizeof err), STG_OK);
+    stg__store_close(b);
 }
 
 static void test_sqlite_locked(void **state)
@@ -434,16 +434,16 @@ static void test_sqlite_locked(void **state)
     sqlite3_busy_timeout(stg__store_db(s), 200);
     stg_job jobs[1];
     int n = -1;
-    assert_int_equal(stg_store_claim(s, 1, 1, 2000, jobs, &n), STG_EDB);
+    assert_int_equal(stg__store_claim(s, 1, 1, 2000, jobs, &n), STG_EDB);
     assert_int_equal(n, 0);
-    assert_non_null(strstr(stg_store_errmsg(s), "locked"));
+    assert_non_null(strstr(stg__store_errmsg(s), "locked"));
     sqlite3_exec(other, "ROLLBACK", NULL, NULL, NULL);
     sqlite3_close(other);
     expect_counts(s, 5, 0, 0, 0, 0, 0);
-    assert_int_equal(stg_store_claim(s, 1, 1, 2000, jobs, &n), STG_OK);
+    assert_int_equal(stg__store_claim(s, 1, 1, 2000, jobs, &n), STG_OK);
     assert_int_equal(n, 1);
-    stg_job_clear(&jobs[0]);
-    stg_store_close(s);
+    stg__job_clear(&jobs[0]);
+    stg__store_close(s);
 }
 
 static void test_disk_full(void **state)
@@ -464,21 +464,21 @@ static void test_disk_full(void **state)
     sqlite3 *db = stg__store_db(s);
     assert_int_equal(sqlite3_exec(db, "PRAGMA max_page_count=20", NULL, NULL, NULL), SQLITE_OK);
     bool imported = true;
-    assert_int_equal(stg_store_import(s, &set, "/big.jsonl", 1000, &imported), STG_EDB);
+    assert_int_equal(stg__store_import(s, &set, "/big.jsonl", 1000, &imported), STG_EDB);
     assert_false(imported);
-    assert_non_null(strstr(stg_store_errmsg(s), "full"));
+    assert_non_null(strstr(stg__store_errmsg(s), "full"));
     bool has = true;
-    assert_int_equal(stg_store_has_jobs(s, &has), STG_OK);
+    assert_int_equal(stg__store_has_jobs(s, &has), STG_OK);
     assert_false(has); /* rolled back whole: no half import */
     expect_counts(s, 0, 0, 0, 0, 0, 0);
     assert_int_equal(sqlite3_exec(db, "PRAGMA max_page_count=1000000", NULL, NULL, NULL),
                      SQLITE_OK);
-    assert_int_equal(stg_store_import(s, &set, "/big.jsonl", 1000, &imported), STG_OK);
+    assert_int_equal(stg__store_import(s, &set, "/big.jsonl", 1000, &imported), STG_OK);
     assert_true(imported);
     /* a full disk while recording an outcome: the job stays inflight */
     stg_job jobs[1];
     int n;
-    assert_int_equal(stg_store_claim(s, 1, 1, 2000, jobs, &n), STG_OK);
+    assert_int_equal(stg__store_claim(s, 1, 1, 2000, jobs, &n), STG_OK);
     sqlite3_stmt *q;
     assert_int_equal(sqlite3_prepare_v2(db, "PRAGMA page_count", -1, &q, NULL), SQLITE_OK);
     assert_int_equal(sqlite3_step(q), SQLITE_ROW);
@@ -490,14 +490,14 @@ static void test_disk_full(void **state)
     memset(big, 'b', sizeof big);
     stg_job_outcome done = {.state = STG_JOB_DONE, .status = 200, .body = big,
                             .body_len = sizeof big};
-    assert_int_equal(stg_store_finish(s, jobs[0].id, &done, 3000), STG_EDB);
-    assert_non_null(strstr(stg_store_errmsg(s), "full"));
+    assert_int_equal(stg__store_finish(s, jobs[0].id, &done, 3000), STG_EDB);
+    assert_non_null(strstr(stg__store_errmsg(s), "full"));
     stg_job_state st;
-    assert_int_equal(stg_store_job_state(s, jobs[0].id, &st), STG_OK);
+    assert_int_equal(stg__store_job_state(s, jobs[0].id, &st), STG_OK);
     assert_int_equal(st, STG_JOB_INFLIGHT);
-    stg_job_clear(&jobs[0]);
-    stg_job_set_free(&set);
-    stg_store_close(s);
+    stg__job_clear(&jobs[0]);
+    stg__job_set_free(&set);
+    stg__store_close(s);
 }
 
 static void test_foreign_files(void **state)
@@ -514,7 +514,7 @@ static void test_foreign_files(void **state)
     stg_store *s = NULL;
     char err[640];
     stg_store_options o = {.create = true, .exclusive = true};
-    assert_int_equal(stg_store_open(p, &o, &s, err, sizeof err), STG_ESTATE);
+    assert_int_equal(stg__store_open(p, &o, &s, err, sizeof err), STG_ESTATE);
     assert_non_null(strstr(err, "not a stagger batch database"));
     /* untouched */
     assert_int_equal(sqlite3_open(p, &db), SQLITE_OK);
@@ -532,14 +532,14 @@ static void test_foreign_files(void **state)
           "................................................................................",
           f);
     fclose(f);
-    assert_int_equal(stg_store_open(t, &o, &s, err, sizeof err), STG_EDB);
+    assert_int_equal(stg__store_open(t, &o, &s, err, sizeof err), STG_EDB);
     assert_non_null(strstr(err, "not an SQLite database"));
 
     stg_store_options ro = {.readonly = true};
-    assert_int_equal(stg_store_open(path_of("missing.db"), &ro, &s, err, sizeof err),
+    assert_int_equal(stg__store_open(path_of("missing.db"), &ro, &s, err, sizeof err),
                      STG_ENOTFOUND);
     stg_store_options rw = {.exclusive = true};
-    assert_int_equal(stg_store_open(path_of("missing.db"), &rw, &s, err, sizeof err),
+    assert_int_equal(stg__store_open(path_of("missing.db"), &rw, &s, err, sizeof err),
                      STG_ENOTFOUND);
     assert_int_not_equal(access(path_of("missing.db"), F_OK), 0); /* not created */
 }
@@ -551,11 +551,11 @@ static void test_readonly_file(void **state)
         skip(); /* root writes read-only files; the integration test drops privileges */
     stg_store *s = open_new("ro.db");
     import_five(s);
-    stg_store_close(s);
+    stg__store_close(s);
     chmod(path_of("ro.db"), 0444);
     char err[640];
     stg_store_options o = {.exclusive = true};
-    assert_int_equal(stg_store_open(path_of("ro.db"), &o, &s, err, sizeof err), STG_EDB);
+    assert_int_equal(stg__store_open(path_of("ro.db"), &o, &s, err, sizeof err), STG_EDB);
     assert_non_null(strstr(err, "read-only"));
     chmod(path_of("ro.db"), 0644);
 }
@@ -609,10 +609,10 @@ static void test_no_secrets_in_file(void **state)
     stg_job_set set;
     make_set(text, &set);
     bool imported;
-    assert_int_equal(stg_store_import(s, &set, "/in.jsonl", 1000, &imported), STG_OK);
+    assert_int_equal(stg__store_import(s, &set, "/in.jsonl", 1000, &imported), STG_OK);
     stg_job jobs[5];
     int n;
-    assert_int_equal(stg_store_claim(s, 5, 1, 2000, jobs, &n), STG_OK);
+    assert_int_equal(stg__store_claim(s, 5, 1, 2000, jobs, &n), STG_OK);
     assert_int_equal(n, 5);
     assert_true(jobs[0].needs_input);
     assert_null(jobs[0].url);
@@ -627,9 +627,9 @@ static void test_no_secrets_in_file(void **state)
     assert_false(jobs[4].needs_input);
     assert_string_equal(jobs[4].url, "http://127.0.0.1:1/e?page=2");
     for (int i = 0; i < n; i++)
-        stg_job_clear(&jobs[i]);
+        stg__job_clear(&jobs[i]);
     int64_t need = 0;
-    assert_int_equal(stg_store_count_needs_input(s, 1u << STG_JOB_INFLIGHT, &need), STG_OK);
+    assert_int_equal(stg__store_count_needs_input(s, 1u << STG_JOB_INFLIGHT, &need), STG_OK);
     assert_int_equal(need, 4);
     /* check the bytes while the WAL still holds them, then after checkpoint */
     char wal[600];
@@ -641,13 +641,13 @@ static void test_no_secrets_in_file(void **state)
         assert_false(file_contains(wal, needle));
     }
     assert_true(file_contains(wal, "text/plain") || file_contains(path_of("secret.db"), "text/plain"));
-    stg_store_close(s);
+    stg__store_close(s);
     for (int k = 1; k <= 5; k++) {
         char needle[32];
         snprintf(needle, sizeof needle, "PLANTEDSECRET%d", k);
         assert_false(file_contains(path_of("secret.db"), needle));
     }
-    stg_job_set_free(&set);
+    stg__job_set_free(&set);
 }
 
 static char *export_to_string(stg_store *s, const stg_export_options *o)
@@ -656,7 +656,7 @@ static char *export_to_string(stg_store *s, const stg_export_options *o)
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
     assert_non_null(f);
-    assert_int_equal(stg_store_export(s, o, f), STG_OK);
+    assert_int_equal(stg__store_export(s, o, f), STG_OK);
     fclose(f);
     return buf;
 }
@@ -670,12 +670,12 @@ static void test_report_export(void **state)
              "http://127.0.0.1:1/c\nhttp://127.0.0.1:1/d\n",
              &set);
     bool imported;
-    assert_int_equal(stg_store_import(s, &set, "/urls.txt", 1000, &imported), STG_OK);
+    assert_int_equal(stg__store_import(s, &set, "/urls.txt", 1000, &imported), STG_OK);
     int64_t run;
-    assert_int_equal(stg_store_run_begin(s, 1000, &run), STG_OK);
+    assert_int_equal(stg__store_run_begin(s, 1000, &run), STG_OK);
     stg_job jobs[4];
     int n;
-    assert_int_equal(stg_store_claim(s, 4, run, 1000, jobs, &n), STG_OK);
+    assert_int_equal(stg__store_claim(s, 4, run, 1000, jobs, &n), STG_OK);
     assert_int_equal(n, 4);
     stg_job_outcome o1 = {.state = STG_JOB_DONE, .status = 200, .attempts = 1,
                           .body = "{\"ok\":true}", .body_len = 11, .run_id = run};
@@ -686,24 +686,24 @@ static void test_report_export(void **state)
                           .reason = "status_not_retryable",
                           .error = "HTTP 404: status not retryable, \"quoted\"", .run_id = run};
     /* the first of its 7 attempts was counted by the sent-mark */
-    assert_int_equal(stg_store_mark_sent(s, 4, run), STG_OK);
+    assert_int_equal(stg__store_mark_sent(s, 4, run), STG_OK);
     stg_job_outcome o4 = {.state = STG_JOB_DEFERRED, .status = 429, .attempts = 6,
                           .reason = "attempts_exhausted", .error = "HTTP 429", .run_id = run,
                           .retries = 6, .status_429 = 6};
-    assert_int_equal(stg_store_finish(s, 1, &o1, 1500), STG_OK);
-    assert_int_equal(stg_store_finish(s, 2, &o2, 1500), STG_OK);
-    assert_int_equal(stg_store_finish(s, 3, &o3, 1500), STG_OK);
-    assert_int_equal(stg_store_finish(s, 4, &o4, 1500), STG_OK);
+    assert_int_equal(stg__store_finish(s, 1, &o1, 1500), STG_OK);
+    assert_int_equal(stg__store_finish(s, 2, &o2, 1500), STG_OK);
+    assert_int_equal(stg__store_finish(s, 3, &o3, 1500), STG_OK);
+    assert_int_equal(stg__store_finish(s, 4, &o4, 1500), STG_OK);
     for (int i = 0; i < n; i++)
-        stg_job_clear(&jobs[i]);
+        stg__job_clear(&jobs[i]);
     /* the counters came with the outcomes; run_update writes wall time and
      * exit code only (these calls must not overwrite them) */
     stg_run_stats rs = {.wall_ms = 2000, .calls = 99, .retries = 99, .status_429 = 99,
                         .status_503 = 99, .finished = 99, .exit_code = 3};
-    assert_int_equal(stg_store_run_update(s, run, &rs), STG_OK);
+    assert_int_equal(stg__store_run_update(s, run, &rs), STG_OK);
 
     stg_store_report r;
-    assert_int_equal(stg_store_report_get(s, &r), STG_OK);
+    assert_int_equal(stg__store_report_get(s, &r), STG_OK);
     assert_int_equal(r.total, 4);
     assert_int_equal(r.counts[STG_JOB_DONE], 2);
     assert_int_equal(r.counts[STG_JOB_FAILED], 1);
@@ -725,9 +725,9 @@ static void test_report_export(void **state)
     char *text = NULL;
     size_t tlen = 0;
     FILE *f = open_memstream(&text, &tlen);
-    stg_store_report_print(&r, "report.db", f);
-    assert_int_equal(stg_store_report_json(&r, "report.db", f), STG_OK);
-    assert_int_equal(stg_store_bad_lines_print(s, "/urls.txt", 0, f), STG_OK);
+    stg__store_report_print(&r, "report.db", f);
+    assert_int_equal(stg__store_report_json(&r, "report.db", f), STG_OK);
+    assert_int_equal(stg__store_bad_lines_print(s, "/urls.txt", 0, f), STG_OK);
     fclose(f);
     assert_non_null(strstr(text, "429 x 7 (58.3%)"));
     assert_non_null(strstr(text, "\"share_429\":"));
@@ -735,7 +735,7 @@ static void test_report_export(void **state)
     assert_non_null(strstr(text, "/urls.txt:3: no URL"));
     assert_null(strstr(text, "zzz"));
     free(text);
-    stg_store_report_free(&r);
+    stg__store_report_free(&r);
 
     stg_export_options jo = {.format = STG_EXPORT_JSONL, .bodies = true};
     char *j = export_to_string(s, &jo);
@@ -757,8 +757,8 @@ static void test_report_export(void **state)
     assert_non_null(strstr(c, "5,4,5,deferred,429,7,HTTP 429,attempts_exhausted"));
     assert_null(strstr(c, ",done,"));
     free(c);
-    stg_job_set_free(&set);
-    stg_store_close(s);
+    stg__job_set_free(&set);
+    stg__store_close(s);
 }
 
 /* A finished batch of n jobs in NAME, closed (WAL checkpointed into the
@@ -775,21 +775,21 @@ static void make_finished(const char *name, int n)
     make_set(text, &set);
     free(text);
     bool imported;
-    assert_int_equal(stg_store_import(s, &set, "/in.txt", 1000, &imported), STG_OK);
-    stg_job_set_free(&set);
+    assert_int_equal(stg__store_import(s, &set, "/in.txt", 1000, &imported), STG_OK);
+    stg__job_set_free(&set);
     stg_job jobs[100];
     int got;
     do {
-        assert_int_equal(stg_store_claim(s, 100, 0, 1000, jobs, &got), STG_OK);
+        assert_int_equal(stg__store_claim(s, 100, 0, 1000, jobs, &got), STG_OK);
         for (int i = 0; i < got; i++) {
             stg_job_outcome o = {.state = STG_JOB_DONE, .status = 200, .attempts = 1,
                                  .body = "ok", .body_len = 2};
-            assert_int_equal(stg_store_finish(s, jobs[i].id, &o, 1000), STG_OK);
-            stg_job_clear(&jobs[i]);
+            assert_int_equal(stg__store_finish(s, jobs[i].id, &o, 1000), STG_OK);
+            stg__job_clear(&jobs[i]);
         }
     } while (got > 0);
     expect_counts(s, 0, 0, n, 0, 0, 0);
-    stg_store_close(s);
+    stg__store_close(s);
 }
 
 /* Opening NAME (as a run, and read-only as report/export do) fails with
@@ -800,7 +800,7 @@ static void expect_damaged(const char *name, const char *want)
     for (int m = 0; m < 2; m++) {
         stg_store *s = NULL;
         char err[640] = "";
-        int rc = stg_store_open(path_of(name), &modes[m], &s, err, sizeof err);
+        int rc = stg__store_open(path_of(name), &modes[m], &s, err, sizeof err);
         if (rc != STG_EDB || (want && !strstr(err, want)))
             fail_msg("%s open: rc %d, err '%s', want STG_EDB and '%s'", m ? "read-only" : "run",
                      rc, err, want ? want : "");
@@ -888,13 +888,13 @@ static void test_damaged_state(void **state)
     stg_store *s = NULL;
     char err[640];
     stg_store_options o = {.readonly = true};
-    int rc = stg_store_open(path_of("state.db"), &o, &s, err, sizeof err);
+    int rc = stg__store_open(path_of("state.db"), &o, &s, err, sizeof err);
     if (rc == STG_OK) {
         /* quick_check may not look at CHECK constraints: then counting must fail */
         int64_t c[STG_JOB_NSTATES];
-        assert_int_equal(stg_store_counts(s, c), STG_EDB);
-        assert_non_null(strstr(stg_store_errmsg(s), "no known state"));
-        stg_store_close(s);
+        assert_int_equal(stg__store_counts(s, c), STG_EDB);
+        assert_non_null(strstr(stg__store_errmsg(s), "no known state"));
+        stg__store_close(s);
     } else {
         assert_int_equal(rc, STG_EDB);
     }
@@ -913,7 +913,7 @@ static void test_created_private(void **state)
     assert_int_equal(st.st_mode & 0777, 0600);
     assert_int_equal(stat(path_of("mode.db-wal"), &st), 0);
     assert_int_equal(st.st_mode & 0777, 0600);
-    stg_store_close(s);
+    stg__store_close(s);
 }
 
 /* The report's counts come from one scan and its percentiles from one
@@ -947,8 +947,8 @@ static void test_report_one_scan(void **state)
     make_set(text, &set);
     free(text);
     bool imported;
-    assert_int_equal(stg_store_import(s, &set, "/scan.txt", 1000, &imported), STG_OK);
-    stg_job_set_free(&set);
+    assert_int_equal(stg__store_import(s, &set, "/scan.txt", 1000, &imported), STG_OK);
+    stg__job_set_free(&set);
     sqlite3 *db = stg__store_db(s);
     assert_int_equal(
         sqlite3_exec(db,
@@ -961,7 +961,7 @@ static void test_report_one_scan(void **state)
                      NULL, NULL, NULL),
         SQLITE_OK);
     stg_store_report r;
-    assert_int_equal(stg_store_report_get(s, &r), STG_OK);
+    assert_int_equal(stg__store_report_get(s, &r), STG_OK);
     assert_int_equal(r.needs_input, q1(db, "SELECT count(*) FROM jobs WHERE needs_input = 1"));
     for (int k = 0; k < STG_REPORT_HIST; k++) {
         char sql[200];
@@ -999,8 +999,8 @@ static void test_report_one_scan(void **state)
     assert_int_equal(r.statuses[0].status, 0);
     assert_true(r.statuses_other > 0);
     assert_int_equal(listed + r.statuses_other, q1(db, "SELECT count(*) FROM jobs WHERE " FIN));
-    stg_store_report_free(&r);
-    stg_store_close(s);
+    stg__store_report_free(&r);
+    stg__store_close(s);
 }
 
 /* A new file is set up without syncs (schema.c), but what the caller gets
@@ -1025,17 +1025,17 @@ static void test_new_file_normal_sync(void **state)
     assert_int_equal(pragma_of(s, "PRAGMA synchronous"), 1); /* NORMAL */
     assert_int_equal(pragma_of(s, "PRAGMA journal_mode"), 1); /* wal */
     import_five(s);
-    stg_store_close(s);
+    stg__store_close(s);
     s = reopen("sync.db");
     assert_int_equal(pragma_of(s, "PRAGMA synchronous"), 1);
     assert_int_equal(pragma_of(s, "PRAGMA journal_mode"), 1);
     expect_counts(s, 5, 0, 0, 0, 0, 0);
-    stg_store_close(s);
+    stg__store_close(s);
 }
 
-/* Group commit (stg_store_group): changes join one transaction that
- * another connection sees only after stg_store_flush; a change that does
- * not apply (ESTATE) keeps the group; stg_store_mark_sent is durable at
+/* Group commit (stg__store_group): changes join one transaction that
+ * another connection sees only after stg__store_flush; a change that does
+ * not apply (ESTATE) keeps the group; stg__store_mark_sent is durable at
  * once; turning the group off flushes. */
 static int64_t other_count(const char *name, const char *state_name)
 {
@@ -1049,42 +1049,42 @@ static void test_group_commit(void **state)
     (void)state;
     stg_store *s = open_new("group.db");
     import_five(s);
-    assert_int_equal(stg_store_group(s, true), STG_OK);
+    assert_int_equal(stg__store_group(s, true), STG_OK);
     stg_job jobs[5];
     int n = 0;
-    assert_int_equal(stg_store_claim(s, 5, 1, 2000, jobs, &n), STG_OK);
+    assert_int_equal(stg__store_claim(s, 5, 1, 2000, jobs, &n), STG_OK);
     assert_int_equal(n, 5);
     expect_counts(s, 0, 5, 0, 0, 0, 0);         /* this connection sees it */
     assert_int_equal(other_count("group.db", "inflight"), 0); /* not committed */
-    assert_int_equal(stg_store_flush(s), STG_OK);
+    assert_int_equal(stg__store_flush(s), STG_OK);
     assert_int_equal(other_count("group.db", "inflight"), 5);
 
     stg_job_outcome done = {.state = STG_JOB_DONE, .status = 200, .attempts = 1,
                             .body = "ok", .body_len = 2};
-    assert_int_equal(stg_store_finish(s, 1, &done, 3000), STG_OK);
-    assert_int_equal(stg_store_finish(s, 2, &done, 3000), STG_OK);
+    assert_int_equal(stg__store_finish(s, 1, &done, 3000), STG_OK);
+    assert_int_equal(stg__store_finish(s, 2, &done, 3000), STG_OK);
     /* Not in flight any more: refused, and the group keeps the two. */
-    assert_int_equal(stg_store_finish(s, 1, &done, 3000), STG_ESTATE);
+    assert_int_equal(stg__store_finish(s, 1, &done, 3000), STG_ESTATE);
     assert_int_equal(other_count("group.db", "done"), 0);
-    assert_int_equal(stg_store_flush(s), STG_OK);
+    assert_int_equal(stg__store_flush(s), STG_OK);
     assert_int_equal(other_count("group.db", "done"), 2);
-    assert_int_equal(stg_store_flush(s), STG_OK); /* nothing open: nothing to do */
+    assert_int_equal(stg__store_flush(s), STG_OK); /* nothing open: nothing to do */
 
     /* The sent-mark commits the group at once, with what it holds. */
-    assert_int_equal(stg_store_finish(s, 4, &done, 3000), STG_OK);
-    assert_int_equal(stg_store_mark_sent(s, 3, 1), STG_OK);
+    assert_int_equal(stg__store_finish(s, 4, &done, 3000), STG_OK);
+    assert_int_equal(stg__store_mark_sent(s, 3, 1), STG_OK);
     assert_int_equal(other_count("group.db", "done"), 3);
     assert_int_equal(job_col("group.db", 3, "sent"), 1);
-    assert_int_equal(stg_store_mark_sent(s, 1, 1), STG_ESTATE);
+    assert_int_equal(stg__store_mark_sent(s, 1, 1), STG_ESTATE);
 
     /* Off: flushed. */
-    assert_int_equal(stg_store_finish(s, 5, &done, 3000), STG_OK);
+    assert_int_equal(stg__store_finish(s, 5, &done, 3000), STG_OK);
     assert_int_equal(other_count("group.db", "done"), 3);
-    assert_int_equal(stg_store_group(s, false), STG_OK);
+    assert_int_equal(stg__store_group(s, false), STG_OK);
     assert_int_equal(other_count("group.db", "done"), 4);
     for (int i = 0; i < n; i++)
-        stg_job_clear(&jobs[i]);
-    stg_store_close(s);
+        stg__job_clear(&jobs[i]);
+    stg__store_close(s);
 }
 
 /* A change that fails inside a group rolls the whole group back, so what
@@ -1096,22 +1096,22 @@ static void test_group_rollback(void **state)
     import_five(s);
     stg_job jobs[5];
     int n = 0;
-    assert_int_equal(stg_store_claim(s, 5, 1, 2000, jobs, &n), STG_OK);
-    assert_int_equal(stg_store_group(s, true), STG_OK);
+    assert_int_equal(stg__store_claim(s, 5, 1, 2000, jobs, &n), STG_OK);
+    assert_int_equal(stg__store_group(s, true), STG_OK);
     stg_job_outcome done = {.state = STG_JOB_DONE, .status = 200, .attempts = 1};
-    assert_int_equal(stg_store_finish(s, 1, &done, 3000), STG_OK);
+    assert_int_equal(stg__store_finish(s, 1, &done, 3000), STG_OK);
     /* A body said to be in a file that is shorter than it says. */
     int fd = open(path_of("grouprb.db"), O_RDONLY);
     assert_true(fd >= 0);
     stg_job_outcome bad = {.state = STG_JOB_DONE, .status = 200, .attempts = 1,
                            .body_in_fd = true, .body_fd = fd, .body_len = (size_t)8 << 20};
-    assert_int_equal(stg_store_finish(s, 2, &bad, 3000), STG_EDB);
+    assert_int_equal(stg__store_finish(s, 2, &bad, 3000), STG_EDB);
     close(fd);
     expect_counts(s, 0, 5, 0, 0, 0, 0); /* job 1's outcome went with it */
-    assert_int_equal(stg_store_group(s, false), STG_OK);
+    assert_int_equal(stg__store_group(s, false), STG_OK);
     for (int i = 0; i < n; i++)
-        stg_job_clear(&jobs[i]);
-    stg_store_close(s);
+        stg__job_clear(&jobs[i]);
+    stg__store_close(s);
 }
 
 /* The run counters an outcome adds are written with it: committed by the
@@ -1122,43 +1122,43 @@ static void test_run_counters_in_transaction(void **state)
     stg_store *s = open_new("runadd.db");
     import_five(s);
     int64_t run = 0;
-    assert_int_equal(stg_store_run_begin(s, 1000, &run), STG_OK);
+    assert_int_equal(stg__store_run_begin(s, 1000, &run), STG_OK);
     stg_job jobs[5];
     int n = 0;
-    assert_int_equal(stg_store_claim(s, 5, run, 2000, jobs, &n), STG_OK);
-    assert_int_equal(stg_store_group(s, true), STG_OK);
+    assert_int_equal(stg__store_claim(s, 5, run, 2000, jobs, &n), STG_OK);
+    assert_int_equal(stg__store_group(s, true), STG_OK);
     stg_job_outcome done = {.state = STG_JOB_DONE, .status = 200, .attempts = 2,
                             .retries = 1, .status_429 = 1, .run_id = run};
-    assert_int_equal(stg_store_finish(s, 1, &done, 3000), STG_OK);
-    assert_int_equal(stg_store_finish(s, 2, &done, 3000), STG_OK);
+    assert_int_equal(stg__store_finish(s, 1, &done, 3000), STG_OK);
+    assert_int_equal(stg__store_finish(s, 2, &done, 3000), STG_OK);
     assert_int_equal(other_int("runadd.db", "SELECT calls FROM runs"), 0);
-    assert_int_equal(stg_store_flush(s), STG_OK);
+    assert_int_equal(stg__store_flush(s), STG_OK);
     assert_int_equal(other_int("runadd.db", "SELECT calls FROM runs"), 4);
     assert_int_equal(other_int("runadd.db", "SELECT retries FROM runs"), 2);
     assert_int_equal(other_int("runadd.db", "SELECT status_429 FROM runs"), 2);
     assert_int_equal(other_int("runadd.db", "SELECT finished FROM runs"), 2);
     /* the sent-mark's attempt, committed at once */
-    assert_int_equal(stg_store_mark_sent(s, 3, run), STG_OK);
+    assert_int_equal(stg__store_mark_sent(s, 3, run), STG_OK);
     assert_int_equal(other_int("runadd.db", "SELECT calls FROM runs"), 5);
     /* a failure inside the group takes the counters of its outcomes too */
-    assert_int_equal(stg_store_finish(s, 4, &done, 3000), STG_OK);
+    assert_int_equal(stg__store_finish(s, 4, &done, 3000), STG_OK);
     int fd = open(path_of("runadd.db"), O_RDONLY);
     assert_true(fd >= 0);
     stg_job_outcome bad = {.state = STG_JOB_DONE, .status = 200, .attempts = 1, .run_id = run,
                            .body_in_fd = true, .body_fd = fd, .body_len = (size_t)8 << 20};
-    assert_int_equal(stg_store_finish(s, 5, &bad, 3000), STG_EDB);
+    assert_int_equal(stg__store_finish(s, 5, &bad, 3000), STG_EDB);
     close(fd);
-    assert_int_equal(stg_store_group(s, false), STG_OK);
+    assert_int_equal(stg__store_group(s, false), STG_OK);
     assert_int_equal(other_int("runadd.db", "SELECT calls FROM runs"), 5);
     assert_int_equal(other_int("runadd.db", "SELECT finished FROM runs"), 2);
     /* and the next transaction starts from nothing pending */
     stg_job_outcome one = {.state = STG_JOB_DONE, .status = 200, .attempts = 1, .run_id = run};
-    assert_int_equal(stg_store_finish(s, 4, &one, 4000), STG_OK);
+    assert_int_equal(stg__store_finish(s, 4, &one, 4000), STG_OK);
     assert_int_equal(other_int("runadd.db", "SELECT calls FROM runs"), 6);
     assert_int_equal(other_int("runadd.db", "SELECT finished FROM runs"), 3);
     for (int i = 0; i < n; i++)
-        stg_job_clear(&jobs[i]);
-    stg_store_close(s);
+        stg__job_clear(&jobs[i]);
+    stg__store_close(s);
 }
 
 /* A database made with the index of before (jobs_by_state, every state)
@@ -1169,7 +1169,7 @@ static void test_old_index_migrated(void **state)
     (void)state;
     stg_store *s = open_new("oldidx.db");
     import_five(s);
-    stg_store_close(s);
+    stg__store_close(s);
     sqlite3 *o;
     assert_int_equal(sqlite3_open(path_of("oldidx.db"), &o), SQLITE_OK);
     assert_int_equal(sqlite3_exec(o,
@@ -1182,32 +1182,32 @@ static void test_old_index_migrated(void **state)
     const char *q_new = "SELECT count(*) FROM sqlite_master WHERE name = 'jobs_pending'";
     stg_store_options ro = {.readonly = true};
     char err[640];
-    assert_int_equal(stg_store_open(path_of("oldidx.db"), &ro, &s, err, sizeof err), STG_OK);
+    assert_int_equal(stg__store_open(path_of("oldidx.db"), &ro, &s, err, sizeof err), STG_OK);
     expect_counts(s, 5, 0, 0, 0, 0, 0);
-    stg_store_close(s);
+    stg__store_close(s);
     assert_int_equal(other_int("oldidx.db", q_old), 1);
     s = reopen("oldidx.db");
     assert_int_equal(other_int("oldidx.db", q_old), 0);
     assert_int_equal(other_int("oldidx.db", q_new), 1);
     stg_job jobs[5];
     int n = 0;
-    assert_int_equal(stg_store_claim(s, 2, 1, 2000, jobs, &n), STG_OK);
+    assert_int_equal(stg__store_claim(s, 2, 1, 2000, jobs, &n), STG_OK);
     assert_int_equal(n, 2);
     assert_int_equal(jobs[0].id, 1);
     assert_int_equal(jobs[1].id, 2);
     stg_job_outcome back = {.state = STG_JOB_PENDING};
-    assert_int_equal(stg_store_finish(s, 1, &back, 3000), STG_OK);
+    assert_int_equal(stg__store_finish(s, 1, &back, 3000), STG_OK);
     for (int i = 0; i < n; i++)
-        stg_job_clear(&jobs[i]);
+        stg__job_clear(&jobs[i]);
     /* the lowest pending id first, a job put back included */
-    assert_int_equal(stg_store_claim(s, 5, 1, 4000, jobs, &n), STG_OK);
+    assert_int_equal(stg__store_claim(s, 5, 1, 4000, jobs, &n), STG_OK);
     assert_int_equal(n, 4);
     assert_int_equal(jobs[0].id, 1);
     assert_int_equal(jobs[1].id, 3);
     for (int i = 0; i < n; i++)
-        stg_job_clear(&jobs[i]);
+        stg__job_clear(&jobs[i]);
     expect_counts(s, 0, 5, 0, 0, 0, 0);
-    stg_store_close(s);
+    stg__store_close(s);
 }
 
 int main(void)

@@ -2,7 +2,7 @@
  * Unit tests of the CSV/TSV batch input (src/store/csv.c, input.c): RFC
  * 4180 quoting, embedded commas, quotes and newlines, strictness, header
  * placeholders in the URL and body templates, ids, bad rows with their
- * line numbers; and stg_store_url_shown, the URL an export shows.
+ * line numbers; and stg__store_url_shown, the URL an export shows.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <stdbool.h>
@@ -20,7 +20,7 @@ static int parse(const char *text, const stg_input_options *o, stg_job_set *set,
 {
     FILE *f = fmemopen((void *)text, strlen(text), "r");
     assert_non_null(f);
-    int rc = stg_input_read(f, o, set, err, errlen);
+    int rc = stg__input_read(f, o, set, err, errlen);
     fclose(f);
     return rc;
 }
@@ -108,7 +108,7 @@ static void test_csv_rows(void **state)
     assert_non_null(strstr(bad_msg(&set, 8), "quote"));
     assert_non_null(strstr(bad_msg(&set, 10), "repeated id"));
     assert_int_equal(set.lines, 10);
-    stg_job_set_free(&set);
+    stg__job_set_free(&set);
 }
 
 static void test_csv_header_and_ids(void **state)
@@ -124,7 +124,7 @@ static void test_csv_header_and_ids(void **state)
     assert_string_equal(set.jobs[0].method, "GET");
     /* a dots-only value is encoded whole: never a dot segment */
     assert_string_equal(set.jobs[0].url, "http://h.test/%2E%2E/a%2Fb");
-    stg_job_set_free(&set);
+    stg__job_set_free(&set);
     /* a placeholder that names no column: refused, naming the columns */
     o.url_template = "http://h.test/{k}/{naem}";
     assert_int_equal(parse("k\tv\nx\ty\n", &o, &set, err, sizeof err), STG_EINVAL);
@@ -140,7 +140,7 @@ static void test_csv_header_and_ids(void **state)
     assert_string_equal(set.jobs[0].method, "PUT");
     assert_memory_equal(set.jobs[0].body, "{\"a\": {\"b\": [1]}, \"k\": \"z\"}",
                         set.jobs[0].body_len);
-    stg_job_set_free(&set);
+    stg__job_set_free(&set);
     /* a repeated column name, an empty one */
     assert_int_equal(parse("k,k\n1,2\n", &b, &set, err, sizeof err), STG_EINVAL);
     assert_non_null(strstr(err, "twice"));
@@ -156,7 +156,7 @@ static void test_csv_header_and_ids(void **state)
     assert_int_equal(set.n, 0);
     assert_int_equal(set.n_bad, 1);
     assert_non_null(strstr(bad_msg(&set, 2), "not closed"));
-    stg_job_set_free(&set);
+    stg__job_set_free(&set);
     /* an id with a secret: the stored form keeps it out */
     stg_input_options s = {.format = STG_INPUT_CSV,
                            .url_template = "https://h.test/{id}?api_key={key}&page={p}"};
@@ -164,23 +164,23 @@ static void test_csv_header_and_ids(void **state)
     assert_true(set.jobs[0].url_secret);
     assert_string_equal(set.jobs[0].url_shown, "https://h.test/7?api_key=REDACTED&page=2");
     assert_null(strstr(set.jobs[0].url_redacted, "s3cret"));
-    stg_job_set_free(&set);
+    stg__job_set_free(&set);
 }
 
 static void test_format_for_path(void **state)
 {
     (void)state;
-    assert_int_equal(stg_input_format_for_path("a/ids.csv", STG_INPUT_AUTO), STG_INPUT_CSV);
-    assert_int_equal(stg_input_format_for_path("IDS.TSV", STG_INPUT_AUTO), STG_INPUT_TSV);
-    assert_int_equal(stg_input_format_for_path("ids.txt", STG_INPUT_AUTO), STG_INPUT_AUTO);
-    assert_int_equal(stg_input_format_for_path("ids.csv", STG_INPUT_URLS), STG_INPUT_URLS);
-    assert_int_equal(stg_input_format_for_path("-", STG_INPUT_AUTO), STG_INPUT_AUTO);
+    assert_int_equal(stg__input_format_for_path("a/ids.csv", STG_INPUT_AUTO), STG_INPUT_CSV);
+    assert_int_equal(stg__input_format_for_path("IDS.TSV", STG_INPUT_AUTO), STG_INPUT_TSV);
+    assert_int_equal(stg__input_format_for_path("ids.txt", STG_INPUT_AUTO), STG_INPUT_AUTO);
+    assert_int_equal(stg__input_format_for_path("ids.csv", STG_INPUT_URLS), STG_INPUT_URLS);
+    assert_int_equal(stg__input_format_for_path("-", STG_INPUT_AUTO), STG_INPUT_AUTO);
 }
 
 static void shown(const char *url, const char *want)
 {
     char buf[512];
-    size_t n = stg_store_url_shown(url, buf, sizeof buf);
+    size_t n = stg__store_url_shown(url, buf, sizeof buf);
     assert_string_equal(buf, want);
     assert_int_equal(n, strlen(want));
 }
@@ -196,7 +196,7 @@ static void test_url_shown(void **state)
     shown("http://api.test/", "http://api.test/");
     /* cut short: NUL-terminated, the full length returned */
     char small[12];
-    assert_int_equal(stg_store_url_shown("http://api.test/?token=abcdef", small, sizeof small),
+    assert_int_equal(stg__store_url_shown("http://api.test/?token=abcdef", small, sizeof small),
                      strlen("http://api.test/?token=REDACTED"));
     assert_string_equal(small, "http://api.");
 }
@@ -226,7 +226,7 @@ static void test_csv_class_columns(void **state)
     assert_int_equal(set.n_bad, 2);
     assert_non_null(strstr(bad_msg(&set, 5), "priority"));
     assert_non_null(strstr(bad_msg(&set, 6), "tenant"));
-    stg_job_set_free(&set);
+    stg__job_set_free(&set);
 }
 
 int main(void)

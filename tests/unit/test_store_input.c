@@ -18,7 +18,7 @@ static int parse(const char *text, const stg_input_options *o, stg_job_set *set)
     FILE *f = fmemopen((void *)text, strlen(text), "r");
     assert_non_null(f);
     char err[256];
-    int rc = stg_input_read(f, o, set, err, sizeof err);
+    int rc = stg__input_read(f, o, set, err, sizeof err);
     fclose(f);
     return rc;
 }
@@ -46,11 +46,11 @@ static void test_sha256(void **state)
         stg_sha256 c;
         unsigned char d[32];
         char hex[65];
-        stg_sha256_init(&c);
+        stg__sha256_init(&c);
         /* fed byte by byte to cross block boundaries */
         for (const char *p = v[i].in; *p; p++)
-            stg_sha256_update(&c, p, 1);
-        stg_sha256_final(&c, d);
+            stg__sha256_update(&c, p, 1);
+        stg__sha256_final(&c, d);
         for (int k = 0; k < 32; k++)
             snprintf(hex + 2 * k, 3, "%02x", d[k]);
         assert_string_equal(hex, v[i].hex);
@@ -60,10 +60,10 @@ static void test_sha256(void **state)
     unsigned char d[32];
     char hex[65], a[1000];
     memset(a, 'a', sizeof a);
-    stg_sha256_init(&c);
+    stg__sha256_init(&c);
     for (int i = 0; i < 1000; i++)
-        stg_sha256_update(&c, a, sizeof a);
-    stg_sha256_final(&c, d);
+        stg__sha256_update(&c, a, sizeof a);
+    stg__sha256_final(&c, d);
     for (int k = 0; k < 32; k++)
         snprintf(hex + 2 * k, 3, "%02x", d[k]);
     assert_string_equal(hex, "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
@@ -80,7 +80,7 @@ static void test_auto_key_pinned(void **state)
     assert_int_equal(parse("https://api.example/a?x=1\n", &o, &set), STG_OK);
     assert_int_equal(set.n, 1);
     assert_string_equal(set.jobs[0].idempotency_key, "stg-ce22e1ea0ec9b20e132e29f8b1b7bd5d");
-    stg_job_set_free(&set);
+    stg__job_set_free(&set);
 }
 
 static void test_urls(void **state)
@@ -112,12 +112,12 @@ static void test_urls(void **state)
     assert_non_null(bad_msg(&set, 6));
     assert_non_null(bad_msg(&set, 7));
     assert_int_equal(strlen(set.fingerprint), 64);
-    stg_job_set_free(&set);
+    stg__job_set_free(&set);
 
     stg_input_options o = {.method = "BREW"};
     char err[256];
     FILE *f = fmemopen((void *)"http://a.test/\n", 15, "r");
-    assert_int_equal(stg_input_read(f, &o, &set, err, sizeof err), STG_EINVAL);
+    assert_int_equal(stg__input_read(f, &o, &set, err, sizeof err), STG_EINVAL);
     fclose(f);
     assert_non_null(strstr(err, "unknown method"));
 }
@@ -129,12 +129,12 @@ static void test_nul_byte(void **state)
     FILE *f = fmemopen((void *)text, sizeof text - 1, "r");
     stg_job_set set;
     char err[256];
-    assert_int_equal(stg_input_read(f, NULL, &set, err, sizeof err), STG_OK);
+    assert_int_equal(stg__input_read(f, NULL, &set, err, sizeof err), STG_OK);
     fclose(f);
     assert_int_equal(set.n, 2);
     assert_int_equal(set.n_bad, 1);
     assert_int_equal(set.bad[0].line, 2);
-    stg_job_set_free(&set);
+    stg__job_set_free(&set);
 }
 
 static void test_template(void **state)
@@ -151,16 +151,16 @@ static void test_template(void **state)
     assert_int_equal(set.n_bad, 1);
     assert_int_equal(set.bad[0].line, 4);
     assert_non_null(strstr(set.bad[0].message, "repeated key (first on line 1)"));
-    stg_job_set_free(&set);
+    stg__job_set_free(&set);
 
     char err[256];
     stg_input_options none = {.url_template = "http://a.test/track"};
     FILE *f = fmemopen((void *)"x\n", 2, "r");
-    assert_int_equal(stg_input_read(f, &none, &set, err, sizeof err), STG_EINVAL);
+    assert_int_equal(stg__input_read(f, &none, &set, err, sizeof err), STG_EINVAL);
     fclose(f);
     stg_input_options rel = {.url_template = "/track/{}"};
     f = fmemopen((void *)"x\n", 2, "r");
-    assert_int_equal(stg_input_read(f, &rel, &set, err, sizeof err), STG_EINVAL);
+    assert_int_equal(stg__input_read(f, &rel, &set, err, sizeof err), STG_EINVAL);
     fclose(f);
 }
 
@@ -226,7 +226,7 @@ static void test_jsonl(void **state)
     assert_int_equal(set.n_bad, 7);
     for (size_t i = 0; i < set.n_bad; i++)
         assert_null(strstr(set.bad[i].message, "127.0.0.1"));
-    stg_job_set_free(&set);
+    stg__job_set_free(&set);
 }
 
 static void test_bad_json_does_not_echo(void **state)
@@ -240,29 +240,29 @@ static void test_bad_json_does_not_echo(void **state)
     assert_int_equal(set.n_bad, 1);
     assert_null(strstr(set.bad[0].message, "SEKRIT"));
     assert_null(strstr(set.bad[0].message, "Bearer"));
-    stg_job_set_free(&set);
+    stg__job_set_free(&set);
 }
 
 static void test_secret_urls(void **state)
 {
     (void)state;
-    assert_false(stg_store_url_is_secret("http://a.test/x?id=1&page=2"));
-    assert_true(stg_store_url_is_secret("http://a.test/x?id=1&api_key=s"));
-    assert_true(stg_store_url_is_secret("http://a.test/x?access_token=s"));
-    assert_true(stg_store_url_is_secret("http://a.test/x?X-Amz-Signature=s"));
-    assert_true(stg_store_url_is_secret("http://a.test/x?password=s"));
-    assert_true(stg_store_url_is_secret("http://user:pw@a.test/x"));
-    assert_true(stg_store_url_is_secret("http://a.test/x#access_token=s"));
-    assert_false(stg_store_url_is_secret("http://a.test/key/path"));
-    assert_true(stg_store_url_valid("http://a.test"));
-    assert_true(stg_store_url_valid("HTTPS://a.test:8443/p?q#f"));
-    assert_false(stg_store_url_valid("http://"));
-    assert_false(stg_store_url_valid("http://a.test/a b"));
-    assert_false(stg_store_url_valid("mailto:x@a.test"));
-    assert_true(stg_store_method_idempotent("GET"));
-    assert_true(stg_store_method_idempotent("PUT"));
-    assert_false(stg_store_method_idempotent("POST"));
-    assert_false(stg_store_method_idempotent("PATCH"));
+    assert_false(stg__store_url_is_secret("http://a.test/x?id=1&page=2"));
+    assert_true(stg__store_url_is_secret("http://a.test/x?id=1&api_key=s"));
+    assert_true(stg__store_url_is_secret("http://a.test/x?access_token=s"));
+    assert_true(stg__store_url_is_secret("http://a.test/x?X-Amz-Signature=s"));
+    assert_true(stg__store_url_is_secret("http://a.test/x?password=s"));
+    assert_true(stg__store_url_is_secret("http://user:pw@a.test/x"));
+    assert_true(stg__store_url_is_secret("http://a.test/x#access_token=s"));
+    assert_false(stg__store_url_is_secret("http://a.test/key/path"));
+    assert_true(stg__store_url_valid("http://a.test"));
+    assert_true(stg__store_url_valid("HTTPS://a.test:8443/p?q#f"));
+    assert_false(stg__store_url_valid("http://"));
+    assert_false(stg__store_url_valid("http://a.test/a b"));
+    assert_false(stg__store_url_valid("mailto:x@a.test"));
+    assert_true(stg__store_method_idempotent("GET"));
+    assert_true(stg__store_method_idempotent("PUT"));
+    assert_false(stg__store_method_idempotent("POST"));
+    assert_false(stg__store_method_idempotent("PATCH"));
 }
 
 static void test_fingerprint(void **state)
@@ -297,11 +297,11 @@ static void test_fingerprint(void **state)
     assert_string_not_equal(a.fingerprint, c.fingerprint);
     assert_string_not_equal(a.fingerprint, d.fingerprint);
     assert_string_not_equal(a.fingerprint, e.fingerprint);
-    stg_job_set_free(&a);
-    stg_job_set_free(&b);
-    stg_job_set_free(&c);
-    stg_job_set_free(&d);
-    stg_job_set_free(&e);
+    stg__job_set_free(&a);
+    stg__job_set_free(&b);
+    stg__job_set_free(&c);
+    stg__job_set_free(&d);
+    stg__job_set_free(&e);
 }
 
 static void test_path_errors(void **state)
@@ -309,10 +309,10 @@ static void test_path_errors(void **state)
     (void)state;
     stg_job_set set;
     char err[256];
-    assert_int_equal(stg_input_read_path("/nonexistent/in.txt", NULL, &set, err, sizeof err),
+    assert_int_equal(stg__input_read_path("/nonexistent/in.txt", NULL, &set, err, sizeof err),
                      STG_EIO);
     assert_non_null(strstr(err, "/nonexistent/in.txt"));
-    stg_job_set_free(&set);
+    stg__job_set_free(&set);
 }
 
 /* True if the path of url (after "scheme://host") has a "." or ".."
@@ -368,8 +368,8 @@ static void test_template_special_keys(void **state)
         if (strcmp(set.jobs[0].url, v[i].url) != 0)
             fail_msg("key '%s': url '%s', want '%s'", v[i].key, set.jobs[0].url, v[i].url);
         assert_false(has_dot_segment(set.jobs[0].url));
-        assert_true(stg_store_url_valid(set.jobs[0].url));
-        stg_job_set_free(&set);
+        assert_true(stg__store_url_valid(set.jobs[0].url));
+        stg__job_set_free(&set);
     }
     /* The empty key does not exist: a blank line (or one of only blanks) is
      * skipped, and a line starting with '#' is a comment, not the key "#". */
@@ -378,7 +378,7 @@ static void test_template_special_keys(void **state)
     assert_int_equal(set.n, 0);
     assert_int_equal(set.n_bad, 0);
     assert_int_equal(set.lines, 4);
-    stg_job_set_free(&set);
+    stg__job_set_free(&set);
     /* A control character, DEL included, is a bad key: keys are printed in
      * reports (found by fuzz_input: DEL passed). */
     assert_int_equal(parse("a\x7f\nb\x01\nok\n", &o, &set), STG_OK);
@@ -386,7 +386,7 @@ static void test_template_special_keys(void **state)
     assert_int_equal(set.n_bad, 2);
     assert_non_null(strstr(bad_msg(&set, 1), "control character in key"));
     assert_non_null(strstr(bad_msg(&set, 2), "control character in key"));
-    stg_job_set_free(&set);
+    stg__job_set_free(&set);
     /* A template that puts the key after a dot of its own still cannot be
      * walked up by a key of dots. */
     stg_input_options dot = {.url_template = "http://127.0.0.1:8080/ok/.{}/x"};
@@ -394,7 +394,7 @@ static void test_template_special_keys(void **state)
     assert_int_equal(set.n, 1);
     assert_string_equal(set.jobs[0].url, "http://127.0.0.1:8080/ok/.%2E/x");
     assert_false(has_dot_segment(set.jobs[0].url));
-    stg_job_set_free(&set);
+    stg__job_set_free(&set);
 }
 
 /* CR, LF or NUL in an idempotency_key or a header value would split or cut
@@ -438,7 +438,7 @@ static void test_jsonl_control_chars(void **state)
     assert_non_null(strstr(bad_msg(&set, 11), "\"id\""));
     assert_non_null(strstr(bad_msg(&set, 4), "bad header"));
     assert_non_null(strstr(bad_msg(&set, 5), "bad header"));
-    stg_job_set_free(&set);
+    stg__job_set_free(&set);
 }
 
 /* A JSONL "cost" becomes the job's Stagger-Cost header (stored with the
@@ -467,7 +467,7 @@ static void test_jsonl_cost(void **state)
     assert_int_equal(set.n_bad, 4);
     for (long l = 2; l <= 5; l++)
         assert_non_null(strstr(bad_msg(&set, l), "cost"));
-    stg_job_set_free(&set);
+    stg__job_set_free(&set);
 }
 
 /* A JSONL job's priority, tenant and weight become its Stagger-Priority
@@ -504,7 +504,7 @@ static void test_jsonl_class(void **state)
     assert_non_null(strstr(bad_msg(&set, 6), "weight"));
     assert_non_null(strstr(bad_msg(&set, 7), "strings"));
     assert_non_null(strstr(bad_msg(&set, 9), "both"));
-    stg_job_set_free(&set);
+    stg__job_set_free(&set);
 }
 
 /* The headers that passed as non-secret before the core's one list:
@@ -527,7 +527,7 @@ static void test_jsonl_secret_headers(void **state)
         assert_true(stg__store_header_is_secret(names[i], strlen(names[i])));
         if (!set.jobs[1].url_secret)
             fail_msg("query %s should be secret", names[i]);
-        stg_job_set_free(&set);
+        stg__job_set_free(&set);
     }
 }
 
@@ -583,7 +583,7 @@ static void test_jsonl_refused_headers(void **state)
         snprintf(key, sizeof key, "ok%zu", i);
         assert_string_equal(set.jobs[i].key, key);
     }
-    stg_job_set_free(&set);
+    stg__job_set_free(&set);
     /* Ordinary fields and near misses stay jobs. */
     const char *fine = "{\"url\": \"http://127.0.0.1/\", \"headers\": {\"Content-Type\": "
                        "\"text/plain\", \"X-Content-Length\": \"1\", \"Hosts\": \"h\", "
@@ -592,7 +592,7 @@ static void test_jsonl_refused_headers(void **state)
     assert_int_equal(set.n, 1);
     assert_int_equal(set.n_bad, 0);
     assert_int_equal(set.jobs[0].n_headers, 5);
-    stg_job_set_free(&set);
+    stg__job_set_free(&set);
 }
 
 int main(void)

@@ -25,7 +25,7 @@ static stg_store *open_store(const char *name)
     stg_store *s = NULL;
     char err[640];
     stg_store_options o = {.create = true, .exclusive = true};
-    if (stg_store_open(path_of(name), &o, &s, err, sizeof err) != STG_OK)
+    if (stg__store_open(path_of(name), &o, &s, err, sizeof err) != STG_OK)
         fail_msg("open %s: %s", name, err);
     return s;
 }
@@ -48,7 +48,7 @@ static void test_bounded_and_exact(void **state)
     (void)state;
     stg_store *s = open_store("a.db");
     int64_t run = 0;
-    assert_int_equal(stg_store_run_begin(s, T0 * 1000, &run), STG_OK);
+    assert_int_equal(stg__store_run_begin(s, T0 * 1000, &run), STG_OK);
     enum { N = 36000, CHUNK = 600 };
     static stg_store_second rows[CHUNK];
     int64_t w = 0;
@@ -62,7 +62,7 @@ static void test_bounded_and_exact(void **state)
             rows[k].learned_rate = (i + k) == 12345 ? 99.5 : 3.0;
             rows[k].concurrency = 4;
         }
-        assert_int_equal(stg_store_series_add(s, run, rows, CHUNK, &w), STG_OK);
+        assert_int_equal(stg__store_series_add(s, run, rows, CHUNK, &w), STG_OK);
     }
     int64_t n = one(s, "SELECT count(*) FROM run_seconds");
     assert_true(n <= 1800);
@@ -76,10 +76,10 @@ static void test_bounded_and_exact(void **state)
     assert_int_equal(one(s, "SELECT count(*) FROM run_seconds WHERE learned_rate = 99.5"), 1);
     /* A late row joins the bucket of its second at the run's width. */
     stg_store_second late = {.t_s = T0 + 40, .attempts = 1};
-    assert_int_equal(stg_store_series_add(s, run, &late, 1, NULL), STG_OK);
+    assert_int_equal(stg__store_series_add(s, run, &late, 1, NULL), STG_OK);
     assert_int_equal(one(s, "SELECT attempts FROM run_seconds WHERE t_s = 1800000032"),
                      2 * 32 + 1);
-    stg_store_close(s);
+    stg__store_close(s);
 }
 
 /* Only the last 20 runs keep a series: a run's first write drops older. */
@@ -90,12 +90,12 @@ static void test_old_runs_dropped(void **state)
     stg_store_second r = {.t_s = T0, .attempts = 1};
     int64_t run = 0;
     for (int i = 0; i < 25; i++) {
-        assert_int_equal(stg_store_run_begin(s, T0 * 1000, &run), STG_OK);
-        assert_int_equal(stg_store_series_add(s, run, &r, 1, NULL), STG_OK);
+        assert_int_equal(stg__store_run_begin(s, T0 * 1000, &run), STG_OK);
+        assert_int_equal(stg__store_series_add(s, run, &r, 1, NULL), STG_OK);
     }
     assert_int_equal(one(s, "SELECT count(DISTINCT run_id) FROM run_seconds"), 20);
     assert_int_equal(one(s, "SELECT min(run_id) FROM run_seconds"), run - 19);
-    stg_store_close(s);
+    stg__store_close(s);
 }
 
 /* In a group, the rows join its transaction: no commit of their own
@@ -105,19 +105,19 @@ static void test_no_commit_of_its_own(void **state)
     (void)state;
     stg_store *s = open_store("c.db");
     int64_t run = 0;
-    assert_int_equal(stg_store_run_begin(s, T0 * 1000, &run), STG_OK);
-    assert_int_equal(stg_store_group(s, true), STG_OK);
-    assert_false(stg_store_pending(s));
-    int64_t before = stg_store_commits(s);
+    assert_int_equal(stg__store_run_begin(s, T0 * 1000, &run), STG_OK);
+    assert_int_equal(stg__store_group(s, true), STG_OK);
+    assert_false(stg__store_pending(s));
+    int64_t before = stg__store_commits(s);
     stg_store_second r = {.t_s = T0, .attempts = 3};
-    assert_int_equal(stg_store_series_add(s, run, &r, 1, NULL), STG_OK);
-    assert_true(stg_store_pending(s));
-    assert_int_equal(stg_store_commits(s), before);
-    assert_int_equal(stg_store_flush(s), STG_OK);
-    assert_int_equal(stg_store_commits(s), before + 1);
-    assert_false(stg_store_pending(s));
+    assert_int_equal(stg__store_series_add(s, run, &r, 1, NULL), STG_OK);
+    assert_true(stg__store_pending(s));
+    assert_int_equal(stg__store_commits(s), before);
+    assert_int_equal(stg__store_flush(s), STG_OK);
+    assert_int_equal(stg__store_commits(s), before + 1);
+    assert_false(stg__store_pending(s));
     assert_int_equal(one(s, "SELECT sum(attempts) FROM run_seconds"), 3);
-    stg_store_close(s);
+    stg__store_close(s);
 }
 
 int main(void)

@@ -10,7 +10,7 @@
  * importing 20k and then 200k generated lines: what the 180k extra jobs may
  * add is bounded by the state the import keeps per job (none, for jobs
  * without secrets), not by a tuned share. The same measure of the
- * whole-set path (stg_input_read + stg_store_import) must exceed the bound,
+ * whole-set path (stg__input_read + stg__store_import) must exceed the bound,
  * so the test shows it can fail. No wall clock is read.
  */
 #define _POSIX_C_SOURCE 200809L
@@ -38,7 +38,7 @@ static stg_store *open_new(const char *name)
     stg_store *s = NULL;
     char err[640];
     stg_store_options o = {.create = true, .exclusive = true};
-    if (stg_store_open(p, &o, &s, err, sizeof err) != STG_OK)
+    if (stg__store_open(p, &o, &s, err, sizeof err) != STG_OK)
         fail_msg("open %s: %s", p, err);
     return s;
 }
@@ -49,7 +49,7 @@ static stg_input_reader *reader_of(const char *text, const stg_input_options *o,
     assert_non_null(*f);
     stg_input_reader *r = NULL;
     char err[256];
-    assert_int_equal(stg_input_reader_new(*f, o, &r, err, sizeof err), STG_OK);
+    assert_int_equal(stg__input_reader_new(*f, o, &r, err, sizeof err), STG_OK);
     return r;
 }
 
@@ -78,8 +78,8 @@ static int stream(stg_store *s, const char *text, const stg_input_options *io, b
                                   .on_bad = bad ? log_bad : NULL,
                                   .bad_data = bad,
                                   .secrets = secrets};
-    int rc = stg_store_import_stream(s, r, &o, res);
-    stg_input_reader_free(r);
+    int rc = stg__store_import_stream(s, r, &o, res);
+    stg__input_reader_free(r);
     fclose(f);
     return rc;
 }
@@ -139,10 +139,10 @@ static void test_stream_matches_set(void **state)
     FILE *f = fmemopen((void *)mixed, strlen(mixed), "r");
     stg_job_set set;
     char err[256];
-    assert_int_equal(stg_input_read(f, NULL, &set, err, sizeof err), STG_OK);
+    assert_int_equal(stg__input_read(f, NULL, &set, err, sizeof err), STG_OK);
     fclose(f);
     bool imported;
-    assert_int_equal(stg_store_import(a, &set, "/in", 1000, &imported), STG_OK);
+    assert_int_equal(stg__store_import(a, &set, "/in", 1000, &imported), STG_OK);
     assert_true(imported);
 
     bad_log bad = {0};
@@ -175,9 +175,9 @@ static void test_stream_matches_set(void **state)
     assert_null(strstr(jobs, "S3CRET"));
     assert_null(strstr(jobs, "T0KEN"));
     free(jobs);
-    stg_job_set_free(&set);
-    stg_store_close(a);
-    stg_store_close(b);
+    stg__job_set_free(&set);
+    stg__store_close(a);
+    stg__store_close(b);
 }
 
 /* Keys: "repeated key", as the whole-set reader says it. */
@@ -195,7 +195,7 @@ static void test_stream_repeated_key(void **state)
     char *ids = dump(s, "SELECT id, key, line FROM jobs ORDER BY id");
     assert_string_equal(ids, "1|k1|1|\n2|k2|2|\n3|k3|4|\n");
     free(ids);
-    stg_store_close(s);
+    stg__store_close(s);
 }
 
 /* --strict with a bad line, or no job at all: refused, nothing written. */
@@ -211,7 +211,7 @@ static void test_stream_refused(void **state)
     assert_int_equal(res.bad, 4);
     assert_int_equal(bad.n, 4);
     bool has = true;
-    assert_int_equal(stg_store_has_jobs(s, &has), STG_OK);
+    assert_int_equal(stg__store_has_jobs(s, &has), STG_OK);
     assert_false(has);
     assert_int_equal(count_rows(s, "jobs"), 0);
     assert_int_equal(count_rows(s, "bad_lines"), 0);
@@ -224,7 +224,7 @@ static void test_stream_refused(void **state)
     assert_int_equal(stream(s, mixed, NULL, false, NULL, NULL, &res), STG_OK);
     assert_true(res.imported);
     assert_int_equal(count_rows(s, "jobs"), 4);
-    stg_store_close(s);
+    stg__store_close(s);
 }
 
 /* A store holding the set: checked, nothing written, bad lines reported
@@ -265,11 +265,11 @@ static void test_stream_check_stored(void **state)
                                       "9:repeated id (first on line 8); skipped\n");
         /* The secrets of this input, by the stored ids. */
         assert_int_equal(sec.n, 2);
-        const stg_job_spec *b = stg_input_secrets_find(&sec, 2, "b");
+        const stg_job_spec *b = stg__input_secrets_find(&sec, 2, "b");
         assert_non_null(b);
         assert_string_equal(b->url, "http://127.0.0.1:1/b?api_key=OTHER");
-        assert_non_null(stg_input_secrets_find(&sec, 3, "c"));
-        stg_input_secrets_free(&sec);
+        assert_non_null(stg__input_secrets_find(&sec, 3, "c"));
+        stg__input_secrets_free(&sec);
     }
     char *after = dump(s, all_rows);
     assert_string_equal(after, before);
@@ -283,10 +283,10 @@ static void test_stream_check_stored(void **state)
     assert_int_equal(stream(s, "http://127.0.0.1:1/x\n", NULL, false, NULL, NULL, &res),
                      STG_ESTATE);
     /* the same path, another content: the input changed (issue #37) */
-    assert_non_null(strstr(stg_store_errmsg(s), "the input changed since this database was "
+    assert_non_null(strstr(stg__store_errmsg(s), "the input changed since this database was "
                                                 "made from it (4 \u2192 1 jobs"));
     assert_int_equal(count_rows(s, "jobs"), 4);
-    stg_store_close(s);
+    stg__store_close(s);
 }
 
 /* Only the jobs with a secret URL or header are kept, under their stored
@@ -302,12 +302,12 @@ static void test_stream_keeps_only_secrets(void **state)
     assert_int_equal(sec.n, 2);
     assert_int_equal(sec.ids[0], 2);
     assert_int_equal(sec.ids[1], 3);
-    const stg_job_spec *b = stg_input_secrets_find(&sec, 2, "b");
+    const stg_job_spec *b = stg__input_secrets_find(&sec, 2, "b");
     assert_non_null(b);
     assert_string_equal(b->url, "http://127.0.0.1:1/b?api_key=S3CRET");
     assert_null(b->method);
     assert_null(b->url_redacted);
-    const stg_job_spec *c = stg_input_secrets_find(&sec, 3, "c");
+    const stg_job_spec *c = stg__input_secrets_find(&sec, 3, "c");
     assert_non_null(c);
     assert_int_equal(c->n_headers, 3);
     assert_string_equal(c->headers[0], "Authorization: Bearer T0KEN");
@@ -315,17 +315,17 @@ static void test_stream_keeps_only_secrets(void **state)
     assert_null(c->body);
     assert_null(c->url);        /* not secret: the stored one is whole */
     assert_null(b->headers);    /* none secret: the stored ones are all */
-    assert_null(stg_input_secrets_find(&sec, 3, "b")); /* the key must match */
-    assert_null(stg_input_secrets_find(&sec, 1, "a")); /* no secret: not kept */
-    assert_null(stg_input_secrets_find(&sec, 4, "d"));
-    assert_null(stg_input_secrets_find(NULL, 2, "b"));
+    assert_null(stg__input_secrets_find(&sec, 3, "b")); /* the key must match */
+    assert_null(stg__input_secrets_find(&sec, 1, "a")); /* no secret: not kept */
+    assert_null(stg__input_secrets_find(&sec, 4, "d"));
+    assert_null(stg__input_secrets_find(NULL, 2, "b"));
     /* The stored rows of those jobs hold neither secret. */
     char *rows = dump(s, "SELECT * FROM jobs WHERE needs_input = 1 ORDER BY id");
     assert_null(strstr(rows, "S3CRET"));
     assert_null(strstr(rows, "T0KEN"));
     free(rows);
-    stg_input_secrets_free(&sec);
-    stg_store_close(s);
+    stg__input_secrets_free(&sec);
+    stg__store_close(s);
 }
 
 /* The cursor finds each job by id and key in a file: the first line with
@@ -341,30 +341,30 @@ static void test_cursor_finds_jobs(void **state)
     assert_int_equal(fclose(f), 0);
     stg_input_cursor *c = NULL;
     char err[256];
-    assert_int_equal(stg_input_cursor_open(path, NULL, &c, err, sizeof err), STG_OK);
-    const stg_job_spec *j = stg_input_cursor_find(c, 1, "a");
+    assert_int_equal(stg__input_cursor_open(path, NULL, &c, err, sizeof err), STG_OK);
+    const stg_job_spec *j = stg__input_cursor_find(c, 1, "a");
     assert_non_null(j);
     assert_string_equal(j->url, "http://127.0.0.1:1/a"); /* line 1, not the repeat */
-    j = stg_input_cursor_find(c, 2, "b");
+    j = stg__input_cursor_find(c, 2, "b");
     assert_non_null(j);
     assert_string_equal(j->url, "http://127.0.0.1:1/b?api_key=S3CRET");
     assert_int_equal(j->line, 3);
-    j = stg_input_cursor_find(c, 3, "c");
+    j = stg__input_cursor_find(c, 3, "c");
     assert_non_null(j);
     assert_string_equal(j->headers[0], "Authorization: Bearer T0KEN");
-    assert_ptr_equal(stg_input_cursor_find(c, 3, "c"), j); /* asked again */
-    j = stg_input_cursor_find(c, 4, "8");
+    assert_ptr_equal(stg__input_cursor_find(c, 3, "c"), j); /* asked again */
+    j = stg__input_cursor_find(c, 4, "8");
     assert_non_null(j);
     assert_int_equal(j->line, 8); /* the default id, not line 9's "8" */
-    j = stg_input_cursor_find(c, 2, "b"); /* lower: from the top */
+    j = stg__input_cursor_find(c, 2, "b"); /* lower: from the top */
     assert_non_null(j);
     assert_int_equal(j->line, 3);
-    assert_null(stg_input_cursor_find(c, 5, "zz"));
-    j = stg_input_cursor_find(c, 4, "8"); /* still usable after a miss */
+    assert_null(stg__input_cursor_find(c, 5, "zz"));
+    j = stg__input_cursor_find(c, 4, "8"); /* still usable after a miss */
     assert_non_null(j);
     assert_int_equal(j->line, 8);
-    stg_input_cursor_free(c);
-    assert_int_equal(stg_input_cursor_open(path_of("none"), NULL, &c, err, sizeof err),
+    stg__input_cursor_free(c);
+    assert_int_equal(stg__input_cursor_open(path_of("none"), NULL, &c, err, sizeof err),
                      STG_EIO);
     assert_null(c);
 }
@@ -376,11 +376,11 @@ static void test_reader_open_errors(void **state)
     stg_input_reader *r = NULL;
     char err[256];
     stg_input_options io = {.url_template = "http://127.0.0.1:1/no-placeholder"};
-    assert_int_equal(stg_input_reader_open("/nonexistent/in", &io, &r, err, sizeof err),
+    assert_int_equal(stg__input_reader_open("/nonexistent/in", &io, &r, err, sizeof err),
                      STG_EINVAL);
     assert_null(r);
     assert_non_null(strstr(err, "{}"));
-    assert_int_equal(stg_input_reader_open("/nonexistent/in", NULL, &r, err, sizeof err),
+    assert_int_equal(stg__input_reader_open("/nonexistent/in", NULL, &r, err, sizeof err),
                      STG_EIO);
     assert_null(r);
     assert_non_null(strstr(err, "/nonexistent/in"));
@@ -410,7 +410,7 @@ static int child_main(const char *mode, const char *input, const char *db)
     stg_store *s = NULL;
     char err[640];
     stg_store_options so = {.create = true, .exclusive = true};
-    if (stg_store_open(db, &so, &s, err, sizeof err) != STG_OK) {
+    if (stg__store_open(db, &so, &s, err, sizeof err) != STG_OK) {
         fprintf(stderr, "child: %s\n", err);
         return 1;
     }
@@ -420,11 +420,11 @@ static int child_main(const char *mode, const char *input, const char *db)
     if (!strcmp(mode, "set")) {
         stg_job_set set;
         bool imported;
-        rc = stg_input_read_path(input, NULL, &set, err, sizeof err);
+        rc = stg__input_read_path(input, NULL, &set, err, sizeof err);
         if (rc == STG_OK)
-            rc = stg_store_import(s, &set, input, 1000, &imported);
+            rc = stg__store_import(s, &set, input, 1000, &imported);
         /* The peak is taken below, after the set is freed: it is the peak. */
-        stg_job_set_free(&set);
+        stg__job_set_free(&set);
     } else {
         /* "stream": the secrets kept (an input read once); "cursor": none
          * kept, then every job found again in the file, as a run would. */
@@ -434,33 +434,33 @@ static int child_main(const char *mode, const char *input, const char *db)
         stg_store_import_options o = {.input_path = input,
                                       .now_ms = 1000,
                                       .secrets = cursor ? NULL : &sec};
-        rc = stg_input_reader_open(input, NULL, &r, err, sizeof err);
+        rc = stg__input_reader_open(input, NULL, &r, err, sizeof err);
         if (rc == STG_OK)
-            rc = stg_store_import_stream(s, r, &o, &res);
-        stg_input_reader_free(r);
+            rc = stg__store_import_stream(s, r, &o, &res);
+        stg__input_reader_free(r);
         stg_input_cursor *c = NULL;
         if (rc == STG_OK && cursor)
-            rc = stg_input_cursor_open(input, NULL, &c, err, sizeof err);
+            rc = stg__input_cursor_open(input, NULL, &c, err, sizeof err);
         for (int64_t id = 1; rc == STG_OK && c && id <= (int64_t)res.jobs; id++) {
             char key[32];
             snprintf(key, sizeof key, "job-%07lld", (long long)id);
-            const stg_job_spec *j = stg_input_cursor_find(c, id, key);
+            const stg_job_spec *j = stg__input_cursor_find(c, id, key);
             if (!j || !j->url)
                 rc = STG_ENOTFOUND;
             else if (j->url_secret)
                 found++; /* counted, not kept */
         }
-        stg_input_cursor_free(c);
+        stg__input_cursor_free(c);
     }
     if (rc != STG_OK) {
-        fprintf(stderr, "child: import: %d %s\n", rc, stg_store_errmsg(s));
+        fprintf(stderr, "child: import: %d %s\n", rc, stg__store_errmsg(s));
         return 1;
     }
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     printf("%ld %zu\n", ru.ru_maxrss, sec.n + found);
-    stg_input_secrets_free(&sec);
-    stg_store_close(s);
+    stg__input_secrets_free(&sec);
+    stg__store_close(s);
     return 0;
 }
 

@@ -30,7 +30,7 @@ static stg_store *open_store(const char *name, bool create)
     stg_store *s = NULL;
     char err[640];
     stg_store_options o = {.create = create, .exclusive = true};
-    if (stg_store_open(path_of(name), &o, &s, err, sizeof err) != STG_OK)
+    if (stg__store_open(path_of(name), &o, &s, err, sizeof err) != STG_OK)
         fail_msg("open %s: %s", name, err);
     return s;
 }
@@ -80,12 +80,12 @@ static void close_whole(stg_store *s, const char *name, int64_t rows)
     char wal[600], shm[600];
     snprintf(wal, sizeof wal, "%s-wal", path_of(name));
     snprintf(shm, sizeof shm, "%s-shm", path_of(name));
-    stg_store_close(s);
+    stg__store_close(s);
     assert_int_equal(size_of(wal), -1);
     assert_int_equal(size_of(shm), -1);
     s = open_store(name, false);
     assert_int_equal(rows_in(s), rows);
-    stg_store_close(s);
+    stg__store_close(s);
 }
 
 /* Wait (a hang guard, not a timing bound: the helper is asynchronous) for
@@ -151,9 +151,9 @@ static void test_report_catches_up(void **state)
     int64_t before = size_of(db);
     commit_rows(s, 1, 4); /* about 260 frames: no checkpoint ahead yet */
     stg_store_report r;
-    assert_int_equal(stg_store_report_get(s, &r), STG_OK);
+    assert_int_equal(stg__store_report_get(s, &r), STG_OK);
     assert_int_equal(r.bad_lines, 4);
-    stg_store_report_free(&r);
+    stg__store_report_free(&r);
     if (!wait_size(db, before + 4 * 262144))
         fail_msg("the database file stayed at %lld bytes (%lld before)",
                  (long long)size_of(db), (long long)before);
