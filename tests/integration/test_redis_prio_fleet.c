@@ -9,7 +9,8 @@
  *    intervals (the round trip is outside the wait: it is measured apart),
  *    the batch keeps >= 90% of the rest, and the bound holds;
  *  - three tenants 1:1:2 of batch saturating a 100/s key from two processes
- *    each: 25/25/50% within +-5% of each share over 5 s; the third stops
+ *    each: 25/25/50% within +-5% of each share over 5 s (or the two bursts
+ *    of its own bucket at the window's ends: 8% of a quarter); the third stops
  *    (its share flows to the other two) and comes back (its share again,
  *    +-10% over 2.7 s, from one hold + one lease window after its return).
  * The bound is checked on the promised instants with the round trip as
@@ -223,8 +224,9 @@ static void test_tenants_share_and_come_back(void **state)
     all[6] = back;
     shm *m = run("prio-t", 100, 5, all, 7);
     check_bound(m, 10000, 5);
-    /* phases: [1, 6) s all three, the shares within +-5% (500 tokens: a
-     * tenant's own bucket, 5 tokens, moves a share by at most 4%); then,
+    /* phases: [1, 6) s all three, the shares within +-5%, or the two
+     * bursts a tenant's own bucket (5 tokens) may hold at the window's
+     * ends when that is more (10 of 500 tokens: 8% of a quarter); then,
      * within +-10% (fewer tokens), [6.3, 8) s c away and [8.3, 11) s c
      * back: 300 ms after it came back > its first call's hold (the 80 ms
      * minimum of 2 lease windows and 8 intervals) + a lease window */
@@ -246,7 +248,13 @@ static void test_tenants_share_and_come_back(void **state)
         for (int t = 0; t < 3; t++) {
             double want = p == 1 && t == 2 ? 0.0 : ws[t] / sum;
             double share = (double)got[t] / (double)total;
+            /* A tenant's own bucket (burst 5) may hold up to its burst at
+             * each end of a window: 2 * 5 tokens of the window's total is
+             * the protocol's slack on a share (8% of a quarter over 500
+             * tokens, 4% of a half), never less than 5%. */
             double tol = p == 0 ? 0.05 : 0.10;
+            if (p == 0 && want > 0 && 10.0 / ((double)total * want) > tol)
+                tol = 10.0 / ((double)total * want);
             if (share < want * (1 - tol) || share > want * (1 + tol))
                 fail_msg("phase %d tenant %s: %.3f of the key, want %.3f +-%.0f%%", p,
                          names[t], share, want, tol * 100);
