@@ -66,7 +66,7 @@ static void test_fields_keep_place(void **st)
                                          "deferred", "review"};
     static const int widths[] = {40, 80, 100, 120};
     for (size_t wi = 0; wi < sizeof widths / sizeof widths[0]; wi++) {
-        int want[7], len0 = -1;
+        int want[7] = {0}, len0 = -1;
         for (int step = 0; step < 6; step++) {
             progress p;
             progress_init(&p, PROGRESS_NONE, stderr, 0, 0);
