@@ -73,7 +73,7 @@ static int script_call(redisContext *c, const char *key, int64_t T, int64_t B, i
                        int64_t max_wait, int64_t lead, const char *prio, const char *tenant,
                        int64_t now_us, long long *v)
 {
-    char a[11][64];
+    char a[11][128]; /* prio and tenant fields fit whole */
     snprintf(a[0], sizeof a[0], "%lld", (long long)T);
     snprintf(a[1], sizeof a[1], "%lld", (long long)B);
     snprintf(a[2], sizeof a[2], "%lld", (long long)n);
