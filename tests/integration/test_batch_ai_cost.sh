@@ -9,6 +9,7 @@
 # make bench, not assertions). On 127.0.0.1 only.
 . "$(dirname "$0")/lib.sh"
 scratch btai
+. "$(dirname "$0")/proxy_lib.sh" # bound: the token bound on the upstream's log
 PY=/usr/bin/python3
 [ -x "$PY" ] || PY=python3
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -47,22 +48,6 @@ EOF
   wait "$UPPID" 2>/dev/null || true
 }
 
-bound() {
-  $PY - "$T/$1.log" $LIMIT $WINDOW <<'EOF'
-import sys
-limit, window = float(sys.argv[2]), float(sys.argv[3])
-rate = limit / window
-arr = [(float(t), int(c)) for t, k, c in (l.split() for l in open(sys.argv[1]) if l[0].isdigit())
-       if k == "ok"]
-first = arr[0][0] if arr else 0
-spent = 0
-for t, c in arr:
-    spent += c
-    if spent > limit + rate * (t - first) + 1:
-        print("over: %d tokens by %.3f s" % (spent, t - first))
-        sys.exit(1)
-EOF
-}
 
 run est
 run off --no-cost-estimate
