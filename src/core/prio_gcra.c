@@ -88,6 +88,36 @@ static stg__prio_tenant *tenant_of(stg__prio_state *st, int cls, const char *nam
     return free_slot;
 }
 
+/* Rule 5's lender protection: how many tokens that conform now a borrower
+ * (a token beyond its share) must leave behind, over the headroom `nd`.
+ * One, as for any low caller, plus the lag of the slowest other tenant of
+ * the class that has fresh demand and is within its share: its refused
+ * callers come back at its retry slots (rule 7), half its share interval
+ * apart, ceil(Tt_t / 2 / T) of the key's tokens; a borrower that took
+ * what accrued in between took that tenant's share (seen: a 1:1:2 run
+ * where c borrowed 32 tokens that a, within its share, came back for a
+ * slot too late, a 0.21 and c 0.54). At most B - 1 - nd, so that a full
+ * bucket can still be borrowed from: a share nobody takes is not lost. */
+static int64_t keep_of(const stg__prio_state *st, const stg__prio_tenant *me, int cls, int64_t now,
+                       int64_t T, int64_t B, int64_t S, int nd)
+{
+    int64_t keep = 1, cap = B - 1 - nd;
+    for (int i = 0; i < STG__PRIO_TENANTS_MAX; i++) {
+        const stg__prio_tenant *t = &st->tenants[i];
+        if (!t->used || t == me || t->cls != cls || t->until_ns <= now)
+            continue;
+        int64_t Tt = interval_of(T, S, t->weight_m, B);
+        if (max64(t->tat_ns, now) + Tt - B * Tt > now)
+            continue; /* beyond its share: it has had it */
+        int64_t lag = ((Tt + 1) / 2 + T - 1) / T;
+        if (1 + lag > keep)
+            keep = 1 + lag;
+    }
+    if (keep > cap)
+        keep = cap;
+    return keep < 1 ? 1 : keep;
+}
+
 /* What one attempt (with or without lead) grants, before it is committed. */
 typedef struct attempt {
     int64_t k, wait, g0, g, tt, ft;
@@ -98,6 +128,7 @@ typedef struct attempt {
 typedef struct ctx {
     int64_t now, T, B, max_wait, res_wait, Tt, Tf, tt0, ft0;
     int need;   /* headroom a low caller leaves: fresh higher classes */
+    int64_t keep; /* tokens a borrower leaves for tenants within share */
     bool low;
 } ctx;
 
@@ -129,7 +160,7 @@ static void try_take(const ctx *c, int64_t g0, int64_t n, attempt *a)
          * tenants reserve the key's future at their shares' pace), the
          * floor (a low class, the first token only). */
         bool a_now = within && wg <= 0 && (need == 0 || wg + need * T <= 0);
-        bool o_now = !within && i == 0 && wg + (need + 1) * T <= 0;
+        bool o_now = !within && i == 0 && wg + (need + c->keep) * T <= 0;
         bool a_wait = within && !c->low && i == 0 && wg <= c->res_wait;
         bool f = within && c->low && c->need > 0 && i == 0 && c->ft0 <= now &&
                  wg <= c->max_wait;
@@ -147,8 +178,8 @@ static void try_take(const ctx *c, int64_t g0, int64_t n, attempt *a)
                 int64_t lim = c->low ? 0 : c->res_wait;
                 int64_t tw = c->Tt > 0 ? tn - c->B * c->Tt - now : 0;
                 int64_t h = max64(wg + need * T - lim, tw);
-                if (c->Tt > 0 && wg + (need + 1) * T < h)
-                    h = wg + (need + 1) * T;
+                if (c->Tt > 0 && wg + (need + c->keep) * T < h)
+                    h = wg + (need + c->keep) * T;
                 if (c->low && c->need > 0) {
                     int64_t hf = max64(max64(c->ft0 - now, wg - c->max_wait), tw);
                     if (hf < h)
@@ -222,6 +253,7 @@ int stg__prio_decide(stg__prio_state *st, const stg__prio_req *rq, stg__prio_gra
                      ? T
                      : c.max_wait;
     c.Tt = me && S > wm ? interval_of(T, S, wm, B) : 0;
+    c.keep = c.Tt > 0 ? keep_of(st, me, cls, now, T, B, S, c.low ? c.need : 0) : 1;
     c.Tf = interval_of(T, 1000, floor_pm, 1);
     c.tt0 = me ? me->tat_ns : 0;
     c.ft0 = st->floor_tat_ns[cls];

@@ -39,7 +39,11 @@
  *     as a call's first (a lease borrows one token at a time: callers told
  *     retry slots ask seldom, and a lease sized by a process's own past
  *     admissions would otherwise take a tenant's tokens in bulk) and only
- *     if it conforms now and leaves one more token (over h) behind; it
+ *     if it conforms now and leaves `keep` more tokens (over h) behind:
+ *     1 + ceil(Tt_t / 2 / T) for the other tenant t of the class with the
+ *     longest share interval Tt_t among those with fresh demand and
+ *     within their shares (what accrues between two of t's retry slots,
+ *     rule 7: t comes back for it), at most B - 1 - h, at least 1; it
  *     is not charged to the tenant. So under contention each tenant gets
  *     its weight's share, a share nobody asks for is free to the others at
  *     once, and a tenant that comes back is within its share from its first

@@ -72,7 +72,7 @@
     "  if cls == 0 then seen = now + 30000000000 end\n" \
     "  local pre = 'p' .. cls .. ':'\n" \
     "  local myf = pre .. name\n" \
-    "  local me, S, count = nil, wm, 0\n" \
+    "  local me, S, count, oth = nil, wm, 0, {}\n" \
     "  for f, v in pairs(h) do\n" \
     "    if string.sub(f, 1, 1) == 'p' and f ~= 'pb' then\n" \
     "      local a1, a2, a3 = string.match(v, '^(%S+) (%S+) (%S+)$')\n" \
@@ -86,7 +86,10 @@
     "        exp = math.max(exp, tt, un, qq)\n" \
     "        if f == myf then me = {tt, un, qq}\n" \
     "        else\n" \
-    "          if string.sub(f, 1, #pre) == pre and un > now then S = S + ww end\n" \
+    "          if string.sub(f, 1, #pre) == pre and un > now then\n" \
+    "            S = S + ww\n" \
+    "            table.insert(oth, {tt, ww})\n" \
+    "          end\n" \
     "          if rebase then\n" \
     "            set(f, fmt(tt) .. ' ' .. fmt(un) .. ' ' .. a3)\n" \
     "            if h[qf] then set(qf, fmt(qq)) end\n" \
@@ -107,6 +110,20 @@
     "  if low then nd = need end\n" \
     "  local Tt = 0\n" \
     "  if tracked and S > wm then Tt = icap(T * S / wm, burst) end\n" \
+    "  local keep = 1\n" \
+    "  if Tt > 0 then\n" \
+    "    for _, o in ipairs(oth) do\n" \
+    "      local To = icap(T * S / o[2], burst)\n" \
+    "      if math.max(o[1], now) + To - burst * To <= now then\n" \
+    "        local q = math.floor((To + 1) / 2)\n" \
+    "        local lag = math.floor(q / T)\n" \
+    "        if lag * T < q then lag = lag + 1 end\n" \
+    "        if 1 + lag > keep then keep = 1 + lag end\n" \
+    "      end\n" \
+    "    end\n" \
+    "    if keep > burst - 1 - nd then keep = burst - 1 - nd end\n" \
+    "    if keep < 1 then keep = 1 end\n" \
+    "  end\n" \
     "  local Tf = icap(T * 1000 / fpm, 1)\n" \
     "  local tt0 = 0\n" \
     "  if tracked then tt0 = me[1] end\n" \
@@ -125,7 +142,7 @@
     "        within = tn - burst * Tt <= now\n" \
     "      end\n" \
     "      local a_now = within and wg <= 0 and (nd == 0 or wg + nd * T <= 0)\n" \
-    "      local o_now = (not within) and i == 0 and wg + (nd + 1) * T <= 0\n" \
+    "      local o_now = (not within) and i == 0 and wg + (nd + keep) * T <= 0\n" \
     "      local a_wait = within and (not low) and i == 0 and wg <= resw\n" \
     "      local f = within and low and need > 0 and i == 0 and ft0 <= now and wg <= maxw\n" \
     "      if a_now or a_wait or f then\n" \
@@ -141,7 +158,7 @@
     "          local tw = 0\n" \
     "          if Tt > 0 then tw = tn - burst * Tt - now end\n" \
     "          local hh = math.max(wg + nd * T - lim, tw)\n" \
-    "          if Tt > 0 and wg + (nd + 1) * T < hh then hh = wg + (nd + 1) * T end\n" \
+    "          if Tt > 0 and wg + (nd + keep) * T < hh then hh = wg + (nd + keep) * T end\n" \
     "          if low and need > 0 then\n" \
     "            local hf = math.max(math.max(ft0 - now, wg - maxw), tw)\n" \
     "            if hf < hh then hh = hf end\n" \
