@@ -32,6 +32,7 @@
  */
 #include <math.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -207,20 +208,36 @@ static host *host_find(stg_quota *q, const char *name)
     return NULL;
 }
 
+/* The index of the slot a new entry takes among the n (> 0) of v, each
+ * size bytes with its name (char *, NULL: free) at name_at and its last
+ * use (uint64_t) at tick_at: the first free one, else the least recently
+ * used. The one rule of the host and route tables. */
+static int64_t lru_slot(const void *v, size_t size, int64_t n, size_t name_at, size_t tick_at)
+{
+    STG_ASSERT(n > 0);
+    int64_t best = 0;
+    uint64_t best_tick = UINT64_MAX;
+    for (int64_t i = 0; i < n; i++) {
+        const char *e = (const char *)v + (size_t)i * size;
+        const char *name;
+        uint64_t tick;
+        memcpy(&name, e + name_at, sizeof name);
+        if (!name)
+            return i;
+        memcpy(&tick, e + tick_at, sizeof tick);
+        if (tick < best_tick) {
+            best = i;
+            best_tick = tick;
+        }
+    }
+    return best;
+}
+#define LRU_SLOT(T, v, n) lru_slot((v), sizeof(T), (n), offsetof(T, name), offsetof(T, tick))
+
 /* A new, empty host (the least recently used one forgotten at the cap). */
 static host *host_add(stg_quota *q, const char *name)
 {
-    host *slot = NULL;
-    for (int64_t i = 0; i < q->max_hosts; i++) {
-        host *h = &q->h[i];
-        if (!h->name) {
-            slot = h;
-            break;
-        }
-        if (!slot || h->tick < slot->tick)
-            slot = h;
-    }
-    STG_ASSERT(slot);
+    host *slot = &q->h[LRU_SLOT(host, q->h, q->max_hosts)];
     host_clear(q, slot);
     slot->name = strdup(name);
     slot->q = calloc((size_t)q->max_keys, sizeof *slot->q);
@@ -726,17 +743,7 @@ static void route_map(stg_quota *q, host *h, const char *name, const uint64_t *u
 {
     route *r = route_find(q, h, name);
     if (!r) {
-        route *slot = NULL;
-        for (int64_t i = 0; i < q->max_routes; i++) {
-            route *x = &h->r[i];
-            if (!x->name) {
-                slot = x;
-                break;
-            }
-            if (!slot || x->tick < slot->tick)
-                slot = x;
-        }
-        STG_ASSERT(slot);
+        route *slot = &h->r[LRU_SLOT(route, h->r, q->max_routes)];
         char *copy = strdup(name);
         if (!copy)
             return; /* unmapped: the route stays charged to every key */
