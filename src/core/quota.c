@@ -500,15 +500,23 @@ int stg_quota_acquire(stg_quota *q, const char *hostname, const char *route_name
                                     wait_us);
 }
 
+/* A caller's list of costs: present when counted, no amount negative. */
+static bool costs_valid(const stg_quota_cost *c, size_t n)
+{
+    if (n && !c)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (c[i].amount < 0)
+            return false;
+    return true;
+}
+
 int stg_quota_acquire_demand(stg_quota *q, const char *hostname, const char *route_name,
                              const stg_quota_cost *costs, size_t n_costs, int64_t demand,
                              int64_t now_us, stg_quota_ticket *t, int64_t *wait_us)
 {
-    if (!q || !hostname || !t || (n_costs && !costs))
+    if (!q || !hostname || !t || !costs_valid(costs, n_costs))
         return STG_EINVAL;
-    for (size_t i = 0; i < n_costs; i++)
-        if (costs[i].amount < 0)
-            return STG_EINVAL;
     tview v;
     memset(&v, 0, sizeof v);
     int64_t wait = 0;
@@ -892,11 +900,8 @@ static int settle(stg_quota *q, const char *hostname, const char *route_name, st
                   const stg_quota_set *qs, const stg_quota_cost *used, size_t n_used,
                   int64_t now_us)
 {
-    if (!q || !hostname || (n_used && !used))
+    if (!q || !hostname || !costs_valid(used, n_used))
         return STG_EINVAL;
-    for (size_t i = 0; i < n_used; i++)
-        if (used[i].amount < 0)
-            return STG_EINVAL;
     tview v;
     memset(&v, 0, sizeof v);
     if (t) {
