@@ -500,6 +500,17 @@ int stg_quota_acquire(stg_quota *q, const char *hostname, const char *route_name
                                     wait_us);
 }
 
+/* The view of a caller's ticket; false, with v->n = 0, when its count is
+ * out of range: a garbage ticket is never acted on. */
+static bool ticket_view(const stg_quota_ticket *t, tview *v)
+{
+    memcpy(v, t, sizeof *v);
+    if (v->n >= 0 && v->n <= STG_QUOTA_TICKET_MAX)
+        return true;
+    v->n = 0;
+    return false;
+}
+
 /* A caller's list of costs: present when counted, no amount negative. */
 static bool costs_valid(const stg_quota_cost *c, size_t n)
 {
@@ -905,10 +916,8 @@ static int settle(stg_quota *q, const char *hostname, const char *route_name, st
     tview v;
     memset(&v, 0, sizeof v);
     if (t) {
-        memcpy(&v, t, sizeof v);
+        ticket_view(t, &v); /* never settles a garbage ticket */
         memset(t, 0, sizeof *t);
-        if (v.n < 0 || v.n > STG_QUOTA_TICKET_MAX)
-            v.n = 0; /* never settled a garbage ticket */
     }
     /* A ticket whose head was learned (stg_quota_head) settles what it
      * still holds, at the body's usage: the quotas qs tells were the
@@ -957,9 +966,7 @@ int stg_quota_head(stg_quota *q, const char *hostname, const char *route_name,
     if (!q || !hostname || !t)
         return STG_EINVAL;
     tview v;
-    memcpy(&v, t, sizeof v);
-    if (v.n < 0 || v.n > STG_QUOTA_TICKET_MAX)
-        v.n = 0; /* never learned for a garbage ticket */
+    ticket_view(t, &v); /* never learns for a garbage ticket */
     if (v.cold & T_HEAD)
         return STG_OK; /* told once: a second head is not news */
     stg_quota_set none;
@@ -1028,9 +1035,9 @@ int stg_quota_cancel(stg_quota *q, const char *hostname, stg_quota_ticket *t)
     if (!t)
         return STG_OK;
     tview v;
-    memcpy(&v, t, sizeof v);
+    bool valid = ticket_view(t, &v);
     memset(t, 0, sizeof *t);
-    if (v.n < 0 || v.n > STG_QUOTA_TICKET_MAX)
+    if (!valid)
         return STG_OK;
     pthread_mutex_lock(&q->lock);
     host *h = host_find(q, hostname);
@@ -1059,8 +1066,7 @@ int stg_quota_tally(stg_quota *q, const char *hostname, const stg_quota_ticket *
     if (!t)
         return STG_OK;
     tview v;
-    memcpy(&v, t, sizeof v);
-    if (v.n < 0 || v.n > STG_QUOTA_TICKET_MAX)
+    if (!ticket_view(t, &v))
         return STG_OK;
     pthread_mutex_lock(&q->lock);
     host *h = host_find(q, hostname);
