@@ -32,13 +32,7 @@ static stg_queue *open_q(char *name, size_t n)
     char url[128];
     snprintf(name, n, "load%d", ++g_seq);
     snprintf(url, sizeof url, "redis://127.0.0.1:%d/%s", g_port, name);
-    stg_queue_config c = {.url = url, .worker = "w"};
-    int err = -1;
-    char why[256] = "";
-    stg_queue *q = stg_queue_new(&c, &err, why, sizeof why);
-    if (!q)
-        fail_msg("stg_queue_new: %d %s", err, why);
-    return q;
+    return queue_open(url, "w", 0, 0);
 }
 
 static long long xlen(const char *name)
