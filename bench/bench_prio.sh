@@ -26,18 +26,8 @@ for tool in redis-server redis-cli python3; do
   command -v $tool >/dev/null || { echo "bench_prio: $tool not found (scripts/deps.sh)" >&2; exit 2; }
 done
 
-PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-redis-server --port "$PORT" --bind 127.0.0.1 --save '' --appendonly no --daemonize no \
-  >/dev/null 2>&1 &
-PID=$!
-OUT=$(mktemp)
-trap 'kill $PID 2>/dev/null; wait $PID 2>/dev/null; rm -f "$OUT"' EXIT INT TERM
-i=0
-until redis-cli -h 127.0.0.1 -p "$PORT" ping >/dev/null 2>&1; do
-  i=$((i + 1))
-  [ $i -lt 100 ] || { echo "bench_prio: redis-server did not start" >&2; exit 1; }
-  sleep 0.05
-done
+. "$(dirname "$0")/redis_lib.sh"
+redis_bench_start bench_prio # PORT, PID, OUT
 
 for s in inter tenants; do
   for m in fcfs class; do

@@ -110,6 +110,7 @@ const cli_opt cli_batch_queue_opts[] = {
 #include <stagger/redis/queue.h>
 
 #include "batch/batch.h"
+#include "batch/queue_load.h"
 #include "batch/queue_source.h"
 #include "store/export_row.h"
 #include "util/clock.h"
@@ -151,77 +152,70 @@ static stg_queue *open_queue(const char *url, const batch_queue_opts *qo, cli_re
 
 /* ---- load ---------------------------------------------------------------- */
 
-#define LOAD_CHUNK 200
+/* The first 20 bad lines, as they come; the rest counted. */
+typedef struct bad_lines {
+    const char *name;
+    size_t seen;
+} bad_lines;
 
+static void print_bad(void *data, long line, const char *message)
+{
+    bad_lines *bl = data;
+    if (bl->seen++ < 20)
+        fprintf(stderr, "stagger batch: %s:%ld: %s\n", bl->name, line, message);
+}
+
+/* INPUT streamed into the queue (batch/queue_load.h: memory bounded by a
+ * chunk, not by the input). -1 to go on, or an exit status. */
 static int load_input(const batch_opts *o, stg_queue *q, const char *name)
 {
-    stg_job_set set;
     char err[800];
-    int rc = stg__input_read_path(o->input, &o->in, &set, err, sizeof err);
+    stg_input_reader *r = NULL;
+    int rc = stg__input_reader_open(o->input, &o->in, &r, err, sizeof err);
     if (rc != STG_OK) {
         fprintf(stderr, "stagger batch: %s\n", err);
         return rc == STG_EINVAL ? CLI_EXIT_USAGE : CLI_EXIT_INPUT;
     }
     const char *in_name = strcmp(o->input, "-") ? o->input : "stdin";
+    bad_lines bl = {.name = in_name};
+    stg_batch_queue_load_options lo = {.input_path = o->input,
+                                       .strict = o->strict,
+                                       .on_bad = print_bad,
+                                       .bad_data = &bl};
+    stg_batch_queue_load_result res;
+    rc = stg__batch_queue_load(q, r, &lo, &res);
+    stg__input_reader_free(r);
+    if (bl.seen > 20)
+        fprintf(stderr, "stagger batch: ... and %zu more bad lines\n", bl.seen - 20);
     int ex = -1;
-    for (size_t i = 0; i < set.n_bad && i < 20; i++)
-        fprintf(stderr, "stagger batch: %s:%ld: %s\n", in_name, set.bad[i].line,
-                set.bad[i].message);
-    if (set.n_bad > 20)
-        fprintf(stderr, "stagger batch: ... and %zu more bad lines\n", set.n_bad - 20);
-    if (o->strict && set.n_bad) {
+    if (rc != STG_OK && res.stage == STG_QLOAD_INPUT) {
+        fprintf(stderr, "stagger batch: %s\n", res.err);
+        ex = rc == STG_EINVAL ? CLI_EXIT_USAGE : CLI_EXIT_INPUT;
+    } else if (rc != STG_OK && res.stage == STG_QLOAD_SPOOL) {
+        fprintf(stderr, "stagger batch: loading queue %s: %s\n", name, res.err);
+        ex = CLI_EXIT_DB;
+    } else if (rc != STG_OK) {
+        fprintf(stderr, "stagger batch: loading queue %s: %s\n", name, stg_queue_errmsg(q));
+        ex = rc == STG_ESTATE ? CLI_EXIT_DB : rc == STG_EUNAVAIL ? CLI_EXIT_LIMITER : 1;
+    } else if (res.refused && o->strict && res.bad) {
         fprintf(stderr, "stagger batch: refusing to load: %zu bad input lines (--strict)\n",
-                set.n_bad);
+                res.bad);
         ex = CLI_EXIT_INPUT;
-    } else if (set.n == 0) {
+    } else if (res.refused) {
         fprintf(stderr, "stagger batch: %s: no jobs in the input\n", in_name);
         ex = CLI_EXIT_INPUT;
-    }
-    for (size_t i = 0; ex < 0 && i < set.n; i++)
-        if (set.jobs[i].url_secret || set.jobs[i].headers_secret) {
-            fprintf(stderr,
-                    "stagger batch: %s:%ld: job %s carries a secret in its %s; a queue keeps "
-                    "jobs in Redis, where every worker reads them: give secrets to each worker "
-                    "with -H or --secret-header-env instead (nothing was loaded)\n",
-                    in_name, set.jobs[i].line, set.jobs[i].key,
-                    set.jobs[i].url_secret ? "URL" : "headers");
-            ex = CLI_EXIT_INPUT;
-        }
-    int64_t added = 0;
-    stg_queue_spec *specs = ex < 0 ? calloc(LOAD_CHUNK, sizeof *specs) : NULL;
-    if (ex < 0 && !specs)
-        ex = CLI_EXIT_FAILED;
-    for (size_t i = 0; ex < 0 && i < set.n; i += LOAD_CHUNK) {
-        size_t n = set.n - i < LOAD_CHUNK ? set.n - i : LOAD_CHUNK;
-        for (size_t k = 0; k < n; k++) {
-            const stg_job_spec *j = &set.jobs[i + k];
-            specs[k] = (stg_queue_spec){
-                .id = (int64_t)(i + k + 1),
-                .key = j->key,
-                .method = j->method,
-                .url = j->url,
-                .headers = (const char *const *)j->headers,
-                .n_headers = j->n_headers,
-                .body = j->body,
-                .body_len = j->body_len,
-                .idempotency_key = j->idempotency_key,
-                .replay_safe = stg__store_replay_safe(j->method, j->idempotency_key),
-                .line = j->line,
-            };
-        }
-        int64_t a = 0;
-        rc = stg_queue_load(q, set.fingerprint, (int64_t)set.n, specs, n, &a);
-        added += a;
-        if (rc != STG_OK) {
-            fprintf(stderr, "stagger batch: loading queue %s: %s\n", name, stg_queue_errmsg(q));
-            ex = rc == STG_ESTATE ? CLI_EXIT_DB : rc == STG_EUNAVAIL ? CLI_EXIT_LIMITER : 1;
-        }
-    }
-    if (ex < 0 && !o->quiet)
+    } else if (res.secret_line) {
+        fprintf(stderr,
+                "stagger batch: %s:%ld: job %s carries a secret in its %s; a queue keeps "
+                "jobs in Redis, where every worker reads them: give secrets to each worker "
+                "with -H or --secret-header-env instead (nothing was loaded)\n",
+                in_name, res.secret_line, res.secret_key,
+                res.secret_in_url ? "URL" : "headers");
+        ex = CLI_EXIT_INPUT;
+    } else if (!o->quiet) {
         fprintf(stderr, "stagger batch: %lld jobs loaded into queue %s (%lld were there already)\n",
-                (long long)added, name, (long long)set.n - added);
-    free(specs);
-    stg__job_set_free(&set);
+                (long long)res.added, name, (long long)res.jobs - (long long)res.added);
+    }
     return ex;
 }
 

@@ -828,8 +828,8 @@ static void sqlite_process_config(void)
 int batch_run(const batch_opts *o)
 {
     sqlite_process_config();
-    if (o->queue.url)
-        return batch_queue_run(o); /* the work queue: batch_queue.c */
+    if (o->queue.url && !o->dry_run) /* --dry-run reads the input alone, as below */
+        return batch_queue_run(o);     /* the work queue: batch_queue.c */
     stg_input_reader *reader = NULL;
     stg_input_cursor *cursor = NULL;
     stg_input_secrets secrets;

@@ -15,6 +15,7 @@
 
 #include "cli/cli.h"
 #include "util/http_field.h"
+#include "util/read_all.h"
 
 int cli_usage_error(const char *cmd, const char *fmt, ...)
 {
@@ -462,34 +463,12 @@ char *cli_read_file(const char *path, size_t *len)
     FILE *f = strcmp(path, "-") ? fopen(path, "rb") : stdin;
     if (!f)
         return NULL;
-    size_t cap = 4096, n = 0;
-    char *buf = malloc(cap);
-    while (buf) {
-        size_t got = fread(buf + n, 1, cap - n, f);
-        n += got;
-        if (n < cap) {
-            if (ferror(f)) {
-                free(buf);
-                buf = NULL;
-                errno = EIO;
-            }
-            break;
-        }
-        char *nb = cap > ((size_t)1 << 31) ? NULL : realloc(buf, cap * 2);
-        if (!nb) {
-            free(buf);
-            buf = NULL;
-            errno = ENOMEM;
-            break;
-        }
-        buf = nb;
-        cap *= 2;
-    }
-    if (f != stdin)
+    char *buf = stg__read_all(f, (size_t)1 << 32, len);
+    if (f != stdin) {
+        int e = errno;
         fclose(f);
-    *len = n;
-    if (buf)
-        buf[n] = '\0'; /* the loop leaves n < cap */
+        errno = e;
+    }
     return buf;
 }
 

@@ -60,6 +60,12 @@ static bool finite_nonneg(double x)
     return isfinite(x) && x >= 0.0;
 }
 
+/* A duration of the config: 0 is its default d, a negative one none (0). */
+static int64_t duration_or(int64_t us, int64_t d)
+{
+    return us == 0 ? d : us < 0 ? 0 : us;
+}
+
 static int resolve(const stg_adaptive_config *in, stg_adaptive_config *out)
 {
     stg_adaptive_config c = {0};
@@ -82,18 +88,11 @@ static int resolve(const stg_adaptive_config *in, stg_adaptive_config *out)
         c.hold_spread = STG_ADAPTIVE_DEFAULT_HOLD_SPREAD;
     else if (c.hold_spread < 0.0)
         c.hold_spread = 0.0;
-    if (c.recovery_us == 0)
-        c.recovery_us = STG_ADAPTIVE_DEFAULT_RECOVERY_US;
-    else if (c.recovery_us < 0)
-        c.recovery_us = 0;
-    if (c.startup_doubling_us == 0)
-        c.startup_doubling_us = STG_ADAPTIVE_DEFAULT_STARTUP_DOUBLING_US;
-    else if (c.startup_doubling_us < 0)
-        c.startup_doubling_us = 0;
-    if (c.hold_spread_min_us == 0)
-        c.hold_spread_min_us = STG_ADAPTIVE_DEFAULT_HOLD_SPREAD_MIN_US;
-    else if (c.hold_spread_min_us < 0)
-        c.hold_spread_min_us = 0;
+    c.recovery_us = duration_or(c.recovery_us, STG_ADAPTIVE_DEFAULT_RECOVERY_US);
+    c.startup_doubling_us =
+        duration_or(c.startup_doubling_us, STG_ADAPTIVE_DEFAULT_STARTUP_DOUBLING_US);
+    c.hold_spread_min_us =
+        duration_or(c.hold_spread_min_us, STG_ADAPTIVE_DEFAULT_HOLD_SPREAD_MIN_US);
     if (!(c.beta < 1.0) || c.min_rate < STG_ADAPTIVE_RATE_MIN ||
         c.min_rate > STG_BUCKET_RATE_MAX || (c.max_rate != 0.0 && c.max_rate < c.min_rate) ||
         c.measure_cap < 1.0 || c.burst < 1 || c.burst > STG_ADAPTIVE_BURST_MAX ||

@@ -32,6 +32,7 @@
  */
 #include <math.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -207,20 +208,36 @@ static host *host_find(stg_quota *q, const char *name)
     return NULL;
 }
 
+/* The index of the slot a new entry takes among the n (> 0) of v, each
+ * size bytes with its name (char *, NULL: free) at name_at and its last
+ * use (uint64_t) at tick_at: the first free one, else the least recently
+ * used. The one rule of the host and route tables. */
+static int64_t lru_slot(const void *v, size_t size, int64_t n, size_t name_at, size_t tick_at)
+{
+    STG_ASSERT(n > 0);
+    int64_t best = 0;
+    uint64_t best_tick = UINT64_MAX;
+    for (int64_t i = 0; i < n; i++) {
+        const char *e = (const char *)v + (size_t)i * size;
+        const char *name;
+        uint64_t tick;
+        memcpy(&name, e + name_at, sizeof name);
+        if (!name)
+            return i;
+        memcpy(&tick, e + tick_at, sizeof tick);
+        if (tick < best_tick) {
+            best = i;
+            best_tick = tick;
+        }
+    }
+    return best;
+}
+#define LRU_SLOT(T, v, n) lru_slot((v), sizeof(T), (n), offsetof(T, name), offsetof(T, tick))
+
 /* A new, empty host (the least recently used one forgotten at the cap). */
 static host *host_add(stg_quota *q, const char *name)
 {
-    host *slot = NULL;
-    for (int64_t i = 0; i < q->max_hosts; i++) {
-        host *h = &q->h[i];
-        if (!h->name) {
-            slot = h;
-            break;
-        }
-        if (!slot || h->tick < slot->tick)
-            slot = h;
-    }
-    STG_ASSERT(slot);
+    host *slot = &q->h[LRU_SLOT(host, q->h, q->max_hosts)];
     host_clear(q, slot);
     slot->name = strdup(name);
     slot->q = calloc((size_t)q->max_keys, sizeof *slot->q);
@@ -483,15 +500,34 @@ int stg_quota_acquire(stg_quota *q, const char *hostname, const char *route_name
                                     wait_us);
 }
 
+/* The view of a caller's ticket; false, with v->n = 0, when its count is
+ * out of range: a garbage ticket is never acted on. */
+static bool ticket_view(const stg_quota_ticket *t, tview *v)
+{
+    memcpy(v, t, sizeof *v);
+    if (v->n >= 0 && v->n <= STG_QUOTA_TICKET_MAX)
+        return true;
+    v->n = 0;
+    return false;
+}
+
+/* A caller's list of costs: present when counted, no amount negative. */
+static bool costs_valid(const stg_quota_cost *c, size_t n)
+{
+    if (n && !c)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (c[i].amount < 0)
+            return false;
+    return true;
+}
+
 int stg_quota_acquire_demand(stg_quota *q, const char *hostname, const char *route_name,
                              const stg_quota_cost *costs, size_t n_costs, int64_t demand,
                              int64_t now_us, stg_quota_ticket *t, int64_t *wait_us)
 {
-    if (!q || !hostname || !t || (n_costs && !costs))
+    if (!q || !hostname || !t || !costs_valid(costs, n_costs))
         return STG_EINVAL;
-    for (size_t i = 0; i < n_costs; i++)
-        if (costs[i].amount < 0)
-            return STG_EINVAL;
     tview v;
     memset(&v, 0, sizeof v);
     int64_t wait = 0;
@@ -726,17 +762,7 @@ static void route_map(stg_quota *q, host *h, const char *name, const uint64_t *u
 {
     route *r = route_find(q, h, name);
     if (!r) {
-        route *slot = NULL;
-        for (int64_t i = 0; i < q->max_routes; i++) {
-            route *x = &h->r[i];
-            if (!x->name) {
-                slot = x;
-                break;
-            }
-            if (!slot || x->tick < slot->tick)
-                slot = x;
-        }
-        STG_ASSERT(slot);
+        route *slot = &h->r[LRU_SLOT(route, h->r, q->max_routes)];
         char *copy = strdup(name);
         if (!copy)
             return; /* unmapped: the route stays charged to every key */
@@ -885,18 +911,13 @@ static int settle(stg_quota *q, const char *hostname, const char *route_name, st
                   const stg_quota_set *qs, const stg_quota_cost *used, size_t n_used,
                   int64_t now_us)
 {
-    if (!q || !hostname || (n_used && !used))
+    if (!q || !hostname || !costs_valid(used, n_used))
         return STG_EINVAL;
-    for (size_t i = 0; i < n_used; i++)
-        if (used[i].amount < 0)
-            return STG_EINVAL;
     tview v;
     memset(&v, 0, sizeof v);
     if (t) {
-        memcpy(&v, t, sizeof v);
+        ticket_view(t, &v); /* never settles a garbage ticket */
         memset(t, 0, sizeof *t);
-        if (v.n < 0 || v.n > STG_QUOTA_TICKET_MAX)
-            v.n = 0; /* never settled a garbage ticket */
     }
     /* A ticket whose head was learned (stg_quota_head) settles what it
      * still holds, at the body's usage: the quotas qs tells were the
@@ -945,9 +966,7 @@ int stg_quota_head(stg_quota *q, const char *hostname, const char *route_name,
     if (!q || !hostname || !t)
         return STG_EINVAL;
     tview v;
-    memcpy(&v, t, sizeof v);
-    if (v.n < 0 || v.n > STG_QUOTA_TICKET_MAX)
-        v.n = 0; /* never learned for a garbage ticket */
+    ticket_view(t, &v); /* never learns for a garbage ticket */
     if (v.cold & T_HEAD)
         return STG_OK; /* told once: a second head is not news */
     stg_quota_set none;
@@ -1016,9 +1035,9 @@ int stg_quota_cancel(stg_quota *q, const char *hostname, stg_quota_ticket *t)
     if (!t)
         return STG_OK;
     tview v;
-    memcpy(&v, t, sizeof v);
+    bool valid = ticket_view(t, &v);
     memset(t, 0, sizeof *t);
-    if (v.n < 0 || v.n > STG_QUOTA_TICKET_MAX)
+    if (!valid)
         return STG_OK;
     pthread_mutex_lock(&q->lock);
     host *h = host_find(q, hostname);
@@ -1047,8 +1066,7 @@ int stg_quota_tally(stg_quota *q, const char *hostname, const stg_quota_ticket *
     if (!t)
         return STG_OK;
     tview v;
-    memcpy(&v, t, sizeof v);
-    if (v.n < 0 || v.n > STG_QUOTA_TICKET_MAX)
+    if (!ticket_view(t, &v))
         return STG_OK;
     pthread_mutex_lock(&q->lock);
     host *h = host_find(q, hostname);

@@ -55,6 +55,7 @@
 #include <jansson.h>
 
 #include "curl/internal.h"
+#include "util/utf8.h"
 
 #define DEPTH_MAX 64
 #define NUM_MAX INT64_C(1000000000000)
@@ -91,12 +92,7 @@ static shape shape_of(const char *url)
 
 static int64_t code_points(const json_t *s)
 {
-    const unsigned char *p = (const unsigned char *)json_string_value(s);
-    size_t len = json_string_length(s);
-    int64_t n = 0;
-    for (size_t i = 0; i < len; i++)
-        n += (p[i] & 0xC0) != 0x80;
-    return n;
+    return stg__utf8_chars(json_string_value(s), json_string_length(s));
 }
 
 /* Keys whose string values are not text the model reads as prose. */

@@ -494,6 +494,16 @@ static int trip(stg_redis_quota *q, sq_host *h, bool grant, bool give_back,
     return STG_OK;
 }
 
+/* Under mu: a round trip that asks for nothing, reporting h's quotas (and
+ * giving its lease back when give_back): trip()'s codes. */
+static int report(stg_redis_quota *q, sq_host *h, bool give_back, int64_t now,
+                  stg__note *note)
+{
+    int status;
+    int64_t wait_us;
+    return trip(q, h, false, give_back, NULL, 0, ~UINT64_C(0), 1, now, &status, &wait_us, note);
+}
+
 /* ---- acquire ------------------------------------------------------------------ */
 
 static stg_redis_quota_ticket *take(sq_host *h, const stg_quota_cost *costs, size_t n,
@@ -729,10 +739,7 @@ int stg_redis_quota_settle(stg_redis_quota *q, stg_redis_quota_ticket *t,
     bool idle = demand <= 0 && host_idle(h);
     bool give_back = idle && (holds || pending);
     if (fresh || give_back || ((pending || holds) && now - h->last_trip >= q->refresh_us)) {
-        int st;
-        int64_t w;
-        if (trip(q, h, false, idle, NULL, 0, ~UINT64_C(0), 1, now, &st, &w, &note) == STG_OK &&
-            fresh)
+        if (report(q, h, idle, now, &note) == STG_OK && fresh)
             h->ask_at = 0; /* a quota learned: the next acquire asks */
     }
 out:
@@ -753,10 +760,7 @@ void stg_redis_quota_tick(stg_redis_quota *q)
         sq_host *h = q->hosts[i];
         if (host_idle(h) || now - h->last_trip < q->refresh_us)
             continue;
-        int st;
-        int64_t w;
-        if (trip(q, h, false, false, NULL, 0, ~UINT64_C(0), 1, now, &st, &w, &note) ==
-            STG_EUNAVAIL)
+        if (report(q, h, false, now, &note) == STG_EUNAVAIL)
             break; /* unreachable: the next tick tries again */
     }
     pthread_mutex_unlock(&q->l->mu);
@@ -798,10 +802,8 @@ void stg_redis_quota_free(stg_redis_quota *q)
         bool holds = false;
         for (int k = 0; k < h->n; k++)
             holds |= h->q[k].lease > 0 || h->q[k].spent > 0 || h->q[k].count >= 0;
-        int st;
-        int64_t w;
         if (holds && q->l->ctx)
-            (void)trip(q, h, false, true, NULL, 0, ~UINT64_C(0), 1, now, &st, &w, &note);
+            (void)report(q, h, true, now, &note);
         free(h);
     }
     pthread_mutex_unlock(&q->l->mu);

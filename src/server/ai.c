@@ -49,6 +49,7 @@
 
 #include "server/ai.h"
 #include "server/buf.h"
+#include "util/utf8.h"
 
 static bool ends_with(const char *s, const char *suffix)
 {
@@ -76,12 +77,7 @@ srv_ai_api srv_ai_route(const char *persona, const char *method, const char *url
 /* Unicode code points of a UTF-8 string (jansson's strings are UTF-8). */
 static int64_t code_points(json_t *s)
 {
-    const unsigned char *p = (const unsigned char *)json_string_value(s);
-    size_t n = json_string_length(s);
-    int64_t c = 0;
-    for (size_t i = 0; i < n; i++)
-        c += (p[i] & 0xC0) != 0x80;
-    return c;
+    return stg__utf8_chars(json_string_value(s), json_string_length(s));
 }
 
 /* Characters of a content: a string, or an array of parts whose "text" is

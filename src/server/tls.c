@@ -22,40 +22,19 @@
 
 #include "server/internal.h"
 #include "server/tls.h"
+#include "util/read_all.h"
 
-/* The whole file, NUL-terminated; NULL with errno set. */
+/* The whole file (at most 64 MiB), NUL-terminated; NULL with errno set. */
 static char *slurp(const char *path)
 {
     FILE *f = fopen(path, "rb");
     if (!f)
         return NULL;
-    size_t len = 0, cap = 4096;
-    char *buf = malloc(cap);
-    while (buf) {
-        size_t n = fread(buf + len, 1, cap - len - 1, f);
-        len += n;
-        if (n == 0)
-            break;
-        if (cap - len - 1 == 0) {
-            char *b = cap < (64u << 20) ? realloc(buf, cap * 2) : NULL;
-            if (!b) {
-                free(buf);
-                buf = NULL;
-                errno = EFBIG;
-                break;
-            }
-            buf = b;
-            cap *= 2;
-        }
-    }
-    if (buf && ferror(f)) {
-        free(buf);
-        buf = NULL;
-        errno = EIO;
-    }
+    size_t len;
+    char *buf = stg__read_all(f, (size_t)64 << 20, &len);
+    int e = errno;
     fclose(f);
-    if (buf)
-        buf[len] = '\0';
+    errno = e;
     return buf;
 }
 

@@ -147,6 +147,22 @@ static void fmt_num(double v, char *buf, size_t size)
         snprintf(buf, size, "%g", v);
 }
 
+/* A panel's horizontal grid lines, x_left to x_right, with their values
+ * left of it: 0 to ymax every ystep, y_bottom the 0 line, height ymax's
+ * distance above it. */
+static void y_grid(FILE *f, int x_left, int x_right, int y_bottom, double height, double ymax,
+                   double ystep)
+{
+    for (double v = 0; v <= ymax + 1e-9; v += ystep) {
+        double y = y_bottom - v / ymax * height;
+        char t[32];
+        fmt_num(v, t, sizeof t);
+        fprintf(f, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"#e6e6e6\"/>"
+                   "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\" fill=\"#444\">%s</text>\n",
+                x_left, y, x_right, y, x_left - 6, y + 4, t);
+    }
+}
+
 static void header(FILE *f, int h, const char *title, const char *subtitle)
 {
     fprintf(f,
@@ -261,15 +277,7 @@ static int arrivals_chart(FILE *f, const sim_results *r)
         fprintf(f, "<text x=\"%d\" y=\"%d\" font-weight=\"bold\" fill=\"%s\">%s</text>"
                    "<text x=\"%d\" y=\"%d\" text-anchor=\"end\" fill=\"#333\">%s</text>\n",
                 ML, y0 - 8, row_color(row), lab, W - MR, y0 - 8, sum);
-        /* grid and y ticks */
-        for (double v = 0; v <= ymax + 1e-9; v += ystep) {
-            double y = y1 - v / ymax * PANEL_H;
-            char t[32];
-            fmt_num(v, t, sizeof t);
-            fprintf(f, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"#e6e6e6\"/>"
-                       "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\" fill=\"#444\">%s</text>\n",
-                    ML, y, W - MR, y, ML - 6, y + 4, t);
-        }
+        y_grid(f, ML, W - MR, y1, PANEL_H, ymax, ystep);
         fprintf(f, "<text transform=\"translate(%d,%d) rotate(-90)\" text-anchor=\"middle\" "
                    "fill=\"#444\">%s</text>\n",
                 16, (y0 + y1) / 2, ylab);
@@ -345,14 +353,7 @@ static void line_chart(FILE *f, const sim_results *r, const char *key, const cha
     xhi = ceil(xhi / xstep - 1e-9) * xstep;
     int y1 = y0 + ph;
     fprintf(f, "<text x=\"%d\" y=\"%d\" font-weight=\"bold\">%s</text>\n", x0, y0 - 10, ytitle);
-    for (double v = 0; v <= ymax + 1e-9; v += ystep) {
-        double y = y1 - v / ymax * ph;
-        char t[32];
-        fmt_num(v, t, sizeof t);
-        fprintf(f, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"#e6e6e6\"/>"
-                   "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\" fill=\"#444\">%s</text>\n",
-                x0, y, x0 + pw, y, x0 - 6, y + 4, t);
-    }
+    y_grid(f, x0, x0 + pw, y1, ph, ymax, ystep);
     for (double v = xlo; v <= xhi + 1e-9; v += xstep) {
         double x = x0 + (v - xlo) / (xhi - xlo) * pw;
         fprintf(f, "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" stroke=\"#000\"/>"

@@ -88,6 +88,16 @@ bool stg__store_has_table(stg_store *s, const char *name)
     return yes;
 }
 
+int stg__store_run_table(stg_store *s, const char *create_sql, const char *upsert_sql,
+                         sqlite3_stmt **st)
+{
+    *st = NULL;
+    int rc = sqlite3_exec(s->db, create_sql, NULL, NULL, NULL);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_prepare_v2(s->db, upsert_sql, -1, st, NULL);
+    return rc;
+}
+
 static int quick_check(stg_store *s)
 {
     sqlite3_stmt *st = NULL;

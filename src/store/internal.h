@@ -64,6 +64,12 @@ int stg__store_check_rows(stg_store *s, int64_t n, bool unknown_state);
 /* Whether the database has table name (older databases lack the later
  * ones; a failed read says no). */
 bool stg__store_has_table(stg_store *s, const char *name);
+/* A table of figures per run that later versions added (run_waits,
+ * run_classes): created by create_sql when missing, then *st prepared from
+ * upsert_sql (adding to the latest run's row; the caller finalizes it,
+ * NULL on an error). Returns SQLite's code. */
+int stg__store_run_table(stg_store *s, const char *create_sql, const char *upsert_sql,
+                         sqlite3_stmt **st);
 
 /* The writer's WAL hook (walsync.c): autocheckpoint, early write-back and
  * checkpoints ahead on the helper's own connection. stop (joins the

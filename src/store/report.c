@@ -299,20 +299,17 @@ static int waits(stg_store *s, stg_store_report *r)
 
 int stg__store_run_waits_add(stg_store *s, int64_t retry_ms, int64_t limiter_ms)
 {
-    int rc = sqlite3_exec(s->db,
-                          "CREATE TABLE IF NOT EXISTS run_waits(run_id INTEGER PRIMARY KEY "
-                          "REFERENCES runs(id), retry_ms INTEGER NOT NULL, "
-                          "limiter_ms INTEGER NOT NULL)",
-                          NULL, NULL, NULL);
-    sqlite3_stmt *st = NULL;
-    if (rc == SQLITE_OK)
-        rc = sqlite3_prepare_v2(s->db,
-                                "INSERT INTO run_waits(run_id, retry_ms, limiter_ms) "
-                                "SELECT max(id), ?1, ?2 FROM runs HAVING max(id) IS NOT NULL "
-                                "ON CONFLICT(run_id) DO UPDATE SET "
-                                "retry_ms = retry_ms + excluded.retry_ms, "
-                                "limiter_ms = limiter_ms + excluded.limiter_ms",
-                                -1, &st, NULL);
+    sqlite3_stmt *st;
+    int rc = stg__store_run_table(s,
+                                  "CREATE TABLE IF NOT EXISTS run_waits(run_id INTEGER PRIMARY "
+                                  "KEY REFERENCES runs(id), retry_ms INTEGER NOT NULL, "
+                                  "limiter_ms INTEGER NOT NULL)",
+                                  "INSERT INTO run_waits(run_id, retry_ms, limiter_ms) "
+                                  "SELECT max(id), ?1, ?2 FROM runs HAVING max(id) IS NOT NULL "
+                                  "ON CONFLICT(run_id) DO UPDATE SET "
+                                  "retry_ms = retry_ms + excluded.retry_ms, "
+                                  "limiter_ms = limiter_ms + excluded.limiter_ms",
+                                  &st);
     if (rc == SQLITE_OK) {
         sqlite3_bind_int64(st, 1, retry_ms);
         sqlite3_bind_int64(st, 2, limiter_ms);

@@ -112,22 +112,20 @@ int stg__store_report_classes(stg_store *s, stg_store_report *r)
 
 int stg__store_run_classes_add(stg_store *s, const stg_run_class *v, size_t n)
 {
-    int rc = sqlite3_exec(s->db,
-                          "CREATE TABLE IF NOT EXISTS run_classes(run_id INTEGER NOT NULL "
-                          "REFERENCES runs(id), class TEXT NOT NULL, tenant TEXT NOT NULL, "
-                          "admitted INTEGER NOT NULL, wait_ms INTEGER NOT NULL, "
-                          "wait_max_ms INTEGER NOT NULL, PRIMARY KEY(run_id, class, tenant))",
-                          NULL, NULL, NULL);
-    sqlite3_stmt *st = NULL;
-    if (rc == SQLITE_OK)
-        rc = sqlite3_prepare_v2(s->db,
-                                "INSERT INTO run_classes(run_id, class, tenant, admitted, wait_ms, "
-                                "wait_max_ms) SELECT max(id), ?1, ?2, ?3, ?4, ?5 FROM runs "
-                                "HAVING max(id) IS NOT NULL ON CONFLICT(run_id, class, tenant) DO "
-                                "UPDATE SET admitted = admitted + excluded.admitted, "
-                                "wait_ms = wait_ms + excluded.wait_ms, "
-                                "wait_max_ms = max(wait_max_ms, excluded.wait_max_ms)",
-                                -1, &st, NULL);
+    sqlite3_stmt *st;
+    int rc = stg__store_run_table(
+        s,
+        "CREATE TABLE IF NOT EXISTS run_classes(run_id INTEGER NOT NULL "
+        "REFERENCES runs(id), class TEXT NOT NULL, tenant TEXT NOT NULL, "
+        "admitted INTEGER NOT NULL, wait_ms INTEGER NOT NULL, "
+        "wait_max_ms INTEGER NOT NULL, PRIMARY KEY(run_id, class, tenant))",
+        "INSERT INTO run_classes(run_id, class, tenant, admitted, wait_ms, "
+        "wait_max_ms) SELECT max(id), ?1, ?2, ?3, ?4, ?5 FROM runs "
+        "HAVING max(id) IS NOT NULL ON CONFLICT(run_id, class, tenant) DO "
+        "UPDATE SET admitted = admitted + excluded.admitted, "
+        "wait_ms = wait_ms + excluded.wait_ms, "
+        "wait_max_ms = max(wait_max_ms, excluded.wait_max_ms)",
+        &st);
     for (size_t i = 0; rc == SQLITE_OK && i < n; i++) {
         sqlite3_reset(st);
         sqlite3_bind_text(st, 1, v[i].cls, -1, SQLITE_TRANSIENT);

@@ -8,18 +8,41 @@ command -v redis-server >/dev/null && command -v redis-cli >/dev/null ||
 free_port() {
   python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
 }
+# redis_up PORT PID LOG: until the redis-server PID on PORT answers (a 10 s
+# hang guard); exits the test with LOG's tail when it does not.
+redis_up() {
+  for _ in $(seq 1 200); do
+    [ "$(redis-cli -p "$1" ping 2>/dev/null)" = PONG ] && return 0
+    kill -0 "$2" 2>/dev/null || break
+    sleep 0.05
+  done
+  echo "redis-server did not start: $(tail -n 5 "$3")" >&2; exit 1
+}
 # start_redis [ARGS...]: redis-server on $RPORT (persistence off unless ARGS
 # say otherwise); sets RPID. Waits until it answers (a 10 s hang guard).
 start_redis() {
   redis-server --port "$RPORT" --bind 127.0.0.1 --save '' --appendonly no --daemonize no \
     --dir "$T" "$@" >>"$T/redis.out" 2>&1 &
   RPID=$!
-  for _ in $(seq 1 200); do
-    [ "$(redis-cli -p "$RPORT" ping 2>/dev/null)" = PONG ] && return 0
-    kill -0 "$RPID" 2>/dev/null || break
+  redis_up "$RPORT" "$RPID" "$T/redis.out"
+}
+# redis_pair: a primary on a free port (PP, its pid PRIMARY, log $T/p.out)
+# and its replica (RP, log $T/r.out), persistence off; returns when both
+# answer and the replica is in sync (hang guards of 10 s).
+redis_pair() {
+  PP=$(free_port)
+  RP=$(free_port)
+  redis-server --port "$PP" --bind 127.0.0.1 --save '' --appendonly no --dir "$T" \
+    --daemonize no >"$T/p.out" 2>&1 &
+  PRIMARY=$!
+  redis-server --port "$RP" --bind 127.0.0.1 --save '' --appendonly no --dir "$T" \
+    --replicaof 127.0.0.1 "$PP" --daemonize no >"$T/r.out" 2>&1 &
+  redis_up "$PP" "$PRIMARY" "$T/p.out"
+  redis_up "$RP" $! "$T/r.out"
+  for _ in $(seq 200); do
+    redis-cli -p "$RP" info replication | grep -q 'master_link_status:up' && return 0
     sleep 0.05
   done
-  echo "redis-server did not start: $(tail -n 5 "$T/redis.out")" >&2; exit 1
 }
 # redis_time: Redis's clock (TIME) in microseconds.
 redis_time() { redis-cli -p "$RPORT" time | tr -d '\r' | { read -r s; read -r u; echo $((s * 1000000 + u)); }; }

@@ -26,6 +26,7 @@
 #include <hiredis/hiredis.h>
 
 #include <stagger/redis.h>
+#include <stagger/redis/queue.h>
 
 /* ---- helpers: clock, sleep ---------------------------------------------- */
 
@@ -197,6 +198,22 @@ static inline int log_count(logbook *lb)
     int n = lb->n;
     pthread_mutex_unlock(&lb->mu);
     return n;
+}
+
+/* A work queue (<stagger/redis/queue.h>) at url for worker, claim_idle_us
+ * and max_deliveries as given (0: the defaults); fails the test when it
+ * cannot be made. */
+static inline stg_queue *queue_open(const char *url, const char *worker, int64_t idle_us,
+                                    int maxd)
+{
+    stg_queue_config c = {.url = url, .worker = worker, .claim_idle_us = idle_us,
+                          .max_deliveries = maxd};
+    int err = -1;
+    char why[256] = "";
+    stg_queue *q = stg_queue_new(&c, &err, why, sizeof why);
+    if (!q)
+        fail_msg("stg_queue_new: %d %s", err, why);
+    return q;
 }
 
 /* The cmocka group fixture of the Redis test programs: one redis-server

@@ -31,18 +31,6 @@ static void queue_url(char *buf, size_t n)
     snprintf(buf, n, "redis://127.0.0.1:%d/t%d", g_port, ++g_seq);
 }
 
-static stg_queue *open_q(const char *url, const char *worker, int64_t idle_us, int maxd)
-{
-    stg_queue_config c = {.url = url, .worker = worker, .claim_idle_us = idle_us,
-                          .max_deliveries = maxd};
-    int err = -1;
-    char why[256] = "";
-    stg_queue *q = stg_queue_new(&c, &err, why, sizeof why);
-    if (!q)
-        fail_msg("stg_queue_new: %d %s", err, why);
-    return q;
-}
-
 static int64_t load_range(stg_queue *q, const char *fp, int64_t total, int64_t from, int64_t to,
                           bool replay_safe)
 {
@@ -82,7 +70,7 @@ static void test_load_twice(void **state)
     (void)state;
     char url[128];
     queue_url(url, sizeof url);
-    stg_queue *q = open_q(url, "w1", 0, 0);
+    stg_queue *q = queue_open(url, "w1", 0, 0);
     assert_int_equal(load_range(q, FP1, 300, 1, 300, true), 300);
     assert_int_equal(load_range(q, FP1, 300, 1, 300, true), 0);
     assert_int_equal(xlen(name_of(url)), 300);
@@ -136,7 +124,7 @@ static void test_two_loaders(void **state)
     assert_int_equal(a.added + b.added, 2000);
     assert_int_equal(xlen(name_of(url)), 2000);
     /* Every id once: claim them all and look. */
-    stg_queue *q = open_q(url, "w", 0, 0);
+    stg_queue *q = queue_open(url, "w", 0, 0);
     static bool seen[2001];
     memset(seen, 0, sizeof seen);
     stg_queue_job jobs[500];
@@ -166,7 +154,7 @@ static void test_one_outcome_per_job(void **state)
     (void)state;
     char url[128];
     queue_url(url, sizeof url);
-    stg_queue *a = open_q(url, "a", STG_MS(100), 0), *b = open_q(url, "b", STG_MS(100), 0);
+    stg_queue *a = queue_open(url, "a", STG_MS(100), 0), *b = queue_open(url, "b", STG_MS(100), 0);
     load_range(a, FP1, 3, 1, 3, true);
     stg_queue_job ja[3], jb[3];
     int n = 0, nb = 0;
@@ -228,7 +216,7 @@ static void test_dead_worker_non_idempotent(void **state)
     (void)state;
     char url[128];
     queue_url(url, sizeof url);
-    stg_queue *a = open_q(url, "dead", STG_MS(100), 0), *b = open_q(url, "b", STG_MS(100), 0);
+    stg_queue *a = queue_open(url, "dead", STG_MS(100), 0), *b = queue_open(url, "b", STG_MS(100), 0);
     load_range(a, FP1, 2, 1, 2, false); /* POSTs */
     stg_queue_job ja[2], jb[2];
     int n = 0, nb = 0, rev = 0;
@@ -270,7 +258,7 @@ static void test_max_deliveries_and_give_back(void **state)
     for (int i = 0; i < 3; i++) {
         char name[8];
         snprintf(name, sizeof name, "w%d", i);
-        w[i] = open_q(url, name, STG_MS(100), 2);
+        w[i] = queue_open(url, name, STG_MS(100), 2);
     }
     load_range(w[0], FP1, 2, 1, 2, true);
     stg_queue_job j[2];
@@ -326,7 +314,7 @@ static void test_hold_export_outage(void **state)
     (void)state;
     char url[128];
     queue_url(url, sizeof url);
-    stg_queue *q = open_q(url, "w", 0, 0);
+    stg_queue *q = queue_open(url, "w", 0, 0);
     assert_int_equal(stg_queue_hold(q, "127.0.0.1:9", STG_MS(400)), STG_OK);
     assert_int_equal(stg_queue_hold(q, "127.0.0.1:9", STG_MS(100)), STG_OK); /* later wins */
     int64_t left = 0;

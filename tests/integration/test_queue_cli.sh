@@ -6,7 +6,8 @@
 #  - --drain finishes the claimed jobs and leaves nothing pending;
 #  - --follow stays for jobs loaded later;
 #  - refusals: secrets in the input, another input under the same name, no
-#    such queue, Redis unreachable (exit 6, no password in messages).
+#    such queue, Redis unreachable (exit 6, no password in messages);
+#  - --dry-run reads the input and loads nothing.
 # Starts its own redis-server and stagger serve on 127.0.0.1.
 #
 # Bounds come from the protocol (the hint: no request before t + Retry-After)
@@ -174,6 +175,10 @@ DEAD=$(free_port)
 expect_exit "Redis unreachable at start: exit 6" 6 \
   "$S" batch --queue "redis://:pw-hunter3@127.0.0.1:$DEAD/q" "$T/d.txt"
 check "the password is in no message" sh -c "! grep -q pw-hunter3 /tmp/stg_err.$$"
+expect_exit "--dry-run with --queue reads the input alone: exit 0" 0 \
+  "$S" batch --queue "$R/dry" --dry-run "$T/d.txt"
+check "it says what it would run" grep -q "dry run: .* nothing sent" /tmp/stg_out.$$
+check "and loads nothing into Redis" [ -z "$(redis-cli -p "$RPORT" --scan --pattern 'stagger:q:{dry}*')" ]
 expect_exit "--queue without a NAME is a usage error" 2 "$S" batch --queue "$R"
 expect_exit "--queue with --db is a usage error" 2 "$S" batch --queue "$R/q" --db "$T/x.db"
 expect_exit "--follow without --queue is a usage error" 2 "$S" batch --follow "$T/d.txt"

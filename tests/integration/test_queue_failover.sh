@@ -15,20 +15,7 @@ STOP_SIGNAL=KILL
 scratch qfail
 . "$(dirname "$0")/queue_lib.sh"
 
-PP=$(free_port)
-RP=$(free_port)
-redis-server --port "$PP" --bind 127.0.0.1 --save '' --appendonly no --dir "$T" \
-  --daemonize no >"$T/p.out" 2>&1 &
-PRIMARY=$!
-redis-server --port "$RP" --bind 127.0.0.1 --save '' --appendonly no --dir "$T" \
-  --replicaof 127.0.0.1 "$PP" --daemonize no >"$T/r.out" 2>&1 &
-for p in $PP $RP; do
-  for _ in $(seq 200); do [ "$(redis-cli -p "$p" ping 2>/dev/null)" = PONG ] && break; sleep 0.05; done
-done
-for _ in $(seq 200); do # hang guard: until the replica is in sync
-  redis-cli -p "$RP" info replication | grep -q 'master_link_status:up' && break
-  sleep 0.05
-done
+redis_pair # PP, RP, PRIMARY (queue_lib.sh)
 echo "$PP" >"$T/target"
 python3 "$(dirname "$0")/redis_forward.py" "$T/target" >"$T/fwd.out" 2>"$T/fwd.err" &
 EP=$(listen_port "$T/fwd.out" $!)

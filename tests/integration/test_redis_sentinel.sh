@@ -11,21 +11,8 @@ STOP_SIGNAL=KILL
 scratch rsent
 . "$(dirname "$0")/queue_lib.sh"
 
-PP=$(free_port)
-RP=$(free_port)
+redis_pair # PP, RP, PRIMARY (queue_lib.sh)
 SP=$(free_port)
-redis-server --port "$PP" --bind 127.0.0.1 --save '' --appendonly no --dir "$T" \
-  --daemonize no >"$T/p.out" 2>&1 &
-PRIMARY=$!
-redis-server --port "$RP" --bind 127.0.0.1 --save '' --appendonly no --dir "$T" \
-  --replicaof 127.0.0.1 "$PP" --daemonize no >"$T/r.out" 2>&1 &
-for p in $PP $RP; do
-  for _ in $(seq 200); do [ "$(redis-cli -p "$p" ping 2>/dev/null)" = PONG ] && break; sleep 0.05; done
-done
-for _ in $(seq 200); do # hang guard: until the replica is in sync
-  redis-cli -p "$RP" info replication | grep -q 'master_link_status:up' && break
-  sleep 0.05
-done
 cat >"$T/sentinel.conf" <<EOF
 port $SP
 bind 127.0.0.1
