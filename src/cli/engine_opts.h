@@ -47,6 +47,11 @@ void cli_engine_opts_init(cli_engine_opts *o);
  * Returns 0 or CLI_EXIT_USAGE after one line. */
 int cli_engine_opts_check(const char *cmd, const cli_engine_opts *o, const cli_limiter *l);
 
+/* help --defaults (opt.h): the rows of the group's defaulted options from
+ * the engine config the command built; max_body is the body limit the
+ * command really applies (the proxy's is not the engine's). */
+void cli_engine_defaults_rows(const cli_command *c, const stg_engine_config *ec, size_t max_body);
+
 /* Fill *ec (zeroed first) from o and the policy, and open the shared
  * limiter when --limiter was given (lim lives as long as the engine; the
  * caller closes it). Returns 0 or an exit status (cli_limiter_open). */
