@@ -539,7 +539,8 @@ static const cli_opt sim_table[] = {
     CLI_OPT_VERSION_ENTRY,
     {.kind = CLI_HEADING,
      .help = "Retry policy (applied to every strategy; the strategy sets the backoff kind)"},
-    {.kind = CLI_GROUP, .group = cli_policy_opts, .off = F(policy), .man = "stagger-plan(1)"},
+    {.kind = CLI_GROUP, .group = cli_policy_opts, .off = F(policy), .man = "stagger-plan(1)",
+     .flags = CLI_OPT_NO_DEFAULTS}, /* the scenario's policy (sim_opts_default) */
     {CLI_FN, "preset", 0, "NAME", NULL, 0, opt_not_here, NULL, CLI_OPT_HIDDEN, NULL},
     {CLI_FN, "backoff", 0, "KIND", NULL, 0, opt_not_here, NULL, CLI_OPT_HIDDEN, NULL},
     {.kind = CLI_TEXT, .help = cli_durations_help},
