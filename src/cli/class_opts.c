@@ -50,8 +50,8 @@ const cli_opt cli_class_opts[] = {
      "who the requests are for: tenants of one class share\n"
      "what it is admitted by weight",
      C(tenant), opt_tenant, NULL, 0, NULL},
-    {CLI_FN, "weight", 0, "W", "the tenant's weight (default 1)", C(weight), opt_weight, NULL, 0,
-     NULL},
+    {CLI_FN, "weight", 0, "W", "the tenant's weight", C(weight), opt_weight, NULL, 0,
+     NULL, "1"},
     CLI_OPT_END,
 };
 #undef C
