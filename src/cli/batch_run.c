@@ -835,6 +835,7 @@ int batch_run(const batch_opts *o)
             return rc;
         cli_defaults_row(c, "busy-timeout", CLI_VAL_DURATION, (int64_t)o->busy_timeout_us);
         cli_engine_defaults_rows(c, &ec, ec.max_body);
+        cli_defaults_row(c, "priority", CLI_VAL_STRING, stg_priority_name(o->cls.priority));
         cli_defaults_row(c, "weight", CLI_VAL_DOUBLE, o->cls.weight);
         cli_defaults_row(c, "progress-interval", CLI_VAL_DURATION,
                          (int64_t)o->progress_interval_us);

@@ -1079,6 +1079,7 @@ static int run(fetch_opts *o)
         cli_defaults_row(c, "max-body", CLI_VAL_SIZE, (long long)o->max_body);
         cli_defaults_row(c, "metrics-interval", CLI_VAL_DURATION, (int64_t)o->live.interval_us);
         cli_limiter_defaults_rows(c, &o->limiter);
+        cli_defaults_row(c, "priority", CLI_VAL_STRING, stg_priority_name(o->cls.priority));
         cli_defaults_row(c, "weight", CLI_VAL_DOUBLE, o->cls.weight);
         cli_policy_defaults_rows(c, &o->policy);
         return 0;

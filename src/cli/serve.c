@@ -407,8 +407,8 @@ static const cli_opt serve_table[] = {
     {CLI_FN, "insufficient-quota-after", 0, "N",
      "after N answered API requests, refuse every one: 429\n"
      "insufficient_quota (openai), 400 credit balance too\n"
-     "low (anthropic); 0: off (default)",
-     F(insufficient_quota_after), opt_fail_first, NULL, 0, NULL},
+     "low (anthropic); 0: off",
+     F(insufficient_quota_after), opt_fail_first, NULL, 0, NULL, "0"},
     {.kind = CLI_HEADING, .help = "Faults (deterministic for a given --seed and request order)"},
     {CLI_FN, "outage", 0, "START+DUR",
      "503 + Retry-After (rest of the outage) from START to\n"
@@ -543,6 +543,8 @@ int cli_serve_main(int argc, char **argv)
         cli_defaults_row(c, "ai-default-max-tokens", CLI_VAL_INT,
                          (long long)cfg.ai_default_max_tokens);
         cli_defaults_row(c, "ai-output-tokens", CLI_VAL_INT, (long long)cfg.ai_output_tokens);
+        cli_defaults_row(c, "insufficient-quota-after", CLI_VAL_INT,
+                         (long long)cfg.insufficient_quota_after);
         cli_defaults_row(c, "slow-body-ms", CLI_VAL_INT, (long long)(cfg.slow_body_us / 1000));
         cli_defaults_row(c, "latency", CLI_VAL_DURATION, (int64_t)cfg.latency_us);
         cli_defaults_row(c, "seed", CLI_VAL_INT, (long long)cfg.seed);
