@@ -106,10 +106,15 @@ static int opt_budget_ratio(cli_parser *p, const cli_opt *o, void *field, const 
     return 0;
 }
 
+/* A library constant's digits in a help string (the concurrency's ceiling). */
+#define STR_(x) #x
+#define STR(x) STR_(x)
+
 #define E(f) offsetof(cli_engine_opts, f)
 const cli_opt cli_engine_opts_table[] = {
     {CLI_FN, "concurrency", 'j', "N",
-     "a hard cap on requests in flight; without it the\nconcurrency is learned per host (at most 200)",
+     "a hard cap on requests in flight; without it the\nconcurrency is learned per host (at most "
+     STR(STG_CONCURRENCY_DEFAULT_MAX) ")",
      E(concurrency), opt_concurrency, NULL, 0, NULL},
     {CLI_FN, "http1.1", 0, NULL, "use HTTP/1.1", E(http_version), opt_http_version, NULL, 0, NULL},
     {CLI_FN, "http2", 0, NULL, "use HTTP/2, one connection per host (h2c upgrade\non http://)",

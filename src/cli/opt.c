@@ -566,8 +566,14 @@ void cli_defaults_row(const cli_command *c, const char *name, enum cli_val_kind 
     }
     }
     va_end(ap);
+    /* A default only written in the help text is a second source. */
+    bool table = o && (o->def || o->def_fn);
     fprintf(cli_defaults_out, "%s\t%s\t%s\t%s\n", name, has ? def : "-", actual,
-            !has ? "NO-DEFAULT" : !parsed ? "UNPARSED" : same ? "ok" : "DIFFERS");
+            !has     ? "NO-DEFAULT"
+            : !table ? "NOT-IN-TABLE"
+            : !parsed ? "UNPARSED"
+            : same    ? "ok"
+                      : "DIFFERS");
 }
 
 /* ---- exit statuses -------------------------------------------------------------- */

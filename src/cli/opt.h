@@ -185,8 +185,9 @@ bool cli_defaults_probe(void);
 
 /* "NAME\tTABLE\tACTUAL\tVERDICT" on cli_defaults_out: VERDICT is "ok" when
  * the default of --name in c's table, read as kind, equals the value (the
- * one vararg, of kind's type), "DIFFERS" when not, "NO-DEFAULT" when the
- * table has none for it and "UNPARSED" when it is not a value of kind. */
+ * one vararg, of kind's type), "DIFFERS" when not, "NO-DEFAULT" when there
+ * is none, "NOT-IN-TABLE" when only the help text writes it (no def or
+ * def_fn) and "UNPARSED" when it is not a value of kind. */
 void cli_defaults_row(const cli_command *c, const char *name, enum cli_val_kind kind, ...);
 
 /* Whether c has a visible option named name. */
