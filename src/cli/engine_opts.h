@@ -39,8 +39,9 @@ typedef struct cli_engine_opts {
  * --budget-tokens, --budget-ratio, --max-body, --no-quotas. */
 extern const cli_opt cli_engine_opts_table[];
 
-/* The defaults: a concurrency learned per host, adaptive rate, breaker at 20 failures open
- * 30 s, waits for it, budget on. */
+/* Before cli_parse: a concurrency learned per host, adaptive rate, budget
+ * on; the breaker, --on-breaker, the budget's size and --max-body then come
+ * from the table's defaults (cli_opt.def), applied by cli_parse. */
 void cli_engine_opts_init(cli_engine_opts *o);
 
 /* The combinations the flags refuse (--burst without --rate, ...).
