@@ -188,7 +188,6 @@ described() { # CMD NAME: true when the default is a description
   case "$1 $2" in
     *" burst") return 0 ;;              # max(1, ceil(R)): computed from --rate
     "serve threads") return 0 ;;        # the CPUs, at most 16
-    "sim "*) return 0 ;;                # per scenario (sim_opts_default)
     "fetch request") return 0 ;;        # GET, or POST with data
     "fetch user-agent") return 0 ;;     # stagger/VERSION
     "batch worker") return 0 ;;         # HOST:PID
@@ -203,11 +202,12 @@ defaults_args() {
   case $1 in
     proxy) echo "--upstream http://127.0.0.1:9" ;;
     fetch) echo "http://127.0.0.1:9" ;;
+    sim) echo herd ;; # its scenario (the others below)
     batch) echo "-" ;; # stdin as the input: never read before the rows
     *) echo "" ;;
   esac
 }
-for cmd in plan serve fetch batch proxy "batch report" "batch export"; do
+for cmd in plan serve sim fetch batch proxy "batch report" "batch export"; do
   "$S" help --options "$cmd" > "$T/table.raw" 2>/dev/null || continue
   # shellcheck disable=SC2046,SC2086
   if ! "$S" help --defaults $cmd $(defaults_args "$cmd") > "$T/defaults" 2> "$T/err"; then
@@ -224,6 +224,15 @@ $bad}" [ -z "$bad" ]
       awk -F '\t' -v n="$name" '$1 == n { f = 1 } END { exit !f }' "$T/defaults"
   done < "$T/table.raw"
 done
+# sim: each scenario sets its own defaults (sim_opts_default, which the
+# table's def_fn reads); every scenario runs with its own.
+if "$S" help --options sim > /dev/null 2>&1; then
+  for sc in quota storm load contention slow-server fleet; do
+    bad=$("$S" help --defaults sim "$sc" | awk -F '\t' '$4 != "ok"')
+    check "sim $sc: it runs with its scenario's defaults${bad:+:
+$bad}" [ -z "$bad" ]
+  done
+fi
 expect_exit "help --defaults nosuch" 2 "$S" help --defaults nosuch
 
 # A table entry that the man page lacks is caught: drop one option from a
