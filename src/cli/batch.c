@@ -534,9 +534,10 @@ static const cli_opt run_table[] = {
      "(order-{id})",
      B(in.idempotency_key), NULL, NULL, 0, NULL},
     {CLI_FN, "input-format", 0, "F",
-     "auto | urls | keys | jsonl | csv | tsv (default auto:\n"
-     "csv or tsv by a .csv/.tsv name, else JSONL when\nthe first line starts with '{')",
-     B(in.format), opt_input_format, NULL, 0, NULL, .values = "auto urls keys jsonl csv tsv"},
+     "auto | urls | keys | jsonl | csv | tsv (auto: csv or\n"
+     "tsv by a .csv/.tsv name, else JSONL when the first\nline starts with '{')",
+     B(in.format), opt_input_format, NULL, 0, NULL, "auto",
+     .values = "auto urls keys jsonl csv tsv"},
     {CLI_FLAG, "dry-run", 0, NULL,
      "print the first requests (redacted) and how many\njobs the input holds; "
      "send nothing, write no database",

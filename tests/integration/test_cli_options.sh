@@ -192,7 +192,6 @@ described() { # CMD NAME: true when the default is a description
     "fetch user-agent") return 0 ;;     # stagger/VERSION
     "batch worker") return 0 ;;         # HOST:PID
     "batch method") return 0 ;;         # GET for URL and key inputs; JSONL lines carry theirs
-    "batch input-format") return 0 ;;   # auto: from the file's name and first line
     "batch report db" | "batch export db") return 0 ;; # beside the input
     "batch export output") return 0 ;;  # standard output
   esac
