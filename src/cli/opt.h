@@ -80,8 +80,9 @@ struct cli_opt {
      * and cli_parse applies it through fn before reading argv, so the code
      * starts from it too. As it is typed ("30s", "wait"). NULL: none here. */
     const char *def;
-    /* Or a default the command decides (its policy preset's value): shown
-     * and listed like def; the command applies it itself (policy_defaults). */
+    /* Or a default the command decides (its policy preset's value, sim's
+     * scenario's): shown and listed like def; the command applies it itself
+     * (policy_defaults, sim_opts_default), never cli_parse. */
     cli_default_fn def_fn;
     /* The values the option takes, space-separated, for the shell
      * completions ("auto bar lines none"); NULL: none listed, or the
