@@ -14,7 +14,7 @@ set -eu
 PKGS="build-essential cmake ninja-build pkg-config git
       libcmocka-dev libcurl4-openssl-dev libsqlite3-dev libmicrohttpd-dev
       libhiredis-dev libssl-dev libjansson-dev redis-server curl python3 openssl
-      zsh python3-prometheus-client python3-requests util-linux nghttp2-server libnghttp2-dev
+      zsh fish python3-prometheus-client python3-requests util-linux nghttp2-server libnghttp2-dev
       libjs-chart.js prometheus chromium chromium-driver"
 for extra in "$@"; do
   case "$extra" in

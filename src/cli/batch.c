@@ -153,8 +153,8 @@ static const cli_opt report_table[] = {
     {.kind = CLI_GROUP, .group = cli_redis_tls_opts, .off = R(tls)},
     {CLI_FLAG, "bad-lines", 0, NULL, "also list the input lines that were skipped", R(bad_lines),
      NULL, NULL, 0, NULL},
-    {CLI_FN, "busy-timeout", 0, "D", "wait this long for a locked database (default 0)", R(busy),
-     opt_busy_any, NULL, 0, NULL},
+    {CLI_FN, "busy-timeout", 0, "D", "wait this long for a locked database", R(busy),
+     opt_busy_any, NULL, 0, NULL, "0"},
     CLI_OPT_HELP_ENTRY,
     CLI_OPT_VERSION_ENTRY,
     CLI_OPT_END,
@@ -165,8 +165,8 @@ static const cli_opt export_table[] = {
      "the database (default INPUT.stagger.db, or\nstagger-batch.db without INPUT)", R(db), NULL,
      NULL, 0, NULL},
     {CLI_FN, "format", 0, "json|jsonl|csv",
-     "one JSON object a line (jsonl, default), one JSON\narray (json) or CSV", R(eo),
-     opt_format, NULL, 0, NULL},
+     "one JSON object a line (jsonl), one JSON array\n(json) or CSV", R(eo),
+     opt_format, NULL, 0, NULL, "jsonl"},
     {CLI_STRING, "output", 'o', "FILE", "write to FILE (default standard output)", R(out_path),
      NULL, NULL, 0, NULL},
     {CLI_FN, "state", 0, "STATE[,STATE...]",
@@ -177,8 +177,8 @@ static const cli_opt export_table[] = {
     {CLI_STRING, "queue", 0, "URL", "export the work queue at URL instead (see QUEUE)",
      R(queue), NULL, NULL, 0, NULL},
     {.kind = CLI_GROUP, .group = cli_redis_tls_opts, .off = R(tls)},
-    {CLI_FN, "busy-timeout", 0, "D", "wait this long for a locked database (default 0)", R(busy),
-     opt_busy_any, NULL, 0, NULL},
+    {CLI_FN, "busy-timeout", 0, "D", "wait this long for a locked database", R(busy),
+     opt_busy_any, NULL, 0, NULL, "0"},
     CLI_OPT_HELP_ENTRY,
     CLI_OPT_VERSION_ENTRY,
     CLI_OPT_END,
@@ -223,6 +223,11 @@ static int cmd_report(int argc, char **argv)
     if ((prc = ro_db(&ro, &owned)) != 0)
         return prc;
     const char *db = ro.db;
+    if (cli_defaults_probe()) { /* help --defaults: what the report would read with */
+        cli_defaults_row(&cli_batch_report_command, "busy-timeout", CLI_VAL_DURATION, ro.busy);
+        free(owned);
+        return CLI_EXIT_OK;
+    }
     stg_store *s;
     int ex = open_ro(db, ro.busy, &s);
     if (ex) {
@@ -259,7 +264,7 @@ static int export_db(ro_opts *ro);
 
 static int cmd_export(int argc, char **argv)
 {
-    ro_opts ro = {.eo = {.format = STG_EXPORT_JSONL}};
+    ro_opts ro = {0}; /* --format: the table's default */
     cli_parser parser = {.cmd = &cli_batch_export_command, .ctx = &ro, .positional = ro_positional};
     int prc = cli_parse(&parser, argc, argv);
     if (prc >= 0)
@@ -272,6 +277,16 @@ static int cmd_export(int argc, char **argv)
     char *owned;
     if ((prc = ro_db(&ro, &owned)) != 0)
         return prc;
+    if (cli_defaults_probe()) { /* help --defaults: what the export would run with */
+        const cli_command *c = &cli_batch_export_command;
+        cli_defaults_row(c, "format", CLI_VAL_STRING,
+                         ro.eo.format == STG_EXPORT_JSON  ? "json"
+                         : ro.eo.format == STG_EXPORT_CSV ? "csv"
+                                                          : "jsonl");
+        cli_defaults_row(c, "busy-timeout", CLI_VAL_DURATION, ro.busy);
+        free(owned);
+        return CLI_EXIT_OK;
+    }
     int ex = export_db(&ro);
     free(owned);
     return ex;
@@ -519,9 +534,10 @@ static const cli_opt run_table[] = {
      "(order-{id})",
      B(in.idempotency_key), NULL, NULL, 0, NULL},
     {CLI_FN, "input-format", 0, "F",
-     "auto | urls | keys | jsonl | csv | tsv (default auto:\n"
-     "csv or tsv by a .csv/.tsv name, else JSONL when\nthe first line starts with '{')",
-     B(in.format), opt_input_format, NULL, 0, NULL, .values = "auto urls keys jsonl csv tsv"},
+     "auto | urls | keys | jsonl | csv | tsv (auto: csv or\n"
+     "tsv by a .csv/.tsv name, else JSONL when the first\nline starts with '{')",
+     B(in.format), opt_input_format, NULL, 0, NULL, "auto",
+     .values = "auto urls keys jsonl csv tsv"},
     {CLI_FLAG, "dry-run", 0, NULL,
      "print the first requests (redacted) and how many\njobs the input holds; "
      "send nothing, write no database",
@@ -699,7 +715,7 @@ static int parse_run(int argc, char **argv, run_opts *ro)
     if (o->queue.url && db)
         return cli_usage_error(CMD, "--queue keeps the jobs in Redis: no --db");
     if (!o->queue.url && (o->queue.follow || o->queue.drain || o->queue.worker ||
-                          o->queue.claim_idle_us || o->queue.max_deliveries || o->queue.wait_us))
+                          o->queue.tuned))
         return cli_usage_error(CMD, "--follow, --drain, --worker, --claim-idle, "
                                     "--max-deliveries and --queue-wait go with --queue URL");
     if (!o->input && !db && !o->queue.url)

@@ -59,23 +59,29 @@ static int opt_queue(cli_parser *p, const cli_opt *o, void *field, const char *v
 #endif
 }
 
+/* The group's struct, from an entry's field. */
+static batch_queue_opts *opts_of(const cli_opt *o, void *field)
+{
+    return (batch_queue_opts *)(void *)((char *)field - o->off);
+}
+
 static int opt_idle(cli_parser *p, const cli_opt *o, void *field, const char *v)
 {
-    (void)o;
     int64_t d;
     if (!cli_parse_duration(v, &d) || d < STG_MS(10))
         return cli_opt_bad(p, v, "expected a duration of at least 10ms, such as 10m");
     *(int64_t *)field = d;
+    opts_of(o, field)->tuned |= !p->in_defaults;
     return 0;
 }
 
 static int opt_deliveries(cli_parser *p, const cli_opt *o, void *field, const char *v)
 {
-    (void)o;
     long long n;
     if (!cli_parse_int(v, 1, 1000, &n))
         return cli_opt_bad(p, v, "expected a whole number from 1 to 1000");
     *(int *)field = (int)n;
+    opts_of(o, field)->tuned |= !p->in_defaults;
     return 0;
 }
 
@@ -87,10 +93,10 @@ const cli_opt cli_batch_queue_opts[] = {
      "(idempotent); the limit is shared there by default",
      0, opt_queue, NULL, 0, NULL},
     {CLI_FN, "claim-idle", 0, "D",
-     "take a job from a worker that stopped renewing its\nclaims this long ago (default 20s; a live worker\nrenews every D/4)",
-     Q(claim_idle_us), opt_idle, NULL, 0, NULL},
-    {CLI_FN, "max-deliveries", 0, "N", "a job delivered more often goes to review (default 5)",
-     Q(max_deliveries), opt_deliveries, NULL, 0, NULL},
+     "take a job from a worker that stopped renewing its\nclaims this long ago (a live worker renews every\nD/4)",
+     Q(claim_idle_us), opt_idle, NULL, 0, NULL, "20s"},
+    {CLI_FN, "max-deliveries", 0, "N", "a job delivered more often goes to review",
+     Q(max_deliveries), opt_deliveries, NULL, 0, NULL, "5"},
     {CLI_FLAG, "follow", 0, NULL, "stay and wait for jobs loaded later", Q(follow), NULL, NULL, 0,
      NULL},
     {CLI_FLAG, "drain", 0, NULL,
@@ -99,11 +105,18 @@ const cli_opt cli_batch_queue_opts[] = {
     {CLI_STRING, "worker", 0, "NAME", "this worker's name in the queue (default HOST:PID)",
      Q(worker), NULL, NULL, 0, NULL},
     {CLI_FN, "queue-wait", 0, "D",
-     "Redis unreachable this long: exit 6, nothing lost\n(default 30s)", Q(wait_us), opt_idle,
-     NULL, 0, NULL},
+     "Redis unreachable this long: exit 6, nothing lost", Q(wait_us), opt_idle,
+     NULL, 0, NULL, "30s"},
     CLI_OPT_END,
 };
 #undef Q
+
+void batch_queue_defaults_rows(const cli_command *c, const batch_opts *o)
+{
+    cli_defaults_row(c, "claim-idle", CLI_VAL_DURATION, (int64_t)o->queue.claim_idle_us);
+    cli_defaults_row(c, "max-deliveries", CLI_VAL_INT, (long long)o->queue.max_deliveries);
+    cli_defaults_row(c, "queue-wait", CLI_VAL_DURATION, (int64_t)o->queue.wait_us);
+}
 
 #ifdef STG_BATCH_HAVE_QUEUE
 
@@ -461,16 +474,10 @@ static void run_loop(const batch_opts *o, stg_batch *b, const stg_batch_queue *q
         fputc('\n', stderr);
 }
 
-/* --claim-idle by default: 20 s. A worker renews its claims every
- * claim_idle / 4 while it lives (queue_source.c), so a slow live worker
- * keeps its jobs however long they take, and a dead one's are taken over
- * within claim_idle of its last renewal. */
-#define QUEUE_CLAIM_IDLE_US STG_SEC(20)
-static void claim_idle_for(batch_opts *o)
-{
-    if (!o->queue.claim_idle_us)
-        o->queue.claim_idle_us = QUEUE_CLAIM_IDLE_US;
-}
+/* --claim-idle (the table's default: 20 s): a worker renews its claims
+ * every claim_idle / 4 while it lives (queue_source.c), so a slow live
+ * worker keeps its jobs however long they take, and a dead one's are taken
+ * over within claim_idle of its last renewal. */
 
 int batch_queue_run(const batch_opts *o_in)
 {
@@ -486,7 +493,6 @@ int batch_queue_run(const batch_opts *o_in)
     if (o.retry_deferred || o.retry_review)
         return cli_usage_error(CMD, "--retry-deferred and --retry-review are for a database; a "
                                     "queue's jobs end once (export them and load a new queue)");
-    claim_idle_for(&o);
     stg_queue *q = open_queue(o.queue.url, &o.queue, &o.limiter.tls, &ex);
     if (!q)
         return ex;

@@ -16,18 +16,23 @@
 
 typedef struct batch_queue_opts {
     const char *url;          /* --queue redis://[:PW@]HOST[:PORT]/NAME; NULL: no queue */
-    int64_t claim_idle_us;    /* --claim-idle; 0: 20 s */
-    int max_deliveries;       /* --max-deliveries; 0: 5 */
+    int64_t claim_idle_us;    /* --claim-idle (the table's default unless given) */
+    int max_deliveries;       /* --max-deliveries (idem) */
     bool follow;              /* --follow: wait for jobs loaded later */
     bool drain;               /* --drain: a signal finishes the claimed jobs, then leaves */
     const char *worker;       /* --worker NAME; NULL: HOST:PID */
-    int64_t wait_us;          /* --queue-wait: Redis away this long: exit 6; 0: 30 s */
+    int64_t wait_us;          /* --queue-wait: Redis away this long: exit 6 (idem) */
+    bool tuned;               /* --claim-idle, --max-deliveries or --queue-wait given */
 } batch_queue_opts;
 
 /* The options above, a group whose field is the batch_queue_opts. */
 extern const cli_opt cli_batch_queue_opts[];
 
 struct batch_opts;
+/* help --defaults (opt.h): the rows of the options above from o as the run
+ * would use them. */
+void batch_queue_defaults_rows(const cli_command *c, const struct batch_opts *o);
+
 /* Run as a worker of o->queue.url (o->input: load it first). Exit status. */
 int batch_queue_run(const struct batch_opts *o);
 

@@ -762,7 +762,7 @@ static void run_loop(const batch_opts *o, stg_batch *b, progress *pg, const wait
         mode = PROGRESS_LINES;
     int64_t interval = mode == PROGRESS_BAR
                            ? STG_MS(200)
-                           : (o->progress_interval_us ? o->progress_interval_us : STG_SEC(5));
+                           : o->progress_interval_us; /* the table's default unless given */
     int64_t now = stg__clock_mono_us();
     double per_host = o->eng.rate_given && !o->limiter.url ? o->eng.rate : 0;
     progress_init(pg, mode, stderr, per_host, now);
@@ -827,6 +827,31 @@ static void sqlite_process_config(void)
 
 int batch_run(const batch_opts *o)
 {
+    if (cli_defaults_probe()) { /* help --defaults: what the run would start with */
+        const cli_command *c = &cli_batch_command;
+        stg_engine_config ec;
+        int rc = batch_engine_config(o, &ec);
+        if (rc)
+            return rc;
+        static const char *const formats[] = {[STG_INPUT_AUTO] = "auto", [STG_INPUT_URLS] = "urls",
+                                              [STG_INPUT_KEYS] = "keys", [STG_INPUT_JSONL] = "jsonl",
+                                              [STG_INPUT_CSV] = "csv", [STG_INPUT_TSV] = "tsv"};
+        unsigned fi = (unsigned)o->in.format;
+        cli_defaults_row(c, "input-format", CLI_VAL_STRING,
+                         fi < sizeof formats / sizeof formats[0] && formats[fi] ? formats[fi] : "?");
+        cli_defaults_row(c, "busy-timeout", CLI_VAL_DURATION, (int64_t)o->busy_timeout_us);
+        cli_engine_defaults_rows(c, &ec, ec.max_body);
+        cli_defaults_row(c, "priority", CLI_VAL_STRING, stg_priority_name(o->cls.priority));
+        cli_defaults_row(c, "weight", CLI_VAL_DOUBLE, o->cls.weight);
+        cli_defaults_row(c, "progress-interval", CLI_VAL_DURATION,
+                         (int64_t)o->progress_interval_us);
+        cli_defaults_row(c, "metrics-interval", CLI_VAL_DURATION, (int64_t)o->metrics.interval_us);
+        cli_limiter_defaults_rows(c, &o->limiter);
+        batch_queue_defaults_rows(c, o);
+        cli_policy_defaults_rows(c, &ec.policy);
+        cli_limiter_close((cli_limiter *)&o->limiter);
+        return CLI_EXIT_OK;
+    }
     sqlite_process_config();
     if (o->queue.url && !o->dry_run) /* --dry-run reads the input alone, as below */
         return batch_queue_run(o);     /* the work queue: batch_queue.c */

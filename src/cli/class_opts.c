@@ -44,14 +44,14 @@ static int opt_weight(cli_parser *p, const cli_opt *o, void *field, const char *
 const cli_opt cli_class_opts[] = {
     {CLI_FN, "priority", 0, "CLASS",
      "the requests' class where they wait for a limit with\n"
-     "others: interactive, normal (default) or batch",
-     C(priority), opt_priority, NULL, 0, NULL},
+     "others: interactive, normal or batch",
+     C(priority), opt_priority, NULL, 0, NULL, "normal"},
     {CLI_FN, "tenant", 0, "NAME",
      "who the requests are for: tenants of one class share\n"
      "what it is admitted by weight",
      C(tenant), opt_tenant, NULL, 0, NULL},
-    {CLI_FN, "weight", 0, "W", "the tenant's weight (default 1)", C(weight), opt_weight, NULL, 0,
-     NULL},
+    {CLI_FN, "weight", 0, "W", "the tenant's weight", C(weight), opt_weight, NULL, 0,
+     NULL, "1"},
     CLI_OPT_END,
 };
 #undef C

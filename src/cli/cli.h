@@ -57,6 +57,9 @@ bool cli_parse_double(const char *text, double min, double max, double *out);
 /* A rate "R", "R/s", "R/m" or "R/h" in requests per second (fetch, batch
  * and proxy take the same forms); 0 only when zero_ok ("no limit"). */
 bool cli_parse_rate(const char *s, bool zero_ok, double *rate);
+/* A size in bytes: "1048576", "512k", "16M", "1G" (k, M, G: powers of
+ * 1024, either case) in [min, max] bytes. */
+bool cli_parse_size(const char *text, long long min, long long max, long long *out);
 /* Format a duration for people: "850 ms", "1.25 s", "2 m 05 s". */
 void cli_format_duration(int64_t us, char *buf, size_t size);
 
@@ -75,6 +78,12 @@ int cli_opt_retries(cli_parser *p, const cli_opt *o, void *field, const char *va
 /* A positive duration into the int64_t field (µs); the error's example is
  * the option's default, else 30s. */
 int cli_opt_positive_duration(cli_parser *p, const cli_opt *o, void *field, const char *val);
+/* A size (cli_parse_size) from 1 byte to 1 TiB into the size_t field. */
+int cli_opt_size(cli_parser *p, const cli_opt *o, void *field, const char *val);
+/* help --defaults (opt.h): the rows of the policy options (and the
+ * per-attempt times, when c has them) from the policy the command runs
+ * with, resolved as the library resolves it. */
+void cli_policy_defaults_rows(const cli_command *c, const stg_policy *policy);
 /* "Durations take us, ms, ...": the --help line under the policy options. */
 extern const char cli_durations_help[];
 

@@ -106,20 +106,15 @@ static int opt_budget_ratio(cli_parser *p, const cli_opt *o, void *field, const 
     return 0;
 }
 
-static int opt_max_body(cli_parser *p, const cli_opt *o, void *field, const char *v)
-{
-    (void)o;
-    long long n;
-    if (!cli_parse_int(v, 1, (long long)1 << 40, &n))
-        return cli_opt_bad(p, v, "expected a number of bytes");
-    *(size_t *)field = (size_t)n;
-    return 0;
-}
+/* A library constant's digits in a help string (the concurrency's ceiling). */
+#define STR_(x) #x
+#define STR(x) STR_(x)
 
 #define E(f) offsetof(cli_engine_opts, f)
 const cli_opt cli_engine_opts_table[] = {
     {CLI_FN, "concurrency", 'j', "N",
-     "a hard cap on requests in flight; without it the\nconcurrency is learned per host (at most 200)",
+     "a hard cap on requests in flight; without it the\nconcurrency is learned per host (at most "
+     STR(STG_CONCURRENCY_DEFAULT_MAX) ")",
      E(concurrency), opt_concurrency, NULL, 0, NULL},
     {CLI_FN, "http1.1", 0, NULL, "use HTTP/1.1", E(http_version), opt_http_version, NULL, 0, NULL},
     {CLI_FN, "http2", 0, NULL, "use HTTP/2, one connection per host (h2c upgrade\non http://)",
@@ -152,9 +147,9 @@ const cli_opt cli_engine_opts_table[] = {
      opt_budget_tokens, NULL, 0, NULL, "10"},
     {CLI_FN, "budget-ratio", 0, "X", "tokens a success gives back", E(budget_ratio),
      opt_budget_ratio, NULL, 0, NULL, "0.1"},
-    {CLI_FN, "max-body", 0, "BYTES", "bytes of each response body accepted (default 64 MiB;\n"
-     "proxy: of a body it holds, not of a 2xx that streams)",
-     E(max_body), opt_max_body, NULL, 0, NULL},
+    {CLI_FN, "max-body", 0, "BYTES", "bytes of each response body accepted (k, M, G\n"
+     "suffixes; proxy: of a body it holds, not of a 2xx\nthat streams)",
+     E(max_body), cli_opt_size, NULL, 0, NULL, "64M"},
     {CLI_FLAG, "no-quotas", 0, NULL,
      "do not pace by the quotas the servers announce\n"
      "(default: every quota of every dialect is kept)",
@@ -174,8 +169,9 @@ void cli_engine_opts_init(cli_engine_opts *o)
     memset(o, 0, sizeof *o);
     o->concurrency = 0; /* not given: learned per host (concurrency.h) */
     o->budget = true;
-    /* --breaker, --breaker-open, --on-breaker and the budget's size come
-     * from the table's defaults (cli_opt.def), applied by cli_parse. */
+    /* --breaker, --breaker-open, --on-breaker, the budget's size and
+     * --max-body come from the table's defaults (cli_opt.def), applied by
+     * cli_parse. */
 }
 
 int cli_engine_opts_check(const char *cmd, const cli_engine_opts *o, const cli_limiter *l)
@@ -188,6 +184,16 @@ int cli_engine_opts_check(const char *cmd, const cli_engine_opts *o, const cli_l
         return cli_usage_error(cmd, "--limiter with --rate 0 limits nothing: give --rate R "
                                     "(R > 0), or no --rate to share an adaptive rate");
     return 0;
+}
+
+void cli_engine_defaults_rows(const cli_command *c, const stg_engine_config *ec, size_t max_body)
+{
+    cli_defaults_row(c, "breaker", CLI_VAL_INT, (long long)ec->breaker_config.consecutive_failures);
+    cli_defaults_row(c, "breaker-open", CLI_VAL_DURATION, (int64_t)ec->breaker_config.open_us);
+    cli_defaults_row(c, "on-breaker", CLI_VAL_STRING, ec->defer_when_open ? "defer" : "wait");
+    cli_defaults_row(c, "budget-tokens", CLI_VAL_DOUBLE, ec->budget_config.max_tokens);
+    cli_defaults_row(c, "budget-ratio", CLI_VAL_DOUBLE, ec->budget_config.token_ratio);
+    cli_defaults_row(c, "max-body", CLI_VAL_SIZE, (long long)max_body);
 }
 
 int cli_engine_config(const cli_engine_opts *o, const stg_policy *policy, cli_limiter *lim,

@@ -39,13 +39,19 @@ typedef struct cli_engine_opts {
  * --budget-tokens, --budget-ratio, --max-body, --no-quotas. */
 extern const cli_opt cli_engine_opts_table[];
 
-/* The defaults: a concurrency learned per host, adaptive rate, breaker at 20 failures open
- * 30 s, waits for it, budget on. */
+/* Before cli_parse: a concurrency learned per host, adaptive rate, budget
+ * on; the breaker, --on-breaker, the budget's size and --max-body then come
+ * from the table's defaults (cli_opt.def), applied by cli_parse. */
 void cli_engine_opts_init(cli_engine_opts *o);
 
 /* The combinations the flags refuse (--burst without --rate, ...).
  * Returns 0 or CLI_EXIT_USAGE after one line. */
 int cli_engine_opts_check(const char *cmd, const cli_engine_opts *o, const cli_limiter *l);
+
+/* help --defaults (opt.h): the rows of the group's defaulted options from
+ * the engine config the command built; max_body is the body limit the
+ * command really applies (the proxy's is not the engine's). */
+void cli_engine_defaults_rows(const cli_command *c, const stg_engine_config *ec, size_t max_body);
 
 /* Fill *ec (zeroed first) from o and the policy, and open the shared
  * limiter when --limiter was given (lim lives as long as the engine; the

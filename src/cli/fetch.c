@@ -103,7 +103,7 @@ typedef struct fetch_opts {
     cli_limiter limiter; /* --limiter: a limit shared through Redis */
     cli_class cls;       /* --priority, --tenant, --weight */
     cli_tls tls;         /* --cacert, --capath, -k, --cert, --key */
-    size_t max_body;     /* --max-body; 0: the library's 64 MiB */
+    size_t max_body;     /* --max-body (the table's default unless given) */
     char **owned;        /* -H @FILE and --secret-header-env lines (ours) */
     size_t n_owned;
     /* curl's flags (stagger-fetch(1)). */
@@ -341,28 +341,6 @@ static int opt_header_env(cli_parser *p, const cli_opt *o, void *field, const ch
 }
 
 /* SIZE: bytes, or with k, M, G (KiB, MiB, GiB). */
-static int opt_max_body(cli_parser *p, const cli_opt *o, void *field, const char *val)
-{
-    (void)o;
-    char num[32];
-    size_t n = strlen(val);
-    unsigned long long scale = 1;
-    if (n && strchr("kKmMgG", val[n - 1])) {
-        char u = val[n - 1];
-        scale = u == 'k' || u == 'K' ? 1ull << 10 : u == 'm' || u == 'M' ? 1ull << 20 : 1ull << 30;
-        n--;
-    }
-    long long v;
-    if (n == 0 || n >= sizeof num)
-        return cli_opt_bad(p, val, "expected a size such as 1048576, 512k or 10M");
-    memcpy(num, val, n);
-    num[n] = '\0';
-    if (!cli_parse_int(num, 1, (1ll << 40) / (long long)scale, &v))
-        return cli_opt_bad(p, val, "expected a size from 1 byte to 1 TiB, such as 512k or 10M");
-    *(size_t *)field = (size_t)((unsigned long long)v * scale);
-    return 0;
-}
-
 static int opt_data(cli_parser *p, const cli_opt *o, void *field, const char *val)
 {
     (void)p;
@@ -631,8 +609,8 @@ static const cli_opt fetch_table[] = {
      0, opt_write_out, NULL, 0, NULL},
     {CLI_FN, "max-body", 0, "SIZE",
      "keep at most SIZE bytes of the body (k, M, G\n"
-     "suffixes; default 64M); a longer body is an error (9)",
-     F(max_body), opt_max_body, NULL, 0, NULL},
+     "suffixes); a longer body is an error (9)",
+     F(max_body), cli_opt_size, NULL, 0, NULL, "64M"},
     {CLI_FLAG, "include", 'i', NULL, "include the final response headers in the output", F(include),
      NULL, NULL, 0, NULL},
     {CLI_FLAG, "fail", 'f', NULL, "no body output for a final HTTP error (400 and up)",
@@ -1096,6 +1074,16 @@ static curl_mime *build_mime(const fetch_opts *o, CURL *easy)
 
 static int run(fetch_opts *o)
 {
+    if (cli_defaults_probe()) { /* help --defaults: o is what the call is configured from */
+        const cli_command *c = &cli_fetch_command;
+        cli_defaults_row(c, "max-body", CLI_VAL_SIZE, (long long)o->max_body);
+        cli_defaults_row(c, "metrics-interval", CLI_VAL_DURATION, (int64_t)o->live.interval_us);
+        cli_limiter_defaults_rows(c, &o->limiter);
+        cli_defaults_row(c, "priority", CLI_VAL_STRING, stg_priority_name(o->cls.priority));
+        cli_defaults_row(c, "weight", CLI_VAL_DOUBLE, o->cls.weight);
+        cli_policy_defaults_rows(c, &o->policy);
+        return 0;
+    }
     bool has_body = o->has_data || o->n_forms;
     const char *method = o->method ? o->method : o->head ? "HEAD" : has_body ? "POST" : "GET";
     if (o->idem_key) {
@@ -1313,7 +1301,7 @@ static int run(fetch_opts *o)
     if (res.status > 0 && !cancelled && o->dump_path &&
         !write_headers(o, &res, dumpf ? dumpf : stdout))
         status = EXIT_LOCAL;
-    size_t max_body = o->max_body ? o->max_body : (size_t)64 << 20;
+    size_t max_body = o->max_body;
     if (res.body_sink_failed) {
         fprintf(stderr, "stagger %s: cannot write %s: %s\n", CMD, o->out_path,
                 strerror(stream.err ? stream.err : EIO));

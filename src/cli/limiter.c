@@ -45,6 +45,10 @@ static int opt_fallback(cli_parser *p, const cli_opt *o, void *field, const char
     (void)o;
     cli_limiter *l = field;
     l->cmd = cli_cmd_name(p);
+    if (!strcmp(val, "none")) { /* the default, with or without Redis */
+        l->fallback_share = 0;
+        return 0;
+    }
 #ifdef STG_HAVE_REDIS
     const char *why = NULL;
     if (stg_redis_fallback_parse(val, &l->fallback_share, &why) != STG_OK)
@@ -84,18 +88,27 @@ const cli_opt cli_limiter_opts[] = {
     {CLI_FN, "limiter-fallback", 0, "local:SHARE|none",
      "while Redis is unreachable, use a local bucket at\n"
      "SHARE (0..1] of the rate (adaptive: a local adaptive\n"
-     "rate capped at SHARE of the rate last learned)\n"
-     "(default none: a clear error)",
-     0, opt_fallback, NULL, 0, NULL},
+     "rate capped at SHARE of the rate last learned);\n"
+     "none: a clear error",
+     0, opt_fallback, NULL, 0, NULL, "none"},
     {CLI_FN, "limiter-lease", 0, "DURATION",
      "with --rate: take the shared limit in leases of\n"
      "tokens lasting about DURATION (40ms) at this\n"
      "process's own rate: one Redis round trip per many\n"
-     "requests, the limit still held (default 0: one\n"
-     "round trip per request)",
-     0, opt_lease, NULL, 0, NULL},
+     "requests, the limit still held; 0: one round trip\n"
+     "per request",
+     0, opt_lease, NULL, 0, NULL, "0"},
     CLI_OPT_END,
 };
+
+void cli_limiter_defaults_rows(const cli_command *c, const cli_limiter *l)
+{
+    char fb[64] = "none";
+    if (l->fallback_share > 0)
+        snprintf(fb, sizeof fb, "local:%g", l->fallback_share);
+    cli_defaults_row(c, "limiter-fallback", CLI_VAL_STRING, fb);
+    cli_defaults_row(c, "limiter-lease", CLI_VAL_DURATION, (int64_t)l->lease_us);
+}
 
 #ifdef STG_HAVE_REDIS
 static void on_log(void *data, stg_redis_event ev, const char *msg)

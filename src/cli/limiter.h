@@ -56,4 +56,8 @@ int cli_limiter_share_quotas(cli_limiter *l, const stg_shared_quota **out);
 void cli_limiter_close(cli_limiter *l);
 #endif
 
+/* help --defaults (opt.h): the rows of --limiter-fallback and
+ * --limiter-lease from l as the command holds it. */
+void cli_limiter_defaults_rows(const cli_command *c, const cli_limiter *l);
+
 #endif

@@ -69,7 +69,8 @@ static const struct command *lookup(const char *name)
     return NULL;
 }
 
-/* stagger help [COMMAND | --exit-codes | --commands | --options COMMAND] */
+/* stagger help [COMMAND | --exit-codes | --commands | --options COMMAND |
+ * --defaults COMMAND [ARG...]] */
 static int help(int argc, char **argv)
 {
     if (argc < 2) {
@@ -85,6 +86,16 @@ static int help(int argc, char **argv)
             if (commands[i].run)
                 printf("%s\n", commands[i].name);
         return CLI_EXIT_OK;
+    }
+    /* Hidden (test_cli_options.sh): the command run with ARGs up to where
+     * its config is built, one row per option: the table's default and
+     * the value the config holds (opt.h, cli_defaults_row). */
+    if (!strcmp(argv[1], "--defaults") && argc >= 3) {
+        const struct command *c = lookup(argv[2]);
+        if (!c || !c->run)
+            return cli_usage_error("help", "unknown command '%s'", argv[2]);
+        cli_defaults_out = stdout;
+        return c->run(argc - 2, argv + 2);
     }
     bool options = !strcmp(argv[1], "--options");
     if (argc != (options ? 3 : 2))

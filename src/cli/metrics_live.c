@@ -28,6 +28,7 @@
 
 #include "cli/cli.h"
 #include "cli/metrics_live.h"
+#include "util/assert.h"
 
 /* HOST:PORT or PORT into sa; false when HOST is not an IPv4 address. */
 static bool parse_addr(const char *s, struct sockaddr_in *sa)
@@ -75,8 +76,8 @@ static int opt_listen(cli_parser *p, const cli_opt *o, void *field, const char *
 
 const cli_opt cli_metrics_live_opts[] = {
     {CLI_FN, "metrics-interval", 0, "D",
-     "rewrite the --metrics file every D during the run\n(default 10s)", 0, opt_interval, NULL,
-     0, NULL},
+     "rewrite the --metrics file every D during the run", 0, opt_interval, NULL,
+     0, NULL, "10s"},
     {CLI_FN, "metrics-listen", 0, "HOST:PORT",
      "serve the same metrics at http://HOST:PORT/metrics\nand a live page at "
      "http://HOST:PORT/ during the run\n(a PORT alone: 127.0.0.1; 0: any free port,\n"
@@ -285,7 +286,8 @@ int cli_metrics_live_start(const char *cmd, const cli_metrics_opts *o, stg_metri
         return CLI_EXIT_FAILED;
     }
     l->m = m, l->path = path, l->cmd = cmd;
-    l->interval_us = o->interval_us > 0 ? o->interval_us : STG_SEC(10);
+    l->interval_us = o->interval_us; /* the table's default unless given */
+    STG_ASSERT(l->interval_us > 0);
     pthread_mutex_init(&l->mu, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);

@@ -9,6 +9,9 @@
  * reports nothing, pass 2 everything else in argv order, so an error is
  * reported by the same pass for the same argv whatever the flag order.
  */
+#include <inttypes.h>
+#include <limits.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -256,13 +259,16 @@ static void apply_defaults(cli_parser *p, const cli_opt *t, void *ctx)
 {
     for (const cli_opt *o = t; o->kind != CLI_END; o++) {
         if (o->kind == CLI_GROUP) {
-            apply_defaults(p, o->group, (char *)ctx + o->off);
+            if (!(o->flags & CLI_OPT_NO_DEFAULTS))
+                apply_defaults(p, o->group, (char *)ctx + o->off);
             continue;
         }
         if (!o->def || (o->kind != CLI_FN && o->kind != CLI_STRING))
             continue;
         p->spelled = o->name;
+        p->in_defaults = true;
         int rc = apply(p, o, ctx, o->def);
+        p->in_defaults = false;
         STG_ASSERT(rc == 0);
         (void)rc;
     }
@@ -324,10 +330,10 @@ bool cli_opt_default(const cli_command *c, const cli_opt *o, char *buf, size_t s
 
 /* The help text, then "(default X)" for an option whose default the table
  * holds (def, def_fn). */
-static void help_text(FILE *out, const cli_command *c, const cli_opt *o)
+static void help_text(FILE *out, const cli_command *c, const cli_opt *o, bool nodef)
 {
     char def[96];
-    if (!(o->def || o->def_fn) || !cli_opt_default(c, o, def, sizeof def)) {
+    if (nodef || !(o->def || o->def_fn) || !cli_opt_default(c, o, def, sizeof def)) {
         indented(out, o->help, HELP_COLUMN);
         return;
     }
@@ -339,7 +345,7 @@ static void help_text(FILE *out, const cli_command *c, const cli_opt *o)
     indented(out, text, HELP_COLUMN);
 }
 
-static void help_option(FILE *out, const cli_command *c, const cli_opt *o)
+static void help_option(FILE *out, const cli_command *c, const cli_opt *o, bool nodef)
 {
     char left[160];
     int n;
@@ -360,7 +366,7 @@ static void help_option(FILE *out, const cli_command *c, const cli_opt *o)
         fprintf(out, "\n%*s", HELP_COLUMN, "");
     else
         fprintf(out, "%*s", HELP_COLUMN - n, "");
-    help_text(out, c, o);
+    help_text(out, c, o, nodef);
 }
 
 /* Every visible option of t, in order, for the duplicate check. */
@@ -390,7 +396,7 @@ static bool names_unique(const cli_command *c)
     return n < sizeof all / sizeof all[0];
 }
 
-static void help_table(FILE *out, const cli_command *c, const cli_opt *t)
+static void help_table(FILE *out, const cli_command *c, const cli_opt *t, bool nodef)
 {
     for (const cli_opt *o = t; o->kind != CLI_END; o++) {
         if (o->flags & CLI_OPT_HIDDEN)
@@ -403,10 +409,10 @@ static void help_table(FILE *out, const cli_command *c, const cli_opt *t)
             fputs(o->help, out);
             break;
         case CLI_GROUP:
-            help_table(out, c, o->group);
+            help_table(out, c, o->group, nodef || (o->flags & CLI_OPT_NO_DEFAULTS));
             break;
         default:
-            help_option(out, c, o);
+            help_option(out, c, o, nodef);
             break;
         }
     }
@@ -416,7 +422,7 @@ void cli_help(const cli_command *c, FILE *out)
 {
     STG_ASSERT(names_unique(c));
     fputs(c->usage, out);
-    help_table(out, c, c->opts);
+    help_table(out, c, c->opts, false);
     if (c->epilogue) {
         fputc('\n', out);
         fputs(c->epilogue, out);
@@ -454,7 +460,8 @@ static void opt_values(const cli_opt *o, char *buf, size_t size)
     }
 }
 
-static void dump_table(FILE *out, const cli_command *c, const cli_opt *t, const char *man)
+static void dump_table(FILE *out, const cli_command *c, const cli_opt *t, const char *man,
+                       bool nodef)
 {
     for (const cli_opt *o = t; o->kind != CLI_END; o++) {
         if (o->flags & CLI_OPT_HIDDEN)
@@ -462,14 +469,14 @@ static void dump_table(FILE *out, const cli_command *c, const cli_opt *t, const 
         const char *ref = o->man ? o->man : man;
         char def[96], values[256];
         if (o->kind == CLI_GROUP) {
-            dump_table(out, c, o->group, ref);
+            dump_table(out, c, o->group, ref, nodef || (o->flags & CLI_OPT_NO_DEFAULTS));
         } else if (is_option(o)) {
             opt_values(o, values, sizeof values);
             const char *h = o->help ? o->help : "";
             int hl = (int)strcspn(h, "\n\t");
             fprintf(out, "%s\t%c\t%s\t%s\t%s\t%s\t%.*s\n", o->name ? o->name : "-",
                     o->letter ? o->letter : '-', o->arg ? o->arg : "-", ref ? ref : "-",
-                    cli_opt_default(c, o, def, sizeof def) ? def : "-",
+                    !nodef && cli_opt_default(c, o, def, sizeof def) ? def : "-",
                     values[0] ? values : "-", hl ? hl : 1, hl ? h : "-");
         }
     }
@@ -478,7 +485,95 @@ static void dump_table(FILE *out, const cli_command *c, const cli_opt *t, const 
 void cli_dump_options(const cli_command *c, FILE *out)
 {
     STG_ASSERT(names_unique(c));
-    dump_table(out, c, c->opts, NULL);
+    dump_table(out, c, c->opts, NULL, false);
+}
+
+/* ---- help --defaults: the table's defaults against the config the command built -- */
+
+FILE *cli_defaults_out;
+
+bool cli_defaults_probe(void)
+{
+    return cli_defaults_out != NULL;
+}
+
+/* The visible entry named name in t (groups included). */
+static const cli_opt *named(const cli_opt *t, const char *name)
+{
+    for (const cli_opt *o = t; o->kind != CLI_END; o++) {
+        if (o->kind == CLI_GROUP) {
+            const cli_opt *hit = named(o->group, name);
+            if (hit)
+                return hit;
+        } else if (is_option(o) && o->name && !strcmp(o->name, name) &&
+                   !(o->flags & CLI_OPT_HIDDEN)) {
+            return o;
+        }
+    }
+    return NULL;
+}
+
+bool cli_command_has_option(const cli_command *c, const char *name)
+{
+    return named(c->opts, name) != NULL;
+}
+
+void cli_defaults_row(const cli_command *c, const char *name, enum cli_val_kind kind, ...)
+{
+    STG_ASSERT(cli_defaults_out);
+    const cli_opt *o = named(c->opts, name);
+    STG_ASSERT(o); /* a row for an option the command does not have: a typo here */
+    char def[96], actual[256];
+    bool has = o && cli_opt_default(c, o, def, sizeof def);
+    bool parsed = false, same = false;
+    va_list ap;
+    va_start(ap, kind);
+    switch (kind) {
+    case CLI_VAL_INT: {
+        long long v = va_arg(ap, long long), d;
+        snprintf(actual, sizeof actual, "%lld", v);
+        parsed = has && cli_parse_int(def, LLONG_MIN, LLONG_MAX, &d);
+        same = parsed && d == v;
+        break;
+    }
+    case CLI_VAL_DOUBLE: {
+        double v = va_arg(ap, double), d;
+        snprintf(actual, sizeof actual, "%g", v);
+        parsed = has && cli_parse_double(def, -1e300, 1e300, &d);
+        same = parsed && d == v;
+        break;
+    }
+    case CLI_VAL_DURATION: {
+        int64_t v = va_arg(ap, int64_t), d = 0;
+        snprintf(actual, sizeof actual, "%" PRId64 "us", v);
+        parsed = has && (!strcmp(def, "none") || cli_parse_duration(def, &d));
+        same = parsed && d == v;
+        break;
+    }
+    case CLI_VAL_SIZE: {
+        long long v = va_arg(ap, long long), d;
+        snprintf(actual, sizeof actual, "%lld", v);
+        parsed = has && cli_parse_size(def, 0, LLONG_MAX, &d);
+        same = parsed && d == v;
+        break;
+    }
+    case CLI_VAL_STRING: {
+        const char *v = va_arg(ap, const char *);
+        snprintf(actual, sizeof actual, "%s", v ? v : "");
+        parsed = has;
+        same = parsed && !strcmp(def, actual);
+        break;
+    }
+    }
+    va_end(ap);
+    /* A default only written in the help text is a second source. */
+    bool table = o && (o->def || o->def_fn);
+    fprintf(cli_defaults_out, "%s\t%s\t%s\t%s\n", name, has ? def : "-", actual,
+            !has     ? "NO-DEFAULT"
+            : !table ? "NOT-IN-TABLE"
+            : !parsed ? "UNPARSED"
+            : same    ? "ok"
+                      : "DIFFERS");
 }
 
 /* ---- exit statuses -------------------------------------------------------------- */

@@ -53,6 +53,9 @@ enum {
     CLI_OPT_HIDDEN = 1u << 1, /* parsed, but in no help and no man page: only
                                  for an option that exists to say "not here"
                                  (fetch --share-breaker) */
+    CLI_OPT_NO_DEFAULTS = 1u << 2, /* on a CLI_GROUP: its entries' defaults are not
+                                      this command's (sim: each scenario sets its
+                                      own policy), so none is shown or applied */
 };
 
 struct cli_opt {
@@ -77,8 +80,9 @@ struct cli_opt {
      * and cli_parse applies it through fn before reading argv, so the code
      * starts from it too. As it is typed ("30s", "wait"). NULL: none here. */
     const char *def;
-    /* Or a default the command decides (its policy preset's value): shown
-     * and listed like def; the command applies it itself (policy_defaults). */
+    /* Or a default the command decides (its policy preset's value, sim's
+     * scenario's): shown and listed like def; the command applies it itself
+     * (policy_defaults, sim_opts_default), never cli_parse. */
     cli_default_fn def_fn;
     /* The values the option takes, space-separated, for the shell
      * completions ("auto bar lines none"); NULL: none listed, or the
@@ -124,6 +128,9 @@ struct cli_parser {
      * Returns 0 or an exit status, as cli_opt_fn. */
     int (*positional)(cli_parser *p, const char *arg);
     const char *spelled; /* the option being applied, as typed ("-X", "--request") */
+    bool in_defaults;    /* applying the table's defaults (before argv): a handler
+                            that must know "given" (a check such as "needs
+                            --queue") looks here */
 };
 
 /* Parse argv (argv[0] is skipped): "--name value", "--name=value", "-X
@@ -153,6 +160,39 @@ bool cli_opt_default(const cli_command *c, const cli_opt *o, char *buf, size_t s
  * in table order: what docs/stagger-*.1 must list (tests/integration/
  * test_cli_options.sh). */
 void cli_dump_options(const cli_command *c, FILE *out);
+
+/* ---- `stagger help --defaults CMD [ARG...]` (hidden; test_cli_options.sh) ----------
+ * The check that a table's default is the value the command really runs
+ * with (curl's test1139 model, issue #37). main sets cli_defaults_out and
+ * runs the command as usual, with ARGs that touch no defaulted option; the
+ * command, once it has built the config it would run with (and before any
+ * side effect: no socket, file or thread), sees cli_defaults_probe() and
+ * prints one cli_defaults_row per option from that config, then returns
+ * 0. A row parses the table's default the way the option's value kind is
+ * parsed and compares it with the value given, so the check reads the real
+ * config, never the table with itself. */
+enum cli_val_kind {
+    CLI_VAL_INT,      /* long long */
+    CLI_VAL_DOUBLE,   /* double */
+    CLI_VAL_DURATION, /* int64_t microseconds; "none" is 0 */
+    CLI_VAL_SIZE,     /* long long bytes; k, M, G suffixes (cli_parse_size) */
+    CLI_VAL_STRING,   /* const char *; NULL as "" */
+};
+
+extern FILE *cli_defaults_out;
+
+/* True when the command is run by `stagger help --defaults`. */
+bool cli_defaults_probe(void);
+
+/* "NAME\tTABLE\tACTUAL\tVERDICT" on cli_defaults_out: VERDICT is "ok" when
+ * the default of --name in c's table, read as kind, equals the value (the
+ * one vararg, of kind's type), "DIFFERS" when not, "NO-DEFAULT" when there
+ * is none, "NOT-IN-TABLE" when only the help text writes it (no def or
+ * def_fn) and "UNPARSED" when it is not a value of kind. */
+void cli_defaults_row(const cli_command *c, const char *name, enum cli_val_kind kind, ...);
+
+/* Whether c has a visible option named name. */
+bool cli_command_has_option(const cli_command *c, const char *name);
 
 /* The visible long name of c closest to the unknown name (n bytes), or
  * NULL when none is close enough to be a likely typo: for "did you mean". */

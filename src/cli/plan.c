@@ -498,8 +498,8 @@ static int opt_now(cli_parser *p, const cli_opt *o, void *field, const char *val
 #define F(x) offsetof(plan_opts, x)
 static const cli_opt plan_opts_table[] = {
     {.kind = CLI_HEADING, .help = "Schedule mode"},
-    {CLI_FN, "samples", 0, "N", "schedules to sample (default 10000)", F(samples), opt_samples,
-     NULL, 0, NULL},
+    {CLI_FN, "samples", 0, "N", "schedules to sample", F(samples), opt_samples,
+     NULL, 0, NULL, "10000"},
     {.kind = CLI_HEADING, .help = "Decision mode"},
     {CLI_FN, "respond", 0, "STATUS|ERROR",
      "decide on this answer: an HTTP status, or refused,\n"
@@ -508,12 +508,12 @@ static const cli_opt plan_opts_table[] = {
     {CLI_FN, "header", 'H', "'Name: value'",
      "a response header (Retry-After, X-RateLimit-*, RateLimit,\nany dialect of stagger-plan(1)); repeatable", 0,
      opt_header, NULL, 0, NULL},
-    {CLI_FN, "request", 'X', "METHOD", "the request method (default GET)", F(o), opt_method, NULL,
-     0, NULL, .values = "GET POST PUT PATCH DELETE HEAD OPTIONS"},
+    {CLI_FN, "request", 'X', "METHOD", "the request method", F(o), opt_method, NULL,
+     0, NULL, .def = "GET", .values = "GET POST PUT PATCH DELETE HEAD OPTIONS"},
     {CLI_FN, "method", 0, "METHOD", "same as --request", F(o), opt_method, NULL, 0, NULL,
      .values = "GET POST PUT PATCH DELETE HEAD OPTIONS"},
-    {CLI_FN, "attempt", 0, "N", "the attempt that got the answer (default 1)", F(attempt),
-     opt_attempt, NULL, 0, NULL},
+    {CLI_FN, "attempt", 0, "N", "the attempt that got the answer", F(attempt),
+     opt_attempt, NULL, 0, NULL, "1"},
     {CLI_FN, "elapsed", 0, "D", "time since the first attempt started (deadline)", F(elapsed),
      opt_duration, NULL, 0, NULL},
     {CLI_FN, "prev-wait", 0, "D", "the previous wait (decorrelated jitter)", F(prev_wait),
@@ -523,7 +523,7 @@ static const cli_opt plan_opts_table[] = {
     {CLI_FN, "now", 0, "UNIX_SECONDS", "wall clock for HTTP-dates (default: now)", F(now_s),
      opt_now, NULL, 0, NULL},
     {.kind = CLI_HEADING, .help = "Both modes"},
-    {CLI_FN, "seed", 0, "S", "seed of the jitter (default 1)", F(seed), opt_seed, NULL, 0, NULL},
+    {CLI_FN, "seed", 0, "S", "seed of the jitter", F(seed), opt_seed, NULL, 0, NULL, "1"},
     {CLI_FLAG, "json", 0, NULL, "print JSON (below) instead of text", F(json), NULL, NULL, 0, NULL},
     CLI_OPT_HELP_ENTRY,
     CLI_OPT_VERSION_ENTRY,
@@ -543,14 +543,14 @@ const cli_command cli_plan_command = {
              "                    [-X METHOD] [--attempt N] [--elapsed D] [--prev-wait D]\n"
              "                    [--idempotency-key] [--now UNIX_SECONDS] [--seed S] [--json]\n"
              "\n"
-             "Without --respond: sample --samples schedules (default 10000) of the policy,\n"
-             "each as if every attempt failed and took no time, for a transient fault (a\n"
-             "503) and for a throttle (a 429), and print per retry the min / median / max\n"
-             "wait, the cumulative time, and the share of schedules that get that far\n"
-             "(the deadline can cut them short).\n"
+             "Without --respond: sample --samples schedules of the policy, each as if\n"
+             "every attempt failed and took no time, for a transient fault (a 503) and\n"
+             "for a throttle (a 429), and print per retry the min / median / max wait,\n"
+             "the cumulative time, and the share of schedules that get that far (the\n"
+             "deadline can cut them short).\n"
              "\n"
-             "With --respond: the decision for that response to attempt --attempt\n"
-             "(default 1) and why.\n",
+             "With --respond: the decision for that response to attempt --attempt and\n"
+             "why.\n",
     .opts = plan_opts_table,
     .epilogue = "JSON (--json), schedule mode: one object with \"policy\" (the resolved\n"
                 "policy), \"samples\", \"seed\", \"retries\" (transient faults) and\n"
@@ -572,11 +572,9 @@ int cli_plan_main(int argc, char **argv)
 {
     plan_opts po;
     memset(&po, 0, sizeof po);
-    po.samples = 10000;
-    po.attempt = 1;
-    po.seed = 1;
     po.now_s = (double)time(NULL);
-    po.o.method = STG_METHOD_GET;
+    /* --samples, --request, --attempt and --seed: the table's defaults,
+     * applied by cli_parse. */
     cli_parser parser = {.cmd = &cli_plan_command, .ctx = &po};
     int prc = cli_parse(&parser, argc, argv);
     if (prc >= 0)
@@ -589,6 +587,15 @@ int cli_plan_main(int argc, char **argv)
     long long samples = po.samples, attempt = po.attempt, seed = po.seed;
     int64_t elapsed = po.elapsed, prev_wait = po.prev_wait;
     double now_s = po.now_s;
+    if (cli_defaults_probe()) { /* help --defaults: what plan would run with */
+        const cli_command *c = &cli_plan_command;
+        cli_defaults_row(c, "samples", CLI_VAL_INT, samples);
+        cli_defaults_row(c, "request", CLI_VAL_STRING, stg_method_name(o.method));
+        cli_defaults_row(c, "attempt", CLI_VAL_INT, attempt);
+        cli_defaults_row(c, "seed", CLI_VAL_INT, seed);
+        cli_policy_defaults_rows(c, &policy);
+        return CLI_EXIT_OK;
+    }
 
     stg_policy p;
     if (stg_policy_resolve(&policy, &p) != STG_OK)

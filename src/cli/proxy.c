@@ -94,16 +94,6 @@ static int opt_route(cli_parser *p, const cli_opt *opt, void *field, const char 
     return rc;
 }
 
-static int opt_bytes(cli_parser *p, const cli_opt *o, void *field, const char *v)
-{
-    (void)o;
-    long long n;
-    if (!cli_parse_int(v, 1, (long long)1 << 40, &n))
-        return cli_opt_bad(p, v, "expected a number of bytes");
-    *(size_t *)field = (size_t)n;
-    return 0;
-}
-
 static int opt_idem(cli_parser *p, const cli_opt *o, void *field, const char *v)
 {
     (void)o;
@@ -140,8 +130,8 @@ static int opt_conns(cli_parser *p, const cli_opt *o, void *field, const char *v
 static const cli_opt proxy_table[] = {
     {.kind = CLI_HEADING, .help = "Where"},
     {CLI_STRING, "listen", 0, "ADDR:PORT",
-     "where to listen (default 127.0.0.1:8080; port 0 picks\na free one; [::1]:PORT for IPv6)",
-     F(listen), NULL, NULL, 0, NULL},
+     "where to listen; port 0 picks a free one;\n[::1]:PORT for IPv6",
+     F(listen), NULL, NULL, 0, NULL, "127.0.0.1:8080"},
     {CLI_FLAG, "allow-remote", 0, NULL,
      "allow --listen on an address other than loopback\n(prints a warning)",
      F(allow_remote), NULL, NULL, 0, NULL},
@@ -156,39 +146,38 @@ static const cli_opt proxy_table[] = {
      F(forward), NULL, NULL, 0, NULL},
     {.kind = CLI_HEADING, .help = "Requests"},
     {CLI_FN, "max-request-body", 0, "BYTES",
-     "request bodies up to this are buffered and can be\nresent (default 16 MiB); a larger one streams\nonce and is never retried",
-     F(max_request_body), opt_bytes, NULL, 0, NULL},
+     "request bodies up to this are buffered and can be\nresent; a larger one streams once and is never\nretried",
+     F(max_request_body), cli_opt_size, NULL, 0, NULL, "16M"},
     {CLI_FN, "max-spool", 0, "BYTES",
-     "answer bodies other than 2xx held at once, all\nrequests together (default 1 GiB); past it a 502"
-     "\n(each one: --max-body)",
-     F(max_spool), opt_bytes, NULL, 0, NULL},
+     "answer bodies other than 2xx held at once, all\nrequests together; past it a 502 (each one:\n--max-body)",
+     F(max_spool), cli_opt_size, NULL, 0, NULL, "1G"},
     {CLI_FN, "max-request-buffer", 0, "BYTES",
-     "request bodies buffered at once, all requests\ntogether (default 256 MiB); past it a new body\n"
-     "streams once and is never retried",
-     F(max_buffered), opt_bytes, NULL, 0, NULL},
+     "request bodies buffered at once, all requests\ntogether; past it a new body streams once and is\n"
+     "never retried",
+     F(max_buffered), cli_opt_size, NULL, 0, NULL, "256M"},
     {CLI_FN, "idempotency-key", 0, "auto|none",
-     "auto: add an Idempotency-Key to POSTs without one,\nso they may be retried (default none)",
-     F(idem_auto), opt_idem, NULL, 0, NULL},
+     "auto: add an Idempotency-Key to POSTs without one,\nso they may be retried",
+     F(idem_auto), opt_idem, NULL, 0, NULL, "none"},
     {.kind = CLI_GROUP, .group = cli_engine_opts_table, .off = F(eng), .man = "stagger-batch(1)"},
     {.kind = CLI_HEADING, .help = "TLS to https:// upstreams"},
     {.kind = CLI_GROUP, .group = cli_tls_opts, .off = F(tls), .man = "stagger-fetch(1)"},
     {.kind = CLI_HEADING, .help = "Service"},
     {CLI_FN, "drain", 0, "D",
-     "on SIGTERM, let requests in flight finish for up to D\n(default 30s), then exit 0",
-     F(drain_us), opt_drain, NULL, 0, NULL},
-    {CLI_FN, "client-timeout", 0, "D", "close an idle client connection after D (default 30s)",
-     F(client_timeout_us), cli_opt_positive_duration, NULL, 0, NULL},
+     "on SIGTERM, let requests in flight finish for up to D,\nthen exit 0",
+     F(drain_us), opt_drain, NULL, 0, NULL, "30s"},
+    {CLI_FN, "client-timeout", 0, "D", "close an idle client connection after D",
+     F(client_timeout_us), cli_opt_positive_duration, NULL, 0, NULL, "30s"},
     {CLI_FN, "head-timeout", 0, "D",
-     "a request head must arrive whole within D of the\nconnection's start (default 10s); near\n"
-     "--max-connections, open heads are closed oldest first",
-     F(head_timeout_us), cli_opt_positive_duration, NULL, 0, NULL},
+     "a request head must arrive whole within D of the\nconnection's start; near --max-connections, open\n"
+     "heads are closed oldest first",
+     F(head_timeout_us), cli_opt_positive_duration, NULL, 0, NULL, "10s"},
     {CLI_FN, "max-connections", 0, "N",
      "client connections at once (default: from the\ndescriptor limit)",
      F(max_connections), opt_conns, NULL, 0, NULL},
     {CLI_FN, "max-hosts", 0, "N",
-     "upstream hosts whose state (limiter, breaker,\nbudget, metrics series) is kept (default 1024);\n"
-     "past it the least recently used one is forgotten",
-     F(max_hosts), opt_conns, NULL, 0, NULL},
+     "upstream hosts whose state (limiter, breaker,\nbudget, metrics series) is kept; past it the\n"
+     "least recently used one is forgotten",
+     F(max_hosts), opt_conns, NULL, 0, NULL, "1024"},
     {CLI_STRING, "log", 0, "FILE",
      "JSON-lines log: engine events and one line per\nrequest (redacted); SIGHUP reopens it",
      F(log_path), NULL, NULL, 0, NULL},
@@ -310,6 +299,26 @@ static int proxy_run(proxy_opts *o, const char *addr, unsigned port)
     pc.max_body = o->eng.max_body;
     pc.max_spool = o->max_spool;
     pc.engine.max_body = (size_t)1 << 62;
+    if (cli_defaults_probe()) { /* help --defaults: what the proxy would run with */
+        const cli_command *c = &cli_proxy_command;
+        char listen[160];
+        bool v6 = strchr(addr, ':') != NULL;
+        snprintf(listen, sizeof listen, "%s%s%s:%u", v6 ? "[" : "", addr, v6 ? "]" : "", port);
+        cli_defaults_row(c, "listen", CLI_VAL_STRING, listen);
+        cli_defaults_row(c, "max-request-body", CLI_VAL_SIZE, (long long)pc.max_request_body);
+        cli_defaults_row(c, "max-spool", CLI_VAL_SIZE, (long long)pc.max_spool);
+        cli_defaults_row(c, "max-request-buffer", CLI_VAL_SIZE, (long long)pc.max_buffered);
+        cli_defaults_row(c, "idempotency-key", CLI_VAL_STRING, pc.idempotency_auto ? "auto" : "none");
+        cli_engine_defaults_rows(c, &pc.engine, pc.max_body);
+        cli_defaults_row(c, "drain", CLI_VAL_DURATION, (int64_t)o->drain_us);
+        cli_defaults_row(c, "client-timeout", CLI_VAL_DURATION, (int64_t)pc.client_timeout_us);
+        cli_defaults_row(c, "head-timeout", CLI_VAL_DURATION, (int64_t)pc.head_timeout_us);
+        cli_defaults_row(c, "max-hosts", CLI_VAL_INT, (long long)pc.engine.max_hosts);
+        cli_limiter_defaults_rows(c, &o->limiter);
+        cli_policy_defaults_rows(c, &pc.engine.policy);
+        cli_limiter_close(&o->limiter);
+        return CLI_EXIT_OK;
+    }
 
     /* Signals: blocked before any thread starts, so every thread inherits
      * the mask and only sigwait below takes them. */
@@ -357,7 +366,6 @@ int cli_proxy_main(int argc, char **argv)
 {
     proxy_opts o;
     memset(&o, 0, sizeof o);
-    o.drain_us = STG_SEC(30);
     /* The program behind the proxy has its own timeout (the OpenAI and
      * Anthropic SDKs: 10 minutes, DEFAULT_TIMEOUT in src/client.ts): a
      * completion that takes minutes must not be cut by ours first.
@@ -370,15 +378,14 @@ int cli_proxy_main(int argc, char **argv)
     int rc = prc;
     if (prc < 0) {
         char addr[128];
-        unsigned port = 8080;
+        unsigned port = 0;
         bool loopback = true;
         rc = 0;
-        if (o.listen && parse_listen(o.listen, addr, sizeof addr, &port, &loopback) != 0)
+        /* o.listen: the table's default when not given */
+        if (parse_listen(o.listen, addr, sizeof addr, &port, &loopback) != 0)
             rc = cli_usage_error(CMD, "bad value '%s' for --listen: expected ADDR:PORT with a "
                                       "numeric address",
                                  o.listen);
-        if (!o.listen)
-            snprintf(addr, sizeof addr, "127.0.0.1");
         if (!rc && !loopback && !o.allow_remote)
             rc = cli_usage_error(CMD, "--listen %s is not loopback: add --allow-remote to "
                                       "accept requests from other machines",

@@ -333,10 +333,10 @@ static int opt_tokens(cli_parser *p, const cli_opt *o, void *field, const char *
 #define F(x) offsetof(serve_opts, cfg.x)
 static const cli_opt serve_table[] = {
     {.kind = CLI_HEADING, .help = "Listening"},
-    {CLI_STRING, "bind", 0, "ADDR", "numeric IPv4/IPv6 address (default 127.0.0.1)", F(bind), NULL,
-     NULL, 0, NULL},
-    {CLI_FN, "port", 0, "N", "TCP port, 0 picks a free one (default 0)", F(port), opt_port, NULL, 0,
-     NULL},
+    {CLI_STRING, "bind", 0, "ADDR", "numeric IPv4/IPv6 address", F(bind), NULL, NULL, 0, NULL,
+     "127.0.0.1"},
+    {CLI_FN, "port", 0, "N", "TCP port, 0 picks a free one", F(port), opt_port, NULL, 0,
+     NULL, "0"},
     {CLI_FN, "threads", 0, "N", "epoll worker threads, 1..64 (default: CPUs, max 16)", F(threads),
      opt_threads, NULL, 0, NULL},
     {.kind = CLI_HEADING,
@@ -346,13 +346,12 @@ static const cli_opt serve_table[] = {
      NULL, 0, NULL},
     {CLI_FN, "burst", 0, "B", "bucket capacity (default max(1, ceil(R)))", 0, opt_burst, NULL, 0,
      NULL},
-    {CLI_FN, "limit-status", 0, "429|503", "status of refusals (default 429)", F(limit_status),
-     opt_limit_status, NULL, 0, NULL},
+    {CLI_FN, "limit-status", 0, "429|503", "status of refusals", F(limit_status),
+     opt_limit_status, NULL, 0, NULL, "429"},
     {CLI_FN, "retry-after", 0, "seconds|date|none",
-     "(default seconds): delta-seconds (the wait rounded\n"
-     "up, at least 1), an IMF-fixdate of now + wait, or no\n"
-     "Retry-After; applies to every refusal",
-     offsetof(serve_opts, cfg), opt_retry_after, NULL, 0, NULL},
+     "delta-seconds (the wait rounded up, at least 1), an\n"
+     "IMF-fixdate of now + wait, or no Retry-After; applies\nto every refusal",
+     offsetof(serve_opts, cfg), opt_retry_after, NULL, 0, NULL, "seconds"},
     {CLI_FLAG, "ratelimit-headers", 0, NULL,
      "add X-RateLimit-Limit/-Remaining/-Reset, RateLimit and\n"
      "RateLimit-Policy to limiter answers, all stating one\npolicy: R * W requests per window W (1 s for a whole R)",
@@ -362,8 +361,8 @@ static const cli_opt serve_table[] = {
      "429 for the first K requests of each client (by\n"
      "X-Client-Id, else by path), then normal handling",
      F(fail_first), opt_fail_first, NULL, 0, NULL},
-    {CLI_FN, "fail-retry-after", 0, "N", "Retry-After of those 429s in seconds (default 1)",
-     F(fail_retry_after_s), opt_fail_retry_after, NULL, 0, NULL},
+    {CLI_FN, "fail-retry-after", 0, "N", "Retry-After of those 429s in seconds",
+     F(fail_retry_after_s), opt_fail_retry_after, NULL, 0, NULL, "1"},
     {.kind = CLI_HEADING, .help = "Provider dialects (see stagger-serve(1), DIALECTS)"},
     {CLI_FN, "dialect", 0, "NAME",
      "answer as NAME does, with its quotas and header fields:\n"
@@ -381,22 +380,22 @@ static const cli_opt serve_table[] = {
      F(client_by_addr), NULL, NULL, 0, NULL},
     {CLI_FN, "token-cost", 0, "N",
      "tokens each request costs on token quotas, unless it\n"
-     "sends X-Token-Cost: N (default 0)",
-     F(token_cost), opt_token_cost, NULL, 0, NULL},
+     "sends X-Token-Cost: N",
+     F(token_cost), opt_token_cost, NULL, 0, NULL, "0"},
     {.kind = CLI_HEADING,
      .help = "LLM APIs (--dialect openai|anthropic: POST .../chat/completions,\n"
              ".../responses, .../completions, .../embeddings, .../v1/messages;\n"
              "see stagger-serve(1), LLM APIS)"},
     {CLI_FN, "ai-count", 0, "sum|max",
      "OpenAI's tokens charged at arrival: prompt estimate\n"
-     "plus max_tokens x n (default sum), or the larger",
-     F(ai_count_max), opt_ai_count, NULL, 0, NULL},
+     "plus max_tokens x n (sum), or the larger (max)",
+     F(ai_count_max), opt_ai_count, NULL, 0, NULL, "sum"},
     {CLI_FN, "ai-default-max-tokens", 0, "N",
-     "max_tokens of an OpenAI request that sends none\n(default 1024)",
-     F(ai_default_max_tokens), opt_tokens, NULL, 0, NULL},
+     "max_tokens of an OpenAI request that sends none",
+     F(ai_default_max_tokens), opt_tokens, NULL, 0, NULL, "1024"},
     {CLI_FN, "ai-output-tokens", 0, "N",
-     "output tokens of each answer (per choice), at most its\nmax_tokens (default 16)",
-     F(ai_output_tokens), opt_tokens, NULL, 0, NULL},
+     "output tokens of each answer (per choice), at most its\nmax_tokens",
+     F(ai_output_tokens), opt_tokens, NULL, 0, NULL, "16"},
     {CLI_FN, "overload-prob", 0, "P",
      "answer an API request 529 overloaded_error (anthropic)\n"
      "or 503 overloaded (openai), before its quotas",
@@ -408,8 +407,8 @@ static const cli_opt serve_table[] = {
     {CLI_FN, "insufficient-quota-after", 0, "N",
      "after N answered API requests, refuse every one: 429\n"
      "insufficient_quota (openai), 400 credit balance too\n"
-     "low (anthropic); 0: off (default)",
-     F(insufficient_quota_after), opt_fail_first, NULL, 0, NULL},
+     "low (anthropic); 0: off",
+     F(insufficient_quota_after), opt_fail_first, NULL, 0, NULL, "0"},
     {.kind = CLI_HEADING, .help = "Faults (deterministic for a given --seed and request order)"},
     {CLI_FN, "outage", 0, "START+DUR",
      "503 + Retry-After (rest of the outage) from START to\n"
@@ -428,28 +427,28 @@ static const cli_opt serve_table[] = {
      F(slow_prob), opt_prob, NULL, 0, NULL},
     {CLI_FN, "slow-body-every", 0, "N", "... for every Nth request", F(slow_every), opt_every, NULL,
      0, NULL},
-    {CLI_FN, "slow-body-ms", 0, "N", "time a slow body takes, in ms (default 1000)",
-     F(slow_body_us), opt_slow_ms, NULL, 0, NULL},
-    {CLI_FN, "latency", 0, "D", "every answer takes at least D after its request\narrives (default 0)",
-     F(latency_us), opt_latency, NULL, 0, NULL},
-    {CLI_FN, "seed", 0, "S", "seed of the fault generator (default 1)", F(seed), opt_seed, NULL, 0,
-     NULL},
+    {CLI_FN, "slow-body-ms", 0, "N", "time a slow body takes, in ms",
+     F(slow_body_us), opt_slow_ms, NULL, 0, NULL, "1000"},
+    {CLI_FN, "latency", 0, "D", "every answer takes at least D after its request\narrives",
+     F(latency_us), opt_latency, NULL, 0, NULL, "0"},
+    {CLI_FN, "seed", 0, "S", "seed of the fault generator", F(seed), opt_seed, NULL, 0,
+     NULL, "1"},
     {CLI_FN, "capacity", 0, "N",
      "handle N admitted requests at once, queue the rest\n(latency grows with the queue; 0: off)",
      F(capacity), opt_capacity, NULL, 0, NULL},
-    {CLI_FN, "service-time", 0, "D", "time each request takes with --capacity (default 50ms)",
-     F(service_time_us), opt_service_time, NULL, 0, NULL},
+    {CLI_FN, "service-time", 0, "D", "time each request takes with --capacity",
+     F(service_time_us), opt_service_time, NULL, 0, NULL, "50ms"},
     {.kind = CLI_HEADING, .help = "Output"},
     {CLI_STRING, "log", 0, "FILE",
      "one line per request: arrival us since start, client,\n"
      "method, path, status or reset/hang/aborted, key",
      F(log_path), NULL, NULL, 0, NULL},
-    {CLI_FN, "log-format", 0, "jsonl|csv", "(default jsonl; csv has a header line)",
-     offsetof(serve_opts, cfg), opt_log_format, NULL, 0, NULL},
+    {CLI_FN, "log-format", 0, "jsonl|csv", "csv has a header line",
+     offsetof(serve_opts, cfg), opt_log_format, NULL, 0, NULL, "jsonl"},
     {CLI_STRING, "stats", 0, "FILE", "write the stats JSON (as GET /__stats) at exit",
      F(stats_path), NULL, NULL, 0, NULL},
-    {CLI_FN, "max-body", 0, "BYTES", "larger request bodies get 413 (default 1048576)", F(max_body),
-     opt_max_body, NULL, 0, NULL},
+    {CLI_FN, "max-body", 0, "BYTES", "larger request bodies get 413", F(max_body),
+     opt_max_body, NULL, 0, NULL, "1048576"},
     {.kind = CLI_HEADING, .help = "HTTPS (libmicrohttpd's TLS, GnuTLS)"},
     {CLI_STRING, "tls-cert", 0, "FILE",
      "serve HTTPS with this PEM certificate (chain);\nneeds --tls-key", F(tls_cert), NULL, NULL,
@@ -508,8 +507,17 @@ int cli_serve_main(int argc, char **argv)
     if (cfg.token_cost && !cfg.dialect)
         return cli_usage_error(CMD, "--token-cost needs --dialect");
     bool ai = cfg.dialect && (!strcmp(cfg.dialect, "openai") || !strcmp(cfg.dialect, "anthropic"));
-    if (!ai && (cfg.ai_count_max || cfg.ai_default_max_tokens != 1024 ||
-                cfg.ai_output_tokens != 16 || cfg.overload_prob > 0 ||
+    /* The table's defaults alone: what an LLM option left alone holds. */
+    serve_opts dso;
+    memset(&dso, 0, sizeof dso);
+    stg__srv_config_init(&dso.cfg);
+    char *none[] = {argv[0], NULL};
+    cli_parser dparser = {.cmd = &cli_serve_command, .ctx = &dso};
+    (void)cli_parse(&dparser, 1, none);
+    const stg_srv_config *def = &dso.cfg;
+    if (!ai && (cfg.ai_count_max != def->ai_count_max ||
+                cfg.ai_default_max_tokens != def->ai_default_max_tokens ||
+                cfg.ai_output_tokens != def->ai_output_tokens || cfg.overload_prob > 0 ||
                 cfg.stream_error_prob > 0 || cfg.insufficient_quota_after))
         return cli_usage_error(CMD, "the LLM API options need --dialect openai or anthropic");
     if (burst_set && cfg.rate <= 0)
@@ -520,6 +528,32 @@ int cli_serve_main(int argc, char **argv)
         return cli_usage_error(CMD, "--tls-cert and --tls-key go together");
     if (cfg.tls_client_ca && !cfg.tls_cert)
         return cli_usage_error(CMD, "--tls-client-ca needs --tls-cert and --tls-key");
+    if (cli_defaults_probe()) { /* help --defaults: the config the server would start with */
+        const cli_command *c = &cli_serve_command;
+        cli_defaults_row(c, "bind", CLI_VAL_STRING, cfg.bind);
+        cli_defaults_row(c, "port", CLI_VAL_INT, (long long)cfg.port);
+        cli_defaults_row(c, "limit-status", CLI_VAL_INT, (long long)cfg.limit_status);
+        cli_defaults_row(c, "retry-after", CLI_VAL_STRING,
+                         cfg.retry_after == STG_SRV_RA_SECONDS ? "seconds"
+                         : cfg.retry_after == STG_SRV_RA_DATE  ? "date"
+                                                               : "none");
+        cli_defaults_row(c, "fail-retry-after", CLI_VAL_INT, (long long)cfg.fail_retry_after_s);
+        cli_defaults_row(c, "token-cost", CLI_VAL_INT, (long long)cfg.token_cost);
+        cli_defaults_row(c, "ai-count", CLI_VAL_STRING, cfg.ai_count_max ? "max" : "sum");
+        cli_defaults_row(c, "ai-default-max-tokens", CLI_VAL_INT,
+                         (long long)cfg.ai_default_max_tokens);
+        cli_defaults_row(c, "ai-output-tokens", CLI_VAL_INT, (long long)cfg.ai_output_tokens);
+        cli_defaults_row(c, "insufficient-quota-after", CLI_VAL_INT,
+                         (long long)cfg.insufficient_quota_after);
+        cli_defaults_row(c, "slow-body-ms", CLI_VAL_INT, (long long)(cfg.slow_body_us / 1000));
+        cli_defaults_row(c, "latency", CLI_VAL_DURATION, (int64_t)cfg.latency_us);
+        cli_defaults_row(c, "seed", CLI_VAL_INT, (long long)cfg.seed);
+        cli_defaults_row(c, "service-time", CLI_VAL_DURATION, (int64_t)cfg.service_time_us);
+        cli_defaults_row(c, "log-format", CLI_VAL_STRING,
+                         cfg.log_format == STG_SRV_LOG_CSV ? "csv" : "jsonl");
+        cli_defaults_row(c, "max-body", CLI_VAL_SIZE, (long long)cfg.max_body);
+        return CLI_EXIT_OK;
+    }
 
     /* Block the stop signals before any thread exists, so every server
      * thread inherits the mask and only sigwait below sees them. */

@@ -429,6 +429,47 @@ static int opt_not_here(cli_parser *p, const cli_opt *o, void *field, const char
                            o->name);
 }
 
+/* ---- defaults: the scenario's (sim_opts_default), shown from there ------- */
+
+/* help --defaults sim SCENARIO: the scenario whose default the rows
+ * compare with; -1: --help, every scenario. */
+static int defaults_scenario = -1;
+
+typedef double (*sim_field_fn)(const sim_opts *o);
+static double f_trials(const sim_opts *o) { return o->trials; }
+static double f_seed(const sim_opts *o) { return (double)o->seed; }
+static double f_limit(const sim_opts *o) { return o->limit_rps; }
+static double f_fail_first(const sim_opts *o) { return o->fail_first; }
+
+/* The default of a field as sim_opts_default sets it: herd's value, then
+ * each scenario that differs ("1; contention 100"); under help --defaults,
+ * that scenario's alone. only_herd: a herd-only option (--fail-first). */
+static void scenario_default(sim_field_fn f, bool only_herd, char *buf, size_t size)
+{
+    sim_opts o;
+    sim_opts_default(&o, defaults_scenario >= 0 ? (sim_scenario)defaults_scenario : SIM_HERD);
+    double first = f(&o);
+    int w = snprintf(buf, size, "%g", first);
+    for (int s = SIM_HERD + 1; defaults_scenario < 0 && !only_herd && s < SIM_N_SCENARIOS; s++) {
+        sim_opts_default(&o, (sim_scenario)s);
+        if (f(&o) != first && w >= 0 && (size_t)w < size)
+            w += snprintf(buf + w, size - (size_t)w, "; %s %g", sim_scenario_name((sim_scenario)s),
+                          f(&o));
+    }
+}
+
+#define SIM_DEFAULT(name, field, herd)                                                             \
+    static void def_##name(const cli_command *c, char *buf, size_t size)                           \
+    {                                                                                              \
+        (void)c;                                                                                   \
+        scenario_default(field, herd, buf, size);                                                  \
+    }
+SIM_DEFAULT(trials, f_trials, false)
+SIM_DEFAULT(seed, f_seed, false)
+SIM_DEFAULT(limit, f_limit, false)
+SIM_DEFAULT(fail_first, f_fail_first, true)
+#undef SIM_DEFAULT
+
 #define F(x) offsetof(sim_cli, o.x)
 #define FL(x) offsetof(sim_cli, o.fleet.x)
 static const cli_opt sim_table[] = {
@@ -446,9 +487,9 @@ static const cli_opt sim_table[] = {
      NULL, 0, NULL},
     {CLI_FN, "modes", 0, "LIST", "quota: Retry-After modes exact, honor, cap, ignore",
      offsetof(sim_cli, o), opt_modes, NULL, 0, NULL},
-    {CLI_FN, "trials", 0, "N", "repeat with seeds S..S+N-1 (default 1; contention 100)", F(trials),
-     opt_trials, NULL, 0, NULL},
-    {CLI_FN, "seed", 0, "S", "first seed (default 1)", F(seed), opt_seed, NULL, 0, NULL},
+    {CLI_FN, "trials", 0, "N", "repeat with seeds S..S+N-1", F(trials),
+     opt_trials, NULL, 0, NULL, NULL, def_trials},
+    {CLI_FN, "seed", 0, "S", "first seed", F(seed), opt_seed, NULL, 0, NULL, NULL, def_seed},
     {CLI_FN, "delay", 0, "MEAN[:SD]",
      "every message leg takes |Normal(MEAN, SD)| (herd\n"
      "5ms:0.5ms; quota, storm, load 1ms:0.2ms; contention\n10ms:2ms)",
@@ -465,10 +506,10 @@ static const cli_opt sim_table[] = {
      opt_duration, NULL, 0, NULL},
     {CLI_FN, "bin", 0, "D", "chart bin width (herd 10ms, others 100ms)", F(bin_us),
      opt_positive_duration, NULL, 0, NULL},
-    {CLI_FN, "fail-first", 0, "K", "herd: 429s before each client's 200 (default 4)", F(fail_first),
-     opt_fail_first, NULL, 0, NULL},
-    {CLI_FN, "limit", 0, "R", "server limit, requests/s (default 100)", F(limit_rps), opt_limit,
-     NULL, 0, NULL},
+    {CLI_FN, "fail-first", 0, "K", "herd: 429s before each client's 200", F(fail_first),
+     opt_fail_first, NULL, 0, NULL, NULL, def_fail_first},
+    {CLI_FN, "limit", 0, "R", "server limit, requests/s", F(limit_rps), opt_limit,
+     NULL, 0, NULL, NULL, def_limit},
     {CLI_FN, "burst", 0, "N", "server burst (quota, load 100; storm 20; fleet 10)", F(burst),
      opt_burst, NULL,
      0, NULL},
@@ -539,7 +580,8 @@ static const cli_opt sim_table[] = {
     CLI_OPT_VERSION_ENTRY,
     {.kind = CLI_HEADING,
      .help = "Retry policy (applied to every strategy; the strategy sets the backoff kind)"},
-    {.kind = CLI_GROUP, .group = cli_policy_opts, .off = F(policy), .man = "stagger-plan(1)"},
+    {.kind = CLI_GROUP, .group = cli_policy_opts, .off = F(policy), .man = "stagger-plan(1)",
+     .flags = CLI_OPT_NO_DEFAULTS}, /* the scenario's policy (sim_opts_default) */
     {CLI_FN, "preset", 0, "NAME", NULL, 0, opt_not_here, NULL, CLI_OPT_HIDDEN, NULL},
     {CLI_FN, "backoff", 0, "KIND", NULL, 0, opt_not_here, NULL, CLI_OPT_HIDDEN, NULL},
     {.kind = CLI_TEXT, .help = cli_durations_help},
@@ -641,6 +683,17 @@ int cli_sim_main(int argc, char **argv)
     const char *why = sim_opts_check(&o);
     if (why)
         return cli_usage_error(CMD, "%s", why);
+    if (cli_defaults_probe()) { /* help --defaults sim SCENARIO: what the run would use */
+        const cli_command *cc = &cli_sim_command;
+        defaults_scenario = sc; /* the rows compare with this scenario's defaults */
+        cli_defaults_row(cc, "trials", CLI_VAL_INT, (long long)o.trials);
+        cli_defaults_row(cc, "seed", CLI_VAL_INT, (long long)o.seed);
+        cli_defaults_row(cc, "limit", CLI_VAL_DOUBLE, o.limit_rps);
+        if (sc == SIM_HERD)
+            cli_defaults_row(cc, "fail-first", CLI_VAL_INT, (long long)o.fail_first);
+        defaults_scenario = -1;
+        return CLI_EXIT_OK;
+    }
     if ((o.use_budget || o.use_breaker) &&
         (o.scenario == SIM_HERD || o.scenario == SIM_CONTENTION || o.scenario == SIM_FLEET))
         return cli_usage_error(CMD, "--budget and --breaker apply to quota, storm and load");

@@ -83,6 +83,37 @@ bool cli_parse_duration(const char *text, int64_t *us)
     return false;
 }
 
+bool cli_parse_size(const char *text, long long min, long long max, long long *out)
+{
+    char num[32];
+    size_t n = text ? strlen(text) : 0;
+    long long scale = 1;
+    if (n && strchr("kKmMgG", text[n - 1])) {
+        char u = text[n - 1];
+        scale = u == 'k' || u == 'K' ? 1ll << 10 : u == 'm' || u == 'M' ? 1ll << 20 : 1ll << 30;
+        n--;
+    }
+    long long v;
+    if (n == 0 || n >= sizeof num)
+        return false;
+    memcpy(num, text, n);
+    num[n] = '\0';
+    if (!cli_parse_int(num, 0, max / scale, &v) || v * scale < min)
+        return false;
+    *out = v * scale;
+    return true;
+}
+
+int cli_opt_size(cli_parser *p, const cli_opt *o, void *field, const char *val)
+{
+    (void)o;
+    long long v;
+    if (!cli_parse_size(val, 1, 1ll << 40, &v))
+        return cli_opt_bad(p, val, "expected a size from 1 byte to 1 TiB, such as 512k or 10M");
+    *(size_t *)field = (size_t)v;
+    return 0;
+}
+
 bool cli_parse_rate(const char *s, bool zero_ok, double *rate)
 {
     char buf[64];
@@ -317,9 +348,9 @@ POLICY_DEFAULT(first_byte_timeout, typed_duration(r.first_byte_timeout_us, buf, 
 POLICY_DEFAULT(idle_timeout, typed_duration(r.idle_timeout_us, buf, size))
 #undef POLICY_DEFAULT
 
-static void def_retry_on(const cli_command *c, char *buf, size_t size)
+static void format_retry_on(const stg_policy *pr, char *buf, size_t size)
 {
-    stg_policy r = command_policy(c);
+    stg_policy r = *pr;
     size_t w = 0;
     buf[0] = '\0';
     for (int st = 100; st < 640 && w < size;) {
@@ -336,6 +367,39 @@ static void def_retry_on(const cli_command *c, char *buf, size_t size)
         w += (size_t)n;
         st += all ? 100 : 1;
     }
+}
+
+static void def_retry_on(const cli_command *c, char *buf, size_t size)
+{
+    stg_policy r = command_policy(c);
+    format_retry_on(&r, buf, size);
+}
+
+void cli_policy_defaults_rows(const cli_command *c, const stg_policy *policy)
+{
+    stg_policy r;
+    if (stg_policy_resolve(policy, &r) != STG_OK) {
+        fprintf(cli_defaults_out, "policy\t-\tinvalid\tDIFFERS\n");
+        return;
+    }
+    char buf[256];
+    cli_defaults_row(c, "base", CLI_VAL_DURATION, (int64_t)r.backoff.base_us);
+    cli_defaults_row(c, "throttle-base", CLI_VAL_DURATION, (int64_t)r.throttle_base_us);
+    cli_defaults_row(c, "cap", CLI_VAL_DURATION, (int64_t)r.backoff.cap_us);
+    cli_defaults_row(c, "mult", CLI_VAL_DOUBLE, r.backoff.multiplier);
+    cli_defaults_row(c, "retries", CLI_VAL_INT, (long long)r.max_attempts - 1);
+    cli_defaults_row(c, "deadline", CLI_VAL_DURATION, (int64_t)r.deadline_us);
+    cli_defaults_row(c, "max-server-wait", CLI_VAL_DURATION, (int64_t)r.max_server_wait_us);
+    cli_defaults_row(c, "retry-after", CLI_VAL_STRING, stg_retry_after_mode_name(r.retry_after_mode));
+    cli_defaults_row(c, "spread", CLI_VAL_DOUBLE, r.honor_spread);
+    format_retry_on(&r, buf, sizeof buf);
+    cli_defaults_row(c, "retry-on", CLI_VAL_STRING, buf);
+    if (!cli_command_has_option(c, "connect-timeout"))
+        return; /* plan and sim: no per-attempt times */
+    cli_defaults_row(c, "connect-timeout", CLI_VAL_DURATION, (int64_t)r.connect_timeout_us);
+    cli_defaults_row(c, "max-time", CLI_VAL_DURATION, (int64_t)r.attempt_timeout_us);
+    cli_defaults_row(c, "first-byte-timeout", CLI_VAL_DURATION, (int64_t)r.first_byte_timeout_us);
+    cli_defaults_row(c, "idle-timeout", CLI_VAL_DURATION, (int64_t)r.idle_timeout_us);
 }
 
 const cli_opt cli_policy_kind_opts[] = {

@@ -9,8 +9,10 @@
 # EXPORT sections of stagger-batch(1). The exit statuses of
 # `stagger help --exit-codes` are those of stagger(1), and no page documents
 # a status outside that table. Also: every table parses its own options
-# (each long option is known to its command's parser), and every default
-# the table holds (--help's "(default X)") is the one the man entry gives.
+# (each long option is known to its command's parser), every default
+# the table holds (--help's "(default X)") is the one the man entry gives,
+# and is the value the command's built config holds when the option is not
+# given (`stagger help --defaults`, below).
 . "$(dirname "$0")/lib.sh"
 S=$STAGGER
 DOCS=$STG_SOURCE_DIR/docs
@@ -172,6 +174,65 @@ $(cat "$T/diff")"
     check "$cmd --$name is parsed" sh -c "! grep -q 'unknown \(option\|scenario\)' '$T/err'"
   done < "$T/table"
 done
+
+# ---- defaults: the table's is the one the command runs with (issue #37) ----------
+# `stagger help --defaults CMD [ARG...]` runs the command up to where its
+# config is built and prints, per option, the table's default and the value
+# that config holds ("NAME\tTABLE\tACTUAL\tVERDICT", opt.h): every row must
+# be "ok", and every option whose default --help shows has a row, so a
+# default the code sets by itself (a literal beside the table) is caught.
+# The ARGs are what the command needs to get that far, never a defaulted
+# option. Options whose default is a description, not a value, are listed
+# here with why.
+described() { # CMD NAME: true when the default is a description
+  case "$1 $2" in
+    *" burst") return 0 ;;              # max(1, ceil(R)): computed from --rate
+    "serve threads") return 0 ;;        # the CPUs, at most 16
+    "fetch request") return 0 ;;        # GET, or POST with data
+    "fetch user-agent") return 0 ;;     # stagger/VERSION
+    "batch worker") return 0 ;;         # HOST:PID
+    "batch method") return 0 ;;         # GET for URL and key inputs; JSONL lines carry theirs
+    "batch report db" | "batch export db") return 0 ;; # beside the input
+    "batch export output") return 0 ;;  # standard output
+  esac
+  return 1
+}
+defaults_args() {
+  case $1 in
+    proxy) echo "--upstream http://127.0.0.1:9" ;;
+    fetch) echo "http://127.0.0.1:9" ;;
+    sim) echo herd ;; # its scenario (the others below)
+    batch) echo "-" ;; # stdin as the input: never read before the rows
+    *) echo "" ;;
+  esac
+}
+for cmd in plan serve sim fetch batch proxy "batch report" "batch export"; do
+  "$S" help --options "$cmd" > "$T/table.raw" 2>/dev/null || continue
+  # shellcheck disable=SC2046,SC2086
+  if ! "$S" help --defaults $cmd $(defaults_args "$cmd") > "$T/defaults" 2> "$T/err"; then
+    fail "help --defaults $cmd failed: $(cat "$T/err")"
+    continue
+  fi
+  bad=$(awk -F '\t' '$4 != "ok"' "$T/defaults")
+  check "$cmd: each default the table gives is the one the command runs with${bad:+:
+$bad}" [ -z "$bad" ]
+  while IFS=$(printf '\t') read -r name letter arg ref def _rest; do
+    [ "$def" = - ] || [ "$name" = - ] && continue
+    described "$cmd" "$name" && continue
+    check "$cmd --$name: help --defaults compares its default ($def)" \
+      awk -F '\t' -v n="$name" '$1 == n { f = 1 } END { exit !f }' "$T/defaults"
+  done < "$T/table.raw"
+done
+# sim: each scenario sets its own defaults (sim_opts_default, which the
+# table's def_fn reads); every scenario runs with its own.
+if "$S" help --options sim > /dev/null 2>&1; then
+  for sc in quota storm load contention slow-server fleet; do
+    bad=$("$S" help --defaults sim "$sc" | awk -F '\t' '$4 != "ok"')
+    check "sim $sc: it runs with its scenario's defaults${bad:+:
+$bad}" [ -z "$bad" ]
+  done
+fi
+expect_exit "help --defaults nosuch" 2 "$S" help --defaults nosuch
 
 # A table entry that the man page lacks is caught: drop one option from a
 # copy of fetch's page and the comparison must fail.

@@ -1,15 +1,17 @@
-# The bash and zsh completions (completions/) against the option tables:
+# The bash, zsh and fish completions (completions/) against the option tables:
 # for every command, completing "--" offers exactly the long options of
 # `stagger help --options CMD` (and "-" adds the short ones); after an
 # option whose value is a FILE, files are offered; the first word offers
-# the commands. Both files are installed by `cmake --install` where
-# bash-completion and zsh look. zsh itself is checked when installed.
+# the commands. The files are installed by `cmake --install` where
+# bash-completion, zsh and fish look. zsh and fish themselves are checked
+# when installed.
 . "$(dirname "$0")/lib.sh"
 S=$STAGGER
 T=$(mktemp -d /tmp/stg_compl.XXXXXX)
 trap 'in_script && rm -rf "$T"' EXIT
 BASH_COMPL=$STG_SOURCE_DIR/completions/stagger.bash
 ZSH_COMPL=$STG_SOURCE_DIR/completions/_stagger
+FISH_COMPL=$STG_SOURCE_DIR/completions/stagger.fish
 
 # complete WORD...: what the bash completion offers for the last word.
 complete_words() {
@@ -105,13 +107,51 @@ else
   echo "zsh not installed: its completion's syntax not checked"
 fi
 
-# cmake --install puts both where the shells look (the completions' own
+if command -v fish > /dev/null 2>&1; then
+  check "fish completion parses" fish -n "$FISH_COMPL"
+  mkdir -p "$T/fbin"
+  ln -sf "$S" "$T/fbin/stagger"
+  # fcomplete LINE: what fish offers for LINE, the words only (fish's own
+  # completer, `complete -C`, with the file sourced and stagger on PATH).
+  fcomplete() {
+    PATH="$T/fbin:$PATH" fish --no-config -c 'source $argv[1]; complete -C $argv[2]' \
+      "$FISH_COMPL" "$1" | cut -f1 | sort -u
+  }
+  fcomplete "stagger " > "$T/ffirst"
+  check "fish: the first word offers every command" sh -c "! sort '$T/cmds' | comm -23 - '$T/ffirst' | grep -q ."
+  for cmd in $(cat "$T/cmds") "batch report" "batch export"; do
+    "$S" help --options "$cmd" | awk -F '\t' '$1 != "-" { print "--" $1 }' | sort -u > "$T/want_long"
+    fcomplete "stagger $cmd --" > "$T/fgot"
+    if ! diff "$T/want_long" "$T/fgot" > "$T/diff"; then
+      fail "$cmd: fish completion of -- (>) is not the table (<): $(cat "$T/diff")"
+    else
+      ok
+    fi
+  done
+  check "fish: batch --progress offers its modes ($(fcomplete "stagger batch --progress " | tr '\n' ' '))" \
+    test "$(fcomplete "stagger batch --progress " | tr '\n' ' ')" = "auto bar lines none "
+  check "fish: batch export --format offers json, jsonl, csv" \
+    test "$(fcomplete "stagger batch export --format " | tr '\n' ' ')" = "csv json jsonl "
+  check "fish: fetch -o completes files" sh -c "cd '$T/w' && PATH='$T/fbin:$PATH' fish --no-config -c 'source \$argv[1]; complete -C \"stagger fetch -o out-\"' '$FISH_COMPL' | grep -q '^out-file.json'"
+  # (fish itself offers near names for an unknown one: none may be --frob)
+  check "fish: no invented option" sh -c "! PATH='$T/fbin:$PATH' fish --no-config -c 'source \$argv[1]; complete -C \"stagger fetch --frob\"' '$FISH_COMPL' | grep -q '^--frob'"
+  # descriptions: the table's help, and the default it holds
+  PATH="$T/fbin:$PATH" fish --no-config -c 'source $argv[1]; complete -C "stagger fetch --retries"' \
+    "$FISH_COMPL" > "$T/fdesc"
+  check "fish describes --retries (the table's help and default: $(cat "$T/fdesc"))" \
+    grep -q "retries after the first attempt (default 5)" "$T/fdesc"
+else
+  echo "fish not installed: its completion not checked"
+fi
+
+# cmake --install puts them where the shells look (the completions' own
 # install script: what `cmake --install` runs for that directory).
 if [ -n "${STG_BUILD_DIR:-}" ] && [ -f "$STG_BUILD_DIR/completions/cmake_install.cmake" ]; then
   cmake -DCMAKE_INSTALL_PREFIX="$T/prefix" -P "$STG_BUILD_DIR/completions/cmake_install.cmake" \
     > "$T/install.log" 2>&1 || fail "cmake --install: $(tail -5 "$T/install.log")"
   check "bash completion installed" cmp -s "$BASH_COMPL" "$T/prefix/share/bash-completion/completions/stagger"
   check "zsh completion installed" cmp -s "$ZSH_COMPL" "$T/prefix/share/zsh/site-functions/_stagger"
+  check "fish completion installed" cmp -s "$FISH_COMPL" "$T/prefix/share/fish/vendor_completions.d/stagger.fish"
 fi
 
 finish
