@@ -23,8 +23,27 @@
  *            rate, a slot has closed
  *   t, i     the pacing GCRA's TAT and the interval last used
  *   hu       hold: no admission before it
- * The key expires after 10 min without a call: a missing key is a limiter
- * that has learned nothing, which is what an idle key should be.
+ *   c...     classes and tenants (below): prio_lua.h's fields with a "c"
+ *            in front (cpb, cd<c>, cs0, cf<c>, cp<c>:<tenant>,
+ *            cq<c>:<tenant>), so that none is taken for pr or pb
+ * The key expires after 10 min without a call (or later, when a class
+ * field reaches further): a missing key is a limiter that has learned
+ * nothing, which is what an idle key should be.
+ *
+ * Classes and tenants (issue #32): an acquire with a class part (ARGV[13]
+ * "cls weight_m hold_ns floor_pm", hold 0: 8 intervals within 20 ms..1 s;
+ * ARGV[14] the tenant) is decided, while the key paces (en == 1), by the
+ * fixed-rate script's decision (prio_lua.h: the pure model of
+ * src/core/prio_gcra.c) at T = ceil(1e9 / rate), on this hash's t and i,
+ * which plain acquires share: the same rules and numbers, with w = 1, no
+ * lead, no carry. An admission counts in the measurement and gets its
+ * ticket as a plain one; a refusal changes only the class fields. While the
+ * key does not pace, a class call is admitted as a plain one (nothing
+ * waits, so there is nothing to order; no class field is written). Every
+ * acquire's reply carries the T it paced at (0: not pacing), and ARGV[15]
+ * > 0 pins the clock (µs since the epoch) instead of TIME: only the
+ * differential test (tests/integration/test_redis_prio_adaptive.c) uses
+ * it, to run the script and the model on the same instants.
  *
  * A hold (a 503 that says when the server is back, or a quota spent until
  * a reset) is not congestion: it never cuts, and as stg_adaptive_on_hold
