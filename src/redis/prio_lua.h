@@ -225,16 +225,16 @@
     "  local tr = 0\n" \
     "  if tracked then tr = 1 end\n" \
     "  if k == 0 then\n" \
-    "    return fin(0, nil, hs, exp,\n" \
-    "      {0, math.ceil(hint / 1000), math.ceil((tat - now) / 1000), 0, 0, base, tat, 0, 0, tr})\n" \
+    "    return fin(0, nil, hs, exp, {0, math.ceil(hint / 1000),\n" \
+    "      math.ceil((tat - now) / 1000), 0, 0, base, tat, 0, 0, tr})\n" \
     "  end\n" \
     "  local el, fl1 = 0, 0\n" \
     "  if lease then el = 1 end\n" \
     "  if fl then fl1 = 1 end\n" \
     "  local endu = 0\n" \
     "  if lease then endu = math.floor((g0 - now) / 1000) end\n" \
-    "  return fin(k, g, hs, math.max(exp, g),\n" \
-    "    {1, math.ceil(wait / 1000), math.ceil((g - now) / 1000), k, endu, base, g, el, fl1, tr})\n" \
+    "  return fin(k, g, hs, math.max(exp, g), {1, math.ceil(wait / 1000),\n" \
+    "    math.ceil((g - now) / 1000), k, endu, base, g, el, fl1, tr})\n" \
     "end\n"
 
 /* gcra.c's use: ARGV[9] = "cls weight_m hold_ns floor_pm", ARGV[10] the
@@ -248,8 +248,10 @@
     "    function(k, g, hs, exp, rep)\n" \
     "      if k == 0 and carry > 0 then g = tat end\n" \
     "      if g then\n" \
-    "        for _, v in ipairs({'b', string.format('%.0f', base), 't', string.format('%.0f', g),\n" \
-    "            'i', string.format('%.0f', T)}) do table.insert(hs, v) end\n" \
+    "        for _, v in ipairs({'b', string.format('%.0f', base),\n" \
+    "            't', string.format('%.0f', g), 'i', string.format('%.0f', T)}) do\n" \
+    "          table.insert(hs, v)\n" \
+    "        end\n" \
     "      end\n" \
     "      redis.call('HSET', KEYS[1], unpack(hs))\n" \
     "      redis.call('PEXPIRE', KEYS[1], math.ceil((exp - now) / 1000000) + 1000)\n" \
