@@ -412,7 +412,13 @@ STG_API int stg_redis_limiter_set_rate(stg_redis_limiter *l, double rate);
  * only). With leases (cfg.lease_us) each class and tenant of a process has
  * a lease of its own; a batch's lease only holds tokens available now, and
  * under saturation shrinks to one token (one round trip per request). In
- * fallback the local bucket answers, by class no more. */
+ * fallback the local bucket answers, by class no more.
+ * A shared adaptive rate (cfg.adaptive) is ordered the same way, on its own
+ * hash ("<prefix>ad:<name>"), once a throttle or a hold has turned its
+ * pacing on: the same rules and numbers at the interval of the rate learned
+ * at that instant, with a hold of 8 intervals within 20 ms..1 s (no
+ * leases); before that nothing is paced and every call is admitted, as
+ * stg_redis_adaptive_acquire (stg_redis_adaptive_acquire_class). */
 
 /* As stg_redis_limiter_acquire with weight 1, for a request of class cls
  * (not NULL; cls->tenant NULL or "" for none; cls->weight 0 means 1).
@@ -420,10 +426,12 @@ STG_API int stg_redis_limiter_set_rate(stg_redis_limiter *l, double rate);
  * not now (a batch is never given a token ahead, whatever timeout_us) or
  * not within timeout_us, nothing reserved: *wait_us is how long until
  * asking again may succeed, if nothing else changes. STG_EINVAL: l NULL,
- * an adaptive limiter, cls invalid (priority out of range, bad tenant
- * name, weight < 0 or > 1e6), bad key. STG_EUNAVAIL, STG_ENOMEM, STG_EIO
- * as for acquire. cls and its tenant are borrowed for the call. wait_us
- * may be NULL. Thread-safe. */
+ * cls invalid (priority out of range, bad tenant name, weight < 0 or >
+ * 1e6), bad key. STG_EUNAVAIL, STG_ENOMEM, STG_EIO as for acquire. cls and
+ * its tenant are borrowed for the call. wait_us may be NULL. With an
+ * adaptive limiter this is stg_redis_adaptive_acquire_class without the
+ * ticket (whose responses then cannot be reported: use that one).
+ * Thread-safe. */
 STG_API int stg_redis_limiter_acquire_class(stg_redis_limiter *l, const char *key,
                                             const stg_class *cls, int64_t timeout_us,
                                             int64_t *wait_us);
@@ -494,6 +502,18 @@ STG_API int stg_redis_breaker_state(stg_redis_limiter *l, const char *key,
  * STG_EIO as for the limiter. Thread-safe. */
 STG_API int stg_redis_adaptive_acquire(stg_redis_limiter *l, const char *key, int64_t timeout_us,
                                        int64_t *wait_us, int64_t *ticket);
+
+/* As stg_redis_adaptive_acquire, for a request of class cls (as
+ * stg_redis_limiter_acquire_class): while the key paces, decided by class
+ * and tenant (see "classes and tenants" above; a refusal's *wait_us is how
+ * long until asking again may succeed), else admitted as
+ * stg_redis_adaptive_acquire. Plain and class callers of a key share its
+ * pacing. In fallback the local adaptive rate answers, by class no more.
+ * STG_EINVAL also for a limiter that is not adaptive or an invalid cls.
+ * Thread-safe. */
+STG_API int stg_redis_adaptive_acquire_class(stg_redis_limiter *l, const char *key,
+                                             const stg_class *cls, int64_t timeout_us,
+                                             int64_t *wait_us, int64_t *ticket);
 
 /* Report the answer to a send admitted with ticket. throttled: the server
  * said "too fast" (a 429): the key's rate is cut (recovery rule above).

@@ -150,6 +150,17 @@ static int acquire_adaptive(void *ctx, const char *key, int64_t timeout_us, int6
                                       ticket);
 }
 
+/* A request of a class on a learned rate: ordered by class once the key
+ * paces (stg_redis_adaptive_acquire_class), with its ticket for
+ * on_response. */
+static int acquire_class_adaptive(void *ctx, const char *key, const stg_class *cls,
+                                  int64_t timeout_us, int64_t *wait_us, int64_t *ticket)
+{
+    cli_limiter *l = ctx;
+    return stg_redis_adaptive_acquire_class(l->backend, l->url_has_key ? NULL : key, cls,
+                                            timeout_us, wait_us, ticket);
+}
+
 static void on_response(void *ctx, const char *key, int64_t ticket, bool throttled, int64_t hold_us)
 {
     cli_limiter *l = ctx;
@@ -217,6 +228,7 @@ int cli_limiter_open(cli_limiter *l, double rate, int64_t burst, int failures, i
     if (adaptive) {
         l->ops.on_response = on_response;
         l->ops.horizon_us = CLI_LIMITER_HORIZON_US;
+        l->ops.acquire_class = acquire_class_adaptive;
     } else {
         /* By class. No horizon: a request reserves as far ahead as its
          * deadline, one round trip (or a lease's token) each, until the

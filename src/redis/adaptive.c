@@ -23,8 +23,27 @@
  *            rate, a slot has closed
  *   t, i     the pacing GCRA's TAT and the interval last used
  *   hu       hold: no admission before it
- * The key expires after 10 min without a call: a missing key is a limiter
- * that has learned nothing, which is what an idle key should be.
+ *   c...     classes and tenants (below): prio_lua.h's fields with a "c"
+ *            in front (cpb, cd<c>, cs0, cf<c>, cp<c>:<tenant>,
+ *            cq<c>:<tenant>), so that none is taken for pr or pb
+ * The key expires after 10 min without a call (or later, when a class
+ * field reaches further): a missing key is a limiter that has learned
+ * nothing, which is what an idle key should be.
+ *
+ * Classes and tenants (issue #32): an acquire with a class part (ARGV[13]
+ * "cls weight_m hold_ns floor_pm", hold 0: 8 intervals within 20 ms..1 s;
+ * ARGV[14] the tenant) is decided, while the key paces (en == 1), by the
+ * fixed-rate script's decision (prio_lua.h: the pure model of
+ * src/core/prio_gcra.c) at T = ceil(1e9 / rate), on this hash's t and i,
+ * which plain acquires share: the same rules and numbers, with w = 1, no
+ * lead, no carry. An admission counts in the measurement and gets its
+ * ticket as a plain one; a refusal changes only the class fields. While the
+ * key does not pace, a class call is admitted as a plain one (nothing
+ * waits, so there is nothing to order; no class field is written). Every
+ * acquire's reply carries the T it paced at (0: not pacing), and ARGV[15]
+ * > 0 pins the clock (µs since the epoch) instead of TIME: only the
+ * differential test (tests/integration/test_redis_prio_adaptive.c) uses
+ * it, to run the script and the model on the same instants.
  *
  * A hold (a 503 that says when the server is back, or a quota spent until
  * a reset) is not congestion: it never cuts, and as stg_adaptive_on_hold
@@ -54,14 +73,16 @@
 #include <string.h>
 
 #include "internal.h"
+#include "redis/prio_lua.h"
 
 const char stg__redis_adaptive_lua[] =
     "-- stagger shared adaptive rate. KEYS[1] state hash. ARGV: op, beta, scale,\n"
     "-- min_rate, max_rate (0 none), measure_cap, burst, recovery_ns, doubling_ns\n"
-    "-- (0 no slow start), x, y, throttled.\n"
+    "-- (0 no slow start), x, y, throttled, [class part, tenant, pinned now_us].\n"
     "-- op a (acquire): x timeout_ns. op r (response): x ticket, y hold_ns.\n"
     "-- op s (state). Returns {admitted|cut, wait_us, ticket|admissions,\n"
-    "-- rate in milli req/s, enabled}.\n"
+    "-- rate in milli req/s, enabled}, an acquire adds T (0: not pacing), and\n"
+    "-- with a class part while pacing {floor, tracked, debt_us} (prio_lua.h).\n"
     "if redis.replicate_commands then redis.replicate_commands() end\n"
     "local op = ARGV[1]\n"
     "local beta, C = tonumber(ARGV[2]), tonumber(ARGV[3])\n"
@@ -69,8 +90,14 @@ const char stg__redis_adaptive_lua[] =
     "local burst, recov, dbl = tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9])\n"
     "local x, y, thr = tonumber(ARGV[10]), tonumber(ARGV[11]), tonumber(ARGV[12])\n"
     "local B = 500000000\n"
-    "local tm = redis.call('TIME')\n"
-    "local sec = tonumber(tm[1])\n"
+    "local sec, usec\n"
+    "local pin = tonumber(ARGV[15]) or 0\n"
+    "if pin > 0 then\n"
+    "  sec = math.floor(pin / 1000000); usec = pin - sec * 1000000\n"
+    "else\n"
+    "  local tm = redis.call('TIME')\n"
+    "  sec = tonumber(tm[1]); usec = tonumber(tm[2])\n"
+    "end\n"
     "local F = {'b','en','wm','k','lt','lc','rs','pr','pb','n','o','ms','mc','mr','ma','t','i',\n"
     "  'hu'}\n"
     "local raw = redis.call('HMGET', KEYS[1], unpack(F))\n"
@@ -85,7 +112,7 @@ const char stg__redis_adaptive_lua[] =
     "  if q > 0 then s.o, s.ms = s.o + q * B, s.ms - q end\n"
     "  s.b = sec\n"
     "end\n"
-    "local now = (sec - s.b) * 1000000000 + tonumber(tm[2]) * 1000\n"
+    "local now = (sec - s.b) * 1000000000 + usec * 1000\n"
     "if fresh then\n"
     "  s.en, s.n, s.rs, s.pr, s.mc, s.mr, s.ma = 0, 0, 0, 0, 0, 0, 0\n"
     "  s.o, s.ms = now, 0\n"
@@ -124,13 +151,25 @@ const char stg__redis_adaptive_lua[] =
     "local rate = 0\n"
     "if s.en == 1 then rate = fill() end\n"
     "if op == 's' then return {0, 0, s.n, math.floor(rate * 1000), s.en} end\n"
+    "local function save(ttl)\n"
+    "  local out = {}\n"
+    "  for _, f in ipairs(F) do\n"
+    "    if s[f] ~= nil then\n"
+    "      out[#out + 1] = f\n"
+    "      out[#out + 1] = string.format('%.17g', s[f])\n"
+    "    end\n"
+    "  end\n"
+    "  redis.call('HSET', KEYS[1], unpack(out))\n"
+    "  redis.call('PEXPIRE', KEYS[1], ttl)\n"
+    "end\n"
     "local hold = 0\n"
     "if s.hu and s.hu > now then hold = s.hu - now end\n"
-    "local res\n"
+    "local res, Tused\n"
     "if op == 'a' then\n"
     "  local wait, T, new_tat = hold, nil, nil\n"
     "  if s.en == 1 then\n"
     "    T = math.ceil(1000000000 / rate)\n"
+    "    Tused = T\n"
     "    local tat = s.t\n"
     "    if tat == nil or tat < now then tat = now end\n"
     "    if s.i and T > s.i and tat > now then\n"
@@ -139,6 +178,34 @@ const char stg__redis_adaptive_lua[] =
     "      tat = now + d\n"
     "    end\n"
     "    if tat < now + hold then tat = now + hold end\n"
+    "    local spec = ARGV[13] or ''\n"
+    "    if spec ~= '' then\n"
+    "      local w, timeout, lead, carry, base = 1, x, 0, 0, s.b\n"
+    STG__PRIO_LUA_FN("c")
+    "      local c1, c2, c3, c4 = string.match(spec, '^(%d) (%d+) (%d+) (%d+)$')\n"
+    "      local ph = tonumber(c3)\n"
+    "      if ph == 0 then\n"
+    "        ph = 8 * T\n"
+    "        if ph < 20000000 then ph = 20000000 end\n"
+    "        if ph > 1000000000 then ph = 1000000000 end\n"
+    "      end\n"
+    "      return prio_run(tonumber(c1), tonumber(c2), ph, tonumber(c4), ARGV[14] or '',\n"
+    "        function(k, g, hs, exp, rep)\n"
+    "          local tk, wt = 0, rep[2]\n"
+    "          if wt < math.ceil(hold / 1000) then wt = math.ceil(hold / 1000) end\n"
+    "          if k > 0 then\n"
+    "            s.t, s.i = g, T\n"
+    "            s.n = s.n + 1\n"
+    "            s.mc = s.mc + 1\n"
+    "            tk = s.n\n"
+    "          end\n"
+    "          redis.call('HSET', KEYS[1], unpack(hs))\n"
+    "          local ttl = math.ceil((exp - now) / 1000000) + 1000\n"
+    "          if ttl < 600000 then ttl = 600000 end\n"
+    "          save(ttl)\n"
+    "          return {rep[1], wt, tk, math.floor(rate * 1000), s.en, T, rep[9], rep[10], rep[3]}\n"
+    "        end)\n"
+    "    end\n"
     "    new_tat = tat + T\n"
     "    local w = new_tat - burst * T - now\n"
     "    if w > wait then wait = w end\n"
@@ -175,17 +242,10 @@ const char stg__redis_adaptive_lua[] =
     "  end\n"
     "  res = {cut, 0, 0}\n"
     "end\n"
-    "local out = {}\n"
-    "for _, f in ipairs(F) do\n"
-    "  if s[f] ~= nil then\n"
-    "    out[#out + 1] = f\n"
-    "    out[#out + 1] = string.format('%.17g', s[f])\n"
-    "  end\n"
-    "end\n"
-    "redis.call('HSET', KEYS[1], unpack(out))\n"
-    "redis.call('PEXPIRE', KEYS[1], 600000)\n"
+    "save(600000)\n"
     "res[4] = math.floor(rate * 1000)\n"
     "res[5] = s.en\n"
+    "if op == 'a' then res[6] = Tused or 0 end\n"
     "return res\n";
 
 /* The script's reply, parsed. */
@@ -201,11 +261,13 @@ static bool parse(const redisReply *r, reply5 *out)
     return true;
 }
 
-/* Under mu: run the script once for rkey. STG_OK with *out, STG_EUNAVAIL
- * (not connected or the call failed: a note is set), STG_EIO (a reply
- * that is not the script's). */
+/* Under mu: run the script once for rkey (spec: a class part, with the
+ * tenant, or NULL). STG_OK with *out, STG_EUNAVAIL (not connected or the
+ * call failed: a note is set), STG_EIO (a reply that is not the
+ * script's). */
 static int run(stg_redis_limiter *l, const char *rkey, char op, int64_t x, int64_t y,
-               bool throttled, reply5 *out, stg__note *note)
+               bool throttled, const char *spec, const char *tenant, reply5 *out,
+               stg__note *note)
 {
     if (!stg__redis_ready(l, note))
         return STG_EUNAVAIL;
@@ -224,11 +286,13 @@ static int run(stg_redis_limiter *l, const char *rkey, char op, int64_t x, int64
     snprintf(a[9], sizeof a[9], "%" PRId64, x);
     snprintf(a[10], sizeof a[10], "%" PRId64, y);
     snprintf(a[11], sizeof a[11], "%d", throttled ? 1 : 0);
-    const char *argv[12];
+    const char *argv[14];
     for (int i = 0; i < 12; i++)
         argv[i] = a[i];
+    argv[12] = spec;
+    argv[13] = tenant ? tenant : "";
     redisReply *r = NULL;
-    int rc = stg__redis_eval(l, STG__SCRIPT_ADAPTIVE, rkey, 12, argv, 1, &r, note);
+    int rc = stg__redis_eval(l, STG__SCRIPT_ADAPTIVE, rkey, spec ? 14 : 12, argv, 1, &r, note);
     if (rc != STG_OK)
         return STG_EUNAVAIL;
     rc = parse(r, out) ? STG_OK : STG_EIO;
@@ -267,6 +331,13 @@ static int64_t ns_of(int64_t us)
 int stg_redis_adaptive_acquire(stg_redis_limiter *l, const char *key, int64_t timeout_us,
                                int64_t *wait_us, int64_t *ticket)
 {
+    return stg__redis_adaptive_acquire_spec(l, key, NULL, NULL, timeout_us, wait_us, ticket);
+}
+
+int stg__redis_adaptive_acquire_spec(stg_redis_limiter *l, const char *key, const char *spec,
+                                     const char *tenant, int64_t timeout_us, int64_t *wait_us,
+                                     int64_t *ticket)
+{
     const char *name;
     char rkey[STG__KEYBUF];
     if (names(l, key, &name, rkey) != STG_OK)
@@ -275,7 +346,7 @@ int stg_redis_adaptive_acquire(stg_redis_limiter *l, const char *key, int64_t ti
     reply5 r;
     int64_t w = 0, t = 0;
     pthread_mutex_lock(&l->mu);
-    int rc = run(l, rkey, 'a', ns_of(timeout_us), 0, false, &r, &note);
+    int rc = run(l, rkey, 'a', ns_of(timeout_us), 0, false, spec, tenant, &r, &note);
     if (rc == STG_OK) {
         learn(l, name, &r);
         w = r.v[1];
@@ -336,7 +407,8 @@ int stg_redis_adaptive_response(stg_redis_limiter *l, const char *key, int64_t t
         rc = l->share > 0 ? local_response(l, name, throttled, hold_us) : STG_OK;
     } else if (throttled || hold_us > 0) {
         reply5 r;
-        rc = run(l, rkey, 'r', ticket, hold_us > 0 ? ns_of(hold_us) : 0, throttled, &r, &note);
+        rc = run(l, rkey, 'r', ticket, hold_us > 0 ? ns_of(hold_us) : 0, throttled, NULL, NULL,
+                 &r, &note);
         if (rc == STG_OK)
             learn(l, name, &r);
         else if (rc == STG_EUNAVAIL && l->share > 0)
@@ -359,7 +431,7 @@ int stg_redis_adaptive_state(stg_redis_limiter *l, const char *key, bool *enable
     stg__note note = {0};
     reply5 r;
     pthread_mutex_lock(&l->mu);
-    int rc = run(l, rkey, 's', 0, 0, false, &r, &note);
+    int rc = run(l, rkey, 's', 0, 0, false, NULL, NULL, &r, &note);
     if (rc == STG_EUNAVAIL)
         l->stats.unavailable++;
     pthread_mutex_unlock(&l->mu);

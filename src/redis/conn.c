@@ -347,8 +347,9 @@ bool stg__reply_int(const redisReply *r, size_t i, long long *out)
     return true;
 }
 
-/* Most arguments a script call takes here (EVALSHA sha 1 key + values). */
-#define MAX_ARGV 16
+/* Most arguments a script call takes here (EVALSHA sha 1 key + values):
+ * the adaptive script with a class part takes 14 values. */
+#define MAX_ARGV 20
 
 /* The connection broke in a way that says the server closed it (EOF,
  * reset, broken pipe), as opposed to a timeout: the command did not run,
@@ -408,11 +409,14 @@ static int eval_once(stg_redis_limiter *l, int which, const char *key, int argc,
     const char *argv[MAX_ARGV];
     size_t lens[MAX_ARGV];
     int k = 0;
+    *peer_closed = false;
+    if (argc < 0 || argc > MAX_ARGV - 4)
+        return STG_EINVAL; /* a caller's bug: never send a call cut short */
     argv[k] = "EVALSHA", lens[k++] = 7;
     argv[k] = l->sha[which], lens[k++] = 40;
     argv[k] = "1", lens[k++] = 1;
     argv[k] = key, lens[k++] = strlen(key);
-    for (int i = 0; i < argc && k < MAX_ARGV; i++)
+    for (int i = 0; i < argc; i++)
         argv[k] = args[i], lens[k++] = strlen(args[i]);
 
     char reason[STG__REASON_MAX];

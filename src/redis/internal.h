@@ -231,6 +231,14 @@ void stg__local_mirror(const stg_redis_limiter *l, stg__local *loc, int64_t now_
  * made (no mutex). */
 stg_adaptive *stg__local_adaptive(stg_redis_limiter *l, stg__local *loc);
 
+/* adaptive.c: an acquire of the shared adaptive rate; spec NULL (plain) or
+ * a class part "cls weight_m hold_ns floor_pm" with its tenant, decided by
+ * class and tenant while the key paces (prio_lua.h). As
+ * stg_redis_adaptive_acquire otherwise; takes mu. */
+int stg__redis_adaptive_acquire_spec(stg_redis_limiter *l, const char *key, const char *spec,
+                                     const char *tenant, int64_t timeout_us, int64_t *wait_us,
+                                     int64_t *ticket);
+
 /* ---- lease.c ---- */
 /* One key's lease and admission meter (made on first use, kept for the
  * life of the limiter, like the fallback's stand-ins). Times are the

@@ -18,6 +18,10 @@
  *    tokens lapse, the side of sending less), as in gcra.c;
  *  - with Redis away and a fallback, the local bucket answers, without
  *    classes (the fallback's share of the rate is the bound there).
+ *
+ * A shared adaptive rate (adaptive.c) decides by class too, with the same
+ * decision on its own hash once it paces, and without leases:
+ * stg_redis_adaptive_acquire_class only passes the class part.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -130,10 +134,30 @@ static int class_decide(stg_redis_limiter *l, const char *name, const char *lnam
     return STG_OK;
 }
 
+int stg_redis_adaptive_acquire_class(stg_redis_limiter *l, const char *key, const stg_class *cls,
+                                     int64_t timeout_us, int64_t *wait_us, int64_t *ticket)
+{
+    if (!l || !l->adaptive || !class_valid(cls))
+        return STG_EINVAL;
+    /* Hold 0: the script takes 8 intervals of the rate it paces at, within
+     * 20 ms..1 s (hold_ns's rule without leases; the interval is known
+     * only there). */
+    char a_prio[96];
+    pthread_mutex_lock(&l->mu);
+    int floor_pm = l->class_floor_pm;
+    pthread_mutex_unlock(&l->mu);
+    snprintf(a_prio, sizeof a_prio, "%d %" PRId64 " 0 %d", STG_PRIORITY_INDEX(cls->priority),
+             stg__prio_weight_m(cls->weight), floor_pm);
+    return stg__redis_adaptive_acquire_spec(l, key, a_prio, cls->tenant ? cls->tenant : "",
+                                            timeout_us, wait_us, ticket);
+}
+
 int stg_redis_limiter_acquire_class(stg_redis_limiter *l, const char *key, const stg_class *cls,
                                     int64_t timeout_us, int64_t *wait_us)
 {
-    if (!l || l->adaptive || !class_valid(cls))
+    if (l && l->adaptive)
+        return stg_redis_adaptive_acquire_class(l, key, cls, timeout_us, wait_us, NULL);
+    if (!l || !class_valid(cls))
         return STG_EINVAL;
     const char *name = key ? key : l->url.key;
     char rkey[STG__KEYBUF];

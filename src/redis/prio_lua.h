@@ -1,20 +1,31 @@
 /*
- * The class-and-tenant part of gcra.c's script (issue #32): exactly the
+ * The class-and-tenant part of the shared scripts (issue #32): exactly the
  * decision of src/core/prio_gcra.c (read its header for the rules), on the
  * same hash as the plain GCRA so that plain and class callers of one key
  * share its TAT and the bound B + t/T holds for any mix of them.
  *
- * It runs inside gcra.c's script after the common part has read the hash
- * (b, t, i), moved the base, computed now, stretched the TAT for a longer
- * T and added the carry: it sees T, burst, w (tokens wanted), timeout
- * (max wait), lead, carry, base, tat, now, sec and the function put.
- * ARGV[9] is "cls weight_m hold_ns floor_pm" (class index 0..2), ARGV[10]
- * the tenant ("" for the class's default one).
+ * Two scripts run it: gcra.c's (a fixed
+ * rate) and adaptive.c's (a learned rate, once pacing is on), each on its
+ * own hash. STG__PRIO_LUA_FN(P) is the Lua text of the decision, a function
+ * prio_run(cls, weight_m, hold_ns, floor_pm, tenant, fin) that the host
+ * script defines where these locals are in scope, after it has read the
+ * hash, moved the base, computed now and stretched the TAT for a longer T:
+ * T, burst, w (tokens wanted), timeout (max wait), lead, carry, base, tat,
+ * now. P prefixes every field name the decision owns, so that it cannot
+ * collide with the host's fields ("" for gcra.c's hash, whose own fields
+ * are b, t, i; "c" for adaptive.c's, which has pr and pb of its own). The
+ * decision writes its fields and ends with fin(k, g, hs, exp, reply): k
+ * tokens granted, g the key's new TAT (nil when refused), hs the HSET list
+ * of its fields, exp the latest instant the hash must live to, reply as
+ * below; the host writes b, t, i (and its own fields), sets the expiry and
+ * returns. STG__PRIO_LUA is gcra.c's use: ARGV[9] is "cls weight_m hold_ns
+ * floor_pm" (class index 0..2), ARGV[10] the tenant ("" for the class's
+ * default one).
  *
- * Fields of the hash besides b, t, i (times in ns since pb, a second of
- * their own: a plain call may move b without knowing them; a class call
- * reads them relative to b and, when pb is not b, writes them all back
- * relative to b):
+ * Fields of the hash besides b, t, i, named here with P = "" (times in
+ * ns since pb, a second of their own: a plain call may move b without
+ * knowing them; a class call reads them relative to b and, when pb is not
+ * b, writes them all back relative to b):
  *   pb             the base second of the fields below
  *   d<c>           class c demands until
  *   s0             an interactive caller seen: normal's cap until
@@ -38,12 +49,9 @@
 #ifndef STG_REDIS_PRIO_LUA_H
 #define STG_REDIS_PRIO_LUA_H
 
-#define STG__PRIO_LUA \
-    "if ARGV[9] and ARGV[9] ~= '' then\n" \
-    "  local cls, wm, hold, fpm = string.match(ARGV[9], '^(%d) (%d+) (%d+) (%d+)$')\n" \
-    "  cls = tonumber(cls); wm = tonumber(wm); hold = tonumber(hold); fpm = tonumber(fpm)\n" \
+#define STG__PRIO_LUA_FN(P) \
+    "local function prio_run(cls, wm, hold, fpm, name, fin)\n" \
     "  if fpm == 0 then fpm = 50 end\n" \
-    "  local name = ARGV[10] or ''\n" \
     "  local n, maxw = w, timeout\n" \
     "  local function fmt(v) return string.format('%.0f', v) end\n" \
     "  local function icap(v, b)\n" \
@@ -55,7 +63,7 @@
     "  local all = redis.call('HGETALL', KEYS[1])\n" \
     "  local h = {}\n" \
     "  for j = 1, #all, 2 do h[all[j]] = all[j + 1] end\n" \
-    "  local pb = tonumber(h.pb)\n" \
+    "  local pb = tonumber(h['" P "pb'])\n" \
     "  local off = 0\n" \
     "  if pb then off = (base - pb) * 1000000000 end\n" \
     "  local rebase = off ~= 0\n" \
@@ -64,20 +72,20 @@
     "  local exp = tat\n" \
     "  local dem, flo = {}, {}\n" \
     "  for c = 0, 2 do\n" \
-    "    dem[c] = (tonumber(h['d' .. c]) or off) - off\n" \
-    "    flo[c] = (tonumber(h['f' .. c]) or off) - off\n" \
+    "    dem[c] = (tonumber(h['" P "d' .. c]) or off) - off\n" \
+    "    flo[c] = (tonumber(h['" P "f' .. c]) or off) - off\n" \
     "  end\n" \
     "  if dem[cls] < now + hold then dem[cls] = now + hold end\n" \
-    "  local seen = (tonumber(h.s0) or off) - off\n" \
+    "  local seen = (tonumber(h['" P "s0']) or off) - off\n" \
     "  if cls == 0 then seen = now + 30000000000 end\n" \
-    "  local pre = 'p' .. cls .. ':'\n" \
+    "  local pre = '" P "p' .. cls .. ':'\n" \
     "  local myf = pre .. name\n" \
     "  local me, S, count, oth = nil, wm, 0, {}\n" \
     "  for f, v in pairs(h) do\n" \
-    "    if string.sub(f, 1, 1) == 'p' and f ~= 'pb' then\n" \
+    "    if string.sub(f, 1, #'" P "p') == '" P "p' and f ~= '" P "pb' then\n" \
     "      local a1, a2, a3 = string.match(v, '^(%S+) (%S+) (%S+)$')\n" \
     "      local tt, un, ww = tonumber(a1) - off, tonumber(a2) - off, tonumber(a3)\n" \
-    "      local qf = 'q' .. string.sub(f, 2)\n" \
+    "      local qf = '" P "q' .. string.sub(f, #'" P "p' + 1)\n" \
     "      local qq = (tonumber(h[qf]) or off) - off\n" \
     "      if un <= now and tt <= now and qq <= now then\n" \
     "        redis.call('HDEL', KEYS[1], f, qf)\n" \
@@ -187,7 +195,7 @@
     "    k, wait, g, tt, ft, fl, hint = try(tat, 1)\n" \
     "  end\n" \
     "  if k > 0 then flo[cls] = ft end\n" \
-    "  local myq = 'q' .. cls .. ':' .. name\n" \
+    "  local myq = '" P "q' .. cls .. ':' .. name\n" \
     "  if k == 0 and tracked then\n" \
     "    local slot = math.max(now + hint, me[3])\n" \
     "    local sp = T\n" \
@@ -199,13 +207,13 @@
     "  elseif tracked and rebase and h[myq] then\n" \
     "    set(myq, fmt(me[3]))\n" \
     "  end\n" \
-    "  set('pb', fmt(base))\n" \
-    "  if cls == 0 or (rebase and h.s0) then set('s0', fmt(seen)) end\n" \
-    "  if cls == 0 or h.s0 then exp = math.max(exp, seen) end\n" \
+    "  set('" P "pb', fmt(base))\n" \
+    "  if cls == 0 or (rebase and h['" P "s0']) then set('" P "s0', fmt(seen)) end\n" \
+    "  if cls == 0 or h['" P "s0'] then exp = math.max(exp, seen) end\n" \
     "  for c = 0, 2 do\n" \
     "    if c == cls or rebase then\n" \
-    "      set('d' .. c, fmt(dem[c]))\n" \
-    "      if c == cls or h['f' .. c] then set('f' .. c, fmt(flo[c])) end\n" \
+    "      set('" P "d' .. c, fmt(dem[c]))\n" \
+    "      if c == cls or h['" P "f' .. c] then set('" P "f' .. c, fmt(flo[c])) end\n" \
     "    end\n" \
     "    exp = math.max(exp, dem[c], flo[c])\n" \
     "  end\n" \
@@ -217,22 +225,38 @@
     "  local tr = 0\n" \
     "  if tracked then tr = 1 end\n" \
     "  if k == 0 then\n" \
-    "    if carry > 0 then\n" \
-    "      set('b', fmt(base)); set('t', fmt(tat)); set('i', fmt(T))\n" \
-    "    end\n" \
-    "    redis.call('HSET', KEYS[1], unpack(hs))\n" \
-    "    redis.call('PEXPIRE', KEYS[1], math.ceil((exp - now) / 1000000) + 1000)\n" \
-    "    return {0, math.ceil(hint / 1000), math.ceil((tat - now) / 1000), 0, 0, base, tat, 0, 0, tr}\n" \
+    "    return fin(0, nil, hs, exp, {0, math.ceil(hint / 1000),\n" \
+    "      math.ceil((tat - now) / 1000), 0, 0, base, tat, 0, 0, tr})\n" \
     "  end\n" \
-    "  set('b', fmt(base)); set('t', fmt(g)); set('i', fmt(T))\n" \
-    "  redis.call('HSET', KEYS[1], unpack(hs))\n" \
-    "  redis.call('PEXPIRE', KEYS[1], math.ceil((math.max(exp, g) - now) / 1000000) + 1000)\n" \
     "  local el, fl1 = 0, 0\n" \
     "  if lease then el = 1 end\n" \
     "  if fl then fl1 = 1 end\n" \
     "  local endu = 0\n" \
     "  if lease then endu = math.floor((g0 - now) / 1000) end\n" \
-    "  return {1, math.ceil(wait / 1000), math.ceil((g - now) / 1000), k, endu, base, g, el, fl1, tr}\n" \
+    "  return fin(k, g, hs, math.max(exp, g), {1, math.ceil(wait / 1000),\n" \
+    "    math.ceil((g - now) / 1000), k, endu, base, g, el, fl1, tr})\n" \
+    "end\n"
+
+/* gcra.c's use: ARGV[9] = "cls weight_m hold_ns floor_pm", ARGV[10] the
+ * tenant; the key's b, t, i written with the class fields (t the new TAT
+ * on a grant, the carried one on a refusal with a carry). */
+#define STG__PRIO_LUA \
+    STG__PRIO_LUA_FN("") \
+    "if ARGV[9] and ARGV[9] ~= '' then\n" \
+    "  local c1, c2, c3, c4 = string.match(ARGV[9], '^(%d) (%d+) (%d+) (%d+)$')\n" \
+    "  return prio_run(tonumber(c1), tonumber(c2), tonumber(c3), tonumber(c4), ARGV[10] or '',\n" \
+    "    function(k, g, hs, exp, rep)\n" \
+    "      if k == 0 and carry > 0 then g = tat end\n" \
+    "      if g then\n" \
+    "        for _, v in ipairs({'b', string.format('%.0f', base),\n" \
+    "            't', string.format('%.0f', g), 'i', string.format('%.0f', T)}) do\n" \
+    "          table.insert(hs, v)\n" \
+    "        end\n" \
+    "      end\n" \
+    "      redis.call('HSET', KEYS[1], unpack(hs))\n" \
+    "      redis.call('PEXPIRE', KEYS[1], math.ceil((exp - now) / 1000000) + 1000)\n" \
+    "      return rep\n" \
+    "    end)\n" \
     "end\n"
 
 #endif

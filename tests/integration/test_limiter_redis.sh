@@ -145,6 +145,11 @@ check "the shared rate turned on (a 429 was seen)" python3 - "$T/learn.log" <<'P
 import json, sys
 sys.exit(0 if any(json.loads(l)["status"] == 429 for l in open(sys.argv[1])) else 1)
 PY
+# Once it paced, the engines asked by class (their requests are normal):
+# the script wrote normal's demand mark on the key (docs/priorities.md,
+# "Adaptive"), and the plain fields are the adaptive model's own.
+check "the engines asked the shared adaptive rate by class" \
+  [ "$(redis-cli -p "$RPORT" hexists stagger:ad:learn cd1)" = 1 ]
 # (How few 429s that costs, and how close to 40/s it settles: bench_redis.sh.)
 # fetch shares it too: a 429 seen by one fetch turns the key's rate on for
 # all. The server answers the first request of each path 429 (Retry-After
