@@ -513,7 +513,7 @@ void stg__store_report_print(const stg_store_report *r, const char *db_path, FIL
     if (r->needs_input)
         fprintf(out, "jobs rebuilt from the input (secrets kept out of the database): %lld\n",
                 (long long)r->needs_input);
-    stg__store_report_classes_print(r, out); /* report_class.c */
+    stg__report_classes_print(r->classes, r->n_classes, out); /* report_class.c */
 }
 
 int stg__store_report_json(const stg_store_report *r, const char *db_path, FILE *out)
@@ -589,7 +589,7 @@ int stg__store_report_json(const stg_store_report *r, const char *db_path, FILE 
                                                           : json_null());
         json_object_set_new(o, "attempts_histogram", ahist);
         json_object_set_new(o, "not_done_why", whys);
-        json_object_set_new(o, "classes", stg__store_report_classes_json(r));
+        json_object_set_new(o, "classes", stg__report_classes_json(r->classes, r->n_classes));
         json_object_set_new(o, "status_codes", codes);
         json_object_set_new(o, "duration_ms", dur);
         json_object_set_new(o, "waiting", wait);

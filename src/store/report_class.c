@@ -7,6 +7,10 @@
  * written by the runner at the end of a run, made if missing, so older
  * databases read as "not recorded").
  *
+ * The printing (text and JSON) takes rows, not the database: the Redis
+ * work queue's report (src/cli/batch_queue.c) prints its rows with it, so
+ * both reports show the same sections in the same form.
+ *
  * Invariants: read-only but for stg__store_run_classes_add; only class
  * names, tenant names (stg_tenant_check's characters) and counts are
  * shown; a job whose headers are not stored (one of them is secret) is
@@ -142,11 +146,11 @@ int stg__store_run_classes_add(stg_store *s, const stg_run_class *v, size_t n)
                            : stg__store_fail(s, rc, "cannot record the run's classes");
 }
 
-void stg__store_report_classes_print(const stg_store_report *r, FILE *out)
+void stg__report_classes_print(const stg_report_class *v, size_t n, FILE *out)
 {
     bool head = false;
-    for (size_t i = 0; i < r->n_classes; i++) {
-        const stg_report_class *c = &r->classes[i];
+    for (size_t i = 0; i < n; i++) {
+        const stg_report_class *c = &v[i];
         if (!c->jobs_row)
             continue;
         if (!head)
@@ -161,8 +165,8 @@ void stg__store_report_classes_print(const stg_store_report *r, FILE *out)
         fputc('\n', out);
     }
     head = false;
-    for (size_t i = 0; i < r->n_classes; i++) {
-        const stg_report_class *c = &r->classes[i];
+    for (size_t i = 0; i < n; i++) {
+        const stg_report_class *c = &v[i];
         if (c->jobs_row)
             continue;
         if (!head)
@@ -175,11 +179,11 @@ void stg__store_report_classes_print(const stg_store_report *r, FILE *out)
     }
 }
 
-void *stg__store_report_classes_json(const stg_store_report *r)
+void *stg__report_classes_json(const stg_report_class *v, size_t n)
 {
     json_t *a = json_array();
-    for (size_t i = 0; a && i < r->n_classes; i++) {
-        const stg_report_class *c = &r->classes[i];
+    for (size_t i = 0; a && i < n; i++) {
+        const stg_report_class *c = &v[i];
         json_t *o = json_object();
         if (!o)
             break;

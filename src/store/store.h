@@ -593,10 +593,14 @@ typedef struct stg_run_class {
 /* Add the run's admissions per class and tenant to the latest run (the
  * table run_classes is made if missing). */
 int stg__store_run_classes_add(stg_store *s, const stg_run_class *v, size_t n);
-/* report_class.c, for report.c: read r's classes; print them; as JSON. */
+/* report_class.c, for report.c: read r's classes. */
 int stg__store_report_classes(stg_store *s, stg_store_report *r);
-void stg__store_report_classes_print(const stg_store_report *r, FILE *out);
-void *stg__store_report_classes_json(const stg_store_report *r); /* json_t * */
+/* The sections per class and tenant of rows v[0..n) (the database's, or
+ * the Redis work queue's: src/cli/batch_queue.c), as text ("jobs by class
+ * and tenant", "admitted by class and tenant (every run)"), or as the
+ * report's JSON array "classes" (a json_t *). */
+void stg__report_classes_print(const stg_report_class *v, size_t n, FILE *out);
+void *stg__report_classes_json(const stg_report_class *v, size_t n);
 
 int stg__store_report_get(stg_store *s, stg_store_report *r);
 void stg__store_report_free(stg_store_report *r);
