@@ -17,11 +17,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "queue_internal.h"
 #include "util/assert.h"
 
-#define LOAD_FIELDS 10
+#define LOAD_FIELDS 12
 
 void stg_queue_job_clear(stg_queue_job *j)
 {
@@ -60,6 +61,30 @@ static char *join_headers(const stg_queue_spec *s)
     return buf;
 }
 
+/* A spec's class and tenant, as the store reads them from its headers
+ * (src/store/report_class.c): Stagger-Priority's class name ("" when none
+ * or not a class), Stagger-Tenant's name without ";w=N" ("" when none). */
+static void class_of(const stg_queue_spec *s, char cls[16], char tenant[STG_TENANT_MAX + 2])
+{
+    cls[0] = tenant[0] = '\0';
+    for (size_t i = 0; i < s->n_headers; i++) {
+        const char *h = s->headers[i];
+        bool pr = !strncasecmp(h, "stagger-priority:", 17);
+        bool te = !strncasecmp(h, "stagger-tenant:", 15);
+        if ((pr && cls[0]) || (te && tenant[0]) || (!pr && !te))
+            continue;
+        const char *v = h + (pr ? 17 : 15);
+        v += strspn(v, " \t");
+        int p;
+        char buf[STG_TENANT_MAX + 2];
+        snprintf(buf, sizeof buf, "%.*s", (int)strcspn(v, "; \t\r"), v);
+        if (pr && stg_priority_parse(buf, &p) == STG_OK)
+            snprintf(cls, 16, "%s", stg_priority_name(p));
+        else if (te)
+            snprintf(tenant, STG_TENANT_MAX + 2, "%s", buf);
+    }
+}
+
 int stg_queue_load(stg_queue *q, const char *fingerprint, int64_t total,
                    const stg_queue_spec *jobs, size_t n, int64_t *added)
 {
@@ -78,9 +103,11 @@ int stg_queue_load(stg_queue *q, const char *fingerprint, int64_t total,
     char (*ids)[24] = calloc(n ? n : 1, sizeof *ids);
     char (*lines)[24] = calloc(n ? n : 1, sizeof *lines);
     char **hdrs = calloc(n ? n : 1, sizeof *hdrs);
+    char (*cls)[16] = calloc(n ? n : 1, sizeof *cls);
+    char (*tenants)[STG_TENANT_MAX + 2] = calloc(n ? n : 1, sizeof *tenants);
     int rc = STG_ENOMEM;
     char tot[24];
-    if (!argv || !lens || !ids || !lines || !hdrs)
+    if (!argv || !lens || !ids || !lines || !hdrs || !cls || !tenants)
         goto out;
     snprintf(tot, sizeof tot, "%" PRId64, total);
     argv[0] = q->base;
@@ -105,6 +132,9 @@ int stg_queue_load(stg_queue *q, const char *fingerprint, int64_t total,
         a[8] = s->replay_safe ? "1" : "0";
         snprintf(lines[i], sizeof lines[i], "%" PRId64, s->line > 0 ? s->line : 0);
         a[9] = lines[i];
+        class_of(s, cls[i], tenants[i]);
+        a[10] = cls[i];
+        a[11] = tenants[i];
         for (int k = 0; k < LOAD_FIELDS; k++)
             if (k != 6)
                 l[k] = strlen(a[k]);
@@ -138,6 +168,8 @@ out:
     for (size_t i = 0; hdrs && i < n; i++)
         free(hdrs[i]);
     free(hdrs);
+    free(cls);
+    free(tenants);
     free(ids);
     free(lines);
     free(lens);
@@ -445,5 +477,52 @@ int stg_queue_hold_left(stg_queue *q, const char *host, int64_t *left_us)
     int rc = stg__queue_int(r, &v) ? STG_OK : STG_EIO;
     *left_us = v > 0 ? (int64_t)v * 1000 : 0;
     freeReplyObject(r);
+    return rc;
+}
+
+/* ---- admissions per class ---------------------------------------------- */
+
+int stg_queue_classes_add(stg_queue *q, const stg_queue_class_add *v, size_t n)
+{
+    if (!q || (n && !v) || n > 800)
+        return STG_EINVAL;
+    for (size_t i = 0; i < n; i++)
+        if (!v[i].cls || strlen(v[i].cls) >= 16 ||
+            (v[i].tenant && strlen(v[i].tenant) > STG_TENANT_MAX))
+            return STG_EINVAL;
+    if (!n)
+        return STG_OK;
+    int argc = 2 + (int)n * 5;
+    const char **argv = calloc((size_t)argc, sizeof *argv);
+    char (*nums)[3][24] = calloc(n, sizeof *nums);
+    char token[sizeof q->worker + 48];
+    int rc = STG_ENOMEM;
+    if (!argv || !nums) {
+        stg__queue_fail(q, STG_ENOMEM, "out of memory");
+        goto out;
+    }
+    /* This worker and call: another call (or worker) never has it. */
+    snprintf(token, sizeof token, "%s:%lld:%lld", q->worker, (long long)stg__queue_wall_ms(),
+             (long long)stg__queue_mono_us());
+    argv[0] = q->base;
+    argv[1] = token;
+    for (size_t i = 0; i < n; i++) {
+        const char **a = argv + 2 + i * 5;
+        snprintf(nums[i][0], sizeof nums[i][0], "%lld", (long long)v[i].admitted);
+        snprintf(nums[i][1], sizeof nums[i][1], "%lld", (long long)v[i].wait_ms);
+        snprintf(nums[i][2], sizeof nums[i][2], "%lld", (long long)v[i].wait_max_ms);
+        a[0] = v[i].cls;
+        a[1] = v[i].tenant ? v[i].tenant : "";
+        a[2] = nums[i][0];
+        a[3] = nums[i][1];
+        a[4] = nums[i][2];
+    }
+    bool eio;
+    redisReply *r = stg__queue_eval(q, STG__Q_CLASSES, argc, argv, NULL, &eio);
+    rc = r ? STG_OK : eio ? STG_EIO : STG_EUNAVAIL;
+    freeReplyObject(r);
+out:
+    free(nums);
+    free(argv);
     return rc;
 }

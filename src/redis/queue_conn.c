@@ -426,7 +426,8 @@ redisReply *stg__queue_eval(stg_queue *q, int which, int argc, const char **argv
      * or TRYAGAIN for them instead of running on half the keys. The
      * scripts build the same names from ARGV[1]; per-job keys (res:ID,
      * nb:HOST) share the {NAME} tag, hence the slot. */
-    static const char *const fixed[] = {"meta", "jobs", "ids", "counts", "lat", "workers", "sent"};
+    static const char *const fixed[] = {"meta", "jobs", "ids", "counts", "lat", "workers", "sent",
+                                        "classes", "cadded"};
     enum { NK = sizeof fixed / sizeof fixed[0] };
     char keys[NK][sizeof q->base + 8];
     for (int k = 0; k < NK; k++)

@@ -27,7 +27,8 @@ enum {
     STG__Q_HOLD = 4,
     STG__Q_HOLD_LEFT = 5,
     STG__Q_RENEW = 6,
-    STG__Q_NSCRIPTS = 7
+    STG__Q_CLASSES = 7,
+    STG__Q_NSCRIPTS = 8
 };
 
 extern const char *const stg__queue_lua[STG__Q_NSCRIPTS];
@@ -62,7 +63,7 @@ struct stg_queue {
  * argv. NULL on an I/O failure or no connection (q->err says why; the
  * connection is dropped). An error reply is returned as a reply. */
 redisReply *stg__queue_cmd(stg_queue *q, int argc, const char **argv, const size_t *lens);
-/* Run script `which` with ARGV = argv (KEYS: the queue's seven fixed keys,
+/* Run script `which` with ARGV = argv (KEYS: the queue's fixed keys,
  * see queue_conn.c), reloading on NOSCRIPT; following Redis Cluster's
  * redirections as stg__queue_cmd does.
  * NULL as stg__queue_cmd; an error reply is turned into NULL too, with

@@ -15,6 +15,12 @@
  *  - claim: an entry taken from another consumer that has been delivered
  *    more than max_deliveries times, or that is not replay-safe and has a
  *    sent-mark, is ended as review by the same XACK rule, never returned;
+ *  - classes (issue #32): the hash "classes" counts per class and tenant
+ *    ("CLASS|TENANT|what", "" for none: an entry without the fields c and
+ *    t, loaded by an older stagger, is the default class, no tenant): the
+ *    jobs loaded ("total", with the SADD rule), ended (a state's name, with
+ *    the XACK rule), and the admissions the workers add when they stop
+ *    ("admitted", "wait_ms", "wait_max_ms"), once per token (SADD);
  *  - renew: an entry's idle time is reset only while it is in the calling
  *    consumer's own pending list (checked in the same script), so a renewal
  *    never takes an entry back from the worker that took it over; JUSTID
@@ -39,10 +45,14 @@
     "local function field(f, name)\n"                                                      \
     "  for i = 1, #f, 2 do if f[i] == name then return f[i + 1] end end\n"                 \
     "  return nil\n"                                                                       \
+    "end\n"                                                                                \
+    "local function class_of(f)\n"                                                         \
+    "  return (field(f, 'c') or '') .. '|' .. (field(f, 't') or '') .. '|'\n"              \
     "end\n"
 
-/* ARGV: base, fingerprint, total, then 10 per job: id key method url headers
- * has_body body idempotency_key replay_safe line. {added} or {-1, theirs}. */
+/* ARGV: base, fingerprint, total, then 12 per job: id key method url headers
+ * has_body body idempotency_key replay_safe line class tenant. {added} or
+ * {-1, theirs}. */
 static const char load_lua[] =
     LUA_COMMON
     "local fp = redis.call('HGET', P .. 'meta', 'fp')\n"
@@ -53,11 +63,13 @@ static const char load_lua[] =
     "  return {-1, fp}\n"
     "end\n"
     "local added = 0\n"
-    "for i = 4, #ARGV, 10 do\n"
+    "for i = 4, #ARGV, 12 do\n"
     "  if redis.call('SADD', P .. 'ids', ARGV[i]) == 1 then\n"
     "    redis.call('XADD', S, '*', 'id', ARGV[i], 'key', ARGV[i+1], 'm', ARGV[i+2],\n"
     "               'u', ARGV[i+3], 'h', ARGV[i+4], 'hb', ARGV[i+5], 'b', ARGV[i+6],\n"
-    "               'k', ARGV[i+7], 'rs', ARGV[i+8], 'ln', ARGV[i+9])\n"
+    "               'k', ARGV[i+7], 'rs', ARGV[i+8], 'ln', ARGV[i+9],\n"
+    "               'c', ARGV[i+10], 't', ARGV[i+11])\n"
+    "    redis.call('HINCRBY', P .. 'classes', ARGV[i+10] .. '|' .. ARGV[i+11] .. '|total', 1)\n"
     "    added = added + 1\n"
     "  end\n"
     "end\n"
@@ -71,13 +83,14 @@ static const char claim_lua[] =
     "local now = now_ms()\n"
     "redis.call('HSET', P .. 'workers', me .. '|seen', now)\n"
     "local out, review = {}, 0\n"
-    "local function to_review(id, eid, dc, reason, err)\n"
+    "local function to_review(id, eid, f, dc, reason, err)\n"
     "  if redis.call('XACK', S, G, eid) == 0 then return end\n"
     "  local k = P .. 'res:' .. id\n"
     "  redis.call('DEL', k)\n"
     "  redis.call('HSET', k, 'state', 'review', 'reason', reason, 'error', err,\n"
     "             'worker', me, 'finished', now, 'deliveries', dc, 'attempts', 0)\n"
     "  redis.call('HINCRBY', P .. 'counts', 'review', 1)\n"
+    "  redis.call('HINCRBY', P .. 'classes', class_of(f) .. 'review', 1)\n"
     "  redis.call('HINCRBY', P .. 'workers', me .. '|review', 1)\n"
     "  redis.call('HDEL', P .. 'sent', id)\n"
     "  review = review + 1\n"
@@ -92,10 +105,11 @@ static const char claim_lua[] =
     "      local dc = (p[1] and tonumber(p[1][4])) or 1\n"
     "      local by = redis.call('HGET', P .. 'sent', id)\n"
     "      if dc > maxd then\n"
-    "        to_review(id, eid, dc, 'max_deliveries', 'delivered ' .. dc ..\n"
+    "        to_review(id, eid, f, dc, 'max_deliveries', 'delivered ' .. dc ..\n"
     "                  ' times without an outcome (more than --max-deliveries)')\n"
     "      elseif field(f, 'rs') ~= '1' and by then\n"
-    "        to_review(id, eid, dc, 'maybe_sent', 'not idempotent, and may have been sent by' ..\n"
+    "        to_review(id, eid, f, dc, 'maybe_sent',\n"
+    "                  'not idempotent, and may have been sent by' ..\n"
     "                  ' worker ' .. by .. ', which stopped answering')\n"
     "      else\n"
     "        out[#out + 1] = {eid, dc, f}\n"
@@ -143,6 +157,8 @@ static const char finish_lua[] =
     "redis.call('HINCRBY', C, 's429', ARGV[8])\n"
     "redis.call('HINCRBY', C, 's503', ARGV[9])\n"
     "redis.call('HINCRBY', P .. 'workers', me .. '|' .. st, 1)\n"
+    "local e = redis.call('XRANGE', S, eid, eid)\n"
+    "redis.call('HINCRBY', P .. 'classes', (e[1] and class_of(e[1][2]) or '||') .. st, 1)\n"
     "redis.call('RPUSH', P .. 'lat', ARGV[13])\n"
     "redis.call('HDEL', P .. 'sent', id)\n"
     "return 1\n";
@@ -187,9 +203,25 @@ static const char renew_lua[] =
     "end\n"
     "return out\n";
 
+/* ARGV: base, token, then 5 per row: class tenant admitted wait_ms
+ * wait_max_ms. 1: added; 0: this token's rows were added before (a retry
+ * of a call whose reply was lost adds nothing twice). */
+static const char classes_lua[] =
+    LUA_COMMON
+    "if redis.call('SADD', P .. 'cadded', ARGV[2]) == 0 then return 0 end\n"
+    "local H = P .. 'classes'\n"
+    "for i = 3, #ARGV, 5 do\n"
+    "  local ct = ARGV[i] .. '|' .. ARGV[i+1] .. '|'\n"
+    "  redis.call('HINCRBY', H, ct .. 'admitted', ARGV[i+2])\n"
+    "  redis.call('HINCRBY', H, ct .. 'wait_ms', ARGV[i+3])\n"
+    "  local m = tonumber(redis.call('HGET', H, ct .. 'wait_max_ms') or '0')\n"
+    "  if tonumber(ARGV[i+4]) > m then redis.call('HSET', H, ct .. 'wait_max_ms', ARGV[i+4]) end\n"
+    "end\n"
+    "return 1\n";
+
 const char *const stg__queue_lua[STG__Q_NSCRIPTS] = {
     [STG__Q_LOAD] = load_lua,         [STG__Q_CLAIM] = claim_lua,
     [STG__Q_FINISH] = finish_lua,     [STG__Q_COUNTS] = counts_lua,
     [STG__Q_HOLD] = hold_lua,         [STG__Q_HOLD_LEFT] = hold_left_lua,
-    [STG__Q_RENEW] = renew_lua,
+    [STG__Q_RENEW] = renew_lua,       [STG__Q_CLASSES] = classes_lua,
 };

@@ -1,7 +1,7 @@
 /*
  * The reading side of the work queue: the report (counts, per worker,
- * latency percentiles, 429s) and the export (one row per job, in load
- * order). Both only read (HGET, LRANGE, HGETALL, XRANGE, XPENDING): a
+ * latency percentiles, 429s, per class and tenant) and the export (one row
+ * per job, in load order). Both only read (HGET, LRANGE, HGETALL, XRANGE, XPENDING): a
  * report never changes the queue it looks at.
  *
  * Invariant: a job's state in a row is its recorded outcome when it has
@@ -294,5 +294,151 @@ int stg_queue_export(stg_queue *q, unsigned state_mask, bool bodies,
             break;
     }
     pel_free(&pel);
+    return rc;
+}
+
+/* ---- per class and tenant ------------------------------------------------ */
+
+static stg_queue_class_row *class_row(stg_queue_class_row **rows, size_t *n, const char *cls,
+                                      size_t cls_len, const char *tenant, size_t tenant_len)
+{
+    if (cls_len >= sizeof(*rows)->cls || tenant_len >= sizeof(*rows)->tenant)
+        return NULL;
+    for (size_t i = 0; i < *n; i++) {
+        stg_queue_class_row *c = &(*rows)[i];
+        if (strlen(c->cls) == cls_len && !memcmp(c->cls, cls, cls_len) &&
+            strlen(c->tenant) == tenant_len && !memcmp(c->tenant, tenant, tenant_len))
+            return c;
+    }
+    stg_queue_class_row *v = realloc(*rows, (*n + 1) * sizeof *v);
+    if (!v)
+        return NULL;
+    *rows = v;
+    stg_queue_class_row *c = &v[(*n)++];
+    memset(c, 0, sizeof *c);
+    memcpy(c->cls, cls, cls_len);
+    memcpy(c->tenant, tenant, tenant_len);
+    return c;
+}
+
+static int cmp_class(const void *a, const void *b)
+{
+    const stg_queue_class_row *x = a, *y = b;
+    int d = strcmp(x->cls, y->cls);
+    return d ? d : strcmp(x->tenant, y->tenant);
+}
+
+/* The jobs in flight per class: each entry of the pending list's fields c
+ * and t (the list is as long as the jobs the workers hold). */
+static int inflight(stg_queue *q, stg_queue_class_row **rows, size_t *n)
+{
+    pel_set pel;
+    int rc = pel_load(q, &pel);
+    char key[sizeof q->base + 8];
+    snprintf(key, sizeof key, "%sjobs", q->base);
+    for (size_t i = 0; rc == STG_OK && i < pel.n; i++) {
+        const char *argv[] = {"XRANGE", key, pel.ids[i], pel.ids[i]};
+        redisReply *x = stg__queue_cmd(q, 4, argv, NULL);
+        if (!x) {
+            rc = STG_EUNAVAIL;
+            break;
+        }
+        if (x->type == REDIS_REPLY_ARRAY && x->elements == 1 &&
+            x->element[0]->type == REDIS_REPLY_ARRAY && x->element[0]->elements == 2) {
+            const redisReply *f = x->element[0]->element[1];
+            size_t cl = 0, tl = 0;
+            const char *c = fget(f, "c", &cl), *t = fget(f, "t", &tl);
+            stg_queue_class_row *r = class_row(rows, n, c ? c : "", c ? cl : 0, t ? t : "",
+                                               t ? tl : 0);
+            if (r) {
+                r->has_jobs = true;
+                r->n[STG_QUEUE_INFLIGHT]++;
+            }
+        }
+        freeReplyObject(x);
+    }
+    pel_free(&pel);
+    return rc;
+}
+
+int stg_queue_classes_get(stg_queue *q, stg_queue_class_row **rows, size_t *n)
+{
+    if (!rows || !n)
+        return STG_EINVAL;
+    *rows = NULL;
+    *n = 0;
+    if (!q)
+        return STG_EINVAL;
+    char key[sizeof q->base + 8];
+    snprintf(key, sizeof key, "%sclasses", q->base);
+    const char *argv[] = {"HGETALL", key};
+    redisReply *x = stg__queue_cmd(q, 2, argv, NULL);
+    if (!x)
+        return STG_EUNAVAIL;
+    int64_t *total = NULL; /* per row: the jobs loaded */
+    size_t n_total = 0;
+    int rc = STG_OK;
+    /* "CLASS|TENANT|what": the class has no '|', the tenant none either
+     * (stg_tenant_check), what is a state, total or an admission's. */
+    for (size_t i = 0; x->type == REDIS_REPLY_ARRAY && i + 1 < x->elements; i += 2) {
+        const redisReply *f = x->element[i];
+        long long v;
+        if (f->type != REDIS_REPLY_STRING || !stg__queue_int(x->element[i + 1], &v))
+            continue;
+        const char *bar1 = memchr(f->str, '|', f->len), *bar2 = strrchr(f->str, '|');
+        if (!bar1 || bar2 == bar1)
+            continue;
+        stg_queue_class_row *c = class_row(rows, n, f->str, (size_t)(bar1 - f->str), bar1 + 1,
+                                           (size_t)(bar2 - bar1 - 1));
+        if (!c)
+            continue; /* a name too long is not one stagger wrote */
+        size_t k = (size_t)(c - *rows);
+        if (k >= n_total) {
+            int64_t *t = realloc(total, (k + 1) * sizeof *t);
+            if (!t) {
+                rc = STG_ENOMEM;
+                break;
+            }
+            memset(t + n_total, 0, (k + 1 - n_total) * sizeof *t);
+            total = t;
+            n_total = k + 1;
+        }
+        const char *what = bar2 + 1;
+        if (!strcmp(what, "total")) {
+            total[k] = v;
+            c->has_jobs = true;
+        } else if (!strcmp(what, "admitted")) {
+            c->admitted = v;
+            c->has_admitted = true;
+        } else if (!strcmp(what, "wait_ms")) {
+            c->wait_ms = v;
+        } else if (!strcmp(what, "wait_max_ms")) {
+            c->wait_max_ms = v;
+        } else {
+            for (int s = STG_QUEUE_DONE; s < STG_QUEUE_NSTATES; s++)
+                if (!strcmp(what, stg_queue_state_name((stg_queue_state)s))) {
+                    c->n[s] = v;
+                    c->has_jobs = true;
+                }
+        }
+    }
+    freeReplyObject(x);
+    if (rc == STG_OK && *n)
+        rc = inflight(q, rows, n);
+    for (size_t i = 0; rc == STG_OK && i < *n; i++) {
+        stg_queue_class_row *c = &(*rows)[i];
+        int64_t left = i < n_total ? total[i] : 0;
+        for (int s = STG_QUEUE_INFLIGHT; s < STG_QUEUE_NSTATES; s++)
+            left -= c->n[s];
+        c->n[STG_QUEUE_PENDING] = left > 0 ? left : 0;
+    }
+    free(total);
+    if (rc != STG_OK) {
+        free(*rows);
+        *rows = NULL;
+        *n = 0;
+    } else if (*n) {
+        qsort(*rows, *n, sizeof **rows, cmp_class);
+    }
     return rc;
 }

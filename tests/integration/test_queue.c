@@ -4,7 +4,8 @@
  * another job set refused), exactly one recorded outcome per job, claims
  * of a dead worker's jobs (review for a non-idempotent job it may have
  * sent, and after --max-deliveries), giving a job back, the per-host "not
- * before", the report and export, and an outage.
+ * before", the report and export, the counts per class and tenant, and an
+ * outage.
  *
  * The group fixture is redis_helper.h's (one redis-server for the
  * program, SIGPIPE left fatal: the outage test's closed sockets must not
@@ -361,6 +362,72 @@ static void test_hold_export_outage(void **state)
     stg_queue_free(q);
 }
 
+/* Per class and tenant: each job's from its headers at load, its state in
+ * the queue (pending, in flight, ended), and the admissions the workers
+ * add, summed (the longest wait the longest). */
+static void test_classes(void **state)
+{
+    (void)state;
+    char url[128];
+    queue_url(url, sizeof url);
+    stg_queue *q = queue_open(url, "a", STG_MS(100), 0);
+    const char *h12[] = {"Stagger-Priority: interactive", "stagger-tenant:  acme;w=2"};
+    const char *h3[] = {"X-Other: 1", "STAGGER-PRIORITY: batch"};
+    stg_queue_spec s[4];
+    for (int i = 0; i < 4; i++)
+        s[i] = (stg_queue_spec){.id = i + 1, .key = "k", .method = "GET",
+                                .url = "http://127.0.0.1:9/", .replay_safe = true};
+    s[0].key = "k1", s[1].key = "k2", s[2].key = "k3", s[3].key = "k4";
+    s[0].headers = s[1].headers = h12;
+    s[0].n_headers = s[1].n_headers = 2;
+    s[2].headers = h3;
+    s[2].n_headers = 2;
+    int64_t added = 0;
+    assert_int_equal(stg_queue_load(q, FP1, 4, s, 4, &added), STG_OK);
+    assert_int_equal(added, 4);
+    stg_queue_job j[2];
+    int n = 0;
+    assert_int_equal(stg_queue_claim(q, 2, j, &n, NULL, NULL), STG_OK);
+    assert_int_equal(n, 2);
+    bool rec = false;
+    finish_state(q, &j[0], STG_QUEUE_DONE, &rec); /* job 1 done, job 2 in flight */
+    assert_true(rec);
+    stg_queue_class_add add[] = {{"interactive", "acme", 2, 10, 7}, {"normal", NULL, 1, 0, 0}};
+    assert_int_equal(stg_queue_classes_add(q, add, 2), STG_OK);
+    add[0] = (stg_queue_class_add){"interactive", "acme", 1, 5, 9};
+    assert_int_equal(stg_queue_classes_add(q, add, 1), STG_OK);
+    stg_queue_class_row *rows = NULL;
+    size_t nr = 0;
+    assert_int_equal(stg_queue_classes_get(q, &rows, &nr), STG_OK);
+    assert_int_equal(nr, 4);
+    /* Sorted: "" (job 4), batch (job 3), interactive/acme, normal (admitted only). */
+    assert_string_equal(rows[0].cls, "");
+    assert_string_equal(rows[0].tenant, "");
+    assert_true(rows[0].has_jobs && !rows[0].has_admitted);
+    assert_int_equal(rows[0].n[STG_QUEUE_PENDING], 1);
+    assert_string_equal(rows[1].cls, "batch");
+    assert_string_equal(rows[1].tenant, "");
+    assert_int_equal(rows[1].n[STG_QUEUE_PENDING], 1);
+    assert_string_equal(rows[2].cls, "interactive");
+    assert_string_equal(rows[2].tenant, "acme");
+    assert_true(rows[2].has_jobs && rows[2].has_admitted);
+    assert_int_equal(rows[2].n[STG_QUEUE_PENDING], 0);
+    assert_int_equal(rows[2].n[STG_QUEUE_INFLIGHT], 1);
+    assert_int_equal(rows[2].n[STG_QUEUE_DONE], 1);
+    assert_int_equal(rows[2].admitted, 3);
+    assert_int_equal(rows[2].wait_ms, 15);
+    assert_int_equal(rows[2].wait_max_ms, 9);
+    assert_string_equal(rows[3].cls, "normal");
+    assert_true(!rows[3].has_jobs && rows[3].has_admitted);
+    assert_int_equal(rows[3].admitted, 1);
+    free(rows);
+    stg_queue_class_add bad = {"a-class-name-too-long", NULL, 1, 0, 0};
+    assert_int_equal(stg_queue_classes_add(q, &bad, 1), STG_EINVAL);
+    stg_queue_job_clear(&j[0]);
+    stg_queue_job_clear(&j[1]);
+    stg_queue_free(q);
+}
+
 static void test_misuse(void **state)
 {
     (void)state;
@@ -388,6 +455,7 @@ int main(void)
         cmocka_unit_test(test_dead_worker_non_idempotent),
         cmocka_unit_test(test_max_deliveries_and_give_back),
         cmocka_unit_test(test_hold_export_outage),
+        cmocka_unit_test(test_classes),
         cmocka_unit_test(test_misuse),
     };
     return cmocka_run_group_tests(tests, redis_group_setup, redis_group_teardown);

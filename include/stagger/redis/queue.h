@@ -21,6 +21,10 @@
  *   {NAME}:sent     hash: ID -> WORKER, non-idempotent jobs whose request
  *                   may have left (the sent-mark)
  *   {NAME}:nb:HOST  string: "not before" (Redis time, ms) for HOST
+ *   {NAME}:classes  hash: "CLASS|TENANT|WHAT" -> count, per priority class
+ *                   and tenant ("" for none): WHAT is total (loaded), a
+ *                   terminal state, admitted, wait_ms or wait_max_ms
+ *   {NAME}:cadded   set: the tokens of stg_queue_classes_add calls made
  *
  * Invariants:
  *  - A job is in the stream once: loading adds an entry only when its id
@@ -60,6 +64,7 @@
 #define STAGGER_REDIS_QUEUE_H
 
 #include "../common.h"
+#include "../priority.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -264,6 +269,41 @@ typedef struct stg_queue_report {
  * STG_EUNAVAIL, STG_ENOMEM. */
 STG_API int stg_queue_report_get(stg_queue *q, stg_queue_report *r);
 STG_API void stg_queue_report_free(stg_queue_report *r);
+
+/* One priority class and tenant of the queue (docs/priorities.md): its
+ * jobs by state (a job's class and tenant are its Stagger-Priority and
+ * Stagger-Tenant headers when it was loaded; a job loaded by a stagger
+ * without them counts as the default class, no tenant) and what the
+ * workers admitted of it, with the waits for admission they added
+ * (stg_queue_classes_add). */
+typedef struct stg_queue_class_row {
+    char cls[16];                      /* a class name; "": none (default) */
+    char tenant[STG_TENANT_MAX + 2];   /* "": none */
+    bool has_jobs, has_admitted;
+    int64_t n[STG_QUEUE_NSTATES];      /* has_jobs: jobs per state */
+    int64_t admitted, wait_ms, wait_max_ms; /* has_admitted */
+    uint64_t stg__reserved[2];         /* room to grow (docs/ABI.md) */
+} stg_queue_class_row;
+
+/* The queue's rows per class and tenant, sorted by class then tenant, into
+ * *rows (malloc'd, free() it; NULL when none), *n of them. Pending counts
+ * the loaded jobs of a class neither ended nor in flight. A few round
+ * trips (one more per job in flight). STG_OK, STG_EUNAVAIL, STG_ENOMEM. */
+STG_API int stg_queue_classes_get(stg_queue *q, stg_queue_class_row **rows, size_t *n);
+
+/* A worker's admissions of one class and tenant, for stg_queue_classes_add. */
+typedef struct stg_queue_class_add {
+    const char *cls;    /* a class name */
+    const char *tenant; /* NULL: none */
+    int64_t admitted, wait_ms, wait_max_ms;
+} stg_queue_class_add;
+
+/* Add a worker's admissions per class and tenant to the queue's counters
+ * (HINCRBY: many workers add up; the max wait is the max), once: a call is
+ * one script under a token of this worker and call, so a retry of it after
+ * a lost reply adds nothing twice. n at most 800. STG_OK, STG_EINVAL,
+ * STG_EUNAVAIL, STG_EIO. */
+STG_API int stg_queue_classes_add(stg_queue *q, const stg_queue_class_add *v, size_t n);
 
 /* One job of the queue, for export. Borrowed for the callback. */
 typedef struct stg_queue_row {
