@@ -240,7 +240,55 @@ static int64_t ended(const stg_queue_counts *c)
            c->n[STG_QUEUE_REVIEW];
 }
 
-static void report_text(const stg_queue_report *r, const char *url, FILE *out)
+_Static_assert(STG_QUEUE_NSTATES == STG_JOB_NSTATES && STG_QUEUE_DONE == (int)STG_JOB_DONE &&
+                   STG_QUEUE_REVIEW == (int)STG_JOB_REVIEW,
+               "a queue state is the job state of the same number");
+
+/* The queue's rows per class and tenant as the database report's
+ * (stg_report_class, printed by the same stg__report_classes_print and
+ * _json): the jobs' rows (none when no job names a class or tenant, as
+ * there), then the admissions' (none when, besides, every admission was
+ * of the default class, normal, no tenant: nothing to tell apart). *v
+ * malloc'd. */
+static int classes_of(stg_queue *q, stg_report_class **v, size_t *n)
+{
+    stg_queue_class_row *rows;
+    size_t nr;
+    *v = NULL;
+    *n = 0;
+    int rc = stg_queue_classes_get(q, &rows, &nr);
+    if (rc != STG_OK)
+        return rc;
+    bool named = false, other = false;
+    for (size_t i = 0; i < nr; i++) {
+        named |= rows[i].has_jobs && (rows[i].cls[0] || rows[i].tenant[0]);
+        other |= rows[i].has_admitted && (strcmp(rows[i].cls, "normal") || rows[i].tenant[0]);
+    }
+    if (nr && !(*v = calloc(2 * nr, sizeof **v)))
+        rc = STG_ENOMEM;
+    for (int pass = 0; *v && pass < 2; pass++)
+        for (size_t i = 0; i < nr; i++) {
+            const stg_queue_class_row *r = &rows[i];
+            if (pass == 0 ? !(named && r->has_jobs) : !((named || other) && r->has_admitted))
+                continue;
+            stg_report_class *c = &(*v)[(*n)++];
+            snprintf(c->cls, sizeof c->cls, "%s", r->cls);
+            snprintf(c->tenant, sizeof c->tenant, "%s", r->tenant);
+            c->jobs_row = pass == 0;
+            for (int s = 0; s < STG_QUEUE_NSTATES; s++)
+                c->jobs[s] = c->jobs_row ? r->n[s] : 0;
+            if (!c->jobs_row) {
+                c->admitted = r->admitted;
+                c->wait_ms = r->wait_ms;
+                c->wait_max_ms = r->wait_max_ms;
+            }
+        }
+    free(rows);
+    return rc;
+}
+
+static void report_text(const stg_queue_report *r, const stg_report_class *cls, size_t n_cls,
+                        const char *url, FILE *out)
 {
     const stg_queue_counts *c = &r->counts;
     fprintf(out, "queue %s (job set %.12s...)\n", url, r->fingerprint);
@@ -264,9 +312,11 @@ static void report_text(const stg_queue_report *r, const char *url, FILE *out)
                 (long long)w->n[STG_QUEUE_DONE], (long long)w->n[STG_QUEUE_FAILED],
                 (long long)w->n[STG_QUEUE_DEFERRED], (long long)w->n[STG_QUEUE_REVIEW]);
     }
+    stg__report_classes_print(cls, n_cls, out);
 }
 
-static int report_json(const stg_queue_report *r, const char *url, FILE *out)
+static int report_json(const stg_queue_report *r, const stg_report_class *cls, size_t n_cls,
+                       const char *url, FILE *out)
 {
     const stg_queue_counts *c = &r->counts;
     json_t *j = json_object(), *counts = json_object(), *ws = json_array();
@@ -297,6 +347,7 @@ static int report_json(const stg_queue_report *r, const char *url, FILE *out)
                         json_real(c->attempts ? (double)c->status_429 / (double)c->attempts : 0));
     json_object_set_new(j, "latency_ms", lat);
     json_object_set_new(j, "workers", ws);
+    json_object_set_new(j, "classes", stg__report_classes_json(cls, n_cls));
     int rc = json_dumpf(j, out, JSON_COMPACT);
     fputc('\n', out);
     json_decref(j);
@@ -306,7 +357,11 @@ static int report_json(const stg_queue_report *r, const char *url, FILE *out)
 static int print_report(stg_queue *q, const char *url, bool json, FILE *out)
 {
     stg_queue_report r;
+    stg_report_class *cls = NULL;
+    size_t n_cls = 0;
     int rc = stg_queue_report_get(q, &r);
+    if (rc == STG_OK && (rc = classes_of(q, &cls, &n_cls)) != STG_OK)
+        stg_queue_report_free(&r);
     if (rc != STG_OK) {
         fprintf(stderr, "stagger batch: %s\n", stg_queue_errmsg(q));
         return rc == STG_ENOTFOUND ? CLI_EXIT_USAGE : CLI_EXIT_LIMITER;
@@ -314,10 +369,11 @@ static int print_report(stg_queue *q, const char *url, bool json, FILE *out)
     char u[800];
     shown(url, u, sizeof u);
     if (json)
-        report_json(&r, u, out);
+        report_json(&r, cls, n_cls, u, out);
     else
-        report_text(&r, u, out);
+        report_text(&r, cls, n_cls, u, out);
     stg_queue_report_free(&r);
+    free(cls);
     return fflush(out) == 0 ? CLI_EXIT_OK : CLI_EXIT_FAILED;
 }
 
@@ -434,6 +490,35 @@ static void progress(const stg_batch_progress *p, const stg_batch_queue *qs, boo
             stg__batch_queue_kept(qs) ? ", Redis away: outcomes kept" : "",
             bar ? "\033[K" : "\n");
     fflush(stderr);
+}
+
+/* This worker's admissions per class and tenant, added to the queue's
+ * counters for `batch report --queue` (as batch_run.c's record_classes
+ * does to the database). Added even when this worker admitted only the
+ * default class: other workers of the queue may have had others, and the
+ * report sums them all (it leaves them out when nothing tells them apart). */
+static void add_classes(const stg_batch *b, stg_queue *q, bool quiet)
+{
+    size_t n = stg__batch_class_stats(b, NULL, 0);
+    if (!n)
+        return;
+    stg_class_stats *v = calloc(n, sizeof *v);
+    stg_queue_class_add *a = calloc(n, sizeof *a);
+    int rc = STG_ENOMEM;
+    if (v && a) {
+        n = stg__batch_class_stats(b, v, n);
+        for (size_t i = 0; i < n; i++)
+            a[i] = (stg_queue_class_add){stg_priority_name(v[i].priority), v[i].tenant,
+                                         (int64_t)v[i].admitted, v[i].wait_us / 1000,
+                                         v[i].wait_max_us / 1000};
+        rc = stg_queue_classes_add(q, a, n);
+    }
+    if (rc != STG_OK && !quiet)
+        fprintf(stderr, "stagger batch: cannot add this worker's admissions per class to the "
+                        "queue: %s\n",
+                rc == STG_ENOMEM ? "out of memory" : stg_queue_errmsg(q));
+    free(v);
+    free(a);
 }
 
 static void run_loop(const batch_opts *o, stg_batch *b, const stg_batch_queue *qs)
@@ -567,6 +652,7 @@ int batch_queue_run(const batch_opts *o_in)
     stg_batch_summary sum;
     stg__batch_end(b, &sum);
     stg__batch_queue_release(qs); /* the jobs claimed ahead: back to the queue */
+    add_classes(b, q, o.quiet);
     ex = batch_verdict(&sum, sig, o.quiet, true,
                        "interrupted; the jobs in flight here go back to the queue");
     stg__batch_free(b, ex);

@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# Issue #32 in the Redis work queue: `batch report --queue` shows the jobs
+# by state per class and tenant (each job's Stagger-Priority/-Tenant when it
+# was loaded) and what the workers admitted of each with their waits for
+# admission (each worker adds its engine's counts when it stops), in the
+# database report's rows and JSON ("classes"). Two workers on one queue;
+# counts are compared with the input's, no timing is asserted.
+# Starts its own redis-server and stagger serve on 127.0.0.1.
+. "$(dirname "$0")/lib.sh"
+S=$STAGGER
+scratch qclass
+. "$(dirname "$0")/queue_lib.sh"
+RPORT=$(free_port)
+start_redis
+R="redis://127.0.0.1:$RPORT"
+
+serve_start main
+python3 - "$T/jobs.jsonl" "$URL" <<'PY'
+import json, sys
+with open(sys.argv[1], "w") as f:
+    for i in range(60):
+        j = {"id": "j%d" % i, "url": "%s/c/%d" % (sys.argv[2], i)}
+        if i % 3 == 0:
+            j.update(priority="interactive", tenant="acme")
+        elif i % 3 == 1:
+            j.update(priority="batch", tenant="beta", weight=2)
+        f.write(json.dumps(j) + "\n")   # i % 3 == 2: no class, no tenant
+PY
+# a is slow (10/s), so b, at full speed, takes its share of the jobs.
+"$S" batch --queue "$R/cls" --worker a -j 2 --rate 10 --burst 1 --progress none "$T/jobs.jsonl" \
+  >/dev/null 2>"$T/a.err" &
+PA=$!
+wait_grep "$T/a.err" "jobs loaded into queue"
+rc=0
+"$S" batch --queue "$R/cls" --worker b -j 2 --rate 0 --progress none -q >/dev/null \
+  2>"$T/b.err" || rc=$?
+check "worker b ends with exit 0: $rc $(cat "$T/b.err")" [ "$rc" = 0 ]
+rc=0; wait "$PA" || rc=$?
+check "worker a ends with exit 0: $rc $(cat "$T/a.err")" [ "$rc" = 0 ]
+serve_stop "$SRV_PID" || true
+
+"$S" batch report --queue "$R/cls" --json >"$T/report.json"
+check "report --json: jobs per class and tenant as in the input, admitted as sent" \
+  python3 - "$T/report.json" <<'PY'
+import json, sys
+j = json.load(open(sys.argv[1]))
+cls = j["classes"]
+jobs = {(c["class"], c["tenant"]): c["jobs"] for c in cls if "jobs" in c}
+adm = {(c["class"], c["tenant"]): c for c in cls if "admitted" in c}
+print("  jobs:", jobs)
+print("  admitted:", {k: v["admitted"] for k, v in adm.items()})
+want = {("interactive", "acme"): 20, ("batch", "beta"): 20, (None, None): 20}
+ok = set(jobs) == set(want) and all(
+    jobs[k]["done"] == n and sum(jobs[k].values()) == n for k, n in want.items())
+# the jobs that named none ran as the default class, normal
+wadm = {("interactive", "acme"): 20, ("batch", "beta"): 20, ("normal", None): 20}
+ok = ok and {k: v["admitted"] for k, v in adm.items()} == wadm
+ok = ok and all(v["wait_max_ms"] >= 0 and v["wait_ms"] >= 0 for v in adm.values())
+ok = ok and j["counts"]["done"] == 60
+ok = ok and len(j["workers"]) == 2 and all(w["done"] > 0 for w in j["workers"])
+sys.exit(0 if ok else 1)
+PY
+check "each worker added its admissions once" \
+  [ "$(redis-cli -p "$RPORT" SCARD 'stagger:q:{cls}:cadded')" = 2 ]
+"$S" batch report --queue "$R/cls" >"$T/report.txt"
+check "report: jobs by class and tenant" grep -q "^jobs by class and tenant:" "$T/report.txt"
+check "report: a row per class and tenant with its states" \
+  grep -Eq "^  interactive +acme +done 20$" "$T/report.txt"
+check "report: the jobs that named none" grep -Eq "^  \(default\) +- +done 20$" "$T/report.txt"
+check "report: admitted by class and tenant" \
+  grep -q "^admitted by class and tenant (every run):" "$T/report.txt"
+check "report: admitted row" \
+  grep -Eq "^  batch +beta +20 admitted, wait for admission avg [0-9.]+ ms, max [0-9]+ ms$" \
+  "$T/report.txt"
+
+# A queue loaded by an older stagger: entries without the fields c and t
+# (and no counters) read as no section; their outcomes count as the default.
+redis-cli -p "$RPORT" HSET 'stagger:q:{old}:meta' fp "$(printf 'a%.0s' $(seq 64))" total 1 \
+  >/dev/null
+redis-cli -p "$RPORT" XADD 'stagger:q:{old}:jobs' '*' id 1 key k m GET u "$URL/x" h '' hb 0 \
+  b '' k '' rs 1 ln 1 >/dev/null
+"$S" batch report --queue "$R/old" --json >"$T/old.json"
+jcheck "an old queue reads: no class rows" "$(cat "$T/old.json")" 'j["classes"] == []'
+
+# A queue of jobs without classes: no section (nothing to tell apart).
+serve_start plain
+for i in $(seq 5); do echo "$URL/p/$i"; done >"$T/p.txt"
+rc=0
+"$S" batch --queue "$R/plain" -j 2 --rate 0 --progress none -q "$T/p.txt" >/dev/null \
+  2>"$T/p.err" || rc=$?
+check "a run without classes ends 0: $rc $(cat "$T/p.err")" [ "$rc" = 0 ]
+serve_stop "$SRV_PID" || true
+jcheck "no class rows when no job names one" \
+  "$("$S" batch report --queue "$R/plain" --json)" 'j["classes"] == [] and j["counts"]["done"] == 5'
+check "and no section in the text" sh -c "! \"$S\" batch report --queue '$R/plain' | grep -q 'by class'"
+finish
