@@ -307,37 +307,85 @@ static void start_attempt(stg_engine *e, req *r)
 /* The quota limiter's default probe wait (stg_quota_config.probe_wait_us). */
 #define QUOTA_POLL_US STG_MS(20)
 
-/* r waits wait_us for its host's quotas (a W_QUOTA timer). It counts as
- * waiting for them in its class (a lower class does not ask while a
- * higher one waits) from its first refusal until a grant or its end,
- * through the retry queue in between: else a higher class whose timer
- * fired would stop counting while it queues behind lower ones that then
- * ask first. */
-static void quota_wait(stg_engine *e, req *r, int64_t wait_us)
+/* ---- the quotas' waiters: one fair queue per host -------------------------
+ *
+ * A request the quotas refused, and one that comes while others wait for
+ * them, waits in its host's quota queue (core/fairq.h: classes strictly by
+ * number with the floor, then tenants by weight), and only its pick, the
+ * head, asks the quotas: from a W_QUOTA timer (the quota's wait, or
+ * QUOTA_POLL_US behind a probe), the others in a W_QUOTA_Q timer at their
+ * deadline (the instant they end if never promoted), holding nothing.
+ * When the head is granted (a pick) or leaves, the next pick goes to the
+ * front of the retry queue and asks at once; a head whose turn comes while
+ * a better pick waits (a higher class, a tenant's turn, the floor's) steps
+ * back for it. So what a quota frees goes by class and tenant weight, not
+ * to whoever polls first, and nobody polls between two grants. One queue
+ * per host, whatever the route: a request whose route's quotas are free
+ * waits behind a head another quota holds (docs/priorities.md, "Not
+ * yet"). */
+
+/* r joins its host's quota queue. False when out of memory. */
+static bool quota_push(stg__host *h, req *r)
 {
-    if (!r->quota_waiting) {
-        r->quota_waiting = true;
-        r->host->q_waiting[stg__fq_class_index(r->prio)]++;
+    if (!h->quota_fq) {
+        if (!(h->quota_fq = malloc(sizeof *h->quota_fq)))
+            return false;
+        stg__fq_init(h->quota_fq, 0);
     }
-    stg__eng_schedule(e, r, W_QUOTA, wait_us);
+    stg_class c = req_class(r);
+    if (stg__fq_push(h->quota_fq, &r->qfq, &c) != STG_OK)
+        return false;
+    r->quota_waiting = true;
+    return true;
 }
 
-void stg__eng_quota_unwait(req *r)
+/* The queue's next pick becomes its head: from its W_QUOTA_Q timer to the
+ * front of the retry queue, to ask at once (NULL: none waits). */
+static void quota_next(stg_engine *e, stg__host *h)
+{
+    req *n = qfq_req(stg__fq_peek(h->quota_fq));
+    h->quota_head = n;
+    if (n && n->where == RQ_TIMER && n->wait == W_QUOTA_Q) {
+        stg__eng_untimer(e, n);
+        stg__eng_requeue(e, n, true);
+    }
+}
+
+/* r leaves its host's quota queue: granted (a pick of the fair queue) or
+ * not (it ends); if it was the head, the next one asks. */
+static void quota_out(stg_engine *e, req *r, bool served)
 {
     if (!r->quota_waiting)
         return;
+    stg__host *h = r->host;
+    if (served)
+        stg__fq_take(h->quota_fq, &r->qfq);
+    else
+        stg__fq_remove(h->quota_fq, &r->qfq);
     r->quota_waiting = false;
-    r->host->q_waiting[stg__fq_class_index(r->prio)]--;
+    if (h->quota_head == r)
+        quota_next(e, h);
+}
+
+void stg__eng_quota_unwait(stg_engine *e, req *r)
+{
+    quota_out(e, r, false);
+}
+
+/* r (in RQ_NONE, not the head) waits behind the head, until promoted or
+ * its deadline (left: the time to it). */
+static void quota_behind(stg_engine *e, req *r, int64_t left)
+{
+    stg__eng_pace_leave(e, r);
+    stg__eng_schedule(e, r, W_QUOTA_Q, left);
 }
 
 /* Reserve r's cost against every quota of its key, or wait for them.
  * Returns true when r may go on to the limiter.
  *
- * Classes (docs/priorities.md): while requests of a higher class wait for
- * the host's quotas, a lower class does not ask them (it would take what
- * frees first) and polls instead, unless the floor says it is its turn:
- * 19 grants went to the others while it waited. Among the requests of one
- * class, the quota's own waits decide (no tenant weights here). */
+ * Classes and tenants (docs/priorities.md): while others wait for the
+ * host's quotas r waits with them, and only the head of their fair queue
+ * asks (above). */
 static bool quota_gate(stg_engine *e, req *r, int64_t left)
 {
     if (!e->cfg.quotas || r->quota_held)
@@ -349,25 +397,30 @@ static bool quota_gate(stg_engine *e, req *r, int64_t left)
         stg__eng_finish(e, r, STG_REASON_ERROR_NOT_RETRYABLE);
         return false;
     }
+    stg__host *h = r->host;
+    if (h->quota_head && h->quota_head != r) {
+        /* Others wait for the quotas: with them, in their fair order. */
+        if (!r->quota_waiting && !quota_push(h, r)) {
+            stg__eng_pace_leave(e, r);
+            snprintf(r->errtext, sizeof r->errtext, "out of memory");
+            stg__eng_finish(e, r, STG_REASON_CANCELLED);
+            return false;
+        }
+        quota_behind(e, r, left);
+        return false;
+    }
+    if (h->quota_head == r && qfq_req(stg__fq_peek(h->quota_fq)) != r) {
+        /* A higher class (or a tenant's, or the floor's turn) came while r
+         * waited: r steps back, and that one asks at once. */
+        quota_next(e, h); /* the head is that one from now */
+        quota_behind(e, r, left);
+        return false;
+    }
     char route[512];
     stg__eng_route(r, route, sizeof route);
     /* The demand: the host's requests that wait for its quotas, r among
      * them. What fits in a quota's remaining count goes now; only more
      * than that is paced over its reset. */
-    stg__host *h = r->host;
-    int ci = stg__fq_class_index(r->prio);
-    bool above = false;
-    for (int j = 0; j < ci; j++)
-        above |= h->q_waiting[j] > 0;
-    if (above && h->q_starved[ci] + 1 < STG__FQ_FLOOR_EVERY) {
-        stg__eng_pace_leave(e, r);
-        if (QUOTA_POLL_US >= left) {
-            stg__eng_finish(e, r, STG_REASON_DEADLINE);
-            return false;
-        }
-        quota_wait(e, r, QUOTA_POLL_US);
-        return false;
-    }
     int64_t demand = h->q_alive - h->q_held;
     STG_ASSERT(demand >= 1);
     int64_t wait = 0;
@@ -406,13 +459,9 @@ static bool quota_gate(stg_engine *e, req *r, int64_t left)
         }
     }
     if (rc == STG_OK) {
-        stg__eng_quota_unwait(r);
         r->quota_held = true;
         h->q_held++;
-        for (int j = 0; j < STG_N_PRIORITIES; j++) /* the floor's count */
-            if (j != ci && h->q_waiting[j] > 0)
-                h->q_starved[j]++;
-        h->q_starved[ci] = 0;
+        quota_out(e, r, true); /* a pick: the next one asks */
         return true;
     }
     stg__eng_pace_leave(e, r);
@@ -440,7 +489,15 @@ static bool quota_gate(stg_engine *e, req *r, int64_t left)
         ev.wait_us = wait;
         stg__eng_emit(e, &ev);
     }
-    quota_wait(e, r, wait);
+    /* r is the head: it was, or none waited (then it is alone). */
+    if (!r->quota_waiting && !quota_push(h, r)) {
+        snprintf(r->errtext, sizeof r->errtext, "out of memory");
+        stg__eng_finish(e, r, STG_REASON_CANCELLED);
+        return false;
+    }
+    STG_ASSERT(!h->quota_head || h->quota_head == r);
+    h->quota_head = r;
+    stg__eng_schedule(e, r, W_QUOTA, wait);
     return false;
 }
 
@@ -642,6 +699,8 @@ void stg__eng_fire_timers(stg_engine *e)
             r->reserved = false; /* admission takes the slot again */
             e->reserved--;
             admit(e, r);
+        } else if (r->wait == W_QUOTA_Q) {
+            stg__eng_finish(e, r, STG_REASON_DEADLINE); /* never promoted in time */
         } else if (r->wait == W_BUDGET || r->wait == W_BUDGET_HELD) {
             if (r->wait == W_BUDGET_HELD)
                 r->host->budget_held--;

@@ -495,11 +495,13 @@ typedef struct stg__host {
      * not finished, and those of them holding a quota reservation; the
      * difference is the demand that waits for its quotas. */
     int64_t q_alive, q_held;
-    /* Classes at its quotas (engine_admit.c, quota_gate): its requests of
-     * each class in a quota wait, and the grants to other classes while
-     * that class waited (the floor: a lower class asks again after 19). */
-    int64_t q_waiting[STG_N_PRIORITIES];
-    unsigned q_starved[STG_N_PRIORITIES];
+    /* Its requests waiting for its quotas (engine_admit.c, quota_gate), in
+     * their fair order (core/fairq.h: class with its floor, then tenant by
+     * weight; made at the first, NULL until then), and the one of them
+     * that asks the quotas (struct req, opaque here; NULL when none
+     * waits). */
+    struct stg__fairq *quota_fq;
+    void *quota_head;
     /* What its AI API requests cost and how it counts them (stagger/cost.h),
      * made at its first such request (NULL until then). */
     stg_cost_model *cost_model;
