@@ -205,6 +205,101 @@ static void test_quota_by_class(void **state)
     assert_true(after >= 4);
 }
 
+typedef struct tenant_log {
+    char seen[160]; /* completions in order: 'a' or 'b' */
+    int n, failed;
+    int64_t at[160]; /* when each completed (CLOCK_MONOTONIC us) */
+} tenant_log;
+
+typedef struct tenant_tag {
+    tenant_log *l;
+    char tag;
+} tenant_tag;
+
+static void on_tenant_done(stg_engine *e, uint64_t id, const stg_result *r, void *data)
+{
+    (void)e, (void)id;
+    tenant_tag *t = data;
+    if (r->status != 200 || t->l->n >= 159) {
+        t->l->failed++;
+        return;
+    }
+    t->l->at[t->l->n] = tally_now_us();
+    t->l->seen[t->l->n++] = t->tag;
+}
+
+/* A server quota and two tenants of one class, weights 1 and 2
+ * (docs/priorities.md): OpenAI's persona with 3000 tokens a second (a
+ * bucket refilled continuously), each request costing 100 (X-Token-Cost,
+ * declared): 30 requests a second, the bottleneck (requests: 1000/s;
+ * the engine: 8 at once). Tenant a (weight 1) and tenant b (weight 2)
+ * each submit 48 at once, so both wait for the quota from the start.
+ *  - While both wait, the quota's grants split 1:2, its first burst (the
+ *    bucket's 30, full at the start) included: when b's 48th completes,
+ *    a has 24 (a third of 72). Slack: +-5, for the grants in
+ *    flight when one completes (at most the engine's 8 at once, answered
+ *    in about the order they were sent) and the fair queue's own bound
+ *    (1/w_a + 1/w_b = 1.5 grants). Without weights (each waiter polling
+ *    the quota on its own) a had about as many as b: 30 or more.
+ *  - b stops asking (it has nothing left): a gets the whole quota at
+ *    once, its rate after b's last at least twice its rate before (its
+ *    share was 10/s, the quota's 30/s: 3x due), the rate before measured
+ *    from the 31st completion on (past the bucket's first burst).
+ * Every request succeeds. */
+static void test_quota_by_tenant_weight(void **state)
+{
+    (void)state;
+    static const char *const args[] = {"--dialect", "openai", "--quota", "requests=1000/1s",
+                                       "--quota", "tokens=3000/1s", NULL};
+    server s;
+    server_start(&s, args);
+    char url[128];
+    url_of(&s, "/v1/chat/completions", url, sizeof url);
+    stg_engine_config cfg = {.concurrency = 8, .quotas = true};
+    stg_engine *e = stg_engine_new(&cfg, NULL);
+    assert_non_null(e);
+    tenant_log l = {0};
+    tenant_tag ta = {&l, 'a'}, tb = {&l, 'b'};
+    stg_quota_cost cost = {.unit = "tokens", .amount = 100};
+    const char *hdrs[] = {"X-Token-Cost: 100", NULL};
+    stg_policy pol = fast_policy(5);
+    enum { N = 48, BURST = 30 };
+    for (int i = 0; i < 2 * N; i++) {
+        bool a = i % 2 == 0;
+        stg_request rq = {.url = url, .headers = hdrs, .cost = &cost, .n_cost = 1,
+                          .policy = &pol, .tenant = a ? "a" : "b", .weight = a ? 1 : 2};
+        assert_int_equal(stg_engine_submit(e, &rq, on_tenant_done, a ? &ta : &tb, NULL), STG_OK);
+    }
+    assert_int_equal(stg_engine_drain(e), 0);
+    stg_engine_free(e);
+    server_stop(&s);
+    server_cleanup(&s);
+    print_message("completion order: %s\n", l.seen);
+    assert_int_equal(l.failed, 0);
+    assert_int_equal(l.n, 2 * N);
+    int na = 0, nb = 0, b_last = -1;
+    for (int i = 0; i < l.n; i++) {
+        if (l.seen[i] == 'b' && ++nb == N) {
+            b_last = i;
+            break;
+        }
+        na += l.seen[i] == 'a';
+    }
+    assert_true(b_last > 0);
+    print_message("a had %d when b's %d were done (due %d)\n", na, N, N / 2);
+    assert_true(na >= N / 2 - 5 && na <= N / 2 + 5);
+    /* a's rate while b asked (past the first burst), and after: its
+     * share, then the quota. */
+    assert_true(b_last > BURST + 10);
+    int na_late = 0;
+    for (int i = BURST; i < b_last; i++)
+        na_late += l.seen[i] == 'a';
+    double before = (double)na_late / (double)(l.at[b_last] - l.at[BURST]);
+    double after = (double)(N - na) / (double)(l.at[l.n - 1] - l.at[b_last]);
+    print_message("a's rate: %.1f/s while b asked, %.1f/s after\n", before * 1e6, after * 1e6);
+    assert_true(after >= 2 * before);
+}
+
 static void test_persona_github_resources(void **state)
 {
     (void)state;
@@ -405,6 +500,7 @@ int main(void)
         cmocka_unit_test_teardown(test_persona_discord_bucket, stop_leftovers),
         cmocka_unit_test_teardown(test_persona_github_resources, stop_leftovers),
         cmocka_unit_test_teardown(test_quota_by_class, stop_leftovers),
+        cmocka_unit_test_teardown(test_quota_by_tenant_weight, stop_leftovers),
         cmocka_unit_test_teardown(test_persona_openai_tokens, stop_leftovers),
         cmocka_unit_test_teardown(test_spent_idle_quota_probes, stop_leftovers),
         cmocka_unit_test_teardown(test_shared_quota_hook, stop_leftovers),
