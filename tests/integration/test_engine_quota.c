@@ -206,45 +206,68 @@ static void test_quota_by_class(void **state)
 }
 
 typedef struct tenant_log {
-    char seen[160]; /* completions in order: 'a' or 'b' */
-    int n, failed;
-    int64_t at[160]; /* when each completed (CLOCK_MONOTONIC us) */
+    uint64_t id[160];
+    char tag[160]; /* the tenant of id[i] */
+    int n_ids;
+    char grant[256]; /* attempt starts in order: the quota's grants */
+    int64_t at[256]; /* when each started (the engine's clock, us) */
+    int n, done, failed;
 } tenant_log;
 
-typedef struct tenant_tag {
-    tenant_log *l;
-    char tag;
-} tenant_tag;
+static void on_tenant_event(const stg_event *ev, void *data)
+{
+    tenant_log *l = data;
+    if (ev->type != STG_EVENT_ATTEMPT_START || l->n >= 256)
+        return;
+    for (int i = 0; i < l->n_ids; i++)
+        if (l->id[i] == ev->request_id) {
+            l->at[l->n] = ev->now_us;
+            l->grant[l->n++] = l->tag[i];
+        }
+}
 
 static void on_tenant_done(stg_engine *e, uint64_t id, const stg_result *r, void *data)
 {
     (void)e, (void)id;
-    tenant_tag *t = data;
-    if (r->status != 200 || t->l->n >= 159) {
-        t->l->failed++;
-        return;
+    tenant_log *l = data;
+    l->done++;
+    l->failed += r->status != 200;
+}
+
+static void submit_tenant(stg_engine *e, tenant_log *l, const char *url, int n, char tag, double w)
+{
+    static const stg_quota_cost cost = {.unit = "tokens", .amount = 100};
+    static const char *const hdrs[] = {"X-Token-Cost: 100", NULL};
+    static stg_policy pol;
+    pol = fast_policy(5);
+    for (int i = 0; i < n; i++) {
+        char tenant[2] = {tag, 0};
+        stg_request rq = {.url = url, .headers = hdrs, .cost = &cost, .n_cost = 1,
+                          .policy = &pol, .tenant = tenant, .weight = w};
+        uint64_t id = 0;
+        assert_int_equal(stg_engine_submit(e, &rq, on_tenant_done, l, &id), STG_OK);
+        assert_true(l->n_ids < 160);
+        l->id[l->n_ids] = id;
+        l->tag[l->n_ids++] = tag;
     }
-    t->l->at[t->l->n] = tally_now_us();
-    t->l->seen[t->l->n++] = t->tag;
 }
 
 /* A server quota and two tenants of one class, weights 1 and 2
  * (docs/priorities.md): OpenAI's persona with 3000 tokens a second (a
- * bucket refilled continuously), each request costing 100 (X-Token-Cost,
- * declared): 30 requests a second, the bottleneck (requests: 1000/s;
- * the engine: 8 at once). Tenant a (weight 1) and tenant b (weight 2)
- * each submit 48 at once, so both wait for the quota from the start.
- *  - While both wait, the quota's grants split 1:2, its first burst (the
- *    bucket's 30, full at the start) included: when b's 48th completes,
- *    a has 24 (a third of 72). Slack: +-5, for the grants in
- *    flight when one completes (at most the engine's 8 at once, answered
- *    in about the order they were sent) and the fair queue's own bound
- *    (1/w_a + 1/w_b = 1.5 grants). Without weights (each waiter polling
- *    the quota on its own) a had about as many as b: 30 or more.
+ * bucket refilled continuously, full at the start), each request costing
+ * 100 (X-Token-Cost, declared): 30 requests a second, the bottleneck
+ * (requests: 1000/s; the engine: 8 at once). The grants are the attempts'
+ * starts, in order.
+ *  - Tenant a (weight 1) submits 72 and has the quota to itself: its first
+ *    30 go at once (the bucket), the rest wait. Then tenant b (weight 2)
+ *    submits 48. From then on, while both wait, the grants split 1:2:
+ *    when b has its 48, a has 24 more. Slack: +-4 grants, for the fair
+ *    queue's bound (1/w_a + 1/w_b = 1.5) and the head that was asking when
+ *    b came. Without weights at the quota, a's waiters, there first, kept
+ *    asking first: a had about all its 42 before b's last.
  *  - b stops asking (it has nothing left): a gets the whole quota at
- *    once, its rate after b's last at least twice its rate before (its
- *    share was 10/s, the quota's 30/s: 3x due), the rate before measured
- *    from the 31st completion on (past the bucket's first burst).
+ *    once, its rate after b's last grant at least twice its rate while b
+ *    asked (10/s, its third; then 30/s: 3x due).
  * Every request succeeds. */
 static void test_quota_by_tenant_weight(void **state)
 {
@@ -255,47 +278,46 @@ static void test_quota_by_tenant_weight(void **state)
     server_start(&s, args);
     char url[128];
     url_of(&s, "/v1/chat/completions", url, sizeof url);
-    stg_engine_config cfg = {.concurrency = 8, .quotas = true};
+    static tenant_log l;
+    memset(&l, 0, sizeof l);
+    stg_engine_config cfg = {.concurrency = 8, .quotas = true, .on_event = on_tenant_event,
+                             .event_data = &l};
     stg_engine *e = stg_engine_new(&cfg, NULL);
     assert_non_null(e);
-    tenant_log l = {0};
-    tenant_tag ta = {&l, 'a'}, tb = {&l, 'b'};
-    stg_quota_cost cost = {.unit = "tokens", .amount = 100};
-    const char *hdrs[] = {"X-Token-Cost: 100", NULL};
-    stg_policy pol = fast_policy(5);
-    enum { N = 48, BURST = 30 };
-    for (int i = 0; i < 2 * N; i++) {
-        bool a = i % 2 == 0;
-        stg_request rq = {.url = url, .headers = hdrs, .cost = &cost, .n_cost = 1,
-                          .policy = &pol, .tenant = a ? "a" : "b", .weight = a ? 1 : 2};
-        assert_int_equal(stg_engine_submit(e, &rq, on_tenant_done, a ? &ta : &tb, NULL), STG_OK);
-    }
+    enum { NA = 72, NB = 48, BURST = 30 };
+    submit_tenant(e, &l, url, NA, 'a', 1);
+    /* Until a's first burst is granted (a hang guard of 30 s). */
+    for (int k = 0; k < 3000 && l.n < BURST; k++)
+        stg_engine_run(e, STG_MS(10));
+    int mark = l.n;
+    assert_true(mark >= BURST && mark < BURST + 8);
+    submit_tenant(e, &l, url, NB, 'b', 2);
     assert_int_equal(stg_engine_drain(e), 0);
     stg_engine_free(e);
     server_stop(&s);
     server_cleanup(&s);
-    print_message("completion order: %s\n", l.seen);
+    l.grant[l.n < 256 ? l.n : 255] = 0;
+    print_message("grants: %s\n", l.grant);
+    assert_int_equal(l.done, NA + NB);
     assert_int_equal(l.failed, 0);
-    assert_int_equal(l.n, 2 * N);
     int na = 0, nb = 0, b_last = -1;
-    for (int i = 0; i < l.n; i++) {
-        if (l.seen[i] == 'b' && ++nb == N) {
+    for (int i = mark; i < l.n; i++) {
+        if (l.grant[i] == 'b' && ++nb == NB) {
             b_last = i;
             break;
         }
-        na += l.seen[i] == 'a';
+        na += l.grant[i] == 'a';
     }
-    assert_true(b_last > 0);
-    print_message("a had %d when b's %d were done (due %d)\n", na, N, N / 2);
-    assert_true(na >= N / 2 - 5 && na <= N / 2 + 5);
-    /* a's rate while b asked (past the first burst), and after: its
-     * share, then the quota. */
-    assert_true(b_last > BURST + 10);
-    int na_late = 0;
-    for (int i = BURST; i < b_last; i++)
-        na_late += l.seen[i] == 'a';
-    double before = (double)na_late / (double)(l.at[b_last] - l.at[BURST]);
-    double after = (double)(N - na) / (double)(l.at[l.n - 1] - l.at[b_last]);
+    assert_true(b_last > mark);
+    print_message("a had %d more when b had its %d (due %d)\n", na, NB, NB / 2);
+    assert_true(na >= NB / 2 - 4 && na <= NB / 2 + 4);
+    /* a's rate while b asked, and after: its share, then the quota. */
+    int na_after = 0;
+    for (int i = b_last + 1; i < l.n; i++)
+        na_after += l.grant[i] == 'a';
+    assert_true(na_after >= 10);
+    double before = (double)na / (double)(l.at[b_last] - l.at[mark]);
+    double after = (double)na_after / (double)(l.at[l.n - 1] - l.at[b_last]);
     print_message("a's rate: %.1f/s while b asked, %.1f/s after\n", before * 1e6, after * 1e6);
     assert_true(after >= 2 * before);
 }
