@@ -302,6 +302,32 @@ static void test_remove(void **state)
     free(z);
 }
 
+/* The quota queue's case (engine_admit.c, quota_gate): tenant a (weight
+ * 1) has 72 waiting and 30 picked alone, then tenant b (weight 2) comes
+ * with 48: from then on b gets two picks for each of a's, within the
+ * bound (1/w_a + 1/w_b = 1.5 picks), although a's were there first. */
+static void test_late_tenant_backlogged(void **state)
+{
+    (void)state;
+    stg__fairq q;
+    stg__fq_init(&q, 0);
+    for (int i = 0; i < 72; i++)
+        mk(&q, STG_PRIORITY_NORMAL, 0, 1);
+    for (int i = 0; i < 30; i++)
+        free(pop(&q));
+    for (int i = 0; i < 48; i++)
+        mk(&q, STG_PRIORITY_NORMAL, 1, 2);
+    int n[2] = {0, 0};
+    while (n[1] < 48) {
+        item *it = pop(&q);
+        n[it->tenant]++;
+        assert_true(fabs(n[0] / 1.0 - n[1] / 2.0) <= 1.5);
+        free(it);
+    }
+    assert_true(n[0] >= 23 && n[0] <= 25);
+    drain(&q);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -312,6 +338,7 @@ int main(void)
         cmocka_unit_test(test_comeback_equal_weight),
         cmocka_unit_test(test_closed_loop_tenant),
         cmocka_unit_test(test_remove),
+        cmocka_unit_test(test_late_tenant_backlogged),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
