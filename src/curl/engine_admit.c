@@ -318,11 +318,28 @@ static void start_attempt(stg_engine *e, req *r)
  * When the head is granted (a pick) or leaves, the next pick goes to the
  * front of the retry queue and asks at once; a head whose turn comes while
  * a better pick waits (a higher class, a tenant's turn, the floor's) steps
- * back for it. So what a quota frees goes by class and tenant weight, not
- * to whoever polls first, and nobody polls between two grants. One queue
+ * back for it. So what a quota frees goes by class and tenant weight (in
+ * cost: quota_share_cost), not to whoever polls first, and nobody polls
+ * between two grants. One queue
  * per host, whatever the route: a request whose route's quotas are free
  * waits behind a head another quota holds (docs/priorities.md, "Not
  * yet"). */
+
+/* What r's turn costs its tenant in the quota queue: its largest amount
+ * in any unit (stated, or estimated for an AI API request: its tokens),
+ * at least 1 (a request that states nothing: one request). So tenants
+ * share a token quota by tokens, and requests that cost the same by
+ * count. */
+static double quota_share_cost(const req *r)
+{
+    stg_quota_cost c[STG_QUOTA_COSTS_MAX + 3];
+    size_t n = stg__eng_cost_now(r, c, sizeof c / sizeof c[0]);
+    int64_t most = 1;
+    for (size_t i = 0; i < n; i++)
+        if (c[i].amount > most)
+            most = c[i].amount;
+    return (double)most;
+}
 
 /* r joins its host's quota queue. False when out of memory. */
 static bool quota_push(stg__host *h, req *r)
@@ -333,7 +350,7 @@ static bool quota_push(stg__host *h, req *r)
         stg__fq_init(h->quota_fq, 0);
     }
     stg_class c = req_class(r);
-    if (stg__fq_push(h->quota_fq, &r->qfq, &c) != STG_OK)
+    if (stg__fq_push_cost(h->quota_fq, &r->qfq, &c, quota_share_cost(r)) != STG_OK)
         return false;
     r->quota_waiting = true;
     return true;

@@ -234,12 +234,14 @@ static void on_tenant_done(stg_engine *e, uint64_t id, const stg_result *r, void
     l->failed += r->status != 200;
 }
 
-static void submit_tenant(stg_engine *e, tenant_log *l, const char *url, int n, char tag, double w)
+static void submit_tenant(stg_engine *e, tenant_log *l, const char *url, int n, char tag,
+                          double w, int64_t tokens)
 {
-    static const stg_quota_cost cost = {.unit = "tokens", .amount = 100};
-    static const char *const hdrs[] = {"X-Token-Cost: 100", NULL};
-    static stg_policy pol;
-    pol = fast_policy(5);
+    stg_quota_cost cost = {.unit = "tokens", .amount = tokens};
+    char hdr[64];
+    snprintf(hdr, sizeof hdr, "X-Token-Cost: %lld", (long long)tokens);
+    const char *hdrs[] = {hdr, NULL};
+    stg_policy pol = fast_policy(5);
     for (int i = 0; i < n; i++) {
         char tenant[2] = {tag, 0};
         stg_request rq = {.url = url, .headers = hdrs, .cost = &cost, .n_cost = 1,
@@ -252,26 +254,23 @@ static void submit_tenant(stg_engine *e, tenant_log *l, const char *url, int n, 
     }
 }
 
-/* A server quota and two tenants of one class, weights 1 and 2
- * (docs/priorities.md): OpenAI's persona with 3000 tokens a second (a
- * bucket refilled continuously, full at the start), each request costing
- * 100 (X-Token-Cost, declared): 30 requests a second, the bottleneck
- * (requests: 1000/s; the engine: 8 at once). The grants are the attempts'
- * starts, in order.
- *  - Tenant a (weight 1) submits 72 and has the quota to itself: its first
- *    30 go at once (the bucket), the rest wait. Then tenant b (weight 2)
- *    submits 48. From then on, while both wait, the grants split 1:2:
- *    when b has its 48, a has 24 more. Slack: +-4 grants, for the fair
- *    queue's bound (1/w_a + 1/w_b = 1.5) and the head that was asking when
- *    b came. Without weights at the quota, a's waiters, there first, kept
- *    asking first: a had about all its 42 before b's last.
- *  - b stops asking (it has nothing left): a gets the whole quota at
- *    once, its rate after b's last grant at least twice its rate while b
- *    asked (10/s, its third; then 30/s: 3x due).
- * Every request succeeds. */
-static void test_quota_by_tenant_weight(void **state)
+/* Two tenants of one class behind OpenAI's persona with 3000 tokens a
+ * second (a bucket refilled continuously, full at the start), the
+ * bottleneck (requests: 1000/s; the engine: 8 at once); each request
+ * declares its tokens (X-Token-Cost, and its cost to the engine). The
+ * grants are the attempts' starts, in order. Tenant a (weight wa, ca
+ * tokens a request) submits 72 and has the quota to itself: its first
+ * 3000/ca go at once (the bucket), the rest wait. Then tenant b (weight
+ * wb, cb tokens) submits 48. From then on, while both wait, the tokens
+ * granted split wa:wb, so a has a_due grants more when b has its 48.
+ * Slack: +-4 grants, for the fair queue's bound (c/w_a + c/w_b in cost,
+ * 1.5 requests of b) and the head that was asking when b came. Then b
+ * stops asking (it has nothing left): a gets the whole quota at once, its
+ * rate after b's last grant at least `faster` times its rate while b
+ * asked. Every request succeeds. */
+static void tenants_at_quota(double wa, int64_t ca, double wb, int64_t cb, int a_due,
+                             double faster)
 {
-    (void)state;
     static const char *const args[] = {"--dialect", "openai", "--quota", "requests=1000/1s",
                                        "--quota", "tokens=3000/1s", NULL};
     server s;
@@ -284,14 +283,15 @@ static void test_quota_by_tenant_weight(void **state)
                              .event_data = &l};
     stg_engine *e = stg_engine_new(&cfg, NULL);
     assert_non_null(e);
-    enum { NA = 72, NB = 48, BURST = 30 };
-    submit_tenant(e, &l, url, NA, 'a', 1);
+    enum { NA = 72, NB = 48 };
+    int burst = (int)(3000 / ca);
+    submit_tenant(e, &l, url, NA, 'a', wa, ca);
     /* Until a's first burst is granted (a hang guard of 30 s). */
-    for (int k = 0; k < 3000 && l.n < BURST; k++)
+    for (int k = 0; k < 3000 && l.n < burst; k++)
         stg_engine_run(e, STG_MS(10));
     int mark = l.n;
-    assert_true(mark >= BURST && mark < BURST + 8);
-    submit_tenant(e, &l, url, NB, 'b', 2);
+    assert_true(mark >= burst && mark < burst + 8);
+    submit_tenant(e, &l, url, NB, 'b', wb, cb);
     assert_int_equal(stg_engine_drain(e), 0);
     stg_engine_free(e);
     server_stop(&s);
@@ -309,8 +309,8 @@ static void test_quota_by_tenant_weight(void **state)
         na += l.grant[i] == 'a';
     }
     assert_true(b_last > mark);
-    print_message("a had %d more when b had its %d (due %d)\n", na, NB, NB / 2);
-    assert_true(na >= NB / 2 - 4 && na <= NB / 2 + 4);
+    print_message("a had %d more when b had its %d (due %d)\n", na, NB, a_due);
+    assert_true(na >= a_due - 4 && na <= a_due + 4);
     /* a's rate while b asked, and after: its share, then the quota. */
     int na_after = 0;
     for (int i = b_last + 1; i < l.n; i++)
@@ -319,7 +319,27 @@ static void test_quota_by_tenant_weight(void **state)
     double before = (double)na / (double)(l.at[b_last] - l.at[mark]);
     double after = (double)na_after / (double)(l.at[l.n - 1] - l.at[b_last]);
     print_message("a's rate: %.1f/s while b asked, %.1f/s after\n", before * 1e6, after * 1e6);
-    assert_true(after >= 2 * before);
+    assert_true(after >= faster * before);
+}
+
+/* Weights 1:2, 100 tokens each (docs/priorities.md): a gets 24 grants
+ * while b gets its 48 (its third: 10/s), then the quota's 30/s (3x due,
+ * 2x asserted). Without weights at the quota a's waiters, there first,
+ * kept asking first: a had all its 42 before b's last. */
+static void test_quota_by_tenant_weight(void **state)
+{
+    (void)state;
+    tenants_at_quota(1, 100, 2, 100, 24, 2.0);
+}
+
+/* Weights 1:1, a's requests 200 tokens and b's 100: the tokens split
+ * 1:1, so a gets 24 grants (4800 tokens) while b gets its 48 (4800), at
+ * 7.5/s, then the quota's 15/s (2x due, 1.4x asserted). By count it
+ * would have been 48. */
+static void test_quota_by_tenant_cost(void **state)
+{
+    (void)state;
+    tenants_at_quota(1, 200, 1, 100, 24, 1.4);
 }
 
 static void test_persona_github_resources(void **state)
@@ -523,6 +543,7 @@ int main(void)
         cmocka_unit_test_teardown(test_persona_github_resources, stop_leftovers),
         cmocka_unit_test_teardown(test_quota_by_class, stop_leftovers),
         cmocka_unit_test_teardown(test_quota_by_tenant_weight, stop_leftovers),
+        cmocka_unit_test_teardown(test_quota_by_tenant_cost, stop_leftovers),
         cmocka_unit_test_teardown(test_persona_openai_tokens, stop_leftovers),
         cmocka_unit_test_teardown(test_spent_idle_quota_probes, stop_leftovers),
         cmocka_unit_test_teardown(test_shared_quota_hook, stop_leftovers),
