@@ -1,7 +1,8 @@
 /*
  * Admission: what stands between a ready request and its next send: the
  * breaker (a wait or BREAKER_OPEN), the servers' quotas (cfg.quotas: a
- * reservation of the request's cost, or a wait that holds no slot), the
+ * reservation of the request's cost, or a wait that holds no slot, in
+ * its host's quota queue: fair, core/fairq.h, only its head asks), the
  * limiter (a reservation that holds its slot until its instant), the pace
  * queue of a rate reserved a horizon ahead (fair: class, then tenant, core/
  * fairq.h). Then the attempt on a pooled handle. Due timers
@@ -320,10 +321,14 @@ static void start_attempt(stg_engine *e, req *r)
  * a better pick waits (a higher class, a tenant's turn, the floor's) steps
  * back for it. So what a quota frees goes by class and tenant weight (in
  * cost: quota_share_cost), not to whoever polls first, and nobody polls
- * between two grants. One queue
- * per host, whatever the route: a request whose route's quotas are free
- * waits behind a head another quota holds (docs/priorities.md, "Not
- * yet"). */
+ * between two grants. One queue per host, whatever the route: a request
+ * whose route's quotas are free waits behind a head another quota holds
+ * (docs/priorities.md, "Not yet").
+ *
+ * Invariants: r->quota_waiting exactly while r->qfq is in its host's
+ * quota_fq; the head is a member, and every other member is in a
+ * W_QUOTA_Q timer; a non-empty queue has a head (quota_out promotes the
+ * next whenever the head leaves); a member holds no quota reservation. */
 
 /* What r's turn costs its tenant in the quota queue: its largest amount
  * in any unit (stated, or estimated for an AI API request: its tokens),
