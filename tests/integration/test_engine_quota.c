@@ -19,6 +19,11 @@
  *    at once, requests and tokens, each request costing tokens
  *    (X-Token-Cost, declared to the engine as its cost). No refusal, every
  *    request on its first attempt;
+ *  - classes and tenants at a quota (docs/priorities.md): a higher class
+ *    waiting for the quota gets what it frees first; two tenants of one
+ *    class waiting for OpenAI's token quota share its tokens by weight
+ *    (1:2 at equal cost, 1:1 at costs 2:1), one coming late included, and
+ *    one that stops leaves its share;
  *  - with shared_quotas (a ledger shared with other processes; a fake
  *    here): each send is also asked there with its cost, a refusal there
  *    holds it back, and each ticket is settled exactly once with the
