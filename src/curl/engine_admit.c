@@ -308,10 +308,11 @@ static void start_attempt(stg_engine *e, req *r)
 /* The quota limiter's default probe wait (stg_quota_config.probe_wait_us). */
 #define QUOTA_POLL_US STG_MS(20)
 
-/* ---- the quotas' waiters: one fair queue per host -------------------------
+/* ---- the quotas' waiters: one fair queue per host and route --------------
  *
- * A request the quotas refused, and one that comes while others wait for
- * them, waits in its host's quota queue (core/fairq.h: classes strictly by
+ * A request the quotas refused, and one that comes while others of its
+ * route wait for them, waits in its route's quota queue at its host
+ * (stg__quota_q, internal.h; core/fairq.h: classes strictly by
  * number with the floor, then tenants by weight), and only its pick, the
  * head, asks the quotas: from a W_QUOTA timer (the quota's wait, or
  * QUOTA_POLL_US behind a probe), the others in a W_QUOTA_Q timer at their
@@ -321,14 +322,16 @@ static void start_attempt(stg_engine *e, req *r)
  * a better pick waits (a higher class, a tenant's turn, the floor's) steps
  * back for it. So what a quota frees goes by class and tenant weight (in
  * cost: quota_share_cost), not to whoever polls first, and nobody polls
- * between two grants. One queue per host, whatever the route: a request
- * whose route's quotas are free waits behind a head another quota holds
- * (docs/priorities.md, "Not yet").
+ * between two grants. Per route, as the quotas are: a request whose
+ * route's quotas are free never waits behind another route's head (two
+ * routes that share a quota key are ordered each in its own queue, and
+ * their heads ask the shared quota in turn).
  *
- * Invariants: r->quota_waiting exactly while r->qfq is in its host's
- * quota_fq; the head is a member, and every other member is in a
- * W_QUOTA_Q timer; a non-empty queue has a head (quota_out promotes the
- * next whenever the head leaves); a member holds no quota reservation. */
+ * Invariants: r->quota_waiting exactly while r->qfq is in r->qq's fair
+ * queue; the head is a member, and every other member is in a W_QUOTA_Q
+ * timer; a queue in its host's list has a head (quota_out promotes the
+ * next whenever the head leaves, and frees a queue left empty); a member
+ * holds no quota reservation. */
 
 /* What r's turn costs its tenant in the quota queue: its largest amount
  * in any unit (stated, or estimated for an AI API request: its tokens),
@@ -346,47 +349,86 @@ static double quota_share_cost(const req *r)
     return (double)most;
 }
 
-/* r joins its host's quota queue. False when out of memory. */
-static bool quota_push(stg__host *h, req *r)
+/* The queue of route's waiters at h, NULL when none waits. */
+static stg__quota_q *quota_q_of(const stg__host *h, const char *route)
 {
-    if (!h->quota_fq) {
-        if (!(h->quota_fq = malloc(sizeof *h->quota_fq)))
+    for (stg__quota_q *q = h->quota_qs; q; q = q->next)
+        if (strcmp(q->route, route) == 0)
+            return q;
+    return NULL;
+}
+
+/* r joins its route's quota queue at h (made if none waits). False when
+ * out of memory. */
+static bool quota_push(stg__host *h, const char *route, req *r)
+{
+    stg__quota_q *q = quota_q_of(h, route);
+    if (!q) {
+        size_t n = strlen(route);
+        if (!(q = calloc(1, sizeof *q + n + 1)))
             return false;
-        stg__fq_init(h->quota_fq, 0);
+        if (!(q->fq = malloc(sizeof *q->fq))) {
+            free(q);
+            return false;
+        }
+        stg__fq_init(q->fq, 0);
+        memcpy(q->route, route, n + 1);
+        q->next = h->quota_qs;
+        h->quota_qs = q;
     }
     stg_class c = req_class(r);
-    if (stg__fq_push_cost(h->quota_fq, &r->qfq, &c, quota_share_cost(r)) != STG_OK)
+    if (stg__fq_push_cost(q->fq, &r->qfq, &c, quota_share_cost(r)) != STG_OK) {
+        if (!q->head && !q->fq->n) { /* made just now */
+            h->quota_qs = q->next;
+            stg__fq_free(q->fq);
+            free(q->fq);
+            free(q);
+        }
         return false;
+    }
     r->quota_waiting = true;
+    r->qq = q;
     return true;
 }
 
 /* The queue's next pick becomes its head: from its W_QUOTA_Q timer to the
  * front of the retry queue, to ask at once (NULL: none waits). */
-static void quota_next(stg_engine *e, stg__host *h)
+static void quota_next(stg_engine *e, stg__quota_q *q)
 {
-    req *n = qfq_req(stg__fq_peek(h->quota_fq));
-    h->quota_head = n;
+    req *n = qfq_req(stg__fq_peek(q->fq));
+    q->head = n;
     if (n && n->where == RQ_TIMER && n->wait == W_QUOTA_Q) {
         stg__eng_untimer(e, n);
         stg__eng_requeue(e, n, true);
     }
 }
 
-/* r leaves its host's quota queue: granted (a pick of the fair queue) or
- * not (it ends); if it was the head, the next one asks. */
+/* r leaves its route's quota queue: granted (a pick of the fair queue) or
+ * not (it ends); if it was the head, the next one asks; a queue left
+ * empty is freed. */
 static void quota_out(stg_engine *e, req *r, bool served)
 {
     if (!r->quota_waiting)
         return;
-    stg__host *h = r->host;
+    stg__quota_q *q = r->qq;
     if (served)
-        stg__fq_take(h->quota_fq, &r->qfq);
+        stg__fq_take(q->fq, &r->qfq);
     else
-        stg__fq_remove(h->quota_fq, &r->qfq);
+        stg__fq_remove(q->fq, &r->qfq);
     r->quota_waiting = false;
-    if (h->quota_head == r)
-        quota_next(e, h);
+    r->qq = NULL;
+    if (q->head == r)
+        quota_next(e, q);
+    if (!q->head) {
+        STG_ASSERT(!q->fq->n); /* a queue with waiters has a head */
+        stg__quota_q **pp = &r->host->quota_qs;
+        while (*pp != q)
+            pp = &(*pp)->next;
+        *pp = q->next;
+        stg__fq_free(q->fq);
+        free(q->fq);
+        free(q);
+    }
 }
 
 void stg__eng_quota_unwait(stg_engine *e, req *r)
@@ -420,9 +462,15 @@ static bool quota_gate(stg_engine *e, req *r, int64_t left)
         return false;
     }
     stg__host *h = r->host;
-    if (h->quota_head && h->quota_head != r) {
-        /* Others wait for the quotas: with them, in their fair order. */
-        if (!r->quota_waiting && !quota_push(h, r)) {
+    char route[512];
+    stg__eng_route(r, route, sizeof route);
+    stg__quota_q *wq = quota_q_of(h, route);
+    STG_ASSERT(!r->quota_waiting || r->qq == wq);
+    STG_ASSERT(!wq || wq->head); /* a queue in the list has a head */
+    if (wq && wq->head != r) {
+        /* Others wait for this route's quotas: with them, in their fair
+         * order. */
+        if (!r->quota_waiting && !quota_push(h, route, r)) {
             stg__eng_pace_leave(e, r);
             snprintf(r->errtext, sizeof r->errtext, "out of memory");
             stg__eng_finish(e, r, STG_REASON_CANCELLED);
@@ -431,15 +479,13 @@ static bool quota_gate(stg_engine *e, req *r, int64_t left)
         quota_behind(e, r, left);
         return false;
     }
-    if (h->quota_head == r && qfq_req(stg__fq_peek(h->quota_fq)) != r) {
+    if (wq && qfq_req(stg__fq_peek(wq->fq)) != r) {
         /* A higher class (or a tenant's, or the floor's turn) came while r
          * waited: r steps back, and that one asks at once. */
-        quota_next(e, h); /* the head is that one from now */
+        quota_next(e, wq); /* the head is that one from now */
         quota_behind(e, r, left);
         return false;
     }
-    char route[512];
-    stg__eng_route(r, route, sizeof route);
     /* The demand: the host's requests that wait for its quotas, r among
      * them. What fits in a quota's remaining count goes now; only more
      * than that is paced over its reset. */
@@ -512,13 +558,13 @@ static bool quota_gate(stg_engine *e, req *r, int64_t left)
         stg__eng_emit(e, &ev);
     }
     /* r is the head: it was, or none waited (then it is alone). */
-    if (!r->quota_waiting && !quota_push(h, r)) {
+    if (!r->quota_waiting && !quota_push(h, route, r)) {
         snprintf(r->errtext, sizeof r->errtext, "out of memory");
         stg__eng_finish(e, r, STG_REASON_CANCELLED);
         return false;
     }
-    STG_ASSERT(!h->quota_head || h->quota_head == r);
-    h->quota_head = r;
+    STG_ASSERT(!r->qq->head || r->qq->head == r);
+    r->qq->head = r;
     stg__eng_schedule(e, r, W_QUOTA, wait);
     return false;
 }

@@ -34,10 +34,11 @@ void stg__eng_check(const stg_engine *e, const req *r)
     STG_ASSERT(r->where != RQ_CONC_Q || (!r->conc_held && !r->reserved && !r->pacing));
     STG_ASSERT(r->where != RQ_TIMER || r->wait != W_QUOTA_Q ||
                (!r->conc_held && !r->reserved && !r->pacing && r->quota_waiting &&
-                r->host->quota_head != r));
+                r->qq->head != r));
     /* Its turn at its host's quotas: in their fair queue exactly while it
      * waits for them, never holding a reservation of them. */
     STG_ASSERT((r->qfq.flow != NULL) == r->quota_waiting);
+    STG_ASSERT((r->qq != NULL) == r->quota_waiting);
     STG_ASSERT(!r->quota_waiting || !r->quota_held);
     /* One fair queue at a time (engine.h): its item is in use exactly in
      * NEW_Q, CONC_Q, or while pacing. */

@@ -210,6 +210,58 @@ static void test_quota_by_class(void **state)
     assert_true(after >= 4);
 }
 
+/* Quota waiters queue per route, as the quotas are kept: twelve requests
+ * to /repos/a spend what is left of GitHub's core quota (6 per 2 s) and
+ * seven of them wait for its reset; four to /search/code, whose search quota is free, arrive
+ * while they wait (one search before, so that the engine knows the route's
+ * quota). They do not wait behind core's head: all four are answered
+ * before the first request that waited for core's reset (one queue per
+ * host made them wait for it, then for the seven). */
+static void test_quota_per_route(void **state)
+{
+    (void)state;
+    server s;
+    static const char *const args[] = {"--dialect", "github", "--quota", "core=6/2s",
+                                       "--quota", "search=30/2s", NULL};
+    server_start(&s, args);
+    char core[128], search[128];
+    url_of(&s, "/repos/a", core, sizeof core);
+    url_of(&s, "/search/code", search, sizeof search);
+    stg_engine_config cfg = {.concurrency = 30, .quotas = true};
+    stg_engine *e = stg_engine_new(&cfg, NULL);
+    assert_non_null(e);
+    class_order o = {0};
+    class_tag tc = {&o, 'c'}, ts = {&o, 's'};
+    /* One search and one core first, so that the engine knows which
+     * quota each route spends (a route not yet answered may spend any of
+     * the host's, and is sent as a probe). */
+    stg_request first = {.url = search}, second = {.url = core};
+    assert_int_equal(stg_engine_submit(e, &first, on_class_done, &ts, NULL), STG_OK);
+    assert_int_equal(stg_engine_drain(e), 0);
+    assert_int_equal(stg_engine_submit(e, &second, on_class_done, &tc, NULL), STG_OK);
+    assert_int_equal(stg_engine_drain(e), 0);
+    assert_int_equal(o.n, 2);
+    for (int i = 0; i < 12; i++) {
+        stg_request rq = {.url = core};
+        assert_int_equal(stg_engine_submit(e, &rq, on_class_done, &tc, NULL), STG_OK);
+    }
+    /* Until the window's other five are answered (a hang guard of 30 s). */
+    for (int k = 0; k < 3000 && o.n < 7; k++)
+        stg_engine_run(e, STG_MS(10));
+    assert_int_equal(o.n, 7);
+    for (int i = 0; i < 4; i++) {
+        stg_request rq = {.url = search};
+        assert_int_equal(stg_engine_submit(e, &rq, on_class_done, &ts, NULL), STG_OK);
+    }
+    assert_int_equal(stg_engine_drain(e), 0);
+    stg_engine_free(e);
+    server_stop(&s);
+    server_cleanup(&s);
+    print_message("completion order: %s\n", o.seen);
+    assert_int_equal(o.n, 18);
+    assert_string_equal(o.seen, "scccccc" "ssss" "ccccccc");
+}
+
 typedef struct tenant_log {
     uint64_t id[160];
     char tag[160]; /* the tenant of id[i] */
@@ -547,6 +599,7 @@ int main(void)
         cmocka_unit_test_teardown(test_persona_discord_bucket, stop_leftovers),
         cmocka_unit_test_teardown(test_persona_github_resources, stop_leftovers),
         cmocka_unit_test_teardown(test_quota_by_class, stop_leftovers),
+        cmocka_unit_test_teardown(test_quota_per_route, stop_leftovers),
         cmocka_unit_test_teardown(test_quota_by_tenant_weight, stop_leftovers),
         cmocka_unit_test_teardown(test_quota_by_tenant_cost, stop_leftovers),
         cmocka_unit_test_teardown(test_persona_openai_tokens, stop_leftovers),
