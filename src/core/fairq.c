@@ -66,6 +66,11 @@ static void flows_sweep(stg__fq_class *c)
 
 int stg__fq_push(stg__fairq *q, stg__fq_item *it, const stg_class *cls)
 {
+    return stg__fq_push_cost(q, it, cls, 1.0);
+}
+
+int stg__fq_push_cost(stg__fairq *q, stg__fq_item *it, const stg_class *cls, double cost)
+{
     int ci = stg__fq_class_index(cls ? cls->priority : STG_PRIORITY_NORMAL);
     const char *tenant = cls && cls->tenant ? cls->tenant : "";
     double w = cls && cls->weight > 0 ? cls->weight : 1.0;
@@ -79,7 +84,7 @@ int stg__fq_push(stg__fairq *q, stg__fq_item *it, const stg_class *cls)
     it->flow = f;
     it->seq = q->seq++;
     it->start = f->finish > c->vtime ? f->finish : c->vtime;
-    it->finish = it->start + 1.0 / w;
+    it->finish = it->start + (cost > 0 ? cost : 1.0) / w;
     f->finish = it->finish;
     it->next = NULL;
     it->prev = f->tail;

@@ -108,6 +108,13 @@ stg__fq_item *stg__fq_peek(const stg__fairq *q);
  * floor count it as a pick. */
 void stg__fq_take(stg__fairq *q, stg__fq_item *it);
 
+/* stg__fq_push for an item that costs cost (> 0; else 1) where
+ * stg__fq_push's cost 1: its finish tag is start + cost/weight, so tenants
+ * share by weight what the picks cost, not their count (the quota queue:
+ * a token quota's grants by tokens). The bounds above hold in cost, with
+ * 1/w read as c_max/w (c_max the largest cost of an item of the tenant). */
+int stg__fq_push_cost(stg__fairq *q, stg__fq_item *it, const stg_class *cls, double cost);
+
 /* stg__fq_take(q, stg__fq_peek(q)); NULL when empty. */
 stg__fq_item *stg__fq_pop(stg__fairq *q);
 

@@ -28,7 +28,11 @@
  * reservation). A turn in its host's pace queue (`pacing`,
  * host->pace_fq) is an order, not a place: its head (host->pace_head) is
  * in the retry queue or a W_PACE timer while it asks the limiter, the
- * others are in PACE_Q.
+ * others are in PACE_Q. A wait for its host's quotas (`quota_waiting`,
+ * r->qq, one queue per route) is the same: its head (qq->head) asks the
+ * quotas (the retry queue, a W_QUOTA timer, anywhere admission takes it),
+ * the others wait in a W_QUOTA_Q timer (their deadline) until promoted;
+ * its item is r->qfq, not r->fq (a quota waiter may wait in CONC_Q too).
  *
  * Classes and tenants (docs/priorities.md): the new queue, a host's pace
  * queue and a host's concurrency queue are fair queues (core/fairq.h:
@@ -81,8 +85,12 @@ typedef enum rq_wait {
                       backoff, then budget_gate() */
     W_BUDGET_HELD = 6, /* held by budget_gate() until its host's over-budget
                       retry ends or the budget refills (or its deadline) */
-    W_QUOTA = 7    /* a server quota (stg_quota) said not yet: holds no
-                      slot, then through admission again */
+    W_QUOTA = 7,   /* a server quota (stg_quota) said not yet: holds no
+                      slot, then through admission again (the host's
+                      quota head: see "quota_waiting") */
+    W_QUOTA_Q = 8  /* behind its host's quota head, holding nothing, until
+                      promoted to head (then the retry queue) or its
+                      deadline (the timer's instant: it ends) */
 } rq_wait;
 
 /* A request's state: its place, and in the timer heap what it waits for
@@ -102,6 +110,7 @@ typedef enum rq_state {
     RQ_S_BUDGET,      /* RQ_TIMER, W_BUDGET */
     RQ_S_BUDGET_HELD, /* RQ_TIMER, W_BUDGET_HELD */
     RQ_S_QUOTA,       /* RQ_TIMER, W_QUOTA */
+    RQ_S_QUOTA_Q,     /* RQ_TIMER, W_QUOTA_Q */
     RQ_S_FINISHED,
     RQ_S_COUNT
 } rq_state;
@@ -145,8 +154,13 @@ typedef struct req {
     size_t n_cost;
     stg_quota_ticket *qt;
     bool quota_held;
-    bool quota_waiting; /* counted in host->q_waiting: refused by the quotas,
-                           not yet granted (engine_admit.c, quota_wait) */
+    bool quota_waiting; /* in its route's quota queue (qfq in qq->fq):
+                           refused by the quotas, or come while others
+                           wait for them, not yet granted; the queue's
+                           head (qq->head) is the one that asks,
+                           the others wait in W_QUOTA_Q (engine_admit.c) */
+    stg__fq_item qfq;
+    struct stg__quota_q *qq; /* the route's queue qfq is in (quota_waiting) */
     /* With cfg.shared_quotas: the shared ledger's ticket of the current
      * send (held with quota_held, settled with it; NULL: none). */
     void *sq;
@@ -342,6 +356,12 @@ static inline req *fq_req(stg__fq_item *it)
     return it ? (req *)(void *)((char *)it - offsetof(req, fq)) : NULL;
 }
 
+/* The request whose quota-queue item (r->qfq) it is. */
+static inline req *qfq_req(stg__fq_item *it)
+{
+    return it ? (req *)(void *)((char *)it - offsetof(req, qfq)) : NULL;
+}
+
 static inline stg_class req_class(const req *r)
 {
     stg_class c = {r->prio, r->tenant, r->weight};
@@ -388,8 +408,10 @@ void stg__eng_map_del(stg_engine *e, uint64_t id);
 
 /* ---- admission (engine_admit.c) ------------------------------------------ */
 
-/* r no longer waits for its host's quotas (granted, or it ends). */
-void stg__eng_quota_unwait(req *r);
+/* r no longer waits for its host's quotas (it ends): it leaves their fair
+ * queue; if it was the head, the next one goes to the front of the retry
+ * queue to ask. */
+void stg__eng_quota_unwait(stg_engine *e, req *r);
 /* r leaves its host's pace queue (not served); the next one, if r was the
  * head, goes to the front of the retry queue. */
 void stg__eng_pace_leave(stg_engine *e, req *r);

@@ -1,7 +1,8 @@
 /*
  * Admission: what stands between a ready request and its next send: the
  * breaker (a wait or BREAKER_OPEN), the servers' quotas (cfg.quotas: a
- * reservation of the request's cost, or a wait that holds no slot), the
+ * reservation of the request's cost, or a wait that holds no slot, in
+ * its host's quota queue: fair, core/fairq.h, only its head asks), the
  * limiter (a reservation that holds its slot until its instant), the pace
  * queue of a rate reserved a horizon ahead (fair: class, then tenant, core/
  * fairq.h). Then the attempt on a pooled handle. Due timers
@@ -307,37 +308,148 @@ static void start_attempt(stg_engine *e, req *r)
 /* The quota limiter's default probe wait (stg_quota_config.probe_wait_us). */
 #define QUOTA_POLL_US STG_MS(20)
 
-/* r waits wait_us for its host's quotas (a W_QUOTA timer). It counts as
- * waiting for them in its class (a lower class does not ask while a
- * higher one waits) from its first refusal until a grant or its end,
- * through the retry queue in between: else a higher class whose timer
- * fired would stop counting while it queues behind lower ones that then
- * ask first. */
-static void quota_wait(stg_engine *e, req *r, int64_t wait_us)
+/* ---- the quotas' waiters: one fair queue per host and route --------------
+ *
+ * A request the quotas refused, and one that comes while others of its
+ * route wait for them, waits in its route's quota queue at its host
+ * (stg__quota_q, internal.h; core/fairq.h: classes strictly by
+ * number with the floor, then tenants by weight), and only its pick, the
+ * head, asks the quotas: from a W_QUOTA timer (the quota's wait, or
+ * QUOTA_POLL_US behind a probe), the others in a W_QUOTA_Q timer at their
+ * deadline (the instant they end if never promoted), holding nothing.
+ * When the head is granted (a pick) or leaves, the next pick goes to the
+ * front of the retry queue and asks at once; a head whose turn comes while
+ * a better pick waits (a higher class, a tenant's turn, the floor's) steps
+ * back for it. So what a quota frees goes by class and tenant weight (in
+ * cost: quota_share_cost), not to whoever polls first, and nobody polls
+ * between two grants. Per route, as the quotas are: a request whose
+ * route's quotas are free never waits behind another route's head (two
+ * routes that share a quota key are ordered each in its own queue, and
+ * their heads ask the shared quota in turn).
+ *
+ * Invariants: r->quota_waiting exactly while r->qfq is in r->qq's fair
+ * queue; the head is a member, and every other member is in a W_QUOTA_Q
+ * timer; a queue in its host's list has a head (quota_out promotes the
+ * next whenever the head leaves, and frees a queue left empty); a member
+ * holds no quota reservation. */
+
+/* What r's turn costs its tenant in the quota queue: its largest amount
+ * in any unit (stated, or estimated for an AI API request: its tokens),
+ * at least 1 (a request that states nothing: one request). So tenants
+ * share a token quota by tokens, and requests that cost the same by
+ * count. */
+static double quota_share_cost(const req *r)
 {
-    if (!r->quota_waiting) {
-        r->quota_waiting = true;
-        r->host->q_waiting[stg__fq_class_index(r->prio)]++;
-    }
-    stg__eng_schedule(e, r, W_QUOTA, wait_us);
+    stg_quota_cost c[STG_QUOTA_COSTS_MAX + 3];
+    size_t n = stg__eng_cost_now(r, c, sizeof c / sizeof c[0]);
+    int64_t most = 1;
+    for (size_t i = 0; i < n; i++)
+        if (c[i].amount > most)
+            most = c[i].amount;
+    return (double)most;
 }
 
-void stg__eng_quota_unwait(req *r)
+/* The queue of route's waiters at h, NULL when none waits. */
+static stg__quota_q *quota_q_of(const stg__host *h, const char *route)
+{
+    for (stg__quota_q *q = h->quota_qs; q; q = q->next)
+        if (strcmp(q->route, route) == 0)
+            return q;
+    return NULL;
+}
+
+/* r joins its route's quota queue at h (made if none waits). False when
+ * out of memory. */
+static bool quota_push(stg__host *h, const char *route, req *r)
+{
+    stg__quota_q *q = quota_q_of(h, route);
+    if (!q) {
+        size_t n = strlen(route);
+        if (!(q = calloc(1, sizeof *q + n + 1)))
+            return false;
+        if (!(q->fq = malloc(sizeof *q->fq))) {
+            free(q);
+            return false;
+        }
+        stg__fq_init(q->fq, 0);
+        memcpy(q->route, route, n + 1);
+        q->next = h->quota_qs;
+        h->quota_qs = q;
+    }
+    stg_class c = req_class(r);
+    if (stg__fq_push_cost(q->fq, &r->qfq, &c, quota_share_cost(r)) != STG_OK) {
+        if (!q->head && !q->fq->n) { /* made just now */
+            h->quota_qs = q->next;
+            stg__fq_free(q->fq);
+            free(q->fq);
+            free(q);
+        }
+        return false;
+    }
+    r->quota_waiting = true;
+    r->qq = q;
+    return true;
+}
+
+/* The queue's next pick becomes its head: from its W_QUOTA_Q timer to the
+ * front of the retry queue, to ask at once (NULL: none waits). */
+static void quota_next(stg_engine *e, stg__quota_q *q)
+{
+    req *n = qfq_req(stg__fq_peek(q->fq));
+    q->head = n;
+    if (n && n->where == RQ_TIMER && n->wait == W_QUOTA_Q) {
+        stg__eng_untimer(e, n);
+        stg__eng_requeue(e, n, true);
+    }
+}
+
+/* r leaves its route's quota queue: granted (a pick of the fair queue) or
+ * not (it ends); if it was the head, the next one asks; a queue left
+ * empty is freed. */
+static void quota_out(stg_engine *e, req *r, bool served)
 {
     if (!r->quota_waiting)
         return;
+    stg__quota_q *q = r->qq;
+    if (served)
+        stg__fq_take(q->fq, &r->qfq);
+    else
+        stg__fq_remove(q->fq, &r->qfq);
     r->quota_waiting = false;
-    r->host->q_waiting[stg__fq_class_index(r->prio)]--;
+    r->qq = NULL;
+    if (q->head == r)
+        quota_next(e, q);
+    if (!q->head) {
+        STG_ASSERT(!q->fq->n); /* a queue with waiters has a head */
+        stg__quota_q **pp = &r->host->quota_qs;
+        while (*pp != q)
+            pp = &(*pp)->next;
+        *pp = q->next;
+        stg__fq_free(q->fq);
+        free(q->fq);
+        free(q);
+    }
+}
+
+void stg__eng_quota_unwait(stg_engine *e, req *r)
+{
+    quota_out(e, r, false);
+}
+
+/* r (in RQ_NONE, not the head) waits behind the head, until promoted or
+ * its deadline (left: the time to it). */
+static void quota_behind(stg_engine *e, req *r, int64_t left)
+{
+    stg__eng_pace_leave(e, r);
+    stg__eng_schedule(e, r, W_QUOTA_Q, left);
 }
 
 /* Reserve r's cost against every quota of its key, or wait for them.
  * Returns true when r may go on to the limiter.
  *
- * Classes (docs/priorities.md): while requests of a higher class wait for
- * the host's quotas, a lower class does not ask them (it would take what
- * frees first) and polls instead, unless the floor says it is its turn:
- * 19 grants went to the others while it waited. Among the requests of one
- * class, the quota's own waits decide (no tenant weights here). */
+ * Classes and tenants (docs/priorities.md): while others wait for the
+ * host's quotas r waits with them, and only the head of their fair queue
+ * asks (above). */
 static bool quota_gate(stg_engine *e, req *r, int64_t left)
 {
     if (!e->cfg.quotas || r->quota_held)
@@ -349,25 +461,34 @@ static bool quota_gate(stg_engine *e, req *r, int64_t left)
         stg__eng_finish(e, r, STG_REASON_ERROR_NOT_RETRYABLE);
         return false;
     }
+    stg__host *h = r->host;
     char route[512];
     stg__eng_route(r, route, sizeof route);
+    stg__quota_q *wq = quota_q_of(h, route);
+    STG_ASSERT(!r->quota_waiting || r->qq == wq);
+    STG_ASSERT(!wq || wq->head); /* a queue in the list has a head */
+    if (wq && wq->head != r) {
+        /* Others wait for this route's quotas: with them, in their fair
+         * order. */
+        if (!r->quota_waiting && !quota_push(h, route, r)) {
+            stg__eng_pace_leave(e, r);
+            snprintf(r->errtext, sizeof r->errtext, "out of memory");
+            stg__eng_finish(e, r, STG_REASON_CANCELLED);
+            return false;
+        }
+        quota_behind(e, r, left);
+        return false;
+    }
+    if (wq && qfq_req(stg__fq_peek(wq->fq)) != r) {
+        /* A higher class (or a tenant's, or the floor's turn) came while r
+         * waited: r steps back, and that one asks at once. */
+        quota_next(e, wq); /* the head is that one from now */
+        quota_behind(e, r, left);
+        return false;
+    }
     /* The demand: the host's requests that wait for its quotas, r among
      * them. What fits in a quota's remaining count goes now; only more
      * than that is paced over its reset. */
-    stg__host *h = r->host;
-    int ci = stg__fq_class_index(r->prio);
-    bool above = false;
-    for (int j = 0; j < ci; j++)
-        above |= h->q_waiting[j] > 0;
-    if (above && h->q_starved[ci] + 1 < STG__FQ_FLOOR_EVERY) {
-        stg__eng_pace_leave(e, r);
-        if (QUOTA_POLL_US >= left) {
-            stg__eng_finish(e, r, STG_REASON_DEADLINE);
-            return false;
-        }
-        quota_wait(e, r, QUOTA_POLL_US);
-        return false;
-    }
     int64_t demand = h->q_alive - h->q_held;
     STG_ASSERT(demand >= 1);
     int64_t wait = 0;
@@ -406,13 +527,9 @@ static bool quota_gate(stg_engine *e, req *r, int64_t left)
         }
     }
     if (rc == STG_OK) {
-        stg__eng_quota_unwait(r);
         r->quota_held = true;
         h->q_held++;
-        for (int j = 0; j < STG_N_PRIORITIES; j++) /* the floor's count */
-            if (j != ci && h->q_waiting[j] > 0)
-                h->q_starved[j]++;
-        h->q_starved[ci] = 0;
+        quota_out(e, r, true); /* a pick: the next one asks */
         return true;
     }
     stg__eng_pace_leave(e, r);
@@ -440,7 +557,15 @@ static bool quota_gate(stg_engine *e, req *r, int64_t left)
         ev.wait_us = wait;
         stg__eng_emit(e, &ev);
     }
-    quota_wait(e, r, wait);
+    /* r is the head: it was, or none waited (then it is alone). */
+    if (!r->quota_waiting && !quota_push(h, route, r)) {
+        snprintf(r->errtext, sizeof r->errtext, "out of memory");
+        stg__eng_finish(e, r, STG_REASON_CANCELLED);
+        return false;
+    }
+    STG_ASSERT(!r->qq->head || r->qq->head == r);
+    r->qq->head = r;
+    stg__eng_schedule(e, r, W_QUOTA, wait);
     return false;
 }
 
@@ -642,6 +767,8 @@ void stg__eng_fire_timers(stg_engine *e)
             r->reserved = false; /* admission takes the slot again */
             e->reserved--;
             admit(e, r);
+        } else if (r->wait == W_QUOTA_Q) {
+            stg__eng_finish(e, r, STG_REASON_DEADLINE); /* never promoted in time */
         } else if (r->wait == W_BUDGET || r->wait == W_BUDGET_HELD) {
             if (r->wait == W_BUDGET_HELD)
                 r->host->budget_held--;

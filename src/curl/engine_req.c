@@ -32,6 +32,14 @@ void stg__eng_check(const stg_engine *e, const req *r)
                (r->where == RQ_TIMER && (r->wait == W_LIMITER || r->wait == W_PACE)));
     STG_ASSERT(r->where != RQ_PACE_Q || (r->pacing && r->reserved));
     STG_ASSERT(r->where != RQ_CONC_Q || (!r->conc_held && !r->reserved && !r->pacing));
+    STG_ASSERT(r->where != RQ_TIMER || r->wait != W_QUOTA_Q ||
+               (!r->conc_held && !r->reserved && !r->pacing && r->quota_waiting &&
+                r->qq->head != r));
+    /* Its turn at its host's quotas: in their fair queue exactly while it
+     * waits for them, never holding a reservation of them. */
+    STG_ASSERT((r->qfq.flow != NULL) == r->quota_waiting);
+    STG_ASSERT((r->qq != NULL) == r->quota_waiting);
+    STG_ASSERT(!r->quota_waiting || !r->quota_held);
     /* One fair queue at a time (engine.h): its item is in use exactly in
      * NEW_Q, CONC_Q, or while pacing. */
     STG_ASSERT((r->fq.flow != NULL) ==
@@ -119,6 +127,7 @@ int stg__eng_acct_of(const req *r, rq_where w)
     case W_BUDGET_HELD:
         return ACCT_BUDGET;
     case W_QUOTA:
+    case W_QUOTA_Q:
         return ACCT_QUOTA;
     case W_BACKOFF:
         break;
@@ -390,7 +399,7 @@ void stg__eng_detach(stg_engine *e, req *r)
         break;
     }
     stg__eng_pace_leave(e, r);
-    stg__eng_quota_unwait(r);
+    stg__eng_quota_unwait(e, r);
     if (r->reserved) {
         r->reserved = false;
         e->reserved--;

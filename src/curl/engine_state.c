@@ -20,6 +20,7 @@
  *     timer)       +-> PACE_Q -> RETRY (promoted to the head)  |
  *                  |   PACE_Q -> admission (a head stepped back) |
  *                  +-> BREAKER / QUOTA timer -> RETRY  <-------+
+ *                  +-> QUOTA_Q timer -> RETRY (promoted to quota head)
  *   BUDGET timer -> RETRY | BUDGET_HELD timer -> RETRY
  *
  * Who moves: engine.c submits (SUBMIT -> NEW); engine_admit.c admits
@@ -63,17 +64,20 @@ static const char *const state_names[RQ_S_COUNT] = {
     [RQ_S_BUDGET] = "timer:budget",
     [RQ_S_BUDGET_HELD] = "timer:budget_held",
     [RQ_S_QUOTA] = "timer:quota",
+    [RQ_S_QUOTA_Q] = "timer:quota_q",
     [RQ_S_FINISHED] = "finished",
 };
 
 /* Admission's outcomes, from any state it starts from (a queue, or the
  * pace head's timer): a host slot to wait for (queues only), the send, a
  * place behind the pace head, the pace head's or a reservation's timer,
- * an open breaker's or a server quota's wait. */
+ * an open breaker's or a server quota's wait (the quota head's timer, or a
+ * place behind the quota head). */
 #define ADMISSION(from)                                                                            \
     [from][RQ_S_ACTIVE] = "send", [from][RQ_S_PACE_Q] = "behind the pace head",                    \
     [from][RQ_S_PACE] = "pace head waits", [from][RQ_S_LIMITER] = "reserve",                       \
-    [from][RQ_S_BREAKER] = "breaker open", [from][RQ_S_QUOTA] = "quota wait"
+    [from][RQ_S_BREAKER] = "breaker open", [from][RQ_S_QUOTA] = "quota wait",                      \
+    [from][RQ_S_QUOTA_Q] = "behind the quota head"
 
 /* The legal moves: moves[from][to] names the move, NULL when illegal.
  * FINISHED is reached from every state (see stg__eng_move_name). */
@@ -91,11 +95,13 @@ static const char *const moves[RQ_S_COUNT][RQ_S_COUNT] = {
     [RQ_S_PACE_Q][RQ_S_PACE] = "pace head waits (the head stepped back)",
     [RQ_S_PACE_Q][RQ_S_BREAKER] = "breaker open",
     [RQ_S_PACE_Q][RQ_S_QUOTA] = "quota wait",
+    [RQ_S_PACE_Q][RQ_S_QUOTA_Q] = "behind the quota head",
     [RQ_S_PACE][RQ_S_ACTIVE] = "send",
     [RQ_S_PACE][RQ_S_PACE] = "pace head waits",
     [RQ_S_PACE][RQ_S_LIMITER] = "reserve",
     [RQ_S_PACE][RQ_S_BREAKER] = "breaker open",
     [RQ_S_PACE][RQ_S_QUOTA] = "quota wait",
+    [RQ_S_PACE][RQ_S_QUOTA_Q] = "behind the quota head",
     /* a reservation's instant: the send, unless a shared breaker refuses */
     [RQ_S_LIMITER][RQ_S_ACTIVE] = "send",
     [RQ_S_LIMITER][RQ_S_BREAKER] = "breaker open",
@@ -108,6 +114,7 @@ static const char *const moves[RQ_S_COUNT][RQ_S_COUNT] = {
     [RQ_S_BREAKER][RQ_S_RETRY] = "breaker wait over",
     [RQ_S_QUOTA][RQ_S_RETRY] = "quota wait over",
     [RQ_S_PACE_Q][RQ_S_RETRY] = "promoted to pace head",
+    [RQ_S_QUOTA_Q][RQ_S_RETRY] = "promoted to quota head",
     [RQ_S_CONC_Q][RQ_S_RETRY] = "host slot given",
     [RQ_S_BUDGET][RQ_S_RETRY] = "budget allows",
     [RQ_S_BUDGET][RQ_S_BUDGET_HELD] = "held for the budget",
@@ -146,6 +153,7 @@ rq_state stg__eng_state_of(rq_where w, rq_wait wait)
         case W_BUDGET: return RQ_S_BUDGET;
         case W_BUDGET_HELD: return RQ_S_BUDGET_HELD;
         case W_QUOTA: return RQ_S_QUOTA;
+        case W_QUOTA_Q: return RQ_S_QUOTA_Q;
         }
         break;
     case RQ_NONE: break;

@@ -82,6 +82,12 @@ static void host_free(stg__host *h)
         stg__fq_free(h->conc_fq);
     free(h->pace_fq);
     free(h->conc_fq);
+    for (stg__quota_q *q = h->quota_qs, *next; q; q = next) {
+        next = q->next;
+        stg__fq_free(q->fq);
+        free(q->fq);
+        free(q);
+    }
     free(h->key);
     free(h);
 }
@@ -187,7 +193,7 @@ static void forget_one(stg__hosts *t)
     if (!h)
         return;
     STG_ASSERT(!h->pace_head && (!h->pace_fq || !h->pace_fq->n) && (!h->conc_fq || !h->conc_fq->n) &&
-               h->conc_out == 0 && h->q_alive == 0);
+               !h->quota_qs && h->conc_out == 0 && h->q_alive == 0);
     stg__host **pp = &t->b[stg__fnv1a64(h->key) & (t->cap - 1)];
     while (*pp != h)
         pp = &(*pp)->next;

@@ -495,15 +495,27 @@ typedef struct stg__host {
      * not finished, and those of them holding a quota reservation; the
      * difference is the demand that waits for its quotas. */
     int64_t q_alive, q_held;
-    /* Classes at its quotas (engine_admit.c, quota_gate): its requests of
-     * each class in a quota wait, and the grants to other classes while
-     * that class waited (the floor: a lower class asks again after 19). */
-    int64_t q_waiting[STG_N_PRIORITIES];
-    unsigned q_starved[STG_N_PRIORITIES];
+    /* Its requests waiting for its quotas (engine_admit.c, quota_gate):
+     * one queue per route that has waiters (NULL: none waits). */
+    struct stg__quota_q *quota_qs;
     /* What its AI API requests cost and how it counts them (stagger/cost.h),
      * made at its first such request (NULL until then). */
     stg_cost_model *cost_model;
 } stg__host;
+
+/* One route's requests waiting for its host's quotas, in their fair order
+ * (core/fairq.h: class with its floor, then tenant by weight), and the one
+ * of them that asks the quotas (struct req, opaque here). Made at a
+ * route's first waiter, freed when its last leaves: a queue in the list
+ * has a head. Per route, because the quotas are per route (the quota
+ * limiter maps a route to the keys the server named): a request whose
+ * route's quotas are free does not wait behind another route's head. */
+typedef struct stg__quota_q {
+    struct stg__quota_q *next;
+    struct stg__fairq *fq;
+    void *head;
+    char route[]; /* stg__eng_route's "METHOD /path" */
+} stg__quota_q;
 
 #define STG__DEFAULT_MAX_HOSTS 1024
 

@@ -19,6 +19,11 @@
  *    at once, requests and tokens, each request costing tokens
  *    (X-Token-Cost, declared to the engine as its cost). No refusal, every
  *    request on its first attempt;
+ *  - classes and tenants at a quota (docs/priorities.md): a higher class
+ *    waiting for the quota gets what it frees first; two tenants of one
+ *    class waiting for OpenAI's token quota share its tokens by weight
+ *    (1:2 at equal cost, 1:1 at costs 2:1), one coming late included, and
+ *    one that stops leaves its share;
  *  - with shared_quotas (a ledger shared with other processes; a fake
  *    here): each send is also asked there with its cost, a refusal there
  *    holds it back, and each ticket is settled exactly once with the
@@ -203,6 +208,195 @@ static void test_quota_by_class(void **state)
     assert_non_null(last_i);
     int after = (int)strlen(last_i + 1);
     assert_true(after >= 4);
+}
+
+/* Quota waiters queue per route, as the quotas are kept: twelve requests
+ * to /repos/a spend what is left of GitHub's core quota (6 per 2 s) and
+ * seven of them wait for its reset; four to /search/code, whose search quota is free, arrive
+ * while they wait (one search before, so that the engine knows the route's
+ * quota). They do not wait behind core's head: all four are answered
+ * before the first request that waited for core's reset (one queue per
+ * host made them wait for it, then for the seven). */
+static void test_quota_per_route(void **state)
+{
+    (void)state;
+    server s;
+    static const char *const args[] = {"--dialect", "github", "--quota", "core=6/2s",
+                                       "--quota", "search=30/2s", NULL};
+    server_start(&s, args);
+    char core[128], search[128];
+    url_of(&s, "/repos/a", core, sizeof core);
+    url_of(&s, "/search/code", search, sizeof search);
+    stg_engine_config cfg = {.concurrency = 30, .quotas = true};
+    stg_engine *e = stg_engine_new(&cfg, NULL);
+    assert_non_null(e);
+    class_order o = {0};
+    class_tag tc = {&o, 'c'}, ts = {&o, 's'};
+    /* One search and one core first, so that the engine knows which
+     * quota each route spends (a route not yet answered may spend any of
+     * the host's, and is sent as a probe). */
+    stg_request first = {.url = search}, second = {.url = core};
+    assert_int_equal(stg_engine_submit(e, &first, on_class_done, &ts, NULL), STG_OK);
+    assert_int_equal(stg_engine_drain(e), 0);
+    assert_int_equal(stg_engine_submit(e, &second, on_class_done, &tc, NULL), STG_OK);
+    assert_int_equal(stg_engine_drain(e), 0);
+    assert_int_equal(o.n, 2);
+    for (int i = 0; i < 12; i++) {
+        stg_request rq = {.url = core};
+        assert_int_equal(stg_engine_submit(e, &rq, on_class_done, &tc, NULL), STG_OK);
+    }
+    /* Until the window's other five are answered (a hang guard of 30 s). */
+    for (int k = 0; k < 3000 && o.n < 7; k++)
+        stg_engine_run(e, STG_MS(10));
+    assert_int_equal(o.n, 7);
+    for (int i = 0; i < 4; i++) {
+        stg_request rq = {.url = search};
+        assert_int_equal(stg_engine_submit(e, &rq, on_class_done, &ts, NULL), STG_OK);
+    }
+    assert_int_equal(stg_engine_drain(e), 0);
+    stg_engine_free(e);
+    server_stop(&s);
+    server_cleanup(&s);
+    print_message("completion order: %s\n", o.seen);
+    assert_int_equal(o.n, 18);
+    assert_string_equal(o.seen, "scccccc" "ssss" "ccccccc");
+}
+
+typedef struct tenant_log {
+    uint64_t id[160];
+    char tag[160]; /* the tenant of id[i] */
+    int n_ids;
+    char grant[256]; /* attempt starts in order: the quota's grants */
+    int64_t at[256]; /* when each started (the engine's clock, us) */
+    int n, done, failed;
+} tenant_log;
+
+static void on_tenant_event(const stg_event *ev, void *data)
+{
+    tenant_log *l = data;
+    if (ev->type != STG_EVENT_ATTEMPT_START || l->n >= 256)
+        return;
+    for (int i = 0; i < l->n_ids; i++)
+        if (l->id[i] == ev->request_id) {
+            l->at[l->n] = ev->now_us;
+            l->grant[l->n++] = l->tag[i];
+        }
+}
+
+static void on_tenant_done(stg_engine *e, uint64_t id, const stg_result *r, void *data)
+{
+    (void)e, (void)id;
+    tenant_log *l = data;
+    l->done++;
+    l->failed += r->status != 200;
+}
+
+static void submit_tenant(stg_engine *e, tenant_log *l, const char *url, int n, char tag,
+                          double w, int64_t tokens)
+{
+    stg_quota_cost cost = {.unit = "tokens", .amount = tokens};
+    char hdr[64];
+    snprintf(hdr, sizeof hdr, "X-Token-Cost: %lld", (long long)tokens);
+    const char *hdrs[] = {hdr, NULL};
+    stg_policy pol = fast_policy(5);
+    for (int i = 0; i < n; i++) {
+        char tenant[2] = {tag, 0};
+        stg_request rq = {.url = url, .headers = hdrs, .cost = &cost, .n_cost = 1,
+                          .policy = &pol, .tenant = tenant, .weight = w};
+        uint64_t id = 0;
+        assert_int_equal(stg_engine_submit(e, &rq, on_tenant_done, l, &id), STG_OK);
+        assert_true(l->n_ids < 160);
+        l->id[l->n_ids] = id;
+        l->tag[l->n_ids++] = tag;
+    }
+}
+
+/* Two tenants of one class behind OpenAI's persona with 3000 tokens a
+ * second (a bucket refilled continuously, full at the start), the
+ * bottleneck (requests: 1000/s; the engine: 8 at once); each request
+ * declares its tokens (X-Token-Cost, and its cost to the engine). The
+ * grants are the attempts' starts, in order. Tenant a (weight wa, ca
+ * tokens a request) submits 72 and has the quota to itself: its first
+ * 3000/ca go at once (the bucket), the rest wait. Then tenant b (weight
+ * wb, cb tokens) submits 48. From then on, while both wait, the tokens
+ * granted split wa:wb, so a has a_due grants more when b has its 48.
+ * Slack: +-4 grants, for the fair queue's bound (c/w_a + c/w_b in cost,
+ * 1.5 requests of b) and the head that was asking when b came. Then b
+ * stops asking (it has nothing left): a gets the whole quota at once, its
+ * rate after b's last grant at least `faster` times its rate while b
+ * asked. Every request succeeds. */
+static void tenants_at_quota(double wa, int64_t ca, double wb, int64_t cb, int a_due,
+                             double faster)
+{
+    static const char *const args[] = {"--dialect", "openai", "--quota", "requests=1000/1s",
+                                       "--quota", "tokens=3000/1s", NULL};
+    server s;
+    server_start(&s, args);
+    char url[128];
+    url_of(&s, "/v1/chat/completions", url, sizeof url);
+    static tenant_log l;
+    memset(&l, 0, sizeof l);
+    stg_engine_config cfg = {.concurrency = 8, .quotas = true, .on_event = on_tenant_event,
+                             .event_data = &l};
+    stg_engine *e = stg_engine_new(&cfg, NULL);
+    assert_non_null(e);
+    enum { NA = 72, NB = 48 };
+    int burst = (int)(3000 / ca);
+    submit_tenant(e, &l, url, NA, 'a', wa, ca);
+    /* Until a's first burst is granted (a hang guard of 30 s). */
+    for (int k = 0; k < 3000 && l.n < burst; k++)
+        stg_engine_run(e, STG_MS(10));
+    int mark = l.n;
+    assert_true(mark >= burst && mark < burst + 8);
+    submit_tenant(e, &l, url, NB, 'b', wb, cb);
+    assert_int_equal(stg_engine_drain(e), 0);
+    stg_engine_free(e);
+    server_stop(&s);
+    server_cleanup(&s);
+    l.grant[l.n < 256 ? l.n : 255] = 0;
+    print_message("grants: %s\n", l.grant);
+    assert_int_equal(l.done, NA + NB);
+    assert_int_equal(l.failed, 0);
+    int na = 0, nb = 0, b_last = -1;
+    for (int i = mark; i < l.n; i++) {
+        if (l.grant[i] == 'b' && ++nb == NB) {
+            b_last = i;
+            break;
+        }
+        na += l.grant[i] == 'a';
+    }
+    assert_true(b_last > mark);
+    print_message("a had %d more when b had its %d (due %d)\n", na, NB, a_due);
+    assert_true(na >= a_due - 4 && na <= a_due + 4);
+    /* a's rate while b asked, and after: its share, then the quota. */
+    int na_after = 0;
+    for (int i = b_last + 1; i < l.n; i++)
+        na_after += l.grant[i] == 'a';
+    assert_true(na_after >= 10);
+    double before = (double)na / (double)(l.at[b_last] - l.at[mark]);
+    double after = (double)na_after / (double)(l.at[l.n - 1] - l.at[b_last]);
+    print_message("a's rate: %.1f/s while b asked, %.1f/s after\n", before * 1e6, after * 1e6);
+    assert_true(after >= faster * before);
+}
+
+/* Weights 1:2, 100 tokens each (docs/priorities.md): a gets 24 grants
+ * while b gets its 48 (its third: 10/s), then the quota's 30/s (3x due,
+ * 2x asserted). Without weights at the quota a's waiters, there first,
+ * kept asking first: a had all its 42 before b's last. */
+static void test_quota_by_tenant_weight(void **state)
+{
+    (void)state;
+    tenants_at_quota(1, 100, 2, 100, 24, 2.0);
+}
+
+/* Weights 1:1, a's requests 200 tokens and b's 100: the tokens split
+ * 1:1, so a gets 24 grants (4800 tokens) while b gets its 48 (4800), at
+ * 7.5/s, then the quota's 15/s (2x due, 1.4x asserted). By count it
+ * would have been 48. */
+static void test_quota_by_tenant_cost(void **state)
+{
+    (void)state;
+    tenants_at_quota(1, 200, 1, 100, 24, 1.4);
 }
 
 static void test_persona_github_resources(void **state)
@@ -405,6 +599,9 @@ int main(void)
         cmocka_unit_test_teardown(test_persona_discord_bucket, stop_leftovers),
         cmocka_unit_test_teardown(test_persona_github_resources, stop_leftovers),
         cmocka_unit_test_teardown(test_quota_by_class, stop_leftovers),
+        cmocka_unit_test_teardown(test_quota_per_route, stop_leftovers),
+        cmocka_unit_test_teardown(test_quota_by_tenant_weight, stop_leftovers),
+        cmocka_unit_test_teardown(test_quota_by_tenant_cost, stop_leftovers),
         cmocka_unit_test_teardown(test_persona_openai_tokens, stop_leftovers),
         cmocka_unit_test_teardown(test_spent_idle_quota_probes, stop_leftovers),
         cmocka_unit_test_teardown(test_shared_quota_hook, stop_leftovers),

@@ -51,6 +51,15 @@ static void test_table(void **state)
     assert_null(stg__eng_move_name(RQ_S_BACKOFF, RQ_S_ACTIVE)); /* through admission */
     assert_null(stg__eng_move_name(RQ_S_ACTIVE, RQ_S_PACE_Q));
     assert_null(stg__eng_move_name(RQ_S_CONC_Q, RQ_S_ACTIVE));
+    /* A server quota's waiters: behind its head until promoted, then
+     * through admission (only the head asks the quotas). */
+    assert_string_equal(stg__eng_state_name(RQ_S_QUOTA_Q), "timer:quota_q");
+    assert_string_equal(stg__eng_move_name(RQ_S_RETRY, RQ_S_QUOTA_Q), "behind the quota head");
+    assert_string_equal(stg__eng_move_name(RQ_S_NEW, RQ_S_QUOTA_Q), "behind the quota head");
+    assert_string_equal(stg__eng_move_name(RQ_S_QUOTA_Q, RQ_S_RETRY), "promoted to quota head");
+    assert_null(stg__eng_move_name(RQ_S_QUOTA_Q, RQ_S_ACTIVE));
+    assert_null(stg__eng_move_name(RQ_S_QUOTA_Q, RQ_S_QUOTA));
+    assert_null(stg__eng_move_name(RQ_S_ACTIVE, RQ_S_QUOTA_Q));
     /* FINISHED from every state but itself, and nothing leaves it. */
     for (int s = 0; s < RQ_S_COUNT; s++) {
         if (s == RQ_S_FINISHED)
@@ -61,6 +70,7 @@ static void test_table(void **state)
     }
     /* A place and a wait make one state. */
     assert_int_equal(stg__eng_state_of(RQ_TIMER, W_QUOTA), RQ_S_QUOTA);
+    assert_int_equal(stg__eng_state_of(RQ_TIMER, W_QUOTA_Q), RQ_S_QUOTA_Q);
     assert_int_equal(stg__eng_state_of(RQ_RETRY_Q, W_QUOTA), RQ_S_RETRY);
     assert_int_equal(stg__eng_state_of(RQ_NONE, W_BACKOFF), RQ_S_COUNT);
 }

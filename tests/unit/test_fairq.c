@@ -302,6 +302,60 @@ static void test_remove(void **state)
     free(z);
 }
 
+/* The quota queue's case (engine_admit.c, quota_gate): tenant a (weight
+ * 1) has 72 waiting and 30 picked alone, then tenant b (weight 2) comes
+ * with 48: from then on b gets two picks for each of a's, within the
+ * bound (1/w_a + 1/w_b = 1.5 picks), although a's were there first. */
+static void test_late_tenant_backlogged(void **state)
+{
+    (void)state;
+    stg__fairq q;
+    stg__fq_init(&q, 0);
+    for (int i = 0; i < 72; i++)
+        mk(&q, STG_PRIORITY_NORMAL, 0, 1);
+    for (int i = 0; i < 30; i++)
+        free(pop(&q));
+    for (int i = 0; i < 48; i++)
+        mk(&q, STG_PRIORITY_NORMAL, 1, 2);
+    int n[2] = {0, 0};
+    while (n[1] < 48) {
+        item *it = pop(&q);
+        n[it->tenant]++;
+        assert_true(fabs(n[0] / 1.0 - n[1] / 2.0) <= 1.5);
+        free(it);
+    }
+    assert_true(n[0] >= 23 && n[0] <= 25);
+    drain(&q);
+}
+
+/* stg__fq_push_cost: tenants of equal weight share what the picks cost:
+ * a's items cost 2, b's 1, so b gets two picks for each of a's (the bound
+ * in cost: c_a/w + c_b/w = 3), and a costs 1 like stg__fq_push. */
+static void test_shares_by_cost(void **state)
+{
+    (void)state;
+    stg__fairq q;
+    stg__fq_init(&q, 0);
+    item *its[120];
+    for (int i = 0; i < 120; i++) {
+        its[i] = calloc(1, sizeof *its[i]);
+        assert_non_null(its[i]);
+        its[i]->tenant = i % 2;
+        its[i]->cls = STG_PRIORITY_NORMAL;
+        stg_class c = {.priority = STG_PRIORITY_NORMAL, .tenant = names[i % 2], .weight = 1};
+        assert_int_equal(stg__fq_push_cost(&q, &its[i]->fq, &c, i % 2 ? 1.0 : 2.0), STG_OK);
+    }
+    int n[2] = {0, 0};
+    while (n[1] < 60) {
+        item *it = pop(&q);
+        n[it->tenant]++;
+        assert_true(fabs(n[0] * 2.0 - n[1] * 1.0) <= 3.0);
+        free(it);
+    }
+    assert_true(n[0] >= 29 && n[0] <= 31);
+    drain(&q);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -312,6 +366,8 @@ int main(void)
         cmocka_unit_test(test_comeback_equal_weight),
         cmocka_unit_test(test_closed_loop_tenant),
         cmocka_unit_test(test_remove),
+        cmocka_unit_test(test_late_tenant_backlogged),
+        cmocka_unit_test(test_shares_by_cost),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
