@@ -11,6 +11,9 @@
 #include <stddef.h>
 #include <string.h>
 
+#include <stagger/breaker.h>
+#include <stagger/budget.h>
+
 #include "cli/cli.h"
 #include "cli/engine_opts.h"
 
@@ -111,6 +114,14 @@ static int opt_budget_ratio(cli_parser *p, const cli_opt *o, void *field, const 
 #define STR(x) STR_(x)
 
 #define E(f) offsetof(cli_engine_opts, f)
+/* The breaker's and the budget's defaults below are the library's
+ * (breaker.h, budget.h), written as the table's text: a change on either
+ * side stops the build rather than letting the two drift. */
+_Static_assert(STG_BREAKER_DEFAULT_CONSECUTIVE == 20, "--breaker's default");
+_Static_assert(STG_BREAKER_DEFAULT_OPEN_US == STG_SEC(30), "--breaker-open's default");
+_Static_assert(STG_BUDGET_DEFAULT_MAX_TOKENS == 10.0, "--budget-tokens' default");
+_Static_assert(STG_BUDGET_DEFAULT_TOKEN_RATIO == 0.1, "--budget-ratio's default");
+
 const cli_opt cli_engine_opts_table[] = {
     {CLI_FN, "concurrency", 'j', "N",
      "a hard cap on requests in flight; without it the\nconcurrency is learned per host (at most "
