@@ -20,6 +20,7 @@
 
 #include "core/prio_gcra.h"
 #include "integration/redis_helper.h"
+#include "integration/prio_helper.h"
 
 extern const char stg__redis_gcra_lua[];
 
@@ -40,14 +41,7 @@ static int setup(void **state)
     (void)state;
     g_port = free_port();
     g_pid = server_start(g_port);
-    redisContext *c = raw_connect(g_port);
-    assert_non_null(c);
-    redisReply *r = redisCommand(c, "SCRIPT LOAD %s", stg__redis_gcra_lua);
-    assert_non_null(r);
-    assert_int_equal(r->type, REDIS_REPLY_STRING);
-    snprintf(g_sha, sizeof g_sha, "%s", r->str);
-    freeReplyObject(r);
-    redisFree(c);
+    prio_script_load(g_port, stg__redis_gcra_lua, g_sha, sizeof g_sha);
     return 0;
 }
 
@@ -56,11 +50,6 @@ static int teardown(void **state)
     (void)state;
     server_stop(g_pid, SIGTERM);
     return 0;
-}
-
-static int64_t ceil_us(int64_t ns)
-{
-    return ns >= 0 ? (ns + 999) / 1000 : -((-ns) / 1000);
 }
 
 static int64_t floor_us(int64_t ns)
@@ -85,41 +74,7 @@ static int script_call(redisContext *c, const char *key, int64_t T, int64_t B, i
     snprintf(a[8], sizeof a[8], "%s", prio);
     snprintf(a[9], sizeof a[9], "%s", tenant);
     snprintf(a[10], sizeof a[10], "%lld", (long long)now_us);
-    const char *argv[15] = {"EVALSHA", g_sha, "1", key};
-    for (int i = 0; i < 11; i++)
-        argv[4 + i] = a[i];
-    redisReply *r = redisCommandArgv(c, 15, argv, NULL);
-    assert_non_null(r);
-    if (r->type == REDIS_REPLY_ERROR)
-        fail_msg("script error: %s", r->str);
-    assert_int_equal(r->type, REDIS_REPLY_ARRAY);
-    int m = (int)r->elements;
-    for (int i = 0; i < m && i < 10; i++) {
-        assert_int_equal(r->element[i]->type, REDIS_REPLY_INTEGER);
-        v[i] = r->element[i]->integer;
-    }
-    freeReplyObject(r);
-    /* the pinned clock is not Redis's: keep expiry (real time) out of it */
-    redisReply *p = redisCommand(c, "PERSIST %s", key);
-    freeReplyObject(p);
-    return m;
-}
-
-/* A plain take of the model's key, as the plain script does (weight 1,
- * timeout 0, no lead): the mix of plain and class callers on one TAT. */
-static bool model_plain(stg__prio_state *st, int64_t now, int64_t T, int64_t B)
-{
-    int64_t tat = st->has_tat && st->tat_ns > now ? st->tat_ns : now;
-    if (st->last_interval_ns > 0 && T > st->last_interval_ns && tat > now) {
-        double d = ceil((double)(tat - now) * ((double)T / (double)st->last_interval_ns));
-        tat = now + (int64_t)d;
-    }
-    if (tat + T - B * T - now > 0)
-        return false;
-    st->has_tat = true;
-    st->tat_ns = tat + T;
-    st->last_interval_ns = T;
-    return true;
+    return prio_script_eval(c, g_sha, key, 11, a, v, 10);
 }
 
 static void test_script_is_the_model(void **state)
@@ -156,7 +111,7 @@ static void test_script_is_the_model(void **state)
                 /* a plain take (no class) */
                 int m = script_call(c, key, T, B, 1, 0, 0, "", "", now_us, v);
                 assert_int_equal(m, 3);
-                bool ok = model_plain(st, now, T, B);
+                bool ok = prio_model_plain(st, now, T, B);
                 assert_int_equal(v[0], ok ? 1 : 0);
                 plain++;
                 continue;
@@ -184,11 +139,11 @@ static void test_script_is_the_model(void **state)
                          "model {k %lld floor %d tracked %d}",
                          (unsigned long long)seed, i, v[0], v[3], v[8], v[9], (long long)g.k,
                          g.floor, g.tracked);
-            assert_int_equal(v[1], ceil_us(g.wait_ns));
+            assert_int_equal(v[1], prio_ceil_us(g.wait_ns));
             if (g.k > 0) {
                 granted++;
                 assert_int_equal(v[7], g.lease);
-                assert_int_equal(v[2], ceil_us(st->tat_ns - now));
+                assert_int_equal(v[2], prio_ceil_us(st->tat_ns - now));
                 if (g.lease) {
                     leases++;
                     assert_int_equal(v[4], floor_us(g.end_ns - now));

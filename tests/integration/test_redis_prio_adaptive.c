@@ -29,12 +29,12 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <sys/mman.h>
 
 #include <cmocka.h>
 
 #include "core/prio_gcra.h"
 #include "integration/redis_helper.h"
+#include "integration/prio_helper.h"
 
 extern const char stg__redis_adaptive_lua[];
 
@@ -55,14 +55,7 @@ static int setup(void **state)
     (void)state;
     g_port = free_port();
     g_pid = server_start(g_port);
-    redisContext *c = raw_connect(g_port);
-    assert_non_null(c);
-    redisReply *r = redisCommand(c, "SCRIPT LOAD %s", stg__redis_adaptive_lua);
-    assert_non_null(r);
-    assert_int_equal(r->type, REDIS_REPLY_STRING);
-    snprintf(g_sha, sizeof g_sha, "%s", r->str);
-    freeReplyObject(r);
-    redisFree(c);
+    prio_script_load(g_port, stg__redis_adaptive_lua, g_sha, sizeof g_sha);
     return 0;
 }
 
@@ -71,11 +64,6 @@ static int teardown(void **state)
     (void)state;
     server_stop(g_pid, SIGTERM);
     return 0;
-}
-
-static int64_t ceil_us(int64_t ns)
-{
-    return ns >= 0 ? (ns + 999) / 1000 : -((-ns) / 1000);
 }
 
 /* The adaptive configuration of one sequence, as adaptive.c passes it. */
@@ -105,41 +93,7 @@ static int script_call(redisContext *c, const char *key, const acfg *ac, char op
     snprintf(a[12], sizeof a[12], "%s", prio);
     snprintf(a[13], sizeof a[13], "%s", tenant);
     snprintf(a[14], sizeof a[14], "%lld", (long long)now_us);
-    const char *argv[19] = {"EVALSHA", g_sha, "1", key};
-    for (int i = 0; i < 15; i++)
-        argv[4 + i] = a[i];
-    redisReply *r = redisCommandArgv(c, 19, argv, NULL);
-    assert_non_null(r);
-    if (r->type == REDIS_REPLY_ERROR)
-        fail_msg("script error: %s", r->str);
-    assert_int_equal(r->type, REDIS_REPLY_ARRAY);
-    int m = (int)r->elements;
-    for (int i = 0; i < m && i < 9; i++) {
-        assert_int_equal(r->element[i]->type, REDIS_REPLY_INTEGER);
-        v[i] = r->element[i]->integer;
-    }
-    freeReplyObject(r);
-    /* the pinned clock is not Redis's: keep expiry (real time) out of it */
-    redisReply *p = redisCommand(c, "PERSIST %s", key);
-    freeReplyObject(p);
-    return m;
-}
-
-/* A plain adaptive acquire with timeout 0 while pacing, on the model's
- * state: the same GCRA on the same TAT (as the script's plain path). */
-static bool model_plain(stg__prio_state *st, int64_t now, int64_t T, int64_t B)
-{
-    int64_t tat = st->has_tat && st->tat_ns > now ? st->tat_ns : now;
-    if (st->last_interval_ns > 0 && T > st->last_interval_ns && tat > now) {
-        double d = ceil((double)(tat - now) * ((double)T / (double)st->last_interval_ns));
-        tat = now + (int64_t)d;
-    }
-    if (tat + T - B * T - now > 0)
-        return false;
-    st->has_tat = true;
-    st->tat_ns = tat + T;
-    st->last_interval_ns = T;
-    return true;
+    return prio_script_eval(c, g_sha, key, 15, a, v, 9);
 }
 
 static void test_script_is_the_model(void **state)
@@ -198,7 +152,7 @@ static void test_script_is_the_model(void **state)
                 /* a plain adaptive acquire (no class), timeout 0 */
                 int m = script_call(c, key, &ac, 'a', 0, 0, "", "", now_us, v);
                 assert_int_equal(m, 6);
-                bool ok = model_plain(st, now, v[5], ac.burst);
+                bool ok = prio_model_plain(st, now, v[5], ac.burst);
                 assert_int_equal(v[0], ok ? 1 : 0);
                 if (ok)
                     assert_int_equal(v[2], ++tickets);
@@ -237,12 +191,12 @@ static void test_script_is_the_model(void **state)
                          "model {k %lld floor %d tracked %d}",
                          (unsigned long long)seed, i, v[0], v[6], v[7], (long long)g.k, g.floor,
                          g.tracked);
-            assert_int_equal(v[1], ceil_us(g.wait_ns));
+            assert_int_equal(v[1], prio_ceil_us(g.wait_ns));
             if (g.k > 0) {
                 granted++;
                 waited += g.wait_ns > 0;
                 assert_int_equal(v[2], ++tickets);
-                assert_int_equal(v[8], ceil_us(st->tat_ns - now));
+                assert_int_equal(v[8], prio_ceil_us(st->tat_ns - now));
                 floors += g.floor;
             } else {
                 assert_int_equal(v[2], 0);
@@ -341,18 +295,6 @@ static void test_acquire_class(void **state)
 
 /* ---- processes ----------------------------------------------------------- */
 
-typedef struct rec {
-    int64_t at_us;   /* promised send instant (monotonic, µs) */
-    int64_t wait_us; /* the wait the limiter gave */
-    int64_t rtt_us;  /* the call's round trip */
-    int who;         /* role index */
-} rec;
-
-typedef struct shm {
-    int64_t n;
-    rec r[20000];
-} shm;
-
 /* A role: one process asking in a loop from start_us to stop_us
  * (monotonic), every period_us (0: as soon as it may: saturating), by
  * class (else first come, first served: stg_redis_adaptive_acquire). */
@@ -367,7 +309,8 @@ typedef struct role {
     bool fcfs;
 } role;
 
-static void child(const char *key, double rate, int64_t burst, const role *ro, int who, shm *m)
+static void child(const char *key, double rate, int64_t burst, const role *ro, int who,
+                  prio_shm *m)
 {
     char url[128];
     snprintf(url, sizeof url, "redis://127.0.0.1:%d/%s", g_port, key);
@@ -397,9 +340,8 @@ static void child(const char *key, double rate, int64_t burst, const role *ro, i
         if (rc == STG_OK) {
             if (ticket <= 0)
                 _exit(6); /* admitted by Redis: a ticket */
-            int64_t i = __atomic_fetch_add(&m->n, 1, __ATOMIC_SEQ_CST);
-            if (i < (int64_t)(sizeof m->r / sizeof m->r[0]))
-                m->r[i] = (rec){.at_us = t1 + w, .wait_us = w, .rtt_us = t1 - t0, .who = who};
+            prio_shm_add(m, (prio_rec){.at_us = t1 + w, .wait_us = w, .rtt_us = t1 - t0,
+                                       .who = who});
             if (ro->ahead_us == 0)
                 sleep_us(w);
         } else if (rc == STG_ETIMEDOUT) {
@@ -443,69 +385,36 @@ static void start_pacing(const char *key, double rate, int64_t burst)
     stg_redis_limiter_free(l);
 }
 
-static shm *run(const char *key, double rate, int64_t burst, const role *roles, int n)
+/* The roles of one run: each child asks on key at rate, burst. */
+typedef struct fleet {
+    const char *key;
+    double rate;
+    int64_t burst;
+    const role *roles;
+} fleet;
+
+static void role_main(int who, prio_shm *m, const void *ctx)
+{
+    const fleet *f = ctx;
+    child(f->key, f->rate, f->burst, &f->roles[who], who, m);
+}
+
+static prio_shm *run(const char *key, double rate, int64_t burst, const role *roles, int n)
 {
     start_pacing(key, rate, burst);
-    shm *m = mmap(NULL, sizeof *m, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    assert_true(m != MAP_FAILED);
-    m->n = 0;
-    pid_t pids[16];
-    for (int i = 0; i < n; i++) {
-        pids[i] = fork();
-        assert_true(pids[i] >= 0);
-        if (pids[i] == 0)
-            child(key, rate, burst, &roles[i], i, m);
-    }
-    for (int i = 0; i < n; i++) {
-        int st = 0;
-        assert_int_equal(waitpid(pids[i], &st, 0), pids[i]);
-        if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
-            fail_msg("role %d ended with status %d", i, st);
-    }
-    return m;
-}
-
-static int cmp_at(const void *a, const void *b)
-{
-    int64_t x = ((const rec *)a)->at_us, y = ((const rec *)b)->at_us;
-    return (x > y) - (x < y);
-}
-
-static int cmp64(const void *a, const void *b)
-{
-    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-    return (x > y) - (x < y);
-}
-
-/* n sends in d: n <= B + (d + 2 * rtt_max) / T. */
-static void check_bound(shm *m, int64_t T_us, int64_t B)
-{
-    qsort(m->r, (size_t)m->n, sizeof m->r[0], cmp_at);
-    int64_t rtt_max = 0;
-    for (int64_t i = 0; i < m->n; i++)
-        if (m->r[i].rtt_us > rtt_max)
-            rtt_max = m->r[i].rtt_us;
-    for (int64_t i = 0; i < m->n; i++)
-        for (int64_t j = i + B; j < m->n; j++) {
-            int64_t d = m->r[j].at_us - m->r[i].at_us + 2 * rtt_max;
-            if ((j - i + 1 - B) * T_us > d)
-                fail_msg("bound: %lld sends in %lld us (rtt max %lld us)",
-                         (long long)(j - i + 1), (long long)(m->r[j].at_us - m->r[i].at_us),
-                         (long long)rtt_max);
-        }
-    print_message("bound held over %lld sends (round trip max %lld us)\n", (long long)m->n,
-                  (long long)rtt_max);
+    fleet f = {key, rate, burst, roles};
+    return prio_fork_roles(n, role_main, &f);
 }
 
 /* The interactive role's waits in [from, to) (relative to t0): count, p50,
  * p99; the batch's admissions there. */
-static void interactive_waits(shm *m, int64_t t0, int64_t from, int64_t to, int64_t *inter,
+static void interactive_waits(prio_shm *m, int64_t t0, int64_t from, int64_t to, int64_t *inter,
                               int64_t *p50, int64_t *p99, int64_t *batch)
 {
     int64_t waits[128], nw = 0;
     *inter = *batch = 0;
     for (int64_t i = 0; i < m->n; i++) {
-        const rec *r = &m->r[i];
+        const prio_rec *r = &m->r[i];
         if (r->at_us < t0 + from || r->at_us >= t0 + to)
             continue;
         if (r->who == 2) {
@@ -517,7 +426,7 @@ static void interactive_waits(shm *m, int64_t t0, int64_t from, int64_t to, int6
         }
     }
     assert_true(nw > 0);
-    qsort(waits, (size_t)nw, sizeof waits[0], cmp64);
+    qsort(waits, (size_t)nw, sizeof waits[0], prio_cmp64);
     *p50 = waits[nw / 2];
     *p99 = waits[(nw * 99) / 100 - (nw * 99 % 100 == 0 ? 1 : 0)];
 }
@@ -535,8 +444,8 @@ static void test_interactive_beside_batch(void **state)
         {.priority = STG_PRIORITY_INTERACTIVE, .start_us = t0 + 1000000,
          .stop_us = t0 + 5000000, .period_us = 100000}, /* 10/s: 20% of 50/s */
     };
-    shm *m = run("aprio-a", 50, 5, roles, 3);
-    check_bound(m, 20000, 5);
+    prio_shm *m = run("aprio-a", 50, 5, roles, 3);
+    prio_check_bound(m, 20000, 5);
     int64_t inter, p50, p99, batch;
     interactive_waits(m, t0, 1500000, 4500000, &inter, &p50, &p99, &batch);
     int64_t total = 50 * 3; /* 3 s at 50/s */
@@ -557,7 +466,7 @@ static void test_interactive_beside_batch(void **state)
         roles[i].stop_us = t0 + 3000000;
     }
     m = run("aprio-f", 50, 5, roles, 3);
-    check_bound(m, 20000, 5);
+    prio_check_bound(m, 20000, 5);
     interactive_waits(m, t0, 1500000, 3000000, &inter, &p50, &p99, &batch);
     print_message("first come, first served: interactive %lld (wait p50 %lld us, p99 %lld us)\n",
                   (long long)inter, (long long)p50, (long long)p99);
@@ -573,11 +482,11 @@ static void test_tenants_split(void **state)
     for (int i = 0; i < 4; i++)
         roles[i] = (role){.priority = STG_PRIORITY_BATCH, .tenant = i % 2 ? "b" : "a",
                           .weight = i % 2 ? 2 : 1, .start_us = t0, .stop_us = t0 + 5000000};
-    shm *m = run("aprio-t", 100, 5, roles, 4);
-    check_bound(m, 10000, 5);
+    prio_shm *m = run("aprio-t", 100, 5, roles, 4);
+    prio_check_bound(m, 10000, 5);
     int64_t got[2] = {0};
     for (int64_t i = 0; i < m->n; i++) {
-        const rec *r = &m->r[i];
+        const prio_rec *r = &m->r[i];
         if (r->at_us >= t0 + 1000000 && r->at_us < t0 + 5000000)
             got[r->who % 2]++;
     }

@@ -22,26 +22,14 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <sys/mman.h>
 
 #include <cmocka.h>
 
 #include "integration/redis_helper.h"
+#include "integration/prio_helper.h"
 
 static int g_port;
 static pid_t g_pid;
-
-typedef struct rec {
-    int64_t at_us;   /* promised send instant (monotonic, µs) */
-    int64_t wait_us; /* the wait the limiter gave */
-    int64_t rtt_us;  /* the call's round trip */
-    int who;         /* role index */
-} rec;
-
-typedef struct shm {
-    int64_t n;
-    rec r[20000];
-} shm;
 
 static int setup(void **state)
 {
@@ -68,7 +56,8 @@ typedef struct role {
     int64_t start_us, stop_us, period_us;
 } role;
 
-static void child(const char *key, double rate, int64_t burst, const role *ro, int who, shm *m)
+static void child(const char *key, double rate, int64_t burst, const role *ro, int who,
+                  prio_shm *m)
 {
     char url[128];
     snprintf(url, sizeof url, "redis://127.0.0.1:%d/%s", g_port, key);
@@ -93,9 +82,8 @@ static void child(const char *key, double rate, int64_t burst, const role *ro, i
         int rc = stg_redis_limiter_acquire_class(l, NULL, &cls, 2000000, &w);
         int64_t t1 = now_us();
         if (rc == STG_OK) {
-            int64_t i = __atomic_fetch_add(&m->n, 1, __ATOMIC_SEQ_CST);
-            if (i < (int64_t)(sizeof m->r / sizeof m->r[0]))
-                m->r[i] = (rec){.at_us = t1 + w, .wait_us = w, .rtt_us = t1 - t0, .who = who};
+            prio_shm_add(m, (prio_rec){.at_us = t1 + w, .wait_us = w, .rtt_us = t1 - t0,
+                                       .who = who});
             sleep_us(w);
         } else if (rc == STG_ETIMEDOUT) {
             if (ro->period_us > 0)
@@ -111,57 +99,24 @@ static void child(const char *key, double rate, int64_t burst, const role *ro, i
     _exit(0);
 }
 
-static shm *run(const char *key, double rate, int64_t burst, const role *roles, int n)
+/* The roles of one run: each child asks on key at rate, burst. */
+typedef struct fleet {
+    const char *key;
+    double rate;
+    int64_t burst;
+    const role *roles;
+} fleet;
+
+static void role_main(int who, prio_shm *m, const void *ctx)
 {
-    shm *m = mmap(NULL, sizeof *m, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    assert_true(m != MAP_FAILED);
-    m->n = 0;
-    pid_t pids[16];
-    for (int i = 0; i < n; i++) {
-        pids[i] = fork();
-        assert_true(pids[i] >= 0);
-        if (pids[i] == 0)
-            child(key, rate, burst, &roles[i], i, m);
-    }
-    for (int i = 0; i < n; i++) {
-        int st = 0;
-        assert_int_equal(waitpid(pids[i], &st, 0), pids[i]);
-        if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
-            fail_msg("role %d ended with status %d", i, st);
-    }
-    return m;
+    const fleet *f = ctx;
+    child(f->key, f->rate, f->burst, &f->roles[who], who, m);
 }
 
-static int cmp_at(const void *a, const void *b)
+static prio_shm *run(const char *key, double rate, int64_t burst, const role *roles, int n)
 {
-    int64_t x = ((const rec *)a)->at_us, y = ((const rec *)b)->at_us;
-    return (x > y) - (x < y);
-}
-
-static int cmp64(const void *a, const void *b)
-{
-    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-    return (x > y) - (x < y);
-}
-
-/* n sends in d: n <= B + (d + 2 * rtt_max) / T. */
-static void check_bound(shm *m, int64_t T_us, int64_t B)
-{
-    qsort(m->r, (size_t)m->n, sizeof m->r[0], cmp_at);
-    int64_t rtt_max = 0;
-    for (int64_t i = 0; i < m->n; i++)
-        if (m->r[i].rtt_us > rtt_max)
-            rtt_max = m->r[i].rtt_us;
-    for (int64_t i = 0; i < m->n; i++)
-        for (int64_t j = i + B; j < m->n; j++) {
-            int64_t d = m->r[j].at_us - m->r[i].at_us + 2 * rtt_max;
-            if ((j - i + 1 - B) * T_us > d)
-                fail_msg("bound: %lld sends in %lld us (rtt max %lld us)",
-                         (long long)(j - i + 1), (long long)(m->r[j].at_us - m->r[i].at_us),
-                         (long long)rtt_max);
-        }
-    print_message("bound held over %lld sends (round trip max %lld us)\n", (long long)m->n,
-                  (long long)rtt_max);
+    fleet f = {key, rate, burst, roles};
+    return prio_fork_roles(n, role_main, &f);
 }
 
 static void test_interactive_beside_batch(void **state)
@@ -174,12 +129,12 @@ static void test_interactive_beside_batch(void **state)
         {.priority = STG_PRIORITY_INTERACTIVE, .start_us = t0 + 1000000,
          .stop_us = t0 + 6000000, .period_us = 100000}, /* 10/s: 20% of 50/s */
     };
-    shm *m = run("prio-a", 50, 5, roles, 3);
-    check_bound(m, 20000, 5);
+    prio_shm *m = run("prio-a", 50, 5, roles, 3);
+    prio_check_bound(m, 20000, 5);
     int64_t from = t0 + 1500000, to = t0 + 5500000;
     int64_t waits[64], nw = 0, inter = 0, batch = 0;
     for (int64_t i = 0; i < m->n; i++) {
-        const rec *r = &m->r[i];
+        const prio_rec *r = &m->r[i];
         if (r->at_us < from || r->at_us >= to)
             continue;
         if (r->who == 2) {
@@ -190,7 +145,7 @@ static void test_interactive_beside_batch(void **state)
             batch++;
         }
     }
-    qsort(waits, (size_t)nw, sizeof waits[0], cmp64);
+    qsort(waits, (size_t)nw, sizeof waits[0], prio_cmp64);
     int64_t p99 = waits[(nw * 99) / 100 - (nw * 99 % 100 == 0 ? 1 : 0)];
     int64_t total = 50 * 4; /* 4 s at 50/s */
     print_message("interactive %lld (wait p50 %lld us, p99 %lld us, max %lld us), batch %lld "
@@ -222,8 +177,8 @@ static void test_tenants_share_and_come_back(void **state)
     role all[7];
     memcpy(all, roles, sizeof roles);
     all[6] = back;
-    shm *m = run("prio-t", 100, 5, all, 7);
-    check_bound(m, 10000, 5);
+    prio_shm *m = run("prio-t", 100, 5, all, 7);
+    prio_check_bound(m, 10000, 5);
     /* phases: [1, 6) s all three, the shares within +-5%, or the two
      * bursts a tenant's own bucket (5 tokens) may hold at the window's
      * ends when that is more (10 of 500 tokens: 8% of a quarter); then,
@@ -234,7 +189,7 @@ static void test_tenants_share_and_come_back(void **state)
     for (int p = 0; p < 3; p++) {
         int64_t got[3] = {0};
         for (int64_t i = 0; i < m->n; i++) {
-            const rec *r = &m->r[i];
+            const prio_rec *r = &m->r[i];
             if (r->at_us >= t0 + ph[p][0] && r->at_us < t0 + ph[p][1])
                 got[r->who == 6 ? 2 : r->who % 3]++; /* 6: c back */
         }
