@@ -309,8 +309,9 @@ typedef struct role {
     bool fcfs;
 } role;
 
-static void child(const char *key, double rate, int64_t burst, const role *ro, int who,
-                  prio_shm *m)
+/* An adaptive limiter on key whose learned rate stays at rate (min = max),
+ * or NULL. */
+static stg_redis_limiter *pinned_limiter(const char *key, double rate, int64_t burst)
 {
     char url[128];
     snprintf(url, sizeof url, "redis://127.0.0.1:%d/%s", g_port, key);
@@ -320,6 +321,13 @@ static void child(const char *key, double rate, int64_t burst, const role *ro, i
     cfg.adaptive_config.burst = burst;
     int err;
     stg_redis_limiter *l = stg_redis_limiter_new(&cfg, &err, NULL, 0);
+    return l;
+}
+
+static void child(const char *key, double rate, int64_t burst, const role *ro, int who,
+                  prio_shm *m)
+{
+    stg_redis_limiter *l = pinned_limiter(key, rate, burst);
     if (!l)
         _exit(3);
     stg_class cls = {.priority = ro->priority, .tenant = ro->tenant, .weight = ro->weight};
@@ -364,14 +372,7 @@ static void child(const char *key, double rate, int64_t burst, const role *ro, i
 /* Turn the key's pacing on: a few sends and a throttle of the last. */
 static void start_pacing(const char *key, double rate, int64_t burst)
 {
-    char url[128];
-    snprintf(url, sizeof url, "redis://127.0.0.1:%d/%s", g_port, key);
-    stg_redis_limiter_config cfg = {.url = url, .adaptive = true};
-    cfg.adaptive_config.min_rate = rate;
-    cfg.adaptive_config.max_rate = rate;
-    cfg.adaptive_config.burst = burst;
-    int err;
-    stg_redis_limiter *l = stg_redis_limiter_new(&cfg, &err, NULL, 0);
+    stg_redis_limiter *l = pinned_limiter(key, rate, burst);
     assert_non_null(l);
     int64_t w, t = 0;
     for (int i = 0; i < 3; i++)
