@@ -8,6 +8,10 @@
  *  - Each call is at most one script or command (one round trip), so a
  *    worker's cost per job is countable: one claim per batch of jobs, one
  *    finish per job, one sent-mark per non-idempotent job.
+ *  - A load sends each job's class, tenant and weight (its Stagger-Priority
+ *    and Stagger-Tenant headers) for the script to choose its lane; a
+ *    claim sends the floor (fairq.h's constant), so the queue's floor is
+ *    the in-process one.
  *  - A claimed job handed back to the caller is fully parsed (every field
  *    present, its id in 1..total) or the claim fails with STG_EIO: a
  *    foreign entry in the stream never becomes a request.

@@ -4,7 +4,9 @@
  *
  * Every script takes the queue's key base ("<prefix>{NAME}:") as ARGV[1]
  * and builds its keys from it: they all share the {NAME} hash tag, hence
- * one Cluster slot. Time is Redis's (TIME), in ms.
+ * one Cluster slot. Time is Redis's (TIME), in ms. Cost: a claim reads
+ * the lanes' hash once and scans the lanes once per job it hands out
+ * (O(lanes) per job, lanes = classes x tenants loaded).
  *
  * Invariants the scripts keep (and why each may safely run twice, as a
  * client retries a script whose reply was lost):
@@ -24,7 +26,17 @@
  *  - renew: an entry's idle time is reset only while it is in the calling
  *    consumer's own pending list (checked in the same script), so a renewal
  *    never takes an entry back from the worker that took it over; JUSTID
- *    leaves its delivery count alone.
+ *    leaves its delivery count alone;
+ *  - lanes (issue #32): a job's entry is in the stream of its class and
+ *    tenant's lane ("jobs" for normal without a tenant, "lane:N" else), made
+ *    with its group by the load that first needs it (MKSTREAM, BUSYGROUP
+ *    ignored, so a second run is harmless); "N:u" counts the lane's unread
+ *    entries (+1 with the XADD, -1 with the XREADGROUP that delivers it);
+ *    the claim picks new entries as src/core/qpick.c does, step for step
+ *    (same tags, same floating-point operations, tags stored with %.17g so
+ *    they read back exactly), and a lane whose XREADGROUP finds nothing is
+ *    set to 0 unread instead of being picked; an entry handed out names its
+ *    lane ("ID@N"; "ID" in lane 0), which finish and renew read back.
  */
 #include "queue_internal.h"
 
