@@ -34,8 +34,10 @@
  *    entries (+1 with the XADD, -1 with the XREADGROUP that delivers it);
  *    the claim picks new entries as src/core/qpick.c does, step for step
  *    (same tags, same floating-point operations, tags stored with %.17g so
- *    they read back exactly), and a lane whose XREADGROUP finds nothing is
- *    set to 0 unread instead of being picked; an entry handed out names its
+ *    they read back exactly), reading a lane's entries one pick at a time,
+ *    or all at once while it is the only lane with unread entries (the
+ *    picks are then all its own); a lane whose XREADGROUP finds fewer than
+ *    asked is set to 0 unread (its missing picks are not taken); an entry handed out names its
  *    lane ("ID@N"; "ID" in lane 0), which finish and renew read back.
  */
 #include "queue_internal.h"
@@ -260,18 +262,30 @@ static const char claim_lua[] =
     "end\n"
     "local want = max - #out - review\n"
     "local touched = {}\n"
+    "local function alone(k)\n"
+    "  for j = 0, n do\n"
+    "    if j ~= k and lanes[j].u > 0 then return false end\n"
+    "  end\n"
+    "  return true\n"
+    "end\n"
     "while want > 0 do\n"
     "  local k = next_lane()\n"
     "  if k < 0 then break end\n"
-    "  local r2 = redis.call('XREADGROUP', 'GROUP', G, me, 'COUNT', 1, 'STREAMS', lane_key(k), '>')\n"
-    "  local e = r2 and r2[1] and r2[1][2][1]\n"
+    "  local cnt = 1\n"
+    "  if alone(k) then\n"
+    "    cnt = want\n"
+    "    if not (k == 0 and unknown) and lanes[k].u < cnt then cnt = lanes[k].u end\n"
+    "  end\n"
+    "  local r2 = redis.call('XREADGROUP', 'GROUP', G, me, 'COUNT', cnt, 'STREAMS', lane_key(k), '>')\n"
+    "  local got = (r2 and r2[1] and r2[1][2]) or {}\n"
     "  touched[k] = true\n"
-    "  if e then\n"
+    "  for _, e in ipairs(got) do\n"
     "    if k == 0 and unknown then lanes[0].u = 2 end\n"
     "    take(k)\n"
     "    out[#out + 1] = {ent(e[1], k), 1, e[2]}\n"
     "    want = want - 1\n"
-    "  else\n"
+    "  end\n"
+    "  if #got < cnt then\n"
     "    lanes[k].u = 0\n"
     "    if k == 0 then unknown = false end\n"
     "    if waiting()[lanes[k].c] == 0 then st[lanes[k].c] = 0 end\n"
