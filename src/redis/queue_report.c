@@ -8,7 +8,8 @@
  * one, else inflight when its entry is in the pending list of its lane's
  * group, else pending: the same rule as the counts, so an export adds up
  * to a report. The export reads every lane (queue.h: one stream per class
- * and tenant) and merges them by entry id, Redis's time of the load.
+ * and tenant) and merges them by job id (input order when the lanes were
+ * loaded in id order, as stagger batch loads).
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -355,18 +356,6 @@ static int cursor_peek(stg_queue *q, long long k, lane_cursor *c, const redisRep
     }
 }
 
-/* Stream ids "MS-SEQ" in order (every lane's ids are Redis time). */
-static int cmp_eid(const char *a, const char *b)
-{
-    unsigned long long am = strtoull(a, NULL, 10), bm = strtoull(b, NULL, 10);
-    if (am != bm)
-        return am < bm ? -1 : 1;
-    const char *ad = strchr(a, '-'), *bd = strchr(b, '-');
-    unsigned long long as = ad ? strtoull(ad + 1, NULL, 10) : 0;
-    unsigned long long bs = bd ? strtoull(bd + 1, NULL, 10) : 0;
-    return (as > bs) - (as < bs);
-}
-
 int stg_queue_export(stg_queue *q, unsigned state_mask, bool bodies,
                      int (*fn)(void *data, const stg_queue_row *row), void *data)
 {
@@ -388,16 +377,19 @@ int stg_queue_export(stg_queue *q, unsigned state_mask, bool bodies,
     }
     for (long long k = 0; k <= nl; k++)
         snprintf(cur[k].start, sizeof cur[k].start, "-");
-    /* The lanes merged by entry id: load order, across lanes. */
+    /* The lanes merged by job id: each lane is in load order, and a load
+     * pushes the input in id order, so the rows come in input order. */
     while (rc == STG_OK) {
-        long long best = -1;
+        long long best = -1, best_id = 0;
         const redisReply *be = NULL;
         for (long long k = 0; rc == STG_OK && k <= nl; k++) {
             const redisReply *e;
             rc = cursor_peek(q, k, &cur[k], &e);
-            if (e && (!be || cmp_eid(e->element[0]->str, be->element[0]->str) < 0)) {
+            long long id = e ? fint(e->element[1], "id") : 0;
+            if (e && (!be || id < best_id)) {
                 be = e;
                 best = k;
+                best_id = id;
             }
         }
         if (rc != STG_OK || !be)

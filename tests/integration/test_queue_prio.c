@@ -7,7 +7,7 @@
  * when it comes back, batch keeps its floor under an endless interactive
  * backlog; every claim compared with the pure model (src/core/qpick.c)
  * job by job over random loads and claims; finish, renew, give-back,
- * takeover, counts and export on entries of any lane; a queue whose lane
+ * takeover, counts and export (in input order) on entries of any lane; a queue whose lane
  * state is missing (as one an older stagger loaded) still hands out every
  * job.
  *
@@ -336,6 +336,9 @@ static int count_row(void *data, const stg_queue_row *row)
     int *n = data;
     n[row->state]++;
     n[STG_QUEUE_NSTATES] += row->id; /* every id once: the sum */
+    if (row->id <= n[STG_QUEUE_NSTATES + 1])
+        n[STG_QUEUE_NSTATES + 2]++; /* out of input order */
+    n[STG_QUEUE_NSTATES + 1] = (int)row->id;
     return 0;
 }
 
@@ -379,12 +382,13 @@ static void test_lanes_life(void **state)
     assert_int_equal(stg_queue_counts_get(b, &c), STG_OK);
     assert_int_equal(c.n[STG_QUEUE_DONE], 5);
     assert_int_equal(c.n[STG_QUEUE_INFLIGHT], 7); /* the given back one is still pending-listed */
-    int rows[STG_QUEUE_NSTATES + 1] = {0};
+    int rows[STG_QUEUE_NSTATES + 3] = {0};
     assert_int_equal(stg_queue_export(b, 0, false, count_row, rows), STG_OK);
     assert_int_equal(rows[STG_QUEUE_DONE], 5);
     assert_int_equal(rows[STG_QUEUE_INFLIGHT], 7);
     assert_int_equal(rows[STG_QUEUE_PENDING], 18);
     assert_int_equal(rows[STG_QUEUE_NSTATES], 30 * 31 / 2);
+    assert_int_equal(rows[STG_QUEUE_NSTATES + 2], 0); /* three lanes, rows in input order */
     stg_queue_class_row *cr = NULL;
     size_t ncr = 0;
     assert_int_equal(stg_queue_classes_get(b, &cr, &ncr), STG_OK);

@@ -347,8 +347,8 @@ typedef struct stg_queue_row {
     uint64_t stg__reserved[3];  /* room to grow (docs/ABI.md); leave zero */
 } stg_queue_row;
 
-/* Call fn for every job in load order (the lanes merged by entry id;
- * nonzero from fn stops: returned).
+/* Call fn for every job in load order (the lanes merged by job id: input
+ * order for a queue loaded in id order; nonzero from fn stops: returned).
  * state_mask: bit 1 << state, 0: all. STG_OK, STG_EUNAVAIL, STG_ENOMEM. */
 STG_API int stg_queue_export(stg_queue *q, unsigned state_mask, bool bodies,
                              int (*fn)(void *data, const stg_queue_row *row), void *data);
