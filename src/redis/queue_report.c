@@ -112,15 +112,21 @@ static int workers(stg_queue *q, stg_queue_report *r)
     return rc;
 }
 
+/* HGET of the queue's hash named what (NULL: no answer, q->err says). */
+static redisReply *hget(stg_queue *q, const char *what, const char *field)
+{
+    char key[sizeof q->base + 8];
+    snprintf(key, sizeof key, "%s%s", q->base, what);
+    const char *argv[] = {"HGET", key, field};
+    return stg__queue_cmd(q, 3, argv, NULL);
+}
+
 int stg_queue_report_get(stg_queue *q, stg_queue_report *r)
 {
     memset(r, 0, sizeof *r);
     if (!q)
         return STG_EINVAL;
-    char key[sizeof q->base + 8];
-    snprintf(key, sizeof key, "%smeta", q->base);
-    const char *argv[] = {"HGET", key, "fp"};
-    redisReply *x = stg__queue_cmd(q, 3, argv, NULL);
+    redisReply *x = hget(q, "meta", "fp");
     if (!x)
         return STG_EUNAVAIL;
     if (x->type != REDIS_REPLY_STRING) {
@@ -158,10 +164,7 @@ void stg_queue_report_free(stg_queue_report *r)
 static int lanes_n(stg_queue *q, long long *n)
 {
     *n = 0;
-    char key[sizeof q->base + 8];
-    snprintf(key, sizeof key, "%slanes", q->base);
-    const char *argv[] = {"HGET", key, "n"};
-    redisReply *x = stg__queue_cmd(q, 3, argv, NULL);
+    redisReply *x = hget(q, "lanes", "n");
     if (!x)
         return STG_EUNAVAIL;
     if (!stg__queue_int(x, n) || *n < 0 || *n > 1000000)

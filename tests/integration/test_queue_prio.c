@@ -159,6 +159,20 @@ static void test_tenant_shares(void **state)
     stg_queue_free(b);
 }
 
+/* Claim want jobs, chunk at a time, counted in n[] by tenant: ids 1..1000
+ * t1, 1001..2000 t2, the rest t3. */
+static void claim_by_tenant(stg_queue *q, int want, int chunk, int n[3])
+{
+    int64_t ids[64];
+    for (int got = 0; got < want;) {
+        int k = claim(q, chunk, ids, NULL);
+        assert_true(k > 0);
+        for (int i = 0; i < k; i++)
+            n[ids[i] <= 1000 ? 0 : ids[i] <= 2000 ? 1 : 2]++;
+        got += k;
+    }
+}
+
 /* A tenant whose lane runs dry leaves its share to the others (1:2 of all
  * the claims), and is picked at once when it has jobs again. */
 static void test_idle_tenant(void **state)
@@ -172,12 +186,7 @@ static void test_idle_tenant(void **state)
     load(q, 2001, 3000, (jdef){.tenant = "t3;w=2"});
     int n[3] = {0, 0, 0};
     int64_t ids[64];
-    for (int got = 0; got < 300;) {
-        int k = claim(q, 50, ids, NULL);
-        for (int i = 0; i < k; i++)
-            n[ids[i] <= 1000 ? 0 : ids[i] <= 2000 ? 1 : 2]++;
-        got += k;
-    }
+    claim_by_tenant(q, 300, 50, n);
     print_message("t2 dry after 10 of 300: %d/%d/%d\n", n[0], n[1], n[2]);
     assert_int_equal(n[1], 10);
     /* 1:1:2 until t2's 10 are out (40 claims), then 1:2 of the other 260. */
@@ -190,12 +199,7 @@ static void test_idle_tenant(void **state)
         t2 |= ids[i] > 1000 && ids[i] <= 2000;
     assert_true(t2); /* back at once */
     memset(n, 0, sizeof n);
-    for (int got = 0; got < 200;) {
-        int m = claim(q, 40, ids, NULL);
-        for (int i = 0; i < m; i++)
-            n[ids[i] <= 1000 ? 0 : ids[i] <= 2000 ? 1 : 2]++;
-        got += m;
-    }
+    claim_by_tenant(q, 200, 40, n);
     print_message("t2 back, next 200: %d/%d/%d\n", n[0], n[1], n[2]);
     assert_true(abs(n[0] - 50) <= 2 && abs(n[1] - 50) <= 2 && abs(n[2] - 100) <= 2);
     stg_queue_free(q);
