@@ -7,7 +7,8 @@
  * when it comes back, batch keeps its floor under an endless interactive
  * backlog; every claim compared with the pure model (src/core/qpick.c)
  * job by job over random loads and claims; finish, renew, give-back,
- * takeover, counts and export (in input order) on entries of any lane; a queue whose lane
+ * takeover (and its review rules), counts and export (in input order) on
+ * entries of any lane; a queue whose lane
  * state is missing (as one an older stagger loaded) still hands out every
  * job.
  *
@@ -37,6 +38,7 @@ static void queue_url(char *buf, size_t n)
  * none). */
 typedef struct jdef {
     const char *cls, *tenant;
+    bool post; /* a POST without an idempotency key: not replay-safe */
 } jdef;
 
 /* Load jobs from..to (ids) of a queue of total MAXJ, each as def says. */
@@ -59,8 +61,9 @@ static void load(stg_queue *q, int64_t from, int64_t to, jdef def)
                 snprintf(ht[n], sizeof ht[n], "Stagger-Tenant: %s", def.tenant);
                 hs[n][nh++] = ht[n];
             }
-            s[n] = (stg_queue_spec){.id = i, .key = keys[n], .method = "GET", .url = urls[n],
-                                    .headers = hs[n], .n_headers = nh, .replay_safe = true};
+            s[n] = (stg_queue_spec){.id = i, .key = keys[n], .method = def.post ? "POST" : "GET",
+                                    .url = urls[n], .headers = hs[n], .n_headers = nh,
+                                    .replay_safe = !def.post};
         }
         int64_t added = 0;
         assert_int_equal(stg_queue_load(q, FP1, MAXJ, s, n, &added), STG_OK);
@@ -438,6 +441,52 @@ static void test_lanes_life(void **state)
     stg_queue_free(b);
 }
 
+/* The takeover's review rules in a tenant's lane: a job not replay-safe
+ * with a sent-mark, and one delivered more than max_deliveries times, end
+ * in review there, the rest is handed out again. */
+static void test_review_any_lane(void **state)
+{
+    (void)state;
+    char url[128];
+    queue_url(url, sizeof url);
+    stg_queue *a = queue_open(url, "dead", STG_MS(100), 2),
+              *b = queue_open(url, "b", STG_MS(100), 2);
+    load(a, 1, 2, (jdef){.cls = "batch", .tenant = "x", .post = true});
+    load(a, 3, 3, (jdef){.cls = "interactive", .tenant = "y"});
+    stg_queue_job j[4];
+    int n = 0, rev = 0;
+    assert_int_equal(stg_queue_claim(a, 3, j, &n, NULL, NULL), STG_OK);
+    assert_int_equal(n, 3);
+    assert_int_equal(j[0].id, 3); /* interactive first */
+    assert_non_null(strchr(j[1].entry, '@'));
+    assert_int_equal(stg_queue_mark_sent(a, &j[1]), STG_OK); /* job 1 may have left */
+    sleep_us(STG_MS(200));
+    stg_queue_job jb[4];
+    int nb = 0;
+    assert_int_equal(stg_queue_claim(b, 4, jb, &nb, &rev, NULL), STG_OK);
+    assert_int_equal(rev, 1);
+    assert_int_equal(nb, 2); /* jobs 3 and 2, delivered twice */
+    for (int i = 0; i < nb; i++)
+        assert_int_equal(jb[i].deliveries, 2);
+    /* b dies too: a third delivery is over max_deliveries (2). */
+    sleep_us(STG_MS(200));
+    stg_queue_job jc[4];
+    int nc = 0;
+    assert_int_equal(stg_queue_claim(a, 4, jc, &nc, &rev, NULL), STG_OK);
+    assert_int_equal(nc, 0);
+    assert_int_equal(rev, 2);
+    stg_queue_counts c;
+    assert_int_equal(stg_queue_counts_get(a, &c), STG_OK);
+    assert_int_equal(c.n[STG_QUEUE_REVIEW], 3);
+    assert_int_equal(c.n[STG_QUEUE_INFLIGHT], 0);
+    for (int i = 0; i < n; i++)
+        stg_queue_job_clear(&j[i]);
+    for (int i = 0; i < nb; i++)
+        stg_queue_job_clear(&jb[i]);
+    stg_queue_free(a);
+    stg_queue_free(b);
+}
+
 /* A queue without lane state (as an older stagger loaded it: {NAME}:jobs
  * alone): every job is still handed out, once. */
 static void test_no_lane_state(void **state)
@@ -486,7 +535,7 @@ int main(void)
         cmocka_unit_test(test_interactive_first), cmocka_unit_test(test_tenant_shares),
         cmocka_unit_test(test_idle_tenant),       cmocka_unit_test(test_floor),
         cmocka_unit_test(test_same_as_model),     cmocka_unit_test(test_lanes_life),
-        cmocka_unit_test(test_no_lane_state),
+        cmocka_unit_test(test_review_any_lane), cmocka_unit_test(test_no_lane_state),
     };
     return cmocka_run_group_tests(tests, redis_group_setup, redis_group_teardown);
 }
