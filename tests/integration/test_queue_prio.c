@@ -8,9 +8,8 @@
  * backlog; every claim compared with the pure model (src/core/qpick.c)
  * job by job over random loads and claims; finish, renew, give-back,
  * takeover (and its review rules), counts and export (in input order) on
- * entries of any lane; a queue whose lane
- * state is missing (as one an older stagger loaded) still hands out every
- * job.
+ * entries of any lane; a queue whose lane state is missing (as one an
+ * older stagger loaded) still hands out every job.
  *
  * No assertion depends on time but the takeover's, which waits longer
  * than claim_idle (a busy machine only makes entries idler).
