@@ -157,6 +157,7 @@ static const char claim_lua[] =
     "for k = 0, n do\n"
     "  lanes[k] = {c = tonumber(m[k .. ':c'] or '1'), w = tonumber(m[k .. ':w'] or '1'),\n"
     "              f = tonumber(m[k .. ':f'] or '0'), u = tonumber(m[k .. ':u'] or '-1')}\n"
+    "  if k > 0 and lanes[k].u < 0 then lanes[k].u = 0 end\n"
     "end\n"
     "for i = 0, 2 do\n"
     "  V[i] = tonumber(m['v:' .. i] or '0')\n"
