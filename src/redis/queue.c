@@ -8,6 +8,10 @@
  *  - Each call is at most one script or command (one round trip), so a
  *    worker's cost per job is countable: one claim per batch of jobs, one
  *    finish per job, one sent-mark per non-idempotent job.
+ *  - A load sends each job's class, tenant and weight (its Stagger-Priority
+ *    and Stagger-Tenant headers) for the script to choose its lane; a
+ *    claim sends the floor (fairq.h's constant), so the queue's floor is
+ *    the in-process one.
  *  - A claimed job handed back to the caller is fully parsed (every field
  *    present, its id in 1..total) or the claim fails with STG_EIO: a
  *    foreign entry in the stream never becomes a request.
@@ -19,10 +23,12 @@
 #include <string.h>
 #include <strings.h>
 
+#include "core/fairq.h"
 #include "queue_internal.h"
 #include "util/assert.h"
+#include "util/class_field.h"
 
-#define LOAD_FIELDS 12
+#define LOAD_FIELDS 13
 
 void stg_queue_job_clear(stg_queue_job *j)
 {
@@ -61,27 +67,33 @@ static char *join_headers(const stg_queue_spec *s)
     return buf;
 }
 
-/* A spec's class and tenant, as the store reads them from its headers
- * (src/store/report_class.c): Stagger-Priority's class name ("" when none
- * or not a class), Stagger-Tenant's name without ";w=N" ("" when none). */
-static void class_of(const stg_queue_spec *s, char cls[16], char tenant[STG_TENANT_MAX + 2])
+/* A spec's class, tenant and weight, as the store reads them from its
+ * headers (src/store/report_class.c): Stagger-Priority's class name (""
+ * when none or not a class), Stagger-Tenant's name ("" when none) and its
+ * ";w=N" into w ("" when not given: the lane keeps its weight). */
+static void class_of(const stg_queue_spec *s, char cls[16], char tenant[STG_TENANT_MAX + 2],
+                     char w[32])
 {
-    cls[0] = tenant[0] = '\0';
+    cls[0] = tenant[0] = w[0] = '\0';
     for (size_t i = 0; i < s->n_headers; i++) {
         const char *h = s->headers[i];
-        bool pr = !strncasecmp(h, "stagger-priority:", 17);
-        bool te = !strncasecmp(h, "stagger-tenant:", 15);
+        bool pr = !strncasecmp(h, STG__PRIORITY_FIELD ":", sizeof STG__PRIORITY_FIELD);
+        bool te = !strncasecmp(h, STG__TENANT_FIELD ":", sizeof STG__TENANT_FIELD);
         if ((pr && cls[0]) || (te && tenant[0]) || (!pr && !te))
             continue;
-        const char *v = h + (pr ? 17 : 15);
+        const char *v = h + (pr ? sizeof STG__PRIORITY_FIELD : sizeof STG__TENANT_FIELD);
         v += strspn(v, " \t");
         int p;
         char buf[STG_TENANT_MAX + 2];
+        double weight = 0;
         snprintf(buf, sizeof buf, "%.*s", (int)strcspn(v, "; \t\r"), v);
-        if (pr && stg_priority_parse(buf, &p) == STG_OK)
+        if (pr && stg_priority_parse(buf, &p) == STG_OK) {
             snprintf(cls, 16, "%s", stg_priority_name(p));
-        else if (te)
+        } else if (te) {
             snprintf(tenant, STG_TENANT_MAX + 2, "%s", buf);
+            if (stg__tenant_field_parse(v, buf, sizeof buf, &weight) && weight > 0)
+                snprintf(w, 32, "%.17g", weight);
+        }
     }
 }
 
@@ -105,9 +117,10 @@ int stg_queue_load(stg_queue *q, const char *fingerprint, int64_t total,
     char **hdrs = calloc(n ? n : 1, sizeof *hdrs);
     char (*cls)[16] = calloc(n ? n : 1, sizeof *cls);
     char (*tenants)[STG_TENANT_MAX + 2] = calloc(n ? n : 1, sizeof *tenants);
+    char (*weights)[32] = calloc(n ? n : 1, sizeof *weights);
     int rc = STG_ENOMEM;
     char tot[24];
-    if (!argv || !lens || !ids || !lines || !hdrs || !cls || !tenants)
+    if (!argv || !lens || !ids || !lines || !hdrs || !cls || !tenants || !weights)
         goto out;
     snprintf(tot, sizeof tot, "%" PRId64, total);
     argv[0] = q->base;
@@ -132,9 +145,10 @@ int stg_queue_load(stg_queue *q, const char *fingerprint, int64_t total,
         a[8] = s->replay_safe ? "1" : "0";
         snprintf(lines[i], sizeof lines[i], "%" PRId64, s->line > 0 ? s->line : 0);
         a[9] = lines[i];
-        class_of(s, cls[i], tenants[i]);
+        class_of(s, cls[i], tenants[i], weights[i]);
         a[10] = cls[i];
         a[11] = tenants[i];
+        a[12] = weights[i];
         for (int k = 0; k < LOAD_FIELDS; k++)
             if (k != 6)
                 l[k] = strlen(a[k]);
@@ -170,6 +184,7 @@ out:
     free(hdrs);
     free(cls);
     free(tenants);
+    free(weights);
     free(ids);
     free(lines);
     free(lens);
@@ -281,13 +296,15 @@ int stg_queue_claim(stg_queue *q, int max, stg_queue_job *out, int *n, int *to_r
         *to_review = 0;
     if (!q || max < 0 || max > 10000 || (max && !out))
         return STG_EINVAL;
-    char smax[16], idle[24], maxd[16];
+    char smax[16], idle[24], maxd[16], floor_every[16];
     snprintf(smax, sizeof smax, "%d", max);
+    /* The floor of the lower classes is the in-process queue's (fairq.h). */
+    snprintf(floor_every, sizeof floor_every, "%d", STG__FQ_FLOOR_EVERY);
     snprintf(idle, sizeof idle, "%" PRId64, q->claim_idle_us / 1000);
     snprintf(maxd, sizeof maxd, "%d", q->max_deliveries);
-    const char *argv[] = {q->base, q->worker, smax, idle, maxd};
+    const char *argv[] = {q->base, q->worker, smax, idle, maxd, floor_every};
     bool eio;
-    redisReply *r = stg__queue_eval(q, STG__Q_CLAIM, 5, argv, NULL, &eio);
+    redisReply *r = stg__queue_eval(q, STG__Q_CLAIM, 6, argv, NULL, &eio);
     if (!r)
         return eio ? STG_EIO : STG_EUNAVAIL;
     stg_queue_counts c;

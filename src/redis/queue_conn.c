@@ -425,9 +425,9 @@ redisReply *stg__queue_eval(stg_queue *q, int which, int argc, const char **argv
      * of a script: they route it, and a slot being migrated answers ASK
      * or TRYAGAIN for them instead of running on half the keys. The
      * scripts build the same names from ARGV[1]; per-job keys (res:ID,
-     * nb:HOST) share the {NAME} tag, hence the slot. */
+     * nb:HOST) and the lanes' streams (lane:N) share the {NAME} tag, hence the slot. */
     static const char *const fixed[] = {"meta", "jobs", "ids", "counts", "lat", "workers", "sent",
-                                        "classes", "cadded"};
+                                        "classes", "cadded", "lanes"};
     enum { NK = sizeof fixed / sizeof fixed[0] };
     char keys[NK][sizeof q->base + 8];
     for (int k = 0; k < NK; k++)

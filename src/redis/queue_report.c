@@ -5,8 +5,11 @@
  * report never changes the queue it looks at.
  *
  * Invariant: a job's state in a row is its recorded outcome when it has
- * one, else inflight when its entry is in the group's pending list, else
- * pending: the same rule as the counts, so an export adds up to a report.
+ * one, else inflight when its entry is in the pending list of its lane's
+ * group, else pending: the same rule as the counts, so an export adds up
+ * to a report. The export reads every lane (queue.h: one stream per class
+ * and tenant) and merges them by job id (input order when the lanes were
+ * loaded in id order, as stagger batch loads).
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -109,15 +112,21 @@ static int workers(stg_queue *q, stg_queue_report *r)
     return rc;
 }
 
+/* HGET of the queue's hash named what (NULL: no answer, q->err says). */
+static redisReply *hget(stg_queue *q, const char *what, const char *field)
+{
+    char key[sizeof q->base + 8];
+    snprintf(key, sizeof key, "%s%s", q->base, what);
+    const char *argv[] = {"HGET", key, field};
+    return stg__queue_cmd(q, 3, argv, NULL);
+}
+
 int stg_queue_report_get(stg_queue *q, stg_queue_report *r)
 {
     memset(r, 0, sizeof *r);
     if (!q)
         return STG_EINVAL;
-    char key[sizeof q->base + 8];
-    snprintf(key, sizeof key, "%smeta", q->base);
-    const char *argv[] = {"HGET", key, "fp"};
-    redisReply *x = stg__queue_cmd(q, 3, argv, NULL);
+    redisReply *x = hget(q, "meta", "fp");
     if (!x)
         return STG_EUNAVAIL;
     if (x->type != REDIS_REPLY_STRING) {
@@ -150,7 +159,40 @@ void stg_queue_report_free(stg_queue_report *r)
 
 /* ---- export ------------------------------------------------------------- */
 
-/* The entry ids in the group's pending list, sorted (inflight jobs). */
+/* The number of the queue's last lane (0: only {NAME}:jobs, as a queue an
+ * older stagger loaded). */
+static int lanes_n(stg_queue *q, long long *n)
+{
+    *n = 0;
+    redisReply *x = hget(q, "lanes", "n");
+    if (!x)
+        return STG_EUNAVAIL;
+    if (!stg__queue_int(x, n) || *n < 0 || *n > 1000000)
+        *n = 0;
+    freeReplyObject(x);
+    return STG_OK;
+}
+
+/* Lane k's stream (0: {NAME}:jobs). */
+static void lane_stream(const stg_queue *q, long long k, char *buf, size_t len)
+{
+    if (k == 0)
+        snprintf(buf, len, "%sjobs", q->base);
+    else
+        snprintf(buf, len, "%slane:%lld", q->base, k);
+}
+
+/* An entry as the claim hands it out: "ID" in lane 0, "ID@K" in lane K. */
+static void entry_name(const char *eid, long long k, char *buf, size_t len)
+{
+    if (k == 0)
+        snprintf(buf, len, "%s", eid);
+    else
+        snprintf(buf, len, "%s@%lld", eid, k);
+}
+
+/* The entries in the groups' pending lists of every lane, as entry_name
+ * writes them, sorted (inflight jobs). */
 typedef struct pel_set {
     char **ids;
     size_t n;
@@ -164,26 +206,36 @@ static int cmp_str(const void *a, const void *b)
 static int pel_load(stg_queue *q, pel_set *p)
 {
     memset(p, 0, sizeof *p);
-    char key[sizeof q->base + 8];
-    snprintf(key, sizeof key, "%sjobs", q->base);
-    const char *argv[] = {"XPENDING", key, STG__Q_GROUP, "-", "+", "1000000"};
-    redisReply *x = stg__queue_cmd(q, 6, argv, NULL);
-    if (!x)
-        return STG_EUNAVAIL;
-    int rc = STG_OK;
-    if (x->type == REDIS_REPLY_ARRAY && x->elements) {
-        if (!(p->ids = calloc(x->elements, sizeof *p->ids)))
-            rc = STG_ENOMEM;
-        for (size_t i = 0; p->ids && i < x->elements; i++) {
-            const redisReply *e = x->element[i];
-            if (e->type == REDIS_REPLY_ARRAY && e->elements >= 1 &&
-                e->element[0]->type == REDIS_REPLY_STRING && (p->ids[p->n] = strdup(e->element[0]->str)))
-                p->n++;
+    long long nl;
+    int rc = lanes_n(q, &nl);
+    for (long long k = 0; rc == STG_OK && k <= nl; k++) {
+        char key[sizeof q->base + 32];
+        lane_stream(q, k, key, sizeof key);
+        const char *argv[] = {"XPENDING", key, STG__Q_GROUP, "-", "+", "1000000"};
+        redisReply *x = stg__queue_cmd(q, 6, argv, NULL);
+        if (!x)
+            return STG_EUNAVAIL;
+        if (x->type == REDIS_REPLY_ARRAY && x->elements) {
+            char **v = realloc(p->ids, (p->n + x->elements) * sizeof *v);
+            if (!v)
+                rc = STG_ENOMEM;
+            else
+                p->ids = v;
+            for (size_t i = 0; v && i < x->elements; i++) {
+                const redisReply *e = x->element[i];
+                char name[96];
+                if (e->type != REDIS_REPLY_ARRAY || e->elements < 1 ||
+                    e->element[0]->type != REDIS_REPLY_STRING)
+                    continue;
+                entry_name(e->element[0]->str, k, name, sizeof name);
+                if ((p->ids[p->n] = strdup(name)))
+                    p->n++;
+            }
         }
-        if (p->ids)
-            qsort(p->ids, p->n, sizeof *p->ids, cmp_str);
+        freeReplyObject(x);
     }
-    freeReplyObject(x);
+    if (p->n)
+        qsort(p->ids, p->n, sizeof *p->ids, cmp_str);
     return rc;
 }
 
@@ -213,8 +265,9 @@ static long long fint(const redisReply *f, const char *name)
 }
 
 /* One row: the entry's fields and, when it has one, the job's outcome. */
-static int one_row(stg_queue *q, const redisReply *e, const pel_set *pel, unsigned mask,
-                   bool bodies, int (*fn)(void *, const stg_queue_row *), void *data)
+static int one_row(stg_queue *q, const redisReply *e, long long lane, const pel_set *pel,
+                   unsigned mask, bool bodies, int (*fn)(void *, const stg_queue_row *),
+                   void *data)
 {
     const redisReply *f = e->element[1];
     const char *id = fget(f, "id", NULL);
@@ -239,7 +292,9 @@ static int one_row(stg_queue *q, const redisReply *e, const pel_set *pel, unsign
             if (!strcmp(st, stg_queue_state_name((stg_queue_state)s)))
                 row.state = (stg_queue_state)s;
     } else {
-        const char *eid = e->element[0]->str;
+        char name[96];
+        entry_name(e->element[0]->str, lane, name, sizeof name);
+        const char *eid = name;
         if (pel->n && bsearch(&eid, pel->ids, pel->n, sizeof *pel->ids, cmp_str))
             row.state = STG_QUEUE_INFLIGHT;
     }
@@ -262,37 +317,93 @@ static int one_row(stg_queue *q, const redisReply *e, const pel_set *pel, unsign
     return rc;
 }
 
+/* One lane's entries being read for the export, 500 at a time. */
+typedef struct lane_cursor {
+    redisReply *batch; /* NULL: read the next one */
+    size_t pos;
+    bool done;
+    char start[64];
+} lane_cursor;
+
+/* The lane's current entry (NULL when it has no more); reads a batch when
+ * the last one is spent. */
+static int cursor_peek(stg_queue *q, long long k, lane_cursor *c, const redisReply **out)
+{
+    *out = NULL;
+    for (;;) {
+        if (c->done)
+            return STG_OK;
+        if (c->batch) {
+            size_t n = c->batch->type == REDIS_REPLY_ARRAY ? c->batch->elements : 0;
+            while (c->pos < n) {
+                const redisReply *e = c->batch->element[c->pos];
+                if (e->type == REDIS_REPLY_ARRAY && e->elements == 2 &&
+                    e->element[0]->type == REDIS_REPLY_STRING) {
+                    *out = e;
+                    return STG_OK;
+                }
+                c->pos++;
+            }
+            if (n < 500)
+                c->done = true;
+            freeReplyObject(c->batch);
+            c->batch = NULL;
+            continue;
+        }
+        char key[sizeof q->base + 32];
+        lane_stream(q, k, key, sizeof key);
+        const char *argv[] = {"XRANGE", key, c->start, "+", "COUNT", "500"};
+        if (!(c->batch = stg__queue_cmd(q, 6, argv, NULL)))
+            return STG_EUNAVAIL;
+        c->pos = 0;
+    }
+}
+
 int stg_queue_export(stg_queue *q, unsigned state_mask, bool bodies,
                      int (*fn)(void *data, const stg_queue_row *row), void *data)
 {
     if (!q || !fn)
         return STG_EINVAL;
-    pel_set pel;
-    int rc = pel_load(q, &pel);
+    long long nl;
+    int rc = lanes_n(q, &nl);
     if (rc != STG_OK)
         return rc;
-    char key[sizeof q->base + 8], start[64] = "-";
-    snprintf(key, sizeof key, "%sjobs", q->base);
-    for (;;) {
-        const char *argv[] = {"XRANGE", key, start, "+", "COUNT", "500"};
-        redisReply *x = stg__queue_cmd(q, 6, argv, NULL);
-        if (!x) {
-            rc = STG_EUNAVAIL;
-            break;
-        }
-        size_t n = x->type == REDIS_REPLY_ARRAY ? x->elements : 0;
-        for (size_t i = 0; i < n && rc == STG_OK; i++) {
-            const redisReply *e = x->element[i];
-            if (e->type != REDIS_REPLY_ARRAY || e->elements != 2 ||
-                e->element[0]->type != REDIS_REPLY_STRING)
-                continue;
-            rc = one_row(q, e, &pel, state_mask, bodies, fn, data);
-            snprintf(start, sizeof start, "(%s", e->element[0]->str);
-        }
-        freeReplyObject(x);
-        if (rc != STG_OK || n < 500)
-            break;
+    pel_set pel;
+    if ((rc = pel_load(q, &pel)) != STG_OK) {
+        pel_free(&pel);
+        return rc;
     }
+    lane_cursor *cur = calloc((size_t)nl + 1, sizeof *cur);
+    if (!cur) {
+        pel_free(&pel);
+        return STG_ENOMEM;
+    }
+    for (long long k = 0; k <= nl; k++)
+        snprintf(cur[k].start, sizeof cur[k].start, "-");
+    /* The lanes merged by job id: each lane is in load order, and a load
+     * pushes the input in id order, so the rows come in input order. */
+    while (rc == STG_OK) {
+        long long best = -1, best_id = 0;
+        const redisReply *be = NULL;
+        for (long long k = 0; rc == STG_OK && k <= nl; k++) {
+            const redisReply *e;
+            rc = cursor_peek(q, k, &cur[k], &e);
+            long long id = e ? fint(e->element[1], "id") : 0;
+            if (e && (!be || id < best_id)) {
+                be = e;
+                best = k;
+                best_id = id;
+            }
+        }
+        if (rc != STG_OK || !be)
+            break;
+        rc = one_row(q, be, best, &pel, state_mask, bodies, fn, data);
+        snprintf(cur[best].start, sizeof cur[best].start, "(%s", be->element[0]->str);
+        cur[best].pos++;
+    }
+    for (long long k = 0; k <= nl; k++)
+        freeReplyObject(cur[k].batch);
+    free(cur);
     pel_free(&pel);
     return rc;
 }
@@ -334,10 +445,17 @@ static int inflight(stg_queue *q, stg_queue_class_row **rows, size_t *n)
 {
     pel_set pel;
     int rc = pel_load(q, &pel);
-    char key[sizeof q->base + 8];
-    snprintf(key, sizeof key, "%sjobs", q->base);
     for (size_t i = 0; rc == STG_OK && i < pel.n; i++) {
-        const char *argv[] = {"XRANGE", key, pel.ids[i], pel.ids[i]};
+        char eid[96], key[sizeof q->base + 32];
+        snprintf(eid, sizeof eid, "%s", pel.ids[i]);
+        char *at = strchr(eid, '@');
+        long long k = 0;
+        if (at) {
+            *at = '\0';
+            k = strtoll(at + 1, NULL, 10);
+        }
+        lane_stream(q, k, key, sizeof key);
+        const char *argv[] = {"XRANGE", key, eid, eid};
         redisReply *x = stg__queue_cmd(q, 4, argv, NULL);
         if (!x) {
             rc = STG_EUNAVAIL;

@@ -82,15 +82,50 @@ redis-cli -p "$RPORT" XADD 'stagger:q:{old}:jobs' '*' id 1 key k m GET u "$URL/x
 "$S" batch report --queue "$R/old" --json >"$T/old.json"
 jcheck "an old queue reads: no class rows" "$(cat "$T/old.json")" 'j["classes"] == []'
 
+# run_queue NAME INPUT [ARGS...]: one worker on queue NAME over INPUT until
+# the queue ends (checked: exit 0); then the server stops.
+run_queue() {
+  _q=$1 _in=$2
+  shift 2
+  rc=0
+  "$S" batch --queue "$R/$_q" --rate 0 --progress none -q "$@" "$_in" >/dev/null \
+    2>"$T/$_q.err" || rc=$?
+  check "the run of queue $_q ends 0: $rc $(cat "$T/$_q.err")" [ "$rc" = 0 ]
+  serve_stop "$SRV_PID" || true
+}
+
 # A queue of jobs without classes: no section (nothing to tell apart).
 serve_start plain
 for i in $(seq 5); do echo "$URL/p/$i"; done >"$T/p.txt"
-rc=0
-"$S" batch --queue "$R/plain" -j 2 --rate 0 --progress none -q "$T/p.txt" >/dev/null \
-  2>"$T/p.err" || rc=$?
-check "a run without classes ends 0: $rc $(cat "$T/p.err")" [ "$rc" = 0 ]
-serve_stop "$SRV_PID" || true
+run_queue plain "$T/p.txt" -j 2
 jcheck "no class rows when no job names one" \
   "$("$S" batch report --queue "$R/plain" --json)" 'j["classes"] == [] and j["counts"]["done"] == 5'
 check "and no section in the text" sh -c "! \"$S\" batch report --queue '$R/plain' | grep -q 'by class'"
+# The queue's order (docs/queue.md "Order"): 40 batch jobs before 10
+# interactive ones in the input; one worker with one slot (a claim of one or
+# two jobs at a time) sends the 10 interactive first, not first in, first
+# out; each class is a lane of its own in Redis.
+serve_start order --log "$T/order.csv" --log-format csv
+python3 - "$T/order.jsonl" "$URL" <<'PY'
+import json, sys
+with open(sys.argv[1], "w") as f:
+    for i in range(50):
+        p = "batch" if i < 40 else "interactive"
+        f.write(json.dumps({"id": "o%d" % i, "url": "%s/o/%s/%d" % (sys.argv[2], p, i),
+                            "priority": p}) + "\n")
+PY
+run_queue order "$T/order.jsonl" -j 1
+check "two lanes: interactive and batch" \
+  [ "$(redis-cli -p "$RPORT" HGET 'stagger:q:{order}:lanes' n)" = 2 ]
+check "the 10 interactive jobs among the first 11 sent, each job once" \
+  python3 - "$T/order.csv" <<'PY'
+import csv, sys
+rows = [r for r in csv.reader(open(sys.argv[1])) if r and r[0].isdigit()]
+rows.sort(key=lambda r: int(r[0]))
+paths = [r[3] for r in rows]
+print("  first 12 sent:", " ".join(p.split("/")[2][0] for p in paths[:12]))
+ok = len(paths) == 50 and len(set(paths)) == 50
+ok = ok and sum("/o/interactive/" in p for p in paths[:11]) == 10
+sys.exit(0 if ok else 1)
+PY
 finish

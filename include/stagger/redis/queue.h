@@ -12,7 +12,16 @@
  * Keys (prefix "stagger:q:" by default, NAME the URL's key; the braces make
  * every key of a queue one Redis Cluster hash slot):
  *   {NAME}:meta     hash: fp (the job set's fingerprint), total
- *   {NAME}:jobs     stream, one entry per job; group "workers"
+ *   {NAME}:jobs     stream, one entry per job of the default lane (normal
+ *                   class, no tenant; all of a queue an older stagger
+ *                   loaded); group "workers"
+ *   {NAME}:lane:N   stream, one entry per job of lane N >= 1 (another class
+ *                   or a tenant); group "workers", made with the lane
+ *   {NAME}:lanes    hash, the pick's state: "n" (the last lane's number),
+ *                   "l:C|TENANT" -> N (C the class index, 0 interactive),
+ *                   per lane "N:c" class index, "N:w" weight, "N:f" finish
+ *                   tag, "N:u" unread entries; per class "v:C" virtual
+ *                   time and "s:C" picks it waited through (the floor)
  *   {NAME}:ids      set of the job ids loaded (the idempotent load)
  *   {NAME}:res:ID   hash: a job's outcome (state, status, attempts, ...)
  *   {NAME}:counts   hash: jobs per terminal state, attempts, 429s, 503s
@@ -27,9 +36,24 @@
  *   {NAME}:cadded   set: the tokens of stg_queue_classes_add calls made
  *
  * Invariants:
- *  - A job is in the stream once: loading adds an entry only when its id
- *    joins {NAME}:ids (SADD in the same script), and a load whose
- *    fingerprint differs from the queue's is refused, nothing written.
+ *  - A job is in one lane once: loading adds an entry, to the lane of its
+ *    class and tenant (Stagger-Priority, Stagger-Tenant), only when its id
+ *    joins {NAME}:ids (SADD in the same script, which also counts it in
+ *    "N:u"), and a load whose fingerprint differs from the queue's is
+ *    refused, nothing written.
+ *  - The order of a claim (docs/queue.md "Order"): first entries taken
+ *    over (below), lanes of the higher classes first; then new entries one
+ *    pick at a time, as the pure model src/core/qpick.c picks: the highest
+ *    class with unread entries, but a lower one that waited through
+ *    floor_every - 1 picks (src/core/fairq.h's STG__FQ_FLOOR_EVERY, 20)
+ *    gets the next; within a class, lanes by start-time fair queueing on
+ *    their weights (the latest weight a loaded job of the tenant gave;
+ *    1 when none did). "N:u" is the lane's unread entries: when XREADGROUP
+ *    finds none it is set to 0 (a queue without lane state, as an older
+ *    stagger loaded it, starts so), and entries no count knows of (an
+ *    older stagger's load) are read from {NAME}:jobs when no lane has more.
+ *  - An entry handed out is named "ID" in the default lane and "ID@N" in
+ *    lane N (stg_queue_job.entry): finish and renew act on that lane.
  *  - A job's terminal state (done, failed, deferred, review) is written by
  *    the script that XACKs its entry, only when that XACK acknowledges it:
  *    the first worker to finish a job records it; a later one (the job was
@@ -171,7 +195,8 @@ typedef struct stg_queue_counts {
 /* A delivered job. Owned by the caller; release with stg_queue_job_clear. */
 typedef struct stg_queue_job {
     int64_t id;
-    char entry[48];             /* the stream entry's id */
+    char entry[48];             /* the stream entry's id, "@N" after it in
+                                   lane N >= 1 (see the keys above) */
     int deliveries;             /* 1: first delivery */
     char *key, *method, *url;
     char **headers;             /* NULL-terminated; NULL: none */
@@ -185,9 +210,10 @@ typedef struct stg_queue_job {
 STG_API void stg_queue_job_clear(stg_queue_job *j);
 
 /* One round trip: take up to max entries idle longer than claim_idle_us
- * from other consumers (XAUTOCLAIM; those over max_deliveries, and those
- * not replay-safe with a sent-mark, end in review instead: *to_review, may
- * be NULL), then new ones (XREADGROUP), into out[0..*n). *counts (may be
+ * from other consumers (XAUTOCLAIM on every lane; those over
+ * max_deliveries, and those not replay-safe with a sent-mark, end in review
+ * instead: *to_review, may be NULL), then new ones (XREADGROUP) in the
+ * order of classes and tenants above, into out[0..*n). *counts (may be
  * NULL) gets the queue's counts after the claim. STG_OK (*n may be 0),
  * STG_EUNAVAIL, STG_ENOMEM, STG_EIO. */
 STG_API int stg_queue_claim(stg_queue *q, int max, stg_queue_job *out, int *n, int *to_review,
@@ -321,7 +347,8 @@ typedef struct stg_queue_row {
     uint64_t stg__reserved[3];  /* room to grow (docs/ABI.md); leave zero */
 } stg_queue_row;
 
-/* Call fn for every job in load order (nonzero from fn stops: returned).
+/* Call fn for every job in load order (the lanes merged by job id: input
+ * order for a queue loaded in id order; nonzero from fn stops: returned).
  * state_mask: bit 1 << state, 0: all. STG_OK, STG_EUNAVAIL, STG_ENOMEM. */
 STG_API int stg_queue_export(stg_queue *q, unsigned state_mask, bool bodies,
                              int (*fn)(void *data, const stg_queue_row *row), void *data);
