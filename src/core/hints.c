@@ -155,8 +155,6 @@ int stg_retry_after_parse(const char *value, size_t len, int64_t wall_now_us, in
 
     if (!wait_us)
         return STG_EINVAL;
-    if (!value)
-        len = 0;
     stg__trim_ows(&value, &len);
     if (len == 0)
         return STG_EPARSE;
@@ -191,8 +189,6 @@ int stg_ratelimit_reset_parse(const char *value, size_t len, int64_t wall_now_us
 
     if (!reset_us)
         return STG_EINVAL;
-    if (!value)
-        len = 0;
     stg__trim_ows(&value, &len);
     rc = parse_udecimal(value, len, INT64_MAX, &ipart, &frac_us, NULL);
     if (rc == STG_OK)
@@ -918,8 +914,6 @@ int stg_hints_feed(stg_hints *h, stg_quota_set *qs, const char *name, size_t nam
 
     if (!h)
         return STG_EINVAL;
-    if (!name)
-        name_len = 0;
     if (!value)
         value_len = 0;
     stg__trim_ows(&name, &name_len);
