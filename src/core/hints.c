@@ -281,6 +281,17 @@ static void obs_init(obs *o, const stg__dialect_match *m)
     o->dialect = m->row->dialect;
 }
 
+/* A limit q with its window w (STG_UNKNOWN: not stated) of a structured
+ * field's member: the smallest limit stated for the quota wins, the first
+ * window stated stays. */
+static void merge_limit(obs *o, int64_t q, int64_t w)
+{
+    if (o->limit == STG_UNKNOWN || q < o->limit)
+        o->limit = q;
+    if (o->window_us == STG_UNKNOWN)
+        o->window_us = w;
+}
+
 /* Copy text[0..len) into dst (size bytes, NUL-terminated), cut to fit;
  * "\x" escapes of an SF String are undone when unescape is set. */
 static void copy_text(char *dst, size_t size, size_t at, const char *text, size_t len,
@@ -646,10 +657,7 @@ static int on_policy(void *ctx, const stg__sf_member *m)
         if (o->unit_buf[0])
             o->unit = o->unit_buf;
     }
-    if (o->limit == STG_UNKNOWN || q < o->limit)
-        o->limit = q;
-    if (o->window_us == STG_UNKNOWN)
-        o->window_us = w;
+    merge_limit(o, q, w);
     return STG_OK;
 }
 
@@ -667,10 +675,7 @@ static int on_old_limit(void *ctx, const stg__sf_member *m)
     if (pw->type != STG__SF_NONE && (rc = sf_window(pw, &w)) != STG_OK)
         return rc;
     obs *o = acc_next(a, STG_DIALECT_IETF_06);
-    if (o->limit == STG_UNKNOWN || q < o->limit)
-        o->limit = q;
-    if (o->window_us == STG_UNKNOWN)
-        o->window_us = w;
+    merge_limit(o, q, w);
     return STG_OK;
 }
 
