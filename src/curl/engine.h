@@ -57,6 +57,7 @@
 #include "curl/engine_class.h"
 #include "curl/internal.h"
 #include "util/assert.h"
+#include "util/list.h"
 
 #define DEFAULT_CONCURRENCY 30
 
@@ -135,7 +136,7 @@ typedef struct req {
     rq_wait wait;
     rq_state from;      /* the state it left last (stg__eng_leave) */
     size_t heap_index;
-    struct req *q_next, *q_prev;
+    stg__link q_link;   /* in the retry queue (RQ_RETRY_Q) */
     CURL *easy;
     bool reserved;      /* holds a limiter reservation and a slot */
     bool probe_claimed; /* the breaker admitted the current attempt */
@@ -235,9 +236,7 @@ enum {
     ACCT_BUDGET,
 };
 
-typedef struct queue {
-    req *head, *tail;
-} queue;
+typedef stg__list queue; /* of req, by q_link */
 
 struct stg_engine {
     stg_engine_config cfg;

@@ -738,7 +738,7 @@ void stg__eng_start_ready(stg_engine *e)
      * that would take a slot its headroom leaves to the higher ones. */
     size_t budget = e->count;
     while (budget-- > 0 && stg__eng_can_start(e)) {
-        req *r = e->retry_q.head;
+        req *r = STG__OWNER(e->retry_q.head, req, q_link);
         if (r) {
             stg__eng_q_unlink(&e->retry_q, r);
             stg__eng_leave(r, RQ_RETRY_Q);
