@@ -442,15 +442,27 @@ int stg_engine_submit(stg_engine *e, const stg_request *rq, stg_done_fn done, vo
     return STG_OK;
 }
 
-int stg_engine_cancel(stg_engine *e, uint64_t id)
+/* The request of id, for the calls that name one (cancel, resume): STG_OK
+ * with *out, STG_EINVAL without an engine, STG_ENOTFOUND for an id that is
+ * not (or no longer) the engine's. */
+static int req_of(stg_engine *e, uint64_t id, req **out)
 {
     if (!e)
         return STG_EINVAL;
     size_t i = stg__eng_map_find(e, id);
     if (i == SIZE_MAX)
         return STG_ENOTFOUND;
-    stg__eng_finish(e, e->slots[i], STG_REASON_CANCELLED);
+    *out = e->slots[i];
     return STG_OK;
+}
+
+int stg_engine_cancel(stg_engine *e, uint64_t id)
+{
+    req *r;
+    int rc = req_of(e, id, &r);
+    if (rc == STG_OK)
+        stg__eng_finish(e, r, STG_REASON_CANCELLED);
+    return rc;
 }
 
 void stg_engine_cancel_all(stg_engine *e)
@@ -601,12 +613,10 @@ int stg_engine_drain(stg_engine *e)
 
 int stg_engine_resume(stg_engine *e, uint64_t id)
 {
-    if (!e)
-        return STG_EINVAL;
-    size_t i = stg__eng_map_find(e, id);
-    if (i == SIZE_MAX)
-        return STG_ENOTFOUND;
-    req *r = e->slots[i];
+    req *r;
+    int rc = req_of(e, id, &r);
+    if (rc != STG_OK)
+        return rc;
     if (r->where == RQ_ACTIVE && r->easy) {
         /* libcurl calls timer_cb from here (due now): the next pass
          * runs the transfer, with its paused bytes, at once. */
