@@ -367,6 +367,21 @@ static inline stg_class req_class(const req *r)
     return c;
 }
 
+/* r joins a host's fair queue *fq (its pace or concurrency queue, made on
+ * first use) by its item r->fq, in its class and tenant's turn. False when
+ * out of memory (r is then in no queue). */
+bool stg__eng_fq_join(stg__fairq **fq, req *r);
+
+/* An item leaves its fair queue: served (a pick: its tenant's turn moves
+ * on) or not (its request ends, or waits elsewhere). */
+static inline void stg__eng_fq_leave(stg__fairq *fq, stg__fq_item *it, bool served)
+{
+    if (served)
+        stg__fq_take(fq, it);
+    else
+        stg__fq_remove(fq, it);
+}
+
 void stg__eng_q_push(queue *q, req *r);
 void stg__eng_q_push_front(queue *q, req *r);
 void stg__eng_q_unlink(queue *q, req *r);

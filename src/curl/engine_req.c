@@ -54,6 +54,17 @@ void stg__eng_check(const stg_engine *e, const req *r)
 
 /* ---- queues ------------------------------------------------------------ */
 
+bool stg__eng_fq_join(stg__fairq **fq, req *r)
+{
+    if (!*fq) {
+        if (!(*fq = malloc(sizeof **fq)))
+            return false;
+        stg__fq_init(*fq, 0);
+    }
+    stg_class c = req_class(r);
+    return stg__fq_push(*fq, &r->fq, &c) == STG_OK;
+}
+
 void stg__eng_q_push(queue *q, req *r)
 {
     stg__list_push_back(q, &r->q_link);
