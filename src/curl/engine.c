@@ -76,6 +76,7 @@
 #include <unistd.h>
 
 #include "curl/engine.h"
+#include "util/grow.h"
 #include "util/http_field.h"
 
 /* How often a pass ticks cfg.shared_quotas (and the longest a pass waits
@@ -92,17 +93,10 @@
 
 static bool fds_room(stg_engine *e, curl_socket_t s)
 {
-    if ((size_t)s < e->fds_cap)
-        return true;
-    size_t cap = e->fds_cap ? e->fds_cap : 64;
-    while (cap <= (size_t)s)
-        cap *= 2;
-    uint8_t *f = realloc(e->fds, cap);
-    if (!f)
+    size_t had = e->fds_cap;
+    if (!stg__reserve(&e->fds, &e->fds_cap, (size_t)s + 1, 1, 64))
         return false;
-    memset(f + e->fds_cap, 0, cap - e->fds_cap);
-    e->fds = f;
-    e->fds_cap = cap;
+    memset(e->fds + had, 0, e->fds_cap - had);
     return true;
 }
 
