@@ -296,11 +296,8 @@ int stg__store_import(stg_store *s, const stg_job_set *set, const char *input_pa
     if (rc == SQLITE_OK)
         rc = imp_meta(&im, set->fingerprint, input_path, set->format, now_ms);
     imp_finalize(&im);
-    if (rc != SQLITE_OK) {
-        err = stg__store_fail(s, rc, "cannot import the jobs");
-        stg__store_rollback(s);
-        return err;
-    }
+    if (rc != SQLITE_OK)
+        return stg__store_fail_rollback(s, rc, "cannot import the jobs");
     if ((err = stg__store_commit(s)) != STG_OK)
         return err;
     *imported = true;
