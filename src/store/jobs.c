@@ -481,18 +481,10 @@ int stg__store_finish(stg_store *s, int64_t id, const stg_job_outcome *o, int64_
         sqlite3_bind_int(st, 4, o->status);
     else
         sqlite3_bind_null(st, 4);
-    if (o->error)
-        sqlite3_bind_text(st, 5, o->error, -1, SQLITE_STATIC);
-    else
-        sqlite3_bind_null(st, 5);
-    if (o->reason)
-        sqlite3_bind_text(st, 6, o->reason, -1, SQLITE_STATIC);
-    else
-        sqlite3_bind_null(st, 6);
-    if (o->response_file)
-        sqlite3_bind_text(st, 7, o->response_file, -1, SQLITE_STATIC);
-    else
-        sqlite3_bind_null(st, 7);
+    /* A NULL text binds SQL NULL (sqlite3_bind_text's rule). */
+    sqlite3_bind_text(st, 5, o->error, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 6, o->reason, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 7, o->response_file, -1, SQLITE_STATIC);
     if (o->state == STG_JOB_PENDING)
         sqlite3_bind_null(st, 8);
     else
