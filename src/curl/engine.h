@@ -352,13 +352,13 @@ int stg__eng_acct_of(const req *r, rq_where w);
 /* The request whose fair-queue item it is. */
 static inline req *fq_req(stg__fq_item *it)
 {
-    return it ? (req *)(void *)((char *)it - offsetof(req, fq)) : NULL;
+    return STG__OWNER(it, req, fq);
 }
 
 /* The request whose quota-queue item (r->qfq) it is. */
 static inline req *qfq_req(stg__fq_item *it)
 {
-    return it ? (req *)(void *)((char *)it - offsetof(req, qfq)) : NULL;
+    return STG__OWNER(it, req, qfq);
 }
 
 static inline stg_class req_class(const req *r)
