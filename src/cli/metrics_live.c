@@ -29,6 +29,7 @@
 #include "cli/cli.h"
 #include "cli/metrics_live.h"
 #include "util/assert.h"
+#include "util/clock.h"
 
 /* HOST:PORT or PORT into sa; false when HOST is not an IPv4 address. */
 static bool parse_addr(const char *s, struct sockaddr_in *sa)
@@ -289,11 +290,7 @@ int cli_metrics_live_start(const char *cmd, const cli_metrics_opts *o, stg_metri
     l->interval_us = o->interval_us; /* the table's default unless given */
     STG_ASSERT(l->interval_us > 0);
     pthread_mutex_init(&l->mu, NULL);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&l->cv, &ca);
-    pthread_condattr_destroy(&ca);
+    stg__cond_init_mono(&l->cv);
     int ex = o->listen ? start_listener(l, o->listen) : 0;
     if (!ex && file) {
         if (pthread_create(&l->thread, NULL, writer, l) != 0) {

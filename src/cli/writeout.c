@@ -31,36 +31,18 @@
 enum kind { K_STR, K_INT, K_CODE, K_SECS };
 
 enum id {
-    V_CONTENT_TYPE,
+    V_CURL, /* read from libcurl: the row's info, by its type */
     V_ERRORMSG,
     V_EXITCODE,
     V_FILENAME,
     V_HTTP_CODE,
     V_RESPONSE_CODE,
     V_HTTP_VERSION,
-    V_LOCAL_IP,
-    V_LOCAL_PORT,
-    V_METHOD,
     V_NUM_ATTEMPTS,
-    V_NUM_CONNECTS,
     V_NUM_HEADERS,
     V_NUM_REDIRECTS,
     V_NUM_RETRIES,
     V_REASON,
-    V_REMOTE_IP,
-    V_REMOTE_PORT,
-    V_SCHEME,
-    V_SIZE_DOWNLOAD,
-    V_SIZE_HEADER,
-    V_SIZE_REQUEST,
-    V_SIZE_UPLOAD,
-    V_SPEED_DOWNLOAD,
-    V_SPEED_UPLOAD,
-    V_TIME_APPCONNECT,
-    V_TIME_CONNECT,
-    V_TIME_NAMELOOKUP,
-    V_TIME_PRETRANSFER,
-    V_TIME_STARTTRANSFER,
     V_TIME_TOTAL,
     V_URL,
     V_URL_EFFECTIVE,
@@ -70,40 +52,41 @@ static const struct {
     const char *name;
     enum kind kind;
     enum id id;
+    CURLINFO info; /* V_CURL */
 } vars[] = {
-    {"content_type", K_STR, V_CONTENT_TYPE},
-    {"errormsg", K_STR, V_ERRORMSG},
-    {"exitcode", K_INT, V_EXITCODE},
-    {"filename_effective", K_STR, V_FILENAME},
-    {"http_code", K_CODE, V_HTTP_CODE},
-    {"http_version", K_STR, V_HTTP_VERSION},
-    {"local_ip", K_STR, V_LOCAL_IP},
-    {"local_port", K_INT, V_LOCAL_PORT},
-    {"method", K_STR, V_METHOD},
-    {"num_attempts", K_INT, V_NUM_ATTEMPTS},
-    {"num_connects", K_INT, V_NUM_CONNECTS},
-    {"num_headers", K_INT, V_NUM_HEADERS},
-    {"num_redirects", K_INT, V_NUM_REDIRECTS},
-    {"num_retries", K_INT, V_NUM_RETRIES},
-    {"reason", K_STR, V_REASON},
-    {"remote_ip", K_STR, V_REMOTE_IP},
-    {"remote_port", K_INT, V_REMOTE_PORT},
-    {"response_code", K_CODE, V_RESPONSE_CODE},
-    {"scheme", K_STR, V_SCHEME},
-    {"size_download", K_INT, V_SIZE_DOWNLOAD},
-    {"size_header", K_INT, V_SIZE_HEADER},
-    {"size_request", K_INT, V_SIZE_REQUEST},
-    {"size_upload", K_INT, V_SIZE_UPLOAD},
-    {"speed_download", K_INT, V_SPEED_DOWNLOAD},
-    {"speed_upload", K_INT, V_SPEED_UPLOAD},
-    {"time_appconnect", K_SECS, V_TIME_APPCONNECT},
-    {"time_connect", K_SECS, V_TIME_CONNECT},
-    {"time_namelookup", K_SECS, V_TIME_NAMELOOKUP},
-    {"time_pretransfer", K_SECS, V_TIME_PRETRANSFER},
-    {"time_starttransfer", K_SECS, V_TIME_STARTTRANSFER},
-    {"time_total", K_SECS, V_TIME_TOTAL},
-    {"url", K_STR, V_URL},
-    {"url_effective", K_STR, V_URL_EFFECTIVE},
+    {"content_type", K_STR, V_CURL, CURLINFO_CONTENT_TYPE},
+    {"errormsg", K_STR, V_ERRORMSG, CURLINFO_NONE},
+    {"exitcode", K_INT, V_EXITCODE, CURLINFO_NONE},
+    {"filename_effective", K_STR, V_FILENAME, CURLINFO_NONE},
+    {"http_code", K_CODE, V_HTTP_CODE, CURLINFO_NONE},
+    {"http_version", K_STR, V_HTTP_VERSION, CURLINFO_NONE},
+    {"local_ip", K_STR, V_CURL, CURLINFO_LOCAL_IP},
+    {"local_port", K_INT, V_CURL, CURLINFO_LOCAL_PORT},
+    {"method", K_STR, V_CURL, CURLINFO_EFFECTIVE_METHOD},
+    {"num_attempts", K_INT, V_NUM_ATTEMPTS, CURLINFO_NONE},
+    {"num_connects", K_INT, V_CURL, CURLINFO_NUM_CONNECTS},
+    {"num_headers", K_INT, V_NUM_HEADERS, CURLINFO_NONE},
+    {"num_redirects", K_INT, V_NUM_REDIRECTS, CURLINFO_NONE},
+    {"num_retries", K_INT, V_NUM_RETRIES, CURLINFO_NONE},
+    {"reason", K_STR, V_REASON, CURLINFO_NONE},
+    {"remote_ip", K_STR, V_CURL, CURLINFO_PRIMARY_IP},
+    {"remote_port", K_INT, V_CURL, CURLINFO_PRIMARY_PORT},
+    {"response_code", K_CODE, V_RESPONSE_CODE, CURLINFO_NONE},
+    {"scheme", K_STR, V_CURL, CURLINFO_SCHEME},
+    {"size_download", K_INT, V_CURL, CURLINFO_SIZE_DOWNLOAD_T},
+    {"size_header", K_INT, V_CURL, CURLINFO_HEADER_SIZE},
+    {"size_request", K_INT, V_CURL, CURLINFO_REQUEST_SIZE},
+    {"size_upload", K_INT, V_CURL, CURLINFO_SIZE_UPLOAD_T},
+    {"speed_download", K_INT, V_CURL, CURLINFO_SPEED_DOWNLOAD_T},
+    {"speed_upload", K_INT, V_CURL, CURLINFO_SPEED_UPLOAD_T},
+    {"time_appconnect", K_SECS, V_CURL, CURLINFO_APPCONNECT_TIME_T},
+    {"time_connect", K_SECS, V_CURL, CURLINFO_CONNECT_TIME_T},
+    {"time_namelookup", K_SECS, V_CURL, CURLINFO_NAMELOOKUP_TIME_T},
+    {"time_pretransfer", K_SECS, V_CURL, CURLINFO_PRETRANSFER_TIME_T},
+    {"time_starttransfer", K_SECS, V_CURL, CURLINFO_STARTTRANSFER_TIME_T},
+    {"time_total", K_SECS, V_TIME_TOTAL, CURLINFO_NONE},
+    {"url", K_STR, V_URL, CURLINFO_NONE},
+    {"url_effective", K_STR, V_URL_EFFECTIVE, CURLINFO_NONE},
 };
 
 #define N_VARS (sizeof vars / sizeof vars[0])
@@ -148,16 +131,24 @@ static long long header_count(const stg_result *r)
     return n > 2 ? n - 2 : 0; /* the status line and the blank line */
 }
 
-static void get(enum id id, const cli_writeout_vars *v, value *out)
+/* The value of vars[i]. */
+static void get(size_t i, const cli_writeout_vars *v, value *out)
 {
     CURL *e = v->res ? v->easy : NULL;
     const stg_result *r = v->res;
     out->s = "";
     out->i = 0;
-    switch (id) {
-    case V_CONTENT_TYPE:
-        out->s = info_str(e, CURLINFO_CONTENT_TYPE);
+    switch (vars[i].id) {
+    case V_CURL: {
+        CURLINFO what = vars[i].info;
+        if ((what & CURLINFO_TYPEMASK) == CURLINFO_STRING)
+            out->s = info_str(e, what);
+        else if ((what & CURLINFO_TYPEMASK) == CURLINFO_OFF_T)
+            out->i = info_off(e, what);
+        else
+            out->i = info_long(e, what);
         break;
+    }
     case V_ERRORMSG:
         out->s = r ? r->error_text : "";
         break;
@@ -180,20 +171,8 @@ static void get(enum id id, const cli_writeout_vars *v, value *out)
                                                : "0";
         break;
     }
-    case V_LOCAL_IP:
-        out->s = info_str(e, CURLINFO_LOCAL_IP);
-        break;
-    case V_LOCAL_PORT:
-        out->i = info_long(e, CURLINFO_LOCAL_PORT);
-        break;
-    case V_METHOD:
-        out->s = info_str(e, CURLINFO_EFFECTIVE_METHOD);
-        break;
     case V_NUM_ATTEMPTS:
         out->i = r ? r->attempts : 0;
-        break;
-    case V_NUM_CONNECTS:
-        out->i = info_long(e, CURLINFO_NUM_CONNECTS);
         break;
     case V_NUM_HEADERS:
         out->i = header_count(r);
@@ -206,48 +185,6 @@ static void get(enum id id, const cli_writeout_vars *v, value *out)
         break;
     case V_REASON:
         out->s = r ? stg_reason_name(r->reason) : "";
-        break;
-    case V_REMOTE_IP:
-        out->s = info_str(e, CURLINFO_PRIMARY_IP);
-        break;
-    case V_REMOTE_PORT:
-        out->i = info_long(e, CURLINFO_PRIMARY_PORT);
-        break;
-    case V_SCHEME:
-        out->s = info_str(e, CURLINFO_SCHEME);
-        break;
-    case V_SIZE_DOWNLOAD:
-        out->i = info_off(e, CURLINFO_SIZE_DOWNLOAD_T);
-        break;
-    case V_SIZE_HEADER:
-        out->i = info_long(e, CURLINFO_HEADER_SIZE);
-        break;
-    case V_SIZE_REQUEST:
-        out->i = info_long(e, CURLINFO_REQUEST_SIZE);
-        break;
-    case V_SIZE_UPLOAD:
-        out->i = info_off(e, CURLINFO_SIZE_UPLOAD_T);
-        break;
-    case V_SPEED_DOWNLOAD:
-        out->i = info_off(e, CURLINFO_SPEED_DOWNLOAD_T);
-        break;
-    case V_SPEED_UPLOAD:
-        out->i = info_off(e, CURLINFO_SPEED_UPLOAD_T);
-        break;
-    case V_TIME_APPCONNECT:
-        out->i = info_off(e, CURLINFO_APPCONNECT_TIME_T);
-        break;
-    case V_TIME_CONNECT:
-        out->i = info_off(e, CURLINFO_CONNECT_TIME_T);
-        break;
-    case V_TIME_NAMELOOKUP:
-        out->i = info_off(e, CURLINFO_NAMELOOKUP_TIME_T);
-        break;
-    case V_TIME_PRETRANSFER:
-        out->i = info_off(e, CURLINFO_PRETRANSFER_TIME_T);
-        break;
-    case V_TIME_STARTTRANSFER:
-        out->i = info_off(e, CURLINFO_STARTTRANSFER_TIME_T);
         break;
     case V_TIME_TOTAL:
         out->i = r ? r->elapsed_us : 0;
@@ -272,7 +209,7 @@ static int lookup(const char *name, size_t n)
 static void print_var(size_t i, const cli_writeout_vars *v, FILE *out)
 {
     value val;
-    get(vars[i].id, v, &val);
+    get(i, v, &val);
     switch (vars[i].kind) {
     case K_STR:
         fputs(val.s, out);
@@ -294,7 +231,7 @@ static void print_json(const cli_writeout_vars *v, FILE *out)
     json_t *o = json_object();
     for (size_t i = 0; o && i < N_VARS; i++) {
         value val;
-        get(vars[i].id, v, &val);
+        get(i, v, &val);
         json_t *j = vars[i].kind == K_STR    ? json_string(val.s)
                     : vars[i].kind == K_SECS ? json_real((double)val.i / 1e6)
                                              : json_integer(val.i);

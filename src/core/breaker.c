@@ -284,49 +284,44 @@ int stg_breaker_allow(stg_breaker *br, int64_t now_us, int64_t *retry_in_us)
     return rv;
 }
 
-stg_breaker_state stg_breaker_on_success(stg_breaker *br, int64_t now_us)
+/* Record one outcome: under the lock, settle the clock, apply it, and read
+ * back the state it left (what on_success, on_failure, on_neutral and
+ * record return). */
+static stg_breaker_state record(stg_breaker *br, stg_breaker_verdict v, int64_t now_us)
 {
     pthread_mutex_lock(&br->mu);
     settle(br, now_us);
-    success_locked(br, now_us);
+    switch (v) {
+    case STG_BREAKER_FAILURE: failure_locked(br, now_us); break;
+    case STG_BREAKER_SUCCESS: success_locked(br, now_us); break;
+    case STG_BREAKER_NEUTRAL:
+    default: neutral_locked(br); break;
+    }
     stg_breaker_state s = br->state;
     pthread_mutex_unlock(&br->mu);
     return s;
+}
+
+stg_breaker_state stg_breaker_on_success(stg_breaker *br, int64_t now_us)
+{
+    return record(br, STG_BREAKER_SUCCESS, now_us);
 }
 
 stg_breaker_state stg_breaker_on_failure(stg_breaker *br, int64_t now_us)
 {
-    pthread_mutex_lock(&br->mu);
-    settle(br, now_us);
-    failure_locked(br, now_us);
-    stg_breaker_state s = br->state;
-    pthread_mutex_unlock(&br->mu);
-    return s;
+    return record(br, STG_BREAKER_FAILURE, now_us);
 }
 
 stg_breaker_state stg_breaker_on_neutral(stg_breaker *br, int64_t now_us)
 {
-    pthread_mutex_lock(&br->mu);
-    settle(br, now_us);
-    neutral_locked(br);
-    stg_breaker_state s = br->state;
-    pthread_mutex_unlock(&br->mu);
-    return s;
+    return record(br, STG_BREAKER_NEUTRAL, now_us);
 }
 
 stg_breaker_state stg_breaker_record(stg_breaker *br, int status, stg_net_error err,
                                      int64_t now_us)
 {
     /* br->cfg is resolved and never written after init: no lock needed. */
-    switch (stg_breaker_classify(&br->cfg, status, err)) {
-    case STG_BREAKER_FAILURE:
-        return stg_breaker_on_failure(br, now_us);
-    case STG_BREAKER_SUCCESS:
-        return stg_breaker_on_success(br, now_us);
-    case STG_BREAKER_NEUTRAL:
-    default:
-        return stg_breaker_on_neutral(br, now_us);
-    }
+    return record(br, stg_breaker_classify(&br->cfg, status, err), now_us);
 }
 
 stg_breaker_state stg_breaker_server_wait(stg_breaker *br, int64_t wait_us, int64_t now_us)

@@ -141,15 +141,27 @@ static int take(state *b, int64_t weight, int64_t now_us, int64_t timeout_ns,
     }
 }
 
-int stg_bucket_try(stg_bucket *pub, int64_t weight, int64_t now_us, int64_t *wait_us)
+/* The state of pub for a take of weight: STG_OK, STG_EINVAL (no bucket,
+ * weight < 1) or STG_ETOOBIG (more than the burst: it would never fit). */
+static int weigh(stg_bucket *pub, int64_t weight, state **out)
 {
     state *b = stg__bucket_state(pub);
     if (!b || weight < 1)
         return STG_EINVAL;
     if (weight > b->burst)
         return STG_ETOOBIG;
+    *out = b;
+    return STG_OK;
+}
+
+int stg_bucket_try(stg_bucket *pub, int64_t weight, int64_t now_us, int64_t *wait_us)
+{
+    state *b;
+    int rc = weigh(pub, weight, &b);
+    if (rc != STG_OK)
+        return rc;
     int64_t wait_ns;
-    int rc = take(b, weight, now_us, 0, &wait_ns);
+    rc = take(b, weight, now_us, 0, &wait_ns);
     if (wait_us)
         *wait_us = rc == STG_OK ? 0 : ns_to_us_ceil(wait_ns);
     return rc;
@@ -158,11 +170,10 @@ int stg_bucket_try(stg_bucket *pub, int64_t weight, int64_t now_us, int64_t *wai
 int stg_bucket_acquire(stg_bucket *pub, int64_t weight, int64_t now_us, int64_t timeout_us,
                        int64_t *wait_us)
 {
-    state *b = stg__bucket_state(pub);
-    if (!b || weight < 1)
-        return STG_EINVAL;
-    if (weight > b->burst)
-        return STG_ETOOBIG;
+    state *b;
+    int rc = weigh(pub, weight, &b);
+    if (rc != STG_OK)
+        return rc;
     int64_t timeout_ns;
     if (timeout_us <= 0)
         timeout_ns = 0;
@@ -171,7 +182,7 @@ int stg_bucket_acquire(stg_bucket *pub, int64_t weight, int64_t now_us, int64_t 
     else
         timeout_ns = timeout_us * NS_PER_US;
     int64_t wait_ns;
-    int rc = take(b, weight, now_us, timeout_ns, &wait_ns);
+    rc = take(b, weight, now_us, timeout_ns, &wait_ns);
     if (wait_us)
         *wait_us = ns_to_us_ceil(wait_ns);
     return rc == STG_OK ? STG_OK : STG_ETIMEDOUT;

@@ -94,8 +94,6 @@ int stg__go_duration_parse(const char *s, size_t len, int64_t *us)
     stg__cursor c;
     int64_t ns = 0;
     int rc;
-    if (!s)
-        len = 0;
     stg__trim_ows(&s, &len);
     if (len == 0)
         return STG_EPARSE;
@@ -150,8 +148,6 @@ int stg__ms_parse(const char *s, size_t len, int64_t *us)
     int64_t ms = 0, frac = 0, scale = 1;
     size_t i = 0, start;
     bool neg = false, big = false, rest = false;
-    if (!s)
-        len = 0;
     stg__trim_ows(&s, &len);
     if (len > 0 && s[0] == '-') {
         neg = true;

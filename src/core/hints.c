@@ -155,8 +155,6 @@ int stg_retry_after_parse(const char *value, size_t len, int64_t wall_now_us, in
 
     if (!wait_us)
         return STG_EINVAL;
-    if (!value)
-        len = 0;
     stg__trim_ows(&value, &len);
     if (len == 0)
         return STG_EPARSE;
@@ -191,8 +189,6 @@ int stg_ratelimit_reset_parse(const char *value, size_t len, int64_t wall_now_us
 
     if (!reset_us)
         return STG_EINVAL;
-    if (!value)
-        len = 0;
     stg__trim_ows(&value, &len);
     rc = parse_udecimal(value, len, INT64_MAX, &ipart, &frac_us, NULL);
     if (rc == STG_OK)
@@ -283,6 +279,17 @@ static void obs_init(obs *o, const stg__dialect_match *m)
     o->limit = o->remaining = o->reset_us = STG_UNKNOWN;
     o->window_us = m->window_us;
     o->dialect = m->row->dialect;
+}
+
+/* A limit q with its window w (STG_UNKNOWN: not stated) of a structured
+ * field's member: the smallest limit stated for the quota wins, the first
+ * window stated stays. */
+static void merge_limit(obs *o, int64_t q, int64_t w)
+{
+    if (o->limit == STG_UNKNOWN || q < o->limit)
+        o->limit = q;
+    if (o->window_us == STG_UNKNOWN)
+        o->window_us = w;
 }
 
 /* Copy text[0..len) into dst (size bytes, NUL-terminated), cut to fit;
@@ -650,10 +657,7 @@ static int on_policy(void *ctx, const stg__sf_member *m)
         if (o->unit_buf[0])
             o->unit = o->unit_buf;
     }
-    if (o->limit == STG_UNKNOWN || q < o->limit)
-        o->limit = q;
-    if (o->window_us == STG_UNKNOWN)
-        o->window_us = w;
+    merge_limit(o, q, w);
     return STG_OK;
 }
 
@@ -671,10 +675,7 @@ static int on_old_limit(void *ctx, const stg__sf_member *m)
     if (pw->type != STG__SF_NONE && (rc = sf_window(pw, &w)) != STG_OK)
         return rc;
     obs *o = acc_next(a, STG_DIALECT_IETF_06);
-    if (o->limit == STG_UNKNOWN || q < o->limit)
-        o->limit = q;
-    if (o->window_us == STG_UNKNOWN)
-        o->window_us = w;
+    merge_limit(o, q, w);
     return STG_OK;
 }
 
@@ -918,8 +919,6 @@ int stg_hints_feed(stg_hints *h, stg_quota_set *qs, const char *name, size_t nam
 
     if (!h)
         return STG_EINVAL;
-    if (!name)
-        name_len = 0;
     if (!value)
         value_len = 0;
     stg__trim_ows(&name, &name_len);

@@ -247,8 +247,6 @@ int stg_http_date_parse(const char *s, size_t len, int64_t wall_now_us, int64_t 
 
     if (!unix_s)
         return STG_EINVAL;
-    if (!s)
-        len = 0;
     stg__trim_ows(&s, &len);
     if (len == 0)
         return STG_EPARSE;
@@ -312,8 +310,6 @@ int stg__rfc3339_parse(const char *s, size_t len, int64_t *unix_us)
     int y, mo, dd, hh, mi, ss, oh = 0, om = 0, sign = 0;
     int64_t frac = 0, scale = STG__US_PER_SEC, t;
     bool rest = false;
-    if (!s)
-        len = 0;
     stg__trim_ows(&s, &len);
     stg__cur_init(&c, s, len);
     if (!cur_digits(&c, 4, &y) || !stg__cur_char(&c, '-') || !cur_digits(&c, 2, &mo) ||

@@ -48,13 +48,16 @@ static inline char stg__to_lower(char c)
     return (c >= 'A' && c <= 'Z') ? (char)(c - 'A' + 'a') : c;
 }
 
-/* Strip leading and trailing spaces and tabs. */
 /* All of s[0..len) must be digits (at least one): STG_EPARSE otherwise,
  * however long; STG_ERANGE if the value exceeds max (hints.c). */
 int stg__parse_digits(const char *s, size_t len, int64_t max, int64_t *out);
 
+/* Strip leading and trailing spaces and tabs; a NULL *s is the empty value
+ * (len 0), whatever len says: a header's parser takes NULL for "none". */
 static inline void stg__trim_ows(const char **s, size_t *len)
 {
+    if (!*s)
+        *len = 0;
     while (*len > 0 && stg__is_ows((*s)[0])) {
         (*s)++;
         (*len)--;

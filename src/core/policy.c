@@ -151,56 +151,66 @@ int stg_status_set_parse(stg_status_set *s, const char *text)
 
 /* ---- modes, reasons --------------------------------------------------- */
 
+/* The Retry-After modes' names, by value: what _name prints and _parse
+ * reads (which takes "honour" too). */
+static const char *const ra_mode_names[] = {
+    [STG_RETRY_AFTER_HONOR] = "honor",
+    [STG_RETRY_AFTER_EXACT] = "exact",
+    [STG_RETRY_AFTER_CAP] = "cap",
+    [STG_RETRY_AFTER_IGNORE] = "ignore",
+};
+#define N_RA_MODES (sizeof ra_mode_names / sizeof ra_mode_names[0])
+
 const char *stg_retry_after_mode_name(stg_retry_after_mode m)
 {
-    switch (m) {
-    case STG_RETRY_AFTER_HONOR: return "honor";
-    case STG_RETRY_AFTER_EXACT: return "exact";
-    case STG_RETRY_AFTER_CAP: return "cap";
-    case STG_RETRY_AFTER_IGNORE: return "ignore";
-    }
-    return "unknown";
+    return (unsigned)m < N_RA_MODES ? ra_mode_names[m] : "unknown";
 }
 
 int stg_retry_after_mode_parse(const char *text, stg_retry_after_mode *m)
 {
     if (!text)
         return STG_EPARSE;
-    if (!strcmp(text, "honor") || !strcmp(text, "honour"))
+    if (!strcmp(text, "honour")) {
         *m = STG_RETRY_AFTER_HONOR;
-    else if (!strcmp(text, "exact"))
-        *m = STG_RETRY_AFTER_EXACT;
-    else if (!strcmp(text, "cap"))
-        *m = STG_RETRY_AFTER_CAP;
-    else if (!strcmp(text, "ignore"))
-        *m = STG_RETRY_AFTER_IGNORE;
-    else
-        return STG_EPARSE;
-    return STG_OK;
+        return STG_OK;
+    }
+    for (size_t i = 0; i < N_RA_MODES; i++)
+        if (!strcmp(text, ra_mode_names[i])) {
+            *m = (stg_retry_after_mode)i;
+            return STG_OK;
+        }
+    return STG_EPARSE;
+}
+
+/* The reasons' rows of STG_REASON_MAP: their snake names and messages. */
+static const struct {
+    stg_reason r;
+    const char *name, *message;
+} reasons[] = {
+#define STG__REASON_ROW(name, num, snake, msg) {STG_REASON_##name, snake, msg},
+    STG_REASON_MAP(STG__REASON_ROW)
+#undef STG__REASON_ROW
+};
+
+/* r's row, or -1 for a value no reason has. */
+static int reason_row(stg_reason r)
+{
+    for (size_t i = 0; i < sizeof reasons / sizeof reasons[0]; i++)
+        if (reasons[i].r == r)
+            return (int)i;
+    return -1;
 }
 
 const char *stg_reason_name(stg_reason r)
 {
-    switch (r) {
-#define STG__REASON_NAME(name, num, snake, msg) \
-    case num:                                   \
-        return snake;
-        STG_REASON_MAP(STG__REASON_NAME)
-#undef STG__REASON_NAME
-    }
-    return "unknown";
+    int i = reason_row(r);
+    return i < 0 ? "unknown" : reasons[i].name;
 }
 
 const char *stg_reason_message(stg_reason r)
 {
-    switch (r) {
-#define STG__REASON_MSG(name, num, snake, msg) \
-    case num:                                  \
-        return msg;
-        STG_REASON_MAP(STG__REASON_MSG)
-#undef STG__REASON_MSG
-    }
-    return "unknown reason";
+    int i = reason_row(r);
+    return i < 0 ? "unknown reason" : reasons[i].message;
 }
 
 const char *stg_action_name(stg_action a)

@@ -76,6 +76,7 @@
 #include <unistd.h>
 
 #include "curl/engine.h"
+#include "util/grow.h"
 #include "util/http_field.h"
 
 /* How often a pass ticks cfg.shared_quotas (and the longest a pass waits
@@ -92,17 +93,10 @@
 
 static bool fds_room(stg_engine *e, curl_socket_t s)
 {
-    if ((size_t)s < e->fds_cap)
-        return true;
-    size_t cap = e->fds_cap ? e->fds_cap : 64;
-    while (cap <= (size_t)s)
-        cap *= 2;
-    uint8_t *f = realloc(e->fds, cap);
-    if (!f)
+    size_t had = e->fds_cap;
+    if (!stg__reserve(&e->fds, &e->fds_cap, (size_t)s + 1, 1, 64))
         return false;
-    memset(f + e->fds_cap, 0, cap - e->fds_cap);
-    e->fds = f;
-    e->fds_cap = cap;
+    memset(e->fds + had, 0, e->fds_cap - had);
     return true;
 }
 
@@ -442,15 +436,27 @@ int stg_engine_submit(stg_engine *e, const stg_request *rq, stg_done_fn done, vo
     return STG_OK;
 }
 
-int stg_engine_cancel(stg_engine *e, uint64_t id)
+/* The request of id, for the calls that name one (cancel, resume): STG_OK
+ * with *out, STG_EINVAL without an engine, STG_ENOTFOUND for an id that is
+ * not (or no longer) the engine's. */
+static int req_of(stg_engine *e, uint64_t id, req **out)
 {
     if (!e)
         return STG_EINVAL;
     size_t i = stg__eng_map_find(e, id);
     if (i == SIZE_MAX)
         return STG_ENOTFOUND;
-    stg__eng_finish(e, e->slots[i], STG_REASON_CANCELLED);
+    *out = e->slots[i];
     return STG_OK;
+}
+
+int stg_engine_cancel(stg_engine *e, uint64_t id)
+{
+    req *r;
+    int rc = req_of(e, id, &r);
+    if (rc == STG_OK)
+        stg__eng_finish(e, r, STG_REASON_CANCELLED);
+    return rc;
 }
 
 void stg_engine_cancel_all(stg_engine *e)
@@ -601,12 +607,10 @@ int stg_engine_drain(stg_engine *e)
 
 int stg_engine_resume(stg_engine *e, uint64_t id)
 {
-    if (!e)
-        return STG_EINVAL;
-    size_t i = stg__eng_map_find(e, id);
-    if (i == SIZE_MAX)
-        return STG_ENOTFOUND;
-    req *r = e->slots[i];
+    req *r;
+    int rc = req_of(e, id, &r);
+    if (rc != STG_OK)
+        return rc;
     if (r->where == RQ_ACTIVE && r->easy) {
         /* libcurl calls timer_cb from here (due now): the next pass
          * runs the transfer, with its paused bytes, at once. */

@@ -57,6 +57,7 @@
 #include "curl/engine_class.h"
 #include "curl/internal.h"
 #include "util/assert.h"
+#include "util/list.h"
 
 #define DEFAULT_CONCURRENCY 30
 
@@ -135,7 +136,7 @@ typedef struct req {
     rq_wait wait;
     rq_state from;      /* the state it left last (stg__eng_leave) */
     size_t heap_index;
-    struct req *q_next, *q_prev;
+    stg__link q_link;   /* in the retry queue (RQ_RETRY_Q) */
     CURL *easy;
     bool reserved;      /* holds a limiter reservation and a slot */
     bool probe_claimed; /* the breaker admitted the current attempt */
@@ -235,9 +236,7 @@ enum {
     ACCT_BUDGET,
 };
 
-typedef struct queue {
-    req *head, *tail;
-} queue;
+typedef stg__list queue; /* of req, by q_link */
 
 struct stg_engine {
     stg_engine_config cfg;
@@ -353,19 +352,34 @@ int stg__eng_acct_of(const req *r, rq_where w);
 /* The request whose fair-queue item it is. */
 static inline req *fq_req(stg__fq_item *it)
 {
-    return it ? (req *)(void *)((char *)it - offsetof(req, fq)) : NULL;
+    return STG__OWNER(it, req, fq);
 }
 
 /* The request whose quota-queue item (r->qfq) it is. */
 static inline req *qfq_req(stg__fq_item *it)
 {
-    return it ? (req *)(void *)((char *)it - offsetof(req, qfq)) : NULL;
+    return STG__OWNER(it, req, qfq);
 }
 
 static inline stg_class req_class(const req *r)
 {
     stg_class c = {r->prio, r->tenant, r->weight};
     return c;
+}
+
+/* r joins a host's fair queue *fq (its pace or concurrency queue, made on
+ * first use) by its item r->fq, in its class and tenant's turn. False when
+ * out of memory (r is then in no queue). */
+bool stg__eng_fq_join(stg__fairq **fq, req *r);
+
+/* An item leaves its fair queue: served (a pick: its tenant's turn moves
+ * on) or not (its request ends, or waits elsewhere). */
+static inline void stg__eng_fq_leave(stg__fairq *fq, stg__fq_item *it, bool served)
+{
+    if (served)
+        stg__fq_take(fq, it);
+    else
+        stg__fq_remove(fq, it);
 }
 
 void stg__eng_q_push(queue *q, req *r);

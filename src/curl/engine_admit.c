@@ -88,13 +88,7 @@ static bool paced(const stg_engine *e, const stg__host *h)
 /* r joins its host's pace queue. False when out of memory. */
 static bool pace_push(stg__host *h, req *r)
 {
-    if (!h->pace_fq) {
-        if (!(h->pace_fq = malloc(sizeof *h->pace_fq)))
-            return false;
-        stg__fq_init(h->pace_fq, 0);
-    }
-    stg_class c = req_class(r);
-    if (stg__fq_push(h->pace_fq, &r->fq, &c) != STG_OK)
+    if (!stg__eng_fq_join(&h->pace_fq, r))
         return false;
     r->pacing = true;
     return true;
@@ -122,10 +116,7 @@ static void pace_out(stg_engine *e, req *r, bool served)
     if (!r->pacing)
         return;
     stg__host *h = r->host;
-    if (served)
-        stg__fq_take(h->pace_fq, &r->fq);
-    else
-        stg__fq_remove(h->pace_fq, &r->fq);
+    stg__eng_fq_leave(h->pace_fq, &r->fq, served);
     r->pacing = false;
     if (h->pace_head == r)
         pace_next(e, h);
@@ -411,10 +402,7 @@ static void quota_out(stg_engine *e, req *r, bool served)
     if (!r->quota_waiting)
         return;
     stg__quota_q *q = r->qq;
-    if (served)
-        stg__fq_take(q->fq, &r->qfq);
-    else
-        stg__fq_remove(q->fq, &r->qfq);
+    stg__eng_fq_leave(q->fq, &r->qfq, served);
     r->quota_waiting = false;
     r->qq = NULL;
     if (q->head == r)
@@ -738,7 +726,7 @@ void stg__eng_start_ready(stg_engine *e)
      * that would take a slot its headroom leaves to the higher ones. */
     size_t budget = e->count;
     while (budget-- > 0 && stg__eng_can_start(e)) {
-        req *r = e->retry_q.head;
+        req *r = STG__OWNER(e->retry_q.head, req, q_link);
         if (r) {
             stg__eng_q_unlink(&e->retry_q, r);
             stg__eng_leave(r, RQ_RETRY_Q);

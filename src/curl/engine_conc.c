@@ -54,13 +54,7 @@ static int limit_of(const stg__host *h)
  * False when out of memory (r is then in no queue). */
 static bool conc_push(stg__host *h, req *r)
 {
-    if (!h->conc_fq) {
-        if (!(h->conc_fq = malloc(sizeof *h->conc_fq)))
-            return false;
-        stg__fq_init(h->conc_fq, 0);
-    }
-    stg_class c = req_class(r);
-    return stg__fq_push(h->conc_fq, &r->fq, &c) == STG_OK;
+    return stg__eng_fq_join(&h->conc_fq, r);
 }
 
 void stg__eng_conc_unlink(req *r)

@@ -54,39 +54,30 @@ void stg__eng_check(const stg_engine *e, const req *r)
 
 /* ---- queues ------------------------------------------------------------ */
 
+bool stg__eng_fq_join(stg__fairq **fq, req *r)
+{
+    if (!*fq) {
+        if (!(*fq = malloc(sizeof **fq)))
+            return false;
+        stg__fq_init(*fq, 0);
+    }
+    stg_class c = req_class(r);
+    return stg__fq_push(*fq, &r->fq, &c) == STG_OK;
+}
+
 void stg__eng_q_push(queue *q, req *r)
 {
-    r->q_next = NULL;
-    r->q_prev = q->tail;
-    if (q->tail)
-        q->tail->q_next = r;
-    else
-        q->head = r;
-    q->tail = r;
+    stg__list_push_back(q, &r->q_link);
 }
 
 void stg__eng_q_push_front(queue *q, req *r)
 {
-    r->q_prev = NULL;
-    r->q_next = q->head;
-    if (q->head)
-        q->head->q_prev = r;
-    else
-        q->tail = r;
-    q->head = r;
+    stg__list_push_front(q, &r->q_link);
 }
 
 void stg__eng_q_unlink(queue *q, req *r)
 {
-    if (r->q_prev)
-        r->q_prev->q_next = r->q_next;
-    else
-        q->head = r->q_next;
-    if (r->q_next)
-        r->q_next->q_prev = r->q_prev;
-    else
-        q->tail = r->q_prev;
-    r->q_next = r->q_prev = NULL;
+    stg__list_unlink(q, &r->q_link);
 }
 
 /* ---- events ------------------------------------------------------------- */

@@ -34,32 +34,8 @@ void stg__hosts_init(stg__hosts *t)
     t->b = NULL;
     t->cap = t->n = 0;
     t->max = 0;
-    t->lru_head = t->lru_tail = NULL;
+    t->lru.head = t->lru.tail = NULL;
     t->quota = NULL;
-}
-
-static void lru_unlink(stg__hosts *t, stg__host *h)
-{
-    if (h->lru_prev)
-        h->lru_prev->lru_next = h->lru_next;
-    else
-        t->lru_head = h->lru_next;
-    if (h->lru_next)
-        h->lru_next->lru_prev = h->lru_prev;
-    else
-        t->lru_tail = h->lru_prev;
-    h->lru_prev = h->lru_next = NULL;
-}
-
-static void lru_front(stg__hosts *t, stg__host *h)
-{
-    h->lru_prev = NULL;
-    h->lru_next = t->lru_head;
-    if (t->lru_head)
-        t->lru_head->lru_prev = h;
-    else
-        t->lru_tail = h;
-    t->lru_head = h;
 }
 
 stg_quota *stg__hosts_quota(stg__hosts *t)
@@ -187,18 +163,19 @@ static bool grow(stg__hosts *t)
 /* Forget the least recently used host no request holds, if any. */
 static void forget_one(stg__hosts *t)
 {
-    stg__host *h = t->lru_tail;
-    while (h && h->refs > 0)
-        h = h->lru_prev;
-    if (!h)
+    stg__link *l = t->lru.tail;
+    while (l && STG__OWNER(l, stg__host, lru)->refs > 0)
+        l = l->prev;
+    if (!l)
         return;
+    stg__host *h = STG__OWNER(l, stg__host, lru);
     STG_ASSERT(!h->pace_head && (!h->pace_fq || !h->pace_fq->n) && (!h->conc_fq || !h->conc_fq->n) &&
                !h->quota_qs && h->conc_out == 0 && h->q_alive == 0);
     stg__host **pp = &t->b[stg__fnv1a64(h->key) & (t->cap - 1)];
     while (*pp != h)
         pp = &(*pp)->next;
     *pp = h->next;
-    lru_unlink(t, h);
+    stg__list_unlink(&t->lru, &h->lru);
     host_free(h);
     t->n--;
 }
@@ -209,9 +186,9 @@ stg__host *stg__hosts_get(stg__hosts *t, const char *key, const stg_engine_confi
     if (t->cap) {
         for (stg__host *h = t->b[stg__fnv1a64(key) & (t->cap - 1)]; h; h = h->next)
             if (!strcmp(h->key, key)) {
-                if (t->lru_head != h) {
-                    lru_unlink(t, h);
-                    lru_front(t, h);
+                if (t->lru.head != &h->lru) {
+                    stg__list_unlink(&t->lru, &h->lru);
+                    stg__list_push_front(&t->lru, &h->lru);
                 }
                 return h;
             }
@@ -237,7 +214,7 @@ stg__host *stg__hosts_get(stg__hosts *t, const char *key, const stg_engine_confi
     size_t j = (size_t)(stg__fnv1a64(key) & (t->cap - 1));
     h->next = t->b[j];
     t->b[j] = h;
-    lru_front(t, h);
+    stg__list_push_front(&t->lru, &h->lru);
     t->n++;
     return h;
 }

@@ -36,6 +36,7 @@ uint64_t stg__seed(const void *addr, int64_t now_us);
 /* stg__url_parts and stg__url_split() are the core's (src/core/url.c). */
 #include "core/fairq.h"
 #include "core/url.h"
+#include "util/list.h"
 
 /* The limiter/breaker key of a URL: host, or host:port when a port is
  * given, lower-cased. Writes "" when there is no host. */
@@ -455,7 +456,7 @@ typedef struct stg__host_change {
  * the least recently used one that no request holds). */
 typedef struct stg__host {
     struct stg__host *next; /* hash chain */
-    struct stg__host *lru_prev, *lru_next; /* most recently used first */
+    stg__link lru; /* in the table's lru list */
     int64_t refs; /* the engine's requests whose r->host it is */
     char *key;
     bool has_bucket, has_adaptive, has_budget, has_breaker;
@@ -523,7 +524,7 @@ typedef struct stg__hosts {
     stg__host **b;
     size_t cap, n;
     size_t max;                   /* hosts kept (cfg.max_hosts); 0: the default */
-    stg__host *lru_head, *lru_tail;
+    stg__list lru;                /* of stg__host, most recently used first */
     stg_quota *quota; /* the servers' quotas, every key's (cfg.quotas);
                          made on first use, NULL until then */
 } stg__hosts;

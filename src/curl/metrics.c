@@ -331,6 +331,14 @@ static void label(FILE *f, const char *s)
     fputc('"', f);
 }
 
+/* The start of a series of one host: NAME{host="HOST" (escaped); the
+ * caller writes the other labels, the closing brace and the value. */
+static void host_series(FILE *f, const char *name, const char *host)
+{
+    fprintf(f, "%s{host=", name);
+    label(f, host);
+}
+
 /* One histogram's series; lab: its labels ("reason=\"x\"," form, or ""). */
 static void histo_series(FILE *f, const char *name, const char *lab, const histo *h)
 {
@@ -354,6 +362,17 @@ static void print_histo(FILE *f, const char *name, const char *help, const histo
 {
     fprintf(f, "# HELP %s %s\n# TYPE %s histogram\n", name, help, name);
     histo_series(f, name, "", h);
+}
+
+/* A counter by stg_reason: its series with a count above 0. */
+static void print_by_reason(FILE *f, const char *name, const char *help,
+                            const uint64_t n[N_REASONS])
+{
+    fprintf(f, "# HELP %s %s\n# TYPE %s counter\n", name, help, name);
+    for (int r = 0; r < N_REASONS; r++)
+        if (n[r])
+            fprintf(f, "%s{reason=\"%s\"} %llu\n", name, stg_reason_name((stg_reason)r),
+                    (unsigned long long)n[r]);
 }
 
 /* ---- the quotas (stg_metrics_set_quotas) --------------------------------- */
@@ -461,8 +480,7 @@ static void print_where_time_goes(const stg_metrics *m, FILE *f)
         for (int c = 0; c < N_CLASSES; c++) {
             if (!m->hosts[i].attempts[c])
                 continue;
-            fputs("stagger_host_attempts_total{host=", f);
-            label(f, m->hosts[i].host);
+            host_series(f, "stagger_host_attempts_total", m->hosts[i].host);
             fprintf(f, ",class=\"%s\"} %llu\n", class_names[c],
                     (unsigned long long)m->hosts[i].attempts[c]);
         }
@@ -472,8 +490,7 @@ static void print_where_time_goes(const stg_metrics *m, FILE *f)
     for (size_t i = 0; i < m->n_hosts; i++) {
         if (m->hosts[i].rate <= 0)
             continue;
-        fputs("stagger_learned_rate{host=", f);
-        label(f, m->hosts[i].host);
+        host_series(f, "stagger_learned_rate", m->hosts[i].host);
         fprintf(f, "} %.3f\n", m->hosts[i].rate);
     }
 }
@@ -497,20 +514,11 @@ static void print_all(const stg_metrics *m, FILE *f)
         if (m->retries_error[e])
             fprintf(f, "stagger_retries_total{reason=\"retry_error\",cause=\"%s\"} %llu\n",
                     stg_net_error_name((stg_net_error)e), (unsigned long long)m->retries_error[e]);
-    fputs("# HELP stagger_give_ups_total Requests given up, by reason.\n"
-          "# TYPE stagger_give_ups_total counter\n",
-          f);
-    for (int r = 0; r < N_REASONS; r++)
-        if (m->give_ups[r])
-            fprintf(f, "stagger_give_ups_total{reason=\"%s\"} %llu\n",
-                    stg_reason_name((stg_reason)r), (unsigned long long)m->give_ups[r]);
-    fputs("# HELP stagger_waits_total Waits that are not retries (a request waiting for an "
-          "open breaker), by reason.\n# TYPE stagger_waits_total counter\n",
-          f);
-    for (int r = 0; r < N_REASONS; r++)
-        if (m->retries_other[r])
-            fprintf(f, "stagger_waits_total{reason=\"%s\"} %llu\n",
-                    stg_reason_name((stg_reason)r), (unsigned long long)m->retries_other[r]);
+    print_by_reason(f, "stagger_give_ups_total", "Requests given up, by reason.", m->give_ups);
+    print_by_reason(f, "stagger_waits_total",
+                    "Waits that are not retries (a request waiting for an open breaker), by "
+                    "reason.",
+                    m->retries_other);
     fprintf(f, "# HELP stagger_successes_total Requests that succeeded.\n"
                "# TYPE stagger_successes_total counter\nstagger_successes_total %llu\n",
             (unsigned long long)m->successes);
@@ -539,8 +547,7 @@ static void print_all(const stg_metrics *m, FILE *f)
     for (size_t i = 0; i < m->n_hosts; i++) {
         if (!m->hosts[i].breaker)
             continue;
-        fputs("stagger_breaker_state{host=", f);
-        label(f, m->hosts[i].host);
+        host_series(f, "stagger_breaker_state", m->hosts[i].host);
         fprintf(f, "} %d\n", m->hosts[i].state);
     }
     fputs("# HELP stagger_breaker_transitions_total Breaker state changes per host, by new "
@@ -548,8 +555,7 @@ static void print_all(const stg_metrics *m, FILE *f)
           f);
     for (size_t i = 0; i < m->n_hosts; i++)
         for (int s = 0; s < 3 && m->hosts[i].breaker; s++) {
-            fputs("stagger_breaker_transitions_total{host=", f);
-            label(f, m->hosts[i].host);
+            host_series(f, "stagger_breaker_transitions_total", m->hosts[i].host);
             fprintf(f, ",to=\"%s\"} %llu\n", stg_breaker_state_name((stg_breaker_state)s),
                     (unsigned long long)m->hosts[i].to[s]);
         }
@@ -559,8 +565,7 @@ static void print_all(const stg_metrics *m, FILE *f)
     for (size_t i = 0; i < m->n_hosts; i++) {
         if (m->hosts[i].conc_limit <= 0)
             continue;
-        fputs("stagger_concurrency_limit{host=", f);
-        label(f, m->hosts[i].host);
+        host_series(f, "stagger_concurrency_limit", m->hosts[i].host);
         fprintf(f, "} %d\n", m->hosts[i].conc_limit);
     }
     fprintf(f,

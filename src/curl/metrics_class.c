@@ -77,9 +77,17 @@ void stg__mc_event(stg__mc *mc, const stg_event *ev)
     r->wait_sum += s;
 }
 
-static void labels(FILE *f, const stg__mc_row *r, const char *more)
+/* A family's # HELP and # TYPE lines. */
+static void family(FILE *f, const char *name, const char *type, const char *help)
 {
-    fprintf(f, "{class=\"%s\",tenant=\"", stg_priority_name(r->priority));
+    fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+/* The start of r's series of name: name{class="...",tenant="..."MORE} (the
+ * tenant escaped), before its value. */
+static void series(FILE *f, const char *name, const stg__mc_row *r, const char *more)
+{
+    fprintf(f, "%s{class=\"%s\",tenant=\"", name, stg_priority_name(r->priority));
     for (const char *p = r->tenant; *p; p++) {
         if (*p == '\\' || *p == '"')
             fputc('\\', f);
@@ -92,25 +100,20 @@ void stg__mc_print(const stg__mc *mc, FILE *f)
 {
     if (!mc->n)
         return;
-    fputs("# HELP stagger_class_admitted_total Attempts admitted, by priority class and "
-          "tenant.\n# TYPE stagger_class_admitted_total counter\n",
-          f);
+    family(f, "stagger_class_admitted_total", "counter",
+           "Attempts admitted, by priority class and tenant.");
     for (size_t i = 0; i < mc->n; i++) {
-        fputs("stagger_class_admitted_total", f);
-        labels(f, &mc->rows[i], NULL);
+        series(f, "stagger_class_admitted_total", &mc->rows[i], NULL);
         fprintf(f, " %llu\n", (unsigned long long)mc->rows[i].admitted);
     }
-    fputs("# HELP stagger_class_waiting Requests waiting for admission, by priority class and "
-          "tenant.\n# TYPE stagger_class_waiting gauge\n",
-          f);
+    family(f, "stagger_class_waiting", "gauge",
+           "Requests waiting for admission, by priority class and tenant.");
     for (size_t i = 0; i < mc->n; i++) {
-        fputs("stagger_class_waiting", f);
-        labels(f, &mc->rows[i], NULL);
+        series(f, "stagger_class_waiting", &mc->rows[i], NULL);
         fprintf(f, " %lld\n", (long long)mc->rows[i].waiting);
     }
-    fputs("# HELP stagger_class_wait_seconds Waits for admission of the admitted attempts, by "
-          "priority class and tenant.\n# TYPE stagger_class_wait_seconds histogram\n",
-          f);
+    family(f, "stagger_class_wait_seconds", "histogram",
+           "Waits for admission of the admitted attempts, by priority class and tenant.");
     for (size_t i = 0; i < mc->n; i++) {
         const stg__mc_row *r = &mc->rows[i];
         uint64_t cum = 0;
@@ -121,15 +124,12 @@ void stg__mc_print(const stg__mc *mc, FILE *f)
                 snprintf(le, sizeof le, ",le=\"%g\"", mc_bounds[b]);
             else
                 snprintf(le, sizeof le, ",le=\"+Inf\"");
-            fputs("stagger_class_wait_seconds_bucket", f);
-            labels(f, r, le);
+            series(f, "stagger_class_wait_seconds_bucket", r, le);
             fprintf(f, " %llu\n", (unsigned long long)cum);
         }
-        fputs("stagger_class_wait_seconds_sum", f);
-        labels(f, r, NULL);
+        series(f, "stagger_class_wait_seconds_sum", r, NULL);
         fprintf(f, " %.6f\n", r->wait_sum);
-        fputs("stagger_class_wait_seconds_count", f);
-        labels(f, r, NULL);
+        series(f, "stagger_class_wait_seconds_count", r, NULL);
         fprintf(f, " %llu\n", (unsigned long long)cum);
     }
 }

@@ -128,24 +128,14 @@
 
 #include "curl/internal.h"
 #include "util/assert.h"
+#include "util/grow.h"
 
 #define DEFAULT_MAX_BODY ((size_t)64 << 20)
 
 bool stg__buf_put(stg__buf *b, const void *data, size_t n)
 {
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->len + n + 1) {
-            if (cap > SIZE_MAX / 2)
-                return false;
-            cap *= 2;
-        }
-        char *p = realloc(b->p, cap);
-        if (!p)
-            return false;
-        b->p = p;
-        b->cap = cap;
-    }
+    if (!stg__reserve(&b->p, &b->cap, b->len + n + 1, 1, 256))
+        return false;
     if (n)
         memcpy(b->p + b->len, data, n);
     b->len += n;

@@ -54,26 +54,14 @@ void px_conn_notify(void *cls, struct MHD_Connection *c, void **socket_context,
             MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
         k->fd = ci ? ci->connect_fd : -1;
         k->head_start_us = px_mono_us();
-        k->prev = p->conns_tail;
-        if (p->conns_tail)
-            p->conns_tail->next = k;
-        else
-            p->conns_head = k;
-        p->conns_tail = k;
+        stg__list_push_back(&p->conns, &k->link);
         p->n_conns++;
         *socket_context = k;
         return;
     }
     if (!k)
         return;
-    if (k->prev)
-        k->prev->next = k->next;
-    else
-        p->conns_head = k->next;
-    if (k->next)
-        k->next->prev = k->prev;
-    else
-        p->conns_tail = k->prev;
+    stg__list_unlink(&p->conns, &k->link);
     if (!k->closing)
         p->n_conns--;
     free(k);
@@ -134,7 +122,8 @@ void px_conns_sweep(stg_proxy *p)
     if (!pressed && now < p->next_sweep_us)
         return;
     p->next_sweep_us = now + SWEEP_EVERY_US;
-    for (px_conn *k = p->conns_head; k; k = k->next) {
+    for (stg__link *l = p->conns.head; l; l = l->next) {
+        px_conn *k = STG__OWNER(l, px_conn, link);
         if (k->closing || k->busy)
             continue;
         int64_t open_us = now - k->head_start_us;

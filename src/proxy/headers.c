@@ -70,17 +70,9 @@ static void conn_add(conn_list *k, const char *value, size_t m)
 {
     if (k->oom)
         return;
-    if (k->len + m + 2 > k->cap) {
-        size_t cap = k->cap ? k->cap : 64;
-        while (cap < k->len + m + 2)
-            cap *= 2;
-        char *s = realloc(k->s, cap);
-        if (!s) {
-            k->oom = true;
-            return;
-        }
-        k->s = s;
-        k->cap = cap;
+    if (!stg__reserve(&k->s, &k->cap, k->len + m + 2, 1, 64)) {
+        k->oom = true;
+        return;
     }
     if (k->len)
         k->s[k->len++] = ',';

@@ -53,6 +53,7 @@
 
 #include "proxy/head_check.h"
 #include "proxy/proxy.h"
+#include "util/list.h"
 
 #define PX_HIGH_WATER ((size_t)256 << 10) /* buffered 2xx body: pause upstream */
 #define PX_LOW_WATER ((size_t)64 << 10)   /* ... and resume it below this */
@@ -94,7 +95,7 @@ typedef struct px_conn {
     bool kept;             /* a request completed on it: kept alive */
     bool line;             /* kept, and the next request line came */
     bool closing;          /* shut down by us; MHD closes it */
-    struct px_conn *prev, *next; /* p->conns_head..tail, oldest first */
+    stg__link link;        /* in p->conns */
 } px_conn;
 
 /* A request's Stagger-Timeout (control.c): each time in µs, 0 where the
@@ -251,7 +252,7 @@ struct stg_proxy {
 
     char via[32];        /* "1.1 stagger-<8 hex>": ours (via.c) */
     /* The client connections (conns.c), loop thread only. */
-    px_conn *conns_head, *conns_tail;
+    stg__list conns;     /* of px_conn, oldest first */
     unsigned n_conns;    /* those not being closed by us */
     unsigned conn_limit; /* MHD's connection limit */
     int64_t head_timeout_us;

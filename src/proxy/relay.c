@@ -114,16 +114,8 @@ static bool sbuf_put(px_req *r, const void *buf, size_t len)
         r->slen -= r->soff;
         r->soff = 0;
     }
-    if (r->slen + len > r->scap) {
-        size_t cap = r->scap ? r->scap : 16384;
-        while (cap < r->slen + len)
-            cap *= 2;
-        char *b = realloc(r->sbuf, cap);
-        if (!b)
-            return false;
-        r->sbuf = b;
-        r->scap = cap;
-    }
+    if (!stg__reserve(&r->sbuf, &r->scap, r->slen + len, 1, 16384))
+        return false;
     memcpy(r->sbuf + r->slen, buf, len);
     r->slen += len;
     return true;

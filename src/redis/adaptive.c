@@ -320,12 +320,12 @@ static void learn(stg_redis_limiter *l, const char *name, const reply5 *r)
         loc->learned_rate = (double)r->v[3] / 1000.0;
 }
 
-/* ns of a timeout in us, as gcra.c: <= 0 -> 0, clamped to the span. */
-static int64_t ns_of(int64_t us)
+/* Under mu: the local adaptive limiter of name (the fallback), NULL when
+ * out of memory. */
+static stg_adaptive *local_limiter(stg_redis_limiter *l, const char *name)
 {
-    if (us <= 0)
-        return 0;
-    return us >= STG_REDIS_SPAN_MAX_NS / 1000 ? STG_REDIS_SPAN_MAX_NS : us * 1000;
+    stg__local *loc = stg__local_get(l, name);
+    return loc ? stg__local_adaptive(l, loc) : NULL;
 }
 
 int stg_redis_adaptive_acquire(stg_redis_limiter *l, const char *key, int64_t timeout_us,
@@ -346,15 +346,15 @@ int stg__redis_adaptive_acquire_spec(stg_redis_limiter *l, const char *key, cons
     reply5 r;
     int64_t w = 0, t = 0;
     pthread_mutex_lock(&l->mu);
-    int rc = run(l, rkey, 'a', ns_of(timeout_us), 0, false, spec, tenant, &r, &note);
+    int rc = run(l, rkey, 'a', stg__gcra_timeout_ns(timeout_us), 0, false, spec, tenant, &r,
+                 &note);
     if (rc == STG_OK) {
         learn(l, name, &r);
         w = r.v[1];
         t = r.v[2];
         rc = r.v[0] ? STG_OK : STG_ETIMEDOUT;
     } else if (rc == STG_EUNAVAIL && l->share > 0) {
-        stg__local *loc = stg__local_get(l, name);
-        stg_adaptive *a = loc ? stg__local_adaptive(l, loc) : NULL;
+        stg_adaptive *a = local_limiter(l, name);
         rc = a ? stg_adaptive_acquire(a, stg__redis_now(l), timeout_us, &w) : STG_ENOMEM;
         l->stats.local_decisions++;
     } else if (rc == STG_EUNAVAIL) {
@@ -374,8 +374,7 @@ int stg__redis_adaptive_acquire_spec(stg_redis_limiter *l, const char *key, cons
 /* Under mu: feed the local limiter (fallback) with an answer. */
 static int local_response(stg_redis_limiter *l, const char *name, bool throttled, int64_t hold_us)
 {
-    stg__local *loc = stg__local_get(l, name);
-    stg_adaptive *a = loc ? stg__local_adaptive(l, loc) : NULL;
+    stg_adaptive *a = local_limiter(l, name);
     if (!a)
         return STG_ENOMEM;
     int64_t now = stg__redis_now(l);
@@ -407,8 +406,8 @@ int stg_redis_adaptive_response(stg_redis_limiter *l, const char *key, int64_t t
         rc = l->share > 0 ? local_response(l, name, throttled, hold_us) : STG_OK;
     } else if (throttled || hold_us > 0) {
         reply5 r;
-        rc = run(l, rkey, 'r', ticket, hold_us > 0 ? ns_of(hold_us) : 0, throttled, NULL, NULL,
-                 &r, &note);
+        rc = run(l, rkey, 'r', ticket, stg__gcra_timeout_ns(hold_us), throttled, NULL, NULL, &r,
+                 &note);
         if (rc == STG_OK)
             learn(l, name, &r);
         else if (rc == STG_EUNAVAIL && l->share > 0)

@@ -151,6 +151,27 @@ static int load_script(const stg_redis_limiter *l, stg__rconn *c, const char *sr
     return rc;
 }
 
+/* A setup command (AUTH, SELECT) whose answer only has to be no error:
+ * STG_OK, or STG_EUNAVAIL with reason saying why ("AUTH failed: ..."). */
+static int setup_command(const stg_redis_limiter *l, stg__rconn *c, int argc,
+                         const char *const *argv, const size_t *lens, char *reason, size_t rlen)
+{
+    redisReply *r = stg__rconn_command(c, argc, argv, lens);
+    if (!r) {
+        io_reason(l, c, argv[0], reason, rlen);
+        return STG_EUNAVAIL;
+    }
+    int rc = STG_OK;
+    if (r->type == REDIS_REPLY_ERROR) {
+        char what[32];
+        snprintf(what, sizeof what, "%s failed", argv[0]);
+        reply_reason(l, r, reason, rlen, what);
+        rc = STG_EUNAVAIL;
+    }
+    freeReplyObject(r);
+    return rc;
+}
+
 static const char *const script_src[STG__SCRIPT_COUNT] = {
     [STG__SCRIPT_GCRA] = stg__redis_gcra_lua,
     [STG__SCRIPT_BREAKER] = stg__redis_breaker_lua,
@@ -181,34 +202,14 @@ static int open_node(stg_redis_limiter *l, const char *host, int port, stg__rcon
         if (l->url.user[0])
             argv[argc] = l->url.user, lens[argc++] = strlen(l->url.user);
         argv[argc] = l->url.password, lens[argc++] = strlen(l->url.password);
-        redisReply *r = stg__rconn_command(c, argc, argv, lens);
-        if (!r) {
-            io_reason(l, c, "AUTH", reason, rlen);
-            rc = STG_EUNAVAIL;
-        } else {
-            if (r->type == REDIS_REPLY_ERROR) {
-                reply_reason(l, r, reason, rlen, "AUTH failed");
-                rc = STG_EUNAVAIL;
-            }
-            freeReplyObject(r);
-        }
+        rc = setup_command(l, c, argc, argv, lens, reason, rlen);
     }
     if (rc == STG_OK && l->url.db != 0) {
         char db[16];
         snprintf(db, sizeof db, "%d", l->url.db);
         const char *argv[] = {"SELECT", db};
         size_t lens[] = {6, strlen(db)};
-        redisReply *r = stg__rconn_command(c, 2, argv, lens);
-        if (!r) {
-            io_reason(l, c, "SELECT", reason, rlen);
-            rc = STG_EUNAVAIL;
-        } else {
-            if (r->type == REDIS_REPLY_ERROR) {
-                reply_reason(l, r, reason, rlen, "SELECT failed");
-                rc = STG_EUNAVAIL;
-            }
-            freeReplyObject(r);
-        }
+        rc = setup_command(l, c, 2, argv, lens, reason, rlen);
     }
     for (int i = 0; rc == STG_OK && i < STG__SCRIPT_COUNT; i++)
         rc = load_script(l, c, script_src[i], l->sha[i], reason, rlen);

@@ -177,7 +177,8 @@ bool stg__reply_int(const redisReply *r, size_t i, long long *out);
 /* ---- gcra.c ---- */
 /* The most ARGV the limiter script takes (see gcra.c, prio_lua.h). */
 #define STG__GCRA_ARGC_MAX 11
-/* timeout_us as the script's timeout in ns: <= 0 -> 0, clamped to the span. */
+/* timeout_us as the script's timeout in ns: <= 0 -> 0, clamped to the span
+ * (also any other span the scripts take in ns: the adaptive hold). */
 int64_t stg__gcra_timeout_ns(int64_t timeout_us);
 /* Under mu: answer n takes of weight from the local bucket of name. */
 int stg__gcra_local_takes(stg_redis_limiter *l, const char *name, size_t n, int64_t weight,

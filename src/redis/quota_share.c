@@ -749,21 +749,35 @@ out:
     return STG_OK;
 }
 
+/* Under the lock, at one clock reading, visit each host in turn until
+ * visit returns false; what the visits note is in *note. */
+static void each_host(stg_redis_quota *q,
+                      bool (*visit)(stg_redis_quota *q, sq_host *h, int64_t now, stg__note *note),
+                      stg__note *note)
+{
+    pthread_mutex_lock(&q->l->mu);
+    int64_t now = stg__redis_now(q->l);
+    for (size_t i = 0; i < q->n_hosts; i++)
+        if (!visit(q, q->hosts[i], now, note))
+            break;
+    pthread_mutex_unlock(&q->l->mu);
+}
+
+/* A tick: renew what a busy host holds once its last trip is refresh_us
+ * old; false (stop) when Redis is unreachable: the next tick tries again. */
+static bool tick_host(stg_redis_quota *q, sq_host *h, int64_t now, stg__note *note)
+{
+    if (host_idle(h) || now - h->last_trip < q->refresh_us)
+        return true;
+    return report(q, h, false, now, note) != STG_EUNAVAIL;
+}
+
 void stg_redis_quota_tick(stg_redis_quota *q)
 {
     if (!q)
         return;
     stg__note note = {0};
-    pthread_mutex_lock(&q->l->mu);
-    int64_t now = stg__redis_now(q->l);
-    for (size_t i = 0; i < q->n_hosts; i++) {
-        sq_host *h = q->hosts[i];
-        if (host_idle(h) || now - h->last_trip < q->refresh_us)
-            continue;
-        if (report(q, h, false, now, &note) == STG_EUNAVAIL)
-            break; /* unreachable: the next tick tries again */
-    }
-    pthread_mutex_unlock(&q->l->mu);
+    each_host(q, tick_host, &note);
     stg__redis_emit(q->l, &note);
 }
 
@@ -790,23 +804,24 @@ int stg_redis_quota_info_get(stg_redis_quota *q, const char *key, stg_redis_quot
     return STG_OK;
 }
 
+/* At free: give back what a host holds (when connected), and free it. */
+static bool close_host(stg_redis_quota *q, sq_host *h, int64_t now, stg__note *note)
+{
+    bool holds = false;
+    for (int k = 0; k < h->n; k++)
+        holds |= h->q[k].lease > 0 || h->q[k].spent > 0 || h->q[k].count >= 0;
+    if (holds && q->l->ctx)
+        (void)report(q, h, true, now, note);
+    free(h);
+    return true;
+}
+
 void stg_redis_quota_free(stg_redis_quota *q)
 {
     if (!q)
         return;
-    stg__note note = {0};
-    pthread_mutex_lock(&q->l->mu);
-    int64_t now = stg__redis_now(q->l);
-    for (size_t i = 0; i < q->n_hosts; i++) {
-        sq_host *h = q->hosts[i];
-        bool holds = false;
-        for (int k = 0; k < h->n; k++)
-            holds |= h->q[k].lease > 0 || h->q[k].spent > 0 || h->q[k].count >= 0;
-        if (holds && q->l->ctx)
-            (void)report(q, h, true, now, &note);
-        free(h);
-    }
-    pthread_mutex_unlock(&q->l->mu);
+    stg__note note = {0}; /* not emitted: as before, free logs nothing */
+    each_host(q, close_host, &note);
     free(q->hosts);
     free(q);
 }

@@ -10,29 +10,15 @@
 #include <string.h>
 
 #include "server/buf.h"
+#include "util/grow.h"
 
 static bool reserve(srv_buf *b, size_t extra)
 {
     if (b->oom)
         return false;
-    if (b->p && b->len + extra < b->cap)
-        return true;
-    size_t cap = b->cap ? b->cap : 64;
-    while (cap <= b->len + extra) {
-        if (cap > SIZE_MAX / 2) {
-            b->oom = true;
-            return false;
-        }
-        cap *= 2;
-    }
-    char *p = realloc(b->p, cap);
-    if (!p) {
+    if (!stg__reserve(&b->p, &b->cap, b->len + extra + 1, 1, 64))
         b->oom = true;
-        return false;
-    }
-    b->p = p;
-    b->cap = cap;
-    return true;
+    return !b->oom;
 }
 
 void srv_buf_free(srv_buf *b)

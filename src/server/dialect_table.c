@@ -70,6 +70,30 @@ static int64_t reset_epoch(const srv_dctx *c, const srv_dq_view *v)
     return srv_ceil_div(c->wall_us + v->reset_us, S_US);
 }
 
+/* The first quota of scope that applies to the request (refused: that
+ * refused it), or -1. */
+static int quota_of_scope(const srv_dctx *c, srv_dq_scope scope, bool refused)
+{
+    for (size_t i = 0; i < c->p->nq; i++)
+        if (c->q[i].scope == scope && (refused ? c->v[i].refused : c->v[i].applies))
+            return (int)i;
+    return -1;
+}
+
+/* PREFIX-limit, PREFIX-remaining and PREFIX-reset in epoch seconds: the
+ * fields GitHub (x-ratelimit) and X (x-rate-limit) both send. */
+static void epoch_fields(const srv_dctx *c, srv_dout *o, const char *prefix,
+                         const srv_dq_view *v)
+{
+    char n[64];
+    snprintf(n, sizeof n, "%s-limit", prefix);
+    srv_dout_add(o, n, "%" PRId64, v->limit);
+    snprintf(n, sizeof n, "%s-remaining", prefix);
+    srv_dout_add(o, n, "%" PRId64, v->remaining);
+    snprintf(n, sizeof n, "%s-reset", prefix);
+    srv_dout_add(o, n, "%" PRId64, reset_epoch(c, v));
+}
+
 /* ------------------------------------------------------------------ ietf */
 
 static void ietf_fields(const srv_dctx *c, srv_dout *o)
@@ -188,16 +212,16 @@ static void anthropic_refuse(const srv_dctx *c, srv_dout *o)
 {
     int which;
     int64_t w = max_wait(c, &which);
-    for (size_t i = 0; i < c->p->nq; i++)
-        if (c->v[i].refused && c->q[i].scope == SRV_DQ_SERVER) {
-            /* Overloaded: the whole API, not this client's quota; no hint. */
-            o->status = 529;
-            o->why = c->q[i].name;
-            srv_dout_body(o, "application/json",
-                          "{\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\","
-                          "\"message\":\"Overloaded\"}}");
-            return;
-        }
+    int over = quota_of_scope(c, SRV_DQ_SERVER, true);
+    if (over >= 0) {
+        /* Overloaded: the whole API, not this client's quota; no hint. */
+        o->status = 529;
+        o->why = c->q[over].name;
+        srv_dout_body(o, "application/json",
+                      "{\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\","
+                      "\"message\":\"Overloaded\"}}");
+        return;
+    }
     anthropic_fields(c, o);
     int64_t s = srv_ceil_div(w, S_US);
     o->status = 429;
@@ -229,13 +253,11 @@ static void github_route(const char *url, char *out, size_t n)
     snprintf(out, n, "%s", search ? "search" : "core");
 }
 
-/* The resource's quota (core or search): the one with only_route. */
+/* The resource's quota (core or search): the route's quota that applies
+ * (each has only_route, so one at most). */
 static int github_resource(const srv_dctx *c)
 {
-    for (size_t i = 0; i < c->p->nq; i++)
-        if (c->v[i].applies && c->q[i].only_route)
-            return (int)i;
-    return -1;
+    return quota_of_scope(c, SRV_DQ_ROUTE, false);
 }
 
 static void github_fields(const srv_dctx *c, srv_dout *o)
@@ -244,9 +266,7 @@ static void github_fields(const srv_dctx *c, srv_dout *o)
     if (r < 0)
         return;
     const srv_dq_view *v = &c->v[r];
-    srv_dout_add(o, "x-ratelimit-limit", "%" PRId64, v->limit);
-    srv_dout_add(o, "x-ratelimit-remaining", "%" PRId64, v->remaining);
-    srv_dout_add(o, "x-ratelimit-reset", "%" PRId64, reset_epoch(c, v));
+    epoch_fields(c, o, "x-ratelimit", v);
     srv_dout_add(o, "x-ratelimit-used", "%" PRId64, v->limit - v->remaining);
     srv_dout_add(o, "x-ratelimit-resource", "%s", c->route);
 }
@@ -289,17 +309,9 @@ static void discord_route(const char *url, char *out, size_t n)
     out[len] = '\0';
 }
 
-static int discord_bucket(const srv_dctx *c)
-{
-    for (size_t i = 0; i < c->p->nq; i++)
-        if (c->v[i].applies && c->q[i].scope == SRV_DQ_ROUTE)
-            return (int)i;
-    return -1;
-}
-
 static void discord_fields(const srv_dctx *c, srv_dout *o)
 {
-    int b = discord_bucket(c);
+    int b = quota_of_scope(c, SRV_DQ_ROUTE, false);
     if (b < 0)
         return;
     const srv_dq_view *v = &c->v[b];
@@ -316,10 +328,8 @@ static void discord_fields(const srv_dctx *c, srv_dout *o)
 
 static void discord_refuse(const srv_dctx *c, srv_dout *o)
 {
-    int b = discord_bucket(c), g = -1;
-    for (size_t i = 0; i < c->p->nq; i++)
-        if (c->v[i].refused && c->q[i].scope == SRV_DQ_CLIENT)
-            g = (int)i;
+    /* The bucket, or the global limit (one quota of client scope). */
+    int b = quota_of_scope(c, SRV_DQ_ROUTE, false), g = quota_of_scope(c, SRV_DQ_CLIENT, true);
     o->status = 429;
     const srv_dq_view *v = g >= 0 ? &c->v[g] : &c->v[b];
     o->why = c->q[g >= 0 ? g : b].name;
@@ -373,12 +383,8 @@ static void shopify_refuse(const srv_dctx *c, srv_dout *o)
 
 static void x_fields(const srv_dctx *c, srv_dout *o)
 {
-    const srv_dq_view *v = &c->v[0];
-    if (!v->applies)
-        return;
-    srv_dout_add(o, "x-rate-limit-limit", "%" PRId64, v->limit);
-    srv_dout_add(o, "x-rate-limit-remaining", "%" PRId64, v->remaining);
-    srv_dout_add(o, "x-rate-limit-reset", "%" PRId64, reset_epoch(c, v));
+    if (c->v[0].applies)
+        epoch_fields(c, o, "x-rate-limit", &c->v[0]);
 }
 
 static void x_refuse(const srv_dctx *c, srv_dout *o)

@@ -37,37 +37,36 @@ void srv_early_destroy(srv_early *e)
     json_decref(e->per_client);
 }
 
-/* The map key: client, method, url joined by unit separators (malloc'd). */
-static char *key_of(const char *client, const char *method, const char *url, size_t *len)
+/* Find or insert the told entry of (client, method, url), keyed by the
+ * three joined by unit separators, and return with its shard locked, as
+ * srv_map_acquire; false (nothing locked) when out of memory. */
+static bool told_acquire(srv_early *e, const char *client, const char *method, const char *url,
+                         srv_map_ref *ref)
 {
     size_t lc = strlen(client), lm = strlen(method), lu = strlen(url);
     char *k = malloc(lc + lm + lu + 3);
     if (!k)
-        return NULL;
+        return false;
     memcpy(k, client, lc);
     k[lc] = '\x1f';
     memcpy(k + lc + 1, method, lm);
     k[lc + 1 + lm] = '\x1f';
     memcpy(k + lc + 2 + lm, url, lu + 1);
-    *len = lc + lm + lu + 2;
-    return k;
+    bool ok = srv_map_acquire(&e->told, k, lc + lm + lu + 2, ref); /* copies the key */
+    free(k);
+    return ok;
 }
 
 bool srv_early_arrive(srv_early *e, const char *client, const char *method, const char *url,
                       int64_t wall_us)
 {
-    size_t len;
-    char *k = key_of(client, method, url, &len);
-    if (!k)
-        return false;
     srv_map_ref ref;
     int64_t told = 0;
-    if (srv_map_acquire(&e->told, k, len, &ref)) {
-        if (*ref.value)
-            told = *(int64_t *)*ref.value;
-        srv_map_release(&ref);
-    }
-    free(k);
+    if (!told_acquire(e, client, method, url, &ref))
+        return false;
+    if (*ref.value)
+        told = *(int64_t *)*ref.value;
+    srv_map_release(&ref);
     if (told <= 0)
         return false;
     atomic_fetch_add_explicit(&e->tracked, 1, memory_order_relaxed);
@@ -85,19 +84,14 @@ bool srv_early_arrive(srv_early *e, const char *client, const char *method, cons
 void srv_early_answer(srv_early *e, const char *client, const char *method, const char *url,
                       int64_t told_wall_us)
 {
-    size_t len;
-    char *k = key_of(client, method, url, &len);
-    if (!k)
-        return;
     srv_map_ref ref;
-    if (srv_map_acquire(&e->told, k, len, &ref)) {
-        if (!*ref.value && told_wall_us > 0)
-            *ref.value = calloc(1, sizeof(int64_t));
-        if (*ref.value)
-            *(int64_t *)*ref.value = told_wall_us > 0 ? told_wall_us : 0;
-        srv_map_release(&ref);
-    }
-    free(k);
+    if (!told_acquire(e, client, method, url, &ref))
+        return;
+    if (!*ref.value && told_wall_us > 0)
+        *ref.value = calloc(1, sizeof(int64_t));
+    if (*ref.value)
+        *(int64_t *)*ref.value = told_wall_us > 0 ? told_wall_us : 0;
+    srv_map_release(&ref);
 }
 
 json_t *srv_early_json(srv_early *e)

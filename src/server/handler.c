@@ -47,6 +47,7 @@
 #include "server/routes.h"
 #include "server/latency.h"
 #include "server/slowbody.h"
+#include "util/grow.h"
 
 struct kept_persona {
     srv_dctx dc;
@@ -118,17 +119,9 @@ static bool body_append(srv_req *r, const char *data, size_t n, size_t max)
         r->too_big = true;
         return false;
     }
-    if (r->len + n + 1 > r->cap) {
-        size_t cap = r->cap ? r->cap : 1024;
-        while (cap < r->len + n + 1)
-            cap *= 2;
-        char *b = realloc(r->body, cap);
-        if (!b) {
-            r->too_big = true;
-            return false;
-        }
-        r->body = b;
-        r->cap = cap;
+    if (!stg__reserve(&r->body, &r->cap, r->len + n + 1, 1, 1024)) {
+        r->too_big = true;
+        return false;
     }
     memcpy(r->body + r->len, data, n);
     r->len += n;

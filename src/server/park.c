@@ -94,11 +94,7 @@ int srv_park_start(srv_park *p, void (*tick)(void *), void *tick_arg, int64_t ti
     p->tick_arg = tick_arg;
     p->tick_every_us = tick_every_us > 0 ? tick_every_us : 200000;
     pthread_mutex_init(&p->mu, NULL);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&p->cv, &ca);
-    pthread_condattr_destroy(&ca);
+    stg__cond_init_mono(&p->cv);
     if (pthread_create(&p->thread, NULL, ticker, p) != 0) {
         pthread_cond_destroy(&p->cv);
         pthread_mutex_destroy(&p->mu);

@@ -53,15 +53,10 @@ int sim_contention_trial(const sim_opts *o, sim_row *row, uint64_t seed, bool ch
     }
     uint64_t writes = 0, failed = 0;
     int64_t total = 0;
-    sim_ev ev;
-    while (sim_evq_peek(&q, &ev)) {
-        int64_t t = sim_ev_time(ev);
-        uint32_t who = sim_ev_who(ev);
+    int64_t t;
+    uint32_t who;
+    while (sim_run_next(&q, &t, &who, &failed)) {
         occ_client *c = &cl[who / EV_KINDS];
-        if (t > SIM_HORIZON_US) {
-            failed += q.n;
-            break;
-        }
         if (who % EV_KINDS == EV_READ) {
             c->version = sim_occ_read(&store);
             /* reply leg, then the write's leg */

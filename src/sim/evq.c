@@ -12,20 +12,11 @@
 #include <string.h>
 
 #include "evq.h"
+#include "util/grow.h"
 
 static int arr_reserve(sim_evarr *a, size_t need)
 {
-    if (need <= a->cap)
-        return 0;
-    size_t cap = a->cap ? a->cap : 16;
-    while (cap < need)
-        cap *= 2;
-    sim_ev *v = realloc(a->v, cap * sizeof *v);
-    if (!v)
-        return -1;
-    a->v = v;
-    a->cap = cap;
-    return 0;
+    return stg__reserve(&a->v, &a->cap, need, sizeof *a->v, 16) ? 0 : -1;
 }
 
 static int arr_append(sim_evarr *a, sim_ev e)

@@ -69,14 +69,9 @@ int sim_herd_trial(const sim_opts *o, sim_row *row, uint64_t seed, bool chart)
         sim_evq_push(&q, sim_net_leg(&net), i << ROUND_BITS | 1u);
     uint64_t calls = 0, failed = 0;
     int64_t total = 0;
-    sim_ev ev;
-    while (sim_evq_peek(&q, &ev)) {
-        int64_t t = sim_ev_time(ev);
-        uint32_t who = sim_ev_who(ev);
-        if (t > SIM_HORIZON_US) {
-            failed += q.n;
-            break;
-        }
+    int64_t t;
+    uint32_t who;
+    while (sim_run_next(&q, &t, &who, &failed)) {
         uint32_t i = who >> ROUND_BITS;
         int attempts = (int)(who & ROUND_MASK);
         int round = attempts - 1;

@@ -8,27 +8,26 @@
  */
 #include "scenario.h"
 
+static void load_figures(const sim_opts *o, sim_row *row, const sim_reqsim_out *out)
+{
+    (void)o;
+    double sum = 0;
+    for (size_t i = 0; i < out->latencies.n; i++)
+        sum += (double)out->latencies.v[i];
+    double mean = out->latencies.n ? sum / (double)out->latencies.n : 0;
+    int64_t p99 = sim_percentile(out->latencies.v, out->latencies.n, 99.0);
+    sim_row_add(row, "mean_ms", mean / 1e3);
+    sim_row_add(row, "p99_ms", (double)p99 / 1e3);
+    sim_row_add(row, "success_rate",
+                out->requests ? (double)out->ok_in_deadline / (double)out->requests : 0.0);
+    sim_row_add(row, "calls", (double)out->calls);
+    sim_row_add(row, "throttled", (double)out->throttled);
+    sim_row_add(row, "total_ms", (double)out->finish_us / 1e3);
+    sim_row_add(row, "failed", (double)out->failed);
+}
+
 int sim_load_trial(const sim_opts *o, sim_row *row, uint64_t seed, bool chart)
 {
     sim_reqsim_cfg cfg = {.clients = row->clients, .per_client = 1};
-    sim_reqsim_out out;
-    int rc = sim_reqsim_run(o, row->strategy, row->mode, &cfg, seed, &out);
-    if (rc == STG_OK) {
-        double sum = 0;
-        for (size_t i = 0; i < out.latencies.n; i++)
-            sum += (double)out.latencies.v[i];
-        double mean = out.latencies.n ? sum / (double)out.latencies.n : 0;
-        int64_t p99 = sim_percentile(out.latencies.v, out.latencies.n, 99.0);
-        sim_row_add(row, "mean_ms", mean / 1e3);
-        sim_row_add(row, "p99_ms", (double)p99 / 1e3);
-        sim_row_add(row, "success_rate",
-                    out.requests ? (double)out.ok_in_deadline / (double)out.requests : 0.0);
-        sim_row_add(row, "calls", (double)out.calls);
-        sim_row_add(row, "throttled", (double)out.throttled);
-        sim_row_add(row, "total_ms", (double)out.finish_us / 1e3);
-        sim_row_add(row, "failed", (double)out.failed);
-        rc = sim_row_keep(row, &out, o, chart);
-    }
-    sim_reqsim_out_free(&out);
-    return rc;
+    return sim_reqsim_trial(o, row, row->mode, &cfg, seed, chart, load_figures);
 }

@@ -109,17 +109,10 @@ int sim_bins_init(sim_bins *bins, int64_t bin_us, size_t cap)
 int sim_bins_add(sim_bins *bins, int64_t t)
 {
     size_t k = (size_t)((t < 0 ? 0 : t) / bins->bin_us);
-    if (k >= bins->cap) {
-        size_t cap = bins->cap;
-        while (cap <= k)
-            cap *= 2;
-        uint32_t *b = realloc(bins->b, cap * sizeof *b);
-        if (!b)
-            return -1;
-        memset(b + bins->cap, 0, (cap - bins->cap) * sizeof *b);
-        bins->b = b;
-        bins->cap = cap;
-    }
+    size_t had = bins->cap;
+    if (!stg__reserve(&bins->b, &bins->cap, k + 1, sizeof *bins->b, 1))
+        return -1;
+    memset(bins->b + had, 0, (bins->cap - had) * sizeof *bins->b);
     bins->b[k]++;
     if (k + 1 > bins->n)
         bins->n = k + 1;

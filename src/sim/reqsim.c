@@ -182,12 +182,9 @@ int sim_reqsim_run(const sim_opts *o, sim_strategy s, int mode, const sim_reqsim
         if (next_request(&r, i, 0) != 0)
             goto done;
     }
-    sim_ev ev;
-    while (sim_evq_peek(&r.q, &ev)) {
-        int64_t t = sim_ev_time(ev);
-        uint32_t who = sim_ev_who(ev);
-        if (t > SIM_HORIZON_US)
-            break;
+    int64_t t;
+    uint32_t who;
+    while (sim_run_next(&r.q, &t, &who, NULL)) {
         sim_evq_pop(&r.q);
         uint32_t i = who / EV_KINDS;
         int err;
@@ -228,9 +225,18 @@ int sim_row_set_bins(sim_row *row, const sim_log *arrivals, int64_t bin_us)
     return STG_OK;
 }
 
-int sim_row_keep(sim_row *row, const sim_reqsim_out *out, const sim_opts *o, bool chart)
+int sim_reqsim_trial(const sim_opts *o, sim_row *row, int mode, const sim_reqsim_cfg *cfg,
+                     uint64_t seed, bool chart, sim_reqsim_figures figures)
 {
-    if (out->mem_bytes > row->mem_bytes)
-        row->mem_bytes = out->mem_bytes;
-    return chart ? sim_row_set_bins(row, &out->arrivals, o->bin_us) : STG_OK;
+    sim_reqsim_out out;
+    int rc = sim_reqsim_run(o, row->strategy, mode, cfg, seed, &out);
+    if (rc == STG_OK) {
+        figures(o, row, &out);
+        if (out.mem_bytes > row->mem_bytes)
+            row->mem_bytes = out.mem_bytes;
+        if (chart)
+            rc = sim_row_set_bins(row, &out.arrivals, o->bin_us);
+    }
+    sim_reqsim_out_free(&out);
+    return rc;
 }

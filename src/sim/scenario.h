@@ -8,6 +8,7 @@
 #ifndef STAGGER_SIM_SCENARIO_H
 #define STAGGER_SIM_SCENARIO_H
 
+#include "evq.h"
 #include "metrics.h"
 
 typedef int (*sim_trial_fn)(const sim_opts *o, sim_row *row, uint64_t seed, bool chart);
@@ -23,6 +24,23 @@ int sim_fleet_trial(const sim_opts *o, sim_row *row, uint64_t seed, bool chart);
 /* Virtual-time horizon: a run still busy after this much simulated time is
  * stopped and its unfinished requests count as failed. */
 #define SIM_HORIZON_US STG_SEC(86400)
+
+/* The next event of a run, at the queue's head (not popped): its time and
+ * who. false when the queue is empty or the event is past the horizon; then
+ * the events left are added to *unfinished (when not NULL). */
+static inline bool sim_run_next(sim_evq *q, int64_t *t, uint32_t *who, uint64_t *unfinished)
+{
+    sim_ev ev;
+    if (!sim_evq_peek(q, &ev))
+        return false;
+    *t = sim_ev_time(ev);
+    *who = sim_ev_who(ev);
+    if (*t <= SIM_HORIZON_US)
+        return true;
+    if (unfinished)
+        *unfinished += q->n;
+    return false;
+}
 
 /* The request engine (reqsim.c). Clients start together at t = 0. With
  * per_client > 0 each client makes that many requests one after another;
@@ -59,8 +77,14 @@ void sim_reqsim_out_free(sim_reqsim_out *out);
 /* Store chart bins of a sorted arrival log in row (replacing any). */
 int sim_row_set_bins(sim_row *row, const sim_log *arrivals, int64_t bin_us);
 
-/* What every trial of the request engine keeps beside its own figures: the
- * most memory a trial held, and (chart) the arrival bins. */
-int sim_row_keep(sim_row *row, const sim_reqsim_out *out, const sim_opts *o, bool chart);
+/* A scenario's figures of one run, added to its row (sim_row_add). */
+typedef void (*sim_reqsim_figures)(const sim_opts *o, sim_row *row, const sim_reqsim_out *out);
+
+/* One trial of a request-engine scenario (load, quota, storm): run once
+ * with row's strategy, let figures add the scenario's columns, keep what
+ * every such trial keeps (the most memory a trial held, and with chart the
+ * arrival bins), free the run. STG_OK or the run's error. */
+int sim_reqsim_trial(const sim_opts *o, sim_row *row, int mode, const sim_reqsim_cfg *cfg,
+                     uint64_t seed, bool chart, sim_reqsim_figures figures);
 
 #endif

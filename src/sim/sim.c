@@ -19,45 +19,51 @@ static const char *const strategy_names[SIM_N_STRATEGIES] = {
     "bucket", "adaptive",
 };
 
+/* names[i] of a table of n names, "unknown" out of range. */
+static const char *name_of(const char *const *names, int n, int i)
+{
+    return i >= 0 && i < n ? names[i] : "unknown";
+}
+
+/* The index of name in a table of n names, -1 when not there (or NULL). */
+static int index_of(const char *const *names, int n, const char *name)
+{
+    for (int i = 0; name && i < n; i++)
+        if (!strcmp(name, names[i]))
+            return i;
+    return -1;
+}
+
 const char *sim_scenario_name(sim_scenario s)
 {
-    return (unsigned)s < SIM_N_SCENARIOS ? scenario_names[s] : "unknown";
+    return name_of(scenario_names, SIM_N_SCENARIOS, (int)s);
 }
 
 int sim_scenario_parse(const char *name)
 {
-    for (int i = 0; name && i < SIM_N_SCENARIOS; i++)
-        if (!strcmp(name, scenario_names[i]))
-            return i;
-    return -1;
+    return index_of(scenario_names, SIM_N_SCENARIOS, name);
 }
 
 const char *sim_fleet_policy_name(int p)
 {
-    return (unsigned)p < SIM_FLEET_N_POLICIES ? policy_names[p] : "unknown";
+    return name_of(policy_names, SIM_FLEET_N_POLICIES, p);
 }
 
 int sim_fleet_policy_parse(const char *name)
 {
-    for (int i = 0; name && i < SIM_FLEET_N_POLICIES; i++)
-        if (!strcmp(name, policy_names[i]))
-            return i;
-    return -1;
+    return index_of(policy_names, SIM_FLEET_N_POLICIES, name);
 }
 
 const char *sim_strategy_name(sim_strategy s)
 {
-    return (unsigned)s < SIM_N_STRATEGIES ? strategy_names[s] : "unknown";
+    return name_of(strategy_names, SIM_N_STRATEGIES, (int)s);
 }
 
 int sim_strategy_parse(const char *name)
 {
-    for (int i = 0; name && i < SIM_N_STRATEGIES; i++)
-        if (!strcmp(name, strategy_names[i]))
-            return i;
-    if (name && (!strcmp(name, "exp")))
+    if (name && !strcmp(name, "exp"))
         return SIM_EXPONENTIAL;
-    return -1;
+    return index_of(strategy_names, SIM_N_STRATEGIES, name);
 }
 
 static void set_strategies(sim_opts *o, const sim_strategy *s, int n)

@@ -16,26 +16,24 @@
  */
 #include "scenario.h"
 
+static void storm_figures(const sim_opts *o, sim_row *row, const sim_reqsim_out *out)
+{
+    size_t peak = sim_max_in_window(out->arrivals.v, out->arrivals.n, o->window_us,
+                                    o->peak_after_us);
+    double ideal_ms = (double)o->requests / o->limit_rps * 1e3;
+    sim_row_add(row, "peak_rps", (double)peak * 1e6 / (double)o->window_us);
+    sim_row_add(row, "total_ms", (double)out->finish_us / 1e3);
+    sim_row_add(row, "ratio", (double)out->finish_us / 1e3 / ideal_ms);
+    sim_row_add(row, "calls", (double)out->calls);
+    sim_row_add(row, "throttled", (double)out->throttled);
+    sim_row_add(row, "failed", (double)out->failed);
+}
+
 int sim_storm_trial(const sim_opts *o, sim_row *row, uint64_t seed, bool chart)
 {
     sim_reqsim_cfg cfg = {.clients = row->clients, .per_client = 0, .jobs = o->requests};
     int mode = row->mode;
     if (row->strategy == SIM_FIXED && mode < 0)
         mode = STG_RETRY_AFTER_IGNORE;
-    sim_reqsim_out out;
-    int rc = sim_reqsim_run(o, row->strategy, mode, &cfg, seed, &out);
-    if (rc == STG_OK) {
-        size_t peak = sim_max_in_window(out.arrivals.v, out.arrivals.n, o->window_us,
-                                        o->peak_after_us);
-        double ideal_ms = (double)o->requests / o->limit_rps * 1e3;
-        sim_row_add(row, "peak_rps", (double)peak * 1e6 / (double)o->window_us);
-        sim_row_add(row, "total_ms", (double)out.finish_us / 1e3);
-        sim_row_add(row, "ratio", (double)out.finish_us / 1e3 / ideal_ms);
-        sim_row_add(row, "calls", (double)out.calls);
-        sim_row_add(row, "throttled", (double)out.throttled);
-        sim_row_add(row, "failed", (double)out.failed);
-        rc = sim_row_keep(row, &out, o, chart);
-    }
-    sim_reqsim_out_free(&out);
-    return rc;
+    return sim_reqsim_trial(o, row, mode, &cfg, seed, chart, storm_figures);
 }

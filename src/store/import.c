@@ -181,18 +181,10 @@ static int imp_job(importer *im, const stg_job_spec *j, int64_t now_ms, long *fi
         else
             sqlite3_bind_text(ins, 5, j->url, -1, SQLITE_STATIC);
         sqlite3_bind_text(ins, 6, j->url_redacted, -1, SQLITE_STATIC);
-        if (hdrs)
-            sqlite3_bind_text(ins, 7, hdrs, -1, SQLITE_TRANSIENT);
-        else
-            sqlite3_bind_null(ins, 7);
-        if (j->body)
-            sqlite3_bind_blob64(ins, 8, j->body, j->body_len, SQLITE_STATIC);
-        else
-            sqlite3_bind_null(ins, 8);
-        if (j->idempotency_key)
-            sqlite3_bind_text(ins, 9, j->idempotency_key, -1, SQLITE_STATIC);
-        else
-            sqlite3_bind_null(ins, 9);
+        /* A NULL text or blob binds SQL NULL (sqlite3_bind_text's rule). */
+        sqlite3_bind_text(ins, 7, hdrs, -1, SQLITE_TRANSIENT);
+        sqlite3_bind_blob64(ins, 8, j->body, j->body_len, SQLITE_STATIC);
+        sqlite3_bind_text(ins, 9, j->idempotency_key, -1, SQLITE_STATIC);
         sqlite3_bind_int(ins, 10, j->url_secret || j->headers_secret);
         sqlite3_bind_int(ins, 11, stg__store_replay_safe(j->method, j->idempotency_key));
         sqlite3_bind_int64(ins, 12, now_ms);
@@ -296,11 +288,8 @@ int stg__store_import(stg_store *s, const stg_job_set *set, const char *input_pa
     if (rc == SQLITE_OK)
         rc = imp_meta(&im, set->fingerprint, input_path, set->format, now_ms);
     imp_finalize(&im);
-    if (rc != SQLITE_OK) {
-        err = stg__store_fail(s, rc, "cannot import the jobs");
-        stg__store_rollback(s);
-        return err;
-    }
+    if (rc != SQLITE_OK)
+        return stg__store_fail_rollback(s, rc, "cannot import the jobs");
     if ((err = stg__store_commit(s)) != STG_OK)
         return err;
     *imported = true;

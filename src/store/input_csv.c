@@ -17,6 +17,7 @@
 #include "store/csv.h"
 #include "util/http_field.h"
 #include "store/input_internal.h"
+#include "util/grow.h"
 
 /* ---- CSV and TSV: templates that name columns ------------------------------- */
 
@@ -272,16 +273,8 @@ out:
 
 static bool rec_append(stg_input_reader *r, size_t *rl, const char *p, size_t n, bool nl)
 {
-    size_t need = *rl + n + 2;
-    if (need > r->rec_cap) {
-        size_t cap = r->rec_cap ? r->rec_cap : 256;
-        while (cap < need)
-            cap *= 2;
-        char *b = realloc(r->rec, cap);
-        if (!b)
-            return false;
-        r->rec = b, r->rec_cap = cap;
-    }
+    if (!stg__reserve(&r->rec, &r->rec_cap, *rl + n + 2, 1, 256))
+        return false;
     if (nl)
         r->rec[(*rl)++] = '\n';
     memcpy(r->rec + *rl, p, n);

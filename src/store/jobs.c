@@ -159,11 +159,8 @@ int stg__store_recover(stg_store *s, int64_t now_ms, int *to_pending, int *to_re
             rc = SQLITE_OK;
     }
     sqlite3_finalize(st);
-    if (rc != SQLITE_OK) {
-        err = stg__store_fail(s, rc, "cannot recover the jobs in flight");
-        stg__store_rollback(s);
-        return err;
-    }
+    if (rc != SQLITE_OK)
+        return stg__store_fail_rollback(s, rc, "cannot recover the jobs in flight");
     assert_none_in(s, STG_JOB_INFLIGHT);
     if ((err = stg__store_commit(s)) != STG_OK)
         return err;
@@ -322,10 +319,8 @@ int stg__store_claim(stg_store *s, int max, int64_t run_id, int64_t now_ms, stg_
         *n = got;
         return STG_OK;
     }
-    if (rc != SQLITE_OK) {
-        err = stg__store_fail(s, rc, "cannot claim jobs");
-        stg__store_rollback(s);
-    }
+    if (rc != SQLITE_OK)
+        err = stg__store_fail_rollback(s, rc, "cannot claim jobs");
     for (int i = 0; i < got; i++)
         stg__job_clear(&out[i]);
     return err;
@@ -380,11 +375,8 @@ int stg__store_unclaim(stg_store *s, const stg_job *jobs, int n, int64_t run_id,
     }
     sqlite3_finalize(st);
     free(ids);
-    if (rc != SQLITE_DONE) {
-        err = stg__store_fail(s, rc, "cannot give claimed jobs back");
-        stg__store_rollback(s);
-        return err;
-    }
+    if (rc != SQLITE_DONE)
+        return stg__store_fail_rollback(s, rc, "cannot give claimed jobs back");
     if (changes != n) {
         stg__store_rollback(s); /* none moved: the caller's counts stay right */
         return stg__store_error(s, STG_ESTATE, "%d of %d claimed jobs are not inflight",
@@ -428,11 +420,8 @@ int stg__store_mark_sent(stg_store *s, int64_t id, int64_t run_id)
         assert_job_state(s, id, STG_JOB_INFLIGHT); /* sent is no move */
         rc = add_run_counts(s, run_id, 1, 0, 0, 0, 0);
     }
-    if (rc != SQLITE_DONE) {
-        err = stg__store_fail(s, rc, "cannot record a request as sent");
-        stg__store_rollback(s);
-        return err;
-    }
+    if (rc != SQLITE_DONE)
+        return stg__store_fail_rollback(s, rc, "cannot record a request as sent");
     /* Durable before the request leaves, in a group too. */
     err = stg__store_commit(s);
     return err == STG_OK ? stg__store_flush(s) : err;
@@ -492,18 +481,10 @@ int stg__store_finish(stg_store *s, int64_t id, const stg_job_outcome *o, int64_
         sqlite3_bind_int(st, 4, o->status);
     else
         sqlite3_bind_null(st, 4);
-    if (o->error)
-        sqlite3_bind_text(st, 5, o->error, -1, SQLITE_STATIC);
-    else
-        sqlite3_bind_null(st, 5);
-    if (o->reason)
-        sqlite3_bind_text(st, 6, o->reason, -1, SQLITE_STATIC);
-    else
-        sqlite3_bind_null(st, 6);
-    if (o->response_file)
-        sqlite3_bind_text(st, 7, o->response_file, -1, SQLITE_STATIC);
-    else
-        sqlite3_bind_null(st, 7);
+    /* A NULL text binds SQL NULL (sqlite3_bind_text's rule). */
+    sqlite3_bind_text(st, 5, o->error, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 6, o->reason, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 7, o->response_file, -1, SQLITE_STATIC);
     if (o->state == STG_JOB_PENDING)
         sqlite3_bind_null(st, 8);
     else
@@ -537,11 +518,8 @@ int stg__store_finish(stg_store *s, int64_t id, const stg_job_outcome *o, int64_
         rc = add_run_counts(s, o->run_id, o->attempts > 0 ? o->attempts : 0,
                             o->retries > 0 ? o->retries : 0, o->status_429, o->status_503,
                             o->state != STG_JOB_PENDING);
-    if (rc != SQLITE_DONE) {
-        err = stg__store_fail(s, rc, "cannot record a job's outcome");
-        stg__store_rollback(s);
-        return err;
-    }
+    if (rc != SQLITE_DONE)
+        return stg__store_fail_rollback(s, rc, "cannot record a job's outcome");
     return stg__store_commit(s);
 }
 

@@ -191,6 +191,13 @@ int stg__store_fail(stg_store *s, int rc, const char *what)
     return STG_EDB;
 }
 
+int stg__store_fail_rollback(stg_store *s, int rc, const char *what)
+{
+    int err = stg__store_fail(s, rc, what); /* SQLite's message, before the rollback */
+    stg__store_rollback(s);
+    return err;
+}
+
 int stg__store_prepare(stg_store *s, sqlite3_stmt **st, const char *sql)
 {
     if (*st)
@@ -272,11 +279,8 @@ static int commit_now(stg_store *s)
     int rc = write_run_add(s);
     if (rc == SQLITE_DONE)
         rc = exec_once(s, &s->st_commit, "COMMIT");
-    if (rc != SQLITE_OK) {
-        int err = stg__store_fail(s, rc, "cannot commit");
-        stg__store_rollback(s);
-        return err;
-    }
+    if (rc != SQLITE_OK)
+        return stg__store_fail_rollback(s, rc, "cannot commit");
     s->commits++;
     return STG_OK;
 }
@@ -388,11 +392,8 @@ static int create_schema(stg_store *s)
                  STG_STORE_SCHEMA_VERSION, (long long)stg__store_now_ms(), stg_version());
         rc = sqlite3_exec(s->db, ins, NULL, NULL, NULL);
     }
-    if (rc != SQLITE_OK) {
-        err = stg__store_fail(s, rc, "cannot create the schema");
-        stg__store_rollback(s);
-        return err;
-    }
+    if (rc != SQLITE_OK)
+        return stg__store_fail_rollback(s, rc, "cannot create the schema");
     return stg__store_commit(s);
 }
 
@@ -449,11 +450,8 @@ static int migrate_indexes(stg_store *s)
                           "DROP INDEX jobs_by_state; CREATE INDEX IF NOT EXISTS jobs_pending "
                           "ON jobs(id) WHERE state = 'pending'",
                           NULL, NULL, NULL);
-    if (rc != SQLITE_OK) {
-        err = stg__store_fail(s, rc, "cannot update the job index");
-        stg__store_rollback(s);
-        return err;
-    }
+    if (rc != SQLITE_OK)
+        return stg__store_fail_rollback(s, rc, "cannot update the job index");
     return stg__store_commit(s);
 }
 

@@ -155,11 +155,8 @@ int stg__store_series_add(stg_store *s, int64_t run_id, const stg_store_second *
         rc = coarsen(s, run_id, w);
     if (width_s)
         *width_s = w;
-    if (rc != SQLITE_OK) {
-        err = stg__store_fail(s, rc, "cannot record the run's series");
-        stg__store_rollback(s); /* in a group: all of it, as any failure in it */
-        return err;
-    }
+    if (rc != SQLITE_OK) /* in a group, all of it is rolled back, as any failure in it */
+        return stg__store_fail_rollback(s, rc, "cannot record the run's series");
     return stg__store_commit(s); /* in a group: stg__store_flush commits it */
 }
 

@@ -684,6 +684,10 @@ struct sqlite3;
 struct sqlite3 *stg__store_db(stg_store *s);
 /* Record "what: sqlite message (hint)" as the error; returns STG_EDB. */
 int stg__store_fail(stg_store *s, int rc, const char *what);
+/* stg__store_fail, then roll the transaction back (nothing it wrote stays;
+ * in a group commit, the whole group): for a statement that failed inside
+ * one. Returns STG_EDB. */
+int stg__store_fail_rollback(stg_store *s, int rc, const char *what);
 /* Record a formatted error; returns err. */
 int stg__store_error(stg_store *s, int err, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

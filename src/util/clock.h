@@ -3,11 +3,13 @@
  * server, the proxy, the Redis client, the batch source and the CLI):
  * written once here instead of once per file. The core never reads a
  * clock (time is a parameter there), and libstagger-curl reads it through
- * its injectable stg_env (env.c), so neither includes this.
+ * its injectable stg_env (env.c), so neither includes this. And the
+ * condition variable whose timed waits count on that clock.
  */
 #ifndef STG_UTIL_CLOCK_H
 #define STG_UTIL_CLOCK_H
 
+#include <pthread.h>
 #include <stdint.h>
 #include <time.h>
 
@@ -17,6 +19,19 @@ static inline int64_t stg__clock_mono_us(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/* pthread_cond_init for a condition variable whose pthread_cond_timedwait
+ * deadlines are CLOCK_MONOTONIC times (a wall clock step neither wakes nor
+ * delays it). Returns pthread_cond_init's result. */
+static inline int stg__cond_init_mono(pthread_cond_t *cv)
+{
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    int rc = pthread_cond_init(cv, &ca);
+    pthread_condattr_destroy(&ca);
+    return rc;
 }
 
 #endif

@@ -112,7 +112,7 @@ static void test_many_keys_bounded(void **state)
     }
     assert_int_equal(t.n, 16);
     size_t in_lru = 0;
-    for (const stg__host *h = t.lru_head; h; h = h->lru_next)
+    for (const stg__link *l = t.lru.head; l; l = l->next)
         in_lru++;
     assert_int_equal(in_lru, 16);
     /* A forgotten key comes back afresh: its limiter full again. */
