@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "batch/report.h"
 #include "cli/batch_run.h"
 #include "cli/cli.h"
 #include "cli/report_html.h"
@@ -234,22 +235,19 @@ static int cmd_report(int argc, char **argv)
         free(owned);
         return ex;
     }
-    stg_store_report r;
-    int rc = stg__store_report_get(s, &r);
+    stg_batch_report r;
+    int rc = stg__batch_report_store(s, db, &r);
     if (rc == STG_OK) {
-        if (ro.json)
-            stg__store_report_json(&r, db, stdout);
-        else
-            stg__store_report_print(&r, db, stdout);
+        (void)batch_report_out(&r, ro.json, CLI_EXIT_OK); /* a failed stdout: below */
         if (ro.bad_lines)
-            rc = stg__store_bad_lines_print(s, r.input_path, 0, stdout);
-        if (rc == STG_OK && ro.html && (ex = cli_report_html(ro.html, s, &r, db)) != 0) {
-            stg__store_report_free(&r);
+            rc = stg__store_bad_lines_print(s, r.store.input_path, 0, stdout);
+        if (rc == STG_OK && ro.html && (ex = cli_report_html(ro.html, s, &r)) != 0) {
+            stg__batch_report_free(&r);
             stg__store_close(s);
             free(owned);
             return ex;
         }
-        stg__store_report_free(&r);
+        stg__batch_report_free(&r);
     }
     if (rc != STG_OK)
         fprintf(stderr, "stagger batch: %s\n", stg__store_errmsg(s));

@@ -125,8 +125,8 @@ void batch_queue_defaults_rows(const cli_command *c, const batch_opts *o)
 #include "batch/batch.h"
 #include "batch/queue_load.h"
 #include "batch/queue_source.h"
+#include "batch/report.h"
 #include "store/export_row.h"
-#include "util/clock.h"
 
 /* The URL for messages (password as ***). */
 static void shown(const char *url, char *buf, size_t len)
@@ -240,141 +240,21 @@ static int64_t ended(const stg_queue_counts *c)
            c->n[STG_QUEUE_REVIEW];
 }
 
-_Static_assert(STG_QUEUE_NSTATES == STG_JOB_NSTATES && STG_QUEUE_DONE == (int)STG_JOB_DONE &&
-                   STG_QUEUE_REVIEW == (int)STG_JOB_REVIEW,
-               "a queue state is the job state of the same number");
-
-/* The queue's rows per class and tenant as the database report's
- * (stg_report_class, printed by the same stg__report_classes_print and
- * _json): the jobs' rows (none when no job names a class or tenant, as
- * there), then the admissions' (none when, besides, every admission was
- * of the default class, normal, no tenant: nothing to tell apart). *v
- * malloc'd. */
-static int classes_of(stg_queue *q, stg_report_class **v, size_t *n)
+/* The queue's report (src/batch/report.c prints it, as the database's) on
+ * stdout; ex, or the exit status of a failure. */
+static int print_report(stg_queue *q, const char *url, bool json, int ex)
 {
-    stg_queue_class_row *rows;
-    size_t nr;
-    *v = NULL;
-    *n = 0;
-    int rc = stg_queue_classes_get(q, &rows, &nr);
-    if (rc != STG_OK)
-        return rc;
-    bool named = false, other = false;
-    for (size_t i = 0; i < nr; i++) {
-        named |= rows[i].has_jobs && (rows[i].cls[0] || rows[i].tenant[0]);
-        other |= rows[i].has_admitted && (strcmp(rows[i].cls, "normal") || rows[i].tenant[0]);
-    }
-    if (nr && !(*v = calloc(2 * nr, sizeof **v)))
-        rc = STG_ENOMEM;
-    for (int pass = 0; *v && pass < 2; pass++)
-        for (size_t i = 0; i < nr; i++) {
-            const stg_queue_class_row *r = &rows[i];
-            if (pass == 0 ? !(named && r->has_jobs) : !((named || other) && r->has_admitted))
-                continue;
-            stg_report_class *c = &(*v)[(*n)++];
-            snprintf(c->cls, sizeof c->cls, "%s", r->cls);
-            snprintf(c->tenant, sizeof c->tenant, "%s", r->tenant);
-            c->jobs_row = pass == 0;
-            for (int s = 0; s < STG_QUEUE_NSTATES; s++)
-                c->jobs[s] = c->jobs_row ? r->n[s] : 0;
-            if (!c->jobs_row) {
-                c->admitted = r->admitted;
-                c->wait_ms = r->wait_ms;
-                c->wait_max_ms = r->wait_max_ms;
-            }
-        }
-    free(rows);
-    return rc;
-}
-
-static void report_text(const stg_queue_report *r, const stg_report_class *cls, size_t n_cls,
-                        const char *url, FILE *out)
-{
-    const stg_queue_counts *c = &r->counts;
-    fprintf(out, "queue %s (job set %.12s...)\n", url, r->fingerprint);
-    fprintf(out, "jobs        %lld (%lld ended)\n", (long long)c->total, (long long)ended(c));
-    for (int s = STG_QUEUE_DONE; s < STG_QUEUE_NSTATES; s++)
-        fprintf(out, "  %-9s %lld\n", stg_queue_state_name((stg_queue_state)s),
-                (long long)c->n[s]);
-    fprintf(out, "  %-9s %lld\n  %-9s %lld\n", "inflight", (long long)c->n[STG_QUEUE_INFLIGHT],
-            "pending", (long long)c->n[STG_QUEUE_PENDING]);
-    fprintf(out, "attempts    %lld (429: %lld = %.2f%%, 503: %lld)\n", (long long)c->attempts,
-            (long long)c->status_429,
-            c->attempts ? 100.0 * (double)c->status_429 / (double)c->attempts : 0.0,
-            (long long)c->status_503);
-    fprintf(out, "latency     p50 %lld ms, p90 %lld ms, p99 %lld ms, max %lld ms (%lld jobs)\n",
-            (long long)r->lat_p50_ms, (long long)r->lat_p90_ms, (long long)r->lat_p99_ms,
-            (long long)r->lat_max_ms, (long long)r->lat_n);
-    fprintf(out, "workers     %zu\n", r->n_workers);
-    for (size_t i = 0; i < r->n_workers; i++) {
-        const stg_queue_worker_row *w = &r->workers[i];
-        fprintf(out, "  %s: done %lld, failed %lld, deferred %lld, review %lld\n", w->name,
-                (long long)w->n[STG_QUEUE_DONE], (long long)w->n[STG_QUEUE_FAILED],
-                (long long)w->n[STG_QUEUE_DEFERRED], (long long)w->n[STG_QUEUE_REVIEW]);
-    }
-    stg__report_classes_print(cls, n_cls, out);
-}
-
-static int report_json(const stg_queue_report *r, const stg_report_class *cls, size_t n_cls,
-                       const char *url, FILE *out)
-{
-    const stg_queue_counts *c = &r->counts;
-    json_t *j = json_object(), *counts = json_object(), *ws = json_array();
-    for (int s = 0; s < STG_QUEUE_NSTATES; s++)
-        json_object_set_new(counts, stg_queue_state_name((stg_queue_state)s),
-                            json_integer(c->n[s]));
-    for (size_t i = 0; i < r->n_workers; i++) {
-        const stg_queue_worker_row *w = &r->workers[i];
-        json_t *o = json_object();
-        json_object_set_new(o, "name", json_string(w->name));
-        for (int s = STG_QUEUE_DONE; s < STG_QUEUE_NSTATES; s++)
-            json_object_set_new(o, stg_queue_state_name((stg_queue_state)s), json_integer(w->n[s]));
-        json_object_set_new(o, "seen_ms", json_integer(w->seen_ms));
-        json_array_append_new(ws, o);
-    }
-    json_t *lat = json_pack("{sIsIsIsIsI}", "n", (json_int_t)r->lat_n, "p50", (json_int_t)r->lat_p50_ms,
-                            "p90", (json_int_t)r->lat_p90_ms, "p99", (json_int_t)r->lat_p99_ms, "max",
-                            (json_int_t)r->lat_max_ms);
-    json_object_set_new(j, "queue", json_string(url));
-    json_object_set_new(j, "fingerprint", json_string(r->fingerprint));
-    json_object_set_new(j, "total", json_integer(c->total));
-    json_object_set_new(j, "ended", json_integer(ended(c)));
-    json_object_set_new(j, "counts", counts);
-    json_object_set_new(j, "attempts", json_integer(c->attempts));
-    json_object_set_new(j, "status_429", json_integer(c->status_429));
-    json_object_set_new(j, "status_503", json_integer(c->status_503));
-    json_object_set_new(j, "share_429",
-                        json_real(c->attempts ? (double)c->status_429 / (double)c->attempts : 0));
-    json_object_set_new(j, "latency_ms", lat);
-    json_object_set_new(j, "workers", ws);
-    json_object_set_new(j, "classes", stg__report_classes_json(cls, n_cls));
-    int rc = json_dumpf(j, out, JSON_COMPACT);
-    fputc('\n', out);
-    json_decref(j);
-    return rc;
-}
-
-static int print_report(stg_queue *q, const char *url, bool json, FILE *out)
-{
-    stg_queue_report r;
-    stg_report_class *cls = NULL;
-    size_t n_cls = 0;
-    int rc = stg_queue_report_get(q, &r);
-    if (rc == STG_OK && (rc = classes_of(q, &cls, &n_cls)) != STG_OK)
-        stg_queue_report_free(&r);
+    char u[800];
+    shown(url, u, sizeof u);
+    stg_batch_report r;
+    int rc = stg__batch_report_queue(q, u, &r);
     if (rc != STG_OK) {
         fprintf(stderr, "stagger batch: %s\n", stg_queue_errmsg(q));
         return rc == STG_ENOTFOUND ? CLI_EXIT_USAGE : CLI_EXIT_LIMITER;
     }
-    char u[800];
-    shown(url, u, sizeof u);
-    if (json)
-        report_json(&r, cls, n_cls, u, out);
-    else
-        report_text(&r, cls, n_cls, u, out);
-    stg_queue_report_free(&r);
-    free(cls);
-    return fflush(out) == 0 ? CLI_EXIT_OK : CLI_EXIT_FAILED;
+    ex = batch_report_out(&r, json, ex);
+    stg__batch_report_free(&r);
+    return ex;
 }
 
 int batch_queue_report(const char *url, bool json, cli_redis_tls *tls)
@@ -383,7 +263,7 @@ int batch_queue_report(const char *url, bool json, cli_redis_tls *tls)
     stg_queue *q = open_queue(url, NULL, tls, &ex);
     if (!q)
         return ex;
-    ex = print_report(q, url, json, stdout);
+    ex = print_report(q, url, json, CLI_EXIT_OK);
     stg_queue_free(q);
     return ex;
 }
@@ -473,23 +353,22 @@ static void limiter_url_of(const char *url, char *buf, size_t len)
         slash[1] = '\0';
 }
 
-static void progress(const stg_batch_progress *p, const stg_batch_queue *qs, bool bar,
-                     double rps)
+/* A worker's facts on the progress line (batch_loop): the counts are the
+ * whole queue's, so is the pace (the jobs the queue ended since this
+ * worker began), and this worker's jobs in flight, and whether Redis is
+ * away (outcomes kept). */
+typedef struct worker_facts {
+    const stg_batch_queue *qs;
+    int64_t ended0; /* the queue's ended jobs when the worker began */
+} worker_facts;
+
+static void facts(void *data, const stg_batch_progress *p, progress_state *s)
 {
-    const int64_t *c = p->counts.n;
-    int64_t e = stg__batch_counts_ended(&p->counts);
-    stg_batch_queue_stats st;
-    stg__batch_queue_stats_get(qs, &st);
-    fprintf(stderr,
-            "%squeue: %lld/%lld ended (done %lld, failed %lld, deferred %lld, review %lld), "
-            "%lld in flight (%d here), %.1f req/s here%s%s",
-            bar ? "\r" : "batch: ", (long long)e, (long long)p->counts.total,
-            (long long)c[STG_JOB_DONE], (long long)c[STG_JOB_FAILED],
-            (long long)c[STG_JOB_DEFERRED], (long long)c[STG_JOB_REVIEW],
-            (long long)c[STG_JOB_INFLIGHT], p->in_flight, rps,
-            stg__batch_queue_kept(qs) ? ", Redis away: outcomes kept" : "",
-            bar ? "\033[K" : "\n");
-    fflush(stderr);
+    worker_facts *f = data;
+    s->queue = true;
+    s->here = p->in_flight;
+    s->kept = stg__batch_queue_kept(f->qs) > 0;
+    s->finished = (uint64_t)(s->ended > f->ended0 ? s->ended - f->ended0 : 0);
 }
 
 /* This worker's admissions per class and tenant, added to the queue's
@@ -499,64 +378,23 @@ static void progress(const stg_batch_progress *p, const stg_batch_queue *qs, boo
  * report sums them all (it leaves them out when nothing tells them apart). */
 static void add_classes(const stg_batch *b, stg_queue *q, bool quiet)
 {
-    size_t n = stg__batch_class_stats(b, NULL, 0);
-    if (!n)
-        return;
-    stg_class_stats *v = calloc(n, sizeof *v);
-    stg_queue_class_add *a = calloc(n, sizeof *a);
-    int rc = STG_ENOMEM;
-    if (v && a) {
-        n = stg__batch_class_stats(b, v, n);
-        for (size_t i = 0; i < n; i++)
-            a[i] = (stg_queue_class_add){stg_priority_name(v[i].priority), v[i].tenant,
-                                         (int64_t)v[i].admitted, v[i].wait_us / 1000,
-                                         v[i].wait_max_us / 1000};
+    stg_run_class *v;
+    size_t n;
+    int rc = stg__batch_class_rows(b, &v, &n);
+    stg_queue_class_add *a = n ? calloc(n, sizeof *a) : NULL;
+    if (rc == STG_OK && n && !a)
+        rc = STG_ENOMEM;
+    for (size_t i = 0; rc == STG_OK && i < n; i++)
+        a[i] = (stg_queue_class_add){v[i].cls, v[i].tenant, v[i].admitted, v[i].wait_ms,
+                                     v[i].wait_max_ms};
+    if (rc == STG_OK && n)
         rc = stg_queue_classes_add(q, a, n);
-    }
     if (rc != STG_OK && !quiet)
         fprintf(stderr, "stagger batch: cannot add this worker's admissions per class to the "
                         "queue: %s\n",
                 rc == STG_ENOMEM ? "out of memory" : stg_queue_errmsg(q));
     free(v);
     free(a);
-}
-
-static void run_loop(const batch_opts *o, stg_batch *b, const stg_batch_queue *qs)
-{
-    enum batch_progress mode = o->quiet ? BATCH_PROGRESS_NONE : o->progress;
-    if (mode == BATCH_PROGRESS_AUTO)
-        mode = isatty(STDERR_FILENO) ? BATCH_PROGRESS_BAR : BATCH_PROGRESS_LINES;
-    int64_t interval = mode == BATCH_PROGRESS_BAR ? STG_MS(200)
-                       : o->progress_interval_us ? o->progress_interval_us
-                                                 : STG_SEC(5);
-    int64_t next = stg__clock_mono_us() + interval, t0 = stg__clock_mono_us();
-    bool draining = false, drawn = false;
-    stg_batch_progress p;
-    for (;;) {
-        if (cli_stop_signal && o->queue.drain && !draining) {
-            draining = true;
-            stg__batch_drain(b);
-            if (!o->quiet)
-                fprintf(stderr, "%sstagger batch: draining: finishing the claimed jobs, then "
-                                "leaving (a second signal stops at once)\n",
-                        drawn ? "\n" : "");
-            cli_stop_signal = 0;
-        } else if (cli_stop_signal) {
-            stg__batch_stop(b);
-        }
-        if (!stg__batch_step(b, STG_MS(100)))
-            break;
-        int64_t now = stg__clock_mono_us();
-        if (mode != BATCH_PROGRESS_NONE && now >= next) {
-            stg__batch_progress_get(b, &p);
-            double dt = (double)(now - t0) / 1e6;
-            progress(&p, qs, mode == BATCH_PROGRESS_BAR, dt > 0 ? (double)p.attempts / dt : 0);
-            drawn = true;
-            next = now + interval;
-        }
-    }
-    if (drawn && mode == BATCH_PROGRESS_BAR)
-        fputc('\n', stderr);
 }
 
 /* --claim-idle (the table's default: 20 s): a worker renews its claims
@@ -646,7 +484,11 @@ int batch_queue_run(const batch_opts *o_in)
         fprintf(stderr, "stagger batch: worker %s on queue %s: %lld jobs, %lld ended\n",
                 stg_queue_worker(q), name, (long long)c.total, (long long)ended(&c));
     cli_stop_signals_catch(); /* a second signal kills: the queue gives the jobs to others */
-    run_loop(&o, b, qs);
+    progress pg;
+    worker_facts wf = {.qs = qs, .ended0 = ended(&c)};
+    batch_loop(&o, b, &pg,
+               &(batch_loop_more){.drain_first = o.queue.drain, .facts = facts, .data = &wf});
+    progress_end(&pg);
     int sig = o.queue.drain ? 0 : cli_stop_signal;
     cli_stop_signals_release();
     stg_batch_summary sum;
@@ -658,7 +500,7 @@ int batch_queue_run(const batch_opts *o_in)
     stg__batch_free(b, ex);
     b = NULL;
     if ((!o.quiet || o.json) && ex != CLI_EXIT_LIMITER) {
-        int rex = print_report(q, o.queue.url, o.json, stdout);
+        int rex = print_report(q, o.queue.url, o.json, ex);
         if (rex != CLI_EXIT_OK && ex == CLI_EXIT_OK)
             ex = rex;
     }

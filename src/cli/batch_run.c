@@ -49,6 +49,7 @@
 #include <stagger/redact.h>
 
 #include "batch/batch.h"
+#include "batch/report.h"
 #include "cli/batch_run.h"
 #include "cli/cli.h"
 #include "cli/progress.h"
@@ -69,7 +70,7 @@
  * with nothing said). */
 #define MAX_HOSTS 64
 
-typedef struct wait_sum {
+struct wait_sum {
     int64_t retry_us, limiter_us;
     char *hosts[MAX_HOSTS];
     int n_hosts;
@@ -79,7 +80,7 @@ typedef struct wait_sum {
     bool said[MAX_HOSTS];
     const batch_opts *o;
     progress *pg;            /* to clear the bar before a line; may be NULL */
-} wait_sum;
+};
 
 static int see_host(wait_sum *w, const char *host)
 {
@@ -174,7 +175,7 @@ static void wait_sum_free(wait_sum *w)
  * metrics' printers and the live page's listener read the copy, under its
  * own lock, on their threads: they never touch the runner. */
 
-typedef struct jobs_gauge {
+struct jobs_gauge {
     pthread_mutex_t mu;
     stg_batch_counts c;
     bool set, finished;
@@ -183,7 +184,7 @@ typedef struct jobs_gauge {
     const char *wnames[16];   /* requests waiting now, by what for */
     int64_t wcounts[16];
     size_t nw;
-} jobs_gauge;
+};
 
 static void jobs_gauge_set(jobs_gauge *g, const stg_batch_counts *c, int64_t now, bool finished,
                            const stg_engine *e)
@@ -696,39 +697,26 @@ int batch_verdict(const stg_batch_summary *s, int sig, bool quiet, bool say,
  * `batch report` (only when the run had classes or tenants to order). */
 static int record_classes(const stg_batch *b, stg_store *store)
 {
-    size_t n = stg__batch_class_stats(b, NULL, 0);
-    if (n < 2) {
-        stg_class_stats one;
-        if (!n || (stg__batch_class_stats(b, &one, 1) && !one.tenant &&
-                   one.priority == STG_PRIORITY_NORMAL))
-            return STG_OK; /* every request normal, no tenant: nothing to tell apart */
-    }
-    stg_class_stats *v = calloc(n, sizeof *v);
-    stg_run_class *rc = calloc(n, sizeof *rc);
-    int err = STG_ENOMEM;
-    if (v && rc) {
-        n = stg__batch_class_stats(b, v, n);
-        for (size_t i = 0; i < n; i++)
-            rc[i] = (stg_run_class){stg_priority_name(v[i].priority), v[i].tenant,
-                                    (int64_t)v[i].admitted, v[i].wait_us / 1000,
-                                    v[i].wait_max_us / 1000};
-        err = stg__store_run_classes_add(store, rc, n);
-    }
+    stg_run_class *v;
+    size_t n;
+    int err = stg__batch_class_rows(b, &v, &n);
+    /* every request normal, no tenant: nothing to tell apart */
+    if (err == STG_OK && (n > 1 || (n == 1 && (v[0].tenant || strcmp(v[0].cls, "normal")))))
+        err = stg__store_run_classes_add(store, v, n);
     free(v);
-    free(rc);
     return err;
 }
 
 /* The final report, read back from the database (*got: rep holds it, the
  * caller frees it): a failed read is exit 4. Nothing is read when nothing
  * is printed (--quiet without --json, or no progress line to finish). */
-static int read_report(const batch_opts *o, stg_store *s, stg_store_report *rep, bool *got,
+static int read_report(const batch_opts *o, stg_store *s, stg_batch_report *rep, bool *got,
                        int ex)
 {
     *got = false;
     if (o->quiet && !o->json)
         return ex;
-    if (stg__store_report_get(s, rep) != STG_OK) {
+    if (stg__batch_report_store(s, o->db, rep) != STG_OK) {
         fprintf(stderr, "stagger batch: cannot read the final report: %s\n",
                 stg__store_errmsg(s));
         return CLI_EXIT_DB;
@@ -737,21 +725,17 @@ static int read_report(const batch_opts *o, stg_store *s, stg_store_report *rep,
     return ex;
 }
 
-/* Print the report read by read_report. */
-static int final_report(const batch_opts *o, stg_store_report *rep, int ex)
+int batch_report_out(const stg_batch_report *r, bool json, int ex)
 {
-    if (o->json)
-        stg__store_report_json(rep, o->db, stdout);
-    else
-        stg__store_report_print(rep, o->db, stdout);
-    if (fflush(stdout) != 0)
+    int rc = json ? stg__batch_report_json(r, stdout) : stg__batch_report_text(r, stdout);
+    if (fflush(stdout) != 0 || rc != STG_OK)
         return ex == CLI_EXIT_OK ? CLI_EXIT_FAILED : ex;
     return ex;
 }
 
-/* The loop: steps, signals, progress. */
-static void run_loop(const batch_opts *o, stg_batch *b, progress *pg, const wait_sum *w,
-                     jobs_gauge *g)
+/* The loop of a run, the database's and a queue worker's (batch_run.h):
+ * steps, signals, the jobs gauge, progress. */
+void batch_loop(const batch_opts *o, stg_batch *b, progress *pg, const batch_loop_more *m)
 {
     enum progress_mode mode = PROGRESS_NONE;
     if (!o->quiet && o->progress == BATCH_PROGRESS_AUTO)
@@ -770,21 +754,35 @@ static void run_loop(const batch_opts *o, stg_batch *b, progress *pg, const wait
     stg_batch_progress p;
     progress_state ps;
     int64_t next_gauge = now;
+    bool draining = false;
     for (;;) {
-        if (cli_stop_signal)
+        if (cli_stop_signal && m->drain_first && !draining) {
+            draining = true;
+            stg__batch_drain(b);
+            if (!o->quiet) {
+                progress_clear(pg);
+                fprintf(stderr, "stagger batch: draining: finishing the claimed jobs, then "
+                                "leaving (a second signal stops at once)\n");
+            }
+            cli_stop_signal = 0;
+        } else if (cli_stop_signal) {
             stg__batch_stop(b);
+        }
         if (!stg__batch_step(b, STG_MS(100)))
             break;
         now = stg__clock_mono_us();
-        if (now >= next_gauge) {
+        if (m->gauge && now >= next_gauge) {
             stg__batch_progress_get(b, &p);
-            jobs_gauge_set(g, &p.counts, now, false, stg__batch_engine(b));
+            jobs_gauge_set(m->gauge, &p.counts, now, false, stg__batch_engine(b));
             next_gauge = now + STG_MS(200);
         }
         if (mode != PROGRESS_NONE && now >= next) {
             stg__batch_progress_get(b, &p);
             to_state(&p.counts, &p, &ps);
-            pg->limit_rps = per_host * (w->n_hosts > 1 ? w->n_hosts : 1);
+            if (m->facts)
+                m->facts(m->data, &p, &ps);
+            int hosts = m->waits && m->waits->n_hosts > 1 ? m->waits->n_hosts : 1;
+            pg->limit_rps = per_host * hosts;
             progress_draw(pg, &ps, now);
             next = now + interval;
         }
@@ -795,13 +793,13 @@ static void run_loop(const batch_opts *o, stg_batch *b, progress *pg, const wait
  * report's rate (rep NULL: no report could be read, the rate is 0); p: the
  * run's counters, read before the runner was freed. */
 static void run_final(progress *pg, const stg_batch_progress *p, const stg_batch_summary *sum,
-                      const stg_store_report *rep, bool stopped)
+                      const stg_batch_report *rep, bool stopped)
 {
     bool trouble = sum->cause != STG_BATCH_DRAINED && sum->cause != STG_BATCH_STOPPED;
     if (!trouble && !stopped) {
         progress_state ps;
         to_state(&sum->counts, p, &ps);
-        progress_final(pg, &ps, rep ? stg__store_report_jobs_per_s(rep) : 0);
+        progress_final(pg, &ps, rep ? stg__store_report_jobs_per_s(&rep->store) : 0);
     }
     progress_end(pg);
 }
@@ -975,7 +973,7 @@ int batch_run(const batch_opts *o)
     progress pg;
     waits.o = o;
     waits.pg = &pg;
-    run_loop(o, b, &pg, &waits, &gauge);
+    batch_loop(o, b, &pg, &(batch_loop_more){.waits = &waits, .gauge = &gauge});
     int sig = cli_stop_signal;
     cli_stop_signals_release();
     stg_batch_summary sum;
@@ -996,7 +994,7 @@ int batch_run(const batch_opts *o)
     stg_metrics_set_quotas(metrics, NULL); /* the engine's, freed next */
     stg__batch_free(b, ex);
     b = NULL;
-    stg_store_report rep;
+    stg_batch_report rep;
     bool got = false;
     int ex_report = ex;
     if (sum.cause != STG_BATCH_STORE)
@@ -1005,8 +1003,8 @@ int batch_run(const batch_opts *o)
     (void)batch_verdict(&sum, sig, o->quiet, true, NULL);
     ex = ex_report;
     if (got) {
-        ex = final_report(o, &rep, ex);
-        stg__store_report_free(&rep);
+        ex = batch_report_out(&rep, o->json, ex);
+        stg__batch_report_free(&rep);
     }
 
 out:

@@ -56,7 +56,7 @@ ok = set(jobs) == set(want) and all(
 wadm = {("interactive", "acme"): 20, ("batch", "beta"): 20, ("normal", None): 20}
 ok = ok and {k: v["admitted"] for k, v in adm.items()} == wadm
 ok = ok and all(v["wait_max_ms"] >= 0 and v["wait_ms"] >= 0 for v in adm.values())
-ok = ok and j["counts"]["done"] == 60
+ok = ok and j["states"]["done"] == 60
 ok = ok and len(j["workers"]) == 2 and all(w["done"] > 0 for w in j["workers"])
 sys.exit(0 if ok else 1)
 PY
@@ -91,6 +91,6 @@ rc=0
 check "a run without classes ends 0: $rc $(cat "$T/p.err")" [ "$rc" = 0 ]
 serve_stop "$SRV_PID" || true
 jcheck "no class rows when no job names one" \
-  "$("$S" batch report --queue "$R/plain" --json)" 'j["classes"] == [] and j["counts"]["done"] == 5'
+  "$("$S" batch report --queue "$R/plain" --json)" 'j["classes"] == [] and j["states"]["done"] == 5'
 check "and no section in the text" sh -c "! \"$S\" batch report --queue '$R/plain' | grep -q 'by class'"
 finish

@@ -87,7 +87,7 @@ rc=0
 "$S" batch --queue "$R/drain" --worker next -j 10 --rate 20 --progress none -q >/dev/null \
   2>"$T/next.err" || rc=$?
 check "another worker finishes at once (no claim-idle wait): $rc" [ "$rc" = 0 ]
-jcheck "all 100 done" "$("$S" batch report --queue "$R/drain" --json)" 'j["counts"]["done"] == 100'
+jcheck "all 100 done" "$("$S" batch report --queue "$R/drain" --json)" 'j["states"]["done"] == 100'
 serve_stop "$SRV_PID" || true
 
 # ---- --follow: stay for jobs loaded later; a frozen worker's job is taken over -----
@@ -115,7 +115,7 @@ check "the thawed loader ends with exit 0: $rc" [ "$rc" = 0 ]
 check "the follower is still there" kill -0 "$PF"
 jcheck "the follower did the jobs loaded after it started, each once" \
   "$("$S" batch report --queue "$R/follow" --json)" \
-  'j["counts"]["done"] == 50 and sum(w["done"] for w in j["workers"]) == 50 and [w for w in j["workers"] if w["name"] == "f"][0]["done"] >= 45'
+  'j["states"]["done"] == 50 and sum(w["done"] for w in j["workers"]) == 50 and [w for w in j["workers"] if w["name"] == "f"][0]["done"] >= 45'
 kill -TERM "$PF"
 rc=0; wait "$PF" || rc=$?
 check "SIGTERM ends the follower with 143: $rc" [ "$rc" = 143 ]
