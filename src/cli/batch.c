@@ -268,8 +268,7 @@ static int cmd_export(int argc, char **argv)
     if (prc >= 0)
         return prc;
     if (ro.queue)
-        return batch_queue_export(ro.queue, (int)ro.eo.format, ro.eo.state_mask, ro.eo.bodies,
-                                  ro.out_path, &ro.tls);
+        return batch_queue_export(ro.queue, &ro.eo, ro.out_path, &ro.tls);
     if ((prc = cli_redis_tls_config(&ro.tls, CMD, NULL)) != 0)
         return prc;
     char *owned;
@@ -290,32 +289,43 @@ static int cmd_export(int argc, char **argv)
     return ex;
 }
 
-static int export_db(ro_opts *ro_)
+FILE *batch_export_out(const char *path)
 {
-    ro_opts ro = *ro_;
-    const char *db = ro.db, *out_path = ro.out_path;
+    if (!path || !strcmp(path, "-"))
+        return stdout;
+    FILE *out = cli_open_private(path, CLI_OPEN_TRUNCATE, NULL);
+    if (!out)
+        perror(path);
+    return out;
+}
+
+int batch_export_done(FILE *out, const char *path, int ex)
+{
+    if (out == stdout ? fflush(out) != 0 : fclose(out) != 0) {
+        if (ex == CLI_EXIT_OK)
+            perror(path ? path : "stdout");
+        return ex == CLI_EXIT_OK ? CLI_EXIT_FAILED : ex;
+    }
+    return ex;
+}
+
+static int export_db(ro_opts *ro)
+{
     stg_store *s;
-    int ex = open_ro(db, ro.busy, &s);
+    int ex = open_ro(ro->db, ro->busy, &s);
     if (ex)
         return ex;
-    FILE *out = stdout;
-    if (out_path && strcmp(out_path, "-") &&
-        !(out = cli_open_private(out_path, CLI_OPEN_TRUNCATE, NULL))) {
-        perror(out_path);
+    FILE *out = batch_export_out(ro->out_path);
+    if (!out) {
         stg__store_close(s);
         return CLI_EXIT_FAILED;
     }
-    int rc = stg__store_export(s, &ro.eo, out);
+    int rc = stg__store_export(s, &ro->eo, out);
     if (rc != STG_OK)
         fprintf(stderr, "stagger batch: %s\n", stg__store_errmsg(s));
     stg__store_close(s);
-    if (out != stdout && fclose(out) != 0 && rc == STG_OK) {
-        perror(out_path);
-        return CLI_EXIT_FAILED;
-    }
-    if (rc == STG_EIO)
-        return CLI_EXIT_FAILED;
-    return rc == STG_OK ? CLI_EXIT_OK : CLI_EXIT_DB;
+    ex = rc == STG_OK ? CLI_EXIT_OK : rc == STG_EIO ? CLI_EXIT_FAILED : CLI_EXIT_DB;
+    return batch_export_done(out, ro->out_path, ex);
 }
 
 /* ---- a run ------------------------------------------------------------------------ */

@@ -3,7 +3,9 @@
  * Streams (src/redis/queue*.c through src/batch/queue_source.c), loading
  * INPUT into it first when given; `batch report --queue` and `batch export
  * --queue` read the queue. This file maps options and prints; the runner,
- * the states and the protocol are the libraries'.
+ * its loop (batch_run.c's batch_loop), the load, the report and the export
+ * (src/batch/queue_load.c, report.c, queue_export.c), the states and the
+ * protocol are the libraries'.
  *
  * Invariants:
  *  - A job whose URL or headers carry a secret is never loaded: the queue
@@ -125,8 +127,8 @@ void batch_queue_defaults_rows(const cli_command *c, const batch_opts *o)
 #include "batch/batch.h"
 #include "batch/queue_load.h"
 #include "batch/queue_source.h"
+#include "batch/queue_export.h"
 #include "batch/report.h"
-#include "store/export_row.h"
 
 /* The URL for messages (password as ***). */
 static void shown(const char *url, char *buf, size_t len)
@@ -270,76 +272,26 @@ int batch_queue_report(const char *url, bool json, cli_redis_tls *tls)
 
 /* ---- export --------------------------------------------------------------- */
 
-/* The queue's own columns, after the ones every export has (export_row.h). */
-static const char *const QUEUE_COLUMNS[] = {"deliveries", "worker", "latency_ms"};
-
-static int export_row(void *data, const stg_queue_row *r)
-{
-    stg__exporter *x = data;
-    bool finished = r->finished_ms > 0;
-    stg__export_val own[] = {
-        {.is_int = true, .i = r->deliveries},
-        {.s = r->worker, .is_null = !r->worker},
-        {.is_int = true, .i = r->latency_ms, .is_null = !finished},
-    };
-    stg__export_row row = {
-        .key = r->key,
-        .job = r->id,
-        .has_line = r->line > 0,
-        .line = r->line,
-        .state = stg_queue_state_name(r->state),
-        .has_status = r->status > 0,
-        .status = r->status,
-        .attempts = r->attempts,
-        .error = r->error,
-        .reason = r->reason,
-        .method = r->method,
-        .url = r->url,
-        .file = r->file,
-        .has_finished = finished,
-        .finished_ms = r->finished_ms,
-        .has_duration = finished,
-        .duration_ms = r->latency_ms,
-        .has_body = r->body != NULL,
-        .body = r->body,
-        .body_len = r->body_len,
-        .own = own,
-    };
-    return stg__export_write(x, &row) == STG_OK ? 0 : -1;
-}
-
-int batch_queue_export(const char *url, int format, unsigned state_mask, bool bodies,
-                       const char *out_path, cli_redis_tls *tls)
+int batch_queue_export(const char *url, const stg_export_options *eo, const char *out_path,
+                       cli_redis_tls *tls)
 {
     int ex = 0;
     stg_queue *q = open_queue(url, NULL, tls, &ex);
     if (!q)
         return ex;
-    FILE *out = stdout;
-    if (out_path && strcmp(out_path, "-") &&
-        !(out = cli_open_private(out_path, CLI_OPEN_TRUNCATE, NULL))) {
-        perror(out_path);
+    FILE *out = batch_export_out(out_path);
+    if (!out) {
         stg_queue_free(q);
         return CLI_EXIT_FAILED;
     }
-    stg__exporter x = {.out = out,
-                       .format = (stg_export_format)format,
-                       .bodies = bodies,
-                       .own = QUEUE_COLUMNS,
-                       .n_own = sizeof QUEUE_COLUMNS / sizeof QUEUE_COLUMNS[0]};
-    int rc = stg__export_begin(&x) == STG_OK ? STG_OK : -1;
-    if (rc == STG_OK)
-        rc = stg_queue_export(q, state_mask, bodies, export_row, &x);
-    if (rc != STG_OK && rc != -1)
+    int rc = stg__batch_queue_export(q, eo, out); /* src/batch/queue_export.c */
+    if (rc == STG_EIO)
+        fprintf(stderr, "stagger batch: write error on the export\n");
+    else if (rc != STG_OK)
         fprintf(stderr, "stagger batch: %s\n", stg_queue_errmsg(q));
-    if (rc == STG_OK && stg__export_end(&x) != STG_OK)
-        rc = -1;
     stg_queue_free(q);
-    if (out != stdout && fclose(out) != 0)
-        rc = rc == STG_OK ? -1 : rc;
-    if (rc == -1)
-        return CLI_EXIT_FAILED;
-    return rc == STG_OK ? CLI_EXIT_OK : CLI_EXIT_LIMITER;
+    ex = rc == STG_OK ? CLI_EXIT_OK : rc == STG_EIO ? CLI_EXIT_FAILED : CLI_EXIT_LIMITER;
+    return batch_export_done(out, out_path, ex);
 }
 
 /* ---- a worker ---------------------------------------------------------------- */
@@ -528,10 +480,10 @@ int batch_queue_report(const char *url, bool json, cli_redis_tls *tls)
     fprintf(stderr, "stagger batch: --queue needs Redis support\n");
     return CLI_EXIT_USAGE;
 }
-int batch_queue_export(const char *url, int format, unsigned state_mask, bool bodies,
-                       const char *out_path, cli_redis_tls *tls)
+int batch_queue_export(const char *url, const stg_export_options *eo, const char *out_path,
+                       cli_redis_tls *tls)
 {
-    (void)url, (void)format, (void)state_mask, (void)bodies, (void)out_path, (void)tls;
+    (void)url, (void)eo, (void)out_path, (void)tls;
     fprintf(stderr, "stagger batch: --queue needs Redis support\n");
     return CLI_EXIT_USAGE;
 }
