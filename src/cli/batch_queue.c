@@ -167,19 +167,6 @@ static stg_queue *open_queue(const char *url, const batch_queue_opts *qo, cli_re
 
 /* ---- load ---------------------------------------------------------------- */
 
-/* The first 20 bad lines, as they come; the rest counted. */
-typedef struct bad_lines {
-    const char *name;
-    size_t seen;
-} bad_lines;
-
-static void print_bad(void *data, long line, const char *message)
-{
-    bad_lines *bl = data;
-    if (bl->seen++ < 20)
-        fprintf(stderr, "stagger batch: %s:%ld: %s\n", bl->name, line, message);
-}
-
 /* INPUT streamed into the queue (batch/queue_load.h: memory bounded by a
  * chunk, not by the input). -1 to go on, or an exit status. */
 static int load_input(const batch_opts *o, stg_queue *q, const char *name)
@@ -192,16 +179,15 @@ static int load_input(const batch_opts *o, stg_queue *q, const char *name)
         return rc == STG_EINVAL ? CLI_EXIT_USAGE : CLI_EXIT_INPUT;
     }
     const char *in_name = strcmp(o->input, "-") ? o->input : "stdin";
-    bad_lines bl = {.name = in_name};
+    bad_printer bp = {.name = in_name};
     stg_batch_queue_load_options lo = {.input_path = o->input,
                                        .strict = o->strict,
-                                       .on_bad = print_bad,
-                                       .bad_data = &bl};
+                                       .on_bad = batch_bad_line,
+                                       .bad_data = &bp};
     stg_batch_queue_load_result res;
     rc = stg__batch_queue_load(q, r, &lo, &res);
     stg__input_reader_free(r);
-    if (bl.seen > 20)
-        fprintf(stderr, "stagger batch: ... and %zu more bad lines\n", bl.seen - 20);
+    batch_bad_lines_tail(&bp, rc == STG_OK && !res.refused && !res.secret_line, NULL);
     int ex = -1;
     if (rc != STG_OK && res.stage == STG_QLOAD_INPUT) {
         fprintf(stderr, "stagger batch: %s\n", res.err);
@@ -217,7 +203,7 @@ static int load_input(const batch_opts *o, stg_queue *q, const char *name)
                 res.bad);
         ex = CLI_EXIT_INPUT;
     } else if (res.refused) {
-        fprintf(stderr, "stagger batch: %s: no jobs in the input\n", in_name);
+        batch_say_no_jobs(&bp, o);
         ex = CLI_EXIT_INPUT;
     } else if (res.secret_line) {
         fprintf(stderr,
@@ -242,21 +228,19 @@ static int64_t ended(const stg_queue_counts *c)
            c->n[STG_QUEUE_REVIEW];
 }
 
-/* The queue's report (src/batch/report.c prints it, as the database's) on
- * stdout; ex, or the exit status of a failure. */
-static int print_report(stg_queue *q, const char *url, bool json, int ex)
+/* The queue's report into *r (src/batch/report_queue.c; printed by
+ * src/batch/report.c, as the database's): -1, or the exit status of a
+ * failure after its message. */
+static int read_report(stg_queue *q, const char *url, stg_batch_report *r)
 {
     char u[800];
     shown(url, u, sizeof u);
-    stg_batch_report r;
-    int rc = stg__batch_report_queue(q, u, &r);
+    int rc = stg__batch_report_queue(q, u, r);
     if (rc != STG_OK) {
         fprintf(stderr, "stagger batch: %s\n", stg_queue_errmsg(q));
         return rc == STG_ENOTFOUND ? CLI_EXIT_USAGE : CLI_EXIT_LIMITER;
     }
-    ex = batch_report_out(&r, json, ex);
-    stg__batch_report_free(&r);
-    return ex;
+    return -1;
 }
 
 int batch_queue_report(const char *url, bool json, cli_redis_tls *tls)
@@ -265,7 +249,11 @@ int batch_queue_report(const char *url, bool json, cli_redis_tls *tls)
     stg_queue *q = open_queue(url, NULL, tls, &ex);
     if (!q)
         return ex;
-    ex = print_report(q, url, json, CLI_EXIT_OK);
+    stg_batch_report r;
+    if ((ex = read_report(q, url, &r)) < 0) {
+        ex = batch_report_out(&r, json, CLI_EXIT_OK);
+        stg__batch_report_free(&r);
+    }
     stg_queue_free(q);
     return ex;
 }
@@ -447,15 +435,22 @@ int batch_queue_run(const batch_opts *o_in)
     stg__batch_end(b, &sum);
     stg__batch_queue_release(qs); /* the jobs claimed ahead: back to the queue */
     add_classes(b, q, o.quiet);
-    ex = batch_verdict(&sum, sig, o.quiet, true,
-                       "interrupted; the jobs in flight here go back to the queue");
+    ex = batch_verdict(&sum, sig, o.quiet, false, NULL);
     stg__batch_free(b, ex);
     b = NULL;
-    if ((!o.quiet || o.json) && ex != CLI_EXIT_LIMITER) {
-        int rex = print_report(q, o.queue.url, o.json, ex);
-        if (rex != CLI_EXIT_OK && ex == CLI_EXIT_OK)
+    stg_batch_report rep;
+    bool got = false;
+    if ((!o.quiet || o.json) && ex != CLI_EXIT_LIMITER) { /* Redis away: no report to read */
+        int rex = read_report(q, o.queue.url, &rep);
+        got = rex < 0;
+        if (!got && ex == CLI_EXIT_OK)
             ex = rex;
     }
+    ex = batch_run_end(&o, &pg, &sum, NULL, sig,
+                       "interrupted; the jobs in flight here go back to the queue",
+                       got ? &rep : NULL, ex);
+    if (got)
+        stg__batch_report_free(&rep);
 out:
     stg__batch_free(b, ex);
     if (limiter_open)

@@ -273,17 +273,6 @@ static void to_state(const stg_batch_counts *c, const stg_batch_progress *p, pro
 
 /* ---- options -> configuration ------------------------------------------------------ */
 
-/* Bad lines as the import finds them: the first 20 printed, the rest
- * counted (the report lists them all). An input whose first lines are all
- * "no URL" (a file of keys without --url: issue #37) gets one hint after
- * the third instead of a screenful of the same line. */
-typedef struct bad_printer {
-    const char *name;
-    size_t seen, shown;
-    bool keys_hint;   /* the hint was given: no more "no URL" lines shown */
-    bool all_no_url;  /* every bad line so far is "no URL" */
-} bad_printer;
-
 #define BAD_LINES_SHOWN 20
 #define KEYS_HINT_AFTER 3
 
@@ -292,7 +281,7 @@ static bool is_no_url(const char *message)
     return !strncmp(message, "no URL", 6);
 }
 
-static void print_bad_line(void *data, long line, const char *message)
+void batch_bad_line(void *data, long line, const char *message)
 {
     bad_printer *bp = data;
     if (bp->seen++ == 0)
@@ -313,19 +302,26 @@ static void print_bad_line(void *data, long line, const char *message)
     }
 }
 
-/* After the bad lines: how many were not shown, and where they are listed
- * (the report reads the database: only when one was written). */
-static void bad_lines_tail(const bad_printer *bp, bool written, const char *db)
+void batch_bad_lines_tail(const bad_printer *bp, bool written, const char *db)
 {
     if (bp->seen <= bp->shown)
         return;
-    if (written)
+    if (written && db)
         fprintf(stderr, "stagger batch: ... and %zu more bad lines (stagger batch report --db %s "
                         "--bad-lines lists them all)\n",
                 bp->seen - bp->shown, db);
     else
-        fprintf(stderr, "stagger batch: ... and %zu more bad lines (nothing was written)\n",
-                bp->seen - bp->shown);
+        fprintf(stderr, "stagger batch: ... and %zu more bad lines%s\n", bp->seen - bp->shown,
+                written ? "" : " (nothing was written)");
+}
+
+void batch_say_no_jobs(const bad_printer *bp, const batch_opts *o)
+{
+    fprintf(stderr, "stagger batch: %s: no jobs in the input%s\n", bp->name,
+            bp->all_no_url && !o->in.url_template
+                ? ": no line is a URL; if they are keys, give --url TEMPLATE with a {} "
+                  "where each key goes"
+                : "");
 }
 
 static int exit_for_counts(const stg_batch_counts *c)
@@ -377,13 +373,13 @@ static int import_input(const batch_opts *o, stg_store *s, stg_input_reader *r,
     stg_store_import_options io = {.input_path = abs ? abs : o->input,
                                    .now_ms = stg__store_now_ms(),
                                    .strict = o->strict,
-                                   .on_bad = print_bad_line,
+                                   .on_bad = batch_bad_line,
                                    .bad_data = &bp,
                                    .secrets = secrets};
     stg_store_import_result res;
     int rc = stg__store_import_stream(s, r, &io, &res);
     free(abs);
-    bad_lines_tail(&bp, rc == STG_OK && !res.refused, o->db);
+    batch_bad_lines_tail(&bp, rc == STG_OK && !res.refused, o->db);
     *imported = res.imported;
     *input_refused = rc == STG_EIO || rc == STG_ENOMEM || res.refused;
     if (rc == STG_EIO || rc == STG_ENOMEM) {
@@ -406,11 +402,7 @@ static int import_input(const batch_opts *o, stg_store *s, stg_input_reader *r,
         return CLI_EXIT_INPUT;
     }
     if (res.refused) {
-        fprintf(stderr, "stagger batch: %s: no jobs in the input%s\n", name,
-                bp.all_no_url && !o->in.url_template
-                    ? ": no line is a URL; if they are keys, give --url TEMPLATE with a {} "
-                      "where each key goes"
-                    : "");
+        batch_say_no_jobs(&bp, o);
         return CLI_EXIT_INPUT;
     }
     return -1;
@@ -515,7 +507,7 @@ static int dry_run(const batch_opts *o, stg_input_reader *r)
     while ((rc = stg__input_reader_next(r, &j, &b)) == STG_OK && (j || b)) {
         if (b) {
             bad++;
-            print_bad_line(&bp, b->line, b->message);
+            batch_bad_line(&bp, b->line, b->message);
             continue;
         }
         if (jobs++ >= DRY_RUN_SHOWN)
@@ -789,19 +781,19 @@ void batch_loop(const batch_opts *o, stg_batch *b, progress *pg, const batch_loo
     }
 }
 
-/* The last progress line, from the counts read back after the run and the
- * report's rate (rep NULL: no report could be read, the rate is 0); p: the
- * run's counters, read before the runner was freed. */
-static void run_final(progress *pg, const stg_batch_progress *p, const stg_batch_summary *sum,
-                      const stg_batch_report *rep, bool stopped)
+int batch_run_end(const batch_opts *o, progress *pg, const stg_batch_summary *sum,
+                  const stg_batch_progress *p, int sig, const char *interrupted,
+                  const stg_batch_report *rep, int ex)
 {
     bool trouble = sum->cause != STG_BATCH_DRAINED && sum->cause != STG_BATCH_STOPPED;
-    if (!trouble && !stopped) {
+    if (p && !trouble && !sig) {
         progress_state ps;
         to_state(&sum->counts, p, &ps);
-        progress_final(pg, &ps, rep ? stg__store_report_jobs_per_s(&rep->store) : 0);
+        progress_final(pg, &ps, rep && rep->db ? stg__store_report_jobs_per_s(&rep->store) : 0);
     }
     progress_end(pg);
+    (void)batch_verdict(sum, sig, o->quiet, true, interrupted);
+    return rep ? batch_report_out(rep, o->json, ex) : ex;
 }
 
 /* The metrics at the end: the file rewritten, or stdout for "-". */
@@ -996,16 +988,11 @@ int batch_run(const batch_opts *o)
     b = NULL;
     stg_batch_report rep;
     bool got = false;
-    int ex_report = ex;
     if (sum.cause != STG_BATCH_STORE)
-        ex_report = read_report(o, store, &rep, &got, ex);
-    run_final(&pg, &p_end, &sum, got ? &rep : NULL, sig != 0);
-    (void)batch_verdict(&sum, sig, o->quiet, true, NULL);
-    ex = ex_report;
-    if (got) {
-        ex = batch_report_out(&rep, o->json, ex);
+        ex = read_report(o, store, &rep, &got, ex);
+    ex = batch_run_end(o, &pg, &sum, &p_end, sig, NULL, got ? &rep : NULL, ex);
+    if (got)
         stg__batch_report_free(&rep);
-    }
 
 out:
     wait_sum_free(&waits);

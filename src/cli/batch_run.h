@@ -92,6 +92,37 @@ void batch_loop(const batch_opts *o, struct stg_batch *b, progress *pg, const ba
 struct stg_batch_report;
 int batch_report_out(const struct stg_batch_report *r, bool json, int ex);
 
+/* Bad lines as the import (or the queue's load) finds them, on stderr:
+ * batch_bad_line is the importer's on_bad, bad_printer its data (name: the
+ * input's, as shown). The first 20 are printed, the rest counted; an input
+ * whose first lines are all "no URL" (a file of keys without --url: issue
+ * #37) gets one hint after the third instead of a screenful of the same
+ * line. Then batch_bad_lines_tail says how many were not shown: listed by
+ * `batch report --db DB --bad-lines` when written and db is given, or that
+ * nothing was written. */
+typedef struct bad_printer {
+    const char *name;
+    size_t seen, shown;
+    bool keys_hint;   /* the hint was given: no more "no URL" lines shown */
+    bool all_no_url;  /* every bad line so far is "no URL" */
+} bad_printer;
+void batch_bad_line(void *data, long line, const char *message);
+void batch_bad_lines_tail(const bad_printer *bp, bool written, const char *db);
+/* "INPUT: no jobs in the input", with a hint when no line was a URL. */
+void batch_say_no_jobs(const bad_printer *bp, const struct batch_opts *o);
+
+/* The end of a run, the database's and a queue worker's, once the runner
+ * is freed: the last progress line (from the counts read back, sum, and
+ * the run's counters p, with the database report's rate; p NULL: none, a
+ * queue worker's, whose report follows at once), pg closed (if still
+ * open), the verdict's line on stderr (batch_verdict: `interrupted` when a
+ * signal ended it), then the report rep on stdout (NULL: none was read).
+ * Returns ex, or CLI_EXIT_FAILED when ex is 0 and printing failed. */
+struct stg_batch_summary;
+int batch_run_end(const batch_opts *o, progress *pg, const struct stg_batch_summary *sum,
+                  const struct stg_batch_progress *p, int sig, const char *interrupted,
+                  const struct stg_batch_report *rep, int ex);
+
 /* The exit status of an ended run (the database's or the queue's), after
  * its one line on stderr when say: a stop's cause, or `interrupted` (NULL:
  * the database's "N jobs left, run the same command again") when a signal

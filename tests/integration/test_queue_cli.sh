@@ -164,6 +164,14 @@ printf '{"id":"a","url":"http://127.0.0.1:9/a","headers":{"Authorization":"Beare
 expect_exit "a secret header is refused" 5 "$S" batch --queue "$R/sec" "$T/secret.jsonl"
 check "nothing of them reached Redis" [ "$(redis-cli -p "$RPORT" EXISTS 'stagger:q:{sec}:jobs' 'stagger:q:{sec}:meta')" = 0 ]
 check "no key of that queue at all" [ -z "$(redis-cli -p "$RPORT" --scan --pattern 'stagger:q:{sec}*')" ]
+seq 1 25 >"$T/nums.txt"
+expect_exit "a file of numbers, no --url: exit 5, as for a database" 5 \
+  "$S" batch --queue "$R/nums" "$T/nums.txt"
+check "  the same hint as a database's load (did you forget --url TEMPLATE?)" \
+  grep -q "look like keys, not URLs: did you forget --url TEMPLATE?" /tmp/stg_err.$$
+check "  and no screenful of 'no URL' lines ($(grep -c "no URL" /tmp/stg_err.$$))" \
+  [ "$(grep -c "no URL" /tmp/stg_err.$$)" -le 3 ]
+check "  and nothing loaded" [ -z "$(redis-cli -p "$RPORT" --scan --pattern 'stagger:q:{nums}*')" ]
 echo "http://127.0.0.1:9/other" >"$T/other.txt"
 expect_exit "another input under the same name is refused (exit 4)" 4 \
   "$S" batch --queue "$R/drain" "$T/other.txt"
