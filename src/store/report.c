@@ -321,6 +321,18 @@ int stg__store_run_waits_add(stg_store *s, int64_t retry_ms, int64_t limiter_ms)
     return rc == SQLITE_OK ? STG_OK : stg__store_fail(s, rc, "cannot record the run's waits");
 }
 
+/* A runs row's counters, columns 1 to 5 of v (both reads below put them
+ * there): wall time, calls, retries, 429s, 503s. */
+static void counters(const int64_t *v, int64_t *wall_ms, int64_t *calls, int64_t *retries,
+                     int64_t *s429, int64_t *s503)
+{
+    *wall_ms = nz(v[1]);
+    *calls = nz(v[2]);
+    *retries = nz(v[3]);
+    *s429 = nz(v[4]);
+    *s503 = nz(v[5]);
+}
+
 int stg__store_report_get(stg_store *s, stg_store_report *r)
 {
     memset(r, 0, sizeof *r);
@@ -342,11 +354,7 @@ int stg__store_report_get(stg_store *s, stg_store_report *r)
     }
     if (rc == SQLITE_OK) {
         r->runs = nz(v[0]);
-        r->wall_ms = nz(v[1]);
-        r->calls = nz(v[2]);
-        r->retries = nz(v[3]);
-        r->status_429 = nz(v[4]);
-        r->status_503 = nz(v[5]);
+        counters(v, &r->wall_ms, &r->calls, &r->retries, &r->status_429, &r->status_503);
         rc = one_row(s,
                      "SELECT started_at, wall_ms, calls, retries, status_429, status_503, "
                      "finished, exit_code FROM runs ORDER BY id DESC LIMIT 1",
@@ -354,11 +362,8 @@ int stg__store_report_get(stg_store *s, stg_store_report *r)
     }
     if (rc == SQLITE_OK) {
         r->last.started_ms = nz(v[0]);
-        r->last.wall_ms = nz(v[1]);
-        r->last.calls = nz(v[2]);
-        r->last.retries = nz(v[3]);
-        r->last.status_429 = nz(v[4]);
-        r->last.status_503 = nz(v[5]);
+        counters(v, &r->last.wall_ms, &r->last.calls, &r->last.retries, &r->last.status_429,
+                 &r->last.status_503);
         r->last.finished = nz(v[6]);
         r->last.exit_code = r->runs ? (int)v[7] : -1;
         rc = waits(s, r);
