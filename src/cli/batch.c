@@ -87,20 +87,33 @@ static int opt_busy_any(cli_parser *p, const cli_opt *o, void *field, const char
     return 0;
 }
 
+/* v's index among names[0..n) into *out, or the usage error that says
+ * which were expected. */
+static int one_of(cli_parser *p, const char *v, const char *const *names, size_t n,
+                  const char *expected, int *out)
+{
+    for (size_t i = 0; i < n; i++)
+        if (names[i] && !strcmp(v, names[i])) {
+            *out = (int)i;
+            return 0;
+        }
+    return cli_opt_bad(p, v, expected);
+}
+#define ONE_OF(p, v, names, expected, out)                                                    \
+    one_of(p, v, names, sizeof names / sizeof names[0], expected, out)
+
+static const char *const EXPORT_FORMATS[] = {[STG_EXPORT_JSONL] = "jsonl",
+                                             [STG_EXPORT_JSON] = "json",
+                                             [STG_EXPORT_CSV] = "csv"};
+
 static int opt_format(cli_parser *p, const cli_opt *o, void *field, const char *v)
 {
-    (void)p, (void)o;
-    stg_export_options *eo = field;
-    if (!strcmp(v, "jsonl"))
-        eo->format = STG_EXPORT_JSONL;
-    else if (!strcmp(v, "json"))
-        eo->format = STG_EXPORT_JSON;
-    else if (!strcmp(v, "csv"))
-        eo->format = STG_EXPORT_CSV;
-    else
-        return cli_usage_error(CMD, "bad value '%s' for --format: expected json, jsonl or csv",
-                               v);
-    return 0;
+    (void)o;
+    int i;
+    int rc = ONE_OF(p, v, EXPORT_FORMATS, "expected json, jsonl or csv", &i);
+    if (rc == 0)
+        ((stg_export_options *)field)->format = (stg_export_format)i;
+    return rc;
 }
 
 static int opt_state(cli_parser *p, const cli_opt *o, void *field, const char *v)
@@ -276,10 +289,7 @@ static int cmd_export(int argc, char **argv)
         return prc;
     if (cli_defaults_probe()) { /* help --defaults: what the export would run with */
         const cli_command *c = &cli_batch_export_command;
-        cli_defaults_row(c, "format", CLI_VAL_STRING,
-                         ro.eo.format == STG_EXPORT_JSON  ? "json"
-                         : ro.eo.format == STG_EXPORT_CSV ? "csv"
-                                                          : "jsonl");
+        cli_defaults_row(c, "format", CLI_VAL_STRING, EXPORT_FORMATS[ro.eo.format]);
         cli_defaults_row(c, "busy-timeout", CLI_VAL_DURATION, ro.busy);
         free(owned);
         return CLI_EXIT_OK;
@@ -353,22 +363,14 @@ static bool keep(run_opts *ro, char *str)
 static int opt_input_format(cli_parser *p, const cli_opt *o, void *field, const char *v)
 {
     (void)o;
-    stg_input_format *f = field;
-    if (!strcmp(v, "auto"))
-        *f = STG_INPUT_AUTO;
-    else if (!strcmp(v, "urls"))
-        *f = STG_INPUT_URLS;
-    else if (!strcmp(v, "keys"))
-        *f = STG_INPUT_KEYS;
-    else if (!strcmp(v, "jsonl"))
-        *f = STG_INPUT_JSONL;
-    else if (!strcmp(v, "csv"))
-        *f = STG_INPUT_CSV;
-    else if (!strcmp(v, "tsv"))
-        *f = STG_INPUT_TSV;
-    else
-        return cli_opt_bad(p, v, "expected auto, urls, keys, jsonl, csv or tsv");
-    return 0;
+    static const char *const names[] = {[STG_INPUT_AUTO] = "auto",   [STG_INPUT_URLS] = "urls",
+                                        [STG_INPUT_KEYS] = "keys",   [STG_INPUT_JSONL] = "jsonl",
+                                        [STG_INPUT_CSV] = "csv",     [STG_INPUT_TSV] = "tsv"};
+    int i;
+    int rc = ONE_OF(p, v, names, "expected auto, urls, keys, jsonl, csv or tsv", &i);
+    if (rc == 0)
+        *(stg_input_format *)field = (stg_input_format)i;
+    return rc;
 }
 
 static int opt_method(cli_parser *p, const cli_opt *o, void *field, const char *v)
@@ -420,18 +422,15 @@ static int opt_header_env(cli_parser *p, const cli_opt *o, void *field, const ch
 static int opt_progress(cli_parser *p, const cli_opt *o, void *field, const char *v)
 {
     (void)o;
-    enum batch_progress *m = field;
-    if (!strcmp(v, "auto"))
-        *m = BATCH_PROGRESS_AUTO;
-    else if (!strcmp(v, "bar"))
-        *m = BATCH_PROGRESS_BAR;
-    else if (!strcmp(v, "lines"))
-        *m = BATCH_PROGRESS_LINES;
-    else if (!strcmp(v, "none"))
-        *m = BATCH_PROGRESS_NONE;
-    else
-        return cli_opt_bad(p, v, "expected auto, bar, lines or none");
-    return 0;
+    static const char *const names[] = {[BATCH_PROGRESS_AUTO] = "auto",
+                                        [BATCH_PROGRESS_BAR] = "bar",
+                                        [BATCH_PROGRESS_LINES] = "lines",
+                                        [BATCH_PROGRESS_NONE] = "none"};
+    int i;
+    int rc = ONE_OF(p, v, names, "expected auto, bar, lines or none", &i);
+    if (rc == 0)
+        *(enum batch_progress *)field = (enum batch_progress)i;
+    return rc;
 }
 
 static int opt_progress_interval(cli_parser *p, const cli_opt *o, void *field, const char *v)

@@ -823,12 +823,7 @@ int batch_run(const batch_opts *o)
         int rc = batch_engine_config(o, &ec);
         if (rc)
             return rc;
-        static const char *const formats[] = {[STG_INPUT_AUTO] = "auto", [STG_INPUT_URLS] = "urls",
-                                              [STG_INPUT_KEYS] = "keys", [STG_INPUT_JSONL] = "jsonl",
-                                              [STG_INPUT_CSV] = "csv", [STG_INPUT_TSV] = "tsv"};
-        unsigned fi = (unsigned)o->in.format;
-        cli_defaults_row(c, "input-format", CLI_VAL_STRING,
-                         fi < sizeof formats / sizeof formats[0] && formats[fi] ? formats[fi] : "?");
+        cli_defaults_row(c, "input-format", CLI_VAL_STRING, stg__input_format_name(o->in.format));
         cli_defaults_row(c, "busy-timeout", CLI_VAL_DURATION, (int64_t)o->busy_timeout_us);
         cli_engine_defaults_rows(c, &ec, ec.max_body);
         cli_defaults_row(c, "priority", CLI_VAL_STRING, stg_priority_name(o->cls.priority));
