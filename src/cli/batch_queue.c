@@ -293,23 +293,75 @@ static void limiter_url_of(const char *url, char *buf, size_t len)
         slash[1] = '\0';
 }
 
+/* A worker's run (batch_run_with's hooks, below). */
+typedef struct worker_run {
+    const batch_opts *o;
+    stg_queue *q;
+    stg_batch_queue *qs;
+    const char *name;   /* the queue's URL as shown */
+    stg_queue_counts c; /* at the start */
+    int64_t ended0;     /* the queue's ended jobs when the worker began */
+} worker_run;
+
 /* A worker's facts on the progress line (batch_loop): the counts are the
  * whole queue's, so is the pace (the jobs the queue ended since this
  * worker began), and this worker's jobs in flight, and whether Redis is
  * away (outcomes kept). */
-typedef struct worker_facts {
-    const stg_batch_queue *qs;
-    int64_t ended0; /* the queue's ended jobs when the worker began */
-} worker_facts;
-
 static void facts(void *data, const stg_batch_progress *p, progress_state *s)
 {
-    worker_facts *f = data;
+    worker_run *w = data;
     s->queue = true;
     s->here = p->in_flight;
-    s->kept = stg__batch_queue_kept(f->qs) > 0;
-    s->finished = (uint64_t)(s->ended > f->ended0 ? s->ended - f->ended0 : 0);
+    s->kept = stg__batch_queue_kept(w->qs) > 0;
+    s->finished = (uint64_t)(s->ended > w->ended0 ? s->ended - w->ended0 : 0);
 }
+
+static int worker_start_failed(void *data, int rc, const stg_batch_start *st, const char *err)
+{
+    (void)data, (void)rc, (void)st;
+    fprintf(stderr, "stagger batch: %s\n", err);
+    return CLI_EXIT_USAGE;
+}
+
+static void worker_started(void *data, const stg_batch_start *st, const stg_batch_counts *c)
+{
+    worker_run *w = data;
+    (void)st, (void)c;
+    fprintf(stderr, "stagger batch: worker %s on queue %s: %lld jobs, %lld ended\n",
+            stg_queue_worker(w->q), w->name, (long long)w->c.total, (long long)ended(&w->c));
+}
+
+static void add_classes(const stg_batch *b, stg_queue *q, bool quiet);
+
+static void worker_ended(void *data, stg_batch *b, const stg_batch_summary *sum,
+                         int64_t retry_ms, int64_t limiter_ms)
+{
+    worker_run *w = data;
+    (void)sum, (void)retry_ms, (void)limiter_ms;
+    stg__batch_queue_release(w->qs); /* the jobs claimed ahead: back to the queue */
+    add_classes(b, w->q, w->o->quiet);
+}
+
+static int worker_report(void *data, const stg_batch_summary *sum, stg_batch_report *rep,
+                         bool *got, int ex)
+{
+    worker_run *w = data;
+    (void)sum;
+    *got = false;
+    if ((w->o->quiet && !w->o->json) || ex == CLI_EXIT_LIMITER) /* Redis away: none to read */
+        return ex;
+    int rex = read_report(w->q, w->o->queue.url, rep);
+    *got = rex < 0;
+    return !*got && ex == CLI_EXIT_OK ? rex : ex;
+}
+
+static const batch_kind WORKER = {
+    .interrupted = "interrupted; the jobs in flight here go back to the queue",
+    .facts = facts,
+    .start_failed = worker_start_failed,
+    .started = worker_started,
+    .ended = worker_ended,
+    .report = worker_report};
 
 /* This worker's admissions per class and tenant, added to the queue's
  * counters for `batch report --queue` (as batch_run.c's record_classes
@@ -349,9 +401,6 @@ int batch_queue_run(const batch_opts *o_in)
     shown(o.queue.url, name, sizeof name);
     int ex = -1;
     stg_batch_queue *qs = NULL;
-    stg_batch *b = NULL;
-    FILE *log_file = NULL;
-    stg_logger *logger = NULL;
     bool limiter_open = false;
     if (o.retry_deferred || o.retry_review)
         return cli_usage_error(CMD, "--retry-deferred and --retry-review are for a database; a "
@@ -380,11 +429,9 @@ int batch_queue_run(const batch_opts *o_in)
     }
     if ((ex = batch_prepare_out(o.out_dir)) >= 0)
         goto out;
-    stg_batch_config bc = {.headers = o.headers, .n_headers = o.n_headers, .out_dir = o.out_dir,
-                           .priority = o.cls.priority, .tenant = o.cls.tenant,
-                           .weight = o.cls.weight};
+    stg_batch_config bc;
     limiter_open = true;
-    if ((ex = batch_engine_config(&o, &bc.engine)) != 0)
+    if ((ex = batch_config(&o, &bc)) != 0)
         goto out;
     ex = -1;
     char out_abs[4096] = "";
@@ -403,62 +450,12 @@ int batch_queue_run(const batch_opts *o_in)
     bc.engine.shared_quotas = stg__batch_queue_quotas(qs, bc.engine.shared_quotas);
     bc.engine.limiter = STG_LIMITER_NONE; /* the shared one (or none, --rate 0) */
     bc.source = stg__batch_queue_source(qs);
-    if (o.log_path) {
-        log_file = cli_open_private(o.log_path, CLI_OPEN_APPEND, NULL);
-        if (!log_file || !(logger = stg_logger_new(log_file))) {
-            fprintf(stderr, "stagger batch: --log %s: %s\n", o.log_path, strerror(errno));
-            ex = CLI_EXIT_FAILED;
-            goto out;
-        }
-        bc.engine.on_event = stg_log_event;
-        bc.engine.event_data = logger;
-    }
-    char err[800];
-    stg_batch_start st;
-    if (stg__batch_new(&bc, &b, &st, err, sizeof err) != STG_OK) {
-        fprintf(stderr, "stagger batch: %s\n", err);
-        ex = CLI_EXIT_USAGE;
-        goto out;
-    }
-    if (!o.quiet)
-        fprintf(stderr, "stagger batch: worker %s on queue %s: %lld jobs, %lld ended\n",
-                stg_queue_worker(q), name, (long long)c.total, (long long)ended(&c));
-    cli_stop_signals_catch(); /* a second signal kills: the queue gives the jobs to others */
-    progress pg;
-    worker_facts wf = {.qs = qs, .ended0 = ended(&c)};
-    batch_loop(&o, b, &pg,
-               &(batch_loop_more){.drain_first = o.queue.drain, .facts = facts, .data = &wf});
-    progress_end(&pg);
-    int sig = o.queue.drain ? 0 : cli_stop_signal;
-    cli_stop_signals_release();
-    stg_batch_summary sum;
-    stg__batch_end(b, &sum);
-    stg__batch_queue_release(qs); /* the jobs claimed ahead: back to the queue */
-    add_classes(b, q, o.quiet);
-    ex = batch_verdict(&sum, sig, o.quiet, false, NULL);
-    stg__batch_free(b, ex);
-    b = NULL;
-    stg_batch_report rep;
-    bool got = false;
-    if ((!o.quiet || o.json) && ex != CLI_EXIT_LIMITER) { /* Redis away: no report to read */
-        int rex = read_report(q, o.queue.url, &rep);
-        got = rex < 0;
-        if (!got && ex == CLI_EXIT_OK)
-            ex = rex;
-    }
-    ex = batch_run_end(&o, &pg, &sum, NULL, sig,
-                       "interrupted; the jobs in flight here go back to the queue",
-                       got ? &rep : NULL, ex);
-    if (got)
-        stg__batch_report_free(&rep);
+    worker_run w = {.o = &o, .q = q, .qs = qs, .name = name, .c = c, .ended0 = ended(&c)};
+    ex = batch_run_with(&o, &bc, &WORKER, &w);
 out:
-    stg__batch_free(b, ex);
     if (limiter_open)
         cli_limiter_close(&o.limiter);
     stg__batch_queue_free(qs);
-    stg_logger_free(logger);
-    if (log_file)
-        fclose(log_file);
     stg_queue_free(q);
     return ex;
 }

@@ -344,6 +344,17 @@ int batch_engine_config(const batch_opts *o, stg_engine_config *ec)
     return rc;
 }
 
+int batch_config(const batch_opts *o, stg_batch_config *bc)
+{
+    *bc = (stg_batch_config){.headers = o->headers,
+                             .n_headers = o->n_headers,
+                             .out_dir = o->out_dir,
+                             .priority = o->cls.priority,
+                             .tenant = o->cls.tenant,
+                             .weight = o->cls.weight};
+    return batch_engine_config(o, &bc->engine);
+}
+
 /* The input's reader, when one is given (options checked, file opened;
  * nothing read yet). Returns -1 to go on, or an exit status. */
 static int open_input(const batch_opts *o, stg_input_reader **r)
@@ -808,6 +819,182 @@ static int metrics_done(const batch_opts *o, const stg_metrics *m)
     return rc == STG_OK ? 0 : -1;
 }
 
+int batch_run_with(const batch_opts *o, stg_batch_config *bc, const batch_kind *k, void *data)
+{
+    int ex = 0;
+    stg_batch *b = NULL;
+    FILE *log_file = NULL;
+    stg_logger *logger = NULL;
+    stg_metrics *metrics = NULL;
+    cli_metrics_live *live = NULL;
+    stg_event_fanout fan;
+    memset(&fan, 0, sizeof fan);
+    wait_sum waits;
+    memset(&waits, 0, sizeof waits);
+    jobs_gauge gauge;
+    memset(&gauge, 0, sizeof gauge);
+    pthread_mutex_init(&gauge.mu, NULL);
+    if (o->log_path) {
+        /* "-": standard output, as in every Unix tool */
+        log_file = !strcmp(o->log_path, "-")
+                       ? stdout
+                       : cli_open_private(o->log_path, CLI_OPEN_APPEND, NULL);
+        if (!log_file || !(logger = stg_logger_new(log_file))) {
+            fprintf(stderr, "stagger batch: --log %s: %s\n", o->log_path, strerror(errno));
+            ex = CLI_EXIT_FAILED;
+            goto out;
+        }
+        fan.fn[fan.n] = stg_log_event;
+        fan.data[fan.n++] = logger;
+    }
+    /* Metrics: the file is written once before the run (a path that cannot
+     * be written fails here, nothing sent), then by cli_metrics_live. */
+    bool metrics_file = o->metrics_path && strcmp(o->metrics_path, "-");
+    if (o->metrics_path || o->metrics.listen) {
+        if (!(metrics = stg_metrics_new())) {
+            fprintf(stderr, "stagger batch: out of memory\n");
+            ex = CLI_EXIT_FAILED;
+            goto out;
+        }
+        if (metrics_file && stg_metrics_write(metrics, o->metrics_path) != STG_OK) {
+            fprintf(stderr, "stagger batch: cannot write metrics to %s\n", o->metrics_path);
+            ex = CLI_EXIT_FAILED;
+            goto out;
+        }
+        fan.fn[fan.n] = stg_metrics_event;
+        fan.data[fan.n++] = metrics;
+        stg_metrics_add_source(metrics, jobs_print, &gauge); /* outlives metrics */
+    }
+    fan.fn[fan.n] = on_wait_event;
+    fan.data[fan.n++] = &waits;
+    bc->engine.on_event = stg_event_fanout_cb;
+    bc->engine.event_data = &fan;
+    char err[800];
+    stg_batch_start st;
+    int rc = stg__batch_new(bc, &b, &st, err, sizeof err);
+    if (rc != STG_OK) {
+        ex = k->start_failed(data, rc, &st, err);
+        goto out;
+    }
+    stg_batch_progress p0;
+    stg__batch_progress_get(b, &p0);
+    if (!o->quiet)
+        k->started(data, &st, &p0.counts);
+    jobs_gauge_set(&gauge, &p0.counts, stg__clock_mono_us(), false, stg__batch_engine(b));
+    stg_metrics_set_quotas(metrics, stg_engine_quotas(stg__batch_engine(b)));
+    if (metrics && (ex = cli_metrics_live_start("batch", &o->metrics, metrics, o->metrics_path,
+                                                 &live)) != 0)
+        goto out;
+    cli_metrics_live_extra(live, jobs_json, &gauge);
+    cli_stop_signals_catch(); /* a second signal kills (the next run, or the queue, recovers) */
+    progress pg;
+    waits.o = o;
+    waits.pg = &pg;
+    batch_loop(o, b, &pg,
+               &(batch_loop_more){.drain_first = o->queue.drain,
+                                  .waits = &waits,
+                                  .gauge = &gauge,
+                                  .facts = k->facts,
+                                  .data = data});
+    int sig = o->queue.drain ? 0 : cli_stop_signal; /* a drain is no signal's stop */
+    cli_stop_signals_release();
+    stg_batch_summary sum;
+    stg__batch_end(b, &sum); /* a store failure: sum.cause STORE, said by verdict */
+    stg_batch_progress p_end;
+    stg__batch_progress_get(b, &p_end);
+    jobs_gauge_set(&gauge, &sum.counts, stg__clock_mono_us(), true, stg__batch_engine(b));
+    cli_metrics_live_stop(live);
+    live = NULL;
+    k->ended(data, b, &sum, waits.retry_us / 1000, waits.limiter_us / 1000);
+    ex = batch_verdict(&sum, sig, o->quiet, false, NULL);
+    /* A database's run row is closed by the free (its wall time): the
+     * report, and the last progress line with the report's rate, come
+     * after it. */
+    stg_metrics_set_quotas(metrics, NULL); /* the engine's, freed next */
+    stg__batch_free(b, ex);
+    b = NULL;
+    stg_batch_report rep;
+    bool got = false;
+    ex = k->report(data, &sum, &rep, &got, ex);
+    ex = batch_run_end(o, &pg, &sum, k->final_line ? &p_end : NULL, sig, k->interrupted,
+                       got ? &rep : NULL, ex);
+    if (got)
+        stg__batch_report_free(&rep);
+out:
+    wait_sum_free(&waits);
+    cli_metrics_live_stop(live);
+    stg_metrics_set_quotas(metrics, NULL);
+    stg__batch_free(b, ex);
+    if (metrics && metrics_done(o, metrics) != 0 && ex == CLI_EXIT_OK)
+        ex = CLI_EXIT_FAILED;
+    stg_metrics_free(metrics);
+    pthread_mutex_destroy(&gauge.mu);
+    stg_logger_free(logger);
+    if (log_file && log_file != stdout)
+        fclose(log_file);
+    else if (log_file)
+        fflush(log_file);
+    return ex;
+}
+
+/* ---- a database's run: batch_run_with's hooks ---------------------------------- */
+
+typedef struct db_run {
+    const batch_opts *o;
+    stg_store *store;
+    bool imported;
+} db_run;
+
+static int db_start_failed(void *data, int rc, const stg_batch_start *st, const char *err)
+{
+    db_run *d = data;
+    if (rc == STG_ESTATE) {
+        char *input = NULL;
+        (void)stg__store_meta_get(d->store, "input_path", &input);
+        fprintf(stderr, "stagger batch: %lld jobs carry secrets that are not kept in the "
+                        "database; give their input file again (%s)\n",
+                (long long)st->needs_input, input ? input : "?");
+        free(input);
+        return CLI_EXIT_USAGE;
+    }
+    fprintf(stderr, "stagger batch: %s\n", err);
+    return rc == STG_EDB ? CLI_EXIT_DB : rc == STG_EINVAL ? CLI_EXIT_USAGE : CLI_EXIT_FAILED;
+}
+
+static void db_started(void *data, const stg_batch_start *st, const stg_batch_counts *c)
+{
+    db_run *d = data;
+    say_start(d->o, st, d->imported, c);
+}
+
+/* The run's waits and admissions per class, into the database for `batch
+ * report` (not after a store failure). */
+static void db_ended(void *data, stg_batch *b, const stg_batch_summary *sum, int64_t retry_ms,
+                     int64_t limiter_ms)
+{
+    db_run *d = data;
+    if (sum->cause == STG_BATCH_STORE)
+        return;
+    if (stg__store_run_waits_add(d->store, retry_ms, limiter_ms) != STG_OK)
+        fprintf(stderr, "stagger batch: %s\n", stg__store_errmsg(d->store));
+    if (record_classes(b, d->store) != STG_OK)
+        fprintf(stderr, "stagger batch: %s\n", stg__store_errmsg(d->store));
+}
+
+static int db_report(void *data, const stg_batch_summary *sum, stg_batch_report *rep, bool *got,
+                     int ex)
+{
+    db_run *d = data;
+    *got = false;
+    return sum->cause == STG_BATCH_STORE ? ex : read_report(d->o, d->store, rep, got, ex);
+}
+
+static const batch_kind DB_RUN = {.final_line = true,
+                                  .start_failed = db_start_failed,
+                                  .started = db_started,
+                                  .ended = db_ended,
+                                  .report = db_report};
+
 /* Before SQLite is first used (see the top of the file); SQLITE_MISUSE
  * when it already was, which only keeps the statistics on. */
 static void sqlite_process_config(void)
@@ -846,18 +1033,6 @@ int batch_run(const batch_opts *o)
     memset(&secrets, 0, sizeof secrets);
     bool imported = false, created = false, input_refused = false;
     stg_store *store = NULL;
-    stg_batch *b = NULL;
-    FILE *log_file = NULL;
-    stg_logger *logger = NULL;
-    stg_metrics *metrics = NULL;
-    cli_metrics_live *live = NULL;
-    stg_event_fanout fan;
-    memset(&fan, 0, sizeof fan);
-    wait_sum waits;
-    memset(&waits, 0, sizeof waits);
-    jobs_gauge gauge;
-    memset(&gauge, 0, sizeof gauge);
-    pthread_mutex_init(&gauge.mu, NULL);
     int ex;
     /* A regular file is read again by the run (the cursor); anything else
      * (stdin, a pipe) can be read once, so the secrets are kept. */
@@ -878,132 +1053,19 @@ int batch_run(const batch_opts *o)
     reader = NULL;
     if (rereadable && (ex = open_cursor(o, &cursor)) >= 0)
         goto out;
-    stg_batch_config bc = {
-        .store = store,
-        .secrets = o->input && !cursor ? &secrets : NULL,
-        .cursor = cursor,
-        .headers = o->headers,
-        .n_headers = o->n_headers,
-        .out_dir = o->out_dir,
-        .retry_deferred = o->retry_deferred,
-        .retry_review = o->retry_review,
-        .priority = o->cls.priority,
-        .tenant = o->cls.tenant,
-        .weight = o->cls.weight,
-    };
-    if ((ex = batch_engine_config(o, &bc.engine)) != 0)
+    stg_batch_config bc;
+    if ((ex = batch_config(o, &bc)) != 0)
         goto out;
-    if (o->log_path) {
-        /* "-": standard output, as in every Unix tool */
-        log_file = !strcmp(o->log_path, "-")
-                       ? stdout
-                       : cli_open_private(o->log_path, CLI_OPEN_APPEND, NULL);
-        if (!log_file || !(logger = stg_logger_new(log_file))) {
-            fprintf(stderr, "stagger batch: --log %s: %s\n", o->log_path, strerror(errno));
-            ex = 1;
-            goto out;
-        }
-        fan.fn[fan.n] = stg_log_event;
-        fan.data[fan.n++] = logger;
-    }
-    /* Metrics: the file is written once before the run (a path that cannot
-     * be written fails here, nothing sent), then by cli_metrics_live. */
-    bool metrics_file = o->metrics_path && strcmp(o->metrics_path, "-");
-    if (o->metrics_path || o->metrics.listen) {
-        if (!(metrics = stg_metrics_new())) {
-            fprintf(stderr, "stagger batch: out of memory\n");
-            ex = 1;
-            goto out;
-        }
-        if (metrics_file && stg_metrics_write(metrics, o->metrics_path) != STG_OK) {
-            fprintf(stderr, "stagger batch: cannot write metrics to %s\n", o->metrics_path);
-            ex = 1;
-            goto out;
-        }
-        fan.fn[fan.n] = stg_metrics_event;
-        fan.data[fan.n++] = metrics;
-        stg_metrics_add_source(metrics, jobs_print, &gauge); /* outlives metrics */
-    }
-    fan.fn[fan.n] = on_wait_event;
-    fan.data[fan.n++] = &waits;
-    bc.engine.on_event = stg_event_fanout_cb;
-    bc.engine.event_data = &fan;
-    char err[800];
-    stg_batch_start st;
-    int rc = stg__batch_new(&bc, &b, &st, err, sizeof err);
-    if (rc != STG_OK) {
-        if (rc == STG_ESTATE) {
-            char *input = NULL;
-            (void)stg__store_meta_get(store, "input_path", &input);
-            fprintf(stderr, "stagger batch: %lld jobs carry secrets that are not kept in the "
-                            "database; give their input file again (%s)\n",
-                    (long long)st.needs_input, input ? input : "?");
-            free(input);
-            ex = CLI_EXIT_USAGE;
-        } else {
-            fprintf(stderr, "stagger batch: %s\n", err);
-            ex = rc == STG_EDB ? CLI_EXIT_DB : rc == STG_EINVAL ? CLI_EXIT_USAGE : 1;
-        }
-        goto out;
-    }
-    stg_batch_progress p0;
-    stg__batch_progress_get(b, &p0);
-    say_start(o, &st, imported, &p0.counts);
-    jobs_gauge_set(&gauge, &p0.counts, stg__clock_mono_us(), false, stg__batch_engine(b));
-    stg_metrics_set_quotas(metrics, stg_engine_quotas(stg__batch_engine(b)));
-
-    if (metrics && (ex = cli_metrics_live_start("batch", &o->metrics, metrics, o->metrics_path,
-                                                 &live)) != 0)
-        goto out;
-    cli_metrics_live_extra(live, jobs_json, &gauge);
-    cli_stop_signals_catch();
-    progress pg;
-    waits.o = o;
-    waits.pg = &pg;
-    batch_loop(o, b, &pg, &(batch_loop_more){.waits = &waits, .gauge = &gauge});
-    int sig = cli_stop_signal;
-    cli_stop_signals_release();
-    stg_batch_summary sum;
-    stg__batch_end(b, &sum); /* a store failure: sum.cause STORE, said by verdict */
-    stg_batch_progress p_end;
-    stg__batch_progress_get(b, &p_end);
-    jobs_gauge_set(&gauge, &sum.counts, stg__clock_mono_us(), true, stg__batch_engine(b));
-    cli_metrics_live_stop(live);
-    live = NULL;
-    if (sum.cause != STG_BATCH_STORE &&
-        stg__store_run_waits_add(store, waits.retry_us / 1000, waits.limiter_us / 1000) != STG_OK)
-        fprintf(stderr, "stagger batch: %s\n", stg__store_errmsg(store));
-    if (sum.cause != STG_BATCH_STORE && record_classes(b, store) != STG_OK)
-        fprintf(stderr, "stagger batch: %s\n", stg__store_errmsg(store));
-    ex = batch_verdict(&sum, sig, o->quiet, false, NULL);
-    /* The run row is closed by the free (its wall time): the report, and the
-     * last progress line with the report's rate, come after it. */
-    stg_metrics_set_quotas(metrics, NULL); /* the engine's, freed next */
-    stg__batch_free(b, ex);
-    b = NULL;
-    stg_batch_report rep;
-    bool got = false;
-    if (sum.cause != STG_BATCH_STORE)
-        ex = read_report(o, store, &rep, &got, ex);
-    ex = batch_run_end(o, &pg, &sum, &p_end, sig, NULL, got ? &rep : NULL, ex);
-    if (got)
-        stg__batch_report_free(&rep);
+    bc.store = store;
+    bc.secrets = o->input && !cursor ? &secrets : NULL;
+    bc.cursor = cursor;
+    bc.retry_deferred = o->retry_deferred;
+    bc.retry_review = o->retry_review;
+    db_run d = {.o = o, .store = store, .imported = imported};
+    ex = batch_run_with(o, &bc, &DB_RUN, &d);
 
 out:
-    wait_sum_free(&waits);
-    cli_metrics_live_stop(live);
-    stg_metrics_set_quotas(metrics, NULL);
-    stg__batch_free(b, ex);
-    if (metrics && metrics_done(o, metrics) != 0 && ex == CLI_EXIT_OK)
-        ex = CLI_EXIT_FAILED;
-    stg_metrics_free(metrics);
-    pthread_mutex_destroy(&gauge.mu);
     cli_limiter_close((cli_limiter *)&o->limiter);
-    stg_logger_free(logger);
-    if (log_file && log_file != stdout)
-        fclose(log_file);
-    else if (log_file)
-        fflush(log_file);
     stg__store_close(store);
     if (created && input_refused)
         remove_created(o->db);

@@ -19,6 +19,8 @@
 
 #include <stagger/stagger.h>
 
+#include "batch/batch.h"
+#include "batch/report.h"
 #include "store/store.h"
 
 /* Exit statuses: CLI_EXIT_* of the CLI's one table, cli/exit.h
@@ -52,6 +54,11 @@ typedef struct batch_opts {
     batch_queue_opts queue;   /* --queue: a work queue in Redis (batch_queue.c) */
     cli_class cls;            /* --priority, --tenant, --weight: a job's default */
 } batch_opts;
+
+/* A run's configuration from o, what both kinds of run share: -H, --out,
+ * the class and tenant, the engine (batch_engine_config, which connects
+ * the shared limiter). 0 or an exit status. */
+int batch_config(const batch_opts *o, stg_batch_config *bc);
 
 /* The engine part of a run's configuration, connecting the shared limiter
  * (batch_run.c; the queue's run uses it too). 0 or an exit status. */
@@ -110,6 +117,33 @@ void batch_bad_line(void *data, long line, const char *message);
 void batch_bad_lines_tail(const bad_printer *bp, bool written, const char *db);
 /* "INPUT: no jobs in the input", with a hint when no line was a URL. */
 void batch_say_no_jobs(const bad_printer *bp, const struct batch_opts *o);
+
+/* A run, the database's (batch_run.c) or a queue worker's (batch_queue.c),
+ * from bc (all but its events) to its end: the event log (--log, "-":
+ * stdout), the metrics (--metrics, --metrics-listen, the live page), the
+ * waits and hosts (a host's breaker said once), the runner, the loop
+ * (batch_loop), the verdict, the report and the last lines
+ * (batch_run_end); with --drain (a queue's) the first signal drains,
+ * a second stops. What each kind of run does of its own is k's (a
+ * constant table; data, its hooks' first argument). Returns the exit
+ * status. */
+typedef struct batch_kind {
+    bool final_line;         /* the last progress line (a database's) */
+    const char *interrupted; /* the verdict's line for a signal; NULL: the database's */
+    void (*facts)(void *data, const stg_batch_progress *p, progress_state *s); /* or NULL */
+    /* stg__batch_new failed with rc: say why, return the exit status */
+    int (*start_failed)(void *data, int rc, const stg_batch_start *st, const char *err);
+    /* it started (not with --quiet): say so; c: the runner's first counts */
+    void (*started)(void *data, const stg_batch_start *st, const stg_batch_counts *c);
+    /* it ended, the runner not yet freed: record what it measured */
+    void (*ended)(void *data, stg_batch *b, const stg_batch_summary *sum, int64_t retry_ms,
+                  int64_t limiter_ms);
+    /* the runner freed: read the report into *rep (*got) when one is printed;
+     * returns ex, or the exit status of a failed read */
+    int (*report)(void *data, const stg_batch_summary *sum, stg_batch_report *rep, bool *got,
+                  int ex);
+} batch_kind;
+int batch_run_with(const batch_opts *o, stg_batch_config *bc, const batch_kind *k, void *data);
 
 /* The end of a run, the database's and a queue worker's, once the runner
  * is freed: the last progress line (from the counts read back, sum, and

@@ -7,7 +7,8 @@
 #  - --follow stays for jobs loaded later;
 #  - refusals: secrets in the input, another input under the same name, no
 #    such queue, Redis unreachable (exit 6, no password in messages);
-#  - --dry-run reads the input and loads nothing.
+#  - --dry-run reads the input and loads nothing;
+#  - a worker's run has a database run's --metrics and --log - (stdout).
 # Starts its own redis-server and stagger serve on 127.0.0.1.
 #
 # Bounds come from the protocol (the hint: no request before t + Retry-After)
@@ -126,6 +127,20 @@ serve_stop "$SRV_PID" || true
 lsent=$(grep -c '"event":"attempt_start"' "$T/l.jsonl" || true)
 check "the server answered 50 jobs, and again only jobs l sent ($lsent)" \
   [ "$(grep -c '"/f/' "$T/follow.log")" -le $((50 + lsent)) ]
+
+# ---- a worker's run is a database run's (batch_run_with): --metrics, --log - -------
+serve_start met --log "$T/met.log"
+for i in 1 2 3 4 5; do echo "$URL/m/$i"; done >"$T/m.txt"
+rc=0
+(cd "$T" && "$S" batch --queue "$R/met" --worker m -j 2 --rate 0 --progress none \
+  --metrics "$T/m.prom" --log - "$T/m.txt" >"$T/m.out" 2>"$T/m.err") || rc=$?
+check "a worker with --metrics and --log - ends 0: $rc $(cat "$T/m.err")" [ "$rc" = 0 ]
+check "  its metrics file counts the queue's jobs by state" \
+  grep -q '^stagger_batch_jobs{state="done"} 5$' "$T/m.prom"
+check "  and its attempts" grep -q '^stagger_attempts_total' "$T/m.prom"
+check "  --log -: the events on stdout, before the report" \
+  sh -c 'grep -q "\"event\":\"attempt_start\"" "$1" && grep -q "^queue .*: 5 jobs" "$1"' _ "$T/m.out"
+check "  and no file named -" [ ! -e "$T/-" ]
 
 # ---- --out DIR: bodies on the worker, their path in the queue ---------------------
 serve_start out --log "$T/out.log"
