@@ -229,6 +229,9 @@ static int cmd_report(int argc, char **argv)
     int prc = cli_parse(&parser, argc, argv);
     if (prc >= 0)
         return prc;
+    if (ro.queue && (ro.html || ro.bad_lines))
+        return cli_usage_error(CMD, "--html and --bad-lines read a database: a queue keeps no "
+                                    "timeline and no bad lines (the load prints them)");
     if (ro.queue)
         return batch_queue_report(ro.queue, ro.json, &ro.tls);
     if ((prc = cli_redis_tls_config(&ro.tls, CMD, NULL)) != 0)

@@ -194,6 +194,11 @@ check "the message says another job set" grep -q "another job set" /tmp/stg_err.
 expect_exit "a worker of a queue that holds nothing: exit 2" 2 "$S" batch --queue "$R/none"
 check "a worker that only looked left no key behind" [ -z "$(redis-cli -p "$RPORT" --scan --pattern 'stagger:q:{none}*')" ]
 expect_exit "report on no queue: exit 2" 2 "$S" batch report --queue "$R/none"
+expect_exit "report --queue --html: a usage error, not silently left out" 2 \
+  "$S" batch report --queue "$R/drain" --html "$T/q.html"
+check "  and no file written" [ ! -e "$T/q.html" ]
+expect_exit "report --queue --bad-lines: a usage error too" 2 \
+  "$S" batch report --queue "$R/drain" --bad-lines
 DEAD=$(free_port)
 expect_exit "Redis unreachable at start: exit 6" 6 \
   "$S" batch --queue "redis://:pw-hunter3@127.0.0.1:$DEAD/q" "$T/d.txt"
