@@ -70,7 +70,7 @@
  * with nothing said). */
 #define MAX_HOSTS 64
 
-struct wait_sum {
+typedef struct wait_sum {
     int64_t retry_us, limiter_us;
     char *hosts[MAX_HOSTS];
     int n_hosts;
@@ -80,7 +80,7 @@ struct wait_sum {
     bool said[MAX_HOSTS];
     const batch_opts *o;
     progress *pg;            /* to clear the bar before a line; may be NULL */
-};
+} wait_sum;
 
 static int see_host(wait_sum *w, const char *host)
 {
@@ -175,7 +175,7 @@ static void wait_sum_free(wait_sum *w)
  * metrics' printers and the live page's listener read the copy, under its
  * own lock, on their threads: they never touch the runner. */
 
-struct jobs_gauge {
+typedef struct jobs_gauge {
     pthread_mutex_t mu;
     stg_batch_counts c;
     bool set, finished;
@@ -184,7 +184,7 @@ struct jobs_gauge {
     const char *wnames[16];   /* requests waiting now, by what for */
     int64_t wcounts[16];
     size_t nw;
-};
+} jobs_gauge;
 
 static void jobs_gauge_set(jobs_gauge *g, const stg_batch_counts *c, int64_t now, bool finished,
                            const stg_engine *e)
@@ -660,9 +660,12 @@ static void say_start(const batch_opts *o, const stg_batch_start *st, bool impor
         fprintf(stderr, "stagger batch: %d jobs in review are resent\n", st->requeued_review);
 }
 
-/* The exit status of an ended run, after its message when say
- * (batch_run.h). */
-int batch_verdict(const stg_batch_summary *s, int sig, bool quiet, bool say,
+/* The exit status of an ended run (the database's or the queue's), after
+ * its one line on stderr when say: a stop's cause, or `interrupted` (NULL:
+ * the database's "N jobs left, run the same command again") when a signal
+ * ended it; else from the counts (jobs left, deferred or in review: 3;
+ * failed: 1; 0). */
+static int batch_verdict(const stg_batch_summary *s, int sig, bool quiet, bool say,
                   const char *interrupted)
 {
     if (!say)
@@ -736,9 +739,22 @@ int batch_report_out(const stg_batch_report *r, bool json, int ex)
     return ex;
 }
 
-/* The loop of a run, the database's and a queue worker's (batch_run.h):
- * steps, signals, the jobs gauge, progress. */
-void batch_loop(const batch_opts *o, stg_batch *b, progress *pg, const batch_loop_more *m)
+/* The loop of a run, the database's and a queue worker's: one step of the
+ * runner after another until it ends; SIGINT/SIGTERM
+ * (cli_stop_signals_catch) stop it, or with drain_first the first one
+ * drains (the claimed jobs finish, nothing more is claimed) and a second
+ * stops; the jobs gauge is refreshed for the metrics; the progress is
+ * drawn by progress.c on pg (set up here, closed by batch_run_end), with
+ * what facts adds (a queue worker's). */
+typedef struct batch_loop_more {
+    bool drain_first;
+    const wait_sum *waits; /* the ETA's limit is --rate times its hosts */
+    jobs_gauge *gauge;
+    void (*facts)(void *data, const stg_batch_progress *p, progress_state *s); /* or NULL */
+    void *data;
+} batch_loop_more;
+
+static void batch_loop(const batch_opts *o, stg_batch *b, progress *pg, const batch_loop_more *m)
 {
     enum progress_mode mode = PROGRESS_NONE;
     if (!o->quiet && o->progress == BATCH_PROGRESS_AUTO)
@@ -792,9 +808,16 @@ void batch_loop(const batch_opts *o, stg_batch *b, progress *pg, const batch_loo
     }
 }
 
-int batch_run_end(const batch_opts *o, progress *pg, const stg_batch_summary *sum,
-                  const stg_batch_progress *p, int sig, const char *interrupted,
-                  const stg_batch_report *rep, int ex)
+/* The end of a run, the database's and a queue worker's, once the runner
+ * is freed: the last progress line (from the counts read back, sum, and
+ * the run's counters p, with the database report's rate; p NULL: none, a
+ * queue worker's, whose report follows at once), pg closed, the verdict's
+ * line on stderr (`interrupted` when a signal ended it), then the report
+ * rep on stdout (NULL: none was read). Returns ex, or CLI_EXIT_FAILED when
+ * ex is 0 and printing failed. */
+static int batch_run_end(const batch_opts *o, progress *pg, const stg_batch_summary *sum,
+                         const stg_batch_progress *p, int sig, const char *interrupted,
+                         const stg_batch_report *rep, int ex)
 {
     bool trouble = sum->cause != STG_BATCH_DRAINED && sum->cause != STG_BATCH_STOPPED;
     if (p && !trouble && !sig) {

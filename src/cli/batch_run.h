@@ -74,26 +74,6 @@ int batch_prepare_out(const char *dir);
 /* Run (or resume) the batch. Returns the exit status. */
 int batch_run(const batch_opts *o);
 
-/* The loop of a run, the database's (batch_run.c) and a queue worker's
- * (batch_queue.c): one step of the runner after another until it ends;
- * SIGINT/SIGTERM (cli_stop_signals_catch) stop it, or with drain_first
- * the first one drains (the claimed jobs finish, nothing more is claimed)
- * and a second stops; the jobs gauge is refreshed for the metrics; the
- * progress is drawn by progress.c on pg (set up here, closed by the
- * caller), with what facts adds (a queue worker's). */
-typedef struct wait_sum wait_sum;     /* batch_run.c: hosts seen, waits */
-typedef struct jobs_gauge jobs_gauge; /* batch_run.c: the metrics' jobs by state */
-struct stg_batch;
-struct stg_batch_progress;
-typedef struct batch_loop_more {
-    bool drain_first;
-    const wait_sum *waits; /* the ETA's limit is --rate times its hosts; NULL: one */
-    jobs_gauge *gauge;     /* NULL: none */
-    void (*facts)(void *data, const struct stg_batch_progress *p, progress_state *s);
-    void *data;
-} batch_loop_more;
-void batch_loop(const batch_opts *o, struct stg_batch *b, progress *pg, const batch_loop_more *m);
-
 /* The report r (the database's or the queue's) on stdout, as JSON or text;
  * returns ex, or CLI_EXIT_FAILED (when ex is 0) when stdout fails. */
 struct stg_batch_report;
@@ -144,26 +124,5 @@ typedef struct batch_kind {
                   int ex);
 } batch_kind;
 int batch_run_with(const batch_opts *o, stg_batch_config *bc, const batch_kind *k, void *data);
-
-/* The end of a run, the database's and a queue worker's, once the runner
- * is freed: the last progress line (from the counts read back, sum, and
- * the run's counters p, with the database report's rate; p NULL: none, a
- * queue worker's, whose report follows at once), pg closed (if still
- * open), the verdict's line on stderr (batch_verdict: `interrupted` when a
- * signal ended it), then the report rep on stdout (NULL: none was read).
- * Returns ex, or CLI_EXIT_FAILED when ex is 0 and printing failed. */
-struct stg_batch_summary;
-int batch_run_end(const batch_opts *o, progress *pg, const struct stg_batch_summary *sum,
-                  const struct stg_batch_progress *p, int sig, const char *interrupted,
-                  const struct stg_batch_report *rep, int ex);
-
-/* The exit status of an ended run (the database's or the queue's), after
- * its one line on stderr when say: a stop's cause, or `interrupted` (NULL:
- * the database's "N jobs left, run the same command again") when a signal
- * ended it; else from the counts (jobs left, deferred or in review: 3;
- * failed: 1; 0). */
-struct stg_batch_summary;
-int batch_verdict(const struct stg_batch_summary *s, int sig, bool quiet, bool say,
-                  const char *interrupted);
 
 #endif

@@ -52,7 +52,8 @@ sys.exit(0 if len(rows) == n and len(ids) == n and len(done) == n and len(seen) 
 PY
 check "worker a's progress lines show the queue's jobs and its own (batch_loop)" \
   grep -Eq "^batch: [0-9]+/800 ended \(done .*claimed \(sending or waiting; [0-9]+ here\)" "$T/a.err"
-check "  and that Redis was away, its outcomes kept" grep -q "Redis away: outcomes kept" "$T/a.err"
+# ("Redis away: outcomes kept" is not checked here: whether a line is drawn
+# while Redis is away depends on timing; test_cli_progress checks its form.)
 jcheck "the counts survived the restart" "$("$S" batch report --queue "$Q" --json)" \
   'j["states"]["done"] == 800 and j["ended"] == 800'
 
