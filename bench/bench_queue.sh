@@ -101,7 +101,7 @@ wall = (max(t) - min(t)) / 1e6 if len(t) > 1 else 0
 ok = sum(1 for r in rows if r["status"] == 200)
 r429 = sum(1 for r in rows if r["status"] == 429)
 try:
-    done = json.load(open(rep))["counts"]["done"]
+    done = json.load(open(rep))["states"]["done"]
 except Exception:
     done = 0
 jps = ok / wall if wall else 0

@@ -232,6 +232,11 @@ int stg__batch_end(stg_batch *b, stg_batch_summary *s);
  * stg_engine_class_stats): up to max rows into out; returns the count.
  * On the batch's thread, before stg__batch_free. */
 size_t stg__batch_class_stats(const stg_batch *b, stg_class_stats *out, size_t max);
+/* The same as rows to record, in ms (the database's stg_run_class; the
+ * queue's stg_queue_class_add has the same members): *v malloc'd (free
+ * it; NULL when none), *n rows, tenants the engine's (valid until its next
+ * call). STG_OK or STG_ENOMEM. */
+int stg__batch_class_rows(const stg_batch *b, stg_run_class **v, size_t *n);
 
 /* Close the run row with exit_code (the caller's verdict; -1: none), free
  * the engine and everything else; the store stays open. Accepts NULL. */

@@ -328,6 +328,28 @@ size_t stg__batch_class_stats(const stg_batch *b, stg_class_stats *out, size_t m
     return b && b->engine ? stg_engine_class_stats(b->engine, out, max) : 0;
 }
 
+int stg__batch_class_rows(const stg_batch *b, stg_run_class **v, size_t *n)
+{
+    *v = NULL;
+    *n = stg__batch_class_stats(b, NULL, 0);
+    if (!*n)
+        return STG_OK;
+    stg_class_stats *st = calloc(*n, sizeof *st);
+    if (st && !(*v = calloc(*n, sizeof **v)))
+        free(st), st = NULL;
+    if (!st) {
+        *n = 0;
+        return STG_ENOMEM;
+    }
+    *n = stg__batch_class_stats(b, st, *n);
+    for (size_t i = 0; i < *n; i++)
+        (*v)[i] = (stg_run_class){stg_priority_name(st[i].priority), st[i].tenant,
+                                  (int64_t)st[i].admitted, st[i].wait_us / 1000,
+                                  st[i].wait_max_us / 1000};
+    free(st);
+    return STG_OK;
+}
+
 int stg__batch_end(stg_batch *b, stg_batch_summary *s)
 {
     memset(s, 0, sizeof *s);

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "batch/report.h"
 #include "cli/batch_run.h"
 #include "cli/cli.h"
 #include "cli/report_html.h"
@@ -86,20 +87,33 @@ static int opt_busy_any(cli_parser *p, const cli_opt *o, void *field, const char
     return 0;
 }
 
+/* v's index among names[0..n) into *out, or the usage error that says
+ * which were expected. */
+static int one_of(cli_parser *p, const char *v, const char *const *names, size_t n,
+                  const char *expected, int *out)
+{
+    for (size_t i = 0; i < n; i++)
+        if (names[i] && !strcmp(v, names[i])) {
+            *out = (int)i;
+            return 0;
+        }
+    return cli_opt_bad(p, v, expected);
+}
+#define ONE_OF(p, v, names, expected, out)                                                    \
+    one_of(p, v, names, sizeof names / sizeof names[0], expected, out)
+
+static const char *const EXPORT_FORMATS[] = {[STG_EXPORT_JSONL] = "jsonl",
+                                             [STG_EXPORT_JSON] = "json",
+                                             [STG_EXPORT_CSV] = "csv"};
+
 static int opt_format(cli_parser *p, const cli_opt *o, void *field, const char *v)
 {
-    (void)p, (void)o;
-    stg_export_options *eo = field;
-    if (!strcmp(v, "jsonl"))
-        eo->format = STG_EXPORT_JSONL;
-    else if (!strcmp(v, "json"))
-        eo->format = STG_EXPORT_JSON;
-    else if (!strcmp(v, "csv"))
-        eo->format = STG_EXPORT_CSV;
-    else
-        return cli_usage_error(CMD, "bad value '%s' for --format: expected json, jsonl or csv",
-                               v);
-    return 0;
+    (void)o;
+    int i;
+    int rc = ONE_OF(p, v, EXPORT_FORMATS, "expected json, jsonl or csv", &i);
+    if (rc == 0)
+        ((stg_export_options *)field)->format = (stg_export_format)i;
+    return rc;
 }
 
 static int opt_state(cli_parser *p, const cli_opt *o, void *field, const char *v)
@@ -215,6 +229,9 @@ static int cmd_report(int argc, char **argv)
     int prc = cli_parse(&parser, argc, argv);
     if (prc >= 0)
         return prc;
+    if (ro.queue && (ro.html || ro.bad_lines))
+        return cli_usage_error(CMD, "--html and --bad-lines read a database: a queue keeps no "
+                                    "timeline and no bad lines (the load prints them)");
     if (ro.queue)
         return batch_queue_report(ro.queue, ro.json, &ro.tls);
     if ((prc = cli_redis_tls_config(&ro.tls, CMD, NULL)) != 0)
@@ -234,22 +251,19 @@ static int cmd_report(int argc, char **argv)
         free(owned);
         return ex;
     }
-    stg_store_report r;
-    int rc = stg__store_report_get(s, &r);
+    stg_batch_report r;
+    int rc = stg__batch_report_store(s, db, &r);
     if (rc == STG_OK) {
-        if (ro.json)
-            stg__store_report_json(&r, db, stdout);
-        else
-            stg__store_report_print(&r, db, stdout);
+        (void)batch_report_out(&r, ro.json, CLI_EXIT_OK); /* a failed stdout: below */
         if (ro.bad_lines)
-            rc = stg__store_bad_lines_print(s, r.input_path, 0, stdout);
-        if (rc == STG_OK && ro.html && (ex = cli_report_html(ro.html, s, &r, db)) != 0) {
-            stg__store_report_free(&r);
+            rc = stg__store_bad_lines_print(s, r.store.input_path, 0, stdout);
+        if (rc == STG_OK && ro.html && (ex = cli_report_html(ro.html, s, &r)) != 0) {
+            stg__batch_report_free(&r);
             stg__store_close(s);
             free(owned);
             return ex;
         }
-        stg__store_report_free(&r);
+        stg__batch_report_free(&r);
     }
     if (rc != STG_OK)
         fprintf(stderr, "stagger batch: %s\n", stg__store_errmsg(s));
@@ -270,8 +284,7 @@ static int cmd_export(int argc, char **argv)
     if (prc >= 0)
         return prc;
     if (ro.queue)
-        return batch_queue_export(ro.queue, (int)ro.eo.format, ro.eo.state_mask, ro.eo.bodies,
-                                  ro.out_path, &ro.tls);
+        return batch_queue_export(ro.queue, &ro.eo, ro.out_path, &ro.tls);
     if ((prc = cli_redis_tls_config(&ro.tls, CMD, NULL)) != 0)
         return prc;
     char *owned;
@@ -279,10 +292,7 @@ static int cmd_export(int argc, char **argv)
         return prc;
     if (cli_defaults_probe()) { /* help --defaults: what the export would run with */
         const cli_command *c = &cli_batch_export_command;
-        cli_defaults_row(c, "format", CLI_VAL_STRING,
-                         ro.eo.format == STG_EXPORT_JSON  ? "json"
-                         : ro.eo.format == STG_EXPORT_CSV ? "csv"
-                                                          : "jsonl");
+        cli_defaults_row(c, "format", CLI_VAL_STRING, EXPORT_FORMATS[ro.eo.format]);
         cli_defaults_row(c, "busy-timeout", CLI_VAL_DURATION, ro.busy);
         free(owned);
         return CLI_EXIT_OK;
@@ -292,32 +302,43 @@ static int cmd_export(int argc, char **argv)
     return ex;
 }
 
-static int export_db(ro_opts *ro_)
+FILE *batch_export_out(const char *path)
 {
-    ro_opts ro = *ro_;
-    const char *db = ro.db, *out_path = ro.out_path;
+    if (!path || !strcmp(path, "-"))
+        return stdout;
+    FILE *out = cli_open_private(path, CLI_OPEN_TRUNCATE, NULL);
+    if (!out)
+        perror(path);
+    return out;
+}
+
+int batch_export_done(FILE *out, const char *path, int ex)
+{
+    if (out == stdout ? fflush(out) != 0 : fclose(out) != 0) {
+        if (ex == CLI_EXIT_OK)
+            perror(path ? path : "stdout");
+        return ex == CLI_EXIT_OK ? CLI_EXIT_FAILED : ex;
+    }
+    return ex;
+}
+
+static int export_db(ro_opts *ro)
+{
     stg_store *s;
-    int ex = open_ro(db, ro.busy, &s);
+    int ex = open_ro(ro->db, ro->busy, &s);
     if (ex)
         return ex;
-    FILE *out = stdout;
-    if (out_path && strcmp(out_path, "-") &&
-        !(out = cli_open_private(out_path, CLI_OPEN_TRUNCATE, NULL))) {
-        perror(out_path);
+    FILE *out = batch_export_out(ro->out_path);
+    if (!out) {
         stg__store_close(s);
         return CLI_EXIT_FAILED;
     }
-    int rc = stg__store_export(s, &ro.eo, out);
+    int rc = stg__store_export(s, &ro->eo, out);
     if (rc != STG_OK)
         fprintf(stderr, "stagger batch: %s\n", stg__store_errmsg(s));
     stg__store_close(s);
-    if (out != stdout && fclose(out) != 0 && rc == STG_OK) {
-        perror(out_path);
-        return CLI_EXIT_FAILED;
-    }
-    if (rc == STG_EIO)
-        return CLI_EXIT_FAILED;
-    return rc == STG_OK ? CLI_EXIT_OK : CLI_EXIT_DB;
+    ex = rc == STG_OK ? CLI_EXIT_OK : rc == STG_EIO ? CLI_EXIT_FAILED : CLI_EXIT_DB;
+    return batch_export_done(out, ro->out_path, ex);
 }
 
 /* ---- a run ------------------------------------------------------------------------ */
@@ -345,22 +366,14 @@ static bool keep(run_opts *ro, char *str)
 static int opt_input_format(cli_parser *p, const cli_opt *o, void *field, const char *v)
 {
     (void)o;
-    stg_input_format *f = field;
-    if (!strcmp(v, "auto"))
-        *f = STG_INPUT_AUTO;
-    else if (!strcmp(v, "urls"))
-        *f = STG_INPUT_URLS;
-    else if (!strcmp(v, "keys"))
-        *f = STG_INPUT_KEYS;
-    else if (!strcmp(v, "jsonl"))
-        *f = STG_INPUT_JSONL;
-    else if (!strcmp(v, "csv"))
-        *f = STG_INPUT_CSV;
-    else if (!strcmp(v, "tsv"))
-        *f = STG_INPUT_TSV;
-    else
-        return cli_opt_bad(p, v, "expected auto, urls, keys, jsonl, csv or tsv");
-    return 0;
+    static const char *const names[] = {[STG_INPUT_AUTO] = "auto",   [STG_INPUT_URLS] = "urls",
+                                        [STG_INPUT_KEYS] = "keys",   [STG_INPUT_JSONL] = "jsonl",
+                                        [STG_INPUT_CSV] = "csv",     [STG_INPUT_TSV] = "tsv"};
+    int i;
+    int rc = ONE_OF(p, v, names, "expected auto, urls, keys, jsonl, csv or tsv", &i);
+    if (rc == 0)
+        *(stg_input_format *)field = (stg_input_format)i;
+    return rc;
 }
 
 static int opt_method(cli_parser *p, const cli_opt *o, void *field, const char *v)
@@ -412,18 +425,15 @@ static int opt_header_env(cli_parser *p, const cli_opt *o, void *field, const ch
 static int opt_progress(cli_parser *p, const cli_opt *o, void *field, const char *v)
 {
     (void)o;
-    enum batch_progress *m = field;
-    if (!strcmp(v, "auto"))
-        *m = BATCH_PROGRESS_AUTO;
-    else if (!strcmp(v, "bar"))
-        *m = BATCH_PROGRESS_BAR;
-    else if (!strcmp(v, "lines"))
-        *m = BATCH_PROGRESS_LINES;
-    else if (!strcmp(v, "none"))
-        *m = BATCH_PROGRESS_NONE;
-    else
-        return cli_opt_bad(p, v, "expected auto, bar, lines or none");
-    return 0;
+    static const char *const names[] = {[BATCH_PROGRESS_AUTO] = "auto",
+                                        [BATCH_PROGRESS_BAR] = "bar",
+                                        [BATCH_PROGRESS_LINES] = "lines",
+                                        [BATCH_PROGRESS_NONE] = "none"};
+    int i;
+    int rc = ONE_OF(p, v, names, "expected auto, bar, lines or none", &i);
+    if (rc == 0)
+        *(enum batch_progress *)field = (enum batch_progress)i;
+    return rc;
 }
 
 static int opt_progress_interval(cli_parser *p, const cli_opt *o, void *field, const char *v)

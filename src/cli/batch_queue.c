@@ -3,7 +3,9 @@
  * Streams (src/redis/queue*.c through src/batch/queue_source.c), loading
  * INPUT into it first when given; `batch report --queue` and `batch export
  * --queue` read the queue. This file maps options and prints; the runner,
- * the states and the protocol are the libraries'.
+ * its loop (batch_run.c's batch_loop), the load, the report and the export
+ * (src/batch/queue_load.c, report.c, queue_export.c), the states and the
+ * protocol are the libraries'.
  *
  * Invariants:
  *  - A job whose URL or headers carry a secret is never loaded: the queue
@@ -125,8 +127,8 @@ void batch_queue_defaults_rows(const cli_command *c, const batch_opts *o)
 #include "batch/batch.h"
 #include "batch/queue_load.h"
 #include "batch/queue_source.h"
-#include "store/export_row.h"
-#include "util/clock.h"
+#include "batch/queue_export.h"
+#include "batch/report.h"
 
 /* The URL for messages (password as ***). */
 static void shown(const char *url, char *buf, size_t len)
@@ -165,19 +167,6 @@ static stg_queue *open_queue(const char *url, const batch_queue_opts *qo, cli_re
 
 /* ---- load ---------------------------------------------------------------- */
 
-/* The first 20 bad lines, as they come; the rest counted. */
-typedef struct bad_lines {
-    const char *name;
-    size_t seen;
-} bad_lines;
-
-static void print_bad(void *data, long line, const char *message)
-{
-    bad_lines *bl = data;
-    if (bl->seen++ < 20)
-        fprintf(stderr, "stagger batch: %s:%ld: %s\n", bl->name, line, message);
-}
-
 /* INPUT streamed into the queue (batch/queue_load.h: memory bounded by a
  * chunk, not by the input). -1 to go on, or an exit status. */
 static int load_input(const batch_opts *o, stg_queue *q, const char *name)
@@ -190,16 +179,15 @@ static int load_input(const batch_opts *o, stg_queue *q, const char *name)
         return rc == STG_EINVAL ? CLI_EXIT_USAGE : CLI_EXIT_INPUT;
     }
     const char *in_name = strcmp(o->input, "-") ? o->input : "stdin";
-    bad_lines bl = {.name = in_name};
+    bad_printer bp = {.name = in_name};
     stg_batch_queue_load_options lo = {.input_path = o->input,
                                        .strict = o->strict,
-                                       .on_bad = print_bad,
-                                       .bad_data = &bl};
+                                       .on_bad = batch_bad_line,
+                                       .bad_data = &bp};
     stg_batch_queue_load_result res;
     rc = stg__batch_queue_load(q, r, &lo, &res);
     stg__input_reader_free(r);
-    if (bl.seen > 20)
-        fprintf(stderr, "stagger batch: ... and %zu more bad lines\n", bl.seen - 20);
+    batch_bad_lines_tail(&bp, rc == STG_OK && !res.refused && !res.secret_line, NULL);
     int ex = -1;
     if (rc != STG_OK && res.stage == STG_QLOAD_INPUT) {
         fprintf(stderr, "stagger batch: %s\n", res.err);
@@ -215,7 +203,7 @@ static int load_input(const batch_opts *o, stg_queue *q, const char *name)
                 res.bad);
         ex = CLI_EXIT_INPUT;
     } else if (res.refused) {
-        fprintf(stderr, "stagger batch: %s: no jobs in the input\n", in_name);
+        batch_say_no_jobs(&bp, o);
         ex = CLI_EXIT_INPUT;
     } else if (res.secret_line) {
         fprintf(stderr,
@@ -240,141 +228,19 @@ static int64_t ended(const stg_queue_counts *c)
            c->n[STG_QUEUE_REVIEW];
 }
 
-_Static_assert(STG_QUEUE_NSTATES == STG_JOB_NSTATES && STG_QUEUE_DONE == (int)STG_JOB_DONE &&
-                   STG_QUEUE_REVIEW == (int)STG_JOB_REVIEW,
-               "a queue state is the job state of the same number");
-
-/* The queue's rows per class and tenant as the database report's
- * (stg_report_class, printed by the same stg__report_classes_print and
- * _json): the jobs' rows (none when no job names a class or tenant, as
- * there), then the admissions' (none when, besides, every admission was
- * of the default class, normal, no tenant: nothing to tell apart). *v
- * malloc'd. */
-static int classes_of(stg_queue *q, stg_report_class **v, size_t *n)
+/* The queue's report into *r (src/batch/report_queue.c; printed by
+ * src/batch/report.c, as the database's): -1, or the exit status of a
+ * failure after its message. */
+static int read_report(stg_queue *q, const char *url, stg_batch_report *r)
 {
-    stg_queue_class_row *rows;
-    size_t nr;
-    *v = NULL;
-    *n = 0;
-    int rc = stg_queue_classes_get(q, &rows, &nr);
-    if (rc != STG_OK)
-        return rc;
-    bool named = false, other = false;
-    for (size_t i = 0; i < nr; i++) {
-        named |= rows[i].has_jobs && (rows[i].cls[0] || rows[i].tenant[0]);
-        other |= rows[i].has_admitted && (strcmp(rows[i].cls, "normal") || rows[i].tenant[0]);
-    }
-    if (nr && !(*v = calloc(2 * nr, sizeof **v)))
-        rc = STG_ENOMEM;
-    for (int pass = 0; *v && pass < 2; pass++)
-        for (size_t i = 0; i < nr; i++) {
-            const stg_queue_class_row *r = &rows[i];
-            if (pass == 0 ? !(named && r->has_jobs) : !((named || other) && r->has_admitted))
-                continue;
-            stg_report_class *c = &(*v)[(*n)++];
-            snprintf(c->cls, sizeof c->cls, "%s", r->cls);
-            snprintf(c->tenant, sizeof c->tenant, "%s", r->tenant);
-            c->jobs_row = pass == 0;
-            for (int s = 0; s < STG_QUEUE_NSTATES; s++)
-                c->jobs[s] = c->jobs_row ? r->n[s] : 0;
-            if (!c->jobs_row) {
-                c->admitted = r->admitted;
-                c->wait_ms = r->wait_ms;
-                c->wait_max_ms = r->wait_max_ms;
-            }
-        }
-    free(rows);
-    return rc;
-}
-
-static void report_text(const stg_queue_report *r, const stg_report_class *cls, size_t n_cls,
-                        const char *url, FILE *out)
-{
-    const stg_queue_counts *c = &r->counts;
-    fprintf(out, "queue %s (job set %.12s...)\n", url, r->fingerprint);
-    fprintf(out, "jobs        %lld (%lld ended)\n", (long long)c->total, (long long)ended(c));
-    for (int s = STG_QUEUE_DONE; s < STG_QUEUE_NSTATES; s++)
-        fprintf(out, "  %-9s %lld\n", stg_queue_state_name((stg_queue_state)s),
-                (long long)c->n[s]);
-    fprintf(out, "  %-9s %lld\n  %-9s %lld\n", "inflight", (long long)c->n[STG_QUEUE_INFLIGHT],
-            "pending", (long long)c->n[STG_QUEUE_PENDING]);
-    fprintf(out, "attempts    %lld (429: %lld = %.2f%%, 503: %lld)\n", (long long)c->attempts,
-            (long long)c->status_429,
-            c->attempts ? 100.0 * (double)c->status_429 / (double)c->attempts : 0.0,
-            (long long)c->status_503);
-    fprintf(out, "latency     p50 %lld ms, p90 %lld ms, p99 %lld ms, max %lld ms (%lld jobs)\n",
-            (long long)r->lat_p50_ms, (long long)r->lat_p90_ms, (long long)r->lat_p99_ms,
-            (long long)r->lat_max_ms, (long long)r->lat_n);
-    fprintf(out, "workers     %zu\n", r->n_workers);
-    for (size_t i = 0; i < r->n_workers; i++) {
-        const stg_queue_worker_row *w = &r->workers[i];
-        fprintf(out, "  %s: done %lld, failed %lld, deferred %lld, review %lld\n", w->name,
-                (long long)w->n[STG_QUEUE_DONE], (long long)w->n[STG_QUEUE_FAILED],
-                (long long)w->n[STG_QUEUE_DEFERRED], (long long)w->n[STG_QUEUE_REVIEW]);
-    }
-    stg__report_classes_print(cls, n_cls, out);
-}
-
-static int report_json(const stg_queue_report *r, const stg_report_class *cls, size_t n_cls,
-                       const char *url, FILE *out)
-{
-    const stg_queue_counts *c = &r->counts;
-    json_t *j = json_object(), *counts = json_object(), *ws = json_array();
-    for (int s = 0; s < STG_QUEUE_NSTATES; s++)
-        json_object_set_new(counts, stg_queue_state_name((stg_queue_state)s),
-                            json_integer(c->n[s]));
-    for (size_t i = 0; i < r->n_workers; i++) {
-        const stg_queue_worker_row *w = &r->workers[i];
-        json_t *o = json_object();
-        json_object_set_new(o, "name", json_string(w->name));
-        for (int s = STG_QUEUE_DONE; s < STG_QUEUE_NSTATES; s++)
-            json_object_set_new(o, stg_queue_state_name((stg_queue_state)s), json_integer(w->n[s]));
-        json_object_set_new(o, "seen_ms", json_integer(w->seen_ms));
-        json_array_append_new(ws, o);
-    }
-    json_t *lat = json_pack("{sIsIsIsIsI}", "n", (json_int_t)r->lat_n, "p50", (json_int_t)r->lat_p50_ms,
-                            "p90", (json_int_t)r->lat_p90_ms, "p99", (json_int_t)r->lat_p99_ms, "max",
-                            (json_int_t)r->lat_max_ms);
-    json_object_set_new(j, "queue", json_string(url));
-    json_object_set_new(j, "fingerprint", json_string(r->fingerprint));
-    json_object_set_new(j, "total", json_integer(c->total));
-    json_object_set_new(j, "ended", json_integer(ended(c)));
-    json_object_set_new(j, "counts", counts);
-    json_object_set_new(j, "attempts", json_integer(c->attempts));
-    json_object_set_new(j, "status_429", json_integer(c->status_429));
-    json_object_set_new(j, "status_503", json_integer(c->status_503));
-    json_object_set_new(j, "share_429",
-                        json_real(c->attempts ? (double)c->status_429 / (double)c->attempts : 0));
-    json_object_set_new(j, "latency_ms", lat);
-    json_object_set_new(j, "workers", ws);
-    json_object_set_new(j, "classes", stg__report_classes_json(cls, n_cls));
-    int rc = json_dumpf(j, out, JSON_COMPACT);
-    fputc('\n', out);
-    json_decref(j);
-    return rc;
-}
-
-static int print_report(stg_queue *q, const char *url, bool json, FILE *out)
-{
-    stg_queue_report r;
-    stg_report_class *cls = NULL;
-    size_t n_cls = 0;
-    int rc = stg_queue_report_get(q, &r);
-    if (rc == STG_OK && (rc = classes_of(q, &cls, &n_cls)) != STG_OK)
-        stg_queue_report_free(&r);
+    char u[800];
+    shown(url, u, sizeof u);
+    int rc = stg__batch_report_queue(q, u, r);
     if (rc != STG_OK) {
         fprintf(stderr, "stagger batch: %s\n", stg_queue_errmsg(q));
         return rc == STG_ENOTFOUND ? CLI_EXIT_USAGE : CLI_EXIT_LIMITER;
     }
-    char u[800];
-    shown(url, u, sizeof u);
-    if (json)
-        report_json(&r, cls, n_cls, u, out);
-    else
-        report_text(&r, cls, n_cls, u, out);
-    stg_queue_report_free(&r);
-    free(cls);
-    return fflush(out) == 0 ? CLI_EXIT_OK : CLI_EXIT_FAILED;
+    return -1;
 }
 
 int batch_queue_report(const char *url, bool json, cli_redis_tls *tls)
@@ -383,83 +249,37 @@ int batch_queue_report(const char *url, bool json, cli_redis_tls *tls)
     stg_queue *q = open_queue(url, NULL, tls, &ex);
     if (!q)
         return ex;
-    ex = print_report(q, url, json, stdout);
+    stg_batch_report r;
+    if ((ex = read_report(q, url, &r)) < 0) {
+        ex = batch_report_out(&r, json, CLI_EXIT_OK);
+        stg__batch_report_free(&r);
+    }
     stg_queue_free(q);
     return ex;
 }
 
 /* ---- export --------------------------------------------------------------- */
 
-/* The queue's own columns, after the ones every export has (export_row.h). */
-static const char *const QUEUE_COLUMNS[] = {"deliveries", "worker", "latency_ms"};
-
-static int export_row(void *data, const stg_queue_row *r)
-{
-    stg__exporter *x = data;
-    bool finished = r->finished_ms > 0;
-    stg__export_val own[] = {
-        {.is_int = true, .i = r->deliveries},
-        {.s = r->worker, .is_null = !r->worker},
-        {.is_int = true, .i = r->latency_ms, .is_null = !finished},
-    };
-    stg__export_row row = {
-        .key = r->key,
-        .job = r->id,
-        .has_line = r->line > 0,
-        .line = r->line,
-        .state = stg_queue_state_name(r->state),
-        .has_status = r->status > 0,
-        .status = r->status,
-        .attempts = r->attempts,
-        .error = r->error,
-        .reason = r->reason,
-        .method = r->method,
-        .url = r->url,
-        .file = r->file,
-        .has_finished = finished,
-        .finished_ms = r->finished_ms,
-        .has_duration = finished,
-        .duration_ms = r->latency_ms,
-        .has_body = r->body != NULL,
-        .body = r->body,
-        .body_len = r->body_len,
-        .own = own,
-    };
-    return stg__export_write(x, &row) == STG_OK ? 0 : -1;
-}
-
-int batch_queue_export(const char *url, int format, unsigned state_mask, bool bodies,
-                       const char *out_path, cli_redis_tls *tls)
+int batch_queue_export(const char *url, const stg_export_options *eo, const char *out_path,
+                       cli_redis_tls *tls)
 {
     int ex = 0;
     stg_queue *q = open_queue(url, NULL, tls, &ex);
     if (!q)
         return ex;
-    FILE *out = stdout;
-    if (out_path && strcmp(out_path, "-") &&
-        !(out = cli_open_private(out_path, CLI_OPEN_TRUNCATE, NULL))) {
-        perror(out_path);
+    FILE *out = batch_export_out(out_path);
+    if (!out) {
         stg_queue_free(q);
         return CLI_EXIT_FAILED;
     }
-    stg__exporter x = {.out = out,
-                       .format = (stg_export_format)format,
-                       .bodies = bodies,
-                       .own = QUEUE_COLUMNS,
-                       .n_own = sizeof QUEUE_COLUMNS / sizeof QUEUE_COLUMNS[0]};
-    int rc = stg__export_begin(&x) == STG_OK ? STG_OK : -1;
-    if (rc == STG_OK)
-        rc = stg_queue_export(q, state_mask, bodies, export_row, &x);
-    if (rc != STG_OK && rc != -1)
+    int rc = stg__batch_queue_export(q, eo, out); /* src/batch/queue_export.c */
+    if (rc == STG_EIO)
+        fprintf(stderr, "stagger batch: write error on the export\n");
+    else if (rc != STG_OK)
         fprintf(stderr, "stagger batch: %s\n", stg_queue_errmsg(q));
-    if (rc == STG_OK && stg__export_end(&x) != STG_OK)
-        rc = -1;
     stg_queue_free(q);
-    if (out != stdout && fclose(out) != 0)
-        rc = rc == STG_OK ? -1 : rc;
-    if (rc == -1)
-        return CLI_EXIT_FAILED;
-    return rc == STG_OK ? CLI_EXIT_OK : CLI_EXIT_LIMITER;
+    ex = rc == STG_OK ? CLI_EXIT_OK : rc == STG_EIO ? CLI_EXIT_FAILED : CLI_EXIT_LIMITER;
+    return batch_export_done(out, out_path, ex);
 }
 
 /* ---- a worker ---------------------------------------------------------------- */
@@ -473,24 +293,75 @@ static void limiter_url_of(const char *url, char *buf, size_t len)
         slash[1] = '\0';
 }
 
-static void progress(const stg_batch_progress *p, const stg_batch_queue *qs, bool bar,
-                     double rps)
+/* A worker's run (batch_run_with's hooks, below). */
+typedef struct worker_run {
+    const batch_opts *o;
+    stg_queue *q;
+    stg_batch_queue *qs;
+    const char *name;   /* the queue's URL as shown */
+    stg_queue_counts c; /* at the start */
+    int64_t ended0;     /* the queue's ended jobs when the worker began */
+} worker_run;
+
+/* A worker's facts on the progress line (batch_loop): the counts are the
+ * whole queue's, so is the pace (the jobs the queue ended since this
+ * worker began), and this worker's jobs in flight, and whether Redis is
+ * away (outcomes kept). */
+static void facts(void *data, const stg_batch_progress *p, progress_state *s)
 {
-    const int64_t *c = p->counts.n;
-    int64_t e = stg__batch_counts_ended(&p->counts);
-    stg_batch_queue_stats st;
-    stg__batch_queue_stats_get(qs, &st);
-    fprintf(stderr,
-            "%squeue: %lld/%lld ended (done %lld, failed %lld, deferred %lld, review %lld), "
-            "%lld in flight (%d here), %.1f req/s here%s%s",
-            bar ? "\r" : "batch: ", (long long)e, (long long)p->counts.total,
-            (long long)c[STG_JOB_DONE], (long long)c[STG_JOB_FAILED],
-            (long long)c[STG_JOB_DEFERRED], (long long)c[STG_JOB_REVIEW],
-            (long long)c[STG_JOB_INFLIGHT], p->in_flight, rps,
-            stg__batch_queue_kept(qs) ? ", Redis away: outcomes kept" : "",
-            bar ? "\033[K" : "\n");
-    fflush(stderr);
+    worker_run *w = data;
+    s->queue = true;
+    s->here = p->in_flight;
+    s->kept = stg__batch_queue_kept(w->qs) > 0;
+    s->finished = (uint64_t)(s->ended > w->ended0 ? s->ended - w->ended0 : 0);
 }
+
+static int worker_start_failed(void *data, int rc, const stg_batch_start *st, const char *err)
+{
+    (void)data, (void)rc, (void)st;
+    fprintf(stderr, "stagger batch: %s\n", err);
+    return CLI_EXIT_USAGE;
+}
+
+static void worker_started(void *data, const stg_batch_start *st, const stg_batch_counts *c)
+{
+    worker_run *w = data;
+    (void)st, (void)c;
+    fprintf(stderr, "stagger batch: worker %s on queue %s: %lld jobs, %lld ended\n",
+            stg_queue_worker(w->q), w->name, (long long)w->c.total, (long long)ended(&w->c));
+}
+
+static void add_classes(const stg_batch *b, stg_queue *q, bool quiet);
+
+static void worker_ended(void *data, stg_batch *b, const stg_batch_summary *sum,
+                         int64_t retry_ms, int64_t limiter_ms)
+{
+    worker_run *w = data;
+    (void)sum, (void)retry_ms, (void)limiter_ms;
+    stg__batch_queue_release(w->qs); /* the jobs claimed ahead: back to the queue */
+    add_classes(b, w->q, w->o->quiet);
+}
+
+static int worker_report(void *data, const stg_batch_summary *sum, stg_batch_report *rep,
+                         bool *got, int ex)
+{
+    worker_run *w = data;
+    (void)sum;
+    *got = false;
+    if ((w->o->quiet && !w->o->json) || ex == CLI_EXIT_LIMITER) /* Redis away: none to read */
+        return ex;
+    int rex = read_report(w->q, w->o->queue.url, rep);
+    *got = rex < 0;
+    return !*got && ex == CLI_EXIT_OK ? rex : ex;
+}
+
+static const batch_kind WORKER = {
+    .interrupted = "interrupted; the jobs in flight here go back to the queue",
+    .facts = facts,
+    .start_failed = worker_start_failed,
+    .started = worker_started,
+    .ended = worker_ended,
+    .report = worker_report};
 
 /* This worker's admissions per class and tenant, added to the queue's
  * counters for `batch report --queue` (as batch_run.c's record_classes
@@ -499,64 +370,23 @@ static void progress(const stg_batch_progress *p, const stg_batch_queue *qs, boo
  * report sums them all (it leaves them out when nothing tells them apart). */
 static void add_classes(const stg_batch *b, stg_queue *q, bool quiet)
 {
-    size_t n = stg__batch_class_stats(b, NULL, 0);
-    if (!n)
-        return;
-    stg_class_stats *v = calloc(n, sizeof *v);
-    stg_queue_class_add *a = calloc(n, sizeof *a);
-    int rc = STG_ENOMEM;
-    if (v && a) {
-        n = stg__batch_class_stats(b, v, n);
-        for (size_t i = 0; i < n; i++)
-            a[i] = (stg_queue_class_add){stg_priority_name(v[i].priority), v[i].tenant,
-                                         (int64_t)v[i].admitted, v[i].wait_us / 1000,
-                                         v[i].wait_max_us / 1000};
+    stg_run_class *v;
+    size_t n;
+    int rc = stg__batch_class_rows(b, &v, &n);
+    stg_queue_class_add *a = n ? calloc(n, sizeof *a) : NULL;
+    if (rc == STG_OK && n && !a)
+        rc = STG_ENOMEM;
+    for (size_t i = 0; rc == STG_OK && i < n; i++)
+        a[i] = (stg_queue_class_add){v[i].cls, v[i].tenant, v[i].admitted, v[i].wait_ms,
+                                     v[i].wait_max_ms};
+    if (rc == STG_OK && n)
         rc = stg_queue_classes_add(q, a, n);
-    }
     if (rc != STG_OK && !quiet)
         fprintf(stderr, "stagger batch: cannot add this worker's admissions per class to the "
                         "queue: %s\n",
                 rc == STG_ENOMEM ? "out of memory" : stg_queue_errmsg(q));
     free(v);
     free(a);
-}
-
-static void run_loop(const batch_opts *o, stg_batch *b, const stg_batch_queue *qs)
-{
-    enum batch_progress mode = o->quiet ? BATCH_PROGRESS_NONE : o->progress;
-    if (mode == BATCH_PROGRESS_AUTO)
-        mode = isatty(STDERR_FILENO) ? BATCH_PROGRESS_BAR : BATCH_PROGRESS_LINES;
-    int64_t interval = mode == BATCH_PROGRESS_BAR ? STG_MS(200)
-                       : o->progress_interval_us ? o->progress_interval_us
-                                                 : STG_SEC(5);
-    int64_t next = stg__clock_mono_us() + interval, t0 = stg__clock_mono_us();
-    bool draining = false, drawn = false;
-    stg_batch_progress p;
-    for (;;) {
-        if (cli_stop_signal && o->queue.drain && !draining) {
-            draining = true;
-            stg__batch_drain(b);
-            if (!o->quiet)
-                fprintf(stderr, "%sstagger batch: draining: finishing the claimed jobs, then "
-                                "leaving (a second signal stops at once)\n",
-                        drawn ? "\n" : "");
-            cli_stop_signal = 0;
-        } else if (cli_stop_signal) {
-            stg__batch_stop(b);
-        }
-        if (!stg__batch_step(b, STG_MS(100)))
-            break;
-        int64_t now = stg__clock_mono_us();
-        if (mode != BATCH_PROGRESS_NONE && now >= next) {
-            stg__batch_progress_get(b, &p);
-            double dt = (double)(now - t0) / 1e6;
-            progress(&p, qs, mode == BATCH_PROGRESS_BAR, dt > 0 ? (double)p.attempts / dt : 0);
-            drawn = true;
-            next = now + interval;
-        }
-    }
-    if (drawn && mode == BATCH_PROGRESS_BAR)
-        fputc('\n', stderr);
 }
 
 /* --claim-idle (the table's default: 20 s): a worker renews its claims
@@ -571,9 +401,6 @@ int batch_queue_run(const batch_opts *o_in)
     shown(o.queue.url, name, sizeof name);
     int ex = -1;
     stg_batch_queue *qs = NULL;
-    stg_batch *b = NULL;
-    FILE *log_file = NULL;
-    stg_logger *logger = NULL;
     bool limiter_open = false;
     if (o.retry_deferred || o.retry_review)
         return cli_usage_error(CMD, "--retry-deferred and --retry-review are for a database; a "
@@ -602,11 +429,9 @@ int batch_queue_run(const batch_opts *o_in)
     }
     if ((ex = batch_prepare_out(o.out_dir)) >= 0)
         goto out;
-    stg_batch_config bc = {.headers = o.headers, .n_headers = o.n_headers, .out_dir = o.out_dir,
-                           .priority = o.cls.priority, .tenant = o.cls.tenant,
-                           .weight = o.cls.weight};
+    stg_batch_config bc;
     limiter_open = true;
-    if ((ex = batch_engine_config(&o, &bc.engine)) != 0)
+    if ((ex = batch_config(&o, &bc)) != 0)
         goto out;
     ex = -1;
     char out_abs[4096] = "";
@@ -625,51 +450,12 @@ int batch_queue_run(const batch_opts *o_in)
     bc.engine.shared_quotas = stg__batch_queue_quotas(qs, bc.engine.shared_quotas);
     bc.engine.limiter = STG_LIMITER_NONE; /* the shared one (or none, --rate 0) */
     bc.source = stg__batch_queue_source(qs);
-    if (o.log_path) {
-        log_file = cli_open_private(o.log_path, CLI_OPEN_APPEND, NULL);
-        if (!log_file || !(logger = stg_logger_new(log_file))) {
-            fprintf(stderr, "stagger batch: --log %s: %s\n", o.log_path, strerror(errno));
-            ex = CLI_EXIT_FAILED;
-            goto out;
-        }
-        bc.engine.on_event = stg_log_event;
-        bc.engine.event_data = logger;
-    }
-    char err[800];
-    stg_batch_start st;
-    if (stg__batch_new(&bc, &b, &st, err, sizeof err) != STG_OK) {
-        fprintf(stderr, "stagger batch: %s\n", err);
-        ex = CLI_EXIT_USAGE;
-        goto out;
-    }
-    if (!o.quiet)
-        fprintf(stderr, "stagger batch: worker %s on queue %s: %lld jobs, %lld ended\n",
-                stg_queue_worker(q), name, (long long)c.total, (long long)ended(&c));
-    cli_stop_signals_catch(); /* a second signal kills: the queue gives the jobs to others */
-    run_loop(&o, b, qs);
-    int sig = o.queue.drain ? 0 : cli_stop_signal;
-    cli_stop_signals_release();
-    stg_batch_summary sum;
-    stg__batch_end(b, &sum);
-    stg__batch_queue_release(qs); /* the jobs claimed ahead: back to the queue */
-    add_classes(b, q, o.quiet);
-    ex = batch_verdict(&sum, sig, o.quiet, true,
-                       "interrupted; the jobs in flight here go back to the queue");
-    stg__batch_free(b, ex);
-    b = NULL;
-    if ((!o.quiet || o.json) && ex != CLI_EXIT_LIMITER) {
-        int rex = print_report(q, o.queue.url, o.json, stdout);
-        if (rex != CLI_EXIT_OK && ex == CLI_EXIT_OK)
-            ex = rex;
-    }
+    worker_run w = {.o = &o, .q = q, .qs = qs, .name = name, .c = c, .ended0 = ended(&c)};
+    ex = batch_run_with(&o, &bc, &WORKER, &w);
 out:
-    stg__batch_free(b, ex);
     if (limiter_open)
         cli_limiter_close(&o.limiter);
     stg__batch_queue_free(qs);
-    stg_logger_free(logger);
-    if (log_file)
-        fclose(log_file);
     stg_queue_free(q);
     return ex;
 }
@@ -686,10 +472,10 @@ int batch_queue_report(const char *url, bool json, cli_redis_tls *tls)
     fprintf(stderr, "stagger batch: --queue needs Redis support\n");
     return CLI_EXIT_USAGE;
 }
-int batch_queue_export(const char *url, int format, unsigned state_mask, bool bodies,
-                       const char *out_path, cli_redis_tls *tls)
+int batch_queue_export(const char *url, const stg_export_options *eo, const char *out_path,
+                       cli_redis_tls *tls)
 {
-    (void)url, (void)format, (void)state_mask, (void)bodies, (void)out_path, (void)tls;
+    (void)url, (void)eo, (void)out_path, (void)tls;
     fprintf(stderr, "stagger batch: --queue needs Redis support\n");
     return CLI_EXIT_USAGE;
 }

@@ -39,7 +39,14 @@ int batch_queue_run(const struct batch_opts *o);
 /* report --queue URL [--json] and export --queue URL: exit status. tls:
  * their --redis-* options. */
 int batch_queue_report(const char *url, bool json, cli_redis_tls *tls);
-int batch_queue_export(const char *url, int format, unsigned state_mask, bool bodies,
-                       const char *out_path, cli_redis_tls *tls);
+struct stg_export_options;
+int batch_queue_export(const char *url, const struct stg_export_options *eo, const char *out_path,
+                       cli_redis_tls *tls);
+
+/* An export's output (batch.c): path, or stdout for NULL or "-" (NULL
+ * after a message when it cannot be opened); then done: closed (stdout
+ * flushed), ex, or CLI_EXIT_FAILED when that fails. */
+FILE *batch_export_out(const char *path);
+int batch_export_done(FILE *out, const char *path, int ex);
 
 #endif

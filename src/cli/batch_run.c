@@ -49,6 +49,7 @@
 #include <stagger/redact.h>
 
 #include "batch/batch.h"
+#include "batch/report.h"
 #include "cli/batch_run.h"
 #include "cli/cli.h"
 #include "cli/progress.h"
@@ -272,17 +273,6 @@ static void to_state(const stg_batch_counts *c, const stg_batch_progress *p, pro
 
 /* ---- options -> configuration ------------------------------------------------------ */
 
-/* Bad lines as the import finds them: the first 20 printed, the rest
- * counted (the report lists them all). An input whose first lines are all
- * "no URL" (a file of keys without --url: issue #37) gets one hint after
- * the third instead of a screenful of the same line. */
-typedef struct bad_printer {
-    const char *name;
-    size_t seen, shown;
-    bool keys_hint;   /* the hint was given: no more "no URL" lines shown */
-    bool all_no_url;  /* every bad line so far is "no URL" */
-} bad_printer;
-
 #define BAD_LINES_SHOWN 20
 #define KEYS_HINT_AFTER 3
 
@@ -291,7 +281,7 @@ static bool is_no_url(const char *message)
     return !strncmp(message, "no URL", 6);
 }
 
-static void print_bad_line(void *data, long line, const char *message)
+void batch_bad_line(void *data, long line, const char *message)
 {
     bad_printer *bp = data;
     if (bp->seen++ == 0)
@@ -312,19 +302,26 @@ static void print_bad_line(void *data, long line, const char *message)
     }
 }
 
-/* After the bad lines: how many were not shown, and where they are listed
- * (the report reads the database: only when one was written). */
-static void bad_lines_tail(const bad_printer *bp, bool written, const char *db)
+void batch_bad_lines_tail(const bad_printer *bp, bool written, const char *db)
 {
     if (bp->seen <= bp->shown)
         return;
-    if (written)
+    if (written && db)
         fprintf(stderr, "stagger batch: ... and %zu more bad lines (stagger batch report --db %s "
                         "--bad-lines lists them all)\n",
                 bp->seen - bp->shown, db);
     else
-        fprintf(stderr, "stagger batch: ... and %zu more bad lines (nothing was written)\n",
-                bp->seen - bp->shown);
+        fprintf(stderr, "stagger batch: ... and %zu more bad lines%s\n", bp->seen - bp->shown,
+                written ? "" : " (nothing was written)");
+}
+
+void batch_say_no_jobs(const bad_printer *bp, const batch_opts *o)
+{
+    fprintf(stderr, "stagger batch: %s: no jobs in the input%s\n", bp->name,
+            bp->all_no_url && !o->in.url_template
+                ? ": no line is a URL; if they are keys, give --url TEMPLATE with a {} "
+                  "where each key goes"
+                : "");
 }
 
 static int exit_for_counts(const stg_batch_counts *c)
@@ -345,6 +342,17 @@ int batch_engine_config(const batch_opts *o, stg_engine_config *ec)
     int rc = cli_engine_config(&o->eng, &o->policy, (cli_limiter *)&o->limiter, ec);
     ec->tls = &o->tls.cfg; /* built by parse_run (cli_tls_config) */
     return rc;
+}
+
+int batch_config(const batch_opts *o, stg_batch_config *bc)
+{
+    *bc = (stg_batch_config){.headers = o->headers,
+                             .n_headers = o->n_headers,
+                             .out_dir = o->out_dir,
+                             .priority = o->cls.priority,
+                             .tenant = o->cls.tenant,
+                             .weight = o->cls.weight};
+    return batch_engine_config(o, &bc->engine);
 }
 
 /* The input's reader, when one is given (options checked, file opened;
@@ -376,13 +384,13 @@ static int import_input(const batch_opts *o, stg_store *s, stg_input_reader *r,
     stg_store_import_options io = {.input_path = abs ? abs : o->input,
                                    .now_ms = stg__store_now_ms(),
                                    .strict = o->strict,
-                                   .on_bad = print_bad_line,
+                                   .on_bad = batch_bad_line,
                                    .bad_data = &bp,
                                    .secrets = secrets};
     stg_store_import_result res;
     int rc = stg__store_import_stream(s, r, &io, &res);
     free(abs);
-    bad_lines_tail(&bp, rc == STG_OK && !res.refused, o->db);
+    batch_bad_lines_tail(&bp, rc == STG_OK && !res.refused, o->db);
     *imported = res.imported;
     *input_refused = rc == STG_EIO || rc == STG_ENOMEM || res.refused;
     if (rc == STG_EIO || rc == STG_ENOMEM) {
@@ -405,11 +413,7 @@ static int import_input(const batch_opts *o, stg_store *s, stg_input_reader *r,
         return CLI_EXIT_INPUT;
     }
     if (res.refused) {
-        fprintf(stderr, "stagger batch: %s: no jobs in the input%s\n", name,
-                bp.all_no_url && !o->in.url_template
-                    ? ": no line is a URL; if they are keys, give --url TEMPLATE with a {} "
-                      "where each key goes"
-                    : "");
+        batch_say_no_jobs(&bp, o);
         return CLI_EXIT_INPUT;
     }
     return -1;
@@ -514,7 +518,7 @@ static int dry_run(const batch_opts *o, stg_input_reader *r)
     while ((rc = stg__input_reader_next(r, &j, &b)) == STG_OK && (j || b)) {
         if (b) {
             bad++;
-            print_bad_line(&bp, b->line, b->message);
+            batch_bad_line(&bp, b->line, b->message);
             continue;
         }
         if (jobs++ >= DRY_RUN_SHOWN)
@@ -656,9 +660,12 @@ static void say_start(const batch_opts *o, const stg_batch_start *st, bool impor
         fprintf(stderr, "stagger batch: %d jobs in review are resent\n", st->requeued_review);
 }
 
-/* The exit status of an ended run, after its message when say
- * (batch_run.h). */
-int batch_verdict(const stg_batch_summary *s, int sig, bool quiet, bool say,
+/* The exit status of an ended run (the database's or the queue's), after
+ * its one line on stderr when say: a stop's cause, or `interrupted` (NULL:
+ * the database's "N jobs left, run the same command again") when a signal
+ * ended it; else from the counts (jobs left, deferred or in review: 3;
+ * failed: 1; 0). */
+static int batch_verdict(const stg_batch_summary *s, int sig, bool quiet, bool say,
                   const char *interrupted)
 {
     if (!say)
@@ -696,39 +703,26 @@ int batch_verdict(const stg_batch_summary *s, int sig, bool quiet, bool say,
  * `batch report` (only when the run had classes or tenants to order). */
 static int record_classes(const stg_batch *b, stg_store *store)
 {
-    size_t n = stg__batch_class_stats(b, NULL, 0);
-    if (n < 2) {
-        stg_class_stats one;
-        if (!n || (stg__batch_class_stats(b, &one, 1) && !one.tenant &&
-                   one.priority == STG_PRIORITY_NORMAL))
-            return STG_OK; /* every request normal, no tenant: nothing to tell apart */
-    }
-    stg_class_stats *v = calloc(n, sizeof *v);
-    stg_run_class *rc = calloc(n, sizeof *rc);
-    int err = STG_ENOMEM;
-    if (v && rc) {
-        n = stg__batch_class_stats(b, v, n);
-        for (size_t i = 0; i < n; i++)
-            rc[i] = (stg_run_class){stg_priority_name(v[i].priority), v[i].tenant,
-                                    (int64_t)v[i].admitted, v[i].wait_us / 1000,
-                                    v[i].wait_max_us / 1000};
-        err = stg__store_run_classes_add(store, rc, n);
-    }
+    stg_run_class *v;
+    size_t n;
+    int err = stg__batch_class_rows(b, &v, &n);
+    /* every request normal, no tenant: nothing to tell apart */
+    if (err == STG_OK && (n > 1 || (n == 1 && (v[0].tenant || strcmp(v[0].cls, "normal")))))
+        err = stg__store_run_classes_add(store, v, n);
     free(v);
-    free(rc);
     return err;
 }
 
 /* The final report, read back from the database (*got: rep holds it, the
  * caller frees it): a failed read is exit 4. Nothing is read when nothing
  * is printed (--quiet without --json, or no progress line to finish). */
-static int read_report(const batch_opts *o, stg_store *s, stg_store_report *rep, bool *got,
+static int read_report(const batch_opts *o, stg_store *s, stg_batch_report *rep, bool *got,
                        int ex)
 {
     *got = false;
     if (o->quiet && !o->json)
         return ex;
-    if (stg__store_report_get(s, rep) != STG_OK) {
+    if (stg__batch_report_store(s, o->db, rep) != STG_OK) {
         fprintf(stderr, "stagger batch: cannot read the final report: %s\n",
                 stg__store_errmsg(s));
         return CLI_EXIT_DB;
@@ -737,21 +731,30 @@ static int read_report(const batch_opts *o, stg_store *s, stg_store_report *rep,
     return ex;
 }
 
-/* Print the report read by read_report. */
-static int final_report(const batch_opts *o, stg_store_report *rep, int ex)
+int batch_report_out(const stg_batch_report *r, bool json, int ex)
 {
-    if (o->json)
-        stg__store_report_json(rep, o->db, stdout);
-    else
-        stg__store_report_print(rep, o->db, stdout);
-    if (fflush(stdout) != 0)
+    int rc = json ? stg__batch_report_json(r, stdout) : stg__batch_report_text(r, stdout);
+    if (fflush(stdout) != 0 || rc != STG_OK)
         return ex == CLI_EXIT_OK ? CLI_EXIT_FAILED : ex;
     return ex;
 }
 
-/* The loop: steps, signals, progress. */
-static void run_loop(const batch_opts *o, stg_batch *b, progress *pg, const wait_sum *w,
-                     jobs_gauge *g)
+/* The loop of a run, the database's and a queue worker's: one step of the
+ * runner after another until it ends; SIGINT/SIGTERM
+ * (cli_stop_signals_catch) stop it, or with drain_first the first one
+ * drains (the claimed jobs finish, nothing more is claimed) and a second
+ * stops; the jobs gauge is refreshed for the metrics; the progress is
+ * drawn by progress.c on pg (set up here, closed by batch_run_end), with
+ * what facts adds (a queue worker's). */
+typedef struct batch_loop_more {
+    bool drain_first;
+    const wait_sum *waits; /* the ETA's limit is --rate times its hosts */
+    jobs_gauge *gauge;
+    void (*facts)(void *data, const stg_batch_progress *p, progress_state *s); /* or NULL */
+    void *data;
+} batch_loop_more;
+
+static void batch_loop(const batch_opts *o, stg_batch *b, progress *pg, const batch_loop_more *m)
 {
     enum progress_mode mode = PROGRESS_NONE;
     if (!o->quiet && o->progress == BATCH_PROGRESS_AUTO)
@@ -770,40 +773,61 @@ static void run_loop(const batch_opts *o, stg_batch *b, progress *pg, const wait
     stg_batch_progress p;
     progress_state ps;
     int64_t next_gauge = now;
+    bool draining = false;
     for (;;) {
-        if (cli_stop_signal)
+        if (cli_stop_signal && m->drain_first && !draining) {
+            draining = true;
+            stg__batch_drain(b);
+            if (!o->quiet) {
+                progress_clear(pg);
+                fprintf(stderr, "stagger batch: draining: finishing the claimed jobs, then "
+                                "leaving (a second signal stops at once)\n");
+            }
+            cli_stop_signal = 0;
+        } else if (cli_stop_signal) {
             stg__batch_stop(b);
+        }
         if (!stg__batch_step(b, STG_MS(100)))
             break;
         now = stg__clock_mono_us();
-        if (now >= next_gauge) {
+        if (m->gauge && now >= next_gauge) {
             stg__batch_progress_get(b, &p);
-            jobs_gauge_set(g, &p.counts, now, false, stg__batch_engine(b));
+            jobs_gauge_set(m->gauge, &p.counts, now, false, stg__batch_engine(b));
             next_gauge = now + STG_MS(200);
         }
         if (mode != PROGRESS_NONE && now >= next) {
             stg__batch_progress_get(b, &p);
             to_state(&p.counts, &p, &ps);
-            pg->limit_rps = per_host * (w->n_hosts > 1 ? w->n_hosts : 1);
+            if (m->facts)
+                m->facts(m->data, &p, &ps);
+            int hosts = m->waits && m->waits->n_hosts > 1 ? m->waits->n_hosts : 1;
+            pg->limit_rps = per_host * hosts;
             progress_draw(pg, &ps, now);
             next = now + interval;
         }
     }
 }
 
-/* The last progress line, from the counts read back after the run and the
- * report's rate (rep NULL: no report could be read, the rate is 0); p: the
- * run's counters, read before the runner was freed. */
-static void run_final(progress *pg, const stg_batch_progress *p, const stg_batch_summary *sum,
-                      const stg_store_report *rep, bool stopped)
+/* The end of a run, the database's and a queue worker's, once the runner
+ * is freed: the last progress line (from the counts read back, sum, and
+ * the run's counters p, with the database report's rate; p NULL: none, a
+ * queue worker's, whose report follows at once), pg closed, the verdict's
+ * line on stderr (`interrupted` when a signal ended it), then the report
+ * rep on stdout (NULL: none was read). Returns ex, or CLI_EXIT_FAILED when
+ * ex is 0 and printing failed. */
+static int batch_run_end(const batch_opts *o, progress *pg, const stg_batch_summary *sum,
+                         const stg_batch_progress *p, int sig, const char *interrupted,
+                         const stg_batch_report *rep, int ex)
 {
     bool trouble = sum->cause != STG_BATCH_DRAINED && sum->cause != STG_BATCH_STOPPED;
-    if (!trouble && !stopped) {
+    if (p && !trouble && !sig) {
         progress_state ps;
         to_state(&sum->counts, p, &ps);
-        progress_final(pg, &ps, rep ? stg__store_report_jobs_per_s(rep) : 0);
+        progress_final(pg, &ps, rep && rep->db ? stg__store_report_jobs_per_s(&rep->store) : 0);
     }
     progress_end(pg);
+    (void)batch_verdict(sum, sig, o->quiet, true, interrupted);
+    return rep ? batch_report_out(rep, o->json, ex) : ex;
 }
 
 /* The metrics at the end: the file rewritten, or stdout for "-". */
@@ -817,6 +841,182 @@ static int metrics_done(const batch_opts *o, const stg_metrics *m)
         fprintf(stderr, "stagger batch: cannot write metrics to %s\n", o->metrics_path);
     return rc == STG_OK ? 0 : -1;
 }
+
+int batch_run_with(const batch_opts *o, stg_batch_config *bc, const batch_kind *k, void *data)
+{
+    int ex = 0;
+    stg_batch *b = NULL;
+    FILE *log_file = NULL;
+    stg_logger *logger = NULL;
+    stg_metrics *metrics = NULL;
+    cli_metrics_live *live = NULL;
+    stg_event_fanout fan;
+    memset(&fan, 0, sizeof fan);
+    wait_sum waits;
+    memset(&waits, 0, sizeof waits);
+    jobs_gauge gauge;
+    memset(&gauge, 0, sizeof gauge);
+    pthread_mutex_init(&gauge.mu, NULL);
+    if (o->log_path) {
+        /* "-": standard output, as in every Unix tool */
+        log_file = !strcmp(o->log_path, "-")
+                       ? stdout
+                       : cli_open_private(o->log_path, CLI_OPEN_APPEND, NULL);
+        if (!log_file || !(logger = stg_logger_new(log_file))) {
+            fprintf(stderr, "stagger batch: --log %s: %s\n", o->log_path, strerror(errno));
+            ex = CLI_EXIT_FAILED;
+            goto out;
+        }
+        fan.fn[fan.n] = stg_log_event;
+        fan.data[fan.n++] = logger;
+    }
+    /* Metrics: the file is written once before the run (a path that cannot
+     * be written fails here, nothing sent), then by cli_metrics_live. */
+    bool metrics_file = o->metrics_path && strcmp(o->metrics_path, "-");
+    if (o->metrics_path || o->metrics.listen) {
+        if (!(metrics = stg_metrics_new())) {
+            fprintf(stderr, "stagger batch: out of memory\n");
+            ex = CLI_EXIT_FAILED;
+            goto out;
+        }
+        if (metrics_file && stg_metrics_write(metrics, o->metrics_path) != STG_OK) {
+            fprintf(stderr, "stagger batch: cannot write metrics to %s\n", o->metrics_path);
+            ex = CLI_EXIT_FAILED;
+            goto out;
+        }
+        fan.fn[fan.n] = stg_metrics_event;
+        fan.data[fan.n++] = metrics;
+        stg_metrics_add_source(metrics, jobs_print, &gauge); /* outlives metrics */
+    }
+    fan.fn[fan.n] = on_wait_event;
+    fan.data[fan.n++] = &waits;
+    bc->engine.on_event = stg_event_fanout_cb;
+    bc->engine.event_data = &fan;
+    char err[800];
+    stg_batch_start st;
+    int rc = stg__batch_new(bc, &b, &st, err, sizeof err);
+    if (rc != STG_OK) {
+        ex = k->start_failed(data, rc, &st, err);
+        goto out;
+    }
+    stg_batch_progress p0;
+    stg__batch_progress_get(b, &p0);
+    if (!o->quiet)
+        k->started(data, &st, &p0.counts);
+    jobs_gauge_set(&gauge, &p0.counts, stg__clock_mono_us(), false, stg__batch_engine(b));
+    stg_metrics_set_quotas(metrics, stg_engine_quotas(stg__batch_engine(b)));
+    if (metrics && (ex = cli_metrics_live_start("batch", &o->metrics, metrics, o->metrics_path,
+                                                 &live)) != 0)
+        goto out;
+    cli_metrics_live_extra(live, jobs_json, &gauge);
+    cli_stop_signals_catch(); /* a second signal kills (the next run, or the queue, recovers) */
+    progress pg;
+    waits.o = o;
+    waits.pg = &pg;
+    batch_loop(o, b, &pg,
+               &(batch_loop_more){.drain_first = o->queue.drain,
+                                  .waits = &waits,
+                                  .gauge = &gauge,
+                                  .facts = k->facts,
+                                  .data = data});
+    int sig = o->queue.drain ? 0 : cli_stop_signal; /* a drain is no signal's stop */
+    cli_stop_signals_release();
+    stg_batch_summary sum;
+    stg__batch_end(b, &sum); /* a store failure: sum.cause STORE, said by verdict */
+    stg_batch_progress p_end;
+    stg__batch_progress_get(b, &p_end);
+    jobs_gauge_set(&gauge, &sum.counts, stg__clock_mono_us(), true, stg__batch_engine(b));
+    cli_metrics_live_stop(live);
+    live = NULL;
+    k->ended(data, b, &sum, waits.retry_us / 1000, waits.limiter_us / 1000);
+    ex = batch_verdict(&sum, sig, o->quiet, false, NULL);
+    /* A database's run row is closed by the free (its wall time): the
+     * report, and the last progress line with the report's rate, come
+     * after it. */
+    stg_metrics_set_quotas(metrics, NULL); /* the engine's, freed next */
+    stg__batch_free(b, ex);
+    b = NULL;
+    stg_batch_report rep;
+    bool got = false;
+    ex = k->report(data, &sum, &rep, &got, ex);
+    ex = batch_run_end(o, &pg, &sum, k->final_line ? &p_end : NULL, sig, k->interrupted,
+                       got ? &rep : NULL, ex);
+    if (got)
+        stg__batch_report_free(&rep);
+out:
+    wait_sum_free(&waits);
+    cli_metrics_live_stop(live);
+    stg_metrics_set_quotas(metrics, NULL);
+    stg__batch_free(b, ex);
+    if (metrics && metrics_done(o, metrics) != 0 && ex == CLI_EXIT_OK)
+        ex = CLI_EXIT_FAILED;
+    stg_metrics_free(metrics);
+    pthread_mutex_destroy(&gauge.mu);
+    stg_logger_free(logger);
+    if (log_file && log_file != stdout)
+        fclose(log_file);
+    else if (log_file)
+        fflush(log_file);
+    return ex;
+}
+
+/* ---- a database's run: batch_run_with's hooks ---------------------------------- */
+
+typedef struct db_run {
+    const batch_opts *o;
+    stg_store *store;
+    bool imported;
+} db_run;
+
+static int db_start_failed(void *data, int rc, const stg_batch_start *st, const char *err)
+{
+    db_run *d = data;
+    if (rc == STG_ESTATE) {
+        char *input = NULL;
+        (void)stg__store_meta_get(d->store, "input_path", &input);
+        fprintf(stderr, "stagger batch: %lld jobs carry secrets that are not kept in the "
+                        "database; give their input file again (%s)\n",
+                (long long)st->needs_input, input ? input : "?");
+        free(input);
+        return CLI_EXIT_USAGE;
+    }
+    fprintf(stderr, "stagger batch: %s\n", err);
+    return rc == STG_EDB ? CLI_EXIT_DB : rc == STG_EINVAL ? CLI_EXIT_USAGE : CLI_EXIT_FAILED;
+}
+
+static void db_started(void *data, const stg_batch_start *st, const stg_batch_counts *c)
+{
+    db_run *d = data;
+    say_start(d->o, st, d->imported, c);
+}
+
+/* The run's waits and admissions per class, into the database for `batch
+ * report` (not after a store failure). */
+static void db_ended(void *data, stg_batch *b, const stg_batch_summary *sum, int64_t retry_ms,
+                     int64_t limiter_ms)
+{
+    db_run *d = data;
+    if (sum->cause == STG_BATCH_STORE)
+        return;
+    if (stg__store_run_waits_add(d->store, retry_ms, limiter_ms) != STG_OK)
+        fprintf(stderr, "stagger batch: %s\n", stg__store_errmsg(d->store));
+    if (record_classes(b, d->store) != STG_OK)
+        fprintf(stderr, "stagger batch: %s\n", stg__store_errmsg(d->store));
+}
+
+static int db_report(void *data, const stg_batch_summary *sum, stg_batch_report *rep, bool *got,
+                     int ex)
+{
+    db_run *d = data;
+    *got = false;
+    return sum->cause == STG_BATCH_STORE ? ex : read_report(d->o, d->store, rep, got, ex);
+}
+
+static const batch_kind DB_RUN = {.final_line = true,
+                                  .start_failed = db_start_failed,
+                                  .started = db_started,
+                                  .ended = db_ended,
+                                  .report = db_report};
 
 /* Before SQLite is first used (see the top of the file); SQLITE_MISUSE
  * when it already was, which only keeps the statistics on. */
@@ -833,12 +1033,7 @@ int batch_run(const batch_opts *o)
         int rc = batch_engine_config(o, &ec);
         if (rc)
             return rc;
-        static const char *const formats[] = {[STG_INPUT_AUTO] = "auto", [STG_INPUT_URLS] = "urls",
-                                              [STG_INPUT_KEYS] = "keys", [STG_INPUT_JSONL] = "jsonl",
-                                              [STG_INPUT_CSV] = "csv", [STG_INPUT_TSV] = "tsv"};
-        unsigned fi = (unsigned)o->in.format;
-        cli_defaults_row(c, "input-format", CLI_VAL_STRING,
-                         fi < sizeof formats / sizeof formats[0] && formats[fi] ? formats[fi] : "?");
+        cli_defaults_row(c, "input-format", CLI_VAL_STRING, stg__input_format_name(o->in.format));
         cli_defaults_row(c, "busy-timeout", CLI_VAL_DURATION, (int64_t)o->busy_timeout_us);
         cli_engine_defaults_rows(c, &ec, ec.max_body);
         cli_defaults_row(c, "priority", CLI_VAL_STRING, stg_priority_name(o->cls.priority));
@@ -861,18 +1056,6 @@ int batch_run(const batch_opts *o)
     memset(&secrets, 0, sizeof secrets);
     bool imported = false, created = false, input_refused = false;
     stg_store *store = NULL;
-    stg_batch *b = NULL;
-    FILE *log_file = NULL;
-    stg_logger *logger = NULL;
-    stg_metrics *metrics = NULL;
-    cli_metrics_live *live = NULL;
-    stg_event_fanout fan;
-    memset(&fan, 0, sizeof fan);
-    wait_sum waits;
-    memset(&waits, 0, sizeof waits);
-    jobs_gauge gauge;
-    memset(&gauge, 0, sizeof gauge);
-    pthread_mutex_init(&gauge.mu, NULL);
     int ex;
     /* A regular file is read again by the run (the cursor); anything else
      * (stdin, a pipe) can be read once, so the secrets are kept. */
@@ -893,137 +1076,19 @@ int batch_run(const batch_opts *o)
     reader = NULL;
     if (rereadable && (ex = open_cursor(o, &cursor)) >= 0)
         goto out;
-    stg_batch_config bc = {
-        .store = store,
-        .secrets = o->input && !cursor ? &secrets : NULL,
-        .cursor = cursor,
-        .headers = o->headers,
-        .n_headers = o->n_headers,
-        .out_dir = o->out_dir,
-        .retry_deferred = o->retry_deferred,
-        .retry_review = o->retry_review,
-        .priority = o->cls.priority,
-        .tenant = o->cls.tenant,
-        .weight = o->cls.weight,
-    };
-    if ((ex = batch_engine_config(o, &bc.engine)) != 0)
+    stg_batch_config bc;
+    if ((ex = batch_config(o, &bc)) != 0)
         goto out;
-    if (o->log_path) {
-        /* "-": standard output, as in every Unix tool */
-        log_file = !strcmp(o->log_path, "-")
-                       ? stdout
-                       : cli_open_private(o->log_path, CLI_OPEN_APPEND, NULL);
-        if (!log_file || !(logger = stg_logger_new(log_file))) {
-            fprintf(stderr, "stagger batch: --log %s: %s\n", o->log_path, strerror(errno));
-            ex = 1;
-            goto out;
-        }
-        fan.fn[fan.n] = stg_log_event;
-        fan.data[fan.n++] = logger;
-    }
-    /* Metrics: the file is written once before the run (a path that cannot
-     * be written fails here, nothing sent), then by cli_metrics_live. */
-    bool metrics_file = o->metrics_path && strcmp(o->metrics_path, "-");
-    if (o->metrics_path || o->metrics.listen) {
-        if (!(metrics = stg_metrics_new())) {
-            fprintf(stderr, "stagger batch: out of memory\n");
-            ex = 1;
-            goto out;
-        }
-        if (metrics_file && stg_metrics_write(metrics, o->metrics_path) != STG_OK) {
-            fprintf(stderr, "stagger batch: cannot write metrics to %s\n", o->metrics_path);
-            ex = 1;
-            goto out;
-        }
-        fan.fn[fan.n] = stg_metrics_event;
-        fan.data[fan.n++] = metrics;
-        stg_metrics_add_source(metrics, jobs_print, &gauge); /* outlives metrics */
-    }
-    fan.fn[fan.n] = on_wait_event;
-    fan.data[fan.n++] = &waits;
-    bc.engine.on_event = stg_event_fanout_cb;
-    bc.engine.event_data = &fan;
-    char err[800];
-    stg_batch_start st;
-    int rc = stg__batch_new(&bc, &b, &st, err, sizeof err);
-    if (rc != STG_OK) {
-        if (rc == STG_ESTATE) {
-            char *input = NULL;
-            (void)stg__store_meta_get(store, "input_path", &input);
-            fprintf(stderr, "stagger batch: %lld jobs carry secrets that are not kept in the "
-                            "database; give their input file again (%s)\n",
-                    (long long)st.needs_input, input ? input : "?");
-            free(input);
-            ex = CLI_EXIT_USAGE;
-        } else {
-            fprintf(stderr, "stagger batch: %s\n", err);
-            ex = rc == STG_EDB ? CLI_EXIT_DB : rc == STG_EINVAL ? CLI_EXIT_USAGE : 1;
-        }
-        goto out;
-    }
-    stg_batch_progress p0;
-    stg__batch_progress_get(b, &p0);
-    say_start(o, &st, imported, &p0.counts);
-    jobs_gauge_set(&gauge, &p0.counts, stg__clock_mono_us(), false, stg__batch_engine(b));
-    stg_metrics_set_quotas(metrics, stg_engine_quotas(stg__batch_engine(b)));
-
-    if (metrics && (ex = cli_metrics_live_start("batch", &o->metrics, metrics, o->metrics_path,
-                                                 &live)) != 0)
-        goto out;
-    cli_metrics_live_extra(live, jobs_json, &gauge);
-    cli_stop_signals_catch();
-    progress pg;
-    waits.o = o;
-    waits.pg = &pg;
-    run_loop(o, b, &pg, &waits, &gauge);
-    int sig = cli_stop_signal;
-    cli_stop_signals_release();
-    stg_batch_summary sum;
-    stg__batch_end(b, &sum); /* a store failure: sum.cause STORE, said by verdict */
-    stg_batch_progress p_end;
-    stg__batch_progress_get(b, &p_end);
-    jobs_gauge_set(&gauge, &sum.counts, stg__clock_mono_us(), true, stg__batch_engine(b));
-    cli_metrics_live_stop(live);
-    live = NULL;
-    if (sum.cause != STG_BATCH_STORE &&
-        stg__store_run_waits_add(store, waits.retry_us / 1000, waits.limiter_us / 1000) != STG_OK)
-        fprintf(stderr, "stagger batch: %s\n", stg__store_errmsg(store));
-    if (sum.cause != STG_BATCH_STORE && record_classes(b, store) != STG_OK)
-        fprintf(stderr, "stagger batch: %s\n", stg__store_errmsg(store));
-    ex = batch_verdict(&sum, sig, o->quiet, false, NULL);
-    /* The run row is closed by the free (its wall time): the report, and the
-     * last progress line with the report's rate, come after it. */
-    stg_metrics_set_quotas(metrics, NULL); /* the engine's, freed next */
-    stg__batch_free(b, ex);
-    b = NULL;
-    stg_store_report rep;
-    bool got = false;
-    int ex_report = ex;
-    if (sum.cause != STG_BATCH_STORE)
-        ex_report = read_report(o, store, &rep, &got, ex);
-    run_final(&pg, &p_end, &sum, got ? &rep : NULL, sig != 0);
-    (void)batch_verdict(&sum, sig, o->quiet, true, NULL);
-    ex = ex_report;
-    if (got) {
-        ex = final_report(o, &rep, ex);
-        stg__store_report_free(&rep);
-    }
+    bc.store = store;
+    bc.secrets = o->input && !cursor ? &secrets : NULL;
+    bc.cursor = cursor;
+    bc.retry_deferred = o->retry_deferred;
+    bc.retry_review = o->retry_review;
+    db_run d = {.o = o, .store = store, .imported = imported};
+    ex = batch_run_with(o, &bc, &DB_RUN, &d);
 
 out:
-    wait_sum_free(&waits);
-    cli_metrics_live_stop(live);
-    stg_metrics_set_quotas(metrics, NULL);
-    stg__batch_free(b, ex);
-    if (metrics && metrics_done(o, metrics) != 0 && ex == CLI_EXIT_OK)
-        ex = CLI_EXIT_FAILED;
-    stg_metrics_free(metrics);
-    pthread_mutex_destroy(&gauge.mu);
     cli_limiter_close((cli_limiter *)&o->limiter);
-    stg_logger_free(logger);
-    if (log_file && log_file != stdout)
-        fclose(log_file);
-    else if (log_file)
-        fflush(log_file);
     stg__store_close(store);
     if (created && input_refused)
         remove_created(o->db);

@@ -11,6 +11,7 @@
 #include "cli/engine_opts.h"
 #include "cli/limiter.h"
 #include "cli/metrics_live.h"
+#include "cli/progress.h"
 #include "cli/tls.h"
 #include <stdbool.h>
 #include <stddef.h>
@@ -18,6 +19,8 @@
 
 #include <stagger/stagger.h>
 
+#include "batch/batch.h"
+#include "batch/report.h"
 #include "store/store.h"
 
 /* Exit statuses: CLI_EXIT_* of the CLI's one table, cli/exit.h
@@ -52,6 +55,11 @@ typedef struct batch_opts {
     cli_class cls;            /* --priority, --tenant, --weight: a job's default */
 } batch_opts;
 
+/* A run's configuration from o, what both kinds of run share: -H, --out,
+ * the class and tenant, the engine (batch_engine_config, which connects
+ * the shared limiter). 0 or an exit status. */
+int batch_config(const batch_opts *o, stg_batch_config *bc);
+
 /* The engine part of a run's configuration, connecting the shared limiter
  * (batch_run.c; the queue's run uses it too). 0 or an exit status. */
 struct stg_engine_config;
@@ -66,13 +74,55 @@ int batch_prepare_out(const char *dir);
 /* Run (or resume) the batch. Returns the exit status. */
 int batch_run(const batch_opts *o);
 
-/* The exit status of an ended run (the database's or the queue's), after
- * its one line on stderr when say: a stop's cause, or `interrupted` (NULL:
- * the database's "N jobs left, run the same command again") when a signal
- * ended it; else from the counts (jobs left, deferred or in review: 3;
- * failed: 1; 0). */
-struct stg_batch_summary;
-int batch_verdict(const struct stg_batch_summary *s, int sig, bool quiet, bool say,
-                  const char *interrupted);
+/* The report r (the database's or the queue's) on stdout, as JSON or text;
+ * returns ex, or CLI_EXIT_FAILED (when ex is 0) when stdout fails. */
+struct stg_batch_report;
+int batch_report_out(const struct stg_batch_report *r, bool json, int ex);
+
+/* Bad lines as the import (or the queue's load) finds them, on stderr:
+ * batch_bad_line is the importer's on_bad, bad_printer its data (name: the
+ * input's, as shown). The first 20 are printed, the rest counted; an input
+ * whose first lines are all "no URL" (a file of keys without --url: issue
+ * #37) gets one hint after the third instead of a screenful of the same
+ * line. Then batch_bad_lines_tail says how many were not shown: listed by
+ * `batch report --db DB --bad-lines` when written and db is given, or that
+ * nothing was written. */
+typedef struct bad_printer {
+    const char *name;
+    size_t seen, shown;
+    bool keys_hint;   /* the hint was given: no more "no URL" lines shown */
+    bool all_no_url;  /* every bad line so far is "no URL" */
+} bad_printer;
+void batch_bad_line(void *data, long line, const char *message);
+void batch_bad_lines_tail(const bad_printer *bp, bool written, const char *db);
+/* "INPUT: no jobs in the input", with a hint when no line was a URL. */
+void batch_say_no_jobs(const bad_printer *bp, const struct batch_opts *o);
+
+/* A run, the database's (batch_run.c) or a queue worker's (batch_queue.c),
+ * from bc (all but its events) to its end: the event log (--log, "-":
+ * stdout), the metrics (--metrics, --metrics-listen, the live page), the
+ * waits and hosts (a host's breaker said once), the runner, the loop
+ * (batch_loop), the verdict, the report and the last lines
+ * (batch_run_end); with --drain (a queue's) the first signal drains,
+ * a second stops. What each kind of run does of its own is k's (a
+ * constant table; data, its hooks' first argument). Returns the exit
+ * status. */
+typedef struct batch_kind {
+    bool final_line;         /* the last progress line (a database's) */
+    const char *interrupted; /* the verdict's line for a signal; NULL: the database's */
+    void (*facts)(void *data, const stg_batch_progress *p, progress_state *s); /* or NULL */
+    /* stg__batch_new failed with rc: say why, return the exit status */
+    int (*start_failed)(void *data, int rc, const stg_batch_start *st, const char *err);
+    /* it started (not with --quiet): say so; c: the runner's first counts */
+    void (*started)(void *data, const stg_batch_start *st, const stg_batch_counts *c);
+    /* it ended, the runner not yet freed: record what it measured */
+    void (*ended)(void *data, stg_batch *b, const stg_batch_summary *sum, int64_t retry_ms,
+                  int64_t limiter_ms);
+    /* the runner freed: read the report into *rep (*got) when one is printed;
+     * returns ex, or the exit status of a failed read */
+    int (*report)(void *data, const stg_batch_summary *sum, stg_batch_report *rep, bool *got,
+                  int ex);
+} batch_kind;
+int batch_run_with(const batch_opts *o, stg_batch_config *bc, const batch_kind *k, void *data);
 
 #endif

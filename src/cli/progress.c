@@ -9,8 +9,11 @@
  *  - Fields keep their place: each is padded to a width that depends on
  *    the total only, never on a value, so the fields a width shows (most
  *    important first: count, ETA, rate, done, failed, 429 share, deferred,
- *    review, learned concurrency; then the bar, in front, when at least
- *    MIN_BAR cells fit) are the same on every redraw, each at one column.
+ *    review, a queue worker's jobs here (or "Redis away", as wide), learned
+ *    concurrency; then the bar, in front, when at least MIN_BAR cells fit)
+ *    are the same on every redraw, each at one column.
+ *  - A queue worker's line shows the whole queue (progress_state.queue):
+ *    its rate and ETA are the queue's pace, not this worker's sends.
  *  - The rates are measured over a window of the last 5 s (a ring of
  *    samples of this run's counters), never averaged since the start: the
  *    first redraw already shows the first jobs' rate, and when nothing
@@ -136,6 +139,8 @@ double progress_eta(const progress *p, const progress_state *s)
     double per_job = s->finished > 0 ? done / (double)s->finished : 1;
     if (per_job < 1)
         per_job = 1;
+    if (s->queue) /* every worker's jobs: the queue's own pace, whatever this one sends */
+        return p->rated && p->job_rps > 0 ? (double)s->left / p->job_rps : -1;
     double rate = p->rated ? p->attempt_rps : 0;
     if (p->limit_rps > 0 && (!(rate > 0) || rate > p->limit_rps))
         rate = p->limit_rps;
@@ -204,7 +209,8 @@ static double shown_rate(const progress *p, bool final)
  * depends only on the total (and the concurrency's presence), never on
  * the values: which fields fit a width, and where each one starts, stay
  * the same from the first redraw to the last. */
-enum { F_COUNT, F_ETA, F_RATE, F_DONE, F_FAILED, F_429, F_DEFERRED, F_REVIEW, F_CONC, F_N };
+enum { F_COUNT, F_ETA, F_RATE, F_DONE, F_FAILED, F_429, F_DEFERRED, F_REVIEW, F_HERE, F_CONC,
+       F_N };
 
 static int fmt_fields(const progress *p, const progress_state *s, bool final,
                       char f[F_N][48])
@@ -228,10 +234,17 @@ static int fmt_fields(const progress *p, const progress_state *s, bool final,
         snprintf(f[F_429], 48, "429 %4.0f%%", p429);
     snprintf(f[F_DEFERRED], 48, "deferred %*lld", w, (long long)s->deferred);
     snprintf(f[F_REVIEW], 48, "review %*lld", w, (long long)s->review);
-    if (s->concurrency <= 0) /* a fixed concurrency: not shown */
-        return F_CONC;
-    snprintf(f[F_CONC], 48, "conc %4d", s->concurrency);
-    return F_N;
+    /* a queue worker's: its own jobs in flight, or that Redis is away (as
+     * wide) */
+    int hw = 5 + w > 10 ? 5 + w : 10; /* "here N", "Redis away" */
+    char here[32];
+    snprintf(here, sizeof here, "here %*d", w, s->here);
+    if (s->queue)
+        snprintf(f[F_HERE], 48, "%-*s", hw, s->kept ? "Redis away" : here);
+    int n = s->queue ? F_HERE + 1 : F_HERE;
+    if (s->concurrency > 0) /* a fixed concurrency: not shown */
+        snprintf(f[n++], 48, "conc %4d", s->concurrency);
+    return n;
 }
 
 size_t progress_format(const progress *p, const progress_state *s, bool bar, bool final,
@@ -247,9 +260,12 @@ size_t progress_format(const progress *p, const progress_state *s, bool bar, boo
             fmt_eta(progress_eta(p, s), e, sizeof e);
             snprintf(eta, sizeof eta, "ETA %s", e);
         }
+        char here[32] = "";
+        if (s->queue) /* the queue's claimed jobs, every worker's: how many on this one */
+            snprintf(here, sizeof here, "; %d here", s->here);
         if (s->inflight > 0) /* claimed jobs: sending, or waiting for a retry or the limiter */
-            snprintf(claimed, sizeof claimed, ", %lld claimed (sending or waiting)",
-                     (long long)s->inflight);
+            snprintf(claimed, sizeof claimed, ", %lld claimed (sending or waiting%s)",
+                     (long long)s->inflight, here);
         if (s->concurrency > 0)
             snprintf(conc, sizeof conc, ", at most %d requests at once (learned)",
                      s->concurrency);
@@ -259,11 +275,12 @@ size_t progress_format(const progress *p, const progress_state *s, bool bar, boo
             snprintf(window, sizeof window, " (last %.0f s)", p->rated ? ceil(p->window_s) : 0);
         return (size_t)snprintf(buf, size,
                                 "batch: %lld/%lld ended (done %lld, failed %lld, deferred %lld, "
-                                "review %lld), %.1f jobs/s%s, 429 %.1f%%, %s%s%s",
+                                "review %lld), %.1f jobs/s%s, 429 %.1f%%, %s%s%s%s",
                                 (long long)s->ended, (long long)s->total, (long long)s->done,
                                 (long long)s->failed, (long long)s->deferred,
                                 (long long)s->review, shown_rate(p, final), window, p429, eta,
-                                claimed, conc);
+                                claimed, s->queue && s->kept ? ", Redis away: outcomes kept" : "",
+                                conc);
     }
     if (width < MIN_WIDTH)
         width = MIN_WIDTH;

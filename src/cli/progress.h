@@ -1,6 +1,7 @@
 /*
  * `stagger batch` progress on stderr: a one-line bar on a terminal, plain
- * lines elsewhere. Private to the batch runner (batch_run.c) and its tests.
+ * lines elsewhere. Private to the batch run's loop (batch_run.c: a
+ * database's run and a queue worker's) and its tests.
  */
 #ifndef STAGGER_CLI_PROGRESS_H
 #define STAGGER_CLI_PROGRESS_H
@@ -15,6 +16,13 @@ typedef struct progress_state {
     int64_t total, ended, done, failed, deferred, review, inflight, left;
     uint64_t attempts, finished, status_429;
     int concurrency;  /* learned: the hosts' limits summed; 0: fixed (not shown) */
+    /* A worker of the Redis work queue (batch_queue.c): the counts are the
+     * whole queue's, finished is the jobs the queue ended since this worker
+     * began (its rate and the ETA are the queue's), here the jobs in flight
+     * on this worker, kept: Redis is away and its outcomes are kept. */
+    bool queue;
+    int here;
+    bool kept;
 } progress_state;
 
 enum progress_mode { PROGRESS_BAR, PROGRESS_LINES, PROGRESS_NONE };

@@ -31,7 +31,7 @@
 
 #ifdef STG_HAVE_VIEW
 /* What f printed, as a string to free (NULL when out of memory). */
-static char *captured(const stg_store_report *r, const char *db, bool json)
+static char *captured(const stg_batch_report *r, bool json)
 {
     char *buf = NULL;
     size_t len = 0;
@@ -39,9 +39,9 @@ static char *captured(const stg_store_report *r, const char *db, bool json)
     if (!f)
         return NULL;
     if (json)
-        stg__store_report_json(r, db, f);
+        stg__batch_report_json(r, f);
     else
-        stg__store_report_print(r, db, f);
+        stg__batch_report_text(r, f);
     if (fclose(f) != 0) {
         free(buf);
         return NULL;
@@ -50,7 +50,7 @@ static char *captured(const stg_store_report *r, const char *db, bool json)
 }
 
 /* The data element's text: {"timeline", "report", "text"}. */
-static char *data_json(stg_store *s, const stg_store_report *r, const char *db, int *ex)
+static char *data_json(stg_store *s, const stg_batch_report *r, int *ex)
 {
     char *tl = NULL;
     if (stg__store_timeline_json(s, &tl) != STG_OK) {
@@ -58,7 +58,7 @@ static char *data_json(stg_store *s, const stg_store_report *r, const char *db, 
         *ex = CLI_EXIT_DB;
         return NULL;
     }
-    char *rj = captured(r, db, true), *text = captured(r, db, false);
+    char *rj = captured(r, true), *text = captured(r, false);
     json_t *o = tl && rj && text ? json_pack("{s:o,s:o,s:s}", "timeline", json_loads(tl, 0, NULL),
                                              "report", json_loads(rj, 0, NULL), "text", text)
                                  : NULL;
@@ -92,11 +92,10 @@ static char *data_json(stg_store *s, const stg_store_report *r, const char *db, 
     return safe;
 }
 
-int cli_report_html(const char *path, stg_store *s, const stg_store_report *r,
-                    const char *db_path)
+int cli_report_html(const char *path, stg_store *s, const stg_batch_report *r)
 {
     int ex = 0;
-    char *data = data_json(s, r, db_path, &ex);
+    char *data = data_json(s, r, &ex);
     if (!data)
         return ex;
     size_t tlen, clen;
@@ -141,10 +140,9 @@ int cli_report_html(const char *path, stg_store *s, const stg_store_report *r,
     return ex;
 }
 #else
-int cli_report_html(const char *path, stg_store *s, const stg_store_report *r,
-                    const char *db_path)
+int cli_report_html(const char *path, stg_store *s, const stg_batch_report *r)
 {
-    (void)path, (void)s, (void)r, (void)db_path;
+    (void)path, (void)s, (void)r;
     fprintf(stderr, "stagger batch: --html needs a build with Chart.js (libjs-chart.js)\n");
     return CLI_EXIT_USAGE;
 }

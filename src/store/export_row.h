@@ -1,6 +1,6 @@
 /*
  * The one row writer of `batch export`: the SQLite store's export
- * (export.c) and the work queue's (src/cli/batch_queue.c) write their rows
+ * (export.c) and the work queue's (src/batch/queue_export.c) write their rows
  * through it, so both give the same columns in the same formats and a
  * user's script reads either. See export_row.c for the formats.
  *

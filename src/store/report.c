@@ -9,8 +9,10 @@
  * the jobs and their admissions (report_class.c). Read-only; works while a run is
  * going on (WAL readers do not block the writer).
  *
- * Everything shown comes from the database, so nothing here can carry a
- * secret the database does not hold (URLs are not shown at all).
+ * This file reads; src/batch/report.c prints (text and JSON, the same
+ * printer as the Redis work queue's report). Everything read comes from
+ * the database, so nothing here can carry a secret the database does not
+ * hold (URLs are not read at all).
  *
  * The jobs table is read once (job_scan) and counted in C; the duration
  * percentiles are taken from an array of the finished jobs' durations (8
@@ -25,8 +27,6 @@
  */
 #include <stdlib.h>
 #include <string.h>
-
-#include <jansson.h>
 
 #include "store/internal.h"
 
@@ -321,6 +321,18 @@ int stg__store_run_waits_add(stg_store *s, int64_t retry_ms, int64_t limiter_ms)
     return rc == SQLITE_OK ? STG_OK : stg__store_fail(s, rc, "cannot record the run's waits");
 }
 
+/* A runs row's counters, columns 1 to 5 of v (both reads below put them
+ * there): wall time, calls, retries, 429s, 503s. */
+static void counters(const int64_t *v, int64_t *wall_ms, int64_t *calls, int64_t *retries,
+                     int64_t *s429, int64_t *s503)
+{
+    *wall_ms = nz(v[1]);
+    *calls = nz(v[2]);
+    *retries = nz(v[3]);
+    *s429 = nz(v[4]);
+    *s503 = nz(v[5]);
+}
+
 int stg__store_report_get(stg_store *s, stg_store_report *r)
 {
     memset(r, 0, sizeof *r);
@@ -342,11 +354,7 @@ int stg__store_report_get(stg_store *s, stg_store_report *r)
     }
     if (rc == SQLITE_OK) {
         r->runs = nz(v[0]);
-        r->wall_ms = nz(v[1]);
-        r->calls = nz(v[2]);
-        r->retries = nz(v[3]);
-        r->status_429 = nz(v[4]);
-        r->status_503 = nz(v[5]);
+        counters(v, &r->wall_ms, &r->calls, &r->retries, &r->status_429, &r->status_503);
         rc = one_row(s,
                      "SELECT started_at, wall_ms, calls, retries, status_429, status_503, "
                      "finished, exit_code FROM runs ORDER BY id DESC LIMIT 1",
@@ -354,11 +362,8 @@ int stg__store_report_get(stg_store *s, stg_store_report *r)
     }
     if (rc == SQLITE_OK) {
         r->last.started_ms = nz(v[0]);
-        r->last.wall_ms = nz(v[1]);
-        r->last.calls = nz(v[2]);
-        r->last.retries = nz(v[3]);
-        r->last.status_429 = nz(v[4]);
-        r->last.status_503 = nz(v[5]);
+        counters(v, &r->last.wall_ms, &r->last.calls, &r->last.retries, &r->last.status_429,
+                 &r->last.status_503);
         r->last.finished = nz(v[6]);
         r->last.exit_code = r->runs ? (int)v[7] : -1;
         rc = waits(s, r);
@@ -396,211 +401,10 @@ void stg__store_report_free(stg_store_report *r)
     r->n_classes = 0;
 }
 
-static double per_s(int64_t n, int64_t ms)
-{
-    return ms > 0 ? (double)n * 1000.0 / (double)ms : 0.0;
-}
-
 double stg__store_report_jobs_per_s(const stg_store_report *r)
 {
-    return per_s(r->counts[STG_JOB_DONE] + r->counts[STG_JOB_FAILED], r->wall_ms);
-}
-
-static double share(int64_t part, int64_t whole)
-{
-    return whole > 0 ? (double)part / (double)whole : 0.0;
-}
-
-static void fmt_wall(int64_t ms, char *buf, size_t size)
-{
-    if (ms < 60000)
-        snprintf(buf, size, "%.2f s", (double)ms / 1000.0);
-    else
-        snprintf(buf, size, "%lld m %02lld s", (long long)(ms / 60000),
-                 (long long)((ms / 1000) % 60));
-}
-
-void stg__store_report_print(const stg_store_report *r, const char *db_path, FILE *out)
-{
-    static const char *const label[STG_JOB_NSTATES] = {"pending", "in flight", "done",
-                                                       "failed",  "deferred",  "review"};
-    static const char *const note[STG_JOB_NSTATES] = {
-        "not run yet: run the same command again",
-        "a run is going on, or was killed: the next run resumes them",
-        "",
-        "non-retryable answers (e.g. 400/401/403/404): see `stagger batch export`",
-        "kept for later: run again with --retry-deferred",
-        "may have been sent (not idempotent): check, then run with --retry-review"};
-    static const int order[] = {STG_JOB_DONE,     STG_JOB_FAILED,  STG_JOB_DEFERRED,
-                                STG_JOB_REVIEW,   STG_JOB_PENDING, STG_JOB_INFLIGHT};
-    fprintf(out, "batch %s: %lld jobs", db_path, (long long)r->total);
-    if (r->input_path)
-        fprintf(out, " from %s (%s)", r->input_path, r->format ? r->format : "?");
-    fputc('\n', out);
-    for (size_t i = 0; i < sizeof order / sizeof order[0]; i++) {
-        int st = order[i];
-        fprintf(out, "  %-10s %8lld", label[st], (long long)r->counts[st]);
-        if (r->counts[st] && note[st][0])
-            fprintf(out, "   %s", note[st]);
-        fputc('\n', out);
-    }
-    char wall[32];
-    fmt_wall(r->wall_ms, wall, sizeof wall);
-    fprintf(out, "runs %lld, wall time %s", (long long)r->runs, wall);
-    if (r->runs > 1) {
-        char last[32];
-        fmt_wall(r->last.wall_ms, last, sizeof last);
-        fprintf(out, " (last run %s)", last);
-    }
-    if (r->learned_concurrency > 0)
-        fprintf(out, "; learned concurrency %d", r->learned_concurrency);
-    fputc('\n', out);
-    fprintf(out, "calls %lld: 429 x %lld (%.1f%%), 503 x %lld (%.1f%%); retries %lld\n",
-            (long long)r->calls, (long long)r->status_429,
-            100.0 * share(r->status_429, r->calls), (long long)r->status_503,
-            100.0 * share(r->status_503, r->calls), (long long)r->retries);
-    fprintf(out, "attempts per job:");
-    for (int i = 0; i <= STG_REPORT_HIST; i++) /* every job, the never-tried as 0 */
-        if (r->attempts_all[i])
-            fprintf(out, "  %d%s: %lld", i, i == STG_REPORT_HIST ? "+" : "",
-                    (long long)r->attempts_all[i]);
-    fputc('\n', out);
-    if (r->n_reasons) { /* why the jobs not done are not: export lists each */
-        fprintf(out, "not done, why:");
-        for (int i = 0; i < r->n_reasons; i++)
-            fprintf(out, "%s %s: %lld", i ? ";" : "", r->reasons[i].why,
-                    (long long)r->reasons[i].n);
-        if (r->reasons_other)
-            fprintf(out, "; other: %lld", (long long)r->reasons_other);
-        fputc('\n', out);
-    }
-    if (r->duration.n) {
-        char p[4][32];
-        fmt_wall(r->duration.p50, p[0], sizeof p[0]);
-        fmt_wall(r->duration.p90, p[1], sizeof p[1]);
-        fmt_wall(r->duration.p99, p[2], sizeof p[2]);
-        fmt_wall(r->duration.max, p[3], sizeof p[3]);
-        fprintf(out, "job duration (last run, waits included): p50 %s, p90 %s, p99 %s, "
-                     "max %s (%lld jobs)\n",
-                p[0], p[1], p[2], p[3], (long long)r->duration.n);
-    }
-    if (r->n_statuses) {
-        fprintf(out, "last status:");
-        for (int i = 0; i < r->n_statuses; i++) {
-            if (r->statuses[i].status)
-                fprintf(out, "  %d: %lld", r->statuses[i].status, (long long)r->statuses[i].n);
-            else
-                fprintf(out, "  no answer: %lld", (long long)r->statuses[i].n);
-        }
-        if (r->statuses_other)
-            fprintf(out, "  other: %lld", (long long)r->statuses_other);
-        fputc('\n', out);
-    }
-    if (r->waits_known) {
-        char a[32], b[32];
-        fmt_wall(r->wait_retry_ms, a, sizeof a);
-        fmt_wall(r->wait_limiter_ms, b, sizeof b);
-        fprintf(out, "time lost waiting (summed over requests): retry backoff %s, "
-                     "client-side limiter %s\n",
-                a, b);
-    }
-    fprintf(out, "effective rate: %.1f jobs/s answered, %.1f calls/s\n",
-            stg__store_report_jobs_per_s(r), per_s(r->calls, r->wall_ms));
-    if (r->bad_lines)
-        fprintf(out, "bad input lines: %lld (skipped; `stagger batch report --bad-lines` "
-                     "lists them)\n",
-                (long long)r->bad_lines);
-    if (r->needs_input)
-        fprintf(out, "jobs rebuilt from the input (secrets kept out of the database): %lld\n",
-                (long long)r->needs_input);
-    stg__report_classes_print(r->classes, r->n_classes, out); /* report_class.c */
-}
-
-int stg__store_report_json(const stg_store_report *r, const char *db_path, FILE *out)
-{
-    json_t *states = json_object();
-    for (int i = 0; i < STG_JOB_NSTATES; i++)
-        json_object_set_new(states, stg__job_state_name((stg_job_state)i),
-                            json_integer(r->counts[i]));
-    json_t *hist = json_object(), *ahist = json_object(), *whys = json_object();
-    for (int i = 0; i < STG_REPORT_HIST; i++) {
-        if (!r->hist[i])
-            continue;
-        char k[16];
-        snprintf(k, sizeof k, "%d%s", i, i == STG_REPORT_HIST - 1 ? "+" : "");
-        json_object_set_new(hist, k, json_integer(r->hist[i]));
-    }
-    for (int i = 0; i <= STG_REPORT_HIST; i++) { /* every job, "0": never tried */
-        if (!r->attempts_all[i])
-            continue;
-        char k[16];
-        snprintf(k, sizeof k, "%d%s", i, i == STG_REPORT_HIST ? "+" : "");
-        json_object_set_new(ahist, k, json_integer(r->attempts_all[i]));
-    }
-    for (int i = 0; i < r->n_reasons; i++)
-        json_object_set_new(whys, r->reasons[i].why, json_integer(r->reasons[i].n));
-    if (r->reasons_other)
-        json_object_set_new(whys, "other", json_integer(r->reasons_other));
-    json_t *codes = json_object();
-    for (int i = 0; i < r->n_statuses; i++) {
-        char k[16];
-        snprintf(k, sizeof k, "%d", r->statuses[i].status);
-        json_object_set_new(codes, r->statuses[i].status ? k : "none",
-                            json_integer(r->statuses[i].n));
-    }
-    if (r->statuses_other)
-        json_object_set_new(codes, "other", json_integer(r->statuses_other));
-    json_t *dur = r->duration.n
-                      ? json_pack("{s:I,s:I,s:I,s:I,s:I}", "jobs", (json_int_t)r->duration.n,
-                                  "p50", (json_int_t)r->duration.p50, "p90",
-                                  (json_int_t)r->duration.p90, "p99",
-                                  (json_int_t)r->duration.p99, "max",
-                                  (json_int_t)r->duration.max)
-                      : json_null();
-    json_t *wait = r->waits_known ? json_pack("{s:I,s:I}", "retry_ms",
-                                              (json_int_t)r->wait_retry_ms, "limiter_ms",
-                                              (json_int_t)r->wait_limiter_ms)
-                                  : json_null();
-    int64_t finished = r->counts[STG_JOB_DONE] + r->counts[STG_JOB_FAILED];
-    json_t *last = json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "started_ms",
-                             (json_int_t)r->last.started_ms, "wall_ms",
-                             (json_int_t)r->last.wall_ms, "calls", (json_int_t)r->last.calls,
-                             "retries", (json_int_t)r->last.retries, "status_429",
-                             (json_int_t)r->last.status_429, "status_503",
-                             (json_int_t)r->last.status_503, "finished",
-                             (json_int_t)r->last.finished);
-    if (last)
-        json_object_set_new(last, "exit_code",
-                            r->last.exit_code >= 0 ? json_integer(r->last.exit_code)
-                                                   : json_null());
-    json_t *o = json_pack(
-        "{s:s,s:s?,s:s?,s:s?,s:I,s:o,s:I,s:I,s:I,s:I,s:I,s:I,s:f,s:o,s:f,s:f,s:I,s:I,s:o*}",
-        "db", db_path, "input", r->input_path, "format", r->format, "fingerprint",
-        r->fingerprint, "jobs", (json_int_t)r->total, "states", states, "runs",
-        (json_int_t)r->runs, "wall_ms", (json_int_t)r->wall_ms, "calls", (json_int_t)r->calls,
-        "status_429", (json_int_t)r->status_429, "status_503", (json_int_t)r->status_503,
-        "retries", (json_int_t)r->retries, "share_429", share(r->status_429, r->calls),
-        "retries_histogram", hist, "jobs_per_s", per_s(finished, r->wall_ms), "calls_per_s",
-        per_s(r->calls, r->wall_ms), "bad_lines", (json_int_t)r->bad_lines, "needs_input",
-        (json_int_t)r->needs_input, "last_run", last);
-    if (o) {
-        json_object_set_new(o, "learned_concurrency", r->learned_concurrency > 0
-                                                          ? json_integer(r->learned_concurrency)
-                                                          : json_null());
-        json_object_set_new(o, "attempts_histogram", ahist);
-        json_object_set_new(o, "not_done_why", whys);
-        json_object_set_new(o, "classes", stg__report_classes_json(r->classes, r->n_classes));
-        json_object_set_new(o, "status_codes", codes);
-        json_object_set_new(o, "duration_ms", dur);
-        json_object_set_new(o, "waiting", wait);
-    } else {
-        json_decref(ahist), json_decref(whys), json_decref(codes), json_decref(dur), json_decref(wait);
-        return STG_ENOMEM;
-    }
-    int rc = json_dumpf(o, out, JSON_COMPACT) == 0 && fputc('\n', out) != EOF ? STG_OK
-                                                                               : STG_EIO;
-    json_decref(o);
-    return rc;
+    int64_t answered = r->counts[STG_JOB_DONE] + r->counts[STG_JOB_FAILED];
+    return r->wall_ms > 0 ? (double)answered * 1000.0 / (double)r->wall_ms : 0.0;
 }
 
 int stg__store_bad_lines_print(stg_store *s, const char *input, long max, FILE *out)

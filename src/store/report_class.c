@@ -8,7 +8,7 @@
  * databases read as "not recorded").
  *
  * The printing (text and JSON) takes rows, not the database: the Redis
- * work queue's report (src/cli/batch_queue.c) prints its rows with it, so
+ * work queue's report (src/batch/report_queue.c) prints its rows with it, so
  * both reports show the same sections in the same form.
  *
  * Invariants: read-only but for stg__store_run_classes_add; only class

@@ -527,6 +527,12 @@ int stg__store_run_update(stg_store *s, int64_t run_id, const stg_run_stats *st)
 #define STG_REPORT_STATUSES 24
 #define STG_REPORT_REASONS 6
 
+/* How long jobs took, nearest-rank percentiles in ms of n jobs (the
+ * database's report and the queue's, src/batch/report.h). */
+typedef struct stg_report_durations {
+    int64_t n, p50, p90, p99, max;
+} stg_report_durations;
+
 typedef struct stg_store_report {
     int64_t counts[STG_JOB_NSTATES];
     int64_t total;
@@ -542,7 +548,7 @@ typedef struct stg_store_report {
     char *format;        /* owned; may be NULL */
     /* How long finished jobs took in their last run (claimed to final
      * state, waits included), nearest-rank percentiles in ms; n jobs. */
-    struct { int64_t n, p50, p90, p99, max; } duration;
+    stg_report_durations duration;
     /* Jobs by last HTTP status (0: no answer), ascending; the rest of
      * the statuses beyond STG_REPORT_STATUSES summed in statuses_other. */
     struct { int status; int64_t n; } statuses[STG_REPORT_STATUSES];
@@ -596,7 +602,7 @@ int stg__store_run_classes_add(stg_store *s, const stg_run_class *v, size_t n);
 /* report_class.c, for report.c: read r's classes. */
 int stg__store_report_classes(stg_store *s, stg_store_report *r);
 /* The sections per class and tenant of rows v[0..n) (the database's, or
- * the Redis work queue's: src/cli/batch_queue.c), as text ("jobs by class
+ * the Redis work queue's: src/batch/report_queue.c), as text ("jobs by class
  * and tenant", "admitted by class and tenant (every run)"), or as the
  * report's JSON array "classes" (a json_t *). */
 void stg__report_classes_print(const stg_report_class *v, size_t n, FILE *out);
@@ -608,10 +614,8 @@ void stg__store_report_free(stg_store_report *r);
  * of the runs' wall time; 0 before any wall time. The one figure the
  * progress line's last redraw also shows. */
 double stg__store_report_jobs_per_s(const stg_store_report *r);
-/* Human-readable report to out. */
-void stg__store_report_print(const stg_store_report *r, const char *db_path, FILE *out);
-/* Report as one JSON object (compact, with a newline) to out. */
-int stg__store_report_json(const stg_store_report *r, const char *db_path, FILE *out);
+/* Printed by src/batch/report.c (stg__batch_report_text and _json), the
+ * printer the Redis work queue's report shares. */
 /* Add a run's waits (ms of retry backoff and of limiter delay, as the
  * engine's WAITED events measured them: backoff, budget and breaker; the
  * limiter, the servers' quotas and a learned rate's pace) to the latest run,

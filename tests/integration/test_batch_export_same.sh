@@ -1,4 +1,5 @@
-# `batch export` and `batch export --queue` of the same jobs: the same
+# `batch export` and `batch export --queue` of the same jobs, and `batch
+# report` and `batch report --queue` of them (last section). Export: the same
 # columns in the same order and the same formats (JSONL, JSON, CSV with
 # CRLF line ends and RFC 4180 quoting, finished_at ISO 8601, line,
 # duration_ms, bodies as text or base64), the queue adding only its own
@@ -86,6 +87,70 @@ ok &= by["2"]["body"] == 'text 1, "quoted"\nsecond line' and by["2"]["line"] == 
 ok &= by["6"]["line"] == 6 and by["5"]["status"] == 404 and by["5"]["state"] == "failed"
 cby = {r["id"]: r for r in cq}
 ok &= cby["3"]["body"] == "base64:ACxiaW4y//4B" and cby["2"]["line"] == "2"
+sys.exit(0 if ok else 1)
+PY
+
+# `batch report` of both, text and --json: one printer (src/batch/report.c)
+# says the common facts the same way for both back ends: the jobs by
+# state, the calls with their 429s and 503s, the number of jobs timed (the
+# durations' values depend on the run), the job set's fingerprint and the
+# class sections agree, member for member and line for line; each report
+# adds only its own sections (the database its runs, the queue its
+# workers).
+"$S" batch report --db "$T/jobs.db" >"$T/db.txt"
+"$S" batch report --db "$T/jobs.db" --json >"$T/db.json"
+"$S" batch report --queue "redis://127.0.0.1:$RPORT/same" >"$T/q.txt"
+"$S" batch report --queue "redis://127.0.0.1:$RPORT/same" --json >"$T/q.json"
+
+check "--json: the common members agree, each side adds only its own" \
+  python3 - "$T/db.json" "$T/q.json" <<'PY'
+import json, sys
+db, q = (json.load(open(p)) for p in sys.argv[1:3])
+ok = True
+for k in ["jobs", "ended", "states", "calls", "status_429", "status_503", "share_429",
+          "fingerprint", "classes"]:
+    if k not in db or k not in q or db[k] != q[k]:
+        print(f"  {k}: {db.get(k)!r} vs {q.get(k)!r}"); ok = False
+if db["jobs"] != 4 or db["ended"] != 4 or db["states"]["done"] != 3 or db["states"]["failed"] != 1:
+    print(f"  the database's counts: {db}"); ok = False
+if db["calls"] != 4:
+    print(f"  calls: {db['calls']}"); ok = False
+for j in (db, q):
+    d = j.get("duration_ms") or {}
+    if sorted(d) != ["jobs", "max", "p50", "p90", "p99"] or d["jobs"] != 4:
+        print(f"  duration_ms: {d}"); ok = False
+if "workers" in db or "queue" in db or "runs" not in db:
+    print(f"  the database's own: {sorted(db)}"); ok = False
+if "runs" in q or "retries" in q or [w["name"] for w in q.get("workers", [])] != ["w1"]:
+    print(f"  the queue's own: {sorted(q)}"); ok = False
+sys.exit(0 if ok else 1)
+PY
+
+check "text: the common lines agree, each side adds only its own" \
+  python3 - "$T/db.txt" "$T/q.txt" <<'PY'
+import re, sys
+db, q = (open(p).read().splitlines() for p in sys.argv[1:3])
+ok = True
+def states(lines):   # "  done  3   note": the label and the count
+    return [l.split()[:2] if not l.startswith("  in flight") else l.split()[:3]
+            for l in lines[1:7]]
+if states(db) != states(q):
+    print(f"  states: {states(db)} vs {states(q)}"); ok = False
+def line(lines, start):
+    m = [l for l in lines if l.startswith(start)]
+    return m[0] if m else None
+cdb, cq = line(db, "calls "), line(q, "calls ")
+if not cdb or not cq or cdb.split(";")[0] != cq or "; retries" not in cdb:
+    print(f"  calls: {cdb!r} vs {cq!r}"); ok = False
+ddb, dq = line(db, "job duration "), line(q, "job duration ")
+if not ddb or not dq or not ddb.endswith("(4 jobs)") or not dq.endswith("(4 jobs)"):
+    print(f"  durations: {ddb!r} vs {dq!r}"); ok = False
+if not line(db, "runs 1,") or line(db, "workers"):
+    print("  the database's own sections"); ok = False
+if line(q, "runs ") or line(q, "workers: 1") is None or line(q, "  w1: done 3, failed 1") is None:
+    print("  the queue's own sections"); ok = False
+if not re.match(r"^queue redis://127\.0\.0\.1:\d+/same: 4 jobs", q[0]) or not db[0].startswith("batch "):
+    print(f"  heads: {db[0]!r} / {q[0]!r}"); ok = False
 sys.exit(0 if ok else 1)
 PY
 finish

@@ -56,7 +56,7 @@ ok = set(jobs) == set(want) and all(
 wadm = {("interactive", "acme"): 20, ("batch", "beta"): 20, ("normal", None): 20}
 ok = ok and {k: v["admitted"] for k, v in adm.items()} == wadm
 ok = ok and all(v["wait_max_ms"] >= 0 and v["wait_ms"] >= 0 for v in adm.values())
-ok = ok and j["counts"]["done"] == 60
+ok = ok and j["states"]["done"] == 60
 ok = ok and len(j["workers"]) == 2 and all(w["done"] > 0 for w in j["workers"])
 sys.exit(0 if ok else 1)
 PY
@@ -99,7 +99,7 @@ serve_start plain
 for i in $(seq 5); do echo "$URL/p/$i"; done >"$T/p.txt"
 run_queue plain "$T/p.txt" -j 2
 jcheck "no class rows when no job names one" \
-  "$("$S" batch report --queue "$R/plain" --json)" 'j["classes"] == [] and j["counts"]["done"] == 5'
+  "$("$S" batch report --queue "$R/plain" --json)" 'j["classes"] == [] and j["states"]["done"] == 5'
 check "and no section in the text" sh -c "! \"$S\" batch report --queue '$R/plain' | grep -q 'by class'"
 # The queue's order (docs/queue.md "Order"): 40 batch jobs before 10
 # interactive ones in the input; one worker with one slot (a claim of one or

@@ -7,7 +7,8 @@
 #  - --follow stays for jobs loaded later;
 #  - refusals: secrets in the input, another input under the same name, no
 #    such queue, Redis unreachable (exit 6, no password in messages);
-#  - --dry-run reads the input and loads nothing.
+#  - --dry-run reads the input and loads nothing;
+#  - a worker's run has a database run's --metrics and --log - (stdout).
 # Starts its own redis-server and stagger serve on 127.0.0.1.
 #
 # Bounds come from the protocol (the hint: no request before t + Retry-After)
@@ -87,7 +88,7 @@ rc=0
 "$S" batch --queue "$R/drain" --worker next -j 10 --rate 20 --progress none -q >/dev/null \
   2>"$T/next.err" || rc=$?
 check "another worker finishes at once (no claim-idle wait): $rc" [ "$rc" = 0 ]
-jcheck "all 100 done" "$("$S" batch report --queue "$R/drain" --json)" 'j["counts"]["done"] == 100'
+jcheck "all 100 done" "$("$S" batch report --queue "$R/drain" --json)" 'j["states"]["done"] == 100'
 serve_stop "$SRV_PID" || true
 
 # ---- --follow: stay for jobs loaded later; a frozen worker's job is taken over -----
@@ -115,7 +116,7 @@ check "the thawed loader ends with exit 0: $rc" [ "$rc" = 0 ]
 check "the follower is still there" kill -0 "$PF"
 jcheck "the follower did the jobs loaded after it started, each once" \
   "$("$S" batch report --queue "$R/follow" --json)" \
-  'j["counts"]["done"] == 50 and sum(w["done"] for w in j["workers"]) == 50 and [w for w in j["workers"] if w["name"] == "f"][0]["done"] >= 45'
+  'j["states"]["done"] == 50 and sum(w["done"] for w in j["workers"]) == 50 and [w for w in j["workers"] if w["name"] == "f"][0]["done"] >= 45'
 kill -TERM "$PF"
 rc=0; wait "$PF" || rc=$?
 check "SIGTERM ends the follower with 143: $rc" [ "$rc" = 143 ]
@@ -126,6 +127,20 @@ serve_stop "$SRV_PID" || true
 lsent=$(grep -c '"event":"attempt_start"' "$T/l.jsonl" || true)
 check "the server answered 50 jobs, and again only jobs l sent ($lsent)" \
   [ "$(grep -c '"/f/' "$T/follow.log")" -le $((50 + lsent)) ]
+
+# ---- a worker's run is a database run's (batch_run_with): --metrics, --log - -------
+serve_start met --log "$T/met.log"
+for i in 1 2 3 4 5; do echo "$URL/m/$i"; done >"$T/m.txt"
+rc=0
+(cd "$T" && "$S" batch --queue "$R/met" --worker m -j 2 --rate 0 --progress none \
+  --metrics "$T/m.prom" --log - "$T/m.txt" >"$T/m.out" 2>"$T/m.err") || rc=$?
+check "a worker with --metrics and --log - ends 0: $rc $(cat "$T/m.err")" [ "$rc" = 0 ]
+check "  its metrics file counts the queue's jobs by state" \
+  grep -q '^stagger_batch_jobs{state="done"} 5$' "$T/m.prom"
+check "  and its attempts" grep -q '^stagger_attempts_total' "$T/m.prom"
+check "  --log -: the events on stdout, before the report" \
+  sh -c 'grep -q "\"event\":\"attempt_start\"" "$1" && grep -q "^queue .*: 5 jobs" "$1"' _ "$T/m.out"
+check "  and no file named -" [ ! -e "$T/-" ]
 
 # ---- --out DIR: bodies on the worker, their path in the queue ---------------------
 serve_start out --log "$T/out.log"
@@ -164,6 +179,14 @@ printf '{"id":"a","url":"http://127.0.0.1:9/a","headers":{"Authorization":"Beare
 expect_exit "a secret header is refused" 5 "$S" batch --queue "$R/sec" "$T/secret.jsonl"
 check "nothing of them reached Redis" [ "$(redis-cli -p "$RPORT" EXISTS 'stagger:q:{sec}:jobs' 'stagger:q:{sec}:meta')" = 0 ]
 check "no key of that queue at all" [ -z "$(redis-cli -p "$RPORT" --scan --pattern 'stagger:q:{sec}*')" ]
+seq 1 25 >"$T/nums.txt"
+expect_exit "a file of numbers, no --url: exit 5, as for a database" 5 \
+  "$S" batch --queue "$R/nums" "$T/nums.txt"
+check "  the same hint as a database's load (did you forget --url TEMPLATE?)" \
+  grep -q "look like keys, not URLs: did you forget --url TEMPLATE?" /tmp/stg_err.$$
+check "  and no screenful of 'no URL' lines ($(grep -c "no URL" /tmp/stg_err.$$))" \
+  [ "$(grep -c "no URL" /tmp/stg_err.$$)" -le 3 ]
+check "  and nothing loaded" [ -z "$(redis-cli -p "$RPORT" --scan --pattern 'stagger:q:{nums}*')" ]
 echo "http://127.0.0.1:9/other" >"$T/other.txt"
 expect_exit "another input under the same name is refused (exit 4)" 4 \
   "$S" batch --queue "$R/drain" "$T/other.txt"
@@ -171,6 +194,11 @@ check "the message says another job set" grep -q "another job set" /tmp/stg_err.
 expect_exit "a worker of a queue that holds nothing: exit 2" 2 "$S" batch --queue "$R/none"
 check "a worker that only looked left no key behind" [ -z "$(redis-cli -p "$RPORT" --scan --pattern 'stagger:q:{none}*')" ]
 expect_exit "report on no queue: exit 2" 2 "$S" batch report --queue "$R/none"
+expect_exit "report --queue --html: a usage error, not silently left out" 2 \
+  "$S" batch report --queue "$R/drain" --html "$T/q.html"
+check "  and no file written" [ ! -e "$T/q.html" ]
+expect_exit "report --queue --bad-lines: a usage error too" 2 \
+  "$S" batch report --queue "$R/drain" --bad-lines
 DEAD=$(free_port)
 expect_exit "Redis unreachable at start: exit 6" 6 \
   "$S" batch --queue "redis://:pw-hunter3@127.0.0.1:$DEAD/q" "$T/d.txt"

@@ -56,7 +56,7 @@ check "both workers end with every job done after the failover ($rca $rcb: $(cat
   [ "$rca$rcb" = 00 ]
 rep=$("$S" batch report --queue "redis://127.0.0.1:$RP/fq" --json 2>"$T/rep.err" || echo '{}')
 jcheck "every job in exactly one state, done" "$rep" \
-  "j['total'] == $N and j['counts']['done'] == $N and sum(j['counts'].values()) == $N"
+  "j['jobs'] == $N and j['states']['done'] == $N and sum(j['states'].values()) == $N"
 "$S" batch export --queue "redis://127.0.0.1:$RP/fq" >"$T/export.jsonl" 2>/dev/null || true
 check "the export has each job once, done" python3 - "$T/export.jsonl" "$N" <<'PY'
 import json, sys, collections
@@ -102,6 +102,6 @@ check "the worker rides out its primary's demotion ($rcc: $(tail -3 "$T/c.err"))
 check "it saw READONLY as an outage" grep -q "READONLY\|cannot take writes\|unreachable" "$T/c.err"
 rep=$("$S" batch report --queue "redis://127.0.0.1:$PP/gq" --json 2>/dev/null || echo '{}')
 jcheck "every job of the second queue done once" "$rep" \
-  "j['total'] == $N and j['counts']['done'] == $N and sum(j['counts'].values()) == $N"
+  "j['jobs'] == $N and j['states']['done'] == $N and sum(j['states'].values()) == $N"
 
 finish

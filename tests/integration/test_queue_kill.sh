@@ -66,7 +66,7 @@ sys.exit(0 if len(rows) == int(sys.argv[2]) and len(set(ids)) == len(rows) and n
 PY
 "$S" batch report --queue "$Q" --json >"$T/report.json"
 jcheck "the report counts $N done, nothing left" "$(cat "$T/report.json")" \
-  "j['counts']['done'] == $N and j['ended'] == $N and j['counts']['pending'] == 0 and j['counts']['inflight'] == 0"
+  "j['states']['done'] == $N and j['ended'] == $N and j['states']['pending'] == 0 and j['states']['inflight'] == 0"
 jcheck "the report names the five workers" "$(cat "$T/report.json")" \
   'sorted(w["name"] for w in j["workers"]) == ["w1", "w2", "w3", "w4", "w5"]'
 check "duplicates at the server only for jobs in flight in a killed worker" \

@@ -82,7 +82,7 @@ rc=0; wait "$PB" || rc=$?
 check "machine B, cut off, exits 6: $rc ($(tail -n 1 "$T/b.err"))" [ "$rc" = 6 ]
 serve_stop "$SPID" || true
 jcheck "both machines did jobs; all done" "$("$S" batch report --queue "redis://127.0.0.1:$RPORT/netns" --json)" \
-  'j["counts"]["done"] == 300 and all(w["done"] > 0 for w in j["workers"]) and len(j["workers"]) == 2'
+  'j["states"]["done"] == 300 and all(w["done"] > 0 for w in j["workers"]) and len(j["workers"]) == 2'
 "$S" batch export --queue "redis://127.0.0.1:$RPORT/netns" >"$T/export.jsonl"
 check "every job once, done" python3 - "$T/export.jsonl" $N <<'PY'
 import json, sys

@@ -66,7 +66,7 @@ rcb=0; wait "$PB" || rcb=$?
 check "the two live workers end with every job done ($rca $rcb: $(cat "$T/ka.err" "$T/kb.err"))" \
   [ "$rca$rcb" = 00 ]
 rep=$("$S" batch report --queue "$R/kq" --json)
-jcheck "every job done once" "$rep" "j['counts']['done'] == $N and j['total'] == $N"
+jcheck "every job done once" "$rep" "j['states']['done'] == $N and j['jobs'] == $N"
 serve_stop "$SRV_PID" || true
 
 # ---- SIGSTOP longer than --claim-idle, then SIGCONT --------------------------------------
@@ -104,7 +104,7 @@ check "both workers end with every job done ($rcs $rco: $(cat "$T/st.err" "$T/ot
   [ "$rcs$rco" = 00 ]
 serve_stop "$SRV_PID" || true # its log is complete once it stopped
 rep=$("$S" batch report --queue "$R/sq" --json)
-jcheck "every job ended once" "$rep" "j['counts']['done'] == $N and j['total'] == $N"
+jcheck "every job ended once" "$rep" "j['states']['done'] == $N and j['jobs'] == $N"
 check "after SIGCONT, the stalled worker sent no job the other one sent" \
   python3 - "$T/s.log" <<'PY'
 import json, sys

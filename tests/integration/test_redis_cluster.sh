@@ -148,7 +148,7 @@ check "the workers followed ASK to the target during the migration (${asks:-0} A
 check "the queue now lives on the target node" \
   [ "$(redis-cli -p "$DST" exists 'stagger:q:{cq}:jobs')" = 1 ]
 rep=$("$S" batch report --queue "redis://127.0.0.1:$P3/cq" --json 2>"$T/rep.err" || echo '{}')
-jcheck "every job ended once, done" "$rep" "j['counts']['done'] == $N and j['total'] == $N"
+jcheck "every job ended once, done" "$rep" "j['states']['done'] == $N and j['jobs'] == $N"
 serve_stop "$SRV_PID" || true # its log is complete once it stopped
 check "each job reached the server exactly once" python3 - "$T/up.log" "$N" <<'PY'
 import json, sys, collections

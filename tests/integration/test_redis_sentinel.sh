@@ -68,6 +68,6 @@ check "both workers end with every job done after the failover ($rca $rcb: $(tai
 # shellcheck disable=SC2086
 rep=$("$S" batch report --queue "$Q" $SEN --json 2>"$T/rep.err" || echo '{}')
 jcheck "every job in exactly one state, done" "$rep" \
-  "j['total'] == $N and j['counts']['done'] == $N and sum(j['counts'].values()) == $N"
+  "j['jobs'] == $N and j['states']['done'] == $N and sum(j['states'].values()) == $N"
 
 finish

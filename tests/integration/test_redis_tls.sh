@@ -115,7 +115,7 @@ rca=0; wait "$PA" || rca=$?
 check "two queue workers over TLS end with every job done ($rca $rc: $(cat "$T/qa.err" "$T/qb.err"))" \
   [ "$rca$rc" = 00 ]
 rep=$("$S" batch report --queue "$R/tq" $CA --json 2>"$T/rep.err" || true)
-jcheck "the report over TLS: 30 done" "${rep:-{\}}" 'j["counts"]["done"] == 30'
+jcheck "the report over TLS: 30 done" "${rep:-{\}}" 'j["states"]["done"] == 30'
 log_count "$T/up.log" '"/q/' 30
 check "each queued job reached the server once" \
   [ "$(grep -c '"/q/' "$T/up.log")" = 30 ]

@@ -234,6 +234,46 @@ static void test_concurrency(void **st)
     progress_end(&p);
 }
 
+/* A queue worker's line (batch_loop with batch_queue.c's facts): the
+ * whole queue's counts and pace, its own jobs in flight, and Redis away
+ * said in the line and, as wide as "here", in the bar. */
+static void test_queue_worker(void **st)
+{
+    (void)st;
+    progress p;
+    progress_init(&p, PROGRESS_NONE, stderr, 0, 0);
+    progress_state s = state(1000, 0, 0, 0);
+    s.queue = true;
+    progress_draw(&p, &s, 0);
+    /* the queue ended 100 in 2 s, this worker sent 10 of them */
+    s = state(1000, 100, 10, 100);
+    s.queue = true, s.inflight = 12, s.left = 900, s.here = 3;
+    progress_draw(&p, &s, 2000000);
+    char buf[512];
+    progress_format(&p, &s, false, false, 0, buf, sizeof buf);
+    if (!strstr(buf, "batch: 100/1000 ended (done 100,") || !strstr(buf, " 50.0 jobs/s") ||
+        !strstr(buf, "12 claimed (sending or waiting; 3 here)") || strstr(buf, "Redis away"))
+        fail_msg("queue line: %s", buf);
+    assert_true(progress_eta(&p, &s) == 18.0); /* 900 left at the queue's 50/s */
+    char bar[512];
+    size_t n_here = progress_format(&p, &s, true, false, 200, bar, sizeof bar);
+    if (!strstr(bar, "  here    3"))
+        fail_msg("queue bar: %s", bar);
+    s.kept = true;
+    progress_format(&p, &s, false, false, 0, buf, sizeof buf);
+    if (!strstr(buf, "here), Redis away: outcomes kept"))
+        fail_msg("Redis away line: %s", buf);
+    size_t n_away = progress_format(&p, &s, true, false, 200, bar, sizeof bar);
+    if (!strstr(bar, "Redis away") || strstr(bar, "here") || n_away != n_here)
+        fail_msg("Redis away bar (%zu vs %zu): %s", n_away, n_here, bar);
+    /* a database's line says neither */
+    s.queue = false;
+    progress_format(&p, &s, false, false, 0, buf, sizeof buf);
+    if (strstr(buf, "here") || strstr(buf, "Redis"))
+        fail_msg("database line: %s", buf);
+    progress_end(&p);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -244,6 +284,7 @@ int main(void)
         cmocka_unit_test(test_eta_recent_rate),
         cmocka_unit_test(test_final),
         cmocka_unit_test(test_concurrency),
+        cmocka_unit_test(test_queue_worker),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
