@@ -13,7 +13,7 @@
  * queue its job set and its workers. Both print the common facts with the
  * same lines and the same JSON names (jobs, ended, states, calls,
  * status_429, status_503, share_429, duration_ms, fingerprint, classes),
- * which tests/integration/test_batch_report_same.sh checks on one input run
+ * which tests/integration/test_batch_export_same.sh checks on one input run
  * both ways.
  *
  * Invariants: a report shows only counts, names and the database's path or

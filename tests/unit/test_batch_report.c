@@ -4,7 +4,7 @@
  * same common lines and the same common JSON members, each adding only
  * its own sections (the database its runs and rates, the queue its
  * workers). The readers are tested elsewhere: the store's in test_store.c,
- * both end to end in tests/integration/test_batch_report_same.sh.
+ * both end to end in tests/integration/test_batch_export_same.sh.
  */
 #define _POSIX_C_SOURCE 200809L
 #define _DEFAULT_SOURCE
