@@ -60,6 +60,12 @@ finish() {
   [ "$_nf" = 0 ]
 }
 
+# free_port: a TCP port of 127.0.0.1 that nothing listens on now (the
+# kernel's pick; for a server the test starts next, or a closed port).
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
+}
+
 # listen_port FILE PID: the port of the "listening on http://127.0.0.1:PORT"
 # line a server (stagger serve, stg_hostile) prints first into FILE, or ""
 # if PID exits first. Waits at most 30 s: a hang guard, not a timing bound

@@ -4,28 +4,8 @@
 # and serve_lib.sh, with T set.
 command -v redis-server >/dev/null && command -v redis-cli >/dev/null ||
   { echo "redis-server or redis-cli missing: run make deps" >&2; exit 1; }
+. "$(dirname "$0")/redis_lib.sh"
 
-free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
-}
-# redis_up PORT PID LOG: until the redis-server PID on PORT answers (a 10 s
-# hang guard); exits the test with LOG's tail when it does not.
-redis_up() {
-  for _ in $(seq 1 200); do
-    [ "$(redis-cli -p "$1" ping 2>/dev/null)" = PONG ] && return 0
-    kill -0 "$2" 2>/dev/null || break
-    sleep 0.05
-  done
-  echo "redis-server did not start: $(tail -n 5 "$3")" >&2; exit 1
-}
-# start_redis [ARGS...]: redis-server on $RPORT (persistence off unless ARGS
-# say otherwise); sets RPID. Waits until it answers (a 10 s hang guard).
-start_redis() {
-  redis-server --port "$RPORT" --bind 127.0.0.1 --save '' --appendonly no --daemonize no \
-    --dir "$T" "$@" >>"$T/redis.out" 2>&1 &
-  RPID=$!
-  redis_up "$RPORT" "$RPID" "$T/redis.out"
-}
 # redis_pair: a primary on a free port (PP, its pid PRIMARY, log $T/p.out)
 # and its replica (RP, log $T/r.out), persistence off; returns when both
 # answer and the replica is in sync (hang guards of 10 s).
@@ -44,8 +24,6 @@ redis_pair() {
     sleep 0.05
   done
 }
-# redis_time: Redis's clock (TIME) in microseconds.
-redis_time() { redis-cli -p "$RPORT" time | tr -d '\r' | { read -r s; read -r u; echo $((s * 1000000 + u)); }; }
 # pending_ids NAME WORKER: the job ids in WORKER's pending list of queue NAME.
 pending_ids() {
   _pk="stagger:q:{$1}:jobs"

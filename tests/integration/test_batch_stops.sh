@@ -11,9 +11,6 @@ PIDS=""
 . "$(dirname "$0")/batch_lib.sh"
 umask 022
 
-free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
-}
 db_int() { python3 -c 'import sqlite3, sys; print(sqlite3.connect(sys.argv[1]).execute(sys.argv[2]).fetchone()[0])' "$1" "$2"; }
 
 # ---- files are 0600 ------------------------------------------------------------------
@@ -48,15 +45,9 @@ if "$S" batch --help | grep -q -- '--limiter redis'; then
   check "says the limiter is the problem" grep -q "shared limiter" /tmp/stg_err.$$
 
   if command -v redis-server >/dev/null; then
-    RPORT=$(free_port)
-    redis-server --port "$RPORT" --bind 127.0.0.1 --save '' --appendonly no --daemonize no \
-      >"$T/redis.out" 2>&1 &
-    RPID=$!
+    . "$(dirname "$0")/redis_lib.sh"
+    start_redis
     PIDS="$PIDS $RPID"
-    for _ in $(seq 1 100); do
-      python3 -c 'import socket,sys; socket.create_connection(("127.0.0.1",int(sys.argv[1])),0.2)' "$RPORT" 2>/dev/null && break
-      sleep 0.05
-    done
     # Every answer takes 400 ms, so when Redis goes the slots are full of
     # requests in flight; the first refused acquire stops the run.
     serve_start slow --slow-body-prob 1 --slow-body-ms 400

@@ -18,9 +18,6 @@
 S=$STAGGER
 scratch bux
 
-free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
-}
 
 # ---- 1. a closed port --------------------------------------------------------------
 DEAD=$(free_port)

@@ -19,18 +19,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
-free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
-}
-RPORT=$(free_port)
-redis-server --port "$RPORT" --bind 127.0.0.1 --save '' --appendonly no --daemonize no \
-  >"$T/redis.out" 2>&1 &
-RPID=$!
-for _ in $(seq 1 100); do
-  python3 -c 'import socket,sys; socket.create_connection(("127.0.0.1",int(sys.argv[1])),0.2)' \
-    "$RPORT" 2>/dev/null && break
-  sleep 0.05
-done
+. "$(dirname "$0")/redis_lib.sh"
+start_redis
 
 "$S" serve --bind 127.0.0.1 --port 0 --threads 2 --log "$T/srv.log" > "$T/srv.out" &
 SRV_PID=$!

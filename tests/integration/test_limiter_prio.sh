@@ -20,17 +20,8 @@ command -v redis-server >/dev/null && command -v redis-cli >/dev/null ||
 scratch limprio
 . "$(dirname "$0")/proxy_lib.sh"
 
-free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
-}
-RPORT=$(free_port)
-redis-server --port "$RPORT" --bind 127.0.0.1 --save '' --appendonly no --daemonize no \
-  >"$T/redis.out" 2>&1 &
-for _ in $(seq 100); do
-  redis-cli -p "$RPORT" ping >/dev/null 2>&1 && break
-  sleep 0.05
-done
-redis_time() { redis-cli -p "$RPORT" time | tr -d '\r' | { read -r s; read -r u; echo $((s * 1000000 + u)); }; }
+. "$(dirname "$0")/redis_lib.sh"
+start_redis
 LIM="redis://127.0.0.1:$RPORT"
 
 # ---- 1. interactive through a proxy beside a saturating batch ----------------

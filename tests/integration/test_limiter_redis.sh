@@ -25,19 +25,7 @@ scratch limiter
 # cleanup also kills only live jobs of this shell (jobs -rp), never a
 # remembered pid that may belong to someone else by now.
 
-free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
-}
-start_redis() {
-  redis-server --port "$RPORT" --bind 127.0.0.1 --save '' --appendonly no --daemonize no \
-    >"$T/redis.out" 2>&1 &
-  RPID=$!
-  for _ in $(seq 1 100); do
-    python3 -c 'import socket,sys; socket.create_connection(("127.0.0.1",int(sys.argv[1])),0.2)' "$RPORT" 2>/dev/null && return 0
-    sleep 0.05
-  done
-  echo "redis-server did not start: $(cat "$T/redis.out")" >&2; exit 1
-}
+. "$(dirname "$0")/redis_lib.sh"
 # start_server NAME: stagger serve logging to $T/NAME.log; sets SPID, PORT.
 start_server() { _n=$1; shift; serve_start "$_n" --log "$T/$_n.log" "$@"; SPID=$SRV_PID; }
 # stop PID: SIGTERM it if it is still a running job of this shell, and reap it.
@@ -45,8 +33,6 @@ stop() {
   if serve_running "$1"; then kill "$1" 2>/dev/null || true; fi
   wait "$1" 2>/dev/null || true
 }
-# redis_time: Redis's clock (TIME) in microseconds.
-redis_time() { redis-cli -p "$RPORT" time | tr -d '\r' | { read -r s; read -r u; echo $((s * 1000000 + u)); }; }
 
 # run4 TAG ARGS...: 4 batch processes of 60 jobs each (keys TAG<n>-NNN in
 # $T/TAGkeys<n>.txt, databases $T/TAG<n>.db), 8 workers each, against

@@ -43,12 +43,8 @@ for i in range(n):
     open("%s/a%d.json" % (d, i), "w").write(json.dumps(body))
 EOF
 
-RPORT=$($PY -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()')
-redis-server --port "$RPORT" --bind 127.0.0.1 --save '' --appendonly no --daemonize no \
-  > "$T/redis.out" 2>&1 &
-RPID=$!
-wait_for redis-cli -p "$RPORT" ping > /dev/null 2>&1 ||
-  { echo "redis-server did not start: $(cat "$T/redis.out")" >&2; exit 1; }
+. "$HERE/redis_lib.sh"
+start_redis
 LIM="redis://127.0.0.1:$RPORT"
 db_q() { $PY -c 'import sqlite3, sys; print(sqlite3.connect(sys.argv[1]).execute(sys.argv[2]).fetchone()[0])' "$1" "$2"; }
 
