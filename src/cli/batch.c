@@ -92,6 +92,7 @@ static int opt_busy_any(cli_parser *p, const cli_opt *o, void *field, const char
 static int one_of(cli_parser *p, const char *v, const char *const *names, size_t n,
                   const char *expected, int *out)
 {
+    *out = -1; /* set on every path: gcc -O3 cannot see cli_opt_bad is never 0 */
     for (size_t i = 0; i < n; i++)
         if (names[i] && !strcmp(v, names[i])) {
             *out = (int)i;
