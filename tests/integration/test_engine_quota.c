@@ -23,7 +23,10 @@
  *    waiting for the quota gets what it frees first; two tenants of one
  *    class waiting for OpenAI's token quota share its tokens by weight
  *    (1:2 at equal cost, 1:1 at costs 2:1), one coming late included, and
- *    one that stops leaves its share;
+ *    one that stops leaves its share; waiters queue per group of routes
+ *    that share a quota: two routes of one key are ordered together (the
+ *    higher class of either first), routes of apart keys never wait for
+ *    each other, and the groups follow the keys learned while they wait;
  *  - with shared_quotas (a ledger shared with other processes; a fake
  *    here): each send is also asked there with its cost, a refusal there
  *    holds it back, and each ticket is settled exactly once with the
@@ -289,6 +292,145 @@ static void on_tenant_done(stg_engine *e, uint64_t id, const stg_result *r, void
     tenant_log *l = data;
     l->done++;
     l->failed += r->status != 200;
+}
+
+/* Wall-clock microseconds (the persona's fixed windows are aligned to
+ * it). */
+static int64_t wall_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/* Early in one of the persona's 2 s windows (aligned to the wall clock),
+ * so that what a test sends first shares it. */
+static void window_start(void)
+{
+    int64_t phase = wall_us() % STG_SEC(2);
+    if (phase > STG_MS(300))
+        usleep((useconds_t)(STG_SEC(2) - phase + STG_MS(50)));
+}
+
+static void submit_tagged(stg_engine *e, tenant_log *l, const char *url, int n, char tag,
+                          int priority)
+{
+    for (int i = 0; i < n; i++) {
+        stg_request rq = {.url = url, .priority = priority};
+        uint64_t id = 0;
+        assert_int_equal(stg_engine_submit(e, &rq, on_tenant_done, l, &id), STG_OK);
+        assert_true(l->n_ids < 160);
+        l->id[l->n_ids] = id;
+        l->tag[l->n_ids++] = tag;
+    }
+}
+
+/* An engine with the quotas that logs its grants (attempt starts) in l. */
+static stg_engine *grant_engine(tenant_log *l)
+{
+    memset(l, 0, sizeof *l);
+    stg_engine_config cfg = {.concurrency = 30, .quotas = true, .on_event = on_tenant_event,
+                             .event_data = l};
+    stg_engine *e = stg_engine_new(&cfg, NULL);
+    assert_non_null(e);
+    return e;
+}
+
+/* Run e until n grants (a hang guard of 30 s). */
+static void until_grants(stg_engine *e, const tenant_log *l, int n)
+{
+    for (int k = 0; k < 3000 && l->n < n; k++)
+        stg_engine_run(e, STG_MS(10));
+    assert_int_equal(l->n, n);
+}
+
+/* Two routes that share one quota key (issue #32): GitHub's core (6 per
+ * 2 s) serves /repos/a and /repos/b alike, and the engine knows it (one
+ * answer each first). Twelve batch requests to /repos/a spend what is left
+ * of the window and wait for its reset; four interactive ones to /repos/b
+ * come while they wait. They are ordered in one queue: after the reset
+ * the four go first, all of them before the next batch one (the floor,
+ * one pick in 20, is not reached by four). The grants are the attempts'
+ * starts, in order. With one queue per route the interactive ones were
+ * the last four grants (nnbbbbbbbbbbbbiiii). */
+static void test_quota_shared_key_by_class(void **state)
+{
+    (void)state;
+    server s;
+    static const char *const args[] = {"--dialect", "github", "--quota", "core=6/2s", NULL};
+    server_start(&s, args);
+    char ra[128], rb[128];
+    url_of(&s, "/repos/a", ra, sizeof ra);
+    url_of(&s, "/repos/b", rb, sizeof rb);
+    static tenant_log l;
+    stg_engine *e = grant_engine(&l);
+    window_start();
+    submit_tagged(e, &l, ra, 1, 'n', STG_PRIORITY_NORMAL);
+    assert_int_equal(stg_engine_drain(e), 0);
+    submit_tagged(e, &l, rb, 1, 'n', STG_PRIORITY_NORMAL);
+    assert_int_equal(stg_engine_drain(e), 0);
+    submit_tagged(e, &l, ra, 12, 'b', STG_PRIORITY_BATCH);
+    until_grants(e, &l, 6); /* the window's six */
+    int mark = l.n;
+    submit_tagged(e, &l, rb, 4, 'i', STG_PRIORITY_INTERACTIVE);
+    assert_int_equal(stg_engine_drain(e), 0);
+    stg_engine_free(e);
+    server_stop(&s);
+    server_cleanup(&s);
+    l.grant[l.n < 256 ? l.n : 255] = 0;
+    print_message("grants: %s (the reset at %d)\n", l.grant, mark);
+    assert_int_equal(l.done, 18);
+    assert_int_equal(l.failed, 0);
+    assert_int_equal(l.n, 18);
+    assert_memory_equal(l.grant, "nnbbbb", 6);
+    assert_memory_equal(l.grant + mark, "iiii", 4);
+}
+
+/* Keys learned while requests wait (the groups follow them): GitHub's
+ * core (6 per 2 s) and search (3 per 2 s), each route answered once.
+ * Twelve batch requests to /repos/a and six to /search/code spend their
+ * windows and wait in two queues (their keys apart). Then an interactive
+ * request to /users/x, a route never answered, so charged to every quota:
+ * it joins a queue, and the first head that asks merges the other one in.
+ * At the reset it is the first grant (its class, whatever queue its
+ * route's keys met); its answer tells that its route spends core only,
+ * and the queue splits again when its head asks. Every request succeeds
+ * (a search may be refused once and retried: the limiter lets a quota
+ * the unknown route's probe did not get a count for go without a gate
+ * until its own next answer). */
+static void test_quota_groups_follow_keys(void **state)
+{
+    (void)state;
+    server s;
+    static const char *const args[] = {"--dialect", "github", "--quota", "core=6/2s",
+                                       "--quota", "search=3/2s", NULL};
+    server_start(&s, args);
+    char core[128], search[128], users[128];
+    url_of(&s, "/repos/a", core, sizeof core);
+    url_of(&s, "/search/code", search, sizeof search);
+    url_of(&s, "/users/x", users, sizeof users);
+    static tenant_log l;
+    stg_engine *e = grant_engine(&l);
+    window_start();
+    submit_tagged(e, &l, core, 1, 'n', STG_PRIORITY_NORMAL);
+    assert_int_equal(stg_engine_drain(e), 0);
+    submit_tagged(e, &l, search, 1, 'n', STG_PRIORITY_NORMAL);
+    assert_int_equal(stg_engine_drain(e), 0);
+    submit_tagged(e, &l, core, 12, 'c', STG_PRIORITY_BATCH);
+    submit_tagged(e, &l, search, 6, 's', STG_PRIORITY_BATCH);
+    until_grants(e, &l, 9); /* the windows' 6 + 3 */
+    int mark = l.n;
+    submit_tagged(e, &l, users, 1, 'i', STG_PRIORITY_INTERACTIVE);
+    assert_int_equal(stg_engine_drain(e), 0);
+    stg_engine_free(e);
+    server_stop(&s);
+    server_cleanup(&s);
+    l.grant[l.n < 256 ? l.n : 255] = 0;
+    print_message("grants: %s (the reset at %d)\n", l.grant, mark);
+    assert_int_equal(l.done, 21);
+    assert_int_equal(l.failed, 0);
+    assert_true(l.n >= 21);
+    assert_int_equal(l.grant[mark], 'i');
 }
 
 static void submit_tenant(stg_engine *e, tenant_log *l, const char *url, int n, char tag,
@@ -600,6 +742,8 @@ int main(void)
         cmocka_unit_test_teardown(test_persona_github_resources, stop_leftovers),
         cmocka_unit_test_teardown(test_quota_by_class, stop_leftovers),
         cmocka_unit_test_teardown(test_quota_per_route, stop_leftovers),
+        cmocka_unit_test_teardown(test_quota_shared_key_by_class, stop_leftovers),
+        cmocka_unit_test_teardown(test_quota_groups_follow_keys, stop_leftovers),
         cmocka_unit_test_teardown(test_quota_by_tenant_weight, stop_leftovers),
         cmocka_unit_test_teardown(test_quota_by_tenant_cost, stop_leftovers),
         cmocka_unit_test_teardown(test_persona_openai_tokens, stop_leftovers),
