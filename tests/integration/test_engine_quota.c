@@ -213,13 +213,14 @@ static void test_quota_by_class(void **state)
     assert_true(after >= 4);
 }
 
-/* Quota waiters queue per route, as the quotas are kept: twelve requests
- * to /repos/a spend what is left of GitHub's core quota (6 per 2 s) and
- * seven of them wait for its reset; four to /search/code, whose search quota is free, arrive
- * while they wait (one search before, so that the engine knows the route's
- * quota). They do not wait behind core's head: all four are answered
- * before the first request that waited for core's reset (one queue per
- * host made them wait for it, then for the seven). */
+/* Quota waiters queue per group of routes that share a quota, as the
+ * quotas are kept: twelve requests to /repos/a spend what is left of
+ * GitHub's core quota (6 per 2 s) and seven of them wait for its reset;
+ * four to /search/code, whose search quota is free, arrive while they
+ * wait (one search before, so that the engine knows the route's quota).
+ * They do not wait behind core's head: all four are answered before the
+ * first request that waited for core's reset (one queue per host made
+ * them wait for it, then for the seven). */
 static void test_quota_per_route(void **state)
 {
     (void)state;
@@ -344,6 +345,29 @@ static void until_grants(stg_engine *e, const tenant_log *l, int n)
     assert_int_equal(l->n, n);
 }
 
+/* Early in a window, one answer of route a, then one of b (the engine
+ * learns which quotas each spends). */
+static void answer_each(stg_engine *e, tenant_log *l, const char *a, const char *b)
+{
+    window_start();
+    submit_tagged(e, l, a, 1, 'n', STG_PRIORITY_NORMAL);
+    assert_int_equal(stg_engine_drain(e), 0);
+    submit_tagged(e, l, b, 1, 'n', STG_PRIORITY_NORMAL);
+    assert_int_equal(stg_engine_drain(e), 0);
+}
+
+/* Drain e, free it and s, and print l's grants (mark: where the reset
+ * is). */
+static void grants_done(stg_engine *e, server *s, tenant_log *l, int mark)
+{
+    assert_int_equal(stg_engine_drain(e), 0);
+    stg_engine_free(e);
+    server_stop(s);
+    server_cleanup(s);
+    l->grant[l->n < 256 ? l->n : 255] = 0;
+    print_message("grants: %s (the reset at %d)\n", l->grant, mark);
+}
+
 /* Two routes that share one quota key (issue #32): GitHub's core (6 per
  * 2 s) serves /repos/a and /repos/b alike, and the engine knows it (one
  * answer each first). Twelve batch requests to /repos/a spend what is left
@@ -364,21 +388,12 @@ static void test_quota_shared_key_by_class(void **state)
     url_of(&s, "/repos/b", rb, sizeof rb);
     static tenant_log l;
     stg_engine *e = grant_engine(&l);
-    window_start();
-    submit_tagged(e, &l, ra, 1, 'n', STG_PRIORITY_NORMAL);
-    assert_int_equal(stg_engine_drain(e), 0);
-    submit_tagged(e, &l, rb, 1, 'n', STG_PRIORITY_NORMAL);
-    assert_int_equal(stg_engine_drain(e), 0);
+    answer_each(e, &l, ra, rb);
     submit_tagged(e, &l, ra, 12, 'b', STG_PRIORITY_BATCH);
     until_grants(e, &l, 6); /* the window's six */
     int mark = l.n;
     submit_tagged(e, &l, rb, 4, 'i', STG_PRIORITY_INTERACTIVE);
-    assert_int_equal(stg_engine_drain(e), 0);
-    stg_engine_free(e);
-    server_stop(&s);
-    server_cleanup(&s);
-    l.grant[l.n < 256 ? l.n : 255] = 0;
-    print_message("grants: %s (the reset at %d)\n", l.grant, mark);
+    grants_done(e, &s, &l, mark);
     assert_int_equal(l.done, 18);
     assert_int_equal(l.failed, 0);
     assert_int_equal(l.n, 18);
@@ -411,22 +426,13 @@ static void test_quota_groups_follow_keys(void **state)
     url_of(&s, "/users/x", users, sizeof users);
     static tenant_log l;
     stg_engine *e = grant_engine(&l);
-    window_start();
-    submit_tagged(e, &l, core, 1, 'n', STG_PRIORITY_NORMAL);
-    assert_int_equal(stg_engine_drain(e), 0);
-    submit_tagged(e, &l, search, 1, 'n', STG_PRIORITY_NORMAL);
-    assert_int_equal(stg_engine_drain(e), 0);
+    answer_each(e, &l, core, search);
     submit_tagged(e, &l, core, 12, 'c', STG_PRIORITY_BATCH);
     submit_tagged(e, &l, search, 6, 's', STG_PRIORITY_BATCH);
     until_grants(e, &l, 9); /* the windows' 6 + 3 */
     int mark = l.n;
     submit_tagged(e, &l, users, 1, 'i', STG_PRIORITY_INTERACTIVE);
-    assert_int_equal(stg_engine_drain(e), 0);
-    stg_engine_free(e);
-    server_stop(&s);
-    server_cleanup(&s);
-    l.grant[l.n < 256 ? l.n : 255] = 0;
-    print_message("grants: %s (the reset at %d)\n", l.grant, mark);
+    grants_done(e, &s, &l, mark);
     assert_int_equal(l.done, 21);
     assert_int_equal(l.failed, 0);
     assert_true(l.n >= 21);
