@@ -3,13 +3,13 @@
  * breaker (a wait or BREAKER_OPEN), the servers' quotas (cfg.quotas: a
  * reservation of the request's cost, or a wait that holds no slot, in
  * the quota queue of its route's group at its host: fair, core/fairq.h,
- * only its head asks), the
- * limiter (a reservation that holds its slot until its instant), the pace
- * queue of a rate reserved a horizon ahead (fair: class, then tenant, core/
- * fairq.h). Then the attempt on a pooled handle. Due timers
- * go to their next state here too. Its moves are made through
- * engine_state.c (whose table they must be rows of); it never calls
- * completion (engine_done.c): a request it ends goes to engine_finish.c.
+ * only its head asks), the limiter (a reservation that holds its slot
+ * until its instant), the pace queue of a rate reserved a horizon ahead
+ * (fair: class, then tenant, core/fairq.h). Then the attempt on a pooled
+ * handle. Due timers go to their next state here too. Its moves are made
+ * through engine_state.c (whose table they must be rows of); it never
+ * calls completion (engine_done.c): a request it ends goes to
+ * engine_finish.c.
  *
  * Invariants:
  *  - a send starts only from start_attempt, after the limiter admitted it
@@ -346,7 +346,10 @@ static void start_attempt(stg_engine *e, req *r)
  * newcomers, each finding its own group; any other queue of the host
  * sharing a quota with what is left moves in, its members keeping their
  * class and tenant (their tags are taken anew), its head waiting behind
- * like the others. Keys kept old only ever group more, never less.
+ * like the others. Keys kept old only ever group more, never less. The
+ * price of a group: a member waits for its head's turn even when the
+ * quotas its own route does not share with the head's would admit it (as
+ * members of one route always did, for a larger cost).
  *
  * Invariants: r->quota_waiting exactly while r->qfq is in r->qq's fair
  * queue, counted in r->qq->sets[r->qset]; the head is a member, and every
