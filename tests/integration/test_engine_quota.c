@@ -368,20 +368,20 @@ static void grants_done(stg_engine *e, server *s, tenant_log *l, int mark)
     print_message("grants: %s (the reset at %d)\n", l->grant, mark);
 }
 
-/* Two routes that share one quota key (issue #32): GitHub's core (6 per
- * 2 s) serves /repos/a and /repos/b alike, and the engine knows it (one
- * answer each first). Twelve batch requests to /repos/a spend what is left
- * of the window and wait for its reset; four interactive ones to /repos/b
- * come while they wait. They are ordered in one queue: after the reset
- * the four go first, all of them before the next batch one (the floor,
- * one pick in 20, is not reached by four). The grants are the attempts'
- * starts, in order. With one queue per route the interactive ones were
- * the last four grants (nnbbbbbbbbbbbbiiii). */
-static void test_quota_shared_key_by_class(void **state)
+/* Two routes that share one quota key (issue #32): GitHub's core (quota
+ * per 2 s) serves /repos/a and /repos/b alike, and the engine knows it
+ * (one answer each first). n_batch batch requests to /repos/a spend what
+ * is left of the window and wait for its reset; n_inter interactive ones
+ * to /repos/b come while they wait. They are ordered in one queue: after
+ * the reset the interactive ones go first, but for the floor (the batch
+ * class gets the pick after 19 of the others'): the grants from the reset
+ * on begin with `after`. The grants are the attempts' starts, in order. */
+static void shared_key_by_class(int quota, int n_batch, int n_inter, const char *after)
 {
-    (void)state;
     server s;
-    static const char *const args[] = {"--dialect", "github", "--quota", "core=6/2s", NULL};
+    char spec[32];
+    snprintf(spec, sizeof spec, "core=%d/2s", quota);
+    const char *const args[] = {"--dialect", "github", "--quota", spec, NULL};
     server_start(&s, args);
     char ra[128], rb[128];
     url_of(&s, "/repos/a", ra, sizeof ra);
@@ -389,16 +389,35 @@ static void test_quota_shared_key_by_class(void **state)
     static tenant_log l;
     stg_engine *e = grant_engine(&l);
     answer_each(e, &l, ra, rb);
-    submit_tagged(e, &l, ra, 12, 'b', STG_PRIORITY_BATCH);
-    until_grants(e, &l, 6); /* the window's six */
+    submit_tagged(e, &l, ra, n_batch, 'b', STG_PRIORITY_BATCH);
+    until_grants(e, &l, quota); /* the window's */
     int mark = l.n;
-    submit_tagged(e, &l, rb, 4, 'i', STG_PRIORITY_INTERACTIVE);
+    submit_tagged(e, &l, rb, n_inter, 'i', STG_PRIORITY_INTERACTIVE);
     grants_done(e, &s, &l, mark);
-    assert_int_equal(l.done, 18);
+    assert_int_equal(l.done, 2 + n_batch + n_inter);
     assert_int_equal(l.failed, 0);
-    assert_int_equal(l.n, 18);
-    assert_memory_equal(l.grant, "nnbbbb", 6);
-    assert_memory_equal(l.grant + mark, "iiii", 4);
+    assert_int_equal(l.n, 2 + n_batch + n_inter);
+    assert_memory_equal(l.grant, "nn", 2);
+    for (int i = 2; i < mark; i++)
+        assert_int_equal(l.grant[i], 'b');
+    assert_memory_equal(l.grant + mark, after, strlen(after));
+}
+
+/* Six per window, twelve batch and four interactive: the four are the
+ * reset's first four grants. With one queue per route they were the last
+ * four (nnbbbbbbbbbbbbiiii). */
+static void test_quota_shared_key_by_class(void **state)
+{
+    (void)state;
+    shared_key_by_class(6, 12, 4, "iiii");
+}
+
+/* Thirty per window, 40 batch and 25 interactive: the floor's pick goes to
+ * batch after 19 interactive grants, then the interactive ones again. */
+static void test_quota_shared_key_floor(void **state)
+{
+    (void)state;
+    shared_key_by_class(30, 40, 25, "iiiiiiiiiiiiiiiiiiibiiiiii");
 }
 
 /* Keys learned while requests wait (the groups follow them): GitHub's
@@ -749,6 +768,7 @@ int main(void)
         cmocka_unit_test_teardown(test_quota_by_class, stop_leftovers),
         cmocka_unit_test_teardown(test_quota_per_route, stop_leftovers),
         cmocka_unit_test_teardown(test_quota_shared_key_by_class, stop_leftovers),
+        cmocka_unit_test_teardown(test_quota_shared_key_floor, stop_leftovers),
         cmocka_unit_test_teardown(test_quota_groups_follow_keys, stop_leftovers),
         cmocka_unit_test_teardown(test_quota_by_tenant_weight, stop_leftovers),
         cmocka_unit_test_teardown(test_quota_by_tenant_cost, stop_leftovers),
