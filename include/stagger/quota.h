@@ -249,6 +249,23 @@ STG_API int stg_quota_cancel(stg_quota *q, const char *host, stg_quota_ticket *t
 STG_API int stg_quota_host_get(stg_quota *q, const char *host, int64_t now_us,
                                stg_quota_host_info *info);
 
+/* Which of host's quotas a request of route (e.g. "GET /repos/x/y"; NULL:
+ * not known) is charged to now, as stg_quota_acquire would charge it: the
+ * quotas of the keys the route's answers named and the host's own (key
+ * ""), or, for a route not mapped yet, every quota the host holds. Each
+ * quota is named by an id of its own, never reused by this limiter (a
+ * quota forgotten and learned again gets a new one), so that a caller can
+ * tell whether two routes share a quota (the engine orders the waiters of
+ * routes that share one in one queue). Routes are learned from answers,
+ * so the answer can change with the next settle. Writes at most max ids,
+ * in no particular order, to ids[0..*n) (STG_QUOTA_TICKET_MAX always
+ * suffice); a host never seen, or that announced no quota, gives *n = 0.
+ * Changes nothing (no route or quota becomes more recently used). Strings
+ * are borrowed. Returns STG_OK or STG_EINVAL (q, host or n NULL, or ids
+ * NULL with max > 0). Thread-safe. */
+STG_API int stg_quota_route_ids(stg_quota *q, const char *host, const char *route,
+                                uint64_t *ids, size_t max, size_t *n);
+
 /* One quota as the limiter holds it (stg_quota_each): what the server
  * announced beside what stagger reserved. -1: not known. */
 typedef struct stg_quota_view {

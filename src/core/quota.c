@@ -275,6 +275,14 @@ static bool route_has(const route *r, uint64_t uid)
     return false;
 }
 
+/* Is a request of route r (NULL: not mapped) charged to e? A known route:
+ * its keys and the host's own (""); an unknown one: every quota. The one
+ * rule of acquire and stg_quota_route_ids. */
+static bool charged(const route *r, const qent *e)
+{
+    return e->uid && !(r && e->key[0] && !route_has(r, e->uid));
+}
+
 /* Units are compared with "" read as "requests" (the IETF default). */
 static const char *unit_of(const char *u)
 {
@@ -566,8 +574,7 @@ int stg_quota_acquire_demand(stg_quota *q, const char *hostname, const char *rou
     int n = 0;
     for (int64_t i = 0; i < q->max_keys; i++) {
         qent *e = &h->q[i];
-        /* A known route: its keys and the host's; an unknown one: all. */
-        if (!e->uid || (r && e->key[0] && !route_has(r, e->uid)))
+        if (!charged(r, e))
             continue;
         renew(e, now_us);
         refill(e, now_us);
@@ -1096,6 +1103,23 @@ int stg_quota_host_get(stg_quota *q, const char *hostname, int64_t now_us,
             info->routes += h->r[i].name != NULL;
         if (h->pause_until != NEVER && h->pause_until > now_us)
             info->paused_for_us = h->pause_until - now_us;
+    }
+    pthread_mutex_unlock(&q->lock);
+    return STG_OK;
+}
+
+int stg_quota_route_ids(stg_quota *q, const char *hostname, const char *route_name,
+                        uint64_t *ids, size_t max, size_t *n)
+{
+    if (!q || !hostname || !n || (!ids && max > 0))
+        return STG_EINVAL;
+    *n = 0;
+    pthread_mutex_lock(&q->lock);
+    host *h = host_find(q, hostname);
+    const route *r = h && route_name ? route_find(q, h, route_name) : NULL;
+    for (int64_t i = 0; h && i < q->max_keys && *n < max; i++) {
+        if (charged(r, &h->q[i]))
+            ids[(*n)++] = h->q[i].uid;
     }
     pthread_mutex_unlock(&q->lock);
     return STG_OK;

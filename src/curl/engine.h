@@ -29,8 +29,9 @@
  * host->pace_fq) is an order, not a place: its head (host->pace_head) is
  * in the retry queue or a W_PACE timer while it asks the limiter, the
  * others are in PACE_Q. A wait for its host's quotas (`quota_waiting`,
- * r->qq, one queue per route) is the same: its head (qq->head) asks the
- * quotas (the retry queue, a W_QUOTA timer, anywhere admission takes it),
+ * r->qq, one queue per group of routes that share a quota) is the same:
+ * its head (qq->head) asks the quotas (the retry queue, a W_QUOTA timer,
+ * anywhere admission takes it),
  * the others wait in a W_QUOTA_Q timer (their deadline) until promoted;
  * its item is r->qfq, not r->fq (a quota waiter may wait in CONC_Q too).
  *
@@ -155,13 +156,15 @@ typedef struct req {
     size_t n_cost;
     stg_quota_ticket *qt;
     bool quota_held;
-    bool quota_waiting; /* in its route's quota queue (qfq in qq->fq):
-                           refused by the quotas, or come while others
-                           wait for them, not yet granted; the queue's
-                           head (qq->head) is the one that asks,
-                           the others wait in W_QUOTA_Q (engine_admit.c) */
+    bool quota_waiting; /* in its quota queue (qfq in qq->fq): refused by
+                           the quotas, or come while others that share one
+                           of its route's quotas wait for them, not yet
+                           granted; the queue's head (qq->head) is the one
+                           that asks, the others wait in W_QUOTA_Q
+                           (engine_admit.c) */
+    unsigned char qset; /* its key set in qq->sets (quota_waiting) */
     stg__fq_item qfq;
-    struct stg__quota_q *qq; /* the route's queue qfq is in (quota_waiting) */
+    struct stg__quota_q *qq; /* the queue qfq is in (quota_waiting) */
     /* With cfg.shared_quotas: the shared ledger's ticket of the current
      * send (held with quota_held, settled with it; NULL: none). */
     void *sq;

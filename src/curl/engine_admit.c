@@ -2,13 +2,14 @@
  * Admission: what stands between a ready request and its next send: the
  * breaker (a wait or BREAKER_OPEN), the servers' quotas (cfg.quotas: a
  * reservation of the request's cost, or a wait that holds no slot, in
- * its host's quota queue: fair, core/fairq.h, only its head asks), the
- * limiter (a reservation that holds its slot until its instant), the pace
- * queue of a rate reserved a horizon ahead (fair: class, then tenant, core/
- * fairq.h). Then the attempt on a pooled handle. Due timers
- * go to their next state here too. Its moves are made through
- * engine_state.c (whose table they must be rows of); it never calls
- * completion (engine_done.c): a request it ends goes to engine_finish.c.
+ * the quota queue of its route's group at its host: fair, core/fairq.h,
+ * only its head asks), the limiter (a reservation that holds its slot
+ * until its instant), the pace queue of a rate reserved a horizon ahead
+ * (fair: class, then tenant, core/fairq.h). Then the attempt on a pooled
+ * handle. Due timers go to their next state here too. Its moves are made
+ * through engine_state.c (whose table they must be rows of); it never
+ * calls completion (engine_done.c): a request it ends goes to
+ * engine_finish.c.
  *
  * Invariants:
  *  - a send starts only from start_attempt, after the limiter admitted it
@@ -299,30 +300,55 @@ static void start_attempt(stg_engine *e, req *r)
 /* The quota limiter's default probe wait (stg_quota_config.probe_wait_us). */
 #define QUOTA_POLL_US STG_MS(20)
 
-/* ---- the quotas' waiters: one fair queue per host and route --------------
+/* ---- the quotas' waiters: one fair queue per group of routes that share
+ * a quota --------------------------------------------------------------
  *
- * A request the quotas refused, and one that comes while others of its
- * route wait for them, waits in its route's quota queue at its host
- * (stg__quota_q, internal.h; core/fairq.h: classes strictly by
- * number with the floor, then tenants by weight), and only its pick, the
- * head, asks the quotas: from a W_QUOTA timer (the quota's wait, or
- * QUOTA_POLL_US behind a probe), the others in a W_QUOTA_Q timer at their
- * deadline (the instant they end if never promoted), holding nothing.
- * When the head is granted (a pick) or leaves, the next pick goes to the
- * front of the retry queue and asks at once; a head whose turn comes while
- * a better pick waits (a higher class, a tenant's turn, the floor's) steps
- * back for it. So what a quota frees goes by class and tenant weight (in
- * cost: quota_share_cost), not to whoever polls first, and nobody polls
- * between two grants. Per route, as the quotas are: a request whose
- * route's quotas are free never waits behind another route's head (two
- * routes that share a quota key are ordered each in its own queue, and
- * their heads ask the shared quota in turn).
+ * A request the quotas refused, and one that comes while others that
+ * share one of its route's quotas wait for them, waits in their quota
+ * queue at its host (stg__quota_q, internal.h; core/fairq.h: classes
+ * strictly by number with the floor, then tenants by weight), and only
+ * its pick, the head, asks the quotas: from a W_QUOTA timer (the quota's
+ * wait, or QUOTA_POLL_US behind a probe), the others in a W_QUOTA_Q timer
+ * at their deadline (the instant they end if never promoted), holding
+ * nothing. When the head is granted (a pick) or leaves, the next pick goes
+ * to the front of the retry queue and asks at once; a head whose turn
+ * comes while a better pick waits (a higher class, a tenant's turn, the
+ * floor's) steps back for it. So what a quota frees goes by class and
+ * tenant weight (in cost: quota_share_cost), not to whoever polls first,
+ * and nobody polls between two grants.
+ *
+ * Which queue: the quotas are per route (the quota limiter maps a route to
+ * the keys the server named for it, an unknown route to all of them), so
+ * the queues are per group of routes that share one: a request joins the
+ * queue some of whose waiters are charged to a quota its route is charged
+ * to (stg_quota_route_ids; none known, the host's cold probe or global
+ * pause, counts as all), else it asks alone. Routes that share a key are
+ * ordered together, whatever route a higher class came by; a request
+ * whose route's quotas are all free of waiters never waits behind another
+ * group's head (an embeddings call does not wait for a chat route's token
+ * reset when the server keys them apart).
+ *
+ * A route's keys are learned from answers and change while requests wait
+ * (an unknown route is charged to every key, a known one to its own). A
+ * member keeps the keys it joined with (sets[r->qset]) until it asks; the
+ * head's are taken again each time it asks (quota_regroup), and then the
+ * queue splits and merges: the members whose keys no longer connect to
+ * the head's (through the queue's other sets) leave it and ask again as
+ * newcomers, each finding its own group; any other queue of the host
+ * sharing a quota with what is left moves in, its members keeping their
+ * class and tenant (their tags are taken anew), its head waiting behind
+ * like the others. Keys kept old only ever group more, never less. The
+ * price of a group: a member waits for its head's turn even when the
+ * quotas its own route does not share with the head's would admit it (as
+ * members of one route always did, for a larger cost).
  *
  * Invariants: r->quota_waiting exactly while r->qfq is in r->qq's fair
- * queue; the head is a member, and every other member is in a W_QUOTA_Q
- * timer; a queue in its host's list has a head (quota_out promotes the
- * next whenever the head leaves, and frees a queue left empty); a member
- * holds no quota reservation. */
+ * queue, counted in r->qq->sets[r->qset]; the head is a member, and every
+ * other member is in a W_QUOTA_Q timer or on its way to quota_gate (the
+ * retry queue: a head whose queue was merged into another); a queue in
+ * its host's list has a head (quota_out promotes the next whenever the
+ * head leaves, and frees a queue left empty); a member holds no quota
+ * reservation. */
 
 /* What r's turn costs its tenant in the quota queue: its largest amount
  * in any unit (stated, or estimated for an AI API request: its tokens),
@@ -340,46 +366,168 @@ static double quota_share_cost(const req *r)
     return (double)most;
 }
 
-/* The queue of route's waiters at h, NULL when none waits. */
-static stg__quota_q *quota_q_of(const stg__host *h, const char *route)
+/* The quotas a request of route at h is charged to now (no id: none
+ * announced yet, which stands for all of them). */
+static void quota_keys_of(stg_quota *lim, const stg__host *h, const char *route,
+                          stg__quota_keys *k)
+{
+    size_t n = 0;
+    if (stg_quota_route_ids(lim, h->key, route, k->id, STG_QUOTA_TICKET_MAX, &n) != STG_OK)
+        n = 0;
+    k->n = (unsigned)n;
+    k->members = 0;
+}
+
+static bool keys_has(const stg__quota_keys *k, uint64_t id)
+{
+    for (unsigned i = 0; i < k->n; i++)
+        if (k->id[i] == id)
+            return true;
+    return false;
+}
+
+/* Do a and b share a quota? No id stands for every quota. */
+static bool keys_meet(const stg__quota_keys *a, const stg__quota_keys *b)
+{
+    if (!a->n || !b->n)
+        return true;
+    for (unsigned i = 0; i < a->n; i++)
+        if (keys_has(b, a->id[i]))
+            return true;
+    return false;
+}
+
+static bool keys_same(const stg__quota_keys *a, const stg__quota_keys *b)
+{
+    if (a->n != b->n)
+        return false;
+    for (unsigned i = 0; i < a->n; i++)
+        if (!keys_has(b, a->id[i]))
+            return false;
+    return true;
+}
+
+/* a takes b's ids too (past STG_QUOTA_TICKET_MAX, or b none: every
+ * quota). */
+static void keys_add(stg__quota_keys *a, const stg__quota_keys *b)
+{
+    if (!b->n)
+        a->n = 0;
+    for (unsigned i = 0; a->n && i < b->n; i++) {
+        if (keys_has(a, b->id[i]))
+            continue;
+        if (a->n == STG_QUOTA_TICKET_MAX)
+            a->n = 0;
+        else
+            a->id[a->n++] = b->id[i];
+    }
+}
+
+/* Do some of q's waiters share a quota with k? */
+static bool quota_q_meets(const stg__quota_q *q, const stg__quota_keys *k)
+{
+    for (int i = 0; i < STG__QUOTA_Q_SETS; i++)
+        if (q->sets[i].members && keys_meet(&q->sets[i], k))
+            return true;
+    return false;
+}
+
+/* The slot of q a member with keys k counts in: the one with the same
+ * ids, else a free one, else the last one, widened to k's too. */
+static int quota_q_slot(stg__quota_q *q, const stg__quota_keys *k)
+{
+    int free_i = -1;
+    for (int i = 0; i < STG__QUOTA_Q_SETS; i++) {
+        if (q->sets[i].members && keys_same(&q->sets[i], k))
+            return i;
+        if (!q->sets[i].members && free_i < 0)
+            free_i = i;
+    }
+    if (free_i < 0) {
+        keys_add(&q->sets[STG__QUOTA_Q_SETS - 1], k);
+        return STG__QUOTA_Q_SETS - 1;
+    }
+    q->sets[free_i] = *k;
+    q->sets[free_i].members = 0;
+    return free_i;
+}
+
+void stg__eng_quota_q_free(stg__quota_q *q)
+{
+    stg__fq_free(q->fq);
+    free(q->fq);
+    free(q);
+}
+
+/* A new, empty queue at h (NULL when out of memory). */
+static stg__quota_q *quota_q_new(stg__host *h)
+{
+    stg__quota_q *q = calloc(1, sizeof *q);
+    if (!q)
+        return NULL;
+    if (!(q->fq = malloc(sizeof *q->fq))) {
+        free(q);
+        return NULL;
+    }
+    stg__fq_init(q->fq, 0);
+    q->next = h->quota_qs;
+    h->quota_qs = q;
+    return q;
+}
+
+/* q (empty) leaves h's list and is freed. */
+static void quota_q_drop(stg__host *h, stg__quota_q *q)
+{
+    STG_ASSERT(!q->fq->n);
+    stg__quota_q **pp = &h->quota_qs;
+    while (*pp != q)
+        pp = &(*pp)->next;
+    *pp = q->next;
+    stg__eng_quota_q_free(q);
+}
+
+/* The queue at h some of whose waiters share a quota with k (the first:
+ * the others that do are merged into it when its head asks), NULL when
+ * none. */
+static stg__quota_q *quota_q_of(const stg__host *h, const stg__quota_keys *k)
 {
     for (stg__quota_q *q = h->quota_qs; q; q = q->next)
-        if (strcmp(q->route, route) == 0)
+        if (quota_q_meets(q, k))
             return q;
     return NULL;
 }
 
-/* r joins its route's quota queue at h (made if none waits). False when
- * out of memory. */
-static bool quota_push(stg__host *h, const char *route, req *r)
+/* r joins q with its keys k (q NULL: a new queue). False when out of
+ * memory (then r is in none). */
+static bool quota_join(stg__host *h, stg__quota_q *q, const stg__quota_keys *k, req *r)
 {
-    stg__quota_q *q = quota_q_of(h, route);
-    if (!q) {
-        size_t n = strlen(route);
-        if (!(q = calloc(1, sizeof *q + n + 1)))
-            return false;
-        if (!(q->fq = malloc(sizeof *q->fq))) {
-            free(q);
-            return false;
-        }
-        stg__fq_init(q->fq, 0);
-        memcpy(q->route, route, n + 1);
-        q->next = h->quota_qs;
-        h->quota_qs = q;
-    }
+    bool made = !q;
+    if (!q && !(q = quota_q_new(h)))
+        return false;
     stg_class c = req_class(r);
     if (stg__fq_push_cost(q->fq, &r->qfq, &c, quota_share_cost(r)) != STG_OK) {
-        if (!q->head && !q->fq->n) { /* made just now */
-            h->quota_qs = q->next;
-            stg__fq_free(q->fq);
-            free(q->fq);
-            free(q);
-        }
+        if (made)
+            quota_q_drop(h, q);
         return false;
     }
+    int i = quota_q_slot(q, k);
+    q->sets[i].members++;
+    r->qset = (unsigned char)i;
     r->quota_waiting = true;
     r->qq = q;
     return true;
+}
+
+/* r leaves its queue's fair queue and key sets: served (a pick) or not.
+ * Its queue's head is the caller's to see to. */
+static void quota_unlink(req *r, bool served)
+{
+    stg__quota_q *q = r->qq;
+    stg__eng_fq_leave(q->fq, &r->qfq, served);
+    STG_ASSERT(q->sets[r->qset].members > 0);
+    q->sets[r->qset].members--;
+    r->quota_waiting = false;
+    r->qq = NULL;
 }
 
 /* The queue's next pick becomes its head: from its W_QUOTA_Q timer to the
@@ -394,34 +542,143 @@ static void quota_next(stg_engine *e, stg__quota_q *q)
     }
 }
 
-/* r leaves its route's quota queue: granted (a pick of the fair queue) or
- * not (it ends); if it was the head, the next one asks; a queue left
- * empty is freed. */
+/* r leaves its quota queue: granted (a pick of the fair queue) or not (it
+ * ends); if it was the head, the next one asks; a queue left empty is
+ * freed. */
 static void quota_out(stg_engine *e, req *r, bool served)
 {
     if (!r->quota_waiting)
         return;
     stg__quota_q *q = r->qq;
-    stg__eng_fq_leave(q->fq, &r->qfq, served);
-    r->quota_waiting = false;
-    r->qq = NULL;
+    quota_unlink(r, served);
     if (q->head == r)
         quota_next(e, q);
     if (!q->head) {
         STG_ASSERT(!q->fq->n); /* a queue with waiters has a head */
-        stg__quota_q **pp = &r->host->quota_qs;
-        while (*pp != q)
-            pp = &(*pp)->next;
-        *pp = q->next;
-        stg__fq_free(q->fq);
-        free(q->fq);
-        free(q);
+        quota_q_drop(r->host, q);
     }
 }
 
 void stg__eng_quota_unwait(stg_engine *e, req *r)
 {
     quota_out(e, r, false);
+}
+
+/* m, out of its quota queue, asks again as one that comes now: from a
+ * quota timer (W_QUOTA_Q, or a head's W_QUOTA) to the front of the retry
+ * queue; from anywhere else it is on its way to admission already. */
+static void quota_again(stg_engine *e, req *m)
+{
+    if (m->where == RQ_TIMER && (m->wait == W_QUOTA_Q || m->wait == W_QUOTA)) {
+        stg__eng_untimer(e, m);
+        stg__eng_requeue(e, m, true);
+    }
+}
+
+static int by_arrival(const void *a, const void *b)
+{
+    const req *x = *(req *const *)a, *y = *(req *const *)b;
+    return x->qfq.seq < y->qfq.seq ? -1 : x->qfq.seq > y->qfq.seq;
+}
+
+/* q's members in their order of arrival: a new array of q->fq->n (NULL
+ * when out of memory). */
+static req **quota_members(const stg__quota_q *q)
+{
+    size_t n = q->fq->n, k = 0;
+    req **v = malloc((n ? n : 1) * sizeof *v);
+    if (!v)
+        return NULL;
+    for (int ci = 0; ci < STG_N_PRIORITIES; ci++)
+        for (stg__fq_flow *f = q->fq->c[ci].flows; f; f = f->next)
+            for (stg__fq_item *it = f->head; it; it = it->next)
+                v[k++] = qfq_req(it);
+    STG_ASSERT(k == n);
+    qsort(v, n, sizeof *v, by_arrival);
+    return v;
+}
+
+/* Every member of o moves into q, in o's order of arrival, keeping its
+ * class, tenant and keys; o's head waits behind q's (it asks again and
+ * finds itself a member), and o is freed. A member that cannot move (out
+ * of memory) asks again as a newcomer. False, nothing moved, when out of
+ * memory. */
+static bool quota_merge(stg_engine *e, stg__host *h, stg__quota_q *q, stg__quota_q *o)
+{
+    req **v = quota_members(o);
+    if (!v)
+        return false;
+    size_t n = o->fq->n;
+    req *oh = o->head;
+    for (size_t j = 0; j < n; j++) {
+        req *m = v[j];
+        stg__quota_keys k = o->sets[m->qset];
+        quota_unlink(m, false);
+        if (!quota_join(h, q, &k, m) || m == oh)
+            quota_again(e, m);
+    }
+    free(v);
+    o->head = NULL;
+    quota_q_drop(h, o);
+    return true;
+}
+
+/* r, q's head, asks the quotas with the keys its route has now (k): its
+ * queue is made to fit them. Members whose keys no longer connect to r's,
+ * through the keys of the others, leave and ask again, each to find its
+ * own group; then any other queue of h that shares a quota with what is
+ * left moves in (quota_merge). */
+static void quota_regroup(stg_engine *e, stg__host *h, stg__quota_q *q, req *r,
+                          const stg__quota_keys *k)
+{
+    if (!keys_same(&q->sets[r->qset], k)) {
+        q->sets[r->qset].members--;
+        int i = quota_q_slot(q, k);
+        q->sets[i].members++;
+        r->qset = (unsigned char)i;
+    }
+    /* The sets connected to r's, and every quota they hold. */
+    bool in[STG__QUOTA_Q_SETS] = {false};
+    in[r->qset] = true;
+    stg__quota_keys all = q->sets[r->qset];
+    bool grew = true, apart = false;
+    while (grew) {
+        grew = apart = false;
+        for (int i = 0; i < STG__QUOTA_Q_SETS; i++) {
+            if (!q->sets[i].members || in[i])
+                continue;
+            if (keys_meet(&all, &q->sets[i])) {
+                in[i] = grew = true;
+                keys_add(&all, &q->sets[i]);
+            } else {
+                apart = true;
+            }
+        }
+    }
+    req **v = apart ? quota_members(q) : NULL;
+    if (v) {
+        /* Backwards: each goes to the front of the retry queue, so they
+         * ask again in their order of arrival. */
+        for (size_t j = q->fq->n; j-- > 0;)
+            if (!in[v[j]->qset]) {
+                STG_ASSERT(v[j] != r);
+                quota_unlink(v[j], false);
+                quota_again(e, v[j]);
+            }
+        free(v);
+    }
+    for (bool merged = true; merged;) {
+        merged = false;
+        for (stg__quota_q *o = h->quota_qs; o; o = o->next) {
+            if (o == q || !quota_q_meets(o, &all))
+                continue;
+            for (int i = 0; i < STG__QUOTA_Q_SETS; i++)
+                if (o->sets[i].members)
+                    keys_add(&all, &o->sets[i]);
+            merged = quota_merge(e, h, q, o);
+            break; /* o is gone: the list again */
+        }
+    }
 }
 
 /* r (in RQ_NONE, not the head) waits behind the head, until promoted or
@@ -452,13 +709,22 @@ static bool quota_gate(stg_engine *e, req *r, int64_t left)
     stg__host *h = r->host;
     char route[512];
     stg__eng_route(r, route, sizeof route);
-    stg__quota_q *wq = quota_q_of(h, route);
-    STG_ASSERT(!r->quota_waiting || r->qq == wq);
+    /* The quotas its route is charged to now: asked only when others wait
+     * (to find their group), or to start one. */
+    stg__quota_keys k;
+    k.n = 0;
+    bool have_k = r->quota_waiting || h->quota_qs;
+    if (have_k)
+        quota_keys_of(q, h, route, &k);
+    stg__quota_q *wq = r->quota_waiting ? r->qq : h->quota_qs ? quota_q_of(h, &k) : NULL;
     STG_ASSERT(!wq || wq->head); /* a queue in the list has a head */
+    STG_ASSERT(!r->quota_waiting || wq->sets[r->qset].members > 0);
+    if (wq && wq->head == r)
+        quota_regroup(e, h, wq, r, &k); /* its keys may have changed */
     if (wq && wq->head != r) {
-        /* Others wait for this route's quotas: with them, in their fair
-         * order. */
-        if (!r->quota_waiting && !quota_push(h, route, r)) {
+        /* Others wait for quotas its route shares: with them, in their
+         * fair order. */
+        if (!r->quota_waiting && !quota_join(h, wq, &k, r)) {
             stg__eng_pace_leave(e, r);
             snprintf(r->errtext, sizeof r->errtext, "out of memory");
             stg__eng_finish(e, r, STG_REASON_CANCELLED);
@@ -546,7 +812,9 @@ static bool quota_gate(stg_engine *e, req *r, int64_t left)
         stg__eng_emit(e, &ev);
     }
     /* r is the head: it was, or none waited (then it is alone). */
-    if (!r->quota_waiting && !quota_push(h, route, r)) {
+    if (!have_k)
+        quota_keys_of(q, h, route, &k);
+    if (!r->quota_waiting && !quota_join(h, NULL, &k, r)) {
         snprintf(r->errtext, sizeof r->errtext, "out of memory");
         stg__eng_finish(e, r, STG_REASON_CANCELLED);
         return false;

@@ -60,9 +60,7 @@ static void host_free(stg__host *h)
     free(h->conc_fq);
     for (stg__quota_q *q = h->quota_qs, *next; q; q = next) {
         next = q->next;
-        stg__fq_free(q->fq);
-        free(q->fq);
-        free(q);
+        stg__eng_quota_q_free(q);
     }
     free(h->key);
     free(h);

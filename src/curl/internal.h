@@ -497,25 +497,43 @@ typedef struct stg__host {
      * difference is the demand that waits for its quotas. */
     int64_t q_alive, q_held;
     /* Its requests waiting for its quotas (engine_admit.c, quota_gate):
-     * one queue per route that has waiters (NULL: none waits). */
+     * one queue per group of routes that share a quota and have waiters
+     * (NULL: none waits). */
     struct stg__quota_q *quota_qs;
     /* What its AI API requests cost and how it counts them (stagger/cost.h),
      * made at its first such request (NULL until then). */
     stg_cost_model *cost_model;
 } stg__host;
 
-/* One route's requests waiting for its host's quotas, in their fair order
- * (core/fairq.h: class with its floor, then tenant by weight), and the one
- * of them that asks the quotas (struct req, opaque here). Made at a
- * route's first waiter, freed when its last leaves: a queue in the list
- * has a head. Per route, because the quotas are per route (the quota
- * limiter maps a route to the keys the server named): a request whose
- * route's quotas are free does not wait behind another route's head. */
+/* The quotas a waiter of a quota queue is charged to (stg_quota_route_ids
+ * of its route when it joined; the head's again each time it asks), and
+ * how many of the queue's members joined with exactly these (0: a free
+ * slot). No id (a host that announced none yet: its cold probe, its
+ * global pause) stands for every quota of the host. */
+typedef struct stg__quota_keys {
+    uint64_t id[STG_QUOTA_TICKET_MAX];
+    unsigned n;
+    size_t members;
+} stg__quota_keys;
+
+/* Distinct key sets kept per quota queue; past them a newcomer's keys are
+ * added to the last slot's (a wider set: it can only group more). */
+#define STG__QUOTA_Q_SETS 8
+
+/* The requests waiting for their host's quotas whose routes share one of
+ * them (engine_admit.c: "the quotas' waiters"), in their fair order
+ * (core/fairq.h: class with its floor, then tenant by weight), the one of
+ * them that asks the quotas (struct req, opaque here), and the key sets
+ * its members joined with (a member's is sets[r->qset]). Made at a
+ * group's first waiter, freed when its last leaves: a queue in the list
+ * has a head. Per group of routes that share a quota: a request whose
+ * route's quotas are free does not wait behind another group's head, and
+ * what a shared quota frees goes by class and tenant whatever the route. */
 typedef struct stg__quota_q {
     struct stg__quota_q *next;
     struct stg__fairq *fq;
     void *head;
-    char route[]; /* stg__eng_route's "METHOD /path" */
+    stg__quota_keys sets[STG__QUOTA_Q_SETS];
 } stg__quota_q;
 
 #define STG__DEFAULT_MAX_HOSTS 1024
@@ -540,6 +558,8 @@ void stg__hosts_free(stg__hosts *t);
 stg__host *stg__hosts_get(stg__hosts *t, const char *key, const stg_engine_config *cfg,
                           int64_t now_us, int *err);
 /* The engine's quota limiter, made on first use (NULL: out of memory). */
+/* Free a quota queue (engine_admit.c; its members are the caller's). */
+void stg__eng_quota_q_free(stg__quota_q *q);
 stg_quota *stg__hosts_quota(stg__hosts *t);
 /* Set up h's learned concurrency when cfg->learn is set (engine_conc.c). */
 int stg__eng_conc_host_init(stg__host *h, const stg_engine_config *cfg, int64_t now_us);

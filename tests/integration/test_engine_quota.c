@@ -23,7 +23,10 @@
  *    waiting for the quota gets what it frees first; two tenants of one
  *    class waiting for OpenAI's token quota share its tokens by weight
  *    (1:2 at equal cost, 1:1 at costs 2:1), one coming late included, and
- *    one that stops leaves its share;
+ *    one that stops leaves its share; waiters queue per group of routes
+ *    that share a quota: two routes of one key are ordered together (the
+ *    higher class of either first), routes of apart keys never wait for
+ *    each other, and the groups follow the keys learned while they wait;
  *  - with shared_quotas (a ledger shared with other processes; a fake
  *    here): each send is also asked there with its cost, a refusal there
  *    holds it back, and each ticket is settled exactly once with the
@@ -210,13 +213,14 @@ static void test_quota_by_class(void **state)
     assert_true(after >= 4);
 }
 
-/* Quota waiters queue per route, as the quotas are kept: twelve requests
- * to /repos/a spend what is left of GitHub's core quota (6 per 2 s) and
- * seven of them wait for its reset; four to /search/code, whose search quota is free, arrive
- * while they wait (one search before, so that the engine knows the route's
- * quota). They do not wait behind core's head: all four are answered
- * before the first request that waited for core's reset (one queue per
- * host made them wait for it, then for the seven). */
+/* Quota waiters queue per group of routes that share a quota, as the
+ * quotas are kept: twelve requests to /repos/a spend what is left of
+ * GitHub's core quota (6 per 2 s) and seven of them wait for its reset;
+ * four to /search/code, whose search quota is free, arrive while they
+ * wait (one search before, so that the engine knows the route's quota).
+ * They do not wait behind core's head: all four are answered before the
+ * first request that waited for core's reset (one queue per host made
+ * them wait for it, then for the seven). */
 static void test_quota_per_route(void **state)
 {
     (void)state;
@@ -289,6 +293,169 @@ static void on_tenant_done(stg_engine *e, uint64_t id, const stg_result *r, void
     tenant_log *l = data;
     l->done++;
     l->failed += r->status != 200;
+}
+
+/* Wall-clock microseconds (the persona's fixed windows are aligned to
+ * it). */
+static int64_t wall_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/* Early in one of the persona's 2 s windows (aligned to the wall clock),
+ * so that what a test sends first shares it. */
+static void window_start(void)
+{
+    int64_t phase = wall_us() % STG_SEC(2);
+    if (phase > STG_MS(300))
+        usleep((useconds_t)(STG_SEC(2) - phase + STG_MS(50)));
+}
+
+static void submit_tagged(stg_engine *e, tenant_log *l, const char *url, int n, char tag,
+                          int priority)
+{
+    for (int i = 0; i < n; i++) {
+        stg_request rq = {.url = url, .priority = priority};
+        uint64_t id = 0;
+        assert_int_equal(stg_engine_submit(e, &rq, on_tenant_done, l, &id), STG_OK);
+        assert_true(l->n_ids < 160);
+        l->id[l->n_ids] = id;
+        l->tag[l->n_ids++] = tag;
+    }
+}
+
+/* An engine with the quotas that logs its grants (attempt starts) in l. */
+static stg_engine *grant_engine(tenant_log *l)
+{
+    memset(l, 0, sizeof *l);
+    stg_engine_config cfg = {.concurrency = 30, .quotas = true, .on_event = on_tenant_event,
+                             .event_data = l};
+    stg_engine *e = stg_engine_new(&cfg, NULL);
+    assert_non_null(e);
+    return e;
+}
+
+/* Run e until n grants (a hang guard of 30 s). */
+static void until_grants(stg_engine *e, const tenant_log *l, int n)
+{
+    for (int k = 0; k < 3000 && l->n < n; k++)
+        stg_engine_run(e, STG_MS(10));
+    assert_int_equal(l->n, n);
+}
+
+/* Early in a window, one answer of route a, then one of b (the engine
+ * learns which quotas each spends). */
+static void answer_each(stg_engine *e, tenant_log *l, const char *a, const char *b)
+{
+    window_start();
+    submit_tagged(e, l, a, 1, 'n', STG_PRIORITY_NORMAL);
+    assert_int_equal(stg_engine_drain(e), 0);
+    submit_tagged(e, l, b, 1, 'n', STG_PRIORITY_NORMAL);
+    assert_int_equal(stg_engine_drain(e), 0);
+}
+
+/* Drain e, free it and s, and print l's grants (mark: where the reset
+ * is). */
+static void grants_done(stg_engine *e, server *s, tenant_log *l, int mark)
+{
+    assert_int_equal(stg_engine_drain(e), 0);
+    stg_engine_free(e);
+    server_stop(s);
+    server_cleanup(s);
+    l->grant[l->n < 256 ? l->n : 255] = 0;
+    print_message("grants: %s (the reset at %d)\n", l->grant, mark);
+}
+
+/* Two routes that share one quota key (issue #32): GitHub's core (quota
+ * per 2 s) serves /repos/a and /repos/b alike, and the engine knows it
+ * (one answer each first). n_batch batch requests to /repos/a spend what
+ * is left of the window and wait for its reset; n_inter interactive ones
+ * to /repos/b come while they wait. They are ordered in one queue: after
+ * the reset the interactive ones go first, but for the floor (the batch
+ * class gets the pick after 19 of the others'): the grants from the reset
+ * on begin with `after`. The grants are the attempts' starts, in order. */
+static void shared_key_by_class(int quota, int n_batch, int n_inter, const char *after)
+{
+    server s;
+    char spec[32];
+    snprintf(spec, sizeof spec, "core=%d/2s", quota);
+    const char *const args[] = {"--dialect", "github", "--quota", spec, NULL};
+    server_start(&s, args);
+    char ra[128], rb[128];
+    url_of(&s, "/repos/a", ra, sizeof ra);
+    url_of(&s, "/repos/b", rb, sizeof rb);
+    static tenant_log l;
+    stg_engine *e = grant_engine(&l);
+    answer_each(e, &l, ra, rb);
+    submit_tagged(e, &l, ra, n_batch, 'b', STG_PRIORITY_BATCH);
+    until_grants(e, &l, quota); /* the window's */
+    int mark = l.n;
+    submit_tagged(e, &l, rb, n_inter, 'i', STG_PRIORITY_INTERACTIVE);
+    grants_done(e, &s, &l, mark);
+    assert_int_equal(l.done, 2 + n_batch + n_inter);
+    assert_int_equal(l.failed, 0);
+    assert_int_equal(l.n, 2 + n_batch + n_inter);
+    assert_memory_equal(l.grant, "nn", 2);
+    for (int i = 2; i < mark; i++)
+        assert_int_equal(l.grant[i], 'b');
+    assert_memory_equal(l.grant + mark, after, strlen(after));
+}
+
+/* Six per window, twelve batch and four interactive: the four are the
+ * reset's first four grants. With one queue per route they were the last
+ * four (nnbbbbbbbbbbbbiiii). */
+static void test_quota_shared_key_by_class(void **state)
+{
+    (void)state;
+    shared_key_by_class(6, 12, 4, "iiii");
+}
+
+/* Thirty per window, 40 batch and 25 interactive: the floor's pick goes to
+ * batch after 19 interactive grants, then the interactive ones again. */
+static void test_quota_shared_key_floor(void **state)
+{
+    (void)state;
+    shared_key_by_class(30, 40, 25, "iiiiiiiiiiiiiiiiiiibiiiiii");
+}
+
+/* Keys learned while requests wait (the groups follow them): GitHub's
+ * core (6 per 2 s) and search (3 per 2 s), each route answered once.
+ * Twelve batch requests to /repos/a and six to /search/code spend their
+ * windows and wait in two queues (their keys apart). Then an interactive
+ * request to /users/x, a route never answered, so charged to every quota:
+ * it joins a queue, and the first head that asks merges the other one in.
+ * At the reset it is the first grant (its class, whatever queue its
+ * route's keys met); its answer tells that its route spends core only,
+ * and the queue splits again when its head asks. Every request succeeds
+ * (a search may be refused once and retried: the limiter lets a quota
+ * the unknown route's probe did not get a count for go without a gate
+ * until its own next answer). */
+static void test_quota_groups_follow_keys(void **state)
+{
+    (void)state;
+    server s;
+    static const char *const args[] = {"--dialect", "github", "--quota", "core=6/2s",
+                                       "--quota", "search=3/2s", NULL};
+    server_start(&s, args);
+    char core[128], search[128], users[128];
+    url_of(&s, "/repos/a", core, sizeof core);
+    url_of(&s, "/search/code", search, sizeof search);
+    url_of(&s, "/users/x", users, sizeof users);
+    static tenant_log l;
+    stg_engine *e = grant_engine(&l);
+    answer_each(e, &l, core, search);
+    submit_tagged(e, &l, core, 12, 'c', STG_PRIORITY_BATCH);
+    submit_tagged(e, &l, search, 6, 's', STG_PRIORITY_BATCH);
+    until_grants(e, &l, 9); /* the windows' 6 + 3 */
+    int mark = l.n;
+    submit_tagged(e, &l, users, 1, 'i', STG_PRIORITY_INTERACTIVE);
+    grants_done(e, &s, &l, mark);
+    assert_int_equal(l.done, 21);
+    assert_int_equal(l.failed, 0);
+    assert_true(l.n >= 21);
+    assert_int_equal(l.grant[mark], 'i');
 }
 
 static void submit_tenant(stg_engine *e, tenant_log *l, const char *url, int n, char tag,
@@ -600,6 +767,9 @@ int main(void)
         cmocka_unit_test_teardown(test_persona_github_resources, stop_leftovers),
         cmocka_unit_test_teardown(test_quota_by_class, stop_leftovers),
         cmocka_unit_test_teardown(test_quota_per_route, stop_leftovers),
+        cmocka_unit_test_teardown(test_quota_shared_key_by_class, stop_leftovers),
+        cmocka_unit_test_teardown(test_quota_shared_key_floor, stop_leftovers),
+        cmocka_unit_test_teardown(test_quota_groups_follow_keys, stop_leftovers),
         cmocka_unit_test_teardown(test_quota_by_tenant_weight, stop_leftovers),
         cmocka_unit_test_teardown(test_quota_by_tenant_cost, stop_leftovers),
         cmocka_unit_test_teardown(test_persona_openai_tokens, stop_leftovers),

@@ -962,6 +962,90 @@ static void test_keys_and_fallback(void **state)
     stg_quota_free(q);
 }
 
+/* The ids of route's quotas (stg_quota_route_ids), sorted: n of them. */
+static size_t route_ids(stg_quota *q, const char *route, uint64_t *ids)
+{
+    size_t n = 99;
+    assert_int_equal(stg_quota_route_ids(q, H, route, ids, STG_QUOTA_TICKET_MAX, &n), STG_OK);
+    assert_true(n <= STG_QUOTA_TICKET_MAX);
+    for (size_t i = 1; i < n; i++) /* insertion sort: compared as sets */
+        for (size_t j = i; j > 0 && ids[j - 1] > ids[j]; j--) {
+            uint64_t x = ids[j];
+            ids[j] = ids[j - 1];
+            ids[j - 1] = x;
+        }
+    for (size_t i = 0; i < n; i++)
+        assert_true(ids[i] != 0);
+    return n;
+}
+
+/* Which quotas a route is charged to (what the engine groups quota
+ * waiters by): a known route, its keys' quotas and the host's own; two
+ * routes that one key serves share its ids; an unknown route (or NULL)
+ * has every quota; a route whose answer names another key moves; a host
+ * never seen has none; ids are never reused once a quota is forgotten. */
+static void test_route_ids(void **state)
+{
+    (void)state;
+    stg_quota *q = make(0);
+    uint64_t a[STG_QUOTA_TICKET_MAX], b[STG_QUOTA_TICKET_MAX], c[STG_QUOTA_TICKET_MAX];
+    size_t n = 7;
+    assert_int_equal(stg_quota_route_ids(q, H, "GET /repos/a", a, STG_QUOTA_TICKET_MAX, &n),
+                     STG_OK);
+    assert_int_equal(n, 0); /* a host never seen */
+    assert_int_equal(stg_quota_route_ids(NULL, H, "GET /", a, 1, &n), STG_EINVAL);
+    assert_int_equal(stg_quota_route_ids(q, NULL, "GET /", a, 1, &n), STG_EINVAL);
+    assert_int_equal(stg_quota_route_ids(q, H, "GET /", a, 1, NULL), STG_EINVAL);
+    assert_int_equal(stg_quota_route_ids(q, H, "GET /", NULL, 1, &n), STG_EINVAL);
+    assert_int_equal(stg_quota_route_ids(q, H, "GET /", NULL, 0, &n), STG_OK);
+
+    /* core: two units (requests and tokens), both named by /repos/a's and
+     * /repos/b's answers; search by /search's. */
+    stg_quota_set qs;
+    memset(&qs, 0, sizeof qs);
+    qs.q[0] = obs("core", "requests", 60, 50, STG_SEC(60));
+    qs.q[1] = obs("core", "tokens", 6000, 5000, STG_SEC(60));
+    qs.n = 2;
+    assert_int_equal(stg_quota_settle(q, H, "GET /repos/a", NULL, &qs, 0), STG_OK);
+    assert_int_equal(stg_quota_settle(q, H, "GET /repos/b", NULL, &qs, 0), STG_OK);
+    learn(q, "GET /search", obs("search", "requests", 30, 30, STG_SEC(60)), 0);
+    assert_int_equal(route_ids(q, "GET /repos/a", a), 2);
+    assert_int_equal(route_ids(q, "GET /repos/b", b), 2);
+    assert_memory_equal(a, b, 2 * sizeof a[0]); /* one key: the same quotas */
+    assert_int_equal(route_ids(q, "GET /search", c), 1);
+    assert_true(c[0] != a[0] && c[0] != a[1]); /* disjoint */
+    /* Unknown: every quota of the host. */
+    assert_int_equal(route_ids(q, "GET /new", b), 3);
+    assert_int_equal(route_ids(q, NULL, b), 3);
+    /* max bounds what is written. */
+    assert_int_equal(stg_quota_route_ids(q, H, "GET /new", b, 2, &n), STG_OK);
+    assert_int_equal(n, 2);
+
+    /* /repos/b's next answer names search: it moves. */
+    learn(q, "GET /repos/b", obs("search", "requests", 30, 29, STG_SEC(60)), STG_SEC(1));
+    assert_int_equal(route_ids(q, "GET /repos/b", b), 1);
+    assert_int_equal(b[0], c[0]);
+
+    /* A host quota (no key) is every route's. */
+    learn(q, "GET /other", obs("", "requests", 100, 90, STG_SEC(60)), STG_SEC(2));
+    assert_int_equal(route_ids(q, "GET /repos/a", a), 3);
+    assert_int_equal(route_ids(q, "GET /search", b), 2);
+    stg_quota_free(q);
+
+    /* Ids are never reused: a quota forgotten (max_keys) and learned again
+     * is a new one. */
+    stg_quota_config cfg = {.max_keys = 1};
+    q = stg_quota_new(&cfg, NULL);
+    assert_non_null(q);
+    learn(q, "GET /a", obs("ka", "requests", 10, 5, STG_SEC(60)), 0);
+    assert_int_equal(route_ids(q, "GET /a", a), 1);
+    learn(q, "GET /b", obs("kb", "requests", 10, 5, STG_SEC(60)), 0); /* ka forgotten */
+    learn(q, "GET /a", obs("ka", "requests", 10, 5, STG_SEC(60)), 0); /* kb forgotten */
+    assert_int_equal(route_ids(q, "GET /a", b), 1);
+    assert_true(b[0] != a[0]);
+    stg_quota_free(q);
+}
+
 /* A global pause (Discord global, GitHub secondary) holds every key. */
 static void test_global_pause(void **state)
 {
@@ -1371,6 +1455,7 @@ int main(void)
         cmocka_unit_test(test_reserve_settle),
         cmocka_unit_test(test_two_units),
         cmocka_unit_test(test_keys_and_fallback),
+        cmocka_unit_test(test_route_ids),
         cmocka_unit_test(test_global_pause),
         cmocka_unit_test(test_each),
         cmocka_unit_test(test_tally),
