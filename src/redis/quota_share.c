@@ -468,10 +468,8 @@ static int trip(stg_redis_quota *q, sq_host *h, bool grant, bool give_back, int 
     snprintf(a_fev, sizeof a_fev, "%d", STG__FQ_FLOOR_EVERY);
     snprintf(a_margin, sizeof a_margin, "%" PRId64, SQ_MARK_MARGIN_US / 1000);
     snprintf(a_hold, sizeof a_hold, "%" PRId64, q->ttl_us / 2000);
-    const char *argv[12] = {q->me,  a_ttl, rep.p,    want.p,
-                            grant ? "1" : give_back ? "2" : "0",
-                            a_k,    a_exp, ks.p,     a_cls,
-                            a_fev,  a_margin, a_hold};
+    const char *argv[12] = {q->me, a_ttl, rep.p, want.p, grant ? "1" : give_back ? "2" : "0",
+                            a_k,   a_exp, ks.p,  a_cls,  a_fev, a_margin, a_hold};
     redisReply *r = NULL;
     int rc = stg__redis_eval(l, STG__SCRIPT_QUOTA, rkey, 12, argv, 1, &r, note);
     free(rep.p);

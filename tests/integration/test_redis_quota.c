@@ -739,7 +739,7 @@ static void test_class_two_replicas(void **state)
                   "(%.1f%%) in 1.8 s; B alone again %d in 1.3 s (%.0f tokens/s); server %lld "
                   "tokens in %.2f s (bound %.0f), %lld refused; trips A %lld B %lld, from "
                   "leases A %lld B %lld\n",
-                  b1, b1 * CLS_COST / 1.0, a2, b2, 100.0 * b2 / (a2 + b2 ? a2 + b2 : 1), b3,
+                  b1, (double)b1 * CLS_COST, a2, b2, 100.0 * b2 / (a2 + b2 ? a2 + b2 : 1), b3,
                   b3 * CLS_COST / 1.3, (long long)srv.tokens, (double)dt / 1e6,
                   LIMIT + rate * (double)dt / 1000.0, (long long)srv.refused,
                   (long long)rs[0].trips, (long long)rs[1].trips, (long long)rs[0].local,
