@@ -705,6 +705,31 @@ static void fake_settle(void *ctx, void *ticket, int how, const stg_quota_set *q
     free(ticket);
 }
 
+/* n requests to /item/0.. of 7 tokens each through an engine with sq as
+ * its shared ledger (with classes: interactive and batch in turn), run to
+ * the end; the server is stopped. */
+static done_tally shared_run(server *s, const stg_shared_quota *sq, int n, bool classes)
+{
+    stg_engine_config cfg = {.concurrency = 4, .quotas = true, .shared_quotas = sq};
+    stg_engine *e = stg_engine_new(&cfg, NULL);
+    assert_non_null(e);
+    done_tally c = {0};
+    stg_quota_cost cost = {.unit = "tokens", .amount = 7};
+    for (int i = 0; i < n; i++) {
+        char url[128], path[32];
+        snprintf(path, sizeof path, "/item/%d", i);
+        url_of(s, path, url, sizeof url);
+        stg_request rq = {.url = url, .cost = &cost, .n_cost = 1};
+        if (classes)
+            rq.priority = i % 2 ? STG_PRIORITY_BATCH : STG_PRIORITY_INTERACTIVE;
+        assert_int_equal(stg_engine_submit(e, &rq, tally_done, &c, NULL), STG_OK);
+    }
+    assert_int_equal(stg_engine_drain(e), 0);
+    stg_engine_free(e);
+    server_stop(s);
+    return c;
+}
+
 static void test_shared_quota_hook(void **state)
 {
     (void)state;
@@ -712,22 +737,8 @@ static void test_shared_quota_hook(void **state)
     server_start(&s, LIMITED);
     fake_ledger f = {0};
     stg_shared_quota sq = {.ctx = &f, .acquire = fake_acquire, .settle = fake_settle};
-    stg_engine_config cfg = {.concurrency = 4, .quotas = true, .shared_quotas = &sq};
-    stg_engine *e = stg_engine_new(&cfg, NULL);
-    assert_non_null(e);
-    done_tally c = {0};
     const int n = 8;
-    stg_quota_cost cost = {.unit = "tokens", .amount = 7};
-    for (int i = 0; i < n; i++) {
-        char url[128], path[32];
-        snprintf(path, sizeof path, "/item/%d", i);
-        url_of(&s, path, url, sizeof url);
-        stg_request rq = {.url = url, .cost = &cost, .n_cost = 1};
-        assert_int_equal(stg_engine_submit(e, &rq, tally_done, &c, NULL), STG_OK);
-    }
-    assert_int_equal(stg_engine_drain(e), 0);
-    stg_engine_free(e);
-    server_stop(&s);
+    done_tally c = shared_run(&s, &sq, n, false);
     assert_int_equal(c.done, n);
     assert_int_equal(c.ok_200, n);
     assert_true(f.refused >= 1);
@@ -754,22 +765,8 @@ static void test_shared_quota_by_class(void **state)
                            .acquire = fake_acquire,
                            .acquire_class = fake_acquire_class,
                            .settle = fake_settle};
-    stg_engine_config cfg = {.concurrency = 4, .quotas = true, .shared_quotas = &sq};
-    stg_engine *e = stg_engine_new(&cfg, NULL);
-    assert_non_null(e);
-    done_tally c = {0};
     const int n = 6;
-    for (int i = 0; i < n; i++) {
-        char url[128], path[32];
-        snprintf(path, sizeof path, "/item/%d", i);
-        url_of(&s, path, url, sizeof url);
-        stg_request rq = {.url = url,
-                          .priority = i % 2 ? STG_PRIORITY_BATCH : STG_PRIORITY_INTERACTIVE};
-        assert_int_equal(stg_engine_submit(e, &rq, tally_done, &c, NULL), STG_OK);
-    }
-    assert_int_equal(stg_engine_drain(e), 0);
-    stg_engine_free(e);
-    server_stop(&s);
+    done_tally c = shared_run(&s, &sq, n, true);
     assert_int_equal(c.ok_200, n);
     assert_int_equal(f.class_asks, f.asks); /* every ask by class */
     assert_true(f.by_class[STG_PRIORITY_INDEX(STG_PRIORITY_INTERACTIVE)] >= n / 2);
