@@ -384,7 +384,13 @@ typedef struct stg_shared_quota {
      * (a pass waits at most that long while sends are in flight), so the
      * ledger can renew what long sends hold while nothing else happens. */
     void (*tick)(void *ctx);
-    uint64_t stg__reserved[5]; /* room to grow (docs/ABI.md); leave zero */
+    /* Optional: as acquire, for a request of class cls (never NULL; the
+     * ledger orders the processes by it: stg_redis_quota_acquire_class).
+     * When set the engine calls it instead of acquire. */
+    int (*acquire_class)(void *ctx, const char *key, const char *route, const stg_class *cls,
+                         const stg_quota_cost *costs, size_t n, int64_t demand, void **ticket,
+                         int64_t *wait_us);
+    uint64_t stg__reserved[4]; /* room to grow (docs/ABI.md); leave zero */
 } stg_shared_quota;
 
 /* ---- TLS ---------------------------------------------------------------- */

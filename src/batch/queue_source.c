@@ -652,12 +652,8 @@ const stg_shared_limiter *stg__batch_queue_limiter(stg_batch_queue *s,
 /* The servers' quotas shared in the limiter's Redis: its outage is ridden
  * out as the limit's is (a wait, up to outage_us from the first failure of
  * either), not the end of the request. */
-static int quo_acquire(void *ctx, const char *key, const char *route, const stg_quota_cost *costs,
-                       size_t n, int64_t demand, void **ticket, int64_t *wait_us)
+static int quo_ride(stg_batch_queue *s, int rc, int64_t *wait_us)
 {
-    stg_batch_queue *s = ctx;
-    int rc = s->quo_inner->acquire(s->quo_inner->ctx, key, route, costs, n, demand, ticket,
-                                   wait_us);
     if (rc != STG_EUNAVAIL) {
         if (rc == STG_OK || rc == STG_EAGAIN)
             s->lim_down_since_us = 0;
@@ -671,6 +667,28 @@ static int quo_acquire(void *ctx, const char *key, const char *route, const stg_
         return STG_EAGAIN;
     }
     return rc;
+}
+
+static int quo_acquire(void *ctx, const char *key, const char *route, const stg_quota_cost *costs,
+                       size_t n, int64_t demand, void **ticket, int64_t *wait_us)
+{
+    stg_batch_queue *s = ctx;
+    return quo_ride(s,
+                    s->quo_inner->acquire(s->quo_inner->ctx, key, route, costs, n, demand, ticket,
+                                          wait_us),
+                    wait_us);
+}
+
+/* By class, when the ledger orders by class (the same outage rule). */
+static int quo_acquire_class(void *ctx, const char *key, const char *route, const stg_class *cls,
+                             const stg_quota_cost *costs, size_t n, int64_t demand, void **ticket,
+                             int64_t *wait_us)
+{
+    stg_batch_queue *s = ctx;
+    return quo_ride(s,
+                    s->quo_inner->acquire_class(s->quo_inner->ctx, key, route, cls, costs, n,
+                                                demand, ticket, wait_us),
+                    wait_us);
 }
 
 static void quo_settle(void *ctx, void *ticket, int how, const stg_quota_set *qs,
@@ -695,6 +713,8 @@ const stg_shared_quota *stg__batch_queue_quotas(stg_batch_queue *s, const stg_sh
     memset(&s->quo, 0, sizeof s->quo);
     s->quo.ctx = s;
     s->quo.acquire = quo_acquire;
+    if (inner->acquire_class)
+        s->quo.acquire_class = quo_acquire_class;
     s->quo.settle = quo_settle;
     s->quo.tick = quo_tick;
     return &s->quo;

@@ -259,6 +259,18 @@ static int q_acquire(void *ctx, const char *key, const char *route, const stg_qu
     return rc;
 }
 
+static int q_acquire_class(void *ctx, const char *key, const char *route, const stg_class *cls,
+                           const stg_quota_cost *costs, size_t n, int64_t demand, void **ticket,
+                           int64_t *wait_us)
+{
+    cli_limiter *l = ctx;
+    stg_redis_quota_ticket *t = NULL;
+    int rc = stg_redis_quota_acquire_class(l->quotas, key, route, cls, costs, n, demand, &t,
+                                           wait_us);
+    *ticket = t;
+    return rc;
+}
+
 static void q_settle(void *ctx, void *ticket, int how, const stg_quota_set *qs,
                      const stg_quota_cost *used, size_t n_used, int64_t demand)
 {
@@ -288,6 +300,7 @@ int cli_limiter_share_quotas(cli_limiter *l, const stg_shared_quota **out)
     }
     l->qops.ctx = l;
     l->qops.acquire = q_acquire;
+    l->qops.acquire_class = q_acquire_class;
     l->qops.settle = q_settle;
     l->qops.tick = q_tick;
     *out = &l->qops;

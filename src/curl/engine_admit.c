@@ -773,7 +773,14 @@ static bool quota_gate(stg_engine *e, req *r, int64_t left)
      * local reservation back and waits as a local one would. */
     const stg_shared_quota *sq = e->cfg.shared_quotas;
     if (rc == STG_OK && sq) {
-        int src = sq->acquire(sq->ctx, h->key, route, took, n_took, demand, &r->sq, &wait);
+        int src;
+        if (sq->acquire_class) { /* the ledger orders the processes by class */
+            stg_class c = req_class(r);
+            src = sq->acquire_class(sq->ctx, h->key, route, &c, took, n_took, demand, &r->sq,
+                                    &wait);
+        } else {
+            src = sq->acquire(sq->ctx, h->key, route, took, n_took, demand, &r->sq, &wait);
+        }
         if (src != STG_OK) {
             r->sq = NULL;
             stg_quota_cancel(q, h->key, r->qt);

@@ -11,14 +11,36 @@
  *            l\1ID  limit (-1)  x\1ID  window's reset instant, ms (0: none)
  *            f\1ID  1: refilling bucket (reset = full again)
  *            h\1ID\1REP  units REP holds      t\1REP  REP's expiry, ms
+ *            w\1ID\1C\1REP  REP waits with class C (0 interactive, 1
+ *                   normal, 2 batch) for the quota until then, ms
+ *            p\1ID\1C\1REP  REP asked with class C until then, ms
+ *            n\1ID\1C  the floor's credit of class C: units granted to
+ *                   the classes above it while it waited
  * ARGV[1]  this replica; ARGV[2] ttl ms; ARGV[3] reports, one per line:
  *          ID \t UNIT \t HELD \t SPENT \t COUNT(-1) \t AGE_MS \t LIMIT \t
  *          RESET_MS(-1) \t FILL(0|1)
  * ARGV[4]  wants, one per line: UNIT \t NEED \t LEASE (units);
- * ARGV[5]  1: grant a lease, 0: report only; ARGV[6] the lease of a unit
+ * ARGV[5]  1: grant a lease, 0: report only, 2: report and give back (the
+ *          replica is idle: its class marks go); ARGV[6] the lease of a unit
  *          not in wants (requests: it costs 1); ARGV[7] key expiry, ms;
  *          ARGV[8] the server keys the request is charged to, one a line,
- *          or "*" for all (a quota of the key "" is always charged).
+ *          or "*" for all (a quota of the key "" is always charged);
+ * ARGV[9]  the request's class C (0..2); ARGV[10] the floor, F
+ *          (STG__FQ_FLOOR_EVERY); ARGV[11] how long a refusal's mark
+ *          outlives its wait, ms; ARGV[12] how long an ask's p mark holds.
+ * Classes, per quota ID the request is charged to (a replica's own marks
+ *   never count against it): while another replica waits with a higher
+ *   class (a live w mark of a lower number), the request is refused (wait
+ *   50 ms at least) unless its class's credit reaches (F - 1) * its cost:
+ *   then it is granted its cost only and the credit pays that (the floor,
+ *   one grant in F at equal costs). While another replica of a higher
+ *   class waits or asked (p), its grant is its cost: no lease beyond it.
+ *   A grant adds its units to the credit of each lower class waiting. A
+ *   refusal marks w until now + wait + ARGV[11]; a grant short of the
+ *   lease asked for marks w for ARGV[11] (more of the class waits), one
+ *   that covers it clears w. Marks and credits expire on their own (a
+ *   credit with its class's last w mark: never banked). Classes only
+ *   refuse: every grant still fits E - sum(held), the bound below.
  * Returns {status 1 granted | 0 refused | 2 too big | 3 reported,
  *          wait_ms, then per quota: ID, UNIT, granted, floor(E) or -1,
  *          refill per s * 1000, limit}.
@@ -54,6 +76,31 @@ const char stg__redis_quota_lua[] =
     "for r in pairs(dead) do del[#del + 1] = 't' .. S .. r end\n"
     "for _, k in ipairs(del) do f[k] = nil end\n"
     "table.sort(ids)\n"
+    "local cls, fev = tonumber(ARGV[9]) or 1, tonumber(ARGV[10]) or 20\n"
+    "local margin, phold = tonumber(ARGV[11]) or 250, tonumber(ARGV[12]) or math.floor(ttl / 2)\n"
+    "local wm, pm, gone = {}, {}, {}\n"
+    "for k, v in pairs(f) do\n"
+    "  local kind, id, c, rep = string.match(k, '^([wp])\\1(.*)\\1(%d)\\1(.-)$')\n"
+    "  if kind then\n"
+    "    if tonumber(v) <= now or (ARGV[5] == '2' and rep == me) then gone[#gone + 1] = k\n"
+    "    else\n"
+    "      local m = (kind == 'w') and wm or pm\n"
+    "      c = tonumber(c)\n"
+    "      m[id] = m[id] or {}; m[id][c] = m[id][c] or {}; m[id][c][rep] = true\n"
+    "    end\n"
+    "  end\n"
+    "end\n"
+    "for k in pairs(f) do\n"
+    "  local id, c = string.match(k, '^n\\1(.*)\\1(%d)$')\n"
+    "  if id and not (wm[id] and wm[id][tonumber(c)]) then gone[#gone + 1] = k end\n"
+    "end\n"
+    "for _, k in ipairs(gone) do f[k] = nil; del[#del + 1] = k end\n"
+    "local function above(m, id, c)\n"
+    "  for cc, reps in pairs(m[id] or {}) do\n"
+    "    if cc < c then for r in pairs(reps) do if r ~= me then return true end end end\n"
+    "  end\n"
+    "  return false\n"
+    "end\n"
     "local function proj(id)\n"
     "  local e, a = num('e' .. S .. id, -1), num('a' .. S .. id, now)\n"
     "  if e >= 0 then\n"
@@ -119,7 +166,7 @@ const char stg__redis_quota_lua[] =
     "  local k = string.match(id, '^(.*)|[^|]*|[^|]*$') or ''\n"
     "  return all or k == '' or keys[k]\n"
     "end\n"
-    "local status, wait, grant = 3, 0, {}\n"
+    "local status, wait, grant, needs, ks, floors, cblock = 3, 0, {}, {}, {}, {}, false\n"
     "if ARGV[5] == '1' then\n"
     "  status = 1\n"
     "  for _, id in ipairs(ids) do\n"
@@ -127,6 +174,13 @@ const char stg__redis_quota_lua[] =
     "   if charged(id) then\n"
     "    local w = want[f['u' .. S .. id]] or {1, tonumber(ARGV[6])}\n"
     "    local need, k = w[1], w[2]\n"
+    "    local hw = above(wm, id, cls)\n"
+    "    if hw then\n"
+    "      if num('n' .. S .. id .. S .. cls, 0) >= (fev - 1) * need then floors[#floors + 1] = id\n"
+    "      else cblock = true end\n"
+    "    end\n"
+    "    if hw or above(pm, id, cls) then k = need end\n"
+    "    needs[id], ks[id] = need, k\n"
     "    local e, lim = num('e' .. S .. id, -1), num('l' .. S .. id, -1)\n"
     "    local mine = num('h' .. S .. id .. S .. me, 0)\n"
     "    local others, nact = 0, 0\n"
@@ -164,9 +218,31 @@ const char stg__redis_quota_lua[] =
     "    grant[id] = g\n"
     "   end\n"
     "  end\n"
+    "  if cblock and status ~= 2 then status = 0; wait = math.max(wait, 50) end\n"
     "  if status == 1 then\n"
     "    for _, id in ipairs(ids) do\n"
     "      put('h' .. S .. id .. S .. me, num('h' .. S .. id .. S .. me, 0) + grant[id])\n"
+    "    end\n"
+    "    for _, id in ipairs(floors) do\n"
+    "      put('n' .. S .. id .. S .. cls, math.max(0, num('n' .. S .. id .. S .. cls, 0) - (fev - 1) * needs[id]))\n"
+    "    end\n"
+    "    for _, id in ipairs(ids) do\n"
+    "      for c, reps in pairs(wm[id] or {}) do\n"
+    "        local other = false\n"
+    "        for r in pairs(reps) do if r ~= me then other = true end end\n"
+    "        if c > cls and other and grant[id] > 0 then\n"
+    "          put('n' .. S .. id .. S .. c, num('n' .. S .. id .. S .. c, 0) + grant[id])\n"
+    "        end\n"
+    "      end\n"
+    "    end\n"
+    "  end\n"
+    "  for _, id in ipairs(ids) do\n"
+    "    if needs[id] then\n"
+    "      local wk = 'w' .. S .. id .. S .. cls .. S .. me\n"
+    "      put('p' .. S .. id .. S .. cls .. S .. me, string.format('%.0f', now + phold))\n"
+    "      if status == 0 then put(wk, string.format('%.0f', now + wait + margin))\n"
+    "      elseif status == 1 and grant[id] < ks[id] then put(wk, string.format('%.0f', now + margin))\n"
+    "      elseif f[wk] ~= nil then f[wk] = nil; del[#del + 1] = wk end\n"
     "    end\n"
     "  end\n"
     "end\n"

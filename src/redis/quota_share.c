@@ -18,6 +18,12 @@
  *  - a ticket charges a quota once and is settled once (its units leave
  *    in-flight exactly then); a ticket of a key forgotten since (its
  *    generation changed) settles nothing;
+ *  - by class (quota.h, "Classes"): every grant-asking trip says the
+ *    request's class, a plain acquire's is normal; a lease is spent only by
+ *    requests of the class it was last granted to or a higher one, and a
+ *    refusal's local poll (ask_at) does not hold back a higher class; a
+ *    replica refused once (marked) gives back when it goes idle or is
+ *    freed, which clears its marks in the ledger;
  *  - every field is guarded by the limiter's mutex (l->mu), and notes are
  *    emitted after it is released, as the limiter's own calls do.
  */
@@ -31,11 +37,17 @@
 
 #include <stagger/redis/quota.h>
 
+#include "core/fairq.h"
 #include "internal.h"
 #include "redis/quota_local.h"
 #include "util/fnv.h"
 
 #define ID_MAX STG__SQ_ID_MAX
+/* The class index of a plain acquire (normal). */
+#define SQ_NORMAL STG_PRIORITY_INDEX(STG_PRIORITY_NORMAL)
+/* A refused request's class mark lives this long past the wait it is
+ * told: it asks again about then (the engine's timer, a poll). */
+#define SQ_MARK_MARGIN_US STG_MS(250)
 
 typedef struct sq_quota {
     char id[ID_MAX];   /* server key|unit|window, control bytes as '_' */
@@ -77,6 +89,11 @@ typedef struct sq_host {
     int64_t lease_end;
     int64_t ask_at;    /* a refused request asks again from here ... */
     uint64_t ask_keys; /* ... as does one charged to the same keys */
+    int ask_cls;       /* ... and of the same class or a lower one */
+    int lease_cls;     /* the class (index) the lease was last granted
+                          to: a request of a lower class asks Redis */
+    bool marked;       /* a refusal left this replica's class marks in
+                          the ledger: a give-back clears them */
     int64_t used_at;
 } sq_host;
 
@@ -209,6 +226,7 @@ static sq_host *host_get(stg_redis_quota *q, const char *key, bool make, int64_t
         memset(h, 0, sizeof *h);
     }
     h->gen = ++q->gen;
+    h->lease_cls = STG_N_PRIORITIES - 1;
     snprintf(h->key, sizeof h->key, "%s", key);
     h->used_at = now;
     return h;
@@ -395,7 +413,7 @@ static void lapse(sq_host *h, int64_t now)
  * costs, `mult` requests' worth. Returns STG_OK with *status (1 granted,
  * 0 refused with *wait_us, 2 too big, 3 reported), STG_EUNAVAIL (nothing
  * changed locally, what was to be told is still pending) or STG_ENOMEM. */
-static int trip(stg_redis_quota *q, sq_host *h, bool grant, bool give_back,
+static int trip(stg_redis_quota *q, sq_host *h, bool grant, bool give_back, int cls,
                 const stg_quota_cost *costs, size_t n_costs, uint64_t keys, int64_t mult,
                 int64_t now, int *status, int64_t *wait_us, stg__note *note)
 {
@@ -435,15 +453,25 @@ static int trip(stg_redis_quota *q, sq_host *h, bool grant, bool give_back,
         free(ks.p);
         return STG_ENOMEM;
     }
-    char a_ttl[24], a_k[24], a_exp[24];
+    char a_ttl[24], a_k[24], a_exp[24], a_cls[8], a_fev[16], a_margin[24], a_hold[24];
     snprintf(a_ttl, sizeof a_ttl, "%" PRId64, q->ttl_us / 1000);
     snprintf(a_k, sizeof a_k, "%" PRId64, mult);
     /* The key outlives its replicas' entries; an idle key is forgotten
      * after an hour (it is relearned from the next answer). */
     snprintf(a_exp, sizeof a_exp, "%" PRId64, (int64_t)3600 * 1000 + q->ttl_us / 1000);
-    const char *argv[8] = {q->me, a_ttl, rep.p, want.p, grant ? "1" : "0", a_k, a_exp, ks.p};
+    /* By class: this request's (an index, 0 interactive), the floor (one
+     * grant in STG__FQ_FLOOR_EVERY, as in process), how long a refused
+     * request's mark outlives the wait it is told, and how long a class
+     * that asked caps the leases of the classes below it (the life of
+     * the lease it may still be spending). */
+    snprintf(a_cls, sizeof a_cls, "%d", cls);
+    snprintf(a_fev, sizeof a_fev, "%d", STG__FQ_FLOOR_EVERY);
+    snprintf(a_margin, sizeof a_margin, "%" PRId64, SQ_MARK_MARGIN_US / 1000);
+    snprintf(a_hold, sizeof a_hold, "%" PRId64, q->ttl_us / 2000);
+    const char *argv[12] = {q->me, a_ttl, rep.p, want.p, grant ? "1" : give_back ? "2" : "0",
+                            a_k,   a_exp, ks.p,  a_cls,  a_fev, a_margin, a_hold};
     redisReply *r = NULL;
-    int rc = stg__redis_eval(l, STG__SCRIPT_QUOTA, rkey, 8, argv, 1, &r, note);
+    int rc = stg__redis_eval(l, STG__SCRIPT_QUOTA, rkey, 12, argv, 1, &r, note);
     free(rep.p);
     free(want.p);
     free(ks.p);
@@ -465,6 +493,12 @@ static int trip(stg_redis_quota *q, sq_host *h, bool grant, bool give_back,
         if (give_back)
             s->lease = 0;
     }
+    if (give_back && !grant)
+        h->marked = false; /* the script cleared our marks */
+    if (grant && st == 0)
+        h->marked = true;
+    if (grant && st == 1)
+        h->lease_cls = cls;
     for (size_t k = 2; k + 6 <= r->elements; k += 6) {
         const redisReply *id = r->element[k], *unit = r->element[k + 1];
         long long g = 0, e = -1, rate = 0, lim = -1;
@@ -501,7 +535,8 @@ static int report(stg_redis_quota *q, sq_host *h, bool give_back, int64_t now,
 {
     int status;
     int64_t wait_us;
-    return trip(q, h, false, give_back, NULL, 0, ~UINT64_C(0), 1, now, &status, &wait_us, note);
+    return trip(q, h, false, give_back, SQ_NORMAL, NULL, 0, ~UINT64_C(0), 1, now, &status,
+                &wait_us, note);
 }
 
 /* ---- acquire ------------------------------------------------------------------ */
@@ -530,7 +565,7 @@ static stg_redis_quota_ticket *take(sq_host *h, const stg_quota_cost *costs, siz
 }
 
 static bool lease_covers(const stg_redis_quota *q, const sq_host *h, const stg_quota_cost *costs,
-                         size_t n, uint64_t keys, int64_t now)
+                         size_t n, uint64_t keys, int cls, int64_t now)
 {
     if (!h->known || now - h->last_trip >= q->refresh_us)
         return false;
@@ -539,8 +574,12 @@ static bool lease_covers(const stg_redis_quota *q, const sq_host *h, const stg_q
     for (int i = 0; i < h->n; i++) {
         if (h->q[i].fresh)
             return false;
-        if (charged(h, &h->q[i], keys) && h->q[i].lease < need_of(costs, n, h->q[i].unit))
+        if (!charged(h, &h->q[i], keys))
+            continue;
+        if (h->q[i].lease < need_of(costs, n, h->q[i].unit))
             return false;
+        if (cls > h->lease_cls)
+            return false; /* a lease granted to a higher class is not ours */
     }
     return true;
 }
@@ -574,11 +613,30 @@ static int fallback_take(stg_redis_quota *q, sq_host *h, const stg_quota_cost *c
     return STG_OK;
 }
 
+/* The class index (0: interactive) of a valid class; -1: not valid. */
+static int class_index(const stg_class *cls)
+{
+    if (!cls || cls->priority < STG_PRIORITY_MIN || cls->priority > STG_PRIORITY_MAX)
+        return -1;
+    return STG_PRIORITY_INDEX(cls->priority);
+}
+
 int stg_redis_quota_acquire(stg_redis_quota *q, const char *key, const char *route,
                             const stg_quota_cost *costs, size_t n_costs, int64_t demand,
                             stg_redis_quota_ticket **t, int64_t *wait_us)
 {
-    if (!q || !key || !t || !wait_us || (n_costs && !costs))
+    const stg_class normal = {.priority = STG_PRIORITY_NORMAL};
+    return stg_redis_quota_acquire_class(q, key, route, &normal, costs, n_costs, demand, t,
+                                         wait_us);
+}
+
+int stg_redis_quota_acquire_class(stg_redis_quota *q, const char *key, const char *route,
+                                  const stg_class *cls, const stg_quota_cost *costs,
+                                  size_t n_costs, int64_t demand, stg_redis_quota_ticket **t,
+                                  int64_t *wait_us)
+{
+    int ci = class_index(cls);
+    if (!q || !key || !t || !wait_us || (n_costs && !costs) || ci < 0)
         return STG_EINVAL;
     for (size_t i = 0; i < n_costs; i++)
         if (costs[i].amount < 0)
@@ -603,13 +661,13 @@ int stg_redis_quota_acquire(stg_redis_quota *q, const char *key, const char *rou
             rc = STG_ETOOBIG;
             goto out;
         }
-    if (lease_covers(q, h, costs, n_costs, keys, now)) {
+    if (lease_covers(q, h, costs, n_costs, keys, ci, now)) {
         *t = take(h, costs, n_costs, rh, keys, true);
         rc = *t ? STG_OK : STG_ENOMEM;
         q->local_adm += *t != NULL;
         goto out;
     }
-    if (h->ask_at > now && h->ask_keys == keys) {
+    if (h->ask_at > now && h->ask_keys == keys && ci >= h->ask_cls) {
         *wait_us = h->ask_at - now;
         rc = STG_EAGAIN;
         goto out;
@@ -617,7 +675,7 @@ int stg_redis_quota_acquire(stg_redis_quota *q, const char *key, const char *rou
     int64_t mult = demand < 1 ? 1 : demand > q->lease_max ? q->lease_max : demand;
     int status = 0;
     int64_t wait = 0;
-    rc = trip(q, h, true, false, costs, n_costs, keys, mult, now, &status, &wait, &note);
+    rc = trip(q, h, true, false, ci, costs, n_costs, keys, mult, now, &status, &wait, &note);
     if (rc == STG_EUNAVAIL && l->share > 0) {
         rc = fallback_take(q, h, costs, n_costs, rh, keys, now, t, wait_us);
         goto out;
@@ -637,6 +695,7 @@ int stg_redis_quota_acquire(stg_redis_quota *q, const char *key, const char *rou
         *wait_us = wait;
         h->ask_at = now + (wait < q->poll_us ? wait : q->poll_us);
         h->ask_keys = keys;
+        h->ask_cls = ci;
         rc = STG_EAGAIN;
     }
 out:
@@ -737,7 +796,7 @@ int stg_redis_quota_settle(stg_redis_quota *q, stg_redis_quota_ticket *t,
         holds |= h->q[i].lease > 0 || h->q[i].flight > 0;
     }
     bool idle = demand <= 0 && host_idle(h);
-    bool give_back = idle && (holds || pending);
+    bool give_back = idle && (holds || pending || h->marked);
     if (fresh || give_back || ((pending || holds) && now - h->last_trip >= q->refresh_us)) {
         if (report(q, h, idle, now, &note) == STG_OK && fresh)
             h->ask_at = 0; /* a quota learned: the next acquire asks */
@@ -810,7 +869,7 @@ static bool close_host(stg_redis_quota *q, sq_host *h, int64_t now, stg__note *n
     bool holds = false;
     for (int k = 0; k < h->n; k++)
         holds |= h->q[k].lease > 0 || h->q[k].spent > 0 || h->q[k].count >= 0;
-    if (holds && q->l->ctx)
+    if ((holds || h->marked) && q->l->ctx)
         (void)report(q, h, true, now, note);
     free(h);
     return true;

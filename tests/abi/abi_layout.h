@@ -81,7 +81,7 @@
     X(stg_event_more, 5, 64)            \
     X(stg_result, 7, 488)               \
     X(stg_shared_limiter, 7, 112)       \
-    X(stg_shared_quota, 5, 72)          \
+    X(stg_shared_quota, 4, 72)          \
     X(stg_call_config, 7, 560)         \
     X(stg_engine_config, 9, 976)        \
     X(stg_request, 1, 176)              \

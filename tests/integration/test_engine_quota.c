@@ -30,7 +30,8 @@
  *  - with shared_quotas (a ledger shared with other processes; a fake
  *    here): each send is also asked there with its cost, a refusal there
  *    holds it back, and each ticket is settled exactly once with the
- *    answer's quotas.
+ *    answer's quotas; with its acquire_class, each send is asked by its
+ *    request's class.
  *
  * Needs STAGGER (the stagger binary) in the environment. Only loopback.
  */
@@ -637,6 +638,7 @@ static void test_spent_idle_quota_probes(void **state)
  * ticket is freed there). */
 typedef struct fake_ledger {
     int asks, refused, tickets, settled, answered, with_quotas, out, max_out;
+    int class_asks, by_class[STG_N_PRIORITIES]; /* through acquire_class */
     int ticks, ticks_out; /* ticks in all, and while a send was out */
     int64_t tokens;
 } fake_ledger;
@@ -674,6 +676,19 @@ static int fake_acquire(void *ctx, const char *key, const char *route,
     return STG_OK;
 }
 
+/* The same ledger asked by class (stg_shared_quota.acquire_class). */
+static int fake_acquire_class(void *ctx, const char *key, const char *route, const stg_class *cls,
+                              const stg_quota_cost *costs, size_t n, int64_t demand, void **ticket,
+                              int64_t *wait_us)
+{
+    fake_ledger *f = ctx;
+    assert_non_null(cls);
+    assert_true(cls->priority >= STG_PRIORITY_MIN && cls->priority <= STG_PRIORITY_MAX);
+    f->class_asks++;
+    f->by_class[STG_PRIORITY_INDEX(cls->priority)]++;
+    return fake_acquire(ctx, key, route, costs, n, demand, ticket, wait_us);
+}
+
 static void fake_settle(void *ctx, void *ticket, int how, const stg_quota_set *qs,
                         const stg_quota_cost *used, size_t n_used, int64_t demand)
 {
@@ -690,6 +705,31 @@ static void fake_settle(void *ctx, void *ticket, int how, const stg_quota_set *q
     free(ticket);
 }
 
+/* n requests to /item/0.. of 7 tokens each through an engine with sq as
+ * its shared ledger (with classes: interactive and batch in turn), run to
+ * the end; the server is stopped. */
+static done_tally shared_run(server *s, const stg_shared_quota *sq, int n, bool classes)
+{
+    stg_engine_config cfg = {.concurrency = 4, .quotas = true, .shared_quotas = sq};
+    stg_engine *e = stg_engine_new(&cfg, NULL);
+    assert_non_null(e);
+    done_tally c = {0};
+    stg_quota_cost cost = {.unit = "tokens", .amount = 7};
+    for (int i = 0; i < n; i++) {
+        char url[128], path[32];
+        snprintf(path, sizeof path, "/item/%d", i);
+        url_of(s, path, url, sizeof url);
+        stg_request rq = {.url = url, .cost = &cost, .n_cost = 1};
+        if (classes)
+            rq.priority = i % 2 ? STG_PRIORITY_BATCH : STG_PRIORITY_INTERACTIVE;
+        assert_int_equal(stg_engine_submit(e, &rq, tally_done, &c, NULL), STG_OK);
+    }
+    assert_int_equal(stg_engine_drain(e), 0);
+    stg_engine_free(e);
+    server_stop(s);
+    return c;
+}
+
 static void test_shared_quota_hook(void **state)
 {
     (void)state;
@@ -697,22 +737,8 @@ static void test_shared_quota_hook(void **state)
     server_start(&s, LIMITED);
     fake_ledger f = {0};
     stg_shared_quota sq = {.ctx = &f, .acquire = fake_acquire, .settle = fake_settle};
-    stg_engine_config cfg = {.concurrency = 4, .quotas = true, .shared_quotas = &sq};
-    stg_engine *e = stg_engine_new(&cfg, NULL);
-    assert_non_null(e);
-    done_tally c = {0};
     const int n = 8;
-    stg_quota_cost cost = {.unit = "tokens", .amount = 7};
-    for (int i = 0; i < n; i++) {
-        char url[128], path[32];
-        snprintf(path, sizeof path, "/item/%d", i);
-        url_of(&s, path, url, sizeof url);
-        stg_request rq = {.url = url, .cost = &cost, .n_cost = 1};
-        assert_int_equal(stg_engine_submit(e, &rq, tally_done, &c, NULL), STG_OK);
-    }
-    assert_int_equal(stg_engine_drain(e), 0);
-    stg_engine_free(e);
-    server_stop(&s);
+    done_tally c = shared_run(&s, &sq, n, false);
     assert_int_equal(c.done, n);
     assert_int_equal(c.ok_200, n);
     assert_true(f.refused >= 1);
@@ -724,6 +750,29 @@ static void test_shared_quota_hook(void **state)
     assert_true(f.max_out <= 4);
     assert_int_equal((int)f.tokens, 7 * n);
     assert_int_equal(log_count(&s, "\"status\":200"), n);
+    server_cleanup(&s);
+}
+
+/* With acquire_class the engine asks the ledger by each request's class
+ * (the Redis ledger orders the processes by it), never the plain acquire. */
+static void test_shared_quota_by_class(void **state)
+{
+    (void)state;
+    server s;
+    server_start(&s, LIMITED);
+    fake_ledger f = {0};
+    stg_shared_quota sq = {.ctx = &f,
+                           .acquire = fake_acquire,
+                           .acquire_class = fake_acquire_class,
+                           .settle = fake_settle};
+    const int n = 6;
+    done_tally c = shared_run(&s, &sq, n, true);
+    assert_int_equal(c.ok_200, n);
+    assert_int_equal(f.class_asks, f.asks); /* every ask by class */
+    assert_true(f.by_class[STG_PRIORITY_INDEX(STG_PRIORITY_INTERACTIVE)] >= n / 2);
+    assert_true(f.by_class[STG_PRIORITY_INDEX(STG_PRIORITY_BATCH)] >= n / 2);
+    assert_int_equal(f.by_class[STG_PRIORITY_INDEX(STG_PRIORITY_NORMAL)], 0);
+    assert_int_equal(f.settled, n);
     server_cleanup(&s);
 }
 
@@ -775,6 +824,7 @@ int main(void)
         cmocka_unit_test_teardown(test_persona_openai_tokens, stop_leftovers),
         cmocka_unit_test_teardown(test_spent_idle_quota_probes, stop_leftovers),
         cmocka_unit_test_teardown(test_shared_quota_hook, stop_leftovers),
+        cmocka_unit_test_teardown(test_shared_quota_by_class, stop_leftovers),
         cmocka_unit_test_teardown(test_shared_quota_ticks, stop_leftovers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

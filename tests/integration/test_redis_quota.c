@@ -23,7 +23,14 @@
  *    route's answer named its key, a spent search quota holds only the
  *    search route (and routes never answered), not core's;
  *  - the ledger is one hash per limit key ("stagger:qs:KEY") naming each
- *    replica that holds units.
+ *    replica that holds units;
+ *  - classes: while an interactive replica waits for a quota, a batch (or
+ *    normal) replica's request that fits is refused, but for the floor
+ *    (one grant of its cost once the interactive ones were granted 19
+ *    times its cost); once they stop, the batch has the quota and its
+ *    leases back; and two replicas on the simulated bucket: a saturating
+ *    batch keeps only its floor while an interactive one asks, has the
+ *    whole refill before and after, and the server refuses nothing.
  * The simulated server's clock and Redis's are this machine's; bounds are
  * the protocol's (refusals are 0 because every unit sent was held against
  * the server's own count), never a throughput figure.
@@ -121,6 +128,14 @@ static stg_quota_cost tokens(int64_t n)
     return c;
 }
 
+static int ask(stg_redis_quota *q, const char *key, int priority, int64_t cost, int64_t demand,
+               stg_redis_quota_ticket **t, int64_t *w)
+{
+    stg_class c = {.priority = priority};
+    stg_quota_cost cc = tokens(cost);
+    return stg_redis_quota_acquire_class(q, key, NULL, &c, &cc, 1, demand, t, w);
+}
+
 /* The server's first answer, heard by q: the quota is known to Redis. */
 static void announce(stg_redis_quota *q, const char *key, server *s)
 {
@@ -134,6 +149,19 @@ static void announce(stg_redis_quota *q, const char *key, server *s)
                      STG_OK);
 }
 
+/* A fresh server, whose first answer for key an announcer replica heard
+ * (and gave its lease back). */
+static void announced(server *srv, const char *key)
+{
+    server_init(srv);
+    stg_redis_limiter *l = limiter_at(g_port, 0);
+    assert_non_null(l);
+    stg_redis_quota *q = ledger(l, "announcer", 0);
+    announce(q, key, srv);
+    stg_redis_quota_free(q);
+    stg_redis_limiter_free(l);
+}
+
 typedef struct pending {
     stg_redis_quota_ticket *t;
     int64_t due;
@@ -144,17 +172,28 @@ typedef struct replica {
     server *srv;
     int port;
     char name[32];
-    int64_t until;
+    const char *key;   /* NULL: "api.test" */
+    int priority;      /* its requests' class */
+    int64_t cost;      /* each request's tokens; 0: 150..299 at random */
+    int64_t from, until;
     int64_t admitted, sent_tokens;
     int64_t local, trips;
+    int64_t *at;       /* NULL, or when each admission went (at most n_max) */
+    int n, n_max;
     int fail;
 } replica;
 
 #define INFLIGHT 4
 
+/* A replica sending its requests as fast as the ledger admits them,
+ * INFLIGHT at a time, from `from` to `until`; each answer comes 30 ms
+ * after its send. */
 static void *replica_run(void *arg)
 {
     replica *r = arg;
+    const char *key = r->key ? r->key : "api.test";
+    while (now_us() < r->from)
+        sleep_us(1000);
     stg_redis_limiter *l = limiter_at(r->port, 0);
     stg_redis_quota_config c = {.replica = r->name};
     int err;
@@ -183,10 +222,9 @@ static void *replica_run(void *arg)
             sleep_us(2000);
             continue;
         }
-        int64_t cost = 150 + rand_r(&seed) % 150;
-        stg_quota_cost cc = tokens(cost);
+        int64_t cost = r->cost ? r->cost : 150 + rand_r(&seed) % 150;
         int64_t w = 0;
-        int rc = stg_redis_quota_acquire(q, "api.test", NULL, &cc, 1, INFLIGHT, &p[np].t, &w);
+        int rc = ask(q, key, r->priority, cost, INFLIGHT, &p[np].t, &w);
         if (rc == STG_EAGAIN) {
             sleep_us(w < 20000 ? w : 20000);
             continue;
@@ -200,9 +238,11 @@ static void *replica_run(void *arg)
         np++;
         r->admitted++;
         r->sent_tokens += cost;
+        if (r->at && r->n < r->n_max)
+            r->at[r->n++] = now_us();
     }
     stg_redis_quota_info info;
-    stg_redis_quota_info_get(q, "api.test", &info);
+    stg_redis_quota_info_get(q, key, &info);
     r->local = info.local_admissions;
     r->trips = info.round_trips;
     stg_redis_quota_free(q);
@@ -214,11 +254,7 @@ static void test_three_replicas_one_quota(void **state)
 {
     (void)state;
     server srv;
-    server_init(&srv);
-    stg_redis_limiter *l = limiter_at(g_port, 0);
-    assert_non_null(l);
-    stg_redis_quota *q = ledger(l, "announcer", 0);
-    announce(q, "api.test", &srv);
+    announced(&srv, "api.test");
     replica rs[3];
     pthread_t th[3];
     int64_t t0 = now_us();
@@ -246,8 +282,6 @@ static void test_three_replicas_one_quota(void **state)
     }
     /* Every unit sent was held against the server's own count. */
     assert_int_equal(srv.refused, 0);
-    stg_redis_quota_free(q);
-    stg_redis_limiter_free(l);
 }
 
 /* B takes a lease; while it holds it A cannot take the rest; once B's key
@@ -558,6 +592,172 @@ static void test_ledger_in_redis(void **state)
     stg_redis_limiter_free(la);
 }
 
+/* ---- classes (docs/priorities.md, "Across processes") -------------------- */
+
+/* One answer's token quota of the host's own key (a window's count, its
+ * reset in reset_s: no refill, so the test needs no clock). */
+static void window_tokens(stg_quota_set *qs, int64_t limit, int64_t rem, int64_t reset_s)
+{
+    window_obs(qs, "", limit, rem, reset_s);
+    snprintf(qs->q[0].unit, sizeof qs->q[0].unit, "tokens");
+}
+
+
+/* An interactive replica waits for a token window: a batch replica's
+ * request is refused though the window holds it (main's ledger granted
+ * it), until the interactive ones were granted 19 times its cost (the
+ * floor: its one grant in 20, of its cost only); then refused again.
+ * Once the interactive replicas stop, the batch takes the quota, leases
+ * included. No clock but Redis's marks (300 ms) between the steps. */
+static void test_class_waits_first_and_floor(void **state)
+{
+    (void)state;
+    stg_redis_limiter *la = limiter_at(g_port, 0), *la2 = limiter_at(g_port, 0),
+                      *lb = limiter_at(g_port, 0);
+    assert_non_null(la);
+    assert_non_null(la2);
+    assert_non_null(lb);
+    stg_redis_quota *a = ledger(la, "cls-a", 0), *a2 = ledger(la2, "cls-a2", 0),
+                    *b = ledger(lb, "cls-b", 0);
+    const char *key = "cls.test";
+    stg_redis_quota_ticket *t = NULL;
+    int64_t w = 0;
+    stg_quota_set qs;
+    /* The first answer: 1000 tokens left until a reset a minute away. */
+    assert_int_equal(ask(a, key, STG_PRIORITY_INTERACTIVE, 10, 1, &t, &w), STG_OK);
+    window_tokens(&qs, 5000, 1000, 60);
+    stg_redis_quota_settle(a, t, STG_REDIS_QUOTA_ANSWERED, &qs, NULL, 0, 1);
+    /* A wants more than the window holds: it waits (for the reset). */
+    assert_int_equal(ask(a, key, STG_PRIORITY_INTERACTIVE, 1100, 1, &t, &w), STG_EAGAIN);
+    assert_true(w > STG_SEC(1));
+    /* B's 10 tokens fit, but A waits with a higher class: refused, told
+     * to ask again shortly (main's ledger granted it). */
+    assert_int_equal(ask(b, key, STG_PRIORITY_BATCH, 10, 8, &t, &w), STG_EAGAIN);
+    assert_null(t);
+    assert_true(w > 0 && w < STG_MS(200));
+    /* A normal request is below interactive too. */
+    stg_redis_limiter *ln = limiter_at(g_port, 0);
+    stg_redis_quota *n = ledger(ln, "cls-n", 0);
+    assert_int_equal(ask(n, key, STG_PRIORITY_NORMAL, 10, 1, &t, &w), STG_EAGAIN);
+    stg_redis_quota_free(n);
+    stg_redis_limiter_free(ln);
+    /* Another interactive replica is granted: 18 times B's cost... */
+    for (int i = 0; i < 18; i++) {
+        assert_int_equal(ask(a2, key, STG_PRIORITY_INTERACTIVE, 10, 1, &t, &w), STG_OK);
+        stg_redis_quota_settle(a2, t, STG_REDIS_QUOTA_ANSWERED, NULL, NULL, 0, 1);
+    }
+    sleep_us(STG_MS(30)); /* past B's poll */
+    assert_int_equal(ask(b, key, STG_PRIORITY_BATCH, 10, 8, &t, &w), STG_EAGAIN);
+    /* ... and the 19th: B's floor. */
+    assert_int_equal(ask(a2, key, STG_PRIORITY_INTERACTIVE, 10, 1, &t, &w), STG_OK);
+    stg_redis_quota_settle(a2, t, STG_REDIS_QUOTA_ANSWERED, NULL, NULL, 0, 1);
+    sleep_us(STG_MS(30));
+    stg_redis_quota_ticket *tb = NULL;
+    assert_int_equal(ask(b, key, STG_PRIORITY_BATCH, 10, 8, &tb, &w), STG_OK);
+    stg_redis_quota_info ib;
+    stg_redis_quota_info_get(b, key, &ib);
+    assert_int_equal(ib.leased, 0); /* its cost, no lease beyond it */
+    assert_int_equal(ib.in_flight, 10);
+    sleep_us(STG_MS(30));
+    stg_redis_quota_ticket *tb2 = NULL;
+    assert_int_equal(ask(b, key, STG_PRIORITY_BATCH, 10, 8, &tb2, &w), STG_EAGAIN);
+    stg_redis_quota_settle(b, tb, STG_REDIS_QUOTA_ANSWERED, NULL, NULL, 0, 8);
+    /* A stops (its marks go with its give-back), then A2: B has it all. */
+    stg_redis_quota_free(a);
+    sleep_us(STG_MS(30));
+    assert_int_equal(ask(b, key, STG_PRIORITY_BATCH, 10, 8, &tb, &w), STG_OK);
+    stg_redis_quota_info_get(b, key, &ib);
+    assert_int_equal(ib.leased, 0); /* A2 asked lately: still no lease */
+    stg_redis_quota_settle(b, tb, STG_REDIS_QUOTA_ANSWERED, NULL, NULL, 0, 8);
+    stg_redis_quota_free(a2);
+    assert_int_equal(ask(b, key, STG_PRIORITY_BATCH, 10, 8, &tb, &w), STG_OK);
+    stg_redis_quota_info_get(b, key, &ib);
+    assert_true(ib.leased >= 70); /* 8 requests' worth: the lease is back */
+    stg_redis_quota_settle(b, tb, STG_REDIS_QUOTA_ANSWERED, NULL, NULL, 0, 0);
+    stg_redis_quota_free(b);
+    stg_redis_limiter_free(la);
+    stg_redis_limiter_free(la2);
+    stg_redis_limiter_free(lb);
+}
+
+#define CLS_COST 25
+#define CLS_MAX 8192
+
+static int cls_count(const replica *r, int64_t from, int64_t to)
+{
+    int n = 0;
+    for (int i = 0; i < r->n; i++)
+        n += r->at[i] >= from && r->at[i] < to;
+    return n;
+}
+
+/* Two replicas on one simulated OpenAI token quota (1000 tokens/s): B
+ * saturates it with batch requests throughout; A sends interactive ones
+ * as fast as it is admitted from 1.5 s to 3.5 s. While A asks, B keeps
+ * only its floor (about one grant in 20; at most one in 8 asserted, at
+ * least one); before and after, B has the whole quota; the server never
+ * refuses (every unit was held against its count). Main's ledger gave
+ * B about half while A asked. */
+static void test_class_two_replicas(void **state)
+{
+    (void)state;
+    server srv;
+    announced(&srv, "cls.fleet");
+    static int64_t at[2][CLS_MAX];
+    replica rs[2];
+    memset(rs, 0, sizeof rs);
+    int64_t t0 = now_us();
+    for (int i = 0; i < 2; i++) {
+        rs[i].srv = &srv;
+        rs[i].port = g_port;
+        rs[i].key = "cls.fleet";
+        rs[i].cost = CLS_COST;
+        rs[i].at = at[i];
+        rs[i].n_max = CLS_MAX;
+    }
+    snprintf(rs[0].name, sizeof rs[0].name, "cls-A");
+    rs[0].priority = STG_PRIORITY_INTERACTIVE;
+    rs[0].from = t0 + STG_MS(1500);
+    rs[0].until = t0 + STG_MS(3500);
+    snprintf(rs[1].name, sizeof rs[1].name, "cls-B");
+    rs[1].priority = STG_PRIORITY_BATCH;
+    rs[1].from = t0;
+    rs[1].until = t0 + STG_MS(5000);
+    pthread_t th[2];
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(pthread_create(&th[i], NULL, replica_run, &rs[i]), 0);
+    for (int i = 0; i < 2; i++)
+        pthread_join(th[i], NULL);
+    int64_t dt = now_us() - t0;
+    /* Phases, 200 ms after each change: B alone, A asking, B alone. */
+    int b1 = cls_count(&rs[1], t0 + STG_MS(500), t0 + STG_MS(1500));
+    int a2 = cls_count(&rs[0], t0 + STG_MS(1700), t0 + STG_MS(3500));
+    int b2 = cls_count(&rs[1], t0 + STG_MS(1700), t0 + STG_MS(3500));
+    int b3 = cls_count(&rs[1], t0 + STG_MS(3700), t0 + STG_MS(5000));
+    double rate = (double)LIMIT / WINDOW_MS; /* tokens per ms */
+    print_message("classes: B alone %d grants in 1.0 s (%.0f tokens/s); A asking: A %d, B %d "
+                  "(%.1f%%) in 1.8 s; B alone again %d in 1.3 s (%.0f tokens/s); server %lld "
+                  "tokens in %.2f s (bound %.0f), %lld refused; trips A %lld B %lld, from "
+                  "leases A %lld B %lld\n",
+                  b1, (double)b1 * CLS_COST, a2, b2, 100.0 * b2 / (a2 + b2 ? a2 + b2 : 1), b3,
+                  b3 * CLS_COST / 1.3, (long long)srv.tokens, (double)dt / 1e6,
+                  LIMIT + rate * (double)dt / 1000.0, (long long)srv.refused,
+                  (long long)rs[0].trips, (long long)rs[1].trips, (long long)rs[0].local,
+                  (long long)rs[1].local);
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(rs[i].fail, 0);
+    /* The bound: every unit sent was held against the server's count. */
+    assert_int_equal(srv.refused, 0);
+    assert_true((double)srv.tokens <= LIMIT + rate * (double)dt / 1000.0);
+    /* A first: B keeps its floor only (one in 20 expected). */
+    assert_true(a2 > 0);
+    assert_true(b2 * 8 <= a2 + b2);
+    assert_true(b2 >= 1);
+    /* Alone, B has the quota: at least 70% of the refill each time. */
+    assert_true(b1 * CLS_COST >= 0.7 * rate * 1000.0);
+    assert_true(b3 * CLS_COST >= 0.7 * rate * 1300.0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -570,6 +770,8 @@ int main(void)
         cmocka_unit_test(test_redis_down),
         cmocka_unit_test(test_ledger_in_redis),
         cmocka_unit_test(test_three_replicas_one_quota),
+        cmocka_unit_test(test_class_waits_first_and_floor),
+        cmocka_unit_test(test_class_two_replicas),
     };
     return cmocka_run_group_tests(tests, redis_group_setup, redis_group_teardown);
 }

@@ -54,6 +54,39 @@
  * after the round trip that granted it was sent, so it never outlives
  * the replica's entry in Redis.
  *
+ * Classes (docs/priorities.md, "Across processes"): a request says its
+ * class (stg_redis_quota_acquire_class; a plain acquire is normal), and
+ * the ledger orders the replicas by it, per quota:
+ *  - a request refused records "REP waits with class c" on each quota it
+ *    is charged to, until the wait it is told plus 250 ms (a field of the
+ *    hash in Redis's time, w<ID><c><REP>); a grant that covers what the
+ *    replica asked for clears it, a give-back (the key idle) clears all of
+ *    the replica's marks; a killed replica's lapse by themselves;
+ *  - while another replica's request of a higher class waits on a quota,
+ *    a request of a lower class charged to it is refused (told 50 ms, or
+ *    the quota's own wait when longer), but for the floor: each unit
+ *    granted to a higher class while the lower one waits is a credit of
+ *    the lower class (n<ID><c>), and once the credits reach
+ *    (STG__FQ_FLOOR_EVERY - 1) times its cost it is granted (its cost
+ *    only) and pays them: one grant in 20 when costs are equal, as in
+ *    process. Credits are not banked while the class does not wait;
+ *  - while another replica's request of a higher class asked within ttl
+ *    / 2 (p<ID><c><REP>: the life of a lease it may be spending), or
+ *    waits, a lower class gets no lease beyond its request's cost, so
+ *    leases do not hoard what the higher class comes back for; a lease
+ *    is used locally only by requests of its grant's class or higher.
+ * A replica's own marks never hold it back (its engine orders its own
+ * requests). Classes only ever refuse: the units granted are still
+ * within E - sum(held), so the server's bound holds as above. Redis is
+ * still off the path of the highest class asking (its leases); a lower
+ * class pays one round trip per request while a higher one is active.
+ * Limits: a request that gives up while refused (its deadline) leaves
+ * its mark until its told wait plus the margin (the key's quota being
+ * short until then anyway, it delays lower classes by the margin at
+ * most); a lease granted before the higher class came is spent (at most
+ * lease_max requests' worth, within refresh_us); the fallback ignores
+ * classes; tenants are not ordered across replicas by the ledger.
+ *
  * Redis unreachable: with the limiter's fallback share S each replica
  * grants itself, per quota, S * E (its last known estimate, projected and
  * lowered by its own answers) less its own units in flight (the fallback
@@ -163,6 +196,18 @@ STG_API void stg_redis_quota_free(stg_redis_quota *q);
 STG_API int stg_redis_quota_acquire(stg_redis_quota *q, const char *key, const char *route,
                                     const stg_quota_cost *costs, size_t n_costs, int64_t demand,
                                     stg_redis_quota_ticket **t, int64_t *wait_us);
+
+/* As stg_redis_quota_acquire (which is this with the class normal), for a
+ * request of class cls (its priority; the tenant and weight are not used
+ * by the ledger). See "Classes" above: while a replica's request of a
+ * higher class waits for a quota this request is charged to, it is
+ * refused (STG_EAGAIN) but for the floor's turn, and while a higher class
+ * asks, its grant is its own cost, no lease beyond it. STG_EINVAL also
+ * for cls NULL or a priority out of STG_PRIORITY_MIN..MAX. Thread-safe. */
+STG_API int stg_redis_quota_acquire_class(stg_redis_quota *q, const char *key, const char *route,
+                                          const stg_class *cls, const stg_quota_cost *costs,
+                                          size_t n_costs, int64_t demand,
+                                          stg_redis_quota_ticket **t, int64_t *wait_us);
 
 /* Settle t (NULL: nothing) and free it: how it ended; the answer's quotas
  * qs (ANSWERED; may be NULL), learned for every replica; used[0..n_used)
