@@ -77,6 +77,7 @@
 
 #include "curl/internal.h"
 #include "curl/metrics_class.h"
+#include "util/clock.h" /* the engine's default clock (env.c): a quota's reset, for display */
 #include "util/grow.h"
 
 #define N_CLASSES 8
@@ -377,13 +378,6 @@ static void print_by_reason(FILE *f, const char *name, const char *help,
 
 /* ---- the quotas (stg_metrics_set_quotas) --------------------------------- */
 
-static int64_t mono_us(void)
-{
-    struct timespec ts; /* the engine's default clock (env.c) */
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
 typedef struct quota_print {
     FILE *f;
     int which; /* 0 limit, 1 remaining, 2 reset, 3 reserved, 4 answers */
@@ -435,7 +429,7 @@ static void print_quotas(const stg_metrics *m, FILE *f)
         "not answered yet.\n# TYPE stagger_quota_reserved gauge\n",
         "# HELP stagger_quota_answers_total Answers to the sends that spent each quota: "
         "admitted, or refused (429, 503, 529).\n# TYPE stagger_quota_answers_total counter\n"};
-    int64_t now = mono_us();
+    int64_t now = stg__clock_mono_us();
     for (int w = 0; w < 5; w++) {
         fputs(head[w], f);
         quota_print qp = {f, w};
@@ -694,7 +688,7 @@ static json_t *to_json(const stg_metrics *m)
     }
     json_t *quotas = json_array();
     if (m->quotas)
-        stg_quota_each(m->quotas, mono_us(), quota_json, quotas);
+        stg_quota_each(m->quotas, stg__clock_mono_us(), quota_json, quotas);
     return json_pack("{s:o,s:o,s:o,s:o,s:o,s:o,s:I,s:I,s:{s:I,s:f}}", "quotas", quotas,
                      "attempts",
                      classes_json(m->attempts), "hosts", hosts, "waits", waits, "retries",

@@ -2,8 +2,9 @@
  * The monotonic clock in microseconds, for the parts that do I/O (the
  * server, the proxy, the Redis client, the batch source and the CLI):
  * written once here instead of once per file. The core never reads a
- * clock (time is a parameter there), and libstagger-curl reads it through
- * its injectable stg_env (env.c), so neither includes this. And the
+ * clock (time is a parameter there), and libstagger-curl's decisions read
+ * it through its injectable stg_env (env.c); only its metrics, which show
+ * a quota's time to reset and decide nothing, read it here. And the
  * condition variable whose timed waits count on that clock.
  */
 #ifndef STG_UTIL_CLOCK_H
