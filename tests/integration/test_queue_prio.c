@@ -43,7 +43,7 @@ typedef struct jdef {
 /* Load jobs from..to (ids) of a queue of total MAXJ, each as def says. */
 static void load(stg_queue *q, int64_t from, int64_t to, jdef def)
 {
-    static char keys[100][16], urls[100][48], hp[100][48], ht[100][96];
+    static char keys[100][24], urls[100][48], hp[100][48], ht[100][96];
     static const char *hs[100][2];
     stg_queue_spec s[100];
     for (int64_t i = from; i <= to;) {
