@@ -82,12 +82,27 @@ static stg_queue_worker_row *worker_row(stg_queue_report *r, const char *name, s
     return w;
 }
 
-static int workers(stg_queue *q, stg_queue_report *r)
+/* HGET of the queue's hash named what (NULL: no answer, q->err says). */
+static redisReply *hget(stg_queue *q, const char *what, const char *field)
 {
     char key[sizeof q->base + 8];
-    snprintf(key, sizeof key, "%sworkers", q->base);
+    snprintf(key, sizeof key, "%s%s", q->base, what);
+    const char *argv[] = {"HGET", key, field};
+    return stg__queue_cmd(q, 3, argv, NULL);
+}
+
+/* HGETALL of the queue's hash named what (as hget). */
+static redisReply *hgetall(stg_queue *q, const char *what)
+{
+    char key[sizeof q->base + 8];
+    snprintf(key, sizeof key, "%s%s", q->base, what);
     const char *argv[] = {"HGETALL", key};
-    redisReply *x = stg__queue_cmd(q, 2, argv, NULL);
+    return stg__queue_cmd(q, 2, argv, NULL);
+}
+
+static int workers(stg_queue *q, stg_queue_report *r)
+{
+    redisReply *x = hgetall(q, "workers");
     if (!x)
         return STG_EUNAVAIL;
     int rc = STG_OK;
@@ -110,15 +125,6 @@ static int workers(stg_queue *q, stg_queue_report *r)
     }
     freeReplyObject(x);
     return rc;
-}
-
-/* HGET of the queue's hash named what (NULL: no answer, q->err says). */
-static redisReply *hget(stg_queue *q, const char *what, const char *field)
-{
-    char key[sizeof q->base + 8];
-    snprintf(key, sizeof key, "%s%s", q->base, what);
-    const char *argv[] = {"HGET", key, field};
-    return stg__queue_cmd(q, 3, argv, NULL);
 }
 
 int stg_queue_report_get(stg_queue *q, stg_queue_report *r)
@@ -487,10 +493,7 @@ int stg_queue_classes_get(stg_queue *q, stg_queue_class_row **rows, size_t *n)
     *n = 0;
     if (!q)
         return STG_EINVAL;
-    char key[sizeof q->base + 8];
-    snprintf(key, sizeof key, "%sclasses", q->base);
-    const char *argv[] = {"HGETALL", key};
-    redisReply *x = stg__queue_cmd(q, 2, argv, NULL);
+    redisReply *x = hgetall(q, "classes");
     if (!x)
         return STG_EUNAVAIL;
     int64_t *total = NULL; /* per row: the jobs loaded */
