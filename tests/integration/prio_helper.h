@@ -20,6 +20,16 @@
 
 /* ---- a script against its model ------------------------------------------ */
 
+/* The sequences' generator (splitmix64): each seed gives the same calls on
+ * every run, so a failing call can be replayed by its seed and index. */
+static inline uint64_t prio_rng_next(uint64_t *s)
+{
+    uint64_t z = (*s += UINT64_C(0x9E3779B97F4A7C15));
+    z = (z ^ (z >> 30)) * UINT64_C(0xBF58476D1CE4E5B9);
+    z = (z ^ (z >> 27)) * UINT64_C(0x94D049BB133111EB);
+    return z ^ (z >> 31);
+}
+
 /* Load lua into the server on port; its SHA into sha. */
 static inline void prio_script_load(int port, const char *lua, char *sha, size_t size)
 {
@@ -31,6 +41,25 @@ static inline void prio_script_load(int port, const char *lua, char *sha, size_t
     snprintf(sha, size, "%s", r->str);
     freeReplyObject(r);
     redisFree(c);
+}
+
+/* The server a script test runs against, with the script loaded. */
+typedef struct prio_server {
+    int port;
+    pid_t pid;
+    char sha[64];
+} prio_server;
+
+static inline void prio_server_up(prio_server *s, const char *lua)
+{
+    s->port = free_port();
+    s->pid = server_start(s->port);
+    prio_script_load(s->port, lua, s->sha, sizeof s->sha);
+}
+
+static inline void prio_server_down(const prio_server *s)
+{
+    server_stop(s->pid, SIGTERM);
 }
 
 /* EVALSHA sha 1 key args[0..n): the reply's first max elements as

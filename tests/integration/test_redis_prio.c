@@ -24,31 +24,19 @@
 
 extern const char stg__redis_gcra_lua[];
 
-static int g_port;
-static pid_t g_pid;
-static char g_sha[64];
-
-static uint64_t rng_next(uint64_t *s)
-{
-    uint64_t z = (*s += UINT64_C(0x9E3779B97F4A7C15));
-    z = (z ^ (z >> 30)) * UINT64_C(0xBF58476D1CE4E5B9);
-    z = (z ^ (z >> 27)) * UINT64_C(0x94D049BB133111EB);
-    return z ^ (z >> 31);
-}
+static prio_server g_srv;
 
 static int setup(void **state)
 {
     (void)state;
-    g_port = free_port();
-    g_pid = server_start(g_port);
-    prio_script_load(g_port, stg__redis_gcra_lua, g_sha, sizeof g_sha);
+    prio_server_up(&g_srv, stg__redis_gcra_lua);
     return 0;
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    server_stop(g_pid, SIGTERM);
+    prio_server_down(&g_srv);
     return 0;
 }
 
@@ -74,13 +62,13 @@ static int script_call(redisContext *c, const char *key, int64_t T, int64_t B, i
     snprintf(a[8], sizeof a[8], "%s", prio);
     snprintf(a[9], sizeof a[9], "%s", tenant);
     snprintf(a[10], sizeof a[10], "%lld", (long long)now_us);
-    return prio_script_eval(c, g_sha, key, 11, a, v, 10);
+    return prio_script_eval(c, g_srv.sha, key, 11, a, v, 10);
 }
 
 static void test_script_is_the_model(void **state)
 {
     (void)state;
-    redisContext *c = raw_connect(g_port);
+    redisContext *c = raw_connect(g_srv.port);
     assert_non_null(c);
     const char *tenants[] = {"", "a", "b", "c:1", "d.e", "f-g"};
     int64_t calls = 0, granted = 0, leases = 0, floors = 0, refused = 0, plain = 0;
@@ -89,25 +77,25 @@ static void test_script_is_the_model(void **state)
         stg__prio_state *st = calloc(1, sizeof *st);
         char key[32];
         snprintf(key, sizeof key, "t:{diff%llu}", (unsigned long long)seed);
-        int64_t now_us = INT64_C(1700000000000000) + (int64_t)(rng_next(&s) % 1000000000);
+        int64_t now_us = INT64_C(1700000000000000) + (int64_t)(prio_rng_next(&s) % 1000000000);
         /* one rate per sequence, sometimes cut or raised midway */
-        int64_t T = (int64_t)(1 + rng_next(&s) % 40) * 1000000 + (int64_t)(rng_next(&s) % 1000);
-        int64_t B = 1 + (int64_t)(rng_next(&s) % 8);
+        int64_t T = (int64_t)(1 + prio_rng_next(&s) % 40) * 1000000 + (int64_t)(prio_rng_next(&s) % 1000);
+        int64_t B = 1 + (int64_t)(prio_rng_next(&s) % 8);
         for (int i = 0; i < 400; i++) {
-            uint64_t step = rng_next(&s) % 100;
+            uint64_t step = prio_rng_next(&s) % 100;
             if (step < 60)
-                now_us += (int64_t)(rng_next(&s) % 5000);
+                now_us += (int64_t)(prio_rng_next(&s) % 5000);
             else if (step < 90)
-                now_us += (int64_t)(rng_next(&s) % 60000);
+                now_us += (int64_t)(prio_rng_next(&s) % 60000);
             else if (step < 99)
-                now_us += (int64_t)(rng_next(&s) % 2000000);
+                now_us += (int64_t)(prio_rng_next(&s) % 2000000);
             else
                 now_us += INT64_C(130000) * 1000000; /* a day and a half: the base moves */
-            if (rng_next(&s) % 50 == 0)
-                T = (int64_t)(1 + rng_next(&s) % 40) * 1000000;
+            if (prio_rng_next(&s) % 50 == 0)
+                T = (int64_t)(1 + prio_rng_next(&s) % 40) * 1000000;
             int64_t now = now_us * 1000;
             long long v[10] = {0};
-            if (rng_next(&s) % 10 == 0) {
+            if (prio_rng_next(&s) % 10 == 0) {
                 /* a plain take (no class) */
                 int m = script_call(c, key, T, B, 1, 0, 0, "", "", now_us, v);
                 assert_int_equal(m, 3);
@@ -117,14 +105,14 @@ static void test_script_is_the_model(void **state)
                 continue;
             }
             stg__prio_req r = {.now_ns = now, .interval_ns = T, .burst = B};
-            r.priority = (int)(rng_next(&s) % 3) - 1;
-            r.tenant = tenants[rng_next(&s) % 6];
-            r.weight = (double)(1 + rng_next(&s) % 4) * (rng_next(&s) % 2 ? 1.0 : 0.25);
-            r.n = 1 + (int64_t)(rng_next(&s) % 4);
-            r.lead_ns = rng_next(&s) % 3 == 0 ? (int64_t)(rng_next(&s) % 50000) * 1000 : 0;
-            r.max_wait_ns = (int64_t)(rng_next(&s) % 4) * 50 * 1000000;
-            r.hold_ns = (int64_t)(20 + rng_next(&s) % 200) * 1000000;
-            r.floor_pm = (int)(rng_next(&s) % 3) * 100;
+            r.priority = (int)(prio_rng_next(&s) % 3) - 1;
+            r.tenant = tenants[prio_rng_next(&s) % 6];
+            r.weight = (double)(1 + prio_rng_next(&s) % 4) * (prio_rng_next(&s) % 2 ? 1.0 : 0.25);
+            r.n = 1 + (int64_t)(prio_rng_next(&s) % 4);
+            r.lead_ns = prio_rng_next(&s) % 3 == 0 ? (int64_t)(prio_rng_next(&s) % 50000) * 1000 : 0;
+            r.max_wait_ns = (int64_t)(prio_rng_next(&s) % 4) * 50 * 1000000;
+            r.hold_ns = (int64_t)(20 + prio_rng_next(&s) % 200) * 1000000;
+            r.floor_pm = (int)(prio_rng_next(&s) % 3) * 100;
             stg__prio_grant g;
             assert_int_equal(stg__prio_decide(st, &r, &g), 0);
             char prio[96];
@@ -167,7 +155,7 @@ static void test_script_is_the_model(void **state)
 static stg_redis_limiter *limiter(double rate, int64_t burst)
 {
     char url[96];
-    snprintf(url, sizeof url, "redis://127.0.0.1:%d/0/prio", g_port);
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d/0/prio", g_srv.port);
     stg_redis_limiter_config cfg = {.url = url, .rate = rate, .burst = burst};
     int err;
     stg_redis_limiter *l = stg_redis_limiter_new(&cfg, &err, NULL, 0);
@@ -208,7 +196,7 @@ static void test_acquire_class(void **state)
     assert_int_equal(stg_redis_limiter_set_class_floor(l, 0), STG_EINVAL);
     assert_int_equal(stg_redis_limiter_set_class_floor(l, 0.2), STG_OK);
     /* one hash per key, its fields as prio_lua.h says */
-    redisContext *c = raw_connect(g_port);
+    redisContext *c = raw_connect(g_srv.port);
     redisReply *r = redisCommand(c, "HGET stagger:rl:k1 p2:nightly");
     assert_int_equal(r->type, REDIS_REPLY_STRING);
     freeReplyObject(r);

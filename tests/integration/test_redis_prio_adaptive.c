@@ -38,31 +38,19 @@
 
 extern const char stg__redis_adaptive_lua[];
 
-static int g_port;
-static pid_t g_pid;
-static char g_sha[64];
-
-static uint64_t rng_next(uint64_t *s)
-{
-    uint64_t z = (*s += UINT64_C(0x9E3779B97F4A7C15));
-    z = (z ^ (z >> 30)) * UINT64_C(0xBF58476D1CE4E5B9);
-    z = (z ^ (z >> 27)) * UINT64_C(0x94D049BB133111EB);
-    return z ^ (z >> 31);
-}
+static prio_server g_srv;
 
 static int setup(void **state)
 {
     (void)state;
-    g_port = free_port();
-    g_pid = server_start(g_port);
-    prio_script_load(g_port, stg__redis_adaptive_lua, g_sha, sizeof g_sha);
+    prio_server_up(&g_srv, stg__redis_adaptive_lua);
     return 0;
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    server_stop(g_pid, SIGTERM);
+    prio_server_down(&g_srv);
     return 0;
 }
 
@@ -93,13 +81,13 @@ static int script_call(redisContext *c, const char *key, const acfg *ac, char op
     snprintf(a[12], sizeof a[12], "%s", prio);
     snprintf(a[13], sizeof a[13], "%s", tenant);
     snprintf(a[14], sizeof a[14], "%lld", (long long)now_us);
-    return prio_script_eval(c, g_sha, key, 15, a, v, 9);
+    return prio_script_eval(c, g_srv.sha, key, 15, a, v, 9);
 }
 
 static void test_script_is_the_model(void **state)
 {
     (void)state;
-    redisContext *c = raw_connect(g_port);
+    redisContext *c = raw_connect(g_srv.port);
     assert_non_null(c);
     const char *tenants[] = {"", "a", "b", "c:1", "d.e", "f-g"};
     int64_t calls = 0, granted = 0, floors = 0, refused = 0, plain = 0, cuts = 0, waited = 0;
@@ -108,18 +96,18 @@ static void test_script_is_the_model(void **state)
         stg__prio_state *st = calloc(1, sizeof *st);
         char key[32];
         snprintf(key, sizeof key, "t:{adiff%llu}", (unsigned long long)seed);
-        acfg ac = {.min_rate = (double)(1 + rng_next(&s) % 40) / 2.0,
-                   .burst = 1 + (int64_t)(rng_next(&s) % 8),
-                   .dbl_ns = rng_next(&s) % 2 ? 0 : 2000000000};
-        ac.max_rate = rng_next(&s) % 2 ? 0.0 : ac.min_rate * (double)(1 + rng_next(&s) % 20);
-        int64_t now_us = INT64_C(1700000000000000) + (int64_t)(rng_next(&s) % 1000000000);
+        acfg ac = {.min_rate = (double)(1 + prio_rng_next(&s) % 40) / 2.0,
+                   .burst = 1 + (int64_t)(prio_rng_next(&s) % 8),
+                   .dbl_ns = prio_rng_next(&s) % 2 ? 0 : 2000000000};
+        ac.max_rate = prio_rng_next(&s) % 2 ? 0.0 : ac.min_rate * (double)(1 + prio_rng_next(&s) % 20);
+        int64_t now_us = INT64_C(1700000000000000) + (int64_t)(prio_rng_next(&s) % 1000000000);
         long long v[9] = {0};
         /* Off: everything admitted at once (a class call too), tickets
          * counting up; then a throttle turns pacing on. */
         int64_t tickets = 0;
-        int warm = 5 + (int)(rng_next(&s) % 60);
+        int warm = 5 + (int)(prio_rng_next(&s) % 60);
         for (int i = 0; i < warm; i++) {
-            now_us += (int64_t)(rng_next(&s) % 20000);
+            now_us += (int64_t)(prio_rng_next(&s) % 20000);
             const char *prio = i % 2 ? "2 1000 50000000 0" : "";
             script_call(c, key, &ac, 'a', 0, 0, prio, "", now_us, v);
             assert_int_equal(v[0], 1);
@@ -131,24 +119,24 @@ static void test_script_is_the_model(void **state)
         assert_int_equal(v[0], 1); /* cut */
         assert_int_equal(v[4], 1); /* pacing */
         for (int i = 0; i < 400; i++) {
-            uint64_t step = rng_next(&s) % 100;
+            uint64_t step = prio_rng_next(&s) % 100;
             if (step < 60)
-                now_us += (int64_t)(rng_next(&s) % 5000);
+                now_us += (int64_t)(prio_rng_next(&s) % 5000);
             else if (step < 90)
-                now_us += (int64_t)(rng_next(&s) % 60000);
+                now_us += (int64_t)(prio_rng_next(&s) % 60000);
             else if (step < 99)
-                now_us += (int64_t)(rng_next(&s) % 2000000);
+                now_us += (int64_t)(prio_rng_next(&s) % 2000000);
             else
                 now_us += INT64_C(130000) * 1000000; /* a day and a half: the base moves */
             int64_t now = now_us * 1000;
-            if (rng_next(&s) % 30 == 0) {
+            if (prio_rng_next(&s) % 30 == 0) {
                 /* a throttle of the last send: the rate is cut (or not:
                  * the recovery rule), the TAT untouched */
                 script_call(c, key, &ac, 'r', tickets, 1, "", "", now_us, v);
                 cuts += v[0];
                 continue;
             }
-            if (rng_next(&s) % 10 == 0) {
+            if (prio_rng_next(&s) % 10 == 0) {
                 /* a plain adaptive acquire (no class), timeout 0 */
                 int m = script_call(c, key, &ac, 'a', 0, 0, "", "", now_us, v);
                 assert_int_equal(m, 6);
@@ -160,13 +148,13 @@ static void test_script_is_the_model(void **state)
                 continue;
             }
             stg__prio_req r = {.now_ns = now, .burst = ac.burst, .n = 1};
-            r.priority = (int)(rng_next(&s) % 3) - 1;
-            r.tenant = tenants[rng_next(&s) % 6];
-            r.weight = (double)(1 + rng_next(&s) % 4) * (rng_next(&s) % 2 ? 1.0 : 0.25);
-            r.max_wait_ns = (int64_t)(rng_next(&s) % 4) * 50 * 1000000;
+            r.priority = (int)(prio_rng_next(&s) % 3) - 1;
+            r.tenant = tenants[prio_rng_next(&s) % 6];
+            r.weight = (double)(1 + prio_rng_next(&s) % 4) * (prio_rng_next(&s) % 2 ? 1.0 : 0.25);
+            r.max_wait_ns = (int64_t)(prio_rng_next(&s) % 4) * 50 * 1000000;
             /* 0: the script's own hold, 8 intervals within 20 ms..1 s */
-            int64_t hold = rng_next(&s) % 3 == 0 ? 0 : (int64_t)(20 + rng_next(&s) % 200) * 1000000;
-            r.floor_pm = (int)(rng_next(&s) % 3) * 100;
+            int64_t hold = prio_rng_next(&s) % 3 == 0 ? 0 : (int64_t)(20 + prio_rng_next(&s) % 200) * 1000000;
+            r.floor_pm = (int)(prio_rng_next(&s) % 3) * 100;
             char prio[96];
             snprintf(prio, sizeof prio, "%d %lld %lld %d", STG_PRIORITY_INDEX(r.priority),
                      (long long)stg__prio_weight_m(r.weight), (long long)hold, r.floor_pm);
@@ -214,16 +202,25 @@ static void test_script_is_the_model(void **state)
     assert_true(granted > 100 && waited > 20 && floors > 5 && refused > 100 && cuts > 10);
 }
 
-static stg_redis_limiter *adaptive(double rate, int64_t burst)
+/* An adaptive limiter on key whose learned rate stays at rate (min = max),
+ * or NULL. */
+static stg_redis_limiter *pinned_limiter(const char *key, double rate, int64_t burst)
 {
-    char url[96];
-    snprintf(url, sizeof url, "redis://127.0.0.1:%d/0/aprio", g_port);
+    char url[128];
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d/%s", g_srv.port, key);
     stg_redis_limiter_config cfg = {.url = url, .adaptive = true};
     cfg.adaptive_config.min_rate = rate;
     cfg.adaptive_config.max_rate = rate;
     cfg.adaptive_config.burst = burst;
     int err;
     stg_redis_limiter *l = stg_redis_limiter_new(&cfg, &err, NULL, 0);
+    return l;
+}
+
+/* The pinned limiter of the key "aprio" in database 0. */
+static stg_redis_limiter *adaptive(double rate, int64_t burst)
+{
+    stg_redis_limiter *l = pinned_limiter("0/aprio", rate, burst);
     assert_non_null(l);
     return l;
 }
@@ -270,7 +267,7 @@ static void test_acquire_class(void **state)
     assert_int_equal(stg_redis_limiter_acquire_class(l, "k1", NULL, 0, &w), STG_EINVAL);
     /* the class fields live on the adaptive hash, prefixed: pr and pb are
      * still the adaptive model's own */
-    redisContext *c = raw_connect(g_port);
+    redisContext *c = raw_connect(g_srv.port);
     redisReply *r = redisCommand(c, "HGET stagger:ad:k1 cp2:nightly");
     assert_int_equal(r->type, REDIS_REPLY_STRING);
     freeReplyObject(r);
@@ -284,7 +281,7 @@ static void test_acquire_class(void **state)
     stg_redis_limiter_free(l);
     /* a fixed-rate limiter has no adaptive class call */
     char url[96];
-    snprintf(url, sizeof url, "redis://127.0.0.1:%d/0/aprio", g_port);
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d/0/aprio", g_srv.port);
     stg_redis_limiter_config cfg = {.url = url, .rate = 10, .burst = 1};
     int err;
     stg_redis_limiter *f = stg_redis_limiter_new(&cfg, &err, NULL, 0);
@@ -308,21 +305,6 @@ typedef struct role {
                          with many requests and this horizon) */
     bool fcfs;
 } role;
-
-/* An adaptive limiter on key whose learned rate stays at rate (min = max),
- * or NULL. */
-static stg_redis_limiter *pinned_limiter(const char *key, double rate, int64_t burst)
-{
-    char url[128];
-    snprintf(url, sizeof url, "redis://127.0.0.1:%d/%s", g_port, key);
-    stg_redis_limiter_config cfg = {.url = url, .adaptive = true};
-    cfg.adaptive_config.min_rate = rate;
-    cfg.adaptive_config.max_rate = rate;
-    cfg.adaptive_config.burst = burst;
-    int err;
-    stg_redis_limiter *l = stg_redis_limiter_new(&cfg, &err, NULL, 0);
-    return l;
-}
 
 static void child(const char *key, double rate, int64_t burst, const role *ro, int who,
                   prio_shm *m)
