@@ -819,11 +819,31 @@ def perf_section(res):
             if not s:
                 continue
             ratio = s / n if n else None
+            h = kv.get("h2o%s_rps" % sfx)
+            peer = "nginx proxy_pass: %.0f req/s%s" % (n, cpu("nginx%s_cpuus" % sfx)) if n else "–"
+            if h:
+                peer += "; h2o proxy.reverse: %.0f req/s%s, %.2f× nginx" % (
+                    h, cpu("h2o%s_cpuus" % sfx), h / n if n else 0)
             rows.append(["1. proxy req/s ≥ 1.0× nginx, wrk -c%s (median of %s turns)" % (c, turns),
                          "%.0f req/s%s" % (s, cpu("stagger%s_cpuus" % sfx)),
-                         "nginx proxy_pass: %.0f req/s%s" % (n, cpu("nginx%s_cpuus" % sfx)) if n else "–",
+                         peer,
                          "%.2f×" % ratio if ratio else "–",
                          "met" if ratio and ratio >= 1.0 else "not met"])
+        # The floor: libcurl alone making the upstream half (bench_curl_cpu), plus
+        # the other half's least cost, an HTTP server's own CPU answering the same
+        # request (the direct server's, libmicrohttpd like the proxy's front).
+        for c, sfx in (("30", ""), ("1", "1")):
+            fc, dc, nc = (kv.get("curl%s_cpuus" % sfx), kv.get("direct%s_cpuus" % sfx),
+                          kv.get("nginx%s_cpuus" % sfx))
+            if not fc or not dc or not nc:
+                continue
+            floor = fc + dc
+            rows.append(["1. the floor at -c%s: libcurl alone making the upstream half, plus a "
+                         "server's own CPU for the client's half" % c,
+                         "%.1f + %.1f = %.1f µs CPU a request" % (fc, dc, floor),
+                         "nginx's whole proxied request: %.1f µs" % nc,
+                         "CPU ≤ %.2f×" % (nc / floor),
+                         "1.0× unreachable with libcurl" if floor > nc else "reachable"])
         d1, s1, n1 = kv.get("direct1_p50us"), kv.get("stagger1_p50us"), kv.get("nginx1_p50us")
         if d1 is not None and s1 is not None:
             added = s1 - d1
@@ -837,9 +857,13 @@ def perf_section(res):
                 return int(m.group(1)) if m else None
         return None
     ms, mn = mem("memory per open client connection:"), mem("memory per open client connection, nginx:")
+    mh = mem("memory per open client connection, h2o:")
     if ms is not None:
+        peer = "nginx: %.1f KB" % (mn / 1024.0) if mn is not None else "–"
+        if mh is not None:
+            peer += "; h2o: %.1f KB" % (mh / 1024.0)
         rows.append(["1. memory per idle client connection ≤ 8 KB", "%.1f KB" % (ms / 1024.0),
-                     "nginx: %.1f KB" % (mn / 1024.0) if mn is not None else "–", "–",
+                     peer, "–",
                      "met" if ms <= 8192 else "not met"])
     for n, kvb in batch_goal1(res):
         cw = kvb.get("curl_wall")
@@ -873,10 +897,68 @@ def perf_section(res):
             "Proxy: bench/bench_proxy.sh, stagger proxy --rate 0 -j 100 and nginx (proxy_pass, one "
             "worker, keep-alive upstream) in front of the same unlimited `stagger serve`, wrk turns "
             "alternating, medians; the CPU each spent per request beside (on a busy machine the "
-            "steadier figure). Batch: bench/bench_batch.sh's unlimited part. Goodput: 2000 jobs "
+            "steadier figure). Beside nginx, h2o (Debian's 2.2.5, proxy.reverse, one thread): "
+            "the other peer, a proxy made like stagger's of an HTTP library's server and client "
+            "on one event loop. The floor: bench/bench_curl_cpu.c, libcurl alone (no stagger code) "
+            "making the same keep-alive GETs to the same server; the proxy's CPU a request "
+            "cannot go below it plus the other half's, so when that sum passes nginx's whole "
+            "request, neither can its requests/s reach nginx's on the same cores. "
+            "Batch: bench/bench_batch.sh's unlimited part. Goodput: 2000 jobs "
             "against `stagger serve --rate 100 --burst 20`, a quarter each by 4 naive.py processes "
             "(50 workers, fixed 1 s sleep on a 429) at once.", "",
-            md_table(["goal", "stagger", "peer (same run)", "ratio", "verdict"], rows), ""]
+            md_table(["goal", "stagger", "peer (same run)", "ratio", "verdict"], rows), ""] + \
+        profile_table(res)
+
+
+# The layers of bench/perf_layers.py, grouped for the table: (label, the
+# owners whose own code and libc calls it sums). Kernel time is its own row.
+PROFILE_GROUPS = (
+    ("libcurl (HTTP client library)", ("libcurl",)),
+    ("libmicrohttpd (HTTP server library)", ("libmicrohttpd",)),
+    ("SQLite", ("sqlite",)),
+    ("stagger's own code", ("stagger",)),
+    ("the program's own code (nginx, h2o, curl's tool)", ("nginx", "h2o", "curl")),
+)
+
+
+def profile_table(res):
+    """Issue #35's "where the time goes": bench/bench_profile.sh's profile lines, the
+    CPU of one request (one job) split by layer, each program beside its peers."""
+    progs, keys = {}, "?"
+    for l in read_primitive(res, "bench_profile.txt") or []:
+        w = l.split()
+        if len(w) >= 3 and w[0] == "profile":
+            progs[w[1]] = kv_words(" ".join(w[2:]))
+        elif len(w) == 2 and w[0] == "profile_keys":
+            keys = w[1]
+    cols = [(k, label) for k, label in (("stagger_proxy", "stagger proxy"), ("nginx", "nginx"),
+                                        ("h2o", "h2o"), ("stagger_batch", "stagger batch"),
+                                        ("curl_parallel", "curl --parallel")) if progs.get(k)]
+    if not cols:
+        return []
+
+    def cell(v):
+        return "%.1f" % v if v >= 0.05 else "–"
+    rows = [["CPU per request (per job for the batch), µs"] +
+            [cell(progs[k].get("cpu_us") or 0) for k, _ in cols]]
+    kernel = ["kernel: the system calls (sockets, epoll, the database's writes)"]
+    for k, _ in cols:
+        kernel.append(cell(sum(v or 0 for n, v in progs[k].items() if n.startswith("kernel_via_"))))
+    rows.append(kernel)
+    for owner, via in (("libcurl", "of which libcurl's calls"), ("libmicrohttpd", "of which libmicrohttpd's calls"),
+                       ("sqlite", "of which SQLite's calls")):
+        if any(progs[k].get("kernel_via_" + owner) for k, _ in cols):
+            rows.append(["— " + via] + [cell(progs[k].get("kernel_via_" + owner) or 0) for k, _ in cols])
+    for label, owners in PROFILE_GROUPS:
+        vals = [sum((progs[k].get(o) or 0) + (progs[k].get("libc_via_" + o) or 0) for o in owners)
+                for k, _ in cols]
+        if any(v >= 0.05 for v in vals):
+            rows.append([label + ", with the libc it calls"] + [cell(v) for v in vals])
+    return ["Where the time goes (bench/bench_profile.sh in this run: perf's call-graph samples "
+            "of each program at work, every sample charged to the layer that owns it, scaled to "
+            "the CPU a request cost in an unsampled run beside; the proxies under wrk -c30, the "
+            "batch and curl over %s keys):" % keys, "",
+            md_table(["µs", *[label for _, label in cols]], rows), ""]
 
 
 def goals_section(res, manifest, runs, ideals):

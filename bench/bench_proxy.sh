@@ -19,15 +19,22 @@
 #     keep-alive upstream, one worker like stagger proxy's one loop), when
 #     nginx is installed: what a mature C proxy gets from the same two
 #     cores (issue #35 goal 1: >= 1.0x nginx at -c30 and -c1, added p50 at
-#     -c1 <= 100 us). Direct, stagger and nginx take turns
+#     -c1 <= 100 us). And h2o (Debian's 2.2.5, proxy.reverse, one thread),
+#     when installed: a proxy made, like stagger's, of an HTTP library's
+#     server and client on one event loop. Direct, stagger, nginx and h2o
+#     take turns
 #     (BENCH_PROXY_TURNS, default 3, of BENCH_PROXY_DUR s, default 5), each
 #     figure the median of its turns, with the CPU time per request of the
 #     proxy (nginx's worker) beside it. Then once without -j (the
 #     concurrency learned per host, the default), with the limit it learned.
+#     And the floor under the proxy's upstream half: bench_curl_cpu, libcurl
+#     alone making the same keep-alive GETs (30 at once, and one), its CPU
+#     per request: what stagger's proxy spends at least, per request, for
+#     as long as libcurl is its transport.
 #  3. Memory per open client connection: a fresh proxy's RSS with 0, 1000
 #     and 2000 idle keep-alive connections, each of which had one answer
 #     from upstream (MHD zeroes a connection's whole pool after a request);
-#     and a fresh nginx worker's the same way (goal: <= 8 KB).
+#     and a fresh nginx worker's and h2o's the same way (goal: <= 8 KB).
 # BENCH_PROXY_GOODPUT=0 skips part 1 (the overhead alone, for profiling);
 # BENCH_PROXY_CASES picks part 1's runs (default "direct adaptive adaptive4
 # rate").
@@ -47,11 +54,11 @@ PY=/usr/bin/python3
 T=$(mktemp -d /tmp/stg_bench_proxy.XXXXXX)
 SRV_PID="" PX_PID=""
 cleanup() {
-  for p in $NGX_PID $PX_PID $SRV_PID; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
+  for p in $NGX_PID $H2O_PID $PX_PID $SRV_PID; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
   rm -rf "$T"
 }
 trap cleanup EXIT INT TERM
-NGX_PID=""
+NGX_PID="" H2O_PID=""
 ulimit -n 20000 2>/dev/null || ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 now() { date +%s.%N; }
 
@@ -187,6 +194,37 @@ EOF2
   NGXW=$(pgrep -P "$NGX_PID" | head -1)
   [ -n "$NGXW" ]
 }
+# h2o (2.2.5, Debian's) as a reverse proxy to 127.0.0.1:$1 on a free
+# loopback port, one thread, keep-alive upstream (sets H2O_PID, H2OPORT):
+# the other peer, a proxy made of an HTTP library's server and client in
+# one event loop, as stagger's is of libmicrohttpd's and libcurl's; false
+# when h2o is missing or does not answer.
+h2o_proxy() {
+  _h2o=$(command -v h2o || echo /usr/bin/h2o)
+  [ -x "$_h2o" ] || return 1
+  H2OPORT=$("$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  cat > "$T/h2o.conf" <<EOF2
+listen:
+  host: 127.0.0.1
+  port: $H2OPORT
+num-threads: 1
+access-log: /dev/null
+error-log: $T/h2o.err
+proxy.timeout.keepalive: 600000
+hosts:
+  default:
+    paths:
+      /:
+        proxy.reverse.url: http://127.0.0.1:$1/
+EOF2
+  "$_h2o" -c "$T/h2o.conf" > "$T/h2o.out" 2>&1 &
+  H2O_PID=$!
+  for _ in $(seq 100); do
+    curl -s -o /dev/null "http://127.0.0.1:$H2OPORT/track/w" && return 0
+    sleep 0.05
+  done
+  return 1
+}
 # idle_mem PORT PID: PID's RSS (kB) fresh, with 1000 and with 2000 idle
 # keep-alive connections to PORT that each had one answer.
 idle_mem() {
@@ -217,6 +255,7 @@ if command -v wrk > /dev/null 2>&1; then
   start_proxy over --upstream "http://127.0.0.1:$PORT" --rate 0 -j 100
   NGXW=""
   nginx_proxy "$PORT" || { NGXW=""; echo "nginx missing: no peer" >&2; }
+  h2o_proxy "$PORT" || { stop "$H2O_PID"; H2O_PID=""; echo "h2o missing: no second peer" >&2; }
   turns=${BENCH_PROXY_TURNS:-3}
   r=0
   while [ $r -lt "$turns" ]; do
@@ -225,11 +264,21 @@ if command -v wrk > /dev/null 2>&1; then
       wrk_run "direct$sfx" "http://127.0.0.1:$PORT/track/w" $c "$SRV_OVER"
       wrk_run "proxy$sfx" "http://127.0.0.1:$PXPORT/track/w" $c "$PX_PID"
       [ -n "$NGXW" ] && wrk_run "nginx$sfx" "http://127.0.0.1:$NGXPORT/track/w" $c "$NGXW"
+      [ -n "$H2O_PID" ] && wrk_run "h2o$sfx" "http://127.0.0.1:$H2OPORT/track/w" $c "$H2O_PID"
     done
     r=$((r + 1))
   done
   stop "$PX_PID"; PX_PID=""
   stop "$NGX_PID"; NGX_PID=""
+  stop "$H2O_PID"; H2O_PID=""
+  # The floor under the proxy's upstream half: libcurl alone (no stagger
+  # code) making the same keep-alive GETs to the same server, its CPU per
+  # request, at 30 transfers at once and at one.
+  if [ -x "$B/bench/bench_curl_cpu" ]; then
+    for c in 30 1; do
+      "$B/bench/bench_curl_cpu" "http://127.0.0.1:$PORT/track/w" "$DUR" $c >> "$T/curlcpu" 2>&1 || true
+    done
+  fi
   # ---- 3. memory per open client connection: a fresh proxy (a loaded one
   # would reuse the heap wrk left, and hide the cost), its RSS with 0, 1000
   # and 2000 idle keep-alive connections that each had one answer; and a
@@ -245,6 +294,12 @@ if command -v wrk > /dev/null 2>&1; then
     nrss0=$1 nrss1=$2 nrss2=$3
   fi
   stop "$NGX_PID"; NGX_PID=""
+  hrss0=""
+  if h2o_proxy "$PORT"; then
+    set -- $(idle_mem "$H2OPORT" "$H2O_PID")
+    hrss0=$1 hrss1=$2 hrss2=$3
+  fi
+  stop "$H2O_PID"; H2O_PID=""
   # The default: no -j, the concurrency learned per host.
   start_proxy learned --upstream "http://127.0.0.1:$PORT" --rate 0
   wrk_run proxyL "http://127.0.0.1:$PXPORT/track/w" 30 "$PX_PID"
@@ -262,8 +317,8 @@ if [ -s "$T/goodput" ]; then
 fi
 if [ -s "$T/wrk" ]; then
   echo
-  "$PY" - "$T/wrk" "${BENCH_PROXY_TURNS:-3}" <<'PY'
-import statistics, sys
+  "$PY" - "$T/wrk" "${BENCH_PROXY_TURNS:-3}" "$T/curlcpu" <<'PY'
+import os, statistics, sys
 from collections import defaultdict
 def us(s):
     for suf, m in (("us", 1), ("ms", 1e3), ("s", 1e6)):
@@ -283,7 +338,7 @@ def med(name):  # (req/s, p50 us, CPU us per request) medians of its turns
             statistics.median(cpus) if cpus else None)
 def p50(v):
     return "%.0fus" % v if v < 1000 else "%.2fms" % (v / 1000)
-d, p, n = med("direct"), med("proxy"), med("nginx")
+d, p, n, h = med("direct"), med("proxy"), med("nginx"), med("h2o")
 print("overhead (wrk, unlimited server): medians of %s alternating turns; CPU = the proxy's "
       "(nginx: its worker's; direct: the server's) per request" % sys.argv[2])
 print("%-54s %10s %10s %12s" % ("", "req/s", "p50", "CPU/request"))
@@ -295,6 +350,8 @@ print("%-54s %9.2fx %+9.0fus" % ("proxy / direct, added p50", p[0] / max(d[0], 1
 if n:
     line("wrk through nginx proxy_pass (peer, 1 worker)", n)
     print("%-54s %9.2fx" % ("nginx / direct", n[0] / max(d[0], 1)))
+if h:
+    line("wrk through h2o proxy.reverse (peer, 1 thread)", h)
 l = med("proxyL")
 line("wrk through stagger proxy, learned concurrency (no -j)", l)
 d1, p1, n1 = med("direct1"), med("proxy1"), med("nginx1")
@@ -304,10 +361,28 @@ print("%-54s %10s %+9.0fus" % ("added p50, one connection", "", p1[1] - d1[1]))
 if n1:
     line("wrk -c1 through nginx proxy_pass", n1)
     print("%-54s %10s %+9.0fus" % ("added p50, one connection, nginx", "", n1[1] - d1[1]))
+h1 = med("h2o1")
+if h1:
+    line("wrk -c1 through h2o proxy.reverse", h1)
+# libcurl alone, the upstream half (bench_curl_cpu): its CPU per request.
+floor = {}
+if os.path.exists(sys.argv[3]):
+    for l in open(sys.argv[3]):
+        w = dict(x.split("=", 1) for x in l.split()[1:] if "=" in x)
+        if l.startswith("curl_cpu ") and "c" in w:
+            floor[w["c"]] = w
+for c, sfx in (("30", ""), ("1", "1")):
+    f = floor.get(c)
+    if f:
+        print("%-54s %10s %10s %12s" % ("libcurl alone, the upstream half only, %s at once" % c,
+                                           f["rps"], "", "%sus" % f["cpu_us"]))
 # issue #35 goal 1's figures for bench/analyze.py, as KEY=VALUE words.
 words = ["turns=%s" % sys.argv[2]]
-for key, m in (("direct", d), ("stagger", p), ("nginx", n), ("direct1", d1), ("stagger1", p1),
-               ("nginx1", n1)):
+for c, key in (("30", "curl"), ("1", "curl1")):
+    if c in floor:
+        words += ["%s_cpuus=%s" % (key, floor[c]["cpu_us"]), "%s_userus=%s" % (key, floor[c]["user_us"])]
+for key, m in (("direct", d), ("stagger", p), ("nginx", n), ("h2o", h), ("direct1", d1),
+               ("stagger1", p1), ("nginx1", n1), ("h2o1", h1)):
     if m:
         words += ["%s_rps=%.0f" % (key, m[0]), "%s_p50us=%.0f" % (key, m[1])]
         if m[2]:
@@ -319,5 +394,8 @@ PY
   echo "memory per open client connection: $(( (rss2 - rss0) * 1024 / 2000 )) bytes (proxy RSS $rss0 kB idle, $rss1 kB with 1000 idle keep-alive connections, $rss2 kB with 2000)"
   if [ -n "$nrss0" ]; then
     echo "memory per open client connection, nginx: $(( (nrss2 - nrss0) * 1024 / 2000 )) bytes (worker RSS $nrss0 kB idle, $nrss1 kB with 1000 idle keep-alive connections, $nrss2 kB with 2000)"
+  fi
+  if [ -n "$hrss0" ]; then
+    echo "memory per open client connection, h2o: $(( (hrss2 - hrss0) * 1024 / 2000 )) bytes (RSS $hrss0 kB idle, $hrss1 kB with 1000 idle keep-alive connections, $hrss2 kB with 2000)"
   fi
 fi

@@ -384,7 +384,7 @@ primitives() {
         fi
     done
     [ "$QUICK" = 1 ] && return 0
-    for s in bench_serve bench_batch bench_redis bench_prio bench_tls bench_dialects bench_proxy bench_ai bench_queue bench_queue_death bench_h2 bench_mem; do
+    for s in bench_serve bench_batch bench_redis bench_prio bench_tls bench_dialects bench_proxy bench_profile bench_ai bench_queue bench_queue_death bench_h2 bench_mem; do
         if [ -f "$ROOT/bench/$s.sh" ]; then
             log "running bench/$s.sh"
             set +e

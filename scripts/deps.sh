@@ -8,7 +8,7 @@
 #                              metric checks; chromium + chromium-driver: the
 #                              tests that look at the pages)
 #   scripts/deps.sh fuzz       also clang and the libFuzzer runtime
-#   scripts/deps.sh bench      also wrk, nginx and the peers of `make bench`
+#   scripts/deps.sh bench      also wrk, nginx, h2o, perf and the peers of `make bench`
 set -eu
 
 PKGS="build-essential cmake ninja-build pkg-config git
@@ -19,7 +19,7 @@ PKGS="build-essential cmake ninja-build pkg-config git
 for extra in "$@"; do
   case "$extra" in
     fuzz)  PKGS="$PKGS clang libclang-rt-14-dev" ;;
-    bench) PKGS="$PKGS wrk nginx-light valgrind" ;;
+    bench) PKGS="$PKGS wrk nginx-light h2o linux-perf valgrind" ;;
     *) echo "deps.sh: unknown group '$extra'" >&2; exit 2 ;;
   esac
 done
