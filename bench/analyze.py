@@ -949,11 +949,19 @@ def profile_table(res):
                        ("sqlite", "of which SQLite's calls")):
         if any(progs[k].get("kernel_via_" + owner) for k, _ in cols):
             rows.append(["— " + via] + [cell(progs[k].get("kernel_via_" + owner) or 0) for k, _ in cols])
+    shown = [0.0] * len(cols)
+    for i, (k, _) in enumerate(cols):
+        shown[i] = sum(v or 0 for n, v in progs[k].items() if n.startswith("kernel_via_"))
     for label, owners in PROFILE_GROUPS:
         vals = [sum((progs[k].get(o) or 0) + (progs[k].get("libc_via_" + o) or 0) for o in owners)
                 for k, _ in cols]
+        shown = [a + b for a, b in zip(shown, vals)]
         if any(v >= 0.05 for v in vals):
             rows.append([label + ", with the libc it calls"] + [cell(v) for v in vals])
+    rest = [(progs[k].get("cpu_us") or 0) - shown[i] for i, (k, _) in enumerate(cols)]
+    if any(v >= 0.05 for v in rest):
+        rows.append(["the rest: libc whose caller perf did not unwind, other libraries"] +
+                    [cell(v) for v in rest])
     return ["Where the time goes (bench/bench_profile.sh in this run: perf's call-graph samples "
             "of each program at work, every sample charged to the layer that owns it, scaled to "
             "the CPU a request cost in an unsampled run beside; the proxies under wrk -c30, the "
