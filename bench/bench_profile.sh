@@ -22,9 +22,9 @@ set -eu
 B=${1:?usage: bench/bench_profile.sh BUILD_DIR}
 S=$B/src/cli/stagger
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-. "$ROOT/bench/nginx_lib.sh"
 PY=/usr/bin/python3
 [ -x "$PY" ] || PY=python3
+. "$ROOT/bench/proxy_lib.sh"
 [ -x "$S" ] || { echo "no $S: build first" >&2; exit 2; }
 for tool in perf wrk curl; do
   command -v $tool > /dev/null 2>&1 || { echo "bench_profile: skipped ($tool missing)"; exit 0; }
@@ -34,34 +34,15 @@ perf record -q -o /dev/null -- true > /dev/null 2>&1 ||
 KEYS=${BENCH_PROFILE_KEYS:-50000}
 FREQ=${BENCH_PROFILE_FREQ:-999}
 # The user stack perf copies at each sample, for the unwinding (a larger
-# copy loses more samples than it unwinds). curl's tool is not unwound
-# past libc: its kernel and libc time is "via unknown".
+# copy loses more samples than it unwinds; a sample that is not unwound
+# past libc is charged "via unknown").
 STACK=16384
 T=$(mktemp -d /tmp/stg_bench_profile.XXXXXX)
 SRV_PID="" PX_PID="" NGX_PID="" H2O_PID=""
-stop() { for p in "$@"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done; }
 cleanup() { stop $NGX_PID $H2O_PID $PX_PID $SRV_PID; rm -rf "$T"; }
 trap cleanup EXIT INT TERM
 ulimit -n 20000 2>/dev/null || true
 
-port_of() { # FILE PID
-  i=0
-  while [ $i -lt 200 ]; do
-    p=$(sed -n 's|^listening on http://127\.0\.0\.1:\([0-9]*\)$|\1|p' "$1" 2>/dev/null || true)
-    [ -n "$p" ] && { echo "$p"; return 0; }
-    kill -0 "$2" 2>/dev/null || break
-    sleep 0.05
-    i=$((i + 1))
-  done
-  echo "did not start: $(cat "$1")" >&2
-  exit 1
-}
-free_port() {
-  "$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
-cpu_ns() { # PID: the on-CPU ns of all its threads so far
-  cat /proc/"$1"/task/*/schedstat 2>/dev/null | awk '{s += $1} END {printf "%.0f", s}'
-}
 # layers NAME DATA CPU_US [perf script filters...]: the profile line.
 layers() {
   n=$1 data=$2 cpu=$3; shift 3
@@ -99,51 +80,15 @@ PXPORT=$(port_of "$T/px" "$PX_PID")
 profile_proxy stagger_proxy "$PX_PID" "http://127.0.0.1:$PXPORT/track/w"
 stop "$PX_PID"; PX_PID=""
 
-NGXPORT=$(free_port)
-if nginx_run "$T/ngx" 1 "$NGXPORT" /track/w <<EOF
-    upstream up { server 127.0.0.1:$PORT; keepalive 64; keepalive_requests 100000000; }
-    server {
-        listen 127.0.0.1:$NGXPORT;
-        location / {
-            proxy_pass http://up;
-            proxy_http_version 1.1;
-            proxy_set_header Connection "";
-            proxy_buffering off;
-        }
-    }
-EOF
-then
-  NGXW=$(pgrep -P "$NGX_PID" | head -1)
-  [ -n "$NGXW" ] && profile_proxy nginx "$NGXW" "http://127.0.0.1:$NGXPORT/track/w"
+if nginx_proxy "$PORT"; then
+  profile_proxy nginx "$NGXW" "http://127.0.0.1:$NGXPORT/track/w"
 else
   echo "bench_profile: nginx missing, not profiled" >&2
 fi
 stop "$NGX_PID"; NGX_PID=""
 
-if command -v h2o > /dev/null 2>&1; then
-  H2OPORT=$(free_port)
-  cat > "$T/h2o.conf" <<EOF
-listen:
-  host: 127.0.0.1
-  port: $H2OPORT
-num-threads: 1
-access-log: /dev/null
-error-log: $T/h2o.err
-proxy.timeout.keepalive: 600000
-hosts:
-  default:
-    paths:
-      /:
-        proxy.reverse.url: http://127.0.0.1:$PORT/
-EOF
-  h2o -c "$T/h2o.conf" > "$T/h2o.out" 2>&1 &
-  H2O_PID=$!
-  up=0
-  for _ in $(seq 100); do
-    curl -s -o /dev/null "http://127.0.0.1:$H2OPORT/track/w" && { up=1; break; }
-    sleep 0.05
-  done
-  [ $up = 1 ] && profile_proxy h2o "$H2O_PID" "http://127.0.0.1:$H2OPORT/track/w"
+if h2o_proxy "$PORT"; then
+  profile_proxy h2o "$H2O_PID" "http://127.0.0.1:$H2OPORT/track/w"
   stop "$H2O_PID"; H2O_PID=""
 else
   echo "bench_profile: h2o missing, not profiled" >&2

@@ -43,7 +43,7 @@ set -eu
 B=${1:?usage: bench/bench_proxy.sh BUILD_DIR}
 S=$B/src/cli/stagger
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-. "$ROOT/bench/nginx_lib.sh"
+. "$ROOT/bench/proxy_lib.sh"
 [ -x "$S" ] || { echo "no $S: build first" >&2; exit 2; }
 "$S" proxy --help > /dev/null 2>&1 || { echo "stagger proxy not built" >&2; exit 2; }
 N=${BENCH_JOBS:-2000}
@@ -62,19 +62,6 @@ NGX_PID="" H2O_PID=""
 ulimit -n 20000 2>/dev/null || ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 now() { date +%s.%N; }
 
-port_of() { # FILE PID
-  i=0
-  while [ $i -lt 200 ]; do
-    # The file may not be there yet (the shell opens it in the child).
-    p=$(sed -n 's|^listening on http://127\.0\.0\.1:\([0-9]*\)$|\1|p' "$1" 2>/dev/null || true)
-    [ -n "$p" ] && { echo "$p"; return 0; }
-    kill -0 "$2" 2>/dev/null || break
-    sleep 0.05
-    i=$((i + 1))
-  done
-  echo "did not start: $(cat "$1")" >&2
-  exit 1
-}
 start_server() { # NAME ARGS...
   n=$1; shift
   "$S" serve --port 0 "$@" > "$T/$n.srv" 2>&1 &
@@ -87,7 +74,6 @@ start_proxy() { # NAME ARGS...
   PX_PID=$!
   PXPORT=$(port_of "$T/$n.px" "$PX_PID")
 }
-stop() { for p in "$@"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done; }
 
 seq -f 'k%05g' 1 "$N" > "$T/keys.txt"
 
@@ -158,9 +144,6 @@ fi
 # spent per request (/proc/PID/task/*/schedstat): what one request costs,
 # which a busy machine disturbs less than a rate.
 DUR=${BENCH_PROXY_DUR:-5}
-cpu_ns() { # PID: the on-CPU ns of all its threads so far
-  cat /proc/"$1"/task/*/schedstat 2>/dev/null | awk '{s += $1} END {printf "%.0f", s}'
-}
 wrk_run() { # NAME URL [CONNECTIONS [PID]]
   c=${3:-30}
   t=2; [ "$c" = 1 ] && t=1
@@ -172,58 +155,6 @@ wrk_run() { # NAME URL [CONNECTIONS [PID]]
   n=$(sed -n 's/^[[:space:]]*\([0-9]*\) requests in.*/\1/p' "$T/$1.wrk")
   cpu=$(awk -v a="$c0" -v b="$c1" -v n="${n:-0}" 'BEGIN {print (n > 0 && b > a) ? (b - a) / n / 1000 : "-"}')
   echo "$1 ${rps:-0} ${p50:-?} $cpu" >> "$T/wrk"
-}
-# nginx as a reverse proxy to 127.0.0.1:$1 on a free loopback port (sets
-# NGX_PID, NGXPORT, NGXW: its one worker); false when nginx is missing or
-# does not answer.
-nginx_proxy() {
-  NGXPORT=$("$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-  rm -rf "$T/ngx"
-  nginx_run "$T/ngx" 1 "$NGXPORT" /track/w <<EOF2 || return 1
-    upstream up { server 127.0.0.1:$1; keepalive 64; keepalive_requests 100000000; }
-    server {
-        listen 127.0.0.1:$NGXPORT;
-        location / {
-            proxy_pass http://up;
-            proxy_http_version 1.1;
-            proxy_set_header Connection "";
-            proxy_buffering off;
-        }
-    }
-EOF2
-  NGXW=$(pgrep -P "$NGX_PID" | head -1)
-  [ -n "$NGXW" ]
-}
-# h2o (2.2.5, Debian's) as a reverse proxy to 127.0.0.1:$1 on a free
-# loopback port, one thread, keep-alive upstream (sets H2O_PID, H2OPORT):
-# the other peer, a proxy made of an HTTP library's server and client in
-# one event loop, as stagger's is of libmicrohttpd's and libcurl's; false
-# when h2o is missing or does not answer.
-h2o_proxy() {
-  _h2o=$(command -v h2o || echo /usr/bin/h2o)
-  [ -x "$_h2o" ] || return 1
-  H2OPORT=$("$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-  cat > "$T/h2o.conf" <<EOF2
-listen:
-  host: 127.0.0.1
-  port: $H2OPORT
-num-threads: 1
-access-log: /dev/null
-error-log: $T/h2o.err
-proxy.timeout.keepalive: 600000
-hosts:
-  default:
-    paths:
-      /:
-        proxy.reverse.url: http://127.0.0.1:$1/
-EOF2
-  "$_h2o" -c "$T/h2o.conf" > "$T/h2o.out" 2>&1 &
-  H2O_PID=$!
-  for _ in $(seq 100); do
-    curl -s -o /dev/null "http://127.0.0.1:$H2OPORT/track/w" && return 0
-    sleep 0.05
-  done
-  return 1
 }
 # idle_mem PORT PID: PID's RSS (kB) fresh, with 1000 and with 2000 idle
 # keep-alive connections to PORT that each had one answer.
@@ -255,7 +186,7 @@ if command -v wrk > /dev/null 2>&1; then
   start_proxy over --upstream "http://127.0.0.1:$PORT" --rate 0 -j 100
   NGXW=""
   nginx_proxy "$PORT" || { NGXW=""; echo "nginx missing: no peer" >&2; }
-  h2o_proxy "$PORT" || { stop "$H2O_PID"; H2O_PID=""; echo "h2o missing: no second peer" >&2; }
+  h2o_proxy "$PORT" || echo "h2o missing: no second peer" >&2
   turns=${BENCH_PROXY_TURNS:-3}
   r=0
   while [ $r -lt "$turns" ]; do
