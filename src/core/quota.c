@@ -65,6 +65,8 @@ typedef struct qent {
     int64_t reset_at; /* monotonic instant of the announced reset; NEVER */
     int64_t reset_lo; /* the earliest it can be (a reset said in whole
                          seconds is rounded up: up to 1 s earlier); NEVER */
+    bool probe_reset; /* reset_at is empty_wait's, for a count spent with
+                         no reset said: no window of the server's */
     int64_t tat;      /* pacing: theoretical arrival time (GCRA) of the
                          next unit at the current pace; NEVER: none */
     int64_t refill_us;   /* a bucket whose reset is "until full" (OpenAI,
@@ -332,6 +334,7 @@ static qent *quota_get(stg_quota *q, host *h, const stg_quota_obs *o)
     e->dormant = true; /* until a remaining count arrives */
     e->reset_at = NEVER;
     e->reset_lo = NEVER;
+    e->probe_reset = false;
     e->tat = NEVER;
     e->told_rem = UNKNOWN;
     return e;
@@ -347,6 +350,7 @@ static void renew(qent *e, int64_t now)
 {
     if (e->reset_at != NEVER && now >= e->reset_at) {
         e->reset_at = NEVER;
+        e->probe_reset = false;
         if (!e->dormant && e->est == 0)
             e->est = UNKNOWN;
     }
@@ -369,6 +373,7 @@ static void idle_spent(const stg_quota *q, qent *e, int64_t now)
         e->refill_us <= 0) {
         e->reset_at = sat_add(now, q->empty_wait_us);
         e->reset_lo = e->reset_at;
+        e->probe_reset = true;
     }
 }
 
@@ -679,10 +684,13 @@ static void update(const stg_quota *q, qent *e, const stg_quota_obs *o, int64_t 
      * before it: its higher count is older news too (taken, it let one
      * more in than the server had left: bench_dialects' azure at 1.11x).
      * A request admitted after that answer came was counted after it,
-     * and its count (a refill) is taken. */
+     * and its count (a refill) is taken. The wait for a probe that a
+     * spent count starts (empty_wait) is no reset of the server's: the
+     * rule holds through it (taken then, a count of 1 counted before the
+     * 0 that started the wait let one more into a full leaky bucket). */
     if (!older && seq != 0 && e->est != UNKNOWN && !e->dormant && o->remaining >= 0 &&
-        o->remaining > e->est_rem && o->reset_us < 0 && e->reset_at == NEVER &&
-        seq <= e->est_known)
+        o->remaining > e->est_rem && o->reset_us < 0 &&
+        (e->reset_at == NEVER || e->probe_reset) && seq <= e->est_known)
         older = true;
     if (o->remaining >= 0 && older && o->remaining >= e->est_rem) {
         int64_t back = e->est_rem > e->inflight ? e->est_rem - e->inflight : 0;
@@ -737,6 +745,7 @@ static void update(const stg_quota *q, qent *e, const stg_quota_obs *o, int64_t 
         if (!same) {
             e->reset_at = at;
             e->reset_lo = lo;
+            e->probe_reset = false;
             if (!again)
                 e->told_at = now;
         } else if (!older && (e->reset_lo == NEVER || lo > e->reset_lo)) {
@@ -747,8 +756,11 @@ static void update(const stg_quota *q, qent *e, const stg_quota_obs *o, int64_t 
          * used/size): probe again after a while, not at once. */
         e->reset_at = sat_add(now, q->empty_wait_us);
         e->reset_lo = e->reset_at;
-    } else if (e->reset_at != NEVER && e->reset_at <= now)
+        e->probe_reset = true;
+    } else if (e->reset_at != NEVER && e->reset_at <= now) {
         e->reset_at = NEVER;
+        e->probe_reset = false;
+    }
     if (o->remaining >= 0 && !older)
         e->told_rem = o->remaining;
     /* Until full in t with limit - remaining missing: one unit per

@@ -411,6 +411,38 @@ static void test_arrival_order_no_reset(void **state)
     stg_quota_free(q);
 }
 
+/* The same when the first answer spends the count (Shopify's used/size:
+ * a leaky bucket, no reset). A and B admitted with 2 left; the server
+ * counts B first (1 left), then A (0 left), and A's answer comes first.
+ * Its 0 starts the wait for the probe (empty_wait); B's 1, which came
+ * second, is the older count (B was in flight when A's answer came) and
+ * must not open the quota: taken, it let a third request into a bucket
+ * with no room (test_batch_quota's shopify persona, beside a CPU hog).
+ * The probe after empty_wait still goes. */
+static void test_arrival_order_spent_no_reset(void **state)
+{
+    (void)state;
+    stg_quota *q = make(-1);
+    learn(q, NULL, obs("", "requests", 6, 2, -1), 0);
+    stg_quota_ticket a, b, p;
+    int64_t w;
+    assert_int_equal(stg_quota_acquire_demand(q, H, "GET /", NULL, 0, 1, 0, &a, &w), STG_OK);
+    assert_int_equal(stg_quota_acquire_demand(q, H, "GET /", NULL, 0, 1, 0, &b, &w), STG_OK);
+    stg_quota_set qs;
+    set1(&qs, obs("", "requests", 6, 0, -1));
+    assert_int_equal(stg_quota_settle(q, H, "GET /", &a, &qs, STG_MS(2)), STG_OK);
+    set1(&qs, obs("", "requests", 6, 1, -1));
+    assert_int_equal(stg_quota_settle(q, H, "GET /", &b, &qs, STG_MS(3)), STG_OK);
+    /* Nothing goes before the probe, which waits empty_wait (1 s) from
+     * the answer that said 0. */
+    assert_int_equal(expect_wait(q, "GET /", STG_MS(3)), STG_SEC(1) - STG_MS(1));
+    assert_int_equal(stg_quota_acquire_demand(q, H, "GET /", NULL, 0, 1, STG_MS(1002), &p, &w),
+                     STG_OK);
+    assert_int_equal(w, 0);
+    expect_wait(q, "GET /", STG_MS(1002)); /* one probe at a time */
+    stg_quota_free(q);
+}
+
 /* Admitted now, with a demand of one (what fits is not paced). */
 static void go_now(stg_quota *q, int64_t now)
 {
@@ -1449,6 +1481,7 @@ int main(void)
         cmocka_unit_test(test_late_answer_is_older),
         cmocka_unit_test(test_arrival_order_is_not_admission_order),
         cmocka_unit_test(test_arrival_order_no_reset),
+        cmocka_unit_test(test_arrival_order_spent_no_reset),
         cmocka_unit_test(test_refilling_bucket),
         cmocka_unit_test(test_spent_without_reset),
         cmocka_unit_test(test_spent_idle_probes),
