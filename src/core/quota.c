@@ -16,7 +16,9 @@
  *    time, while nothing else of it is in flight;
  *  - a quota never waits for an answer that is not coming: one spent
  *    (0 left) with nothing in flight and no reset known gets a reset at
- *    empty_wait (idle_spent), after which one probe goes;
+ *    empty_wait (idle_spent), after which one probe goes; that reset is
+ *    marked as ours (probe_reset), never taken for a window the server
+ *    told;
  *  - an answer sets a quota's estimate only when it answers an admission
  *    no older than the one whose answer set it last (tickets carry their
  *    admission's sequence number): a late answer's count is older, and
@@ -503,6 +505,7 @@ static void charge(const stg_quota *q, qent *e, int64_t c, bool paced, int64_t n
     }
     STG_ASSERT(e->est >= 0 || e->est == UNKNOWN);
     STG_ASSERT(e->inflight >= 0);
+    STG_ASSERT(!e->probe_reset || e->reset_at != NEVER); /* a probe wait is a wait */
 }
 
 int stg_quota_acquire(stg_quota *q, const char *hostname, const char *route_name,
