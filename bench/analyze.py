@@ -941,17 +941,14 @@ def profile_table(res):
         return "%.1f" % v if v >= 0.05 else "–"
     rows = [["CPU per request (per job for the batch), µs"] +
             [cell(progs[k].get("cpu_us") or 0) for k, _ in cols]]
-    kernel = ["kernel: the system calls (sockets, epoll, the database's writes)"]
-    for k, _ in cols:
-        kernel.append(cell(sum(v or 0 for n, v in progs[k].items() if n.startswith("kernel_via_"))))
-    rows.append(kernel)
+    kernel = [sum(v or 0 for n, v in progs[k].items() if n.startswith("kernel_via_")) for k, _ in cols]
+    rows.append(["kernel: the system calls (sockets, epoll, the database's writes)"] +
+                [cell(v) for v in kernel])
     for owner, via in (("libcurl", "of which libcurl's calls"), ("libmicrohttpd", "of which libmicrohttpd's calls"),
                        ("sqlite", "of which SQLite's calls")):
         if any(progs[k].get("kernel_via_" + owner) for k, _ in cols):
             rows.append(["— " + via] + [cell(progs[k].get("kernel_via_" + owner) or 0) for k, _ in cols])
-    shown = [0.0] * len(cols)
-    for i, (k, _) in enumerate(cols):
-        shown[i] = sum(v or 0 for n, v in progs[k].items() if n.startswith("kernel_via_"))
+    shown = list(kernel)  # what the rows below add up to, so far
     for label, owners in PROFILE_GROUPS:
         vals = [sum((progs[k].get(o) or 0) + (progs[k].get("libc_via_" + o) or 0) for o in owners)
                 for k, _ in cols]
