@@ -344,6 +344,22 @@ static qent *quota_get(stg_quota *q, host *h, const stg_quota_obs *o)
 
 /* ---- the rules --------------------------------------------------------------- */
 
+/* No reset pending: none said, or the one said (or ours) passed. */
+static void reset_clear(qent *e)
+{
+    e->reset_at = NEVER;
+    e->probe_reset = false;
+}
+
+/* Spent with no reset said: our own wait before one probe goes, empty_wait
+ * from now (marked as ours: no window of the server's). */
+static void probe_wait(const stg_quota *q, qent *e, int64_t now)
+{
+    e->reset_at = sat_add(now, q->empty_wait_us);
+    e->reset_lo = e->reset_at;
+    e->probe_reset = true;
+}
+
 /* The reset passed. More quota has come, but how much is not said (not
  * necessarily the full limit: the IETF t is when *more* returns), so what
  * the estimate still holds stays (a reset never takes quota away), and a
@@ -351,8 +367,7 @@ static qent *quota_get(stg_quota *q, host *h, const stg_quota_obs *o)
 static void renew(qent *e, int64_t now)
 {
     if (e->reset_at != NEVER && now >= e->reset_at) {
-        e->reset_at = NEVER;
-        e->probe_reset = false;
+        reset_clear(e);
         if (!e->dormant && e->est == 0)
             e->est = UNKNOWN;
     }
@@ -372,11 +387,8 @@ static void renew(qent *e, int64_t now)
 static void idle_spent(const stg_quota *q, qent *e, int64_t now)
 {
     if (!e->dormant && e->est == 0 && e->inflight == 0 && e->reset_at == NEVER &&
-        e->refill_us <= 0) {
-        e->reset_at = sat_add(now, q->empty_wait_us);
-        e->reset_lo = e->reset_at;
-        e->probe_reset = true;
-    }
+        e->refill_us <= 0)
+        probe_wait(q, e, now);
 }
 
 /* A refilling bucket: credit the units refilled since the last credit, up
@@ -757,12 +769,9 @@ static void update(const stg_quota *q, qent *e, const stg_quota_obs *o, int64_t 
     } else if (o->remaining == 0) {
         /* Spent, and no word of when more comes (a leaky bucket's
          * used/size): probe again after a while, not at once. */
-        e->reset_at = sat_add(now, q->empty_wait_us);
-        e->reset_lo = e->reset_at;
-        e->probe_reset = true;
+        probe_wait(q, e, now);
     } else if (e->reset_at != NEVER && e->reset_at <= now) {
-        e->reset_at = NEVER;
-        e->probe_reset = false;
+        reset_clear(e);
     }
     if (o->remaining >= 0 && !older)
         e->told_rem = o->remaining;
