@@ -26,8 +26,16 @@
 # "x curl" = curl's wall (CPU) over the client's: 1.00 or more is as fast
 # as curl. A "goal1_N:" line per size repeats the medians as KEY=VALUE
 # words for bench/analyze.py (issue #19 goal 1's rows).
+# Two more clients in the same turns, for what the goal rows do not say:
+#   curl1  curl --parallel --parallel-max 30 with every answer to one
+#          stdout (no file per URL, no -w): curl's fastest form, which
+#          keeps no per-job answer;
+#   two    two stagger batch processes started together, half the keys
+#          and -j 15 each (two databases): the ceiling of a second network
+#          loop in one batch (two processes share no store, no lock and no
+#          queue, so one process with two loops gets less).
 # BENCH_BASE_STAGGER=PATH adds another build's stagger (-j 30) in the same
-# turns, for a before/after. Takes about a minute and a half.
+# turns, for a before/after. Takes about two minutes.
 #
 # Prints figures, asserts nothing. Only 127.0.0.1 is contacted.
 set -eu
@@ -137,6 +145,19 @@ unl_run() {
       sed "s|.*|url = \"http://127.0.0.1:$PORT/track/&\"\noutput = \"/dev/null\"|" \
         "$T/keys$n.txt" >"$T/curl.cfg"
       set -- curl -s --parallel --parallel-max 30 -K "$T/curl.cfg" -w '%{http_code}\n' ;;
+    curl1)
+      sed "s|.*|url = \"http://127.0.0.1:$PORT/track/&\"|" "$T/keys$n.txt" >"$T/curl.cfg"
+      set -- curl -s --parallel --parallel-max 30 -K "$T/curl.cfg" ;;
+    two)
+      rm -f "$T/unl2.db" "$T/unl2.db-wal" "$T/unl2.db-shm"
+      half=$((n / 2))
+      head -n "$half" "$T/keys$n.txt" >"$T/keys$n.a"
+      tail -n +$((half + 1)) "$T/keys$n.txt" >"$T/keys$n.b"
+      # sh waits for both: its rusage holds both processes' CPU.
+      set -- sh -c '"$1" batch --progress lines --db "$2" --rate 0 --concurrency 15 --url "$4" "$5" &
+        "$1" batch --progress lines --db "$3" --rate 0 --concurrency 15 --url "$4" "$6"
+        wait $!' two "$S" "$T/unl.db" "$T/unl2.db" "http://127.0.0.1:$PORT/track/{}" \
+        "$T/keys$n.a" "$T/keys$n.b" ;;
     learned)
       set -- "$S" batch --progress lines --db "$T/unl.db" --rate 0 \
         --url "http://127.0.0.1:$PORT/track/{}" "$T/keys$n.txt" ;;
@@ -151,12 +172,15 @@ unl_run() {
 import json, os, subprocess, sys, time
 c, n, stagger, db, argv = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5:]
 t0 = time.monotonic()
-p = subprocess.Popen(argv, stdout=subprocess.PIPE if c == "curl" else subprocess.DEVNULL,
+p = subprocess.Popen(argv, stdout=subprocess.PIPE if c.startswith("curl") else subprocess.DEVNULL,
                      stderr=subprocess.PIPE, text=True)
 load = None
 out = []
 if c == "curl":
     out = p.stdout.read().split()
+    p.stderr.read()
+elif c == "curl1":  # the answers, back to back: one per "ok":true
+    out = p.stdout.read().count('"ok":true')
     p.stderr.read()
 else:
     for line in p.stderr:
@@ -167,10 +191,14 @@ wall = time.monotonic() - t0
 cpu = ru.ru_utime + ru.ru_stime
 if c == "curl":
     done = sum(1 for s in out if s == "200")
+elif c == "curl1":
+    done = out
 else:
-    rep = json.loads(subprocess.run([stagger, "batch", "report", "--db", db, "--json"],
-                                    capture_output=True, text=True).stdout)
-    done = rep["states"]["done"]
+    done = 0
+    for d in [db] + ([db[:-3] + "2.db"] if c == "two" else []):
+        rep = json.loads(subprocess.run([stagger, "batch", "report", "--db", d, "--json"],
+                                        capture_output=True, text=True).stdout)
+        done += rep["states"]["done"]
 print(c, n, done, "%.4f" % wall, "%.4f" % cpu, "%.4f" % load if load is not None else "-")
 PY
   stop_unl
@@ -198,7 +226,7 @@ unlimited() {
     echo "bench_batch: unlimited, $n keys, $reps runs of each client" >&2
     r=0
     while [ $r -lt "$reps" ]; do
-      for c in curl learned j30 ${BENCH_BASE_STAGGER:+base}; do unl_run "$c" "$n"; done
+      for c in curl learned j30 curl1 two ${BENCH_BASE_STAGGER:+base}; do unl_run "$c" "$n"; done
       r=$((r + 1))
     done
   done
@@ -212,13 +240,15 @@ for line in open(sys.argv[1]):
 label = {"curl": "curl --parallel --parallel-max 30",
          "learned": "stagger batch --rate 0 (learned -j)",
          "j30": "stagger batch --rate 0 -j 30",
+         "curl1": "curl --parallel, answers to stdout",
+         "two": "2 stagger batch, half each, -j 15",
          "base": "BENCH_BASE_STAGGER, -j 30"}
 print("%-36s %7s %7s %8s %8s %8s %8s %8s" % ("unlimited serve, 30 at a time", "keys", "done",
       "wall s", "CPU s", "load s", "wall x", "CPU x"))
 summary = {}
 for n in sorted({k[0] for k in runs}):
     med = {}
-    for c in ("curl", "learned", "j30", "base"):
+    for c in ("curl", "learned", "j30", "curl1", "two", "base"):
         rs = runs.get((n, c))
         if not rs:
             continue
