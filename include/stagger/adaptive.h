@@ -72,8 +72,17 @@
  *    can land together; a server with no burst refuses one of them at a
  *    rate far below its limit, and the cut that follows starts CUBIC from
  *    there (doubling every 1 s kept 16 workers against a burst-1 server
- *    under 20/s for a minute; 2 s does not). startup_doubling_us < 0 turns
- *    slow start off.
+ *    under 20/s for a minute; 2 s does not). The first cut of all, when it
+ *    rests on no measurement, is no cut: slow start begins at the guess
+ *    itself, not at beta times it. The guess is what was sent per whole
+ *    0.5 s bucket, so a throttle 30 ms in reads 22 sends as 44/s, already
+ *    far under what was offered; cutting that to 31/s as well cost four
+ *    naive client processes behind `stagger proxy` (200 workers against
+ *    100/s) about 1.6 s of a 20 s run, 1.04-1.11x the ideal; from the
+ *    guess, 1.02-1.04x. A second throttle before any measurement cuts by
+ *    beta as usual, so a guess above a slow server still comes down.
+ *    startup_doubling_us < 0 turns slow start off (and with it this rule:
+ *    the AWS curve, cut by beta).
  * Result, against a server allowing L = 100/s with burst 20, from the
  * second minute on: every 10 s window within +-2% of L and 0.2% to 1% of
  * calls throttled, for one greedy worker (1 ms round trip) as for 16

@@ -272,6 +272,7 @@ int stg_adaptive_on_response(stg_adaptive *pub, bool throttled, int64_t now_us)
         double current = measured;
         if (enabled && a->fill_rate < current)
             current = a->fill_rate;
+        bool first = a->last_cut_us == INT64_MIN;
         a->w_max = current;
         a->k = zero_point(a, current);
         a->last_throttle_us = now_us;
@@ -280,8 +281,11 @@ int stg_adaptive_on_response(stg_adaptive *pub, bool throttled, int64_t now_us)
          * answers are still to come. */
         a->recover_seq = atomic_load_explicit(&a->admitted, memory_order_relaxed);
         rate = current * a->cfg.beta;
-        /* A cut before any measurement is a guess: slow start (header). */
+        /* A cut before any measurement is a guess: slow start (header),
+         * and the first such one starts from the guess, not beta of it. */
         a->probing = !a->measured_any && a->cfg.startup_doubling_us > 0;
+        if (a->probing && first)
+            rate = current;
         a->probe_base = rate;
     } else {
         double secs = ((double)now_us - (double)a->last_throttle_us) / US_PER_S;

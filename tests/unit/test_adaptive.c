@@ -187,8 +187,22 @@ static void test_first_answer_throttled(void **state)
     assert_int_equal(stg_adaptive_init(&a, NULL, 0), STG_OK);
     for (int i = 0; i < 50; i++)
         assert_int_equal(acquire_wait(&a, 0, 0), 0);
+    /* 50 sends read as 100/s (per whole 0.5 s bucket): the first cut,
+     * resting on no measurement, starts slow start at that guess, uncut. */
     assert_int_equal(stg_adaptive_on_response(&a, true, STG_MS(3)), STG_OK);
-    assert_close(stg_adaptive_rate(&a), 0.7 * 100.0);
+    assert_close(stg_adaptive_rate(&a), 100.0);
+    assert_true(stg__adaptive_state(&a)->probing);
+    /* A second throttle, still before any bucket closed, that answers a
+     * request admitted after the first cut (the 50 before it answered):
+     * a cut by beta from min(guess, fill), so a guess above a slow server
+     * comes down. */
+    assert_int_equal(acquire_wait(&a, STG_MS(3), INT64_MAX) >= 0, 1);
+    for (int i = 0; i < 49; i++)
+        assert_int_equal(stg_adaptive_on_response(&a, false, STG_MS(4)), STG_OK);
+    double fill = stg_adaptive_rate(&a);
+    assert_true(fill >= 100.0 && fill < 101.0); /* 100 * 2^(1 ms / 2 s) */
+    assert_int_equal(stg_adaptive_on_response(&a, true, STG_MS(5)), STG_OK);
+    assert_close(stg_adaptive_rate(&a), 0.7 * fill);
     stg_adaptive_destroy(&a);
 }
 
@@ -204,13 +218,17 @@ static void test_slow_start(void **state)
     for (int i = 0; i < 50; i++)
         assert_int_equal(acquire_wait(&a, 0, 0), 0);
     assert_int_equal(stg_adaptive_on_response(&a, true, STG_MS(3)), STG_OK);
-    assert_close(stg_adaptive_rate(&a), 70.0);
-    /* One success 2 s later: 70 * 2 = 140 (the cubic is at 0.4 * (2 -
-     * cbrt(75))^3 + 100 = 96.7), under the 2x measured cap. */
-    for (int64_t t = STG_MS(10); t < STG_SEC(2); t += STG_MS(10))
+    assert_close(stg_adaptive_rate(&a), 100.0); /* the first cut: the guess itself */
+    /* Answers every 10 ms (100/s measured) for 2 s: slow start reaches
+     * 100 * 2 = 200 (the cubic is at 0.4 * (2 - cbrt(75))^3 + 100 = 95.6),
+     * held to 2 x the measured rate (99.84 after four buckets). */
+    for (int64_t t = STG_MS(10); t < STG_SEC(2); t += STG_MS(10)) {
         assert_int_equal(stg_adaptive_on_response(&a, false, t), STG_OK);
+        if (t == STG_MS(1000))
+            assert_close(stg_adaptive_rate(&a), 100.0 * pow(2.0, 0.997 / 2.0));
+    }
     assert_int_equal(stg_adaptive_on_response(&a, false, STG_MS(2003)), STG_OK);
-    assert_close(stg_adaptive_rate(&a), 140.0);
+    assert_close(stg_adaptive_rate(&a), 2.0 * (0.8 * 100.0 + 0.2 * 99.2));
     /* The next throttle answers a request admitted after the cut: it cuts
      * from min(measured, fill) and ends slow start. */
     assert_int_equal(acquire_wait(&a, STG_MS(2003), INT64_MAX) >= 0, 1);
@@ -312,9 +330,10 @@ static void test_floor(void **state)
     stg_adaptive a;
     assert_int_equal(stg_adaptive_init(&a, NULL, 0), STG_OK);
     /* A lone throttle: measured 0, but the half-second in progress holds
-     * this one response: current = 1 / 0.5 s = 2/s, fill = 1.4. */
+     * this one response: current = 1 / 0.5 s = 2/s, the first cut's guess,
+     * kept uncut (slow start). */
     assert_int_equal(stg_adaptive_on_response(&a, true, 0), STG_OK);
-    assert_close(stg_adaptive_rate(&a), 1.4);
+    assert_close(stg_adaptive_rate(&a), 2.0);
     /* A throttle every 10 s: the measured rate sinks to ~0.1/s, each cut
      * reaches for 0.7 x that, the floor holds it at 0.5. */
     for (int i = 1; i <= 10; i++) {
