@@ -79,7 +79,7 @@
  *    far under what was offered; cutting that to 31/s as well cost four
  *    naive client processes behind `stagger proxy` (200 workers against
  *    100/s) about 1.6 s of a 20 s run, 1.04-1.11x the ideal; from the
- *    guess, 1.02-1.04x. A second throttle before any measurement cuts by
+ *    guess, 1.02-1.06x. A second throttle before any measurement cuts by
  *    beta as usual, so a guess above a slow server still comes down.
  *    startup_doubling_us < 0 turns slow start off (and with it this rule:
  *    the AWS curve, cut by beta).
