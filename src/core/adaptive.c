@@ -280,12 +280,10 @@ int stg_adaptive_on_response(stg_adaptive *pub, bool throttled, int64_t now_us)
         /* Every send admitted so far was paced at the old rate; their
          * answers are still to come. */
         a->recover_seq = atomic_load_explicit(&a->admitted, memory_order_relaxed);
-        rate = current * a->cfg.beta;
         /* A cut before any measurement is a guess: slow start (header),
          * and the first such one starts from the guess, not beta of it. */
         a->probing = !a->measured_any && a->cfg.startup_doubling_us > 0;
-        if (a->probing && first)
-            rate = current;
+        rate = a->probing && first ? current : current * a->cfg.beta;
         a->probe_base = rate;
     } else {
         double secs = ((double)now_us - (double)a->last_throttle_us) / US_PER_S;
