@@ -49,7 +49,10 @@
  * whole token. A host that refuses everything with 429s still shuts the
  * retries off (after 10 throttles instead of 5 faults), but a limit that
  * refuses up to token_ratio / (throttle_cost + token_ratio) of the calls
- * (1 in 6 by default, against 1 in 11 for faults) never does.
+ * (1 in 6 by default, against 1 in 11 for faults) never does. The
+ * engine of libstagger-curl charges a throttle nothing on a host paced by
+ * its adaptive rate, which cuts the rate on it and makes every retry wait
+ * its turn at that rate (curl.h, stg_engine_config.budget).
  *
  * Invariant: 0 <= tokens <= max_tokens at every instant, also under
  * concurrent use.

@@ -570,10 +570,13 @@ typedef struct stg_engine_config {
     stg_breaker_config breaker_config; /* its on_change, if set, is called
                                    too (with the breaker's lock held) */
     bool budget;                /* per-host retry budget on: a retryable
-                                   failure (429 excepted: a rate signal,
-                                   not a fault) costs a token, any other
-                                   answer refills; a retry it refuses gives
-                                   up with BUDGET_EXHAUSTED, or waits with
+                                   failure costs a token, a throttle (a
+                                   rate signal, not a fault) half of one
+                                   (budget.h), or nothing with the
+                                   ADAPTIVE limiter, which slows down on
+                                   it; any other answer refills; a retry
+                                   it refuses gives up with
+                                   BUDGET_EXHAUSTED, or waits with
                                    budget_wait */
     stg_budget_config budget_config;
     bool budget_wait;           /* a retry the spent budget refuses waits

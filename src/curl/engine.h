@@ -9,6 +9,8 @@
  *   engine_admit.c  admission: breaker, limiter, pacing of a learned rate,
  *                   quotas, timers, the attempt's start;
  *   engine_budget.c a spent retry budget's waits;
+ *   engine_early.c  a backoff after a throttle cut short when the host is
+ *                   idle and has answered since;
  *   engine_done.c   completion: an attempt's end (the attempt step shared
  *                   with stg_curl_perform), redirect hops;
  *   engine_settle.c a send's quota reservation settled or given back;
@@ -143,6 +145,12 @@ typedef struct req {
     bool probe_claimed; /* the breaker admitted the current attempt */
     bool shared_probe;  /* the shared breaker admitted it: record the outcome */
     bool over_budget;   /* its host's one retry let past a spent budget */
+    /* Backing off after a throttle that gave no hint, on a host with an
+     * adaptive rate (engine_early.c): in its host's early list by
+     * early_link, since its host's answered count was early_mark. */
+    bool early;
+    stg__link early_link;
+    int64_t early_mark;
     bool pacing;        /* in its host's pace queue (fq in host->pace_fq):
                            a promoted head is in it and the retry queue */
     int64_t ticket;     /* the shared limiter's, for on_response */
@@ -447,6 +455,21 @@ void stg__eng_fire_timers(stg_engine *e);
 void stg__eng_budget_gate(stg_engine *e, req *r);
 /* Wake h's held retries when its budget allows. */
 void stg__eng_budget_release(stg_engine *e, stg__host *h);
+
+/* ---- a throttle's backoff cut short (engine_early.c) --------------------- */
+
+/* r (in RQ_NONE), refused by a throttle with no hint on a host with an
+ * adaptive rate, is about to back off (W_BACKOFF or W_BUDGET): its wait
+ * may be cut short once its host has answered another request. */
+void stg__eng_early_note(req *r);
+/* r leaves its backoff (or ends): out of its host's early list. */
+void stg__eng_early_forget(req *r);
+/* h answered a request (not a throttle, not a fault): count it, and cut
+ * a wait short if h is idle. */
+void stg__eng_early_answered(stg_engine *e, stg__host *h);
+/* h's requests waiting for admission: one more (r became queued), or one
+ * fewer (r was admitted or ended); at none, cut a wait short. */
+void stg__eng_early_queued(stg_engine *e, stg__host *h, int delta);
 
 /* ---- learned concurrency (engine_conc.c) --------------------------------- */
 

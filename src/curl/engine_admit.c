@@ -280,6 +280,7 @@ static void start_attempt(stg_engine *e, req *r)
         stg_class_stats *cs = &r->crow->st;
         r->queued = false;
         cs->waiting--;
+        stg__eng_early_queued(e, r->host, -1); /* it may leave the host idle */
         cs->admitted++;
         cs->wait_us += w;
         if (w > cs->wait_max_us)

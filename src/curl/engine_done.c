@@ -100,6 +100,9 @@ static void report(void *ctx, const stg__attempt *a, const stg_hints *hints)
         if (learn_hints)
             stg_adaptive_on_hints(&h->adaptive, hints, e->now, &e->rng);
     }
+    if (a->err == STG_NET_NONE && a->status > 0 && a->status < 500 &&
+        !stg__throttled(a->status, hints))
+        stg__eng_early_answered(e, h); /* its quota had room for this one */
     stg__shared_report(e->cfg.shared, h->key, r->ticket, a->status, hints);
     if (r->shared_probe) {
         r->shared_probe = false;
@@ -124,7 +127,13 @@ static void report(void *ctx, const stg__attempt *a, const stg_hints *hints)
                                               STG_FAULT_THROTTLE)
                 stg_budget_on_success(&h->budget);
         } else if (stg_fault_classify(a->status, a->err, hints) == STG_FAULT_THROTTLE) {
-            stg_budget_on_throttle(&h->budget);
+            /* With an adaptive rate a throttle costs nothing: the rate is
+             * cut on it, and every retry waits its turn at that rate, so
+             * retries cannot add load. Charged, 30 refusals of a first
+             * burst held every retry behind one (the budget's pass) for
+             * seconds after the rate had settled. */
+            if (!h->has_adaptive)
+                stg_budget_on_throttle(&h->budget);
         } else {
             stg_budget_on_failure(&h->budget);
         }
@@ -257,6 +266,11 @@ static void attempt_done(stg_engine *e, req *r, CURLcode code)
         h->over_budget_out--;
     }
     stg_retry_state_note(&r->rs, &d);
+    /* A throttle that said nothing of when: the wait is ours, and the
+     * host's adaptive rate already paces the retry (engine_early.c). */
+    if (h->has_adaptive && d.server_wait_us == STG_UNKNOWN &&
+        stg_fault_classify(r->status, r->err, &r->x.hints) == STG_FAULT_THROTTLE)
+        stg__eng_early_note(r);
     stg__eng_ev_init(e, r, STG_EVENT_WAIT, &ev);
     ev.status = r->status;
     ev.error = r->err;

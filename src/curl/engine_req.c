@@ -261,6 +261,7 @@ void stg__eng_req_free(req *r)
     free(r->own_pol);
     if (r->queued && r->crow) { /* ended while it waited for admission */
         r->crow->st.waiting--;
+        r->host->queued--;
         r->queued = false;
     }
     free(r->tenant);
@@ -389,6 +390,7 @@ void stg__eng_detach(stg_engine *e, req *r)
     case RQ_NONE:
         break;
     }
+    stg__eng_early_forget(r);
     stg__eng_pace_leave(e, r);
     stg__eng_quota_unwait(e, r);
     if (r->reserved) {

@@ -27,7 +27,9 @@
  * (a queue or a PACE timer -> a wait, CONC_Q, PACE_Q or ACTIVE; a due
  * timer -> its next state); engine_done.c ends an attempt (ACTIVE ->
  * RETRY or a timer); engine_conc.c, engine_budget.c and a breaker's change
- * (engine_req.c) wake waiters to RETRY; engine_finish.c ends a request
+ * (engine_req.c) wake waiters to RETRY; engine_early.c makes a backoff's
+ * timer due now (no move of its own: the timer's expiry makes it);
+ * engine_finish.c ends a request
  * (-> FINISHED). Admission and completion never call each other: both make
  * their moves here, and the pump (stg__eng_pump) runs them in turn.
  *
@@ -204,6 +206,8 @@ static void trace(const stg_engine *e, const req *r, rq_state from, rq_state to,
 void stg__eng_leave(req *r, rq_where w)
 {
     STG_ASSERT(r->where == w);
+    if (w == RQ_TIMER)
+        stg__eng_early_forget(r); /* its backoff ends, cut short or not */
     r->from = stg__eng_state_of(w, r->wait);
     r->where = RQ_NONE;
 }
@@ -221,6 +225,7 @@ void stg__eng_enter(stg_engine *e, req *r, rq_where w)
         r->queued = true; /* ready: waits for admission from now (engine.h) */
         r->ready_us = e->now;
         r->crow->st.waiting++;
+        stg__eng_early_queued(e, r->host, 1);
     }
     if (r->conc_held && !conc_keeps(r, w))
         stg__eng_conc_release(e, r);

@@ -85,6 +85,14 @@ const stg__timer *stg__heap_top(const stg__heap *h)
     return h->n ? &h->v[0] : NULL;
 }
 
+void stg__heap_advance(stg__heap *h, size_t i, int64_t due_us)
+{
+    if (i >= h->n || due_us >= h->v[i].due_us)
+        return;
+    h->v[i].due_us = due_us;
+    sift_up(h, i);
+}
+
 void stg__heap_remove(stg__heap *h, size_t i)
 {
     if (i >= h->n)

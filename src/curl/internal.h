@@ -442,6 +442,9 @@ const stg__timer *stg__heap_top(const stg__heap *h);
 /* Remove the entry at position i (from its *index); sets *index to
  * STG__NOT_IN_HEAP. */
 void stg__heap_remove(stg__heap *h, size_t i);
+/* Make the entry at position i due at due_us when that is earlier (a
+ * later one is ignored): it moves up, nothing is allocated. */
+void stg__heap_advance(stg__heap *h, size_t i, int64_t due_us);
 
 /* ---- hosts.c: per-key limiter, budget and breaker of the engine ---------- */
 
@@ -500,6 +503,15 @@ typedef struct stg__host {
      * one queue per group of routes that share a quota and have waiters
      * (NULL: none waits). */
     struct stg__quota_q *quota_qs;
+    /* A wait cut short when the host is idle (engine_early.c): its
+     * requests waiting for admission (req.queued), its answers that were
+     * neither a throttle nor a fault, its requests backing off after a
+     * throttle that gave no hint (struct req by early_link, oldest
+     * first), and the one of them whose wait was cut (NULL: none). */
+    int64_t queued;
+    int64_t answered;
+    stg__list early;
+    void *early_cut;
     /* What its AI API requests cost and how it counts them (stagger/cost.h),
      * made at its first such request (NULL until then). */
     stg_cost_model *cost_model;

@@ -19,7 +19,11 @@
  *    retry at a time, and every request still ends done;
  *  - cancel one, cancel all, stop, free with requests pending;
  *  - the adaptive limiter against a rate-limited server (smoke), and its
- *    pacing serving waiters in order (no retry overtaken for seconds).
+ *    pacing serving waiters in order (no retry overtaken for seconds);
+ *  - a backoff after a throttle with no hint is cut short on an idle
+ *    adaptive host that answered since, and kept whole otherwise (alone,
+ *    with Retry-After, at a fixed rate); with the adaptive rate a
+ *    throttle costs the retry budget nothing.
  *
  * Needs STAGGER (the stagger binary) in the environment. Only loopback
  * traffic.
@@ -688,6 +692,115 @@ static void test_adaptive_smoke(void **state)
     server_cleanup(&s);
 }
 
+/* A throttle's backoff cut short (engine_early.c). The server refuses the
+ * first request of client "t" with a 429 that gives no hint (fail-first,
+ * no Retry-After) and answers every other. Request A is refused; its
+ * backoff is 5 s +-20%, so at least 4 s. With the adaptive rate, B's
+ * answer after A's refusal, on an idle host, cuts A's wait short: A ends
+ * before the 4 s its backoff would have taken at the least. Without
+ * that evidence (A alone), with a hint (the server said when), or with
+ * a fixed rate (no learned pace to hand the wait to), A waits its whole
+ * wait: at least 4 s, or the hint's 3 s. */
+static const char *const client_t[] = {"X-Client-Id: t", NULL};
+
+/* Runs A (and B when both), at concurrency 1 in that order, against a
+ * fresh server with the given args; returns the seconds from A's submit
+ * to the last completion, and checks that both ended in success after
+ * one 429 in all. */
+static double early_run(const char *const *args, stg_limiter_mode mode, bool both)
+{
+    server s;
+    server_start(&s, args);
+    char ua[128], ub[128];
+    url_of(&s, "/a", ua, sizeof ua);
+    url_of(&s, "/b", ub, sizeof ub);
+    stg_engine_config cfg = {.concurrency = 1, .limiter = mode, .rate = 100};
+    cfg.policy.backoff.kind = STG_BACKOFF_PROPORTIONAL;
+    cfg.policy.backoff.base_us = STG_MS(50);
+    cfg.policy.throttle_base_us = STG_SEC(5); /* 4..6 s after a throttle */
+    cfg.policy.max_attempts = 3;
+    cfg.policy.max_server_wait_us = STG_SEC(60);
+    stg_engine *e = stg_engine_new(&cfg, NULL);
+    assert_non_null(e);
+    done_tally c = {0};
+    int64_t t0 = tally_now_us();
+    stg_request ra = {.url = ua, .headers = client_t};
+    stg_request rb = {.url = ub, .headers = client_t};
+    assert_int_equal(stg_engine_submit(e, &ra, tally_done, &c, NULL), STG_OK);
+    if (both)
+        assert_int_equal(stg_engine_submit(e, &rb, tally_done, &c, NULL), STG_OK);
+    assert_int_equal(stg_engine_drain(e), 0);
+    stg_engine_stats st;
+    stg_engine_stats_get(e, &st);
+    assert_int_equal(c.ok, both ? 2 : 1);
+    assert_int_equal(st.status_429, 1);
+    assert_int_equal(st.attempts, both ? 3 : 2);
+    stg_engine_free(e);
+    server_cleanup(&s);
+    return (double)(c.last_done_us - t0) / 1e6;
+}
+
+static void test_throttle_wait_cut_short(void **state)
+{
+    (void)state;
+    const char *nohint[] = {"--fail-first", "1", "--retry-after", "none", NULL};
+    double t = early_run(nohint, STG_LIMITER_ADAPTIVE, true);
+    print_message("adaptive, B answered after A's refusal: A done in %.2f s\n", t);
+    assert_true(t < 4.0);
+}
+
+static void test_throttle_wait_kept(void **state)
+{
+    (void)state;
+    const char *nohint[] = {"--fail-first", "1", "--retry-after", "none", NULL};
+    const char *hint[] = {"--fail-first", "1", "--fail-retry-after", "3", NULL};
+    double alone = early_run(nohint, STG_LIMITER_ADAPTIVE, false);
+    double told = early_run(hint, STG_LIMITER_ADAPTIVE, true);
+    double fixed = early_run(nohint, STG_LIMITER_FIXED, true);
+    print_message("kept: alone %.2f s, Retry-After 3 %.2f s, fixed rate %.2f s\n", alone, told,
+                  fixed);
+    assert_true(alone >= 4.0);
+    assert_true(told >= 3.0);
+    assert_true(fixed >= 4.0);
+}
+
+/* With the adaptive rate a throttle costs the retry budget nothing (the
+ * rate is cut on it, and every retry waits its turn at that rate). A
+ * budget of 1 token allows a retry while it holds more than 0.5: one
+ * throttle at the fixed rate (cost 0.5) spends it, and the request gives
+ * up; with the adaptive rate it retries through two 429s to its 200. */
+static void budget_throttles(stg_limiter_mode mode, done_tally *c)
+{
+    const char *args[] = {"--fail-first", "2", "--retry-after", "none", NULL};
+    server s;
+    server_start(&s, args);
+    char url[128];
+    url_of(&s, "/a", url, sizeof url);
+    stg_engine_config cfg = {.concurrency = 1, .limiter = mode, .rate = 100, .budget = true};
+    cfg.budget_config.max_tokens = 1;
+    cfg.policy = fast_policy(5);
+    cfg.policy.throttle_base_us = STG_MS(5);
+    stg_engine *e = stg_engine_new(&cfg, NULL);
+    assert_non_null(e);
+    stg_request rq = {.url = url, .headers = client_t};
+    assert_int_equal(stg_engine_submit(e, &rq, tally_done, c, NULL), STG_OK);
+    assert_int_equal(stg_engine_drain(e), 0);
+    stg_engine_free(e);
+    server_cleanup(&s);
+}
+
+static void test_budget_throttle_adaptive(void **state)
+{
+    (void)state;
+    done_tally fixed = {0}, adaptive = {0};
+    budget_throttles(STG_LIMITER_FIXED, &fixed);
+    budget_throttles(STG_LIMITER_ADAPTIVE, &adaptive);
+    assert_int_equal(fixed.budget, 1);
+    assert_int_equal(fixed.last_attempts, 1);
+    assert_int_equal(adaptive.ok_200, 1);
+    assert_int_equal(adaptive.last_attempts, 3);
+}
+
 /* Fairness of the adaptive pacing: requests waiting for the learned rate
  * are served in order, so a retry is not overtaken again and again by
  * newer requests. Before the pace FIFO, a 2000-job batch had retries that
@@ -768,6 +881,9 @@ int main(void)
         cmocka_unit_test_teardown(test_adaptive_pacing_is_fair, stop_leftovers),
         cmocka_unit_test_teardown(test_cancel_stop_free, stop_leftovers),
         cmocka_unit_test_teardown(test_adaptive_smoke, stop_leftovers),
+        cmocka_unit_test_teardown(test_throttle_wait_cut_short, stop_leftovers),
+        cmocka_unit_test_teardown(test_throttle_wait_kept, stop_leftovers),
+        cmocka_unit_test_teardown(test_budget_throttle_adaptive, stop_leftovers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
