@@ -122,9 +122,10 @@ bool sim_client_before(sim_client_env *e, int64_t now_us, int64_t *wait_us)
 void sim_client_after(sim_client_env *e, stg_retry_state *st, int status, int64_t ra_us,
                       int64_t now_us, stg_decision *d)
 {
-    /* As the engine does (src/curl/engine.c): a throttle is a 429, or a 503
-     * that carries a Retry-After; the budget counts 429 neither as a
-     * failure (a rate signal, not a fault) nor as a success. */
+    /* As the engine does (src/curl/engine_done.c): a throttle is a 429, or
+     * a 503 that carries a Retry-After; the budget counts a throttle as
+     * half a failure (a rate signal, not a fault), or as nothing with the
+     * adaptive rate (which slows down on it), and never as a success. */
     stg_hints h;
     const stg_hints *hints = sim_retry_after_hints(&h, ra_us);
     if (e->has_adaptive) {
@@ -136,12 +137,17 @@ void sim_client_after(sim_client_env *e, stg_retry_state *st, int status, int64_
     if (e->has_breaker)
         stg_breaker_record(&e->breaker, status, STG_NET_NONE, now_us);
     if (e->has_budget) {
-        bool failure = status != 429 && status >= 400 &&
-                       stg_status_set_has(&e->policy.retry_statuses, status);
-        if (failure)
+        bool throttle = status == 429 || (status == 503 && ra_us >= 0);
+        bool failure = status >= 400 && stg_status_set_has(&e->policy.retry_statuses, status);
+        if (!failure) {
+            if (!throttle)
+                stg_budget_on_success(&e->budget);
+        } else if (throttle) {
+            if (!e->has_adaptive)
+                stg_budget_on_throttle(&e->budget);
+        } else {
             stg_budget_on_failure(&e->budget);
-        else if (status != 429)
-            stg_budget_on_success(&e->budget);
+        }
     }
     sim_decide(&e->policy, st, STG_METHOD_GET, status, ra_us, now_us, &e->rng, d);
     if (d->action == STG_ACTION_RETRY && e->has_budget && !stg_budget_allow_retry(&e->budget)) {

@@ -278,6 +278,31 @@ static void test_storm_polite_loses_nothing(void **state)
     sim_results_free(&r);
 }
 
+/* The budget as the engine keeps it: a throttle (429) costs half a token
+ * to a client without the adaptive rate, so the fixed 1 s sleep's herd
+ * spends it and gives up more jobs than without one; the adaptive rate
+ * cuts on a throttle, which then costs nothing: it loses no job. */
+static void test_storm_budget_throttles(void **state)
+{
+    (void)state;
+    sim_opts o;
+    sim_opts_default(&o, SIM_STORM);
+    o.requests = 400;
+    o.clients[0] = 20;
+    o.nclients = 1;
+    sim_results plain = run(&o);
+    o.use_budget = true;
+    sim_results budget = run(&o);
+    assert_int_equal(budget.nrows, 4); /* fixed, pct, bucket, adaptive */
+    assert_int_equal(budget.rows[3].strategy, SIM_ADAPTIVE);
+    if (!(metric(&budget, 0, "failed") > metric(&plain, 0, "failed")))
+        fail_msg("fixed sleep: %.0f failed with the budget, %.0f without",
+                 metric(&budget, 0, "failed"), metric(&plain, 0, "failed"));
+    assert_true(metric(&budget, 3, "failed") == 0);
+    sim_results_free(&plain);
+    sim_results_free(&budget);
+}
+
 static void test_load_deadline(void **state)
 {
     (void)state;
@@ -513,6 +538,7 @@ int main(void)
         cmocka_unit_test(test_load_deadline),
         cmocka_unit_test(test_slow_server_settles),
         cmocka_unit_test(test_budget_and_breaker),
+        cmocka_unit_test(test_storm_budget_throttles),
         cmocka_unit_test(test_options),
         cmocka_unit_test(test_outputs),
     };
