@@ -255,14 +255,20 @@ static void test_same_seed_same_output(void **state)
 
 /* ---- storm, load, budget, breaker -------------------------------------- */
 
+/* The storm scenario at 400 jobs and one size of 20 clients. */
+static void small_storm(sim_opts *o)
+{
+    sim_opts_default(o, SIM_STORM);
+    o->requests = 400;
+    o->clients[0] = 20;
+    o->nclients = 1;
+}
+
 static void test_storm_polite_loses_nothing(void **state)
 {
     (void)state;
     sim_opts o;
-    sim_opts_default(&o, SIM_STORM);
-    o.requests = 400;
-    o.clients[0] = 20;
-    o.nclients = 1;
+    small_storm(&o);
     sim_results r = run(&o);
     assert_int_equal(r.nrows, 4); /* fixed, pct, bucket, adaptive */
     for (size_t i = 0; i < r.nrows; i++) {
@@ -286,10 +292,7 @@ static void test_storm_budget_throttles(void **state)
 {
     (void)state;
     sim_opts o;
-    sim_opts_default(&o, SIM_STORM);
-    o.requests = 400;
-    o.clients[0] = 20;
-    o.nclients = 1;
+    small_storm(&o);
     sim_results plain = run(&o);
     o.use_budget = true;
     sim_results budget = run(&o);
