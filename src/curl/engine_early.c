@@ -71,8 +71,7 @@ static void cut(stg_engine *e, stg__host *h)
         req *r = STG__OWNER(l, req, early_link);
         STG_ASSERT(r->where == RQ_TIMER && (r->wait == W_BACKOFF || r->wait == W_BUDGET));
         if (r->early_mark < h->answered) {
-            r->early = false;
-            stg__list_unlink(&h->early, &r->early_link);
+            stg__eng_early_forget(r); /* out of the list: it is the one cut */
             h->early_cut = r;
             stg__heap_advance(&e->timers, r->heap_index, e->now);
             return;
